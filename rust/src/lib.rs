@@ -1,0 +1,13 @@
+//! sessiontree core: scanning, indexing and walking Pi session files (JSONL v3).
+//!
+//! Pure Rust; the only module that knows Python is `py` (feature `python`).
+
+pub mod index;
+pub mod jsdate;
+pub mod json;
+pub mod scan;
+pub mod store;
+pub mod walk;
+
+#[cfg(feature = "python")]
+mod py;

@@ -1,0 +1,336 @@
+//! The PyO3 binding: type conversion, error mapping and GIL release only.
+
+use crate::index::{HeaderState, Leaf, NONE};
+use crate::store::{Store, StoreError};
+use crate::walk::{Cycle, PreorderError, Tree};
+use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::path::PathBuf;
+
+fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
+    match py.import("sessiontree.errors").and_then(|m| m.getattr(class)) {
+        Ok(cls) => match cls.call1((msg.clone(),)) {
+            Ok(inst) => PyErr::from_value(inst),
+            Err(e) => e,
+        },
+        Err(_) => PyValueError::new_err(msg),
+    }
+}
+
+fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
+    match e {
+        StoreError::Io(io) => PyOSError::new_err(io.to_string()),
+        other => py_err(py, "SessionFileChangedError", other.to_string()),
+    }
+}
+
+/// The index over one session's lines. Indices are entry positions in file order.
+#[pyclass(module = "sessiontree._core")]
+pub struct Index {
+    st: Store,
+    tree: Option<(u64, Tree)>,
+}
+
+impl Index {
+    fn check(&self, i: usize) -> PyResult<()> {
+        if i < self.st.index.recs.len() {
+            Ok(())
+        } else {
+            Err(PyIndexError::new_err(format!("entry index {i} out of range")))
+        }
+    }
+    fn id_str(&self, kid: u32) -> Option<String> {
+        self.st.index.key_string(kid).map(str::to_string)
+    }
+    fn cycle_err(&self, py: Python<'_>, c: Cycle) -> PyErr {
+        let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
+        let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
+        let msg = format!("parentId cycle through entries: {}", shown.join(" -> "));
+        match py.import("sessiontree.errors").and_then(|m| m.getattr("SessionCycleError")) {
+            Ok(cls) => match cls.call1((msg, ids)) {
+                Ok(inst) => PyErr::from_value(inst),
+                Err(e) => e,
+            },
+            Err(e) => e,
+        }
+    }
+    fn ensure_tree(&mut self) {
+        let gen = self.st.index.generation;
+        if self.tree.as_ref().map(|(g, _)| *g != gen).unwrap_or(true) {
+            self.tree = Some((gen, self.st.index.build_tree()));
+        }
+    }
+    fn opt(i: u32) -> Option<u32> {
+        (i != NONE).then_some(i)
+    }
+}
+
+#[pymethods]
+impl Index {
+    /// Scans a session file (memory-mapped; the GIL is released while scanning).
+    #[staticmethod]
+    #[pyo3(signature = (path, parallel = true))]
+    fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
+        let st = py.detach(|| Store::open(&path, parallel)).map_err(|e| store_err(py, e))?;
+        Ok(Index { st, tree: None })
+    }
+
+    /// An empty in-memory index (for sessions that are never written to a file).
+    #[staticmethod]
+    fn in_memory() -> Self {
+        Index { st: Store::in_memory(), tree: None }
+    }
+
+    /// Scans bytes appended to the file since the last scan; returns how many entries appeared.
+    fn refresh(&mut self, py: Python<'_>) -> PyResult<usize> {
+        let st = &mut self.st;
+        py.detach(|| st.refresh()).map_err(|e| store_err(py, e))
+    }
+
+    /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
+    fn append(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
+        self.st.append_bytes(offset, data).map_err(|e| store_err(py, e))
+    }
+
+    /// Bytes known (the file length as of the last scan or append).
+    #[getter]
+    fn end(&self) -> u64 {
+        self.st.end()
+    }
+    fn ends_without_newline(&self) -> bool {
+        self.st.ends_without_newline()
+    }
+
+    /// ("empty" | "valid" | "invalid", reason or None).
+    fn header_state(&self) -> (&'static str, Option<String>) {
+        match &self.st.index.header.0 {
+            HeaderState::Empty => ("empty", None),
+            HeaderState::Valid => ("valid", None),
+            HeaderState::Invalid(r) => ("invalid", Some(r.clone())),
+        }
+    }
+    fn header_line<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.st.header_bytes().map(|b| PyBytes::new(py, b))
+    }
+    #[getter]
+    fn needs_migration(&self) -> bool {
+        self.st.index.needs_migration()
+    }
+    #[getter]
+    fn legacy_v1(&self) -> bool {
+        self.st.index.is_legacy_v1()
+    }
+
+    fn __len__(&self) -> usize {
+        self.st.index.recs.len()
+    }
+    /// Distinct ids (Pi getEntryCount).
+    fn entry_count(&self) -> usize {
+        self.st.index.entry_count()
+    }
+
+    fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
+        self.check(i)?;
+        Ok(PyBytes::new(py, self.st.line(i)))
+    }
+    fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        idx.iter()
+            .map(|&i| {
+                self.check(i)?;
+                Ok(PyBytes::new(py, self.st.line(i)))
+            })
+            .collect()
+    }
+
+    /// The entry's id when it is a string, else None.
+    fn id(&self, i: usize) -> PyResult<Option<String>> {
+        self.check(i)?;
+        Ok(self.id_str(self.st.index.recs[i].id))
+    }
+    fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
+        idx.iter().map(|&i| self.id(i)).collect()
+    }
+    /// The entry's parentId when it is a string, else None.
+    fn parent_id(&self, i: usize) -> PyResult<Option<String>> {
+        self.check(i)?;
+        Ok(self.id_str(self.st.index.recs[i].parent))
+    }
+    /// (id is a string, parentId is a string, parentId is null)
+    fn key_kinds(&self, i: usize) -> PyResult<(bool, bool, bool)> {
+        self.check(i)?;
+        let r = &self.st.index.recs[i];
+        Ok((
+            self.st.index.key_string(r.id).is_some(),
+            self.st.index.key_string(r.parent).is_some(),
+            r.parent == crate::index::KID_NULL,
+        ))
+    }
+    /// The entry's `type` when it is a string, else None.
+    fn type_name(&self, i: usize) -> PyResult<Option<String>> {
+        self.check(i)?;
+        let t = self.st.index.recs[i].etype;
+        Ok((t != 0).then(|| self.st.index.type_name(t).to_string()))
+    }
+    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
+        idx.iter().map(|&i| self.type_name(i)).collect()
+    }
+    /// `message.role` of a message entry when it is a string (v2 `hookMessage` reads `custom`).
+    fn role(&self, i: usize) -> PyResult<Option<String>> {
+        self.check(i)?;
+        let r = self.st.index.recs[i].role;
+        Ok((r != 0).then(|| self.st.index.role_name(r).to_string()))
+    }
+    /// (line number 1-based, byte offset, byte length of the JSON text, value position)
+    fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {
+        self.check(i)?;
+        let r = &self.st.index.recs[i];
+        Ok((r.line, r.offset, r.len, r.vpos))
+    }
+    /// `new Date(timestamp).getTime()` (NaN when invalid).
+    fn timestamp_ms(&self, i: usize) -> PyResult<f64> {
+        self.check(i)?;
+        Ok(self.st.index.recs[i].ts)
+    }
+
+    /// Index of the entry owning string id `id` (the last one with that id), or None.
+    fn index_of(&self, id: &str) -> Option<u32> {
+        self.st.index.index_of_str(id)
+    }
+    /// Index of the entry at Pi `fileEntries` position `pos` (header = 0), or None.
+    fn entry_at_value_pos(&self, pos: u32) -> Option<u32> {
+        self.st.index.entry_at_vpos(pos)
+    }
+
+    /// The leaf entry's index (None when the leaf is null or names no entry).
+    fn leaf(&self) -> Option<u32> {
+        self.st.index.leaf_entry()
+    }
+    fn leaf_is_null(&self) -> bool {
+        self.st.index.leaf == Leaf::Null
+    }
+    /// The leaf id when it is a string.
+    fn leaf_id(&self) -> Option<String> {
+        match self.st.index.leaf {
+            Leaf::Null => None,
+            Leaf::Key(k) => self.id_str(k),
+        }
+    }
+    /// Moves the leaf to entry `i` (its id), or to null with None.
+    #[pyo3(signature = (i))]
+    fn set_leaf(&mut self, i: Option<usize>) -> PyResult<()> {
+        match i {
+            None => self.st.index.leaf = Leaf::Null,
+            Some(i) => {
+                self.check(i)?;
+                self.st.index.leaf = Leaf::Key(self.st.index.recs[i].id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pi getBranch's parent of entry `i`, or None.
+    fn walk_parent(&self, i: usize) -> PyResult<Option<u32>> {
+        self.check(i)?;
+        Ok(Self::opt(self.st.index.walk_parent(i as u32)))
+    }
+    /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
+    fn branch(&self, py: Python<'_>, i: usize) -> PyResult<Vec<u32>> {
+        self.check(i)?;
+        let ix = &self.st.index;
+        py.detach(|| ix.branch(i as u32)).map_err(|c| self.cycle_err(py, c))
+    }
+    /// Deepest common ancestor of entries `a` and `b`, or None.
+    fn common_ancestor(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
+        self.check(a)?;
+        self.check(b)?;
+        self.st.index.common_ancestor(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
+    }
+
+    /// Pi getTree's node (the winning entry of entry `i`'s id).
+    fn node_of(&self, i: usize) -> PyResult<u32> {
+        self.check(i)?;
+        Ok(self.st.index.node_of(i as u32))
+    }
+    /// Root nodes in Pi's order (one per root occurrence).
+    fn roots(&mut self) -> Vec<u32> {
+        self.ensure_tree();
+        self.tree.as_ref().unwrap().1.roots.clone()
+    }
+    /// Children nodes of node `i` in Pi's order.
+    fn children(&mut self, i: usize) -> PyResult<Vec<u32>> {
+        self.check(i)?;
+        self.ensure_tree();
+        Ok(self.tree.as_ref().unwrap().1.children(i as u32).to_vec())
+    }
+    /// (roots, start, kids): the whole children table in CSR form.
+    fn tree_table(&mut self) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        self.ensure_tree();
+        let t = &self.tree.as_ref().unwrap().1;
+        (t.roots.clone(), t.start.clone(), t.kids.clone())
+    }
+    /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
+    /// reachable from a root (only possible with duplicate ids).
+    fn preorder(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        self.ensure_tree();
+        let limit = self.st.index.recs.len().saturating_mul(8) + 1_000_000;
+        let t = &self.tree.as_ref().unwrap().1;
+        match t.preorder(limit) {
+            Ok(v) => Ok(v),
+            Err(PreorderError::Cycle(c)) => Err(self.cycle_err(py, Cycle(c))),
+            Err(PreorderError::TooLarge(n)) => Err(py_err(
+                py,
+                "SessionError",
+                format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"),
+            )),
+        }
+    }
+    /// Entries (first occurrence of each node, file order) not reachable from any root.
+    fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        let pre = self.preorder(py)?;
+        let n = self.st.index.recs.len();
+        let mut seen = vec![false; n];
+        for p in pre {
+            seen[p as usize] = true;
+        }
+        let mut out = Vec::new();
+        for i in 0..n as u32 {
+            let node = self.st.index.node_of(i);
+            if !seen[node as usize] {
+                seen[node as usize] = true;
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
+    fn labels(&self) -> Vec<(Option<String>, u32)> {
+        self.st.index.labels().into_iter().map(|(t, e)| (self.id_str(t), e)).collect()
+    }
+    /// Index of the label entry currently labelling id `id`, or None.
+    fn label_entry(&self, id: &str) -> Option<u32> {
+        let k = self.st.index.lookup_str(id)?;
+        self.st.index.label_entry(k)
+    }
+    /// Index of the last session_info entry in file order, or None.
+    fn session_info_entry(&self) -> Option<u32> {
+        Self::opt(self.st.index.session_info)
+    }
+    /// Skipped or odd lines: (line 1-based, byte offset, kind, message).
+    fn problems(&self) -> Vec<(u32, u64, &'static str, String)> {
+        self.st.index.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message.clone())).collect()
+    }
+    /// Total lines seen.
+    #[getter]
+    fn line_count(&self) -> u32 {
+        self.st.index.lines
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Index>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,8 +1,47 @@
 """sessiontree: fast, Pi-compatible append-only session trees for LLM coding agents.
 
-The heavy lifting (scanning, indexing, walking, cutting) lives in the Rust extension
+The heavy lifting (scanning, indexing, walking) lives in the Rust extension
 ``sessiontree._core``; this package is the public Python API over it.
+
+    >>> from sessiontree import Session
+    >>> s = Session.in_memory("/project")
+    >>> _ = s.append_message({"role": "user", "content": "hello", "timestamp": 0})
+    >>> s.build_context().messages[0]["content"]
+    'hello'
 """
 from __future__ import annotations
 
+from .context import SessionContext
+from .entries import Entry, Problem, TreeNode
+from .errors import (
+    EntryNotFoundError,
+    SessionCycleError,
+    SessionError,
+    SessionFileChangedError,
+    SessionFormatError,
+    SessionLockedError,
+)
+from .listing import SessionInfo, list_sessions
+from .session import Session
+from .settings import CompactionSettings
+from .tokens import estimate_tokens
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Session",
+    "SessionContext",
+    "SessionInfo",
+    "Entry",
+    "TreeNode",
+    "Problem",
+    "CompactionSettings",
+    "list_sessions",
+    "estimate_tokens",
+    "SessionError",
+    "SessionFormatError",
+    "SessionCycleError",
+    "EntryNotFoundError",
+    "SessionFileChangedError",
+    "SessionLockedError",
+]

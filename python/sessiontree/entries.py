@@ -1,0 +1,160 @@
+"""Typed, lazy views over session entries.
+
+An :class:`Entry` is a handle on one line of the session file: its id, parent id, type and
+line number come from the Rust index; the line is parsed (with orjson) only when its body is
+asked for, through :attr:`Entry.raw` or mapping access (``entry["message"]``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
+
+from .errors import SessionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
+
+
+def parse_json_line(line: bytes) -> Any:
+    """Parse one JSON line as JavaScript's ``JSON.parse`` would, returning Python values.
+
+    orjson handles almost every line; lines it refuses but JavaScript accepts (lone UTF-16
+    surrogate escapes such as ``"\\ud800"``, integers beyond 64 bits, bytes that are not UTF-8
+    inside strings, which Node reads as U+FFFD) fall back to the standard library parser.
+
+    Raises:
+        SessionError: the line nests deeper than Python can represent (JavaScript accepts it).
+    """
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(line.decode("utf-8", errors="replace"))
+    except RecursionError as exc:
+        raise SessionError("entry is nested too deeply to load in Python") from exc
+
+
+class Problem(NamedTuple):
+    """A skipped or odd line: 1-based ``line`` number, byte ``offset`` of the line, ``kind``
+    (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,
+    ``invalid_utf8``, ``line_too_long``) and a human ``message``."""
+
+    line: int
+    offset: int
+    kind: str
+    message: str
+
+
+class Entry(Mapping[str, Any]):
+    """One session entry (header excluded), as Pi holds it after migration.
+
+    Attributes come from the index without parsing the line: ``index`` (position in file
+    order, 0-based), ``id`` and ``parent_id`` (str, or None when null or not a string),
+    ``type`` (str or None), ``line`` (1-based line number). ``raw`` is the parsed JSON value
+    (normally a dict, with legacy v1/v2 migration applied in memory); mapping access reads it.
+    """
+
+    __slots__ = ("_session", "index", "_raw")
+
+    def __init__(self, session: "Session", index: int):
+        self._session = session
+        self.index = index
+        self._raw: Any = _UNSET
+
+    @property
+    def id(self) -> str | None:
+        return self._session._core.id(self.index)
+
+    @property
+    def parent_id(self) -> str | None:
+        return self._session._core.parent_id(self.index)
+
+    @property
+    def type(self) -> str | None:
+        return self._session._core.type_name(self.index)
+
+    @property
+    def role(self) -> str | None:
+        """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
+        return self._session._core.role(self.index)
+
+    @property
+    def line(self) -> int:
+        return self._session._core.location(self.index)[0]
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of the line in the file."""
+        return self._session._core.location(self.index)[1]
+
+    @property
+    def timestamp(self) -> Any:
+        """The entry's ``timestamp`` as stored (normally an ISO-8601 string)."""
+        raw = self.raw
+        return raw.get("timestamp") if isinstance(raw, dict) else None
+
+    @property
+    def raw(self) -> Any:
+        """The parsed entry (a dict for every well-formed entry), parsed on first access."""
+        if self._raw is _UNSET:
+            self._raw = self._session._load_raw(self.index)
+        return self._raw
+
+    @property
+    def message(self) -> dict | None:
+        """The ``message`` object of a message entry, else None."""
+        raw = self.raw
+        if isinstance(raw, dict):
+            m = raw.get("message")
+            return m if isinstance(m, dict) else None
+        return None
+
+    def __getitem__(self, key: str) -> Any:
+        raw = self.raw
+        if isinstance(raw, dict):
+            return raw[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raw = self.raw
+        return iter(raw) if isinstance(raw, dict) else iter(())
+
+    def __len__(self) -> int:
+        raw = self.raw
+        return len(raw) if isinstance(raw, dict) else 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Entry):
+            return self._session is other._session and self.index == other.index
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((id(self._session), self.index))
+
+    def __repr__(self) -> str:
+        return f"Entry(id={self.id!r}, type={self.type!r}, parent_id={self.parent_id!r}, line={self.line})"
+
+
+class _Unset:
+    __slots__ = ()
+
+
+_UNSET: Any = _Unset()
+
+
+@dataclass(eq=False)
+class TreeNode:
+    """A node of :meth:`Session.get_tree`: the ``entry``, its ``children`` (TreeNodes in Pi's
+    order: by timestamp, ties in file order) and its resolved ``label`` (str or None)."""
+
+    entry: Entry
+    children: list["TreeNode"] = field(default_factory=list)
+    label: Any = None
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.entry.id!r}, children={len(self.children)}, label={self.label!r})"

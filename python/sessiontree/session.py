@@ -1,0 +1,813 @@
+"""The stateful session: a Pi session file (JSONL v3) indexed by the Rust core.
+
+Mirrors Pi's ``SessionManager`` (session-manager.ts) with three deliberate safety
+differences, each listed in ``docs/divergences.md``:
+
+* opening never writes: Pi appends a missing final newline, migrates v1/v2 files and gives
+  an empty file a header on open; we do that (atomically) only when the caller writes;
+* a ``parentId`` cycle raises :class:`SessionCycleError` where Pi loops forever;
+* a file holding bytes but no JSON value raises :class:`SessionFormatError` where Pi would
+  overwrite it with a fresh header.
+
+    >>> s = Session.in_memory("/tmp/project")
+    >>> first = s.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    >>> s.get_entry(first)["message"]["content"]
+    'hi'
+    >>> [m["role"] for m in s.build_context().messages]
+    ['user']
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+import orjson
+
+from . import _core
+from ._jsjson import js_stringify_bytes
+from .context import SessionContext, build_session_context
+from .entries import Entry, Problem, TreeNode, parse_json_line
+from .errors import (
+    EntryNotFoundError,
+    SessionCycleError,
+    SessionError,
+    SessionFormatError,
+)
+from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
+from .paths import (
+    check_session_id,
+    default_session_dir,
+    inside,
+    iso_now,
+    new_session_id,
+    session_file_name,
+)
+
+Durability = Literal["flush", "fsync"]
+
+_FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
+
+
+def dumps_entry(value: Any) -> bytes:
+    """Serialize an entry as one JSON line's text (no newline), compact like Pi's
+    ``JSON.stringify`` (key order kept, non-ASCII raw). orjson is used when it can represent
+    the value; lone surrogates and integers beyond 64 bits go through the JavaScript-exact
+    writer."""
+    try:
+        return orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return js_stringify_bytes(value)
+
+
+def _js_trim(s: str) -> str:
+    # JavaScript String.prototype.trim(): whitespace + line terminators + BOM
+    return s.strip(" \t\n\r\v\f\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                   "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes]) -> None:
+    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
+    of the directory. Readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+class Session:
+    """A Pi session: header, append-only entries forming a tree, and a movable leaf.
+
+    Create one with :meth:`open`, :meth:`create`, :meth:`in_memory`, :meth:`fork_from` or
+    :meth:`continue_recent`. Reading never materializes every entry: ids, parents, types,
+    children and labels come from the Rust index; an entry's JSON is parsed only when asked.
+
+    Properties: ``path`` (Path or None in memory), ``session_id``, ``cwd``, ``header``
+    (dict, after migration), ``leaf_id``, ``session_name``, ``labels`` (dict id → label),
+    ``problems`` (list of :class:`Problem`), ``len(session)`` (entries in file order, header
+    excluded, duplicates included).
+    """
+
+    # ==== construction ===========================================================
+
+    def __init__(self, core: Any, *, path: Path | None, session_dir: Path | None,
+                 header: dict, header_on_disk: bool, durability: Durability = "flush"):
+        self._core = core
+        self._path = path
+        self._session_dir = session_dir
+        self._header = header
+        self._header_on_disk = header_on_disk
+        self._durability: Durability = durability
+        self._fd: int | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
+             durability: Durability = "flush") -> "Session":
+        """Open an existing session file. Never modifies the file.
+
+        Legacy v1/v2 files are migrated in memory (see :mod:`sessiontree.migrate`); the file is
+        rewritten (atomically) only on the first write or :meth:`migrate`. An empty file gets
+        a header in memory, written with the first entry (Pi writes it on open).
+
+        Args:
+            path: the ``.jsonl`` file.
+            session_dir: where :meth:`create_branched_session` writes; default the file's folder.
+            durability: ``"flush"`` (each entry is one ``write()``; default) or ``"fsync"``
+                (each append is also fsynced before it returns).
+
+        Raises:
+            FileNotFoundError: no such file.
+            SessionFormatError: not a Pi session (first JSON value is not a ``session``
+                header with a string id, e.g. a BOM or a missing header), or bytes with no
+                JSON value at all.
+        """
+        p = Path(path)
+        if not p.is_file():
+            if not p.exists():
+                raise FileNotFoundError(f"no session file at {p}")
+            raise SessionFormatError(f"not a regular file: {p}")
+        core = _core.Index.open(str(p))
+        state, reason = core.header_state()
+        sdir = Path(session_dir) if session_dir is not None else p.resolve().parent
+        if state == "invalid":
+            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({reason})")
+        if state == "empty":
+            if core.line_count and any(pr[2] != "blank_line" for pr in core.problems()):
+                raise SessionFormatError(
+                    f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
+                    "Pi would overwrite it with a new header, we leave it untouched)")
+            header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
+                      "timestamp": iso_now(), "cwd": os.getcwd()}
+            return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=False,
+                       durability=durability)
+        header = parse_json_line(core.header_line())
+        if core.needs_migration:
+            header = migrate_header(header, core.legacy_v1)
+        return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=True, durability=durability)
+
+    @classmethod
+    def create(cls, cwd: str, *, session_dir: str | os.PathLike | None = None,
+               session_id: str | None = None, parent_session: str | None = None,
+               durability: Durability = "flush") -> "Session":
+        """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
+
+        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
+        missing). Pi defers writing the file until the first assistant message; we write the
+        header at once so nothing appended later can be lost (a header-only file opens in Pi).
+
+        Raises:
+            ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL).
+            FileExistsError: a file of that name already exists.
+        """
+        sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        sdir.mkdir(parents=True, exist_ok=True)
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        ts = iso_now()
+        header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts, "cwd": cwd}
+        if parent_session is not None:
+            header["parentSession"] = str(parent_session)
+        path = inside(sdir, session_file_name(ts, sid))
+        line = dumps_entry(header) + b"\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, line)
+            if durability == "fsync":
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        core = _core.Index.open(str(path))
+        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability)
+
+    @classmethod
+    def in_memory(cls, cwd: str = ".") -> "Session":
+        """A session that lives only in memory (Pi ``SessionManager.inMemory``)."""
+        core = _core.Index.in_memory()
+        header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
+                  "timestamp": iso_now(), "cwd": cwd}
+        core.append(0, dumps_entry(header) + b"\n")
+        return cls(core, path=None, session_dir=None, header=header, header_on_disk=True)
+
+    @classmethod
+    def fork_from(cls, source_path: str | os.PathLike, target_cwd: str, *,
+                  session_dir: str | os.PathLike | None = None) -> "Session":
+        """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
+        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``).
+
+        Entries are copied byte for byte; a legacy v1/v2 source is migrated first, so the
+        new v3 file never holds unmigrated entries. The file appears atomically.
+
+        Raises:
+            FileNotFoundError, SessionFormatError: as :meth:`open` for the source.
+        """
+        src = cls.open(source_path)
+        sdir = Path(session_dir) if session_dir is not None else default_session_dir(target_cwd)
+        sdir.mkdir(parents=True, exist_ok=True)
+        sid = new_session_id()
+        ts = iso_now()
+        header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
+                  "cwd": target_cwd, "parentSession": str(source_path)}
+        path = inside(sdir, session_file_name(ts, sid))
+        atomic_write(path, src._entry_lines(with_header=header))
+        return cls.open(path, session_dir=sdir)
+
+    @classmethod
+    def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike | None = None) -> "Session":
+        """Open the most recently modified valid session of ``cwd``'s session directory, or
+        create a new one there (Pi ``SessionManager.continueRecent``)."""
+        from .listing import most_recent_session
+
+        sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        recent = most_recent_session(sdir)
+        if recent is not None:
+            return cls.open(recent, session_dir=sdir)
+        return cls.create(cwd, session_dir=sdir)
+
+    # ==== properties ===============================================================
+
+    @property
+    def path(self) -> Path | None:
+        """The session file, or None for an in-memory session."""
+        return self._path
+
+    @property
+    def session_dir(self) -> Path | None:
+        return self._session_dir
+
+    @property
+    def session_id(self) -> str:
+        return self._header.get("id")
+
+    @property
+    def cwd(self) -> str:
+        cwd = self._header.get("cwd")
+        return cwd if isinstance(cwd, str) else os.getcwd()
+
+    @property
+    def header(self) -> dict:
+        """The session header as Pi holds it after migration (a copy)."""
+        return dict(self._header)
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf's id (None before the first entry, after :meth:`reset_leaf`, or
+        when the last entry's id is not a string)."""
+        return self._core.leaf_id()
+
+    @property
+    def session_name(self) -> str | None:
+        """``name.trim()`` of the last ``session_info`` entry in file order, on any branch;
+        None when there is none or it is empty (Pi 1.6 ``getSessionName``)."""
+        i = self._core.session_info_entry()
+        if i is None:
+            return None
+        raw = self._load_raw(i)
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str):
+            return None
+        name = _js_trim(name)
+        return name or None
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        """Resolved labels ``{target id: label}`` in Pi's order (label entries replayed in file
+        order; a truthy ``label`` sets, anything else clears; targets need not exist)."""
+        out: dict[str, Any] = {}
+        for target, e in self._core.labels():
+            raw = self._load_raw(e)
+            out[target if target is not None else raw.get("targetId")] = raw.get("label")
+        return out
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Lines Pi skips or that look damaged, in file order (see :class:`Problem`)."""
+        return [Problem(*p) for p in self._core.problems()]
+
+    @property
+    def needs_migration(self) -> bool:
+        """True for a legacy v1/v2 file that Pi would rewrite on open."""
+        return self._core.needs_migration
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    def entry_count(self) -> int:
+        """Distinct entry ids (Pi ``getEntryCount``; duplicates count once)."""
+        return self._core.entry_count()
+
+    def __repr__(self) -> str:
+        where = str(self._path) if self._path else "<memory>"
+        return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
+
+    # ==== reading ==================================================================
+
+    def _load_raw(self, i: int) -> Any:
+        raw = parse_json_line(self._core.line(i))
+        if self._core.needs_migration:
+            v1 = self._core.legacy_v1
+            first_kept = None
+            if v1 and isinstance(raw, dict) and raw.get("type") == "compaction":
+                fk = raw.get("firstKeptEntryIndex")
+                if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
+                    t = self._core.entry_at_value_pos(fk)
+                    if t is not None:
+                        first_kept = self._core.id(t)
+            raw = migrate_entry(raw, legacy_v1=v1, entry_id=self._core.id(i),
+                                parent_id=self._core.parent_id(i), first_kept_id=first_kept)
+        return raw
+
+    def _entry(self, i: int) -> Entry:
+        return Entry(self, i)
+
+    def _index_of(self, entry_id: str) -> int:
+        if not isinstance(entry_id, str):
+            raise TypeError(f"entry id must be a str, not {type(entry_id).__name__}")
+        i = self._core.index_of(entry_id)
+        if i is None:
+            raise EntryNotFoundError(f"Entry {entry_id} not found")
+        return i
+
+    def entries(self) -> list[Entry]:
+        """All entries in file order (header excluded; duplicates and branches included)."""
+        return [Entry(self, i) for i in range(len(self._core))]
+
+    def iter_entries(self) -> Iterator[Entry]:
+        """Like :meth:`entries`, lazily."""
+        for i in range(len(self._core)):
+            yield Entry(self, i)
+
+    def get_entries(self, since: str | None = None) -> list[Entry]:
+        """Entries in file order; with ``since``, only those appended after the entry with
+        that id (a durable cursor; Pi RPC ``get_entries``).
+
+        Raises:
+            EntryNotFoundError: ``since`` names no entry (Pi: ``Entry not found: <id>``).
+        """
+        if since is None:
+            return self.entries()
+        i = self._core.index_of(since) if isinstance(since, str) else None
+        if i is None:
+            raise EntryNotFoundError(f"Entry not found: {since}")
+        return [Entry(self, k) for k in range(i + 1, len(self._core))]
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The entry with this id (the last one if the id repeats), or None."""
+        i = self._core.index_of(entry_id) if isinstance(entry_id, str) else None
+        return None if i is None else Entry(self, i)
+
+    def get_children(self, entry_id: str) -> list[Entry]:
+        """Children of an entry in Pi's tree order (by timestamp, ties in file order).
+
+        Raises:
+            EntryNotFoundError: no entry has this id.
+        """
+        return [Entry(self, c) for c in self._core.children(self._index_of(entry_id))]
+
+    def _walk(self, i: int) -> list[int]:
+        return self._core.branch(i)
+
+    def get_branch(self, from_id: str | None = None) -> list[Entry]:
+        """Entries from the root down to ``from_id`` (default: the leaf), root first
+        (Pi ``getBranch``). Empty when the leaf is null.
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops (Pi never returns).
+        """
+        if from_id is None:
+            leaf = self._core.leaf()
+            if leaf is None:
+                return []
+            start = leaf
+        else:
+            start = self._index_of(from_id)
+        return [Entry(self, i) for i in self._walk(start)]
+
+    def _context_path(self) -> list[int]:
+        # Pi buildSessionContext: null leaf → nothing; unknown leaf id → the last entry.
+        if self._core.leaf_is_null():
+            return []
+        leaf = self._core.leaf()
+        if leaf is None:
+            if len(self._core) == 0:
+                return []
+            leaf = len(self._core) - 1
+        return self._walk(leaf)
+
+    def get_tree(self) -> list[TreeNode]:
+        """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
+        ``parentId`` is null, their own id, or unknown (orphans); children sorted by
+        timestamp, ties in file order; a repeated id is one node listed once per occurrence.
+        Built without recursion."""
+        roots, start, kids = self._core.tree_table()
+        label_of: dict[int, Any] = {}
+        for target, e in self._core.labels():
+            if target is not None:
+                t = self._core.index_of(target)
+                if t is not None:
+                    label_of[t] = self._load_raw(e).get("label")
+        nodes: dict[int, TreeNode] = {}
+
+        def node(i: int) -> TreeNode:
+            n = nodes.get(i)
+            if n is None:
+                n = nodes[i] = TreeNode(Entry(self, i), [], label_of.get(i))
+            return n
+
+        for p in range(len(start) - 1):
+            s, e = start[p], start[p + 1]
+            if e > s:
+                node(p).children = [node(c) for c in kids[s:e]]
+        return [node(r) for r in roots]
+
+    def get_label(self, entry_id: str) -> Any:
+        """The label on an entry, or None."""
+        e = self._core.label_entry(entry_id) if isinstance(entry_id, str) else None
+        return None if e is None else self._load_raw(e).get("label")
+
+    def build_context(self) -> SessionContext:
+        """The messages the model sees on the current branch, exactly as Pi's
+        ``buildSessionContext`` builds them (compaction folded in, context edits applied),
+        with the thinking level and model. See :func:`sessiontree.context.build_session_context`.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return build_session_context([self._load_raw(i) for i in self._context_path()])
+
+    def refresh(self) -> int:
+        """Index entries another process appended since the last scan; cost follows the new
+        bytes only. Returns how many entries appeared.
+
+        Raises:
+            SessionFileChangedError: the file shrank or was replaced.
+        """
+        if self._path is None:
+            return 0
+        return self._core.refresh()
+
+    # ==== writing ==================================================================
+
+    def _generate_id(self) -> str:
+        # Pi generateId: 8 hex chars, collision-checked, UUID after 100 collisions
+        for _ in range(100):
+            cand = secrets.token_hex(4)
+            if self._core.index_of(cand) is None:
+                return cand
+        return str(uuid.uuid4())
+
+    def _open_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        return self._fd
+
+    def _write_raw(self, data: bytes) -> None:
+        fd = self._open_fd()
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if self._durability == "fsync":
+            os.fsync(fd)
+
+    def _prepare_write(self) -> None:
+        if self._path is None:
+            return
+        if self._core.needs_migration:
+            self.migrate()
+        if not self._header_on_disk:
+            line = dumps_entry(self._header) + b"\n"
+            offset = self._core.end
+            self._write_raw(line)
+            self._core.append(offset, line)
+            self._header_on_disk = True
+        elif self._core.ends_without_newline():
+            # never glue an entry to a torn or unterminated last line
+            offset = self._core.end
+            self._write_raw(b"\n")
+            self._core.append(offset, b"\n")
+
+    def _append(self, entry: dict) -> str:
+        self._prepare_write()
+        line = dumps_entry(entry) + b"\n"
+        offset = self._core.end
+        if self._path is not None:
+            self._write_raw(line)
+        self._core.append(offset, line)
+        return entry["id"]
+
+    def _base(self, type_: str) -> dict:
+        return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(),
+                "timestamp": iso_now()}
+
+    def _leaf_for_parent(self) -> str | None:
+        leaf = self._core.leaf()
+        return None if leaf is None else self._core.id(leaf)
+
+    def append_message(self, message: dict) -> str:
+        """Append a ``message`` entry (child of the leaf; becomes the leaf). Returns its id.
+
+        ``message`` is an ``AgentMessage`` dict (``role`` user/assistant/toolResult/
+        bashExecution/custom/system...). Compaction and branch summaries are entries of their
+        own (:meth:`append_compaction`, :meth:`branch_with_summary`), as in Pi.
+
+        Raises:
+            TypeError: ``message`` is not a dict.
+            ValueError: its role is ``compactionSummary`` or ``branchSummary``.
+        """
+        if not isinstance(message, dict):
+            raise TypeError("message must be a dict")
+        if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
+            raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
+        e = self._base("message")
+        e["message"] = message
+        return self._append(e)
+
+    def append_thinking_level_change(self, thinking_level: str) -> str:
+        """Append a ``thinking_level_change`` entry. Returns its id."""
+        e = self._base("thinking_level_change")
+        e["thinkingLevel"] = thinking_level
+        return self._append(e)
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        """Append a ``model_change`` entry (``provider``, ``modelId``). Returns its id."""
+        e = self._base("model_change")
+        e["provider"] = provider
+        e["modelId"] = model_id
+        return self._append(e)
+
+    def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
+                          details: Any = None, from_hook: bool | None = None, *,
+                          usage: dict | None = None, system_message: dict | None = None) -> str:
+        """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
+        tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
+
+        Raises:
+            EntryNotFoundError: ``first_kept_entry_id`` names no entry (a retain-none
+                compaction names its own id: pass None to get that).
+        """
+        e = self._base("compaction")
+        e["summary"] = summary
+        if first_kept_entry_id is None:
+            first_kept_entry_id = e["id"]
+        elif self._core.index_of(first_kept_entry_id) is None:
+            raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
+        e["firstKeptEntryId"] = first_kept_entry_id
+        e["tokensBefore"] = tokens_before
+        if system_message is not None:
+            e["systemMessage"] = system_message
+        if details is not None:
+            e["details"] = details
+        if usage is not None:
+            e["usage"] = usage
+        if from_hook is not None:
+            e["fromHook"] = from_hook
+        return self._append(e)
+
+    def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
+        """Append a ``custom`` entry (extension state; not in the model context). Returns its id."""
+        e: dict = {"type": "custom", "customType": custom_type}
+        if data is not None:
+            e["data"] = data
+        base = self._base("custom")
+        e.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(e)
+
+    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
+                                    details: Any = None) -> str:
+        """Append a ``custom_message`` entry (in the model context as a ``custom`` message).
+        ``content`` is a string or a list of text/image blocks. Returns its id."""
+        e: dict = {"type": "custom_message", "customType": custom_type, "content": content, "display": display}
+        if details is not None:
+            e["details"] = details
+        base = self._base("custom_message")
+        e.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(e)
+
+    def append_label_change(self, target_id: str, label: str | None) -> str:
+        """Set (or with None / ``""`` clear) the label of an entry. Returns the label entry's id.
+
+        Raises:
+            EntryNotFoundError: ``target_id`` names no entry (Pi: ``Entry <id> not found``).
+        """
+        self._index_of(target_id)
+        e = self._base("label")
+        e["targetId"] = target_id
+        if label is not None:
+            e["label"] = label
+        return self._append(e)
+
+    def append_session_info(self, name: str) -> str:
+        """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""
+        e = self._base("session_info")
+        e["name"] = _js_trim(name)
+        return self._append(e)
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an earlier entry; the next append starts a new branch there.
+
+        Raises:
+            EntryNotFoundError: no entry has this id.
+        """
+        self._core.set_leaf(self._index_of(entry_id))
+
+    def reset_leaf(self) -> None:
+        """Move the leaf before the first entry: the next append becomes a new root."""
+        self._core.set_leaf(None)
+
+    def branch_with_summary(self, entry_id: str | None, summary: str, details: Any = None,
+                            from_hook: bool | None = None, *, usage: dict | None = None) -> str:
+        """Move the leaf to ``entry_id`` (None: before the first entry) and append a
+        ``branch_summary`` entry there whose ``fromId`` is the abandoned leaf (``"root"`` when
+        there was none). Returns the summary entry's id.
+
+        Raises:
+            EntryNotFoundError: ``entry_id`` names no entry.
+        """
+        old_leaf = self.leaf_id
+        if entry_id is not None:
+            self._index_of(entry_id)
+        e = {"type": "branch_summary", "id": self._generate_id(), "parentId": entry_id,
+             "timestamp": iso_now(), "fromId": old_leaf if old_leaf is not None else "root",
+             "summary": summary}
+        if details is not None:
+            e["details"] = details
+        if usage is not None:
+            e["usage"] = usage
+        if from_hook is not None:
+            e["fromHook"] = from_hook
+        if entry_id is None:
+            self._core.set_leaf(None)
+        else:
+            self._core.set_leaf(self._index_of(entry_id))
+        return self._append(e)
+
+    def create_branched_session(self, leaf_id: str) -> "Session":
+        """Clone: a new session holding only the path from the root to ``leaf_id`` (Pi
+        ``createBranchedSession``), whose header names this file as ``parentSession``.
+
+        Label entries on the path are dropped and the labels of path entries are re-created
+        at the end (in Pi's label order). An entry whose parent was a dropped label is
+        re-attached to that label's parent, so no entry is left dangling (Pi issue 5669).
+        A legacy source is migrated first. This session is left unchanged; the clone is
+        written atomically into ``session_dir`` (in memory for in-memory sessions).
+
+        Raises:
+            EntryNotFoundError: no entry has this id.
+            SessionCycleError: the path loops.
+        """
+        path = self._walk(self._index_of(leaf_id))
+        label_ids: dict[str, str | None] = {}
+        kept: list[int] = []
+        for i in path:
+            if self._core.type_name(i) == "label":
+                # a dropped label's children re-attach to the label's own (effective) parent
+                pid = self._core.parent_id(i)
+                label_ids[self._core.id(i)] = label_ids.get(pid, pid) if pid in label_ids else pid
+            else:
+                kept.append(i)
+        kept_ids = {self._core.id(i) for i in kept}
+        used = set(kept_ids)
+        lines: list[bytes] = []
+        for i in kept:
+            pid = self._core.parent_id(i)
+            if pid in label_ids or self._core.needs_migration:
+                raw = self._load_raw(i)
+                if pid in label_ids:
+                    raw = dict(raw)
+                    raw["parentId"] = label_ids[pid]
+                lines.append(dumps_entry(raw) + b"\n")
+            else:
+                lines.append(self._core.line(i) + b"\n")
+        parent = self._core.id(kept[-1]) if kept else None
+        for target, e in self._core.labels():
+            if target is not None and target in kept_ids:
+                for _ in range(100):
+                    nid = secrets.token_hex(4)
+                    if nid not in used:
+                        break
+                else:
+                    nid = str(uuid.uuid4())
+                used.add(nid)
+                lab = {"type": "label", "id": nid, "parentId": parent, "timestamp": iso_now(),
+                       "targetId": target, "label": self._load_raw(e).get("label")}
+                lines.append(dumps_entry(lab) + b"\n")
+                parent = nid
+        sid = new_session_id()
+        ts = iso_now()
+        header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
+                        "cwd": self.cwd}
+        if self._path is not None:
+            header["parentSession"] = str(self._path)
+        head = dumps_entry(header) + b"\n"
+        if self._path is None:
+            core = _core.Index.in_memory()
+            core.append(0, head + b"".join(lines))
+            return Session(core, path=None, session_dir=None, header=header, header_on_disk=True)
+        sdir = self._session_dir or self._path.parent
+        sdir.mkdir(parents=True, exist_ok=True)
+        new_path = inside(sdir, session_file_name(ts, sid))
+        atomic_write(new_path, [head, *lines])
+        return Session.open(new_path, session_dir=sdir, durability=self._durability)
+
+    def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
+        """Every entry as a line (migrated when the file is legacy), optionally after a header."""
+        if with_header is not None:
+            yield dumps_entry(with_header) + b"\n"
+        migrate = self._core.needs_migration
+        for i in range(len(self._core)):
+            if migrate:
+                yield dumps_entry(self._load_raw(i)) + b"\n"
+            else:
+                yield self._core.line(i) + b"\n"
+
+    def migrate(self) -> bool:
+        """Rewrite a legacy v1/v2 file as v3, atomically (Pi does this on open). Lines Pi
+        would drop (malformed, blank) are kept verbatim, so nothing is lost. Returns whether
+        the file was rewritten.
+
+        Raises:
+            OSError: the file could not be replaced (it is left as it was).
+        """
+        if not self._core.needs_migration or self._path is None:
+            return False
+        replacements: dict[int, bytes] = {}
+        hdr_line = None
+        for i in range(len(self._core)):
+            replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
+        data = self._path.read_bytes()
+        raw_lines = data.split(b"\n")
+        trailing = data.endswith(b"\n")
+        if trailing:
+            raw_lines.pop()
+        out: list[bytes] = []
+        header_done = False
+        for n, line in enumerate(raw_lines, start=1):
+            if n in replacements:
+                out.append(replacements[n] + b"\n")
+            elif not header_done and line.strip().startswith(b"{") and hdr_line is None and _is_header_line(line):
+                out.append(dumps_entry(self._header) + b"\n")
+                header_done = True
+            else:
+                out.append(line + b"\n")
+        self.close()
+        atomic_write(self._path, out)
+        self._core = _core.Index.open(str(self._path))
+        return True
+
+    def close(self) -> None:
+        """Close the append handle (further appends reopen it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _is_header_line(line: bytes) -> bool:
+    try:
+        v = parse_json_line(line.rstrip(b"\r"))
+    except Exception:
+        return False
+    return isinstance(v, dict) and v.get("type") == "session" and isinstance(v.get("id"), str)
+
+
+__all__ = ["Session", "atomic_write", "dumps_entry", "SessionCycleError", "SessionError"]

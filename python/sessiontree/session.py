@@ -461,7 +461,37 @@ class Session:
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return build_session_context([self._load_raw(i) for i in self._context_path()])
+        return build_session_context(self._context_inputs())
+
+    def _context_inputs(self) -> list:
+        """The path entries :func:`build_session_context` needs, parsed: with a compaction on
+        the path only the latest thinking-level and model entries before its kept range, the
+        compaction, the kept range and what follows (identical output; cost follows the
+        context, not the whole branch)."""
+        path = self._context_path()
+        if not path:
+            return []
+        types = self._core.types(path)
+        last_c = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), None)
+        if last_c is None:
+            return [self._load_raw(i) for i in path]
+        comp = self._load_raw(path[last_c])
+        fk = comp.get("firstKeptEntryId") if isinstance(comp, dict) else None
+        if not isinstance(fk, str):
+            return [self._load_raw(i) for i in path]
+        ids = self._core.ids(path[:last_c])
+        start = next((k for k, x in enumerate(ids) if x == fk), last_c)
+        head = set()
+        for k in range(start - 1, -1, -1):
+            if types[k] == "thinking_level_change":
+                head.add(k)
+                break
+        for k in range(start - 1, -1, -1):
+            if types[k] == "model_change" or (types[k] == "message" and self._core.role(path[k]) == "assistant"):
+                head.add(k)
+                break
+        keep = sorted(head) + list(range(start, len(path)))
+        return [self._load_raw(path[k]) for k in keep]
 
     def refresh(self) -> int:
         """Index entries another process appended since the last scan; cost follows the new

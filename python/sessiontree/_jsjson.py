@@ -1,0 +1,435 @@
+"""JavaScript value semantics that Pi's output depends on, for parsed-JSON Python values.
+
+Pi is written in TypeScript; the numbers it reports (token estimates, fingerprints,
+message timestamps) come from three JavaScript primitives that Python does not share:
+
+* ``JSON.stringify`` -> :func:`js_stringify` (key order kept, JS number formatting,
+  lone surrogates escaped as ``\\udXXX``, integer-like keys first like a JS object);
+* ``string.length`` -> :func:`js_len` (UTF-16 code units);
+* ``new Date(x).getTime()`` -> :func:`js_date_parse` (ISO-8601 parsing, ``NaN`` on garbage).
+
+Values are what :func:`json.loads` produces: ``dict`` (insertion order = file order),
+``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``.
+
+    >>> js_stringify({"a": 1.0, "b": [1e21, 1.5e-7, "\\ud800"]})
+    '{"a":1,"b":[1e+21,1.5e-7,"\\\\ud800"]}'
+    >>> js_len("😀")
+    2
+    >>> js_date_parse("2026-01-16T03:12:09.462Z")
+    1768533129462.0
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+try:  # C-speed fast path; the pure-Python writer below is always correct on its own.
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a hard dependency, but stay importable
+    _orjson = None
+
+from json.encoder import encode_basestring as _encode_str  # C implementation, non-ASCII kept raw
+
+__all__ = [
+    "JS_UNDEFINED",
+    "js_stringify",
+    "js_stringify_bytes",
+    "js_stringify_len",
+    "js_len",
+    "js_number_to_string",
+    "js_to_string",
+    "js_date_parse",
+]
+
+
+class _Undefined:
+    """JavaScript ``undefined``: the value of a missing property (distinct from ``None`` = null)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "JS_UNDEFINED"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+JS_UNDEFINED: Any = _Undefined()
+
+# ==== JSON.stringify ==========================================================
+
+# orjson output that JSON.stringify would write differently. Each check is a separate
+# regex (Python's re is much slower on one alternation) over the whole output, strings
+# included: a false positive only costs the slower path, never a wrong answer.
+#   `1.0`, `-0.0`        integral floats (JS: `1`, `0`)
+#   `1.5e-6`             orjson uses exponents from 1e-5 down, JS only below 1e-6
+#   `1e+16` .. `1e+20`   orjson uses exponents from 1e16 up, JS only from 1e21
+# Those floats are re-serialized as JS numbers (_jsify + orjson.Fragment). Integers beyond
+# 2**53 make orjson raise (OPT_STRICT_INTEGER) and take the same route. Array-index keys
+# (`{"1":`), which a JS object enumerates first in ascending order, need the pure-Python
+# writer.
+_FLOAT_SUSPECTS = (
+    re.compile(rb"\.0(?:[,\]}]|$)"),
+    re.compile(rb"e-6(?!\d)"),
+    re.compile(rb"e\+(?:1[6-9]|20)(?!\d)"),
+)
+_SUSPECT_KEY = re.compile(rb'"(?:0|[1-9]\d{0,9})":')
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR_OR_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+_ARRAY_INDEX_MAX = 2**32 - 2
+_MAX_SAFE = 2**53
+
+
+def js_number_to_string(x: float | int) -> str:
+    """JavaScript ``Number.prototype.toString()`` of a number (``String(x)``).
+
+    ``NaN``/``Infinity`` give ``"NaN"``/``"Infinity"``/``"-Infinity"`` (JSON.stringify writes
+    ``null`` for those instead; :func:`js_stringify` handles that). Python ints are first
+    rounded to the nearest double, as ``JSON.parse`` would have done.
+
+        >>> [js_number_to_string(v) for v in (1.0, 1e21, 1.5e-7, 1e-6, 2**64, -0.0)]
+        ['1', '1e+21', '1.5e-7', '0.000001', '18446744073709552000', '0']
+    """
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if isinstance(x, int):
+        if -_MAX_SAFE <= x <= _MAX_SAFE:
+            return str(x)
+        try:
+            x = float(x)
+        except OverflowError:
+            return "Infinity" if x > 0 else "-Infinity"
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    r = repr(abs(x))  # shortest round-trip digits, like ECMAScript Number::toString
+    mant, _, exp = r.partition("e")
+    ip, _, fp = mant.partition(".")
+    all_digits = ip + fp
+    # value = 0.<all_digits> * 10**n; every leading zero dropped moves the point left
+    stripped = all_digits.lstrip("0")
+    n = len(ip) + (int(exp) if exp else 0) - (len(all_digits) - len(stripped))
+    digits = stripped.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    es = ("+" if e >= 0 else "-") + str(abs(e))
+    if k == 1:
+        return sign + digits + "e" + es
+    return sign + digits[0] + "." + digits[1:] + "e" + es
+
+
+def _is_array_index(key: str) -> bool:
+    if not key or not key.isdigit() or not key.isascii():
+        return False
+    if key[0] == "0" and len(key) > 1:
+        return False
+    return len(key) <= 10 and int(key) <= _ARRAY_INDEX_MAX
+
+
+def _js_key_order(d: dict) -> list:
+    """Keys of ``d`` in JS enumeration order: array-index keys ascending, then the rest."""
+    keys = list(d)
+    idx = [k for k in keys if isinstance(k, str) and _is_array_index(k)]
+    if not idx:
+        return keys
+    idx.sort(key=int)
+    return idx + [k for k in keys if not (isinstance(k, str) and _is_array_index(k))]
+
+
+def _slow(value: Any, out: list) -> None:
+    """Pure-Python JSON.stringify writer (appends pieces to ``out``)."""
+    t = type(value)
+    if t is str:
+        out.append(_encode_str(value))
+    elif value is None or value is JS_UNDEFINED:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, (int, float)):
+        if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
+            out.append("null")
+        else:
+            s = js_number_to_string(value)
+            out.append("null" if s in ("Infinity", "-Infinity") else s)
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for k in _js_key_order(value):
+            v = value[k]
+            if v is JS_UNDEFINED:
+                continue  # JSON.stringify drops undefined-valued keys
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_encode_str(k if isinstance(k, str) else js_to_string(k)))
+            out.append(":")
+            _slow(v, out)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            _slow(v, out)
+        out.append("]")
+    elif isinstance(value, str):  # str subclass
+        out.append(_encode_str(str(value)))
+    else:
+        raise TypeError(f"js_stringify: not a JSON value: {type(value).__name__}")
+
+
+def _fix_surrogates(s: str) -> str:
+    def repl(m: re.Match) -> str:
+        g = m.group()
+        if len(g) == 2:  # a high+low pair is one valid UTF-16 character to JS
+            return chr(0x10000 + ((ord(g[0]) - 0xD800) << 10) + (ord(g[1]) - 0xDC00))
+        return "\\u%04x" % ord(g)
+
+    return _SURROGATE_PAIR_OR_LONE.sub(repl, s)
+
+
+def _slow_str(value: Any) -> str:
+    out: list = []
+    _slow(value, out)
+    s = "".join(out)
+    if _SURROGATE.search(s):
+        s = _fix_surrogates(s)
+    return s
+
+
+def _js_number_fragment(x: float | int) -> Any:
+    s = js_number_to_string(x)
+    return _orjson.Fragment(b"null" if s in ("NaN", "Infinity", "-Infinity") else s.encode("ascii"))
+
+
+def _jsify(value: Any) -> Any:
+    """A copy of ``value`` whose floats and unsafe ints are pre-serialized JS numbers."""
+    t = type(value)
+    if t is str:
+        return value
+    if t is dict:
+        return {k: _jsify(v) for k, v in value.items()}
+    if t is list:
+        return [_jsify(v) for v in value]
+    if t is float:
+        return _js_number_fragment(value)
+    if t is int and not -_MAX_SAFE < value < _MAX_SAFE:
+        return _js_number_fragment(value)
+    return value
+
+
+def _fast(value: Any) -> bytes | None:
+    """orjson output made JS-identical, or None when only the pure-Python writer will do."""
+    if _orjson is None:
+        return None
+    try:
+        out = _orjson.dumps(value, option=_orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # lone surrogate, unsafe int, non-str key, JS_UNDEFINED...
+        out = None
+    else:
+        if _SUSPECT_KEY.search(out) is not None:
+            return None
+        for suspect in _FLOAT_SUSPECTS:
+            if suspect.search(out) is not None:
+                break
+        else:
+            return out
+    try:
+        out = _orjson.dumps(_jsify(value))
+    except (TypeError, RecursionError):
+        return None
+    return None if _SUSPECT_KEY.search(out) is not None else out
+
+
+def js_stringify_bytes(value: Any) -> bytes:
+    """UTF-8 bytes of :func:`js_stringify` (what Pi's fingerprints hash)."""
+    out = _fast(value)
+    return out if out is not None else _slow_str(value).encode("utf-8")
+
+
+def js_stringify(value: Any) -> str:
+    """JavaScript ``JSON.stringify(value)`` for a parsed-JSON Python value.
+
+    No whitespace; dict keys in insertion order except array-index keys (``"0"``, ``"17"``),
+    which come first in ascending order as in any JS object; numbers formatted like JS
+    (``1.0`` -> ``1``, ``1e21`` -> ``1e+21``, ``1.5e-7`` -> ``1.5e-7``, ints beyond 2**53
+    rounded to a double); ``NaN``/``inf`` -> ``null``; strings escape only ``"``, ``\\``
+    and control characters below U+0020 (``\\b \\f \\n \\r \\t``, others ``\\u00xx``), lone
+    surrogates become ``\\udxxx``; everything else is written raw. Dict values equal to
+    :data:`JS_UNDEFINED` are omitted, like undefined-valued properties.
+
+    Raises ``TypeError`` for values JSON cannot hold (sets, objects, ...).
+
+        >>> js_stringify({"b": "é\\n", "2": 0.5, "1": [True, None]})
+        '{"1":[true,null],"2":0.5,"b":"é\\\\n"}'
+    """
+    out = _fast(value)
+    return out.decode("utf-8") if out is not None else _slow_str(value)
+
+
+# ==== UTF-16 lengths ==========================================================
+
+_UTF8_CONT = bytes(range(0x80, 0xC0))
+_UTF8_LEAD4 = bytes(range(0xF0, 0xF8))
+
+
+def js_len(s: str) -> int:
+    """JavaScript ``s.length``: UTF-16 code units (astral characters count 2, a lone surrogate 1).
+
+        >>> js_len("héllo"), js_len("😀"), js_len("e\\u0301"), js_len("\\ud800")
+        (5, 2, 2, 1)
+    """
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def _utf16_len_of_utf8(b: bytes) -> int:
+    if b.isascii():
+        return len(b)
+    chars = len(b.translate(None, _UTF8_CONT))
+    astral = len(b) - len(b.translate(None, _UTF8_LEAD4))
+    return chars + astral
+
+
+def js_stringify_len(value: Any) -> int:
+    """``JSON.stringify(value).length`` in UTF-16 code units, without building a ``str``."""
+    return _utf16_len_of_utf8(js_stringify_bytes(value))
+
+
+# ==== String(x) ================================================================
+
+
+def js_to_string(value: Any) -> str:
+    """JavaScript ``String(value)`` / template-literal conversion of a parsed-JSON value.
+
+        >>> [js_to_string(v) for v in (None, JS_UNDEFINED, True, 3.0, [1, None, "a"], {})]
+        ['null', 'undefined', 'true', '3', '1,,a', '[object Object]']
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is JS_UNDEFINED:
+        return "undefined"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return js_number_to_string(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join("" if v is None or v is JS_UNDEFINED else js_to_string(v) for v in value)
+    return "[object Object]"
+
+
+# ==== Date.parse ================================================================
+
+_ISO = re.compile(
+    r"(?P<year>[+-]\d{6}|\d{4})"
+    r"(?:-(?P<month>\d{2})(?:-(?P<day>\d{2}))?)?"
+    r"(?:[Tt ](?P<hour>\d{2}):(?P<minute>\d{2})"
+    r"(?::(?P<second>\d{2})(?:\.(?P<frac>\d+))?)?"
+    r"(?P<tz>[Zz]|[+-]\d{2}:?\d{2})?)?"
+)
+_MS_PER_DAY = 86_400_000
+_MAX_TIME = 8.64e15
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of the proleptic Gregorian date (d may overflow the month)."""
+    y -= m <= 2
+    era = y // 400  # floor division: also right for negative years
+    yoe = y - era * 400
+    mp = (m + 9) % 12
+    doy = (153 * mp + 2) // 5
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468 + (d - 1)
+
+
+def _time_clip(t: float) -> float:
+    if t != t or abs(t) > _MAX_TIME:
+        return math.nan
+    return float(math.trunc(t)) + 0.0
+
+
+def _parse_iso(s: str) -> float:
+    m = _ISO.fullmatch(s)
+    if m is None:
+        return math.nan
+    ys = m.group("year")
+    if ys == "-000000":
+        return math.nan
+    year = int(ys)
+    month = int(m.group("month") or 1)
+    day = int(m.group("day") or 1)
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return math.nan
+    hour = minute = second = ms = 0
+    if m.group("hour") is not None:
+        hour, minute = int(m.group("hour")), int(m.group("minute"))
+        second = int(m.group("second") or 0)
+        frac = m.group("frac")
+        ms = int((frac + "00")[:3]) if frac else 0
+        if minute > 59 or second > 59 or hour > 24:
+            return math.nan
+        if hour == 24 and (minute or second or ms):
+            return math.nan
+    offset_min = 0
+    tz = m.group("tz")
+    if tz and tz not in ("Z", "z"):
+        oh, om = int(tz[1:3]), int(tz[-2:])
+        if oh > 23 or om > 59:
+            return math.nan
+        offset_min = (oh * 60 + om) * (1 if tz[0] == "+" else -1)
+    days = _days_from_civil(year, month, day)
+    t = days * _MS_PER_DAY + ((hour * 60 + minute - offset_min) * 60 + second) * 1000 + ms
+    return _time_clip(float(t))
+
+
+def js_date_parse(value: Any = JS_UNDEFINED) -> float:
+    """JavaScript ``new Date(value).getTime()`` in epoch milliseconds; ``NaN`` when invalid.
+
+    Strings are parsed as ECMAScript date-time strings (``Date.parse``): ``YYYY``,
+    ``YYYY-MM``, ``YYYY-MM-DD`` (UTC), optionally followed by ``THH:mm``, ``:ss``,
+    ``.fraction`` (any number of digits, truncated to ms) and ``Z`` or ``±HH:mm``;
+    expanded years ``±YYYYYY``; V8's ``T24:00`` and day overflow (Feb 31 -> Mar 3). Of
+    V8's lenient fallback only these are accepted: a space or ``t`` for ``T``, ``z`` for
+    ``Z``, ``±HHmm`` offsets. Date-times without an offset are taken as UTC
+    (JS would use the machine's local zone; Pi's goldens were produced in UTC). Anything
+    else is ``NaN``. Non-strings follow ``new Date(x)``: a number is itself (truncated,
+    TimeClip-ed), ``None`` (null) is 0, ``True`` is 1, :data:`JS_UNDEFINED` is ``NaN``,
+    lists are parsed via their ``String()``, dicts are ``NaN``.
+
+        >>> js_date_parse("2026-01-01"), js_date_parse("2026-01-01T01:00+01:00")
+        (1767225600000.0, 1767225600000.0)
+        >>> js_date_parse("yesterday")
+        nan
+    """
+    if isinstance(value, str):
+        return _parse_iso(value)
+    if value is None or value is False:
+        return 0.0
+    if value is True:
+        return 1.0
+    if isinstance(value, (int, float)):
+        try:
+            return _time_clip(float(value))
+        except OverflowError:
+            return math.nan
+    if isinstance(value, (list, tuple)):
+        return _parse_iso(js_to_string(value))
+    return math.nan

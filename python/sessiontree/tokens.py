@@ -1,0 +1,187 @@
+"""Pi's token estimate for one message (``estimateTokens`` in Pi's compaction.ts).
+
+Pi never tokenizes: it counts characters as JavaScript does (UTF-16 code units, see
+:func:`sessiontree._jsjson.js_len`) and divides by four, rounding up. This module
+reproduces that estimate exactly, including where Pi throws on malformed messages.
+
+    >>> estimate_tokens({"role": "user", "content": "hello world"})
+    3
+    >>> estimate_tokens({"role": "assistant", "content": [{"type": "text", "text": "😀😀"}]})
+    1
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._jsjson import JS_UNDEFINED, js_len, js_stringify_len
+
+__all__ = ["EstimateError", "ESTIMATED_IMAGE_CHARS", "estimate_tokens"]
+
+#: Characters Pi counts for every ``{"type": "image"}`` block (1200 tokens).
+ESTIMATED_IMAGE_CHARS = 4800
+
+_NAN = math.nan
+
+
+class EstimateError(ValueError):
+    """Pi's ``estimateTokens`` would throw on this message.
+
+    Mirrors the JavaScript ``TypeError`` Pi raises on malformed content (``null``
+    content, a tool call without ``arguments``, ...). ``str(err)`` and ``err.pi_error``
+    are Pi's exact text, e.g. ``"TypeError: content is not iterable"``.
+    """
+
+    def __init__(self, pi_error: str) -> None:
+        super().__init__(pi_error)
+        self.pi_error = pi_error
+
+
+# ==== JavaScript property access =================================================
+
+
+def _prop(obj: Any, key: str) -> Any:
+    """``obj[key]`` with JS semantics for parsed-JSON values (missing -> JS_UNDEFINED)."""
+    if isinstance(obj, dict):
+        return obj.get(key, JS_UNDEFINED)
+    if obj is None or obj is JS_UNDEFINED:
+        what = "null" if obj is None else "undefined"
+        raise EstimateError(f"TypeError: Cannot read properties of {what} (reading '{key}')")
+    if key == "length":
+        if isinstance(obj, str):
+            return js_len(obj)
+        if isinstance(obj, list):
+            return len(obj)
+    return JS_UNDEFINED
+
+
+def _length(value: Any) -> float:
+    """``value.length`` as a number to add (NaN when JS would add ``undefined``)."""
+    n = _prop(value, "length")
+    return _NAN if n is JS_UNDEFINED else n
+
+
+def _truthy(value: Any) -> bool:
+    if value is None or value is JS_UNDEFINED or value is False:
+        return False
+    if isinstance(value, (int, float)):
+        return value == value and value != 0
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def _iterate(value: Any, name: str) -> list:
+    """``for (const x of value)``: lists and strings iterate, anything else throws."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        return list(value)
+    raise EstimateError(f"TypeError: {name} is not iterable")
+
+
+def _ceil4(chars: float) -> int | float:
+    if chars != chars:
+        return _NAN
+    return math.ceil(chars / 4)
+
+
+# ==== Per-role character counts ===================================================
+
+
+def _content_chars(content: Any) -> float:
+    """Pi's estimateTextAndImageContentChars: string length, or text lengths + 4800 per image."""
+    if isinstance(content, str):
+        return js_len(content)
+    chars: float = 0
+    for block in _iterate(content, "content"):
+        btype = _prop(block, "type")
+        if btype == "text":
+            text = _prop(block, "text")
+            if _truthy(text):
+                chars += _length(text)
+        elif btype == "image":
+            chars += ESTIMATED_IMAGE_CHARS
+    return chars
+
+
+def _assistant_chars(message: dict) -> float:
+    chars: float = 0
+    for block in _iterate(_prop(message, "content"), "assistant.content"):
+        btype = _prop(block, "type")
+        if btype == "text":
+            chars += _length(_prop(block, "text"))
+        elif btype == "thinking":
+            chars += _length(_prop(block, "thinking"))
+        elif btype == "toolCall":
+            name_len = _length(_prop(block, "name"))
+            args = _prop(block, "arguments")
+            if args is JS_UNDEFINED:  # JSON.stringify(undefined) is undefined
+                raise EstimateError("TypeError: Cannot read properties of undefined (reading 'length')")
+            chars += name_len + js_stringify_len(args)
+    return chars
+
+
+def _system_chars(message: dict) -> float:
+    chars = _content_chars(_prop(message, "content"))
+    sections = _prop(message, "sections")
+    if _truthy(sections):
+        if isinstance(sections, dict):
+            values = list(sections.values())
+        elif isinstance(sections, list):
+            values = sections
+        elif isinstance(sections, str):  # Object.values("ab") -> ["a", "b"]
+            values = [sections] if sections else []
+        else:
+            values = []
+        for section in values:
+            if _truthy(section):
+                chars += _length(section)
+    tools = _prop(message, "toolsAdded")
+    if _truthy(tools):
+        chars += js_stringify_len(tools)
+    return chars
+
+
+def estimate_tokens(message: Any) -> int:
+    """Pi's ``estimateTokens(message)``: ``ceil(chars / 4)`` with chars in UTF-16 code units.
+
+    ``message`` is an ``AgentMessage`` dict as Pi holds it (the ``message`` of a message
+    entry, or one built by context building). Characters counted per ``role``:
+
+    * ``user``, ``custom``, ``toolResult``: a string ``content``'s length, or for a list the
+      lengths of non-empty ``text`` of ``{"type": "text"}`` blocks plus 4800 per
+      ``{"type": "image"}`` block;
+    * ``assistant``: ``text`` / ``thinking`` lengths, and for ``toolCall`` blocks
+      ``len(name) + len(JSON.stringify(arguments))``;
+    * ``bashExecution``: ``len(command) + len(output)``;
+    * ``branchSummary`` / ``compactionSummary``: ``len(summary)``;
+    * ``system``: content as for ``user``, plus every truthy ``sections`` value's length,
+      plus ``len(JSON.stringify(toolsAdded))`` when ``toolsAdded`` is truthy;
+    * any other role (or a non-dict message): 0.
+
+    Returns an ``int``; ``float('nan')`` in the rare cases where JavaScript arithmetic
+    yields NaN (e.g. a ``text`` that is a number), as Pi would.
+
+    Raises :class:`EstimateError` with Pi's message where Pi throws: ``content`` null or
+    missing (``"TypeError: content is not iterable"``), assistant content not a list
+    (``"TypeError: assistant.content is not iterable"``), a text/thinking/name/arguments
+    field missing (``"TypeError: Cannot read properties of undefined (reading 'length')"``).
+    Mirrors Pi compaction.ts ``estimateTokens``.
+    """
+    if message is None:
+        raise EstimateError("TypeError: Cannot read properties of null (reading 'role')")
+    if not isinstance(message, dict):
+        return 0
+    role = message.get("role")
+    if role in ("user", "custom", "toolResult"):
+        return _ceil4(_content_chars(_prop(message, "content")))
+    if role == "assistant":
+        return _ceil4(_assistant_chars(message))
+    if role == "system":
+        return _ceil4(_system_chars(message))
+    if role == "bashExecution":
+        return _ceil4(_length(_prop(message, "command")) + _length(_prop(message, "output")))
+    if role in ("branchSummary", "compactionSummary"):
+        return _ceil4(_length(_prop(message, "summary")))
+    return 0

@@ -1,0 +1,163 @@
+"""Shared helpers for tests driven by the Pi 1.6 goldens (``tests/corpus``).
+
+Every ``NAME.jsonl.golden.json`` under ``corpus/pi-generated`` and ``corpus/real`` is found
+by globbing, never by name, so hidden corpora dropped into those folders are picked up.
+
+The path entries come from :func:`reference_entries`, a deliberately small pure-Python
+loader (not the library's Rust core): it exists only so context tests do not depend on
+the scanner. The golden's own ``path.ids`` decide which entries form the branch.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+GOLDEN_DIRS = ("pi-generated", "real")
+LEGACY_SKIP = "needs Session migration; wired by the lead"
+
+
+def golden_paths() -> list[Path]:
+    """Every ``*.jsonl.golden.json`` in the golden folders, sorted."""
+    out: list[Path] = []
+    for d in GOLDEN_DIRS:
+        out.extend(sorted((CORPUS / d).glob("*.jsonl.golden.json")))
+    return out
+
+
+def golden_ids() -> list[str]:
+    """Test ids matching :func:`golden_paths` (``folder/NAME``)."""
+    return [f"{p.parent.name}/{p.name[: -len('.jsonl.golden.json')]}" for p in golden_paths()]
+
+
+# ==== Reference loader ===========================================================
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")  # JSON.parse rejects NaN/Infinity
+
+
+def reference_entries(session_file: Path) -> tuple[dict, list] | None:
+    """Parse a session file the way Pi's ``loadEntriesFromFile`` does, minimally.
+
+    Split on ``\\n``, drop one trailing ``\\r`` per line, parse each non-blank line,
+    skip lines that fail and JSON values that are falsy (``null``, ``0``, ``false``,
+    ``""``). Returns ``(header, entries)`` with the header excluded from ``entries``, or
+    ``None`` when the first parsed value is not ``{"type": "session", "id": <str>}``.
+    """
+    values: list = []
+    for raw in session_file.read_bytes().split(b"\n"):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        line = raw.decode("utf-8", errors="replace")
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line, parse_constant=_reject_constant)
+        except ValueError:
+            continue
+        if value is None or value is False or value == "" or (type(value) in (int, float) and value == 0):
+            continue  # falsy JSON values are not entries
+        values.append(value)
+    if not values:
+        return None
+    header = values[0]
+    if not (isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str)):
+        return None
+    return header, values[1:]
+
+
+def index_by_id(entries: list) -> dict:
+    """Entries (session headers excluded) by string id; the last one with an id wins."""
+    by_id: dict = {}
+    for e in entries:
+        if isinstance(e, dict) and e.get("type") != "session" and isinstance(e.get("id"), str):
+            by_id[e["id"]] = e
+    return by_id
+
+
+def _walk_from(leaf: Any, by_id: dict, limit: int) -> list | None:
+    path = []
+    current = leaf
+    while current is not None:
+        path.append(current)
+        if len(path) > limit:
+            return None  # parent cycle
+        parent = current.get("parentId") if isinstance(current, dict) else None
+        current = by_id.get(parent) if isinstance(parent, str) and parent else None
+    path.reverse()
+    return path
+
+
+# ==== Golden cases ===============================================================
+
+
+@dataclass
+class Case:
+    """One golden with what the context tests need.
+
+    ``skip`` is a reason to skip context checks (``None`` to run them); ``path`` is the
+    branch (``getBranch()``), ``context_path`` the path Pi builds context from.
+    """
+
+    name: str
+    golden: dict
+    skip: str | None = None
+    path: list = field(default_factory=list)
+    context_path: list = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=None)
+def load_case(name: str) -> Case:
+    """The :class:`Case` for a test id from :func:`golden_ids`."""
+    folder, stem = name.split("/", 1)
+    golden_file = CORPUS / folder / f"{stem}.jsonl.golden.json"
+    golden = json.loads(golden_file.read_text(encoding="utf-8"))
+    case = Case(name=name, golden=golden)
+    if (golden.get("open") or {}).get("migrated"):
+        case.skip = LEGACY_SKIP
+        return case
+    if not isinstance(golden.get("context"), dict):
+        case.skip = "Pi builds no context for this file (context is null)"
+        return case
+    path_info = golden.get("path") or {}
+    if not path_info.get("terminates"):
+        case.skip = "the leaf's parent chain does not terminate"
+        return case
+    loaded = reference_entries(CORPUS / folder / f"{stem}.jsonl")
+    entries = loaded[1] if loaded else []
+    by_id = index_by_id(entries)
+    ids = path_info.get("ids") or []
+    if any(not isinstance(i, str) or i not in by_id for i in ids):
+        case.skip = f"path ids not resolvable by the reference loader: {ids!r}"
+        return case
+    case.path = [by_id[i] for i in ids]
+    if "leaf_id" not in golden and entries:
+        # Pi's leaf id is undefined: buildSessionContext falls back to the last entry.
+        walked = _walk_from(entries[-1], by_id, len(entries) + 1)
+        if walked is None:
+            case.skip = "context path from the last entry does not terminate"
+            return case
+        case.context_path = walked
+    else:
+        case.context_path = case.path
+    return case
+
+
+def pi_result(fn, *args: Any) -> Any:
+    """``fn(*args)``, or ``{"pi_error": text}`` when it raises an error mirroring Pi's throw."""
+    from sessiontree.context import ContextError
+    from sessiontree.tokens import EstimateError
+
+    try:
+        return fn(*args)
+    except (EstimateError, ContextError) as e:
+        return {"pi_error": e.pi_error}
+
+
+def js_id(value: Any) -> Any:
+    """An entry id as the goldens list it: strings as-is, anything else ``None``."""
+    return value if isinstance(value, str) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from goldens import CORPUS, golden_ids, index_by_id, js_id, load_case, reference_entries
+from goldens import CORPUS, golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries
 from test_compaction_goldens import diff_report, file_fields, message_summary, pi, serialized
 
 from sessiontree.branch_summary import collect_entries_for_branch_summary, prepare_branch_entries
@@ -20,9 +20,13 @@ from sessiontree.branch_summary import collect_entries_for_branch_summary, prepa
 class ReferenceStore:
     """``get_entry`` / ``get_branch`` over the reference loader's entries (last duplicate id wins)."""
 
-    def __init__(self, session_file: Path) -> None:
-        loaded = reference_entries(session_file)
-        self.by_id = index_by_id(loaded[1] if loaded else [])
+    def __init__(self, session_file: Path, golden: dict | None = None) -> None:
+        if golden is not None and (golden.get("open") or {}).get("migrated"):
+            entries = migrated_entries(session_file, golden)
+        else:
+            loaded = reference_entries(session_file)
+            entries = loaded[1] if loaded else []
+        self.by_id = index_by_id(entries)
 
     def get_entry(self, entry_id: str):
         return self.by_id.get(entry_id)
@@ -46,7 +50,7 @@ def branch_case(name: str):
     if not case.golden.get("branchSummaries"):
         pytest.skip("the golden lists no branch navigations for this file")
     folder, stem = name.split("/", 1)
-    return case, ReferenceStore(CORPUS / folder / f"{stem}.jsonl")
+    return case, ReferenceStore(CORPUS / folder / f"{stem}.jsonl", case.golden)
 
 
 def preparation_fields(prep, with_serialized: bool) -> dict:

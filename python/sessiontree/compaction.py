@@ -706,6 +706,14 @@ def prepare_compaction(
         boundary_start = kept_index if kept_index >= 0 else prev_index + 1
 
     tokens_before = _tokens_before(path)
+    previous_entry = path[prev_index] if prev_index >= 0 else None
+    if prev_index >= 0:
+        # Pi 1.6 cuts over the context projection, where the latest compaction is not between
+        # the kept entries and what follows it: a cut backing up over metadata can cross it
+        # (golden edge_v1_legacy, keepRecentTokens 0).
+        path = path[:prev_index] + path[prev_index + 1:]
+        if boundary_start > prev_index:
+            boundary_start -= 1
 
     edits = collect_context_edits(path)
     messages_of = _projector(path, edits)
@@ -730,8 +738,8 @@ def prepare_compaction(
         return None
 
     file_ops = FileOperations()
-    if prev_index >= 0:
-        file_ops_from_details(path[prev_index], file_ops)
+    if previous_entry is not None:
+        file_ops_from_details(previous_entry, file_ops)
     for message in (*messages_to_summarize, *turn_prefix):
         extract_file_ops_from_message(message, file_ops)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-GOLDEN_DIRS = ("pi-generated", "real")
+GOLDEN_DIRS = ("pi-generated", "real", "scale")
 LEGACY_SKIP = "legacy file could not be migrated"  # kept for older imports
 
 
@@ -25,6 +26,38 @@ def golden_paths() -> list[Path]:
     out: list[Path] = []
     for d in GOLDEN_DIRS:
         out.extend(sorted((CORPUS / d).glob("*.jsonl.golden.json")))
+    return out
+
+
+GENERATOR = Path(__file__).resolve().parent / "tools" / "gen_session.py"
+
+
+def session_file(folder: str, stem: str) -> Path:
+    """The session file of a golden. ``scale/`` sessions are not stored: they are regenerated
+    (deterministically, scale/README.md) into a cache folder and checked against the golden's
+    ``file_sha256``."""
+    path = CORPUS / folder / f"{stem}.jsonl"
+    if folder != "scale":
+        return path
+    import hashlib
+    import re
+    import subprocess
+    import tempfile
+
+    golden = json.loads((CORPUS / folder / f"{stem}.jsonl.golden.json").read_text())
+    cache = Path(tempfile.gettempdir()) / "sessiontree-scale-cache"
+    cache.mkdir(exist_ok=True)
+    out = cache / f"{golden['file_sha256']}.jsonl"
+    if not out.exists():
+        m = re.fullmatch(r"gen-(\d+)mb-seed(\d+)", stem)
+        if not m:
+            raise ValueError(f"unknown scale session name {stem}")
+        tmp = out.with_suffix(".tmp")
+        subprocess.run([sys.executable, str(GENERATOR), "--megabytes", m.group(1), "--seed", m.group(2),
+                        "--branchiness", "0.03", "--out", str(tmp)], check=True, capture_output=True)
+        if hashlib.sha256(tmp.read_bytes()).hexdigest() != golden["file_sha256"]:
+            raise AssertionError(f"regenerated {stem} does not match its golden's file_sha256")
+        tmp.replace(out)
     return out
 
 
@@ -126,9 +159,9 @@ def load_case(name: str) -> Case:
         case.skip = "the leaf's parent chain does not terminate"
         return case
     if legacy:
-        entries = migrated_entries(CORPUS / folder / f"{stem}.jsonl", golden)
+        entries = migrated_entries(session_file(folder, stem), golden)
     else:
-        loaded = reference_entries(CORPUS / folder / f"{stem}.jsonl")
+        loaded = reference_entries(session_file(folder, stem))
         entries = loaded[1] if loaded else []
     by_id = index_by_id(entries)
     ids = path_info.get("ids") or []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from goldens import CORPUS, golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries
+from goldens import CORPUS, golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries, session_file
 from test_compaction_goldens import diff_report, file_fields, message_summary, pi, serialized
 
 from sessiontree.branch_summary import collect_entries_for_branch_summary, prepare_branch_entries
@@ -50,7 +50,7 @@ def branch_case(name: str):
     if not case.golden.get("branchSummaries"):
         pytest.skip("the golden lists no branch navigations for this file")
     folder, stem = name.split("/", 1)
-    return case, ReferenceStore(CORPUS / folder / f"{stem}.jsonl", case.golden)
+    return case, ReferenceStore(session_file(folder, stem), case.golden)
 
 
 def preparation_fields(prep, with_serialized: bool) -> dict:

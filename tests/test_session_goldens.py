@@ -17,39 +17,21 @@ from typing import Any
 
 import pytest
 
-from goldens import golden_ids, golden_paths
+from goldens import golden_ids, golden_paths, session_file
 from sessiontree import Session, SessionCycleError, SessionFormatError
 from sessiontree._jsjson import js_stringify
 from sessiontree.context import fingerprint
 
 sys.setrecursionlimit(100_000)
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
-GEN = Path(__file__).resolve().parent / "tools" / "gen_session.py"
-SCALE = sorted((CORPUS / "scale").glob("*.jsonl.golden.json"))
-GOLDENS = golden_paths() + SCALE
-IDS = golden_ids() + [f"scale/{p.name[: -len('.jsonl.golden.json')]}" for p in SCALE]
-_SCALE_CACHE: dict[Path, Path] = {}
+GOLDENS = golden_paths()
+IDS = golden_ids()
 
 
-def _scale_file(golden_path: Path, golden: dict, tmp_root: Path) -> Path:
-    """Regenerate a scale session (scale/README.md: gen_session.py, deterministic)."""
-    if golden_path not in _SCALE_CACHE:
-        m = re.fullmatch(r"gen-(\d+)mb-seed(\d+)\.jsonl", golden["file"].split("/")[-1])
-        assert m, f"unknown scale file name {golden['file']}"
-        out = tmp_root / golden["file"].split("/")[-1]
-        subprocess.run([sys.executable, str(GEN), "--megabytes", m.group(1), "--seed", m.group(2),
-                        "--branchiness", "0.03", "--out", str(out)], check=True, capture_output=True)
-        assert hashlib.sha256(out.read_bytes()).hexdigest() == golden["file_sha256"], "generator output changed"
-        _SCALE_CACHE[golden_path] = out
-    return _SCALE_CACHE[golden_path]
-
-
-def _load(golden_path: Path, tmp_root: Path | None = None) -> tuple[dict, Path]:
+def _load(golden_path: Path) -> tuple[dict, Path]:
     g = json.loads(golden_path.read_text())
-    if golden_path.parent.name == "scale":
-        return g, _scale_file(golden_path, g, tmp_root)
-    return g, golden_path.with_name(golden_path.name[: -len(".golden.json")])
+    stem = golden_path.name[: -len(".jsonl.golden.json")]
+    return g, session_file(golden_path.parent.name, stem)
 
 
 def _raw_field(entry: Any, key: str) -> Any:
@@ -85,8 +67,8 @@ class IdMap:
 
 
 @pytest.fixture(params=GOLDENS, ids=IDS)
-def case(request, tmp_path, tmp_path_factory):
-    golden, session_file = _load(request.param, tmp_path_factory.getbasetemp())
+def case(request, tmp_path):
+    golden, session_file = _load(request.param)
     return golden, session_file, tmp_path
 
 

@@ -146,7 +146,7 @@ def test_legacy_files_path_message_tokens_by_position(name):
     v1 ids are invented by Pi, so compare ``[role, tokens]`` by position."""
     golden = goldens.load_case(name).golden
     folder, stem = name.split("/", 1)
-    loaded = goldens.reference_entries(goldens.CORPUS / folder / f"{stem}.jsonl")
+    loaded = goldens.reference_entries(goldens.session_file(folder, stem))
     assert loaded is not None
     entries = [e for e in loaded[1] if not (isinstance(e, dict) and e.get("type") == "session")]
     if all(isinstance(e, dict) and "id" not in e for e in entries):

@@ -38,6 +38,7 @@ from .errors import (
     SessionFormatError,
 )
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
+from .writer import DURABILITY_MODES, Durability, SessionWriter
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -47,7 +48,6 @@ from .paths import (
     session_file_name,
 )
 
-Durability = Literal["flush", "fsync"]
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
 
@@ -120,18 +120,22 @@ class Session:
     # ==== construction ===========================================================
 
     def __init__(self, core: Any, *, path: Path | None, session_dir: Path | None,
-                 header: dict, header_on_disk: bool, durability: Durability = "flush"):
+                 header: dict, header_on_disk: bool, durability: Durability = "flush",
+                 lock_timeout: float | None = None):
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
         self._core = core
         self._path = path
         self._session_dir = session_dir
         self._header = header
         self._header_on_disk = header_on_disk
         self._durability: Durability = durability
-        self._fd: int | None = None
+        self._lock_timeout = lock_timeout
+        self._writer: SessionWriter | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
-             durability: Durability = "flush") -> "Session":
+             durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
         """Open an existing session file. Never modifies the file.
 
         Legacy v1/v2 files are migrated in memory (see :mod:`sessiontree.migrate`); the file is
@@ -141,8 +145,11 @@ class Session:
         Args:
             path: the ``.jsonl`` file.
             session_dir: where :meth:`create_branched_session` writes; default the file's folder.
-            durability: ``"flush"`` (each entry is one ``write()``; default) or ``"fsync"``
-                (each append is also fsynced before it returns).
+            durability: ``"flush"`` (each entry is one ``write()``; default), ``"fsync"``
+                (each append is also fsynced before it returns) or ``"none"`` (buffered in
+                the process until :meth:`flush`/:meth:`close`); see :mod:`sessiontree.writer`.
+            lock_timeout: seconds the first write waits for another writer's lock (None:
+                fail at once with :class:`SessionLockedError`). Reading never locks.
 
         Raises:
             FileNotFoundError: no such file.
@@ -168,16 +175,17 @@ class Session:
             header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
                       "timestamp": iso_now(), "cwd": os.getcwd()}
             return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=False,
-                       durability=durability)
+                       durability=durability, lock_timeout=lock_timeout)
         header = parse_json_line(core.header_line())
         if core.needs_migration:
             header = migrate_header(header, core.legacy_v1)
-        return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=True, durability=durability)
+        return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
+                   lock_timeout=lock_timeout)
 
     @classmethod
     def create(cls, cwd: str, *, session_dir: str | os.PathLike | None = None,
                session_id: str | None = None, parent_session: str | None = None,
-               durability: Durability = "flush") -> "Session":
+               durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
         """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
 
         ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
@@ -205,7 +213,8 @@ class Session:
         finally:
             os.close(fd)
         core = _core.Index.open(str(path))
-        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability)
+        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
+                   lock_timeout=lock_timeout)
 
     @classmethod
     def in_memory(cls, cwd: str = ".") -> "Session":
@@ -502,6 +511,7 @@ class Session:
         """
         if self._path is None:
             return 0
+        self.flush()
         return self._core.refresh()
 
     # ==== writing ==================================================================
@@ -514,25 +524,31 @@ class Session:
                 return cand
         return str(uuid.uuid4())
 
-    def _open_fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-        return self._fd
+    def _get_writer(self) -> SessionWriter:
+        if self._writer is None:
+            self._writer = SessionWriter(self._path, self._durability, self._lock_timeout)
+        return self._writer
 
     def _write_raw(self, data: bytes) -> None:
-        fd = self._open_fd()
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if self._durability == "fsync":
-            os.fsync(fd)
+        self._get_writer().write(data)
+
+    def _lock(self) -> None:
+        """Take the writer lock; on first taking it, index what others appended meanwhile
+        (our leaf stays where the caller put it)."""
+        writer = self._get_writer()
+        if writer.acquire():
+            leaf_null = self._core.leaf_is_null()
+            leaf = self._core.leaf()
+            if self._core.refresh():
+                self._core.set_leaf(None if leaf_null or leaf is None else leaf)
 
     def _prepare_write(self) -> None:
         if self._path is None:
             return
+        self._lock()
         if self._core.needs_migration:
             self.migrate()
+            self._lock()
         if not self._header_on_disk:
             line = dumps_entry(self._header) + b"\n"
             offset = self._core.end
@@ -808,16 +824,36 @@ class Session:
                 header_done = True
             else:
                 out.append(line + b"\n")
-        self.close()
-        atomic_write(self._path, out)
+        leaf_null = self._core.leaf_is_null()
+        leaf_id = self._core.leaf_id()
+        writer = self._get_writer()
+        writer.acquire()  # no other sessiontree writer while the file is replaced
+        try:
+            atomic_write(self._path, out)
+        finally:
+            self.close()
         self._core = _core.Index.open(str(self._path))
+        if leaf_null:
+            self._core.set_leaf(None)
+        elif leaf_id is not None and self._core.index_of(leaf_id) is not None:
+            self._core.set_leaf(self._core.index_of(leaf_id))
         return True
 
+    def flush(self) -> None:
+        """Write out entries buffered by ``durability="none"``."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def sync(self) -> None:
+        """Flush and fsync: every entry appended so far survives a machine crash."""
+        if self._writer is not None:
+            self._writer.sync()
+
     def close(self) -> None:
-        """Close the append handle (further appends reopen it)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Flush buffered entries and release the writer lock (the next write takes it again)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
 
     def __enter__(self) -> "Session":
         return self

@@ -1,0 +1,135 @@
+"""Appending to a session file: one writer at a time, whole lines, chosen durability.
+
+* **One writer.** A writing :class:`~sessiontree.Session` holds an exclusive advisory lock
+  (``fcntl.flock``) on the session file from its first write until :meth:`close`. A second
+  writer (another process, or another ``Session`` object in this one) gets
+  :class:`~sessiontree.SessionLockedError` at once, or waits up to ``lock_timeout`` seconds.
+  Readers never take the lock and are never blocked. The operating system releases the lock
+  when the process dies, so a crash leaves no stale lock. (Pi itself does not lock; the lock
+  protects sessiontree writers from each other.)
+* **Whole lines.** Each entry is one complete ``...\\n`` line passed to a single ``write()``
+  on a file opened with ``O_APPEND``, so a reader never sees two entries interleaved.
+* **Durability** (what an append has done when it returns):
+
+  ========  ===============================================  ===========================
+  mode      an appended entry is…                            survives
+  ========  ===============================================  ===========================
+  none      buffered in the process (written at 64 KiB,      nothing until ``flush()`` /
+            ``flush()``, ``close()`` or exit)                ``close()``
+  flush     handed to the OS with one ``write()`` (default)   a crash of the process
+  fsync     written and ``fsync``-ed                          a crash of the machine
+  ========  ===============================================  ===========================
+
+  Costs measured by ``benches/bench_ops.py``: ``none`` is a memory copy, ``flush`` one system
+  call, ``fsync`` one system call plus a disk flush (milliseconds on most disks).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+from .errors import SessionLockedError
+
+Durability = Literal["none", "flush", "fsync"]
+DURABILITY_MODES = ("none", "flush", "fsync")
+_BUFFER_LIMIT = 64 << 10
+
+
+class SessionWriter:
+    """The append side of one session file (see the module docs).
+
+    Args:
+        path: the session file (must exist).
+        durability: ``"none"``, ``"flush"`` or ``"fsync"``.
+        lock_timeout: seconds to wait for another writer's lock; None fails at once.
+
+    Raises:
+        ValueError: unknown durability mode.
+    """
+
+    def __init__(self, path: Path, durability: Durability = "flush", lock_timeout: float | None = None):
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
+        self.path = Path(path)
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self._fd: int | None = None
+        self._buffer = bytearray()
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> bool:
+        """Open the file for appending and take the lock. Returns True when newly acquired.
+
+        Raises:
+            SessionLockedError: another writer holds the lock (after ``lock_timeout``).
+            OSError: the file cannot be opened for writing.
+        """
+        if self._fd is not None:
+            return False
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
+        delay = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is None or time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise SessionLockedError(
+                        f"another writer holds the lock on {self.path}"
+                        + ("" if deadline is None else f" (waited {self.lock_timeout} s)")) from None
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(delay * 2, 0.1)
+            except BaseException:
+                os.close(fd)
+                raise
+        self._fd = fd
+        return True
+
+    def write(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) according to the durability mode."""
+        if self._fd is None:
+            self.acquire()
+        if self.durability == "none":
+            self._buffer += data
+            if len(self._buffer) >= _BUFFER_LIMIT:
+                self.flush()
+            return
+        self._write_all(data)
+        if self.durability == "fsync":
+            os.fsync(self._fd)
+
+    def _write_all(self, data: bytes | bytearray) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def flush(self) -> None:
+        """Write out what ``"none"`` mode buffered (one ``write()``)."""
+        if self._buffer and self._fd is not None:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            self._write_all(data)
+
+    def sync(self) -> None:
+        """Flush and ``fsync``: everything appended so far survives a machine crash."""
+        self.flush()
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Flush, release the lock and close the file."""
+        if self._fd is None:
+            return
+        try:
+            self.flush()
+        finally:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the descriptor releases the flock

@@ -37,6 +37,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string
 from .context import build_session_context, entry_to_context_messages, estimate_projected_context_tokens
 from .settings import DEFAULT_COMPACTION_SETTINGS
@@ -465,16 +466,13 @@ def format_file_operations(read_files: Sequence[str], modified_files: Sequence[s
 # ==== Serialization (Pi utils.ts serializeConversation) ====
 
 
-class SerializationError(ValueError):
+class SerializationError(PiError):
     """Pi's ``serializeConversation`` would throw on these messages.
 
     ``str(err)`` and ``err.pi_error`` are Pi's text, e.g. ``"TypeError: msg.content.some is not a
     function"`` for an assistant message whose ``content`` is a string.
     """
 
-    def __init__(self, pi_error: str) -> None:
-        super().__init__(pi_error)
-        self.pi_error = pi_error
 
 
 def _utf16_prefix(text: str, units: int) -> str:

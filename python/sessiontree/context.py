@@ -32,6 +32,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_date_parse, js_stringify_bytes, js_to_string
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 from .tokens import estimate_tokens
@@ -71,14 +72,11 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 _EDITABLE_ROLES = ("user", "assistant", "toolResult", "custom")
 
 
-class ContextError(ValueError):
+class ContextError(PiError):
     """Pi's context building would throw on these entries (e.g. a message entry whose
     ``message`` is null or missing). ``str(err)`` / ``err.pi_error`` is Pi's text,
     e.g. ``"TypeError: Cannot read properties of null (reading 'role')"``."""
 
-    def __init__(self, pi_error: str) -> None:
-        super().__init__(pi_error)
-        self.pi_error = pi_error
 
 
 # ==== JavaScript helpers ==========================================================

@@ -6,6 +6,18 @@ class SessionError(Exception):
     """Base class of every error sessiontree raises on purpose."""
 
 
+class PiError(SessionError, ValueError):
+    """Pi itself would throw on this input (malformed content reached by its code).
+
+    ``str(err)`` and ``err.pi_error`` are Pi's exact JavaScript error text, e.g.
+    ``"TypeError: content is not iterable"``: the goldens record them as ``pi_error``.
+    """
+
+    def __init__(self, pi_error: str) -> None:
+        super().__init__(pi_error)
+        self.pi_error = pi_error
+
+
 class SessionFormatError(SessionError, ValueError):
     """The file is not a Pi session (Pi: ``Session file is not a valid pi session: <path>``).
 

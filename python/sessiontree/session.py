@@ -630,12 +630,7 @@ class Session:
         e["tokensBefore"] = tokens_before
         if system_message is not None:
             e["systemMessage"] = system_message
-        if details is not None:
-            e["details"] = details
-        if usage is not None:
-            e["usage"] = usage
-        if from_hook is not None:
-            e["fromHook"] = from_hook
+        _set_optional(e, details, usage, from_hook)
         return self._append(e)
 
     def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
@@ -704,12 +699,7 @@ class Session:
         e = {"type": "branch_summary", "id": self._generate_id(), "parentId": entry_id,
              "timestamp": iso_now(), "fromId": old_leaf if old_leaf is not None else "root",
              "summary": summary}
-        if details is not None:
-            e["details"] = details
-        if usage is not None:
-            e["usage"] = usage
-        if from_hook is not None:
-            e["fromHook"] = from_hook
+        _set_optional(e, details, usage, from_hook)
         if entry_id is None:
             self._core.set_leaf(None)
         else:
@@ -866,6 +856,16 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+def _set_optional(entry: dict, details: Any, usage: Any, from_hook: Any) -> None:
+    """Summary entries' optional keys in Pi's order; None (JS undefined) is omitted."""
+    if details is not None:
+        entry["details"] = details
+    if usage is not None:
+        entry["usage"] = usage
+    if from_hook is not None:
+        entry["fromHook"] = from_hook
 
 
 def _is_header_line(line: bytes) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_len, js_stringify_len
 
 __all__ = ["EstimateError", "ESTIMATED_IMAGE_CHARS", "estimate_tokens"]
@@ -24,7 +25,7 @@ ESTIMATED_IMAGE_CHARS = 4800
 _NAN = math.nan
 
 
-class EstimateError(ValueError):
+class EstimateError(PiError):
     """Pi's ``estimateTokens`` would throw on this message.
 
     Mirrors the JavaScript ``TypeError`` Pi raises on malformed content (``null``
@@ -32,9 +33,6 @@ class EstimateError(ValueError):
     are Pi's exact text, e.g. ``"TypeError: content is not iterable"``.
     """
 
-    def __init__(self, pi_error: str) -> None:
-        super().__init__(pi_error)
-        self.pi_error = pi_error
 
 
 # ==== JavaScript property access =================================================

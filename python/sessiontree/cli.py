@@ -1,0 +1,908 @@
+"""Command-line interface: look inside a Pi session file without Pi.
+
+    $ sessiontree info session.jsonl        # header, counts, leaf, context size
+    $ sessiontree tree session.jsonl        # the tree, drawn like Pi's /tree
+    $ sessiontree branch session.jsonl      # root → leaf (or --from ID)
+    $ sessiontree context session.jsonl     # what the model sees (--llm: after convertToLlm)
+    $ sessiontree entries session.jsonl     # file order (--since ID)
+    $ sessiontree validate session.jsonl    # damaged lines, duplicate ids, orphans, cycles
+
+Every subcommand takes ``--json`` (one JSON document on stdout, snake_case keys). Human output
+never passes terminal control sequences from the file through: everything taken from the
+file goes through :func:`safe_text`. Nothing here writes to the session file.
+
+Exit codes: 0 success; 1 ``validate`` found a problem; 2 the file is missing, unreadable or
+not a Pi session, an id given on the command line is unknown, or the active branch loops
+(``branch``/``context``: Pi never returns there). Tracebacks are never shown for these.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections import Counter
+from typing import Any, Callable, Iterable, Sequence
+
+import orjson
+
+from .errors import EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError
+from .entries import parse_json_line
+from .session import Session
+
+__all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
+           "json_document"]
+
+#: Characters of preview shown by default (``--max-preview``).
+DEFAULT_PREVIEW = 60
+#: Branch-guide columns kept in ``tree`` before older ones are folded into ``⋯``.
+MAX_TREE_GUIDES = 24
+
+# ==== Terminal safety ===============================================================
+
+# C0 controls (ESC, BEL, CR, ...), DEL, C1 controls (0x9b is an 8-bit CSI), the Arabic letter
+# mark, LRM/RLM, line/paragraph separators, bidi embeddings/overrides/isolates (Trojan
+# Source), and lone surrogates (which cannot even be encoded to UTF-8).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape_char(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def safe_text(s: str) -> str:
+    """``s`` with every character that could drive a terminal made visible as an escape.
+
+    C0/C1 controls, DEL and ESC become ``\\xNN``; bidi controls (U+202A–U+202E,
+    U+2066–U+2069, LRM/RLM/ALM), U+2028/U+2029 and lone surrogates become ``\\uNNNN``.
+    Everything else (CJK, emoji, combining marks) passes unchanged. Non-strings are
+    converted with ``str()`` first.
+
+        >>> safe_text("\\x1b[31mred\\x1b[0m")
+        '\\\\x1b[31mred\\\\x1b[0m'
+        >>> safe_text("abc\\u202edef")
+        'abc\\\\u202edef'
+    """
+    if not isinstance(s, str):
+        s = "" if s is None else str(s)
+    return _UNSAFE.sub(_escape_char, s)
+
+
+# Raw characters that JSON leaves unescaped but terminals may act on; inside a JSON document
+# they can only occur in strings, so writing them as \\uXXXX keeps the value identical.
+_JSON_UNSAFE = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _json_escape(m: re.Match) -> bytes:
+    return b"\\u%04x" % ord(m.group().decode("utf-8"))
+
+
+def json_document(doc: Any) -> str:
+    """``doc`` as indented JSON text (orjson; JavaScript-exact writer for lone surrogates and
+    big integers), with C1/DEL/bidi characters escaped as ``\\uXXXX`` (same value)."""
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        from ._jsjson import js_stringify_bytes
+
+        data = js_stringify_bytes(doc)
+    return _JSON_UNSAFE.sub(_json_escape, data).decode("utf-8")
+
+
+# ==== Previews =======================================================================
+
+
+def _js_compact(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):
+        return "…"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "image":
+            parts.append("[image]")
+    return " ".join(p for p in parts if p)
+
+
+def message_preview(message: Any) -> str:
+    """A one-paragraph text for an ``AgentMessage`` dict (not yet clipped or escaped).
+
+    user/custom/system: the content text; toolResult: ``toolName: text``; assistant: its
+    text, then ``→ tool(args)`` per tool call (``(thinking) …`` or ``(error) …`` when there
+    is no text); bashExecution: ``$ command``; branchSummary/compactionSummary: the summary.
+    Never raises on odd shapes (returns ``""``)."""
+    if not isinstance(message, dict):
+        return ""
+    role = message.get("role")
+    if role == "assistant":
+        content = message.get("content")
+        texts: list[str] = []
+        calls: list[str] = []
+        thinking: list[str] = []
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for b in content:
+                if not isinstance(b, dict):
+                    continue
+                kind = b.get("type")
+                if kind == "text" and isinstance(b.get("text"), str) and b["text"]:
+                    texts.append(b["text"])
+                elif kind == "toolCall":
+                    args = b.get("arguments", b.get("input"))
+                    calls.append(f"→ {b.get('name')}({_js_compact(args) if args is not None else ''})")
+                elif kind == "thinking" and isinstance(b.get("thinking"), str):
+                    thinking.append(b["thinking"])
+        out = " ".join(texts + calls)
+        if not out and thinking:
+            out = "(thinking) " + " ".join(thinking)
+        if not out and isinstance(message.get("errorMessage"), str):
+            out = "(error) " + message["errorMessage"]
+        return out
+    if role == "toolResult":
+        text = _content_text(message.get("content"))
+        name = message.get("toolName")
+        return f"{name}: {text}" if isinstance(name, str) else text
+    if role == "bashExecution":
+        cmd = message.get("command")
+        return f"$ {cmd}" if isinstance(cmd, str) else "$"
+    if role in ("branchSummary", "compactionSummary"):
+        summary = message.get("summary")
+        return summary if isinstance(summary, str) else ""
+    return _content_text(message.get("content"))
+
+
+def entry_preview(raw: Any) -> str:
+    """A one-paragraph text for an entry (parsed JSON), by type; ``""`` when there is none.
+
+    message: :func:`message_preview`; compaction/branch_summary: the summary;
+    custom_message: its content; label: ``target ← "label"``; session_info: the name;
+    model_change: ``provider/modelId``; thinking_level_change: the level; custom: its
+    customType; a JSON value that is not an object: its JSON text."""
+    if not isinstance(raw, dict):
+        return _js_compact(raw)
+    kind = raw.get("type")
+    if kind == "message":
+        return message_preview(raw.get("message"))
+    if kind in ("compaction", "branch_summary"):
+        summary = raw.get("summary")
+        return summary if isinstance(summary, str) else ""
+    if kind == "custom_message":
+        return _content_text(raw.get("content"))
+    if kind == "label":
+        label = raw.get("label")
+        shown = f'"{label}"' if isinstance(label, str) and label else "(cleared)"
+        return f"{raw.get('targetId')} ← {shown}"
+    if kind == "session_info":
+        name = raw.get("name")
+        return name if isinstance(name, str) else ""
+    if kind == "model_change":
+        return f"{raw.get('provider')}/{raw.get('modelId')}"
+    if kind == "thinking_level_change":
+        return str(raw.get("thinkingLevel"))
+    if kind == "custom":
+        return str(raw.get("customType"))
+    return ""
+
+
+def clip(text: str, limit: int = DEFAULT_PREVIEW) -> str:
+    """``text`` on one line (newlines as ``⏎``, tabs as spaces), cut to ``limit``
+    characters with ``…`` marking the cut. Not escaped: see :func:`preview`."""
+    if limit <= 0 or not text:
+        return ""
+    text = text[: limit * 4 + 8]  # enough to clip after collapsing
+    text = text.replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎").replace("\t", " ")
+    if len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return text
+
+
+def preview(text: str, limit: int = DEFAULT_PREVIEW) -> str:
+    """:func:`clip` then :func:`safe_text`: a one-line preview safe to print.
+
+        >>> preview("line one\\nline two", 12)
+        'line one⏎li…'
+        >>> preview("\\x1b[2Jboom", 20)
+        '\\\\x1b[2Jboom'
+    """
+    return safe_text(clip(text, limit))
+
+
+def _safe_preview(fn: Callable[[Any], str], value: Any, limit: int, escape: bool = True) -> str:
+    """``fn(value)`` clipped (and escaped unless ``escape`` is false, for JSON output)."""
+    if limit <= 0:
+        return ""
+    try:
+        text = clip(fn(value), limit)
+    except Exception:  # a preview must never break a listing
+        return ""
+    return safe_text(text) if escape else text
+
+
+# ==== Helpers over the session ==========================================================
+
+
+def _kind(core: Any, i: int) -> str:
+    """An entry's role (message entries) or type, as shown in listings."""
+    t = core.type_name(i)
+    if t == "message":
+        return core.role(i) or "message"
+    return t if t is not None else "?"
+
+
+def _kind_from(entry_type: Any, role: Any) -> str:
+    if entry_type == "message":
+        return role or "message"
+    return entry_type if entry_type is not None else "?"
+
+
+def _shown_id(entry_id: Any) -> str:
+    return safe_text(entry_id) if entry_id is not None else "(no id)"
+
+
+def _tokens_or_none(estimate: Callable[[Any], Any], message: Any) -> Any:
+    try:
+        n = estimate(message)
+    except Exception:
+        return None
+    if isinstance(n, float) and math.isnan(n):
+        return None
+    return n
+
+
+def _fmt_tokens(n: Any) -> str:
+    return "?" if n is None else str(n)
+
+
+def _header_on_disk(s: Session) -> dict | None:
+    line = s._core.header_line()
+    if line is None:
+        return None
+    try:
+        value = parse_json_line(line)
+    except SessionError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _labels_by_id(s: Session) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for target, label in s.labels.items():
+        try:
+            out[target] = label
+        except TypeError:  # unhashable target (a JSON object as targetId)
+            continue
+    return out
+
+
+def _active_path(s: Session, start: int | None = None) -> tuple[list[int], SessionCycleError | None]:
+    """Entry indices root → ``start`` (default: the leaf, like ``get_branch()``), or the
+    cycle error when the parent chain loops. Works on indices: no Entry objects."""
+    core = s._core
+    if start is None:
+        start = core.leaf()
+        if start is None:
+            return [], None
+    try:
+        return list(core.branch(start)), None
+    except SessionCycleError as exc:
+        return [], exc
+
+
+# ==== Output ==========================================================================
+
+
+class _Out:
+    """Collects human output lines; written at the end in large chunks."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(line)
+
+    def flush(self) -> None:
+        write = sys.stdout.write
+        for k in range(0, len(self.lines), 4096):
+            write("\n".join(self.lines[k : k + 4096]) + "\n")
+        self.lines.clear()
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(json_document(doc) + "\n")
+
+
+# ==== info ============================================================================
+
+
+def cmd_info(s: Session, args: argparse.Namespace) -> int:
+    """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
+    context's size and the number of problem lines."""
+    core = s._core
+    disk = _header_on_disk(s)
+    header = s.header
+    path, cycle = _active_path(s)
+    roles = Counter(core.role(i) or "?" for i in path if core.type_name(i) == "message")
+    context_count = context_tokens = None
+    context_error = None
+    if cycle is None:
+        try:
+            ctx = s.build_context()
+        except Exception as exc:  # Pi throws here too (e.g. a null message)
+            context_error = str(exc)
+        else:
+            from .tokens import estimate_tokens
+
+            context_count = len(ctx.messages)
+            per = [_tokens_or_none(estimate_tokens, m) for m in ctx.messages]
+            context_tokens = None if any(t is None for t in per) else sum(per)
+    version = disk.get("version") if disk is not None else None
+    info = {
+        "path": str(s.path),
+        "session_id": header.get("id") if disk is not None else None,
+        "cwd": header.get("cwd") if disk is not None else None,
+        "version": version,
+        "legacy_migrated_in_memory": bool(core.needs_migration),
+        "parent_session": header.get("parentSession"),
+        "empty_file": disk is None,
+        "entries": len(core),
+        "distinct_ids": core.entry_count(),
+        "leaf_id": s.leaf_id,
+        "session_name": s.session_name,
+        "labels": len(s.labels),
+        "roots": len(core.roots()),
+        "active_branch_length": None if cycle else len(path),
+        "active_branch_cycle": list(cycle.ids) if cycle else None,
+        "message_roles": None if cycle else dict(sorted(roles.items())),
+        "context_messages": context_count,
+        "context_tokens": context_tokens,
+        "context_error": context_error,
+        "problems": len(s.problems),
+    }
+    if args.json:
+        _print_json(info)
+        return 0
+    out = _Out()
+    out(f"path:            {safe_text(info['path'])}")
+    if disk is None:
+        out("header:          none (empty file; Pi writes a new header when it opens it)")
+    else:
+        out(f"session id:      {safe_text(info['session_id'])}")
+        out(f"cwd:             {safe_text(info['cwd'])}")
+        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if core.needs_migration else ""
+        out(f"version:         {safe_text(version if version is not None else 'none (v1)')}{legacy}")
+        if info["parent_session"] is not None:
+            out(f"parent session:  {safe_text(info['parent_session'])}")
+    out(f"entries:         {info['entries']} ({info['distinct_ids']} distinct ids)")
+    out(f"leaf:            {safe_text(info['leaf_id']) if info['leaf_id'] is not None else '-'}")
+    out(f"session name:    {safe_text(info['session_name']) if info['session_name'] is not None else '-'}")
+    out(f"labels:          {info['labels']}")
+    out(f"roots:           {info['roots']}")
+    if cycle is not None:
+        out(f"active branch:   parentId cycle ({' -> '.join(_shown_id(i) for i in cycle.ids)}); Pi cannot open it")
+    else:
+        shown = ", ".join(f"{safe_text(r)} {n}" for r, n in sorted(roles.items())) or "no messages"
+        out(f"active branch:   {len(path)} entries; messages: {shown}")
+    if context_error is not None:
+        out(f"context:         error: {safe_text(context_error)}")
+    elif context_count is not None:
+        out(f"context:         {context_count} messages, ~{_fmt_tokens(context_tokens)} tokens (estimated)")
+    out(f"problem lines:   {info['problems']} (run `sessiontree validate` for structural checks)")
+    out.flush()
+    return 0
+
+
+# ==== tree ============================================================================
+
+
+def cmd_tree(s: Session, args: argparse.Namespace) -> int:
+    """Draw the tree like Pi's /tree, without recursion.
+
+    One line per entry: ``•`` in the first column for entries on the active branch, branch
+    guides (``├─``, ``└─``, ``│``), the id, role or type, ``[label]``, a preview, and
+    ``← leaf`` on the leaf. A node with one child is followed by that child at the same
+    indentation (a linear run stays flat, as in Pi), so only real branch points indent;
+    beyond ``MAX_TREE_GUIDES`` levels older guides fold into ``⋯``. Entries not reachable
+    from any root (parentId cycles) are drawn after the tree. A node met a second time
+    (a duplicated id listed twice, or a loop through one) is shown once more with
+    ``(shown above)`` and not expanded again.
+    """
+    core = s._core
+    limit = 0 if args.no_preview else args.max_preview
+    roots, start, kids = core.tree_table()
+    labels = _labels_by_id(s)
+    path, cycle = _active_path(s)
+    on_path = set(path)
+    leaf = core.leaf()
+    try:
+        unreachable = list(core.unreachable())
+    except SessionCycleError:
+        unreachable = []
+
+    out = _Out()
+    records: list[dict] = []
+    seen: set[int] = set()
+    max_prefix = 3 * MAX_TREE_GUIDES
+
+    def children_of(i: int) -> list[int]:
+        return kids[start[i] : start[i + 1]] if i + 1 < len(start) else []
+
+    def walk(tops: Sequence[int], unreachable_part: bool) -> None:
+        # stack items: (node, prefix of this line, connector, prefix for its children, depth)
+        stack: list[tuple[int, str, str, str, int]] = []
+        many = len(tops) > 1
+        for k in range(len(tops) - 1, -1, -1):
+            last = k == len(tops) - 1
+            conn = ("└─ " if last else "├─ ") if many else ""
+            stack.append((tops[k], "", conn, ("   " if last else "│  ") if many else "", 0))
+        while stack:
+            i, prefix, conn, child_prefix, depth = stack.pop()
+            again = i in seen
+            eid = core.id(i)
+            kind = _kind(core, i)
+            label = labels.get(eid) if eid is not None else None
+            text = "" if limit <= 0 else _safe_preview(entry_preview, s._load_raw(i), limit, not args.json)
+            if args.json:
+                if not again:
+                    ch = children_of(i)
+                    rec = {
+                        "index": i, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
+                        "role": core.role(i), "line": core.location(i)[0], "depth": depth,
+                        "label": label, "children": [core.id(c) for c in ch], "child_indices": list(ch),
+                        "on_active_branch": i in on_path, "is_leaf": i == leaf, "unreachable": unreachable_part,
+                    }
+                    if limit > 0:
+                        rec["preview"] = text
+                    records.append(rec)
+            else:
+                mark = "• " if i in on_path else "  "
+                parts = [mark, prefix, conn, _shown_id(eid), " ", safe_text(kind)]
+                if label is not None:
+                    parts.append(f" [{safe_text(label)}]")
+                if text:
+                    parts.append(": " + text)
+                if again:
+                    parts.append("  (shown above)")
+                if i == leaf and not again:
+                    parts.append("  ← leaf")
+                out("".join(parts))
+            if again:
+                continue
+            seen.add(i)
+            ch = children_of(i)
+            if not ch:
+                continue
+            if len(ch) == 1:
+                stack.append((ch[0], child_prefix, "", child_prefix, depth + 1))
+                continue
+            for k in range(len(ch) - 1, -1, -1):
+                last = k == len(ch) - 1
+                sub = child_prefix + ("   " if last else "│  ")
+                if len(sub) > max_prefix:
+                    sub = "⋯  " + sub[-(max_prefix - 3):]
+                stack.append((ch[k], child_prefix, "└─ " if last else "├─ ", sub, depth + 1))
+
+    walk(roots, False)
+    rest = [i for i in unreachable if i not in seen]
+    if rest:
+        if not args.json:
+            out(f"-- {len(unreachable)} entries not reachable from any root (parentId cycle) --")
+        while rest:
+            walk([rest[0]], True)
+            rest = [i for i in rest if i not in seen]
+    if args.json:
+        _print_json({
+            "leaf_id": s.leaf_id,
+            "roots": [core.id(r) for r in roots],
+            "unreachable_ids": [core.id(i) for i in unreachable],
+            "active_branch_cycle": list(cycle.ids) if cycle else None,
+            "nodes": records,
+        })
+    else:
+        if not roots and not unreachable:
+            out("(no entries)")
+        out.flush()
+    if cycle is not None:
+        print(f"sessiontree: warning: the active branch loops ({safe_text(str(cycle))}); Pi cannot open this session",
+              file=sys.stderr)
+    return 0
+
+
+# ==== branch ==========================================================================
+
+
+def cmd_branch(s: Session, args: argparse.Namespace) -> int:
+    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview.
+
+    Raises:
+        EntryNotFoundError: ``--from`` names no entry.
+        SessionCycleError: the parent chain loops.
+    """
+    core = s._core
+    start = None if args.from_id is None else s._index_of(args.from_id)
+    path, cycle = _active_path(s, start)
+    if cycle is not None:
+        raise cycle
+    limit = 0 if args.no_preview else args.max_preview
+    labels = _labels_by_id(s)
+    leaf = core.leaf()
+    rows = []
+    for depth, i in enumerate(path):
+        eid = core.id(i)
+        rows.append({
+            "depth": depth, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
+            "role": core.role(i), "line": core.location(i)[0],
+            "label": labels.get(eid) if eid is not None else None,
+            "preview": _safe_preview(entry_preview, s._load_raw(i), limit, not args.json) if limit > 0 else None,
+            "is_leaf": i == leaf,
+        })
+    if args.json:
+        for row in rows:
+            if limit <= 0:
+                del row["preview"]
+        _print_json({"from_id": args.from_id if args.from_id is not None else s.leaf_id, "leaf_id": s.leaf_id,
+                     "length": len(rows), "entries": rows})
+        return 0
+    out = _Out()
+    width = len(str(max(len(rows) - 1, 0)))
+    for row in rows:
+        parts = [f"{row['depth']:>{width}}  ", _shown_id(row["id"]), "  ",
+                 safe_text(_kind_from(row["type"], row["role"]))]
+        if row["label"] is not None:
+            parts.append(f" [{safe_text(row['label'])}]")
+        if row["preview"]:
+            parts.append(": " + row["preview"])
+        if row["is_leaf"]:
+            parts.append("  ← leaf")
+        out("".join(parts))
+    if not rows:
+        out("(empty branch: no leaf)")
+    out.flush()
+    return 0
+
+
+# ==== context =========================================================================
+
+
+def cmd_context(s: Session, args: argparse.Namespace) -> int:
+    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``): index,
+    role, estimated tokens, source entry, preview; then thinking level, model, total.
+
+    Raises:
+        SessionCycleError: the active branch loops.
+        ContextError: Pi's context building throws on this branch.
+    """
+    from .context import convert_to_llm
+    from .tokens import estimate_tokens
+
+    ctx = s.build_context()
+    messages = list(ctx.messages)
+    sources: list[Any] = list(ctx.sources)
+    if args.llm:
+        messages = convert_to_llm(messages)
+        sources = [None] * len(messages)  # convert_to_llm drops and rewrites messages
+    limit = 0 if args.no_preview else args.max_preview
+    tokens = [_tokens_or_none(estimate_tokens, m) for m in messages]
+    total = None if any(t is None for t in tokens) else sum(tokens)
+
+    def source_of(k: int) -> tuple[Any, Any]:
+        src = sources[k] if k < len(sources) else None
+        if isinstance(src, dict):
+            return src.get("id"), src.get("type")
+        return None, None
+
+    if args.json:
+        rows = []
+        for k, m in enumerate(messages):
+            sid, stype = source_of(k)
+            row = {"index": k, "role": m.get("role") if isinstance(m, dict) else None, "tokens": tokens[k]}
+            if not args.llm:
+                row["source_id"] = sid
+                row["source_type"] = stype
+            if limit > 0:
+                row["preview"] = _safe_preview(message_preview, m, limit, escape=False)
+            row["message"] = m
+            rows.append(row)
+        _print_json({"llm": bool(args.llm), "thinking_level": ctx.thinking_level, "model": ctx.model,
+                     "total_tokens": total, "count": len(rows), "messages": rows})
+        return 0
+    out = _Out()
+    width = len(str(max(len(messages) - 1, 0)))
+    for k, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        sid, _ = source_of(k)
+        parts = [f"{k:>{width}}  ", f"{safe_text(role or '?'):<17} ", f"{_fmt_tokens(tokens[k]):>7} tok"]
+        if sid is not None:
+            parts.append(f"  ({_shown_id(sid)})")
+        text = _safe_preview(message_preview, m, limit)
+        if text:
+            parts.append("  " + text)
+        out("".join(parts))
+    if not messages:
+        out("(no messages)")
+    model = ctx.model
+    if isinstance(model, dict) and (model.get("provider") is not None or model.get("modelId") is not None):
+        model_text = f"{safe_text(model.get('provider'))}/{safe_text(model.get('modelId'))}"
+    else:
+        model_text = "-"
+    out(f"thinking level: {safe_text(ctx.thinking_level)}")
+    out(f"model:          {model_text}")
+    out(f"total:          {len(messages)} messages, ~{_fmt_tokens(total)} tokens (estimated)")
+    out.flush()
+    return 0
+
+
+# ==== entries =========================================================================
+
+
+def cmd_entries(s: Session, args: argparse.Namespace) -> int:
+    """Entries in file order (header excluded): line, id, parentId, role or type.
+
+    Raises:
+        EntryNotFoundError: ``--since`` names no entry.
+    """
+    core = s._core
+    if args.since is not None:
+        first = (core.index_of(args.since) if isinstance(args.since, str) else None)
+        if first is None:
+            raise EntryNotFoundError(f"Entry not found: {args.since}")
+        first += 1
+    else:
+        first = 0
+    idx = list(range(first, len(core)))
+    ids = core.ids(idx)
+    types = core.types(idx)
+    if args.json:
+        rows = [{"line": core.location(i)[0], "offset": core.location(i)[1], "id": ids[k],
+                 "parent_id": core.parent_id(i), "type": types[k], "role": core.role(i)}
+                for k, i in enumerate(idx)]
+        _print_json({"since": args.since, "count": len(rows), "entries": rows})
+        return 0
+    out = _Out()
+    width = len(str(core.location(idx[-1])[0])) if idx else 1
+    for k, i in enumerate(idx):
+        pid = core.parent_id(i)
+        kk = core.key_kinds(i)
+        parent = _shown_id(pid) if pid is not None else ("null" if kk[2] else "-")
+        out(f"{core.location(i)[0]:>{width}}  {_shown_id(ids[k])}  {parent}  "
+            f"{safe_text(_kind_from(types[k], core.role(i) if types[k] == 'message' else None))}")
+    if not idx:
+        out("(no entries)")
+    out.flush()
+    return 0
+
+
+# ==== validate ========================================================================
+
+#: Problem kinds that do not make ``validate`` fail (Pi reads such files exactly as intended).
+NOTE_KINDS = frozenset({"blank_line"})
+
+
+def _cycles(core: Any, candidates: Iterable[int]) -> list[list[int]]:
+    """Parent cycles among ``candidates`` (entries unreachable from any root): each cycle
+    once, as entry indices in walk order (child to parent). Iterative."""
+    state: dict[int, int] = {}  # 1 = on the current walk, 2 = done
+    cycles: list[list[int]] = []
+    for start in candidates:
+        if start in state:
+            continue
+        walk: list[int] = []
+        i: int | None = start
+        while i is not None and i not in state:
+            state[i] = 1
+            walk.append(i)
+            i = core.walk_parent(i)
+        if i is not None and state.get(i) == 1:
+            cycles.append(walk[walk.index(i):])
+        for j in walk:
+            state[j] = 2
+    return cycles
+
+
+def validate_session(s: Session) -> list[dict]:
+    """Every problem in ``s``, sorted by line: the scanner's line problems (``malformed_json``,
+    ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``, ...) plus
+    structural ones: ``missing_id``, ``duplicate_id``, ``orphan`` (parentId names no entry:
+    Pi makes it a root), ``bad_parent_id`` (parentId missing or not a string),
+    ``self_parent`` (Pi's getBranch never returns from it), ``parent_cycle``,
+    ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the leaf's path loops: Pi cannot
+    open the file), ``label_target_missing``. Each is a dict ``{line, offset, kind,
+    message, severity}`` with severity ``"error"`` or ``"note"`` (blank lines)."""
+    core = s._core
+    out: list[dict] = []
+
+    def add(i: int | None, kind: str, message: str, line: int = 0, offset: int = 0) -> None:
+        if i is not None:
+            line, offset = core.location(i)[:2]
+        out.append({"line": line, "offset": offset, "kind": kind, "message": message,
+                    "severity": "note" if kind in NOTE_KINDS else "error"})
+
+    for p in s.problems:
+        add(None, p.kind, p.message, p.line, p.offset)
+    n = len(core)
+    ids = core.ids(list(range(n)))
+    first_line: dict[str, int] = {}
+    for i in range(n):
+        eid = ids[i]
+        id_str, parent_str, parent_null = core.key_kinds(i)
+        if eid is None:
+            add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
+            continue
+        if eid in first_line:
+            add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; "
+                                   "this later entry wins lookups")
+        else:
+            first_line[eid] = core.location(i)[0]
+        if parent_str:
+            pid = core.parent_id(i)
+            if pid == eid:
+                add(i, "self_parent", f"entry {eid!r} is its own parent (a root in Pi's tree; "
+                                      "Pi's getBranch never returns from it)")
+            elif core.index_of(pid) is None:
+                add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
+        elif not parent_null:
+            add(i, "bad_parent_id", f"entry {eid!r} has no parentId or a non-string one (Pi treats it as a root)")
+    try:
+        core.preorder()
+    except SessionCycleError as exc:
+        add(None, "parent_cycle", f"parentId cycle reachable from a root: {' -> '.join(map(str, exc.ids))}")
+    unreachable = list(core.unreachable())
+    cycles = _cycles(core, unreachable)
+    on_cycle = {i for c in cycles for i in c}
+    for c in cycles:
+        if len(c) == 1 and core.parent_id(c[0]) == core.id(c[0]):
+            continue  # already reported as self_parent
+        names = " -> ".join(repr(core.id(i)) for i in c)
+        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {core.id(c[0])!r}")
+    for i in unreachable:
+        if i not in on_cycle:
+            add(i, "unreachable", f"entry {core.id(i)!r} hangs off a parentId cycle (not reachable from any root)")
+    if not core.leaf_is_null() and core.leaf() is not None:
+        try:
+            core.branch(core.leaf())
+        except SessionCycleError as exc:
+            add(core.leaf(), "leaf_cycle", "the active leaf's parent chain loops "
+                f"({' -> '.join(map(str, exc.ids))}): Pi cannot open this session")
+    for i in range(n):
+        if core.type_name(i) != "label":
+            continue
+        raw = s._load_raw(i)
+        target = raw.get("targetId") if isinstance(raw, dict) else None
+        if not isinstance(target, str) or core.index_of(target) is None:
+            add(i, "label_target_missing", f"label targets {target!r}, which names no entry")
+    out.sort(key=lambda p: (p["line"], p["offset"]))
+    return out
+
+
+def cmd_validate(s: Session, args: argparse.Namespace) -> int:
+    """Print every problem (line, byte offset, kind, message). Exit 0 when there is none
+    (notes such as blank lines do not count), 1 otherwise."""
+    problems = validate_session(s)
+    errors = sum(1 for p in problems if p["severity"] == "error")
+    if args.json:
+        _print_json({"path": str(s.path), "ok": errors == 0, "errors": errors,
+                     "notes": len(problems) - errors, "problems": problems})
+        return 1 if errors else 0
+    out = _Out()
+    for p in problems:
+        tag = "" if p["severity"] == "error" else " (note)"
+        out(f"line {p['line']} (byte {p['offset']}): {safe_text(p['kind'])}{tag}: {safe_text(p['message'])}")
+    notes = len(problems) - errors
+    summary = "ok" if not errors else f"{errors} problem{'s' if errors != 1 else ''}"
+    if notes:
+        summary += f", {notes} note{'s' if notes != 1 else ''}"
+    out(f"{safe_text(str(s.path))}: {summary}")
+    out.flush()
+    return 1 if errors else 0
+
+
+# ==== main ============================================================================
+
+
+COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
+    "info": cmd_info,
+    "tree": cmd_tree,
+    "branch": cmd_branch,
+    "context": cmd_context,
+    "entries": cmd_entries,
+    "validate": cmd_validate,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for ``sessiontree`` (one subparser per command)."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="sessiontree", description="Inspect Pi coding-agent session files (JSONL v3). Never modifies them.")
+    parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("file", metavar="FILE", help="a Pi session file (.jsonl)")
+    common.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    previews = argparse.ArgumentParser(add_help=False)
+    previews.add_argument("--max-preview", type=int, default=DEFAULT_PREVIEW, metavar="N",
+                          help=f"characters of text shown per line (default {DEFAULT_PREVIEW})")
+    previews.add_argument("--no-preview", action="store_true", help="show no text previews")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("info", parents=[common], help="header, counts, leaf, context size")
+    sub.add_parser("tree", parents=[common, previews], help="the whole tree, like Pi's /tree")
+    p = sub.add_parser("branch", parents=[common, previews], help="the active branch, root to leaf")
+    p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
+    p = sub.add_parser("context", parents=[common, previews], help="the messages the model sees")
+    p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
+    p = sub.add_parser("entries", parents=[common], help="entries in file order")
+    p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
+    sub.add_parser("validate", parents=[common], help="list damaged lines and structural problems")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    0 success, 1 ``validate`` found problems, 2 usage error / missing, unreadable or non-Pi
+    file / unknown id / a looping active branch where one is needed. Errors are one line on
+    stderr, never a traceback.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if getattr(args, "max_preview", 0) < 0:
+        return _fail("--max-preview must be >= 0")
+    try:
+        session = Session.open(args.file)
+    except FileNotFoundError:
+        return _fail(f"{args.file}: no such file")
+    except SessionFormatError as exc:
+        text = str(exc)
+        return _fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+    except (OSError, SessionError) as exc:
+        return _fail(f"{args.file}: cannot read: {exc}")
+    try:
+        return COMMANDS[args.command](session, args)
+    except SessionCycleError as exc:
+        return _fail(f"{args.file}: parentId cycle ({exc}); Pi cannot open this session")
+    except EntryNotFoundError as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+    except (SessionError, ValueError) as exc:  # ContextError, EstimateError are ValueErrors
+        return _fail(f"{args.file}: {exc}")
+    finally:
+        session.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -774,6 +774,83 @@ class Session:
         atomic_write(new_path, [head, *lines])
         return Session.open(new_path, session_dir=sdir, durability=self._durability)
 
+    # ==== compaction and navigation ================================================
+
+    @property
+    def hooks(self) -> Any:
+        """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
+        ``before_tree`` lists of sync or async callables)."""
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            from .hooks import SessionHooks
+
+            hooks = self._hooks = SessionHooks()
+        return hooks
+
+    async def acompact(self, summarizer: Any = None, *, settings: Any = None,
+                       custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+        """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
+        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``). Returns a
+        :class:`~sessiontree.orchestration.CompactionResult`.
+
+        Raises:
+            NothingToCompactError: ``"Nothing to compact (session too small)"``.
+        """
+        from .orchestration import acompact
+
+        return await acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
+                              reason=reason, **kwargs)
+
+    def compact(self, summarizer: Any = None, *, settings: Any = None,
+                custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+        """Sync :meth:`acompact` (not from inside a running event loop)."""
+        from .orchestration import run_blocking
+
+        return run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
+                                      reason=reason, **kwargs))
+
+    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> Any:
+        """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
+        (keywords ``summarize``, ``summarizer``, ``custom_instructions``, ``replace_instructions``,
+        ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
+        from .orchestration import anavigate_tree
+
+        return await anavigate_tree(self, target_id, **kwargs)
+
+    def navigate_tree(self, target_id: str, *, summarize: bool = False, summarizer: Any = None,
+                      custom_instructions: str | None = None, replace_instructions: bool = False,
+                      label: str | None = None, **kwargs: Any) -> Any:
+        """Sync :meth:`anavigate_tree`: selecting a user message moves the leaf to its parent and
+        returns its text (``editor_text``); anything else becomes the leaf; ``summarize=True``
+        appends a ``branch_summary`` of the abandoned branch.
+
+        Raises:
+            EntryNotFoundError: ``target_id`` names no entry.
+        """
+        from .orchestration import run_blocking
+
+        return run_blocking(self.anavigate_tree(
+            target_id, summarize=summarize, summarizer=summarizer, custom_instructions=custom_instructions,
+            replace_instructions=replace_instructions, label=label, **kwargs))
+
+    def usage_totals(self) -> Any:
+        """Token and cost totals over every entry of the file (Pi ``get_session_stats``
+        ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
+        :class:`~sessiontree.usage.UsageTotals`."""
+        from .usage import usage_totals_of_entries
+
+        types = ("message", "compaction", "branch_summary", "usage")
+        return usage_totals_of_entries(e.raw for e in self.iter_entries() if e.type in types)
+
+    def build_provider_context(self) -> Any:
+        """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool
+        calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
+        Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
+        from .provider_context import repair_for_provider
+
+        ctx = self.build_context()
+        return repair_for_provider(ctx.messages, ctx.sources)
+
     def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
         """Every entry as a line (migrated when the file is legacy), optionally after a header."""
         if with_header is not None:

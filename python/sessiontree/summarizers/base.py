@@ -1,0 +1,197 @@
+"""The summarizer contract shared by compaction and branch summaries.
+
+A summarizer turns a serialized conversation (Pi's ``serializeConversation`` text) into a
+structured summary. Implementations: :mod:`.offline` (extractive, no model, the default),
+:mod:`.openai_compat` (any OpenAI-compatible chat-completions server) and :mod:`.anthropic`
+(Anthropic Messages). The summarizer's model may differ from the session's.
+
+Summarizers are async (``await summarizer.summarize(request)``); :func:`run_sync` is a sync
+facade. Cancelling the awaiting task must abort the HTTP request.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, runtime_checkable
+
+SummaryKind = Literal["compaction", "turn_prefix", "branch"]
+
+
+@dataclass(frozen=True)
+class SummaryUsage:
+    """Token usage (and cost in dollars when known) of one or more summary calls.
+
+    Fields mirror Pi's ``Usage``: ``input``, ``output``, ``cache_read``, ``cache_write``,
+    ``reasoning`` (tokens), ``total_tokens``, and ``cost`` — a dict with ``input``, ``output``,
+    ``cacheRead``, ``cacheWrite``, ``total`` (dollars) or None when the price is unknown.
+    ``cost_from_provider`` is True when the provider reported the cost itself.
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    total_tokens: int = 0
+    cost: dict | None = None
+    cost_from_provider: bool = False
+
+    def __add__(self, other: "SummaryUsage") -> "SummaryUsage":
+        if not isinstance(other, SummaryUsage):
+            return NotImplemented
+        cost = None
+        if self.cost is not None or other.cost is not None:
+            a, b = self.cost or {}, other.cost or {}
+            cost = {k: a.get(k, 0) + b.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+        return SummaryUsage(self.input + other.input, self.output + other.output,
+                            self.cache_read + other.cache_read, self.cache_write + other.cache_write,
+                            self.reasoning + other.reasoning, self.total_tokens + other.total_tokens, cost,
+                            self.cost_from_provider and other.cost_from_provider)
+
+    def to_pi(self) -> dict:
+        """Pi's on-disk ``usage`` object (camelCase; ``cost`` zeros when unknown)."""
+        cost = dict(self.cost) if self.cost is not None else {
+            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        cost["totalFromProvider"] = self.cost_from_provider
+        return {"input": self.input, "output": self.output, "cacheRead": self.cache_read,
+                "cacheWrite": self.cache_write, "reasoning": self.reasoning,
+                "totalTokens": self.total_tokens, "cost": cost}
+
+    @classmethod
+    def from_pi(cls, usage: dict | None) -> "SummaryUsage":
+        """Read Pi's ``usage`` object (missing fields count 0)."""
+        if not isinstance(usage, dict):
+            return cls()
+        cost = usage.get("cost") if isinstance(usage.get("cost"), dict) else None
+
+        def n(k: str) -> int:
+            v = usage.get(k)
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+        return cls(n("input"), n("output"), n("cacheRead"), n("cacheWrite"), n("reasoning"), n("totalTokens"),
+                   {k: v for k, v in cost.items() if k != "totalFromProvider"} if cost else None,
+                   bool(cost.get("totalFromProvider")) if cost else False)
+
+    def priced(self, pricing: "Pricing | None", provider_total: float | None = None) -> "SummaryUsage":
+        """This usage with ``cost`` filled from ``pricing`` (unchanged when ``pricing`` is None).
+
+        ``provider_total``: a total cost in dollars the provider reported itself (OpenRouter's
+        ``usage.cost``); it becomes ``cost["total"]`` and sets ``cost_from_provider``.
+
+            >>> SummaryUsage(input=1234, output=56, total_tokens=1290).priced(
+            ...     Pricing(input=1, output=2, cache_read=0.1, cache_write=1.25)).cost["total"]
+            0.0013459999999999998
+        """
+        if pricing is None and provider_total is None:
+            return self
+        cost = pricing.cost(self) if pricing is not None else {
+            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        if provider_total is not None:
+            cost["total"] = provider_total
+        return replace(self, cost=cost, cost_from_provider=provider_total is not None)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A model's prices in **dollars per million tokens** (Pi's model ``cost`` object).
+
+    ``Pricing.from_pi({"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 1.25})`` reads
+    Pi's ``models.json`` shape.
+    """
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    @classmethod
+    def from_pi(cls, cost: dict | None) -> "Pricing":
+        cost = cost or {}
+        return cls(cost.get("input", 0) or 0, cost.get("output", 0) or 0,
+                   cost.get("cacheRead", 0) or 0, cost.get("cacheWrite", 0) or 0)
+
+    def cost(self, usage: SummaryUsage) -> dict:
+        """Pi's ``calculateCost``: each part is ``(price / 1e6) * tokens`` (plain float, in
+        that order of operations, so the digits match Pi's stored usage), and ``total`` sums
+        input + output + cacheRead + cacheWrite left to right.
+
+            >>> Pricing(1, 2, 0.1, 1.25).cost(SummaryUsage(input=1234, output=56))
+            {'input': 0.0012339999999999999, 'output': 0.000112, 'cacheRead': 0.0, 'cacheWrite': 0.0, 'total': 0.0013459999999999998}
+        """
+        parts = {
+            "input": (self.input / 1000000) * usage.input,
+            "output": (self.output / 1000000) * usage.output,
+            "cacheRead": (self.cache_read / 1000000) * usage.cache_read,
+            "cacheWrite": (self.cache_write / 1000000) * usage.cache_write,
+        }
+        parts["total"] = parts["input"] + parts["output"] + parts["cacheRead"] + parts["cacheWrite"]
+        return parts
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """One summary to produce.
+
+    * ``kind``: ``"compaction"`` (history before the cut), ``"turn_prefix"`` (the early part
+      of a split turn) or ``"branch"`` (an abandoned branch);
+    * ``conversation``: Pi's serialized conversation text;
+    * ``previous_summary``: the summary in effect (rolling update), or None;
+    * ``custom_instructions``: extra focus from the user, or None; with
+      ``replace_instructions`` True they replace the default instructions (branch summaries);
+    * ``max_tokens``: output budget in tokens (the model's limit, reduced so that input and
+      output fit the context window);
+    * ``request_id``: a fresh routing/session identifier for this call (never the session's).
+    """
+
+    kind: SummaryKind
+    conversation: str
+    previous_summary: str | None = None
+    custom_instructions: str | None = None
+    replace_instructions: bool = False
+    max_tokens: int = 16384
+    request_id: str = ""
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A summary: ``text`` (the model's answer, without file lists) and its ``usage``."""
+
+    text: str
+    usage: SummaryUsage = field(default_factory=SummaryUsage)
+    model: str | None = None
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything with ``name`` and ``async summarize(request) -> SummaryResult``."""
+
+    name: str
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:  # pragma: no cover - protocol
+        ...
+
+
+class SummarizerError(Exception):
+    """A summary call failed for good (after retries), or the answer was unusable."""
+
+
+class ContextOverflowError(SummarizerError):
+    """The provider said the request does not fit the model's context window."""
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a coroutine from synchronous code (a fresh event loop; refuses inside a running loop).
+
+    Raises:
+        RuntimeError: called from a thread that already runs an event loop (await instead).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    raise RuntimeError("run_sync() called inside a running event loop; await the coroutine instead")
+
+
+__all__ = ["SummaryKind", "SummaryUsage", "Pricing", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
+           "ContextOverflowError", "run_sync", "replace"]

@@ -774,3 +774,22 @@ def test_compaction_keeps_the_provider_context_valid(ops, keep):
         assert is_provider_valid(ctx.messages), provider_problems(ctx.messages)
         return
     _check_after_compaction(s, result, well_formed)
+
+
+def test_split_turn_after_a_compaction_keeps_the_earlier_summary_as_history():
+    # Divergence (docs/divergences.md): when a split turn has nothing before it but a compaction
+    # is in effect, Pi would store "No prior history." and lose the summary in effect.
+    s = Session.in_memory()
+    s.append_message(user("first turn " + "a" * 3000))
+    s.append_message(assistant("answer " + "b" * 3000))
+    second_turn = s.append_message(user("second turn"))
+    s.append_message(assistant("short"))
+    rec = Recorder()
+    first = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=5))
+    assert first.first_kept_entry_id == second_turn and TURN_CONTEXT_SEPARATOR not in first.summary
+    for k in range(8):
+        s.append_message(assistant("more " + "r" * 800))
+    second = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=500))
+    history, prefix = second.summary.split(TURN_CONTEXT_SEPARATOR)
+    assert history == first.summary and "No prior history." not in second.summary
+    assert [r.kind for r in rec.requests[1:]] == ["turn_prefix"]

@@ -402,3 +402,20 @@ def test_list_sessions_and_continue_recent(tmp_path):
     assert recent.session_id == s1.session_id
     fresh = Session.continue_recent("/proj", session_dir=tmp_path / "none")
     assert fresh.path.parent == tmp_path / "none"
+
+
+def test_context_edit_omits_or_replaces_without_touching_the_target(tmp_path):
+    s = Session.create("/proj", session_dir=tmp_path)
+    a = s.append_message(_user("question"))
+    b = s.append_message(_assistant("bad attempt"))
+    s.append_context_edit(b, None)
+    assert [m["role"] for m in s.build_context().messages] == ["user"]
+    s.append_context_edit(a, {"content": "edited question"})
+    assert s.build_context().messages[0]["content"] == "edited question"
+    assert s.get_entry(a)["message"]["content"] == "question"
+    with pytest.raises(EntryNotFoundError):
+        s.append_context_edit("nope", None)
+    with pytest.raises(TypeError):
+        s.append_context_edit(a, "not a dict")
+    s.branch(b)  # edits are branch-relative: before them the attempt is visible again
+    assert [m["role"] for m in s.build_context().messages] == ["user", "assistant"]

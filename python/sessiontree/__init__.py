@@ -21,10 +21,22 @@ from .errors import (
     SessionFormatError,
     SessionLockedError,
 )
+from .autocompact import AutoCompactor, RecoveryResult
+from .hooks import HookResultError, SessionHooks
 from .listing import SessionInfo, list_sessions
+from .orchestration import (
+    AlreadyCompactedError,
+    CompactionCancelledError,
+    CompactionNoProgressError,
+    CompactionResult,
+    NavigationResult,
+    NothingToCompactError,
+)
+from .provider_context import ProviderContext
 from .session import Session
 from .settings import CompactionSettings
 from .tokens import estimate_tokens
+from .usage import UsageTotals
 
 __version__ = "0.1.0"
 
@@ -36,6 +48,13 @@ __all__ = [
     "TreeNode",
     "Problem",
     "CompactionSettings",
+    "CompactionResult",
+    "NavigationResult",
+    "ProviderContext",
+    "UsageTotals",
+    "SessionHooks",
+    "AutoCompactor",
+    "RecoveryResult",
     "list_sessions",
     "estimate_tokens",
     "SessionError",
@@ -44,4 +63,9 @@ __all__ = [
     "EntryNotFoundError",
     "SessionFileChangedError",
     "SessionLockedError",
+    "NothingToCompactError",
+    "AlreadyCompactedError",
+    "CompactionCancelledError",
+    "CompactionNoProgressError",
+    "HookResultError",
 ]

@@ -246,14 +246,7 @@ class AutoCompactor:
 
     def _omit(self, entry_id: str) -> None:
         """Append Pi 1.6's recovery omission: ``context_edit`` with ``replacement: null``."""
-        append = getattr(self.session, "append_context_edit", None)
-        if append is not None:
-            append(entry_id, None)
-            return
-        e = self.session._base("context_edit")
-        e["targetId"] = entry_id
-        e["replacement"] = None
-        self.session._append(e)
+        self.session.append_context_edit(entry_id, None)
 
     async def arecover_from_overflow(self, error: Any) -> RecoveryResult:
         """One-shot recovery from a context-overflow failure (Pi 1.6 "Overflow and Length Recovery

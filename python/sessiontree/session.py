@@ -666,6 +666,24 @@ class Session:
             e["label"] = label
         return self._append(e)
 
+    def append_context_edit(self, target_id: str, replacement: dict | None) -> str:
+        """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
+        message from future model context; ``{"content": ...}`` replaces its content (a string
+        becomes one text block for assistant and tool-result messages). The target entry
+        itself is never changed. Returns the edit's id.
+
+        Raises:
+            EntryNotFoundError: ``target_id`` names no entry.
+            TypeError: ``replacement`` is neither None nor a dict.
+        """
+        self._index_of(target_id)
+        if replacement is not None and not isinstance(replacement, dict):
+            raise TypeError("replacement must be None or a dict such as {'content': ...}")
+        e = self._base("context_edit")
+        e["targetId"] = target_id
+        e["replacement"] = replacement
+        return self._append(e)
+
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""
         e = self._base("session_info")

@@ -1,0 +1,82 @@
+"""Summarizers for compaction and branch summaries (see :mod:`.base` for the contract).
+
+* :class:`OfflineSummarizer` (default): extractive, no model, no network;
+* :class:`~.openai_compat.OpenAICompatSummarizer`: any OpenAI-compatible chat-completions server
+  (extra ``sessiontree[openai]``);
+* :class:`~.anthropic.AnthropicSummarizer`: Anthropic Messages (extra ``sessiontree[anthropic]``).
+
+    >>> s = get_summarizer("offline")
+    >>> run_sync(s.summarize(SummaryRequest("compaction", "[User]: Add a --json flag."))).text.splitlines()[1]
+    'Add a --json flag.'
+
+The provider classes are imported lazily, so this package imports without the SDKs.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .base import (ContextOverflowError, Pricing, Summarizer, SummarizerError, SummaryKind, SummaryRequest,
+                   SummaryResult, SummaryUsage, run_sync)
+from .offline import OfflineSummarizer
+from .overflow import is_context_overflow
+from .prompts import (SYSTEM_PROMPT, TURN_CONTEXT_SEPARATOR, build_prompt, build_user_text,
+                      estimate_request_tokens, estimate_text_tokens, merge_split_turn, output_budget)
+from .retry import RetriesExhaustedError, RetryPolicy, TransientError
+
+__all__ = [
+    "SummaryKind", "SummaryUsage", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
+    "ContextOverflowError", "RetriesExhaustedError", "TransientError", "Pricing", "RetryPolicy", "run_sync",
+    "OfflineSummarizer", "OpenAICompatSummarizer", "AnthropicSummarizer", "get_summarizer", "SUMMARIZER_NAMES",
+    "is_context_overflow", "output_budget", "estimate_request_tokens", "estimate_text_tokens", "build_prompt",
+    "build_user_text", "merge_split_turn", "SYSTEM_PROMPT", "TURN_CONTEXT_SEPARATOR",
+]
+
+#: Names accepted by :func:`get_summarizer`.
+SUMMARIZER_NAMES = ("offline", "openai", "anthropic")
+
+
+def __getattr__(name: str) -> Any:  # lazy provider classes (their SDKs are optional)
+    if name == "OpenAICompatSummarizer":
+        from .openai_compat import OpenAICompatSummarizer
+        return OpenAICompatSummarizer
+    if name == "AnthropicSummarizer":
+        from .anthropic import AnthropicSummarizer
+        return AnthropicSummarizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
+    """A summarizer by name: ``"offline"``, ``"openai"`` or ``"anthropic"``.
+
+    Keyword arguments go to the class. Missing settings come from the environment:
+
+    * ``openai``: ``api_key`` <- ``$OPENAI_API_KEY``, ``base_url`` <- ``$OPENAI_BASE_URL``,
+      ``model`` <- ``$OPENAI_MODEL``;
+    * ``anthropic``: ``api_key`` <- ``$ANTHROPIC_API_KEY``, ``base_url`` <- ``$ANTHROPIC_BASE_URL``,
+      ``model`` <- ``$ANTHROPIC_MODEL``.
+
+    Raises:
+        ValueError: unknown name, or no model / API key for a provider.
+        ImportError: the provider's SDK is not installed (message names the pip extra).
+    """
+    key = (name or "offline").strip().lower()
+    if key == "offline":
+        return OfflineSummarizer(**kw)
+    if key in ("openai", "openai-compatible", "openai_compat"):
+        from .openai_compat import OpenAICompatSummarizer
+        kw.setdefault("api_key", os.environ.get("OPENAI_API_KEY"))
+        kw.setdefault("base_url", os.environ.get("OPENAI_BASE_URL"))
+        model = kw.pop("model", None) or os.environ.get("OPENAI_MODEL")
+        if not model:
+            raise ValueError("get_summarizer('openai') needs model=... (or $OPENAI_MODEL)")
+        return OpenAICompatSummarizer(model, **kw)
+    if key in ("anthropic", "claude"):
+        from .anthropic import AnthropicSummarizer
+        kw.setdefault("api_key", os.environ.get("ANTHROPIC_API_KEY"))
+        kw.setdefault("base_url", os.environ.get("ANTHROPIC_BASE_URL"))
+        model = kw.pop("model", None) or os.environ.get("ANTHROPIC_MODEL")
+        if not model:
+            raise ValueError("get_summarizer('anthropic') needs model=... (or $ANTHROPIC_MODEL)")
+        return AnthropicSummarizer(model, **kw)
+    raise ValueError(f"unknown summarizer {name!r}; choose one of {', '.join(SUMMARIZER_NAMES)}")

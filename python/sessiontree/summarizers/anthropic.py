@@ -1,0 +1,231 @@
+"""Summaries through the Anthropic Messages API, via the official ``anthropic`` SDK.
+
+The request mirrors Pi's summary call for ``anthropic-messages`` models: the same system and
+user texts as the OpenAI-compatible summarizer (:mod:`.prompts`), streamed::
+
+    {"model": ..., "max_tokens": <budget>, "system": <SYSTEM_PROMPT>,
+     "messages": [{"role": "user", "content": [{"type": "text", "text": <user text>}]}],
+     "metadata": {"user_id": <fresh UUID>}, "stream": true}
+
+No ``cache_control`` anywhere (no prompt-cache writes for these one-off prompts); the fresh
+``metadata.user_id`` per call keeps summary calls apart from the session's own traffic. The
+SDK's retries are off (``max_retries=0``); :mod:`.retry` decides. "prompt is too long" (and other
+overflow texts, :mod:`.overflow`) raise
+:class:`~sessiontree.summarizers.base.ContextOverflowError` at once; 429/529 "overloaded" and
+5xx are retried.
+
+Requires the optional extra: ``pip install 'sessiontree[anthropic]'``.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Mapping
+
+from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
+                   run_sync)
+from .overflow import is_context_overflow
+from .prompts import build_prompt, estimate_request_tokens, output_budget
+from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
+
+__all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
+
+_INSTALL_HINT = "the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]'"
+# Error types Anthropic sends (also as stream ``error`` events) that are worth a retry.
+_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def import_anthropic() -> Any:
+    """The ``anthropic`` module, or ImportError with the install command."""
+    try:
+        import anthropic
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(_INSTALL_HINT) from exc
+    return anthropic
+
+
+def _num(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) -> SummaryUsage:
+    """Map an Anthropic ``usage`` object (a dict) to :class:`SummaryUsage` (Pi's mapping):
+    ``input_tokens`` -> input, ``output_tokens`` -> output, ``cache_read_input_tokens`` ->
+    cache_read, ``cache_creation_input_tokens`` -> cache_write, total = their sum; cost from
+    ``pricing`` (Pi ``calculateCost``).
+
+        >>> usage_from_anthropic({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 2}).total_tokens
+        17
+    """
+    raw = raw or {}
+    inp, out = _num(raw.get("input_tokens")), _num(raw.get("output_tokens"))
+    read, write = _num(raw.get("cache_read_input_tokens")), _num(raw.get("cache_creation_input_tokens"))
+    return SummaryUsage(input=inp, output=out, cache_read=read, cache_write=write,
+                        total_tokens=inp + out + read + write).priced(pricing)
+
+
+def _as_dict(obj: Any) -> dict:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    dump = getattr(obj, "model_dump", None) or getattr(obj, "dict", None)
+    return dump() if dump else dict(obj)
+
+
+def _error_type_and_text(exc: Any) -> tuple[str | None, str]:
+    body = getattr(exc, "body", None)
+    etype = None
+    parts = [str(getattr(exc, "message", "") or exc)]
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        etype = inner.get("type") if isinstance(inner.get("type"), str) else None
+        if inner.get("message") is not None:
+            parts.append(str(inner["message"]))
+        if etype:
+            parts.append(etype)
+    elif isinstance(body, str):
+        parts.append(body)
+    return etype, " | ".join(parts)
+
+
+def _convert_error(exc: BaseException, anthropic: Any) -> SummarizerError:
+    """Classify an SDK/transport exception: overflow, transient (retry) or fatal."""
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        etype, text = _error_type_and_text(exc)
+        headers = exc.response.headers if getattr(exc, "response", None) is not None else None
+        if is_context_overflow(status, text):
+            return ContextOverflowError(f"context overflow (HTTP {status}): {text}")
+        # A stream ``error`` event arrives on a 200 response: its type decides.
+        if etype in _TRANSIENT_TYPES or (status >= 400 and is_transient_status(status, headers)):
+            return TransientError(f"HTTP {status}: {text}", status=status, retry_after=parse_retry_after(headers))
+        return SummarizerError(f"HTTP {status}: {text}")
+    if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError)):
+        return TransientError(f"connection error: {exc}")
+    if isinstance(exc, anthropic.APIError):
+        etype, text = _error_type_and_text(exc)
+        if is_context_overflow(None, text):
+            return ContextOverflowError(f"context overflow: {text}")
+        return TransientError(f"stream error: {text}")
+    if is_transport_error(exc):
+        return TransientError(f"connection error: {type(exc).__name__}: {exc}")
+    return SummarizerError(f"{type(exc).__name__}: {exc}")
+
+
+class AnthropicSummarizer:
+    """Summarize with an Anthropic model (Messages API, streamed).
+
+    Args:
+        model: the summarizing model id (may differ from the session's model).
+        api_key: defaults to ``$ANTHROPIC_API_KEY``; ValueError when missing.
+        base_url: defaults to ``$ANTHROPIC_BASE_URL``, then the SDK's default.
+        pricing, retry, max_output_tokens, context_window: as for
+            :class:`~sessiontree.summarizers.openai_compat.OpenAICompatSummarizer`.
+        default_headers: passed to the SDK client.
+
+    ``await summarize(request)`` -> :class:`SummaryResult`; raises ContextOverflowError,
+    RetriesExhaustedError or SummarizerError. Cancelling the awaiting task closes the connection.
+    """
+
+    name = "anthropic"
+
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
+                 pricing: Pricing | None = None, retry: RetryPolicy | None = None,
+                 max_output_tokens: int | None = None, context_window: int | None = None,
+                 default_headers: Mapping[str, str] | None = None):
+        self._anthropic = import_anthropic()
+        if not model:
+            raise ValueError("AnthropicSummarizer needs a model id (model=...)")
+        self.model = model
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ValueError("no API key: pass api_key=... or set ANTHROPIC_API_KEY")
+        self._api_key = key
+        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        self.pricing = pricing
+        self.retry = retry or RetryPolicy()
+        self.max_output_tokens = max_output_tokens
+        self.context_window = context_window
+        self.default_headers = dict(default_headers or {})
+
+    def max_tokens(self, request: SummaryRequest, system: str, user_text: str) -> int:
+        """Output budget, as :meth:`OpenAICompatSummarizer.max_completion_tokens`."""
+        cap = request.max_tokens
+        if self.max_output_tokens:
+            cap = min(cap, self.max_output_tokens)
+        if self.context_window:
+            return output_budget(cap, self.context_window, estimate_request_tokens(system, user_text))
+        return max(1, cap)
+
+    def build_params(self, request: SummaryRequest) -> dict:
+        """Keyword arguments for ``client.messages.create`` (the request body)."""
+        system, user_text = build_prompt(request)
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens(request, system, user_text),
+            "system": system,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": user_text}]}],
+            "metadata": {"user_id": request.request_id or str(uuid.uuid4())},
+            "stream": True,
+        }
+
+    def _client(self) -> Any:
+        kwargs: dict = {"api_key": self._api_key, "max_retries": 0, "default_headers": self.default_headers or None}
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        if self.retry.timeout is not None:
+            kwargs["timeout"] = self.retry.timeout
+        return self._anthropic.AsyncAnthropic(**kwargs)
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        params = self.build_params(request)
+        async with self._client() as client:
+            text, raw_usage, model = await retry_call(lambda: self._attempt(client, params), self.retry)
+        return SummaryResult(text, usage_from_anthropic(raw_usage, self.pricing), model or self.model)
+
+    def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
+        """Synchronous :meth:`summarize` (not from inside a running event loop)."""
+        return run_sync(self.summarize(request))
+
+    async def _attempt(self, client: Any, params: dict) -> tuple[str, dict, str | None]:
+        texts: list[str] = []
+        usage: dict = {}
+        model = None
+        finished = False
+        try:
+            kwargs = dict(params)
+            if self.retry.timeout is not None:
+                kwargs["timeout"] = self.retry.timeout
+            stream = await client.messages.create(**kwargs)
+            try:
+                async for event in stream:
+                    etype = getattr(event, "type", None)
+                    if etype == "message_start":
+                        message = getattr(event, "message", None)
+                        model = getattr(message, "model", None) or model
+                        usage.update({k: v for k, v in _as_dict(getattr(message, "usage", None)).items()
+                                      if v is not None})
+                    elif etype == "content_block_delta":
+                        delta = getattr(event, "delta", None)
+                        if getattr(delta, "type", None) == "text_delta":
+                            texts.append(getattr(delta, "text", "") or "")
+                    elif etype == "message_stop":
+                        finished = True
+                    elif etype == "message_delta":
+                        finished = finished or getattr(getattr(event, "delta", None), "stop_reason", None) is not None
+                        # Cumulative counts; newer API versions also restate input/cache counts here.
+                        usage.update({k: v for k, v in _as_dict(getattr(event, "usage", None)).items()
+                                      if v is not None})
+            finally:
+                await stream.close()
+        except SummarizerError:
+            raise
+        except Exception as exc:  # CancelledError is a BaseException and passes through
+            raise _convert_error(exc, self._anthropic) from exc
+        if not finished:  # the connection ended mid-answer
+            raise TransientError("the stream ended before the model finished")
+        text = "".join(texts)
+        if not text.strip():
+            raise SummarizerError("the model returned an empty summary")
+        return text, usage, model

@@ -504,7 +504,9 @@ class Session:
 
     def refresh(self) -> int:
         """Index entries another process appended since the last scan; cost follows the new
-        bytes only. Returns how many entries appeared.
+        bytes only. Returns how many entries appeared. When entries appeared, the leaf moves to
+        the last one, as when the file is opened (Pi's rule); a torn last line is indexed once
+        it is complete.
 
         Raises:
             SessionFileChangedError: the file shrank or was replaced.

@@ -6,14 +6,22 @@
     $ sessiontree context session.jsonl     # what the model sees (--llm: after convertToLlm)
     $ sessiontree entries session.jsonl     # file order (--since ID)
     $ sessiontree validate session.jsonl    # damaged lines, duplicate ids, orphans, cycles
+    $ sessiontree compact session.jsonl     # summarize old history (--dry-run: show the plan)
+    $ sessiontree navigate session.jsonl ID --summarize   # Pi's /tree, with a branch summary
 
 Every subcommand takes ``--json`` (one JSON document on stdout, snake_case keys). Human output
 never passes terminal control sequences from the file through: everything taken from the
-file goes through :func:`safe_text`. Nothing here writes to the session file.
+file goes through :func:`safe_text`. Only ``compact`` and ``navigate`` write to the session
+file (appending entries, under the writer lock); ``compact --dry-run`` and ``navigate
+--dry-run`` write nothing. Their progress lines go to stderr (when it is a terminal, or with
+``--progress``), so stdout stays one JSON document with ``--json``.
 
-Exit codes: 0 success; 1 ``validate`` found a problem; 2 the file is missing, unreadable or
-not a Pi session, an id given on the command line is unknown, or the active branch loops
-(``branch``/``context``: Pi never returns there). Tracebacks are never shown for these.
+Exit codes: 0 success; 1 ``validate`` found a problem, ``compact`` found nothing to compact,
+``navigate`` was asked for a move that would write nothing (see its ``--help``); 2 the file is
+missing, unreadable or not a Pi session, an id given on the command line is unknown, the active
+branch loops (``branch``/``context``: Pi never returns there), another writer holds the lock,
+a summarizer is misconfigured or its request failed; 130 interrupted. Tracebacks are never
+shown for these.
 """
 from __future__ import annotations
 
@@ -22,12 +30,15 @@ import math
 import os
 import re
 import sys
+import time
 from collections import Counter
+from dataclasses import asdict
 from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 
-from .errors import EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError
+from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
+                     SessionLockedError)
 from .entries import parse_json_line
 from .session import Session
 
@@ -811,6 +822,480 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+# ==== compact / navigate: shared helpers =================================================
+
+
+class _CliFailure(Exception):
+    """A one-line failure a writing command reports itself (message, exit code)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+class _Progress:
+    """Progress lines on stderr (``sessiontree: [1.2s] summarizing…``), only when enabled."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"sessiontree: [{time.monotonic() - self.t0:.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _progress_enabled(args: argparse.Namespace) -> bool:
+    if getattr(args, "progress", False):
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _ProgressSummarizer:
+    """Wraps a summarizer: reports each finished request and ``appending…`` after the last.
+    Every other attribute (``name``, ``context_window``, ``max_output_tokens``...) is the
+    wrapped summarizer's, so output budgets are unchanged."""
+
+    def __init__(self, inner: Any, progress: _Progress):
+        self._inner = inner
+        self._progress = progress
+        self.total = 0
+        self.done = 0
+
+    @property
+    def name(self) -> str:
+        return getattr(self._inner, "name", type(self._inner).__name__)
+
+    def __getattr__(self, attr: str) -> Any:  # only for attributes not found on the wrapper
+        return getattr(self._inner, attr)
+
+    async def summarize(self, request: Any) -> Any:
+        result = await self._inner.summarize(request)
+        self.done += 1
+        total = max(self.total, self.done)
+        self._progress(f"{request.kind} summary received ({self.done}/{total})")
+        if self.done == self.total:
+            self._progress("appending…")
+        return result
+
+
+def _make_summarizer(args: argparse.Namespace) -> Any:
+    """The summarizer the options name (offline unless ``--summarizer``).
+
+    Raises:
+        _CliFailure: bad option combination, missing model/key, SDK not installed (code 2).
+    """
+    from .summarizers import get_summarizer
+
+    name = args.summarizer or "offline"
+    kw: dict[str, Any] = {}
+    if name == "offline":
+        given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url)) if value]
+        if given:
+            raise _CliFailure(f"{' and '.join(given)} need --summarizer openai or anthropic")
+    else:
+        if args.model:
+            kw["model"] = args.model
+        if args.base_url:
+            kw["base_url"] = args.base_url
+        if args.context_window is not None:
+            kw["context_window"] = args.context_window
+        if args.max_tokens is not None:
+            kw["max_output_tokens"] = args.max_tokens
+    try:
+        return get_summarizer(name, **kw)
+    except ImportError as exc:
+        raise _CliFailure(f"summarizer {name!r} is not available: {exc}") from None
+    except ValueError as exc:
+        env = "OPENAI" if name == "openai" else "ANTHROPIC"
+        raise _CliFailure(f"{exc} (use --model M, or set ${env}_MODEL / ${env}_API_KEY)") from None
+
+
+def _take_write_lock(s: Session) -> None:
+    """Take the writer lock before any slow work, so a locked or read-only file fails before
+    a model is called rather than after."""
+    try:
+        s._lock()
+    except SessionLockedError:
+        raise
+    except OSError as exc:
+        raise _CliFailure(f"{s.path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _entry_where(s: Session, entry_id: Any) -> dict:
+    """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
+    core = s._core
+    i = core.index_of(entry_id) if isinstance(entry_id, str) else None
+    if i is None:
+        return {"id": entry_id, "line": None, "type": None, "role": None}
+    return {"id": entry_id, "line": core.location(i)[0], "type": core.type_name(i), "role": core.role(i)}
+
+
+def _where_text(w: dict) -> str:
+    if w["line"] is None:
+        return _shown_id(w["id"])
+    return f"{_shown_id(w['id'])} (line {w['line']}, {safe_text(_kind_from(w['type'], w['role']))})"
+
+
+def _usage_json(usage: Any) -> Any:
+    return None if usage is None else asdict(usage)
+
+
+def _usage_text(usage: Any, summarizer_name: str) -> str:
+    if usage is None:
+        return "none reported"
+    if not any((usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens)):
+        return "0 tokens" + (" (offline summarizer: no model call)" if summarizer_name == "offline" else "")
+    parts = [f"{usage.input} input", f"{usage.output} output"]
+    if usage.cache_read:
+        parts.append(f"{usage.cache_read} cache read")
+    if usage.cache_write:
+        parts.append(f"{usage.cache_write} cache write")
+    if usage.reasoning:
+        parts.append(f"{usage.reasoning} reasoning")
+    text = ", ".join(parts) + f" tokens ({usage.total_tokens} total)"
+    if usage.cost and isinstance(usage.cost.get("total"), (int, float)):
+        text += f"; cost ${usage.cost['total']:.6f}"
+    return text
+
+
+def _print_block(out: _Out, title: str, text: str) -> None:
+    """A multi-line text, every line escaped and indented by two spaces."""
+    out(title)
+    for line in text.split("\n"):
+        out("  " + safe_text(line) if line else "")
+
+
+def _sum_tokens(messages: list) -> Any:
+    from .tokens import estimate_tokens
+
+    per = [_tokens_or_none(estimate_tokens, m) for m in messages]
+    return None if any(t is None for t in per) else sum(per)
+
+
+def _files_json(read: Sequence[str], modified: Sequence[str]) -> dict:
+    return {"read": list(read), "modified": list(modified)}
+
+
+# ==== compact =========================================================================
+
+
+def _compact_settings(args: argparse.Namespace) -> Any:
+    from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
+
+    d = DEFAULT_COMPACTION_SETTINGS
+    return CompactionSettings(
+        enabled=True,
+        reserve_tokens=d.reserve_tokens if args.reserve_tokens is None else args.reserve_tokens,
+        keep_recent_tokens=d.keep_recent_tokens if args.keep_recent_tokens is None else args.keep_recent_tokens)
+
+
+def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, already: bool) -> int:
+    if args.json:
+        _print_json({"path": str(s.path), "dry_run": bool(args.dry_run), "compacted": False,
+                     "reason": "already_compacted" if already else "nothing_to_compact", "message": message})
+    print(f"sessiontree: {safe_text(message)}", file=sys.stderr)
+    return 1
+
+
+def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
+    """What a compaction would do, computed as ``acompact`` does but without a summarizer."""
+    from .compaction import compute_file_lists, prepare_compaction, serialize_conversation
+    from .context import build_session_context, convert_to_llm, current_system_message, should_compact
+    from .orchestration import _raw_path
+
+    path = _raw_path(s)
+    prep = prepare_compaction(path, settings)
+    if prep is None:
+        already = bool(path) and isinstance(path[-1], dict) and path[-1].get("type") == "compaction"
+        return {"preparation": None, "already": already}
+    # the context after compaction minus the summary: a stand-in compaction entry, never written
+    fake: dict = {"type": "compaction", "id": "\u0000sessiontree-dry-run", "parentId": path[-1].get("id"),
+                  "timestamp": "1970-01-01T00:00:00.000Z", "summary": "",
+                  "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}
+    system = current_system_message(build_session_context(path).messages)
+    if system is not None:
+        fake["systemMessage"] = system
+    kept = [m for m in build_session_context(path + [fake]).messages
+            if not (isinstance(m, dict) and m.get("role") == "compactionSummary")]
+    history = serialize_conversation(convert_to_llm(prep.messages_to_summarize)) if prep.messages_to_summarize else ""
+    split = bool(prep.is_split_turn and prep.turn_prefix_messages)
+    prefix = serialize_conversation(convert_to_llm(prep.turn_prefix_messages)) if split else ""
+    read_files, modified_files = compute_file_lists(prep.file_ops)
+    requests = (1 if prep.messages_to_summarize else 0) + (1 if split else 0)
+    auto = None
+    if args.context_window is not None:
+        auto = {"context_window": args.context_window, "reserve_tokens": settings.reserve_tokens,
+                "threshold": args.context_window - settings.reserve_tokens,
+                "would_compact": should_compact(prep.tokens_before, args.context_window, settings)}
+    return {
+        "preparation": prep,
+        "doc": {
+            "path": str(s.path),
+            "dry_run": True,
+            "settings": {"keep_recent_tokens": settings.keep_recent_tokens, "reserve_tokens": settings.reserve_tokens},
+            "first_kept_entry": _entry_where(s, prep.first_kept_entry_id),
+            "is_split_turn": bool(prep.is_split_turn),
+            "tokens_before": prep.tokens_before,
+            "to_summarize": {"messages": len(prep.messages_to_summarize),
+                             "tokens": _sum_tokens(prep.messages_to_summarize)},
+            "turn_prefix": {"messages": len(prep.turn_prefix_messages), "tokens": _sum_tokens(prep.turn_prefix_messages)},
+            "kept": {"messages": len(kept), "tokens": _sum_tokens(kept)},
+            "previous_summary": {"present": prep.previous_summary is not None,
+                                 "chars": len(prep.previous_summary) if isinstance(prep.previous_summary, str) else None},
+            "files": _files_json(read_files, modified_files),
+            "serialized_chars": {"history": len(history), "turn_prefix": len(prefix), "total": len(history) + len(prefix)},
+            "summary_requests": requests,
+            "auto_compaction": auto,
+        },
+    }
+
+
+def _print_dry_run(doc: dict, summarizer_name: str) -> None:
+    out = _Out()
+
+    def count(part: dict) -> str:
+        n = part["messages"]
+        return f"{n} message{'s' if n != 1 else ''}, ~{_fmt_tokens(part['tokens'])} tokens"
+
+    out(f"dry run: nothing written to {safe_text(doc['path'])}")
+    out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
+    out(f"split turn:        {'yes' if doc['is_split_turn'] else 'no'}")
+    out(f"tokens before:     {_fmt_tokens(doc['tokens_before'])} (estimated)")
+    out(f"to summarize:      {count(doc['to_summarize'])}")
+    out(f"turn prefix:       {count(doc['turn_prefix'])}")
+    out(f"kept verbatim:     {count(doc['kept'])}")
+    prev = doc["previous_summary"]
+    out(f"previous summary:  {'yes (%s chars, updated in place)' % prev['chars'] if prev['present'] else 'none'}")
+    for title, key in (("read files:", "read"), ("modified files:", "modified")):
+        files = doc["files"][key]
+        out(f"{title:<19}{len(files)}")
+        for f in files:
+            out(f"  {safe_text(f)}")
+    chars = doc["serialized_chars"]
+    out(f"serialized text:   {chars['history']} chars to summarize"
+        + (f" + {chars['turn_prefix']} chars of turn prefix" if chars["turn_prefix"] else ""))
+    out(f"summary requests:  {doc['summary_requests']} ({safe_text(summarizer_name)} summarizer)")
+    auto = doc["auto_compaction"]
+    if auto is not None:
+        verdict = "yes" if auto["would_compact"] else "no"
+        out(f"auto-compaction:   {verdict} (tokens before > {auto['context_window']} - {auto['reserve_tokens']}"
+            f" = {auto['threshold']})")
+    out.flush()
+
+
+def cmd_compact(s: Session, args: argparse.Namespace) -> int:
+    """Compact the active branch like Pi's ``/compact`` (``--dry-run``: only show the plan).
+
+    Exit 1 when there is nothing to compact (session too small, or already compacted)."""
+    from .orchestration import NothingToCompactError, AlreadyCompactedError
+    from .summarizers import SummarizerError
+
+    settings = _compact_settings(args)
+    progress = _Progress(_progress_enabled(args) and not args.dry_run)
+    if args.dry_run:
+        if args.summarizer in (None, "offline") and (args.model or args.base_url):
+            raise _CliFailure("--model and --base-url need --summarizer openai or anthropic")
+        plan = _compact_plan(s, args, settings)
+        if plan["preparation"] is None:
+            message = "Already compacted" if plan["already"] else "Nothing to compact (session too small)"
+            return _nothing_to_compact(s, args, message, plan["already"])
+        doc = plan["doc"]
+        doc["summarizer"] = args.summarizer or "offline"
+        if args.json:
+            _print_json(doc)
+        else:
+            _print_dry_run(doc, doc["summarizer"])
+        return 0
+
+    summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
+    _take_write_lock(s)
+    progress("preparing…")
+    captured: dict = {}
+
+    def on_prepared(event: Any) -> None:
+        prep = event.preparation
+        captured["prep"] = prep
+        n = (1 if prep.messages_to_summarize else 0) + (1 if prep.is_split_turn and prep.turn_prefix_messages else 0)
+        summarizer.total = n
+        progress(f"summarizing ({n} request{'s' if n != 1 else ''}, {summarizer.name})…")
+        if n == 0:
+            progress("appending…")
+
+    s.hooks.before_compact.append(on_prepared)
+    try:
+        result = s.compact(summarizer, settings=settings, custom_instructions=args.instructions, reason="manual",
+                           context_window=args.context_window, max_tokens=args.max_tokens)
+    except NothingToCompactError as exc:
+        return _nothing_to_compact(s, args, str(exc), isinstance(exc, AlreadyCompactedError))
+    except SummarizerError as exc:
+        raise _CliFailure(f"summary request failed ({summarizer.name}); nothing written: {exc}") from None
+    finally:
+        s.hooks.before_compact.remove(on_prepared)
+    s.flush()
+    progress("done")
+    prep = captured.get("prep")
+    details = result.details if isinstance(result.details, dict) else {}
+    read_files = details.get("readFiles") or []
+    modified_files = details.get("modifiedFiles") or []
+    entry = _entry_where(s, result.entry.id)
+    doc = {
+        "path": str(s.path),
+        "dry_run": False,
+        "compacted": True,
+        "summarizer": summarizer.name,
+        "compaction_entry": entry,
+        "first_kept_entry": _entry_where(s, result.first_kept_entry_id),
+        "tokens_before": result.tokens_before,
+        "estimated_tokens_after": result.estimated_tokens_after,
+        "summarized_messages": len(prep.messages_to_summarize) if prep is not None else None,
+        "turn_prefix_messages": len(prep.turn_prefix_messages) if prep is not None else None,
+        "is_split_turn": bool(prep.is_split_turn) if prep is not None else None,
+        "usage": _usage_json(result.usage),
+        "files": _files_json(read_files, modified_files),
+        "summary": result.summary,
+    }
+    if args.json:
+        _print_json(doc)
+        return 0
+    out = _Out()
+    out(f"compacted {safe_text(doc['path'])} ({safe_text(summarizer.name)} summarizer)")
+    out(f"compaction entry:  {_where_text(entry)}")
+    out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
+    out(f"tokens:            {_fmt_tokens(result.tokens_before)} → ~{_fmt_tokens(result.estimated_tokens_after)}"
+        " (estimated)")
+    if prep is not None:
+        extra = f" + {len(prep.turn_prefix_messages)} of a split turn" if prep.is_split_turn else ""
+        out(f"summarized:        {len(prep.messages_to_summarize)} messages{extra}")
+    out(f"usage:             {_usage_text(result.usage, summarizer.name)}")
+    _print_block(out, "summary:", result.summary)
+    out.flush()
+    return 0
+
+
+# ==== navigate ========================================================================
+
+
+def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
+    """Move the leaf like Pi's ``/tree`` and write what Pi's format can keep: a branch summary
+    (``--summarize``) and/or a label (``--label``). Exit 1 when neither is asked (nothing would
+    be written: Pi reopens a file at its last entry), unless ``--dry-run``."""
+    from .summarizers import SummarizerError
+
+    target = s.get_entry(args.target_id)
+    if target is None:
+        raise EntryNotFoundError(f"Entry not found: {args.target_id}")
+    if not (args.summarize or args.label is not None or args.dry_run):
+        print("sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "
+              "its last entry, so a bare leaf move is not kept); add --summarize and/or --label TEXT, "
+              "or --dry-run to preview the move", file=sys.stderr)
+        return 1
+    if args.dry_run and args.summarizer in (None, "offline") and (args.model or args.base_url):
+        raise _CliFailure("--model and --base-url need --summarizer openai or anthropic")
+    progress = _Progress(_progress_enabled(args) and not args.dry_run)
+    summarizer = None
+    if args.summarize and not args.dry_run:
+        summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
+    write = not args.dry_run
+    if write:
+        _take_write_lock(s)
+    old_leaf = s.leaf_id
+    first_new = len(s._core)
+    captured: dict = {}
+
+    def on_prepared(event: Any) -> None:
+        prep = event.preparation
+        captured["prep"] = prep
+        if summarizer is not None and prep.entries_to_summarize:
+            summarizer.total = 1
+            n = len(prep.entries_to_summarize)
+            progress(f"summarizing the abandoned branch ({n} entr{'ies' if n != 1 else 'y'}, 1 request, "
+                     f"{summarizer.name})…")
+
+    progress("preparing…")
+    s.hooks.before_tree.append(on_prepared)
+    try:
+        result = s.navigate_tree(
+            args.target_id, summarize=bool(args.summarize) and write, summarizer=summarizer,
+            custom_instructions=args.instructions, replace_instructions=bool(args.replace_instructions),
+            label=args.label if write else None, context_window=args.context_window, max_tokens=args.max_tokens)
+    except SummarizerError as exc:
+        raise _CliFailure(f"summary request failed ({summarizer.name if summarizer else '?'}); nothing written: "
+                          f"{exc}") from None
+    finally:
+        s.hooks.before_tree.remove(on_prepared)
+    s.flush()
+    core = s._core
+    written_idx = list(range(first_new, len(core))) if write else []
+    written = [{"id": core.id(i), "line": core.location(i)[0], "type": core.type_name(i)} for i in written_idx]
+    label_entry = next((w for w in written if w["type"] == "label"), None)
+    summary_entry = result.summary_entry
+    if label_entry is not None:
+        position = core.parent_id(core.index_of(label_entry["id"]))
+    else:
+        position = result.new_leaf_id
+    prep = captured.get("prep")
+    abandoned = len(prep.entries_to_summarize) if prep is not None else 0
+    progress("done")
+    doc = {
+        "path": str(s.path),
+        "dry_run": bool(args.dry_run),
+        "target": _entry_where(s, args.target_id),
+        "old_leaf_id": old_leaf,
+        "position_id": position,
+        "new_leaf_id": result.new_leaf_id,
+        "editor_text": result.editor_text,
+        "abandoned_entries": abandoned,
+        "common_ancestor_id": prep.common_ancestor_id if prep is not None else None,
+        "branch_summary_id": summary_entry.id if summary_entry is not None else None,
+        "summary": summary_entry.get("summary") if summary_entry is not None else None,
+        "label_entry_id": label_entry["id"] if label_entry is not None else None,
+        "usage": _usage_json(result.usage),
+        "written": written,
+    }
+    if args.json:
+        _print_json(doc)
+        return 0
+    out = _Out()
+    if args.dry_run:
+        out(f"dry run: nothing written to {safe_text(doc['path'])}")
+    out(f"target:          {_where_text(doc['target'])}")
+    out(f"old leaf:        {_shown_id(old_leaf) if old_leaf is not None else '(none)'}")
+    leaf = result.new_leaf_id
+    if leaf is None:
+        out("new leaf:        (none: the next entry starts a new root)")
+    else:
+        out(f"new leaf:        {_where_text(_entry_where(s, leaf))}")
+    if result.editor_text is not None:
+        _print_block(out, "editor text:", result.editor_text)
+    if args.dry_run:
+        out(f"abandoned:       {abandoned} entr{'ies' if abandoned != 1 else 'y'}"
+            + (" (--summarize would summarize them)" if abandoned else ""))
+    elif summary_entry is not None:
+        out(f"branch summary:  {_where_text(_entry_where(s, summary_entry.id))}, {abandoned} abandoned "
+            f"entr{'ies' if abandoned != 1 else 'y'}")
+        if summarizer is not None:
+            out(f"usage:           {_usage_text(result.usage, summarizer.name)}")
+    elif args.summarize:
+        out("branch summary:  none (no abandoned entries to summarize)")
+    if label_entry is not None:
+        shown = f'"{safe_text(args.label)}"' if args.label else "(cleared)"
+        out(f"label:           {shown} on {_shown_id(args.target_id)} (entry {_shown_id(label_entry['id'])}, "
+            f"line {label_entry['line']})")
+    if written:
+        out(f"written:         {len(written)} entr{'ies' if len(written) != 1 else 'y'}; "
+            "Pi reopens at the new leaf")
+    else:
+        out("written:         nothing (leaf moved in memory only)")
+    if summary_entry is not None and isinstance(doc["summary"], str):
+        _print_block(out, "summary:", doc["summary"])
+    out.flush()
+    return 0
+
+
 # ==== main ============================================================================
 
 
@@ -821,7 +1306,64 @@ COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
     "context": cmd_context,
     "entries": cmd_entries,
     "validate": cmd_validate,
+    "compact": cmd_compact,
+    "navigate": cmd_navigate,
 }
+
+#: Commands that may write to the session file.
+WRITING_COMMANDS = frozenset({"compact", "navigate"})
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _pos_int(text: str) -> int:
+    value = _nonneg_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
+    return value
+
+
+_NAVIGATE_EPILOG = """Selecting a user message moves the leaf to its parent and prints the message as editor text
+(Pi puts it back in the editor); selecting anything else moves the leaf to it.
+
+Pi's file format stores no leaf pointer: a session reopens at its last entry. So a bare move
+is not persisted, and navigate refuses it (exit 1) unless something is written: --summarize
+appends a branch_summary of the abandoned branch at the new position, --label TEXT appends a
+label on the target (either becomes the last entry, so Pi reopens there). --dry-run shows
+the move and writes nothing.
+
+exit codes: 0 done; 1 nothing would be written (no --summarize/--label/--dry-run);
+2 unknown id, bad file, locked file, summarizer misconfigured or its request failed"""
+
+_COMPACT_EPILOG = """A real run appends one compaction entry (Pi's /compact): the history before the cut point is
+summarized, the last --keep-recent-tokens of context is kept verbatim. --dry-run prints the
+cut point and what would be summarized, and writes nothing.
+
+Summarizers: offline (default; extractive, no model, no network), openai (any OpenAI-compatible
+chat-completions server: $OPENAI_API_KEY, $OPENAI_BASE_URL, $OPENAI_MODEL), anthropic
+($ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL, $ANTHROPIC_MODEL). --model/--base-url override the
+environment. Progress goes to stderr when it is a terminal, or with --progress.
+
+exit codes: 0 done; 1 nothing to compact (session too small, or already compacted);
+2 bad file, locked file, summarizer misconfigured or its request failed"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -829,7 +1371,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
-        prog="sessiontree", description="Inspect Pi coding-agent session files (JSONL v3). Never modifies them.")
+        prog="sessiontree",
+        description="Inspect Pi coding-agent session files (JSONL v3). Only compact and navigate write "
+                    "(appending entries); every other command only reads.")
     parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("file", metavar="FILE", help="a Pi session file (.jsonl)")
@@ -848,6 +1392,44 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("entries", parents=[common], help="entries in file order")
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
     sub.add_parser("validate", parents=[common], help="list damaged lines and structural problems")
+
+    summ = argparse.ArgumentParser(add_help=False)
+    g = summ.add_argument_group("summarizer")
+    g.add_argument("--summarizer", choices=("offline", "openai", "anthropic"), default=None,
+                   help="who writes the summary (default offline: extractive, no model, no network)")
+    g.add_argument("--model", metavar="M", help="model id for openai/anthropic (default $OPENAI_MODEL / $ANTHROPIC_MODEL)")
+    g.add_argument("--base-url", metavar="URL",
+                   help="API base URL for openai/anthropic (default $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
+    g.add_argument("--instructions", metavar="TEXT", help="extra focus for the summary (Pi's custom instructions)")
+    g.add_argument("--context-window", type=_pos_int, metavar="N",
+                   help="the summarizing model's context window in tokens (limits the output budget)")
+    g.add_argument("--max-tokens", type=_pos_int, metavar="N",
+                   help="the summarizing model's output limit in tokens (default 16384)")
+    w = summ.add_argument_group("writing")
+    w.add_argument("--dry-run", action="store_true", help="show what would happen; write nothing")
+    w.add_argument("--progress", action="store_true",
+                   help="print progress lines to stderr even when it is not a terminal")
+    w.add_argument("--lock-timeout", type=_nonneg_float, metavar="SECONDS", default=None,
+                   help="wait this long for another writer's lock (default: fail at once, exit 2)")
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("compact", parents=[common, summ], help="summarize old history into a compaction entry",
+                       description="Compact the active branch like Pi's /compact.", epilog=_COMPACT_EPILOG,
+                       formatter_class=fmt)
+    p.add_argument("--keep-recent-tokens", type=_nonneg_int, metavar="N",
+                   help="tokens of recent context kept verbatim (default 20000)")
+    p.add_argument("--reserve-tokens", type=_nonneg_int, metavar="N",
+                   help="Pi's reserveTokens (default 16384): with --context-window, --dry-run reports whether "
+                        "Pi would auto-compact (tokens > window - reserve); it does not change where a manual "
+                        "compaction cuts")
+    p = sub.add_parser("navigate", parents=[common, summ], help="move the leaf like Pi's /tree",
+                       description="Move to another point of the tree like Pi's /tree.", epilog=_NAVIGATE_EPILOG,
+                       formatter_class=fmt)
+    p.add_argument("target_id", metavar="TARGET_ID", help="the entry to go to")
+    p.add_argument("--summarize", action="store_true",
+                   help="append a branch_summary of the abandoned branch at the new position")
+    p.add_argument("--replace-instructions", action="store_true",
+                   help="--instructions replace the default summary prompt instead of adding to it")
+    p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     return parser
 
 
@@ -859,9 +1441,10 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
-    0 success, 1 ``validate`` found problems, 2 usage error / missing, unreadable or non-Pi
-    file / unknown id / a looping active branch where one is needed. Errors are one line on
-    stderr, never a traceback.
+    0 success; 1 ``validate`` found problems, ``compact`` found nothing to compact, ``navigate``
+    would write nothing; 2 usage error / missing, unreadable or non-Pi file / unknown id / a
+    looping active branch where one is needed / locked file / summarizer misconfigured or
+    failed; 130 interrupted. Errors are one line on stderr, never a traceback.
     """
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -876,7 +1459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "max_preview", 0) < 0:
         return _fail("--max-preview must be >= 0")
     try:
-        session = Session.open(args.file)
+        session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:
         return _fail(f"{args.file}: no such file")
     except SessionFormatError as exc:
@@ -890,6 +1473,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{args.file}: parentId cycle ({exc}); Pi cannot open this session")
     except EntryNotFoundError as exc:
         return _fail(str(exc))
+    except _CliFailure as exc:
+        print(f"sessiontree: error: {safe_text(str(exc))}", file=sys.stderr)
+        return exc.code
+    except SessionLockedError as exc:
+        return _fail(f"{exc}; nothing written (retry later, or wait with --lock-timeout SECONDS)")
+    except KeyboardInterrupt:
+        print("sessiontree: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (e.g. `| head`): stop quietly
         try:

@@ -295,12 +295,14 @@ def find_cut_point(
     end_index: int,
     keep_recent_tokens: int,
     edits: Optional[Mapping] = None,
+    token_counter: Optional[Callable[[dict], Any]] = None,
 ) -> CutPointResult:
     """Find where to cut so that about ``keep_recent_tokens`` tokens stay verbatim (Pi ``findCutPoint``).
 
     ``entries``: root-first entry dicts; only ``[start_index, end_index)`` is considered.
-    ``keep_recent_tokens``: token budget (Pi's estimate). ``edits``: optional ``context_edit`` map
-    (:func:`collect_context_edits`); hidden entries count 0 tokens and are no cut points.
+    ``keep_recent_tokens``: token budget (Pi's estimate, or ``token_counter``'s counts when
+    given). ``edits``: optional ``context_edit`` map (:func:`collect_context_edits`); hidden
+    entries count 0 tokens and are no cut points.
 
     Walking back from ``end_index - 1``, the estimates of the messages each entry contributes are
     summed, skipping entries worth 0 tokens. At the first entry where the sum reaches the budget
@@ -320,10 +322,12 @@ def find_cut_point(
         >>> find_cut_point(path, 0, len(path), 20)
         CutPointResult(first_kept_entry_index=1, turn_start_index=0, is_split_turn=True)
     """
-    return _find_cut_point(entries, start_index, end_index, keep_recent_tokens, _projector(entries, edits))
+    return _find_cut_point(entries, start_index, end_index, keep_recent_tokens, _projector(entries, edits),
+                           token_counter or estimate_tokens)
 
 
-def _find_cut_point(entries, start_index, end_index, keep_recent_tokens, messages_of) -> CutPointResult:
+def _find_cut_point(entries, start_index, end_index, keep_recent_tokens, messages_of,
+                    count=estimate_tokens) -> CutPointResult:
     cut_points = [i for i in range(start_index, end_index) if _is_cut_point(entries[i], messages_of(i))]
     if not cut_points:
         return CutPointResult(start_index, -1, False)
@@ -333,7 +337,7 @@ def _find_cut_point(entries, start_index, end_index, keep_recent_tokens, message
     for i in range(end_index - 1, start_index - 1, -1):
         tokens = 0
         for message in messages_of(i):
-            tokens += estimate_tokens(message)
+            tokens += count(message)
         if tokens == 0:
             continue
         accumulated += tokens
@@ -715,7 +719,8 @@ def prepare_compaction(
 
     edits = collect_context_edits(path)
     messages_of = _projector(path, edits)
-    cut = _find_cut_point(path, boundary_start, len(path), settings.keep_recent_tokens, messages_of)
+    cut = _find_cut_point(path, boundary_start, len(path), settings.keep_recent_tokens, messages_of,
+                          getattr(settings, "token_counter", None) or estimate_tokens)
     advanced = _invisible_suffix_start(path, cut.first_kept_entry_index, boundary_start, messages_of, edits)
     if advanced is not None:
         turn_start = _turn_start(path, advanced, boundary_start, messages_of)

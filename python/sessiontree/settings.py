@@ -1,7 +1,8 @@
 """Settings Pi reads from ``~/.pi/agent/settings.json`` that this library needs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 __all__ = ["CompactionSettings", "DEFAULT_COMPACTION_SETTINGS"]
 
@@ -12,9 +13,13 @@ class CompactionSettings:
 
     * ``enabled``: auto-compaction on/off (``shouldCompact`` is always False when off);
     * ``reserve_tokens``: compact when context tokens exceed ``context_window - reserve_tokens``;
-    * ``keep_recent_tokens``: tokens of recent context a compaction keeps verbatim.
+    * ``keep_recent_tokens``: tokens of recent context a compaction keeps verbatim;
+    * ``token_counter``: ``counter(message) -> int`` used by the cut-point search; None (the
+      default) is Pi's chars/4 estimate, which the goldens use. A
+      :class:`sessiontree.token_counter.TiktokenCounter` gives exact counts (cuts then differ
+      from Pi's by design).
 
-    Token counts are Pi's chars/4 estimate. Defaults are Pi's
+    Token counts are Pi's chars/4 estimate unless a counter is given. Defaults are Pi's
     ``DEFAULT_COMPACTION_SETTINGS`` (compaction.ts).
 
         >>> CompactionSettings(keep_recent_tokens=2000)
@@ -24,6 +29,7 @@ class CompactionSettings:
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_recent_tokens: int = 20000
+    token_counter: Callable[[dict], Any] | None = field(default=None, repr=False, compare=False)
 
 
 #: Pi's defaults: ``{enabled: true, reserveTokens: 16384, keepRecentTokens: 20000}``.

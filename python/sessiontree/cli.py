@@ -245,6 +245,16 @@ def _safe_preview(fn: Callable[[Any], str], value: Any, limit: int, escape: bool
     return safe_text(text) if escape else text
 
 
+def _entry_preview_of(s: Any, i: int, limit: int, escape: bool = True) -> str:
+    """Preview of entry ``i``; an entry whose body cannot be loaded (e.g. nested too deeply for
+    Python) previews as empty instead of failing the listing."""
+    try:
+        raw = s._load_raw(i)
+    except Exception:
+        return ""
+    return _safe_preview(entry_preview, raw, limit, escape)
+
+
 # ==== Helpers over the session ==========================================================
 
 
@@ -467,7 +477,7 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
             eid = core.id(i)
             kind = _kind(core, i)
             label = labels.get(eid) if eid is not None else None
-            text = "" if limit <= 0 else _safe_preview(entry_preview, s._load_raw(i), limit, not args.json)
+            text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
             if args.json:
                 if not again:
                     ch = children_of(i)
@@ -559,7 +569,7 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
             "depth": depth, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
             "role": core.role(i), "line": core.location(i)[0],
             "label": labels.get(eid) if eid is not None else None,
-            "preview": _safe_preview(entry_preview, s._load_raw(i), limit, not args.json) if limit > 0 else None,
+            "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
             "is_leaf": i == leaf,
         })
     if args.json:
@@ -772,7 +782,10 @@ def validate_session(s: Session) -> list[dict]:
         core.preorder()
     except SessionCycleError as exc:
         add(None, "parent_cycle", f"parentId cycle reachable from a root: {' -> '.join(map(str, exc.ids))}")
-    unreachable = list(core.unreachable())
+    try:
+        unreachable = list(core.unreachable())
+    except SessionCycleError:
+        unreachable = []  # the loop through duplicate ids was reported above
     cycles = _cycles(core, unreachable)
     on_cycle = {i for c in cycles for i in c}
     for c in cycles:

@@ -164,7 +164,9 @@ class Session:
             raise SessionFormatError(f"not a regular file: {p}")
         core = _core.Index.open(str(p))
         state, reason = core.header_state()
-        sdir = Path(session_dir) if session_dir is not None else p.resolve().parent
+        # the folder the caller named (lexically, like Node's path.resolve), not where a
+        # symlinked file points: clones must land in the directory the caller gave
+        sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
         if state == "invalid":
             raise SessionFormatError(f"Session file is not a valid pi session: {p} ({reason})")
         if state == "empty":

@@ -12,9 +12,12 @@
 //! * labels replay in file order (a truthy `label` sets, anything else clears);
 //! * v1 files (header `version` missing or < 2) get ids and a linear parent chain in memory.
 
-use crate::jsdate;
-use crate::json::{self, JsVal, Skeleton, TopKind};
+use crate::json::{self, JsVal, LineParser, Skel, TopKind, Val};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+/// Hash state for keys: fast, randomly seeded per index (file contents cannot aim at it).
+type Hasher = foldhash::fast::RandomState;
 
 pub const NONE: u32 = u32::MAX;
 /// Key id of JavaScript `undefined`.
@@ -68,7 +71,8 @@ pub const F_NOT_OBJECT: u8 = 2;
 #[derive(Debug, Clone, Copy)]
 pub struct Rec {
     pub offset: u64,
-    pub len: u64,
+    /// at most [`MAX_LINE`]
+    pub len: u32,
     /// 1-based line number in the file.
     pub line: u32,
     /// Position among parsed values, the header being 0 (Pi's `fileEntries` index).
@@ -91,6 +95,86 @@ pub struct Problem {
     pub offset: u64,
     pub kind: &'static str,
     pub message: String,
+}
+
+/// The problems of a file, 24 bytes each: kinds and messages are worked out when read, so a
+/// hostile file of millions of bad lines costs a compact record per line.
+#[derive(Debug, Clone, Default)]
+pub struct Problems {
+    recs: Vec<ProblemRec>,
+    /// JSON error reasons met so far (a handful of fixed strings)
+    reasons: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ProblemRec {
+    offset: u64,
+    /// the JSON error position, or the line length for `line_too_long`
+    arg: u64,
+    line: u32,
+    kind: u8,
+    reason: u8,
+}
+
+const PROBLEM_KINDS: [&str; 8] = [
+    "blank_line",
+    "line_too_long",
+    "malformed_json",
+    "torn_last_line",
+    "skipped_value",
+    "invalid_utf8",
+    "extra_header",
+    "",
+];
+const P_BLANK: u8 = 0;
+const P_TOO_LONG: u8 = 1;
+const P_MALFORMED: u8 = 2;
+const P_TORN: u8 = 3;
+const P_FALSY: u8 = 4;
+const P_UTF8: u8 = 5;
+const P_EXTRA_HEADER: u8 = 6;
+
+impl Problems {
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+    fn truncate(&mut self, n: usize) {
+        self.recs.truncate(n);
+    }
+    fn push(&mut self, line: u32, offset: u64, kind: u8, arg: u64, reason: &'static str) {
+        let r = match self.reasons.iter().position(|&x| std::ptr::eq(x, reason) || x == reason) {
+            Some(i) => i,
+            None => {
+                self.reasons.push(reason);
+                self.reasons.len() - 1
+            }
+        };
+        self.recs.push(ProblemRec { offset, arg, line, kind, reason: r.min(255) as u8 });
+    }
+    fn expand(&self, r: &ProblemRec) -> Problem {
+        let message = match r.kind {
+            P_BLANK => "blank line (skipped)".to_string(),
+            P_TOO_LONG => format!("line of {} bytes is over the 4 GiB limit (skipped)", r.arg),
+            P_MALFORMED | P_TORN => format!(
+                "not JSON ({} at byte {} of the line); skipped as Pi skips it",
+                self.reasons[r.reason as usize], r.arg
+            ),
+            P_FALSY => "falsy JSON value (null, 0, false or \"\"): skipped as Pi skips it".to_string(),
+            P_UTF8 => "bytes that are not UTF-8 inside a string (read as U+FFFD, as Pi reads them)".to_string(),
+            _ => "another session header inside the file (not an entry, as in Pi)".to_string(),
+        };
+        Problem { line: r.line, offset: r.offset, kind: PROBLEM_KINDS[r.kind as usize], message }
+    }
+    /// Each problem in file order, with its message.
+    pub fn iter(&self) -> impl Iterator<Item = Problem> + '_ {
+        self.recs.iter().map(|r| self.expand(r))
+    }
+    pub fn get(&self, i: usize) -> Option<Problem> {
+        self.recs.get(i).map(|r| self.expand(r))
+    }
 }
 
 /// Why a file is not a Pi session.
@@ -124,15 +208,146 @@ struct Provisional {
     leaf_prev: Leaf,
     last_v1_prev: u32,
     header: Option<(HeaderState, Option<(u64, u64)>, JsVal)>,
+    /// (legacy_v1, legacy_v2, v1_seed): what a header line set
+    legacy_prev: (bool, bool, u64),
+}
+
+/// What a key id stands for: a JavaScript `Map` key (see [`Index::key_of`]).
+#[derive(Debug, Clone, Copy)]
+struct KeyRec {
+    /// string: offset in `key_bytes`; number: the f64 bits (-0 as 0); bool: 0 or 1
+    data: u64,
+    /// string: byte length
+    len: u32,
+    tag: u8,
+    truthy: bool,
+}
+
+const K_UNDEFINED: u8 = 0;
+const K_NULL: u8 = 1;
+const K_STR: u8 = 2;
+const K_NUM: u8 = 3;
+const K_BOOL: u8 = 4;
+const K_OBJECT: u8 = 5;
+
+/// Key ids by hash: open addressing with linear probing, each slot `(hash >> 32) << 32 |
+/// (key id + 1)` (0 = empty), at most half full. Our own rather than a library map so the
+/// sequential indexing pass can prefetch the slots of the lines it is about to index: with a
+/// million ids the table no longer fits in cache while the file streams through it.
+#[derive(Default)]
+struct KeyTable {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+impl KeyTable {
+    #[inline]
+    fn find(&self, h: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let tag = h >> 32;
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> 32 == tag && eq(slot as u32 - 1) {
+                return Some(slot as u32 - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, h: u64, kid: u32) {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (h >> 32) << 32 | (kid as u64 + 1);
+    }
+
+    /// Adds a key id known to be absent.
+    #[inline]
+    fn insert(&mut self, h: u64, kid: u32, rehash: impl Fn(u32) -> u64) {
+        self.reserve(1, rehash);
+        self.put(h, kid);
+        self.len += 1;
+    }
+
+    fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
+        let need = (self.len + more) * 2;
+        if need <= self.slots.len() {
+            return;
+        }
+        let cap = need.next_power_of_two().max(64);
+        let old = std::mem::replace(&mut self.slots, vec![0; cap]);
+        advise_huge_pages(&self.slots);
+        for slot in old {
+            if slot != 0 {
+                let kid = slot as u32 - 1;
+                self.put(rehash(kid), kid);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if !self.slots.is_empty() {
+            let i = h as usize & (self.slots.len() - 1);
+            // SAFETY: a prefetch hint at an address inside the table.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(self.slots.as_ptr().add(i) as *const i8, std::arch::x86_64::_MM_HINT_T0)
+            };
+        }
+        let _ = h;
+    }
+}
+
+/// Asks for transparent huge pages under a big table we probe at random (with 4 KiB pages
+/// nearly every probe of a million-key table would also miss the TLB).
+fn advise_huge_pages(v: &[u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let end = start + std::mem::size_of_val(v);
+        let (a, b) = ((start + HUGE - 1) & !(HUGE - 1), end & !(HUGE - 1));
+        if b > a {
+            // SAFETY: advice only, on whole pages inside our own allocation.
+            unsafe { libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE) };
+        }
+    }
+    let _ = v;
+}
+
+/// Equality of two byte strings of the same length, without a call for short ones (ids).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if (8..=16).contains(&n) {
+        let w = |s: &[u8], o: usize| u64::from_le_bytes(s[o..o + 8].try_into().unwrap());
+        w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8)
+    } else {
+        a == b
+    }
 }
 
 /// The index. Bytes live elsewhere (see `store`); this holds only skeletons.
 #[derive(Default)]
 pub struct Index {
     pub recs: Vec<Rec>,
-    keys: HashMap<Box<[u8]>, u32>,
-    key_truthy: Vec<bool>,
-    key_str: Vec<Option<Box<str>>>,
+    /// interned keys by value (strings, numbers, booleans); the table holds key ids
+    keys: KeyTable,
+    hasher: Hasher,
+    key_recs: Vec<KeyRec>,
+    /// the bytes of every string key, back to back
+    key_bytes: Vec<u8>,
     /// key id → winning entry index (NONE when no entry has that id)
     by_id: Vec<u32>,
     types: Vec<String>,
@@ -140,14 +355,14 @@ pub struct Index {
     roles: Vec<String>,
     role_codes: HashMap<String, u16>,
     /// label target key → (insertion sequence, label entry index); Map semantics
-    labels: HashMap<u32, (u64, u32)>,
+    labels: hashbrown::HashMap<u32, (u64, u32), Hasher>,
     label_seq: u64,
     pub session_info: u32,
     pub leaf: Leaf,
     pub header: HeaderStateBox,
     pub header_span: Option<(u64, u64)>,
     pub header_version: JsVal,
-    pub problems: Vec<Problem>,
+    pub problems: Problems,
     /// parsed values so far (header included): Pi's fileEntries length
     values: u32,
     /// lines consumed so far (1-based number of the next line is `lines + 1`)
@@ -222,6 +437,12 @@ fn version_number(v: &JsVal) -> f64 {
     }
 }
 
+/// The fixed code of a well-known name (`""` at 0 never matches a string).
+#[inline]
+fn known_code(names: &[&str], s: &str) -> Option<u16> {
+    names.iter().skip(1).position(|&n| n == s).map(|i| i as u16 + 1)
+}
+
 fn fnv1a(data: &[u8], seed: u64) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x100000001b3);
     for &b in data {
@@ -231,37 +452,125 @@ fn fnv1a(data: &[u8], seed: u64) -> u64 {
     h ^ (h >> 29)
 }
 
-/// A line ready to be indexed: its place in the file and its parse result.
-pub struct ParsedLine {
+/// A line ready to be indexed: its place in the file and its parse result (borrowing the
+/// line's bytes).
+pub struct ParsedLine<'a> {
     pub offset: u64,
     pub len: u64,
     pub line: u32,
     pub terminated: bool,
     /// offset just past the line's `\n` (or the end of data when unterminated)
     pub end: u64,
-    pub result: LineResult,
+    pub result: LineResult<'a>,
 }
 
-pub enum LineResult {
+pub enum LineResult<'a> {
     Blank,
     Bad(json::JsonError),
-    Value(Skeleton),
+    /// the skeleton and what can be worked out from it while still in parallel
+    Value(Skel<'a>, Pre),
     TooLong,
 }
 
-/// Longest line we index (a record stores lengths in 64 bits, but a line this long is hostile).
+/// Longest line we index (a record stores lengths in 32 bits; a line this long is hostile).
 pub const MAX_LINE: u64 = u32::MAX as u64;
 
-pub fn parse_one(bytes: &[u8]) -> LineResult {
+/// Parses one line (the part of the work that runs in parallel).
+pub fn parse_one<'a>(parser: &mut LineParser, bytes: &'a [u8]) -> LineResult<'a> {
     if bytes.len() as u64 > MAX_LINE {
         return LineResult::TooLong;
     }
-    if js_trim_is_blank(bytes) {
+    // blank after JavaScript trim(): only whitespace bytes, so a line starting with `{` is not
+    let first = bytes.first().copied().unwrap_or(b' ');
+    if (first <= b' ' || first >= 0x80) && js_trim_is_blank(bytes) {
         return LineResult::Blank;
     }
-    match json::parse_line(bytes) {
-        Ok(s) => LineResult::Value(s),
+    match parser.parse(bytes) {
+        Ok(s) => value_result(s),
         Err(e) => LineResult::Bad(e),
+    }
+}
+
+/// Facts about a parsed line that need no index, worked out in the parallel phase so the
+/// sequential one does not touch the line's bytes again.
+#[derive(Debug, Clone, Copy)]
+pub struct Pre {
+    /// `new Date(timestamp).getTime()`
+    pub ts: f64,
+    /// the fixed code of `type` when it is a well-known name (T_NONE for non-strings)
+    pub etype: Option<u16>,
+    /// the fixed code of `message.role` when it is a well-known name
+    pub role: Option<u16>,
+}
+
+/// `Date.parse` of exactly `YYYY-MM-DDTHH:mm:ss.sssZ` (what Pi writes: `toISOString()`), the
+/// same value [`crate::jsdate::parse_iso`] gives; None for any other shape (or a value that
+/// form rejects), which then goes the general way.
+#[inline]
+fn iso_ms_fast(b: &[u8]) -> Option<f64> {
+    if b.len() != 24
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+        || b[23] != b'Z'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let mut v = 0i64;
+        for &c in &b[r] {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + (c - b'0') as i64;
+        }
+        Some(v)
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    // days from 1970-01-01 (Howard Hinnant's days_from_civil)
+    let yy = if m <= 2 { y - 1 } else { y };
+    let era = if yy >= 0 { yy } else { yy - 399 } / 400;
+    let yoe = yy - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    Some((days * 86_400_000 + h * 3_600_000 + mi * 60_000 + sec * 1000 + ms) as f64)
+}
+
+impl Pre {
+    /// Placeholder before the facts are worked out.
+    pub const NONE: Pre = Pre { ts: f64::NAN, etype: None, role: None };
+}
+
+/// The result for a line that parsed.
+#[inline]
+pub fn value_result(s: Skel<'_>) -> LineResult<'_> {
+    let pre = pre_of(&s);
+    LineResult::Value(s, pre)
+}
+
+/// The [`Pre`] facts of a skeleton.
+#[inline]
+pub fn pre_of(s: &Skel<'_>) -> Pre {
+    Pre {
+        ts: match &s.timestamp {
+            Val::Str(t) => iso_ms_fast(t.as_bytes()).unwrap_or_else(|| crate::jsdate::parse_iso(t)),
+            other => other.date_value(),
+        },
+        etype: match &s.type_ {
+            Val::Str(t) => known_code(&TYPE_NAMES, t),
+            _ => Some(T_NONE),
+        },
+        role: match &s.role {
+            Val::Str(r) => known_code(&ROLE_NAMES, r),
+            _ => Some(0),
+        },
     }
 }
 
@@ -275,11 +584,9 @@ impl Index {
             ..Default::default()
         };
         // fixed keys: undefined, null
-        ix.key_truthy.extend([false, false]);
-        ix.key_str.extend([None, None]);
+        ix.key_recs.push(KeyRec { data: 0, len: 0, tag: K_UNDEFINED, truthy: false });
+        ix.key_recs.push(KeyRec { data: 0, len: 0, tag: K_NULL, truthy: false });
         ix.by_id.extend([NONE, NONE]);
-        ix.keys.insert(Box::from(&b"u"[..]), KID_UNDEFINED);
-        ix.keys.insert(Box::from(&b"n"[..]), KID_NULL);
         for (i, t) in TYPE_NAMES.iter().enumerate() {
             ix.types.push(t.to_string());
             if i > 0 {
@@ -297,59 +604,143 @@ impl Index {
 
     // ------------------------------------------------------------------ keys
 
-    fn new_key(&mut self, truthy: bool, s: Option<&str>) -> u32 {
-        let kid = self.key_truthy.len() as u32;
-        self.key_truthy.push(truthy);
-        self.key_str.push(s.map(Box::from));
+    fn push_key(&mut self, k: KeyRec) -> u32 {
+        let kid = self.key_recs.len() as u32;
+        self.key_recs.push(k);
         self.by_id.push(NONE);
+        kid
+    }
+
+    #[inline]
+    fn hash_str(&self, s: &[u8]) -> u64 {
+        self.hasher.hash_one(s)
+    }
+    #[inline]
+    fn hash_scalar(&self, tag: u8, data: u64) -> u64 {
+        self.hasher.hash_one((tag, data))
+    }
+    #[inline]
+    fn key_hash(hasher: &Hasher, recs: &[KeyRec], bytes: &[u8], kid: u32) -> u64 {
+        let k = recs[kid as usize];
+        if k.tag == K_STR {
+            hasher.hash_one(&bytes[k.data as usize..k.data as usize + k.len as usize])
+        } else {
+            hasher.hash_one((k.tag, k.data))
+        }
+    }
+    #[inline]
+    fn key_str_bytes(&self, k: &KeyRec) -> &[u8] {
+        &self.key_bytes[k.data as usize..k.data as usize + k.len as usize]
+    }
+
+    /// Key id of a string, without interning.
+    #[inline]
+    fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
+        self.keys.find(h, |kid| {
+            let k = &self.key_recs[kid as usize];
+            k.tag == K_STR && k.len as usize == s.len() && same_bytes(self.key_str_bytes(k), s)
+        })
+    }
+
+    /// Hints the cache about the key-table slots a parsed line is about to look up.
+    #[inline]
+    pub fn prefetch_keys(&self, pl: &ParsedLine<'_>) {
+        if let LineResult::Value(sk, _) = &pl.result {
+            if let Val::Str(s) = &sk.id {
+                self.keys.prefetch(self.hash_str(s.as_bytes()));
+            }
+            if let Val::Str(s) = &sk.parent_id {
+                self.keys.prefetch(self.hash_str(s.as_bytes()));
+            }
+        }
+    }
+
+    fn intern_bytes_str(&mut self, s: &str) -> u32 {
+        let h = self.hash_str(s.as_bytes());
+        if let Some(k) = self.find_str(s.as_bytes(), h) {
+            return k;
+        }
+        let off = self.key_bytes.len() as u64;
+        self.key_bytes.extend_from_slice(s.as_bytes());
+        let kid = self.push_key(KeyRec { data: off, len: s.len() as u32, tag: K_STR, truthy: !s.is_empty() });
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        kid
+    }
+
+    fn intern_scalar(&mut self, tag: u8, data: u64, truthy: bool) -> u32 {
+        let h = self.hash_scalar(tag, data);
+        if let Some(k) = self.keys.find(h, |kid| {
+            let k = &self.key_recs[kid as usize];
+            k.tag == tag && k.data == data
+        }) {
+            return k;
+        }
+        let kid = self.push_key(KeyRec { data, len: 0, tag, truthy });
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
         kid
     }
 
     /// The key id for a JSON value, interning it (objects get a fresh identity).
     pub fn key_of(&mut self, v: &JsVal) -> u32 {
-        let mut buf: Vec<u8>;
         match v {
-            JsVal::Missing => return KID_UNDEFINED,
-            JsVal::Null => return KID_NULL,
-            JsVal::Composite => return self.new_key(true, None),
-            JsVal::Str(s) => {
-                buf = Vec::with_capacity(s.len() + 1);
-                buf.push(b's');
-                buf.extend_from_slice(s.as_bytes());
-            }
-            JsVal::Num(n) => {
-                let n = if *n == 0.0 { 0.0 } else { *n };
-                buf = vec![b'd'];
-                buf.extend_from_slice(&n.to_le_bytes());
-            }
-            JsVal::Bool(b) => buf = vec![b'b', *b as u8],
+            JsVal::Missing => KID_UNDEFINED,
+            JsVal::Null => KID_NULL,
+            JsVal::Composite => self.push_key(KeyRec { data: 0, len: 0, tag: K_OBJECT, truthy: true }),
+            JsVal::Str(s) => self.intern_bytes_str(s),
+            JsVal::Num(n) => self.key_of_num(*n),
+            JsVal::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
         }
-        if let Some(&k) = self.keys.get(buf.as_slice()) {
-            return k;
+    }
+
+    fn key_of_num(&mut self, n: f64) -> u32 {
+        // Map keys use SameValueZero: -0 and 0 are one key (NaN cannot come from JSON)
+        let n = if n == 0.0 { 0.0 } else { n };
+        self.intern_scalar(K_NUM, n.to_bits(), n != 0.0 && !n.is_nan())
+    }
+
+    /// [`Index::key_of`] for a borrowed value.
+    #[inline]
+    fn key_of_val(&mut self, v: &Val) -> u32 {
+        match v {
+            Val::Missing => KID_UNDEFINED,
+            Val::Null => KID_NULL,
+            Val::Str(s) => self.intern_bytes_str(s),
+            Val::Num(n) => self.key_of_num(*n),
+            Val::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
+            Val::Composite => self.push_key(KeyRec { data: 0, len: 0, tag: K_OBJECT, truthy: true }),
         }
-        let kid = self.new_key(v.truthy(), v.as_str());
-        self.keys.insert(buf.into_boxed_slice(), kid);
-        kid
+    }
+
+    /// Makes room for about `entries` more entries (a guess from the bytes about to be
+    /// scanned), so the key table does not rehash as it fills.
+    pub fn reserve(&mut self, entries: usize) {
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
     }
 
     /// Key id of a string id, without interning (None when no such key exists).
     pub fn lookup_str(&self, s: &str) -> Option<u32> {
-        let mut buf = Vec::with_capacity(s.len() + 1);
-        buf.push(b's');
-        buf.extend_from_slice(s.as_bytes());
-        self.keys.get(buf.as_slice()).copied()
+        self.find_str(s.as_bytes(), self.hash_str(s.as_bytes()))
     }
 
     pub fn intern_str(&mut self, s: &str) -> u32 {
-        self.key_of(&JsVal::Str(s.to_string()))
+        self.intern_bytes_str(s)
     }
 
+    #[inline]
     pub fn key_is_truthy(&self, kid: u32) -> bool {
-        self.key_truthy[kid as usize]
+        self.key_recs[kid as usize].truthy
     }
     /// The string behind a key id, if the key is a string.
     pub fn key_string(&self, kid: u32) -> Option<&str> {
-        self.key_str.get(kid as usize).and_then(|s| s.as_deref())
+        let k = self.key_recs.get(kid as usize)?;
+        if k.tag != K_STR {
+            return None;
+        }
+        // SAFETY: string keys are copied from `&str`s only.
+        Some(unsafe { std::str::from_utf8_unchecked(self.key_str_bytes(k)) })
     }
     /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
     pub fn winner(&self, kid: u32) -> u32 {
@@ -369,35 +760,41 @@ impl Index {
     pub fn role_name(&self, code: u16) -> &str {
         &self.roles[code as usize]
     }
-    fn type_code(&mut self, v: &JsVal) -> u16 {
+    fn type_code(&mut self, v: &Val) -> u16 {
         match v {
-            JsVal::Str(s) => {
-                if let Some(&c) = self.type_codes.get(s.as_str()) {
+            Val::Str(s) => {
+                if let Some(c) = known_code(&TYPE_NAMES, s) {
+                    return c;
+                }
+                if let Some(&c) = self.type_codes.get(&**s) {
                     return c;
                 }
                 let c = self.types.len() as u16;
                 if c == u16::MAX {
                     return T_NONE;
                 }
-                self.types.push(s.clone());
-                self.type_codes.insert(s.clone(), c);
+                self.types.push(s.to_string());
+                self.type_codes.insert(s.to_string(), c);
                 c
             }
             _ => T_NONE,
         }
     }
-    fn role_code(&mut self, v: &JsVal) -> u16 {
+    fn role_code(&mut self, v: &Val) -> u16 {
         match v {
-            JsVal::Str(s) => {
-                if let Some(&c) = self.role_codes.get(s.as_str()) {
+            Val::Str(s) => {
+                if let Some(c) = known_code(&ROLE_NAMES, s) {
+                    return c;
+                }
+                if let Some(&c) = self.role_codes.get(&**s) {
                     return c;
                 }
                 let c = self.roles.len() as u16;
                 if c == u16::MAX {
                     return 0;
                 }
-                self.roles.push(s.clone());
-                self.role_codes.insert(s.clone(), c);
+                self.roles.push(s.to_string());
+                self.role_codes.insert(s.to_string(), c);
                 c
             }
             _ => 0,
@@ -443,6 +840,7 @@ impl Index {
             self.header = HeaderStateBox(h);
             self.header_span = span;
             self.header_version = ver;
+            (self.legacy_v1, self.legacy_v2, self.v1_seed) = p.legacy_prev;
         }
         self.lines = p.line_no - 1;
         self.scanned_to = p.line_start;
@@ -451,7 +849,7 @@ impl Index {
     }
 
     /// Indexes one parsed line. Returns the new entry's index when it became an entry.
-    pub fn ingest(&mut self, pl: ParsedLine) -> Option<u32> {
+    pub fn ingest(&mut self, pl: &ParsedLine<'_>) -> Option<u32> {
         self.lines = pl.line;
         let prov = if pl.terminated {
             self.scanned_to = pl.end;
@@ -469,9 +867,10 @@ impl Index {
                 leaf_prev: self.leaf,
                 last_v1_prev: self.last_v1_id,
                 header: Some((self.header.0.clone(), self.header_span, self.header_version.clone())),
+                legacy_prev: (self.legacy_v1, self.legacy_v2, self.v1_seed),
             })
         };
-        let r = self.ingest_inner(&pl);
+        let r = self.ingest_inner(pl);
         if let Some(mut p) = prov {
             if let Some(i) = r {
                 let rec = self.recs[i as usize];
@@ -485,51 +884,48 @@ impl Index {
         r
     }
 
-    fn problem(&mut self, pl: &ParsedLine, kind: &'static str, message: String) {
-        self.problems.push(Problem { line: pl.line, offset: pl.offset, kind, message });
+    fn problem(&mut self, pl: &ParsedLine, kind: u8) {
+        self.problems.push(pl.line, pl.offset, kind, 0, "");
     }
 
     fn ingest_inner(&mut self, pl: &ParsedLine) -> Option<u32> {
-        let sk = match &pl.result {
+        let (sk, pre) = match &pl.result {
             LineResult::Blank => {
                 if pl.len > 0 || pl.terminated {
-                    self.problem(pl, "blank_line", "blank line (skipped)".into());
+                    self.problem(pl, P_BLANK);
                 }
                 return None;
             }
             LineResult::TooLong => {
-                self.problem(pl, "line_too_long", format!("line of {} bytes is over the 4 GiB limit (skipped)", pl.len));
+                self.problems.push(pl.line, pl.offset, P_TOO_LONG, pl.len, "");
                 return None;
             }
             LineResult::Bad(e) => {
-                let kind = if pl.terminated { "malformed_json" } else { "torn_last_line" };
-                self.problem(
-                    pl,
-                    kind,
-                    format!("not JSON ({} at byte {} of the line); skipped as Pi skips it", e.msg, e.pos),
-                );
+                let kind = if pl.terminated { P_MALFORMED } else { P_TORN };
+                self.problems.push(pl.line, pl.offset, kind, e.pos as u64, e.msg);
                 return None;
             }
-            LineResult::Value(s) => s,
+            LineResult::Value(s, pre) => (s, *pre),
         };
         if !sk.truthy {
-            self.problem(pl, "skipped_value", "falsy JSON value (null, 0, false or \"\"): skipped as Pi skips it".into());
+            self.problem(pl, P_FALSY);
             return None;
         }
         if sk.invalid_utf8 {
-            self.problem(pl, "invalid_utf8", "bytes that are not UTF-8 inside a string (read as U+FFFD, as Pi reads them)".into());
+            self.problem(pl, P_UTF8);
         }
         let vpos = self.values;
         self.values += 1;
-        let is_session = sk.type_.as_str() == Some("session");
+        // an unknown name is not "session"; it is interned below, only for entries
+        let is_session = pre.etype == Some(T_SESSION);
         if vpos == 0 {
             // Pi: the first parsed value must be {type:"session", id:<string>}
-            if sk.top == TopKind::Object && is_session && matches!(sk.id, JsVal::Str(_)) {
+            if sk.top == TopKind::Object && is_session && matches!(sk.id, Val::Str(_)) {
                 self.header = HeaderStateBox(HeaderState::Valid);
                 self.header_span = Some((pl.offset, pl.len));
-                self.header_version = sk.version.clone();
+                self.header_version = sk.version.to_js();
                 self.v1_seed = fnv1a(sk.id.as_str().unwrap_or("").as_bytes(), 0x5e55);
-                let v = version_number(&sk.version);
+                let v = version_number(&self.header_version);
                 // Pi: `if (version >= 3) no migration; if (version < 2) v1→v2; if (version < 3) v2→v3`
                 if !(v >= 3.0) {
                     self.legacy_v1 = v < 2.0;
@@ -548,7 +944,7 @@ impl Index {
             return None;
         }
         if is_session {
-            self.problem(pl, "extra_header", "another session header inside the file (not an entry, as in Pi)".into());
+            self.problem(pl, P_EXTRA_HEADER);
             return None;
         }
         let idx = self.recs.len() as u32;
@@ -559,10 +955,17 @@ impl Index {
             self.last_v1_id = id;
             (id, parent)
         } else {
-            (self.key_of(&sk.id), self.key_of(&sk.parent_id))
+            (self.key_of_val(&sk.id), self.key_of_val(&sk.parent_id))
         };
-        let etype = self.type_code(&sk.type_);
-        let mut role = if etype == T_MESSAGE { self.role_code(&sk.role) } else { 0 };
+        let etype = match pre.etype {
+            Some(c) => c,
+            None => self.type_code(&sk.type_),
+        };
+        let mut role = match (etype, pre.role) {
+            (T_MESSAGE, Some(c)) => c,
+            (T_MESSAGE, None) => self.role_code(&sk.role),
+            _ => 0,
+        };
         if self.legacy_v2 && role == R_HOOK {
             role = R_CUSTOM; // Pi migrateV2ToV3
         }
@@ -574,21 +977,21 @@ impl Index {
             if sk.label.truthy() {
                 flags |= F_LABEL_TRUTHY;
             }
-            self.key_of(&sk.target_id)
+            self.key_of_val(&sk.target_id)
         } else if etype == T_COMPACTION {
-            self.key_of(&sk.first_kept_entry_id)
+            self.key_of_val(&sk.first_kept_entry_id)
         } else {
             NONE
         };
         let rec = Rec {
             offset: pl.offset,
-            len: pl.len,
+            len: pl.len as u32,
             line: pl.line,
             vpos,
             id,
             parent,
             target,
-            ts: jsdate::date_value(&sk.timestamp),
+            ts: pre.ts,
             etype,
             role,
             flags,
@@ -648,5 +1051,42 @@ impl Index {
     /// Entry index whose parsed-value position is `vpos` (for v1 `firstKeptEntryIndex`).
     pub fn entry_at_vpos(&self, vpos: u32) -> Option<u32> {
         self.recs.binary_search_by_key(&vpos, |r| r.vpos).ok().map(|i| i as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_iso_timestamps_read_as_parse_iso_reads_them() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..200_000 {
+            let s = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                next(10_000),
+                next(14),
+                next(33),
+                next(26),
+                next(61),
+                next(61),
+                next(1000)
+            );
+            let want = crate::jsdate::parse_iso(&s);
+            match iso_ms_fast(s.as_bytes()) {
+                Some(v) => assert_eq!(v, want, "{s}"),
+                None => assert!(want.is_nan() || s.starts_with("0000") || s[11..13] == *"24", "{s}: {want}"),
+            }
+        }
+        assert_eq!(
+            iso_ms_fast(b"2026-01-01T21:13:17.384Z"),
+            Some(crate::jsdate::parse_iso("2026-01-01T21:13:17.384Z"))
+        );
     }
 }

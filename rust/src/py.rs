@@ -185,7 +185,7 @@ impl Index {
     fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {
         self.check(i)?;
         let r = &self.st.index.recs[i];
-        Ok((r.line, r.offset, r.len, r.vpos))
+        Ok((r.line, r.offset, r.len as u64, r.vpos))
     }
     /// `new Date(timestamp).getTime()` (NaN when invalid).
     fn timestamp_ms(&self, i: usize) -> PyResult<f64> {
@@ -319,7 +319,7 @@ impl Index {
     }
     /// Skipped or odd lines: (line 1-based, byte offset, kind, message).
     fn problems(&self) -> Vec<(u32, u64, &'static str, String)> {
-        self.st.index.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message.clone())).collect()
+        self.st.index.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message)).collect()
     }
     /// Total lines seen.
     #[getter]

@@ -120,7 +120,7 @@ impl Store {
 
     pub fn line(&self, i: usize) -> &[u8] {
         let r = &self.index.recs[i];
-        self.slice(r.offset, r.len)
+        self.slice(r.offset, r.len as u64)
     }
 
     /// Whether the known data ends without a newline (a torn or unterminated last line).
@@ -175,8 +175,14 @@ impl Store {
         self.tail.extend_from_slice(data);
         // rescan from `start` (the start of a torn line we just completed, or `offset`)
         let scan_from = start;
-        let bytes: Vec<u8> = self.slice_owned(scan_from, self.end() - scan_from);
-        scan::scan_into(&mut self.index, &bytes, scan_from, false);
+        if scan_from >= self.map_len {
+            // all in the tail: scan it in place
+            let s = (scan_from - self.map_len) as usize;
+            scan::scan_into(&mut self.index, &self.tail[s..], scan_from, false);
+        } else {
+            let bytes: Vec<u8> = self.slice_owned(scan_from, self.end() - scan_from);
+            scan::scan_into(&mut self.index, &bytes, scan_from, false);
+        }
         Ok(if self.index.recs.len() > before { Some(self.index.recs.len() as u32 - 1) } else { None })
     }
 

@@ -1,0 +1,164 @@
+"""Generated benchmark inputs and the baselines we compare against.
+
+Shared by the pytest-benchmark files here, ``benches/report.py`` and
+``tests/test_perf_ratios.py``. Nothing here is committed output: files are generated with
+``tests/tools/gen_session.py`` into a cache folder on first use.
+"""
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+GEN = ROOT / "tests" / "tools" / "gen_session.py"
+
+MAX_MB = int(os.environ.get("SESSIONTREE_BENCH_MAX_MB", "50"))
+SIZES = sorted({s for s in (1, 10, 100, 1024) if s <= MAX_MB} | ({MAX_MB} if MAX_MB > 1 else set()))
+# the "small" session whose active path the big ones share
+TAIL_MB = 10 if MAX_MB >= 40 else 2
+
+# ==== files =====================================================================
+
+
+def bench_dir() -> Path:
+    d = Path(os.environ.get("SESSIONTREE_BENCH_DIR", Path(tempfile.gettempdir()) / "sessiontree-bench"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _gen_module():
+    spec = importlib.util.spec_from_file_location("_gen_session", GEN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _generate(out: Path, *args: str) -> Path:
+    if out.exists():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    subprocess.run([sys.executable, str(GEN), *args, "--out", str(tmp)], check=True, stderr=subprocess.DEVNULL)
+    tmp.replace(out)
+    return out
+
+
+def session_file(mb: float, seed: int = 1) -> Path:
+    """A generated session of about ``mb`` MiB (cached)."""
+    return _generate(bench_dir() / f"gen-{mb:g}mb-seed{seed}.jsonl", "--megabytes", str(mb), "--seed", str(seed))
+
+
+_ID_KEYS = (b'"id":"', b'"parentId":"', b'"targetId":"', b'"firstKeptEntryId":"', b'"fromId":"')
+
+
+def session_with_tail(mb: float, tail_mb: float = TAIL_MB) -> Path:
+    """A session of about ``mb`` MiB whose active path is exactly that of ``session_file(tail_mb)``:
+    the small session's entries come last (so its leaf is the leaf), after ``mb - tail_mb``
+    MiB of another conversation in a separate root whose ids are renamed so none collide."""
+    if mb <= tail_mb:
+        return session_file(tail_mb)
+    out = bench_dir() / f"tail-{mb:g}mb-of-{tail_mb:g}mb.jsonl"
+    if out.exists():
+        return out
+    filler = session_file(mb - tail_mb, seed=2)
+    tail = session_file(tail_mb)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tail, "rb") as t, open(filler, "rb") as f, open(tmp, "wb") as o:
+        o.write(t.readline())  # the small session's header
+        f.readline()  # the filler's header is dropped
+        while True:
+            block = f.read(16 << 20)
+            if not block:
+                break
+            block += f.readline()
+            for k in _ID_KEYS:
+                block = block.replace(k, k + b"f-")
+            o.write(block)
+        while True:
+            block = t.read(16 << 20)
+            if not block:
+                break
+            o.write(block)
+    tmp.replace(out)
+    return out
+
+
+def sessions_dir(count: int, entries: int) -> Path:
+    """A folder of ``count`` generated sessions of ``entries`` entries each (cached)."""
+    d = bench_dir() / f"dir-{count}x{entries}"
+    done = d / ".done"
+    if done.exists():
+        return d
+    d.mkdir(exist_ok=True)
+    gen = _gen_module()
+    for i in range(count):
+        ts = f"2026-01-{1 + i % 28:02d}T{i % 24:02d}-00-00-000Z"
+        gen.main(["--entries", str(entries), "--seed", str(100 + i), "--out", str(d / f"{ts}_sess{i:05d}.jsonl")])
+    done.touch()
+    return d
+
+
+# ==== baselines ====================================================================
+
+
+def orjson_loader(path: Path) -> dict:
+    """The naive loader we compare against: orjson.loads every line, a dict by id."""
+    by_id = {}
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                entry = orjson.loads(line)
+                by_id[entry.get("id")] = entry
+    return by_id
+
+
+def orjson_loader_gc_off(path: Path) -> dict:
+    gc.disable()
+    try:
+        return orjson_loader(path)
+    finally:
+        gc.enable()
+
+
+def wc_l(path: Path) -> int:
+    out = subprocess.run(["wc", "-l", str(path)], check=True, capture_output=True).stdout
+    return int(out.split()[0])
+
+
+def line_count(path: Path) -> int:
+    """Counting newlines in 1 MiB reads (bytes.count is memchr-based): `wc -l` in-process."""
+    n = 0
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while k := f.readinto(buf):
+            n += view[:k].tobytes().count(b"\n") if k < len(buf) else buf.count(b"\n")
+    return n
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    """Minimum wall time of ``repeat`` calls (the least disturbed run on a shared machine)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+_RSS = re.compile(rb"^RssAnon:\s+(\d+) kB", re.M)
+
+
+def rss_anon_kib() -> int:
+    with open("/proc/self/status", "rb") as f:
+        m = _RSS.search(f.read())
+    return int(m.group(1)) if m else 0

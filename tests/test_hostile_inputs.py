@@ -176,12 +176,8 @@ def test_a_line_over_4_gib_is_reported_not_truncated(big_files):
 
 @pytest.mark.parametrize("line", [b"\n", b"x\n", b"\x00\n"], ids=["blank", "garbage", "nul"])
 def test_millions_of_problem_lines_stay_bounded(tmp_path, line):
-    """One recorded problem per bad line must not cost hundreds of bytes each.
-
-    Known failure (reported): every skipped line stores a Problem with its own formatted
-    message String (~190 bytes a line in Rust, more once ``Session.problems`` builds Python
-    objects): an 8 MB file of newlines takes 1.6 GB to open, and 3.8 GB and 26 s to list its problems.
-    """
+    """One recorded problem per bad line must not cost hundreds of bytes each: Rust keeps a
+    24-byte record per problem and ``Session.problems`` builds Python objects only on access."""
     n = 2_000_000
     p = _file(tmp_path, HEADER, line * n, _msg("a", None))
     r = _measure(p)
@@ -471,11 +467,9 @@ def test_a_torn_first_line_that_grows_into_garbage_leaves_no_trace(tmp_path):
 
 def test_a_file_truncated_under_a_reader_is_an_error_not_a_crash(tmp_path):
     """Files of 64 KiB or more are memory-mapped. Once ``refresh()`` has seen the file shrink
-    (``SessionFileChangedError``), reading an entry must raise, not touch the vanished pages.
-
-    Known failure (reported): the store keeps serving the old map, so the read faults and the
-    process dies with SIGBUS. (Truncation that nothing has noticed yet cannot be caught
-    without a signal handler: docs/reliability.md lists it as not guaranteed.)
+    (``SessionFileChangedError``), reading an entry must raise, not touch the vanished pages:
+    the store drops the mapping and refuses reads. (Truncation that nothing has noticed yet
+    cannot be caught without a signal handler: docs/reliability.md lists it as not guaranteed.)
     """
     p = _file(tmp_path, HEADER, *[_msg(f"e{i}", f"e{i - 1}" if i else None, "x" * 100) for i in range(2000)])
     code = textwrap.dedent(f"""

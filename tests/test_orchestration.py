@@ -714,7 +714,7 @@ def _build(ops, summarizer) -> tuple[Session, bool]:
         if kind == "user":
             s.append_message(user("u" * op[1]))
         elif kind == "text":
-            s.append_message(assistant("t" * op[1]))
+            s.append_message(assistant("t" * max(1, op[1])))  # an empty answer is not well-formed
         elif kind == "tools":
             _, n, size, answered = op
             ids = [f"call{call + k}" for k in range(n)]

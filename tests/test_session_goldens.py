@@ -22,7 +22,6 @@ from sessiontree import Session, SessionCycleError, SessionFormatError
 from sessiontree._jsjson import js_stringify
 from sessiontree.context import fingerprint
 
-sys.setrecursionlimit(100_000)
 
 GOLDENS = golden_paths()
 IDS = golden_ids()

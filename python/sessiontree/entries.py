@@ -7,7 +7,8 @@ asked for, through :attr:`Entry.raw` or mapping access (``entry["message"]``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,12 +32,35 @@ def parse_json_line(line: bytes) -> Any:
     """
     try:
         return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            raise SessionError(f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels; "
+                               "it stays in the tree, only its body cannot be read)") from exc
+    if _max_depth(line) > MAX_DEPTH:
+        raise SessionError(f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels)")
     try:
         return json.loads(line.decode("utf-8", errors="replace"))
     except RecursionError as exc:
         raise SessionError("entry is nested too deeply to load in Python") from exc
+
+
+#: Deepest nesting we hand to a Python JSON parser (orjson stops at 1024 too): deeper input
+#: could exhaust the C stack when a program raised Python's recursion limit.
+MAX_DEPTH = 1000
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def _max_depth(line: bytes) -> int:
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub(b"", line)):
+        if m.group() in (b"[", b"{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        else:
+            depth -= 1
+    return deepest
 
 
 class Problem(NamedTuple):
@@ -48,6 +72,38 @@ class Problem(NamedTuple):
     offset: int
     kind: str
     message: str
+
+
+class ProblemList(Sequence[Problem]):
+    """The problems of a session, built one by one on access (a file of millions of bad lines
+    costs a compact record per line in Rust, not a Python object per line)."""
+
+    __slots__ = ("_core", "_n")
+
+    def __init__(self, core: Any):
+        self._core = core
+        self._n = core.problem_count()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("problem index out of range")
+        return Problem(*self._core.problem(i))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, ProblemList)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(p) for p in self[:3])
+        return f"ProblemList([{shown}{', ...' if self._n > 3 else ''}], n={self._n})"
 
 
 class Entry(Mapping[str, Any]):

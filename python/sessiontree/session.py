@@ -30,7 +30,7 @@ import orjson
 from . import _core
 from ._jsjson import js_stringify_bytes
 from .context import SessionContext, build_session_context
-from .entries import Entry, Problem, TreeNode, parse_json_line
+from .entries import Entry, Problem, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
     SessionCycleError,
@@ -170,7 +170,7 @@ class Session:
         if state == "invalid":
             raise SessionFormatError(f"Session file is not a valid pi session: {p} ({reason})")
         if state == "empty":
-            if core.line_count and any(pr[2] != "blank_line" for pr in core.problems()):
+            if core.line_count and any(core.problem(k)[2] != "blank_line" for k in range(core.problem_count())):
                 raise SessionFormatError(
                     f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
                     "Pi would overwrite it with a new header, we leave it untouched)")
@@ -318,9 +318,10 @@ class Session:
         return out
 
     @property
-    def problems(self) -> list[Problem]:
-        """Lines Pi skips or that look damaged, in file order (see :class:`Problem`)."""
-        return [Problem(*p) for p in self._core.problems()]
+    def problems(self) -> "ProblemList":
+        """Lines Pi skips or that look damaged, in file order: a sequence of :class:`Problem`
+        built on access (``len()``, indexing, iteration)."""
+        return ProblemList(self._core)
 
     @property
     def needs_migration(self) -> bool:

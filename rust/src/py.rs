@@ -132,9 +132,11 @@ impl Index {
 
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
+        self.st.check_live().map_err(|e| store_err(py, e))?;
         Ok(PyBytes::new(py, self.st.line(i)))
     }
     fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
         idx.iter()
             .map(|&i| {
                 self.check(i)?;
@@ -320,6 +322,19 @@ impl Index {
     /// Skipped or odd lines: (line 1-based, byte offset, kind, message).
     fn problems(&self) -> Vec<(u32, u64, &'static str, String)> {
         self.st.index.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message)).collect()
+    }
+    /// How many problems were recorded (without building them).
+    fn problem_count(&self) -> usize {
+        self.st.index.problems.len()
+    }
+    /// Problem `i` (file order): (line 1-based, byte offset, kind, message).
+    fn problem(&self, i: usize) -> PyResult<(u32, u64, &'static str, String)> {
+        self.st
+            .index
+            .problems
+            .get(i)
+            .map(|p| (p.line, p.offset, p.kind, p.message))
+            .ok_or_else(|| PyIndexError::new_err(format!("problem index {i} out of range")))
     }
     /// Total lines seen.
     #[getter]

@@ -66,6 +66,9 @@ pub struct Store {
     tail: Vec<u8>,
     pub index: Index,
     pub parallel: bool,
+    /// Set once the file was seen to shrink: the old mapping may point at vanished pages, so
+    /// it is dropped and every later read must fail instead of faulting.
+    pub shrunk: Option<(u64, u64)>,
 }
 
 fn map_file(path: &Path) -> io::Result<(Mapped, u64)> {
@@ -91,13 +94,13 @@ fn map_file(path: &Path) -> io::Result<(Mapped, u64)> {
 impl Store {
     /// An in-memory session: no file, lines only through `append_line`.
     pub fn in_memory() -> Self {
-        Store { path: None, map: Mapped::None, map_len: 0, tail: Vec::new(), index: Index::new(), parallel: true }
+        Store { path: None, map: Mapped::None, map_len: 0, tail: Vec::new(), index: Index::new(), parallel: true, shrunk: None }
     }
 
     /// Opens and scans a file. Never writes to it.
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
         let (map, map_len) = map_file(path)?;
-        let mut st = Store { path: Some(path.to_path_buf()), map, map_len, tail: Vec::new(), index: Index::new(), parallel };
+        let mut st = Store { path: Some(path.to_path_buf()), map, map_len, tail: Vec::new(), index: Index::new(), parallel, shrunk: None };
         let data = st.map.bytes();
         scan::scan_into(&mut st.index, &data[..map_len as usize], 0, parallel);
         Ok(st)
@@ -134,18 +137,18 @@ impl Store {
         let Some(path) = self.path.clone() else { return Ok(0) };
         let len = std::fs::metadata(&path)?.len();
         let known = self.end();
-        if len < known {
-            return Err(StoreError::Shrunk { had: known, now: len });
+        if let Some((had, now)) = self.shrunk {
+            return Err(StoreError::Shrunk { had, now });
         }
-        if len == known && !self.tail.is_empty() {
-            // everything we appended is on disk; fold the tail into a fresh map lazily
+        if len < known {
+            return Err(self.poison(known, len));
         }
         if len == known {
             return Ok(0);
         }
         let (map, map_len) = map_file(&path)?;
         if map_len < known {
-            return Err(StoreError::Shrunk { had: known, now: map_len });
+            return Err(self.poison(known, map_len));
         }
         self.map = map;
         self.map_len = map_len;
@@ -160,9 +163,27 @@ impl Store {
         Ok(self.index.recs.len().saturating_sub(before))
     }
 
+    /// Forgets the mapping of a file that shrank under us (reading it could fault).
+    fn poison(&mut self, had: u64, now: u64) -> StoreError {
+        self.shrunk = Some((had, now));
+        self.map = Mapped::None;
+        self.map_len = 0;
+        self.tail.clear();
+        StoreError::Shrunk { had, now }
+    }
+
+    /// The error to raise for any read once the file shrank.
+    pub fn check_live(&self) -> Result<(), StoreError> {
+        match self.shrunk {
+            Some((had, now)) => Err(StoreError::Shrunk { had, now }),
+            None => Ok(()),
+        }
+    }
+
     /// Indexes bytes we just appended to the file at `offset` (or to memory): `data` holds
     /// whole lines, each ending in `\n`. Returns the index of the last new entry, if any.
     pub fn append_bytes(&mut self, offset: u64, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.check_live()?;
         let end = self.end();
         if offset != end {
             return Err(StoreError::Offset { expected: end, got: offset });

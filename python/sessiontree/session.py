@@ -23,7 +23,7 @@ import secrets
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, NamedTuple
 
 import orjson
 
@@ -797,6 +797,52 @@ class Session:
         atomic_write(new_path, [head, *lines])
         return Session.open(new_path, session_dir=sdir, durability=self._durability)
 
+    # ==== cut point (Rust) =========================================================
+
+    def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
+        """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch
+        (Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
+        ``firstKeptEntryId``, over the context projection).
+
+        The Rust core walks back from the leaf estimating tokens from the raw lines and stops
+        as soon as the budget is met: it parses only the entries it needs, so a 1 GB session
+        with a 20k-token tail costs about what a 1 MB one does. Branches with ``context_edit``
+        entries, content Pi would choke on, or a custom ``token_counter`` use the exact Python
+        rules (:func:`sessiontree.compaction.find_cut_point`).
+
+        Returns a :class:`CutPoint` (entry ids; ``first_kept_entry_id`` None on an empty branch).
+
+        Raises:
+            SessionCycleError: the branch loops.
+        """
+        from .compaction import collect_context_edits, find_cut_point as py_find_cut_point
+
+        path = self._context_path()
+        if not path:
+            return CutPoint(None, None, False)
+        types = self._core.types(path)
+        prev = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), -1)
+        start = 0
+        if prev >= 0:
+            raw = self._load_raw(path[prev])
+            fk = raw.get("firstKeptEntryId") if isinstance(raw, dict) else None
+            ids = self._core.ids(path[:prev])
+            start = next((k for k, x in enumerate(ids) if isinstance(fk, str) and x == fk), prev + 1)
+            path = path[:prev] + path[prev + 1:]
+            if start > prev:
+                start -= 1
+        got = None if token_counter is not None else \
+            self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
+        if got is None:
+            entries = [self._load_raw(i) for i in path]
+            r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries),
+                                  token_counter)
+            got = (r.first_kept_entry_index, r.turn_start_index, r.is_split_turn)
+        first, turn, split = got
+        if first >= len(path):
+            return CutPoint(None, None, False)
+        return CutPoint(self._core.id(path[first]), self._core.id(path[turn]) if turn >= 0 else None, split)
+
     # ==== compaction and navigation ================================================
 
     @property
@@ -956,6 +1002,15 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+class CutPoint(NamedTuple):
+    """A cut point as entry ids: the first entry kept verbatim, the entry opening the turn the
+    cut splits (None when the cut does not split a turn), and whether it splits one."""
+
+    first_kept_entry_id: str | None
+    turn_start_entry_id: str | None
+    is_split_turn: bool
 
 
 def _set_optional(entry: dict, details: Any, usage: Any, from_hook: Any) -> None:

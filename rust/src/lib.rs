@@ -2,11 +2,13 @@
 //!
 //! Pure Rust; the only module that knows Python is `py` (feature `python`).
 
+pub mod cut;
 pub mod index;
 pub mod jsdate;
 pub mod json;
 pub mod scan;
 pub mod store;
+pub mod tokens;
 pub mod walk;
 
 #[cfg(feature = "python")]

@@ -336,6 +336,30 @@ impl Index {
             .map(|p| (p.line, p.offset, p.kind, p.message))
             .ok_or_else(|| PyIndexError::new_err(format!("problem index {i} out of range")))
     }
+    /// Pi's token estimate of each entry's context message, computed from its raw line:
+    /// 0 for entries without one, None where the exact (Python) rules must decide.
+    fn estimate_tokens(&self, py: Python<'_>, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let st = &self.st;
+        Ok(py.detach(|| {
+            idx.iter().map(|&i| crate::cut::entry_info(st, i as u32).map(|info| info.tokens)).collect()
+        }))
+    }
+    /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
+    /// by the caller): (first kept position, turn start position or -1, split turn), or None
+    /// when the exact (Python) rules must decide. Touches only the entries it needs.
+    fn find_cut_point(&self, py: Python<'_>, path: Vec<u32>, start: usize, end: usize, keep_recent_tokens: u64)
+        -> PyResult<Option<(usize, isize, bool)>> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
+        for &i in &path {
+            self.check(i as usize)?;
+        }
+        let st = &self.st;
+        Ok(py.detach(|| crate::cut::find_cut_point(st, &path, start, end, keep_recent_tokens)))
+    }
     /// Total lines seen.
     #[getter]
     fn line_count(&self) -> u32 {

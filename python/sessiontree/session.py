@@ -19,6 +19,7 @@ differences, each listed in ``docs/divergences.md``:
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import uuid
 from datetime import datetime, timezone
@@ -48,6 +49,10 @@ from .paths import (
     session_file_name,
 )
 
+
+# Entry ids need uniqueness within a file (collision-checked), not secrecy: a fast generator
+# seeded from the OS (Pi uses randomUUID().slice(0, 8)).
+_id_rng = random.Random(secrets.randbits(64))
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
 
@@ -132,6 +137,7 @@ class Session:
         self._durability: Durability = durability
         self._lock_timeout = lock_timeout
         self._writer: SessionWriter | None = None
+        self._ready = False
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
@@ -524,7 +530,7 @@ class Session:
     def _generate_id(self) -> str:
         # Pi generateId: 8 hex chars, collision-checked, UUID after 100 collisions
         for _ in range(100):
-            cand = secrets.token_hex(4)
+            cand = f"{_id_rng.getrandbits(32):08x}"
             if self._core.index_of(cand) is None:
                 return cand
         return str(uuid.uuid4())
@@ -548,7 +554,7 @@ class Session:
                 self._core.set_leaf(None if leaf_null or leaf is None else leaf)
 
     def _prepare_write(self) -> None:
-        if self._path is None:
+        if self._path is None or self._ready:
             return
         self._lock()
         if self._core.needs_migration:
@@ -565,6 +571,7 @@ class Session:
             offset = self._core.end
             self._write_raw(b"\n")
             self._core.append(offset, b"\n")
+        self._ready = True  # lock held, header written, file ends with a newline
 
     def _append(self, entry: dict) -> str:
         self._prepare_write()
@@ -580,8 +587,7 @@ class Session:
                 "timestamp": iso_now()}
 
     def _leaf_for_parent(self) -> str | None:
-        leaf = self._core.leaf()
-        return None if leaf is None else self._core.id(leaf)
+        return self._core.leaf_id()
 
     def append_message(self, message: dict) -> str:
         """Append a ``message`` entry (child of the leaf; becomes the leaf). Returns its id.
@@ -987,6 +993,7 @@ class Session:
 
     def close(self) -> None:
         """Flush buffered entries and release the writer lock (the next write takes it again)."""
+        self._ready = False
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()

@@ -419,3 +419,16 @@ def test_context_edit_omits_or_replaces_without_touching_the_target(tmp_path):
         s.append_context_edit(a, "not a dict")
     s.branch(b)  # edits are branch-relative: before them the attempt is visible again
     assert [m["role"] for m in s.build_context().messages] == ["user", "assistant"]
+
+
+def test_many_siblings_with_invalid_timestamps_sort_without_quadratic_cost(tmp_path):
+    n = 100_000
+    lines = [HEADER, _msg("root", None)]
+    lines += [dict(_msg(f"c{i}", "root"), timestamp="not a date" if i % 2 else f"2026-01-01T00:00:{i % 60:02d}.000Z")
+              for i in range(n)]
+    s = Session.open(_write(tmp_path / "wide.jsonl", lines))
+    kids = s._core.children(s._core.index_of("root"))
+    assert len(kids) == n
+    ts = [s._core.timestamp_ms(k) for k in kids]
+    valid = [t for t in ts if t == t]
+    assert valid == sorted(valid) and all(t != t for t in ts[len(valid):])  # invalid dates last

@@ -207,8 +207,10 @@ pub enum PreorderError {
 
 /// Sorts like V8's `Array.prototype.sort` with the comparator `(a, b) => key(a) - key(b)`:
 /// stable, and with NaN keys (invalid dates) treated exactly as V8's binary insertion sort
-/// treats a NaN comparison (neither less nor greater) for lists under 64 elements; longer
-/// lists with NaN keys use the same insertion rule over the whole list.
+/// treats a NaN comparison (neither less nor greater) for lists under 64 elements (V8 sorts
+/// such lists with one run and binary insertion). Longer lists with NaN keys, where V8's
+/// result depends on its run merging, get a stable O(n log n) order with NaN keys last: never
+/// quadratic, and documented as an approximation of V8 for that hostile case.
 pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
     let n = v.len();
     if n < 2 {
@@ -217,6 +219,18 @@ pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
     let any_nan = v.iter().any(|x| key(x).is_nan());
     if !any_nan {
         v.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap());
+        return;
+    }
+    if n >= 64 {
+        v.sort_by(|a, b| {
+            let (x, y) = (key(a), key(b));
+            match (x.is_nan(), y.is_nan()) {
+                (false, false) => x.partial_cmp(&y).unwrap(),
+                (false, true) => std::cmp::Ordering::Less,
+                (true, false) => std::cmp::Ordering::Greater,
+                (true, true) => std::cmp::Ordering::Equal,
+            }
+        });
         return;
     }
     // V8 array-sort.tq: CountAndMakeRun, then BinaryInsertionSort over the rest.

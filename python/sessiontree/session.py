@@ -574,13 +574,24 @@ class Session:
         self._ready = True  # lock held, header written, file ends with a newline
 
     def _append(self, entry: dict) -> str:
+        self._append_line(dumps_entry(entry) + b"\n")
+        return entry["id"]
+
+    def _append_fields(self, type_: str, fields: dict) -> str:
+        """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order); the Rust
+        core picks the id and timestamp and builds the line. Returns the new id."""
         self._prepare_write()
-        line = dumps_entry(entry) + b"\n"
+        eid, line = self._core.build_line(type_, dumps_entry(fields))
+        self._append_line(line)
+        return eid
+
+    def _append_line(self, line: bytes) -> None:
+        """Write one whole line (per the durability mode), then index it."""
+        self._prepare_write()
         offset = self._core.end
         if self._path is not None:
             self._write_raw(line)
         self._core.append(offset, line)
-        return entry["id"]
 
     def _base(self, type_: str) -> dict:
         return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(),
@@ -604,22 +615,15 @@ class Session:
             raise TypeError("message must be a dict")
         if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
             raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
-        e = self._base("message")
-        e["message"] = message
-        return self._append(e)
+        return self._append_fields("message", {"message": message})
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
         """Append a ``thinking_level_change`` entry. Returns its id."""
-        e = self._base("thinking_level_change")
-        e["thinkingLevel"] = thinking_level
-        return self._append(e)
+        return self._append_fields("thinking_level_change", {"thinkingLevel": thinking_level})
 
     def append_model_change(self, provider: str, model_id: str) -> str:
         """Append a ``model_change`` entry (``provider``, ``modelId``). Returns its id."""
-        e = self._base("model_change")
-        e["provider"] = provider
-        e["modelId"] = model_id
-        return self._append(e)
+        return self._append_fields("model_change", {"provider": provider, "modelId": model_id})
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
                           details: Any = None, from_hook: bool | None = None, *,
@@ -697,9 +701,7 @@ class Session:
 
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""
-        e = self._base("session_info")
-        e["name"] = _js_trim(name)
-        return self._append(e)
+        return self._append_fields("session_info", {"name": _js_trim(name)})
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an earlier entry; the next append starts a new branch there.

@@ -2,6 +2,7 @@
 //!
 //! Pure Rust; the only module that knows Python is `py` (feature `python`).
 
+pub mod append;
 pub mod cut;
 pub mod index;
 pub mod jsdate;

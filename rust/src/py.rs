@@ -30,6 +30,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
 pub struct Index {
     st: Store,
     tree: Option<(u64, Tree)>,
+    rng: crate::append::IdRng,
 }
 
 impl Index {
@@ -73,13 +74,13 @@ impl Index {
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
         let st = py.detach(|| Store::open(&path, parallel)).map_err(|e| store_err(py, e))?;
-        Ok(Index { st, tree: None })
+        Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
     }
 
     /// An empty in-memory index (for sessions that are never written to a file).
     #[staticmethod]
     fn in_memory() -> Self {
-        Index { st: Store::in_memory(), tree: None }
+        Index { st: Store::in_memory(), tree: None, rng: crate::append::IdRng::seeded() }
     }
 
     /// Scans bytes appended to the file since the last scan; returns how many entries appeared.
@@ -91,6 +92,17 @@ impl Index {
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
     fn append(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
         self.st.append_bytes(offset, data).map_err(|e| store_err(py, e))
+    }
+
+    /// A new entry's line, Pi-shaped: `{"type":T,"id":<fresh 8 hex>,"parentId":<leaf>,
+    /// "timestamp":<now>,...body members}` + `\n`, and its id. Nothing is indexed or written:
+    /// the caller writes the line, then `append`s it.
+    fn build_line<'py>(&mut self, py: Python<'py>, etype: &str, body: &[u8]) -> PyResult<(String, Bound<'py, PyBytes>)> {
+        let ms = crate::append::now_ms();
+        match crate::append::build_line(&self.st.index, &mut self.rng, etype, body, ms) {
+            Ok((id, line)) => Ok((id, PyBytes::new(py, &line))),
+            Err(e) => Err(PyValueError::new_err(format!("cannot build an entry line: {e:?}"))),
+        }
     }
 
     /// Bytes known (the file length as of the last scan or append).

@@ -116,7 +116,7 @@ class ReferenceSession:
 
 
 class _Missing:
-    pass
+    """A missing ``timestamp`` (JavaScript ``undefined``: ``new Date(undefined)`` is NaN)."""
 
 
 _MISSING: Any = _Missing()

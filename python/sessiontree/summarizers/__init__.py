@@ -46,6 +46,16 @@ def __getattr__(name: str) -> Any:  # lazy provider classes (their SDKs are opti
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# name -> (module, class, environment variable prefix)
+_PROVIDERS = {
+    "openai": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
+    "openai-compatible": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
+    "openai_compat": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
+    "anthropic": ("anthropic", "AnthropicSummarizer", "ANTHROPIC"),
+    "claude": ("anthropic", "AnthropicSummarizer", "ANTHROPIC"),
+}
+
+
 def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
     """A summarizer by name: ``"offline"``, ``"openai"`` or ``"anthropic"``.
 
@@ -63,20 +73,16 @@ def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
     key = (name or "offline").strip().lower()
     if key == "offline":
         return OfflineSummarizer(**kw)
-    if key in ("openai", "openai-compatible", "openai_compat"):
-        from .openai_compat import OpenAICompatSummarizer
-        kw.setdefault("api_key", os.environ.get("OPENAI_API_KEY"))
-        kw.setdefault("base_url", os.environ.get("OPENAI_BASE_URL"))
-        model = kw.pop("model", None) or os.environ.get("OPENAI_MODEL")
+    provider = _PROVIDERS.get(key)
+    if provider is not None:
+        module, cls_name, env = provider
+        import importlib
+
+        cls = getattr(importlib.import_module(f".{module}", __name__), cls_name)
+        kw.setdefault("api_key", os.environ.get(f"{env}_API_KEY"))
+        kw.setdefault("base_url", os.environ.get(f"{env}_BASE_URL"))
+        model = kw.pop("model", None) or os.environ.get(f"{env}_MODEL")
         if not model:
-            raise ValueError("get_summarizer('openai') needs model=... (or $OPENAI_MODEL)")
-        return OpenAICompatSummarizer(model, **kw)
-    if key in ("anthropic", "claude"):
-        from .anthropic import AnthropicSummarizer
-        kw.setdefault("api_key", os.environ.get("ANTHROPIC_API_KEY"))
-        kw.setdefault("base_url", os.environ.get("ANTHROPIC_BASE_URL"))
-        model = kw.pop("model", None) or os.environ.get("ANTHROPIC_MODEL")
-        if not model:
-            raise ValueError("get_summarizer('anthropic') needs model=... (or $ANTHROPIC_MODEL)")
-        return AnthropicSummarizer(model, **kw)
+            raise ValueError(f"get_summarizer({key!r}) needs model=... (or ${env}_MODEL)")
+        return cls(model, **kw)
     raise ValueError(f"unknown summarizer {name!r}; choose one of {', '.join(SUMMARIZER_NAMES)}")

@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   run_sync)
+                   import_sdk, run_sync, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -37,15 +37,7 @@ _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeou
 
 def import_anthropic() -> Any:
     """The ``anthropic`` module, or ImportError with the install command."""
-    try:
-        import anthropic
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return anthropic
-
-
-def _num(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    return import_sdk("anthropic", _INSTALL_HINT)
 
 
 def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) -> SummaryUsage:
@@ -58,8 +50,8 @@ def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) ->
         17
     """
     raw = raw or {}
-    inp, out = _num(raw.get("input_tokens")), _num(raw.get("output_tokens"))
-    read, write = _num(raw.get("cache_read_input_tokens")), _num(raw.get("cache_creation_input_tokens"))
+    inp, out = token_count(raw.get("input_tokens")), token_count(raw.get("output_tokens"))
+    read, write = token_count(raw.get("cache_read_input_tokens")), token_count(raw.get("cache_creation_input_tokens"))
     return SummaryUsage(input=inp, output=out, cache_read=read, cache_write=write,
                         total_tokens=inp + out + read + write).priced(pricing)
 

@@ -180,6 +180,25 @@ class ContextOverflowError(SummarizerError):
     """The provider said the request does not fit the model's context window."""
 
 
+def token_count(value: Any) -> int:
+    """A provider's token count as an int (missing, null or non-numeric counts 0)."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def import_sdk(module: str, hint: str) -> Any:
+    """Import a provider SDK lazily (they are optional extras).
+
+    Raises:
+        ImportError: the package is missing; the message is ``hint`` (the pip command).
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(hint) from exc
+
+
 def run_sync(coro: Any) -> Any:
     """Run a coroutine from synchronous code (a fresh event loop; refuses inside a running loop).
 
@@ -194,4 +213,4 @@ def run_sync(coro: Any) -> Any:
 
 
 __all__ = ["SummaryKind", "SummaryUsage", "Pricing", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
-           "ContextOverflowError", "run_sync", "replace"]
+           "ContextOverflowError", "run_sync", "token_count", "import_sdk", "replace"]

@@ -26,7 +26,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   run_sync)
+                   import_sdk, run_sync, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -38,15 +38,7 @@ _INSTALL_HINT = "the OpenAI-compatible summarizer needs the openai package: pip 
 
 def import_openai() -> Any:
     """The ``openai`` module, or ImportError with the install command."""
-    try:
-        import openai
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return openai
-
-
-def _num(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    return import_sdk("openai", _INSTALL_HINT)
 
 
 def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> SummaryUsage:
@@ -72,11 +64,11 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     if not raw:
         return SummaryUsage().priced(pricing)
     details = raw.get("prompt_tokens_details") or {}
-    cached = _num(details.get("cached_tokens"))
-    cache_write = _num(details.get("cache_write_tokens"))
-    reasoning = _num((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
-    inp = max(0, _num(raw.get("prompt_tokens")) - cached - cache_write)
-    out = _num(raw.get("completion_tokens"))
+    cached = token_count(details.get("cached_tokens"))
+    cache_write = token_count(details.get("cache_write_tokens"))
+    reasoning = token_count((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+    inp = max(0, token_count(raw.get("prompt_tokens")) - cached - cache_write)
+    out = token_count(raw.get("completion_tokens"))
     usage = SummaryUsage(input=inp, output=out, cache_read=cached, cache_write=cache_write, reasoning=reasoning,
                          total_tokens=inp + out + cached + cache_write)
     provider_cost = raw.get("cost")

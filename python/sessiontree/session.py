@@ -540,37 +540,38 @@ class Session:
             self._writer = SessionWriter(self._path, self._durability, self._lock_timeout)
         return self._writer
 
-    def _write_raw(self, data: bytes) -> None:
-        self._get_writer().write(data)
-
     def _lock(self) -> None:
         """Take the writer lock; on first taking it, index what others appended meanwhile
-        (our leaf stays where the caller put it)."""
+        (our leaf stays where the caller put it) and hand the core the descriptor to write to."""
         writer = self._get_writer()
         if writer.acquire():
-            leaf_null = self._core.leaf_is_null()
-            leaf = self._core.leaf()
-            if self._core.refresh():
-                self._core.set_leaf(None if leaf_null or leaf is None else leaf)
+            try:
+                leaf_null = self._core.leaf_is_null()
+                leaf = self._core.leaf()
+                if self._core.refresh():
+                    self._core.set_leaf(None if leaf_null or leaf is None else leaf)
+                self._core.attach_writer(writer.fd, self._durability)
+            except BaseException:
+                self._writer = None
+                writer.close()
+                raise
 
     def _prepare_write(self) -> None:
-        if self._path is None or self._ready:
+        if self._ready:
+            return
+        if self._path is None:
+            self._ready = True  # in memory: appends only index
             return
         self._lock()
         if self._core.needs_migration:
             self.migrate()
             self._lock()
         if not self._header_on_disk:
-            line = dumps_entry(self._header) + b"\n"
-            offset = self._core.end
-            self._write_raw(line)
-            self._core.append(offset, line)
+            self._core.write_lines(dumps_entry(self._header) + b"\n")
             self._header_on_disk = True
         elif self._core.ends_without_newline():
             # never glue an entry to a torn or unterminated last line
-            offset = self._core.end
-            self._write_raw(b"\n")
-            self._core.append(offset, b"\n")
+            self._core.write_lines(b"\n")
         self._ready = True  # lock held, header written, file ends with a newline
 
     def _append(self, entry: dict) -> str:
@@ -578,20 +579,29 @@ class Session:
         return entry["id"]
 
     def _append_fields(self, type_: str, fields: dict) -> str:
-        """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order); the Rust
-        core picks the id and timestamp and builds the line. Returns the new id."""
-        self._prepare_write()
-        eid, line = self._core.build_line(type_, dumps_entry(fields))
-        self._append_line(line)
-        return eid
+        """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order) in one
+        core call: the Rust core picks the id and timestamp, builds, writes (per the durability
+        mode) and indexes the line. Returns the new id."""
+        if not self._ready:
+            self._prepare_write()
+        return self._core.append_entry(type_, dumps_entry(fields))
+
+    def _append_field(self, type_: str, name: str, value: Any) -> str:
+        """:meth:`_append_fields` with one field: its value is serialized alone and the core
+        writes ``"name":`` before it (one dict and one serializer pass fewer)."""
+        if not self._ready:
+            self._prepare_write()
+        try:
+            body = orjson.dumps(value)
+        except (TypeError, orjson.JSONEncodeError):
+            body = js_stringify_bytes(value)
+        return self._core.append_entry(type_, body, name)
 
     def _append_line(self, line: bytes) -> None:
         """Write one whole line (per the durability mode), then index it."""
-        self._prepare_write()
-        offset = self._core.end
-        if self._path is not None:
-            self._write_raw(line)
-        self._core.append(offset, line)
+        if not self._ready:
+            self._prepare_write()
+        self._core.write_lines(line)
 
     def _base(self, type_: str) -> dict:
         return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(),
@@ -615,11 +625,18 @@ class Session:
             raise TypeError("message must be a dict")
         if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
             raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
-        return self._append_fields("message", {"message": message})
+        # the hot path (see benches/bench_ops.py): one serializer pass, one core call
+        if not self._ready:
+            self._prepare_write()
+        try:
+            body = orjson.dumps(message)
+        except (TypeError, orjson.JSONEncodeError):
+            body = js_stringify_bytes(message)
+        return self._core.append_entry("message", body, "message")
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
         """Append a ``thinking_level_change`` entry. Returns its id."""
-        return self._append_fields("thinking_level_change", {"thinkingLevel": thinking_level})
+        return self._append_field("thinking_level_change", "thinkingLevel", thinking_level)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
         """Append a ``model_change`` entry (``provider``, ``modelId``). Returns its id."""
@@ -701,7 +718,7 @@ class Session:
 
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""
-        return self._append_fields("session_info", {"name": _js_trim(name)})
+        return self._append_field("session_info", "name", _js_trim(name))
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an earlier entry; the next append starts a new branch there.
@@ -949,6 +966,7 @@ class Session:
         """
         if not self._core.needs_migration or self._path is None:
             return False
+        self.flush()
         replacements: dict[int, bytes] = {}
         hdr_line = None
         for i in range(len(self._core)):
@@ -984,21 +1002,38 @@ class Session:
         return True
 
     def flush(self) -> None:
-        """Write out entries buffered by ``durability="none"``."""
+        """Write out entries buffered by ``durability="none"``.
+
+        Raises:
+            OSError: the write failed (the entries stay buffered and indexed).
+        """
         if self._writer is not None:
-            self._writer.flush()
+            self._core.flush_writes()
 
     def sync(self) -> None:
-        """Flush and fsync: every entry appended so far survives a machine crash."""
+        """Flush and fsync: every entry appended so far survives a machine crash.
+
+        Raises:
+            OSError: the write or the fsync failed.
+        """
         if self._writer is not None:
-            self._writer.sync()
+            self._core.sync_writes()
 
     def close(self) -> None:
-        """Flush buffered entries and release the writer lock (the next write takes it again)."""
+        """Flush buffered entries and release the writer lock (the next write takes it again).
+
+        Raises:
+            OSError: writing out buffered entries failed (the lock is released all the same).
+        """
         self._ready = False
+        if self._path is None:
+            return
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            writer.close()
+            try:
+                self._core.detach_writer()
+            finally:
+                writer.close()
 
     def __enter__(self) -> "Session":
         return self

@@ -8,7 +8,10 @@
   when the process dies, so a crash leaves no stale lock. (Pi itself does not lock; the lock
   protects sessiontree writers from each other.)
 * **Whole lines.** Each entry is one complete ``...\\n`` line passed to a single ``write()``
-  on a file opened with ``O_APPEND``, so a reader never sees two entries interleaved.
+  on a file opened with ``O_APPEND``, so a reader never sees two entries interleaved. The
+  writes are done by the Rust core (``_core.Index.append_entry`` / ``write_lines``), which
+  builds, writes and indexes an entry in one call on a duplicate of the descriptor this
+  module locked; a write that fails part-way is cut back off the file, and nothing is indexed.
 * **Durability** (what an append has done when it returns):
 
   ========  ===============================================  ===========================
@@ -21,7 +24,10 @@
   ========  ===============================================  ===========================
 
   Costs measured by ``benches/bench_ops.py``: ``none`` is a memory copy, ``flush`` one system
-  call, ``fsync`` one system call plus a disk flush (milliseconds on most disks).
+  call, ``fsync`` one system call plus a disk flush (milliseconds on most disks). In ``none``
+  mode the buffer is the index's own copy of the appended lines, so buffering copies nothing
+  twice; a full buffer is written before the next entry is added, so an append that raises
+  never leaves its entry half-done.
 """
 from __future__ import annotations
 
@@ -35,15 +41,15 @@ from .errors import SessionLockedError
 
 Durability = Literal["none", "flush", "fsync"]
 DURABILITY_MODES = ("none", "flush", "fsync")
-_BUFFER_LIMIT = 64 << 10
 
 
 class SessionWriter:
-    """The append side of one session file (see the module docs).
+    """The writer lock of one session file (see the module docs): the descriptor the lock is
+    held on. The session's Rust core writes through a duplicate of :attr:`fd`.
 
     Args:
         path: the session file (must exist).
-        durability: ``"none"``, ``"flush"`` or ``"fsync"``.
+        durability: ``"none"``, ``"flush"`` or ``"fsync"`` (what the session's appends do).
         lock_timeout: seconds to wait for another writer's lock; None fails at once.
 
     Raises:
@@ -57,11 +63,21 @@ class SessionWriter:
         self.durability = durability
         self.lock_timeout = lock_timeout
         self._fd: int | None = None
-        self._buffer = bytearray()
 
     @property
     def locked(self) -> bool:
         return self._fd is not None
+
+    @property
+    def fd(self) -> int:
+        """The descriptor (``O_WRONLY | O_APPEND``) the lock is held on.
+
+        Raises:
+            RuntimeError: the lock is not held.
+        """
+        if self._fd is None:
+            raise RuntimeError("the writer lock is not held")
+        return self._fd
 
     def acquire(self) -> bool:
         """Open the file for appending and take the lock. Returns True when newly acquired.
@@ -72,7 +88,7 @@ class SessionWriter:
         """
         if self._fd is not None:
             return False
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
         delay = 0.005
         while True:
@@ -93,43 +109,10 @@ class SessionWriter:
         self._fd = fd
         return True
 
-    def write(self, data: bytes) -> None:
-        """Append ``data`` (whole lines) according to the durability mode."""
-        if self._fd is None:
-            self.acquire()
-        if self.durability == "none":
-            self._buffer += data
-            if len(self._buffer) >= _BUFFER_LIMIT:
-                self.flush()
-            return
-        self._write_all(data)
-        if self.durability == "fsync":
-            os.fsync(self._fd)
-
-    def _write_all(self, data: bytes | bytearray) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-
-    def flush(self) -> None:
-        """Write out what ``"none"`` mode buffered (one ``write()``)."""
-        if self._buffer and self._fd is not None:
-            data, self._buffer = bytes(self._buffer), bytearray()
-            self._write_all(data)
-
-    def sync(self) -> None:
-        """Flush and ``fsync``: everything appended so far survives a machine crash."""
-        self.flush()
-        if self._fd is not None:
-            os.fsync(self._fd)
-
     def close(self) -> None:
-        """Flush, release the lock and close the file."""
+        """Release the lock and close the file (the core's duplicate must be closed first,
+        or the lock lives on with it)."""
         if self._fd is None:
             return
-        try:
-            self.flush()
-        finally:
-            fd, self._fd = self._fd, None
-            os.close(fd)  # closing the descriptor releases the flock
+        fd, self._fd = self._fd, None
+        os.close(fd)  # closing the last descriptor of the open file releases the flock

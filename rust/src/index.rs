@@ -655,6 +655,12 @@ impl Index {
         }
     }
 
+    /// Hints the cache about the key-table slot where string key `s` would be looked up.
+    #[inline]
+    pub fn prefetch_str(&self, s: &[u8]) {
+        self.keys.prefetch(self.hash_str(s));
+    }
+
     fn intern_bytes_str(&mut self, s: &str) -> u32 {
         let h = self.hash_str(s.as_bytes());
         if let Some(k) = self.find_str(s.as_bytes(), h) {

@@ -858,6 +858,12 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.open_object() {
             return Ok(());
         }
+        self.top_members(sk)
+    }
+
+    /// The members of the top-level object from the cursor (on a key) to its `}`.
+    #[inline]
+    fn top_members(&mut self, sk: &mut Skel<'a>) -> R<()> {
         loop {
             self.ws();
             let k = self.key()?;
@@ -918,6 +924,24 @@ impl LineParser {
         let mut sk = Skel::new(TopKind::Object);
         let end = self.parse_object_line_into(buf, &mut sk)?;
         Some((sk, end))
+    }
+
+    /// Finishes an object line whose first members we wrote ourselves and already put in `sk`
+    /// (a line being appended): `buf[from]` is the `,` or `}` after those members. The rest is
+    /// read and checked as [`LineParser::parse_object_line_into`] does (a later duplicate key
+    /// still wins, as in `JSON.parse`); UTF-8 is checked from `from` on.
+    pub fn parse_object_line_rest<'a>(&mut self, buf: &'a [u8], from: usize, sk: &mut Skel<'a>) -> Option<usize> {
+        let mut p = P::<false> { b: buf, i: from, stack: &mut self.stack, units: &mut self.units };
+        p.stack.clear();
+        if p.member_end().ok()? {
+            p.top_members(sk).ok()?;
+        }
+        p.ws();
+        if p.i < buf.len() && buf[p.i] != b'\n' {
+            return None;
+        }
+        sk.invalid_utf8 = simdutf8::basic::from_utf8(&buf[from..p.i]).is_err();
+        Some(p.i)
     }
 
     /// [`LineParser::parse_object_line`] writing into `sk` (a fresh `Skel` of an object), which

@@ -5,7 +5,7 @@ use crate::store::{Store, StoreError};
 use crate::walk::{Cycle, PreorderError, Tree};
 use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 use std::path::PathBuf;
 
 fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
@@ -20,7 +20,9 @@ fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
 
 fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
     match e {
-        StoreError::Io(io) => PyOSError::new_err(io.to_string()),
+        StoreError::Io(io) => PyErr::from(io),
+        StoreError::NotSynced(io) => PyOSError::new_err(format!("the entry was written but fsync failed: {io}")),
+        StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
 }
@@ -92,6 +94,69 @@ impl Index {
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
     fn append(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
         self.st.append_bytes(offset, data).map_err(|e| store_err(py, e))
+    }
+
+    /// Appends from now on are written to the file open on `fd` (`O_APPEND`, with the writer
+    /// lock held by the caller), per `durability` ("none" | "flush" | "fsync"). The index keeps
+    /// its own duplicate of the descriptor until `detach_writer`.
+    fn attach_writer(&mut self, py: Python<'_>, fd: i32, durability: &str) -> PyResult<()> {
+        let mode = crate::append::Durability::parse(durability)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown durability mode {durability:?}")))?;
+        self.st.attach_sink(fd, mode).map_err(|e| store_err(py, e))
+    }
+
+    /// Writes out what is buffered and closes the duplicate descriptor (always, even when the
+    /// write fails and the error is raised).
+    fn detach_writer(&mut self, py: Python<'_>) -> PyResult<()> {
+        let st = &mut self.st;
+        py.detach(|| st.detach_sink()).map_err(|e| store_err(py, e))
+    }
+
+    /// Writes out what durability "none" buffered.
+    fn flush_writes(&mut self, py: Python<'_>) -> PyResult<()> {
+        let st = &mut self.st;
+        py.detach(|| st.flush_pending()).map_err(|e| store_err(py, e))
+    }
+
+    /// Flush, then fsync the file.
+    fn sync_writes(&mut self, py: Python<'_>) -> PyResult<()> {
+        let st = &mut self.st;
+        py.detach(|| st.sync()).map_err(|e| store_err(py, e))
+    }
+
+    /// Writes whole lines (per the durability mode) and indexes them; nothing is indexed when
+    /// the write fails. Returns the last new entry's index.
+    fn write_lines(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<Option<u32>> {
+        if self.st.sink_mode() == Some(crate::append::Durability::Fsync) {
+            let st = &mut self.st;
+            return py.detach(|| st.write_lines(data)).map_err(|e| store_err(py, e));
+        }
+        self.st.write_lines(data).map_err(|e| store_err(py, e))
+    }
+
+    /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
+    /// ...members of body}` in one call: built, checked, written per the durability mode and
+    /// indexed (it becomes the leaf). With `field`, `body` is the JSON value of that one member
+    /// instead. Returns its id. Raises ValueError for a bad type or body and OSError when
+    /// writing fails (then nothing was appended).
+    #[pyo3(signature = (etype, body, field = None))]
+    fn append_entry<'py>(&mut self, py: Python<'py>, etype: &str, body: &[u8], field: Option<&str>) -> PyResult<Bound<'py, PyString>> {
+        let ms = crate::append::now_ms();
+        let body = match field {
+            Some(name) => crate::append::Body::Field(name, body),
+            None => crate::append::Body::Members(body),
+        };
+        let r = if self.st.sink_mode() == Some(crate::append::Durability::Fsync) {
+            let (st, rng) = (&mut self.st, &mut self.rng);
+            py.detach(|| st.append_entry(rng, etype, body, ms))
+        } else {
+            self.st.append_entry(&mut self.rng, etype, body, ms)
+        };
+        match r {
+            // hex digits: always ASCII
+            Ok(id) => Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default())),
+            Err(e) => Err(store_err(py, e)),
+        }
     }
 
     /// A new entry's line, Pi-shaped: `{"type":T,"id":<fresh 8 hex>,"parentId":<leaf>,

@@ -2,7 +2,10 @@
 //! in-memory session) plus the lines appended through us since the map was made.
 //! `refresh()` maps the file again and scans only the bytes that are new.
 
-use crate::index::{Index, HeaderState};
+use crate::append::{build_line_into, Body, Durability, IdRng, Sink, BUFFER_LIMIT};
+use crate::index::{pre_of, HeaderState, Index, LineResult, ParsedLine, Pre, MAX_LINE};
+use crate::json::{LineParser, Skel, TopKind, Val};
+use std::borrow::Cow;
 use crate::scan;
 use memmap2::Mmap;
 use std::fs::File;
@@ -11,6 +14,10 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read instead of mapped.
 const MMAP_MIN: u64 = 64 << 10;
+/// Once this many of our appended bytes are in the file, the file is mapped again and the
+/// in-memory copy dropped (its buffer kept): a long-running writer's memory stays bounded and
+/// appends stop paying page faults for a growing buffer.
+const FOLD_AT: usize = 1 << 20;
 
 pub enum Mapped {
     None,
@@ -35,6 +42,10 @@ pub enum StoreError {
     Shrunk { had: u64, now: u64 },
     /// An appended line's offset does not continue the data we know.
     Offset { expected: u64, got: u64 },
+    /// A line we were asked to append is not one whole, valid entry line.
+    BadLine(&'static str),
+    /// The line was written and indexed, but `fsync` failed: it may not survive a machine crash.
+    NotSynced(io::Error),
 }
 
 impl std::fmt::Display for StoreError {
@@ -48,6 +59,8 @@ impl std::fmt::Display for StoreError {
             StoreError::Offset { expected, got } => {
                 write!(f, "appended line at byte {got}, but the data ends at byte {expected}")
             }
+            StoreError::BadLine(why) => write!(f, "cannot append the entry: {why}"),
+            StoreError::NotSynced(e) => write!(f, "the entry was written but fsync failed: {e}"),
         }
     }
 }
@@ -69,6 +82,10 @@ pub struct Store {
     /// Set once the file was seen to shrink: the old mapping may point at vanished pages, so
     /// it is dropped and every later read must fail instead of faulting.
     pub shrunk: Option<(u64, u64)>,
+    /// where appends are written (none for a reader or an in-memory session)
+    sink: Option<Sink>,
+    /// reused for lines appended one at a time
+    parser: LineParser,
 }
 
 fn map_file(path: &Path) -> io::Result<(Mapped, u64)> {
@@ -94,13 +111,27 @@ fn map_file(path: &Path) -> io::Result<(Mapped, u64)> {
 impl Store {
     /// An in-memory session: no file, lines only through `append_line`.
     pub fn in_memory() -> Self {
-        Store { path: None, map: Mapped::None, map_len: 0, tail: Vec::new(), index: Index::new(), parallel: true, shrunk: None }
+        Store::with_map(None, Mapped::None, 0, true)
+    }
+
+    fn with_map(path: Option<PathBuf>, map: Mapped, map_len: u64, parallel: bool) -> Self {
+        Store {
+            path,
+            map,
+            map_len,
+            tail: Vec::new(),
+            index: Index::new(),
+            parallel,
+            shrunk: None,
+            sink: None,
+            parser: LineParser::new(),
+        }
     }
 
     /// Opens and scans a file. Never writes to it.
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
         let (map, map_len) = map_file(path)?;
-        let mut st = Store { path: Some(path.to_path_buf()), map, map_len, tail: Vec::new(), index: Index::new(), parallel, shrunk: None };
+        let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
         let data = st.map.bytes();
         scan::scan_into(&mut st.index, &data[..map_len as usize], 0, parallel);
         Ok(st)
@@ -135,6 +166,8 @@ impl Store {
     /// Scans bytes another writer appended since the last scan. Returns new entries.
     pub fn refresh(&mut self) -> Result<usize, StoreError> {
         let Some(path) = self.path.clone() else { return Ok(0) };
+        // what we buffered must be in the file before its length is compared with ours
+        self.flush_pending()?;
         let len = std::fs::metadata(&path)?.len();
         let known = self.end();
         if let Some((had, now)) = self.shrunk {
@@ -160,6 +193,9 @@ impl Store {
         };
         let data = self.map.bytes();
         scan::scan_into(&mut self.index, &data[start as usize..map_len as usize], start, self.parallel);
+        if let Some(sink) = &mut self.sink {
+            sink.flushed_to = map_len;
+        }
         Ok(self.index.recs.len().saturating_sub(before))
     }
 
@@ -207,6 +243,188 @@ impl Store {
         Ok(if self.index.recs.len() > before { Some(self.index.recs.len() as u32 - 1) } else { None })
     }
 
+    // ------------------------------------------------------------------ writing
+
+    /// Appends from now on go to the file open (`O_APPEND`, writer lock held) on `fd`, per
+    /// `mode`. The store keeps its own duplicate of the descriptor; everything known so far must
+    /// already be in the file.
+    pub fn attach_sink(&mut self, fd: std::os::fd::RawFd, mode: Durability) -> Result<(), StoreError> {
+        self.detach_sink()?;
+        self.sink = Some(Sink::new(fd, mode, self.end())?);
+        Ok(())
+    }
+
+    /// Writes out what is buffered and lets go of the descriptor (always, even when the write
+    /// fails: the duplicate must not keep the writer lock alive).
+    pub fn detach_sink(&mut self) -> Result<(), StoreError> {
+        let r = self.flush_pending();
+        self.sink = None;
+        r
+    }
+
+    pub fn sink_mode(&self) -> Option<Durability> {
+        self.sink.as_ref().map(|s| s.mode)
+    }
+
+    /// Writes out what `Durability::None` buffered, in one `write()` (nothing to do in the
+    /// other modes).
+    pub fn flush_pending(&mut self) -> Result<(), StoreError> {
+        let end = self.end();
+        let Some(sink) = &mut self.sink else { return Ok(()) };
+        if sink.flushed_to >= end {
+            return Ok(());
+        }
+        // buffered bytes always follow the mapped part (refresh flushes before it remaps)
+        let s = (sink.flushed_to.max(self.map_len) - self.map_len) as usize;
+        sink.write_all(&self.tail[s..])?;
+        sink.flushed_to = end;
+        Ok(())
+    }
+
+    /// Flushes and `fsync`s: everything appended so far survives a machine crash.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.flush_pending()?;
+        match &self.sink {
+            Some(sink) => sink.fsync().map_err(StoreError::Io),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a line is added: `None` mode writes out a full buffer first (so an error here
+    /// means the new line was not appended at all); a large in-memory copy that is all in the
+    /// file is folded into the mapping.
+    fn make_room(&mut self) -> Result<(), StoreError> {
+        if let Some(sink) = &self.sink {
+            if sink.mode == Durability::None && self.end() - sink.flushed_to >= BUFFER_LIMIT {
+                self.flush_pending()?;
+            }
+        }
+        if self.tail.len() >= FOLD_AT {
+            self.fold();
+        }
+        Ok(())
+    }
+
+    /// Maps the file again over exactly the bytes we know and drops the in-memory copy of our
+    /// appended lines, when that is safe: everything is written, the file at `path` is still the
+    /// one we write to, its length is exactly ours (nobody else appended) and its bytes are
+    /// those of our copy. Otherwise nothing changes (the copy just stays).
+    fn fold(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let end = self.end();
+        let (Some(sink), Some(path)) = (&self.sink, &self.path) else { return };
+        if sink.flushed_to != end {
+            return;
+        }
+        let Ok(ours) = sink.metadata() else { return };
+        let Ok(f) = File::open(path) else { return };
+        let Ok(meta) = f.metadata() else { return };
+        if meta.dev() != ours.dev() || meta.ino() != ours.ino() || meta.len() != end {
+            return;
+        }
+        // SAFETY: read-only map of `end` bytes of a file we hold the writer lock on (see map_file).
+        let Ok(m) = (unsafe { memmap2::MmapOptions::new().len(end as usize).map(&f) }) else { return };
+        if m[self.map_len as usize..] != self.tail[..] {
+            return;
+        }
+        self.map = Mapped::Map(m);
+        self.map_len = end;
+        self.tail.clear();
+    }
+
+    /// Writes whole lines `data` (per the durability mode), then indexes them. Returns the last
+    /// new entry's index. Nothing is indexed when the write fails.
+    pub fn write_lines(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.check_live()?;
+        self.make_room()?;
+        let offset = self.end();
+        let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
+        if direct {
+            self.sink.as_ref().expect("checked").write_all(data)?;
+        }
+        let r = self.append_bytes(offset, data);
+        self.after_direct_write(direct)?;
+        r
+    }
+
+    fn after_direct_write(&mut self, direct: bool) -> Result<(), StoreError> {
+        if !direct {
+            return Ok(());
+        }
+        let end = self.end();
+        let sink = self.sink.as_mut().expect("checked");
+        sink.flushed_to = end;
+        if sink.mode == Durability::Fsync {
+            sink.fsync().map_err(StoreError::NotSynced)?;
+        }
+        Ok(())
+    }
+
+    /// Appends a new entry in one step: builds its line (Pi's shape: `type`, a fresh id,
+    /// `parentId` = the leaf, `timestamp` = `ms`, then the members of the JSON object `body`),
+    /// checks that it parses, writes it per the durability mode, and indexes it (it becomes the
+    /// leaf). Returns the new id. When building, parsing or writing fails, nothing is appended.
+    pub fn append_entry(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
+        self.check_live()?;
+        if self.ends_without_newline() {
+            return Err(StoreError::BadLine("the data ends with an unterminated line"));
+        }
+        self.make_room()?;
+        let offset = self.end();
+        let start = self.tail.len();
+        let built = match build_line_into(&mut self.tail, &self.index, rng, etype, body, ms) {
+            Ok(b) => b,
+            Err(crate::append::BuildError::BadType) => return Err(StoreError::BadLine("the entry type must be lowercase letters and '_'")),
+            Err(crate::append::BuildError::BadBody) => {
+                return Err(StoreError::BadLine("the body must be compact JSON on one line (an object, or a field name and value)"))
+            }
+        };
+        let line = &self.tail[start..];
+        // the base members are ours (ASCII, known places); only the body is read
+        // SAFETY: each span holds bytes copied from a `&str` (type, parent id) or ASCII we wrote
+        // (hex id, ISO timestamp), and starts and ends at character boundaries.
+        let text = |(a, b): (usize, usize)| -> &str { unsafe { std::str::from_utf8_unchecked(&line[a..b]) } };
+        let mut sk = Skel::new(TopKind::Object);
+        sk.type_ = Val::Str(Cow::Borrowed(text(built.etype)));
+        // `","id":"` follows the type
+        sk.id = Val::Str(Cow::Borrowed(text((built.etype.1 + 8, built.etype.1 + 16))));
+        sk.parent_id = match (built.parent, built.parent_escaped) {
+            (Some(span), _) => Val::Str(Cow::Borrowed(text(span))),
+            (None, Some(text)) => Val::Str(Cow::Owned(text)),
+            (None, None) => Val::Null,
+        };
+        sk.timestamp = Val::Str(Cow::Borrowed(text(built.timestamp)));
+        let parsed = match self.parser.parse_object_line_rest(line, built.rest, &mut sk) {
+            Some(k) if k + 1 == line.len() && !sk.invalid_utf8 && (k as u64) <= MAX_LINE => Some(k),
+            _ => None,
+        };
+        let Some(k) = parsed else {
+            self.tail.truncate(start);
+            return Err(StoreError::BadLine("the body is not valid JSON"));
+        };
+        let id = built.id;
+        let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
+        if direct {
+            if let Err(e) = self.sink.as_ref().expect("checked").write_all(line) {
+                self.tail.truncate(start);
+                return Err(StoreError::Io(e));
+            }
+        }
+        let pre: Pre = pre_of(&sk);
+        let pl = ParsedLine {
+            offset,
+            len: k as u64,
+            line: self.index.lines + 1,
+            terminated: true,
+            end: offset + line.len() as u64,
+            result: LineResult::Value(sk, pre),
+        };
+        self.index.ingest(&pl);
+        rng.prepare(&self.index);
+        self.after_direct_write(direct)?;
+        Ok(id)
+    }
+
     fn slice_owned(&self, offset: u64, len: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(len as usize);
         let mut o = offset;
@@ -228,5 +446,13 @@ impl Store {
             (HeaderState::Valid, Some((o, l))) => Some(self.slice(o, l)),
             _ => None,
         }
+    }
+}
+
+impl Drop for Store {
+    /// Best effort: what `Durability::None` still buffers is written when the store goes away
+    /// (the Python layer flushes on `close()` and reports errors there).
+    fn drop(&mut self) {
+        let _ = self.flush_pending();
     }
 }

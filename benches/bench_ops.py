@@ -13,7 +13,7 @@ import os
 import orjson
 import pytest
 
-from inputs import MAX_MB, TAIL_MB, session_file, session_with_tail
+from inputs import APPEND_MODES, MAX_MB, TAIL_MB, append_pair, session_file, session_with_tail
 from sessiontree import Session
 from sessiontree.compaction import find_cut_point, prepare_compaction
 
@@ -94,32 +94,26 @@ def bench_refresh_after_one_append(benchmark, shape, scratch_copy):
         os.close(fd)
 
 
-MESSAGE = {"role": "user", "content": [{"type": "text", "text": "please refactor the parser " * 8}], "timestamp": 1769904000000}
+APPEND_BATCH = 1000
 
 
-@pytest.mark.parametrize("durability", ["flush", "fsync"])
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
 def bench_append_message(benchmark, tmp_path, durability):
-    s = Session.create("/bench", session_dir=tmp_path, durability=durability)
-    benchmark.group = f"append ({durability})"
-    benchmark.pedantic(s.append_message, args=(MESSAGE,), rounds=300 if durability == "flush" else 50, warmup_rounds=5)
-    s.close()
+    """APPEND_BATCH entries per round through Session.append_message (divide by the batch for
+    the cost of one); compare with bench_orjson_write_baseline in the same group."""
+    n = APPEND_BATCH if durability != "fsync" else 20
+    ours, _, close = append_pair(tmp_path, durability, n)
+    benchmark.group = f"append x{n} ({durability} / {dict(APPEND_MODES)[durability]})"
+    benchmark.pedantic(ours, rounds=30 if durability != "fsync" else 5, warmup_rounds=2)
+    close()
 
 
-@pytest.mark.parametrize("mode", ["buffered", "flush", "fsync"])
-def bench_orjson_write_baseline(benchmark, tmp_path, mode):
-    """The same entry line as append_message writes: orjson.dumps + write (buffered file object;
-    `flush` also flushes it to the OS; `fsync` also fsyncs)."""
-    entry = {"type": "message", "id": "0123abcd", "parentId": "89abcdef", "timestamp": "2026-02-01T00:00:00.000Z",
-             "message": MESSAGE}
-    fh = open(tmp_path / "baseline.jsonl", "ab")
-
-    def write():
-        fh.write(orjson.dumps(entry) + b"\n")
-        if mode != "buffered":
-            fh.flush()
-        if mode == "fsync":
-            os.fsync(fh.fileno())
-
-    benchmark.group = f"append ({'fsync' if mode == 'fsync' else 'flush'})"
-    benchmark.pedantic(write, rounds=300 if mode != "fsync" else 50, warmup_rounds=5)
-    fh.close()
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
+def bench_orjson_write_baseline(benchmark, tmp_path, durability):
+    """The same entry line as append_message writes: orjson.dumps + write on a buffered file
+    (plus flush() for "flush", plus os.fsync for "fsync")."""
+    n = APPEND_BATCH if durability != "fsync" else 20
+    _, baseline, close = append_pair(tmp_path, durability, n)
+    benchmark.group = f"append x{n} ({durability} / {dict(APPEND_MODES)[durability]})"
+    benchmark.pedantic(baseline, rounds=30 if durability != "fsync" else 5, warmup_rounds=2)
+    close()

@@ -162,3 +162,48 @@ def rss_anon_kib() -> int:
     with open("/proc/self/status", "rb") as f:
         m = _RSS.search(f.read())
     return int(m.group(1)) if m else 0
+
+
+# ==== appending ===================================================================
+
+#: The message every append benchmark appends (a typical user turn, ~330-byte line).
+APPEND_MESSAGE = {"role": "user", "content": [{"type": "text", "text": "please refactor the parser " * 8}],
+                  "timestamp": 1769904000000}
+#: The same line as a plain dict, for the orjson baseline.
+APPEND_ENTRY = {"type": "message", "id": "0123abcd", "parentId": "89abcdef", "timestamp": "2026-02-01T00:00:00.000Z",
+                "message": APPEND_MESSAGE}
+#: Our durability modes and the baseline each is compared with.
+APPEND_MODES = (("none", "buffered"), ("flush", "flush"), ("fsync", "fsync"))
+
+
+def append_pair(folder: Path, durability: str, n: int):
+    """Two callables appending ``n`` entries each: ``Session.append_message`` with
+    ``durability``, and the baseline (``orjson.dumps`` + ``write`` on a buffered file; also
+    ``flush()`` for "flush", and ``os.fsync`` for "fsync"). Returns ``(ours, baseline, close)``."""
+    from sessiontree import Session
+
+    base_mode = dict(APPEND_MODES)[durability]
+    s = Session.create("/bench", session_dir=folder, durability=durability)
+    s.append_message(APPEND_MESSAGE)  # the lock and header are taken before timing
+    fh = open(folder / f"baseline-{durability}.jsonl", "ab")
+    dumps, write, flush, fileno = orjson.dumps, fh.write, fh.flush, fh.fileno()
+    msg, entry = APPEND_MESSAGE, APPEND_ENTRY
+
+    def ours() -> None:
+        append = s.append_message
+        for _ in range(n):
+            append(msg)
+
+    def baseline() -> None:
+        for _ in range(n):
+            write(dumps(entry) + b"\n")
+            if base_mode != "buffered":
+                flush()
+                if base_mode == "fsync":
+                    os.fsync(fileno)
+
+    def close() -> None:
+        s.close()
+        fh.close()
+
+    return ours, baseline, close

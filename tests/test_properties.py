@@ -86,6 +86,8 @@ def test_core_matches_reference_model_on_random_files(tmp_path, lines, trailing)
 
 OPS = st.lists(st.one_of(
     st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"])),
+    # ~300 KB: a few of these pass the size at which appended lines are folded into the mapping
+    st.tuples(st.just("big"), st.integers(0, 9)),
     st.tuples(st.just("branch"), st.integers(0, 40)),
     st.tuples(st.just("label"), st.integers(0, 40), st.sampled_from(["x", "y", "", None])),
     st.tuples(st.just("reset"),),
@@ -95,11 +97,11 @@ OPS = st.lists(st.one_of(
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS)
-def test_operation_sequences_match_the_reference_after_reopen(tmp_path, ops):
+@given(ops=OPS, durability=st.sampled_from(["none", "flush"]))
+def test_operation_sequences_match_the_reference_after_reopen(tmp_path, ops, durability):
     d = tmp_path / "ops"
     d.mkdir(exist_ok=True)
-    s = Session.create("/p", session_dir=d)
+    s = Session.create("/p", session_dir=d, durability=durability)
     mem = Session.in_memory("/p")
     known: dict = {id(s): [], id(mem): []}
     for op in ops:
@@ -108,6 +110,8 @@ def test_operation_sequences_match_the_reference_after_reopen(tmp_path, ops):
             new = None
             if op[0] == "msg":
                 new = sess.append_message({"role": op[1], "content": "t", "timestamp": 0})
+            elif op[0] == "big":
+                new = sess.append_message({"role": "user", "content": str(op[1]) * 300_000, "timestamp": 1})
             elif op[0] == "branch" and ids:
                 sess.branch(ids[op[1] % len(ids)])
             elif op[0] == "label" and ids:
@@ -121,9 +125,13 @@ def test_operation_sequences_match_the_reference_after_reopen(tmp_path, ops):
                 new = sess.branch_with_summary(target, "s")
             if new:
                 ids.append(new)
+    s.flush()
     ref = ReferenceSession.load(s.path.read_bytes())
     again = Session.open(s.path)
     assert [e.raw for e in again.entries()] == ref.entries
+    # the live session reads the same, from memory or from the refreshed mapping
+    assert [e.raw for e in s.entries()] == ref.entries
+    s.close()
     assert again.leaf_id == ref.leaf_id
     assert again.labels == ref.labels()
     if ref.leaf_id:

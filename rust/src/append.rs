@@ -238,14 +238,6 @@ pub fn build_line_into(
     Ok(Built { id, etype: (t0, t1), parent, parent_escaped, timestamp: (ts0, ts1), rest })
 }
 
-/// `{"type":T,"id":ID,"parentId":LEAF,"timestamp":NOW,<fields of body>}\n` and the new id.
-/// `body` is a compact JSON object (its members follow the base fields in order).
-pub fn build_line(index: &Index, rng: &mut IdRng, etype: &str, body: &[u8], ms: i64) -> Result<(String, Vec<u8>), BuildError> {
-    let mut line = Vec::new();
-    let built = build_line_into(&mut line, index, rng, etype, Body::Members(body), ms)?;
-    Ok((String::from_utf8_lossy(&built.id).into_owned(), line))
-}
-
 // ---------------------------------------------------------------------- writing to the file
 
 /// What an append has done when it returns (see python/sessiontree/writer.py).
@@ -375,6 +367,11 @@ mod tests {
     fn builds_pi_shaped_lines() {
         let ix = Index::new();
         let mut rng = IdRng::with_state(42);
+        let build_line = |ix: &Index, rng: &mut IdRng, etype: &str, body: &[u8], ms: i64| {
+            let mut line = Vec::new();
+            build_line_into(&mut line, ix, rng, etype, Body::Members(body), ms)
+                .map(|b| (String::from_utf8_lossy(&b.id).into_owned(), line))
+        };
         let (id, line) = build_line(&ix, &mut rng, "message", br#"{"message":{"role":"user"}}"#, 0).unwrap();
         let want = format!(
             "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":null,\"timestamp\":\"1970-01-01T00:00:00.000Z\",\"message\":{{\"role\":\"user\"}}}}\n"

@@ -18,10 +18,22 @@ fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
     }
 }
 
+/// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
+fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
+    match e.raw_os_error() {
+        Some(code) => {
+            let text = e.to_string();
+            let text = text.strip_suffix(&format!(" (os error {code})")).unwrap_or(&text).to_string();
+            PyOSError::new_err((code, format!("{prefix}{text}")))
+        }
+        None => PyOSError::new_err(format!("{prefix}{e}")),
+    }
+}
+
 fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
     match e {
-        StoreError::Io(io) => PyErr::from(io),
-        StoreError::NotSynced(io) => PyOSError::new_err(format!("the entry was written but fsync failed: {io}")),
+        StoreError::Io(io) => os_err(&io, ""),
+        StoreError::NotSynced(io) => os_err(&io, "the entry was written but fsync failed: "),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
@@ -159,15 +171,10 @@ impl Index {
         }
     }
 
-    /// A new entry's line, Pi-shaped: `{"type":T,"id":<fresh 8 hex>,"parentId":<leaf>,
-    /// "timestamp":<now>,...body members}` + `\n`, and its id. Nothing is indexed or written:
-    /// the caller writes the line, then `append`s it.
-    fn build_line<'py>(&mut self, py: Python<'py>, etype: &str, body: &[u8]) -> PyResult<(String, Bound<'py, PyBytes>)> {
-        let ms = crate::append::now_ms();
-        match crate::append::build_line(&self.st.index, &mut self.rng, etype, body, ms) {
-            Ok((id, line)) => Ok((id, PyBytes::new(py, &line))),
-            Err(e) => Err(PyValueError::new_err(format!("cannot build an entry line: {e:?}"))),
-        }
+    /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
+    #[getter]
+    fn appended_in_memory(&self) -> usize {
+        self.st.tail_len()
     }
 
     /// Bytes known (the file length as of the last scan or append).

@@ -262,6 +262,11 @@ impl Store {
         r
     }
 
+    /// Bytes of appended lines held in memory (not yet folded into the mapping).
+    pub fn tail_len(&self) -> usize {
+        self.tail.len()
+    }
+
     pub fn sink_mode(&self) -> Option<Durability> {
         self.sink.as_ref().map(|s| s.mode)
     }

@@ -164,6 +164,45 @@ def rss_anon_kib() -> int:
     return int(m.group(1)) if m else 0
 
 
+# ==== shapes that would expose quadratic work =====================================
+
+def _write(path: Path, lines: list[dict]) -> Path:
+    """A v3 session file with these entry lines."""
+    head = {"type": "session", "version": 3, "id": "perf", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    path.write_bytes(b"\n".join(orjson.dumps(x) for x in [head, *lines]) + b"\n")
+    return path
+
+
+def _ts(i: int) -> str:
+    return f"2026-01-01T{i // 3600000 % 24:02d}:{i // 60000 % 60:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}Z"
+
+
+def siblings(path: Path, n: int) -> Path:
+    """One root with ``n`` children (timestamps out of order, so sorting is real work)."""
+    root = {"type": "custom", "customType": "x", "id": "root", "parentId": None, "timestamp": _ts(0)}
+    # timestamps out of order, so the children really get sorted
+    kids = [{"type": "custom", "customType": "x", "id": f"k{i}", "parentId": "root", "timestamp": _ts((i * 7919) % n)}
+            for i in range(n)]
+    return _write(path, [root, *kids])
+
+
+def chain(path: Path, n: int) -> Path:
+    """A chain ``n`` entries deep."""
+    return _write(path, [{"type": "custom", "customType": "x", "id": f"c{i}", "parentId": f"c{i - 1}" if i else None,
+                          "timestamp": _ts(i)} for i in range(n)])
+
+
+def labels(path: Path, n: int) -> Path:
+    """A chain of ``n`` entries, each labelled by a label entry (targets half-way back)."""
+    root = {"type": "custom", "customType": "x", "id": "root", "parentId": None, "timestamp": _ts(0)}
+    out = [root]
+    for i in range(n):
+        out.append({"type": "custom", "customType": "x", "id": f"e{i}", "parentId": out[-1]["id"], "timestamp": _ts(i)})
+        out.append({"type": "label", "id": f"l{i}", "parentId": f"e{i}", "targetId": f"e{i // 2}",
+                    "label": f"mark {i}", "timestamp": _ts(i)})
+    return _write(path, out)
+
+
 # ==== appending ===================================================================
 
 #: The message every append benchmark appends (a typical user turn, ~330-byte line).

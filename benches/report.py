@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from inputs import APPEND_MODES, MAX_MB, SIZES, TAIL_MB, append_pair, session_file, session_with_tail  # noqa: E402
+from inputs import (APPEND_MODES, MAX_MB, SIZES, TAIL_MB, append_pair, best_of, chain, labels,  # noqa: E402
+                    session_file, session_with_tail, siblings)
 
 # Pi 1.6.0 (SessionManager.open) and the orjson loader, as measured on Pi's reference machine.
 PI_REF = {
@@ -196,11 +197,54 @@ def measure_append() -> list[tuple[str, str, float, float]]:
     return out
 
 
+#: Shapes that expose quadratic work (issue 4: 1M siblings, a 1M-deep chain, 100k labels), the
+#: operations timed on each, and the full sizes (the small size is a tenth).
+SHAPES = {
+    "siblings under one node": (siblings, 1_000_000, {
+        "get_children(root)": lambda s: s.get_children("root"), "get_tree()": lambda s: s.get_tree()}),
+    "chain (depth)": (chain, 1_000_000, {
+        "get_branch()": lambda s: s.get_branch(), "build_context()": lambda s: s.build_context(),
+        "get_tree()": lambda s: s.get_tree()}),
+    "labels": (labels, 100_000, {"labels": lambda s: s.labels, "get_tree()": lambda s: s.get_tree()}),
+}
+
+
+def measure_shapes() -> list[tuple[str, str, int, float, float]]:
+    """(shape, operation, full size, seconds at a tenth, seconds at full size); linear is 10x."""
+    import gc
+    import tempfile
+
+    from sessiontree import Session
+
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for shape, (make, n, ops) in SHAPES.items():
+            paths = [make(Path(d) / f"{n // 10}.jsonl", n // 10), make(Path(d) / f"{n}.jsonl", n)]
+            times: dict[str, list[float]] = {"Session.open": []}
+            for path in paths:
+                gc.collect()
+                gc.disable()
+                try:
+                    times["Session.open"].append(best_of(lambda: Session.open(path), 3))
+                    s = Session.open(path)
+                    for name, op in ops.items():
+                        times.setdefault(name, []).append(best_of(lambda: op(s), 3))
+                    del s
+                finally:
+                    gc.enable()
+            for name, (t_small, t_big) in times.items():
+                out.append((shape, name, n, t_small, t_big))
+            for path in paths:
+                path.unlink()
+    return out
+
+
 def fmt_t(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
-def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None = None) -> None:
+def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None = None,
+                   shapes: list | None = None) -> None:
     lines = [
         "# Benchmarks",
         "",
@@ -260,6 +304,20 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
         for durability, base_mode, t_ours, t_base in appends:
             lines.append(f"| {durability} | {base_mode} | {t_ours * 1e6:.2f} us | {t_base * 1e6:.2f} us | {t_ours / t_base:.2f}x |")
         lines.append("")
+    if shapes:
+        lines += [
+            "## No quadratic work",
+            "",
+            "Generated shapes (`benches/inputs.py`): one node with 1M children, a chain 1M deep, 100k labels. "
+            "Each operation at a tenth of the size and at full size, best of 3, GC off; linear is 10x, "
+            "quadratic would be 100x.",
+            "",
+            "| shape | operation | a tenth | full size | ratio |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for shape, name, n, t_small, t_big in shapes:
+            lines.append(f"| {shape}, {n:,} | {name} | {fmt_t(t_small)} | {fmt_t(t_big)} | {t_big / t_small:.1f}x |")
+        lines.append("")
     lines += ["![open time and memory vs size](benchmarks.png)", ""]
     path.write_text("\n".join(lines))
 
@@ -303,8 +361,9 @@ def main() -> int:
     rows = measure_open(SIZES)
     ops = measure_ops() if MAX_MB > TAIL_MB else []
     appends = measure_append()
+    shapes = measure_shapes() if MAX_MB >= 1024 or os.environ.get("SESSIONTREE_BENCH_SHAPES") else []
     docs = ROOT / "docs"
-    write_markdown(rows, ops, docs / "benchmarks.md", appends)
+    write_markdown(rows, ops, docs / "benchmarks.md", appends, shapes)
     plot(rows, docs / "benchmarks.png")
     print(f"wrote {docs / 'benchmarks.md'} and {docs / 'benchmarks.png'}")
     return 0

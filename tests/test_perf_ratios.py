@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from inputs import append_pair, orjson_loader, session_file, session_with_tail  # noqa: E402
+from inputs import append_pair, chain, labels, orjson_loader, session_file, session_with_tail, siblings  # noqa: E402
 
 from sessiontree import Session  # noqa: E402
 
@@ -120,39 +120,6 @@ def test_append_costs_at_most_twice_a_plain_orjson_write(tmp_path):
     finally:
         close()
     assert t_ours / t_base <= 2.0, f"append {t_ours / 400 * 1e6:.2f} us vs orjson + write {t_base / 400 * 1e6:.2f} us"
-
-
-def _write(path: Path, lines: list[dict]) -> Path:
-    head = {"type": "session", "version": 3, "id": "perf", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
-    path.write_bytes(b"\n".join(orjson.dumps(x) for x in [head, *lines]) + b"\n")
-    return path
-
-
-def _ts(i: int) -> str:
-    return f"2026-01-01T{i // 3600000 % 24:02d}:{i // 60000 % 60:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}Z"
-
-
-def siblings(path: Path, n: int) -> Path:
-    root = {"type": "custom", "customType": "x", "id": "root", "parentId": None, "timestamp": _ts(0)}
-    # timestamps out of order, so the children really get sorted
-    kids = [{"type": "custom", "customType": "x", "id": f"k{i}", "parentId": "root", "timestamp": _ts((i * 7919) % n)}
-            for i in range(n)]
-    return _write(path, [root, *kids])
-
-
-def chain(path: Path, n: int) -> Path:
-    return _write(path, [{"type": "custom", "customType": "x", "id": f"c{i}", "parentId": f"c{i - 1}" if i else None,
-                          "timestamp": _ts(i)} for i in range(n)])
-
-
-def labels(path: Path, n: int) -> Path:
-    root = {"type": "custom", "customType": "x", "id": "root", "parentId": None, "timestamp": _ts(0)}
-    out = [root]
-    for i in range(n):
-        out.append({"type": "custom", "customType": "x", "id": f"e{i}", "parentId": out[-1]["id"], "timestamp": _ts(i)})
-        out.append({"type": "label", "id": f"l{i}", "parentId": f"e{i}", "targetId": f"e{i // 2}",
-                    "label": f"mark {i}", "timestamp": _ts(i)})
-    return _write(path, out)
 
 
 SHAPES = {

@@ -692,11 +692,8 @@ class Session:
             EntryNotFoundError: ``target_id`` names no entry (Pi: ``Entry <id> not found``).
         """
         self._index_of(target_id)
-        e = self._base("label")
-        e["targetId"] = target_id
-        if label is not None:
-            e["label"] = label
-        return self._append(e)
+        return self._append_fields("label", {"targetId": target_id} if label is None
+                                   else {"targetId": target_id, "label": label})
 
     def append_context_edit(self, target_id: str, replacement: dict | None) -> str:
         """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
@@ -711,10 +708,7 @@ class Session:
         self._index_of(target_id)
         if replacement is not None and not isinstance(replacement, dict):
             raise TypeError("replacement must be None or a dict such as {'content': ...}")
-        e = self._base("context_edit")
-        e["targetId"] = target_id
-        e["replacement"] = replacement
-        return self._append(e)
+        return self._append_fields("context_edit", {"targetId": target_id, "replacement": replacement})
 
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""

@@ -357,15 +357,22 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Measure and write the benchmark table and plot.")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for benchmarks.md / .png (default docs/)")
+    ap.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
+    args = ap.parse_args(argv)
     rows = measure_open(SIZES)
     ops = measure_ops() if MAX_MB > TAIL_MB else []
     appends = measure_append()
     shapes = measure_shapes() if MAX_MB >= 1024 or os.environ.get("SESSIONTREE_BENCH_SHAPES") else []
-    docs = ROOT / "docs"
-    write_markdown(rows, ops, docs / "benchmarks.md", appends, shapes)
-    plot(rows, docs / "benchmarks.png")
-    print(f"wrote {docs / 'benchmarks.md'} and {docs / 'benchmarks.png'}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_markdown(rows, ops, args.out / "benchmarks.md", appends, shapes)
+    if not args.no_plot:
+        plot(rows, args.out / "benchmarks.png")
+    print(f"wrote {args.out / 'benchmarks.md'}" + ("" if args.no_plot else f" and {args.out / 'benchmarks.png'}"))
     return 0
 
 

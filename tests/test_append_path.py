@@ -296,3 +296,57 @@ def test_close_releases_the_lock_even_when_its_flush_fails(tmp_path):
     again = Session.open(s.path)
     assert not again.problems
     assert [e["message"]["content"] for e in again.entries()] == ["other"]
+
+
+# ==== threads ==================================================================
+
+
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
+def test_a_session_shared_by_threads(tmp_path, durability):
+    import threading
+
+    path = tmp_path / "deep.jsonl"
+    head = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    rows = [{"type": "message", "id": f"c{i}", "parentId": f"c{i - 1}" if i else None,
+             "timestamp": "2026-01-01T00:00:01.000Z", "message": _user(f"m{i}", i)} for i in range(20_000)]
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in [head, *rows]))
+    s = Session.open(path, durability=durability)
+    per_writer = 40 if durability == "fsync" else 400
+    errors: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                s.get_branch()
+                s.find_cut_point(keep_recent_tokens=2000)
+                s.get_entry(s.leaf_id)
+                s.labels
+        except Exception as e:  # noqa: BLE001 - the test reports any failure
+            errors.append(f"reader: {e!r}")
+
+    def writer(tag: str) -> None:
+        try:
+            for i in range(per_writer):
+                s.append_message(_user(f"{tag}{i}"))
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"writer {tag}: {e!r}")
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    writers = [threading.Thread(target=writer, args=(t,)) for t in "ab"]
+    for t in readers + writers:
+        t.start()
+    for t in writers:
+        t.join()
+    done.set()
+    for t in readers:
+        t.join()
+    s.close()
+    assert errors == []
+    again = Session.open(path)
+    texts = [e["message"]["content"] for e in again.entries()][20_000:]
+    assert sorted(texts) == sorted(f"{t}{i}" for t in "ab" for i in range(per_writer))
+    # every append was a whole step: each new entry hangs under the one appended before it
+    ids = [e.id for e in again.entries()]
+    assert [e.parent_id for e in again.entries()][20_000:] == ids[19_999:-1]
+    assert not again.problems

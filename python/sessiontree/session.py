@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import random
 import secrets
+import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -138,6 +139,10 @@ class Session:
         self._lock_timeout = lock_timeout
         self._writer: SessionWriter | None = None
         self._ready = False
+        # taking the lock, migrating and writing the header happen once per writer lock; a
+        # thread lock keeps two threads from doing them twice (appends themselves are single
+        # core calls, each atomic under the GIL)
+        self._prepare_lock = threading.RLock()
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
@@ -557,6 +562,10 @@ class Session:
                 raise
 
     def _prepare_write(self) -> None:
+        with self._prepare_lock:
+            self._prepare_write_locked()
+
+    def _prepare_write_locked(self) -> None:
         if self._ready:
             return
         if self._path is None:
@@ -1019,15 +1028,16 @@ class Session:
         Raises:
             OSError: writing out buffered entries failed (the lock is released all the same).
         """
-        self._ready = False
-        if self._path is None:
-            return
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            try:
-                self._core.detach_writer()
-            finally:
-                writer.close()
+        with self._prepare_lock:
+            self._ready = False
+            if self._path is None:
+                return
+            if self._writer is not None:
+                writer, self._writer = self._writer, None
+                try:
+                    self._core.detach_writer()
+                finally:
+                    writer.close()
 
     def __enter__(self) -> "Session":
         return self

@@ -336,16 +336,26 @@ impl Sink {
     }
 
     pub fn fsync(&self) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        loop {
-            // SAFETY: fsync on our own descriptor.
-            if unsafe { libc::fsync(self.fd.as_raw_fd()) } == 0 {
-                return Ok(());
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err);
-            }
+        fsync_fd(&self.fd)
+    }
+
+    /// Another duplicate of the descriptor (to fsync without holding the store).
+    pub fn dup(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.fd.try_clone()
+    }
+}
+
+/// `fsync(fd)`, retried on EINTR.
+pub fn fsync_fd(fd: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: fsync on a descriptor we own.
+        if unsafe { libc::fsync(fd.as_raw_fd()) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }

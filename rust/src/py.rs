@@ -35,11 +35,23 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::Io(io) => os_err(&io, ""),
         StoreError::NotSynced(io) => os_err(&io, "the entry was written but fsync failed: "),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
+        StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
 }
 
+/// `fsync` of a duplicate descriptor with the GIL released (nothing of the index is borrowed, so
+/// other threads may use the session meanwhile).
+fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) -> PyResult<()> {
+    let Some(fd) = fd else { return Ok(()) };
+    py.detach(|| crate::append::fsync_fd(&fd)).map_err(|e| os_err(&e, what))
+}
+
 /// The index over one session's lines. Indices are entry positions in file order.
+///
+/// Threads: no method releases the GIL while it holds the index (only `open`, which has no
+/// index yet, and the fsync of "fsync" mode, on a duplicate descriptor after the index is let
+/// go), so a session shared by threads never fails with "Already borrowed".
 #[pyclass(module = "sessiontree._core")]
 pub struct Index {
     st: Store,
@@ -99,8 +111,7 @@ impl Index {
 
     /// Scans bytes appended to the file since the last scan; returns how many entries appeared.
     fn refresh(&mut self, py: Python<'_>) -> PyResult<usize> {
-        let st = &mut self.st;
-        py.detach(|| st.refresh()).map_err(|e| store_err(py, e))
+        self.st.refresh().map_err(|e| store_err(py, e))
     }
 
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
@@ -120,30 +131,36 @@ impl Index {
     /// Writes out what is buffered and closes the duplicate descriptor (always, even when the
     /// write fails and the error is raised).
     fn detach_writer(&mut self, py: Python<'_>) -> PyResult<()> {
-        let st = &mut self.st;
-        py.detach(|| st.detach_sink()).map_err(|e| store_err(py, e))
+        self.st.detach_sink().map_err(|e| store_err(py, e))
     }
 
     /// Writes out what durability "none" buffered.
     fn flush_writes(&mut self, py: Python<'_>) -> PyResult<()> {
-        let st = &mut self.st;
-        py.detach(|| st.flush_pending()).map_err(|e| store_err(py, e))
+        self.st.flush_pending().map_err(|e| store_err(py, e))
     }
 
-    /// Flush, then fsync the file.
-    fn sync_writes(&mut self, py: Python<'_>) -> PyResult<()> {
-        let st = &mut self.st;
-        py.detach(|| st.sync()).map_err(|e| store_err(py, e))
+    /// Flush, then fsync the file (with the GIL released and the index free for other threads).
+    fn sync_writes(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let fd = {
+            let mut this = slf.borrow_mut();
+            this.st.flush_pending().map_err(|e| store_err(py, e))?;
+            this.st.sync_handle().map_err(|e| store_err(py, e))?
+        };
+        fsync_detached(py, fd, "")
     }
 
     /// Writes whole lines (per the durability mode) and indexes them; nothing is indexed when
     /// the write fails. Returns the last new entry's index.
-    fn write_lines(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<Option<u32>> {
-        if self.st.sink_mode() == Some(crate::append::Durability::Fsync) {
-            let st = &mut self.st;
-            return py.detach(|| st.write_lines(data)).map_err(|e| store_err(py, e));
-        }
-        self.st.write_lines(data).map_err(|e| store_err(py, e))
+    fn write_lines(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<Option<u32>> {
+        let py = slf.py();
+        let (r, fd) = {
+            let mut this = slf.borrow_mut();
+            let r = this.st.write_lines_unsynced(data).map_err(|e| store_err(py, e))?;
+            (r, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
+        };
+        fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
+        Ok(r)
     }
 
     /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
@@ -151,24 +168,26 @@ impl Index {
     /// indexed (it becomes the leaf). With `field`, `body` is the JSON value of that one member
     /// instead. Returns its id. Raises ValueError for a bad type or body and OSError when
     /// writing fails (then nothing was appended).
+    /// In "fsync" mode the fsync runs after the entry is indexed, with the GIL released and the
+    /// index free for other threads; when it fails, OSError says so (the entry is written and
+    /// indexed, but may not survive a machine crash).
     #[pyo3(signature = (etype, body, field = None))]
-    fn append_entry<'py>(&mut self, py: Python<'py>, etype: &str, body: &[u8], field: Option<&str>) -> PyResult<Bound<'py, PyString>> {
+    fn append_entry<'py>(slf: &Bound<'py, Self>, etype: &str, body: &[u8], field: Option<&str>) -> PyResult<Bound<'py, PyString>> {
+        let py = slf.py();
         let ms = crate::append::now_ms();
         let body = match field {
             Some(name) => crate::append::Body::Field(name, body),
             None => crate::append::Body::Members(body),
         };
-        let r = if self.st.sink_mode() == Some(crate::append::Durability::Fsync) {
-            let (st, rng) = (&mut self.st, &mut self.rng);
-            py.detach(|| st.append_entry(rng, etype, body, ms))
-        } else {
-            self.st.append_entry(&mut self.rng, etype, body, ms)
+        let (id, fd) = {
+            let mut this = slf.borrow_mut();
+            let this = &mut *this;
+            let id = this.st.append_entry_unsynced(&mut this.rng, etype, body, ms).map_err(|e| store_err(py, e))?;
+            (id, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
         };
-        match r {
-            // hex digits: always ASCII
-            Ok(id) => Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default())),
-            Err(e) => Err(store_err(py, e)),
-        }
+        fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
+        // hex digits: always ASCII
+        Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
     }
 
     /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
@@ -323,8 +342,7 @@ impl Index {
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
     fn branch(&self, py: Python<'_>, i: usize) -> PyResult<Vec<u32>> {
         self.check(i)?;
-        let ix = &self.st.index;
-        py.detach(|| ix.branch(i as u32)).map_err(|c| self.cycle_err(py, c))
+        self.st.index.branch(i as u32).map_err(|c| self.cycle_err(py, c))
     }
     /// Deepest common ancestor of entries `a` and `b`, or None.
     fn common_ancestor(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
@@ -427,10 +445,7 @@ impl Index {
         for &i in &idx {
             self.check(i)?;
         }
-        let st = &self.st;
-        Ok(py.detach(|| {
-            idx.iter().map(|&i| crate::cut::entry_info(st, i as u32).map(|info| info.tokens)).collect()
-        }))
+        Ok(idx.iter().map(|&i| crate::cut::entry_info(&self.st, i as u32).map(|info| info.tokens)).collect())
     }
     /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
     /// by the caller): (first kept position, turn start position or -1, split turn), or None
@@ -441,8 +456,7 @@ impl Index {
         for &i in &path {
             self.check(i as usize)?;
         }
-        let st = &self.st;
-        Ok(py.detach(|| crate::cut::find_cut_point(st, &path, start, end, keep_recent_tokens)))
+        Ok(crate::cut::find_cut_point(&self.st, &path, start, end, keep_recent_tokens))
     }
     /// Total lines seen.
     #[getter]

@@ -46,6 +46,8 @@ pub enum StoreError {
     BadLine(&'static str),
     /// The line was written and indexed, but `fsync` failed: it may not survive a machine crash.
     NotSynced(io::Error),
+    /// An append to a file-backed store with no writer attached (it was closed meanwhile).
+    NoWriter,
 }
 
 impl std::fmt::Display for StoreError {
@@ -61,6 +63,7 @@ impl std::fmt::Display for StoreError {
             }
             StoreError::BadLine(why) => write!(f, "cannot append the entry: {why}"),
             StoreError::NotSynced(e) => write!(f, "the entry was written but fsync failed: {e}"),
+            StoreError::NoWriter => write!(f, "the session was closed for writing while appending: nothing was appended"),
         }
     }
 }
@@ -337,10 +340,54 @@ impl Store {
         self.tail.clear();
     }
 
-    /// Writes whole lines `data` (per the durability mode), then indexes them. Returns the last
-    /// new entry's index. Nothing is indexed when the write fails.
-    pub fn write_lines(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
+    /// Appends need a live store and, for a file, a writer: a line indexed but never written
+    /// would be lost silently.
+    fn check_writable(&self) -> Result<(), StoreError> {
         self.check_live()?;
+        if self.path.is_some() && self.sink.is_none() {
+            return Err(StoreError::NoWriter);
+        }
+        Ok(())
+    }
+
+    /// A duplicate of the written file's descriptor, to `fsync` without holding the store
+    /// (None without a writer).
+    pub fn sync_handle(&self) -> Result<Option<std::os::fd::OwnedFd>, StoreError> {
+        match &self.sink {
+            Some(sink) => Ok(Some(sink.dup()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Store::sync_handle`] in `Durability::Fsync` mode only: what the `_unsynced` appends
+    /// leave to the caller.
+    pub fn sync_handle_if_durable(&self) -> Result<Option<std::os::fd::OwnedFd>, StoreError> {
+        if self.sink_mode() == Some(Durability::Fsync) {
+            self.sync_handle()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Writes whole lines `data` (per the durability mode; in `Fsync` mode also fsyncs), then
+    /// indexes them. Returns the last new entry's index. Nothing is indexed when the write fails.
+    pub fn write_lines(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        let r = self.write_lines_unsynced(data)?;
+        self.fsync_if_durable()?;
+        Ok(r)
+    }
+
+    fn fsync_if_durable(&self) -> Result<(), StoreError> {
+        match &self.sink {
+            Some(sink) if sink.mode == Durability::Fsync => sink.fsync().map_err(StoreError::NotSynced),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Store::write_lines`] without the `fsync` of `Fsync` mode (the caller does it, see
+    /// [`Store::sync_handle_if_durable`]).
+    pub fn write_lines_unsynced(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.check_writable()?;
         self.make_room()?;
         let offset = self.end();
         let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
@@ -348,21 +395,15 @@ impl Store {
             self.sink.as_ref().expect("checked").write_all(data)?;
         }
         let r = self.append_bytes(offset, data);
-        self.after_direct_write(direct)?;
+        self.after_direct_write(direct);
         r
     }
 
-    fn after_direct_write(&mut self, direct: bool) -> Result<(), StoreError> {
-        if !direct {
-            return Ok(());
+    fn after_direct_write(&mut self, direct: bool) {
+        if direct {
+            let end = self.end();
+            self.sink.as_mut().expect("checked").flushed_to = end;
         }
-        let end = self.end();
-        let sink = self.sink.as_mut().expect("checked");
-        sink.flushed_to = end;
-        if sink.mode == Durability::Fsync {
-            sink.fsync().map_err(StoreError::NotSynced)?;
-        }
-        Ok(())
     }
 
     /// Appends a new entry in one step: builds its line (Pi's shape: `type`, a fresh id,
@@ -370,7 +411,15 @@ impl Store {
     /// checks that it parses, writes it per the durability mode, and indexes it (it becomes the
     /// leaf). Returns the new id. When building, parsing or writing fails, nothing is appended.
     pub fn append_entry(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
-        self.check_live()?;
+        let id = self.append_entry_unsynced(rng, etype, body, ms)?;
+        self.fsync_if_durable()?;
+        Ok(id)
+    }
+
+    /// [`Store::append_entry`] without the `fsync` of `Fsync` mode (the caller does it, see
+    /// [`Store::sync_handle_if_durable`]).
+    pub fn append_entry_unsynced(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
+        self.check_writable()?;
         if self.ends_without_newline() {
             return Err(StoreError::BadLine("the data ends with an unterminated line"));
         }
@@ -426,7 +475,7 @@ impl Store {
         };
         self.index.ingest(&pl);
         rng.prepare(&self.index);
-        self.after_direct_write(direct)?;
+        self.after_direct_write(direct);
         Ok(id)
     }
 

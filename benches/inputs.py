@@ -155,6 +155,19 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def best_pair(a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[float, float]:
+    """Minimum wall times of ``a`` and ``b``, run alternately so both see the same machine."""
+    ta = tb = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        a()
+        ta = min(ta, time.perf_counter() - t)
+        t = time.perf_counter()
+        b()
+        tb = min(tb, time.perf_counter() - t)
+    return ta, tb
+
+
 _RSS = re.compile(rb"^RssAnon:\s+(\d+) kB", re.M)
 
 

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from inputs import (APPEND_MODES, MAX_MB, SIZES, TAIL_MB, append_pair, best_of, chain, labels,  # noqa: E402
+from inputs import (APPEND_MODES, MAX_MB, SIZES, TAIL_MB, append_pair, best_of, best_pair, chain, labels,  # noqa: E402
                     session_file, session_with_tail, siblings)
 
 # Pi 1.6.0 (SessionManager.open) and the orjson loader, as measured on Pi's reference machine.
@@ -182,15 +182,8 @@ def measure_append() -> list[tuple[str, str, float, float]]:
             folder = Path(d) / durability
             folder.mkdir()
             ours, baseline, close = append_pair(folder, durability, n)
-            t_ours = t_base = float("inf")
             try:
-                for _ in range(rounds):
-                    t = time.perf_counter()
-                    ours()
-                    t_ours = min(t_ours, time.perf_counter() - t)
-                    t = time.perf_counter()
-                    baseline()
-                    t_base = min(t_base, time.perf_counter() - t)
+                t_ours, t_base = best_pair(ours, baseline, rounds)
             finally:
                 close()
             out.append((durability, base_mode, t_ours / n, t_base / n))
@@ -243,6 +236,14 @@ def fmt_t(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
+def _section(title: str, intro: str, columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown section: heading, optional paragraph, table (first column left-aligned)."""
+    out = [f"## {title}", ""] + ([intro, ""] if intro else [])
+    out += ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out + [""]
+
+
 def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None = None,
                    shapes: list | None = None) -> None:
     lines = [
@@ -279,45 +280,28 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
         "",
     ]
     if ops:
-        lines += [
-            f"## Cost follows the work ({TAIL_MB} MiB session vs {MAX_MB} MiB with the same active path)",
-            "",
-            f"| operation | {TAIL_MB} MiB | {MAX_MB} MiB | ratio |",
-            "|---|---:|---:|---:|",
-        ]
-        for name, ts, tb in ops:
-            lines.append(f"| {name} | {ts * 1e3:.3f} ms | {tb * 1e3:.3f} ms | {tb / ts:.2f}x |")
-        lines.append("")
+        lines += _section(
+            f"Cost follows the work ({TAIL_MB} MiB session vs {MAX_MB} MiB with the same active path)", "",
+            ["operation", f"{TAIL_MB} MiB", f"{MAX_MB} MiB", "ratio"],
+            [[name, f"{ts * 1e3:.3f} ms", f"{tb * 1e3:.3f} ms", f"{tb / ts:.2f}x"] for name, ts, tb in ops])
     if appends:
-        lines += [
-            "## Appending an entry",
-            "",
+        lines += _section(
+            "Appending an entry",
             "`Session.append_message` (one core call: id, leaf, timestamp, line built, checked, written and "
             "indexed) against `orjson.dumps(entry) + b\"\\n\"` written to a buffered file, per entry, minimum "
             "over interleaved batches (`benches/inputs.py` `append_pair`). The target is the first row: at "
             "most 2x, both buffered. The durable modes are reported beside the same baseline made durable "
             "the same way.",
-            "",
-            "| sessiontree durability | baseline | append_message | orjson + write | ratio |",
-            "|---|---|---:|---:|---:|",
-        ]
-        for durability, base_mode, t_ours, t_base in appends:
-            lines.append(f"| {durability} | {base_mode} | {t_ours * 1e6:.2f} us | {t_base * 1e6:.2f} us | {t_ours / t_base:.2f}x |")
-        lines.append("")
+            ["sessiontree durability", "baseline", "append_message", "orjson + write", "ratio"],
+            [[d, b, f"{to * 1e6:.2f} us", f"{tb * 1e6:.2f} us", f"{to / tb:.2f}x"] for d, b, to, tb in appends])
     if shapes:
-        lines += [
-            "## No quadratic work",
-            "",
+        lines += _section(
+            "No quadratic work",
             "Generated shapes (`benches/inputs.py`): one node with 1M children, a chain 1M deep, 100k labels. "
             "Each operation at a tenth of the size and at full size, best of 3, GC off; linear is 10x, "
             "quadratic would be 100x.",
-            "",
-            "| shape | operation | a tenth | full size | ratio |",
-            "|---|---|---:|---:|---:|",
-        ]
-        for shape, name, n, t_small, t_big in shapes:
-            lines.append(f"| {shape}, {n:,} | {name} | {fmt_t(t_small)} | {fmt_t(t_big)} | {t_big / t_small:.1f}x |")
-        lines.append("")
+            ["shape", "operation", "a tenth", "full size", "ratio"],
+            [[f"{shape}, {n:,}", name, fmt_t(ts), fmt_t(tb), f"{tb / ts:.1f}x"] for shape, name, n, ts, tb in shapes])
     lines += ["![open time and memory vs size](benchmarks.png)", ""]
     path.write_text("\n".join(lines))
 

@@ -600,7 +600,7 @@ class Session:
         writes ``"name":`` before it (one dict and one serializer pass fewer)."""
         if not self._ready:
             self._prepare_write()
-        try:
+        try:  # dumps_entry, inlined: this is the hot path of append_message
             body = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError):
             body = js_stringify_bytes(value)
@@ -634,14 +634,7 @@ class Session:
             raise TypeError("message must be a dict")
         if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
             raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
-        # the hot path (see benches/bench_ops.py): one serializer pass, one core call
-        if not self._ready:
-            self._prepare_write()
-        try:
-            body = orjson.dumps(message)
-        except (TypeError, orjson.JSONEncodeError):
-            body = js_stringify_bytes(message)
-        return self._core.append_entry("message", body, "message")
+        return self._append_field("message", "message", message)
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
         """Append a ``thinking_level_change`` entry. Returns its id."""

@@ -3,10 +3,13 @@
 //! The input is a generated session (tests/tools/gen_session.py, never committed), cached in
 //! target/bench-data; `SESSIONTREE_BENCH_MB` sets its size (default 64) and
 //! `SESSIONTREE_BENCH_FILE` uses an existing file instead. Baselines: counting lines with
-//! memchr (what `wc -l` does) and UTF-8 validation alone.
+//! memchr, in memory and as `wc -l` does it (reading the file through a buffer: the yardstick
+//! of `store_open/parallel`, which reads the same file from the page cache), and UTF-8
+//! validation alone.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sessiontree_core::{json::LineParser, scan, store::Store};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -42,6 +45,21 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(data.len() as u64));
 
     g.bench_function("baseline/memchr_line_count", |b| b.iter(|| memchr::memchr_iter(b'\n', &data).count()));
+    g.bench_function("baseline/read_line_count", |b| {
+        // `wc -l`: read() into a 128 KiB buffer, count newlines
+        let mut buf = vec![0u8; 128 << 10];
+        b.iter(|| {
+            let mut f = std::fs::File::open(&path).unwrap();
+            let mut n = 0;
+            loop {
+                let k = f.read(&mut buf).unwrap();
+                if k == 0 {
+                    break n;
+                }
+                n += memchr::memchr_iter(b'\n', &buf[..k]).count();
+            }
+        })
+    });
     g.bench_function("baseline/utf8_validate", |b| b.iter(|| simdutf8::basic::from_utf8(&data).is_ok()));
     g.bench_function("parse_lines/1_thread_no_split", |b| {
         // the JSON reader alone, over pre-split lines

@@ -287,6 +287,9 @@ impl KeyTable {
         let cap = need.next_power_of_two().max(64);
         let old = std::mem::replace(&mut self.slots, vec![0; cap]);
         advise_huge_pages(&self.slots);
+        if cap >= 1 << 13 {
+            populate_range(self.slots.as_ptr() as usize, cap * 8);
+        }
         for slot in old {
             if slot != 0 {
                 let kid = slot as u32 - 1;
@@ -312,18 +315,51 @@ impl KeyTable {
 /// Asks for transparent huge pages under a big table we probe at random (with 4 KiB pages
 /// nearly every probe of a million-key table would also miss the TLB).
 fn advise_huge_pages(v: &[u64]) {
+    advise_huge_range(v.as_ptr() as usize, std::mem::size_of_val(v));
+}
+
+/// Makes room for `more` elements in `v` when that is at least `RESERVE_MIN` bytes, on
+/// transparent huge pages. (Room reserved is address space only until used. Arrays this large
+/// get fresh pages from the OS whatever we do; smaller ones are left to grow, which lets the
+/// allocator reuse memory it already has.)
+fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
+    const RESERVE_MIN: usize = 8 << 20;
+    if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more {
+        return;
+    }
+    v.reserve(more);
+    advise_huge_range(v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+}
+
+/// Faults in `[start, start + len)` writable up front (`MADV_POPULATE_WRITE`, Linux 5.14+;
+/// elsewhere nothing happens). For a zeroed table read before it is written: each page read
+/// first maps the shared zero page, and the first write to it then takes a second fault and
+/// a TLB shootdown across the threads of the process (costly in a VM, while a parallel scan
+/// runs on every core).
+fn populate_range(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let a = start & !4095;
+        // SAFETY: advice only, on pages that hold our own allocation (populating pages that
+        // are already mapped changes nothing).
+        unsafe { libc::madvise(a as *mut libc::c_void, start + len - a, libc::MADV_POPULATE_WRITE) };
+    }
+    let _ = (start, len);
+}
+
+/// `MADV_HUGEPAGE` on the whole 2 MiB pages inside `[start, start + len)`.
+fn advise_huge_range(start: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let start = v.as_ptr() as usize;
-        let end = start + std::mem::size_of_val(v);
+        let end = start + len;
         let (a, b) = ((start + HUGE - 1) & !(HUGE - 1), end & !(HUGE - 1));
         if b > a {
             // SAFETY: advice only, on whole pages inside our own allocation.
             unsafe { libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE) };
         }
     }
-    let _ = v;
+    let _ = (start, len);
 }
 
 /// Equality of two byte strings of the same length, without a call for short ones (ids).
@@ -720,10 +756,16 @@ impl Index {
     }
 
     /// Makes room for about `entries` more entries (a guess from the bytes about to be
-    /// scanned), so the key table does not rehash as it fills.
+    /// scanned), so the key table does not rehash as it fills, and the large arrays that grow
+    /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
         self.keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
+        reserve_large(&mut self.recs, entries);
+        // about one new key (its id) per entry; Pi ids are 8 bytes
+        reserve_large(&mut self.key_recs, entries);
+        reserve_large(&mut self.by_id, entries);
+        reserve_large(&mut self.key_bytes, entries * 8);
     }
 
     /// Key id of a string id, without interning (None when no such key exists).

@@ -948,6 +948,17 @@ impl LineParser {
     /// spares copying skeletons around; on None, `sk` holds garbage.
     #[inline]
     pub fn parse_object_line_into<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
+        let end = self.parse_object_line_into_no_utf8(buf, sk)?;
+        // the ASCII whitespace after the value does not change UTF-8 validity
+        sk.invalid_utf8 = simdutf8::basic::from_utf8(&buf[..end]).is_err();
+        Some(end)
+    }
+
+    /// [`LineParser::parse_object_line_into`] without the UTF-8 check (`sk.invalid_utf8` is
+    /// left as it was), for a caller that checks many lines at once: a line's bytes outside
+    /// its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
+    #[inline]
+    pub fn parse_object_line_into_no_utf8<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
         if buf.first() != Some(&b'{') {
             return None;
         }
@@ -958,8 +969,6 @@ impl LineParser {
         if p.i < buf.len() && buf[p.i] != b'\n' {
             return None;
         }
-        // the ASCII whitespace after the value does not change UTF-8 validity
-        sk.invalid_utf8 = simdutf8::basic::from_utf8(&buf[..p.i]).is_err();
         Some(p.i)
     }
 }

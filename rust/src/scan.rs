@@ -1,61 +1,93 @@
-//! Splitting bytes into lines and parsing them, in parallel batches.
+//! Splitting bytes into lines and parsing them, in parallel chunks.
 //!
 //! Lines end at `\n` only (never at `\r` alone or U+2028/U+2029); one trailing `\r` is not
 //! part of the line's JSON.
 //!
-//! How the work is shared: the data is cut into batches, each batch into chunks at line
-//! boundaries; chunks are split into lines and parsed on the rayon pool (each worker with
-//! its own [`LineParser`]), and the parsed lines are indexed in file order on one thread
-//! while the pool already parses the next batch. Finding line ends is part of the parallel
-//! work too, so no pass over the data runs on one core. Parsed skeletons borrow the mapped
-//! bytes, and at most two batches of them exist at a time, so memory stays bounded however
-//! large the file.
+//! How the work is shared: the data is handed out in chunks cut at line boundaries, in file
+//! order; each thread splits its chunk into lines and parses them (with its own
+//! [`LineParser`]). One thread also indexes the parsed chunks in file order as they come in,
+//! and parses chunks itself whenever the next one is not ready, so both cores stay busy
+//! without a barrier between rounds of work. Finding line ends is part of the parallel work
+//! too, so no pass over the data runs on one core. Parsed skeletons borrow the mapped bytes;
+//! how many parsed lines may wait to be indexed is bounded (a small share of the data's
+//! size), so memory stays bounded however large the file.
 
 use crate::index::{parse_one, pre_of, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::LineParser;
-use crate::json::{Skel, TopKind};
+use crate::json::{Skel, TopKind, Val};
 use rayon::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Bytes per batch (the unit of the parse / index pipeline), at most and at least; within
-/// these, a batch is sized to hold about `BATCH_LINES` lines of the length seen last, so
-/// parsed records of tiny (hostile) lines never dwarf the bytes they came from.
-const MAX_BATCH: usize = 2 << 20;
-const MIN_BATCH: usize = 32 << 10;
-const BATCH_LINES: usize = 32 << 10;
-/// Chunks (parallel work items) per batch, and the most lines one chunk parses before it
-/// hands back the rest (the hard bound on parsed records in flight).
-const CHUNKS_PER_BATCH: usize = 16;
+/// Chunks (the unit of parallel work) hold about `TARGET_LINES` lines of the length seen
+/// last, within these sizes in bytes; a chunk parses at most `CHUNK_LINES` lines before it
+/// hands back the rest.
+const MIN_CHUNK: usize = 4 << 10;
+const MAX_CHUNK: usize = 256 << 10;
+const TARGET_LINES: usize = 2 << 10;
 const CHUNK_LINES: usize = 8 << 10;
-/// How far ahead of the parser pages are prefetched.
+/// Chunks parsed (or being parsed) ahead of the one being indexed, at most.
+const RING: usize = 512;
+/// Parsed lines waiting to be indexed, at most about this many bytes of them per byte of
+/// data (within the bounds below). A deep queue lets the parsing thread run on while the
+/// indexing one is held up (the OS gave its core to another process), but costs memory.
+const QUEUE_SHARE: usize = 64;
+const MIN_QUEUE: usize = 256 << 10;
+const MAX_QUEUE: usize = 16 << 20;
+/// Below this many bytes one thread scans (handing work to others costs more than it saves).
+const PARALLEL_MIN: usize = 32 << 10;
+/// How far ahead of the parser the data is prefetched.
 const PREFETCH: usize = 16 << 10;
 
 /// Splits `data[s..e]` into lines and parses them, at most `CHUNK_LINES` of them. `e` is at a
 /// line start (or the end of the data); `base` is the file offset of `data[0]`. Returns the
 /// parsed lines and where it stopped (`e` unless the line limit was reached).
 fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a>) -> Part<'a> {
-    let mut parser = LineParser::new();
     let mut out = pool.take();
+    let stop = parse_lines(data, s, e, base, &mut out);
+    // Object lines were parsed without their UTF-8 check: one check of the whole chunk, while
+    // it is still in cache, settles them all at once in the common case. (A line's bytes
+    // outside its strings are ASCII, and lines split at `\n`, so the chunk is UTF-8 exactly
+    // when every line is.)
+    if simdutf8::basic::from_utf8(&data[s..stop]).is_err() {
+        for pl in out.iter_mut() {
+            if let LineResult::Value(sk, _) = &mut pl.result {
+                let a = (pl.offset - base) as usize;
+                sk.invalid_utf8 = simdutf8::basic::from_utf8(&data[a..a + pl.len as usize]).is_err();
+            }
+        }
+    }
+    Part { lines: out, start: s, stop, end: e }
+}
+
+/// [`parse_chunk`] before the UTF-8 check of object lines: pushes the lines to `out` and
+/// returns where it stopped.
+#[inline(always)]
+fn parse_lines<'a>(data: &'a [u8], s: usize, e: usize, base: u64, out: &mut Vec<ParsedLine<'a>>) -> usize {
+    let mut parser = LineParser::new();
     let mut start = s;
     let mut fetched = s;
     while start < e {
         if out.len() == CHUNK_LINES {
-            return Part { lines: out, stop: start, end: e };
+            return start;
         }
-        // Ask for the next pages early: the hardware prefetcher stops at page boundaries, and
-        // a mapped file's pages are scattered.
+        // Ask for the bytes ahead early, every cache line of them: the hardware prefetcher
+        // stops at page boundaries, and a mapped file's pages are scattered. (One prefetch a
+        // page was measured to do nothing; one a line saves about 3%.)
         #[cfg(target_arch = "x86_64")]
         while fetched < (start + PREFETCH).min(e) {
             // SAFETY: a prefetch is a hint; the address is inside `data`.
             unsafe {
                 std::arch::x86_64::_mm_prefetch(data.as_ptr().add(fetched) as *const i8, std::arch::x86_64::_MM_HINT_T0)
             };
-            fetched += 4096;
+            fetched += 64;
         }
         // fast path: an object line, parsed up to its newline in one pass, straight into
         // its slot of `out`
         if data[start] == b'{' {
-            out.push(ParsedLine {
+            // (built in the vector's spare room: a push would build it aside and copy it)
+            out.reserve(1);
+            let n = out.len();
+            out.spare_capacity_mut()[0].write(ParsedLine {
                 offset: base + start as u64,
                 len: 0,
                 line: 0,
@@ -63,9 +95,11 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
                 end: 0,
                 result: LineResult::Value(Skel::new(TopKind::Object), Pre::NONE),
             });
-            let slot = out.last_mut().unwrap();
+            // SAFETY: the slot past the old length was just written.
+            unsafe { out.set_len(n + 1) };
+            let slot = &mut out[n];
             let LineResult::Value(sk, pre) = &mut slot.result else { unreachable!() };
-            match parser.parse_object_line_into(&data[start..e], sk) {
+            match parser.parse_object_line_into_no_utf8(&data[start..e], sk) {
                 Some(k) if k as u64 <= MAX_LINE => {
                     *pre = pre_of(sk);
                     let nl = start + k;
@@ -101,12 +135,13 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
         });
         start = nl.map_or(e, |n| n + 1);
     }
-    Part { lines: out, stop: e, end: e }
+    e
 }
 
 /// The parsed lines of one chunk `[.., end)`, complete up to `stop`.
 struct Part<'a> {
     lines: Vec<ParsedLine<'a>>,
+    start: usize,
     stop: usize,
     end: usize,
 }
@@ -144,60 +179,263 @@ impl<'a> Pool<'a> {
     }
 }
 
-fn parse_batch<'a>(data: &'a [u8], s: usize, e: usize, base: u64, chunk: usize, pool: &Pool<'a>) -> Vec<Part<'a>> {
-    let parts = chunks(data, s, e, chunk);
-    if parts.len() > 1 {
-        parts.par_iter().map(|&(a, b)| parse_chunk(data, a, b, base, pool)).collect()
+/// Hints the cache about a parsed line's record (lines are indexed `4 * AHEAD` later).
+#[inline(always)]
+fn prefetch_record(pl: &ParsedLine<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = pl as *const ParsedLine as *const i8;
+        let mut o = 0;
+        while o < std::mem::size_of::<ParsedLine>() {
+            // SAFETY: a prefetch is a hint; the address is inside `pl`.
+            unsafe { std::arch::x86_64::_mm_prefetch(p.wrapping_add(o), std::arch::x86_64::_MM_HINT_T0) };
+            o += 64;
+        }
+    }
+    let _ = pl;
+}
+
+/// Hints the cache about the id bytes a parsed line's indexing reads (hashes, compares,
+/// copies): they lie in the mapped file, one line apart, and were last read by another core.
+#[inline(always)]
+fn prefetch_ids(pl: &ParsedLine<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    if let LineResult::Value(sk, _) = &pl.result {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if let Val::Str(s) = &sk.id {
+            // SAFETY: a prefetch is a hint.
+            unsafe { _mm_prefetch(s.as_ptr() as *const i8, _MM_HINT_T0) };
+        }
+        if let Val::Str(s) = &sk.parent_id {
+            // SAFETY: as above.
+            unsafe { _mm_prefetch(s.as_ptr() as *const i8, _MM_HINT_T0) };
+        }
+    }
+    let _ = pl;
+}
+
+/// Indexes a chunk's lines in order, then gives its vector back to the pool. Memory is
+/// pulled in ahead of use in three steps, each a few lines earlier than the next: the
+/// parsed records, the id bytes they point at, then (hashing those) the key-table slots.
+fn ingest_lines<'a>(index: &mut Index, mut lines: Vec<ParsedLine<'a>>, pool: &Pool<'a>) {
+    const AHEAD: usize = 8;
+    let n = lines.len();
+    for pl in lines.iter().take(4 * AHEAD) {
+        prefetch_record(pl);
+    }
+    for pl in lines.iter().take(2 * AHEAD) {
+        prefetch_ids(pl);
+    }
+    for pl in lines.iter().take(AHEAD) {
+        index.prefetch_keys(pl);
+    }
+    for k in 0..n {
+        if k + 4 * AHEAD < n {
+            prefetch_record(&lines[k + 4 * AHEAD]);
+        }
+        if k + 2 * AHEAD < n {
+            prefetch_ids(&lines[k + 2 * AHEAD]);
+        }
+        if k + AHEAD < n {
+            index.prefetch_keys(&lines[k + AHEAD]);
+        }
+        let pl = &mut lines[k];
+        pl.line = index.lines + 1;
+        index.ingest(pl);
+    }
+    pool.give(lines);
+}
+
+/// Indexes a parsed chunk; when it stopped short (its line limit), parses and indexes the
+/// rest of it here, `CHUNK_LINES` at a time. Returns the chunk's (bytes, lines).
+fn ingest_part<'a>(index: &mut Index, data: &'a [u8], base: u64, part: Part<'a>, pool: &Pool<'a>) -> (usize, usize) {
+    let (start, mut stop, end) = (part.start, part.stop, part.end);
+    let mut lines = part.lines.len();
+    ingest_lines(index, part.lines, pool);
+    while stop < end {
+        let p = parse_chunk(data, stop, end, base, pool);
+        stop = p.stop;
+        lines += p.lines.len();
+        ingest_lines(index, p.lines, pool);
+    }
+    (end - start, lines)
+}
+
+/// Chunk size for the average line length seen last: about `TARGET_LINES` lines, so the
+/// parsed records of tiny (hostile) lines never dwarf the bytes they came from.
+fn chunk_size(avg: usize) -> usize {
+    avg.saturating_mul(TARGET_LINES).clamp(MIN_CHUNK, MAX_CHUNK)
+}
+
+/// The end of the line that holds byte `from + size` (or the end of the data).
+fn cut(data: &[u8], from: usize, size: usize) -> usize {
+    let end = from.saturating_add(size).min(data.len());
+    if end < data.len() {
+        match memchr::memchr(b'\n', &data[end..]) {
+            Some(k) => end + k + 1,
+            None => data.len(),
+        }
     } else {
-        parts.iter().map(|&(a, b)| parse_chunk(data, a, b, base, pool)).collect()
+        end
     }
 }
 
-/// Indexes a batch's lines in order. When a chunk stopped short (its line limit), indexing
-/// stops there: returns the position to go on from, and what followed is dropped.
-fn ingest_batch<'a>(index: &mut Index, batch: Vec<Part<'a>>, pool: &Pool<'a>) -> Option<usize> {
-    // how many lines ahead the key-table slots are prefetched
-    const AHEAD: usize = 8;
-    let mut resume = None;
-    for part in batch {
-        let mut lines = part.lines;
-        if resume.is_none() {
-            for pl in lines.iter().take(AHEAD) {
-                index.prefetch_keys(pl);
-            }
-            for k in 0..lines.len() {
-                if k + AHEAD < lines.len() {
-                    index.prefetch_keys(&lines[k + AHEAD]);
+/// What the threads of a parallel scan share, behind one lock (held only for bookkeeping,
+/// never while parsing or indexing).
+struct State<'a> {
+    /// where the next chunk handed out starts
+    next: usize,
+    /// chunks handed out so far (chunk `i` waits in slot `i % RING` once parsed)
+    claimed: usize,
+    /// chunks indexed so far
+    done: usize,
+    /// size of the chunks handed out now
+    chunk: usize,
+    slots: Vec<Option<Part<'a>>>,
+    /// parsed lines in `slots`
+    queued: usize,
+    /// threads blocked on the condvar
+    waiting: usize,
+    /// a thread panicked: the others stop
+    failed: bool,
+}
+
+enum Claim {
+    /// parse `[s, e)`, chunk number `i`
+    Chunk(usize, usize, usize),
+    /// enough is parsed ahead of the indexing: wait
+    Full,
+    /// nothing left to hand out
+    Done,
+}
+
+struct Shared<'a> {
+    data: &'a [u8],
+    base: u64,
+    /// most parsed lines `slots` may hold
+    queue: usize,
+    state: Mutex<State<'a>>,
+    cv: Condvar,
+    pool: Pool<'a>,
+}
+
+impl<'a> Shared<'a> {
+    fn claim(&self, st: &mut State<'a>) -> Claim {
+        if st.failed || st.next >= self.data.len() {
+            return Claim::Done;
+        }
+        // (waiting on this always ends: the chunk to index next is either in its slot or
+        // being parsed by a running thread, so indexing goes on and makes room)
+        if st.claimed >= st.done + RING || st.queued >= self.queue {
+            return Claim::Full;
+        }
+        let s = st.next;
+        let e = cut(self.data, s, st.chunk);
+        st.next = e;
+        st.claimed += 1;
+        Claim::Chunk(st.claimed - 1, s, e)
+    }
+
+    fn wait<'g>(&self, mut g: MutexGuard<'g, State<'a>>) -> MutexGuard<'g, State<'a>> {
+        g.waiting += 1;
+        g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.waiting -= 1;
+        g
+    }
+
+    /// Queues parsed chunk `i` for indexing.
+    fn put(&self, g: &mut State<'a>, i: usize, part: Part<'a>) {
+        g.queued += part.lines.len();
+        g.slots[i % RING] = Some(part);
+        if g.waiting > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<'a>> {
+        // (a thread that panicked never held the lock while running our code's loops, but a
+        // poisoned lock must not turn one panic into a hang of the others either)
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A parsing thread: parses the chunks it is handed until none are left.
+    fn parse_loop(&self) {
+        let _guard = Failed(self);
+        let mut g = self.lock();
+        loop {
+            match self.claim(&mut g) {
+                Claim::Done => return,
+                Claim::Full => g = self.wait(g),
+                Claim::Chunk(i, s, e) => {
+                    drop(g);
+                    let part = parse_chunk(self.data, s, e, self.base, &self.pool);
+                    g = self.lock();
+                    self.put(&mut g, i, part);
                 }
-                let pl = &mut lines[k];
-                pl.line = index.lines + 1;
-                index.ingest(pl);
-            }
-            if part.stop < part.end {
-                resume = Some(part.stop);
             }
         }
-        pool.give(lines);
     }
-    resume
+
+    /// The indexing thread: indexes the chunks in file order as they are ready, and parses
+    /// chunks itself while the next one is not.
+    fn index_loop(&self, index: &mut Index) {
+        let _guard = Failed(self);
+        let mut g = self.lock();
+        loop {
+            let slot = g.done % RING;
+            let part = match g.slots[slot].take() {
+                Some(part) => {
+                    g.queued -= part.lines.len();
+                    part
+                }
+                None => match self.claim(&mut g) {
+                    Claim::Chunk(i, s, e) => {
+                        drop(g);
+                        let part = parse_chunk(self.data, s, e, self.base, &self.pool);
+                        g = self.lock();
+                        if i != g.done {
+                            self.put(&mut g, i, part);
+                            continue;
+                        }
+                        part
+                    }
+                    Claim::Done if g.failed || g.done == g.claimed => return,
+                    Claim::Full | Claim::Done => {
+                        g = self.wait(g);
+                        continue;
+                    }
+                },
+            };
+            drop(g);
+            let (bytes, lines) = ingest_part(index, self.data, self.base, part, &self.pool);
+            g = self.lock();
+            g.done += 1;
+            g.chunk = chunk_size(bytes / lines.max(1));
+            if g.waiting > 0 {
+                self.cv.notify_all();
+            }
+        }
+    }
 }
 
-/// Batch and chunk sizes from the average line length of the last batch.
-struct Sizer {
-    avg: usize,
+/// Should a thread of a parallel scan panic, the others must not wait for it: they stop, and
+/// the scope passes the panic on.
+struct Failed<'s, 'a>(&'s Shared<'a>);
+
+impl Drop for Failed<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut g = self.0.lock();
+            g.failed = true;
+            self.0.cv.notify_all();
+        }
+    }
 }
 
-impl Sizer {
-    fn batch(&self) -> usize {
-        self.avg.saturating_mul(BATCH_LINES).clamp(MIN_BATCH, MAX_BATCH)
-    }
-    fn chunk(&self) -> usize {
-        (self.batch() / CHUNKS_PER_BATCH).max(4 << 10)
-    }
-    fn saw(&mut self, bytes: usize, parts: &[Part]) {
-        let lines: usize = parts.iter().map(|p| p.lines.len()).sum();
-        self.avg = (bytes / lines.max(1)).max(1);
-    }
+/// The chunk size for the line length of the first bytes of `data`.
+fn first_chunk_size(data: &[u8]) -> usize {
+    let head = &data[..data.len().min(MAX_CHUNK)];
+    chunk_size(head.len() / memchr::memchr_iter(b'\n', head).count().max(1))
 }
 
 /// Scans `data` (which starts at file offset `base`) into `index`. `parallel` uses the rayon
@@ -206,71 +444,46 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
     let before = index.recs.len();
     // Pi sessions average well over 1 KiB a line; a wrong guess only costs a rehash
     index.reserve(data.len() / 1024);
-    // the end of the line that holds byte `from + size` (or the end of the data)
-    let cut = |from: usize, size: usize| -> usize {
-        let end = from.saturating_add(size).min(data.len());
-        if end < data.len() {
-            match memchr::memchr(b'\n', &data[end..]) {
-                Some(k) => end + k + 1,
-                None => data.len(),
-            }
-        } else {
-            end
-        }
-    };
     let pool = Pool::default();
-    // the first batch is small, until the line length is known
-    let mut sizer = Sizer { avg: 1 };
-    if !parallel || data.len() <= MIN_BATCH {
+    let threads = if parallel && data.len() > PARALLEL_MIN { rayon::current_num_threads() } else { 1 };
+    if threads <= 1 {
         // one chunk at a time: its parsed lines are still in cache when they are indexed
         let mut pos = 0;
+        let mut chunk = first_chunk_size(data);
         while pos < data.len() {
-            let end = cut(pos, sizer.chunk());
-            let part = vec![parse_chunk(data, pos, end, base, &pool)];
-            sizer.saw(part[0].stop - pos, &part);
-            pos = ingest_batch(index, part, &pool).unwrap_or(end);
+            let end = cut(data, pos, chunk);
+            let part = parse_chunk(data, pos, end, base, &pool);
+            let (bytes, lines) = ingest_part(index, data, base, part, &pool);
+            chunk = chunk_size(bytes / lines.max(1));
+            pos = end;
         }
         return index.recs.len() - before;
     }
-    // pipeline: index batch k on one worker while the pool parses batch k+1
-    let mut pos = 0;
-    let mut end = cut(0, sizer.batch());
-    let mut pending = parse_batch(data, pos, end, base, sizer.chunk(), &pool);
-    sizer.saw(end - pos, &pending);
-    loop {
-        pos = end;
-        if pos >= data.len() {
-            match ingest_batch(index, pending, &pool) {
-                None => break,
-                Some(stop) => {
-                    // the last batch stopped short: go on from there
-                    end = cut(stop, sizer.batch());
-                    pending = parse_batch(data, stop, end, base, sizer.chunk(), &pool);
-                    sizer.saw(end - stop, &pending);
-                    continue;
-                }
-            }
+    let queue = (data.len() / QUEUE_SHARE).clamp(MIN_QUEUE, MAX_QUEUE) / std::mem::size_of::<ParsedLine>();
+    let shared = Shared {
+        data,
+        base,
+        queue,
+        state: Mutex::new(State {
+            next: 0,
+            claimed: 0,
+            done: 0,
+            chunk: first_chunk_size(data),
+            slots: (0..RING).map(|_| None).collect(),
+            queued: 0,
+            waiting: 0,
+            failed: false,
+        }),
+        cv: Condvar::new(),
+        pool,
+    };
+    let sh = &shared;
+    rayon::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(move |_| sh.parse_loop());
         }
-        end = cut(pos, sizer.batch());
-        let chunk = sizer.chunk();
-        let (resume, next) =
-            rayon::join(|| ingest_batch(index, pending, &pool), || parse_batch(data, pos, end, base, chunk, &pool));
-        match resume {
-            None => {
-                sizer.saw(end - pos, &next);
-                pending = next;
-            }
-            Some(stop) => {
-                // the batch before stopped short: what was parsed after it is dropped
-                for p in next {
-                    pool.give(p.lines);
-                }
-                end = cut(stop, sizer.batch());
-                pending = parse_batch(data, stop, end, base, sizer.chunk(), &pool);
-                sizer.saw(end - stop, &pending);
-            }
-        }
-    }
+        sh.index_loop(index);
+    });
     index.recs.len() - before
 }
 
@@ -355,6 +568,71 @@ mod tests {
         assert_eq!(snapshot(&one), snapshot(&par));
         assert_eq!(one.lines as usize, 1 + 3 * CHUNK_LINES + 77 + 2 + CHUNK_LINES + 5);
         assert_eq!(one.recs.len(), (3 * CHUNK_LINES + 77) / 1000 + 1);
+    }
+
+    /// Indexes `data` a line at a time, without chunks or threads: what a scan must match.
+    fn reference(data: &[u8]) -> Index {
+        let mut ix = Index::new();
+        let mut parser = LineParser::new();
+        let mut start = 0;
+        while start < data.len() {
+            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
+            let stop = nl.unwrap_or(data.len());
+            let end = if stop > start && data[stop - 1] == b'\r' { stop - 1 } else { stop };
+            let pl = ParsedLine {
+                offset: start as u64,
+                len: (end - start) as u64,
+                line: ix.lines + 1,
+                terminated: nl.is_some(),
+                end: nl.map_or(data.len(), |n| n + 1) as u64,
+                result: parse_one(&mut parser, &data[start..end]),
+            };
+            ix.ingest(&pl);
+            start = nl.map_or(data.len(), |n| n + 1);
+        }
+        ix
+    }
+
+    #[test]
+    fn chunks_sized_for_long_lines_that_meet_tiny_ones_match_a_line_at_a_time() {
+        // long lines first (big chunks), then far more tiny lines than a chunk may hold, bytes
+        // that are not UTF-8 on both sides, and an unterminated last line
+        let mut data = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
+        let long = |data: &mut Vec<u8>, i: usize, parent: usize| {
+            let text = if i % 97 == 5 { "caf\u{e9} \u{1F600} ".repeat(90) } else { "word ".repeat(400) };
+            data.extend_from_slice(
+                format!("{{\"type\":\"message\",\"id\":\"e{i}\",\"parentId\":\"e{parent}\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n")
+                    .as_bytes(),
+            );
+            if i % 211 == 7 {
+                data.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"bad\xff\",\"parentId\":null}\r\n");
+            }
+        };
+        for i in 0..600 {
+            long(&mut data, i, i.saturating_sub(1));
+        }
+        for i in 0..(5 * CHUNK_LINES + 3) {
+            data.extend_from_slice(match i % 500 {
+                0 => b"{\"type\":\"custom\",\"id\":\"t\",\"parentId\":\"e1\"}\n" as &[u8],
+                1 => b"not json\n",
+                2 => b"\xfe\n",
+                _ => b"\n",
+            });
+        }
+        for i in 600..1200 {
+            long(&mut data, i, i - 1);
+        }
+        data.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"torn\"");
+        let snapshot = |ix: &Index| {
+            let probs: Vec<_> = ix.problems.iter().map(|p| (p.line, p.offset, p.kind)).collect();
+            (ix.lines, ix.scanned_to, format!("{:?}", ix.recs), probs, ix.leaf)
+        };
+        let want = snapshot(&reference(&data));
+        for parallel in [false, true] {
+            let mut ix = Index::new();
+            scan_into(&mut ix, &data, 0, parallel);
+            assert_eq!(snapshot(&ix), want, "parallel: {parallel}");
+        }
     }
 
     #[test]

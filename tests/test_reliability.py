@@ -178,3 +178,42 @@ def test_sigkill_during_appends_loses_no_reported_entry(tmp_path):
         torn_seen = len(damaged)
         counter = max(reported.values(), default=counter) + 1
     assert reported, "the writer never got to append"
+
+
+# ==== parallel scans from several threads ======================================
+
+
+def test_threads_opening_sessions_at_once_share_the_scan_pool(tmp_path):
+    # each open scans on the shared two-thread pool; several at once must neither deadlock
+    # nor mix up their files, and each must index what a one-thread scan indexes
+    from sessiontree import _core
+
+    files = []
+    for k in range(3):
+        p = tmp_path / f"s{k}.jsonl"
+        subprocess.run([sys.executable, str(Path(__file__).parent / "tools" / "gen_session.py"), "--megabytes", "3",
+                        "--seed", str(k + 1), "--out", str(p)], check=True, capture_output=True)
+        files.append(p)
+    want = {}
+    for p in files:
+        alone = _core.Index.open(str(p), parallel=False)
+        want[p] = (len(alone), alone.leaf_id())
+    errors: list = []
+
+    def worker(k: int) -> None:
+        try:
+            for r in range(6):
+                p = files[(k + r) % len(files)]
+                s = Session.open(p)
+                if (len(s), s.leaf_id) != want[p]:
+                    errors.append((p.name, len(s), s.leaf_id))
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a scan hung"
+    assert errors == []

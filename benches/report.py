@@ -115,15 +115,6 @@ def measure_open(sizes: list[int]) -> list[dict]:
     return rows
 
 
-def best(fn, repeat: int) -> float:
-    b = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        b = min(b, time.perf_counter() - t)
-    return b
-
-
 def measure_ops() -> list[tuple[str, float, float]]:
     """(operation, small, big): a TAIL_MB session vs MAX_MB whose active path is the same."""
     from sessiontree import Session
@@ -139,11 +130,7 @@ def measure_ops() -> list[tuple[str, float, float]]:
         "get_entries(since=10th from the end)": lambda s: (lambda sid=s.entries()[-10].id: s.get_entries(sid)),
     }
     for name, make in ops.items():
-        fs, fb = make(small), make(big)
-        ts = tb = float("inf")
-        for _ in range(7):
-            ts = min(ts, best(fs, 1))
-            tb = min(tb, best(fb, 1))
+        ts, tb = best_pair(make(small), make(big), 7)
         out.append((name, ts, tb))
     # refresh after another writer appends one entry (copies, since we append)
     import orjson

@@ -350,3 +350,127 @@ def test_a_session_shared_by_threads(tmp_path, durability):
     ids = [e.id for e in again.entries()]
     assert [e.parent_id for e in again.entries()][20_000:] == ids[19_999:-1]
     assert not again.problems
+
+
+# ==== found by trying to break it ==============================================
+
+
+def _torn(s: Session) -> None:
+    fd = os.open(s.path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b'{"type":"message","id":"torn')  # another writer died mid-line
+    os.close(fd)
+    s.refresh()
+    assert [p.kind for p in s.problems] == ["torn_last_line"]
+
+
+@pytest.mark.parametrize("how", ["message", "custom", "compaction", "branch_summary", "label"])
+def test_an_append_after_a_torn_line_starts_a_fresh_line(tmp_path, how):
+    s = Session.create("/p", session_dir=tmp_path)
+    a = s.append_message(_user("a"))
+    _torn(s)
+    new = {
+        "message": lambda: s.append_message(_user("b")),
+        "custom": lambda: s.append_custom_entry("t", {"x": 1}),
+        "compaction": lambda: s.append_compaction("sum", a, 10),
+        "branch_summary": lambda: s.branch_with_summary(a, "sum"),
+        "label": lambda: s.append_label_change(a, "l"),
+    }[how]()
+    assert s.get_entry(new) is not None and s.leaf_id == new
+    s.close()
+    again = Session.open(s.path)
+    assert again.get_entry(new) is not None
+    assert [p.kind for p in again.problems] == ["malformed_json"]  # the torn text, on its own line
+    assert [e.raw for e in again.entries()] == [e.raw for e in s.entries()] and again.leaf_id == new
+
+
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
+@pytest.mark.parametrize("refresh_first", [True, False])
+def test_a_file_renamed_over_a_writers_file_is_an_error_not_a_silent_loss(tmp_path, durability, refresh_first):
+    s = Session.create("/p", session_dir=tmp_path, durability=durability)
+    s.append_message(_user("a"))
+    s.flush()
+    copy = s.path.with_suffix(".new")
+    copy.write_bytes(s.path.read_bytes())
+    os.replace(copy, s.path)  # an editor or a backup tool saving the file
+    from sessiontree import SessionFileChangedError
+    with pytest.raises(SessionFileChangedError, match="replaced"):
+        if refresh_first:
+            s.refresh()
+        s.append_message(_user("after"))
+        s.flush()  # none mode: the buffer is where the check happens
+    with pytest.raises(SessionFileChangedError):
+        s.append_message(_user("again"))
+    s._writer and s._writer.close()  # release the lock without writing the buffer
+    s._writer = None
+    assert [e["message"]["content"] for e in Session.open(s.path).entries()] == ["a"]
+
+
+def test_a_removed_file_is_an_error_too(tmp_path):
+    s = Session.create("/p", session_dir=tmp_path)
+    s.append_message(_user("a"))
+    os.unlink(s.path)
+    from sessiontree import SessionFileChangedError
+    with pytest.raises(SessionFileChangedError):
+        s.append_message(_user("b"))
+
+
+def test_threads_mixing_message_and_dict_appends_still_form_one_chain(tmp_path):
+    import threading
+
+    s = Session.create("/p", session_dir=tmp_path)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        def messages():
+            for i in range(1500):
+                s.append_message(_user(f"m{i}"))
+
+        def customs():
+            for i in range(1500):
+                s.append_custom_entry("c", {"i": i})
+
+        threads = [threading.Thread(target=messages), threading.Thread(target=customs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    s.close()
+    again = Session.open(s.path)
+    ids = [e.id for e in again.entries()]
+    assert [e.parent_id for e in again.entries()] == [None] + ids[:-1]
+    assert len(again.get_branch()) == 3000
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.append_session_info(5),
+    lambda s: s.append_session_info(None),
+    lambda s: s.append_session_info(b"x"),
+    lambda s: s.append_model_change(123, "m"),
+    lambda s: s.append_model_change("p", None),
+    lambda s: s.append_thinking_level_change(None),
+    lambda s: s.append_thinking_level_change({"level": "high"}),
+    lambda s: s.append_label_change(s.leaf_id, 5),
+    lambda s: s.append_custom_entry(5),
+    lambda s: s.append_custom_message_entry(None, "x", True),
+])
+def test_wrong_argument_types_are_type_errors_and_append_nothing(tmp_path, call):
+    s = Session.create("/p", session_dir=tmp_path)
+    s.append_message(_user("a"))
+    before = s.path.read_bytes()
+    with pytest.raises(TypeError):
+        call(s)
+    assert s.path.read_bytes() == before and len(s) == 1
+
+
+def test_ids_with_lone_surrogates_are_looked_up_not_crashed_on(tmp_path):
+    s = Session.create("/p", session_dir=tmp_path)
+    s.append_message(_user("a"))
+    assert s.get_entry("\ud800") is None
+    assert s.get_label("\ud800") is None
+    from sessiontree import EntryNotFoundError
+    with pytest.raises(EntryNotFoundError):
+        s.append_label_change("\ud800", "x")
+    with pytest.raises(EntryNotFoundError):
+        s.branch("x\udfff")

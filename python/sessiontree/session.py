@@ -25,7 +25,7 @@ import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal, NamedTuple
+from typing import Any, Callable, Iterator, Literal, NamedTuple
 
 import orjson
 
@@ -67,6 +67,18 @@ def dumps_entry(value: Any) -> bytes:
         return orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError):
         return js_stringify_bytes(value)
+
+
+def _as_indexed(entry_id: str) -> str:
+    """An id with lone surrogates as the index keeps it: each lone surrogate as U+FFFD."""
+    return entry_id.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _require_str(**values: Any) -> None:
+    """TypeError naming the first argument that is not a str (Pi's fields are strings)."""
+    for name, value in values.items():
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
 
 
 def _js_trim(s: str) -> str:
@@ -370,10 +382,18 @@ class Session:
     def _entry(self, i: int) -> Entry:
         return Entry(self, i)
 
+    def _lookup(self, entry_id: str) -> int | None:
+        """Index of the entry with this id, or None. An id with a lone surrogate is looked up
+        the way the index keeps it (each lone surrogate as U+FFFD)."""
+        try:
+            return self._core.index_of(entry_id)
+        except UnicodeEncodeError:
+            return self._core.index_of(_as_indexed(entry_id))
+
     def _index_of(self, entry_id: str) -> int:
         if not isinstance(entry_id, str):
             raise TypeError(f"entry id must be a str, not {type(entry_id).__name__}")
-        i = self._core.index_of(entry_id)
+        i = self._lookup(entry_id)
         if i is None:
             raise EntryNotFoundError(f"Entry {entry_id} not found")
         return i
@@ -396,14 +416,14 @@ class Session:
         """
         if since is None:
             return self.entries()
-        i = self._core.index_of(since) if isinstance(since, str) else None
+        i = self._lookup(since) if isinstance(since, str) else None
         if i is None:
             raise EntryNotFoundError(f"Entry not found: {since}")
         return [Entry(self, k) for k in range(i + 1, len(self._core))]
 
     def get_entry(self, entry_id: str) -> Entry | None:
         """The entry with this id (the last one if the id repeats), or None."""
-        i = self._core.index_of(entry_id) if isinstance(entry_id, str) else None
+        i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         return None if i is None else Entry(self, i)
 
     def get_children(self, entry_id: str) -> list[Entry]:
@@ -473,7 +493,12 @@ class Session:
 
     def get_label(self, entry_id: str) -> Any:
         """The label on an entry, or None."""
-        e = self._core.label_entry(entry_id) if isinstance(entry_id, str) else None
+        if not isinstance(entry_id, str):
+            return None
+        try:
+            e = self._core.label_entry(entry_id)
+        except UnicodeEncodeError:
+            e = self._core.label_entry(_as_indexed(entry_id))
         return None if e is None else self._load_raw(e).get("label")
 
     def build_context(self) -> SessionContext:
@@ -587,6 +612,19 @@ class Session:
         self._append_line(dumps_entry(entry) + b"\n")
         return entry["id"]
 
+    def _append_built(self, build: Callable[[], dict]) -> str:
+        """Append the entry ``build()`` makes from the leaf (via :meth:`_base`). Should another
+        thread append or branch between reading the leaf and writing, nothing is written and
+        the entry is built again from the new leaf, so appends from several threads still form
+        one chain. Returns the entry's id."""
+        if not self._ready:
+            self._prepare_write()
+        while True:
+            version = self._core.leaf_version
+            entry = build()
+            if self._core.write_lines_if(dumps_entry(entry) + b"\n", version):
+                return entry["id"]
+
     def _append_fields(self, type_: str, fields: dict) -> str:
         """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order) in one
         core call: the Rust core picks the id and timestamp, builds, writes (per the durability
@@ -637,11 +675,21 @@ class Session:
         return self._append_field("message", "message", message)
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
-        """Append a ``thinking_level_change`` entry. Returns its id."""
+        """Append a ``thinking_level_change`` entry. Returns its id.
+
+        Raises:
+            TypeError: ``thinking_level`` is not a str.
+        """
+        _require_str(thinking_level=thinking_level)
         return self._append_field("thinking_level_change", "thinkingLevel", thinking_level)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
-        """Append a ``model_change`` entry (``provider``, ``modelId``). Returns its id."""
+        """Append a ``model_change`` entry (``provider``, ``modelId``). Returns its id.
+
+        Raises:
+            TypeError: ``provider`` or ``model_id`` is not a str.
+        """
+        _require_str(provider=provider, model_id=model_id)
         return self._append_fields("model_change", {"provider": provider, "modelId": model_id})
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
@@ -654,38 +702,46 @@ class Session:
             EntryNotFoundError: ``first_kept_entry_id`` names no entry (a retain-none
                 compaction names its own id: pass None to get that).
         """
-        e = self._base("compaction")
-        e["summary"] = summary
-        if first_kept_entry_id is None:
-            first_kept_entry_id = e["id"]
-        elif self._core.index_of(first_kept_entry_id) is None:
+        if first_kept_entry_id is not None and self._lookup(first_kept_entry_id) is None:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
-        e["firstKeptEntryId"] = first_kept_entry_id
-        e["tokensBefore"] = tokens_before
-        if system_message is not None:
-            e["systemMessage"] = system_message
-        _set_optional(e, details, usage, from_hook)
-        return self._append(e)
+
+        def build() -> dict:
+            e = self._base("compaction")
+            e["summary"] = summary
+            e["firstKeptEntryId"] = e["id"] if first_kept_entry_id is None else first_kept_entry_id
+            e["tokensBefore"] = tokens_before
+            if system_message is not None:
+                e["systemMessage"] = system_message
+            _set_optional(e, details, usage, from_hook)
+            return e
+
+        return self._append_built(build)
 
     def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
-        """Append a ``custom`` entry (extension state; not in the model context). Returns its id."""
+        """Append a ``custom`` entry (extension state; not in the model context). Returns its id.
+
+        Raises:
+            TypeError: ``custom_type`` is not a str.
+        """
+        _require_str(custom_type=custom_type)
         e: dict = {"type": "custom", "customType": custom_type}
         if data is not None:
             e["data"] = data
-        base = self._base("custom")
-        e.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
-        return self._append(e)
+        return self._append_built(lambda: {**e, **self._base("custom")})
 
     def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
                                     details: Any = None) -> str:
         """Append a ``custom_message`` entry (in the model context as a ``custom`` message).
-        ``content`` is a string or a list of text/image blocks. Returns its id."""
+        ``content`` is a string or a list of text/image blocks. Returns its id.
+
+        Raises:
+            TypeError: ``custom_type`` is not a str.
+        """
+        _require_str(custom_type=custom_type)
         e: dict = {"type": "custom_message", "customType": custom_type, "content": content, "display": display}
         if details is not None:
             e["details"] = details
-        base = self._base("custom_message")
-        e.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
-        return self._append(e)
+        return self._append_built(lambda: {**e, **self._base("custom_message")})
 
     def append_label_change(self, target_id: str, label: str | None) -> str:
         """Set (or with None / ``""`` clear) the label of an entry. Returns the label entry's id.
@@ -693,6 +749,8 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry (Pi: ``Entry <id> not found``).
         """
+        if label is not None:
+            _require_str(label=label)
         self._index_of(target_id)
         return self._append_fields("label", {"targetId": target_id} if label is None
                                    else {"targetId": target_id, "label": label})
@@ -713,7 +771,12 @@ class Session:
         return self._append_fields("context_edit", {"targetId": target_id, "replacement": replacement})
 
     def append_session_info(self, name: str) -> str:
-        """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id."""
+        """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+        """
+        _require_str(name=name)
         return self._append_field("session_info", "name", _js_trim(name))
 
     def branch(self, entry_id: str) -> None:

@@ -330,6 +330,20 @@ impl Sink {
         }
     }
 
+    /// Whether the file we write to has no name left (removed, or another file renamed over
+    /// it): one `fstat`, no path lookup.
+    pub fn unlinked(&self) -> std::io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fstat on our own descriptor into a zeroed buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(self.fd.as_raw_fd(), &mut st) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(st.st_nlink == 0)
+        }
+    }
+
     /// `fstat` of the file we write to.
     pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
         std::fs::File::from(self.fd.try_clone()?).metadata()

@@ -412,6 +412,9 @@ pub struct Index {
     last_v1_id: u32,
     /// bumped whenever entries or links change (invalidates cached children)
     pub generation: u64,
+    /// Bumped whenever the leaf may have moved (an entry indexed, a rollback, `set_leaf`): an
+    /// append built from a leaf read earlier is written only if this did not change.
+    pub leaf_version: u64,
     prev_winner_scratch: u32,
     prev_label_scratch: Option<(u64, u32)>,
     /// seed for v1 ids: a hash of the header id, so ids are stable across opens
@@ -883,6 +886,7 @@ impl Index {
         }
         self.session_info = p.session_info_prev;
         self.leaf = p.leaf_prev;
+        self.leaf_version += 1;
         self.last_v1_id = p.last_v1_prev;
         if let Some((h, span, ver)) = p.header {
             self.header = HeaderStateBox(h);
@@ -1052,6 +1056,7 @@ impl Index {
         }
         self.by_id[id as usize] = idx;
         self.leaf = Leaf::Key(id);
+        self.leaf_version += 1;
         if etype == T_LABEL {
             self.prev_label_scratch = self.labels.get(&target).copied();
             if flags & F_LABEL_TRUTHY != 0 {

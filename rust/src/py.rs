@@ -36,6 +36,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::NotSynced(io) => os_err(&io, "the entry was written but fsync failed: "),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
         StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
+        StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
 }
@@ -161,6 +162,23 @@ impl Index {
         };
         fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
         Ok(r)
+    }
+
+    /// Bumped whenever the leaf may have moved (see `write_lines_if`).
+    #[getter]
+    fn leaf_version(&self) -> u64 {
+        self.st.index.leaf_version
+    }
+
+    /// `write_lines` for one entry line built from the leaf as it was at `leaf_version`:
+    /// written and indexed only if the leaf has not moved since (another thread appended or
+    /// branched); returns False, with nothing written, if it has.
+    fn write_lines_if(slf: &Bound<'_, Self>, data: &[u8], leaf_version: u64) -> PyResult<bool> {
+        if slf.borrow().st.index.leaf_version != leaf_version {
+            return Ok(false);
+        }
+        Self::write_lines(slf, data)?;
+        Ok(true)
     }
 
     /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
@@ -324,6 +342,7 @@ impl Index {
     /// Moves the leaf to entry `i` (its id), or to null with None.
     #[pyo3(signature = (i))]
     fn set_leaf(&mut self, i: Option<usize>) -> PyResult<()> {
+        self.st.index.leaf_version += 1;
         match i {
             None => self.st.index.leaf = Leaf::Null,
             Some(i) => {

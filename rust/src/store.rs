@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read instead of mapped.
 const MMAP_MIN: u64 = 64 << 10;
+/// Buffered (`Durability::None`) appends check that the path still names the file we write
+/// at least this often (bytes); direct writes check every time.
+const IDENT_CHECK: u64 = 64 << 10;
 /// Once this many of our appended bytes are in the file, the file is mapped again and the
 /// in-memory copy dropped (its buffer kept): a long-running writer's memory stays bounded and
 /// appends stop paying page faults for a growing buffer.
@@ -40,6 +43,8 @@ pub enum StoreError {
     Io(io::Error),
     /// The file is shorter than what we already indexed: it was truncated or replaced.
     Shrunk { had: u64, now: u64 },
+    /// The path names another file than the one we opened (renamed over ours, or removed).
+    Replaced,
     /// An appended line's offset does not continue the data we know.
     Offset { expected: u64, got: u64 },
     /// A line we were asked to append is not one whole, valid entry line.
@@ -62,6 +67,10 @@ impl std::fmt::Display for StoreError {
                 write!(f, "appended line at byte {got}, but the data ends at byte {expected}")
             }
             StoreError::BadLine(why) => write!(f, "cannot append the entry: {why}"),
+            StoreError::Replaced => write!(
+                f,
+                "the session file was replaced (another file renamed over it) or removed since it was opened: open it again"
+            ),
             StoreError::NotSynced(e) => write!(f, "the entry was written but fsync failed: {e}"),
             StoreError::NoWriter => write!(f, "the session was closed for writing while appending: nothing was appended"),
         }
@@ -89,26 +98,41 @@ pub struct Store {
     sink: Option<Sink>,
     /// reused for lines appended one at a time
     parser: LineParser,
+    /// the identity of the file we opened, and whether `path` was seen to name another since
+    ident: Option<Ident>,
+    replaced: bool,
+    /// `end()` when we last checked that `path` still names our file (appends check every
+    /// `IDENT_CHECK` bytes)
+    checked_to: u64,
 }
 
-fn map_file(path: &Path) -> io::Result<(Mapped, u64)> {
+/// The file's identity (device, inode): a file renamed over ours has another.
+type Ident = (u64, u64);
+
+fn ident_of(meta: &std::fs::Metadata) -> Ident {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+fn map_file(path: &Path) -> io::Result<(Mapped, u64, Ident)> {
     let mut f = File::open(path)?;
-    let len = f.metadata()?.len();
+    let meta = f.metadata()?;
+    let (len, ident) = (meta.len(), ident_of(&meta));
     if len == 0 {
-        return Ok((Mapped::None, 0));
+        return Ok((Mapped::None, 0, ident));
     }
     if len < MMAP_MIN {
         let mut buf = Vec::with_capacity(len as usize);
         f.read_to_end(&mut buf)?;
         let n = buf.len() as u64;
-        return Ok((Mapped::Buf(buf), n));
+        return Ok((Mapped::Buf(buf), n, ident));
     }
     // SAFETY: the map is read-only; a session file is append-only by contract. If another
     // program truncates it while mapped, reads past the new end would fault, so `refresh()`
     // checks the length first and we never touch bytes beyond the length we scanned.
     let m = unsafe { Mmap::map(&f)? };
     let n = m.len() as u64;
-    Ok((Mapped::Map(m), n))
+    Ok((Mapped::Map(m), n, ident))
 }
 
 impl Store {
@@ -128,13 +152,17 @@ impl Store {
             shrunk: None,
             sink: None,
             parser: LineParser::new(),
+            ident: None,
+            replaced: false,
+            checked_to: 0,
         }
     }
 
     /// Opens and scans a file. Never writes to it.
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
-        let (map, map_len) = map_file(path)?;
+        let (map, map_len, ident) = map_file(path)?;
         let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
+        st.ident = Some(ident);
         let data = st.map.bytes();
         scan::scan_into(&mut st.index, &data[..map_len as usize], 0, parallel);
         Ok(st)
@@ -169,20 +197,25 @@ impl Store {
     /// Scans bytes another writer appended since the last scan. Returns new entries.
     pub fn refresh(&mut self) -> Result<usize, StoreError> {
         let Some(path) = self.path.clone() else { return Ok(0) };
+        if let Some((had, now)) = self.shrunk {
+            return Err(StoreError::Shrunk { had, now });
+        }
+        self.check_same_file()?;
         // what we buffered must be in the file before its length is compared with ours
         self.flush_pending()?;
         let len = std::fs::metadata(&path)?.len();
         let known = self.end();
-        if let Some((had, now)) = self.shrunk {
-            return Err(StoreError::Shrunk { had, now });
-        }
         if len < known {
             return Err(self.poison(known, len));
         }
         if len == known {
             return Ok(0);
         }
-        let (map, map_len) = map_file(&path)?;
+        let (map, map_len, ident) = map_file(&path)?;
+        if self.ident.is_some_and(|i| i != ident) {
+            self.replaced = true;
+            return Err(StoreError::Replaced);
+        }
         if map_len < known {
             return Err(self.poison(known, map_len));
         }
@@ -253,7 +286,15 @@ impl Store {
     /// already be in the file.
     pub fn attach_sink(&mut self, fd: std::os::fd::RawFd, mode: Durability) -> Result<(), StoreError> {
         self.detach_sink()?;
-        self.sink = Some(Sink::new(fd, mode, self.end())?);
+        let sink = Sink::new(fd, mode, self.end())?;
+        let theirs = ident_of(&sink.metadata()?);
+        if self.ident.is_some_and(|i| i != theirs) {
+            // the descriptor is open on another file than the one we indexed
+            self.replaced = true;
+            return Err(StoreError::Replaced);
+        }
+        self.sink = Some(sink);
+        self.checked_to = self.end();
         Ok(())
     }
 
@@ -278,10 +319,11 @@ impl Store {
     /// other modes).
     pub fn flush_pending(&mut self) -> Result<(), StoreError> {
         let end = self.end();
-        let Some(sink) = &mut self.sink else { return Ok(()) };
-        if sink.flushed_to >= end {
-            return Ok(());
+        match &self.sink {
+            Some(sink) if sink.flushed_to < end => self.check_same_file()?,
+            _ => return Ok(()),
         }
+        let Some(sink) = &mut self.sink else { return Ok(()) };
         // buffered bytes always follow the mapped part (refresh flushes before it remaps)
         let s = (sink.flushed_to.max(self.map_len) - self.map_len) as usize;
         sink.write_all(&self.tail[s..])?;
@@ -342,10 +384,56 @@ impl Store {
 
     /// Appends need a live store and, for a file, a writer: a line indexed but never written
     /// would be lost silently.
-    fn check_writable(&self) -> Result<(), StoreError> {
+    fn check_writable(&mut self) -> Result<(), StoreError> {
         self.check_live()?;
         if self.path.is_some() && self.sink.is_none() {
             return Err(StoreError::NoWriter);
+        }
+        if self.replaced {
+            return Err(StoreError::Replaced);
+        }
+        // every IDENT_CHECK bytes (and before a buffer is written) the path is looked up again;
+        // a write that goes straight to the file first checks, cheaply, that the file it goes
+        // to still has a name (a file renamed over ours, or a removal, leaves it with none)
+        if self.end() >= self.checked_to + IDENT_CHECK {
+            self.check_same_file()?;
+        }
+        if let Some(sink) = &self.sink {
+            if sink.mode != Durability::None && sink.unlinked()? {
+                self.replaced = true;
+                return Err(StoreError::Replaced);
+            }
+        }
+        Ok(())
+    }
+
+    /// Errs (from now on) when `path` no longer names the file we opened: lines we append would
+    /// go to a file nobody reads.
+    fn check_same_file(&mut self) -> Result<(), StoreError> {
+        if self.replaced {
+            return Err(StoreError::Replaced);
+        }
+        self.checked_to = self.end();
+        let (Some(path), Some(ident)) = (&self.path, self.ident) else { return Ok(()) };
+        match std::fs::metadata(path) {
+            Ok(meta) if ident_of(&meta) == ident => Ok(()),
+            Ok(_) => {
+                self.replaced = true;
+                Err(StoreError::Replaced)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.replaced = true;
+                Err(StoreError::Replaced)
+            }
+            Err(e) => Err(StoreError::Io(e)),
+        }
+    }
+
+    /// Before a line is added to a file whose known data ends without a newline (a torn line
+    /// another writer left, seen by `refresh`), a newline goes first: an entry never joins it.
+    fn terminate_torn_line(&mut self) -> Result<(), StoreError> {
+        if self.ends_without_newline() {
+            self.write_and_index(b"\n")?;
         }
         Ok(())
     }
@@ -388,6 +476,13 @@ impl Store {
     /// [`Store::sync_handle_if_durable`]).
     pub fn write_lines_unsynced(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
         self.check_writable()?;
+        if data.first() != Some(&b'\n') {
+            self.terminate_torn_line()?;
+        }
+        self.write_and_index(data)
+    }
+
+    fn write_and_index(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
         self.make_room()?;
         let offset = self.end();
         let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
@@ -420,9 +515,7 @@ impl Store {
     /// [`Store::sync_handle_if_durable`]).
     pub fn append_entry_unsynced(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
         self.check_writable()?;
-        if self.ends_without_newline() {
-            return Err(StoreError::BadLine("the data ends with an unterminated line"));
-        }
+        self.terminate_torn_line()?;
         self.make_room()?;
         let offset = self.end();
         let start = self.tail.len();

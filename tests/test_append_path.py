@@ -228,7 +228,7 @@ def test_memory_of_a_long_writer_stays_bounded(tmp_path, durability):
     s.close()
 
 
-def test_no_fold_when_another_program_appended_to_the_file(tmp_path):
+def test_folding_after_another_program_appended_to_the_file(tmp_path):
     s = Session.create("/p", session_dir=tmp_path)
     s.append_message(_user("ours"))
     # a writer that ignores the lock (Pi does not lock) appends a line of its own
@@ -238,9 +238,12 @@ def test_no_fold_when_another_program_appended_to_the_file(tmp_path):
     os.close(fd)
     text = "w" * 2000
     ids = [s.append_message(_user(text, i)) for i in range(700)]  # past the fold size
-    # the file no longer matches our copy byte for byte: the copy is kept, reads stay right
-    assert s._core.appended_in_memory > 1 << 20
+    # the foreign line was indexed before our next write, so the file is ours byte for byte
+    # again and the copy is folded; reads stay right
+    assert s.get_entry("foreign1") is not None
+    assert s._core.appended_in_memory < 1 << 20
     assert [s.get_entry(i)["message"]["timestamp"] for i in ids[::50]] == list(range(0, 700, 50))
+    _assert_same_as_reopened(s)
     s.close()
 
 
@@ -474,3 +477,27 @@ def test_ids_with_lone_surrogates_are_looked_up_not_crashed_on(tmp_path):
         s.append_label_change("\ud800", "x")
     with pytest.raises(EntryNotFoundError):
         s.branch("x\udfff")
+
+
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
+def test_pi_appending_without_the_lock_between_our_appends(tmp_path, durability):
+    # Pi takes no lock: its whole lines can land between ours. The live index must stay what a
+    # fresh open sees (Pi's entry indexed where it is; ours after it, still on our branch).
+    s = Session.create("/p", session_dir=tmp_path, durability=durability)
+    a = s.append_message(_user("ours-1"))
+    s.flush()
+    fd = os.open(s.path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, orjson.dumps({"type": "message", "id": "pi000001", "parentId": a, "timestamp": "2026-01-01T00:00:00.000Z",
+                               "message": _user("from pi", 2)}) + b"\n")
+    os.close(fd)
+    b = s.append_message(_user("ours-2"))
+    c = s.append_message(_user("ours-3"))
+    s.flush()
+    s.refresh()
+    assert s.get_entry(b).parent_id == a and s.get_entry(c).parent_id == b
+    assert [e["message"]["content"] for e in s.get_branch()] == ["ours-1", "ours-2", "ours-3"]
+    again = Session.open(s.path)
+    assert [e.raw for e in again.entries()] == [e.raw for e in s.entries()]
+    assert [e.id for e in again.entries()] == [a, "pi000001", b, c]
+    assert not again.problems and not s.problems
+    s.close()

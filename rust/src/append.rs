@@ -330,9 +330,9 @@ impl Sink {
         }
     }
 
-    /// Whether the file we write to has no name left (removed, or another file renamed over
-    /// it): one `fstat`, no path lookup.
-    pub fn unlinked(&self) -> std::io::Result<bool> {
+    /// (whether the file we write to has no name left — removed, or another file renamed over
+    /// it —, its length in bytes): one `fstat`, no path lookup.
+    pub fn state(&self) -> std::io::Result<(bool, u64)> {
         use std::os::fd::AsRawFd;
         // SAFETY: fstat on our own descriptor into a zeroed buffer.
         unsafe {
@@ -340,7 +340,7 @@ impl Sink {
             if libc::fstat(self.fd.as_raw_fd(), &mut st) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(st.st_nlink == 0)
+            Ok((st.st_nlink == 0, st.st_size as u64))
         }
     }
 

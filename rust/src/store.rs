@@ -91,6 +91,9 @@ pub struct Store {
     tail: Vec<u8>,
     pub index: Index,
     pub parallel: bool,
+    /// Set when our buffered lines were written after lines another program appended: their
+    /// offsets in the file differ from the ones indexed, so the next refresh rescans the file.
+    rescan: bool,
     /// Set once the file was seen to shrink: the old mapping may point at vanished pages, so
     /// it is dropped and every later read must fail instead of faulting.
     pub shrunk: Option<(u64, u64)>,
@@ -153,6 +156,7 @@ impl Store {
             sink: None,
             parser: LineParser::new(),
             ident: None,
+            rescan: false,
             replaced: false,
             checked_to: 0,
         }
@@ -203,6 +207,9 @@ impl Store {
         self.check_same_file()?;
         // what we buffered must be in the file before its length is compared with ours
         self.flush_pending()?;
+        if self.rescan {
+            return self.rescan_all(&path);
+        }
         let len = std::fs::metadata(&path)?.len();
         let known = self.end();
         if len < known {
@@ -229,6 +236,41 @@ impl Store {
         };
         let data = self.map.bytes();
         scan::scan_into(&mut self.index, &data[start as usize..map_len as usize], start, self.parallel);
+        if let Some(sink) = &mut self.sink {
+            sink.flushed_to = map_len;
+        }
+        Ok(self.index.recs.len().saturating_sub(before))
+    }
+
+    /// Indexes the whole file again (our lines and another writer's were interleaved in a way
+    /// the index did not see), keeping the leaf by id. Returns how many entries are new.
+    fn rescan_all(&mut self, path: &Path) -> Result<usize, StoreError> {
+        let leaf_id = match self.index.leaf {
+            crate::index::Leaf::Key(k) => self.index.key_string(k).map(str::to_string),
+            crate::index::Leaf::Null => None,
+        };
+        let was_null = matches!(self.index.leaf, crate::index::Leaf::Null);
+        let before = self.index.recs.len();
+        let (map, map_len, ident) = map_file(path)?;
+        if self.ident.is_some_and(|i| i != ident) {
+            self.replaced = true;
+            return Err(StoreError::Replaced);
+        }
+        let mut index = Index::new();
+        scan::scan_into(&mut index, &map.bytes()[..map_len as usize], 0, self.parallel);
+        if was_null {
+            index.leaf = crate::index::Leaf::Null;
+        } else if let Some(kid) = leaf_id.as_deref().and_then(|id| index.lookup_str(id)) {
+            index.leaf = crate::index::Leaf::Key(kid);
+        }
+        index.leaf_version = self.index.leaf_version + 1;
+        // caches keyed by the generation (the tree) must not take the new index for the old
+        index.generation += self.index.generation + 1;
+        self.index = index;
+        self.map = map;
+        self.map_len = map_len;
+        self.tail.clear();
+        self.rescan = false;
         if let Some(sink) = &mut self.sink {
             sink.flushed_to = map_len;
         }
@@ -323,6 +365,12 @@ impl Store {
             Some(sink) if sink.flushed_to < end => self.check_same_file()?,
             _ => return Ok(()),
         }
+        let Some(sink) = &self.sink else { return Ok(()) };
+        if sink.state()?.1 != sink.flushed_to {
+            // someone else appended since our last write: the file stays whole (whole lines,
+            // O_APPEND), but our buffered lines land after theirs, not where they were indexed
+            self.rescan = true;
+        }
         let Some(sink) = &mut self.sink else { return Ok(()) };
         // buffered bytes always follow the mapped part (refresh flushes before it remaps)
         let s = (sink.flushed_to.max(self.map_len) - self.map_len) as usize;
@@ -399,11 +447,29 @@ impl Store {
             self.check_same_file()?;
         }
         if let Some(sink) = &self.sink {
-            if sink.mode != Durability::None && sink.unlinked()? {
-                self.replaced = true;
-                return Err(StoreError::Replaced);
+            if sink.mode != Durability::None {
+                let (unlinked, len) = sink.state()?;
+                if unlinked {
+                    self.replaced = true;
+                    return Err(StoreError::Replaced);
+                }
+                if len != self.end() {
+                    // another program (Pi takes no lock) appended since our last write: index
+                    // its lines first, so ours is indexed where O_APPEND puts it
+                    self.absorb_foreign()?;
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Indexes what another writer appended, keeping our leaf (as taking the lock does): the
+    /// next entry we append still follows our own last one.
+    fn absorb_foreign(&mut self) -> Result<(), StoreError> {
+        let (leaf, version) = (self.index.leaf, self.index.leaf_version);
+        self.refresh()?;
+        self.index.leaf = leaf;
+        self.index.leaf_version = version + 1;
         Ok(())
     }
 

@@ -501,3 +501,48 @@ def test_pi_appending_without_the_lock_between_our_appends(tmp_path, durability)
     assert [e.id for e in again.entries()] == [a, "pi000001", b, c]
     assert not again.problems and not s.problems
     s.close()
+
+
+def test_a_number_id_on_the_leaf_stays_a_number_in_parent_id(tmp_path):
+    # hostile but valid for Pi: the leaf's id is whatever JSON value the line holds
+    path = tmp_path / "num.jsonl"
+    head = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+    row = {"type": "message", "id": 123, "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z", "message": _user("x")}
+    path.write_bytes(orjson.dumps(head) + b"\n" + orjson.dumps(row) + b"\n")
+    s = Session.open(path)
+    new = s.append_message(_user("child"))
+    s.close()
+    last = orjson.loads(path.read_bytes().splitlines()[-1])
+    assert last["id"] == new and last["parentId"] == 123
+    again = Session.open(path)
+    assert len(again._core.branch(again._core.leaf())) == 2
+
+
+def test_after_a_failed_close_the_session_says_what_was_not_written(tmp_path):
+    s = Session.create("/p", session_dir=tmp_path)
+    s.close()
+    code = textwrap.dedent("""
+        import os, resource, signal, sys
+        from sessiontree import Session, SessionError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        path = sys.argv[1]
+        s = Session.open(path, durability="none")
+        s.append_message({"role": "user", "content": "x" * 300, "timestamp": 0})
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 10, hard))
+        try:
+            s.close()
+        except OSError:
+            pass
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        for op in (lambda: s.append_message({"role": "user", "content": "y", "timestamp": 1}), s.refresh):
+            try:
+                op()
+                print("no error")
+            except SessionError as e:
+                print("SessionError", "could not be written" in str(e))
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(s.path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["SessionError True", "SessionError True"]
+    assert not Session.open(s.path).problems

@@ -215,7 +215,11 @@ pub fn build_line_into(
                     parent_escaped = Some(s.to_string());
                 }
             }
-            _ => out.extend_from_slice(b"null"),
+            // a number or boolean id stays one (Pi: parentId = the leaf's id as it is)
+            _ => match index.scalar_key_json(k).filter(|_| index.leaf_entry().is_some()) {
+                Some(text) => out.extend_from_slice(text.as_bytes()),
+                None => out.extend_from_slice(b"null"),
+            },
         },
         Leaf::Null => out.extend_from_slice(b"null"),
     }

@@ -784,6 +784,29 @@ impl Index {
     pub fn key_is_truthy(&self, kid: u32) -> bool {
         self.key_recs[kid as usize].truthy
     }
+    /// The JSON text `JSON.stringify` gives a non-string scalar key (a number or boolean id, as
+    /// hostile files have), or None for strings, objects and missing values.
+    pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
+        let k = self.key_recs.get(kid as usize)?;
+        match k.tag {
+            K_NUM => Some(ryu_js::Buffer::new().format(f64::from_bits(k.data)).to_string()),
+            K_BOOL => Some(if k.data != 0 { "true" } else { "false" }.to_string()),
+            K_NULL => Some("null".to_string()),
+            _ => None,
+        }
+    }
+
+    /// A non-string scalar key (number, boolean, null) as a skeleton value, or None.
+    pub fn scalar_key(&self, kid: u32) -> Option<Val<'static>> {
+        let k = self.key_recs.get(kid as usize)?;
+        match k.tag {
+            K_NUM => Some(Val::Num(f64::from_bits(k.data))),
+            K_BOOL => Some(Val::Bool(k.data != 0)),
+            K_NULL => Some(Val::Null),
+            _ => None,
+        }
+    }
+
     /// The string behind a key id, if the key is a string.
     pub fn key_string(&self, kid: u32) -> Option<&str> {
         let k = self.key_recs.get(kid as usize)?;

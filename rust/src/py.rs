@@ -37,6 +37,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
         StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
         StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
+        StoreError::Unwritten(_) => py_err(py, "SessionError", e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
 }

@@ -53,6 +53,9 @@ pub enum StoreError {
     NotSynced(io::Error),
     /// An append to a file-backed store with no writer attached (it was closed meanwhile).
     NoWriter,
+    /// Buffered lines could not be written when the writer was let go: the index holds entries
+    /// the file does not.
+    Unwritten(u64),
 }
 
 impl std::fmt::Display for StoreError {
@@ -73,6 +76,11 @@ impl std::fmt::Display for StoreError {
             ),
             StoreError::NotSynced(e) => write!(f, "the entry was written but fsync failed: {e}"),
             StoreError::NoWriter => write!(f, "the session was closed for writing while appending: nothing was appended"),
+            StoreError::Unwritten(n) => write!(
+                f,
+                "{n} bytes of entries appended with durability \"none\" could not be written when the session was closed; \
+                 they exist only in this Session object: open the session again to see the file as it is"
+            ),
         }
     }
 }
@@ -94,6 +102,8 @@ pub struct Store {
     /// Set when our buffered lines were written after lines another program appended: their
     /// offsets in the file differ from the ones indexed, so the next refresh rescans the file.
     rescan: bool,
+    /// Bytes of buffered lines a failed close could not write (the index is ahead of the file).
+    unwritten: Option<u64>,
     /// Set once the file was seen to shrink: the old mapping may point at vanished pages, so
     /// it is dropped and every later read must fail instead of faulting.
     pub shrunk: Option<(u64, u64)>,
@@ -157,6 +167,7 @@ impl Store {
             parser: LineParser::new(),
             ident: None,
             rescan: false,
+            unwritten: None,
             replaced: false,
             checked_to: 0,
         }
@@ -203,6 +214,9 @@ impl Store {
         let Some(path) = self.path.clone() else { return Ok(0) };
         if let Some((had, now)) = self.shrunk {
             return Err(StoreError::Shrunk { had, now });
+        }
+        if let Some(n) = self.unwritten {
+            return Err(StoreError::Unwritten(n));
         }
         self.check_same_file()?;
         // what we buffered must be in the file before its length is compared with ours
@@ -344,6 +358,9 @@ impl Store {
     /// fails: the duplicate must not keep the writer lock alive).
     pub fn detach_sink(&mut self) -> Result<(), StoreError> {
         let r = self.flush_pending();
+        if let (Err(_), Some(sink)) = (&r, &self.sink) {
+            self.unwritten = Some(self.end() - sink.flushed_to);
+        }
         self.sink = None;
         r
     }
@@ -434,6 +451,9 @@ impl Store {
     /// would be lost silently.
     fn check_writable(&mut self) -> Result<(), StoreError> {
         self.check_live()?;
+        if let Some(n) = self.unwritten {
+            return Err(StoreError::Unwritten(n));
+        }
         if self.path.is_some() && self.sink.is_none() {
             return Err(StoreError::NoWriter);
         }
@@ -604,7 +624,10 @@ impl Store {
         sk.parent_id = match (built.parent, built.parent_escaped) {
             (Some(span), _) => Val::Str(Cow::Borrowed(text(span))),
             (None, Some(text)) => Val::Str(Cow::Owned(text)),
-            (None, None) => Val::Null,
+            (None, None) => match self.index.leaf {
+                crate::index::Leaf::Key(k) if self.index.leaf_entry().is_some() => self.index.scalar_key(k).unwrap_or(Val::Null),
+                _ => Val::Null,
+            },
         };
         sk.timestamp = Val::Str(Cow::Borrowed(text(built.timestamp)));
         let parsed = match self.parser.parse_object_line_rest(line, built.rest, &mut sk) {

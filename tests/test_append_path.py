@@ -546,3 +546,37 @@ def test_after_a_failed_close_the_session_says_what_was_not_written(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["SessionError True", "SessionError True"]
     assert not Session.open(s.path).problems
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fsync descriptor is a fresh open on Linux only")
+def test_closing_while_another_thread_appends_in_fsync_mode_never_locks_us_out(tmp_path):
+    import threading
+
+    s = Session.create("/p", session_dir=tmp_path, durability="fsync")
+    errors: list[str] = []
+    done = threading.Event()
+
+    def appender() -> None:
+        for i in range(60):
+            try:
+                s.append_message(_user(f"a{i}"))
+            except Exception as e:  # noqa: BLE001 - a close racing an append may refuse it
+                if "lock" in str(e).lower():
+                    errors.append(repr(e))
+
+    def closer() -> None:
+        while not done.is_set():
+            s.close()
+
+    threads = [threading.Thread(target=appender) for _ in range(2)]
+    c = threading.Thread(target=closer)
+    c.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    c.join()
+    s.close()
+    assert errors == []
+    assert not Session.open(s.path).problems

@@ -357,8 +357,18 @@ impl Sink {
         fsync_fd(&self.fd)
     }
 
-    /// Another duplicate of the descriptor (to fsync without holding the store).
+    /// A descriptor of the same file to `fsync` without holding the store. On Linux a fresh,
+    /// read-only open of the same inode (`/proc/self/fd/N`): it is another open file description,
+    /// so it does not keep the writer lock alive should the session be closed during the fsync.
+    /// Elsewhere, a duplicate of ours.
     pub fn dup(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(f) = std::fs::File::open(format!("/proc/self/fd/{}", self.fd.as_raw_fd())) {
+                return Ok(f.into());
+            }
+        }
         self.fd.try_clone()
     }
 }

@@ -567,7 +567,7 @@ class Session:
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
-            self._writer = SessionWriter(self._path, self._durability, self._lock_timeout)
+            self._writer = SessionWriter(self._path, self._lock_timeout)
         return self._writer
 
     def _lock(self) -> None:

@@ -49,18 +49,11 @@ class SessionWriter:
 
     Args:
         path: the session file (must exist).
-        durability: ``"none"``, ``"flush"`` or ``"fsync"`` (what the session's appends do).
         lock_timeout: seconds to wait for another writer's lock; None fails at once.
-
-    Raises:
-        ValueError: unknown durability mode.
     """
 
-    def __init__(self, path: Path, durability: Durability = "flush", lock_timeout: float | None = None):
-        if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
+    def __init__(self, path: Path, lock_timeout: float | None = None):
         self.path = Path(path)
-        self.durability = durability
         self.lock_timeout = lock_timeout
         self._fd: int | None = None
 

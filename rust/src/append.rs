@@ -353,10 +353,6 @@ impl Sink {
         std::fs::File::from(self.fd.try_clone()?).metadata()
     }
 
-    pub fn fsync(&self) -> std::io::Result<()> {
-        fsync_fd(&self.fd)
-    }
-
     /// A descriptor of the same file to `fsync` without holding the store. On Linux a fresh,
     /// read-only open of the same inode (`/proc/self/fd/N`): it is another open file description,
     /// so it does not keep the writer lock alive should the session be closed during the fsync.

@@ -33,7 +33,6 @@ fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
 fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
     match e {
         StoreError::Io(io) => os_err(&io, ""),
-        StoreError::NotSynced(io) => os_err(&io, "the entry was written but fsync failed: "),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
         StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
         StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
@@ -158,7 +157,7 @@ impl Index {
         let py = slf.py();
         let (r, fd) = {
             let mut this = slf.borrow_mut();
-            let r = this.st.write_lines_unsynced(data).map_err(|e| store_err(py, e))?;
+            let r = this.st.write_lines(data).map_err(|e| store_err(py, e))?;
             (r, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
         };
         fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
@@ -201,7 +200,7 @@ impl Index {
         let (id, fd) = {
             let mut this = slf.borrow_mut();
             let this = &mut *this;
-            let id = this.st.append_entry_unsynced(&mut this.rng, etype, body, ms).map_err(|e| store_err(py, e))?;
+            let id = this.st.append_entry(&mut this.rng, etype, body, ms).map_err(|e| store_err(py, e))?;
             (id, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
         };
         fsync_detached(py, fd, "the entry was written but fsync failed: ")?;

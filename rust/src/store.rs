@@ -49,8 +49,6 @@ pub enum StoreError {
     Offset { expected: u64, got: u64 },
     /// A line we were asked to append is not one whole, valid entry line.
     BadLine(&'static str),
-    /// The line was written and indexed, but `fsync` failed: it may not survive a machine crash.
-    NotSynced(io::Error),
     /// An append to a file-backed store with no writer attached (it was closed meanwhile).
     NoWriter,
     /// Buffered lines could not be written when the writer was let go: the index holds entries
@@ -74,7 +72,6 @@ impl std::fmt::Display for StoreError {
                 f,
                 "the session file was replaced (another file renamed over it) or removed since it was opened: open it again"
             ),
-            StoreError::NotSynced(e) => write!(f, "the entry was written but fsync failed: {e}"),
             StoreError::NoWriter => write!(f, "the session was closed for writing while appending: nothing was appended"),
             StoreError::Unwritten(n) => write!(
                 f,
@@ -396,15 +393,6 @@ impl Store {
         Ok(())
     }
 
-    /// Flushes and `fsync`s: everything appended so far survives a machine crash.
-    pub fn sync(&mut self) -> Result<(), StoreError> {
-        self.flush_pending()?;
-        match &self.sink {
-            Some(sink) => sink.fsync().map_err(StoreError::Io),
-            None => Ok(()),
-        }
-    }
-
     /// Before a line is added: `None` mode writes out a full buffer first (so an error here
     /// means the new line was not appended at all); a large in-memory copy that is all in the
     /// file is folded into the mapping.
@@ -533,8 +521,8 @@ impl Store {
         }
     }
 
-    /// [`Store::sync_handle`] in `Durability::Fsync` mode only: what the `_unsynced` appends
-    /// leave to the caller.
+    /// [`Store::sync_handle`] in `Durability::Fsync` mode only: the fsync that appends leave to
+    /// the caller.
     pub fn sync_handle_if_durable(&self) -> Result<Option<std::os::fd::OwnedFd>, StoreError> {
         if self.sink_mode() == Some(Durability::Fsync) {
             self.sync_handle()
@@ -543,24 +531,11 @@ impl Store {
         }
     }
 
-    /// Writes whole lines `data` (per the durability mode; in `Fsync` mode also fsyncs), then
-    /// indexes them. Returns the last new entry's index. Nothing is indexed when the write fails.
-    pub fn write_lines(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
-        let r = self.write_lines_unsynced(data)?;
-        self.fsync_if_durable()?;
-        Ok(r)
-    }
-
-    fn fsync_if_durable(&self) -> Result<(), StoreError> {
-        match &self.sink {
-            Some(sink) if sink.mode == Durability::Fsync => sink.fsync().map_err(StoreError::NotSynced),
-            _ => Ok(()),
-        }
-    }
-
-    /// [`Store::write_lines`] without the `fsync` of `Fsync` mode (the caller does it, see
+    /// Writes whole lines `data` (per the durability mode), then indexes them. Returns the
+    /// last new entry's index; nothing is indexed when the write fails. In `Fsync` mode the
+    /// caller fsyncs afterwards, without holding the store (see
     /// [`Store::sync_handle_if_durable`]).
-    pub fn write_lines_unsynced(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
+    pub fn write_lines(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
         self.check_writable()?;
         if data.first() != Some(&b'\n') {
             self.terminate_torn_line()?;
@@ -591,15 +566,8 @@ impl Store {
     /// `parentId` = the leaf, `timestamp` = `ms`, then the members of the JSON object `body`),
     /// checks that it parses, writes it per the durability mode, and indexes it (it becomes the
     /// leaf). Returns the new id. When building, parsing or writing fails, nothing is appended.
+    /// In `Fsync` mode the caller fsyncs afterwards (see [`Store::sync_handle_if_durable`]).
     pub fn append_entry(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
-        let id = self.append_entry_unsynced(rng, etype, body, ms)?;
-        self.fsync_if_durable()?;
-        Ok(id)
-    }
-
-    /// [`Store::append_entry`] without the `fsync` of `Fsync` mode (the caller does it, see
-    /// [`Store::sync_handle_if_durable`]).
-    pub fn append_entry_unsynced(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
         self.check_writable()?;
         self.terminate_torn_line()?;
         self.make_room()?;

@@ -28,10 +28,10 @@ UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e
 JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 DRY_RUN_KEYS = {"path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before", "to_summarize",
-                "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
+                "tokens_before_source", "estimated_tokens_before", "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
                 "auto_compaction", "summarizer"}
 COMPACT_KEYS = {"path", "dry_run", "compacted", "summarizer", "compaction_entry", "first_kept_entry", "tokens_before",
-                "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
+                "tokens_before_source", "estimated_tokens_before", "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
                 "files", "summary"}
 NAVIGATE_KEYS = {"path", "dry_run", "target", "old_leaf_id", "position_id", "new_leaf_id", "editor_text",
                  "abandoned_entries", "common_ancestor_id", "branch_summary_id", "summary", "label_entry_id", "usage",

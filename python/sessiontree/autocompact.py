@@ -33,6 +33,7 @@ from .orchestration import (
     CompactionNoProgressError,
     CompactionResult,
     NothingToCompactError,
+    _context_span,
     acompact,
     run_blocking,
 )
@@ -120,18 +121,23 @@ class AutoCompactor:
         session: the :class:`sessiontree.Session`.
         summarizer: a :class:`~sessiontree.summarizers.base.Summarizer` (``None``: the offline one).
         settings: :class:`CompactionSettings` (``enabled``, ``reserve_tokens``, ``keep_recent_tokens``).
-        context_window: the conversation model's context window, tokens.
+        context_window: the conversation model's context window, tokens (decides when to compact).
         max_tokens: the summarizing model's output limit (default: the summarizer's / 16384).
+        summary_context_window: the summarizing model's context window, which sizes the summary's
+            output budget (default: the summarizer's ``context_window``, else none). Never the
+            conversation model's window: a conversation that filled a small window would leave
+            the summary a budget of a few tokens (Pi sends ``max_completion_tokens: 1``).
     """
 
     def __init__(self, session: "Session", summarizer: Any = None,
                  settings: Optional[CompactionSettings] = None, context_window: int = 200_000,
-                 *, max_tokens: Optional[int] = None):
+                 *, max_tokens: Optional[int] = None, summary_context_window: Optional[int] = None):
         self.session = session
         self.summarizer = summarizer
         self.settings = settings or DEFAULT_COMPACTION_SETTINGS
         self.context_window = context_window
         self.max_tokens = max_tokens
+        self.summary_context_window = summary_context_window
         self.last_result: Optional[CompactionResult] = None
         self._recovery_compaction_id: Optional[str] = None
 
@@ -139,7 +145,7 @@ class AutoCompactor:
 
     def context_tokens(self) -> Any:
         """Pi's projected estimate of the current context, tokens."""
-        path = [e.raw for e in self.session.get_branch()]
+        path = _context_span(self.session)
         ctx = build_session_context(path)
         return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
 
@@ -150,7 +156,7 @@ class AutoCompactor:
     async def _compact(self, reason: str, will_retry: bool = False) -> CompactionResult:
         result = await acompact(
             self.session, self.summarizer, settings=self.settings, reason=reason,
-            context_window=self.context_window, max_tokens=self.max_tokens, will_retry=will_retry,
+            context_window=self.summary_context_window, max_tokens=self.max_tokens, will_retry=will_retry,
         )
         self.last_result = result
         return result
@@ -206,12 +212,18 @@ class AutoCompactor:
     # ==== overflow recovery =============================================
 
     def _last_assistant(self) -> Optional[tuple]:
-        """``(entry_id, message)`` of the newest assistant message on the branch."""
-        for e in reversed(self.session.get_branch()):
-            if e.type == "message":
-                m = e.get("message")
-                if isinstance(m, dict) and m.get("role") == "assistant":
-                    return e.id, m
+        """``(entry_id, message)`` of the newest assistant message on the branch (the index
+        walks back from the leaf only as far as that message)."""
+        session = self.session
+        leaf = session._core.leaf()
+        while leaf is not None:
+            i = session._core.find_back(leaf, "message", "assistant")
+            if i is None:
+                return None
+            m = session._entry(i).get("message")
+            if isinstance(m, dict) and m.get("role") == "assistant":
+                return session._core.id(i), m
+            leaf = session._core.walk_parent(i)
         return None
 
     def _failed_attempt(self, error: Any) -> Optional[str]:
@@ -233,16 +245,22 @@ class AutoCompactor:
         cid = self._recovery_compaction_id
         if cid is None:
             return False
-        seen = False
-        for e in self.session.get_branch():
-            if e.id == cid:
-                seen = True
-                continue
-            if seen and e.type == "message":
+        span = self.session._span(context_rule=False)
+        ids = self.session._core.ids(span)
+        if cid in ids:
+            entries = [self.session._entry(i) for i in span[ids.index(cid) + 1:]]
+        else:  # not the latest compaction: look over the whole branch
+            branch = self.session.get_branch()
+            at = next((k for k, e in enumerate(branch) if e.id == cid), None)
+            if at is None:
+                return False
+            entries = branch[at + 1:]
+        for e in entries:
+            if e.type == "message":
                 m = e.get("message")
                 if isinstance(m, dict) and m.get("role") == "assistant" and m.get("stopReason") not in ("error", "aborted"):
                     return False
-        return seen
+        return True
 
     def _omit(self, entry_id: str) -> None:
         """Append Pi 1.6's recovery omission: ``context_edit`` with ``replacement: null``."""

@@ -39,7 +39,9 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string
-from .context import build_session_context, entry_to_context_messages, estimate_projected_context_tokens
+from .context import (build_session_context, entry_to_context_messages, estimate_projected_context_tokens,
+                      latest_compaction)
+from .entries import entry_value, entry_values
 from .settings import DEFAULT_COMPACTION_SETTINGS
 from .tokens import estimate_tokens
 
@@ -164,6 +166,7 @@ def collect_context_edits(entries: Iterable[Entry]) -> dict:
     """
     edits: dict = {}
     for entry in entries:
+        entry = entry_value(entry)
         if isinstance(entry, dict) and entry.get("type") == "context_edit":
             target = entry.get("targetId")
             if isinstance(target, str):
@@ -223,6 +226,7 @@ def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> lis
     placed by context building, never counted, cut at or summarized again by compaction code.
     Raises :class:`sessiontree.context.ContextError` where Pi throws (a null ``message``).
     """
+    entry = entry_value(entry)
     if _etype(entry) == "compaction":
         return []
     messages = entry_to_context_messages(entry)
@@ -274,6 +278,7 @@ def find_valid_cut_points(
     ``message`` entries, ``custom_message`` and ``branch_summary`` entries. Never a tool result,
     a system message or an entry hidden by a ``context_edit`` in ``edits``. Ascending ints.
     """
+    entries = entry_values(entries)
     messages_of = _projector(entries, edits)
     return [i for i in range(start_index, end_index) if _is_cut_point(entries[i], messages_of(i))]
 
@@ -286,6 +291,7 @@ def find_turn_start_index(
     Walks back from ``entry_index`` to ``start_index`` (both inclusive) for an entry contributing
     a user, bashExecution, custom, branchSummary or compactionSummary message; ``-1`` if none.
     """
+    entries = entry_values(entries)
     return _turn_start(entries, entry_index, start_index, _projector(entries, edits))
 
 
@@ -322,6 +328,7 @@ def find_cut_point(
         >>> find_cut_point(path, 0, len(path), 20)
         CutPointResult(first_kept_entry_index=1, turn_start_index=0, is_split_turn=True)
     """
+    entries = entry_values(entries)
     return _find_cut_point(entries, start_index, end_index, keep_recent_tokens, _projector(entries, edits),
                            token_counter or estimate_tokens)
 
@@ -405,6 +412,7 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
     split back into written/edited).
     Non-string items are added as JavaScript's ``String(item)``. Mutates ``file_ops`` in place.
     """
+    entry = entry_value(entry)
     if not isinstance(entry, dict) or _js_truthy(entry.get("fromHook")):
         return
     details = entry.get("details")
@@ -688,24 +696,22 @@ def prepare_compaction(
         >>> prepare_compaction([]) is None
         True
     """
-    path = list(path_entries)
+    path = entry_values(path_entries)
     if path and _etype(path[-1]) == "compaction":
         return None
 
     prev_index = -1
-    for i in range(len(path) - 1, -1, -1):
-        if _etype(path[i]) == "compaction":
-            prev_index = i
-            break
-
     previous_summary = None
     boundary_start = 0
-    if prev_index >= 0:
-        previous = path[prev_index]
-        previous_summary = previous.get("summary")
-        kept_id = previous.get("firstKeptEntryId", JS_UNDEFINED)
-        kept_index = next((i for i, e in enumerate(path) if _id(e) == kept_id), -1)
-        boundary_start = kept_index if kept_index >= 0 else prev_index + 1
+    found = latest_compaction(path)
+    if found is not None:
+        prev_index, _, kept_index = found
+        previous_summary = path[prev_index].get("summary")
+        # Divergence (docs/divergences.md): the kept range is looked for only before the
+        # compaction, as context building does; Pi searches the whole path, so a
+        # firstKeptEntryId naming a later entry left the messages between the compaction and
+        # that entry neither summarized nor kept.
+        boundary_start = kept_index if kept_index is not None else prev_index + 1
 
     tokens_before = _tokens_before(path)
     previous_entry = path[prev_index] if prev_index >= 0 else None

@@ -57,3 +57,14 @@ class SessionLockedError(SessionError):
 
 class SessionReadOnlyError(SessionError):
     """A write was attempted on a session opened read-only."""
+
+
+class LeafMovedError(SessionError):
+    """The leaf moved between preparing a compaction and appending it (a hook, another task or
+    thread navigated or appended): the summary describes another branch, so nothing was
+    appended. ``expected`` and ``actual`` are the leaf ids (None: before the first entry)."""
+
+    def __init__(self, message: str, expected: str | None = None, actual: str | None = None):
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual

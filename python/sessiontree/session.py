@@ -35,6 +35,7 @@ from .context import SessionContext, build_session_context
 from .entries import Entry, Problem, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
+    LeafMovedError,
     SessionCycleError,
     SessionError,
     SessionFormatError,
@@ -56,6 +57,16 @@ from .paths import (
 _id_rng = random.Random(secrets.randbits(64))
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
+
+
+class _AnyLeaf:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<any leaf>"
+
+
+_ANY_LEAF: Any = _AnyLeaf()
 
 
 def dumps_entry(value: Any) -> bytes:
@@ -379,6 +390,12 @@ class Session:
                                 parent_id=self._core.parent_id(i), first_kept_id=first_kept)
         return raw
 
+    def _load_raws(self, idx: list[int]) -> list:
+        """Parsed values of entries ``idx`` (one batch read of their lines)."""
+        if self._core.needs_migration:
+            return [self._load_raw(i) for i in idx]
+        return [parse_json_line(line) for line in self._core.lines(idx)]
+
     def _entry(self, i: int) -> Entry:
         return Entry(self, i)
 
@@ -454,16 +471,40 @@ class Session:
             start = self._index_of(from_id)
         return [Entry(self, i) for i in self._walk(start)]
 
-    def _context_path(self) -> list[int]:
+    def _context_leaf(self) -> int | None:
         # Pi buildSessionContext: null leaf → nothing; unknown leaf id → the last entry.
         if self._core.leaf_is_null():
-            return []
+            return None
         leaf = self._core.leaf()
-        if leaf is None:
-            if len(self._core) == 0:
-                return []
+        if leaf is None and len(self._core):
             leaf = len(self._core) - 1
-        return self._walk(leaf)
+        return leaf
+
+    def _context_path(self) -> list[int]:
+        leaf = self._context_leaf()
+        return [] if leaf is None else self._walk(leaf)
+
+    def _span(self, *, with_settings: bool = False, context_rule: bool = True) -> list[int]:
+        """Entry indices of the context span (``Index.context_span``, rust/src/walk.rs): what
+        context building and compaction read of the active branch. ``context_rule``: the leaf
+        as :meth:`build_context` resolves it (else as :meth:`get_branch` does)."""
+        leaf = self._context_leaf() if context_rule else self._core.leaf()
+        return [] if leaf is None else self._core.context_span(leaf, with_settings)
+
+    def get_context_entries(self) -> list[Entry]:
+        """The entries of the active branch that context building and compaction read, root
+        first: the whole branch when it holds no compaction; otherwise the latest compaction's
+        kept range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier
+        entries whose values still count (the latest thinking-level and model entries before
+        it, and any ``context_edit``). Every pure function (:func:`~sessiontree.context.build_session_context`,
+        :func:`~sessiontree.compaction.prepare_compaction`, ...) gives the same answer on this
+        list as on :meth:`get_branch`, at a cost that follows the context, not the branch:
+        the index walks back from the leaf and no line is parsed until read.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return [Entry(self, i) for i in self._span(with_settings=True)]
 
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
@@ -509,37 +550,7 @@ class Session:
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return build_session_context(self._context_inputs())
-
-    def _context_inputs(self) -> list:
-        """The path entries :func:`build_session_context` needs, parsed: with a compaction on
-        the path only the latest thinking-level and model entries before its kept range, the
-        compaction, the kept range and what follows (identical output; cost follows the
-        context, not the whole branch)."""
-        path = self._context_path()
-        if not path:
-            return []
-        types = self._core.types(path)
-        last_c = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), None)
-        if last_c is None:
-            return [self._load_raw(i) for i in path]
-        comp = self._load_raw(path[last_c])
-        fk = comp.get("firstKeptEntryId") if isinstance(comp, dict) else None
-        if not isinstance(fk, str):
-            return [self._load_raw(i) for i in path]
-        ids = self._core.ids(path[:last_c])
-        start = next((k for k, x in enumerate(ids) if x == fk), last_c)
-        head = set()
-        for k in range(start - 1, -1, -1):
-            if types[k] == "thinking_level_change":
-                head.add(k)
-                break
-        for k in range(start - 1, -1, -1):
-            if types[k] == "model_change" or (types[k] == "message" and self._core.role(path[k]) == "assistant"):
-                head.add(k)
-                break
-        keep = sorted(head) + list(range(start, len(path)))
-        return [self._load_raw(path[k]) for k in keep]
+        return build_session_context(self._load_raws(self._span(with_settings=True)))
 
     def refresh(self) -> int:
         """Index entries another process appended since the last scan; cost follows the new
@@ -694,18 +705,27 @@ class Session:
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
                           details: Any = None, from_hook: bool | None = None, *,
-                          usage: dict | None = None, system_message: dict | None = None) -> str:
+                          usage: dict | None = None, system_message: dict | None = None,
+                          expected_leaf_id: Any = _ANY_LEAF) -> str:
         """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
         tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
+
+        ``expected_leaf_id``: append only if the leaf is still this id (None: no entry yet),
+        checked atomically with the write, so a summary of one branch never lands on another.
 
         Raises:
             EntryNotFoundError: ``first_kept_entry_id`` names no entry (a retain-none
                 compaction names its own id: pass None to get that).
+            LeafMovedError: the leaf is not ``expected_leaf_id`` (nothing appended).
         """
         if first_kept_entry_id is not None and self._lookup(first_kept_entry_id) is None:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
 
         def build() -> dict:
+            if expected_leaf_id is not _ANY_LEAF and self._core.leaf_id() != expected_leaf_id:
+                raise LeafMovedError(
+                    f"the leaf moved from {expected_leaf_id!r} to {self._core.leaf_id()!r} while the compaction "
+                    "was prepared; nothing appended", expected_leaf_id, self._core.leaf_id())
             e = self._base("compaction")
             e["summary"] = summary
             e["firstKeptEntryId"] = e["id"] if first_kept_entry_id is None else first_kept_entry_id
@@ -901,24 +921,21 @@ class Session:
         """
         from .compaction import collect_context_edits, find_cut_point as py_find_cut_point
 
-        path = self._context_path()
+        path = self._span()
         if not path:
             return CutPoint(None, None, False)
-        types = self._core.types(path)
-        prev = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), -1)
         start = 0
-        if prev >= 0:
-            raw = self._load_raw(path[prev])
-            fk = raw.get("firstKeptEntryId") if isinstance(raw, dict) else None
-            ids = self._core.ids(path[:prev])
-            start = next((k for k, x in enumerate(ids) if isinstance(fk, str) and x == fk), prev + 1)
+        found = self._core.latest_compaction_in(path)
+        if found is not None:
+            prev, kept = found
+            start = kept if kept is not None else prev + 1
             path = path[:prev] + path[prev + 1:]
             if start > prev:
                 start -= 1
         got = None if token_counter is not None else \
             self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         if got is None:
-            entries = [self._load_raw(i) for i in path]
+            entries = self._load_raws(path)
             r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries),
                                   token_counter)
             got = (r.first_kept_entry_index, r.turn_start_index, r.is_split_turn)
@@ -990,10 +1007,29 @@ class Session:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
-        from .usage import usage_totals_of_entries
+        from .usage import UsageAccumulator
 
         types = ("message", "compaction", "branch_summary", "usage")
-        return usage_totals_of_entries(e.raw for e in self.iter_entries() if e.type in types)
+        n = len(self._core)
+        # an unterminated last line may still change: it is never folded into the running total
+        stable = n - 1 if n and self._core.ends_without_newline() else n
+        acc = self.__dict__.get("_usage_acc")
+        if acc is None or acc[0] is not self._core or acc[1].count > stable:
+            acc = self._usage_acc = (self._core, UsageAccumulator())
+        run = acc[1]
+        if run.count < stable:
+            new = range(run.count, stable)
+            tys = self._core.types(list(new))
+            run.add(self._load_raws([i for i, t in zip(new, tys) if t in types]))
+            run.count = stable
+        if stable == n:
+            return run.totals()
+        last = UsageAccumulator()
+        for name in ("input", "output", "cache_read", "cache_write", "cost"):
+            setattr(last, name, getattr(run, name))
+        if self._core.type_name(n - 1) in types:
+            last.add([self._load_raw(n - 1)])
+        return last.totals()
 
     def build_provider_context(self) -> Any:
         """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool

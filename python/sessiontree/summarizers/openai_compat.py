@@ -26,7 +26,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, run_sync, token_count)
+                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, run_sync, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -233,14 +233,14 @@ class OpenAICompatSummarizer:
         if self.request_id_header:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
         async with self._client() as client:
-            text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
-        return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model)
+            text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model, stop_reason=stop)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
         return run_sync(self.summarize(request))
 
-    async def _attempt(self, client: Any, body: dict, headers: dict) -> tuple[str, dict, str | None]:
+    async def _attempt(self, client: Any, body: dict, headers: dict) -> tuple[str, dict, str | None, str | None]:
         openai = self._openai
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -248,9 +248,12 @@ class OpenAICompatSummarizer:
         if self.retry.timeout is not None:
             options["timeout"] = self.retry.timeout
         texts: list[str] = []
+        chars = 0
+        cap = max_reply_chars(body.get(self.max_tokens_field))
         raw_usage: dict = {}
         model = None
         finished = False
+        stop = None
         try:
             stream = await client.post("/chat/completions", body=body, cast_to=ChatCompletion, options=options,
                                        stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
@@ -261,10 +264,17 @@ class OpenAICompatSummarizer:
                     if usage is not None:
                         raw_usage = _as_dict(usage)
                     for choice in getattr(chunk, "choices", None) or ():
-                        finished = finished or getattr(choice, "finish_reason", None) is not None
+                        reason = getattr(choice, "finish_reason", None)
+                        finished = finished or reason is not None
+                        stop = reason if isinstance(reason, str) else stop
                         delta = getattr(choice, "delta", None)
                         content = getattr(delta, "content", None) if delta is not None else None
                         if content:
+                            chars += len(content) if isinstance(content, str) else 0
+                            if chars > cap:
+                                raise OversizedSummaryError(
+                                    f"the summary grew past {cap} characters for a budget of "
+                                    f"{body.get(self.max_tokens_field)} tokens; stopped reading it")
                             texts.append(content)
             finally:
                 await stream.close()
@@ -276,5 +286,5 @@ class OpenAICompatSummarizer:
             raise TransientError("the stream ended before the model finished")
         text = "".join(texts)
         if not text.strip():
-            raise SummarizerError("the model returned an empty summary")
-        return text, raw_usage, model
+            raise EmptySummaryError("the model returned an empty summary")
+        return text, raw_usage, model, stop

@@ -214,6 +214,7 @@ def latest_compaction(path: Sequence[dict]) -> tuple | None:
     ``buildContextEntries``; compaction preparation follows the same rule, see
     docs/divergences.md). Raises :class:`ContextError` where Pi throws (an entry that is null).
     """
+    path = entry_values(path)
     compaction = None
     for i in range(len(path) - 1, -1, -1):
         if _entry_type(path[i]) == "compaction":

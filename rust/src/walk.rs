@@ -129,20 +129,27 @@ impl Index {
         if self.key_string(fk).is_none() {
             return self.branch(leaf);
         }
-        // on to the first kept entry (ids are unique: the first match is the only one)
-        c = self.walk_parent(compaction);
-        let first_kept = loop {
-            if c == NONE {
-                return self.branch(leaf); // not on the branch: Pi keeps nothing before the compaction
+        // on to the first kept entry (ids are unique: the first match is the only one). When no
+        // entry has that id, or the compaction names itself (keep nothing), nothing before the
+        // compaction is kept and no walk is needed.
+        let owner = self.winner(fk);
+        let head_from = if owner == NONE || owner == compaction {
+            self.walk_parent(compaction)
+        } else {
+            c = self.walk_parent(compaction);
+            loop {
+                if c == NONE {
+                    return self.branch(leaf); // not on the branch: rare, read it all
+                }
+                rev.push(c);
+                if rev.len() > limit {
+                    return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
+                }
+                if rec(c).id == fk {
+                    break self.walk_parent(c);
+                }
+                c = self.walk_parent(c);
             }
-            rev.push(c);
-            if rev.len() > limit {
-                return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
-            }
-            if rec(c).id == fk {
-                break c;
-            }
-            c = self.walk_parent(c);
         };
         let is_model = |i: u32| {
             let r = rec(i);
@@ -153,7 +160,7 @@ impl Index {
         let need_edits = self.first_context_edit != NONE;
         let mut head: Vec<u32> = Vec::new();
         let mut steps = rev.len();
-        c = self.walk_parent(first_kept);
+        c = head_from;
         while c != NONE && (need_thinking || need_model || need_edits) {
             steps += 1;
             if steps > limit {

@@ -24,14 +24,17 @@ plain ones run them to completion (:func:`sessiontree.orchestration.run_blocking
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
+from .compaction import latest_cut_keep
 from .context import build_session_context, estimate_projected_context_tokens, should_compact
+from .errors import SessionError
 from .orchestration import (
     CompactionCancelledError,
     CompactionNoProgressError,
     CompactionResult,
+    AlreadyCompactedError,
     NothingToCompactError,
     _context_span,
     acompact,
@@ -44,7 +47,7 @@ from .summarizers.base import ContextOverflowError
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
-__all__ = ["AutoCompactor", "RecoveryResult", "is_overflow_error", "CompactionNoProgressError"]
+__all__ = ["AutoCompactor", "RecoveryResult", "is_overflow_error", "CompactionNoProgressError", "CannotCompactError"]
 
 # Used only when sessiontree.summarizers.overflow is not available.
 _FALLBACK_OVERFLOW = re.compile(
@@ -84,6 +87,11 @@ def is_overflow_error(error: Any, context_window: Optional[int] = None) -> bool:
             if error.get("stopReason") == "error":
                 return _provider_overflow_check(error.get("errorStatus"), str(error.get("errorMessage") or ""))
             usage = error.get("usage")
+            if error.get("stopReason") == "length":
+                # Pi 1.6 compaction.md: an early final "length" stop with no output at all means
+                # the input left no room to answer: a context overflow
+                output = usage.get("output") if isinstance(usage, dict) else None
+                return output in (0, None) and not _has_output(error.get("content"))
             if context_window and isinstance(usage, dict) and error.get("stopReason") == "stop":
                 used = (usage.get("input") or 0) + (usage.get("cacheRead") or 0)
                 return isinstance(used, (int, float)) and used > context_window
@@ -92,6 +100,25 @@ def is_overflow_error(error: Any, context_window: Optional[int] = None) -> bool:
     if isinstance(error, str):
         return _provider_overflow_check(None, error)
     return False
+
+
+def _has_output(content: Any) -> bool:
+    """Whether an assistant's content holds any text, thinking or tool call."""
+    if isinstance(content, str):
+        return bool(content)
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if isinstance(block, dict):
+            if block.get("type") == "toolCall" or block.get("text") or block.get("thinking"):
+                return True
+    return False
+
+
+class CannotCompactError(SessionError):
+    """The context is over the auto-compaction threshold and nothing can be compacted (no cut
+    point frees tokens, or the leaf is already a compaction): sending the next request would
+    exceed the window. Nothing was appended."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +180,10 @@ class AutoCompactor:
         """Pi ``shouldCompact`` over :meth:`context_tokens`."""
         return should_compact(self.context_tokens(), self.context_window, self.settings)
 
-    async def _compact(self, reason: str, will_retry: bool = False) -> CompactionResult:
+    async def _compact(self, reason: str, will_retry: bool = False,
+                       settings: Optional[CompactionSettings] = None) -> CompactionResult:
         result = await acompact(
-            self.session, self.summarizer, settings=self.settings, reason=reason,
+            self.session, self.summarizer, settings=settings or self.settings, reason=reason,
             context_window=self.summary_context_window, max_tokens=self.max_tokens, will_retry=will_retry,
         )
         self.last_result = result
@@ -166,14 +194,42 @@ class AutoCompactor:
             return False
         try:
             await self._compact("threshold")
-        except (NothingToCompactError, CompactionCancelledError):
+        except CompactionCancelledError:
             return False
+        except AlreadyCompactedError as exc:
+            raise CannotCompactError(
+                f"the context ({self.context_tokens()} tokens) is over the threshold "
+                f"({self.context_window} - {self.settings.reserve_tokens}) right after a compaction; "
+                "nothing more can be summarized") from exc
+        except NothingToCompactError as exc:
+            # Pi's cut rule keeps everything (the keep budget falls inside a run of tool results
+            # after the last cut point): fall back to the latest cut point that frees tokens
+            # (docs/divergences.md), or say so; never let an over-window request go out silently.
+            keep = latest_cut_keep(_context_span(self.session), self.settings)
+            if keep is None:
+                raise CannotCompactError(
+                    f"the context ({self.context_tokens()} tokens) is over the threshold "
+                    f"({self.context_window} - {self.settings.reserve_tokens}) but has no cut point "
+                    "to compact at") from exc
+            try:
+                await self._compact("threshold", settings=replace(self.settings, keep_recent_tokens=keep))
+            except NothingToCompactError as again:
+                raise CannotCompactError("over the threshold, and the fallback cut frees nothing") from again
+            except CompactionCancelledError:
+                return False
         return True
 
     # ==== check points ==================================================
 
     async def abefore_prompt(self) -> bool:
-        """Check before a new user prompt is sent; returns whether it compacted."""
+        """Check before a new user prompt is sent; returns whether it compacted. A new prompt
+        starts a new run: an earlier overflow recovery (whose retry may have got no answer)
+        no longer counts as "right after a recovery".
+
+        Raises:
+            CannotCompactError: over the threshold and nothing can be compacted.
+        """
+        self._recovery_compaction_id = None
         return await self._threshold()
 
     async def aafter_tool_results(self, will_call_model: bool) -> bool:
@@ -235,7 +291,8 @@ class AutoCompactor:
         if last is None:
             return None
         entry_id, message = last
-        if message.get("stopReason") == "error" or (isinstance(error, dict) and error == message):
+        if message.get("stopReason") == "error" or (isinstance(error, dict) and error == message) \
+                or (message.get("stopReason") == "length" and is_overflow_error(message, self.context_window)):
             return entry_id
         return None
 
@@ -258,6 +315,8 @@ class AutoCompactor:
         for e in entries:
             if e.type == "message":
                 m = e.get("message")
+                if isinstance(m, dict) and m.get("role") == "user":
+                    return False  # a new prompt started a new run
                 if isinstance(m, dict) and m.get("role") == "assistant" and m.get("stopReason") not in ("error", "aborted"):
                     return False
         return True
@@ -301,10 +360,15 @@ class AutoCompactor:
             return RecoveryResult(retry=False, outcome="nothing_to_compact", omitted_entry_id=failed)
         except CompactionCancelledError:
             return RecoveryResult(retry=False, outcome="cancelled", omitted_entry_id=failed)
-        if not result.estimated_tokens_after < result.tokens_before:
+        before = result.estimated_tokens_before if result.estimated_tokens_before is not None else result.tokens_before
+        if not result.estimated_tokens_after < before:
             raise CompactionNoProgressError(
-                f"compaction made no progress ({result.tokens_before} tokens before, "
-                f"{result.estimated_tokens_after} after); not retrying")
+                f"compaction made no progress (~{before} tokens before, ~{result.estimated_tokens_after} after, "
+                "both chars/4 estimates); not retrying")
+        if result.estimated_tokens_after > self.context_window:
+            raise CompactionNoProgressError(
+                f"after compacting, the context is still ~{result.estimated_tokens_after} tokens, over the "
+                f"{self.context_window}-token window; a retry would overflow again, not retrying")
         self._recovery_compaction_id = result.entry.id
         return RecoveryResult(retry=True, outcome="compacted", omitted_entry_id=failed, compaction=result,
                               context=result.context or self.provider_context())

@@ -62,6 +62,7 @@ __all__ = [
     "format_file_operations",
     "serialize_conversation",
     "prepare_compaction",
+    "latest_cut_keep",
     "TOOL_RESULT_MAX_CHARS",
 ]
 
@@ -656,6 +657,56 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
     return start
 
 
+def _cut_range(path: list) -> tuple:
+    """``(path, boundary_start, previous_compaction)``: where Pi 1.6 searches for a cut.
+
+    The summarized span starts at the latest compaction's kept boundary (its
+    ``firstKeptEntryId``, looked for before it; else right after it). Pi cuts over the context
+    projection, where that compaction is not between the kept entries and what follows it, so
+    it is taken out of the returned path (a cut backing up over metadata can cross it: golden
+    edge_v1_legacy, keepRecentTokens 0).
+    """
+    found = latest_compaction(path)
+    if found is None:
+        return path, 0, None
+    prev_index, _, kept_index = found
+    # Divergence (docs/divergences.md): the kept range is looked for only before the
+    # compaction, as context building does; Pi searches the whole path, so a
+    # firstKeptEntryId naming a later entry left the messages between the compaction and
+    # that entry neither summarized nor kept.
+    boundary_start = kept_index if kept_index is not None else prev_index + 1
+    previous = path[prev_index]
+    path = path[:prev_index] + path[prev_index + 1:]
+    if boundary_start > prev_index:
+        boundary_start -= 1
+    return path, boundary_start, previous
+
+
+def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS) -> Optional[int]:
+    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the **latest** valid cut point
+    of the path (after the previous kept boundary), or ``None`` when no cut point after the
+    first one exists (then nothing can be freed).
+
+    Auto-compaction's fallback (docs/divergences.md): when the context is over the threshold
+    but :func:`prepare_compaction` finds nothing to summarize (the keep budget falls inside a
+    long run of tool results after the last cut point, so Pi keeps everything), compacting with
+    this budget keeps only from the latest cut point on; :func:`prepare_compaction` itself stays
+    Pi-exact. Units: ``settings.token_counter``'s, else Pi's chars/4 estimate.
+    """
+    path, start, _ = _cut_range(entry_values(path_entries))
+    edits = collect_context_edits(path)
+    messages_of = _projector(path, edits)
+    points = [i for i in range(start, len(path)) if _is_cut_point(path[i], messages_of(i))]
+    if len(points) < 2:
+        return None
+    count = getattr(settings, "token_counter", None) or estimate_tokens
+    keep = 0
+    for i in range(points[-1], len(path)):
+        for message in messages_of(i):
+            keep += count(message)
+    return keep if keep > 0 else None
+
+
 def _tokens_before(path: list) -> Any:
     """Pi 1.6 ``tokensBefore``: the projected estimate of the rebuilt current context."""
     context = build_session_context(path)
@@ -700,28 +751,9 @@ def prepare_compaction(
     if path and _etype(path[-1]) == "compaction":
         return None
 
-    prev_index = -1
-    previous_summary = None
-    boundary_start = 0
-    found = latest_compaction(path)
-    if found is not None:
-        prev_index, _, kept_index = found
-        previous_summary = path[prev_index].get("summary")
-        # Divergence (docs/divergences.md): the kept range is looked for only before the
-        # compaction, as context building does; Pi searches the whole path, so a
-        # firstKeptEntryId naming a later entry left the messages between the compaction and
-        # that entry neither summarized nor kept.
-        boundary_start = kept_index if kept_index is not None else prev_index + 1
-
     tokens_before = _tokens_before(path)
-    previous_entry = path[prev_index] if prev_index >= 0 else None
-    if prev_index >= 0:
-        # Pi 1.6 cuts over the context projection, where the latest compaction is not between
-        # the kept entries and what follows it: a cut backing up over metadata can cross it
-        # (golden edge_v1_legacy, keepRecentTokens 0).
-        path = path[:prev_index] + path[prev_index + 1:]
-        if boundary_start > prev_index:
-            boundary_start -= 1
+    path, boundary_start, previous_entry = _cut_range(path)
+    previous_summary = previous_entry.get("summary") if previous_entry is not None else None
 
     edits = collect_context_edits(path)
     messages_of = _projector(path, edits)

@@ -279,3 +279,38 @@ def test_span_and_abandoned_branches_on_a_generated_branchy_session(tmp_path):
 
     for e in entries[:: max(1, len(entries) // 25)]:
         assert _outcome(lambda: _collect_abandoned(s, old, e.id)) == _outcome(lambda: pure(e.id))
+
+
+def test_the_running_usage_total_equals_a_full_recount(tmp_path):
+    import os
+
+    s = Session.create("/p", session_dir=tmp_path)
+    usage = {"input": 10, "output": 3, "cacheRead": 1, "cacheWrite": 0, "totalTokens": 14,
+             "cost": {"input": 0.1, "output": 0.03, "cacheRead": 0.001, "cacheWrite": 0, "total": 0.131}}
+
+    def full(sess):
+        return usage_totals_of_entries(e.raw for e in sess.entries())
+
+    assert s.usage_totals() == full(s)
+    for i in range(5):
+        s.append_message(_user(f"q{i}"))
+        s.append_message(_assistant(f"a{i}", usage=usage))
+        assert s.usage_totals() == full(s)
+    s.flush()
+    # another process appends: a complete line, then a torn one (never folded in), then its end
+    reader = Session.open(s.path)
+    assert reader.usage_totals() == full(reader)
+    line = {"type": "message", "id": "ext1", "parentId": s.leaf_id, "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": _assistant("x", usage=usage)}
+    import json as _json
+
+    text = _json.dumps(line)
+    with open(s.path, "a") as f:
+        f.write(text[:40])
+    reader.refresh()
+    assert reader.usage_totals() == full(reader)
+    with open(s.path, "a") as f:
+        f.write(text[40:] + "\n")
+    reader.refresh()
+    assert reader.usage_totals() == full(reader) and reader.usage_totals().input == 60
+    os.sync()

@@ -198,3 +198,22 @@ def test_two_concurrent_compactions_pay_and_append_once(fake, tmp_path, sdk):
 def test_summary_errors_are_summarizer_errors():
     for cls in (TruncatedSummaryError, EmptySummaryError, OversizedSummaryError, SummaryBudgetError):
         assert issubclass(cls, SummarizerError)
+
+
+def test_a_hook_compacting_the_same_session_is_refused_not_deadlocked(tmp_path):
+    from sessiontree.errors import SessionError
+
+    s = _session(tmp_path)
+    seen = []
+
+    async def hook(event):
+        try:
+            await asyncio.wait_for(s.acompact(None, settings=KEEP), timeout=5)
+        except Exception as exc:  # noqa: BLE001 - recorded and checked below
+            seen.append(exc)
+
+    s.hooks.before_compact.append(hook)
+    n = len(s)
+    s.compact(None, settings=KEEP)
+    assert len(seen) == 1 and isinstance(seen[0], SessionError) and "inside a compaction" in str(seen[0])
+    assert len(s) == n + 1  # the outer compaction went on

@@ -33,6 +33,7 @@ over the request's system and user texts, never below 1 (:func:`summary_output_b
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import uuid
 from collections.abc import Sequence
@@ -537,6 +538,10 @@ async def _acquire(lock: threading.Lock) -> None:
         await asyncio.sleep(0.002)
 
 
+#: Sessions whose compaction the current task is running (a re-entrant call would wait forever).
+_COMPACTING: contextvars.ContextVar = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
+
+
 def _compaction_lock(session: "Session") -> threading.Lock:
     lock = session.__dict__.get("_compaction_lock")
     if lock is None:
@@ -589,12 +594,18 @@ async def acompact(
         SummarizerError: a summary call failed (nothing appended).
         LeafMovedError: the leaf moved while the summary was written (nothing appended).
     """
+    inside = _COMPACTING.get()
+    if id(session) in inside:
+        raise SessionError("compact() called from inside a compaction of the same session (a hook?): "
+                           "it would wait for itself")
     lock = _compaction_lock(session)
     await _acquire(lock)
+    token = _COMPACTING.set(inside | {id(session)})
     try:
         return await _acompact_locked(session, summarizer, settings, custom_instructions, reason,
                                       context_window, max_tokens, will_retry, accept_suspect_summary)
     finally:
+        _COMPACTING.reset(token)
         lock.release()
 
 

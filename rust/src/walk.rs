@@ -460,3 +460,86 @@ pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
         v[left] = pivot;
     }
 }
+
+#[cfg(test)]
+mod span_tests {
+    use crate::store::Store;
+
+    fn store(lines: &[String]) -> Store {
+        let mut st = Store::in_memory();
+        let mut data = String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#);
+        data.push('\n');
+        for l in lines {
+            data.push_str(l);
+            data.push('\n');
+        }
+        st.append_bytes(0, data.as_bytes()).unwrap();
+        st
+    }
+
+    fn msg(id: &str, parent: &str, role: &str) -> String {
+        format!(r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"{role}","content":"x"}}}}"#)
+    }
+
+    fn chain(n: usize) -> Vec<String> {
+        let mut v = vec![r#"{"type":"thinking_level_change","id":"t","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","thinkingLevel":"high"}"#.to_string()];
+        let mut parent = "t".to_string();
+        for i in 0..n {
+            let id = format!("m{i}");
+            v.push(msg(&id, &parent, if i % 2 == 0 { "user" } else { "assistant" }));
+            parent = id;
+        }
+        v
+    }
+
+    fn compaction(id: &str, parent: &str, fk: &str) -> String {
+        format!(r#"{{"type":"compaction","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","summary":"s","firstKeptEntryId":"{fk}","tokensBefore":1}}"#)
+    }
+
+    #[test]
+    fn the_span_starts_at_the_first_kept_entry_with_the_settings_before_it() {
+        let mut lines = chain(20);
+        lines.push(compaction("c", "m19", "m14"));
+        lines.push(msg("after", "c", "user"));
+        let st = store(&lines);
+        let ix = &st.index;
+        let leaf = (lines.len() - 1) as u32;
+        let ids = |v: &[u32]| v.iter().map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(ids(&ix.context_span(leaf, false).unwrap()), ["m14", "m15", "m16", "m17", "m18", "m19", "c", "after"]);
+        // the thinking level is far back; the model comes from m19 (an assistant) inside the span
+        assert_eq!(ids(&ix.context_span(leaf, true).unwrap())[0], "t");
+        let full = ix.branch(leaf).unwrap();
+        assert_eq!(ix.latest_compaction_in(&full), Some((21, Some(15))));
+    }
+
+    #[test]
+    fn a_compaction_that_keeps_nothing_needs_no_walk_and_duplicates_read_the_branch() {
+        let mut lines = chain(10);
+        lines.push(compaction("c", "m9", "c"));
+        lines.push(msg("after", "c", "user"));
+        let st = store(&lines);
+        let leaf = (lines.len() - 1) as u32;
+        assert_eq!(st.index.context_span(leaf, false).unwrap().len(), 2);
+        lines.push(msg("after", "c", "assistant")); // a duplicate id: the whole branch
+        let st = store(&lines);
+        let leaf = (lines.len() - 1) as u32;
+        assert_eq!(st.index.context_span(leaf, false).unwrap(), st.index.branch(leaf).unwrap());
+    }
+
+    #[test]
+    fn the_near_common_ancestor_is_the_common_ancestor() {
+        let mut lines = chain(12);
+        lines.push(msg("x1", "m4", "user"));
+        lines.push(msg("x2", "x1", "assistant"));
+        let st = store(&lines);
+        let ix = &st.index;
+        let n = lines.len() as u32;
+        for a in 0..n {
+            for b in 0..n {
+                assert_eq!(ix.common_ancestor_near(a, b).unwrap(), ix.common_ancestor(a, b).unwrap(), "{a} {b}");
+            }
+        }
+        assert_eq!(ix.branch_since(n - 1, 5).unwrap().unwrap().len(), 2);
+        assert_eq!(ix.branch_since(n - 1, 8), Ok(None));
+    }
+}

@@ -7,7 +7,7 @@ built from the pure pieces (:func:`sessiontree.compaction.prepare_compaction`,
 
 Compaction (:func:`acompact`), in Pi's order:
 
-1. ``prepare_compaction`` over the active path; ``None`` raises :class:`NothingToCompactError`
+1. :func:`plan_compaction`: ``prepare_compaction`` over the context span; ``None`` raises :class:`NothingToCompactError`
    with Pi's text (``"Nothing to compact (session too small)"``, or ``"Already compacted"`` when
    the leaf is a compaction).
 2. ``before_compact`` hooks (:mod:`sessiontree.hooks`): cancel raises
@@ -25,10 +25,19 @@ Compaction (:func:`acompact`), in Pi's order:
    holds system messages their replay is stored as ``systemMessage`` (Pi 1.6's checkpoint), so
    prompt state survives the compaction.
 
-Output budget of each summary request (Pi 1.6, measured on the goldens): the model's ``maxTokens``,
-reduced to ``context_window - 4096 - input`` where ``input`` sums ``ceil(UTF-16 length / 3.5)``
-over the request's system and user texts, never below 1 (:func:`summary_output_budget`, built on
-:mod:`sessiontree.summarizers.prompts`).
+Output budget of each summary request (Pi 1.6, measured on the goldens): the summarizing model's
+``maxTokens``, reduced to ``context_window - 4096 - input`` where ``input`` sums ``ceil(UTF-16
+length / 3.5)`` over the request's system and user texts (:func:`summary_output_budget`, built on
+:mod:`sessiontree.summarizers.prompts`). Where Pi then sends as little as 1 token, a budget below
+:data:`~sessiontree.summarizers.base.MIN_SUMMARY_OUTPUT_TOKENS` raises :class:`SummaryBudgetError`
+and nothing is sent; answers cut off at the budget, empty or far oversized are refused
+(:func:`check_summary`); a compaction is appended only at the leaf it was planned at
+(:class:`~sessiontree.errors.LeafMovedError`), one compaction of a session at a time.
+(docs/divergences.md 16-18.)
+
+Cost: planning reads the context span only (:meth:`sessiontree.Session.get_context_entries`:
+the latest compaction's kept range to the leaf), so it costs the same after 10 MB or 1 GB of
+history (benches/main_job.py).
 """
 from __future__ import annotations
 
@@ -512,7 +521,8 @@ def check_summary(result: SummaryResult, budget: int, *, accept_suspect: bool = 
 
     * :class:`EmptySummaryError`: no text (never accepted);
     * :class:`TruncatedSummaryError`: the model stopped at its budget (``stop_reason == "length"``);
-    * :class:`OversizedSummaryError`: Pi's estimate of the text exceeds
+    * :class:`OversizedSummaryError`: the text's token estimate (``ceil(UTF-16 length / 3.5)``,
+      :func:`sessiontree.summarizers.prompts.estimate_text_tokens`) exceeds
       :data:`OVERSIZED_SUMMARY_FACTOR` times ``budget`` (tokens).
 
     ``accept_suspect=True`` lets truncated and oversized summaries through (the caller's choice).

@@ -217,7 +217,8 @@ class EmptySummaryError(UnsafeSummaryError):
 
 class OversizedSummaryError(UnsafeSummaryError):
     """The summary is far beyond the budget it was asked for (more than
-    :data:`OVERSIZED_SUMMARY_FACTOR` times ``max_tokens``, in Pi's chars/4 estimate)."""
+    :data:`OVERSIZED_SUMMARY_FACTOR` times ``max_tokens``, estimated as ``ceil(UTF-16 length /
+    3.5)``), or a streamed reply grew past :func:`max_reply_chars` and was not read further."""
 
 
 def max_reply_chars(budget: Any) -> int:

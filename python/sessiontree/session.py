@@ -960,11 +960,15 @@ class Session:
     async def acompact(self, summarizer: Any = None, *, settings: Any = None,
                        custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
-        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``). Returns a
-        :class:`~sessiontree.orchestration.CompactionResult`.
+        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``,
+        ``accept_suspect_summary``). Reads only the context span (:meth:`get_context_entries`).
+        Returns a :class:`~sessiontree.orchestration.CompactionResult`.
 
         Raises:
             NothingToCompactError: ``"Nothing to compact (session too small)"``.
+            SummaryBudgetError, UnsafeSummaryError: the summary could not be asked for or was
+                refused (nothing appended).
+            LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
         from .orchestration import acompact
 

@@ -421,6 +421,26 @@ class Session:
             raise EntryNotFoundError(f"Entry not found: {since}")
         return [Entry(self, k) for k in range(i + 1, len(self._core))]
 
+    def get_entries_page(self, since: str | None = None, limit: int | None = None) -> list[Entry]:
+        """Like :meth:`get_entries`, at most ``limit`` entries (None: all): one page of the
+        file-order listing, for paging through huge files. Cost follows the page, not the file.
+
+        Raises:
+            EntryNotFoundError: ``since`` names no entry (``Entry not found: <id>``).
+            ValueError: ``limit`` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        if since is None:
+            start = 0
+        else:
+            i = self._lookup(since) if isinstance(since, str) else None
+            if i is None:
+                raise EntryNotFoundError(f"Entry not found: {since}")
+            start = i + 1
+        stop = len(self._core) if limit is None else min(len(self._core), start + limit)
+        return [Entry(self, k) for k in range(start, stop)]
+
     def get_entry(self, entry_id: str) -> Entry | None:
         """The entry with this id (the last one if the id repeats), or None."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None

@@ -1040,8 +1040,6 @@ class UnixServer:
         wfile = conn.makefile("wb")
         out = _LineWriter(wfile)
         server = self.make_server(on_event=out, shared=self.shared, gate=self.gate)
-        if self.shared is None:
-            self.shared = server._shared
         try:
             for line in read_lines(rfile, self.max_bytes):
                 out(_too_long_response(self.max_bytes) if line is _TOO_LONG else server.handle_line(line))
@@ -1179,7 +1177,10 @@ def main(argv: list[str] | None = None) -> int:
 
         summarizer = get_summarizer("offline")
 
+    listen_gate = _WriterGate() if args.listen else None
+
     def make(on_event: Any = None, shared: SharedSession | None = None, gate: Any = None) -> RpcServer:
+        gate = gate if gate is not None else listen_gate
         return RpcServer(session if shared is None else None, on_event=on_event, model=model, models=models,
                          settings=settings, summarizer=summarizer, cwd=cwd, session_dir=sdir,
                          persist=not args.no_session, write_lock=gate, session_ref=shared)
@@ -1189,6 +1190,9 @@ def main(argv: list[str] | None = None) -> int:
             print("Error: --listen takes unix:PATH", file=sys.stderr)
             return 1
         us = UnixServer(args.listen[5:], make)
+        first = make()
+        us.shared = first._shared  # every client shares this session (one index)
+        us.gate = first.write_lock if isinstance(first.write_lock, _WriterGate) else us.gate
         try:
             us.bind()
         except (RpcError, OSError) as exc:

@@ -336,7 +336,7 @@ class RpcServer:
         sh = self._shared
         if sh.pending or sh.session.path is None:
             return None
-        return str(sh.session.path)
+        return os.path.abspath(sh.session.path)  # Pi resolves the path it was given
 
     def close(self) -> None:
         self._stop.set()

@@ -131,7 +131,7 @@ def test_stdio_bad_input_keeps_serving(tmp_path: Path) -> None:
     import io
 
     server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
-    lines = [b"not json", b"[1,2]", b'{"type":"get_state"', b"{" * 100000 + b"}" * 100000,
+    lines = [b"not json", b"[1,2]", b'{"type":"get_state","x":NaN}', b'{"type":"get_state"', b"{" * 100000 + b"}" * 100000,
              b'"just a string"', b"x" * 5000, b'{"id":"ok","type":"get_last_assistant_text"}']
     out = io.BytesIO()
     serve_stdio(server, io.BytesIO(b"\n".join(lines) + b"\n"), out, max_bytes=300000)
@@ -231,3 +231,17 @@ def test_export_html_is_clear_when_unavailable(tmp_path: Path) -> None:
         assert r["success"] and Path(r["data"]["path"]).is_file()
     else:
         assert r["success"] is False and "export_html" in r["error"]
+
+
+def test_an_unexpected_failure_in_a_command_is_an_answer_not_a_crash(tmp_path: Path, monkeypatch) -> None:
+    import sessiontree.rpc as rpc
+
+    def boom(self, c, cmd_id, ctype):
+        raise RuntimeError("exploded")
+
+    monkeypatch.setitem(rpc._PI_COMMANDS, "get_tree", boom)
+    server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
+    r = server.handle({"id": 9, "type": "get_tree"})
+    assert r == {"id": 9, "type": "response", "command": "get_tree", "success": False,
+                 "error": "internal error in get_tree: RuntimeError: exploded"}
+    assert server.handle({"type": "get_messages"})["success"]

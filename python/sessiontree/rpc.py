@@ -51,6 +51,11 @@ from .paths import agent_dir, default_session_dir
 from .session import Session, dumps_entry
 from .settings import CompactionSettings
 
+try:  # JavaScript String.prototype.trim (one home: _jsjson once it has it, else session)
+    from ._jsjson import js_trim as _js_trim  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the version of _jsjson
+    from .session import _js_trim
+
 PI_VERSION = "1.6.0"
 PROTOCOL = "sessiontree-rpc/1"
 #: the longest command line accepted (bytes); longer lines are answered with a parse error
@@ -261,8 +266,6 @@ def last_assistant_text(messages: Iterable[dict]) -> Optional[str]:
         if not has_text and (m.get("stopReason") in ("aborted", "error") or has_tool):
             continue
         text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
-        from .session import _js_trim
-
         return _js_trim(text) or None
     return None
 
@@ -354,7 +357,7 @@ class RpcServer:
         try:
             if isinstance(line, bytes):
                 line = line.decode("utf-8")
-            command = json.loads(line)
+            command = json.loads(line, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
             return error_response(None, "parse", f"Failed to parse command: {exc}")
         if not isinstance(command, dict):
@@ -393,6 +396,8 @@ class RpcServer:
             return error_response(cmd_id, ctype, str(exc) or type(exc).__name__)
         except RecursionError:
             return error_response(cmd_id, ctype, "content nested too deeply")
+        except Exception as exc:  # never let one command take the server down
+            return error_response(cmd_id, ctype, f"internal error in {ctype}: {type(exc).__name__}: {exc}")
 
     def _refresh(self) -> None:
         """Index what other processes appended since the last command (cost: the new bytes)."""
@@ -579,7 +584,6 @@ class RpcServer:
         name = c.get("name")
         if not isinstance(name, str):
             raise RpcError(f"set_session_name: \"name\" must be a string, not {_json_type(name)}")
-        from .session import _js_trim
 
         if not _js_trim(name):
             raise RpcError("Session name cannot be empty")
@@ -851,6 +855,10 @@ _EXTRA_COMMANDS: dict[str, Callable] = {
     "list_sessions": RpcServer._list_sessions,
     "follow": RpcServer._follow,
 }
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # JSON.parse rejects NaN / Infinity
 
 
 def _camel(name: str) -> str:

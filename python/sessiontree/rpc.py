@@ -290,6 +290,12 @@ class RpcServer:
         write_lock: shared lock serializing writes of several servers over one session.
         release_after_write: close the session's writer after each write so other processes
             may write between our commands (the stdio default).
+        session_ref: a :class:`SharedSession` several servers (socket clients) share: they
+            see one session and one index, and ``switch_session``/``new_session`` move them all.
+
+    Events: ``session_info_changed {name}``, ``compaction_start {reason}``, ``compaction_end
+    {reason, result?, aborted, willRetry, errorMessage?}`` (Pi's); after ``hello``: ``hello
+    {protocol, version, capabilities}`` and ``follow``'s ``entry_appended {entry, leafId}``.
     """
 
     def __init__(self, session: Session | None = None, *, on_event: Callable[[dict], None] | None = None,
@@ -377,10 +383,10 @@ class RpcServer:
         if ctype in AGENT_COMMANDS:
             return error_response(cmd_id, ctype, NOT_AN_AGENT.format(cmd=ctype))
         handler = _PI_COMMANDS.get(ctype)
-        if handler is None and self.hello:
-            handler = _EXTRA_COMMANDS.get(ctype)
         if ctype == "hello":
             handler = RpcServer._hello
+        elif handler is None and self.hello:
+            handler = _EXTRA_COMMANDS.get(ctype)
         if handler is None:
             return error_response(cmd_id, ctype, f"Unknown command: {ctype}")
         try:
@@ -713,7 +719,7 @@ class RpcServer:
                                         "capabilities": list(CAPABILITIES)})
 
     def _get_entry(self, c: dict, cmd_id: Any, ctype: str) -> dict:
-        entry_id = c.get("entryId", c.get("id_"))
+        entry_id = c.get("entryId")
         if not isinstance(entry_id, str):
             raise RpcError(f"get_entry: \"entryId\" must be a string, not {_json_type(entry_id)}")
         e = self.session.get_entry(entry_id)

@@ -268,3 +268,20 @@ def test_one_writer_at_a_time_between_clients(tmp_path: Path) -> None:
     t.join(30)
     assert out["a"]["success"], out
     assert b.handle({"type": "set_session_name", "name": "after"})["success"]
+
+
+def test_half_a_line_and_silence_or_a_disconnect_mid_answer_block_no_one(served) -> None:
+    session, sock, _ = served
+    stalled = SockClient(sock)
+    stalled.send(b'{"type":"get_state"')  # half a line, then nothing: only this client waits
+    for _ in range(5):
+        gone = SockClient(sock)
+        gone.send(b'{"type":"get_tree"}\n{"type":"get_entries"}\n')
+        gone.sock.close()  # disconnects before (or while) the answers are written
+    c = SockClient(sock)
+    assert c.request({"type": "get_tree"})["success"]
+    assert c.request({"type": "set_session_name", "name": "still serving"})["success"]
+    stalled.send(b"}\n")  # the rest of the line arrives: it is answered
+    assert stalled.line()["command"] == "get_state"
+    stalled.close()
+    c.close()

@@ -245,3 +245,22 @@ def test_an_unexpected_failure_in_a_command_is_an_answer_not_a_crash(tmp_path: P
     assert r == {"id": 9, "type": "response", "command": "get_tree", "success": False,
                  "error": "internal error in get_tree: RuntimeError: exploded"}
     assert server.handle({"type": "get_messages"})["success"]
+
+
+def test_continue_starts_a_new_session_written_with_its_first_entry_then_resumes_it(tmp_path: Path) -> None:
+    env = isolated_env(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    sessions = tmp_path / "agent" / "sessions"
+    client = PiRpcClient(["--mode", "rpc", "--continue"], env=env, check_version=False, cwd=project)
+    st = client.request({"type": "get_state"})["data"]
+    assert "sessionFile" not in st  # nothing written on start
+    assert not sessions.exists() or not list(sessions.rglob("*.jsonl"))
+    assert client.request({"type": "set_session_name", "name": "first"})["success"]
+    written = client.request({"type": "get_state"})["data"]["sessionFile"]
+    assert client.close()[0] == 0
+    assert Path(written).is_file() and Path(written).is_relative_to(sessions)
+    client = PiRpcClient(["--mode", "rpc", "--continue"], env=env, check_version=False, cwd=project)
+    st = client.request({"type": "get_state"})["data"]
+    assert st["sessionFile"] == written and st["sessionName"] == "first"
+    assert client.close()[0] == 0

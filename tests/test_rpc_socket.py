@@ -285,3 +285,20 @@ def test_half_a_line_and_silence_or_a_disconnect_mid_answer_block_no_one(served)
     assert stalled.line()["command"] == "get_state"
     stalled.close()
     c.close()
+
+
+def test_listen_never_replaces_a_file_or_a_live_server(served, tmp_path: Path) -> None:
+    session, sock, _ = served
+    env = dict(os.environ, **isolated_env(tmp_path))
+    out = subprocess.run([*EXE, "--listen", f"unix:{sock}", "--session", str(session)], env=env,
+                         capture_output=True, timeout=60)
+    assert out.returncode == 1 and b"another server is listening" in out.stderr
+    plain = tmp_path / "not-a-socket"
+    plain.write_text("keep me")
+    out = subprocess.run([*EXE, "--listen", f"unix:{plain}", "--session", str(session)], env=env,
+                         capture_output=True, timeout=60)
+    assert out.returncode == 1 and b"not a socket" in out.stderr
+    assert plain.read_text() == "keep me"
+    c = SockClient(sock)  # the first server is untouched
+    assert c.request({"type": "get_state"})["success"]
+    c.close()

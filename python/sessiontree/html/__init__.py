@@ -1,0 +1,228 @@
+"""A self-contained HTML view of a session: the tree, the active path, messages, search.
+
+:func:`export_html` writes one HTML file that works from ``file://`` with no network (a
+Content-Security-Policy forbids any: scripts and styles run only by hash, images only from
+``data:``/``blob:``). It streams from the index, so a 1 GB session exports in time and memory
+proportional to what it writes:
+
+* **segments**: the session file's own bytes, cut at line ends into ~2 MiB pieces, each gzip-
+  compressed and base64-encoded in an inert ``<script type="text/plain">`` block. The page
+  decompresses a segment (``DecompressionStream``) only when it needs an entry in it (the message
+  pane, search, the download of the original JSONL, which is the concatenation of all segments);
+* **index chunks**: per entry, what a tree row shows and the page sums (id, kind, preview, a
+  reference id, byte offset and length, timestamp, Pi's token estimate, provider usage), built by
+  the Rust core from the raw lines in batches (``_core.Index.html_digest``), never as Python dicts;
+* **the tree** as the core orders it (Pi's ``getTree`` child order), as little-endian ``uint32``
+  arrays.
+
+The page is ``viewer.js`` and ``viewer.css`` (package data next to this file). Session content
+is untrusted: it reaches the page only inside base64 or escaped JSON (``<``, ``>``, ``&``,
+U+2028/9 as ``\\uXXXX``), and the script sets it as ``textContent`` only; markdown is not
+rendered.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Iterator
+
+import orjson
+
+from ..errors import SessionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import Session
+
+__all__ = ["export_html", "HtmlExportError", "SEGMENT_BYTES", "INDEX_BATCH"]
+
+#: Raw bytes of the session file per compressed segment (cut at the next line end).
+SEGMENT_BYTES = 2 << 20
+#: Entries per index chunk.
+INDEX_BATCH = 32768
+#: Characters of preview per tree row.
+PREVIEW_CHARS = 80
+#: gzip level of segments and index chunks (1: fastest; JSON still shrinks ~5x).
+GZIP_LEVEL = 1
+
+
+class HtmlExportError(SessionError):
+    """The session cannot be exported (e.g. its file changed under the index)."""
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def _gz_b64(data: bytes) -> bytes:
+    """gzip (level :data:`GZIP_LEVEL`) then base64: safe inside any HTML element."""
+    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    return base64.b64encode(c.compress(data) + c.flush())
+
+
+def json_for_script(value: object) -> bytes:
+    """JSON that cannot end or comment out the ``<script>`` element holding it: ``<``, ``>``,
+    ``&`` and U+2028/U+2029 are written as ``\\uXXXX`` escapes (they occur only in strings)."""
+    raw = orjson.dumps(value)
+    return (raw.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+            .replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029"))
+
+
+def _file_segments(fh: BinaryIO, end: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` pieces of the first ``end`` bytes, each ending at a line end (the
+    last may not), about :data:`SEGMENT_BYTES` each."""
+    off = 0
+    carry = b""
+    while off + len(carry) < end:
+        want = min(SEGMENT_BYTES, end - off - len(carry))
+        block = carry + fh.read(want)
+        if len(block) == len(carry):  # the file shrank under us
+            raise HtmlExportError("the session file shrank while it was exported")
+        cut = block.rfind(b"\n") + 1
+        if cut == 0 or off + len(block) >= end:
+            cut = len(block)
+        yield off, block[:cut]
+        off += cut
+        carry = block[cut:]
+
+
+def _memory_segments(session: "Session") -> Iterator[tuple[int, bytes]]:
+    """An in-memory session's bytes as the core holds them: the header line, then each line."""
+    core = session._core
+    parts = [(core.header_line() or b"") + b"\n"]
+    size = len(parts[0])
+    off = 0
+    for i in range(len(core)):
+        line = core.line(i) + b"\n"
+        parts.append(line)
+        size += len(line)
+        if size >= SEGMENT_BYTES:
+            yield off, b"".join(parts)
+            off += size
+            parts, size = [], 0
+    if parts:
+        yield off, b"".join(parts)
+
+
+def _u32(values: list[int]) -> bytes:
+    from array import array
+
+    a = array("I", values)
+    if a.itemsize != 4:  # pragma: no cover - every platform we build for has 4-byte I
+        a = array("L", values)
+    if os.sys.byteorder != "little":  # pragma: no cover
+        a.byteswap()
+    return a.tobytes()
+
+
+def export_html(session: "Session", path: str | os.PathLike) -> Path:
+    """Write the HTML view of ``session`` to ``path`` (atomically: a temp file renamed into
+    place) and return the path written.
+
+    Cost: one pass of the Rust core over the entries (digests, in parallel batches) and one
+    read of the file's bytes (gzip level 1 in two threads); memory: one index batch and a few
+    segments at a time, plus the tree table (three integers per entry).
+
+    Raises:
+        HtmlExportError: the file changed under the index (shrank or was replaced).
+        OSError: ``path`` cannot be written.
+    """
+    from ..errors import SessionFileChangedError
+
+    out = Path(path)
+    core = session._core
+    session.flush()
+    n = len(core)
+    css = _asset("viewer.css")
+    js = _asset("viewer.js")
+    leaf = core.leaf()
+    if leaf is None and not core.leaf_is_null() and n:
+        leaf = n - 1  # Pi: an unknown leaf id reads as the last entry
+    labels: dict[str, object] = {}
+    for target, value in session.labels.items():
+        if isinstance(target, str):
+            labels[target] = value
+    src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
+    meta = {
+        "v": 1,
+        "n": n,
+        "leaf": leaf,
+        "leafIsNull": core.leaf_is_null(),
+        "header": session.header,
+        "name": session.session_name,
+        "file": src_name,
+        "labels": labels,
+        "problems": session._core.problem_count(),
+    }
+    csp = ("default-src 'none'; script-src " + _csp_hash(js) + "; style-src " + _csp_hash(css)
+           + "; img-src data: blob:; base-uri 'none'; form-action 'none'")
+    tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as fh, ThreadPoolExecutor(max_workers=2) as pool:
+            w = fh.write
+            w(b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+              b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
+              b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+              b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
+              b"<style>" + css.encode() + b"</style></head>\n<body>\n"
+              b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
+              b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n")
+            w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
+            roots, start, kids = core.tree_table()
+            tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
+            del roots, start, kids
+            w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
+            del tree
+            # index chunks: one Rust call per batch; compress the previous batch meanwhile
+            pending = None
+            for b0 in range(0, n, INDEX_BATCH):
+                try:
+                    doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
+                except SessionFileChangedError as exc:
+                    raise HtmlExportError(str(exc)) from exc
+                fut = pool.submit(_gz_b64, doc)
+                if pending is not None:
+                    w(pending.result() + b"</script>\n")
+                w(b'<script type="text/plain" class="st-ix">')
+                pending = fut
+            if pending is not None:
+                w(pending.result() + b"</script>\n")
+            w(b"<script>" + js.encode() + b"</script>\n")
+            src = open(session.path, "rb") if session.path is not None else None
+            try:
+                segs = _file_segments(src, core.end) if src is not None else _memory_segments(session)
+                inflight: list = []
+                k = 0
+                for off, data in segs:
+                    inflight.append((off, pool.submit(_gz_b64, data)))
+                    while len(inflight) >= 3 or (inflight and inflight[0][1].done()):
+                        o, f = inflight.pop(0)
+                        w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, o) + f.result()
+                          + b"</script>\n")
+                        k += 1
+                for o, f in inflight:
+                    w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, o) + f.result()
+                      + b"</script>\n")
+                    k += 1
+            finally:
+                if src is not None:
+                    src.close()
+            w(b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
+              b"</body></html>\n" % (k, core.end if session.path is not None else -1))
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return out

@@ -446,3 +446,71 @@ def test_generated_big_session(tmp_path, browser):
     finally:
         p.close()
     print(f"{BIG_MB} MiB: export {export_s:.1f}s, html {html.stat().st_size / 2**20:.1f} MiB")
+
+
+def _odd_session(path: Path) -> Path:
+    """Entries of shapes nothing expects, and a line longer than a segment."""
+    deep = "[" * 3000 + "]" * 3000
+    lines = [
+        '{"type":"session","version":3,"id":"odd","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/x"}',
+        '{"type":"message","id":"m1","parentId":null,"timestamp":"garbage","message":{"role":"user","content":42}}',
+        '{"type":"message","id":"m2","parentId":"m1","timestamp":"+275760-09-13T00:00:00.001Z","message":'
+        '{"role":"assistant","content":[{"type":"toolCall","id":"k","name":{"x":1}},null,7],"usage":{"input":"9","cost":"x"}}}',
+        '{"type":"message","id":"m3","parentId":"m2","timestamp":"2026-01-01T00:00:01.000Z","message":'
+        '{"role":{"evil":true},"content":"role is an object"}}',
+        '{"type":"custom","id":"m4","parentId":"m3","timestamp":"2026-01-01T00:00:02.000Z","customType":"deep","data":'
+        + deep + '}',
+        '{"type":"message","id":"m5","parentId":"m4","timestamp":"2026-01-01T00:00:03.000Z","message":'
+        '{"role":"user","content":[{"type":"text","text":"big number 1e400 and a lone \\ud800 surrogate","n":1e400}]}}',
+        '{"type":"message","id":"m6","parentId":"m5","timestamp":"2026-01-01T00:00:04.000Z","message":'
+        '{"role":"toolResult","toolCallId":"k","toolName":"read","content":[{"type":"text","text":"'
+        + "long line " * 3000 + 'END-OF-LONG"}]}}',
+        '{"type":"label","id":"m7","parentId":"m6","timestamp":"2026-01-01T00:00:05.000Z","targetId":["not","a","string"],"label":{"o":1}}',
+        'this line is not JSON',
+        '{"type":"message","id":"m8","parentId":"m7","timestamp":"2026-01-01T00:00:06.000Z","message":'
+        '{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"!!not base64!!"}]}}',
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_segments_never_split_a_line(tmp_path, monkeypatch):
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 4096)
+    src = _odd_session(tmp_path / "odd.jsonl")
+    html = Session.open(src).export_html(tmp_path / "odd.html").read_bytes()
+    segs = [gzip.decompress(base64.b64decode(b)) for _, b in _blocks(html, b"st-seg")]
+    assert len(segs) >= 3 and b"".join(segs) == src.read_bytes()
+    assert all(seg.endswith(b"\n") for seg in segs)
+
+
+@needs_browser
+def test_odd_shapes_render_without_errors(tmp_path, browser, monkeypatch):
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 4096)
+    src = _odd_session(tmp_path / "odd.jsonl")
+    s = Session.open(src)
+    html = s.export_html(tmp_path / "odd.html")
+    p = Page(browser).open(html)
+    try:
+        for i in range(len(s)):
+            p.js(f"window.sessiontreeView.api.select({i})")
+            p.until(f"window.sessiontreeView.rendered === {i}")
+        assert "END-OF-LONG" not in p.page.inner_text("#st-msgs")  # cut ...
+        p.js(f"window.sessiontreeView.api.select({p.index_of('m6')})")
+        p.until(f"window.sessiontreeView.rendered === {p.index_of('m6')}")
+        p.page.locator("#st-msgs button.more", has_text="show all").first.click()
+        assert "END-OF-LONG" in p.page.inner_text("#st-msgs")  # ... until "show all"
+        p.js(f"window.sessiontreeView.api.select({p.index_of('m8')})")
+        p.until(f"window.sessiontreeView.rendered === {p.index_of('m8')}")
+        p.page.locator("#st-msgs button.more", has_text="show image").click()
+        assert "could not be decoded" in p.page.inner_text("#st-msgs")
+        p.page.fill("#st-q", "surrogate")
+        p.page.click("#st-search")
+        p.until("window.sessiontreeView.searchDone")
+        assert p.page.locator("#st-results .hit").count() == 1
+        assert p.js("window.sessiontreeView.errors") == [] and p.errors == []
+    finally:
+        p.close()

@@ -205,7 +205,18 @@ fn num(v: f64) -> Value {
 /// `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
 pub fn digest_columns(st: &Store, start: usize, end: usize, preview_chars: usize,
                       id_of: impl Fn(usize) -> Option<String>) -> Vec<u8> {
-    let ds: Vec<Digest> = (start..end).into_par_iter().map(|i| digest(st.line(i), preview_chars)).collect();
+    let ds: Vec<Digest> = (start..end).into_par_iter().map(|i| {
+        let mut d = digest(st.line(i), preview_chars);
+        if d.kind == "?" {
+            // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
+            // nesting past 128): keep the type the index read
+            let t = st.index.recs[i].etype;
+            if t != 0 {
+                d.kind = st.index.type_name(t).to_string();
+            }
+        }
+        d
+    }).collect();
     let recs = &st.index.recs[start..end];
     let mut cols = Map::new();
     cols.insert("id".into(), (start..end).map(|i| id_of(i).map_or(Value::Null, Value::String)).collect());

@@ -79,20 +79,25 @@ def json_for_script(value: object) -> bytes:
 
 def _file_segments(fh: BinaryIO, end: int) -> Iterator[tuple[int, bytes]]:
     """``(offset, bytes)`` pieces of the first ``end`` bytes, each ending at a line end (the
-    last may not), about :data:`SEGMENT_BYTES` each."""
+    last may not), about :data:`SEGMENT_BYTES` each; a longer line makes its piece longer (a
+    line is never split). Linear in ``end``."""
     off = 0
-    carry = b""
-    while off + len(carry) < end:
-        want = min(SEGMENT_BYTES, end - off - len(carry))
-        block = carry + fh.read(want)
-        if len(block) == len(carry):  # the file shrank under us
+    pending: list[bytes] = []  # read bytes not yet yielded, the last line still open
+    pos = 0
+    while pos < end:
+        block = fh.read(min(SEGMENT_BYTES, end - pos))
+        if not block:  # the file shrank under us
             raise HtmlExportError("the session file shrank while it was exported")
-        cut = block.rfind(b"\n") + 1
-        if cut == 0 or off + len(block) >= end:
-            cut = len(block)
-        yield off, block[:cut]
-        off += cut
-        carry = block[cut:]
+        pos += len(block)
+        cut = len(block) if pos >= end else block.rfind(b"\n") + 1
+        if cut == 0:
+            pending.append(block)
+            continue
+        pending.append(block[:cut])
+        data = b"".join(pending)
+        yield off, data
+        off += len(data)
+        pending = [block[cut:]] if cut < len(block) else []
 
 
 def _memory_segments(session: "Session") -> Iterator[tuple[int, bytes]]:
@@ -147,10 +152,14 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     leaf = core.leaf()
     if leaf is None and not core.leaf_is_null() and n:
         leaf = n - 1  # Pi: an unknown leaf id reads as the last entry
+    # label entries replayed in the core's order; only string targets can name an entry (the
+    # index resolves which entry holds the current label of each target)
     labels: dict[str, object] = {}
-    for target, value in session.labels.items():
+    for target, e in core.labels():
         if isinstance(target, str):
-            labels[target] = value
+            raw = session._load_raw(e)
+            value = raw.get("label") if isinstance(raw, dict) else None
+            labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
     meta = {
         "v": 1,

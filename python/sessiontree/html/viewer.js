@@ -386,7 +386,7 @@
     const lab = typeof ID[i] === 'string' && Object.prototype.hasOwnProperty.call(meta.labels, ID[i]) ? meta.labels[ID[i]] : null;
     if (lab) h.append(el('span', 'lab', String(lab)));
     let t = (typeof ID[i] === 'string' ? ID[i] : '(no id)');
-    if (TS[i] === TS[i]) t += ' · ' + new Date(TS[i]).toISOString().replace('T', ' ').slice(0, 19);
+    if (Math.abs(TS[i]) <= 8.64e15) t += ' · ' + new Date(TS[i]).toISOString().replace('T', ' ').slice(0, 19);
     if (EST[i] === EST[i]) t += ' · ~' + fmtInt(EST[i]) + ' tok';
     if (HASU[i]) t += ' · ' + usageText(Array.from(U.subarray(i * 5, i * 5 + 5)).map((v) => (v === v ? v : 0)));
     if (e && e.message && typeof e.message.model === 'string') t += ' · ' + e.message.model;
@@ -462,7 +462,14 @@
     for (let k = 0; k < ids.length; k++) {
       const i = ids[k];
       if (KEPT.has(i)) frag.append(el('div', 'boundary', '✂ compaction ' + (ID[KEPT.get(i)] || '') + ': the model\'s context starts here'));
-      frag.append(await renderEntry(i, es[k]));
+      let box;
+      try { box = await renderEntry(i, es[k]); } catch (err) {
+        // content of a shape nothing expects (or too deep to print): show the raw line
+        box = el('div', 'm'); box.dataset.i = String(i);
+        box.append(el('div', 'h', shortKind(i) + ' · ' + String(ID[i]) + ' · shown raw (' + String(err && err.message || err) + ')'));
+        try { box.append(clipped(await rawText(i), 'pre')); } catch (e2) { /* segment unreadable */ }
+      }
+      frag.append(box);
     }
     if (win[1] < viewPath.length) { const b = el('button', 'more', '▼ show ' + Math.min(100, viewPath.length - win[1]) + ' later'); b.dataset.more = '1'; frag.append(b); }
     if (seq !== renderSeq) return;

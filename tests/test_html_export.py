@@ -514,3 +514,17 @@ def test_odd_shapes_render_without_errors(tmp_path, browser, monkeypatch):
         assert p.js("window.sessiontreeView.errors") == [] and p.errors == []
     finally:
         p.close()
+
+
+@needs_browser
+def test_the_html_benchmark_runs(tmp_path):
+    """benches/html_report.py end to end on a tiny session (CI runs every benchmark once)."""
+    md = tmp_path / "bm.md"
+    env = dict(os.environ, SESSIONTREE_BENCH_DIR=str(tmp_path / "inputs"))
+    out = subprocess.run([sys.executable, str(ROOT / "benches" / "html_report.py"), "--sizes", "0.5", "--out", str(md),
+                          "--work", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    text = md.read_text()
+    assert "<!-- html-view -->" in text and "<!-- /html-view -->" in text
+    row = [ln for ln in text.splitlines() if ln.startswith("| 0.5 MiB |")]
+    assert len(row) == 1 and "failed" not in row[0], text

@@ -135,6 +135,57 @@ def chromium() -> str:
     raise SystemExit("no chromium (apt-get install chromium)")
 
 
+def _renderer_rss_mib() -> float:
+    """Resident memory (VmRSS) of the Chromium renderer processes descending from this process."""
+    me, parent, rss = os.getpid(), {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                parent[int(d)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if b"--type=renderer" not in f.read():
+                    continue
+            with open(f"/proc/{d}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmRSS:"):
+                        rss[int(d)] = int(line.split()[1]) / 1024
+        except (OSError, IndexError, ValueError):
+            continue
+    total = 0.0
+    for pid, mib in rss.items():
+        p, hops = pid, 0
+        while p > 1 and hops < 12:
+            p, hops = parent.get(p, 0), hops + 1
+            if p == me:
+                total += mib
+                break
+    return total
+
+
+class _PeakRss:
+    """Samples :func:`_renderer_rss_mib` every 50 ms in a thread; ``peak`` is the highest seen."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._run, daemon=True)
+        self._th.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _renderer_rss_mib())
+            self._stop.wait(0.05)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._th.join()
+        return self.peak
+
+
 def measure_page(browser, html: Path, ready: str, marks: list[str], timeout: float) -> dict:
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     page = ctx.new_page()
@@ -142,6 +193,7 @@ def measure_page(browser, html: Path, ready: str, marks: list[str], timeout: flo
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("crash", lambda *_: errors.append("renderer crashed"))
     out: dict = {}
+    rss = _PeakRss()
     try:
         t = time.perf_counter()
         page.goto(html.resolve().as_uri(), wait_until="commit", timeout=timeout * 1000)
@@ -168,6 +220,7 @@ def measure_page(browser, html: Path, ready: str, marks: list[str], timeout: flo
     except Exception as exc:  # a page that cannot load is a result too
         out["error"] = str(exc).splitlines()[0][:160]
     finally:
+        out["rss"] = rss.stop()
         ctx.close()
     return out
 
@@ -182,6 +235,10 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
     rows = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        blank = work / "blank.html"
+        blank.write_text("<!DOCTYPE html><title>blank</title><p>blank</p><script>window.blankReady = true</script>")
+        base = measure_page(browser, blank, "window.blankReady", [], timeout)
+        blank.unlink()
         for mb in sizes:
             src = session_file(mb)
             ours, pi = work / f"view-{mb:g}.html", work / f"pi-{mb:g}.html"
@@ -189,7 +246,7 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
             t = time.perf_counter()
             write_pi_style(src, pi)
             pi_write = time.perf_counter() - t
-            row = {"mb": mb, "bytes": src.stat().st_size, "entries": sum(1 for _ in open(src, "rb")) - 1,
+            row = {"blank_rss": base.get("rss", 0.0), "mb": mb, "bytes": src.stat().st_size, "entries": sum(1 for _ in open(src, "rb")) - 1,
                    "export": ex, "size": ours.stat().st_size, "pi_size": pi.stat().st_size, "pi_write": pi_write}
             row["page"] = measure_page(browser, ours, "window.sessiontreeView && window.sessiontreeView.messagesReady",
                                        ["st-tree", "st-messages"], timeout)
@@ -221,12 +278,13 @@ def section(rows: list[dict]) -> str:
         "`tests/tools/gen_session.py --seed 1`. Export: `Session.export_html` in a fresh process (peak "
         "RssAnon rise over the interpreter). Browser: headless Debian Chromium at 1280x800, one load "
         "each; times from navigation start; *tree* and *messages* are the page's own marks (tree pane drawn; "
-        "the leaf's messages drawn); JS heap is `JSHeapUsedSize` when ready / after a GC. *Pi-style* is `benches/html_report.py:write_pi_style`: the "
+        "the leaf's messages drawn); JS heap is `JSHeapUsedSize` when ready / after a GC; renderer is the peak "
+        "resident memory (VmRSS) of the page's renderer process while it loaded. *Pi-style* is `benches/html_report.py:write_pi_style`: the "
         "session as one inline base64 JSON blob decoded and rendered at once, as Pi's `/export` does "
         "(a rebuild for comparison, not Pi's template).",
         "",
-        "| session | entries | export | export RssAnon rise | HTML | Pi-style HTML | first paint | tree | messages | JS heap | Pi-style first paint | Pi-style ready | Pi-style JS heap |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| session | entries | export | export RssAnon rise | HTML | Pi-style HTML | first paint | tree | messages | JS heap | renderer | Pi-style first paint | Pi-style ready | Pi-style JS heap | Pi-style renderer |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ex, pg, pi = r["export"], r["page"], r["pi"]
@@ -235,11 +293,12 @@ def section(rows: list[dict]) -> str:
         lines.append(
             f"| {r['bytes'] / 2**20:.{0 if r['bytes'] >= 10 * 2**20 else 1}f} MiB | {r['entries']:,} | {ex['time']:.2f} s | {ex['peak'] - ex['base']:.0f} MiB | "
             f"{r['size'] / 2**20:.1f} MiB | {r['pi_size'] / 2**20:.1f} MiB | "
-            + (f"{ours} | | | |" if ours else
+            + (f"{ours} | | | | {pg['rss']:.0f} MiB |" if ours else
                f"{fmt_ms(pg['fcp'])} | {fmt_ms(pg['st-tree'])} | {fmt_ms(pg['st-messages'])} | "
-               f"{pg['heap_ready']:.0f} / {pg['heap']:.0f} MiB |")
-            + (f" {theirs} | | |" if theirs else
-               f" {fmt_ms(pi['fcp'])} | {fmt_ms(pi['pi-ready'])} | {pi['heap_ready']:.0f} / {pi['heap']:.0f} MiB |"))
+               f"{pg['heap_ready']:.0f} / {pg['heap']:.0f} MiB | {pg['rss']:.0f} MiB |")
+            + (f" {theirs} | | | {pi['rss']:.0f} MiB |" if theirs else
+               f" {fmt_ms(pi['fcp'])} | {fmt_ms(pi['pi-ready'])} | {pi['heap_ready']:.0f} / {pi['heap']:.0f} MiB | "
+               f"{pi['rss']:.0f} MiB |"))
     lines += [
         "",
         "The export reads each line twice (the Rust digest in parallel batches; the file's bytes for the "
@@ -261,17 +320,46 @@ def write_section(text: str, path: Path) -> None:
     path.write_text(new)
 
 
+def screenshot(out: Path, work: Path) -> Path:
+    """The README's picture: the view of examples/session.jsonl at 1280x720, 256 colours."""
+    from playwright.sync_api import sync_playwright
+    from sessiontree import Session
+
+    html = Session.open(ROOT / "examples" / "session.jsonl").export_html(work / "example.html")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.goto(html.resolve().as_uri())
+        while not page.evaluate("!!(window.sessiontreeView && window.sessiontreeView.messagesReady)"):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        page.screenshot(path=str(out))
+        browser.close()
+    try:  # shrink: 256 colours (Pillow comes with matplotlib, the bench extra)
+        from PIL import Image
+
+        Image.open(out).convert("RGB").quantize(256).save(out, optimize=True)
+    except ImportError:
+        pass
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10,100", help="MiB, comma-separated (default 10,100; add 1024 for 1 GB)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="the markdown file to update")
     ap.add_argument("--work", type=Path, default=None, help="folder for the HTML files (default: the bench dir)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a page may take to load")
+    ap.add_argument("--screenshot", type=Path, default=None,
+                    help="only write the README picture (the example's view) to this PNG")
     args = ap.parse_args(argv)
     from inputs import bench_dir
 
     work = args.work or bench_dir()
     work.mkdir(parents=True, exist_ok=True)
+    if args.screenshot:
+        print(f"wrote {screenshot(args.screenshot, work)}")
+        return 0
     rows = run([float(x) for x in args.sizes.split(",") if x], work, args.timeout)
     write_section(section(rows), args.out)
     print(f"wrote the HTML view section of {args.out}")

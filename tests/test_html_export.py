@@ -528,3 +528,35 @@ def test_the_html_benchmark_runs(tmp_path):
     assert "<!-- html-view -->" in text and "<!-- /html-view -->" in text
     row = [ln for ln in text.splitlines() if ln.startswith("| 0.5 MiB |")]
     assert len(row) == 1 and "failed" not in row[0], text
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
+def test_digest_usage_matches_usage_totals(path):
+    """The page's usage per entry (rust/src/digest.rs) sums to what sessiontree.usage counts
+    (Pi's get_session_stats rules, the one home of that rule) on every corpus file; the token
+    estimate per entry is the cut-point search's (Index.estimate_tokens)."""
+    import json
+    import math
+
+    try:
+        s = Session.open(path)
+    except Exception as exc:
+        pytest.skip(f"not openable: {type(exc).__name__}")
+    if s.needs_migration:
+        pytest.skip("legacy file: entries are migrated in Python, the digest reads raw lines")
+    n = len(s)
+    cols = json.loads(s._core.html_digest(0, n, 80))
+    assert len(cols["id"]) == n
+    totals = s.usage_totals()
+    sums = [0.0] * 5
+    for u in cols["u"]:
+        if u:
+            for f in range(5):
+                sums[f] += math.nan if u[f] is None else u[f]
+    for f, want in enumerate([totals.input, totals.output, totals.cache_read, totals.cache_write, totals.cost]):
+        if not math.isnan(want):
+            assert sums[f] == pytest.approx(want), (f, path)
+    est = s._core.estimate_tokens(list(range(n)))
+    for i in range(n):
+        if cols["k"][i].startswith("message:") and est[i] is not None and cols["e"][i] is not None:
+            assert cols["e"][i] == est[i], (i, path)

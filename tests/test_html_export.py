@@ -60,7 +60,9 @@ def _blocks(html: bytes, cls: bytes) -> list[tuple[bytes, bytes]]:
 
 
 def _segments(html: bytes) -> bytes:
-    return b"".join(gzip.decompress(base64.b64decode(body)) for _, body in _blocks(html, b"st-seg"))
+    """The segments' bytes in file order (the page holds them last-first)."""
+    blocks = sorted(_blocks(html, b"st-seg"), key=lambda b: int(re.search(rb'data-o="(\d+)"', b[0]).group(1)))
+    return b"".join(gzip.decompress(base64.b64decode(body)) for _, body in blocks)
 
 
 def make_branched(tmp: Path, *, hostile: bool = False) -> tuple[Session, dict[str, str]]:
@@ -142,6 +144,9 @@ def test_in_memory_session_exports(tmp_path):
     html = s.export_html(tmp_path / "mem.html").read_bytes()
     data = _segments(html)
     assert data.splitlines()[1] == s._core.line(0) and first.encode() in data
+    for i in range(len(s)):  # the page finds each entry at the core's offset
+        _line, off, length, _v = s._core.location(i)
+        assert data[off:off + length] == s._core.line(i)
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
@@ -480,7 +485,10 @@ def test_segments_never_split_a_line(tmp_path, monkeypatch):
     monkeypatch.setattr(h, "SEGMENT_BYTES", 4096)
     src = _odd_session(tmp_path / "odd.jsonl")
     html = Session.open(src).export_html(tmp_path / "odd.html").read_bytes()
-    segs = [gzip.decompress(base64.b64decode(b)) for _, b in _blocks(html, b"st-seg")]
+    blocks = _blocks(html, b"st-seg")
+    offsets = [int(re.search(rb'data-o="(\d+)"', a).group(1)) for a, _ in blocks]
+    assert offsets == sorted(offsets, reverse=True)  # last-first
+    segs = [gzip.decompress(base64.b64decode(b)) for _, b in reversed(blocks)]
     assert len(segs) >= 3 and b"".join(segs) == src.read_bytes()
     assert all(seg.endswith(b"\n") for seg in segs)
 

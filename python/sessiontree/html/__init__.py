@@ -2,11 +2,12 @@
 
 :func:`export_html` writes one HTML file that works from ``file://`` with no network (a
 Content-Security-Policy forbids any: scripts and styles run only by hash, images only from
-``data:``/``blob:``). It streams from the index, so a 1 GB session exports in time and memory
+``blob:`` URLs the page makes from image blocks). It streams from the index, so a 1 GB session exports in time and memory
 proportional to what it writes:
 
 * **segments**: the session file's own bytes, cut at line ends into ~2 MiB pieces, each gzip-
-  compressed and base64-encoded in an inert ``<script type="text/plain">`` block. The page
+  compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
+  last-first (the leaf is usually near the end; the meta lists every piece's offset). The page
   decompresses a segment (``DecompressionStream``) only when it needs an entry in it (the message
   pane, search, the download of the original JSONL, which is the concatenation of all segments);
 * **index chunks**: per entry, what a tree row shows and the page sums (id, kind, preview, a
@@ -30,7 +31,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
@@ -77,45 +78,31 @@ def json_for_script(value: object) -> bytes:
             .replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029"))
 
 
-def _file_segments(fh: BinaryIO, end: int) -> Iterator[tuple[int, bytes]]:
-    """``(offset, bytes)`` pieces of the first ``end`` bytes, each ending at a line end (the
-    last may not), about :data:`SEGMENT_BYTES` each; a longer line makes its piece longer (a
-    line is never split). Linear in ``end``."""
-    off = 0
-    pending: list[bytes] = []  # read bytes not yet yielded, the last line still open
-    pos = 0
+def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` of the pieces the first ``end`` bytes are cut into: each ends at a
+    line end (the last may not) and is about :data:`SEGMENT_BYTES` long; a longer line makes its
+    piece longer (a line is never split). One forward read, linear in ``end``; nothing kept."""
+    bounds: list[tuple[int, int]] = []
+    start = pos = 0
     while pos < end:
         block = fh.read(min(SEGMENT_BYTES, end - pos))
         if not block:  # the file shrank under us
             raise HtmlExportError("the session file shrank while it was exported")
+        cut = len(block) if pos + len(block) >= end else block.rfind(b"\n") + 1
         pos += len(block)
-        cut = len(block) if pos >= end else block.rfind(b"\n") + 1
-        if cut == 0:
-            pending.append(block)
-            continue
-        pending.append(block[:cut])
-        data = b"".join(pending)
-        yield off, data
-        off += len(data)
-        pending = [block[cut:]] if cut < len(block) else []
+        if cut:
+            stop = pos - len(block) + cut
+            bounds.append((start, stop - start))
+            start = stop
+    if start < end:  # pragma: no cover - the last block always closes the last piece
+        bounds.append((start, end - start))
+    return bounds
 
 
-def _memory_segments(session: "Session") -> Iterator[tuple[int, bytes]]:
+def _memory_bytes(session: "Session") -> bytes:
     """An in-memory session's bytes as the core holds them: the header line, then each line."""
     core = session._core
-    parts = [(core.header_line() or b"") + b"\n"]
-    size = len(parts[0])
-    off = 0
-    for i in range(len(core)):
-        line = core.line(i) + b"\n"
-        parts.append(line)
-        size += len(line)
-        if size >= SEGMENT_BYTES:
-            yield off, b"".join(parts)
-            off += size
-            parts, size = [], 0
-    if parts:
-        yield off, b"".join(parts)
+    return b"".join([(core.header_line() or b"") + b"\n"] + [core.line(i) + b"\n" for i in range(len(core))])
 
 
 def _u32(values: list[int]) -> bytes:
@@ -161,8 +148,25 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             value = raw.get("label") if isinstance(raw, dict) else None
             labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
+    # the pieces of the file, known before anything is written: the page gets their offsets up
+    # front and the pieces last-first, so the leaf's messages (near the end of the file, where
+    # Pi's leaf is) can be shown before the browser has parsed the rest
+    if session.path is not None:
+        src: BinaryIO = open(session.path, "rb")
+        end = core.end
+    else:
+        import io
+
+        mem = _memory_bytes(session)
+        src, end = io.BytesIO(mem), len(mem)
+    try:
+        bounds = _segment_bounds(src, end)
+    except BaseException:
+        src.close()
+        raise
     meta = {
         "v": 1,
+        "segments": [off for off, _ in bounds],
         "n": n,
         "leaf": leaf,
         "leafIsNull": core.leaf_is_null(),
@@ -173,7 +177,7 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         "problems": session._core.problem_count(),
     }
     csp = ("default-src 'none'; script-src " + _csp_hash(js) + "; style-src " + _csp_hash(css)
-           + "; img-src data: blob:; base-uri 'none'; form-action 'none'")
+           + "; img-src blob:; base-uri 'none'; form-action 'none'")
     tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "wb") as fh, ThreadPoolExecutor(max_workers=2) as pool:
@@ -206,27 +210,27 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             if pending is not None:
                 w(pending.result() + b"</script>\n")
             w(b"<script>" + js.encode() + b"</script>\n")
-            src = open(session.path, "rb") if session.path is not None else None
-            try:
-                segs = _file_segments(src, core.end) if src is not None else _memory_segments(session)
-                inflight: list = []
-                k = 0
-                for off, data in segs:
-                    inflight.append((off, pool.submit(_gz_b64, data)))
-                    while len(inflight) >= 3 or (inflight and inflight[0][1].done()):
-                        o, f = inflight.pop(0)
-                        w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, o) + f.result()
-                          + b"</script>\n")
-                        k += 1
-                for o, f in inflight:
-                    w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, o) + f.result()
-                      + b"</script>\n")
-                    k += 1
-            finally:
-                if src is not None:
-                    src.close()
+            inflight: list = []
+
+            def put(k: int, fut) -> None:
+                w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, bounds[k][0])
+                  + fut.result() + b"</script>\n")
+
+            def read(k: int) -> bytes:
+                src.seek(bounds[k][0])
+                data = src.read(bounds[k][1])
+                if len(data) != bounds[k][1]:
+                    raise HtmlExportError("the session file shrank while it was exported")
+                return data
+
+            for k in range(len(bounds) - 1, -1, -1):
+                inflight.append((k, pool.submit(_gz_b64, read(k))))
+                while len(inflight) >= 3 or (inflight and inflight[0][1].done()):
+                    put(*inflight.pop(0))
+            for k, fut in inflight:
+                put(k, fut)
             w(b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
-              b"</body></html>\n" % (k, core.end if session.path is not None else -1))
+              b"</body></html>\n" % (len(bounds), end))
         os.replace(tmp, out)
     except BaseException:
         try:
@@ -234,4 +238,6 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         except OSError:
             pass
         raise
+    finally:
+        src.close()
     return out

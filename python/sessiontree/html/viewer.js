@@ -294,16 +294,20 @@
   }
 
   // ---- segments and entries ------------------------------------------------------------
-  const segNodes = () => doc.querySelectorAll('script.st-seg');
-  let SEGOFF = null;
+  // segment k holds the file's bytes from SEGOFF[k]; the exporter writes them last-first, so
+  // the leaf's end of the file is parsed first; a segment not parsed yet is waited for
+  const SEGOFF = Float64Array.from(meta.segments || []);
   const segCache = new Map();
-  const domReady = new Promise((r) => (doc.readyState === 'loading' ? doc.addEventListener('DOMContentLoaded', r) : r()));
-  async function segOffsets() {
-    if (SEGOFF && SEGOFF.length && $('st-end')) return SEGOFF;
-    await domReady;
-    const ns = segNodes(); SEGOFF = new Float64Array(ns.length);
-    ns.forEach((n, k) => { SEGOFF[k] = +n.dataset.o; });
-    return SEGOFF;
+  let domDone = doc.readyState !== 'loading';
+  doc.addEventListener('DOMContentLoaded', () => { domDone = true; });
+  async function segOffsets() { return SEGOFF; }
+  async function segNode(k) {
+    for (;;) {
+      const n = $('g' + k);
+      if (n) return n;
+      if (domDone) throw new Error('segment ' + k + ' is missing from the page');
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
   function segOf(off) {
     let lo = 0, hi = SEGOFF.length - 1;
@@ -313,7 +317,7 @@
   async function segment(k) {
     let s = segCache.get(k);
     if (s) { segCache.delete(k); segCache.set(k, s); return s; }
-    s = gunzip(b64($('g' + k).textContent));
+    s = segNode(k).then((n) => gunzip(b64(n.textContent)));
     segCache.set(k, s);
     if (segCache.size > 12) segCache.delete(segCache.keys().next().value);
     return s;
@@ -577,7 +581,7 @@
   bDl.addEventListener('click', async () => {
     await segOffsets();
     const parts = [];
-    for (let k = 0; k < SEGOFF.length; k++) { parts.push(await gunzip(b64($('g' + k).textContent))); setStatus('preparing download ' + (k + 1) + '/' + SEGOFF.length); }
+    for (let k = 0; k < SEGOFF.length; k++) { parts.push(await gunzip(b64((await segNode(k)).textContent))); setStatus('preparing download ' + (k + 1) + '/' + SEGOFF.length); }
     const a = el('a'); a.download = String(meta.file || 'session.jsonl').replace(/[\/\\]/g, '_');
     a.href = URL.createObjectURL(new Blob(parts, { type: 'application/x-ndjson' }));
     doc.body.appendChild(a); a.click(); a.remove();
@@ -593,6 +597,7 @@
   // ---- start ---------------------------------------------------------------------------
   async function start() {
     await loadIndex();
+    performance.mark('st-index');
     buildOrder(); setActive(); buildToolMap();
     const name = typeof meta.name === 'string' && meta.name ? meta.name : null;
     doc.title = (name || 'Session ' + String(meta.header && meta.header.id)) + ' · sessiontree';

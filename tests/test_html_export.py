@@ -568,3 +568,16 @@ def test_digest_usage_matches_usage_totals(path):
     for i in range(n):
         if cols["k"][i].startswith("message:") and est[i] is not None and cols["e"][i] is not None:
             assert cols["e"][i] == est[i], (i, path)
+
+
+def test_a_file_that_shrank_is_a_typed_error_and_writes_nothing(tmp_path):
+    from sessiontree.errors import SessionFileChangedError
+
+    s, _ = make_branched(tmp_path)
+    s.close()
+    s = Session.open(s.path)
+    data = s.path.read_bytes()
+    s.path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SessionFileChangedError):
+        s.export_html(tmp_path / "gone.html")
+    assert not (tmp_path / "gone.html").exists() and not list(tmp_path.glob(".gone.html.*"))

@@ -1011,7 +1011,7 @@ class Session:
         Streams from the index; see :func:`sessiontree.html.export_html`.
 
         Raises:
-            HtmlExportError: the file changed under the index.
+            SessionFileChangedError: the file shrank or was replaced under the index.
             OSError: ``path`` cannot be written.
         """
         from .html import export_html

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
-from ..errors import SessionError
+from ..errors import SessionFileChangedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session import Session
 
-__all__ = ["export_html", "HtmlExportError", "SEGMENT_BYTES", "INDEX_BATCH"]
+__all__ = ["export_html", "json_for_script", "SEGMENT_BYTES", "INDEX_BATCH"]
 
 #: Raw bytes of the session file per compressed segment (cut at the next line end).
 SEGMENT_BYTES = 2 << 20
@@ -50,10 +50,6 @@ INDEX_BATCH = 32768
 PREVIEW_CHARS = 80
 #: gzip level of segments and index chunks (1: fastest; JSON still shrinks ~5x).
 GZIP_LEVEL = 1
-
-
-class HtmlExportError(SessionError):
-    """The session cannot be exported (e.g. its file changed under the index)."""
 
 
 def _asset(name: str) -> str:
@@ -87,7 +83,7 @@ def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
     while pos < end:
         block = fh.read(min(SEGMENT_BYTES, end - pos))
         if not block:  # the file shrank under us
-            raise HtmlExportError("the session file shrank while it was exported")
+            raise SessionFileChangedError("the session file shrank while it was exported")
         cut = len(block) if pos + len(block) >= end else block.rfind(b"\n") + 1
         pos += len(block)
         if cut:
@@ -125,11 +121,10 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     segments at a time, plus the tree table (three integers per entry).
 
     Raises:
-        HtmlExportError: the file changed under the index (shrank or was replaced).
+        SessionFileChangedError: the file shrank or was replaced under the index (nothing is
+            written; no temporary file is left).
         OSError: ``path`` cannot be written.
     """
-    from ..errors import SessionFileChangedError
-
     out = Path(path)
     core = session._core
     session.flush()
@@ -198,10 +193,7 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             # index chunks: one Rust call per batch; compress the previous batch meanwhile
             pending = None
             for b0 in range(0, n, INDEX_BATCH):
-                try:
-                    doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
-                except SessionFileChangedError as exc:
-                    raise HtmlExportError(str(exc)) from exc
+                doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
                 fut = pool.submit(_gz_b64, doc)
                 if pending is not None:
                     w(pending.result() + b"</script>\n")
@@ -220,7 +212,7 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
                 src.seek(bounds[k][0])
                 data = src.read(bounds[k][1])
                 if len(data) != bounds[k][1]:
-                    raise HtmlExportError("the session file shrank while it was exported")
+                    raise SessionFileChangedError("the session file shrank while it was exported")
                 return data
 
             for k in range(len(bounds) - 1, -1, -1):

@@ -274,6 +274,11 @@ def test_search_folding_deep_links_download(tmp_path, browser):
         u3 = p.index_of(ids["u3"])
         assert p.js(f"document.querySelector('.row[data-i=\"{u3}\"]').classList.contains('kept-b')")
         assert "start-here" in p.page.inner_text(f'.row[data-i="{p.index_of(ids["u1"])}"]')
+        # per node and per subtree figures: the root's subtree holds everything ($1.20)
+        tip = p.page.get_attribute(f'.row[data-i="{p.index_of(ids["u1"])}"]', "title")
+        assert "subtree: 11 entries" in tip and "$1.20" in tip
+        tip = p.page.get_attribute(f'.row[data-i="{p.index_of(ids["a1"])}"]', "title")
+        assert "usage: in 100 · out 20 · cache 5 · $0.3000" in tip
 
         # search the abandoned branch: found, and the jump selects the entry and shows its path
         p.page.fill("#st-q", NEEDLE)

@@ -238,7 +238,7 @@
       d.hidden = false; d.style.top = (m * ROWH) + 'px'; d.textContent = '';
       if (i < 0) {
         const prevNode = rows[m - 1];
-        d.className = 'row chain'; d.dataset.i = ''; d.dataset.chain = String(prevNode);
+        d.className = 'row chain'; d.dataset.i = ''; d.dataset.chain = String(prevNode); d.title = '';
         d.style.paddingLeft = (6 + Math.min(IND[prevNode], 40) * 12 + 14) + 'px';
         d.textContent = '⋯ ' + (-i - 1) + ' entries in a single-child chain (click to unfold)';
         continue;
@@ -260,6 +260,12 @@
       if (HASU[i] && U[i * 5 + 4] > 0) nt += ' ' + fmtCost(U[i * 5 + 4]);
       if (nKids(i) > 1 || FOLD[i]) nt += '  Σ ' + SUBN[i] + ' · ' + fmtInt(SUM.est[i]) + ' tok · ' + fmtCost(SUM.u[i * 5 + 4]);
       num.textContent = nt;
+      // the row's tooltip (an attribute value, never markup): node and subtree figures
+      let tip = shortKind(i) + ' ' + String(ID[i]);
+      if (EST[i] === EST[i]) tip += '\nestimate: ' + EST[i] + ' tokens';
+      if (HASU[i]) tip += '\nusage: ' + usageText(Array.from(U.subarray(i * 5, i * 5 + 5)).map((v) => (v === v ? v : 0)));
+      tip += '\nsubtree: ' + SUBN[i] + ' entries · ~' + fmtInt(SUM.est[i]) + ' tok · ' + usageText(Array.from(SUM.u.subarray(i * 5, i * 5 + 5)));
+      d.title = tip;
       d.append(num, tg);
       if (i === activeLeaf) d.append(el('span', 'lab', 'leaf'));
       const lab = typeof ID[i] === 'string' && Object.prototype.hasOwnProperty.call(meta.labels, ID[i]) ? meta.labels[ID[i]] : null;

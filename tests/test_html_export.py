@@ -334,6 +334,14 @@ def test_search_folding_deep_links_download(tmp_path, browser):
         call.locator("button.more", has_text="show image").click()
         assert p.page.locator("#st-msgs img.st-img").count() == 1
 
+        # jumping between prompts on the viewed path (still a2's: u1 before a1, u2 after it)
+        p.page.click("#st-prevprompt")
+        p.until(f"window.sessiontreeView.rendered === {p.index_of(ids['u1'])}")
+        p.page.click("#st-nextprompt")
+        p.until(f"window.sessiontreeView.rendered === {p.index_of(ids['u2'])}")
+        p.page.keyboard.press("k")
+        p.until(f"window.sessiontreeView.rendered === {p.index_of(ids['u1'])}")
+
         # the JSONL download is the original file, byte for byte
         with p.page.expect_download() as dl:
             p.page.click("#st-download")

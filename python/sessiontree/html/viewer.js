@@ -188,11 +188,13 @@
   }
   const bSearch = el('button', null, 'Search'); bSearch.id = 'st-search';
   const bLeaf = el('button', null, 'Go to leaf'); bLeaf.id = 'st-goleaf';
+  const bPrev = el('button', null, '◀ prompt'); bPrev.id = 'st-prevprompt'; bPrev.title = 'previous user message on this path (key k)';
+  const bNext = el('button', null, 'prompt ▶'); bNext.id = 'st-nextprompt'; bNext.title = 'next user message on this path (key j)';
   const bFold = el('button', null, 'Fold chains'); bFold.id = 'st-foldchains';
   const bExpand = el('button', null, 'Expand all'); bExpand.id = 'st-expand';
   const bDl = el('button', null, 'Download JSONL'); bDl.id = 'st-download';
   const status = el('span'); status.id = 'st-status';
-  tools.append(q, scope, bSearch, bLeaf, bFold, bExpand, bDl, status);
+  tools.append(q, scope, bSearch, bPrev, bNext, bLeaf, bFold, bExpand, bDl, status);
   top.append(h1, sub, stats, tools);
   const main = el('div'); main.id = 'st-main';
   const treeBox = el('nav'); treeBox.id = 'st-tree';
@@ -599,6 +601,17 @@
   });
   bExpand.addEventListener('click', () => { FOLD.fill(0); CFOLD.fill(0); buildRows(); renderTree(); });
   bLeaf.addEventListener('click', () => { if (activeLeaf >= 0) select(activeLeaf, { leaf: activeLeaf }); });
+  function jumpPrompt(dir) {
+    let k = viewPath.indexOf(selected);
+    if (k < 0) k = dir > 0 ? -1 : viewPath.length;
+    for (k += dir; k >= 0 && k < viewPath.length; k += dir) if (kind(viewPath[k]) === 'message:user') return select(viewPath[k]);
+  }
+  bPrev.addEventListener('click', () => jumpPrompt(-1));
+  bNext.addEventListener('click', () => jumpPrompt(1));
+  doc.addEventListener('keydown', (ev) => {
+    if (ev.target && (ev.target.tagName === 'INPUT' || ev.target.tagName === 'SELECT')) return;
+    if (ev.key === 'j') jumpPrompt(1); else if (ev.key === 'k') jumpPrompt(-1);
+  });
 
   // ---- start ---------------------------------------------------------------------------
   async function start() {

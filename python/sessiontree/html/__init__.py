@@ -27,6 +27,7 @@ import base64
 import hashlib
 import os
 import secrets
+import sys
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -107,7 +108,7 @@ def _u32(values: list[int]) -> bytes:
     a = array("I", values)
     if a.itemsize != 4:  # pragma: no cover - every platform we build for has 4-byte I
         a = array("L", values)
-    if os.sys.byteorder != "little":  # pragma: no cover
+    if sys.byteorder != "little":  # pragma: no cover
         a.byteswap()
     return a.tobytes()
 

@@ -234,7 +234,7 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
 
     rows = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         blank = work / "blank.html"
         blank.write_text("<!DOCTYPE html><title>blank</title><p>blank</p><script>window.blankReady = true</script>")
         base = measure_page(browser, blank, "window.blankReady", [], timeout)
@@ -252,11 +252,11 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
                                        ["st-index", "st-tree", "st-messages"], timeout)
             if "error" in row["page"]:
                 browser.close()
-                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
             row["pi"] = measure_page(browser, pi, "window.piReady", ["pi-ready"], timeout)
             if "error" in row["pi"]:
                 browser.close()
-                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
             print(json.dumps(row), flush=True)
             rows.append(row)
             ours.unlink()
@@ -328,7 +328,7 @@ def screenshot(out: Path, work: Path) -> Path:
 
     html = Session.open(ROOT / "examples" / "session.jsonl").export_html(work / "example.html")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.goto(html.resolve().as_uri())
         while not page.evaluate("!!(window.sessiontreeView && window.sessiontreeView.messagesReady)"):

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
-                     SessionLockedError)
+                     SessionLockedError, SessionTreeError)
 from .entries import parse_json_line
 from .session import Session
 
@@ -838,7 +838,7 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
 # ==== compact / navigate: shared helpers =================================================
 
 
-class _CliFailure(Exception):
+class _CliFailure(SessionTreeError):
     """A one-line failure a writing command reports itself (message, exit code)."""
 
     def __init__(self, message: str, code: int = 2):

@@ -38,6 +38,7 @@ from .errors import (
     SessionCycleError,
     SessionError,
     SessionFormatError,
+    PiError,
 )
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .writer import DURABILITY_MODES, Durability, SessionWriter
@@ -509,7 +510,11 @@ class Session:
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return build_session_context(self._context_inputs())
+        try:
+            return build_session_context(self._context_inputs())
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
 
     def _context_inputs(self) -> list:
         """The path entries :func:`build_session_context` needs, parsed: with a compaction on
@@ -540,6 +545,25 @@ class Session:
                 break
         keep = sorted(head) + list(range(start, len(path)))
         return [self._load_raw(path[k]) for k in keep]
+
+    def _name_entry(self, exc: PiError) -> PiError:
+        """``exc`` naming the entry whose content raised it (id and line): the first entry on
+        the current branch, then in the file, whose content raises the same Pi error
+        (:func:`sessiontree.validation.entry_content_error`). Runs only when an error was raised."""
+        from .validation import entry_content_error
+
+        if exc.entry_id is not None or exc.line is not None:
+            return exc
+        try:
+            path = self._context_path()
+        except SessionError:
+            path = []
+        seen = set(path)
+        for i in [*path, *(k for k in range(len(self._core)) if k not in seen)]:
+            err = entry_content_error(self._load_raw(i))
+            if err is not None and err.pi_error == exc.pi_error:
+                return exc.at_entry(self._core.id(i), self._core.location(i)[0])
+        return exc
 
     def refresh(self) -> int:
         """Index entries another process appended since the last scan; cost follows the new
@@ -919,8 +943,12 @@ class Session:
             self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         if got is None:
             entries = [self._load_raw(i) for i in path]
-            r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries),
-                                  token_counter)
+            try:
+                r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens,
+                                      collect_context_edits(entries), token_counter)
+            except PiError as exc:
+                self._name_entry(exc)
+                raise
             got = (r.first_kept_entry_index, r.turn_start_index, r.is_split_turn)
         first, turn, split = got
         if first >= len(path):
@@ -951,8 +979,12 @@ class Session:
         """
         from .orchestration import acompact
 
-        return await acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
-                              reason=reason, **kwargs)
+        try:
+            return await acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
+                                  reason=reason, **kwargs)
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
 
     def compact(self, summarizer: Any = None, *, settings: Any = None,
                 custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
@@ -968,7 +1000,11 @@ class Session:
         ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
         from .orchestration import anavigate_tree
 
-        return await anavigate_tree(self, target_id, **kwargs)
+        try:
+            return await anavigate_tree(self, target_id, **kwargs)
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
 
     def navigate_tree(self, target_id: str, *, summarize: bool = False, summarizer: Any = None,
                       custom_instructions: str | None = None, replace_instructions: bool = False,

@@ -8,15 +8,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use std::path::PathBuf;
 
-fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py.import("sessiontree.errors").and_then(|m| m.getattr(class)) {
-        Ok(cls) => match cls.call1((msg.clone(),)) {
-            Ok(inst) => PyErr::from_value(inst),
-            Err(e) => e,
-        },
-        Err(_) => PyValueError::new_err(msg),
-    }
-}
+// The package's exception classes, each looked up once per interpreter (PyO3 caches the type
+// object) instead of importing `sessiontree.errors` and naming a class at every error.
+pyo3::import_exception!(sessiontree.errors, SessionError);
+pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
+pyo3::import_exception!(sessiontree.errors, SessionCycleError);
 
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
@@ -30,14 +26,14 @@ fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     }
 }
 
-fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
+fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
     match e {
         StoreError::Io(io) => os_err(&io, ""),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
-        StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
-        StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
-        StoreError::Unwritten(_) => py_err(py, "SessionError", e.to_string()),
-        other => py_err(py, "SessionFileChangedError", other.to_string()),
+        StoreError::NoWriter => SessionError::new_err(e.to_string()),
+        StoreError::Replaced => SessionFileChangedError::new_err(e.to_string()),
+        StoreError::Unwritten(_) => SessionError::new_err(e.to_string()),
+        other => SessionFileChangedError::new_err(other.to_string()),
     }
 }
 
@@ -71,17 +67,11 @@ impl Index {
     fn id_str(&self, kid: u32) -> Option<String> {
         self.st.index.key_string(kid).map(str::to_string)
     }
-    fn cycle_err(&self, py: Python<'_>, c: Cycle) -> PyErr {
+    fn cycle_err(&self, _py: Python<'_>, c: Cycle) -> PyErr {
         let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
         let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
         let msg = format!("parentId cycle through entries: {}", shown.join(" -> "));
-        match py.import("sessiontree.errors").and_then(|m| m.getattr("SessionCycleError")) {
-            Ok(cls) => match cls.call1((msg, ids)) {
-                Ok(inst) => PyErr::from_value(inst),
-                Err(e) => e,
-            },
-            Err(e) => e,
-        }
+        SessionCycleError::new_err((msg, ids))
     }
     fn ensure_tree(&mut self) {
         let gen = self.st.index.generation;
@@ -401,11 +391,9 @@ impl Index {
         match t.preorder(limit) {
             Ok(v) => Ok(v),
             Err(PreorderError::Cycle(c)) => Err(self.cycle_err(py, Cycle(c))),
-            Err(PreorderError::TooLarge(n)) => Err(py_err(
-                py,
-                "SessionError",
-                format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"),
-            )),
+            Err(PreorderError::TooLarge(n)) => {
+                Err(SessionError::new_err(format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)")))
+            }
         }
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.

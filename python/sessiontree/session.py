@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Literal, NamedTuple
 import orjson
 
 from . import _core
-from ._jsjson import js_stringify_bytes
+from ._jsjson import js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context
 from .entries import Entry, Problem, ProblemList, TreeNode, parse_json_line
 from .errors import (
@@ -80,12 +80,6 @@ def _require_str(**values: Any) -> None:
     for name, value in values.items():
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-
-
-def _js_trim(s: str) -> str:
-    # JavaScript String.prototype.trim(): whitespace + line terminators + BOM
-    return s.strip(" \t\n\r\v\f\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                   "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -328,7 +322,7 @@ class Session:
         name = raw.get("name") if isinstance(raw, dict) else None
         if not isinstance(name, str):
             return None
-        name = _js_trim(name)
+        name = js_trim(name)
         return name or None
 
     @property
@@ -801,7 +795,7 @@ class Session:
             TypeError: ``name`` is not a str.
         """
         _require_str(name=name)
-        return self._append_field("session_info", "name", _js_trim(name))
+        return self._append_field("session_info", "name", js_trim(name))
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an earlier entry; the next append starts a new branch there.

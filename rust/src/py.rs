@@ -472,9 +472,18 @@ impl Index {
     }
 }
 
+/// JavaScript `Date.parse(s)` (`new Date(s).getTime()` of a string) in epoch milliseconds, NaN
+/// when invalid: the one date rule, also used by the index for sibling order. A string that is
+/// not valid UTF-8 (a lone surrogate) is never a date.
+#[pyfunction]
+fn date_parse(s: &Bound<'_, PyString>) -> f64 {
+    s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_function(wrap_pyfunction!(date_parse, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -117,3 +117,18 @@ def test_session_name_parity_between_session_and_listing(tmp_path_factory, name)
     p = _named_session(tmp_path_factory.mktemp("n"), name)
     (info,) = list_sessions(session_dir=p.parent)
     assert Session.open(p).session_name == info.name == (js_trim(name) or None)
+
+
+def test_entries_built_in_python_and_in_the_core_share_one_id_generator_and_clock():
+    import re
+
+    s = Session.in_memory("/p")
+    core_id = s.append_message({"role": "user", "content": "x", "timestamp": 0})  # built by the core
+    py_id = s.append_compaction("summary", core_id, 10)  # built in Python (_append_built)
+    iso = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+    for eid in (core_id, py_id):
+        e = s.get_entry(eid)
+        assert re.fullmatch(r"[0-9a-f]{8}", eid)
+        assert iso.fullmatch(e.raw["timestamp"])
+    ids = {s._core.new_id() for _ in range(2000)}
+    assert len(ids) == 2000 and not ids & {core_id, py_id}

@@ -137,11 +137,6 @@ fn check_walks(ix: &Index, data: &[u8]) {
             }
         }
     }
-    if let (Some(&a), Some(&b)) = (picks.first(), picks.last()) {
-        if let Ok(Some(c)) = ix.common_ancestor(a, b) {
-            assert!(ix.branch(a).unwrap().contains(&c) && ix.branch(b).unwrap().contains(&c));
-        }
-    }
     let tree = ix.build_tree();
     assert_eq!(tree.start.len(), n + 1);
     let non_roots = (0..n as u32).filter(|&i| ix.tree_parent(i) != NONE).count();

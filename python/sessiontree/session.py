@@ -19,11 +19,8 @@ differences, each listed in ``docs/divergences.md``:
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import threading
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, NamedTuple
 
@@ -54,7 +51,6 @@ from .paths import (
 
 # Entry ids need uniqueness within a file (collision-checked), not secrecy: a fast generator
 # seeded from the OS (Pi uses randomUUID().slice(0, 8)).
-_id_rng = random.Random(secrets.randbits(64))
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
 
@@ -576,12 +572,8 @@ class Session:
     # ==== writing ==================================================================
 
     def _generate_id(self) -> str:
-        # Pi generateId: 8 hex chars, collision-checked, UUID after 100 collisions
-        for _ in range(100):
-            cand = f"{_id_rng.getrandbits(32):08x}"
-            if self._core.index_of(cand) is None:
-                return cand
-        return str(uuid.uuid4())
+        """Pi ``generateId``: 8 hex digits not used in this session (the core's one generator)."""
+        return self._core.new_id()
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
@@ -871,12 +863,9 @@ class Session:
         parent = self._core.id(kept[-1]) if kept else None
         for target, e in self._core.labels():
             if target is not None and target in kept_ids:
-                for _ in range(100):
-                    nid = secrets.token_hex(4)
-                    if nid not in used:
-                        break
-                else:
-                    nid = str(uuid.uuid4())
+                nid = self._core.new_id()  # unused in this file, so in the new one
+                while nid in used:
+                    nid = self._core.new_id()
                 used.add(nid)
                 lab = {"type": "label", "id": nid, "parentId": parent, "timestamp": iso_now(),
                        "targetId": target, "label": self._load_raw(e).get("label")}

@@ -45,8 +45,11 @@ pub const T_NONE: u16 = 0;
 pub const T_SESSION: u16 = 1;
 pub const T_MESSAGE: u16 = 2;
 pub const T_COMPACTION: u16 = 5;
+pub const T_BRANCH_SUMMARY: u16 = 6;
+pub const T_CUSTOM_MESSAGE: u16 = 8;
 pub const T_LABEL: u16 = 9;
 pub const T_SESSION_INFO: u16 = 10;
+pub const T_CONTEXT_EDIT: u16 = 11;
 
 pub const ROLE_NAMES: [&str; 10] = [
     "",
@@ -1133,6 +1136,15 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_codes_name_their_types() {
+        for (code, name) in [(T_SESSION, "session"), (T_MESSAGE, "message"), (T_COMPACTION, "compaction"),
+            (T_BRANCH_SUMMARY, "branch_summary"), (T_CUSTOM_MESSAGE, "custom_message"), (T_LABEL, "label"),
+            (T_SESSION_INFO, "session_info"), (T_CONTEXT_EDIT, "context_edit")] {
+            assert_eq!(TYPE_NAMES[code as usize], name);
+        }
+    }
 
     #[test]
     fn fast_iso_timestamps_read_as_parse_iso_reads_them() {

@@ -198,6 +198,13 @@ impl Index {
         Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
     }
 
+    /// A fresh entry id for an entry built in Python (Pi `generateId`: 8 hex digits not used in
+    /// the index), from the generator `append_entry` uses.
+    fn new_id(&mut self) -> String {
+        let id = crate::append::fresh_id(&self.st.index, &mut self.rng);
+        String::from_utf8_lossy(&id).into_owned()
+    }
+
     /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
     #[getter]
     fn appended_in_memory(&self) -> usize {
@@ -353,13 +360,6 @@ impl Index {
         self.check(i)?;
         self.st.index.branch(i as u32).map_err(|c| self.cycle_err(py, c))
     }
-    /// Deepest common ancestor of entries `a` and `b`, or None.
-    fn common_ancestor(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
-        self.check(a)?;
-        self.check(b)?;
-        self.st.index.common_ancestor(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
-    }
-
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
         self.check(i)?;
@@ -480,10 +480,18 @@ fn date_parse(s: &Bound<'_, PyString>) -> f64 {
     s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
 }
 
+/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`): the clock of appended
+/// entries, also used for headers and entries built in Python.
+#[pyfunction]
+fn iso_now() -> String {
+    crate::append::iso_from_ms(crate::append::now_ms())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(date_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(iso_now, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -72,21 +72,6 @@ impl Index {
         Ok(path)
     }
 
-    /// Deepest common ancestor of two entries (an entry is its own ancestor).
-    pub fn common_ancestor(&self, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
-        let pa = self.branch(a)?;
-        let pb = self.branch(b)?;
-        let mut best = None;
-        for (x, y) in pa.iter().zip(pb.iter()) {
-            if x == y {
-                best = Some(*x);
-            } else {
-                break;
-            }
-        }
-        Ok(best)
-    }
-
     /// Pi getTree's node for an occurrence: the winner of that entry's id.
     #[inline]
     pub fn node_of(&self, i: u32) -> u32 {

@@ -710,113 +710,15 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
 
 # ==== validate ========================================================================
 
-#: Problem kinds that do not make ``validate`` fail (Pi reads such files exactly as intended).
-NOTE_KINDS = frozenset({"blank_line"})
-
-
-def _cycles(core: Any, candidates: Iterable[int]) -> list[list[int]]:
-    """Parent cycles among ``candidates`` (entries unreachable from any root): each cycle
-    once, as entry indices in walk order (child to parent). Iterative."""
-    state: dict[int, int] = {}  # 1 = on the current walk, 2 = done
-    cycles: list[list[int]] = []
-    for start in candidates:
-        if start in state:
-            continue
-        walk: list[int] = []
-        i: int | None = start
-        while i is not None and i not in state:
-            state[i] = 1
-            walk.append(i)
-            i = core.walk_parent(i)
-        if i is not None and state.get(i) == 1:
-            cycles.append(walk[walk.index(i):])
-        for j in walk:
-            state[j] = 2
-    return cycles
-
-
 def validate_session(s: Session) -> list[dict]:
-    """Every problem in ``s``, sorted by line: the scanner's line problems (``malformed_json``,
-    ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``, ...) plus
-    structural ones: ``missing_id``, ``duplicate_id``, ``orphan`` (parentId names no entry:
-    Pi makes it a root), ``bad_parent_id`` (parentId missing or not a string),
-    ``self_parent`` (Pi's getBranch never returns from it), ``parent_cycle``,
-    ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the leaf's path loops: Pi cannot
-    open the file), ``label_target_missing``. Each is a dict ``{line, offset, kind,
-    message, severity}`` with severity ``"error"`` or ``"note"`` (blank lines)."""
-    core = s._core
-    out: list[dict] = []
-
-    def add(i: int | None, kind: str, message: str, line: int = 0, offset: int = 0) -> None:
-        if i is not None:
-            line, offset = core.location(i)[:2]
-        out.append({"line": line, "offset": offset, "kind": kind, "message": message,
-                    "severity": "note" if kind in NOTE_KINDS else "error"})
-
-    for p in s.problems:
-        add(None, p.kind, p.message, p.line, p.offset)
-    n = len(core)
-    ids = core.ids(list(range(n)))
-    first_line: dict[str, int] = {}
-    for i in range(n):
-        eid = ids[i]
-        id_str, parent_str, parent_null = core.key_kinds(i)
-        if eid is None:
-            add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
-            continue
-        if eid in first_line:
-            add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; "
-                                   "this later entry wins lookups")
-        else:
-            first_line[eid] = core.location(i)[0]
-        if parent_str:
-            pid = core.parent_id(i)
-            if pid == eid:
-                add(i, "self_parent", f"entry {eid!r} is its own parent (a root in Pi's tree; "
-                                      "Pi's getBranch never returns from it)")
-            elif core.index_of(pid) is None:
-                add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
-        elif not parent_null:
-            add(i, "bad_parent_id", f"entry {eid!r} has no parentId or a non-string one (Pi treats it as a root)")
-    try:
-        core.preorder()
-    except SessionCycleError as exc:
-        add(None, "parent_cycle", f"parentId cycle reachable from a root: {' -> '.join(map(str, exc.ids))}")
-    try:
-        unreachable = list(core.unreachable())
-    except SessionCycleError:
-        unreachable = []  # the loop through duplicate ids was reported above
-    cycles = _cycles(core, unreachable)
-    on_cycle = {i for c in cycles for i in c}
-    for c in cycles:
-        if len(c) == 1 and core.parent_id(c[0]) == core.id(c[0]):
-            continue  # already reported as self_parent
-        names = " -> ".join(repr(core.id(i)) for i in c)
-        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {core.id(c[0])!r}")
-    for i in unreachable:
-        if i not in on_cycle:
-            add(i, "unreachable", f"entry {core.id(i)!r} hangs off a parentId cycle (not reachable from any root)")
-    if not core.leaf_is_null() and core.leaf() is not None:
-        try:
-            core.branch(core.leaf())
-        except SessionCycleError as exc:
-            add(core.leaf(), "leaf_cycle", "the active leaf's parent chain loops "
-                f"({' -> '.join(map(str, exc.ids))}): Pi cannot open this session")
-    for i in range(n):
-        if core.type_name(i) != "label":
-            continue
-        raw = s._load_raw(i)
-        target = raw.get("targetId") if isinstance(raw, dict) else None
-        if not isinstance(target, str) or core.index_of(target) is None:
-            add(i, "label_target_missing", f"label targets {target!r}, which names no entry")
-    out.sort(key=lambda p: (p["line"], p["offset"]))
-    return out
+    """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
+    return s.validate()
 
 
 def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     """Print every problem (line, byte offset, kind, message). Exit 0 when there is none
     (notes such as blank lines do not count), 1 otherwise."""
-    problems = validate_session(s)
+    problems = s.validate()
     errors = sum(1 for p in problems if p["severity"] == "error")
     if args.json:
         _print_json({"path": str(s.path), "ok": errors == 0, "errors": errors,

@@ -337,6 +337,29 @@ class Session:
         built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
+    def validate(self, *, content: bool = True) -> list[dict]:
+        """Every problem in the file, sorted by line: the line problems of :attr:`problems`
+        (same line, offset, kind and message), structural ones (``missing_id``,
+        ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
+        ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with ``content``,
+        ``content_error`` for entries whose content Pi would throw on when estimating,
+        compacting or summarizing. See :mod:`sessiontree.validation`.
+
+        Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
+        ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
+        whole index, plus parsing label entries (and with ``content`` the message-carrying ones).
+
+            >>> Session.in_memory().validate()
+            []
+        """
+        from .validation import content_problems, structural_problems
+
+        out = structural_problems(self._core, self._load_raw)
+        if content:
+            out += content_problems(self._core, self._load_raw)
+        out.sort(key=lambda p: (p["line"], p["offset"]))
+        return out
+
     @property
     def needs_migration(self) -> bool:
         """True for a legacy v1/v2 file that Pi would rewrite on open."""

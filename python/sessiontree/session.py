@@ -37,6 +37,15 @@ from .errors import (
     SessionFormatError,
     PiError,
 )
+from . import orchestration
+from .compaction import collect_context_edits
+from .compaction import find_cut_point as py_find_cut_point
+from .hooks import SessionHooks
+from .listing import most_recent_session
+from .orchestration import CompactionResult, NavigationResult
+from .provider_context import ProviderContext, repair_for_provider
+from .usage import UsageTotals, usage_totals_of_entries
+from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .writer import DURABILITY_MODES, Durability, SessionWriter
 from .paths import (
@@ -268,8 +277,6 @@ class Session:
     def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike | None = None) -> "Session":
         """Open the most recently modified valid session of ``cwd``'s session directory, or
         create a new one there (Pi ``SessionManager.continueRecent``)."""
-        from .listing import most_recent_session
-
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
         recent = most_recent_session(sdir)
         if recent is not None:
@@ -352,8 +359,6 @@ class Session:
             >>> Session.in_memory().validate()
             []
         """
-        from .validation import content_problems, structural_problems
-
         out = structural_problems(self._core, self._load_raw)
         if content:
             out += content_problems(self._core, self._load_raw)
@@ -563,8 +568,6 @@ class Session:
         """``exc`` naming the entry whose content raised it (id and line): the first entry on
         the current branch, then in the file, whose content raises the same Pi error
         (:func:`sessiontree.validation.entry_content_error`). Runs only when an error was raised."""
-        from .validation import entry_content_error
-
         if exc.entry_id is not None or exc.line is not None:
             return exc
         try:
@@ -929,8 +932,6 @@ class Session:
         Raises:
             SessionCycleError: the branch loops.
         """
-        from .compaction import collect_context_edits, find_cut_point as py_find_cut_point
-
         path = self._context_path()
         if not path:
             return CutPoint(None, None, False)
@@ -964,18 +965,17 @@ class Session:
     # ==== compaction and navigation ================================================
 
     @property
-    def hooks(self) -> Any:
+    def hooks(self) -> SessionHooks:
         """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
         ``before_tree`` lists of sync or async callables)."""
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
-            from .hooks import SessionHooks
-
             hooks = self._hooks = SessionHooks()
         return hooks
 
     async def acompact(self, summarizer: Any = None, *, settings: Any = None,
-                       custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+                       custom_instructions: str | None = None, reason: str = "manual",
+                       **kwargs: Any) -> CompactionResult:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
         (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``). Returns a
         :class:`~sessiontree.orchestration.CompactionResult`.
@@ -983,38 +983,33 @@ class Session:
         Raises:
             NothingToCompactError: ``"Nothing to compact (session too small)"``.
         """
-        from .orchestration import acompact
-
         try:
-            return await acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
+            return await orchestration.acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
                                   reason=reason, **kwargs)
         except PiError as exc:
             self._name_entry(exc)
             raise
 
     def compact(self, summarizer: Any = None, *, settings: Any = None,
-                custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+                custom_instructions: str | None = None, reason: str = "manual",
+                **kwargs: Any) -> CompactionResult:
         """Sync :meth:`acompact` (not from inside a running event loop)."""
-        from .orchestration import run_blocking
-
-        return run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
+        return orchestration.run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
                                       reason=reason, **kwargs))
 
-    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> Any:
+    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> NavigationResult:
         """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
         (keywords ``summarize``, ``summarizer``, ``custom_instructions``, ``replace_instructions``,
         ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
-        from .orchestration import anavigate_tree
-
         try:
-            return await anavigate_tree(self, target_id, **kwargs)
+            return await orchestration.anavigate_tree(self, target_id, **kwargs)
         except PiError as exc:
             self._name_entry(exc)
             raise
 
     def navigate_tree(self, target_id: str, *, summarize: bool = False, summarizer: Any = None,
                       custom_instructions: str | None = None, replace_instructions: bool = False,
-                      label: str | None = None, **kwargs: Any) -> Any:
+                      label: str | None = None, **kwargs: Any) -> NavigationResult:
         """Sync :meth:`anavigate_tree`: selecting a user message moves the leaf to its parent and
         returns its text (``editor_text``); anything else becomes the leaf; ``summarize=True``
         appends a ``branch_summary`` of the abandoned branch.
@@ -1022,27 +1017,21 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
-        from .orchestration import run_blocking
-
-        return run_blocking(self.anavigate_tree(
+        return orchestration.run_blocking(self.anavigate_tree(
             target_id, summarize=summarize, summarizer=summarizer, custom_instructions=custom_instructions,
             replace_instructions=replace_instructions, label=label, **kwargs))
 
-    def usage_totals(self) -> Any:
+    def usage_totals(self) -> UsageTotals:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
-        from .usage import usage_totals_of_entries
-
         types = ("message", "compaction", "branch_summary", "usage")
         return usage_totals_of_entries(e.raw for e in self.iter_entries() if e.type in types)
 
-    def build_provider_context(self) -> Any:
+    def build_provider_context(self) -> ProviderContext:
         """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool
         calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
         Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
-        from .provider_context import repair_for_provider
-
         ctx = self.build_context()
         return repair_for_provider(ctx.messages, ctx.sources)
 

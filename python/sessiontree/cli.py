@@ -39,7 +39,7 @@ import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
                      SessionLockedError, SessionTreeError)
-from .entries import parse_json_line
+from .entries import Entry, parse_json_line
 from .session import Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
@@ -249,7 +249,7 @@ def _entry_preview_of(s: Any, i: int, limit: int, escape: bool = True) -> str:
     """Preview of entry ``i``; an entry whose body cannot be loaded (e.g. nested too deeply for
     Python) previews as empty instead of failing the listing."""
     try:
-        raw = s._load_raw(i)
+        raw = s.entry_at(i).raw
     except Exception:
         return ""
     return _safe_preview(entry_preview, raw, limit, escape)
@@ -258,11 +258,11 @@ def _entry_preview_of(s: Any, i: int, limit: int, escape: bool = True) -> str:
 # ==== Helpers over the session ==========================================================
 
 
-def _kind(core: Any, i: int) -> str:
+def _kind(e: Entry) -> str:
     """An entry's role (message entries) or type, as shown in listings."""
-    t = core.type_name(i)
+    t = e.type
     if t == "message":
-        return core.role(i) or "message"
+        return e.role or "message"
     return t if t is not None else "?"
 
 
@@ -290,17 +290,6 @@ def _fmt_tokens(n: Any) -> str:
     return "?" if n is None else str(n)
 
 
-def _header_on_disk(s: Session) -> dict | None:
-    line = s._core.header_line()
-    if line is None:
-        return None
-    try:
-        value = parse_json_line(line)
-    except SessionError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _labels_by_id(s: Session) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for target, label in s.labels.items():
@@ -311,16 +300,15 @@ def _labels_by_id(s: Session) -> dict[Any, Any]:
     return out
 
 
-def _active_path(s: Session, start: int | None = None) -> tuple[list[int], SessionCycleError | None]:
-    """Entry indices root → ``start`` (default: the leaf, like ``get_branch()``), or the
-    cycle error when the parent chain loops. Works on indices: no Entry objects."""
-    core = s._core
-    if start is None:
-        start = core.leaf()
-        if start is None:
-            return [], None
+def _active_path(s: Session, from_id: str | None = None) -> tuple[list[Entry], SessionCycleError | None]:
+    """Entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or the cycle
+    error when the parent chain loops.
+
+    Raises:
+        EntryNotFoundError: ``from_id`` names no entry.
+    """
     try:
-        return list(core.branch(start)), None
+        return s.get_branch(from_id), None
     except SessionCycleError as exc:
         return [], exc
 
@@ -354,11 +342,10 @@ def _print_json(doc: Any) -> None:
 def cmd_info(s: Session, args: argparse.Namespace) -> int:
     """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
     context's size and the number of problem lines."""
-    core = s._core
-    disk = _header_on_disk(s)
+    disk = s.file_header
     header = s.header
     path, cycle = _active_path(s)
-    roles = Counter(core.role(i) or "?" for i in path if core.type_name(i) == "message")
+    roles = Counter(e.role or "?" for e in path if e.type == "message")
     context_count = context_tokens = None
     context_error = None
     if cycle is None:
@@ -378,15 +365,15 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         "session_id": header.get("id") if disk is not None else None,
         "cwd": header.get("cwd") if disk is not None else None,
         "version": version,
-        "legacy_migrated_in_memory": bool(core.needs_migration),
+        "legacy_migrated_in_memory": bool(s.needs_migration),
         "parent_session": header.get("parentSession"),
         "empty_file": disk is None,
-        "entries": len(core),
-        "distinct_ids": core.entry_count(),
+        "entries": len(s),
+        "distinct_ids": s.entry_count(),
         "leaf_id": s.leaf_id,
         "session_name": s.session_name,
         "labels": len(s.labels),
-        "roots": len(core.roots()),
+        "roots": len(s.tree_table().roots),
         "active_branch_length": None if cycle else len(path),
         "active_branch_cycle": list(cycle.ids) if cycle else None,
         "message_roles": None if cycle else dict(sorted(roles.items())),
@@ -405,7 +392,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
     else:
         out(f"session id:      {safe_text(info['session_id'])}")
         out(f"cwd:             {safe_text(info['cwd'])}")
-        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if core.needs_migration else ""
+        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if s.needs_migration else ""
         out(f"version:         {safe_text(version if version is not None else 'none (v1)')}{legacy}")
         if info["parent_session"] is not None:
             out(f"parent session:  {safe_text(info['parent_session'])}")
@@ -443,17 +430,14 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     (a duplicated id listed twice, or a loop through one) is shown once more with
     ``(shown above)`` and not expanded again.
     """
-    core = s._core
     limit = 0 if args.no_preview else args.max_preview
-    roots, start, kids = core.tree_table()
+    roots, start, kids = s.tree_table()
     labels = _labels_by_id(s)
     path, cycle = _active_path(s)
-    on_path = set(path)
-    leaf = core.leaf()
-    try:
-        unreachable = list(core.unreachable())
-    except SessionCycleError:
-        unreachable = []
+    on_path = {e.index for e in path}
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
+    unreachable = [e.index for e in s.unreachable_entries()]
 
     out = _Out()
     records: list[dict] = []
@@ -474,17 +458,18 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
         while stack:
             i, prefix, conn, child_prefix, depth = stack.pop()
             again = i in seen
-            eid = core.id(i)
-            kind = _kind(core, i)
+            e = s.entry_at(i)
+            eid = e.id
+            kind = _kind(e)
             label = labels.get(eid) if eid is not None else None
             text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
             if args.json:
                 if not again:
                     ch = children_of(i)
                     rec = {
-                        "index": i, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
-                        "role": core.role(i), "line": core.location(i)[0], "depth": depth,
-                        "label": label, "children": [core.id(c) for c in ch], "child_indices": list(ch),
+                        "index": i, "id": eid, "parent_id": e.parent_id, "type": e.type,
+                        "role": e.role, "line": e.line, "depth": depth,
+                        "label": label, "children": [s.entry_at(c).id for c in ch], "child_indices": list(ch),
                         "on_active_branch": i in on_path, "is_leaf": i == leaf, "unreachable": unreachable_part,
                     }
                     if limit > 0:
@@ -529,8 +514,8 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     if args.json:
         _print_json({
             "leaf_id": s.leaf_id,
-            "roots": [core.id(r) for r in roots],
-            "unreachable_ids": [core.id(i) for i in unreachable],
+            "roots": [s.entry_at(r).id for r in roots],
+            "unreachable_ids": [s.entry_at(i).id for i in unreachable],
             "active_branch_cycle": list(cycle.ids) if cycle else None,
             "nodes": records,
         })
@@ -554,23 +539,22 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
         EntryNotFoundError: ``--from`` names no entry.
         SessionCycleError: the parent chain loops.
     """
-    core = s._core
-    start = None if args.from_id is None else s._index_of(args.from_id)
-    path, cycle = _active_path(s, start)
+    path, cycle = _active_path(s, args.from_id)
     if cycle is not None:
         raise cycle
     limit = 0 if args.no_preview else args.max_preview
     labels = _labels_by_id(s)
-    leaf = core.leaf()
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
     rows = []
-    for depth, i in enumerate(path):
-        eid = core.id(i)
+    for depth, e in enumerate(path):
+        eid = e.id
         rows.append({
-            "depth": depth, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
-            "role": core.role(i), "line": core.location(i)[0],
+            "depth": depth, "id": eid, "parent_id": e.parent_id, "type": e.type,
+            "role": e.role, "line": e.line,
             "label": labels.get(eid) if eid is not None else None,
-            "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
-            "is_leaf": i == leaf,
+            "preview": _entry_preview_of(s, e.index, limit, not args.json) if limit > 0 else None,
+            "is_leaf": e.index == leaf,
         })
     if args.json:
         for row in rows:
@@ -677,32 +661,27 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     Raises:
         EntryNotFoundError: ``--since`` names no entry.
     """
-    core = s._core
     if args.since is not None:
-        first = (core.index_of(args.since) if isinstance(args.since, str) else None)
-        if first is None:
+        since = s.get_entry(args.since) if isinstance(args.since, str) else None
+        if since is None:
             raise EntryNotFoundError(f"Entry not found: {args.since}")
-        first += 1
+        entries = s.get_entries(args.since)
     else:
-        first = 0
-    idx = list(range(first, len(core)))
-    ids = core.ids(idx)
-    types = core.types(idx)
+        entries = s.entries()
     if args.json:
-        rows = [{"line": core.location(i)[0], "offset": core.location(i)[1], "id": ids[k],
-                 "parent_id": core.parent_id(i), "type": types[k], "role": core.role(i)}
-                for k, i in enumerate(idx)]
+        rows = [{"line": e.line, "offset": e.offset, "id": e.id, "parent_id": e.parent_id, "type": e.type,
+                 "role": e.role} for e in entries]
         _print_json({"since": args.since, "count": len(rows), "entries": rows})
         return 0
     out = _Out()
-    width = len(str(core.location(idx[-1])[0])) if idx else 1
-    for k, i in enumerate(idx):
-        pid = core.parent_id(i)
-        kk = core.key_kinds(i)
-        parent = _shown_id(pid) if pid is not None else ("null" if kk[2] else "-")
-        out(f"{core.location(i)[0]:>{width}}  {_shown_id(ids[k])}  {parent}  "
-            f"{safe_text(_kind_from(types[k], core.role(i) if types[k] == 'message' else None))}")
-    if not idx:
+    width = len(str(entries[-1].line)) if entries else 1
+    for e in entries:
+        pid = e.parent_id
+        parent = _shown_id(pid) if pid is not None else ("null" if e.parent_is_null else "-")
+        etype = e.type
+        out(f"{e.line:>{width}}  {_shown_id(e.id)}  {parent}  "
+            f"{safe_text(_kind_from(etype, e.role if etype == 'message' else None))}")
+    if not entries:
         out("(no entries)")
     out.flush()
     return 0
@@ -833,7 +812,7 @@ def _take_write_lock(s: Session) -> None:
     """Take the writer lock before any slow work, so a locked or read-only file fails before
     a model is called rather than after."""
     try:
-        s._lock()
+        s.lock()
     except SessionLockedError:
         raise
     except OSError as exc:
@@ -842,11 +821,10 @@ def _take_write_lock(s: Session) -> None:
 
 def _entry_where(s: Session, entry_id: Any) -> dict:
     """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
-    core = s._core
-    i = core.index_of(entry_id) if isinstance(entry_id, str) else None
-    if i is None:
+    e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
+    if e is None:
         return {"id": entry_id, "line": None, "type": None, "role": None}
-    return {"id": entry_id, "line": core.location(i)[0], "type": core.type_name(i), "role": core.role(i)}
+    return {"id": entry_id, "line": e.line, "type": e.type, "role": e.role}
 
 
 def _where_text(w: dict) -> str:
@@ -1118,7 +1096,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if write:
         _take_write_lock(s)
     old_leaf = s.leaf_id
-    first_new = len(s._core)
+    first_new = len(s)
     captured: dict = {}
 
     def on_prepared(event: Any) -> None:
@@ -1143,13 +1121,12 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     finally:
         s.hooks.before_tree.remove(on_prepared)
     s.flush()
-    core = s._core
-    written_idx = list(range(first_new, len(core))) if write else []
-    written = [{"id": core.id(i), "line": core.location(i)[0], "type": core.type_name(i)} for i in written_idx]
+    new_entries = [s.entry_at(i) for i in range(first_new, len(s))] if write else []
+    written = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
     label_entry = next((w for w in written if w["type"] == "label"), None)
     summary_entry = result.summary_entry
     if label_entry is not None:
-        position = core.parent_id(core.index_of(label_entry["id"]))
+        position = s.get_entry(label_entry["id"]).parent_id
     else:
         position = result.new_leaf_id
     prep = captured.get("prep")

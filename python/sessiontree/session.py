@@ -309,6 +309,25 @@ class Session:
         return dict(self._header)
 
     @property
+    def file_header(self) -> dict | None:
+        """The header line as it is in the file, parsed (before any migration: a v1 file has no
+        ``version``); None for an empty file or a header line that is not a JSON object."""
+        line = self._core.header_line()
+        if line is None:
+            return None
+        try:
+            value = parse_json_line(line)
+        except SessionError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    @property
+    def leaf_entry(self) -> Entry | None:
+        """The entry at the leaf (None when the leaf is null or names no entry)."""
+        i = self._core.leaf()
+        return None if i is None else Entry(self, i)
+
+    @property
     def leaf_id(self) -> str | None:
         """The current leaf's id (None before the first entry, after :meth:`reset_leaf`, or
         when the last entry's id is not a string)."""
@@ -484,6 +503,35 @@ class Session:
             leaf = len(self._core) - 1
         return self._walk(leaf)
 
+    def entry_at(self, index: int) -> Entry:
+        """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
+
+        Raises:
+            IndexError: no entry there.
+        """
+        if not 0 <= index < len(self._core):
+            raise IndexError(f"entry index {index} out of range")
+        return Entry(self, index)
+
+    def tree_table(self) -> TreeTable:
+        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes
+        without building objects: ``roots`` (node positions in Pi's order) and the children of
+        node ``i`` in ``kids[start[i]:start[i + 1]]`` (sorted like Pi). Positions are
+        :attr:`Entry.index` values (:meth:`entry_at`)."""
+        return TreeTable(*self._core.tree_table())
+
+    def unreachable_entries(self) -> list[Entry]:
+        """Entries no root reaches (they hang off a ``parentId`` cycle), in file order; empty
+        when the tree walk itself meets a loop through duplicated ids.
+
+        Raises:
+            SessionError: the tree walk would repeat whole subtrees past a size limit.
+        """
+        try:
+            return [Entry(self, i) for i in self._core.unreachable()]
+        except SessionCycleError:
+            return []
+
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
         ``parentId`` is null, their own id, or unknown (orphans); children sorted by
@@ -600,6 +648,18 @@ class Session:
     def _generate_id(self) -> str:
         """Pi ``generateId``: 8 hex digits not used in this session (the core's one generator)."""
         return self._core.new_id()
+
+    def lock(self) -> None:
+        """Take the writer lock now (it is otherwise taken by the first write), so that a locked
+        or read-only file fails before slow work such as a summary request. Held until
+        :meth:`close`. Does nothing for an in-memory session.
+
+        Raises:
+            SessionLockedError: another writer holds the lock.
+            OSError: the file cannot be opened for writing.
+        """
+        if self._path is not None:
+            self._lock()
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
@@ -1137,6 +1197,15 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+class TreeTable(NamedTuple):
+    """Pi's tree as entry positions (:meth:`Session.tree_table`): root nodes, and the children
+    of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
+
+    roots: list[int]
+    start: list[int]
+    kids: list[int]
 
 
 class CutPoint(NamedTuple):

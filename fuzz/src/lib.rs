@@ -207,6 +207,7 @@ thread_local! {
 /// * bytes that are not UTF-8 (Node reads them as U+FFFD; serde_json refuses);
 /// * `\uD800`-`\uDFFF` escapes (lone surrogates are valid in JavaScript; serde_json refuses);
 /// * more than 128 brackets (serde_json's recursion limit; JavaScript has none).
+///
 /// Numbers beyond f64 (`1e400`: JavaScript reads Infinity, serde_json refuses) are excluded
 /// by serde_json's own error below.
 fn may_differ(data: &[u8]) -> bool {

@@ -33,13 +33,13 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
                      SessionLockedError, SessionTreeError)
-from .entries import Entry, parse_json_line
+from .entries import Entry
 from .session import Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",

@@ -22,14 +22,14 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import orjson
 
 from . import _core
 from ._jsjson import js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context
-from .entries import Entry, Problem, ProblemList, TreeNode, parse_json_line
+from .entries import Entry, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
     SessionCycleError,

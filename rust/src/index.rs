@@ -197,6 +197,9 @@ pub enum Leaf {
     Key(u32),
 }
 
+/// What a header line changed, to undo it: (header state, header span, header version).
+type HeaderUndo = (HeaderState, Option<(u64, u64)>, JsVal);
+
 /// What an unterminated last line changed, so `refresh()` can undo it once the line grows.
 #[derive(Debug, Clone)]
 struct Provisional {
@@ -210,7 +213,7 @@ struct Provisional {
     session_info_prev: u32,
     leaf_prev: Leaf,
     last_v1_prev: u32,
-    header: Option<(HeaderState, Option<(u64, u64)>, JsVal)>,
+    header: Option<HeaderUndo>,
     /// (legacy_v1, legacy_v2, v1_seed): what a header line set
     legacy_prev: (bool, bool, u64),
 }
@@ -506,6 +509,8 @@ pub struct ParsedLine<'a> {
     pub result: LineResult<'a>,
 }
 
+// `Value` is the common case (nearly every line): boxing it would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
 pub enum LineResult<'a> {
     Blank,
     Bad(json::JsonError),
@@ -1005,7 +1010,7 @@ impl Index {
                 self.v1_seed = fnv1a(sk.id.as_str().unwrap_or("").as_bytes(), 0x5e55);
                 let v = version_number(&self.header_version);
                 // Pi: `if (version >= 3) no migration; if (version < 2) v1→v2; if (version < 3) v2→v3`
-                if !(v >= 3.0) {
+                if v < 3.0 || v.is_nan() {
                     self.legacy_v1 = v < 2.0;
                     self.legacy_v2 = true;
                 }

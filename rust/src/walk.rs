@@ -112,8 +112,7 @@ impl Index {
         let start = counts.clone();
         let mut fill = counts;
         let mut kids = vec![0u32; start[n] as usize];
-        for i in 0..n {
-            let p = parent_of[i];
+        for (i, &p) in parent_of.iter().enumerate() {
             if p != NONE {
                 kids[fill[p as usize] as usize] = self.node_of(i as u32);
                 fill[p as usize] += 1;

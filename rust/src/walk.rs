@@ -1,4 +1,4 @@
-//! Walking the tree: branches (root first), the deepest common ancestor, children in Pi's
+//! Walking the tree: branches (root first), children in Pi's
 //! order, roots, pre-order and unreachable entries. Nothing recurses; every walk is bounded,
 //! and a `parentId` cycle is reported instead of looping (Pi loops until the heap is gone).
 

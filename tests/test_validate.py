@@ -49,3 +49,15 @@ def test_validate_content_errors_on_real_files_say_what_fails():
     errs = [p for p in s.validate() if p["kind"] == "content_error"]
     assert errs and all("msg.content.some is not a function" in p["message"] for p in errs)
     assert all("summarize" in p["message"] for p in errs)
+
+
+def test_validate_notes_an_entry_too_deep_for_python_without_failing(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    p = tmp_path / "deep.jsonl"
+    p.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+        '{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":' + deep + ',"timestamp":1}}\n')
+    (problem,) = Session.open(p).validate()
+    assert (problem["kind"], problem["severity"], problem["line"]) == ("too_deep", "note", 2)
+    assert main(["validate", str(p)]) == 0

@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import PiError, SessionCycleError
+from .errors import PiError, SessionCycleError, SessionError
 
 __all__ = ["NOTE_KINDS", "entry_content_error", "structural_problems", "content_problems"]
 
 #: Problem kinds that do not make ``validate`` fail (Pi reads such files exactly as intended).
-NOTE_KINDS = frozenset({"blank_line"})
+#: ``too_deep``: an entry nested too deeply for Python to load; Pi reads it, but building the
+#: context or compacting over it here raises :class:`~sessiontree.errors.SessionError`.
+NOTE_KINDS = frozenset({"blank_line", "too_deep"})
 
 #: Entry types whose content reaches Pi's context building, estimates and serialization.
 _CONTENT_TYPES = ("message", "custom_message", "branch_summary", "compaction")
@@ -196,7 +198,14 @@ def content_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
     for i, etype in enumerate(types):
         if etype not in _CONTENT_TYPES:
             continue
-        found = _content_check(load_raw(i))
+        try:
+            raw = load_raw(i)
+        except SessionError as exc:  # nested too deeply for Python's parser
+            line, offset = index.location(i)[:2]
+            out.append(_problem(line, offset, "too_deep", f"entry {index.id(i)!r}: {exc} (Pi reads it; "
+                                "building the context or compacting over it here fails)"))
+            continue
+        found = _content_check(raw)
         if found is not None:
             stage, err = found
             line, offset = index.location(i)[:2]

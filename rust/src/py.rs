@@ -386,7 +386,7 @@ impl Index {
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         self.ensure_tree();
-        let limit = self.st.index.recs.len().saturating_mul(8) + 1_000_000;
+        let limit = self.st.index.preorder_limit();
         let t = &self.tree.as_ref().unwrap().1;
         match t.preorder(limit) {
             Ok(v) => Ok(v),
@@ -399,20 +399,7 @@ impl Index {
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let pre = self.preorder(py)?;
-        let n = self.st.index.recs.len();
-        let mut seen = vec![false; n];
-        for p in pre {
-            seen[p as usize] = true;
-        }
-        let mut out = Vec::new();
-        for i in 0..n as u32 {
-            let node = self.st.index.node_of(i);
-            if !seen[node as usize] {
-                seen[node as usize] = true;
-                out.push(i);
-            }
-        }
-        Ok(out)
+        Ok(self.st.index.unreachable(&pre))
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).

@@ -72,6 +72,30 @@ impl Index {
         Ok(path)
     }
 
+    /// Entries no root reaches, given the tree's pre-order (`Tree::preorder`): the first
+    /// occurrence of each such node, in file order. These hang off `parentId` cycles.
+    pub fn unreachable(&self, preorder: &[u32]) -> Vec<u32> {
+        let n = self.recs.len();
+        let mut seen = vec![false; n];
+        for &p in preorder {
+            seen[p as usize] = true;
+        }
+        let mut out = Vec::new();
+        for i in 0..n as u32 {
+            let node = self.node_of(i);
+            if !seen[node as usize] {
+                seen[node as usize] = true;
+                out.push(i);
+            }
+        }
+        out
+    }
+
+    /// The bound on a pre-order walk's visits (duplicate ids can repeat whole subtrees).
+    pub fn preorder_limit(&self) -> usize {
+        self.recs.len().saturating_mul(8) + 1_000_000
+    }
+
     /// Pi getTree's node for an occurrence: the winner of that entry's id.
     #[inline]
     pub fn node_of(&self, i: u32) -> u32 {

@@ -39,8 +39,7 @@ import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
                      SessionLockedError, SessionTreeError)
-from .entries import Entry
-from .session import Session
+from .session import EntryTable, Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
            "json_document"]
@@ -258,14 +257,6 @@ def _entry_preview_of(s: Any, i: int, limit: int, escape: bool = True) -> str:
 # ==== Helpers over the session ==========================================================
 
 
-def _kind(e: Entry) -> str:
-    """An entry's role (message entries) or type, as shown in listings."""
-    t = e.type
-    if t == "message":
-        return e.role or "message"
-    return t if t is not None else "?"
-
-
 def _kind_from(entry_type: Any, role: Any) -> str:
     if entry_type == "message":
         return role or "message"
@@ -300,17 +291,17 @@ def _labels_by_id(s: Session) -> dict[Any, Any]:
     return out
 
 
-def _active_path(s: Session, from_id: str | None = None) -> tuple[list[Entry], SessionCycleError | None]:
-    """Entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or the cycle
-    error when the parent chain loops.
+def _active_path(s: Session, from_id: str | None = None) -> tuple[EntryTable, SessionCycleError | None]:
+    """The entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or an empty
+    table and the cycle error when the parent chain loops.
 
     Raises:
         EntryNotFoundError: ``from_id`` names no entry.
     """
     try:
-        return s.get_branch(from_id), None
+        return s.branch_table(from_id), None
     except SessionCycleError as exc:
-        return [], exc
+        return s.entry_table([]), exc
 
 
 # ==== Output ==========================================================================
@@ -345,7 +336,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
     disk = s.file_header
     header = s.header
     path, cycle = _active_path(s)
-    roles = Counter(e.role or "?" for e in path if e.type == "message")
+    roles = Counter(role or "?" for etype, role in zip(path.type, path.role) if etype == "message")
     context_count = context_tokens = None
     context_error = None
     if cycle is None:
@@ -373,8 +364,8 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         "leaf_id": s.leaf_id,
         "session_name": s.session_name,
         "labels": len(s.labels),
-        "roots": len(s.tree_table().roots),
-        "active_branch_length": None if cycle else len(path),
+        "roots": len(s.tree_roots()),
+        "active_branch_length": None if cycle else len(path.index),
         "active_branch_cycle": list(cycle.ids) if cycle else None,
         "message_roles": None if cycle else dict(sorted(roles.items())),
         "context_messages": context_count,
@@ -434,10 +425,12 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     roots, start, kids = s.tree_table()
     labels = _labels_by_id(s)
     path, cycle = _active_path(s)
-    on_path = {e.index for e in path}
+    on_path = set(path.index)
     leaf_entry = s.leaf_entry
     leaf = leaf_entry.index if leaf_entry is not None else None
     unreachable = [e.index for e in s.unreachable_entries()]
+    table = s.entry_table()
+    ids, parent_ids, types, roles, lines = table.id, table.parent_id, table.type, table.role, table.line
 
     out = _Out()
     records: list[dict] = []
@@ -458,18 +451,17 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
         while stack:
             i, prefix, conn, child_prefix, depth = stack.pop()
             again = i in seen
-            e = s.entry_at(i)
-            eid = e.id
-            kind = _kind(e)
+            eid = ids[i]
+            kind = _kind_from(types[i], roles[i])
             label = labels.get(eid) if eid is not None else None
             text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
             if args.json:
                 if not again:
                     ch = children_of(i)
                     rec = {
-                        "index": i, "id": eid, "parent_id": e.parent_id, "type": e.type,
-                        "role": e.role, "line": e.line, "depth": depth,
-                        "label": label, "children": [s.entry_at(c).id for c in ch], "child_indices": list(ch),
+                        "index": i, "id": eid, "parent_id": parent_ids[i], "type": types[i],
+                        "role": roles[i], "line": lines[i], "depth": depth,
+                        "label": label, "children": [ids[c] for c in ch], "child_indices": list(ch),
                         "on_active_branch": i in on_path, "is_leaf": i == leaf, "unreachable": unreachable_part,
                     }
                     if limit > 0:
@@ -514,8 +506,8 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     if args.json:
         _print_json({
             "leaf_id": s.leaf_id,
-            "roots": [s.entry_at(r).id for r in roots],
-            "unreachable_ids": [s.entry_at(i).id for i in unreachable],
+            "roots": [ids[r] for r in roots],
+            "unreachable_ids": [ids[i] for i in unreachable],
             "active_branch_cycle": list(cycle.ids) if cycle else None,
             "nodes": records,
         })
@@ -547,14 +539,13 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
     leaf_entry = s.leaf_entry
     leaf = leaf_entry.index if leaf_entry is not None else None
     rows = []
-    for depth, e in enumerate(path):
-        eid = e.id
+    for depth, (i, eid, pid, _, etype, role, line, _) in enumerate(zip(*path)):
         rows.append({
-            "depth": depth, "id": eid, "parent_id": e.parent_id, "type": e.type,
-            "role": e.role, "line": e.line,
+            "depth": depth, "id": eid, "parent_id": pid, "type": etype,
+            "role": role, "line": line,
             "label": labels.get(eid) if eid is not None else None,
-            "preview": _entry_preview_of(s, e.index, limit, not args.json) if limit > 0 else None,
-            "is_leaf": e.index == leaf,
+            "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
+            "is_leaf": i == leaf,
         })
     if args.json:
         for row in rows:
@@ -665,23 +656,21 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
             raise EntryNotFoundError(f"Entry not found: {args.since}")
-        entries = s.get_entries(args.since)
+        entries = s.entry_table(range(since.index + 1, len(s)))
     else:
-        entries = s.entries()
+        entries = s.entry_table()
     if args.json:
-        rows = [{"line": e.line, "offset": e.offset, "id": e.id, "parent_id": e.parent_id, "type": e.type,
-                 "role": e.role} for e in entries]
+        rows = [{"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
+                for _, eid, pid, _, etype, role, line, offset in zip(*entries)]
         _print_json({"since": args.since, "count": len(rows), "entries": rows})
         return 0
     out = _Out()
-    width = len(str(entries[-1].line)) if entries else 1
-    for e in entries:
-        pid = e.parent_id
-        parent = _shown_id(pid) if pid is not None else ("null" if e.parent_is_null else "-")
-        etype = e.type
-        out(f"{e.line:>{width}}  {_shown_id(e.id)}  {parent}  "
-            f"{safe_text(_kind_from(etype, e.role if etype == 'message' else None))}")
-    if not entries:
+    width = len(str(entries.line[-1])) if entries.line else 1
+    for _, eid, pid, pnull, etype, role, line, _ in zip(*entries):
+        parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
+        out(f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
+            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}")
+    if not entries.line:
         out("(no entries)")
     out.flush()
     return 0

@@ -22,7 +22,7 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -512,6 +512,43 @@ class Session:
         if not 0 <= index < len(self._core):
             raise IndexError(f"entry index {index} out of range")
         return Entry(self, index)
+
+    def entry_table(self, indices: Sequence[int] | None = None) -> EntryTable:
+        """What listings show of many entries, as columns, without parsing them or building
+        :class:`Entry` objects: an :class:`EntryTable` over the entry positions ``indices``
+        (default: every entry in file order). Cost: the index only, one call into the core.
+
+            >>> s = Session.in_memory()
+            >>> eid = s.append_message({"role": "user", "content": "hi", "timestamp": 0})
+            >>> t = s.entry_table()
+            >>> (t.id == [eid], t.type, t.role, t.parent_is_null)
+            (True, ['message'], ['user'], [True])
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        idx = list(range(len(self._core))) if indices is None else list(indices)
+        return EntryTable(idx, *self._core.table(idx))
+
+    def branch_table(self, from_id: str | None = None) -> EntryTable:
+        """:meth:`get_branch` as an :meth:`entry_table` (root first; empty when the leaf is null).
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops.
+        """
+        if from_id is None:
+            start = self._core.leaf()
+            if start is None:
+                return self.entry_table([])
+        else:
+            start = self._index_of(from_id)
+        return self.entry_table(self._walk(start))
+
+    def tree_roots(self) -> list[int]:
+        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without
+        building the children table's Python lists."""
+        return self._core.roots()
 
     def tree_table(self) -> TreeTable:
         """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes
@@ -1197,6 +1234,22 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+class EntryTable(NamedTuple):
+    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
+    length: entry positions, ``id`` and ``parentId`` (when strings, else None), whether
+    ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
+    byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
+
+    index: list[int]
+    id: list[str | None]
+    parent_id: list[str | None]
+    parent_is_null: list[bool]
+    type: list[str | None]
+    role: list[str | None]
+    line: list[int]
+    offset: list[int]
 
 
 class TreeTable(NamedTuple):

@@ -14,6 +14,17 @@ pyo3::import_exception!(sessiontree.errors, SessionError);
 pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
 pyo3::import_exception!(sessiontree.errors, SessionCycleError);
 
+/// Columns of [`Index::table`]: ids, parent ids, parentId is null, types, roles, lines, offsets.
+type EntryColumns = (
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<bool>,
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<u32>,
+    Vec<u64>,
+);
+
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     match e.raw_os_error() {
@@ -300,6 +311,27 @@ impl Index {
         self.check(i)?;
         let r = self.st.index.recs[i].role;
         Ok((r != 0).then(|| self.st.index.role_name(r).to_string()))
+    }
+    /// What listings show of entries `idx`, as columns: (ids, parent ids, parentId is null,
+    /// types, roles, lines 1-based, byte offsets). Ids, types and roles only when strings.
+    fn table(&self, idx: Vec<usize>) -> PyResult<EntryColumns> {
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let ix = &self.st.index;
+        let name = |t: u16, f: &dyn Fn(u16) -> String| (t != 0).then(|| f(t));
+        let mut cols: EntryColumns = Default::default();
+        for &i in &idx {
+            let r = &ix.recs[i];
+            cols.0.push(self.id_str(r.id));
+            cols.1.push(self.id_str(r.parent));
+            cols.2.push(r.parent == crate::index::KID_NULL);
+            cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
+            cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
+            cols.5.push(r.line);
+            cols.6.push(r.offset);
+        }
+        Ok(cols)
     }
     /// (line number 1-based, byte offset, byte length of the JSON text, value position)
     fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {

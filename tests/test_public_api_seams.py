@@ -36,7 +36,8 @@ def test_no_core_use_outside_the_modules_that_own_it():
     assert found == []
 
 
-def test_cli_uses_no_private_session_members():
-    private = [f"cli.py:{line}: {before}{name}" for line, name, before in _names(PKG / "cli.py")
+def test_clients_use_no_private_session_members():
+    private = [f"{client}:{line}: {before}{name}" for client in ("cli.py", "rpc.py")
+               for line, name, before in _names(PKG / client)
                if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")]
     assert private == []

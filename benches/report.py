@@ -208,7 +208,7 @@ def measure_shapes() -> list[tuple[str, str, int, float, float]]:
                     times["Session.open"].append(best_of(lambda: Session.open(path), 3))
                     s = Session.open(path)
                     for name, op in ops.items():
-                        times.setdefault(name, []).append(best_of(lambda: op(s), 3))
+                        times.setdefault(name, []).append(best_of(lambda s=s, op=op: op(s), 3))
                     del s
                 finally:
                     gc.enable()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from goldens import CORPUS, golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries, session_file
+from goldens import golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries, session_file
 from test_compaction_goldens import diff_report, file_fields, message_summary, pi, serialized
 
 from sessiontree.branch_summary import collect_entries_for_branch_summary, prepare_branch_entries

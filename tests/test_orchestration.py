@@ -377,7 +377,7 @@ def test_split_turn_runs_both_summaries_concurrently_and_joins_them():
 def test_split_turn_with_nothing_before_summarizes_only_the_prefix():
     s = Session.in_memory()
     s.append_message(user("one long turn"))
-    for k in range(8):
+    for _ in range(8):
         s.append_message(assistant("step " + "q" * 800))
     rec = Recorder()
     result = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=500))
@@ -547,7 +547,7 @@ def test_a_failed_summary_call_cancels_its_sibling_and_appends_nothing():
     s.append_message(user("old " + "o" * 4000))
     s.append_message(assistant("old answer " + "p" * 4000, usage=NO_USAGE))
     s.append_message(user("turn"))
-    for k in range(6):
+    for _ in range(6):
         s.append_message(assistant("step " + "q" * 1500, usage=NO_USAGE))
     n = len(s)
     summarizer = FailsSecond()
@@ -787,7 +787,7 @@ def test_split_turn_after_a_compaction_keeps_the_earlier_summary_as_history():
     rec = Recorder()
     first = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=5))
     assert first.first_kept_entry_id == second_turn and TURN_CONTEXT_SEPARATOR not in first.summary
-    for k in range(8):
+    for _ in range(8):
         s.append_message(assistant("more " + "r" * 800))
     second = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=500))
     history, prefix = second.summary.split(TURN_CONTEXT_SEPARATOR)

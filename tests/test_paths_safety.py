@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree import Session, list_sessions
+from sessiontree import Session
 from sessiontree.paths import default_session_dir, encode_cwd, inside, sessions_root
 
 EVIL_IDS = ["../../evil", "/etc/passwd", "..", ".", "a/b", "a\\b", "a\x00b", "C:evil", "x\n", ""]

@@ -6,7 +6,6 @@ is the long run documented in docs/reliability.md).
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal

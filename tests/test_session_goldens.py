@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ import pytest
 
 from goldens import golden_ids, golden_paths, session_file
 from sessiontree import Session, SessionCycleError, SessionFormatError
-from sessiontree._jsjson import js_stringify
 from sessiontree.context import fingerprint
 
 

@@ -15,11 +15,14 @@ from .context import SessionContext
 from .entries import Entry, Problem, TreeNode
 from .errors import (
     EntryNotFoundError,
+    PiError,
     SessionCycleError,
     SessionError,
     SessionFileChangedError,
     SessionFormatError,
     SessionLockedError,
+    SessionReadOnlyError,
+    SessionTreeError,
 )
 from .autocompact import AutoCompactor, RecoveryResult
 from .hooks import HookResultError, SessionHooks
@@ -35,6 +38,8 @@ from .orchestration import (
 from .provider_context import ProviderContext
 from .session import Session
 from .settings import CompactionSettings
+from .summarizers.base import SummarizerError
+from .token_counter import TokenCounterError
 from .tokens import estimate_tokens
 from .usage import UsageTotals
 
@@ -57,15 +62,20 @@ __all__ = [
     "RecoveryResult",
     "list_sessions",
     "estimate_tokens",
+    "SessionTreeError",
     "SessionError",
+    "PiError",
     "SessionFormatError",
     "SessionCycleError",
     "EntryNotFoundError",
     "SessionFileChangedError",
     "SessionLockedError",
+    "SessionReadOnlyError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",
     "CompactionNoProgressError",
     "HookResultError",
+    "SummarizerError",
+    "TokenCounterError",
 ]

@@ -6,7 +6,9 @@ message timestamps) come from three JavaScript primitives that Python does not s
 * ``JSON.stringify`` -> :func:`js_stringify` (key order kept, JS number formatting,
   lone surrogates escaped as ``\\udXXX``, integer-like keys first like a JS object);
 * ``string.length`` -> :func:`js_len` (UTF-16 code units);
-* ``new Date(x).getTime()`` -> :func:`js_date_parse` (ISO-8601 parsing, ``NaN`` on garbage).
+* ``new Date(x).getTime()`` -> :func:`js_date_parse` (ISO-8601 parsing, ``NaN`` on garbage;
+  strings go to the Rust core's parser, the one home of the rule);
+* ``string.trim()`` -> :func:`js_trim`.
 
 Values are what :func:`json.loads` produces: ``dict`` (insertion order = file order),
 ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``.
@@ -31,6 +33,8 @@ except ImportError:  # pragma: no cover - orjson is a hard dependency, but stay 
 
 from json.encoder import encode_basestring as _encode_str  # C implementation, non-ASCII kept raw
 
+from . import _core
+
 __all__ = [
     "JS_UNDEFINED",
     "js_stringify",
@@ -40,6 +44,8 @@ __all__ = [
     "js_number_to_string",
     "js_to_string",
     "js_date_parse",
+    "js_trim",
+    "JS_WHITESPACE",
 ]
 
 
@@ -336,68 +342,39 @@ def js_to_string(value: Any) -> str:
     return "[object Object]"
 
 
+# ==== String.prototype.trim ======================================================
+
+#: JavaScript's WhiteSpace + LineTerminator characters (what ``trim()`` removes). Not
+#: ``\x1c``-``\x1f`` or ``\x85``, which Python's ``str.strip()`` also removes. The Rust twin is
+#: ``jsdate::is_js_whitespace`` (used by its date parser); ``tests/test_parity_js_rules.py`` pins
+#: the two sets to each other over every code point.
+JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def js_trim(text: str) -> str:
+    """JavaScript ``text.trim()``.
+
+        >>> js_trim("\\u00a0 name\\u3000"), js_trim("\\x1fname\\x85")
+        ('name', '\\x1fname\\x85')
+    """
+    return text.strip(JS_WHITESPACE)
+
+
 # ==== Date.parse ================================================================
 
-_ISO = re.compile(
-    r"(?P<year>[+-]\d{6}|\d{4})"
-    r"(?:-(?P<month>\d{2})(?:-(?P<day>\d{2}))?)?"
-    r"(?:[Tt ](?P<hour>\d{2}):(?P<minute>\d{2})"
-    r"(?::(?P<second>\d{2})(?:\.(?P<frac>\d+))?)?"
-    r"(?P<tz>[Zz]|[+-]\d{2}:?\d{2})?)?"
-)
-_MS_PER_DAY = 86_400_000
-_MAX_TIME = 8.64e15
 
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of the proleptic Gregorian date (d may overflow the month)."""
-    y -= m <= 2
-    era = y // 400  # floor division: also right for negative years
-    yoe = y - era * 400
-    mp = (m + 9) % 12
-    doy = (153 * mp + 2) // 5
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468 + (d - 1)
+def _date_parse_str(text: str) -> float:
+    """``Date.parse(text)``: the Rust core's rule (``rust/src/jsdate.rs``), the one home of it."""
+    return _core.date_parse(text)
 
 
 def _time_clip(t: float) -> float:
-    if t != t or abs(t) > _MAX_TIME:
+    if t != t or abs(t) > 8.64e15:
         return math.nan
     return float(math.trunc(t)) + 0.0
-
-
-def _parse_iso(s: str) -> float:
-    m = _ISO.fullmatch(s)
-    if m is None:
-        return math.nan
-    ys = m.group("year")
-    if ys == "-000000":
-        return math.nan
-    year = int(ys)
-    month = int(m.group("month") or 1)
-    day = int(m.group("day") or 1)
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return math.nan
-    hour = minute = second = ms = 0
-    if m.group("hour") is not None:
-        hour, minute = int(m.group("hour")), int(m.group("minute"))
-        second = int(m.group("second") or 0)
-        frac = m.group("frac")
-        ms = int((frac + "00")[:3]) if frac else 0
-        if minute > 59 or second > 59 or hour > 24:
-            return math.nan
-        if hour == 24 and (minute or second or ms):
-            return math.nan
-    offset_min = 0
-    tz = m.group("tz")
-    if tz and tz not in ("Z", "z"):
-        oh, om = int(tz[1:3]), int(tz[-2:])
-        if oh > 23 or om > 59:
-            return math.nan
-        offset_min = (oh * 60 + om) * (1 if tz[0] == "+" else -1)
-    days = _days_from_civil(year, month, day)
-    t = days * _MS_PER_DAY + ((hour * 60 + minute - offset_min) * 60 + second) * 1000 + ms
-    return _time_clip(float(t))
 
 
 def js_date_parse(value: Any = JS_UNDEFINED) -> float:
@@ -420,7 +397,7 @@ def js_date_parse(value: Any = JS_UNDEFINED) -> float:
         nan
     """
     if isinstance(value, str):
-        return _parse_iso(value)
+        return _date_parse_str(value)
     if value is None or value is False:
         return 0.0
     if value is True:
@@ -431,5 +408,5 @@ def js_date_parse(value: Any = JS_UNDEFINED) -> float:
         except OverflowError:
             return math.nan
     if isinstance(value, (list, tuple)):
-        return _parse_iso(js_to_string(value))
+        return _date_parse_str(js_to_string(value))
     return math.nan

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._jsjson import js_date_parse
+from .errors import SessionTreeError
 
 
-class ReferenceCycle(Exception):
+class ReferenceCycle(SessionTreeError):
     """A parent chain loops (the ids on it are in ``args[0]``)."""
 
 

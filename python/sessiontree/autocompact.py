@@ -270,17 +270,11 @@ class AutoCompactor:
     def _last_assistant(self) -> Optional[tuple]:
         """``(entry_id, message)`` of the newest assistant message on the branch (the index
         walks back from the leaf only as far as that message)."""
-        session = self.session
-        leaf = session._core.leaf()
-        while leaf is not None:
-            i = session._core.find_back(leaf, "message", "assistant")
-            if i is None:
-                return None
-            m = session._entry(i).get("message")
-            if isinstance(m, dict) and m.get("role") == "assistant":
-                return session._core.id(i), m
-            leaf = session._core.walk_parent(i)
-        return None
+        found = self.session._last_on_branch("message", "assistant")
+        if found is None:
+            return None
+        m = found.get("message")
+        return (found.id, m) if isinstance(m, dict) else None
 
     def _failed_attempt(self, error: Any) -> Optional[str]:
         """Id of the failed assistant attempt to omit: the entry given, else the newest assistant
@@ -303,7 +297,7 @@ class AutoCompactor:
         if cid is None:
             return False
         span = self.session._span(context_rule=False)
-        ids = self.session._core.ids(span)
+        ids = [self.session._entry(i).id for i in span]
         if cid in ids:
             entries = [self.session._entry(i) for i in span[ids.index(cid) + 1:]]
         else:  # not the latest compaction: look over the whole branch

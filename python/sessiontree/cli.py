@@ -33,14 +33,13 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
-                     SessionLockedError)
-from .entries import parse_json_line
-from .session import Session
+                     SessionLockedError, SessionTreeError)
+from .session import EntryTable, Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
            "json_document"]
@@ -249,21 +248,13 @@ def _entry_preview_of(s: Any, i: int, limit: int, escape: bool = True) -> str:
     """Preview of entry ``i``; an entry whose body cannot be loaded (e.g. nested too deeply for
     Python) previews as empty instead of failing the listing."""
     try:
-        raw = s._load_raw(i)
+        raw = s.entry_at(i).raw
     except Exception:
         return ""
     return _safe_preview(entry_preview, raw, limit, escape)
 
 
 # ==== Helpers over the session ==========================================================
-
-
-def _kind(core: Any, i: int) -> str:
-    """An entry's role (message entries) or type, as shown in listings."""
-    t = core.type_name(i)
-    if t == "message":
-        return core.role(i) or "message"
-    return t if t is not None else "?"
 
 
 def _kind_from(entry_type: Any, role: Any) -> str:
@@ -290,17 +281,6 @@ def _fmt_tokens(n: Any) -> str:
     return "?" if n is None else str(n)
 
 
-def _header_on_disk(s: Session) -> dict | None:
-    line = s._core.header_line()
-    if line is None:
-        return None
-    try:
-        value = parse_json_line(line)
-    except SessionError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _labels_by_id(s: Session) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for target, label in s.labels.items():
@@ -311,18 +291,17 @@ def _labels_by_id(s: Session) -> dict[Any, Any]:
     return out
 
 
-def _active_path(s: Session, start: int | None = None) -> tuple[list[int], SessionCycleError | None]:
-    """Entry indices root → ``start`` (default: the leaf, like ``get_branch()``), or the
-    cycle error when the parent chain loops. Works on indices: no Entry objects."""
-    core = s._core
-    if start is None:
-        start = core.leaf()
-        if start is None:
-            return [], None
+def _active_path(s: Session, from_id: str | None = None) -> tuple[EntryTable, SessionCycleError | None]:
+    """The entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or an empty
+    table and the cycle error when the parent chain loops.
+
+    Raises:
+        EntryNotFoundError: ``from_id`` names no entry.
+    """
     try:
-        return list(core.branch(start)), None
+        return s.branch_table(from_id), None
     except SessionCycleError as exc:
-        return [], exc
+        return s.entry_table([]), exc
 
 
 # ==== Output ==========================================================================
@@ -354,11 +333,10 @@ def _print_json(doc: Any) -> None:
 def cmd_info(s: Session, args: argparse.Namespace) -> int:
     """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
     context's size and the number of problem lines."""
-    core = s._core
-    disk = _header_on_disk(s)
+    disk = s.file_header
     header = s.header
     path, cycle = _active_path(s)
-    roles = Counter(core.role(i) or "?" for i in path if core.type_name(i) == "message")
+    roles = Counter(role or "?" for etype, role in zip(path.type, path.role) if etype == "message")
     context_count = context_tokens = None
     context_error = None
     if cycle is None:
@@ -378,16 +356,16 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         "session_id": header.get("id") if disk is not None else None,
         "cwd": header.get("cwd") if disk is not None else None,
         "version": version,
-        "legacy_migrated_in_memory": bool(core.needs_migration),
+        "legacy_migrated_in_memory": bool(s.needs_migration),
         "parent_session": header.get("parentSession"),
         "empty_file": disk is None,
-        "entries": len(core),
-        "distinct_ids": core.entry_count(),
+        "entries": len(s),
+        "distinct_ids": s.entry_count(),
         "leaf_id": s.leaf_id,
         "session_name": s.session_name,
         "labels": len(s.labels),
-        "roots": len(core.roots()),
-        "active_branch_length": None if cycle else len(path),
+        "roots": len(s.tree_roots()),
+        "active_branch_length": None if cycle else len(path.index),
         "active_branch_cycle": list(cycle.ids) if cycle else None,
         "message_roles": None if cycle else dict(sorted(roles.items())),
         "context_messages": context_count,
@@ -405,7 +383,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
     else:
         out(f"session id:      {safe_text(info['session_id'])}")
         out(f"cwd:             {safe_text(info['cwd'])}")
-        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if core.needs_migration else ""
+        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if s.needs_migration else ""
         out(f"version:         {safe_text(version if version is not None else 'none (v1)')}{legacy}")
         if info["parent_session"] is not None:
             out(f"parent session:  {safe_text(info['parent_session'])}")
@@ -443,17 +421,16 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     (a duplicated id listed twice, or a loop through one) is shown once more with
     ``(shown above)`` and not expanded again.
     """
-    core = s._core
     limit = 0 if args.no_preview else args.max_preview
-    roots, start, kids = core.tree_table()
+    roots, start, kids = s.tree_table()
     labels = _labels_by_id(s)
     path, cycle = _active_path(s)
-    on_path = set(path)
-    leaf = core.leaf()
-    try:
-        unreachable = list(core.unreachable())
-    except SessionCycleError:
-        unreachable = []
+    on_path = set(path.index)
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
+    unreachable = [e.index for e in s.unreachable_entries()]
+    table = s.entry_table()
+    ids, parent_ids, types, roles, lines = table.id, table.parent_id, table.type, table.role, table.line
 
     out = _Out()
     records: list[dict] = []
@@ -474,17 +451,17 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
         while stack:
             i, prefix, conn, child_prefix, depth = stack.pop()
             again = i in seen
-            eid = core.id(i)
-            kind = _kind(core, i)
+            eid = ids[i]
+            kind = _kind_from(types[i], roles[i])
             label = labels.get(eid) if eid is not None else None
             text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
             if args.json:
                 if not again:
                     ch = children_of(i)
                     rec = {
-                        "index": i, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
-                        "role": core.role(i), "line": core.location(i)[0], "depth": depth,
-                        "label": label, "children": [core.id(c) for c in ch], "child_indices": list(ch),
+                        "index": i, "id": eid, "parent_id": parent_ids[i], "type": types[i],
+                        "role": roles[i], "line": lines[i], "depth": depth,
+                        "label": label, "children": [ids[c] for c in ch], "child_indices": list(ch),
                         "on_active_branch": i in on_path, "is_leaf": i == leaf, "unreachable": unreachable_part,
                     }
                     if limit > 0:
@@ -529,8 +506,8 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     if args.json:
         _print_json({
             "leaf_id": s.leaf_id,
-            "roots": [core.id(r) for r in roots],
-            "unreachable_ids": [core.id(i) for i in unreachable],
+            "roots": [ids[r] for r in roots],
+            "unreachable_ids": [ids[i] for i in unreachable],
             "active_branch_cycle": list(cycle.ids) if cycle else None,
             "nodes": records,
         })
@@ -554,20 +531,18 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
         EntryNotFoundError: ``--from`` names no entry.
         SessionCycleError: the parent chain loops.
     """
-    core = s._core
-    start = None if args.from_id is None else s._index_of(args.from_id)
-    path, cycle = _active_path(s, start)
+    path, cycle = _active_path(s, args.from_id)
     if cycle is not None:
         raise cycle
     limit = 0 if args.no_preview else args.max_preview
     labels = _labels_by_id(s)
-    leaf = core.leaf()
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
     rows = []
-    for depth, i in enumerate(path):
-        eid = core.id(i)
+    for depth, (i, eid, pid, _, etype, role, line, _) in enumerate(zip(*path)):
         rows.append({
-            "depth": depth, "id": eid, "parent_id": core.parent_id(i), "type": core.type_name(i),
-            "role": core.role(i), "line": core.location(i)[0],
+            "depth": depth, "id": eid, "parent_id": pid, "type": etype,
+            "role": role, "line": line,
             "label": labels.get(eid) if eid is not None else None,
             "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
             "is_leaf": i == leaf,
@@ -677,32 +652,25 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     Raises:
         EntryNotFoundError: ``--since`` names no entry.
     """
-    core = s._core
     if args.since is not None:
-        first = (core.index_of(args.since) if isinstance(args.since, str) else None)
-        if first is None:
+        since = s.get_entry(args.since) if isinstance(args.since, str) else None
+        if since is None:
             raise EntryNotFoundError(f"Entry not found: {args.since}")
-        first += 1
+        entries = s.entry_table(range(since.index + 1, len(s)))
     else:
-        first = 0
-    idx = list(range(first, len(core)))
-    ids = core.ids(idx)
-    types = core.types(idx)
+        entries = s.entry_table()
     if args.json:
-        rows = [{"line": core.location(i)[0], "offset": core.location(i)[1], "id": ids[k],
-                 "parent_id": core.parent_id(i), "type": types[k], "role": core.role(i)}
-                for k, i in enumerate(idx)]
+        rows = [{"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
+                for _, eid, pid, _, etype, role, line, offset in zip(*entries)]
         _print_json({"since": args.since, "count": len(rows), "entries": rows})
         return 0
     out = _Out()
-    width = len(str(core.location(idx[-1])[0])) if idx else 1
-    for k, i in enumerate(idx):
-        pid = core.parent_id(i)
-        kk = core.key_kinds(i)
-        parent = _shown_id(pid) if pid is not None else ("null" if kk[2] else "-")
-        out(f"{core.location(i)[0]:>{width}}  {_shown_id(ids[k])}  {parent}  "
-            f"{safe_text(_kind_from(types[k], core.role(i) if types[k] == 'message' else None))}")
-    if not idx:
+    width = len(str(entries.line[-1])) if entries.line else 1
+    for _, eid, pid, pnull, etype, role, line, _ in zip(*entries):
+        parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
+        out(f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
+            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}")
+    if not entries.line:
         out("(no entries)")
     out.flush()
     return 0
@@ -710,113 +678,15 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
 
 # ==== validate ========================================================================
 
-#: Problem kinds that do not make ``validate`` fail (Pi reads such files exactly as intended).
-NOTE_KINDS = frozenset({"blank_line"})
-
-
-def _cycles(core: Any, candidates: Iterable[int]) -> list[list[int]]:
-    """Parent cycles among ``candidates`` (entries unreachable from any root): each cycle
-    once, as entry indices in walk order (child to parent). Iterative."""
-    state: dict[int, int] = {}  # 1 = on the current walk, 2 = done
-    cycles: list[list[int]] = []
-    for start in candidates:
-        if start in state:
-            continue
-        walk: list[int] = []
-        i: int | None = start
-        while i is not None and i not in state:
-            state[i] = 1
-            walk.append(i)
-            i = core.walk_parent(i)
-        if i is not None and state.get(i) == 1:
-            cycles.append(walk[walk.index(i):])
-        for j in walk:
-            state[j] = 2
-    return cycles
-
-
 def validate_session(s: Session) -> list[dict]:
-    """Every problem in ``s``, sorted by line: the scanner's line problems (``malformed_json``,
-    ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``, ...) plus
-    structural ones: ``missing_id``, ``duplicate_id``, ``orphan`` (parentId names no entry:
-    Pi makes it a root), ``bad_parent_id`` (parentId missing or not a string),
-    ``self_parent`` (Pi's getBranch never returns from it), ``parent_cycle``,
-    ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the leaf's path loops: Pi cannot
-    open the file), ``label_target_missing``. Each is a dict ``{line, offset, kind,
-    message, severity}`` with severity ``"error"`` or ``"note"`` (blank lines)."""
-    core = s._core
-    out: list[dict] = []
-
-    def add(i: int | None, kind: str, message: str, line: int = 0, offset: int = 0) -> None:
-        if i is not None:
-            line, offset = core.location(i)[:2]
-        out.append({"line": line, "offset": offset, "kind": kind, "message": message,
-                    "severity": "note" if kind in NOTE_KINDS else "error"})
-
-    for p in s.problems:
-        add(None, p.kind, p.message, p.line, p.offset)
-    n = len(core)
-    ids = core.ids(list(range(n)))
-    first_line: dict[str, int] = {}
-    for i in range(n):
-        eid = ids[i]
-        id_str, parent_str, parent_null = core.key_kinds(i)
-        if eid is None:
-            add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
-            continue
-        if eid in first_line:
-            add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; "
-                                   "this later entry wins lookups")
-        else:
-            first_line[eid] = core.location(i)[0]
-        if parent_str:
-            pid = core.parent_id(i)
-            if pid == eid:
-                add(i, "self_parent", f"entry {eid!r} is its own parent (a root in Pi's tree; "
-                                      "Pi's getBranch never returns from it)")
-            elif core.index_of(pid) is None:
-                add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
-        elif not parent_null:
-            add(i, "bad_parent_id", f"entry {eid!r} has no parentId or a non-string one (Pi treats it as a root)")
-    try:
-        core.preorder()
-    except SessionCycleError as exc:
-        add(None, "parent_cycle", f"parentId cycle reachable from a root: {' -> '.join(map(str, exc.ids))}")
-    try:
-        unreachable = list(core.unreachable())
-    except SessionCycleError:
-        unreachable = []  # the loop through duplicate ids was reported above
-    cycles = _cycles(core, unreachable)
-    on_cycle = {i for c in cycles for i in c}
-    for c in cycles:
-        if len(c) == 1 and core.parent_id(c[0]) == core.id(c[0]):
-            continue  # already reported as self_parent
-        names = " -> ".join(repr(core.id(i)) for i in c)
-        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {core.id(c[0])!r}")
-    for i in unreachable:
-        if i not in on_cycle:
-            add(i, "unreachable", f"entry {core.id(i)!r} hangs off a parentId cycle (not reachable from any root)")
-    if not core.leaf_is_null() and core.leaf() is not None:
-        try:
-            core.branch(core.leaf())
-        except SessionCycleError as exc:
-            add(core.leaf(), "leaf_cycle", "the active leaf's parent chain loops "
-                f"({' -> '.join(map(str, exc.ids))}): Pi cannot open this session")
-    for i in range(n):
-        if core.type_name(i) != "label":
-            continue
-        raw = s._load_raw(i)
-        target = raw.get("targetId") if isinstance(raw, dict) else None
-        if not isinstance(target, str) or core.index_of(target) is None:
-            add(i, "label_target_missing", f"label targets {target!r}, which names no entry")
-    out.sort(key=lambda p: (p["line"], p["offset"]))
-    return out
+    """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
+    return s.validate()
 
 
 def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     """Print every problem (line, byte offset, kind, message). Exit 0 when there is none
     (notes such as blank lines do not count), 1 otherwise."""
-    problems = validate_session(s)
+    problems = s.validate()
     errors = sum(1 for p in problems if p["severity"] == "error")
     if args.json:
         _print_json({"path": str(s.path), "ok": errors == 0, "errors": errors,
@@ -838,7 +708,7 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
 # ==== compact / navigate: shared helpers =================================================
 
 
-class _CliFailure(Exception):
+class _CliFailure(SessionTreeError):
     """A one-line failure a writing command reports itself (message, exit code)."""
 
     def __init__(self, message: str, code: int = 2):
@@ -931,7 +801,7 @@ def _take_write_lock(s: Session) -> None:
     """Take the writer lock before any slow work, so a locked or read-only file fails before
     a model is called rather than after."""
     try:
-        s._lock()
+        s.lock()
     except SessionLockedError:
         raise
     except OSError as exc:
@@ -940,11 +810,10 @@ def _take_write_lock(s: Session) -> None:
 
 def _entry_where(s: Session, entry_id: Any) -> dict:
     """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
-    core = s._core
-    i = core.index_of(entry_id) if isinstance(entry_id, str) else None
-    if i is None:
+    e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
+    if e is None:
         return {"id": entry_id, "line": None, "type": None, "role": None}
-    return {"id": entry_id, "line": core.location(i)[0], "type": core.type_name(i), "role": core.role(i)}
+    return {"id": entry_id, "line": e.line, "type": e.type, "role": e.role}
 
 
 def _where_text(w: dict) -> str:
@@ -1221,7 +1090,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if write:
         _take_write_lock(s)
     old_leaf = s.leaf_id
-    first_new = len(s._core)
+    first_new = len(s)
     captured: dict = {}
 
     def on_prepared(event: Any) -> None:
@@ -1246,13 +1115,12 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     finally:
         s.hooks.before_tree.remove(on_prepared)
     s.flush()
-    core = s._core
-    written_idx = list(range(first_new, len(core))) if write else []
-    written = [{"id": core.id(i), "line": core.location(i)[0], "type": core.type_name(i)} for i in written_idx]
+    new_entries = [s.entry_at(i) for i in range(first_new, len(s))] if write else []
+    written = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
     label_entry = next((w for w in written if w["type"] == "label"), None)
     summary_entry = result.summary_entry
     if label_entry is not None:
-        position = core.parent_id(core.index_of(label_entry["id"]))
+        position = s.get_entry(label_entry["id"]).parent_id
     else:
         position = result.new_leaf_id
     prep = captured.get("prep")

@@ -131,6 +131,12 @@ class Entry(Mapping[str, Any]):
         return self._session._core.parent_id(self.index)
 
     @property
+    def parent_is_null(self) -> bool:
+        """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
+        not a string (``parent_id`` is None in all three cases)."""
+        return self._session._core.key_kinds(self.index)[2]
+
+    @property
     def type(self) -> str | None:
         return self._session._core.type_name(self.index)
 

@@ -1,9 +1,23 @@
-"""Exceptions raised by sessiontree. All derive from :class:`SessionError`."""
+"""Exceptions raised by sessiontree: one tree under :class:`SessionTreeError`.
+
+``except sessiontree.SessionTreeError`` catches anything the package raises on purpose:
+session errors (:class:`SessionError` and below), Pi's own throws mirrored
+(:class:`PiError`), summarizer errors, hook-result errors and token-counter errors. Each
+subclass also keeps a standard base where one fits (``ValueError``, ``KeyError``), so existing
+``except ValueError`` clauses still work. The Rust core raises these same classes (created once
+per interpreter, see ``rust/src/py.rs``).
+"""
 from __future__ import annotations
 
+from typing import Any
 
-class SessionError(Exception):
-    """Base class of every error sessiontree raises on purpose."""
+
+class SessionTreeError(Exception):
+    """Base class of every exception sessiontree defines."""
+
+
+class SessionError(SessionTreeError):
+    """A session-level failure: bad file, cycle, missing entry, lock, changed file..."""
 
 
 class PiError(SessionError, ValueError):
@@ -11,11 +25,30 @@ class PiError(SessionError, ValueError):
 
     ``str(err)`` and ``err.pi_error`` are Pi's exact JavaScript error text, e.g.
     ``"TypeError: content is not iterable"``: the goldens record them as ``pi_error``.
+    When the error is raised from an entry's content, :meth:`at_entry` adds the entry's id and
+    line to ``str(err)`` (``err.pi_error`` stays Pi's text).
+
+    Attributes:
+        pi_error: Pi's exact text (what the goldens record), never decorated.
+        entry_id: the id of the entry whose content made Pi throw, when known (else None).
+        line: that entry's 1-based line in the session file, when known (else None).
     """
+
+    entry_id: Any = None
+    line: int | None = None
 
     def __init__(self, pi_error: str) -> None:
         super().__init__(pi_error)
         self.pi_error = pi_error
+
+    def at_entry(self, entry_id: Any, line: int | None) -> "PiError":
+        """Record which entry's content raised this; ``str(err)`` then names it:
+        ``"TypeError: ... (entry 'a1b2c3d4', line 7)"``. Returns ``self`` (for ``raise``)."""
+        if self.entry_id is None and self.line is None:
+            self.entry_id, self.line = entry_id, line
+            where = f"entry {entry_id!r}" + (f", line {line}" if line is not None else "")
+            self.args = (f"{self.pi_error} ({where})",)
+        return self
 
 
 class SessionFormatError(SessionError, ValueError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ._jsjson import js_date_parse
+from ._jsjson import js_date_parse, js_trim
 from .entries import parse_json_line
 from .paths import default_session_dir, sessions_root
 
@@ -130,7 +130,7 @@ def session_info(path: Path) -> SessionInfo | None:
                     continue
                 if isinstance(v, dict) and v.get("type") == "session_info":
                     n = v.get("name")
-                    name = n.strip() if isinstance(n, str) and n.strip() else None
+                    name = (js_trim(n) or None) if isinstance(n, str) else None  # Pi getSessionName
                     break
             for line in _lines_backwards(mm, b'"message"'):
                 try:

@@ -709,10 +709,8 @@ def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: s
     entries: the index finds the common ancestor walking both branches up only as far as it is
     and hands out the entries below it (a parity test checks it against the pure rule over the
     corpus). Files with duplicate ids or legacy headers use the pure rule over whole branches."""
-    core = session._core
-    a = session._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
-    b = session._lookup(target_id)
-    if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+    fast = session._abandoned_since(old_leaf, target_id)
+    if fast is None:
 
         def get_entry(entry_id: str) -> Any:
             e = session.get_entry(entry_id)
@@ -722,12 +720,10 @@ def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: s
             return [e.raw for e in session.get_branch(entry_id)]
 
         return collect_entries_for_branch_summary(get_entry, get_branch, old_leaf, target_id)
-    ancestor = core.common_ancestor_near(a, b)
-    below = core.branch_since(a, ancestor)
+    below, ancestor_id = fast
     from .branch_summary import BranchSummaryCollection
 
-    return BranchSummaryCollection(session._load_raws(below or []),
-                                   None if ancestor is None else core.id(ancestor))
+    return BranchSummaryCollection(session._load_raws(below), ancestor_id)
 
 
 async def anavigate_tree(

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
+
+from . import _core
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f/\\:]")
 
@@ -48,18 +48,10 @@ def default_session_dir(cwd: str) -> Path:
     return sessions_root() / encode_cwd(cwd)
 
 
-_ISO_CACHE: list = [None, ""]  # [whole second, "YYYY-MM-DDTHH:MM:SS." for it]
-
-
 def iso_now() -> str:
-    """The current time like JavaScript ``new Date().toISOString()`` (ms precision, ``Z``).
-    The per-second prefix is cached: an append pays for the milliseconds only."""
-    ms_total = time.time_ns() // 1_000_000
-    sec, ms = divmod(ms_total, 1000)
-    if _ISO_CACHE[0] != sec:
-        _ISO_CACHE[1] = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))
-        _ISO_CACHE[0] = sec
-    return f"{_ISO_CACHE[1]}{ms:03d}Z"
+    """The current time like JavaScript ``new Date().toISOString()`` (ms precision, ``Z``): the
+    Rust core's clock, the same one that stamps entries appended by the core."""
+    return _core.iso_now()
 
 
 def new_session_id() -> str:

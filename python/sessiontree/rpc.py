@@ -39,11 +39,9 @@ import socket
 import stat
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-import orjson
 
 from .context import calculate_context_tokens, estimate_context_tokens
 from .errors import EntryNotFoundError, SessionError, SessionLockedError
@@ -51,10 +49,7 @@ from .paths import agent_dir, default_session_dir
 from .session import Session, dumps_entry
 from .settings import CompactionSettings
 
-try:  # JavaScript String.prototype.trim (one home: _jsjson once it has it, else session)
-    from ._jsjson import js_trim as _js_trim  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the version of _jsjson
-    from .session import _js_trim
+from ._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 
 PI_VERSION = "1.6.0"
 PROTOCOL = "sessiontree-rpc/1"

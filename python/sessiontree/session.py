@@ -19,27 +19,34 @@ differences, each listed in ``docs/divergences.md``:
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import threading
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
 from . import _core
-from ._jsjson import js_stringify_bytes
+from ._jsjson import js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context
-from .entries import Entry, Problem, ProblemList, TreeNode, parse_json_line
+from .entries import Entry, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
     LeafMovedError,
     SessionCycleError,
     SessionError,
     SessionFormatError,
+    PiError,
 )
+from . import orchestration
+from .compaction import collect_context_edits
+from .compaction import find_cut_point as py_find_cut_point
+from .hooks import SessionHooks
+from .listing import most_recent_session
+from .orchestration import CompactionResult, NavigationResult
+from .provider_context import ProviderContext, repair_for_provider
+from .usage import UsageAccumulator, UsageTotals
+from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .writer import DURABILITY_MODES, Durability, SessionWriter
 from .paths import (
@@ -54,7 +61,6 @@ from .paths import (
 
 # Entry ids need uniqueness within a file (collision-checked), not secrecy: a fast generator
 # seeded from the OS (Pi uses randomUUID().slice(0, 8)).
-_id_rng = random.Random(secrets.randbits(64))
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
 
@@ -90,12 +96,6 @@ def _require_str(**values: Any) -> None:
     for name, value in values.items():
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-
-
-def _js_trim(s: str) -> str:
-    # JavaScript String.prototype.trim(): whitespace + line terminators + BOM
-    return s.strip(" \t\n\r\v\f\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                   "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -288,8 +288,6 @@ class Session:
     def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike | None = None) -> "Session":
         """Open the most recently modified valid session of ``cwd``'s session directory, or
         create a new one there (Pi ``SessionManager.continueRecent``)."""
-        from .listing import most_recent_session
-
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
         recent = most_recent_session(sdir)
         if recent is not None:
@@ -322,6 +320,25 @@ class Session:
         return dict(self._header)
 
     @property
+    def file_header(self) -> dict | None:
+        """The header line as it is in the file, parsed (before any migration: a v1 file has no
+        ``version``); None for an empty file or a header line that is not a JSON object."""
+        line = self._core.header_line()
+        if line is None:
+            return None
+        try:
+            value = parse_json_line(line)
+        except SessionError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    @property
+    def leaf_entry(self) -> Entry | None:
+        """The entry at the leaf (None when the leaf is null or names no entry)."""
+        i = self._core.leaf()
+        return None if i is None else Entry(self, i)
+
+    @property
     def leaf_id(self) -> str | None:
         """The current leaf's id (None before the first entry, after :meth:`reset_leaf`, or
         when the last entry's id is not a string)."""
@@ -338,7 +355,7 @@ class Session:
         name = raw.get("name") if isinstance(raw, dict) else None
         if not isinstance(name, str):
             return None
-        name = _js_trim(name)
+        name = js_trim(name)
         return name or None
 
     @property
@@ -356,6 +373,27 @@ class Session:
         """Lines Pi skips or that look damaged, in file order: a sequence of :class:`Problem`
         built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
+
+    def validate(self, *, content: bool = True) -> list[dict]:
+        """Every problem in the file, sorted by line: the line problems of :attr:`problems`
+        (same line, offset, kind and message), structural ones (``missing_id``,
+        ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
+        ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with ``content``,
+        ``content_error`` for entries whose content Pi would throw on when estimating,
+        compacting or summarizing. See :mod:`sessiontree.validation`.
+
+        Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
+        ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
+        whole index, plus parsing label entries (and with ``content`` the message-carrying ones).
+
+            >>> Session.in_memory().validate()
+            []
+        """
+        out = structural_problems(self._core, self._load_raw)
+        if content:
+            out += content_problems(self._core, self._load_raw)
+        out.sort(key=lambda p: (p["line"], p["offset"]))
+        return out
 
     @property
     def needs_migration(self) -> bool:
@@ -514,6 +552,28 @@ class Session:
         leaf = self._context_leaf() if context_rule else self._core.leaf()
         return [] if leaf is None else self._core.context_span(leaf, with_settings)
 
+    def _last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
+        """The newest entry of type ``etype`` (and message role ``role``) on the active branch:
+        the index walks back from the leaf only as far as it is."""
+        leaf = self._core.leaf()
+        if leaf is None:
+            return None
+        i = self._core.find_back(leaf, etype, role)
+        return None if i is None else Entry(self, i)
+
+    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple | None:
+        """``(entry indices from just below the common ancestor to old_leaf, ancestor id)``, the
+        index walking both branches up only as far as their common ancestor; None when the pure
+        rule must decide (no old leaf, an unknown id, duplicate ids, a legacy file)."""
+        core = self._core
+        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
+        b = self._lookup(target_id) if isinstance(target_id, str) else None
+        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+            return None
+        ancestor = core.common_ancestor_near(a, b)
+        below = core.branch_since(a, ancestor) or []
+        return below, None if ancestor is None else core.id(ancestor)
+
     def get_context_entries(self) -> list[Entry]:
         """The entries of the active branch that context building and compaction read, root
         first: the whole branch when it holds no compaction; otherwise the latest compaction's
@@ -528,6 +588,72 @@ class Session:
             SessionCycleError: the parent chain from the leaf loops.
         """
         return [Entry(self, i) for i in self._span(with_settings=True)]
+
+    def entry_at(self, index: int) -> Entry:
+        """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
+
+        Raises:
+            IndexError: no entry there.
+        """
+        if not 0 <= index < len(self._core):
+            raise IndexError(f"entry index {index} out of range")
+        return Entry(self, index)
+
+    def entry_table(self, indices: Sequence[int] | None = None) -> EntryTable:
+        """What listings show of many entries, as columns, without parsing them or building
+        :class:`Entry` objects: an :class:`EntryTable` over the entry positions ``indices``
+        (default: every entry in file order). Cost: the index only, one call into the core.
+
+            >>> s = Session.in_memory()
+            >>> eid = s.append_message({"role": "user", "content": "hi", "timestamp": 0})
+            >>> t = s.entry_table()
+            >>> (t.id == [eid], t.type, t.role, t.parent_is_null)
+            (True, ['message'], ['user'], [True])
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        idx = list(range(len(self._core))) if indices is None else list(indices)
+        return EntryTable(idx, *self._core.table(idx))
+
+    def branch_table(self, from_id: str | None = None) -> EntryTable:
+        """:meth:`get_branch` as an :meth:`entry_table` (root first; empty when the leaf is null).
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops.
+        """
+        if from_id is None:
+            start = self._core.leaf()
+            if start is None:
+                return self.entry_table([])
+        else:
+            start = self._index_of(from_id)
+        return self.entry_table(self._walk(start))
+
+    def tree_roots(self) -> list[int]:
+        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without
+        building the children table's Python lists."""
+        return self._core.roots()
+
+    def tree_table(self) -> TreeTable:
+        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes
+        without building objects: ``roots`` (node positions in Pi's order) and the children of
+        node ``i`` in ``kids[start[i]:start[i + 1]]`` (sorted like Pi). Positions are
+        :attr:`Entry.index` values (:meth:`entry_at`)."""
+        return TreeTable(*self._core.tree_table())
+
+    def unreachable_entries(self) -> list[Entry]:
+        """Entries no root reaches (they hang off a ``parentId`` cycle), in file order; empty
+        when the tree walk itself meets a loop through duplicated ids.
+
+        Raises:
+            SessionError: the tree walk would repeat whole subtrees past a size limit.
+        """
+        try:
+            return [Entry(self, i) for i in self._core.unreachable()]
+        except SessionCycleError:
+            return []
 
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
@@ -573,7 +699,28 @@ class Session:
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return build_session_context(self._load_raws(self._span(with_settings=True)))
+        try:
+            return build_session_context(self._load_raws(self._span(with_settings=True)))
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
+
+    def _name_entry(self, exc: PiError) -> PiError:
+        """``exc`` naming the entry whose content raised it (id and line): the first entry on
+        the current branch, then in the file, whose content raises the same Pi error
+        (:func:`sessiontree.validation.entry_content_error`). Runs only when an error was raised."""
+        if exc.entry_id is not None or exc.line is not None:
+            return exc
+        try:
+            path = self._context_path()
+        except SessionError:
+            path = []
+        seen = set(path)
+        for i in [*path, *(k for k in range(len(self._core)) if k not in seen)]:
+            err = entry_content_error(self._load_raw(i))
+            if err is not None and err.pi_error == exc.pi_error:
+                return exc.at_entry(self._core.id(i), self._core.location(i)[0])
+        return exc
 
     def refresh(self) -> int:
         """Index entries another process appended since the last scan; cost follows the new
@@ -592,12 +739,20 @@ class Session:
     # ==== writing ==================================================================
 
     def _generate_id(self) -> str:
-        # Pi generateId: 8 hex chars, collision-checked, UUID after 100 collisions
-        for _ in range(100):
-            cand = f"{_id_rng.getrandbits(32):08x}"
-            if self._core.index_of(cand) is None:
-                return cand
-        return str(uuid.uuid4())
+        """Pi ``generateId``: 8 hex digits not used in this session (the core's one generator)."""
+        return self._core.new_id()
+
+    def lock(self) -> None:
+        """Take the writer lock now (it is otherwise taken by the first write), so that a locked
+        or read-only file fails before slow work such as a summary request. Held until
+        :meth:`close`. Does nothing for an in-memory session.
+
+        Raises:
+            SessionLockedError: another writer holds the lock.
+            OSError: the file cannot be opened for writing.
+        """
+        if self._path is not None:
+            self._lock()
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
@@ -820,7 +975,7 @@ class Session:
             TypeError: ``name`` is not a str.
         """
         _require_str(name=name)
-        return self._append_field("session_info", "name", _js_trim(name))
+        return self._append_field("session_info", "name", js_trim(name))
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an earlier entry; the next append starts a new branch there.
@@ -896,12 +1051,9 @@ class Session:
         parent = self._core.id(kept[-1]) if kept else None
         for target, e in self._core.labels():
             if target is not None and target in kept_ids:
-                for _ in range(100):
-                    nid = secrets.token_hex(4)
-                    if nid not in used:
-                        break
-                else:
-                    nid = str(uuid.uuid4())
+                nid = self._core.new_id()  # unused in this file, so in the new one
+                while nid in used:
+                    nid = self._core.new_id()
                 used.add(nid)
                 lab = {"type": "label", "id": nid, "parentId": parent, "timestamp": iso_now(),
                        "targetId": target, "label": self._load_raw(e).get("label")}
@@ -942,8 +1094,6 @@ class Session:
         Raises:
             SessionCycleError: the branch loops.
         """
-        from .compaction import collect_context_edits, find_cut_point as py_find_cut_point
-
         path = self._span()
         if not path:
             return CutPoint(None, None, False)
@@ -959,8 +1109,12 @@ class Session:
             self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         if got is None:
             entries = self._load_raws(path)
-            r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries),
-                                  token_counter)
+            try:
+                r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens,
+                                      collect_context_edits(entries), token_counter)
+            except PiError as exc:
+                self._name_entry(exc)
+                raise
             got = (r.first_kept_entry_index, r.turn_start_index, r.is_split_turn)
         first, turn, split = got
         if first >= len(path):
@@ -970,18 +1124,17 @@ class Session:
     # ==== compaction and navigation ================================================
 
     @property
-    def hooks(self) -> Any:
+    def hooks(self) -> SessionHooks:
         """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
         ``before_tree`` lists of sync or async callables)."""
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
-            from .hooks import SessionHooks
-
             hooks = self._hooks = SessionHooks()
         return hooks
 
     async def acompact(self, summarizer: Any = None, *, settings: Any = None,
-                       custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+                       custom_instructions: str | None = None, reason: str = "manual",
+                       **kwargs: Any) -> CompactionResult:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
         (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``,
         ``accept_suspect_summary``). Reads only the context span (:meth:`get_context_entries`).
@@ -993,30 +1146,33 @@ class Session:
                 refused (nothing appended).
             LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
-        from .orchestration import acompact
-
-        return await acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
-                              reason=reason, **kwargs)
+        try:
+            return await orchestration.acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
+                                  reason=reason, **kwargs)
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
 
     def compact(self, summarizer: Any = None, *, settings: Any = None,
-                custom_instructions: str | None = None, reason: str = "manual", **kwargs: Any) -> Any:
+                custom_instructions: str | None = None, reason: str = "manual",
+                **kwargs: Any) -> CompactionResult:
         """Sync :meth:`acompact` (not from inside a running event loop)."""
-        from .orchestration import run_blocking
-
-        return run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
+        return orchestration.run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
                                       reason=reason, **kwargs))
 
-    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> Any:
+    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> NavigationResult:
         """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
         (keywords ``summarize``, ``summarizer``, ``custom_instructions``, ``replace_instructions``,
         ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
-        from .orchestration import anavigate_tree
-
-        return await anavigate_tree(self, target_id, **kwargs)
+        try:
+            return await orchestration.anavigate_tree(self, target_id, **kwargs)
+        except PiError as exc:
+            self._name_entry(exc)
+            raise
 
     def navigate_tree(self, target_id: str, *, summarize: bool = False, summarizer: Any = None,
                       custom_instructions: str | None = None, replace_instructions: bool = False,
-                      label: str | None = None, **kwargs: Any) -> Any:
+                      label: str | None = None, **kwargs: Any) -> NavigationResult:
         """Sync :meth:`anavigate_tree`: selecting a user message moves the leaf to its parent and
         returns its text (``editor_text``); anything else becomes the leaf; ``summarize=True``
         appends a ``branch_summary`` of the abandoned branch.
@@ -1024,18 +1180,14 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
-        from .orchestration import run_blocking
-
-        return run_blocking(self.anavigate_tree(
+        return orchestration.run_blocking(self.anavigate_tree(
             target_id, summarize=summarize, summarizer=summarizer, custom_instructions=custom_instructions,
             replace_instructions=replace_instructions, label=label, **kwargs))
 
-    def usage_totals(self) -> Any:
+    def usage_totals(self) -> UsageTotals:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
-        from .usage import UsageAccumulator
-
         types = ("message", "compaction", "branch_summary", "usage")
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
@@ -1058,12 +1210,10 @@ class Session:
             last.add([self._load_raw(n - 1)])
         return last.totals()
 
-    def build_provider_context(self) -> Any:
+    def build_provider_context(self) -> ProviderContext:
         """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool
         calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
         Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
-        from .provider_context import repair_for_provider
-
         ctx = self.build_context()
         return repair_for_provider(ctx.messages, ctx.sources)
 
@@ -1184,6 +1334,31 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+class EntryTable(NamedTuple):
+    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
+    length: entry positions, ``id`` and ``parentId`` (when strings, else None), whether
+    ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
+    byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
+
+    index: list[int]
+    id: list[str | None]
+    parent_id: list[str | None]
+    parent_is_null: list[bool]
+    type: list[str | None]
+    role: list[str | None]
+    line: list[int]
+    offset: list[int]
+
+
+class TreeTable(NamedTuple):
+    """Pi's tree as entry positions (:meth:`Session.tree_table`): root nodes, and the children
+    of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
+
+    roots: list[int]
+    start: list[int]
+    kids: list[int]
 
 
 class CutPoint(NamedTuple):

@@ -102,6 +102,7 @@ pub fn iso_from_ms(ms: i64) -> String {
     String::from_utf8_lossy(&write_iso(ms)).into_owned()
 }
 
+/// Milliseconds since the epoch now (the clock of every appended entry and new header).
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -128,8 +129,10 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) -> bool {
     }
 }
 
-/// A fresh entry id: 8 lowercase hex digits not yet used in the index (Pi `generateId`).
-fn fresh_id(index: &Index, rng: &mut IdRng) -> [u8; 8] {
+/// A fresh entry id: 8 lowercase hex digits not yet used in the index (Pi `generateId`). The one
+/// id generator: appends built here and entries built in Python (through the binding's `new_id`)
+/// both take their ids from it.
+pub fn fresh_id(index: &Index, rng: &mut IdRng) -> [u8; 8] {
     loop {
         let id = rng.candidate();
         if index.index_of_str(std::str::from_utf8(&id).expect("hex digits are ASCII")).is_none() {

@@ -8,16 +8,12 @@
 //! are kept with it. Anything unusual (a `context_edit` on the path, content on which Pi would
 //! throw) makes the search return `None`, and the caller uses the Python implementation.
 
-use crate::index::{T_COMPACTION, T_MESSAGE};
+use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION, T_CONTEXT_EDIT, T_CUSTOM_MESSAGE, T_MESSAGE};
 use crate::store::Store;
 use crate::tokens::{self, Estimate};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
-
-const T_BRANCH_SUMMARY: u16 = 6;
-const T_CUSTOM_MESSAGE: u16 = 8;
-const T_CONTEXT_EDIT: u16 = 11;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Info {

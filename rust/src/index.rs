@@ -47,9 +47,11 @@ pub const T_MESSAGE: u16 = 2;
 pub const T_MODEL_CHANGE: u16 = 3;
 pub const T_THINKING_LEVEL_CHANGE: u16 = 4;
 pub const T_COMPACTION: u16 = 5;
-pub const T_CONTEXT_EDIT: u16 = 11;
+pub const T_BRANCH_SUMMARY: u16 = 6;
+pub const T_CUSTOM_MESSAGE: u16 = 8;
 pub const T_LABEL: u16 = 9;
 pub const T_SESSION_INFO: u16 = 10;
+pub const T_CONTEXT_EDIT: u16 = 11;
 
 pub const ROLE_NAMES: [&str; 10] = [
     "",
@@ -198,6 +200,9 @@ pub enum Leaf {
     Key(u32),
 }
 
+/// What a header line changed, to undo it: (header state, header span, header version).
+type HeaderUndo = (HeaderState, Option<(u64, u64)>, JsVal);
+
 /// What an unterminated last line changed, so `refresh()` can undo it once the line grows.
 #[derive(Debug, Clone)]
 struct Provisional {
@@ -211,7 +216,7 @@ struct Provisional {
     session_info_prev: u32,
     leaf_prev: Leaf,
     last_v1_prev: u32,
-    header: Option<(HeaderState, Option<(u64, u64)>, JsVal)>,
+    header: Option<HeaderUndo>,
     /// (legacy_v1, legacy_v2, v1_seed): what a header line set
     legacy_prev: (bool, bool, u64),
 }
@@ -509,6 +514,8 @@ pub struct ParsedLine<'a> {
     pub result: LineResult<'a>,
 }
 
+// `Value` is the common case (nearly every line): boxing it would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
 pub enum LineResult<'a> {
     Blank,
     Bad(json::JsonError),
@@ -1026,7 +1033,7 @@ impl Index {
                 self.v1_seed = fnv1a(sk.id.as_str().unwrap_or("").as_bytes(), 0x5e55);
                 let v = version_number(&self.header_version);
                 // Pi: `if (version >= 3) no migration; if (version < 2) v1→v2; if (version < 3) v2→v3`
-                if !(v >= 3.0) {
+                if v < 3.0 || v.is_nan() {
                     self.legacy_v1 = v < 2.0;
                     self.legacy_v2 = true;
                 }
@@ -1160,6 +1167,15 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_codes_name_their_types() {
+        for (code, name) in [(T_SESSION, "session"), (T_MESSAGE, "message"), (T_COMPACTION, "compaction"),
+            (T_BRANCH_SUMMARY, "branch_summary"), (T_CUSTOM_MESSAGE, "custom_message"), (T_LABEL, "label"),
+            (T_SESSION_INFO, "session_info"), (T_CONTEXT_EDIT, "context_edit")] {
+            assert_eq!(TYPE_NAMES[code as usize], name);
+        }
+    }
 
     #[test]
     fn fast_iso_timestamps_read_as_parse_iso_reads_them() {

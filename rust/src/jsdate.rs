@@ -64,9 +64,27 @@ impl Cur<'_> {
     }
 }
 
+/// JavaScript's WhiteSpace and LineTerminator characters: what `String.prototype.trim()` removes
+/// and what V8's date parser skips (TAB, VT, FF, SP, NBSP, ZWNBSP, the Zs category, LF, CR,
+/// LS, PS). Not U+0085 or U+001C..U+001F, which Rust's `char::is_whitespace` or Python's
+/// `str.strip()` would take. Python's twin, `sessiontree._jsjson.js_trim`, is pinned to this set
+/// by `tests/test_parity_js_rules.py`.
+pub fn is_js_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0b}' | '\u{0c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'..='\u{200a}'
+            | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
+    )
+}
+
+/// `s.trim()` as JavaScript does it (see [`is_js_whitespace`]).
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_whitespace)
+}
+
 /// `Date.parse(s)` in milliseconds since the epoch, or NaN.
 pub fn parse_iso(s: &str) -> f64 {
-    let s = s.trim_matches(|c: char| c.is_whitespace());
+    let s = js_trim(s);
     let mut c = Cur { b: s.as_bytes(), i: 0 };
     let year = match c.b.first() {
         Some(b'+') | Some(b'-') => {
@@ -187,6 +205,16 @@ mod tests {
         assert_eq!(parse_iso("2024-01-01"), 1704067200000.0);
         assert_eq!(parse_iso("2024-01-01T01:00:00+01:00"), 1704067200000.0);
         assert_eq!(parse_iso("2024-01-01T00:00:00.1234Z"), 1704067200123.0);
+    }
+
+    #[test]
+    fn surrounding_js_whitespace_is_skipped_and_other_controls_are_not() {
+        assert_eq!(parse_iso(" 2024-01-01"), 1704067200000.0);
+        assert_eq!(parse_iso("\u{feff}2024-01-01\u{2028}"), 1704067200000.0);
+        assert!(parse_iso("\u{85}2024-01-01").is_nan());
+        assert!(parse_iso("\u{1f}2024-01-01").is_nan());
+        assert_eq!(js_trim("\u{1f}name\u{85}"), "\u{1f}name\u{85}");
+        assert_eq!(js_trim("\u{a0} name\u{3000}"), "name");
     }
 
     #[test]

@@ -1237,7 +1237,7 @@ mod tests {
                     // fast run of plain ASCII
                     while self.i < b.len() {
                         let c = b[self.i];
-                        if c == b'"' || c == b'\\' || c < 0x20 || c >= 0x80 {
+                        if c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c) {
                             break;
                         }
                         self.i += 1;

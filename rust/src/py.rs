@@ -8,15 +8,22 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use std::path::PathBuf;
 
-fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py.import("sessiontree.errors").and_then(|m| m.getattr(class)) {
-        Ok(cls) => match cls.call1((msg.clone(),)) {
-            Ok(inst) => PyErr::from_value(inst),
-            Err(e) => e,
-        },
-        Err(_) => PyValueError::new_err(msg),
-    }
-}
+// The package's exception classes, each looked up once per interpreter (PyO3 caches the type
+// object) instead of importing `sessiontree.errors` and naming a class at every error.
+pyo3::import_exception!(sessiontree.errors, SessionError);
+pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
+pyo3::import_exception!(sessiontree.errors, SessionCycleError);
+
+/// Columns of [`Index::table`]: ids, parent ids, parentId is null, types, roles, lines, offsets.
+type EntryColumns = (
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<bool>,
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<u32>,
+    Vec<u64>,
+);
 
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
@@ -30,14 +37,14 @@ fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     }
 }
 
-fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
+fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
     match e {
         StoreError::Io(io) => os_err(&io, ""),
         StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
-        StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
-        StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
-        StoreError::Unwritten(_) => py_err(py, "SessionError", e.to_string()),
-        other => py_err(py, "SessionFileChangedError", other.to_string()),
+        StoreError::NoWriter => SessionError::new_err(e.to_string()),
+        StoreError::Replaced => SessionFileChangedError::new_err(e.to_string()),
+        StoreError::Unwritten(_) => SessionError::new_err(e.to_string()),
+        other => SessionFileChangedError::new_err(other.to_string()),
     }
 }
 
@@ -71,17 +78,11 @@ impl Index {
     fn id_str(&self, kid: u32) -> Option<String> {
         self.st.index.key_string(kid).map(str::to_string)
     }
-    fn cycle_err(&self, py: Python<'_>, c: Cycle) -> PyErr {
+    fn cycle_err(&self, _py: Python<'_>, c: Cycle) -> PyErr {
         let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
         let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
         let msg = format!("parentId cycle through entries: {}", shown.join(" -> "));
-        match py.import("sessiontree.errors").and_then(|m| m.getattr("SessionCycleError")) {
-            Ok(cls) => match cls.call1((msg, ids)) {
-                Ok(inst) => PyErr::from_value(inst),
-                Err(e) => e,
-            },
-            Err(e) => e,
-        }
+        SessionCycleError::new_err((msg, ids))
     }
     fn ensure_tree(&mut self) {
         let gen = self.st.index.generation;
@@ -208,6 +209,13 @@ impl Index {
         Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
     }
 
+    /// A fresh entry id for an entry built in Python (Pi `generateId`: 8 hex digits not used in
+    /// the index), from the generator `append_entry` uses.
+    fn new_id(&mut self) -> String {
+        let id = crate::append::fresh_id(&self.st.index, &mut self.rng);
+        String::from_utf8_lossy(&id).into_owned()
+    }
+
     /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
     #[getter]
     fn appended_in_memory(&self) -> usize {
@@ -303,6 +311,27 @@ impl Index {
         self.check(i)?;
         let r = self.st.index.recs[i].role;
         Ok((r != 0).then(|| self.st.index.role_name(r).to_string()))
+    }
+    /// What listings show of entries `idx`, as columns: (ids, parent ids, parentId is null,
+    /// types, roles, lines 1-based, byte offsets). Ids, types and roles only when strings.
+    fn table(&self, idx: Vec<usize>) -> PyResult<EntryColumns> {
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let ix = &self.st.index;
+        let name = |t: u16, f: &dyn Fn(u16) -> String| (t != 0).then(|| f(t));
+        let mut cols: EntryColumns = Default::default();
+        for &i in &idx {
+            let r = &ix.recs[i];
+            cols.0.push(self.id_str(r.id));
+            cols.1.push(self.id_str(r.parent));
+            cols.2.push(r.parent == crate::index::KID_NULL);
+            cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
+            cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
+            cols.5.push(r.line);
+            cols.6.push(r.offset);
+        }
+        Ok(cols)
     }
     /// (line number 1-based, byte offset, byte length of the JSON text, value position)
     fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {
@@ -411,13 +440,6 @@ impl Index {
         self.check(b)?;
         self.st.index.common_ancestor_near(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
     }
-    /// Deepest common ancestor of entries `a` and `b`, or None.
-    fn common_ancestor(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
-        self.check(a)?;
-        self.check(b)?;
-        self.st.index.common_ancestor(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
-    }
-
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
         self.check(i)?;
@@ -444,35 +466,20 @@ impl Index {
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         self.ensure_tree();
-        let limit = self.st.index.recs.len().saturating_mul(8) + 1_000_000;
+        let limit = self.st.index.preorder_limit();
         let t = &self.tree.as_ref().unwrap().1;
         match t.preorder(limit) {
             Ok(v) => Ok(v),
             Err(PreorderError::Cycle(c)) => Err(self.cycle_err(py, Cycle(c))),
-            Err(PreorderError::TooLarge(n)) => Err(py_err(
-                py,
-                "SessionError",
-                format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"),
-            )),
+            Err(PreorderError::TooLarge(n)) => {
+                Err(SessionError::new_err(format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)")))
+            }
         }
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let pre = self.preorder(py)?;
-        let n = self.st.index.recs.len();
-        let mut seen = vec![false; n];
-        for p in pre {
-            seen[p as usize] = true;
-        }
-        let mut out = Vec::new();
-        for i in 0..n as u32 {
-            let node = self.st.index.node_of(i);
-            if !seen[node as usize] {
-                seen[node as usize] = true;
-                out.push(i);
-            }
-        }
-        Ok(out)
+        Ok(self.st.index.unreachable(&pre))
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
@@ -544,9 +551,26 @@ impl Index {
     }
 }
 
+/// JavaScript `Date.parse(s)` (`new Date(s).getTime()` of a string) in epoch milliseconds, NaN
+/// when invalid: the one date rule, also used by the index for sibling order. A string that is
+/// not valid UTF-8 (a lone surrogate) is never a date.
+#[pyfunction]
+fn date_parse(s: &Bound<'_, PyString>) -> f64 {
+    s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
+}
+
+/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`): the clock of appended
+/// entries, also used for headers and entries built in Python.
+#[pyfunction]
+fn iso_now() -> String {
+    crate::append::iso_from_ms(crate::append::now_ms())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_function(wrap_pyfunction!(date_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(iso_now, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

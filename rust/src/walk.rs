@@ -1,4 +1,4 @@
-//! Walking the tree: branches (root first), the deepest common ancestor, children in Pi's
+//! Walking the tree: branches (root first), children in Pi's
 //! order, roots, pre-order and unreachable entries. Nothing recurses; every walk is bounded,
 //! and a `parentId` cycle is reported instead of looping (Pi loops until the heap is gone).
 
@@ -192,7 +192,7 @@ impl Index {
         let mut n = 0usize;
         while c != NONE {
             let r = &self.recs[c as usize];
-            if r.etype == etype && role.map_or(true, |x| r.role == x) {
+            if r.etype == etype && role.is_none_or(|x| r.role == x) {
                 return Ok(Some(c));
             }
             n += 1;
@@ -259,19 +259,28 @@ impl Index {
         Ok(None)
     }
 
-    /// Deepest common ancestor of two entries (an entry is its own ancestor).
-    pub fn common_ancestor(&self, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
-        let pa = self.branch(a)?;
-        let pb = self.branch(b)?;
-        let mut best = None;
-        for (x, y) in pa.iter().zip(pb.iter()) {
-            if x == y {
-                best = Some(*x);
-            } else {
-                break;
+    /// Entries no root reaches, given the tree's pre-order (`Tree::preorder`): the first
+    /// occurrence of each such node, in file order. These hang off `parentId` cycles.
+    pub fn unreachable(&self, preorder: &[u32]) -> Vec<u32> {
+        let n = self.recs.len();
+        let mut seen = vec![false; n];
+        for &p in preorder {
+            seen[p as usize] = true;
+        }
+        let mut out = Vec::new();
+        for i in 0..n as u32 {
+            let node = self.node_of(i);
+            if !seen[node as usize] {
+                seen[node as usize] = true;
+                out.push(i);
             }
         }
-        Ok(best)
+        out
+    }
+
+    /// The bound on a pre-order walk's visits (duplicate ids can repeat whole subtrees).
+    pub fn preorder_limit(&self) -> usize {
+        self.recs.len().saturating_mul(8) + 1_000_000
     }
 
     /// Pi getTree's node for an occurrence: the winner of that entry's id.
@@ -314,8 +323,7 @@ impl Index {
         let start = counts.clone();
         let mut fill = counts;
         let mut kids = vec![0u32; start[n] as usize];
-        for i in 0..n {
-            let p = parent_of[i];
+        for (i, &p) in parent_of.iter().enumerate() {
             if p != NONE {
                 kids[fill[p as usize] as usize] = self.node_of(i as u32);
                 fill[p as usize] += 1;
@@ -463,7 +471,15 @@ pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
 
 #[cfg(test)]
 mod span_tests {
+    use crate::index::Index;
     use crate::store::Store;
+    use crate::walk::Cycle;
+
+    /// The plain rule (both branches walked whole), the oracle for `common_ancestor_near`.
+    fn common_ancestor(ix: &Index, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
+        let (pa, pb) = (ix.branch(a)?, ix.branch(b)?);
+        Ok(pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).last().map(|(x, _)| *x))
+    }
 
     fn store(lines: &[String]) -> Store {
         let mut st = Store::in_memory();
@@ -536,7 +552,7 @@ mod span_tests {
         let n = lines.len() as u32;
         for a in 0..n {
             for b in 0..n {
-                assert_eq!(ix.common_ancestor_near(a, b).unwrap(), ix.common_ancestor(a, b).unwrap(), "{a} {b}");
+                assert_eq!(ix.common_ancestor_near(a, b).unwrap(), common_ancestor(ix, a, b).unwrap(), "{a} {b}");
             }
         }
         assert_eq!(ix.branch_since(n - 1, 5).unwrap().unwrap().len(), 2);

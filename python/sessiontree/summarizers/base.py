@@ -14,6 +14,8 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..errors import SessionTreeError
+
 SummaryKind = Literal["compaction", "turn_prefix", "branch"]
 
 
@@ -178,7 +180,7 @@ class Summarizer(Protocol):
         ...
 
 
-class SummarizerError(Exception):
+class SummarizerError(SessionTreeError):
     """A summary call failed for good (after retries), or the answer was unusable."""
 
 

@@ -1,0 +1,44 @@
+"""The CLI is a client of the public API: only the modules that own the Rust core touch it, and
+nothing outside ``Session``'s own modules reaches into a ``Session``'s private members."""
+from __future__ import annotations
+
+import io
+import tokenize
+from pathlib import Path
+
+import sessiontree
+
+PKG = Path(sessiontree.__file__).parent
+#: The package internals that own the core: the Session facade and its entry views, and the
+#: two JS rules Python takes from Rust (Date parsing, the ISO clock), and the HTML export, which
+#: streams the index in batches (``Index.html_digest``) instead of building entries.
+CORE_OWNERS = {"session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py"}
+
+
+def _names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, token, previous two tokens joined) for every NAME token (comments and strings excluded)."""
+    out = []
+    prev: list[str] = ["", ""]
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type in (tokenize.NAME, tokenize.OP):
+            if tok.type == tokenize.NAME:
+                out.append((tok.start[0], tok.string, "".join(prev)))
+            prev = [prev[1], tok.string]
+    return out
+
+
+def test_no_core_use_outside_the_modules_that_own_it():
+    found = []
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(PKG).as_posix()
+        if rel in CORE_OWNERS:
+            continue
+        found += [f"{rel}:{line}" for line, name, _ in _names(f) if name == "_core"]
+    assert found == []
+
+
+def test_clients_use_no_private_session_members():
+    private = [f"{client}:{line}: {before}{name}" for client in ("cli.py", "rpc.py")
+               for line, name, before in _names(PKG / client)
+               if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")]
+    assert private == []

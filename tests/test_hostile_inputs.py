@@ -136,9 +136,10 @@ def test_a_single_huge_line_has_a_clear_outcome_and_bounded_memory(big_files, sh
         _write_big_line(p, HEADER + start, b"x", HUGE_LINE, b"")
     r = _measure(p)
     size = p.stat().st_size
-    # the file is memory-mapped: its pages may count in RSS, nothing else may grow with it
+    # the file is read through a bounded buffer (never mapped: no SIGBUS), except that one line
+    # longer than the buffer is read whole while it is parsed: at most its size, once
     assert r["hwm_growth"] <= size + SLACK, r
-    assert r["anon_growth"] <= SLACK, r
+    assert r["anon_growth"] <= size + SLACK, r
     if shape == "message":
         assert r["len"] == 2 and r["ids"] == ["big", "after"] and r["n_problems"] == 0
     elif shape == "garbage":

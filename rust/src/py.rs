@@ -96,7 +96,7 @@ impl Index {
 
 #[pymethods]
 impl Index {
-    /// Scans a session file (memory-mapped; the GIL is released while scanning).
+    /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
     #[staticmethod]
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
@@ -208,7 +208,7 @@ impl Index {
         Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
     }
 
-    /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
+    /// Bytes of appended lines the index holds in memory (the rest is read from the file).
     #[getter]
     fn appended_in_memory(&self) -> usize {
         self.st.tail_len()
@@ -219,8 +219,8 @@ impl Index {
     fn end(&self) -> u64 {
         self.st.end()
     }
-    fn ends_without_newline(&self) -> bool {
-        self.st.ends_without_newline()
+    fn ends_without_newline(&self, py: Python<'_>) -> PyResult<bool> {
+        self.st.ends_without_newline().map_err(|e| store_err(py, e))
     }
 
     /// ("empty" | "valid" | "invalid", reason or None).
@@ -231,8 +231,8 @@ impl Index {
             HeaderState::Invalid(r) => ("invalid", Some(r.clone())),
         }
     }
-    fn header_line<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.st.header_bytes().map(|b| PyBytes::new(py, b))
+    fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self.st.header_bytes().map_err(|e| store_err(py, e))?.map(|b| PyBytes::new(py, &b)))
     }
     #[getter]
     fn needs_migration(&self) -> bool {
@@ -253,17 +253,18 @@ impl Index {
 
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        Ok(PyBytes::new(py, self.st.line(i)))
+        let line = self.st.line(i).map_err(|e| store_err(py, e))?;
+        Ok(PyBytes::new(py, &line))
     }
+    /// The lines of entries `idx`, in that order (lines close together in the file are read
+    /// with one `pread`).
     fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        idx.iter()
-            .map(|&i| {
-                self.check(i)?;
-                Ok(PyBytes::new(py, self.st.line(i)))
-            })
-            .collect()
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        self.st.with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b))).map_err(|e| store_err(py, e))?;
+        Ok(out.into_iter().map(|b| b.expect("every line was read")).collect())
     }
 
     /// The entry's id when it is a string, else None.

@@ -151,3 +151,122 @@ def test_open_through_reads_indexes_lines_across_block_boundaries(tmp_path):
     assert [(q.line, q.kind) for q in s.problems] == [(len(ids) + 2, "torn_last_line")]
     assert s.get_entry("e300")["message"]["content"] == "y" * (10 << 20)
     assert len(s.build_context().messages) == len(ids)
+
+
+# ==== 1-3, 5, 6: rewrites of legacy files, creation ====================================
+
+V2_HEADER = b'{"type":"session","version":2,"id":"old","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
+
+
+def _v2_file(path: Path) -> Path:
+    path.write_bytes(V2_HEADER + _msg("a1", None, "hello") + _msg("a2", "a1", "world"))
+    return path
+
+
+@pytest.mark.parametrize("how", ["migrate", "first_write"])
+def test_a_legacy_file_replaced_by_rename_is_not_rewritten_with_the_stale_view(tmp_path, how):
+    from sessiontree import SessionFileChangedError
+    p = _v2_file(tmp_path / "s.jsonl")
+    s = Session.open(p)
+    assert s.needs_migration
+    other = tmp_path / "other.jsonl"
+    theirs = HEADER + _msg("b1", None, "theirs")
+    other.write_bytes(theirs)
+    os.replace(other, p)  # another program replaced the file by rename
+    with pytest.raises(SessionFileChangedError):
+        if how == "migrate":
+            s.migrate()
+        else:
+            s.append_message({"role": "user", "content": "x", "timestamp": 1})
+    assert p.read_bytes() == theirs  # nothing destroyed
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_atomic_rewrite_keeps_the_files_mode(tmp_path):
+    p = _v2_file(tmp_path / "s.jsonl")
+    os.chmod(p, 0o600)
+    s = Session.open(p)
+    s.append_message({"role": "user", "content": "x", "timestamp": 1})
+    s.close()
+    assert Session.open(p).header["version"] == 3
+    assert (os.stat(p).st_mode & 0o7777) == 0o600
+    os.chmod(p, 0o640)
+    p2 = _v2_file(tmp_path / "t.jsonl")
+    os.chmod(p2, 0o640)
+    assert Session.open(p2).migrate()
+    assert (os.stat(p2).st_mode & 0o7777) == 0o640
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root")
+def test_the_atomic_rewrite_keeps_the_files_owner_where_permitted(tmp_path):
+    p = _v2_file(tmp_path / "s.jsonl")
+    os.chown(p, 12345, 23456)
+    assert Session.open(p).migrate()
+    st = os.stat(p)
+    assert (st.st_uid, st.st_gid) == (12345, 23456)
+
+
+def test_the_first_write_through_a_symlink_rewrites_its_target_and_keeps_the_link(tmp_path):
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    target = _v2_file(real_dir / "s.jsonl")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    s = Session.open(link)
+    new_id = s.append_message({"role": "user", "content": "via link", "timestamp": 1})
+    s.close()
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    reopened = Session.open(target)
+    assert reopened.header["version"] == 3 and reopened.get_entry(new_id) is not None
+    assert [e.id for e in reopened.entries()][:2] == ["a1", "a2"]
+
+
+def test_stale_temp_copies_of_a_killed_rewrite_are_removed_under_the_lock(tmp_path):
+    p = _v2_file(tmp_path / "s.jsonl")
+    stale = tmp_path / ".s.jsonl.0badc0de.tmp"  # what a rewrite killed mid-way leaves
+    stale.write_bytes(b"partial copy")
+    os.utime(stale, (1, 1))
+    foreign = tmp_path / ".s.jsonl.notours.tmp"  # not our pattern: never touched
+    foreign.write_bytes(b"x")
+    os.utime(foreign, (1, 1))
+    other = tmp_path / ".t.jsonl.0badc0de.tmp"  # another session's: not under our lock
+    other.write_bytes(b"x")
+    os.utime(other, (1, 1))
+    assert Session.open(p).migrate()
+    assert not stale.exists()
+    assert foreign.exists() and other.exists()
+
+
+def test_create_on_a_full_disk_leaves_no_empty_file(tmp_path):
+    """A file-size limit of 10 bytes makes the header write fail as a full disk does."""
+    code = f"""
+        import resource, signal, os
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10))
+        from sessiontree import Session
+        for _ in range(3):
+            try:
+                Session.create("/p", session_dir={str(tmp_path)!r})
+            except OSError as e:
+                print("error", e.errno)
+        print(sorted(os.listdir({str(tmp_path)!r})))
+    """
+    proc = _child(code)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert proc.stdout.count("error") == 3 and proc.stdout.strip().endswith("[]"), proc.stdout
+
+
+def test_create_in_fsync_mode_fsyncs_the_folder(tmp_path, monkeypatch):
+    import stat
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", spy)
+    Session.create("/p", session_dir=tmp_path, durability="fsync").close()
+    assert True in synced and False in synced
+    synced.clear()
+    Session.create("/p", session_dir=tmp_path, durability="flush").close()
+    assert synced == []

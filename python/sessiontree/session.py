@@ -18,10 +18,14 @@ differences, each listed in ``docs/divergences.md``:
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 import random
 import secrets
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +41,7 @@ from .errors import (
     EntryNotFoundError,
     SessionCycleError,
     SessionError,
+    SessionFileChangedError,
     SessionFormatError,
 )
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
@@ -100,13 +105,59 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes]) -> None:
-    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
-    of the directory. Readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+_TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
+
+
+def _temp_name(path: Path) -> Path:
+    """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
+    ``.<name>.<8 hex digits>.tmp`` in the same folder."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
+def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
+    """Remove the temp copies of ``path`` that an :func:`atomic_write` killed mid-way left
+    (``.<name>.<8 hex>.tmp`` beside it, last modified before ``older_than``, a
+    ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
+    of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
+    writer that died. Other names are never touched. Returns what was removed."""
+    removed = []
     try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for n in names:
+        m = _TMP_RE.match(n)
+        if m is None or m.group("name") != path.name:
+            continue
+        tmp = path.with_name(n)
+        try:
+            st = os.lstat(tmp)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass
+    return removed
+
+
+def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes], *, like: os.stat_result | None = None) -> None:
+    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
+    of the directory. Readers see the old file or the new one, never half of one.
+
+    With ``like`` (the ``os.stat`` of the file being replaced), the new file gets its
+    permission bits, and its owner and group where the process may set them; else it is
+    created 0644 (less the umask). ``path`` must not be a symbolic link (pass its target):
+    the rename would replace the link itself."""
+    path = Path(path)
+    tmp = _temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if like is not None else 0o644)
+    try:
+        if like is not None:
+            try:
+                os.fchown(fd, like.st_uid, like.st_gid)
+            except OSError:
+                pass  # not permitted: the owner stays ours (the mode below still applies)
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
@@ -232,11 +283,22 @@ class Session:
         line = dumps_entry(header) + b"\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, line)
-            if durability == "fsync":
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                if os.write(fd, line) != len(line):
+                    raise OSError(errno.ENOSPC, "the session header was written only in part", str(path))
+                if durability == "fsync":
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            # a full disk (or any failure) leaves no empty or partial session file behind
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise
+        if durability == "fsync":
+            _fsync_dir(sdir)  # the new name survives a power loss too
         core = _core.Index.open(str(path))
         return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
                    lock_timeout=lock_timeout)
@@ -1020,37 +1082,56 @@ class Session:
         would drop (malformed, blank) are kept verbatim, so nothing is lost. Returns whether
         the file was rewritten.
 
+        The rewrite holds the writer lock, first checks that the path still names the file
+        this session indexed (same device and inode, not shorter), keeps the file's mode (and
+        owner where permitted), rewrites a symbolic link's target (the link stays), and
+        removes temp copies an earlier rewrite of this file left when it was killed.
+
         Raises:
+            SessionFileChangedError: the file was replaced (renamed over), removed or
+                truncated since it was opened: nothing is written.
             OSError: the file could not be replaced (it is left as it was).
         """
         if not self._core.needs_migration or self._path is None:
             return False
         self.flush()
-        replacements: dict[int, bytes] = {}
-        hdr_line = None
-        for i in range(len(self._core)):
-            replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
-        data = self._path.read_bytes()
-        raw_lines = data.split(b"\n")
-        trailing = data.endswith(b"\n")
-        if trailing:
-            raw_lines.pop()
-        out: list[bytes] = []
-        header_done = False
-        for n, line in enumerate(raw_lines, start=1):
-            if n in replacements:
-                out.append(replacements[n] + b"\n")
-            elif not header_done and line.strip().startswith(b"{") and hdr_line is None and _is_header_line(line):
-                out.append(dumps_entry(self._header) + b"\n")
-                header_done = True
-            else:
-                out.append(line + b"\n")
         leaf_null = self._core.leaf_is_null()
         leaf_id = self._core.leaf_id()
         writer = self._get_writer()
+        locked_at = time.time()
         writer.acquire()  # no other sessiontree writer while the file is replaced
         try:
-            atomic_write(self._path, out)
+            # the path still names our file (else SessionFileChangedError); lines another
+            # program appended meanwhile are indexed, so they are migrated too
+            self._core.refresh()
+            target = Path(os.path.realpath(self._path))
+            with open(target, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_dev, st.st_ino) != self._core.file_identity():
+                    raise SessionFileChangedError(
+                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)")
+                data = fh.read()
+            if len(data) < self._core.end:
+                raise SessionFileChangedError(
+                    f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)")
+            replacements: dict[int, bytes] = {}
+            for i in range(len(self._core)):
+                replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
+            raw_lines = data.split(b"\n")
+            if data.endswith(b"\n"):
+                raw_lines.pop()
+            out: list[bytes] = []
+            header_done = False
+            for n, line in enumerate(raw_lines, start=1):
+                if n in replacements:
+                    out.append(replacements[n] + b"\n")
+                elif not header_done and line.strip().startswith(b"{") and _is_header_line(line):
+                    out.append(dumps_entry(self._header) + b"\n")
+                    header_done = True
+                else:
+                    out.append(line + b"\n")
+            remove_stale_temp_files(target, locked_at)
+            atomic_write(target, out, like=st)
         finally:
             self.close()
         self._core = _core.Index.open(str(self._path))

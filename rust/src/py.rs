@@ -214,6 +214,12 @@ impl Index {
         self.st.tail_len()
     }
 
+    /// (st_dev, st_ino) of the file opened (None in memory): what a rewrite checks the path
+    /// still names.
+    fn file_identity(&self) -> Option<(u64, u64)> {
+        self.st.identity()
+    }
+
     /// Bytes known (the file length as of the last scan or append).
     #[getter]
     fn end(&self) -> u64 {

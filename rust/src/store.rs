@@ -283,6 +283,11 @@ impl Store {
         Ok(st)
     }
 
+    /// The (device, inode) of the file opened, None in memory.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        self.ident
+    }
+
     /// Bytes known so far (mapped + appended through us).
     pub fn end(&self) -> u64 {
         self.map_len + self.tail.len() as u64

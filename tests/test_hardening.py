@@ -270,3 +270,100 @@ def test_create_in_fsync_mode_fsyncs_the_folder(tmp_path, monkeypatch):
     synced.clear()
     Session.create("/p", session_dir=tmp_path, durability="flush").close()
     assert synced == []
+
+
+# ==== 8-10: threads, fork, lock timeouts ===========================================
+
+
+def test_threads_sharing_a_session_never_see_already_borrowed_on_a_cycle_error(tmp_path):
+    """One thread gets SessionCycleError over and over (the error is built after the index
+    is let go) while others move the leaf and walk the tree: no ``RuntimeError: Already
+    borrowed``."""
+    import threading
+    from sessiontree import SessionCycleError
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(HEADER + _msg("a", "b") + _msg("b", "a") + b"".join(
+        _msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(200)))
+    s = Session.open(p)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def cycles():
+        while not stop.is_set():
+            try:
+                s.get_branch("a")
+            except SessionCycleError:
+                pass
+            except BaseException as e:  # noqa: BLE001 - collected for the assertion
+                errors.append(e)
+
+    def movers():
+        while not stop.is_set():
+            try:
+                s.branch("e150")
+                s.get_branch("e199")
+                s.branch("e199")
+                s.get_children("e10")
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=cycles) for _ in range(2)] + [threading.Thread(target=movers) for _ in range(2)]
+        for t in threads:
+            t.start()
+        import time
+        time.sleep(1.5)
+        stop.set()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("durability", ["none", "flush"])
+def test_a_forked_child_drops_the_writer_it_inherited(tmp_path, durability):
+    """``os.fork()`` while a Session writes: the child neither writes the parent's buffered
+    entries a second time (at exit) nor appends under the parent's lock."""
+    code = f"""
+        import os, sys
+        from sessiontree import Session, SessionLockedError
+        s = Session.create("/p", session_dir={str(tmp_path)!r}, durability={durability!r})
+        ids = [s.append_message({{"role": "user", "content": f"m{{i}}", "timestamp": i}}) for i in range(3)]
+        pid = os.fork()
+        if pid == 0:
+            try:
+                s.append_message({{"role": "user", "content": "child", "timestamp": 9}})
+                print("child appended")
+            except SessionLockedError:
+                print("child locked out")
+            sys.stdout.flush()
+            sys.exit(0)  # a normal exit: finalizers run
+        _, status = os.waitpid(pid, 0)
+        s.append_message({{"role": "user", "content": "parent again", "timestamp": 4}})
+        s.close()
+        lines = open(s.path, "rb").read().splitlines()
+        print("lines", len(lines), "status", status)
+    """
+    proc = _child(code)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert "child locked out" in proc.stdout, proc.stdout
+    assert "lines 5 status 0" in proc.stdout, proc.stdout  # header + 3 + 1: nothing twice
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, "5", True])
+def test_a_lock_timeout_that_is_not_a_finite_number_of_seconds_is_refused(tmp_path, bad):
+    """``lock_timeout=nan`` used to spin at 100% CPU forever; it is refused up front, as the
+    CLI refuses ``--lock-timeout nan``."""
+    s = Session.create("/p", session_dir=tmp_path)
+    s.close()
+    with pytest.raises((ValueError, TypeError)) as exc:
+        Session.open(s.path, lock_timeout=bad)
+    assert isinstance(exc.value, SessionError)
+    with pytest.raises(SessionError):
+        Session.create("/p", session_dir=tmp_path, lock_timeout=bad)
+    assert Session.open(s.path, lock_timeout=0).session_id == s.session_id
+    assert Session.open(s.path, lock_timeout=2.5).session_id == s.session_id

@@ -15,6 +15,7 @@ from .context import SessionContext
 from .entries import Entry, Problem, TreeNode
 from .errors import (
     EntryNotFoundError,
+    SessionArgumentError,
     SessionCycleError,
     SessionError,
     SessionFileChangedError,
@@ -63,6 +64,7 @@ __all__ = [
     "EntryNotFoundError",
     "SessionFileChangedError",
     "SessionLockedError",
+    "SessionArgumentError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",

@@ -57,3 +57,9 @@ class SessionLockedError(SessionError):
 
 class SessionReadOnlyError(SessionError):
     """A write was attempted on a session opened read-only."""
+
+
+class SessionArgumentError(SessionError, ValueError, TypeError):
+    """An argument of the API is of the wrong type or out of its documented range (e.g.
+    ``lock_timeout=float("nan")``). Catch it as :class:`SessionError`, ``ValueError`` or
+    ``TypeError``."""

@@ -27,6 +27,7 @@ import secrets
 import threading
 import time
 import uuid
+import weakref
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, NamedTuple
@@ -45,7 +46,7 @@ from .errors import (
     SessionFormatError,
 )
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
-from .writer import DURABILITY_MODES, Durability, SessionWriter
+from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -173,6 +174,25 @@ def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes], *, like: os.
     _fsync_dir(path.parent)
 
 
+# Sessions holding a writer lock: a child process forked from ours drops their writers (see
+# `_drop_writers_after_fork`).
+_WRITING: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def _drop_writers_after_fork() -> None:
+    """In a child process after ``os.fork()``: every Session that was writing becomes a reader
+    of what it knows. The entries the parent buffered are the parent's to write (the child
+    writing them too would write them twice), and the parent's lock is not the child's (the
+    child's next write takes the lock anew, and waits for the parent's)."""
+    for s in list(_WRITING):
+        s._forget_writer_after_fork()
+    _WRITING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_writers_after_fork)
+
+
 class Session:
     """A Pi session: header, append-only entries forming a tree, and a movable leaf.
 
@@ -199,7 +219,7 @@ class Session:
         self._header = header
         self._header_on_disk = header_on_disk
         self._durability: Durability = durability
-        self._lock_timeout = lock_timeout
+        self._lock_timeout = check_lock_timeout(lock_timeout)
         self._writer: SessionWriter | None = None
         self._ready = False
         # taking the lock, migrating and writing the header happen once per writer lock; a
@@ -217,7 +237,7 @@ class Session:
         a header in memory, written with the first entry (Pi writes it on open).
 
         Args:
-            path: the ``.jsonl`` file.
+            path: the ``.jsonl`` file (a leading ``~`` is expanded).
             session_dir: where :meth:`create_branched_session` writes; default the file's folder.
             durability: ``"flush"`` (each entry is one ``write()``; default), ``"fsync"``
                 (each append is also fsynced before it returns) or ``"none"`` (buffered in
@@ -230,8 +250,12 @@ class Session:
             SessionFormatError: not a Pi session (first JSON value is not a ``session``
                 header with a string id, e.g. a BOM or a missing header), or bytes with no
                 JSON value at all.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
-        p = Path(path)
+        check_lock_timeout(lock_timeout)
+        p = Path(path).expanduser()
+        if session_dir is not None:
+            session_dir = Path(session_dir).expanduser()
         if not p.is_file():
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
@@ -271,8 +295,10 @@ class Session:
         Raises:
             ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL).
             FileExistsError: a file of that name already exists.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
-        sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        check_lock_timeout(lock_timeout)
+        sdir = Path(session_dir).expanduser() if session_dir is not None else default_session_dir(cwd)
         sdir.mkdir(parents=True, exist_ok=True)
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         ts = iso_now()
@@ -643,6 +669,7 @@ class Session:
                 if self._core.refresh():
                     self._core.set_leaf(None if leaf_null or leaf is None else leaf)
                 self._core.attach_writer(writer.fd, self._durability)
+                _WRITING.add(self)
             except BaseException:
                 self._writer = None
                 writer.close()
@@ -1167,6 +1194,7 @@ class Session:
         """
         with self._prepare_lock:
             self._ready = False
+            _WRITING.discard(self)
             if self._path is None:
                 return
             if self._writer is not None:
@@ -1175,6 +1203,15 @@ class Session:
                     self._core.detach_writer()
                 finally:
                     writer.close()
+
+    def _forget_writer_after_fork(self) -> None:
+        # a thread of the parent may have held this lock at the fork: the child gets a new one
+        self._prepare_lock = threading.RLock()
+        self._ready = False
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            self._core.forget_writer()
+            writer.close()  # the child's copy only: the parent's descriptor keeps the lock
 
     def __enter__(self) -> "Session":
         return self

@@ -18,6 +18,35 @@ fn py_err(py: Python<'_>, class: &str, msg: String) -> PyErr {
     }
 }
 
+/// A SessionCycleError's message and ids, to build once no borrow of the index is held.
+struct CycleInfo(String, Vec<Option<String>>);
+
+enum WalkErr {
+    Cycle(CycleInfo),
+    TooLarge(usize),
+}
+
+impl WalkErr {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            WalkErr::Cycle(c) => cycle_err(py, c),
+            WalkErr::TooLarge(n) => {
+                py_err(py, "SessionError", format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"))
+            }
+        }
+    }
+}
+
+fn cycle_err(py: Python<'_>, c: CycleInfo) -> PyErr {
+    match py.import("sessiontree.errors").and_then(|m| m.getattr("SessionCycleError")) {
+        Ok(cls) => match cls.call1((c.0, c.1)) {
+            Ok(inst) => PyErr::from_value(inst),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    }
+}
+
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     match e.raw_os_error() {
@@ -71,22 +100,30 @@ impl Index {
     fn id_str(&self, kid: u32) -> Option<String> {
         self.st.index.key_string(kid).map(str::to_string)
     }
-    fn cycle_err(&self, py: Python<'_>, c: Cycle) -> PyErr {
+    /// What a SessionCycleError says (message, ids), taken from the index. The exception is
+    /// built by [`cycle_err`] only after the index is let go: its `__init__` is Python code,
+    /// during which another thread may run and use the session.
+    fn cycle_info(&self, c: Cycle) -> CycleInfo {
         let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
         let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
-        let msg = format!("parentId cycle through entries: {}", shown.join(" -> "));
-        match py.import("sessiontree.errors").and_then(|m| m.getattr("SessionCycleError")) {
-            Ok(cls) => match cls.call1((msg, ids)) {
-                Ok(inst) => PyErr::from_value(inst),
-                Err(e) => e,
-            },
-            Err(e) => e,
-        }
+        CycleInfo(format!("parentId cycle through entries: {}", shown.join(" -> ")), ids)
     }
     fn ensure_tree(&mut self) {
         let gen = self.st.index.generation;
         if self.tree.as_ref().map(|(g, _)| *g != gen).unwrap_or(true) {
             self.tree = Some((gen, self.st.index.build_tree()));
+        }
+    }
+    /// Depth-first pre-order of nodes from the roots (see `preorder`), the error left for the
+    /// caller to build once the index is let go.
+    fn preorder_inner(&mut self) -> Result<Vec<u32>, WalkErr> {
+        self.ensure_tree();
+        let limit = self.st.index.recs.len().saturating_mul(8) + 1_000_000;
+        let t = &self.tree.as_ref().unwrap().1;
+        match t.preorder(limit) {
+            Ok(v) => Ok(v),
+            Err(PreorderError::Cycle(c)) => Err(WalkErr::Cycle(self.cycle_info(Cycle(c)))),
+            Err(PreorderError::TooLarge(n)) => Err(WalkErr::TooLarge(n)),
         }
     }
     fn opt(i: u32) -> Option<u32> {
@@ -206,6 +243,12 @@ impl Index {
         fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
         // hex digits: always ASCII
         Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
+    }
+
+    /// Drops the writer's descriptor without writing what is buffered: for a child process
+    /// after `fork` (the parent writes its buffered entries and holds the lock).
+    fn forget_writer(&mut self) {
+        self.st.forget_sink();
     }
 
     /// Bytes of appended lines the index holds in memory (the rest is read from the file).
@@ -366,15 +409,23 @@ impl Index {
         Ok(Self::opt(self.st.index.walk_parent(i as u32)))
     }
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
-    fn branch(&self, py: Python<'_>, i: usize) -> PyResult<Vec<u32>> {
-        self.check(i)?;
-        self.st.index.branch(i as u32).map_err(|c| self.cycle_err(py, c))
+    fn branch(slf: &Bound<'_, Self>, i: usize) -> PyResult<Vec<u32>> {
+        let r = {
+            let this = slf.borrow();
+            this.check(i)?;
+            this.st.index.branch(i as u32).map_err(|c| this.cycle_info(c))
+        };
+        r.map_err(|c| cycle_err(slf.py(), c))
     }
     /// Deepest common ancestor of entries `a` and `b`, or None.
-    fn common_ancestor(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
-        self.check(a)?;
-        self.check(b)?;
-        self.st.index.common_ancestor(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
+    fn common_ancestor(slf: &Bound<'_, Self>, a: usize, b: usize) -> PyResult<Option<u32>> {
+        let r = {
+            let this = slf.borrow();
+            this.check(a)?;
+            this.check(b)?;
+            this.st.index.common_ancestor(a as u32, b as u32).map_err(|c| this.cycle_info(c))
+        };
+        r.map_err(|c| cycle_err(slf.py(), c))
     }
 
     /// Pi getTree's node (the winning entry of entry `i`'s id).
@@ -401,31 +452,30 @@ impl Index {
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
-    fn preorder(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        self.ensure_tree();
-        let limit = self.st.index.recs.len().saturating_mul(8) + 1_000_000;
-        let t = &self.tree.as_ref().unwrap().1;
-        match t.preorder(limit) {
-            Ok(v) => Ok(v),
-            Err(PreorderError::Cycle(c)) => Err(self.cycle_err(py, Cycle(c))),
-            Err(PreorderError::TooLarge(n)) => Err(py_err(
-                py,
-                "SessionError",
-                format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"),
-            )),
-        }
+    fn preorder(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
+        let r = slf.borrow_mut().preorder_inner();
+        r.map_err(|e| e.into_py(slf.py()))
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
-    fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        let pre = self.preorder(py)?;
-        let n = self.st.index.recs.len();
+    fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
+        let py = slf.py();
+        let mut this = slf.borrow_mut();
+        let pre = match this.preorder_inner() {
+            Ok(v) => v,
+            Err(e) => {
+                drop(this);
+                return Err(e.into_py(py));
+            }
+        };
+        let this = &*this;
+        let n = this.st.index.recs.len();
         let mut seen = vec![false; n];
         for p in pre {
             seen[p as usize] = true;
         }
         let mut out = Vec::new();
         for i in 0..n as u32 {
-            let node = self.st.index.node_of(i);
+            let node = this.st.index.node_of(i);
             if !seen[node as usize] {
                 seen[node as usize] = true;
                 out.push(i);

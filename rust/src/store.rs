@@ -598,7 +598,13 @@ impl Store {
         r
     }
 
-    /// Bytes of appended lines held in memory (not yet folded into the mapping).
+    /// Lets go of the descriptor without writing anything (in a child process after `fork`:
+    /// what is buffered is the parent's to write, and the lock is the parent's).
+    pub fn forget_sink(&mut self) {
+        self.sink = None;
+    }
+
+    /// Bytes of appended lines held in memory (not yet read back from the file).
     pub fn tail_len(&self) -> usize {
         self.tail.len()
     }

@@ -382,6 +382,26 @@ def test_openai_compatible_compaction_over_loopback(capsys, tmp_path, monkeypatc
         fake.close()
 
 
+def test_cli_stderr_never_shows_an_api_key_a_server_echoes(capsys, tmp_path, monkeypatch):
+    """Issue 11 item 4: a 401 body quoting ``Bearer <key>`` (the key from OPENAI_API_KEY)."""
+    pytest.importorskip("openai")
+    from test_summarizer_http import FakeLLM, json_error
+
+    secret = "sk-proj-ECHOEDxyz0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    fake = FakeLLM(default=json_error(401, {"error": {"message": f"Incorrect API key: Bearer {secret}"}}))
+    try:
+        path = copy(EXAMPLE, tmp_path)
+        for extra in ((), ("--json",)):
+            rc, out, err = run(capsys, "compact", path, "--keep-recent-tokens", "2000", "--summarizer", "openai",
+                               "--model", "fake-model", "--base-url", fake.openai_url, *extra)
+            assert rc == 2 and "401" in (out + err)
+            assert secret not in out + err and secret[:12] not in out + err and "[REDACTED]" in out + err
+    finally:
+        fake.close()
+
+
 # ==== the README's first command ============================================================
 
 

@@ -26,7 +26,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, run_sync, token_count)
+                   import_sdk, redact_error, run_sync, secrets_of, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -232,8 +232,12 @@ class OpenAICompatSummarizer:
         headers = {}
         if self.request_id_header:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
-        async with self._client() as client:
-            text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        try:
+            async with self._client() as client:
+                text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        except SummarizerError as exc:
+            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
+            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
         return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:

@@ -467,10 +467,9 @@ def test_a_torn_first_line_that_grows_into_garbage_leaves_no_trace(tmp_path):
 
 
 def test_a_file_truncated_under_a_reader_is_an_error_not_a_crash(tmp_path):
-    """Files of 64 KiB or more are memory-mapped. Once ``refresh()`` has seen the file shrink
-    (``SessionFileChangedError``), reading an entry must raise, not touch the vanished pages:
-    the store drops the mapping and refuses reads. (Truncation that nothing has noticed yet
-    cannot be caught without a signal handler: docs/reliability.md lists it as not guaranteed.)
+    """Once ``refresh()`` has seen the file shrink (``SessionFileChangedError``), reading an
+    entry must raise: the store refuses reads. (Truncation that nothing has noticed yet is
+    caught by the reads themselves: tests/test_hardening.py.)
     """
     p = _file(tmp_path, HEADER, *[_msg(f"e{i}", f"e{i - 1}" if i else None, "x" * 100) for i in range(2000)])
     code = textwrap.dedent(f"""

@@ -367,3 +367,29 @@ def test_a_lock_timeout_that_is_not_a_finite_number_of_seconds_is_refused(tmp_pa
         Session.create("/p", session_dir=tmp_path, lock_timeout=bad)
     assert Session.open(s.path, lock_timeout=0).session_id == s.session_id
     assert Session.open(s.path, lock_timeout=2.5).session_id == s.session_id
+
+
+# ==== 26-30 ==========================================================================
+
+
+@pytest.mark.parametrize("rest", [b"", b"\n" + _msg("a", None)])
+def test_a_file_starting_with_a_bom_says_so(tmp_path, rest):
+    """Issue 11 item 30: a BOM before the header (one line, or more) is refused as Pi refuses
+    it, and the error names the BOM instead of "no JSON value in 1 lines"."""
+    from sessiontree import SessionFormatError
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + HEADER.rstrip(b"\n") + rest)
+    with pytest.raises(SessionFormatError, match=r"UTF-8 BOM at byte 0 \(Pi rejects it\)") as info:
+        Session.open(p)
+    assert "not a valid pi session" in str(info.value)
+    corpus = Path(__file__).resolve().parent / "corpus" / "pi-generated" / "edge_bom.jsonl"
+    with pytest.raises(SessionFormatError, match="UTF-8 BOM at byte 0"):
+        Session.open(corpus)
+
+
+def test_open_expands_a_leading_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "s.jsonl").write_bytes(HEADER + _msg("a", None))
+    s = Session.open("~/s.jsonl")
+    assert s.path == tmp_path / "s.jsonl" and s.leaf_id == "a"
+    assert Session.open("~/s.jsonl", session_dir="~").session_dir == tmp_path

@@ -93,6 +93,18 @@ def _js_trim(s: str) -> str:
                    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
 
+def _bom_reason(path: Path) -> str | None:
+    """Why a file that starts with a UTF-8 byte order mark is not a session, or None when it
+    does not start with one. (Pi's ``JSON.parse`` refuses the BOM, so the header line is not
+    JSON to Pi either: acceptance stays Pi's, only the message names the cause.)"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(3)
+    except OSError:
+        return None
+    return "UTF-8 BOM at byte 0 (Pi rejects it)" if head == b"\xef\xbb\xbf" else None
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -266,9 +278,12 @@ class Session:
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
         if state == "invalid":
-            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({reason})")
+            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(p) or reason})")
         if state == "empty":
             if core.line_count and any(core.problem(k)[2] != "blank_line" for k in range(core.problem_count())):
+                bom = _bom_reason(p)
+                if bom:
+                    raise SessionFormatError(f"Session file is not a valid pi session: {p} ({bom})")
                 raise SessionFormatError(
                     f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
                     "Pi would overwrite it with a new header, we leave it untouched)")

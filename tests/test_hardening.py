@@ -393,3 +393,92 @@ def test_open_expands_a_leading_tilde(tmp_path, monkeypatch):
     s = Session.open("~/s.jsonl")
     assert s.path == tmp_path / "s.jsonl" and s.leaf_id == "a"
     assert Session.open("~/s.jsonl", session_dir="~").session_dir == tmp_path
+
+
+def _assistant(**over):
+    m = {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "openai-completions",
+         "provider": "openai", "model": "m", "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0,
+         "totalTokens": 3, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+         "stopReason": "stop", "timestamp": 1767225600000}
+    m.update(over)
+    return m
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"content": "no role", "timestamp": 1}, "role"),
+    ({"role": "robot", "content": "x", "timestamp": 1}, "role"),
+    ({"role": "user", "content": float("nan"), "timestamp": 1}, "content"),
+    ({"role": "user", "content": [{"type": "text", "text": "x", "n": float("inf")}], "timestamp": 1}, "content[0].n"),
+    ({"role": "user", "content": "x", "timestamp": "2026-01-01T00:00:00Z"}, "timestamp"),
+    ({"role": "user", "content": "x", "timestamp": 1.5}, "timestamp"),
+    ({"role": "user", "content": "x"}, "timestamp"),
+    ({"role": "user", "content": [{"type": "toolCall", "id": "a", "name": "b", "arguments": {}}], "timestamp": 1},
+     "content[0].type"),
+    ({"role": "user", "content": [{"type": "text"}], "timestamp": 1}, "content[0].text"),
+    (_assistant(content="a string"), "content"),
+    (_assistant(stopReason="pending"), "stopReason"),
+    (_assistant(usage={"input": 1}), "usage"),
+    ({"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [], "isError": "no", "timestamp": 1},
+     "isError"),
+    ({"role": "bashExecution", "command": "ls", "output": "", "exitCode": "0", "cancelled": False,
+      "truncated": False, "timestamp": 1}, "exitCode"),
+    ({"role": "custom", "customType": "x", "content": "c", "timestamp": 1}, "display"),
+])
+def test_strict_append_message_checks_pis_message_shapes(tmp_path, bad, field):
+    """Issue 11 item 29: ``strict=True`` refuses what Pi's types do not allow, naming the
+    field; nothing is appended. Non-strict appends stay as permissive as Pi's."""
+    import datetime
+    from sessiontree import MessageShapeError
+    s = Session.create("/p", session_dir=tmp_path)
+    with pytest.raises(MessageShapeError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        s.append_message(bad, strict=True)
+    assert len(s) == 0
+    with pytest.raises(MessageShapeError, match="datetime"):
+        s.append_message({"role": "user", "content": "x", "timestamp": 1,
+                          "when": datetime.datetime(2026, 1, 1)}, strict=True)
+    assert len(Session.open(s.path)) == 0
+
+
+def test_strict_append_message_accepts_pis_own_shapes(tmp_path):
+    s = Session.create("/p", session_dir=tmp_path)
+    good = [
+        {"role": "user", "content": "hi", "timestamp": 1},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AA==",
+                                                                    "mimeType": "image/png"}], "timestamp": 2},
+        _assistant(content=[{"type": "thinking", "thinking": "t"},
+                            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}],
+                   stopReason="toolUse"),
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "x"}],
+         "isError": False, "timestamp": 3},
+        {"role": "bashExecution", "command": "ls", "output": "a", "exitCode": None, "cancelled": False,
+         "truncated": False, "timestamp": 4},
+        {"role": "custom", "customType": "note", "content": "c", "display": True, "timestamp": 5},
+        {"role": "system", "content": "be brief", "timestamp": 6},
+    ]
+    for m in good:
+        s.append_message(m, strict=True)
+    assert len(s) == len(good)
+    # outside strict mode, anything JSON can hold is still appended (as Pi does)
+    s.append_message({"content": "no role", "timestamp": "later"})
+    assert len(s) == len(good) + 1
+
+
+def test_install_hints_name_the_extra_for_pypi_and_for_a_source_checkout():
+    """Issue 11 item 27: ``pip install 'sessiontree[openai]'`` fails from a source checkout;
+    every hint says both forms, and the README names the extras, variables and exceptions."""
+    from sessiontree.summarizers import anthropic, openai_compat
+    from sessiontree import token_counter
+    import inspect
+    for module, extra in ((openai_compat, "openai"), (anthropic, "anthropic"), (token_counter, "tiktoken")):
+        text = inspect.getsource(module)
+        assert f"pip install 'sessiontree[{extra}]'" in text and f"pip install '.[{extra}]'" in text, extra
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for needle in ("pip install 'sessiontree[openai]'", "pip install '.[openai]'", "pip install '.[anthropic]'",
+                   "pip install '.[tiktoken]'", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PI_CODING_AGENT_DIR",
+                   "PI_CODING_AGENT_SESSION_DIR", "TIKTOKEN_CACHE_DIR", "SessionFormatError",
+                   "SessionFileChangedError", "SessionLockedError", "SummarizerError", "MessageShapeError"):
+        assert needle in readme, needle
+    import sessiontree
+    for name in ("SessionFormatError", "SessionFileChangedError", "SessionLockedError", "SessionCycleError",
+                 "EntryNotFoundError", "SessionArgumentError", "MessageShapeError"):
+        assert issubclass(getattr(sessiontree, name), sessiontree.SessionError), name

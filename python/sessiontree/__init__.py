@@ -15,6 +15,7 @@ from .context import SessionContext
 from .entries import Entry, Problem, TreeNode
 from .errors import (
     EntryNotFoundError,
+    MessageShapeError,
     SessionArgumentError,
     SessionCycleError,
     SessionError,
@@ -65,6 +66,7 @@ __all__ = [
     "SessionFileChangedError",
     "SessionLockedError",
     "SessionArgumentError",
+    "MessageShapeError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",

@@ -46,6 +46,7 @@ from .errors import (
     SessionFormatError,
 )
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
+from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
 from .paths import (
     check_session_id,
@@ -761,19 +762,26 @@ class Session:
     def _leaf_for_parent(self) -> str | None:
         return self._core.leaf_id()
 
-    def append_message(self, message: dict) -> str:
+    def append_message(self, message: dict, *, strict: bool = False) -> str:
         """Append a ``message`` entry (child of the leaf; becomes the leaf). Returns its id.
 
         ``message`` is an ``AgentMessage`` dict (``role`` user/assistant/toolResult/
         bashExecution/custom/system...). Compaction and branch summaries are entries of their
-        own (:meth:`append_compaction`, :meth:`branch_with_summary`), as in Pi.
+        own (:meth:`append_compaction`, :meth:`branch_with_summary`), as in Pi. Like Pi's
+        ``appendMessage``, anything JSON can hold is accepted; with ``strict=True`` the message
+        must have Pi's shape for its role (known role, ``timestamp`` an int of milliseconds,
+        content blocks and required fields of the right types, finite numbers, JSON values
+        only: :func:`sessiontree.message_shape.check_message_shape`).
 
         Raises:
             TypeError: ``message`` is not a dict.
             ValueError: its role is ``compactionSummary`` or ``branchSummary``.
+            MessageShapeError: ``strict`` and the message is not Pi's shape (nothing appended).
         """
         if not isinstance(message, dict):
             raise TypeError("message must be a dict")
+        if strict:
+            check_message_shape(message)
         if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
             raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
         return self._append_field("message", "message", message)

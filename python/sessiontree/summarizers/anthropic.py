@@ -14,7 +14,8 @@ overflow texts, :mod:`.overflow`) raise
 :class:`~sessiontree.summarizers.base.ContextOverflowError` at once; 429/529 "overloaded" and
 5xx are retried.
 
-Requires the optional extra: ``pip install 'sessiontree[anthropic]'``.
+Requires the optional extra: ``pip install 'sessiontree[anthropic]'``
+(from a source checkout: ``pip install '.[anthropic]'``).
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from .retry import RetryPolicy, TransientError, is_transient_status, is_transpor
 
 __all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
 
-_INSTALL_HINT = "the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]'"
+_INSTALL_HINT = ("the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]' "
+                 "(from a source checkout: pip install '.[anthropic]')")
 # Error types Anthropic sends (also as stream ``error`` events) that are worth a retry.
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 

@@ -17,7 +17,8 @@ providers cannot route or cache summary calls together with the session's own ca
 The SDK's own retries are off (``max_retries=0``); :mod:`.retry` decides. Context-overflow
 errors raise :class:`~sessiontree.summarizers.base.ContextOverflowError` at once.
 
-Requires the optional extra: ``pip install 'sessiontree[openai]'``.
+Requires the optional extra: ``pip install 'sessiontree[openai]'``
+(from a source checkout: ``pip install '.[openai]'``).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from .retry import RetryPolicy, TransientError, is_transient_status, is_transpor
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
-_INSTALL_HINT = "the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]'"
+_INSTALL_HINT = ("the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]' "
+                 "(from a source checkout: pip install '.[openai]')")
 
 
 def import_openai() -> Any:

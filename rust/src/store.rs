@@ -15,9 +15,12 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const MMAP_MIN: u64 = 64 << 10;
-/// The open scan reads the file through a buffer of this size (a line longer than this is
-/// read whole into a larger one, then the buffer shrinks back).
+/// The open scan reads the file in blocks of this size, into two buffers (one is scanned while
+/// the next block is read into the other); a line longer than this is read whole into a larger
+/// one, then the buffer shrinks back.
 const SCAN_BLOCK: usize = 8 << 20;
+/// Blocks at least this large are read by a helper thread while the previous one is scanned.
+const OVERLAP_MIN: usize = 256 << 10;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
 const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
@@ -167,59 +170,79 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
     }
 }
 
-/// Scans bytes `[from, to)` of `f` into `index` through a bounded buffer, cut at line ends
+/// Scans bytes `[from, to)` of `f` into `index` through two bounded buffers, cut at line ends
 /// (only the last piece may end inside a line: the index keeps it provisional, as before).
-/// A line longer than the buffer is read whole into a buffer of its size (its end found first,
-/// by reading on through a bounded one); a line longer than [`MAX_LINE`] is never held, only
-/// recorded as too long. Errs when the file ends before `to` (it shrank meanwhile).
+/// While one block is scanned, a helper thread reads the next into the other buffer, so the
+/// copy out of the page cache overlaps the parsing. A line longer than a block is read whole
+/// into a buffer of its size (its end found first, through a bounded one); a line longer than
+/// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
+/// (it shrank meanwhile).
 fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) -> Result<(), StoreError> {
-    let mut buf: Vec<u8> = Vec::new();
+    let mut a: Vec<u8> = Vec::new();
+    let mut b: Vec<u8> = Vec::new();
+    // `a[..filled]` holds the file's bytes from `pos`
     let mut pos = from;
-    let mut carry = 0usize;
-    let mut need = SCAN_BLOCK;
-    while pos + (carry as u64) < to {
-        let want = ((to - pos) as usize).min(need.max(SCAN_BLOCK));
-        if buf.len() < want {
-            buf.resize(want, 0);
-        }
-        pread_exact(f, &mut buf[carry..want], pos + carry as u64, to)?;
-        let filled = want;
+    let first = ((to - from) as usize).min(SCAN_BLOCK);
+    a.resize(first, 0);
+    pread_exact(f, &mut a, pos, to)?;
+    let mut filled = first;
+    while filled > 0 {
         let last = pos + filled as u64 == to;
-        let cut = if last { Some(filled) } else { memchr::memrchr(b'\n', &buf[..filled]).map(|k| k + 1) };
-        match cut {
-            Some(c) => {
-                scan::scan_into(index, &buf[..c], pos, parallel);
-                buf.copy_within(c..filled, 0);
-                carry = filled - c;
-                pos += c as u64;
-                need = SCAN_BLOCK;
-                if buf.len() > SCAN_BLOCK && carry <= SCAN_BLOCK / 2 {
-                    buf.truncate(SCAN_BLOCK);
-                    buf.shrink_to_fit();
-                }
+        let cut = if last { Some(filled) } else { memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1) };
+        let Some(c) = cut else {
+            // one line longer than the buffer: where does it end?
+            let nl = find_newline(f, pos + filled as u64, to)?;
+            let stop = nl.unwrap_or(to);
+            let next = nl.map_or(to, |n| n + 1);
+            if stop - pos > MAX_LINE {
+                index.ingest(&ParsedLine {
+                    offset: pos,
+                    len: stop - pos,
+                    line: index.lines + 1,
+                    terminated: nl.is_some(),
+                    end: next,
+                    result: LineResult::TooLong,
+                });
+                pos = next;
+                a = Vec::new();
+                let n = ((to - pos) as usize).min(SCAN_BLOCK);
+                a.resize(n, 0);
+                pread_exact(f, &mut a, pos, to)?;
+                filled = n;
+            } else {
+                // read the rest of the line (and nothing more) after what we hold
+                let want = (next - pos) as usize;
+                a.resize(want, 0);
+                pread_exact(f, &mut a[filled..want], pos + filled as u64, to)?;
+                filled = want;
             }
-            None => {
-                // one line longer than the buffer: where does it end?
-                let nl = find_newline(f, pos + filled as u64, to)?;
-                let stop = nl.unwrap_or(to);
-                if stop - pos > MAX_LINE {
-                    index.ingest(&ParsedLine {
-                        offset: pos,
-                        len: stop - pos,
-                        line: index.lines + 1,
-                        terminated: nl.is_some(),
-                        end: nl.map_or(to, |n| n + 1),
-                        result: LineResult::TooLong,
-                    });
-                    pos = nl.map_or(to, |n| n + 1);
-                    carry = 0;
-                    need = SCAN_BLOCK;
-                    buf = Vec::new();
-                } else {
-                    carry = filled;
-                    need = (nl.map_or(to, |n| n + 1) - pos) as usize;
-                }
-            }
+            continue;
+        };
+        // the next buffer: the partial line after the cut, then the next block, read by a
+        // helper thread while this block is scanned
+        let carry = filled - c;
+        let read_from = pos + filled as u64;
+        let want = ((to - read_from) as usize).min(SCAN_BLOCK);
+        b.clear();
+        b.resize(carry + want, 0);
+        b[..carry].copy_from_slice(&a[c..filled]);
+        let scanned = &a[..c];
+        let read = if want >= OVERLAP_MIN {
+            std::thread::scope(|sc| {
+                let reader = sc.spawn(|| pread_exact(f, &mut b[carry..], read_from, to));
+                scan::scan_into(index, scanned, pos, parallel);
+                reader.join().unwrap_or_else(|_| Err(StoreError::Io(io::Error::other("the reading thread panicked"))))
+            })
+        } else {
+            scan::scan_into(index, scanned, pos, parallel);
+            pread_exact(f, &mut b[carry..], read_from, to)
+        };
+        read?;
+        std::mem::swap(&mut a, &mut b);
+        pos += c as u64;
+        filled = carry + want;
+        if a.capacity() > 2 * SCAN_BLOCK && filled <= SCAN_BLOCK {
+            a.shrink_to(SCAN_BLOCK);
         }
     }
     Ok(())

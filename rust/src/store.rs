@@ -223,7 +223,7 @@ fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) ->
         let carry = filled - c;
         let read_from = pos + filled as u64;
         let want = ((to - read_from) as usize).min(SCAN_BLOCK);
-        b.clear();
+        // (bytes already in the buffer are overwritten, never zeroed first: only growth is)
         b.resize(carry + want, 0);
         b[..carry].copy_from_slice(&a[c..filled]);
         let scanned = &a[..c];

@@ -808,6 +808,22 @@ def _take_write_lock(s: Session) -> None:
         raise _CliFailure(f"{s.path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _legacy_version(s: Session) -> int | None:
+    """1 or 2 for a legacy file whose first write rewrites it as v3 (migration), else None."""
+    return s.legacy_version
+
+
+def _migration_line(legacy: int | None, s: Session, dry_run: bool) -> str | None:
+    """What the human output says about migrating a legacy file (None: nothing to say)."""
+    if legacy is None:
+        return None
+    if dry_run:
+        return f"migration:         the v{legacy} file would be rewritten as v3 first (Pi does this on open)"
+    if s.needs_migration:
+        return None  # nothing was written, so nothing was migrated
+    return f"migrated:          the v{legacy} file was rewritten as v3 (atomically) before the first write, as Pi does"
+
+
 def _entry_where(s: Session, entry_id: Any) -> dict:
     """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
     e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
@@ -987,13 +1003,20 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
             return _nothing_to_compact(s, args, message, plan["already"])
         doc = plan["doc"]
         doc["summarizer"] = args.summarizer or "offline"
+        legacy = _legacy_version(s)
+        doc["migrated_from_version"] = None
+        doc["would_migrate_from_version"] = legacy
         if args.json:
             _print_json(doc)
         else:
             _print_dry_run(doc, doc["summarizer"])
+            note = _migration_line(legacy, s, True)
+            if note:
+                print(note)
         return 0
 
     summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
+    legacy = _legacy_version(s)
     _take_write_lock(s)
     progress("preparing…")
     captured: dict = {}
@@ -1039,12 +1062,17 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
         "usage": _usage_json(result.usage),
         "files": _files_json(read_files, modified_files),
         "summary": result.summary,
+        "migrated_from_version": legacy if legacy is not None and not s.needs_migration else None,
+        "would_migrate_from_version": None,
     }
     if args.json:
         _print_json(doc)
         return 0
     out = _Out()
     out(f"compacted {safe_text(doc['path'])} ({safe_text(summarizer.name)} summarizer)")
+    note = _migration_line(legacy, s, False)
+    if note:
+        out(note)
     out(f"compaction entry:  {_where_text(entry)}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
     out(f"tokens:            {_fmt_tokens(result.tokens_before)} → ~{_fmt_tokens(result.estimated_tokens_after)}"
@@ -1082,6 +1110,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if args.summarize and not args.dry_run:
         summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
     write = not args.dry_run
+    legacy = _legacy_version(s)
     if write:
         _take_write_lock(s)
     old_leaf = s.leaf_id
@@ -1136,6 +1165,8 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         "label_entry_id": label_entry["id"] if label_entry is not None else None,
         "usage": _usage_json(result.usage),
         "written": written,
+        "migrated_from_version": legacy if write and legacy is not None and not s.needs_migration else None,
+        "would_migrate_from_version": legacy if args.dry_run else None,
     }
     if args.json:
         _print_json(doc)
@@ -1166,6 +1197,9 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         shown = f'"{safe_text(args.label)}"' if args.label else "(cleared)"
         out(f"label:           {shown} on {_shown_id(args.target_id)} (entry {_shown_id(label_entry['id'])}, "
             f"line {label_entry['line']})")
+    note = _migration_line(legacy, s, bool(args.dry_run))
+    if note:
+        out(note.replace("migrated:          ", "migrated:        ").replace("migration:         ", "migration:       "))
     if written:
         out(f"written:         {len(written)} entr{'ies' if len(written) != 1 else 'y'}; "
             "Pi reopens at the new leaf")

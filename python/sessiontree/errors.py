@@ -90,3 +90,15 @@ class SessionLockedError(SessionError):
 
 class SessionReadOnlyError(SessionError):
     """A write was attempted on a session opened read-only."""
+
+
+class SessionArgumentError(SessionError, ValueError, TypeError):
+    """An argument of the API is of the wrong type or out of its documented range (e.g.
+    ``lock_timeout=float("nan")``). Catch it as :class:`SessionError`, ``ValueError`` or
+    ``TypeError``."""
+
+
+class MessageShapeError(SessionError, ValueError):
+    """``append_message(..., strict=True)`` got a message that is not one of Pi's
+    ``AgentMessage`` shapes (see :mod:`sessiontree.message_shape`); the message says which
+    field. Nothing was appended."""

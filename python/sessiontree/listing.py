@@ -7,7 +7,6 @@ only goes further when the file holds none near its end).
 """
 from __future__ import annotations
 
-import mmap
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,6 +18,7 @@ from .paths import default_session_dir, sessions_root
 
 _HEAD_LIMIT = 1 << 20  # longest header line we read
 _FIRST_MESSAGE_WINDOW = 256 << 10
+_BACK_BLOCK = 1 << 20  # bytes read at a time by the backward search
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,36 @@ def _text_of(message: dict) -> str:
     return ""
 
 
-def _lines_backwards(mm: mmap.mmap, needle: bytes):
-    end = len(mm)
-    while True:
-        k = mm.rfind(needle, 0, end)
-        if k < 0:
-            return
-        start = mm.rfind(b"\n", 0, k) + 1
-        stop = mm.find(b"\n", k)
-        stop = len(mm) if stop < 0 else stop
-        yield mm[start:stop].rstrip(b"\r")
+def _lines_backwards(fd: int, size: int, needle: bytes):
+    """The lines of the first ``size`` bytes of ``fd`` that contain ``needle``, last first.
+
+    Plain reads (``pread``, ``_BACK_BLOCK`` bytes at a time), never a memory map: a file
+    truncated meanwhile ends the search (short read) instead of killing the process with
+    SIGBUS. A line longer than a block is gathered in pieces and joined once."""
+    end = size
+    pieces: list[bytes] = []  # the start of the data after `end`, up to its first line end
+    while end > 0:
+        start = max(0, end - _BACK_BLOCK)
+        block = os.pread(fd, end - start, start)
+        if len(block) < end - start:
+            return  # the file shrank under us
+        cut = 0 if start == 0 else block.find(b"\n") + 1
+        if start and cut == 0:
+            pieces.append(block)  # all inside one long line
+            end = start
+            continue
+        region = block[cut:] + b"".join(reversed(pieces)) if pieces else block[cut:]
+        pieces = [block[:cut]] if cut else []
+        e = len(region)
+        while True:
+            k = region.rfind(needle, 0, e)
+            if k < 0:
+                break
+            ls = region.rfind(b"\n", 0, k) + 1
+            le = region.find(b"\n", k)
+            le = len(region) if le < 0 else le
+            yield region[ls:le].rstrip(b"\r")
+            e = ls
         end = start
 
 
@@ -119,41 +139,39 @@ def session_info(path: Path) -> SessionInfo | None:
     last_activity: float | None = None
     first_message = ""
     with open(path, "rb") as fh:
-        if st.st_size == 0:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
             return None
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            for line in _lines_backwards(mm, b'"session_info"'):
-                try:
-                    v = parse_json_line(line)
-                except Exception:
-                    continue
-                if isinstance(v, dict) and v.get("type") == "session_info":
-                    n = v.get("name")
-                    name = (js_trim(n) or None) if isinstance(n, str) else None  # Pi getSessionName
-                    break
-            for line in _lines_backwards(mm, b'"message"'):
-                try:
-                    v = parse_json_line(line)
-                except Exception:
-                    continue
-                if not (isinstance(v, dict) and v.get("type") == "message"):
-                    continue
-                m = v.get("message")
-                if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or "content" not in m:
-                    continue
-                ts = m.get("timestamp")
-                if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-                    last_activity = float(ts)
-                else:
-                    t = js_date_parse(v.get("timestamp"))
-                    if t == t:
-                        last_activity = t
-                if last_activity is not None:
-                    break
-            window = mm[: min(len(mm), _FIRST_MESSAGE_WINDOW)]
-        finally:
-            mm.close()
+        fd = fh.fileno()
+        for line in _lines_backwards(fd, size, b'"session_info"'):
+            try:
+                v = parse_json_line(line)
+            except Exception:
+                continue
+            if isinstance(v, dict) and v.get("type") == "session_info":
+                n = v.get("name")
+                name = (js_trim(n) or None) if isinstance(n, str) else None  # Pi getSessionName
+                break
+        for line in _lines_backwards(fd, size, b'"message"'):
+            try:
+                v = parse_json_line(line)
+            except Exception:
+                continue
+            if not (isinstance(v, dict) and v.get("type") == "message"):
+                continue
+            m = v.get("message")
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or "content" not in m:
+                continue
+            ts = m.get("timestamp")
+            if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+                last_activity = float(ts)
+            else:
+                t = js_date_parse(v.get("timestamp"))
+                if t == t:
+                    last_activity = t
+            if last_activity is not None:
+                break
+        window = os.pread(fd, min(size, _FIRST_MESSAGE_WINDOW), 0)
     for line in window.split(b"\n")[1:]:
         if b'"user"' not in line:
             continue

@@ -17,7 +17,8 @@ providers cannot route or cache summary calls together with the session's own ca
 The SDK's own retries are off (``max_retries=0``); :mod:`.retry` decides. Context-overflow
 errors raise :class:`~sessiontree.summarizers.base.ContextOverflowError` at once.
 
-Requires the optional extra: ``pip install 'sessiontree[openai]'``.
+Requires the optional extra: ``pip install 'sessiontree[openai]'``
+(from a source checkout: ``pip install '.[openai]'``).
 """
 from __future__ import annotations
 
@@ -26,14 +27,15 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, run_sync, token_count)
+                   import_sdk, redact_error, run_sync, secrets_of, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
-_INSTALL_HINT = "the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]'"
+_INSTALL_HINT = ("the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]' "
+                 "(from a source checkout: pip install '.[openai]')")
 
 
 def import_openai() -> Any:
@@ -232,8 +234,12 @@ class OpenAICompatSummarizer:
         headers = {}
         if self.request_id_header:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
-        async with self._client() as client:
-            text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        try:
+            async with self._client() as client:
+                text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        except SummarizerError as exc:
+            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
+            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
         return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:

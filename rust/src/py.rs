@@ -484,9 +484,20 @@ impl Index {
     }
 }
 
+/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
+/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
+#[pyfunction]
+fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
+    match py.detach(|| crate::json::check_value(line)) {
+        Ok(depth) => (depth, None),
+        Err(e) => (e.pos, Some(e.msg)),
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_function(wrap_pyfunction!(json_check, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

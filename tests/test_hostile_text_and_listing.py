@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree import Session, SessionError
+from sessiontree import Session, SessionError, _core
 from sessiontree.entries import parse_json_line
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
@@ -134,3 +134,55 @@ def test_problem_runs_answer_the_same_per_line_facts(tmp_path):
     assert got == want
     for i in range(0, len(want), 97):
         assert tuple(s.problems[i][:3]) == want[i]
+
+
+# ==== 15: no recursion on content ==============================================
+
+def _cli(*argv) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from sessiontree import cli
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main([str(a) for a in argv])
+    assert "Traceback" not in err.getvalue()
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_the_js_serializers_do_not_recurse_on_depth():
+    from sessiontree._jsjson import js_stringify, js_to_string
+    n = 100_000
+    deep: list = ["x", 1.0]
+    for _ in range(n):
+        deep = [deep, {"k": 1e21}]
+    out = js_stringify(deep)
+    assert out.startswith("[" * n + '["x",1]') and out.endswith(',{"k":1e+21}]')
+    assert js_to_string(deep) == "x,1" + ",[object Object]" * n
+
+
+def test_content_nested_to_the_loader_limit_compacts_and_prints(tmp_path):
+    from sessiontree.entries import MAX_DEPTH
+    deep = "[" * (MAX_DEPTH - 6) + '"x"' + "]" * (MAX_DEPTH - 6)
+    lines, prev = [HEADER.decode().rstrip("\n")], None
+    for i in range(6):
+        role = ("user", "assistant")[i % 2]
+        extra = (',"usage":{"input":10,"output":10,"cacheRead":0,"cacheWrite":0,"totalTokens":20,'
+                 '"cost":{"total":0}},"stopReason":"stop","api":"x","provider":"x","model":"x"') if i % 2 else ""
+        content = '[{"type":"text","text":"%s","deep":%s}]' % ("w " * 2000, deep)
+        lines.append('{"type":"message","id":"e%d","parentId":%s,"timestamp":"2026-01-01T00:00:0%d.000Z",'
+                     '"message":{"role":"%s","content":%s,"timestamp":1%s}}' % (i, json.dumps(prev), i, role, content, extra))
+        prev = f"e{i}"
+    p = tmp_path / "deep.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    for argv in (["context", p, "--json"], ["context", p, "--llm", "--json"], ["tree", p, "--json"],
+                 ["compact", p, "--dry-run", "--keep-recent-tokens", "100", "--json"]):
+        rc, out, _ = _cli(*argv)
+        depth, error = _core.json_check(out.encode())  # json.loads itself would recurse
+        assert rc == 0 and error is None and depth >= (MAX_DEPTH - 6 if argv[0] == "context" else 1), argv
+    s = Session.open(p)
+    assert s.find_cut_point(100).first_kept_entry_id
+    s.close()
+    rc, _, _ = _cli("compact", p, "--keep-recent-tokens", "100")
+    assert rc == 0
+    assert Session.open(p).entries()[-1].type == "compaction"

@@ -186,3 +186,55 @@ def test_content_nested_to_the_loader_limit_compacts_and_prints(tmp_path):
     rc, _, _ = _cli("compact", p, "--keep-recent-tokens", "100")
     assert rc == 0
     assert Session.open(p).entries()[-1].type == "compaction"
+
+
+# ==== 14: every scan of untrusted text is linear ===============================
+
+def _timed(fn, *args):
+    t = time.perf_counter()
+    r = fn(*args)
+    return r, time.perf_counter() - t
+
+
+def test_the_overflow_patterns_scan_a_huge_error_in_linear_time():
+    from sessiontree.autocompact import is_overflow_error
+    from sessiontree.summarizers.overflow import is_context_overflow
+    assert is_context_overflow(400, "The input token count (1200000) exceeds the maximum number of tokens allowed")
+    assert not is_context_overflow(400, "the maximum number of tokens exceeds the input token count")
+    hostile = "input token count " * (288 * 1024 // 18)  # 288 KB: 22-38 s before
+    r, secs = _timed(is_context_overflow, 400, hostile)
+    assert r is False and secs < 2
+    msg = {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": hostile}
+    r, secs = _timed(is_overflow_error, msg)
+    assert r is False and secs < 2
+
+
+def test_offline_rolling_updates_are_linear_in_the_previous_summary():
+    from sessiontree.summarizers.base import SummaryRequest
+    from sessiontree.summarizers.offline import OfflineSummarizer, parse_summary
+    conv = '[User]: continue the work please.\n\n[Assistant tool calls]: read(path="a.py"); read(path="b.py")'
+    summarize = OfflineSummarizer().summarize_text
+    # a 40 KB token where a "name×count" is looked for (15-25 s before)
+    prev = "## Goal\nShip\n\n## Critical Context\n- Tool calls: " + "x" * 40_000 + "\n- Tool calls: bash×2\n"
+    text, secs = _timed(summarize, SummaryRequest("compaction", conv, previous_summary=prev))
+    assert secs < 2 and "read×2" in text and "bash×2" in text
+    # 20,000 bullets and 20,000 tool-call lines to merge (minutes before)
+    prev = ("## Goal\nShip\n\n## Progress\n### In Progress\n"
+            + "".join(f"- [ ] item number {i} of the work\n" for i in range(20_000))
+            + "## Critical Context\n" + "".join(f"- Tool calls: t{i % 50}×1\n- note {i} about things\n" for i in range(20_000)))
+    text, secs = _timed(summarize, SummaryRequest("compaction", conv, previous_summary=prev))
+    assert secs < 5 and "note 19999 about things" in text
+    # a count too long for int() is not a crash
+    prev = "## Critical Context\n- Tool calls: a×" + "9" * 5000 + "\n"
+    assert "Tool calls:" in summarize(SummaryRequest("compaction", conv, previous_summary=prev))
+    # unclosed file-list blocks
+    r, secs = _timed(parse_summary, "<read-files>\n" * 20_000 + "## Goal\nShip\n<modified-files>\na\n</modified-files>")
+    assert secs < 1 and r["goal"] == ["Ship"]
+
+
+def test_tool_call_arguments_nested_too_deep_for_python_end_that_call():
+    from sessiontree.summarizers.offline import parse_tool_calls
+    deep = "[" * 100_000 + "]" * 100_000  # json.JSONDecoder raises RecursionError on it
+    calls = parse_tool_calls(f'read(path="a", x={deep}); bash(command="ls")')
+    assert [name for name, _ in calls] == ["read", "bash"]
+    assert calls[0][1]["path"] == "a" and calls[1][1] == {"command": "ls"}

@@ -238,3 +238,110 @@ def test_tool_call_arguments_nested_too_deep_for_python_end_that_call():
     calls = parse_tool_calls(f'read(path="a", x={deep}); bash(command="ls")')
     assert [name for name, _ in calls] == ["read", "bash"]
     assert calls[0][1]["path"] == "a" and calls[1][1] == {"command": "ls"}
+
+
+# ==== 16: wrong types and huge integers: a value, a problem or a typed error ====
+
+_U = ('{"type":"message","id":"u%d","parentId":%s,"timestamp":"2026-01-01T00:00:01.000Z",'
+      '"message":{"role":"user","content":"%s","timestamp":1}}')
+_A = ('{"type":"message","id":"a%d","parentId":"u%d","timestamp":"2026-01-01T00:00:02.000Z",'
+      '"message":{"role":"assistant","content":[{"type":"text","text":"%s"}],"usage":{"input":%s,"output":1,'
+      '"cacheRead":0,"cacheWrite":0,"totalTokens":%s,"cost":{"total":0}},"stopReason":"stop","timestamp":1}}')
+
+
+def _chain(n: int, usage: str = "1", text: str = "x ") -> list[str]:
+    out, prev = [], "null"
+    for i in range(n):
+        out.append(_U % (i, prev, "w " * 500))
+        out.append(_A % (i, i, text * 500, usage, usage))
+        prev = '"a%d"' % i
+    return out
+
+
+def _session_file(tmp_path: Path, lines: list[str], name: str = "s.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join([HEADER.decode().rstrip("\n")] + lines) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("case", ["huge_int", "label_target_object", "role_object"])
+def test_wrong_shapes_never_escape_as_stray_exceptions(tmp_path, case):
+    if case == "huge_int":  # a lone surrogate sends the line past orjson, to Python's int limit
+        lines = _chain(4, usage="9" * 5000, text="\\ud800 ")
+    elif case == "label_target_object":
+        lines = _chain(2) + ['{"type":"label","id":"l1","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z",'
+                             '"targetId":{"x":1},"label":"hi"}',
+                             '{"type":"label","id":"l2","parentId":"l1","timestamp":"2026-01-01T00:00:03.000Z",'
+                             '"targetId":"u0","label":"ok"}']
+    else:
+        lines = _chain(2) + ['{"type":"message","id":"r1","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z",'
+                             '"message":{"role":{"x":1},"content":"hi","timestamp":1}}'] + _chain(2)[2:]
+    p = _session_file(tmp_path, lines)
+    s = Session.open(p)
+    raws = [e.raw for e in s.entries()]
+    assert all(isinstance(r, dict) for r in raws)
+    s.build_context()
+    s.usage_totals()
+    s.find_cut_point(100)
+    s.get_tree()
+    if case == "label_target_object":
+        assert s.labels == {"u0": "ok"}  # Pi keys its Map by the object: no id can find it
+    if case == "huge_int":
+        assert raws[1]["message"]["usage"]["input"] == float("inf")  # JSON.parse: Infinity
+    s.close()
+    for argv in (["info", p], ["tree", p], ["branch", p], ["context", p, "--json"],
+                 ["compact", p, "--keep-recent-tokens", "100", "--dry-run"], ["compact", p, "--keep-recent-tokens", "100"]):
+        rc, _, err = _cli(*argv)
+        assert rc == 0, (argv, err)
+
+
+# ==== 18: the CLI's write and output failures: one line, exit 2, JSON with --json ====
+
+def _sessiontree(argv, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sessiontree", *map(str, argv)], text=True, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("command", [["compact", "--keep-recent-tokens", "100"], ["navigate", "u0", "--summarize"]])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_failed_append_is_one_line_and_exit_2(tmp_path, command, as_json):
+    import resource
+    p = _session_file(tmp_path, _chain(4))
+    before = p.read_bytes()
+    limit = len(before) + 10  # the file may not grow past this: the append fails with EFBIG
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    argv = [command[0], p, *command[1:]] + (["--json"] if as_json else [])
+    r = _sessiontree(argv, capture_output=True, preexec_fn=small_files)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr and "File too large" in r.stderr
+    if as_json:
+        doc = json.loads(r.stdout)
+        assert doc["error"] is True and doc["exit_code"] == 2 and "File too large" in doc["message"]
+    else:
+        assert r.stdout == ""
+    assert p.read_bytes() == before  # nothing reported written, nothing half-written
+
+
+@pytest.mark.parametrize("argv", [["info"], ["info", "--json"], ["tree"], ["compact", "--keep-recent-tokens", "100"]])
+def test_stdout_full_or_closed_is_one_line_and_exit_2(tmp_path, argv):
+    import os
+    p = _session_file(tmp_path, _chain(4))
+    full_argv = [argv[0], p, *argv[1:]]
+    with open("/dev/full", "w") as full:
+        r = _sessiontree(full_argv, stdout=full, stderr=subprocess.PIPE)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "No space left on device" in r.stderr and "Traceback" not in r.stderr
+    if argv[0] == "compact":  # the entry was appended before the report failed: say so
+        assert "was written" in r.stderr
+    r = _sessiontree(full_argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "standard output is closed" in r.stderr, r.stderr
+
+
+def test_every_json_failure_prints_a_json_error_document(tmp_path):
+    for argv in (["info", tmp_path / "missing.jsonl", "--json"], ["branch", _session_file(tmp_path, _chain(1)), "--from", "nope", "--json"]):
+        r = _sessiontree(argv, capture_output=True)
+        assert r.returncode == 2
+        doc = json.loads(r.stdout)
+        assert doc["error"] is True and doc["exit_code"] == 2 and doc["message"]

@@ -337,7 +337,11 @@ class Session:
         out: dict[str, Any] = {}
         for target, e in self._core.labels():
             raw = self._load_raw(e)
-            out[target if target is not None else raw.get("targetId")] = raw.get("label")
+            if target is None:
+                target = raw.get("targetId")
+                if isinstance(target, (dict, list)):
+                    continue  # a Map key in Pi no entry id can ever equal
+            out[target] = raw.get("label")
         return out
 
     @property

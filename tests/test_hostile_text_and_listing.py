@@ -345,3 +345,112 @@ def test_every_json_failure_prints_a_json_error_document(tmp_path):
         assert r.returncode == 2
         doc = json.loads(r.stdout)
         assert doc["error"] is True and doc["exit_code"] == 2 and doc["message"]
+
+
+# ==== 17: hostile summarizer replies raise the summarizer error ================
+
+def _raw_openai_stream(text_chunks: list[str], usage_json: str):
+    """An OpenAI SSE stream whose chunks and usage are raw JSON text (``1e400`` cannot come
+    out of json.dumps)."""
+    def act(h) -> None:
+        base = '"id":"c","object":"chat.completion.chunk","created":1,"model":"m"'
+        try:
+            h.send_sse_headers()
+            for delta in text_chunks:
+                h.write('data: {%s,"choices":[{"index":0,"delta":%s,"finish_reason":null}]}\n\n' % (base, delta))
+            h.write('data: {%s,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' % base)
+            h.write('data: {%s,"choices":[],"usage":%s}\n\n' % (base, usage_json))
+            h.write("data: [DONE]\n\n")
+        except OSError:  # the client gave up on the reply (as it should): not this test's concern
+            pass
+    return act
+
+
+def _raw_anthropic_stream(delta_text_json: str, usage_json: str):
+    def act(h) -> None:
+        h.send_sse_headers()
+
+        def event(name: str, data: str) -> None:
+            h.write(f"event: {name}\ndata: {data}\n\n")
+        event("message_start", '{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant",'
+                               '"model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,'
+                               '"usage":%s}}' % usage_json)
+        event("content_block_start", '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}')
+        event("content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%s}}'
+              % delta_text_json)
+        event("content_block_stop", '{"type":"content_block_stop","index":0}')
+        event("message_delta", '{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},'
+                               '"usage":{"output_tokens":4}}')
+        event("message_stop", '{"type":"message_stop"}')
+    return act
+
+
+_GOOD_TEXT = ['{"content":"## Goal\\nShip"}']
+_OPENAI_HOSTILE = {
+    "usage_1e400": (_GOOD_TEXT, '{"prompt_tokens":1e400,"completion_tokens":5,"total_tokens":1}'),
+    "usage_nan": (_GOOD_TEXT, '{"prompt_tokens":NaN,"completion_tokens":5,"total_tokens":1}'),
+    "details_string": (_GOOD_TEXT, '{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,'
+                                   '"prompt_tokens_details":"cached"}'),
+    "cost_infinite": (_GOOD_TEXT, '{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"cost":1e400}'),
+    "content_object": (['{"content":{"text":"## Goal"}}'], '{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}'),
+}
+_ANTHROPIC_HOSTILE = {
+    "usage_1e400": ('"## Goal"', '{"input_tokens":1e400,"output_tokens":1}'),
+    "usage_nan": ('"## Goal"', '{"input_tokens":NaN,"output_tokens":1}'),
+    "text_object": ('{"a":1}', '{"input_tokens":10,"output_tokens":1}'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_OPENAI_HOSTILE))
+def test_hostile_openai_replies_raise_the_summarizer_error(case):
+    pytest.importorskip("openai")
+    import asyncio
+
+    from test_summarizer_http import REQ, FakeLLM, make_openai
+
+    from sessiontree.summarizers import SummarizerError
+    fake = FakeLLM()
+    try:
+        chunks, usage = _OPENAI_HOSTILE[case]
+        fake.default = _raw_openai_stream(chunks, usage)
+        with pytest.raises(SummarizerError):
+            asyncio.run(make_openai(fake).summarize(REQ))
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize("case", sorted(_ANTHROPIC_HOSTILE))
+def test_hostile_anthropic_replies_raise_the_summarizer_error(case):
+    pytest.importorskip("anthropic")
+    import asyncio
+
+    from test_summarizer_http import REQ, FakeLLM, make_anthropic
+
+    from sessiontree.summarizers import SummarizerError
+    fake = FakeLLM()
+    try:
+        text, usage = _ANTHROPIC_HOSTILE[case]
+        fake.default = _raw_anthropic_stream(text, usage)
+        with pytest.raises(SummarizerError):
+            asyncio.run(make_anthropic(fake).summarize(REQ))
+    finally:
+        fake.close()
+
+
+def test_the_cli_reports_a_hostile_reply_in_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("openai")
+    from test_summarizer_http import FakeLLM
+    fake = FakeLLM()
+    try:
+        fake.default = _raw_openai_stream(_GOOD_TEXT, '{"prompt_tokens":NaN,"completion_tokens":5,"total_tokens":1}')
+        p = _session_file(tmp_path, _chain(4))
+        before = p.read_bytes()
+        monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
+        for extra in ([], ["--json"]):
+            rc, out, err = _cli("compact", p, "--keep-recent-tokens", "100", "--summarizer", "openai", "--model", "m",
+                                "--base-url", fake.openai_url, *extra)
+            assert rc == 2 and err.count("\n") == 1 and "impossible token count" in err, err
+            assert (json.loads(out)["exit_code"] == 2) if extra else out == ""
+        assert p.read_bytes() == before
+    finally:
+        fake.close()

@@ -454,3 +454,36 @@ def test_the_cli_reports_a_hostile_reply_in_one_line(tmp_path, monkeypatch):
         assert p.read_bytes() == before
     finally:
         fake.close()
+
+
+# ==== 11: get_tree never returns a cyclic graph =================================
+
+def _no_node_below_itself(roots) -> None:
+    """Depth-first over the returned TreeNodes with an explicit stack, tracking the path."""
+    stack = [(r, False) for r in roots]
+    on_path: set[int] = set()
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(node))
+            continue
+        assert id(node) not in on_path, f"{node} is below itself"
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in node.children)
+
+
+def test_get_tree_raises_when_duplicate_ids_put_a_node_below_itself(tmp_path):
+    from sessiontree import SessionCycleError
+    m = '{"type":"custom","id":"%s","parentId":%s,"timestamp":"2026-01-01T00:00:0%d.000Z"}'
+    p = _session_file(tmp_path, [m % ("a", "null", 1), m % ("b", '"a"', 2), m % ("a", '"b"', 3)])
+    s = Session.open(p)
+    with pytest.raises(SessionCycleError):
+        s.get_tree()
+    rc, out, err = _cli("tree", p)  # the CLI's own walk shows the repeat once and warns
+    assert rc == 0 and "(shown above)" in out and "cycle" in err
+    # a repeated id that is not a cycle (listed under two parents) still gives a tree
+    p = _session_file(tmp_path, [m % ("r", "null", 1), m % ("a", '"r"', 2), m % ("a", '"a"', 3)], name="dag.jsonl")
+    roots = Session.open(p).get_tree()
+    _no_node_below_itself(roots)
+    assert [r.entry.id for r in roots] == ["r", "a"]

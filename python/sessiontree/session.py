@@ -473,7 +473,14 @@ class Session:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
         ``parentId`` is null, their own id, or unknown (orphans); children sorted by
         timestamp, ties in file order; a repeated id is one node listed once per occurrence.
-        Built without recursion."""
+        Built without recursion.
+
+        Raises:
+            SessionCycleError: duplicate ids put a node below itself (Pi's ``getTree`` returns
+                such a cyclic graph and its tree view never ends; the core's walk refuses it,
+                and so does this tree: no returned ``TreeNode`` is its own descendant).
+        """
+        self._core.check_tree()
         roots, start, kids = self._core.tree_table()
         label_of: dict[int, Any] = {}
         for target, e in self._core.labels():

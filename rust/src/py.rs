@@ -408,6 +408,11 @@ impl Index {
             )),
         }
     }
+    /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
+    /// root), without handing the order to Python.
+    fn check_tree(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.preorder(py).map(|_| ())
+    }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let pre = self.preorder(py)?;

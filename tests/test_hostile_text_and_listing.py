@@ -487,3 +487,124 @@ def test_get_tree_raises_when_duplicate_ids_put_a_node_below_itself(tmp_path):
     roots = Session.open(p).get_tree()
     _no_node_below_itself(roots)
     assert [r.entry.id for r in roots] == ["r", "a"]
+
+
+# ==== 19-23: listing agrees with opening, in bounded reads =====================
+
+def _header(sid="s1", ts="2026-01-01T00:00:00.000Z", **extra) -> str:
+    return json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": ts, "cwd": "/p", **extra},
+                      separators=(",", ":"))
+
+
+def _listed(d: Path) -> dict:
+    from sessiontree import list_sessions
+    return {i.id: i for i in list_sessions(session_dir=d)}
+
+
+def test_listing_survives_times_beyond_python_datetimes(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    # year 10000 (JavaScript accepts it; datetime stops at 9999), a 1e400 message time
+    (d / "a.jsonl").write_text(_header("y10k", ts="+010000-01-01T00:00:00.000Z") + "\n")
+    (d / "b.jsonl").write_text(_header("inf") + "\n" + (_U % (0, "null", "hi")).replace('"timestamp":1}', '"timestamp":1e400}') + "\n")
+    (d / "c.jsonl").write_text(_header("old", ts="2020-01-01T00:00:00.000Z") + "\n")
+    for name in ("a", "b", "c"):
+        Session.open(d / f"{name}.jsonl").close()  # Session reads each: listing must list each
+    got = _listed(d)
+    assert set(got) == {"y10k", "inf", "old"}
+    assert got["y10k"].modified.year == 9999 and got["y10k"].modified_ms == 253402300800000.0
+    assert got["inf"].modified.year == 2026  # 1e400 is no time: the header time stands
+    from sessiontree import list_sessions
+    assert [i.id for i in list_sessions(session_dir=d)] == ["y10k", "inf", "old"]
+
+
+def test_listing_and_opening_agree_on_what_a_session_is(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    files = {
+        "late_header": "\n  \nnot json\n" + _header("late") + "\n" + _U % (0, "null", "first prompt") + "\n",
+        "long_header": _header("long", pad="x" * (2 << 20)) + "\n",
+        "nan_lines": _header("nan") + "\n" + _U % (0, "null", "hi") + "\n"
+                     + '{"type":"session_info","id":"i1","parentId":"u0","timestamp":"2026-01-01T00:00:05.000Z","name":"evil","x":NaN}\n'
+                     + '{"type":"message","id":"m9","parentId":"u0","timestamp":"2030-01-01T00:00:00.000Z","message":{"role":"user","content":"x","timestamp":Infinity}}\n',
+        "id_not_string": '{"type":"session","version":3,"id":1,"cwd":"/p"}\n',
+        "array_first": "[1]\n" + _header("after") + "\n",
+    }
+    for name, text in files.items():
+        (d / f"{name}.jsonl").write_text(text)
+    got = _listed(d)
+    for name in files:
+        try:
+            opened = Session.open(d / f"{name}.jsonl").header["id"]
+        except Exception:
+            opened = None
+        listed = [i for i in got.values() if i.path.name == f"{name}.jsonl"]
+        assert (listed[0].id if listed else None) == opened, name
+    assert got["late"].first_message == "first prompt"
+    assert got["nan"].name is None and got["nan"].modified_ms == 1.0  # the NaN lines are skipped
+
+
+def test_listing_a_big_session_reads_its_head_and_tail_only(tmp_path):
+    p = tmp_path / "s" / "big.jsonl"
+    p.parent.mkdir()
+    filler = (_A % (0, 0, "y " * 2000, "1", "1")).replace('"id":"a0"', '"id":"f"') + "\n"
+    with open(p, "w") as fh:
+        fh.write(_header("big") + "\n" + _U % (0, "null", "the first prompt") + "\n")
+        fh.write(filler * ((64 << 20) // len(filler)))
+        fh.write(_A % (9, 0, "last", "1", "1") + "\n")
+    r = _run_child("""
+        import json, sys
+        from sessiontree import list_sessions
+        def rchar():
+            for line in open("/proc/self/io"):
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+        before = rchar()
+        (info,) = list_sessions(session_dir=sys.argv[1])
+        print(json.dumps({"read": rchar() - before, "first": info.first_message, "id": info.id}))
+    """, str(p.parent))
+    assert r["id"] == "big" and r["first"] == "the first prompt"
+    assert r["read"] < 8 << 20, r  # of 64 MiB; the old listing read the whole file
+    p.unlink()
+
+
+def test_the_first_user_message_is_found_beyond_a_long_first_line(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    big_prompt = "log line\\n" * 40_000  # ~340 KB pasted as the first prompt
+    (d / "a.jsonl").write_text(_header("a") + "\n" + _U % (0, "null", big_prompt) + "\n")
+    system = ('{"type":"message","id":"sys","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+              '"message":{"role":"system","content":"%s","timestamp":1}}' % ("s" * 350_000))
+    (d / "b.jsonl").write_text(_header("b") + "\n" + system + "\n" + _U % (0, '"sys"', "after the system") + "\n")
+    got = _listed(d)
+    assert got["a"].first_message.startswith("log line\nlog line")
+    assert got["b"].first_message == "after the system"
+
+
+def test_branched_from_is_the_parent_and_its_id_is_read_from_its_header(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    parent = d / "parent.jsonl"
+    parent.write_text(_header("the-parent") + "\n")
+    (d / "new.jsonl").write_text(_header("child1", parentSession=str(parent)) + "\n")
+    (d / "old.jsonl").write_text(_header("child2", branchedFrom="parent.jsonl") + "\n")
+    (d / "gone.jsonl").write_text(_header("child3", branchedFrom=str(d / "missing.jsonl")) + "\n")
+    got = _listed(d)
+    assert got["child2"].parent_session == "parent.jsonl"
+    assert got["child1"].parent_session_id() == "the-parent"
+    assert got["child2"].parent_session_id() == "the-parent"  # relative: next to the child
+    assert got["child3"].parent_session_id() is None  # a missing parent is tolerated
+    rc, out, _ = _cli("info", d / "old.jsonl", "--json")
+    assert rc == 0 and json.loads(out)["parent_session"] == "parent.jsonl"
+
+
+# ==== 25: parentSession is written absolute =====================================
+
+def test_fork_and_clone_write_an_absolute_parent_session(tmp_path, monkeypatch):
+    import os
+    src = _session_file(tmp_path, _chain(1), name="src.jsonl")
+    monkeypatch.chdir(tmp_path)
+    fork = Session.fork_from("src.jsonl", "/elsewhere", session_dir=tmp_path / "forks")
+    assert fork.header["parentSession"] == str(src) and os.path.isabs(fork.header["parentSession"])
+    clone = Session.open("src.jsonl").create_branched_session(Session.open(src).leaf_id)
+    assert clone.header["parentSession"] == str(src)

@@ -40,6 +40,7 @@ import orjson
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
                      SessionLockedError)
 from .entries import parse_json_line
+from .listing import parent_session_of
 from .session import Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
@@ -412,7 +413,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         "cwd": header.get("cwd") if disk is not None else None,
         "version": version,
         "legacy_migrated_in_memory": bool(core.needs_migration),
-        "parent_session": header.get("parentSession"),
+        "parent_session": parent_session_of(header),
         "empty_file": disk is None,
         "entries": len(core),
         "distinct_ids": core.entry_count(),

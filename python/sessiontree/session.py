@@ -268,7 +268,7 @@ class Session:
         sid = new_session_id()
         ts = iso_now()
         header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
-                  "cwd": target_cwd, "parentSession": str(source_path)}
+                  "cwd": target_cwd, "parentSession": os.path.abspath(src._path)}  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
         atomic_write(path, src._entry_lines(with_header=header))
         return cls.open(path, session_dir=sdir)
@@ -880,7 +880,7 @@ class Session:
         header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
                         "cwd": self.cwd}
         if self._path is not None:
-            header["parentSession"] = str(self._path)
+            header["parentSession"] = os.path.abspath(self._path)  # absolute, as Pi writes it
         head = dumps_entry(header) + b"\n"
         if self._path is None:
             core = _core.Index.in_memory()

@@ -499,8 +499,23 @@ fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
     }
 }
 
+/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
+/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
+/// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
+#[pyfunction]
+fn header_probe(py: Python<'_>, buf: &[u8], eof: bool) -> (&'static str, Option<String>, u64, u64) {
+    use crate::scan::HeaderProbe;
+    match py.detach(|| crate::scan::probe_header(buf, eof)) {
+        HeaderProbe::NeedMore => ("more", None, 0, 0),
+        HeaderProbe::NoValue => ("none", None, 0, 0),
+        HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
+        HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(header_probe, m)?)?;
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(json_check, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

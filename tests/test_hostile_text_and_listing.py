@@ -608,3 +608,31 @@ def test_fork_and_clone_write_an_absolute_parent_session(tmp_path, monkeypatch):
     assert fork.header["parentSession"] == str(src) and os.path.isabs(fork.header["parentSession"])
     clone = Session.open("src.jsonl").create_branched_session(Session.open(src).leaf_id)
     assert clone.header["parentSession"] == str(src)
+
+
+# ==== 24: a v3 header over entries without ids (Pi 1.6 forkFrom of a v1 source) ====
+
+def test_a_v3_header_over_id_less_entries_is_read_as_v1(tmp_path):
+    h = _header("fork1", parentSession="/x/src.jsonl")
+    ents = [{"type": "message", "timestamp": "2026-01-01T00:00:01.000Z",
+             "message": {"role": "user", "content": "one", "timestamp": 1}},
+            {"type": "message", "timestamp": "2026-01-01T00:00:02.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "two"}], "timestamp": 2}},
+            {"type": "message", "timestamp": "2026-01-01T00:00:03.000Z",
+             "message": {"role": "user", "content": "three", "timestamp": 3}}]
+    p = tmp_path / "fork.jsonl"
+    p.write_text("\n".join([h] + [json.dumps(e) for e in ents]) + "\n")
+    before = p.read_bytes()
+    s = Session.open(p)
+    ids = [e.id for e in s.entries()]
+    assert all(ids) and len(set(ids)) == 3
+    assert [e.parent_id for e in s.entries()] == [None, ids[0], ids[1]]  # linked by position
+    assert [m["content"] for m in s.build_context().messages][::2] == ["one", "three"]
+    assert s.needs_migration and p.read_bytes() == before  # opening never writes
+    s.append_message({"role": "assistant", "content": [{"type": "text", "text": "four"}], "timestamp": 4})
+    s.close()
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    assert lines[0]["id"] == "fork1" and [x["id"] for x in lines[1:4]] == ids  # rewritten migrated
+    assert lines[4]["parentId"] == ids[2]
+    again = Session.open(p)
+    assert not again.needs_migration and len(again.build_context().messages) == 4

@@ -1085,6 +1085,20 @@ impl Index {
             self.problem(pl, P_EXTRA_HEADER);
             return None;
         }
+        if vpos == 1
+            && !self.legacy_v1
+            && sk.top == TopKind::Object
+            && matches!(sk.id, Val::Missing)
+            && matches!(sk.parent_id, Val::Missing)
+        {
+            // A header over entries with neither `id` nor `parentId`: what Pi 1.6 `forkFrom`
+            // writes for a v1 source (a v3 header over the v1 entries, copied unmigrated). Pi
+            // then sees one entry per missing id and only the last message in context; we read
+            // the entries as v1 (ids, each the child of the previous one), so the first write
+            // rewrites the file migrated, as for any v1 file (docs/divergences.md).
+            self.legacy_v1 = true;
+            self.legacy_v2 = true;
+        }
         let idx = self.recs.len() as u32;
         let (id, parent) = if self.legacy_v1 {
             // Pi migrateV1ToV2: fresh ids, each entry the child of the previous one.

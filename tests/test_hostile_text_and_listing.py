@@ -340,7 +340,8 @@ def test_stdout_full_or_closed_is_one_line_and_exit_2(tmp_path, argv):
 
 
 def test_every_json_failure_prints_a_json_error_document(tmp_path):
-    for argv in (["info", tmp_path / "missing.jsonl", "--json"], ["branch", _session_file(tmp_path, _chain(1)), "--from", "nope", "--json"]):
+    for argv in (["info", tmp_path / "missing.jsonl", "--json"], ["branch", _session_file(tmp_path, _chain(1)), "--from", "nope", "--json"],
+                 ["info", "--json", "--no-such-option", tmp_path / "x.jsonl"]):
         r = _sessiontree(argv, capture_output=True)
         assert r.returncode == 2
         doc = json.loads(r.stdout)

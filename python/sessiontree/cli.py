@@ -1520,7 +1520,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):
+            try:  # argparse already explained on stderr
+                _write_out(json_document({"error": True, "exit_code": code, "message": "usage error"}) + "\n",
+                           flush=True)
+            except (_OutputError, BrokenPipeError):
+                _silence_stdout()
+        return code
     as_json = bool(getattr(args, "json", False))
 
     def fail(message: str, code: int = 2) -> int:

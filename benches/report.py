@@ -290,6 +290,10 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
             ["shape", "operation", "a tenth", "full size", "ratio"],
             [[f"{shape}, {n:,}", name, fmt_t(ts), fmt_t(tb), f"{tb / ts:.1f}x"] for shape, name, n, ts, tb in shapes])
     lines += ["![open time and memory vs size](benchmarks.png)", ""]
+    # the HTML view's section is written by benches/html_report.py: keep it
+    old = path.read_text() if path.exists() else ""
+    if "<!-- html-view -->" in old and "<!-- /html-view -->" in old:
+        lines += [old[old.index("<!-- html-view -->"):old.index("<!-- /html-view -->")] + "<!-- /html-view -->", ""]
     path.write_text("\n".join(lines))
 
 

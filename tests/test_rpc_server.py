@@ -224,13 +224,14 @@ def test_new_session_fork_clone_switch(tmp_path: Path) -> None:
     assert client.close()[0] == 0
 
 
-def test_export_html_is_clear_when_unavailable(tmp_path: Path) -> None:
+def test_export_html_writes_the_html_view(tmp_path: Path) -> None:
     server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
     r = server.handle({"type": "export_html", "outputPath": str(tmp_path / "x.html")})
-    if hasattr(Session, "export_html"):
-        assert r["success"] and Path(r["data"]["path"]).is_file()
-    else:
-        assert r["success"] is False and "export_html" in r["error"]
+    assert r["success"] and r["data"]["path"] == str(tmp_path / "x.html")
+    page = (tmp_path / "x.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page
+    bad = server.handle({"type": "export_html", "outputPath": 5})
+    assert bad["success"] is False and "outputPath" in bad["error"]
 
 
 def test_an_unexpected_failure_in_a_command_is_an_answer_not_a_crash(tmp_path: Path, monkeypatch) -> None:

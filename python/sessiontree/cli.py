@@ -1346,6 +1346,24 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 # ==== main ============================================================================
 
 
+# ---- export-html (issue 12) ----
+def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
+    """Write the HTML view (default: FILE with .html) and print where it went."""
+    from pathlib import Path
+
+    out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
+    try:
+        written = session.export_html(out)
+    except OSError as exc:
+        raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
+    if args.json:
+        print(orjson.dumps({"path": str(written), "bytes": written.stat().st_size}).decode())
+    else:
+        print(safe_text(str(written)))
+    return 0
+# ---- end export-html ----
+
+
 COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
     "info": cmd_info,
     "tree": cmd_tree,
@@ -1355,6 +1373,7 @@ COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
     "validate": cmd_validate,
     "compact": cmd_compact,
     "navigate": cmd_navigate,
+    "export-html": cmd_export_html,  # issue 12
 }
 
 #: Commands that may write to the session file.
@@ -1478,6 +1497,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace-instructions", action="store_true",
                    help="--instructions replace the default summary prompt instead of adding to it")
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
+    p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
+    p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
     return parser
 
 

@@ -697,17 +697,13 @@ class RpcServer:
 
     def _export_html(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         s = self.session
-        export = getattr(s, "export_html", None)
-        if export is None:
-            raise RpcError("export_html is not available in this sessiontree version (Session.export_html missing)")
         out = c.get("outputPath")
         if out is not None and not isinstance(out, str):
             raise RpcError(f"export_html: \"outputPath\" must be a string, not {_json_type(out)}")
         if out is None:
             stem = s.path.stem if s.path is not None else s.session_id
             out = os.path.join(os.getcwd(), f"pi-session-{stem}.html")
-        got = export(out)
-        return response(cmd_id, ctype, {"path": str(got) if isinstance(got, (str, os.PathLike)) else out})
+        return response(cmd_id, ctype, {"path": str(s.export_html(out))})
 
     # ---- beyond Pi (after hello) ----
 

@@ -1038,6 +1038,21 @@ class Session:
         ctx = self.build_context()
         return repair_for_provider(ctx.messages, ctx.sources)
 
+    # ---- HTML view (issue 12) ----
+    def export_html(self, path: str | os.PathLike) -> Path:
+        """Write a self-contained HTML view of this session (tree, active path, messages,
+        search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
+        Streams from the index; see :func:`sessiontree.html.export_html`.
+
+        Raises:
+            SessionFileChangedError: the file shrank or was replaced under the index.
+            OSError: ``path`` cannot be written.
+        """
+        from .html import export_html
+
+        return export_html(self, path)
+    # ---- end HTML view ----
+
     def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
         """Every entry as a line (migrated when the file is legacy), optionally after a header."""
         if with_header is not None:

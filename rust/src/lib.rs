@@ -4,6 +4,7 @@
 
 pub mod append;
 pub mod cut;
+pub mod digest;
 pub mod index;
 pub mod jsdate;
 pub mod json;

@@ -482,6 +482,18 @@ impl Index {
         }
         Ok(crate::cut::find_cut_point(&self.st, &path, start, end, keep_recent_tokens))
     }
+    /// Entries `start..end` as one JSON document of columns for the HTML view (see
+    /// `crate::digest::digest_columns`): ids, kinds, previews, references, offsets, lengths,
+    /// timestamps, token estimates, usage.
+    fn html_digest<'py>(&self, py: Python<'py>, start: usize, end: usize, preview_chars: usize)
+        -> PyResult<Bound<'py, PyBytes>> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
+        let end = end.min(self.st.index.recs.len());
+        let start = start.min(end);
+        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars,
+                                                |i| self.id_str(self.st.index.recs[i].id));
+        Ok(PyBytes::new(py, &doc))
+    }
     /// Total lines seen.
     #[getter]
     fn line_count(&self) -> u32 {

@@ -1,0 +1,236 @@
+"""A self-contained HTML view of a session: the tree, the active path, messages, search.
+
+:func:`export_html` writes one HTML file that works from ``file://`` with no network (a
+Content-Security-Policy forbids any: scripts and styles run only by hash, images only from
+``blob:`` URLs the page makes from image blocks). It streams from the index, so a 1 GB session exports in time and memory
+proportional to what it writes:
+
+* **segments**: the session file's own bytes, cut at line ends into ~2 MiB pieces, each gzip-
+  compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
+  last-first (the leaf is usually near the end; the meta lists every piece's offset). The page
+  decompresses a segment (``DecompressionStream``) only when it needs an entry in it (the message
+  pane, search, the download of the original JSONL, which is the concatenation of all segments);
+* **index chunks**: per entry, what a tree row shows and the page sums (id, kind, preview, a
+  reference id, byte offset and length, timestamp, Pi's token estimate, provider usage), built by
+  the Rust core from the raw lines in batches (``_core.Index.html_digest``), never as Python dicts;
+* **the tree** as the core orders it (Pi's ``getTree`` child order), as little-endian ``uint32``
+  arrays.
+
+The page is ``viewer.js`` and ``viewer.css`` (package data next to this file). Session content
+is untrusted: it reaches the page only inside base64 or escaped JSON (``<``, ``>``, ``&``,
+U+2028/9 as ``\\uXXXX``), and the script sets it as ``textContent`` only; markdown is not
+rendered.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import sys
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import orjson
+
+from ..errors import SessionFileChangedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import Session
+
+__all__ = ["export_html", "json_for_script", "SEGMENT_BYTES", "INDEX_BATCH"]
+
+#: Raw bytes of the session file per compressed segment (cut at the next line end).
+SEGMENT_BYTES = 2 << 20
+#: Entries per index chunk.
+INDEX_BATCH = 32768
+#: Characters of preview per tree row.
+PREVIEW_CHARS = 80
+#: gzip level of segments and index chunks (1: fastest; JSON still shrinks ~5x).
+GZIP_LEVEL = 1
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def _gz_b64(data: bytes) -> bytes:
+    """gzip (level :data:`GZIP_LEVEL`) then base64: safe inside any HTML element."""
+    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    return base64.b64encode(c.compress(data) + c.flush())
+
+
+def json_for_script(value: object) -> bytes:
+    """JSON that cannot end or comment out the ``<script>`` element holding it: ``<``, ``>``,
+    ``&`` and U+2028/U+2029 are written as ``\\uXXXX`` escapes (they occur only in strings)."""
+    raw = orjson.dumps(value)
+    return (raw.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+            .replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029"))
+
+
+def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` of the pieces the first ``end`` bytes are cut into: each ends at a
+    line end (the last may not) and is about :data:`SEGMENT_BYTES` long; a longer line makes its
+    piece longer (a line is never split). One forward read, linear in ``end``; nothing kept."""
+    bounds: list[tuple[int, int]] = []
+    start = pos = 0
+    while pos < end:
+        block = fh.read(min(SEGMENT_BYTES, end - pos))
+        if not block:  # the file shrank under us
+            raise SessionFileChangedError("the session file shrank while it was exported")
+        cut = len(block) if pos + len(block) >= end else block.rfind(b"\n") + 1
+        pos += len(block)
+        if cut:
+            stop = pos - len(block) + cut
+            bounds.append((start, stop - start))
+            start = stop
+    if start < end:  # pragma: no cover - the last block always closes the last piece
+        bounds.append((start, end - start))
+    return bounds
+
+
+def _memory_bytes(session: "Session") -> bytes:
+    """An in-memory session's bytes as the core holds them: the header line, then each line."""
+    core = session._core
+    return b"".join([(core.header_line() or b"") + b"\n"] + [core.line(i) + b"\n" for i in range(len(core))])
+
+
+def _u32(values: list[int]) -> bytes:
+    from array import array
+
+    a = array("I", values)
+    if a.itemsize != 4:  # pragma: no cover - every platform we build for has 4-byte I
+        a = array("L", values)
+    if sys.byteorder != "little":  # pragma: no cover
+        a.byteswap()
+    return a.tobytes()
+
+
+def export_html(session: "Session", path: str | os.PathLike) -> Path:
+    """Write the HTML view of ``session`` to ``path`` (atomically: a temp file renamed into
+    place) and return the path written.
+
+    Cost: one pass of the Rust core over the entries (digests, in parallel batches) and one
+    read of the file's bytes (gzip level 1 in two threads); memory: one index batch and a few
+    segments at a time, plus the tree table (three integers per entry).
+
+    Raises:
+        SessionFileChangedError: the file shrank or was replaced under the index (nothing is
+            written; no temporary file is left).
+        OSError: ``path`` cannot be written.
+    """
+    out = Path(path)
+    core = session._core
+    session.flush()
+    n = len(core)
+    css = _asset("viewer.css")
+    js = _asset("viewer.js")
+    leaf = core.leaf()
+    if leaf is None and not core.leaf_is_null() and n:
+        leaf = n - 1  # Pi: an unknown leaf id reads as the last entry
+    # label entries replayed in the core's order; only string targets can name an entry (the
+    # index resolves which entry holds the current label of each target)
+    labels: dict[str, object] = {}
+    for target, e in core.labels():
+        if isinstance(target, str):
+            raw = session._load_raw(e)
+            value = raw.get("label") if isinstance(raw, dict) else None
+            labels[target] = value if isinstance(value, (str, int, float)) and value else None
+    src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
+    # the pieces of the file, known before anything is written: the page gets their offsets up
+    # front and the pieces last-first, so the leaf's messages (near the end of the file, where
+    # Pi's leaf is) can be shown before the browser has parsed the rest
+    if session.path is not None:
+        src: BinaryIO = open(session.path, "rb")
+        end = core.end
+    else:
+        import io
+
+        mem = _memory_bytes(session)
+        src, end = io.BytesIO(mem), len(mem)
+    try:
+        bounds = _segment_bounds(src, end)
+    except BaseException:
+        src.close()
+        raise
+    meta = {
+        "v": 1,
+        "segments": [off for off, _ in bounds],
+        "n": n,
+        "leaf": leaf,
+        "leafIsNull": core.leaf_is_null(),
+        "header": session.header,
+        "name": session.session_name,
+        "file": src_name,
+        "labels": labels,
+        "problems": session._core.problem_count(),
+    }
+    csp = ("default-src 'none'; script-src " + _csp_hash(js) + "; style-src " + _csp_hash(css)
+           + "; img-src blob:; base-uri 'none'; form-action 'none'")
+    tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as fh, ThreadPoolExecutor(max_workers=2) as pool:
+            w = fh.write
+            w(b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+              b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
+              b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+              b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
+              b"<style>" + css.encode() + b"</style></head>\n<body>\n"
+              b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
+              b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n")
+            w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
+            roots, start, kids = core.tree_table()
+            tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
+            del roots, start, kids
+            w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
+            del tree
+            # index chunks: one Rust call per batch; compress the previous batch meanwhile
+            pending = None
+            for b0 in range(0, n, INDEX_BATCH):
+                doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
+                fut = pool.submit(_gz_b64, doc)
+                if pending is not None:
+                    w(pending.result() + b"</script>\n")
+                w(b'<script type="text/plain" class="st-ix">')
+                pending = fut
+            if pending is not None:
+                w(pending.result() + b"</script>\n")
+            w(b"<script>" + js.encode() + b"</script>\n")
+            inflight: list = []
+
+            def put(k: int, fut) -> None:
+                w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, bounds[k][0])
+                  + fut.result() + b"</script>\n")
+
+            def read(k: int) -> bytes:
+                src.seek(bounds[k][0])
+                data = src.read(bounds[k][1])
+                if len(data) != bounds[k][1]:
+                    raise SessionFileChangedError("the session file shrank while it was exported")
+                return data
+
+            for k in range(len(bounds) - 1, -1, -1):
+                inflight.append((k, pool.submit(_gz_b64, read(k))))
+                while len(inflight) >= 3 or (inflight and inflight[0][1].done()):
+                    put(*inflight.pop(0))
+            for k, fut in inflight:
+                put(k, fut)
+            w(b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
+              b"</body></html>\n" % (len(bounds), end))
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    finally:
+        src.close()
+    return out

@@ -111,21 +111,6 @@ def test_a_file_truncated_while_listed_is_not_a_signal(tmp_path):
     assert proc.stdout.startswith("listed"), proc.stdout
 
 
-@pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
-def test_listing_backward_search_through_plain_reads_matches_a_naive_search(tmp_path, monkeypatch, block):
-    """The backward search reads blocks with ``pread``: lines cut by a block boundary, lines
-    longer than a block and ``\\r\\n`` ends give the same lines as a search of the whole file."""
-    from sessiontree import listing
-    monkeypatch.setattr(listing, "_BACK_BLOCK", block)
-    data = b"a NEEDLE 1\nno\r\n" + b"x" * 50 + b"NEEDLE long\nNEEDLE\r\n\nNEEDLE end"
-    p = tmp_path / "f"
-    p.write_bytes(data)
-    want = [ln.rstrip(b"\r") for ln in reversed(data.split(b"\n")) if b"NEEDLE" in ln]
-    with open(p, "rb") as fh:
-        got = list(listing._lines_backwards(fh.fileno(), len(data), b"NEEDLE"))
-    assert got == want
-
-
 def test_open_through_reads_indexes_lines_across_block_boundaries(tmp_path):
     """The open scan reads 8 MiB blocks cut at line ends; a line longer than a block is read
     whole. Over 20 MiB of lines of every length (one of 10 MiB, a torn last line) the index

@@ -381,7 +381,8 @@ def test_duplicate_ids_later_wins_and_a_loop_through_them_is_reported(tmp_path):
     assert s.get_entry("a")["message"]["content"] == "second"
     with pytest.raises(SessionCycleError):
         s.get_branch()
-    s.get_tree()
+    with pytest.raises(SessionCycleError):  # the tree would hold "a" below itself (divergence 7)
+        s.get_tree()
     # validate must list the loop (exit 1), not fail on it (exit 2)
     rc, out, err = _cli("validate", p)
     assert rc == 1 and "duplicate_id" in out and "cycle" in out, (rc, out, err)

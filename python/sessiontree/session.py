@@ -372,7 +372,7 @@ class Session:
         sid = new_session_id()
         ts = iso_now()
         header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
-                  "cwd": target_cwd, "parentSession": str(source_path)}
+                  "cwd": target_cwd, "parentSession": os.path.abspath(src._path)}  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
         atomic_write(path, src._entry_lines(with_header=header))
         return cls.open(path, session_dir=sdir)
@@ -458,7 +458,11 @@ class Session:
         out: dict[str, Any] = {}
         for target, e in self._core.labels():
             raw = self._load_raw(e)
-            out[target if target is not None else raw.get("targetId")] = raw.get("label")
+            if target is None:
+                target = raw.get("targetId")
+                if isinstance(target, (dict, list)):
+                    continue  # a Map key in Pi no entry id can ever equal
+            out[target] = raw.get("label")
         return out
 
     @property
@@ -708,7 +712,14 @@ class Session:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
         ``parentId`` is null, their own id, or unknown (orphans); children sorted by
         timestamp, ties in file order; a repeated id is one node listed once per occurrence.
-        Built without recursion."""
+        Built without recursion.
+
+        Raises:
+            SessionCycleError: duplicate ids put a node below itself (Pi's ``getTree`` returns
+                such a cyclic graph and its tree view never ends; the core's walk refuses it,
+                and so does this tree: no returned ``TreeNode`` is its own descendant).
+        """
+        self._core.check_tree()
         roots, start, kids = self._core.tree_table()
         label_of: dict[int, Any] = {}
         for target, e in self._core.labels():
@@ -1142,7 +1153,7 @@ class Session:
         header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
                         "cwd": self.cwd}
         if self._path is not None:
-            header["parentSession"] = str(self._path)
+            header["parentSession"] = os.path.abspath(self._path)  # absolute, as Pi writes it
         head = dumps_entry(header) + b"\n"
         if self._path is None:
             core = _core.Index.in_memory()

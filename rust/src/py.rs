@@ -474,6 +474,11 @@ impl Index {
         let r = slf.borrow_mut().preorder_inner();
         r.map_err(|e| e.into_py(slf.py()))
     }
+    /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
+    /// root), without handing the order to Python.
+    fn check_tree(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::preorder(slf).map(|_| ())
+    }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
         let r = {
@@ -568,11 +573,37 @@ fn iso_now() -> String {
     crate::append::iso_from_ms(crate::append::now_ms())
 }
 
+/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
+/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
+#[pyfunction]
+fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
+    match py.detach(|| crate::json::check_value(line)) {
+        Ok(depth) => (depth, None),
+        Err(e) => (e.pos, Some(e.msg)),
+    }
+}
+
+/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
+/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
+/// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
+#[pyfunction]
+fn header_probe(py: Python<'_>, buf: &[u8], eof: bool) -> (&'static str, Option<String>, u64, u64) {
+    use crate::scan::HeaderProbe;
+    match py.detach(|| crate::scan::probe_header(buf, eof)) {
+        HeaderProbe::NeedMore => ("more", None, 0, 0),
+        HeaderProbe::NoValue => ("none", None, 0, 0),
+        HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
+        HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(header_probe, m)?)?;
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(date_parse, m)?)?;
     m.add_function(wrap_pyfunction!(iso_now, m)?)?;
+    m.add_function(wrap_pyfunction!(json_check, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

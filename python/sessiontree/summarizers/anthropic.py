@@ -207,7 +207,11 @@ class AnthropicSummarizer:
                     elif etype == "content_block_delta":
                         delta = getattr(event, "delta", None)
                         if getattr(delta, "type", None) == "text_delta":
-                            texts.append(getattr(delta, "text", "") or "")
+                            piece = getattr(delta, "text", "") or ""
+                            if not isinstance(piece, str):
+                                raise SummarizerError(f"the model streamed a {type(piece).__name__} "
+                                                      "as text, not a string")
+                            texts.append(piece)
                     elif etype == "message_stop":
                         finished = True
                     elif etype == "message_delta":

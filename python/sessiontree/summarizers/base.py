@@ -11,6 +11,7 @@ facade. Cancelling the awaiting task must abort the HTTP request.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -245,8 +246,30 @@ def redact_error(err: BaseException, secrets: Iterable[str] = ()) -> BaseExcepti
 
 
 def token_count(value: Any) -> int:
-    """A provider's token count as an int (missing, null or non-numeric counts 0)."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    """A provider's token count as an int (missing, null or non-numeric counts 0).
+
+    Raises:
+        SummarizerError: the count is a number no token count can be (``NaN``, ``1e400``
+            read as infinity, beyond 2**53): the reply is unusable.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return 0
+    if not (math.isfinite(value) and -_MAX_COUNT <= value <= _MAX_COUNT):
+        raise SummarizerError(f"the reply's usage holds an impossible token count: {str(value)[:40]}")
+    return int(value)
+
+
+_MAX_COUNT = 2**53
+
+
+def usage_object(value: Any, what: str) -> dict:
+    """A usage sub-object of a reply (``prompt_tokens_details``...) as a dict: missing or null
+    is empty; any other type makes the reply unusable (:class:`SummarizerError`)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SummarizerError(f"the reply's usage field {what} is a {type(value).__name__}, not an object")
+    return value
 
 
 def import_sdk(module: str, hint: str) -> Any:

@@ -22,12 +22,13 @@ Requires the optional extra: ``pip install 'sessiontree[openai]'``
 """
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, redact_error, run_sync, secrets_of, token_count)
+                   import_sdk, redact_error, run_sync, secrets_of, token_count, usage_object)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -65,10 +66,12 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     """
     if not raw:
         return SummaryUsage().priced(pricing)
-    details = raw.get("prompt_tokens_details") or {}
+    raw = usage_object(raw, "usage")
+    details = usage_object(raw.get("prompt_tokens_details"), "prompt_tokens_details")
     cached = token_count(details.get("cached_tokens"))
     cache_write = token_count(details.get("cache_write_tokens"))
-    reasoning = token_count((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+    reasoning = token_count(usage_object(raw.get("completion_tokens_details"), "completion_tokens_details")
+                            .get("reasoning_tokens"))
     inp = max(0, token_count(raw.get("prompt_tokens")) - cached - cache_write)
     out = token_count(raw.get("completion_tokens"))
     usage = SummaryUsage(input=inp, output=out, cache_read=cached, cache_write=cache_write, reasoning=reasoning,
@@ -76,6 +79,8 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     provider_cost = raw.get("cost")
     provider_total = float(provider_cost) if isinstance(provider_cost, (int, float)) and not isinstance(
         provider_cost, bool) else None
+    if provider_total is not None and not math.isfinite(provider_total):
+        raise SummarizerError(f"the reply's usage holds an impossible cost: {provider_cost!r}")
     return usage.priced(pricing, provider_total)
 
 
@@ -271,6 +276,9 @@ class OpenAICompatSummarizer:
                         delta = getattr(choice, "delta", None)
                         content = getattr(delta, "content", None) if delta is not None else None
                         if content:
+                            if not isinstance(content, str):
+                                raise SummarizerError(f"the model streamed a {type(content).__name__} "
+                                                      "as content, not text")
                             texts.append(content)
             finally:
                 await stream.close()

@@ -27,13 +27,15 @@ GEN_FILES = sorted(GEN.glob("*.jsonl"))
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
-DRY_RUN_KEYS = {"path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before", "to_summarize",
-                "tokens_before_source", "estimated_tokens_before", "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
+DRY_RUN_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before",
+                "tokens_before_source", "estimated_tokens_before", "to_summarize",
+                "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
                 "auto_compaction", "summarizer"}
-COMPACT_KEYS = {"path", "dry_run", "compacted", "summarizer", "compaction_entry", "first_kept_entry", "tokens_before",
-                "tokens_before_source", "estimated_tokens_before", "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
+COMPACT_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "compacted", "summarizer", "compaction_entry", "first_kept_entry", "tokens_before",
+                "tokens_before_source", "estimated_tokens_before",
+                "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
                 "files", "summary"}
-NAVIGATE_KEYS = {"path", "dry_run", "target", "old_leaf_id", "position_id", "new_leaf_id", "editor_text",
+NAVIGATE_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "target", "old_leaf_id", "position_id", "new_leaf_id", "editor_text",
                  "abandoned_entries", "common_ancestor_id", "branch_summary_id", "summary", "label_entry_id", "usage",
                  "written"}
 
@@ -382,6 +384,26 @@ def test_openai_compatible_compaction_over_loopback(capsys, tmp_path, monkeypatc
         fake.close()
 
 
+def test_cli_stderr_never_shows_an_api_key_a_server_echoes(capsys, tmp_path, monkeypatch):
+    """Issue 11 item 4: a 401 body quoting ``Bearer <key>`` (the key from OPENAI_API_KEY)."""
+    pytest.importorskip("openai")
+    from test_summarizer_http import FakeLLM, json_error
+
+    secret = "sk-proj-ECHOEDxyz0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    fake = FakeLLM(default=json_error(401, {"error": {"message": f"Incorrect API key: Bearer {secret}"}}))
+    try:
+        path = copy(EXAMPLE, tmp_path)
+        for extra in ((), ("--json",)):
+            rc, out, err = run(capsys, "compact", path, "--keep-recent-tokens", "2000", "--summarizer", "openai",
+                               "--model", "fake-model", "--base-url", fake.openai_url, *extra)
+            assert rc == 2 and "401" in (out + err)
+            assert secret not in out + err and secret[:12] not in out + err and "[REDACTED]" in out + err
+    finally:
+        fake.close()
+
+
 # ==== the README's first command ============================================================
 
 
@@ -395,6 +417,47 @@ def test_readme_first_command(tmp_path):
                              capture_output=True, text=True, timeout=120)
     assert context.returncode == 0, context.stderr
     assert context.stdout.lstrip().startswith("0") and "compactionSummary" in context.stdout.splitlines()[0]
+
+
+def _as_v2(tmp_path: Path) -> Path:
+    """The bundled example with a v2 header (its entries have ids: a valid v2 file)."""
+    data = EXAMPLE.read_bytes()
+    head, rest = data.split(b"\n", 1)
+    head = head.replace(b'"version":3', b'"version":2')
+    assert b'"version":2' in head
+    p = tmp_path / "legacy.jsonl"
+    p.write_bytes(head + b"\n" + rest)
+    return p
+
+
+def test_compact_and_navigate_say_when_they_migrate_a_legacy_file(capsys, tmp_path):
+    """Issue 11 item 28: the first write to a v1/v2 file rewrites it as v3; both commands say
+    so, in human and JSON output (and a dry run says it would)."""
+    for mode in ("human", "json"):
+        d = tmp_path / mode
+        d.mkdir()
+        p = _as_v2(d)
+        if mode == "json":
+            rc, doc, _ = run_json(capsys, "compact", p, "--keep-recent-tokens", "2000", "--dry-run")
+            assert rc == 0 and doc["would_migrate_from_version"] == 2 and doc["migrated_from_version"] is None
+            rc, doc, _ = run_json(capsys, "compact", p, "--keep-recent-tokens", "2000")
+            assert rc == 0 and doc["migrated_from_version"] == 2
+            rc, doc, _ = run_json(capsys, "compact", p, "--keep-recent-tokens", "2000")
+            assert doc.get("migrated_from_version") is None  # already v3 now
+        else:
+            rc, out, _ = run(capsys, "compact", p, "--keep-recent-tokens", "2000", "--dry-run")
+            assert rc == 0 and "v2 file would be rewritten as v3" in out
+            rc, out, _ = run(capsys, "compact", p, "--keep-recent-tokens", "2000")
+            assert rc == 0 and "the v2 file was rewritten as v3" in out
+        assert Session.open(p).header["version"] == 3
+        q = _as_v2(d / "nav") if (d / "nav").mkdir() is None else None
+        target = Session.open(q).get_branch()[1].id
+        if mode == "json":
+            rc, doc, _ = run_json(capsys, "navigate", q, target, "--label", "here")
+            assert rc == 0 and doc["migrated_from_version"] == 2
+        else:
+            rc, out, _ = run(capsys, "navigate", q, target, "--label", "here")
+            assert rc == 0 and "the v2 file was rewritten as v3" in out
 
 
 def test_token_figures_compare_like_with_like(capsys, tmp_path):

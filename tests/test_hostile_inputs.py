@@ -136,9 +136,10 @@ def test_a_single_huge_line_has_a_clear_outcome_and_bounded_memory(big_files, sh
         _write_big_line(p, HEADER + start, b"x", HUGE_LINE, b"")
     r = _measure(p)
     size = p.stat().st_size
-    # the file is memory-mapped: its pages may count in RSS, nothing else may grow with it
+    # the file is read through a bounded buffer (never mapped: no SIGBUS), except that one line
+    # longer than the buffer is read whole while it is parsed: at most its size, once
     assert r["hwm_growth"] <= size + SLACK, r
-    assert r["anon_growth"] <= SLACK, r
+    assert r["anon_growth"] <= size + SLACK, r
     if shape == "message":
         assert r["len"] == 2 and r["ids"] == ["big", "after"] and r["n_problems"] == 0
     elif shape == "garbage":
@@ -380,7 +381,8 @@ def test_duplicate_ids_later_wins_and_a_loop_through_them_is_reported(tmp_path):
     assert s.get_entry("a")["message"]["content"] == "second"
     with pytest.raises(SessionCycleError):
         s.get_branch()
-    s.get_tree()
+    with pytest.raises(SessionCycleError):  # the tree would hold "a" below itself (divergence 7)
+        s.get_tree()
     # validate must list the loop (exit 1), not fail on it (exit 2)
     rc, out, err = _cli("validate", p)
     assert rc == 1 and "duplicate_id" in out and "cycle" in out, (rc, out, err)
@@ -466,10 +468,9 @@ def test_a_torn_first_line_that_grows_into_garbage_leaves_no_trace(tmp_path):
 
 
 def test_a_file_truncated_under_a_reader_is_an_error_not_a_crash(tmp_path):
-    """Files of 64 KiB or more are memory-mapped. Once ``refresh()`` has seen the file shrink
-    (``SessionFileChangedError``), reading an entry must raise, not touch the vanished pages:
-    the store drops the mapping and refuses reads. (Truncation that nothing has noticed yet
-    cannot be caught without a signal handler: docs/reliability.md lists it as not guaranteed.)
+    """Once ``refresh()`` has seen the file shrink (``SessionFileChangedError``), reading an
+    entry must raise: the store refuses reads. (Truncation that nothing has noticed yet is
+    caught by the reads themselves: tests/test_hardening.py.)
     """
     p = _file(tmp_path, HEADER, *[_msg(f"e{i}", f"e{i - 1}" if i else None, "x" * 100) for i in range(2000)])
     code = textwrap.dedent(f"""

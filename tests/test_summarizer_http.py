@@ -591,3 +591,40 @@ def test_request_bodies_have_pis_shape_for_every_golden_request():
         assert asyncio.run(replay_all(server)) == sum(c[2] for c in GOLDEN_CASES)
     finally:
         server.close()
+
+
+# ==== secrets echoed back (issue 11 item 4) ====
+
+SECRET = "sk-live-0123456789abcdefSECRET"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("status", [401, 500])
+def test_an_api_key_echoed_by_the_server_never_appears_in_errors(fake, provider, status):
+    """A server quoting the request's credentials in its error body (some proxies echo the
+    ``Authorization`` header): the exception text, the errors it wraps and its cause chain are
+    redacted, through the real SDKs. 500 is retried first (the echo is in every attempt)."""
+    echo = (f"invalid credentials: Authorization: Bearer {SECRET}; x-api-key={SECRET}; "
+            f"also bearer tok-987654321 and key {SECRET[:-6]}")
+    if provider == "openai":
+        fake.default = json_error(status, {"error": {"message": echo, "code": "invalid_api_key"}})
+        summ = OpenAICompatSummarizer("fake-model", api_key=SECRET, base_url=fake.openai_url, retry=FAST,
+                                      default_headers={"X-Api-Key": "hdr-secret-value"})
+    else:
+        fake.default = anthropic_error(status, "authentication_error", echo)
+        summ = AnthropicSummarizer("claude-test", api_key=SECRET, base_url=fake.root, retry=FAST)
+    with pytest.raises(SummarizerError) as info:
+        asyncio.run(summ.summarize(REQ))
+    assert str(status) in str(info.value)
+    seen = []
+    e: BaseException | None = info.value
+    while e is not None:
+        seen.append(repr(e) + str(e) + repr(getattr(e, "last_error", None)))
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    text = "\n".join(seen)
+    assert "[REDACTED]" in text
+    for leaked in (SECRET, SECRET[:-6], "tok-987654321", "hdr-secret-value"):
+        assert leaked not in text, text
+    import traceback
+    shown = "".join(traceback.format_exception(info.value))
+    assert SECRET[:-6] not in shown and "tok-987654321" not in shown

@@ -16,6 +16,8 @@ from .entries import Entry, Problem, TreeNode
 from .errors import (
     EntryNotFoundError,
     PiError,
+    MessageShapeError,
+    SessionArgumentError,
     SessionCycleError,
     SessionError,
     SessionFileChangedError,
@@ -71,6 +73,8 @@ __all__ = [
     "SessionFileChangedError",
     "SessionLockedError",
     "SessionReadOnlyError",
+    "SessionArgumentError",
+    "MessageShapeError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",

@@ -153,48 +153,69 @@ def _js_key_order(d: dict) -> list:
     return idx + [k for k in keys if not (isinstance(k, str) and _is_array_index(k))]
 
 
+def _members(d: dict) -> Any:
+    for k in _js_key_order(d):
+        v = d[k]
+        if v is not JS_UNDEFINED:  # JSON.stringify drops undefined-valued keys
+            yield k, v
+
+
 def _slow(value: Any, out: list) -> None:
-    """Pure-Python JSON.stringify writer (appends pieces to ``out``)."""
-    t = type(value)
-    if t is str:
-        out.append(_encode_str(value))
-    elif value is None or value is JS_UNDEFINED:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, (int, float)):
-        if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
+    """Pure-Python JSON.stringify writer (appends pieces to ``out``).
+
+    Iterative: nesting depth costs a list slot per level, never a Python frame (content
+    nested thousands deep is valid JSON that Pi serializes)."""
+    # open containers: [iterator over members or items, is_object, first]
+    frames: list = []
+    v = value
+    while True:
+        t = type(v)
+        if t is str:
+            out.append(_encode_str(v))
+        elif v is None or v is JS_UNDEFINED:
             out.append("null")
+        elif v is True:
+            out.append("true")
+        elif v is False:
+            out.append("false")
+        elif isinstance(v, (int, float)):
+            if isinstance(v, float) and (v != v or v in (math.inf, -math.inf)):
+                out.append("null")
+            else:
+                n = js_number_to_string(v)
+                out.append("null" if n in ("Infinity", "-Infinity") else n)
+        elif isinstance(v, dict):
+            out.append("{")
+            frames.append([_members(v), True, True])
+        elif isinstance(v, (list, tuple)):
+            out.append("[")
+            frames.append([iter(v), False, True])
+        elif isinstance(v, str):  # str subclass
+            out.append(_encode_str(str(v)))
         else:
-            s = js_number_to_string(value)
-            out.append("null" if s in ("Infinity", "-Infinity") else s)
-    elif isinstance(value, dict):
-        out.append("{")
-        first = True
-        for k in _js_key_order(value):
-            v = value[k]
-            if v is JS_UNDEFINED:
-                continue  # JSON.stringify drops undefined-valued keys
-            if not first:
+            raise TypeError(f"js_stringify: not a JSON value: {type(v).__name__}")
+        # the next value to write, closing finished containers
+        while frames:
+            f = frames[-1]
+            nxt = next(f[0], _END)
+            if nxt is _END:
+                out.append("}" if f[1] else "]")
+                frames.pop()
+                continue
+            if not f[2]:
                 out.append(",")
-            first = False
-            out.append(_encode_str(k if isinstance(k, str) else js_to_string(k)))
-            out.append(":")
-            _slow(v, out)
-        out.append("}")
-    elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for i, v in enumerate(value):
-            if i:
-                out.append(",")
-            _slow(v, out)
-        out.append("]")
-    elif isinstance(value, str):  # str subclass
-        out.append(_encode_str(str(value)))
-    else:
-        raise TypeError(f"js_stringify: not a JSON value: {type(value).__name__}")
+            f[2] = False
+            if f[1]:
+                k, nxt = nxt
+                out.append(_encode_str(k if isinstance(k, str) else js_to_string(k)))
+                out.append(":")
+            v = nxt
+            break
+        else:
+            return
+
+
+_END: Any = object()
 
 
 def _fix_surrogates(s: str) -> str:
@@ -221,20 +242,39 @@ def _js_number_fragment(x: float | int) -> Any:
     return _orjson.Fragment(b"null" if s in ("NaN", "Infinity", "-Infinity") else s.encode("ascii"))
 
 
-def _jsify(value: Any) -> Any:
-    """A copy of ``value`` whose floats and unsafe ints are pre-serialized JS numbers."""
+def _jsify_scalar(value: Any) -> Any:
     t = type(value)
-    if t is str:
-        return value
-    if t is dict:
-        return {k: _jsify(v) for k, v in value.items()}
-    if t is list:
-        return [_jsify(v) for v in value]
     if t is float:
         return _js_number_fragment(value)
     if t is int and not -_MAX_SAFE < value < _MAX_SAFE:
         return _js_number_fragment(value)
     return value
+
+
+def _jsify(value: Any) -> Any:
+    """A copy of ``value`` whose floats and unsafe ints are pre-serialized JS numbers
+    (iterative: no Python frame per nesting level)."""
+    t = type(value)
+    if t is not dict and t is not list:
+        return _jsify_scalar(value)
+    root: Any = {} if t is dict else []
+    todo = [(value, root)]
+    while todo:
+        src, dst = todo.pop()
+        pairs = src.items() if type(src) is dict else enumerate(src)
+        is_dict = type(src) is dict
+        for k, v in pairs:
+            tv = type(v)
+            if tv is dict or tv is list:
+                n: Any = {} if tv is dict else []
+                todo.append((v, n))
+            else:
+                n = _jsify_scalar(v)
+            if is_dict:
+                dst[k] = n
+            else:
+                dst.append(n)
+    return root
 
 
 def _fast(value: Any) -> bytes | None:
@@ -338,7 +378,25 @@ def js_to_string(value: Any) -> str:
     if isinstance(value, (int, float)):
         return js_number_to_string(value)
     if isinstance(value, (list, tuple)):
-        return ",".join("" if v is None or v is JS_UNDEFINED else js_to_string(v) for v in value)
+        # Array.prototype.join, nested arrays joined in place (iteratively: no frame per level)
+        parts: list = []
+        frames: list = [[iter(value), True]]
+        while frames:
+            f = frames[-1]
+            v = next(f[0], _END)
+            if v is _END:
+                frames.pop()
+                continue
+            if not f[1]:
+                parts.append(",")
+            f[1] = False
+            if v is None or v is JS_UNDEFINED:
+                continue
+            if isinstance(v, (list, tuple)) and not isinstance(v, str):
+                frames.append([iter(v), True])
+            else:
+                parts.append(js_to_string(v))
+        return "".join(parts)
     return "[object Object]"
 
 

@@ -39,6 +39,7 @@ import orjson
 
 from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
                      SessionLockedError, SessionTreeError)
+from .listing import parent_session_of
 from .session import EntryTable, Session
 
 __all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
@@ -317,14 +318,47 @@ class _Out:
         self.lines.append(line)
 
     def flush(self) -> None:
-        write = sys.stdout.write
         for k in range(0, len(self.lines), 4096):
-            write("\n".join(self.lines[k : k + 4096]) + "\n")
+            _write_out("\n".join(self.lines[k : k + 4096]) + "\n")
         self.lines.clear()
 
 
 def _print_json(doc: Any) -> None:
-    sys.stdout.write(json_document(doc) + "\n")
+    _write_out(json_document(doc) + "\n")
+
+
+class _OutputError(SessionTreeError):
+    """Standard output could not be written (closed, a full device): ``args[0]`` says why."""
+
+
+def _write_out(text: str, flush: bool = False) -> None:
+    """Write to standard output; a failure (other than the reader going away, which stays a
+    BrokenPipeError) becomes :class:`_OutputError`."""
+    try:
+        if sys.stdout is None:
+            raise _OutputError("standard output is closed")
+        sys.stdout.write(text)
+        if flush:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: write to a closed file object
+        raise _OutputError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null and drop buffered output, so the interpreter's final flush of a
+    broken stdout neither fails nor prints a traceback of its own."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    try:
+        sys.stdout = open(os.devnull, "w")  # the old object's unflushed buffer is discarded with it
+    except OSError:
+        sys.stdout = None  # type: ignore[assignment]
 
 
 # ==== info ============================================================================
@@ -357,7 +391,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         "cwd": header.get("cwd") if disk is not None else None,
         "version": version,
         "legacy_migrated_in_memory": bool(s.needs_migration),
-        "parent_session": header.get("parentSession"),
+        "parent_session": parent_session_of(header),
         "empty_file": disk is None,
         "entries": len(s),
         "distinct_ids": s.entry_count(),
@@ -808,6 +842,22 @@ def _take_write_lock(s: Session) -> None:
         raise _CliFailure(f"{s.path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _legacy_version(s: Session) -> int | None:
+    """1 or 2 for a legacy file whose first write rewrites it as v3 (migration), else None."""
+    return s.legacy_version
+
+
+def _migration_line(legacy: int | None, s: Session, dry_run: bool) -> str | None:
+    """What the human output says about migrating a legacy file (None: nothing to say)."""
+    if legacy is None:
+        return None
+    if dry_run:
+        return f"migration:         the v{legacy} file would be rewritten as v3 first (Pi does this on open)"
+    if s.needs_migration:
+        return None  # nothing was written, so nothing was migrated
+    return f"migrated:          the v{legacy} file was rewritten as v3 (atomically) before the first write, as Pi does"
+
+
 def _entry_where(s: Session, entry_id: Any) -> dict:
     """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
     e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
@@ -988,13 +1038,20 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
             return _nothing_to_compact(s, args, message, plan["already"])
         doc = plan["doc"]
         doc["summarizer"] = args.summarizer or "offline"
+        legacy = _legacy_version(s)
+        doc["migrated_from_version"] = None
+        doc["would_migrate_from_version"] = legacy
         if args.json:
             _print_json(doc)
         else:
             _print_dry_run(doc, doc["summarizer"])
+            note = _migration_line(legacy, s, True)
+            if note:
+                print(note)
         return 0
 
     summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
+    legacy = _legacy_version(s)
     _take_write_lock(s)
     progress("preparing…")
     captured: dict = {}
@@ -1042,12 +1099,17 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
         "usage": _usage_json(result.usage),
         "files": _files_json(read_files, modified_files),
         "summary": result.summary,
+        "migrated_from_version": legacy if legacy is not None and not s.needs_migration else None,
+        "would_migrate_from_version": None,
     }
     if args.json:
         _print_json(doc)
         return 0
     out = _Out()
     out(f"compacted {safe_text(doc['path'])} ({safe_text(summarizer.name)} summarizer)")
+    note = _migration_line(legacy, s, False)
+    if note:
+        out(note)
     out(f"compaction entry:  {_where_text(entry)}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
     if result.estimated_tokens_before is not None:
@@ -1087,6 +1149,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if args.summarize and not args.dry_run:
         summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
     write = not args.dry_run
+    legacy = _legacy_version(s)
     if write:
         _take_write_lock(s)
     old_leaf = s.leaf_id
@@ -1141,6 +1204,8 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         "label_entry_id": label_entry["id"] if label_entry is not None else None,
         "usage": _usage_json(result.usage),
         "written": written,
+        "migrated_from_version": legacy if write and legacy is not None and not s.needs_migration else None,
+        "would_migrate_from_version": legacy if args.dry_run else None,
     }
     if args.json:
         _print_json(doc)
@@ -1171,6 +1236,9 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         shown = f'"{safe_text(args.label)}"' if args.label else "(cleared)"
         out(f"label:           {shown} on {_shown_id(args.target_id)} (entry {_shown_id(label_entry['id'])}, "
             f"line {label_entry['line']})")
+    note = _migration_line(legacy, s, bool(args.dry_run))
+    if note:
+        out(note.replace("migrated:          ", "migrated:        ").replace("migration:         ", "migration:       "))
     if written:
         out(f"written:         {len(written)} entr{'ies' if len(written) != 1 else 'y'}; "
             "Pi reopens at the new leaf")
@@ -1341,9 +1409,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str) -> int:
-    print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
-    return 2
+def _fail(message: str, code: int = 2, as_json: bool = False) -> int:
+    """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
+    try:
+        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if as_json:
+        try:
+            _write_out(json_document({"error": True, "exit_code": code, "message": message}) + "\n", flush=True)
+        except (_OutputError, BrokenPipeError):
+            _silence_stdout()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1352,7 +1429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 success; 1 ``validate`` found problems, ``compact`` found nothing to compact, ``navigate``
     would write nothing; 2 usage error / missing, unreadable or non-Pi file / unknown id / a
     looping active branch where one is needed / locked file / summarizer misconfigured or
-    failed; 130 interrupted. Errors are one line on stderr, never a traceback.
+    failed / an append failed (disk full, file too large) / standard output full or closed;
+    130 interrupted. Errors are one line on stderr, never a traceback; with ``--json`` every
+    failure also prints ``{"error": true, "exit_code": N, "message": ...}`` on stdout (when
+    stdout can be written).
     """
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -1368,29 +1448,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):
+            try:  # argparse already explained on stderr
+                _write_out(json_document({"error": True, "exit_code": code, "message": "usage error"}) + "\n",
+                           flush=True)
+            except (_OutputError, BrokenPipeError):
+                _silence_stdout()
+        return code
+    as_json = bool(getattr(args, "json", False))
+
+    def fail(message: str, code: int = 2) -> int:
+        return _fail(message, code, as_json)
+
     if getattr(args, "max_preview", 0) < 0:
-        return _fail("--max-preview must be >= 0")
+        return fail("--max-preview must be >= 0")
+    if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
+        return fail("standard output is closed; nothing done")
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:
-        return _fail(f"{args.file}: no such file")
+        return fail(f"{args.file}: no such file")
     except SessionFormatError as exc:
         text = str(exc)
-        return _fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+        return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
     except (OSError, SessionError) as exc:
-        return _fail(f"{args.file}: cannot read: {exc}")
+        return fail(f"{args.file}: cannot read: {exc}")
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        return fail(f"{args.file}: cannot read: unexpected {type(exc).__name__}: {exc}")
+    entries_before = len(session)
     try:
-        return COMMANDS[args.command](session, args)
+        rc = COMMANDS[args.command](session, args)
+        _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
+        return rc
     except SessionCycleError as exc:
-        return _fail(f"{args.file}: parentId cycle ({exc}); Pi cannot open this session")
+        return fail(f"{args.file}: parentId cycle ({exc}); Pi cannot open this session")
     except EntryNotFoundError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except _CliFailure as exc:
-        print(f"sessiontree: error: {safe_text(str(exc))}", file=sys.stderr)
-        return exc.code
+        return fail(str(exc), exc.code)
     except SessionLockedError as exc:
-        return _fail(f"{exc}; nothing written (retry later, or wait with --lock-timeout SECONDS)")
+        return fail(f"{exc}; nothing written (retry later, or wait with --lock-timeout SECONDS)")
+    except _OutputError as exc:
+        _silence_stdout()
+        done = "; the session file was written" if len(session) != entries_before else ""
+        return _fail(f"{exc}{done}", 2, False)
     except KeyboardInterrupt:
         print("sessiontree: interrupted", file=sys.stderr)
         return 130
@@ -1403,9 +1505,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except (SessionError, ValueError) as exc:  # ContextError, EstimateError are ValueErrors
-        return _fail(f"{args.file}: {exc}")
+        return fail(f"{args.file}: {exc}")
+    except OSError as exc:  # an append failed: disk full, file too large, I/O error
+        return fail(f"{args.file}: cannot write: {exc.strerror or exc}")
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        return fail(f"{args.file}: unexpected {type(exc).__name__}: {exc}")
     finally:
-        session.close()
+        try:
+            session.close()
+        except Exception as exc:  # noqa: BLE001 - a failed final flush/close is an error, not a traceback
+            _fail(f"{args.file}: cannot close: {exc}", 2, False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -206,7 +206,10 @@ def apply_context_edit(messages: list, replacement: Any) -> list:
 
 
 def _role(message: Any) -> Any:
-    return message.get("role") if isinstance(message, dict) else None
+    """``message.role`` when it is a string, else None: a role of another type (an object
+    from a hostile file) equals no role name in Pi, and must not reach a set lookup."""
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _etype(entry: Any) -> Any:

@@ -7,27 +7,41 @@ asked for, through :attr:`Entry.raw` or mapping access (``entry["message"]``).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from . import _core
 from .errors import SessionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
 
+def probe_header(buf: bytes, eof: bool) -> tuple[str, str | None, int, int]:
+    """The header of a file from its first bytes ``buf`` (``eof``: that is the whole file), by
+    the rule ``Session.open`` applies (the core's ``header_probe``): ``("more", None, 0, 0)``
+    (read more), ``("none", None, 0, 0)`` (no JSON value), ``("valid", None, offset, len)`` or
+    ``("invalid", reason, 0, 0)``. Listing uses it so that listing and opening agree."""
+    return _core.header_probe(buf, eof)
+
+
 def parse_json_line(line: bytes) -> Any:
     """Parse one JSON line as JavaScript's ``JSON.parse`` would, returning Python values.
 
-    orjson handles almost every line; lines it refuses but JavaScript accepts (lone UTF-16
-    surrogate escapes such as ``"\\ud800"``, integers beyond 64 bits, bytes that are not UTF-8
-    inside strings, which Node reads as U+FFFD) fall back to the standard library parser.
+    orjson handles almost every line; lines it refuses are checked by the Rust core's JSON
+    reader (``_core.json_check``: JavaScript's grammar, linear time, no recursion), which also
+    measures their nesting; only then does the standard library parser build them. That covers
+    what JavaScript accepts and orjson does not: lone UTF-16 surrogate escapes such as
+    ``"\\ud800"``, integers beyond 64 bits, bytes that are not UTF-8 inside strings (read as
+    U+FFFD, as Node reads them). Integers too long for Python's ``int`` (over 4,300 digits)
+    become the float ``JSON.parse`` makes of them (usually ``inf``).
 
     Raises:
+        json.JSONDecodeError: the line is not JSON as JavaScript reads it (``NaN``,
+            ``Infinity``, a torn line...).
         SessionError: the line nests deeper than Python can represent (JavaScript accepts it).
     """
     try:
@@ -36,31 +50,26 @@ def parse_json_line(line: bytes) -> Any:
         if "depth limit" in str(exc):
             raise SessionError(f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels; "
                                "it stays in the tree, only its body cannot be read)") from exc
-    if _max_depth(line) > MAX_DEPTH:
+    depth, reason = _core.json_check(line)
+    if reason is not None:
+        raise json.JSONDecodeError(reason, "", 0) from None
+    if depth > MAX_DEPTH:
         raise SessionError(f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels)")
     try:
-        return json.loads(line.decode("utf-8", errors="replace"))
+        return json.loads(line.decode("utf-8", errors="replace"), parse_int=_js_int)
     except RecursionError as exc:
         raise SessionError("entry is nested too deeply to load in Python") from exc
+
+
+def _js_int(text: str) -> int | float:
+    # Python refuses int() of more than 4,300 digits (ValueError); JavaScript reads every
+    # number as a double, which is what such a literal becomes (inf beyond 1.8e308).
+    return int(text) if len(text) <= 4000 else float(text)
 
 
 #: Deepest nesting we hand to a Python JSON parser (orjson stops at 1024 too): deeper input
 #: could exhaust the C stack when a program raised Python's recursion limit.
 MAX_DEPTH = 1000
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(rb"[\[\]{}]")
-
-
-def _max_depth(line: bytes) -> int:
-    depth = deepest = 0
-    for m in _BRACKET.finditer(_STRING.sub(b"", line)):
-        if m.group() in (b"[", b"{"):
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-        else:
-            depth -= 1
-    return deepest
 
 
 class Problem(NamedTuple):

@@ -92,6 +92,18 @@ class SessionReadOnlyError(SessionError):
     """A write was attempted on a session opened read-only."""
 
 
+class SessionArgumentError(SessionError, ValueError, TypeError):
+    """An argument of the API is of the wrong type or out of its documented range (e.g.
+    ``lock_timeout=float("nan")``). Catch it as :class:`SessionError`, ``ValueError`` or
+    ``TypeError``."""
+
+
+class MessageShapeError(SessionError, ValueError):
+    """``append_message(..., strict=True)`` got a message that is not one of Pi's
+    ``AgentMessage`` shapes (see :mod:`sessiontree.message_shape`); the message says which
+    field. Nothing was appended."""
+
+
 class LeafMovedError(SessionError):
     """The leaf moved between preparing a compaction and appending it (a hook, another task or
     thread navigated or appended): the summary describes another branch, so nothing was

@@ -1,24 +1,47 @@
 """Listing sessions without reading whole files (Pi ``SessionManager.list`` / ``listAll``).
 
-For each ``*.jsonl`` file we read the header line, the first user message near the start,
-and search backwards from the end for the latest ``session_info`` and the last user or
-assistant message: cost follows what listing shows, not the file size (the backward search
-only goes further when the file holds none near its end).
+What a session is comes from the Rust core's header rule, the one :meth:`Session.open`
+applies (``entries.probe_header``: the first JSON value, blank, damaged and falsy lines skipped,
+must be an object with ``type: "session"`` and a string ``id``; the header may be on any line
+and of any length). Then, with plain reads (never a memory map: a file truncated meanwhile
+ends the read, it cannot raise SIGBUS), each file costs bounded bytes whatever its size:
+
+* the header line (and any skipped lines before it);
+* the first user message: lines read forward from the header, at most
+  :data:`_FIRST_MESSAGE_BYTES` bytes and :data:`_FIRST_MESSAGE_LINES` lines, each line only
+  looked at through its first :data:`_LINE_PREFIX` bytes unless that prefix says it may be a
+  user message;
+* the last :data:`_TAIL_BYTES` bytes: the latest ``session_info`` (the name) and the last
+  user or assistant message (recency), read backwards; when the tail has no ``session_info``,
+  the first :data:`_HEAD_NAME_BYTES` bytes after the header are searched for one.
+
+Listing a 1 GB session reads about 5 MiB of it (``tests/test_hostile_text_and_listing.py``).
 """
 from __future__ import annotations
 
-import mmap
+import math
 import os
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Iterator
 
 from ._jsjson import js_date_parse, js_trim
-from .entries import parse_json_line
+from .entries import parse_json_line, probe_header
 from .paths import default_session_dir, sessions_root
 
-_HEAD_LIMIT = 1 << 20  # longest header line we read
-_FIRST_MESSAGE_WINDOW = 256 << 10
+_BLOCK = 64 << 10  # bytes per read when looking for a header or a line end
+_TAIL_BYTES = 4 << 20
+_HEAD_NAME_BYTES = 1 << 20
+_FIRST_MESSAGE_BYTES = 16 << 20
+_FIRST_MESSAGE_LINES = 5000
+_LINE_PREFIX = 64 << 10
+#: ``new Date(x)`` is valid for |x| <= 8.64e15 ms (JavaScript's time range: years -271821 to
+#: 275760); Python's ``datetime`` stops at year 9999.
+_MAX_JS_TIME = 8.64e15
+_DT_MAX = datetime.max.replace(tzinfo=timezone.utc)
+_DT_MIN = datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -26,11 +49,14 @@ class SessionInfo:
     """One listed session.
 
     ``path``; ``id`` and ``cwd`` from the header; ``name`` (latest ``session_info``, trimmed,
-    or None); ``parent_session`` (header ``parentSession`` as written: never opened);
-    ``created`` (header timestamp, UTC datetime or None); ``modified`` (last user/assistant
-    message time, else header time, else file mtime — Pi's rule); ``first_message`` (text
-    of the first user message within the first 256 KiB, ``"(no messages)"`` if none);
-    ``size`` in bytes.
+    or None); ``parent_session`` (header ``parentSession``, or the legacy ``branchedFrom``, as
+    written: never opened by listing; :meth:`parent_session_id` reads the parent's header on
+    request); ``created`` (header timestamp, UTC datetime or None); ``modified`` (last
+    user/assistant message time, else header time, else file mtime — Pi's rule);
+    ``first_message`` (text of the first user message, ``"(no messages)"`` if none was found
+    within the forward budget); ``size`` in bytes; ``modified_ms`` (``modified`` as JavaScript
+    milliseconds: exact where ``datetime`` cannot go, e.g. year 10000, whose ``modified`` is
+    clamped to ``datetime.max``; the listing is sorted by it).
     """
 
     path: Path
@@ -42,30 +68,82 @@ class SessionInfo:
     modified: datetime
     first_message: str
     size: int
+    modified_ms: float = 0.0
+
+    def parent_session_id(self) -> str | None:
+        """The parent session's id, read from the parent file's header only (a relative
+        ``parent_session`` is taken relative to this session's folder). None when there is no
+        parent, or it is missing, not a regular file, or not a Pi session."""
+        if not self.parent_session:
+            return None
+        p = Path(self.parent_session)
+        if not p.is_absolute():
+            p = self.path.parent / p
+        h = read_header(p)
+        return h["id"] if h is not None else None
 
 
-def _read_first_line(path: Path) -> bytes | None:
-    with open(path, "rb") as fh:
-        chunk = fh.read(_HEAD_LIMIT)
-    nl = chunk.find(b"\n")
-    return chunk if nl < 0 else chunk[:nl]
+def parent_session_of(header: Any) -> str | None:
+    """A header's parent session path: ``parentSession``, else the legacy ``branchedFrom``
+    (older Pi versions), when a string; else None."""
+    if not isinstance(header, dict):
+        return None
+    for key in ("parentSession", "branchedFrom"):
+        v = header.get(key)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _read_header_fd(fd: int, size: int) -> tuple[dict | None, int]:
+    """The header of the open file ``fd`` (``size`` bytes) by the open rule, and the offset
+    just past its line; (None, 0) when the file is not a Pi session."""
+    want = min(size, _BLOCK)
+    while True:
+        buf = os.pread(fd, want, 0)
+        eof = len(buf) < want or want >= size
+        state, _why, off, ln = probe_header(buf, eof)
+        if state == "more" and not eof:
+            want = min(size, want * 4)
+            continue
+        if state != "valid":
+            return None, 0
+        try:
+            h = parse_json_line(buf[off:off + ln])
+        except Exception:  # nested too deeply for Python: Session.open refuses it too
+            return None, 0
+        nl = buf.find(b"\n", off + ln)
+        return (h if isinstance(h, dict) else None), (len(buf) if nl < 0 else nl + 1)
+
+
+def _open_regular(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` if it is a regular file (FIFOs and devices are not
+    opened for reading: ``O_NONBLOCK`` keeps a FIFO from blocking, then it is refused)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def read_header(path: Path) -> dict | None:
-    """The header of a session file if its first line is a valid Pi header, else None."""
+    """The header of a session file if it is a Pi session (the rule :meth:`Session.open`
+    applies), else None. Reads only as far as the header line."""
+    fd = _open_regular(Path(path))
+    if fd is None:
+        return None
     try:
-        line = _read_first_line(path)
+        return _read_header_fd(fd, os.fstat(fd).st_size)[0]
     except OSError:
         return None
-    if not line:
-        return None
-    try:
-        h = parse_json_line(line.rstrip(b"\r"))
-    except Exception:
-        return None
-    if isinstance(h, dict) and h.get("type") == "session" and isinstance(h.get("id"), str):
-        return h
-    return None
+    finally:
+        os.close(fd)
 
 
 def most_recent_session(session_dir: Path) -> Path | None:
@@ -96,98 +174,157 @@ def _text_of(message: dict) -> str:
     return ""
 
 
-def _lines_backwards(mm: mmap.mmap, needle: bytes):
-    end = len(mm)
-    while True:
-        k = mm.rfind(needle, 0, end)
-        if k < 0:
+def _parse(line: bytes) -> Any:
+    try:
+        return parse_json_line(line.rstrip(b"\r"))
+    except Exception:  # not JSON as JavaScript reads it (NaN, torn...), or nested too deeply
+        return None
+
+
+def _find_newline(fd: int, pos: int, limit: int) -> int:
+    """Offset of the first ``\\n`` in ``[pos, limit)`` of ``fd``, or -1."""
+    while pos < limit:
+        block = os.pread(fd, min(_BLOCK, limit - pos), pos)
+        if not block:
+            return -1
+        k = block.find(b"\n")
+        if k >= 0:
+            return pos + k
+        pos += len(block)
+    return -1
+
+
+def _first_user_message(fd: int, start: int, size: int) -> str:
+    """Text of the first user message after the header, scanning forward within the budget."""
+    limit = min(size, start + _FIRST_MESSAGE_BYTES)
+    pos = start
+    for _ in range(_FIRST_MESSAGE_LINES):
+        if pos >= limit:
+            break
+        nl = _find_newline(fd, pos, limit)
+        end = limit if nl < 0 else nl
+        if nl < 0 and limit < size:
+            break  # the line runs past the budget
+        prefix = os.pread(fd, min(end - pos, _LINE_PREFIX), pos)
+        # Pi writes `"role"` before `content`: a prefix naming another role is skipped unread
+        if b'"user"' in prefix or (b'"role"' not in prefix and b'"message"' in prefix and end - pos > len(prefix)):
+            line = prefix if end - pos <= len(prefix) else os.pread(fd, end - pos, pos)
+            v = _parse(line)
+            if isinstance(v, dict) and v.get("type") == "message" and isinstance(v.get("message"), dict) \
+                    and v["message"].get("role") == "user":
+                text = _text_of(v["message"])
+                if text:
+                    return text
+        pos = end + 1
+    return ""
+
+
+def _lines_backwards(buf: bytes, whole: bool) -> Iterator[bytes]:
+    """Lines of ``buf`` last first; the first (partial) line only when ``whole``."""
+    end = len(buf)
+    while end > 0:
+        k = buf.rfind(b"\n", 0, end)
+        if k < 0 and not whole:
             return
-        start = mm.rfind(b"\n", 0, k) + 1
-        stop = mm.find(b"\n", k)
-        stop = len(mm) if stop < 0 else stop
-        yield mm[start:stop].rstrip(b"\r")
-        end = start
+        yield buf[k + 1:end]
+        end = k if k >= 0 else 0
+
+
+def _name_in(lines: Iterator[bytes]) -> tuple[bool, str | None]:
+    for line in lines:
+        if b'"session_info"' not in line:
+            continue
+        v = _parse(line)
+        if isinstance(v, dict) and v.get("type") == "session_info":
+            n = v.get("name")
+            return True, ((js_trim(n) or None) if isinstance(n, str) else None)  # Pi getSessionName
+    return False, None
+
+
+def _js_time(x: Any) -> float | None:
+    """``x`` as a JavaScript time value in ms when ``new Date(x)`` would be valid, else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        t = float(x)
+    except OverflowError:  # an int beyond a double: Infinity in JavaScript
+        return None
+    return t if math.isfinite(t) and abs(t) <= _MAX_JS_TIME else None
+
+
+def _utc(ms: float) -> datetime:
+    """A JavaScript time as an aware UTC datetime, clamped to what ``datetime`` holds."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return _DT_MAX if ms > 0 else _DT_MIN
 
 
 def session_info(path: Path) -> SessionInfo | None:
-    """List one file, or None when it is not a Pi session."""
-    header = read_header(path)
+    """List one file, or None when it is not a Pi session (or not a regular file)."""
+    fd = _open_regular(Path(path))
+    if fd is None:
+        return None
+    try:
+        return _session_info_fd(Path(path), fd)
+    finally:
+        os.close(fd)
+
+
+def _session_info_fd(path: Path, fd: int) -> SessionInfo | None:
+    st = os.fstat(fd)
+    size = st.st_size
+    if size == 0:
+        return None
+    header, body = _read_header_fd(fd, size)
     if header is None:
         return None
-    st = path.stat()
-    name = None
+    tail_start = max(body, size - _TAIL_BYTES)
+    tail = os.pread(fd, size - tail_start, tail_start)
+    found, name = _name_in(_lines_backwards(tail, whole=tail_start == body))
+    if not found and tail_start > body:
+        head = os.pread(fd, min(_HEAD_NAME_BYTES, tail_start - body), body)  # a cut last line does not parse
+        found, name = _name_in(_lines_backwards(head, whole=True))
     last_activity: float | None = None
-    first_message = ""
-    with open(path, "rb") as fh:
-        if st.st_size == 0:
-            return None
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            for line in _lines_backwards(mm, b'"session_info"'):
-                try:
-                    v = parse_json_line(line)
-                except Exception:
-                    continue
-                if isinstance(v, dict) and v.get("type") == "session_info":
-                    n = v.get("name")
-                    name = (js_trim(n) or None) if isinstance(n, str) else None  # Pi getSessionName
-                    break
-            for line in _lines_backwards(mm, b'"message"'):
-                try:
-                    v = parse_json_line(line)
-                except Exception:
-                    continue
-                if not (isinstance(v, dict) and v.get("type") == "message"):
-                    continue
-                m = v.get("message")
-                if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or "content" not in m:
-                    continue
-                ts = m.get("timestamp")
-                if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-                    last_activity = float(ts)
-                else:
-                    t = js_date_parse(v.get("timestamp"))
-                    if t == t:
-                        last_activity = t
-                if last_activity is not None:
-                    break
-            window = mm[: min(len(mm), _FIRST_MESSAGE_WINDOW)]
-        finally:
-            mm.close()
-    for line in window.split(b"\n")[1:]:
-        if b'"user"' not in line:
+    for line in _lines_backwards(tail, whole=tail_start == body):
+        if b'"message"' not in line:
             continue
-        try:
-            v = parse_json_line(line.rstrip(b"\r"))
-        except Exception:
+        v = _parse(line)
+        if not (isinstance(v, dict) and v.get("type") == "message"):
             continue
-        if isinstance(v, dict) and v.get("type") == "message" and isinstance(v.get("message"), dict) \
-                and v["message"].get("role") == "user":
-            first_message = _text_of(v["message"])
-            if first_message:
-                break
-    created_ms = js_date_parse(header.get("timestamp"))
-    created = datetime.fromtimestamp(created_ms / 1000, timezone.utc) if created_ms == created_ms else None
+        m = v.get("message")
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or "content" not in m:
+            continue
+        ts = m.get("timestamp")
+        t = _js_time(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
+        if t is None and not isinstance(ts, (int, float)):
+            t = _js_time(js_date_parse(v.get("timestamp")))
+        if t is not None:
+            last_activity = t
+            break
+    first_message = _first_user_message(fd, body, size)
+    created_ms = _js_time(js_date_parse(header.get("timestamp")))
+    created = _utc(created_ms) if created_ms is not None else None
     if last_activity is not None and last_activity > 0:
-        modified = datetime.fromtimestamp(last_activity / 1000, timezone.utc)
-    elif created is not None:
-        modified = created
+        modified_ms = last_activity
+    elif created_ms is not None:
+        modified_ms = created_ms
     else:
-        modified = datetime.fromtimestamp(st.st_mtime, timezone.utc)
+        modified_ms = st.st_mtime * 1000
     cwd = header.get("cwd")
-    parent = header.get("parentSession")
     return SessionInfo(path=path, id=header["id"], cwd=cwd if isinstance(cwd, str) else "", name=name,
-                       parent_session=parent if isinstance(parent, str) else None, created=created,
-                       modified=modified, first_message=first_message or "(no messages)", size=st.st_size)
+                       parent_session=parent_session_of(header), created=created, modified=_utc(modified_ms),
+                       first_message=first_message or "(no messages)", size=size, modified_ms=modified_ms)
 
 
 def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | None = None) -> list[SessionInfo]:
-    """Sessions newest first (by ``modified``).
+    """Sessions newest first (by ``modified_ms``).
 
     With ``session_dir``: the ``*.jsonl`` files in that folder. Else with ``cwd``: Pi's
     folder for that cwd. With neither: every folder under Pi's sessions root (Pi ``listAll``).
-    Files that are not Pi sessions are left out. Only files directly inside the folders are
-    read; links are followed only if they point at regular files.
+    Files that are not Pi sessions (by the rule :meth:`Session.open` applies) are left out.
+    Only files directly inside the folders are read; links are followed only if they point
+    at regular files.
     """
     if session_dir is not None:
         dirs = [Path(session_dir)]
@@ -217,5 +354,5 @@ def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | No
                 continue
             if info is not None:
                 out.append(info)
-    out.sort(key=lambda i: i.modified, reverse=True)
+    out.sort(key=lambda i: i.modified_ms, reverse=True)
     return out

@@ -33,7 +33,7 @@ length / 3.5)`` over the request's system and user texts (:func:`summary_output_
 and nothing is sent; answers cut off at the budget, empty or far oversized are refused
 (:func:`check_summary`); a compaction is appended only at the leaf it was planned at
 (:class:`~sessiontree.errors.LeafMovedError`), one compaction of a session at a time.
-(docs/divergences.md 22-24.)
+(docs/divergences.md 23-25.)
 
 Cost: planning reads the context span only (:meth:`sessiontree.Session.get_context_entries`:
 the latest compaction's kept range to the leaf), so it costs the same after 10 MB or 1 GB of

@@ -18,9 +18,14 @@ differences, each listed in ``docs/divergences.md``:
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
 import secrets
+import stat
 import threading
+import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
@@ -35,6 +40,7 @@ from .errors import (
     LeafMovedError,
     SessionCycleError,
     SessionError,
+    SessionFileChangedError,
     SessionFormatError,
     PiError,
 )
@@ -48,7 +54,8 @@ from .provider_context import ProviderContext, repair_for_provider
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
-from .writer import DURABILITY_MODES, Durability, SessionWriter
+from .message_shape import check_message_shape
+from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -98,6 +105,18 @@ def _require_str(**values: Any) -> None:
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
 
 
+def _bom_reason(path: Path) -> str | None:
+    """Why a file that starts with a UTF-8 byte order mark is not a session, or None when it
+    does not start with one. (Pi's ``JSON.parse`` refuses the BOM, so the header line is not
+    JSON to Pi either: acceptance stays Pi's, only the message names the cause.)"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(3)
+    except OSError:
+        return None
+    return "UTF-8 BOM at byte 0 (Pi rejects it)" if head == b"\xef\xbb\xbf" else None
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -111,13 +130,59 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes]) -> None:
-    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
-    of the directory. Readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+_TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
+
+
+def _temp_name(path: Path) -> Path:
+    """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
+    ``.<name>.<8 hex digits>.tmp`` in the same folder."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
+def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
+    """Remove the temp copies of ``path`` that an :func:`atomic_write` killed mid-way left
+    (``.<name>.<8 hex>.tmp`` beside it, last modified before ``older_than``, a
+    ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
+    of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
+    writer that died. Other names are never touched. Returns what was removed."""
+    removed = []
     try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for n in names:
+        m = _TMP_RE.match(n)
+        if m is None or m.group("name") != path.name:
+            continue
+        tmp = path.with_name(n)
+        try:
+            st = os.lstat(tmp)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass
+    return removed
+
+
+def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes], *, like: os.stat_result | None = None) -> None:
+    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
+    of the directory. Readers see the old file or the new one, never half of one.
+
+    With ``like`` (the ``os.stat`` of the file being replaced), the new file gets its
+    permission bits, and its owner and group where the process may set them; else it is
+    created 0644 (less the umask). ``path`` must not be a symbolic link (pass its target):
+    the rename would replace the link itself."""
+    path = Path(path)
+    tmp = _temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if like is not None else 0o644)
+    try:
+        if like is not None:
+            try:
+                os.fchown(fd, like.st_uid, like.st_gid)
+            except OSError:
+                pass  # not permitted: the owner stays ours (the mode below still applies)
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
@@ -131,6 +196,25 @@ def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes]) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+# Sessions holding a writer lock: a child process forked from ours drops their writers (see
+# `_drop_writers_after_fork`).
+_WRITING: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def _drop_writers_after_fork() -> None:
+    """In a child process after ``os.fork()``: every Session that was writing becomes a reader
+    of what it knows. The entries the parent buffered are the parent's to write (the child
+    writing them too would write them twice), and the parent's lock is not the child's (the
+    child's next write takes the lock anew, and waits for the parent's)."""
+    for s in list(_WRITING):
+        s._forget_writer_after_fork()
+    _WRITING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_writers_after_fork)
 
 
 class Session:
@@ -159,7 +243,7 @@ class Session:
         self._header = header
         self._header_on_disk = header_on_disk
         self._durability: Durability = durability
-        self._lock_timeout = lock_timeout
+        self._lock_timeout = check_lock_timeout(lock_timeout)
         self._writer: SessionWriter | None = None
         self._ready = False
         # taking the lock, migrating and writing the header happen once per writer lock; a
@@ -177,7 +261,7 @@ class Session:
         a header in memory, written with the first entry (Pi writes it on open).
 
         Args:
-            path: the ``.jsonl`` file.
+            path: the ``.jsonl`` file (a leading ``~`` is expanded).
             session_dir: where :meth:`create_branched_session` writes; default the file's folder.
             durability: ``"flush"`` (each entry is one ``write()``; default), ``"fsync"``
                 (each append is also fsynced before it returns) or ``"none"`` (buffered in
@@ -190,8 +274,12 @@ class Session:
             SessionFormatError: not a Pi session (first JSON value is not a ``session``
                 header with a string id, e.g. a BOM or a missing header), or bytes with no
                 JSON value at all.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
-        p = Path(path)
+        check_lock_timeout(lock_timeout)
+        p = Path(path).expanduser()
+        if session_dir is not None:
+            session_dir = Path(session_dir).expanduser()
         if not p.is_file():
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
@@ -202,9 +290,12 @@ class Session:
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
         if state == "invalid":
-            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({reason})")
+            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(p) or reason})")
         if state == "empty":
             if core.line_count and any(core.problem(k)[2] != "blank_line" for k in range(core.problem_count())):
+                bom = _bom_reason(p)
+                if bom:
+                    raise SessionFormatError(f"Session file is not a valid pi session: {p} ({bom})")
                 raise SessionFormatError(
                     f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
                     "Pi would overwrite it with a new header, we leave it untouched)")
@@ -231,8 +322,10 @@ class Session:
         Raises:
             ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL).
             FileExistsError: a file of that name already exists.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
-        sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        check_lock_timeout(lock_timeout)
+        sdir = Path(session_dir).expanduser() if session_dir is not None else default_session_dir(cwd)
         sdir.mkdir(parents=True, exist_ok=True)
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         ts = iso_now()
@@ -243,11 +336,22 @@ class Session:
         line = dumps_entry(header) + b"\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, line)
-            if durability == "fsync":
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                if os.write(fd, line) != len(line):
+                    raise OSError(errno.ENOSPC, "the session header was written only in part", str(path))
+                if durability == "fsync":
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            # a full disk (or any failure) leaves no empty or partial session file behind
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise
+        if durability == "fsync":
+            _fsync_dir(sdir)  # the new name survives a power loss too
         core = _core.Index.open(str(path))
         return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
                    lock_timeout=lock_timeout)
@@ -279,7 +383,7 @@ class Session:
         sid = new_session_id()
         ts = iso_now()
         header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
-                  "cwd": target_cwd, "parentSession": str(source_path)}
+                  "cwd": target_cwd, "parentSession": os.path.abspath(src._path)}  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
         atomic_write(path, src._entry_lines(with_header=header))
         return cls.open(path, session_dir=sdir)
@@ -365,7 +469,11 @@ class Session:
         out: dict[str, Any] = {}
         for target, e in self._core.labels():
             raw = self._load_raw(e)
-            out[target if target is not None else raw.get("targetId")] = raw.get("label")
+            if target is None:
+                target = raw.get("targetId")
+                if isinstance(target, (dict, list)):
+                    continue  # a Map key in Pi no entry id can ever equal
+            out[target] = raw.get("label")
         return out
 
     @property
@@ -399,6 +507,14 @@ class Session:
     def needs_migration(self) -> bool:
         """True for a legacy v1/v2 file that Pi would rewrite on open."""
         return self._core.needs_migration
+
+    @property
+    def legacy_version(self) -> int | None:
+        """1 or 2 for a legacy file whose first write rewrites it as v3 (Pi's
+        ``migrateSessionEntries``), else None."""
+        if not self._core.needs_migration:
+            return None
+        return 1 if self._core.legacy_v1 else 2
 
     def __len__(self) -> int:
         return len(self._core)
@@ -659,7 +775,14 @@ class Session:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
         ``parentId`` is null, their own id, or unknown (orphans); children sorted by
         timestamp, ties in file order; a repeated id is one node listed once per occurrence.
-        Built without recursion."""
+        Built without recursion.
+
+        Raises:
+            SessionCycleError: duplicate ids put a node below itself (Pi's ``getTree`` returns
+                such a cyclic graph and its tree view never ends; the core's walk refuses it,
+                and so does this tree: no returned ``TreeNode`` is its own descendant).
+        """
+        self._core.check_tree()
         roots, start, kids = self._core.tree_table()
         label_of: dict[int, Any] = {}
         for target, e in self._core.labels():
@@ -770,6 +893,7 @@ class Session:
                 if self._core.refresh():
                     self._core.set_leaf(None if leaf_null or leaf is None else leaf)
                 self._core.attach_writer(writer.fd, self._durability)
+                _WRITING.add(self)
             except BaseException:
                 self._writer = None
                 writer.close()
@@ -846,19 +970,26 @@ class Session:
     def _leaf_for_parent(self) -> str | None:
         return self._core.leaf_id()
 
-    def append_message(self, message: dict) -> str:
+    def append_message(self, message: dict, *, strict: bool = False) -> str:
         """Append a ``message`` entry (child of the leaf; becomes the leaf). Returns its id.
 
         ``message`` is an ``AgentMessage`` dict (``role`` user/assistant/toolResult/
         bashExecution/custom/system...). Compaction and branch summaries are entries of their
-        own (:meth:`append_compaction`, :meth:`branch_with_summary`), as in Pi.
+        own (:meth:`append_compaction`, :meth:`branch_with_summary`), as in Pi. Like Pi's
+        ``appendMessage``, anything JSON can hold is accepted; with ``strict=True`` the message
+        must have Pi's shape for its role (known role, ``timestamp`` an int of milliseconds,
+        content blocks and required fields of the right types, finite numbers, JSON values
+        only: :func:`sessiontree.message_shape.check_message_shape`).
 
         Raises:
             TypeError: ``message`` is not a dict.
             ValueError: its role is ``compactionSummary`` or ``branchSummary``.
+            MessageShapeError: ``strict`` and the message is not Pi's shape (nothing appended).
         """
         if not isinstance(message, dict):
             raise TypeError("message must be a dict")
+        if strict:
+            check_message_shape(message)
         if message.get("role") in _FORBIDDEN_MESSAGE_ROLES:
             raise ValueError(f"{message.get('role')} messages are appended as their own entries, not as messages")
         return self._append_field("message", "message", message)
@@ -1064,7 +1195,7 @@ class Session:
         header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
                         "cwd": self.cwd}
         if self._path is not None:
-            header["parentSession"] = str(self._path)
+            header["parentSession"] = os.path.abspath(self._path)  # absolute, as Pi writes it
         head = dumps_entry(header) + b"\n"
         if self._path is None:
             core = _core.Index.in_memory()
@@ -1248,37 +1379,56 @@ class Session:
         would drop (malformed, blank) are kept verbatim, so nothing is lost. Returns whether
         the file was rewritten.
 
+        The rewrite holds the writer lock, first checks that the path still names the file
+        this session indexed (same device and inode, not shorter), keeps the file's mode (and
+        owner where permitted), rewrites a symbolic link's target (the link stays), and
+        removes temp copies an earlier rewrite of this file left when it was killed.
+
         Raises:
+            SessionFileChangedError: the file was replaced (renamed over), removed or
+                truncated since it was opened: nothing is written.
             OSError: the file could not be replaced (it is left as it was).
         """
         if not self._core.needs_migration or self._path is None:
             return False
         self.flush()
-        replacements: dict[int, bytes] = {}
-        hdr_line = None
-        for i in range(len(self._core)):
-            replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
-        data = self._path.read_bytes()
-        raw_lines = data.split(b"\n")
-        trailing = data.endswith(b"\n")
-        if trailing:
-            raw_lines.pop()
-        out: list[bytes] = []
-        header_done = False
-        for n, line in enumerate(raw_lines, start=1):
-            if n in replacements:
-                out.append(replacements[n] + b"\n")
-            elif not header_done and line.strip().startswith(b"{") and hdr_line is None and _is_header_line(line):
-                out.append(dumps_entry(self._header) + b"\n")
-                header_done = True
-            else:
-                out.append(line + b"\n")
         leaf_null = self._core.leaf_is_null()
         leaf_id = self._core.leaf_id()
         writer = self._get_writer()
+        locked_at = time.time()
         writer.acquire()  # no other sessiontree writer while the file is replaced
         try:
-            atomic_write(self._path, out)
+            # the path still names our file (else SessionFileChangedError); lines another
+            # program appended meanwhile are indexed, so they are migrated too
+            self._core.refresh()
+            target = Path(os.path.realpath(self._path))
+            with open(target, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_dev, st.st_ino) != self._core.file_identity():
+                    raise SessionFileChangedError(
+                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)")
+                data = fh.read()
+            if len(data) < self._core.end:
+                raise SessionFileChangedError(
+                    f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)")
+            replacements: dict[int, bytes] = {}
+            for i in range(len(self._core)):
+                replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
+            raw_lines = data.split(b"\n")
+            if data.endswith(b"\n"):
+                raw_lines.pop()
+            out: list[bytes] = []
+            header_done = False
+            for n, line in enumerate(raw_lines, start=1):
+                if n in replacements:
+                    out.append(replacements[n] + b"\n")
+                elif not header_done and line.strip().startswith(b"{") and _is_header_line(line):
+                    out.append(dumps_entry(self._header) + b"\n")
+                    header_done = True
+                else:
+                    out.append(line + b"\n")
+            remove_stale_temp_files(target, locked_at)
+            atomic_write(target, out, like=st)
         finally:
             self.close()
         self._core = _core.Index.open(str(self._path))
@@ -1314,6 +1464,7 @@ class Session:
         """
         with self._prepare_lock:
             self._ready = False
+            _WRITING.discard(self)
             if self._path is None:
                 return
             if self._writer is not None:
@@ -1322,6 +1473,15 @@ class Session:
                     self._core.detach_writer()
                 finally:
                     writer.close()
+
+    def _forget_writer_after_fork(self) -> None:
+        # a thread of the parent may have held this lock at the fork: the child gets a new one
+        self._prepare_lock = threading.RLock()
+        self._ready = False
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            self._core.forget_writer()
+            writer.close()  # the child's copy only: the parent's descriptor keeps the lock
 
     def __enter__(self) -> "Session":
         return self

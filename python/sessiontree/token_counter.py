@@ -116,7 +116,8 @@ def _import_tiktoken() -> Any:
         import tiktoken
         import tiktoken.load  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise TokenCounterError("exact token counts need tiktoken: pip install 'sessiontree[tiktoken]'") from exc
+        raise TokenCounterError("exact token counts need tiktoken: pip install 'sessiontree[tiktoken]' "
+                                "(from a source checkout: pip install '.[tiktoken]')") from exc
     return tiktoken
 
 

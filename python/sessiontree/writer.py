@@ -32,15 +32,28 @@
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import time
 from pathlib import Path
 from typing import Literal
 
-from .errors import SessionLockedError
+from .errors import SessionArgumentError, SessionLockedError
 
 Durability = Literal["none", "flush", "fsync"]
 DURABILITY_MODES = ("none", "flush", "fsync")
+
+
+def check_lock_timeout(value: object) -> float | None:
+    """``value`` if it is None or a finite number of seconds >= 0 (an int or float, not a
+    bool), else :class:`SessionArgumentError` (``nan`` would make the wait spin forever)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SessionArgumentError(f"lock_timeout must be None or a number of seconds, not {type(value).__name__}")
+    if not (value >= 0) or math.isinf(value):
+        raise SessionArgumentError(f"lock_timeout must be a finite number of seconds >= 0, not {value!r}")
+    return float(value)
 
 
 class SessionWriter:
@@ -54,7 +67,7 @@ class SessionWriter:
 
     def __init__(self, path: Path, lock_timeout: float | None = None):
         self.path = Path(path)
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = check_lock_timeout(lock_timeout)
         self._fd: int | None = None
 
     @property

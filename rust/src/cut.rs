@@ -48,7 +48,7 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
         T_MESSAGE | T_CUSTOM_MESSAGE | T_BRANCH_SUMMARY => {}
         _ => return Some(Info::default()),
     }
-    let f: Fields = serde_json::from_slice(st.line(i as usize)).ok()?;
+    let f: Fields = serde_json::from_slice(&st.line(i as usize).ok()?).ok()?;
     match rec.etype {
         T_MESSAGE => {
             let msg = f.message?;

@@ -8,7 +8,7 @@
 //! usage, compaction / branch_summary / usage entries). [`digest_columns`] writes a batch as one
 //! JSON document of columns, the form the page decodes.
 
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::tokens::{self, Estimate};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
@@ -204,9 +204,15 @@ fn num(v: f64) -> Value {
 /// timestamp in ms (null when invalid), `e` token estimate (null: none), `u` usage
 /// `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
 pub fn digest_columns(st: &Store, start: usize, end: usize, preview_chars: usize,
-                      id_of: impl Fn(usize) -> Option<String>) -> Vec<u8> {
-    let ds: Vec<Digest> = (start..end).into_par_iter().map(|i| {
-        let mut d = digest(st.line(i), preview_chars);
+                      id_of: impl Fn(usize) -> Option<String>) -> Result<Vec<u8>, StoreError> {
+    // the lines are read first (nearby lines in one `pread`; a file changed under the index
+    // errs instead of faulting), then digested in parallel
+    let idx: Vec<usize> = (start..end).collect();
+    let mut lines: Vec<Vec<u8>> = vec![Vec::new(); idx.len()];
+    st.with_lines(&idx, |k, b| lines[k] = b.to_vec())?;
+    let ds: Vec<Digest> = lines.par_iter().enumerate().map(|(k, line)| {
+        let i = start + k;
+        let mut d = digest(line, preview_chars);
         if d.kind == "?" {
             // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
             // nesting past 128): keep the type the index read
@@ -231,7 +237,7 @@ pub fn digest_columns(st: &Store, start: usize, end: usize, preview_chars: usize
     cols.insert("r".into(), ds.iter().map(|d| d.reference.clone().map_or(Value::Null, Value::String)).collect());
     cols.insert("k".into(), ds.iter().map(|d| Value::String(d.kind.clone())).collect());
     cols.insert("p".into(), ds.into_iter().map(|d| Value::String(d.preview)).collect());
-    serde_json::to_vec(&Value::Object(cols)).unwrap_or_default()
+    Ok(serde_json::to_vec(&Value::Object(cols)).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -103,21 +103,33 @@ pub struct Problem {
     pub message: String,
 }
 
-/// The problems of a file, 24 bytes each: kinds and messages are worked out when read, so a
-/// hostile file of millions of bad lines costs a compact record per line.
+/// The problems of a file, stored as runs: consecutive lines with the same problem (same
+/// kind, reason and position) whose offsets advance by a fixed stride are one 32-byte record
+/// (64 MiB of blank lines after a header is one record, not 64 Mi). Kinds and messages are
+/// worked out when read, and any problem is found by position in O(log runs).
 #[derive(Debug, Clone, Default)]
 pub struct Problems {
-    recs: Vec<ProblemRec>,
+    runs: Vec<ProblemRun>,
+    /// problems recorded (the sum of the runs' counts)
+    n: usize,
     /// JSON error reasons met so far (a handful of fixed strings)
     reasons: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct ProblemRec {
+struct ProblemRun {
+    /// byte offset of the run's first line
     offset: u64,
     /// the JSON error position, or the line length for `line_too_long`
     arg: u64,
+    /// 1-based line number of the run's first line
     line: u32,
+    /// position of the run's first problem among all problems
+    first: u32,
+    /// lines in the run: lines `line + k`, at offsets `offset + k * stride`, `k < count`
+    count: u32,
+    /// bytes from one line of the run to the next (0 while the run has one line)
+    stride: u16,
     kind: u8,
     reason: u8,
 }
@@ -142,13 +154,32 @@ const P_EXTRA_HEADER: u8 = 6;
 
 impl Problems {
     pub fn len(&self) -> usize {
-        self.recs.len()
+        self.n
     }
     pub fn is_empty(&self) -> bool {
-        self.recs.is_empty()
+        self.n == 0
     }
+    /// Records stored (runs), for memory accounting and tests.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+    /// Keeps the first `n` problems.
     fn truncate(&mut self, n: usize) {
-        self.recs.truncate(n);
+        if n >= self.n {
+            return;
+        }
+        let k = self.runs.partition_point(|r| (r.first as usize) < n);
+        self.runs.truncate(k);
+        if let Some(last) = self.runs.last_mut() {
+            let keep = n - last.first as usize;
+            if keep < last.count as usize {
+                last.count = keep as u32;
+                if keep == 1 {
+                    last.stride = 0;
+                }
+            }
+        }
+        self.n = n;
     }
     fn push(&mut self, line: u32, offset: u64, kind: u8, arg: u64, reason: &'static str) {
         let r = match self.reasons.iter().position(|&x| std::ptr::eq(x, reason) || x == reason) {
@@ -158,9 +189,31 @@ impl Problems {
                 self.reasons.len() - 1
             }
         };
-        self.recs.push(ProblemRec { offset, arg, line, kind, reason: r.min(255) as u8 });
+        let reason = r.min(255) as u8;
+        self.n += 1;
+        if let Some(last) = self.runs.last_mut() {
+            if last.kind == kind && last.reason == reason && last.arg == arg && last.count < u32::MAX {
+                let next_line = last.line as u64 + last.count as u64;
+                if line as u64 == next_line {
+                    if last.count == 1 {
+                        if let Ok(st) = u16::try_from(offset.wrapping_sub(last.offset)) {
+                            if offset > last.offset {
+                                last.stride = st;
+                                last.count = 2;
+                                return;
+                            }
+                        }
+                    } else if offset == last.offset + last.stride as u64 * last.count as u64 {
+                        last.count += 1;
+                        return;
+                    }
+                }
+            }
+        }
+        let first = (self.n - 1) as u32;
+        self.runs.push(ProblemRun { offset, arg, line, first, count: 1, stride: 0, kind, reason });
     }
-    fn expand(&self, r: &ProblemRec) -> Problem {
+    fn expand(&self, r: &ProblemRun, k: u32) -> Problem {
         let message = match r.kind {
             P_BLANK => "blank line (skipped)".to_string(),
             P_TOO_LONG => format!("line of {} bytes is over the 4 GiB limit (skipped)", r.arg),
@@ -172,14 +225,24 @@ impl Problems {
             P_UTF8 => "bytes that are not UTF-8 inside a string (read as U+FFFD, as Pi reads them)".to_string(),
             _ => "another session header inside the file (not an entry, as in Pi)".to_string(),
         };
-        Problem { line: r.line, offset: r.offset, kind: PROBLEM_KINDS[r.kind as usize], message }
+        Problem {
+            line: r.line + k,
+            offset: r.offset + r.stride as u64 * k as u64,
+            kind: PROBLEM_KINDS[r.kind as usize],
+            message,
+        }
     }
     /// Each problem in file order, with its message.
     pub fn iter(&self) -> impl Iterator<Item = Problem> + '_ {
-        self.recs.iter().map(|r| self.expand(r))
+        self.runs.iter().flat_map(move |r| (0..r.count).map(move |k| self.expand(r, k)))
     }
     pub fn get(&self, i: usize) -> Option<Problem> {
-        self.recs.get(i).map(|r| self.expand(r))
+        if i >= self.n {
+            return None;
+        }
+        let k = self.runs.partition_point(|r| r.first as usize <= i) - 1;
+        let r = &self.runs[k];
+        Some(self.expand(r, (i - r.first as usize) as u32))
     }
 }
 
@@ -1053,6 +1116,20 @@ impl Index {
             self.problem(pl, P_EXTRA_HEADER);
             return None;
         }
+        if vpos == 1
+            && !self.legacy_v1
+            && sk.top == TopKind::Object
+            && matches!(sk.id, Val::Missing)
+            && matches!(sk.parent_id, Val::Missing)
+        {
+            // A header over entries with neither `id` nor `parentId`: what Pi 1.6 `forkFrom`
+            // writes for a v1 source (a v3 header over the v1 entries, copied unmigrated). Pi
+            // then sees one entry per missing id and only the last message in context; we read
+            // the entries as v1 (ids, each the child of the previous one), so the first write
+            // rewrites the file migrated, as for any v1 file (docs/divergences.md).
+            self.legacy_v1 = true;
+            self.legacy_v2 = true;
+        }
         let idx = self.recs.len() as u32;
         let (id, parent) = if self.legacy_v1 {
             // Pi migrateV1ToV2: fresh ids, each entry the child of the previous one.
@@ -1175,6 +1252,52 @@ mod tests {
             (T_SESSION_INFO, "session_info"), (T_CONTEXT_EDIT, "context_edit")] {
             assert_eq!(TYPE_NAMES[code as usize], name);
         }
+    }
+
+    #[test]
+    fn problem_runs_answer_each_line_and_truncate_inside_a_run() {
+        // (line, offset, kind, arg): a run of blank lines, one of CRLF blanks, lines of one
+        // garbage shape, then lines that break runs (another stride, another kind)
+        let mut want = Vec::new();
+        let mut off = 90u64;
+        let mut line = 2u32;
+        let mut add = |n: usize, len: u64, kind: u8, arg: u64, want: &mut Vec<(u32, u64, u8, u64)>| {
+            for _ in 0..n {
+                want.push((line, off, kind, arg));
+                line += 1;
+                off += len;
+            }
+        };
+        add(100_000, 1, P_BLANK, 0, &mut want);
+        add(10, 2, P_BLANK, 0, &mut want);
+        add(1000, 4, P_MALFORMED, 0, &mut want);
+        add(1, 70_000, P_MALFORMED, 0, &mut want);
+        add(3, 3, P_MALFORMED, 1, &mut want);
+        add(1, 1, P_BLANK, 0, &mut want);
+        let mut p = Problems::default();
+        for &(l, o, k, a) in &want {
+            p.push(l, o, k, a, if k == P_MALFORMED { "unexpected character" } else { "" });
+        }
+        assert_eq!(p.len(), want.len());
+        assert!(p.runs() <= 7, "{} runs", p.runs());
+        let got: Vec<_> = p.iter().map(|x| (x.line, x.offset)).collect();
+        assert_eq!(got, want.iter().map(|w| (w.0, w.1)).collect::<Vec<_>>());
+        for i in [0, 99_999, 100_000, 100_009, 100_010, 101_009, 101_010, 101_011, want.len() - 1] {
+            let x = p.get(i).unwrap();
+            assert_eq!((x.line, x.offset, x.kind), (want[i].0, want[i].1, PROBLEM_KINDS[want[i].2 as usize]));
+        }
+        assert!(p.get(want.len()).is_none());
+        // keep a prefix that ends inside a run; pushing again continues from there
+        p.truncate(50_000);
+        assert_eq!(p.len(), 50_000);
+        assert_eq!(p.get(49_999).map(|x| x.line), Some(want[49_999].0));
+        assert!(p.get(50_000).is_none());
+        p.push(want[50_000].0, want[50_000].1, P_BLANK, 0, "");
+        assert_eq!((p.len(), p.runs()), (50_001, 1));
+        p.truncate(1);
+        p.push(want[1].0, want[1].1, P_BLANK, 0, "");
+        assert_eq!((p.len(), p.runs()), (2, 1));
+        assert_eq!(p.get(1).map(|x| x.offset), Some(want[1].1));
     }
 
     #[test]

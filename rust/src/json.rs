@@ -475,6 +475,8 @@ struct P<'a, 's, const LINE: bool> {
     i: usize,
     stack: &'s mut Vec<u8>,
     units: &'s mut Vec<u16>,
+    /// deepest container nesting seen by [`P::skip_value`] (1 = inside one container)
+    deepest: usize,
 }
 
 impl<'a, const LINE: bool> P<'a, '_, LINE> {
@@ -696,6 +698,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             match self.peek() {
                 Some(b'"') => self.skip_string()?,
                 Some(b'{') => {
+                    self.deepest = self.deepest.max(self.stack.len() - base + 1);
                     self.i += 1;
                     self.ws();
                     if self.peek() == Some(b'}') {
@@ -707,6 +710,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                     }
                 }
                 Some(b'[') => {
+                    self.deepest = self.deepest.max(self.stack.len() - base + 1);
                     self.i += 1;
                     self.ws();
                     if self.peek() == Some(b']') {
@@ -908,7 +912,7 @@ impl LineParser {
 
     /// Parses one line as `JSON.parse` would and extracts its skeleton.
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
-        let mut p = P::<true> { b: line, i: 0, stack: &mut self.stack, units: &mut self.units };
+        let mut p = P::<true> { b: line, i: 0, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
         let sk = p.value()?;
         if p.i != line.len() {
             return p.err("trailing characters after JSON value");
@@ -931,7 +935,7 @@ impl LineParser {
     /// read and checked as [`LineParser::parse_object_line_into`] does (a later duplicate key
     /// still wins, as in `JSON.parse`); UTF-8 is checked from `from` on.
     pub fn parse_object_line_rest<'a>(&mut self, buf: &'a [u8], from: usize, sk: &mut Skel<'a>) -> Option<usize> {
-        let mut p = P::<false> { b: buf, i: from, stack: &mut self.stack, units: &mut self.units };
+        let mut p = P::<false> { b: buf, i: from, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
         p.stack.clear();
         if p.member_end().ok()? {
             p.top_members(sk).ok()?;
@@ -962,7 +966,7 @@ impl LineParser {
         if buf.first() != Some(&b'{') {
             return None;
         }
-        let mut p = P::<false> { b: buf, i: 0, stack: &mut self.stack, units: &mut self.units };
+        let mut p = P::<false> { b: buf, i: 0, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
         p.stack.clear();
         p.top_object(sk).ok()?;
         p.ws();
@@ -1026,6 +1030,23 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
     }
 }
 
+/// Checks that `line` is one JSON value exactly as `JSON.parse` accepts it (whitespace around
+/// it allowed, `\n` included) and returns its container nesting depth: 0 for a scalar, 1 for
+/// `[1]` or `{}`, 2 for `[[]]`. Linear in the line, no recursion, no allocation beyond one byte
+/// per open container. This is what a caller with its own value builder (Python's) uses to
+/// refuse what JavaScript refuses (`NaN`, `Infinity`, trailing commas) and to bound the depth
+/// it will recurse to, before building anything.
+pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
+    let (mut stack, mut units) = (Vec::new(), Vec::new());
+    let mut p = P::<true> { b: line, i: 0, stack: &mut stack, units: &mut units, deepest: 0 };
+    p.skip_value()?;
+    p.ws();
+    if p.i != line.len() {
+        return p.err("trailing characters after JSON value");
+    }
+    Ok(p.deepest)
+}
+
 /// Parses one line as `JSON.parse` would and extracts its skeleton (owned; for one-off use —
 /// loops should keep a [`LineParser`]).
 pub fn parse_line(line: &[u8]) -> Result<Skeleton, JsonError> {
@@ -1041,6 +1062,25 @@ mod tests {
     }
     fn bad(s: &[u8]) {
         assert!(parse_line(s).is_err(), "{:?} should fail", String::from_utf8_lossy(s));
+    }
+
+    #[test]
+    fn check_value_depth_and_js_grammar() {
+        assert_eq!(check_value(b"1").unwrap(), 0);
+        assert_eq!(check_value(b" {} ").unwrap(), 1);
+        assert_eq!(check_value(b"[[1,{\"a\":[]}],2]").unwrap(), 4);
+        assert_eq!(check_value(b"\"\\ud800 [[[\"").unwrap(), 0);
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(check_value(deep.as_bytes()).unwrap(), 100_000);
+        for bad in [&b"NaN"[..], b"[Infinity]", b"[1,]", b"", b"{\"a\":1} x", b"\"abc"] {
+            assert!(check_value(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        // a torn line of escaped quotes: one pass, not one pass per quote
+        let mut torn = b"{\"a\":\"".to_vec();
+        torn.extend(b"\\\"".repeat(1 << 20));
+        let t = std::time::Instant::now();
+        assert!(check_value(&torn).is_err());
+        assert!(t.elapsed().as_secs_f64() < 1.0);
     }
 
     #[test]

@@ -25,6 +25,29 @@ type EntryColumns = (
     Vec<u64>,
 );
 
+/// A SessionCycleError's message and ids, to build once no borrow of the index is held.
+struct CycleInfo(String, Vec<Option<String>>);
+
+enum WalkErr {
+    Cycle(CycleInfo),
+    TooLarge(usize),
+}
+
+impl WalkErr {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            WalkErr::Cycle(c) => cycle_err(py, c),
+            WalkErr::TooLarge(n) => {
+                SessionError::new_err(format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"))
+            }
+        }
+    }
+}
+
+fn cycle_err(_py: Python<'_>, c: CycleInfo) -> PyErr {
+    SessionCycleError::new_err((c.0, c.1))
+}
+
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     match e.raw_os_error() {
@@ -78,16 +101,30 @@ impl Index {
     fn id_str(&self, kid: u32) -> Option<String> {
         self.st.index.key_string(kid).map(str::to_string)
     }
-    fn cycle_err(&self, _py: Python<'_>, c: Cycle) -> PyErr {
+    /// What a SessionCycleError says (message, ids), taken from the index. The exception is
+    /// built by [`cycle_err`] only after the index is let go: its `__init__` is Python code,
+    /// during which another thread may run and use the session.
+    fn cycle_info(&self, c: Cycle) -> CycleInfo {
         let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
         let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
-        let msg = format!("parentId cycle through entries: {}", shown.join(" -> "));
-        SessionCycleError::new_err((msg, ids))
+        CycleInfo(format!("parentId cycle through entries: {}", shown.join(" -> ")), ids)
     }
     fn ensure_tree(&mut self) {
         let gen = self.st.index.generation;
         if self.tree.as_ref().map(|(g, _)| *g != gen).unwrap_or(true) {
             self.tree = Some((gen, self.st.index.build_tree()));
+        }
+    }
+    /// Depth-first pre-order of nodes from the roots (see `preorder`), the error left for the
+    /// caller to build once the index is let go.
+    fn preorder_inner(&mut self) -> Result<Vec<u32>, WalkErr> {
+        self.ensure_tree();
+        let limit = self.st.index.preorder_limit();
+        let t = &self.tree.as_ref().unwrap().1;
+        match t.preorder(limit) {
+            Ok(v) => Ok(v),
+            Err(PreorderError::Cycle(c)) => Err(WalkErr::Cycle(self.cycle_info(Cycle(c)))),
+            Err(PreorderError::TooLarge(n)) => Err(WalkErr::TooLarge(n)),
         }
     }
     fn opt(i: u32) -> Option<u32> {
@@ -97,7 +134,7 @@ impl Index {
 
 #[pymethods]
 impl Index {
-    /// Scans a session file (memory-mapped; the GIL is released while scanning).
+    /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
     #[staticmethod]
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
@@ -216,10 +253,22 @@ impl Index {
         String::from_utf8_lossy(&id).into_owned()
     }
 
-    /// Bytes of appended lines the index holds in memory (the rest is read from the mapping).
+    /// Drops the writer's descriptor without writing what is buffered: for a child process
+    /// after `fork` (the parent writes its buffered entries and holds the lock).
+    fn forget_writer(&mut self) {
+        self.st.forget_sink();
+    }
+
+    /// Bytes of appended lines the index holds in memory (the rest is read from the file).
     #[getter]
     fn appended_in_memory(&self) -> usize {
         self.st.tail_len()
+    }
+
+    /// (st_dev, st_ino) of the file opened (None in memory): what a rewrite checks the path
+    /// still names.
+    fn file_identity(&self) -> Option<(u64, u64)> {
+        self.st.identity()
     }
 
     /// Bytes known (the file length as of the last scan or append).
@@ -227,8 +276,8 @@ impl Index {
     fn end(&self) -> u64 {
         self.st.end()
     }
-    fn ends_without_newline(&self) -> bool {
-        self.st.ends_without_newline()
+    fn ends_without_newline(&self, py: Python<'_>) -> PyResult<bool> {
+        self.st.ends_without_newline().map_err(|e| store_err(py, e))
     }
 
     /// ("empty" | "valid" | "invalid", reason or None).
@@ -239,8 +288,8 @@ impl Index {
             HeaderState::Invalid(r) => ("invalid", Some(r.clone())),
         }
     }
-    fn header_line<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.st.header_bytes().map(|b| PyBytes::new(py, b))
+    fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self.st.header_bytes().map_err(|e| store_err(py, e))?.map(|b| PyBytes::new(py, &b)))
     }
     #[getter]
     fn needs_migration(&self) -> bool {
@@ -261,17 +310,18 @@ impl Index {
 
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        Ok(PyBytes::new(py, self.st.line(i)))
+        let line = self.st.line(i).map_err(|e| store_err(py, e))?;
+        Ok(PyBytes::new(py, &line))
     }
+    /// The lines of entries `idx`, in that order (lines close together in the file are read
+    /// with one `pread`).
     fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        idx.iter()
-            .map(|&i| {
-                self.check(i)?;
-                Ok(PyBytes::new(py, self.st.line(i)))
-            })
-            .collect()
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        self.st.with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b))).map_err(|e| store_err(py, e))?;
+        Ok(out.into_iter().map(|b| b.expect("every line was read")).collect())
     }
 
     /// The entry's id when it is a string, else None.
@@ -388,9 +438,13 @@ impl Index {
         Ok(Self::opt(self.st.index.walk_parent(i as u32)))
     }
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
-    fn branch(&self, py: Python<'_>, i: usize) -> PyResult<Vec<u32>> {
-        self.check(i)?;
-        self.st.index.branch(i as u32).map_err(|c| self.cycle_err(py, c))
+    fn branch(slf: &Bound<'_, Self>, i: usize) -> PyResult<Vec<u32>> {
+        let r = {
+            let this = slf.borrow();
+            this.check(i)?;
+            this.st.index.branch(i as u32).map_err(|c| this.cycle_info(c))
+        };
+        r.map_err(|c| cycle_err(slf.py(), c))
     }
     /// Pi's context span of the branch ending at `leaf` (see `Index::context_span`): entry
     /// indices root first. Raises SessionCycleError.
@@ -399,7 +453,7 @@ impl Index {
         self.check(leaf)?;
         // the GIL is kept: the walk is short, and a borrow held without it would make another
         // thread's append fail with "Already borrowed"
-        self.st.index.context_span(leaf as u32, with_settings).map_err(|c| self.cycle_err(py, c))
+        self.st.index.context_span(leaf as u32, with_settings).map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// `(compaction, first_kept)` positions in `path` of the latest compaction and its first
     /// kept entry (None when not on the path), or None without a compaction.
@@ -422,7 +476,7 @@ impl Index {
                 None => return Ok(None),
             },
         };
-        ix.find_back(i as u32, t, r).map_err(|c| self.cycle_err(py, c))
+        ix.find_back(i as u32, t, r).map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
     /// None when `to` is not an ancestor of `i`.
@@ -432,13 +486,13 @@ impl Index {
         if let Some(t) = to {
             self.check(t)?;
         }
-        self.st.index.branch_since(i as u32, to.map_or(NONE, |t| t as u32)).map_err(|c| self.cycle_err(py, c))
+        self.st.index.branch_since(i as u32, to.map_or(NONE, |t| t as u32)).map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Deepest common ancestor of `a` and `b`, walking only as far as it is.
     fn common_ancestor_near(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
         self.check(a)?;
         self.check(b)?;
-        self.st.index.common_ancestor_near(a as u32, b as u32).map_err(|c| self.cycle_err(py, c))
+        self.st.index.common_ancestor_near(a as u32, b as u32).map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
@@ -464,22 +518,22 @@ impl Index {
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
-    fn preorder(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        self.ensure_tree();
-        let limit = self.st.index.preorder_limit();
-        let t = &self.tree.as_ref().unwrap().1;
-        match t.preorder(limit) {
-            Ok(v) => Ok(v),
-            Err(PreorderError::Cycle(c)) => Err(self.cycle_err(py, Cycle(c))),
-            Err(PreorderError::TooLarge(n)) => {
-                Err(SessionError::new_err(format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)")))
-            }
-        }
+    fn preorder(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
+        let r = slf.borrow_mut().preorder_inner();
+        r.map_err(|e| e.into_py(slf.py()))
+    }
+    /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
+    /// root), without handing the order to Python.
+    fn check_tree(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::preorder(slf).map(|_| ())
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
-    fn unreachable(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        let pre = self.preorder(py)?;
-        Ok(self.st.index.unreachable(&pre))
+    fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
+        let r = {
+            let mut this = slf.borrow_mut();
+            this.preorder_inner().map(|pre| this.st.index.unreachable(&pre))
+        };
+        r.map_err(|e| e.into_py(slf.py()))
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
@@ -541,7 +595,8 @@ impl Index {
         let end = end.min(self.st.index.recs.len());
         let start = start.min(end);
         let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars,
-                                                |i| self.id_str(self.st.index.recs[i].id));
+                                                |i| self.id_str(self.st.index.recs[i].id))
+            .map_err(|e| store_err(py, e))?;
         Ok(PyBytes::new(py, &doc))
     }
     /// Total lines seen.
@@ -566,11 +621,37 @@ fn iso_now() -> String {
     crate::append::iso_from_ms(crate::append::now_ms())
 }
 
+/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
+/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
+#[pyfunction]
+fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
+    match py.detach(|| crate::json::check_value(line)) {
+        Ok(depth) => (depth, None),
+        Err(e) => (e.pos, Some(e.msg)),
+    }
+}
+
+/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
+/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
+/// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
+#[pyfunction]
+fn header_probe(py: Python<'_>, buf: &[u8], eof: bool) -> (&'static str, Option<String>, u64, u64) {
+    use crate::scan::HeaderProbe;
+    match py.detach(|| crate::scan::probe_header(buf, eof)) {
+        HeaderProbe::NeedMore => ("more", None, 0, 0),
+        HeaderProbe::NoValue => ("none", None, 0, 0),
+        HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
+        HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(header_probe, m)?)?;
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(date_parse, m)?)?;
     m.add_function(wrap_pyfunction!(iso_now, m)?)?;
+    m.add_function(wrap_pyfunction!(json_check, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

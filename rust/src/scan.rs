@@ -487,6 +487,62 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
     index.recs.len() - before
 }
 
+/// What the start of a file says about its header, by the rule `Index` applies when it opens
+/// the file (the first JSON value, blank, damaged and falsy lines skipped, must be an object
+/// with `type:"session"` and a string `id`): one rule for opening and for listing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderProbe {
+    /// `buf` ends before the first value is complete: read more (or pass `eof`).
+    NeedMore,
+    /// The whole file holds no JSON value.
+    NoValue,
+    /// The header: its line's offset and length (without the line end).
+    Valid { offset: u64, len: u64 },
+    /// The first value is not a header; why.
+    Invalid(String),
+}
+
+/// Reads lines from the start of a file (`buf`, its first bytes; `eof`: `buf` is the whole
+/// file) until the first JSON value decides whether it is a Pi session. Reads only as far
+/// as that value's line.
+pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
+    use crate::index::HeaderState;
+    let mut ix = Index::new();
+    let mut parser = crate::json::LineParser::new();
+    let mut start = 0;
+    while start < buf.len() {
+        let nl = memchr::memchr(b'\n', &buf[start..]).map(|k| start + k);
+        if nl.is_none() && !eof {
+            return HeaderProbe::NeedMore;
+        }
+        let stop = nl.unwrap_or(buf.len());
+        let end = if stop > start && buf[stop - 1] == b'\r' { stop - 1 } else { stop };
+        let pl = ParsedLine {
+            offset: start as u64,
+            len: (end - start) as u64,
+            line: ix.lines + 1,
+            terminated: nl.is_some(),
+            end: nl.map_or(buf.len(), |n| n + 1) as u64,
+            result: parse_one(&mut parser, &buf[start..end]),
+        };
+        ix.ingest(&pl);
+        match &ix.header.0 {
+            HeaderState::Empty => {}
+            HeaderState::Valid => {
+                let (offset, len) = ix.header_span.unwrap_or((pl.offset, pl.len));
+                return HeaderProbe::Valid { offset, len };
+            }
+            HeaderState::Invalid(why) => return HeaderProbe::Invalid(why.clone()),
+        }
+        start = nl.map_or(buf.len(), |n| n + 1);
+    }
+    if eof {
+        HeaderProbe::NoValue
+    } else {
+        HeaderProbe::NeedMore
+    }
+}
+
 /// Lines and parse outcomes of `data`, without an index: the scanner alone (for benchmarks).
 /// Returns (lines, JSON values, lines that are not JSON).
 pub fn scan_only(data: &[u8], parallel: bool) -> (usize, usize, usize) {
@@ -568,6 +624,24 @@ mod tests {
         assert_eq!(snapshot(&one), snapshot(&par));
         assert_eq!(one.lines as usize, 1 + 3 * CHUNK_LINES + 77 + 2 + CHUNK_LINES + 5);
         assert_eq!(one.recs.len(), (3 * CHUNK_LINES + 77) / 1000 + 1);
+    }
+
+    #[test]
+    fn header_probe_applies_the_open_rule_to_a_prefix() {
+        let h = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}";
+        let mut f = b"\n  \nnot json\nnull\n".to_vec();
+        f.extend_from_slice(h);
+        f.extend_from_slice(b"\r\n{\"type\":\"custom\"}\n");
+        assert_eq!(probe_header(&f, false), HeaderProbe::Valid { offset: 18, len: h.len() as u64 });
+        assert_eq!(probe_header(&f[..30], false), HeaderProbe::NeedMore);
+        assert_eq!(probe_header(&f[..30], true), HeaderProbe::NoValue); // a torn header is no value
+        assert_eq!(probe_header(b"\n\nxx\n", true), HeaderProbe::NoValue);
+        assert!(matches!(probe_header(b"[1]\n", false), HeaderProbe::Invalid(_)));
+        assert!(matches!(probe_header(b"{\"type\":\"session\",\"id\":1}\n", false), HeaderProbe::Invalid(_)));
+        // the same answer as opening the whole file
+        let mut ix = Index::new();
+        scan_into(&mut ix, &f, 0, false);
+        assert_eq!(ix.header_span, Some((18, h.len() as u64)));
     }
 
     /// Indexes `data` a line at a time, without chunks or threads: what a scan must match.

@@ -1,41 +1,44 @@
-//! A session's bytes and its index: a read-only memory map of the file (or nothing, for an
-//! in-memory session) plus the lines appended through us since the map was made.
-//! `refresh()` maps the file again and scans only the bytes that are new.
+//! A session's bytes and its index: the file (read through `pread`, never memory-mapped: a
+//! mapping of a file that another program truncates kills the process with SIGBUS), or a copy
+//! of a small file, or nothing (an in-memory session), plus the lines appended through us since
+//! the file was last read. `refresh()` reads and scans only the bytes that are new.
 
 use crate::append::{build_line_into, Body, Durability, IdRng, Sink, BUFFER_LIMIT};
 use crate::index::{pre_of, HeaderState, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::{LineParser, Skel, TopKind, Val};
 use std::borrow::Cow;
 use crate::scan;
-use memmap2::Mmap;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// Files smaller than this are read instead of mapped.
+/// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const MMAP_MIN: u64 = 64 << 10;
+/// The open scan reads the file in blocks of this size, into two buffers (one is scanned while
+/// the next block is read into the other); a line longer than this is read whole into a larger
+/// one, then the buffer shrinks back.
+const SCAN_BLOCK: usize = 8 << 20;
+/// Blocks at least this large are read by a helper thread while the previous one is scanned.
+const OVERLAP_MIN: usize = 256 << 10;
+/// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
+const READ_GAP: u64 = 16 << 10;
+/// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
+const READ_RUN: u64 = 4 << 20;
 /// Buffered (`Durability::None`) appends check that the path still names the file we write
 /// at least this often (bytes); direct writes check every time.
 const IDENT_CHECK: u64 = 64 << 10;
-/// Once this many of our appended bytes are in the file, the file is mapped again and the
-/// in-memory copy dropped (its buffer kept): a long-running writer's memory stays bounded and
-/// appends stop paying page faults for a growing buffer.
+/// Once this many of our appended bytes are in the file, the in-memory copy is dropped (its
+/// buffer kept) and those lines are read from the file like the rest: a long-running writer's
+/// memory stays bounded and appends stop paying page faults for a growing buffer.
 const FOLD_AT: usize = 1 << 20;
 
+/// Where the bytes below `map_len` live.
 pub enum Mapped {
     None,
-    Map(Mmap),
+    /// in the file `Store::file`, read with `pread`
+    Disk,
     Buf(Vec<u8>),
-}
-
-impl Mapped {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Mapped::None => &[],
-            Mapped::Map(m) => m,
-            Mapped::Buf(b) => b,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -43,6 +46,9 @@ pub enum StoreError {
     Io(io::Error),
     /// The file is shorter than what we already indexed: it was truncated or replaced.
     Shrunk { had: u64, now: u64 },
+    /// The bytes of an indexed line are no longer a line where the index has one: the file
+    /// was rewritten in place by another program.
+    Rewritten { offset: u64 },
     /// The path names another file than the one we opened (renamed over ours, or removed).
     Replaced,
     /// An appended line's offset does not continue the data we know.
@@ -63,6 +69,10 @@ impl std::fmt::Display for StoreError {
             StoreError::Shrunk { had, now } => write!(
                 f,
                 "the session file shrank from {had} to {now} bytes since it was indexed (truncated or replaced by another program)"
+            ),
+            StoreError::Rewritten { offset } => write!(
+                f,
+                "the session file was rewritten in place by another program since it was indexed (the line at byte {offset} is no longer there): open it again"
             ),
             StoreError::Offset { expected, got } => {
                 write!(f, "appended line at byte {got}, but the data ends at byte {expected}")
@@ -90,6 +100,8 @@ impl From<io::Error> for StoreError {
 
 pub struct Store {
     pub path: Option<PathBuf>,
+    /// the file we opened (reads of `Mapped::Disk` bytes, and what `refresh` scans)
+    file: Option<File>,
     map: Mapped,
     map_len: u64,
     /// lines appended through us beyond `map_len`
@@ -101,8 +113,7 @@ pub struct Store {
     rescan: bool,
     /// Bytes of buffered lines a failed close could not write (the index is ahead of the file).
     unwritten: Option<u64>,
-    /// Set once the file was seen to shrink: the old mapping may point at vanished pages, so
-    /// it is dropped and every later read must fail instead of faulting.
+    /// Set once the file was seen to shrink: every later read fails.
     pub shrunk: Option<(u64, u64)>,
     /// where appends are written (none for a reader or an in-memory session)
     sink: Option<Sink>,
@@ -124,25 +135,132 @@ fn ident_of(meta: &std::fs::Metadata) -> Ident {
     (meta.dev(), meta.ino())
 }
 
-fn map_file(path: &Path) -> io::Result<(Mapped, u64, Ident)> {
-    let mut f = File::open(path)?;
-    let meta = f.metadata()?;
-    let (len, ident) = (meta.len(), ident_of(&meta));
+/// The first `len` bytes of `f`: kept in memory for a small file, else left on disk.
+fn load(f: &File, len: u64) -> io::Result<(Mapped, u64)> {
     if len == 0 {
-        return Ok((Mapped::None, 0, ident));
+        return Ok((Mapped::None, 0));
     }
     if len < MMAP_MIN {
-        let mut buf = Vec::with_capacity(len as usize);
-        f.read_to_end(&mut buf)?;
-        let n = buf.len() as u64;
-        return Ok((Mapped::Buf(buf), n, ident));
+        // what the file holds now, up to `len` (it may have shrunk since its length was taken)
+        let mut buf = vec![0u8; len as usize];
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(n);
+        return Ok((Mapped::Buf(buf), n as u64));
     }
-    // SAFETY: the map is read-only; a session file is append-only by contract. If another
-    // program truncates it while mapped, reads past the new end would fault, so `refresh()`
-    // checks the length first and we never touch bytes beyond the length we scanned.
-    let m = unsafe { Mmap::map(&f)? };
-    let n = m.len() as u64;
-    Ok((Mapped::Map(m), n, ident))
+    Ok((Mapped::Disk, len))
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`; a file that ends first has shrunk.
+fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), StoreError> {
+    match f.read_exact_at(buf, offset) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            let now = f.metadata().map(|m| m.len()).unwrap_or(0);
+            Err(StoreError::Shrunk { had: known, now })
+        }
+        Err(e) => Err(StoreError::Io(e)),
+    }
+}
+
+/// Scans bytes `[from, to)` of `f` into `index` through two bounded buffers, cut at line ends
+/// (only the last piece may end inside a line: the index keeps it provisional, as before).
+/// While one block is scanned, a helper thread reads the next into the other buffer, so the
+/// copy out of the page cache overlaps the parsing. A line longer than a block is read whole
+/// into a buffer of its size (its end found first, through a bounded one); a line longer than
+/// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
+/// (it shrank meanwhile).
+fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) -> Result<(), StoreError> {
+    let mut a: Vec<u8> = Vec::new();
+    let mut b: Vec<u8> = Vec::new();
+    // `a[..filled]` holds the file's bytes from `pos`
+    let mut pos = from;
+    let first = ((to - from) as usize).min(SCAN_BLOCK);
+    a.resize(first, 0);
+    pread_exact(f, &mut a, pos, to)?;
+    let mut filled = first;
+    while filled > 0 {
+        let last = pos + filled as u64 == to;
+        let cut = if last { Some(filled) } else { memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1) };
+        let Some(c) = cut else {
+            // one line longer than the buffer: where does it end?
+            let nl = find_newline(f, pos + filled as u64, to)?;
+            let stop = nl.unwrap_or(to);
+            let next = nl.map_or(to, |n| n + 1);
+            if stop - pos > MAX_LINE {
+                index.ingest(&ParsedLine {
+                    offset: pos,
+                    len: stop - pos,
+                    line: index.lines + 1,
+                    terminated: nl.is_some(),
+                    end: next,
+                    result: LineResult::TooLong,
+                });
+                pos = next;
+                a = Vec::new();
+                let n = ((to - pos) as usize).min(SCAN_BLOCK);
+                a.resize(n, 0);
+                pread_exact(f, &mut a, pos, to)?;
+                filled = n;
+            } else {
+                // read the rest of the line (and nothing more) after what we hold
+                let want = (next - pos) as usize;
+                a.resize(want, 0);
+                pread_exact(f, &mut a[filled..want], pos + filled as u64, to)?;
+                filled = want;
+            }
+            continue;
+        };
+        // the next buffer: the partial line after the cut, then the next block, read by a
+        // helper thread while this block is scanned
+        let carry = filled - c;
+        let read_from = pos + filled as u64;
+        let want = ((to - read_from) as usize).min(SCAN_BLOCK);
+        // (bytes already in the buffer are overwritten, never zeroed first: only growth is)
+        b.resize(carry + want, 0);
+        b[..carry].copy_from_slice(&a[c..filled]);
+        let scanned = &a[..c];
+        let read = if want >= OVERLAP_MIN {
+            std::thread::scope(|sc| {
+                let reader = sc.spawn(|| pread_exact(f, &mut b[carry..], read_from, to));
+                scan::scan_into(index, scanned, pos, parallel);
+                reader.join().unwrap_or_else(|_| Err(StoreError::Io(io::Error::other("the reading thread panicked"))))
+            })
+        } else {
+            scan::scan_into(index, scanned, pos, parallel);
+            pread_exact(f, &mut b[carry..], read_from, to)
+        };
+        read?;
+        std::mem::swap(&mut a, &mut b);
+        pos += c as u64;
+        filled = carry + want;
+        if a.capacity() > 2 * SCAN_BLOCK && filled <= SCAN_BLOCK {
+            a.shrink_to(SCAN_BLOCK);
+        }
+    }
+    Ok(())
+}
+
+/// The offset of the first `\n` in `[from, to)` of `f`, read through a bounded buffer.
+fn find_newline(f: &File, from: u64, to: u64) -> Result<Option<u64>, StoreError> {
+    let mut buf = vec![0u8; SCAN_BLOCK.min((to - from) as usize)];
+    let mut pos = from;
+    while pos < to {
+        let n = ((to - pos) as usize).min(buf.len());
+        pread_exact(f, &mut buf[..n], pos, to)?;
+        if let Some(k) = memchr::memchr(b'\n', &buf[..n]) {
+            return Ok(Some(pos + k as u64));
+        }
+        pos += n as u64;
+    }
+    Ok(None)
 }
 
 impl Store {
@@ -154,6 +272,7 @@ impl Store {
     fn with_map(path: Option<PathBuf>, map: Mapped, map_len: u64, parallel: bool) -> Self {
         Store {
             path,
+            file: None,
             map,
             map_len,
             tail: Vec::new(),
@@ -172,12 +291,24 @@ impl Store {
 
     /// Opens and scans a file. Never writes to it.
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
-        let (map, map_len, ident) = map_file(path)?;
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        let (map, map_len) = load(&f, meta.len())?;
         let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
-        st.ident = Some(ident);
-        let data = st.map.bytes();
-        scan::scan_into(&mut st.index, &data[..map_len as usize], 0, parallel);
+        st.ident = Some(ident_of(&meta));
+        match &st.map {
+            Mapped::Buf(b) => {
+                scan::scan_into(&mut st.index, b, 0, parallel);
+            }
+            _ => scan_file(&mut st.index, &f, 0, map_len, parallel)?,
+        }
+        st.file = Some(f);
         Ok(st)
+    }
+
+    /// The (device, inode) of the file opened, None in memory.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        self.ident
     }
 
     /// Bytes known so far (mapped + appended through us).
@@ -185,25 +316,117 @@ impl Store {
         self.map_len + self.tail.len() as u64
     }
 
-    /// The bytes of `[offset, offset+len)`.
-    pub fn slice(&self, offset: u64, len: u64) -> &[u8] {
+    /// The bytes of `[offset, offset+len)` of the known data (read from the file, or borrowed
+    /// from memory). Errs when the file no longer holds them (it shrank).
+    pub fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, StoreError> {
+        self.check_live()?;
+        let end = offset + len;
         if offset >= self.map_len {
             let s = (offset - self.map_len) as usize;
-            &self.tail[s..s + len as usize]
-        } else {
-            &self.map.bytes()[offset as usize..(offset + len) as usize]
+            return Ok(Cow::Borrowed(&self.tail[s..s + len as usize]));
         }
+        match &self.map {
+            Mapped::Buf(b) if end <= self.map_len => return Ok(Cow::Borrowed(&b[offset as usize..end as usize])),
+            _ => {}
+        }
+        let mut out = vec![0u8; len as usize];
+        let in_map = end.min(self.map_len);
+        match &self.map {
+            Mapped::Buf(b) => out[..(in_map - offset) as usize].copy_from_slice(&b[offset as usize..in_map as usize]),
+            Mapped::Disk => {
+                let f = self.file.as_ref().expect("a store on disk holds its file");
+                pread_exact(f, &mut out[..(in_map - offset) as usize], offset, self.end())?;
+            }
+            Mapped::None => unreachable!("no bytes below map_len"),
+        }
+        if end > self.map_len {
+            let k = (in_map - offset) as usize;
+            out[k..].copy_from_slice(&self.tail[..(end - self.map_len) as usize]);
+        }
+        Ok(Cow::Owned(out))
     }
 
-    pub fn line(&self, i: usize) -> &[u8] {
-        let r = &self.index.recs[i];
-        self.slice(r.offset, r.len as u64)
+    /// The bytes of entry `i`'s line (without its line end).
+    pub fn line(&self, i: usize) -> Result<Cow<'_, [u8]>, StoreError> {
+        let mut out = None;
+        self.with_lines(&[i], |_, b| out = Some(b.to_vec()))?;
+        Ok(Cow::Owned(out.unwrap_or_default()))
+    }
+
+    /// Calls `f(k, bytes)` with the bytes of the line of entry `idx[k]`, for every `k` (in file
+    /// order, not in the order given). Lines close together in the file are read with one
+    /// `pread`. Each line read from the file is checked to still be a line where the index
+    /// has it (its first byte opens a JSON value, the byte after it ends the line): a file
+    /// rewritten in place errs ([`StoreError::Rewritten`]), one that shrank errs
+    /// ([`StoreError::Shrunk`]); neither can fault.
+    pub fn with_lines(&self, idx: &[usize], mut f: impl FnMut(usize, &[u8])) -> Result<(), StoreError> {
+        self.check_live()?;
+        let end = self.end();
+        let recs = &self.index.recs;
+        let span = |i: usize| (recs[i].offset, recs[i].len as u64);
+        let on_disk = matches!(self.map, Mapped::Disk);
+        if !on_disk {
+            for (k, &i) in idx.iter().enumerate() {
+                let (o, l) = span(i);
+                f(k, &self.read(o, l)?);
+            }
+            return Ok(());
+        }
+        let mut order: Vec<usize> = (0..idx.len()).collect();
+        order.sort_unstable_by_key(|&k| recs[idx[k]].offset);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut a = 0;
+        while a < order.len() {
+            // a run of lines read together: [run_start, run_end) of the file
+            let (o, l) = span(idx[order[a]]);
+            let run_start = o;
+            let mut run_end = (o + l + 1).min(end);
+            let mut b = a + 1;
+            while b < order.len() {
+                let (o2, l2) = span(idx[order[b]]);
+                let e2 = (o2 + l2 + 1).min(end);
+                if o2 > run_end + READ_GAP || e2.max(run_end) - run_start > READ_RUN {
+                    break;
+                }
+                run_end = run_end.max(e2);
+                b += 1;
+            }
+            let bytes: Cow<'_, [u8]> = if run_start >= self.map_len {
+                self.read(run_start, run_end - run_start)?
+            } else {
+                buf.clear();
+                buf.resize((run_end - run_start) as usize, 0);
+                let in_map = run_end.min(self.map_len);
+                let f = self.file.as_ref().expect("a store on disk holds its file");
+                pread_exact(f, &mut buf[..(in_map - run_start) as usize], run_start, end)?;
+                if run_end > self.map_len {
+                    let k = (in_map - run_start) as usize;
+                    buf[k..].copy_from_slice(&self.tail[..(run_end - self.map_len) as usize]);
+                }
+                Cow::Borrowed(&buf[..])
+            };
+            for &k in &order[a..b] {
+                let (o, l) = span(idx[k]);
+                let s = (o - run_start) as usize;
+                let line = &bytes[s..s + l as usize];
+                // the next byte ends the line (`\n`, or the `\r` of `\r\n`), unless the line is
+                // the unterminated last one
+                let after_ok = o + l >= end || matches!(bytes.get(s + l as usize), Some(b'\n' | b'\r'));
+                let first_ok = l == 0 || matches!(line[0], b'{' | b'[' | b' ' | b'\t' | b'\r' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | 0x80..=0xff | b'\x0b' | b'\x0c');
+                if !after_ok || !first_ok {
+                    return Err(StoreError::Rewritten { offset: o });
+                }
+                f(k, line);
+            }
+            a = b;
+        }
+        Ok(())
     }
 
     /// Whether the known data ends without a newline (a torn or unterminated last line).
-    pub fn ends_without_newline(&self) -> bool {
+    pub fn ends_without_newline(&self) -> Result<bool, StoreError> {
         let end = self.end();
-        end > 0 && self.slice(end - 1, 1) != b"\n"
+        Ok(end > 0 && &*self.read(end - 1, 1)? != b"\n")
     }
 
     /// Scans bytes another writer appended since the last scan. Returns new entries.
@@ -221,19 +444,30 @@ impl Store {
         if self.rescan {
             return self.rescan_all(&path);
         }
-        let len = std::fs::metadata(&path)?.len();
+        // `path` still names our file (checked above): its descriptor tells the length
+        let file = match self.file.take() {
+            Some(f) => f,
+            None => self.reopen(&path)?,
+        };
+        let len = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                self.file = Some(file);
+                return Err(e.into());
+            }
+        };
         let known = self.end();
+        self.file = Some(file);
         if len < known {
             return Err(self.poison(known, len));
         }
         if len == known {
             return Ok(0);
         }
-        let (map, map_len, ident) = map_file(&path)?;
-        if self.ident.is_some_and(|i| i != ident) {
-            self.replaced = true;
-            return Err(StoreError::Replaced);
-        }
+        let file = self.file.take().expect("just set");
+        let loaded = load(&file, len);
+        self.file = Some(file);
+        let (map, map_len) = loaded?;
         if map_len < known {
             return Err(self.poison(known, map_len));
         }
@@ -245,8 +479,17 @@ impl Store {
             Some((line_start, _)) => line_start,
             None => self.index.scanned_to,
         };
-        let data = self.map.bytes();
-        scan::scan_into(&mut self.index, &data[start as usize..map_len as usize], start, self.parallel);
+        let r = match &self.map {
+            Mapped::Buf(b) => {
+                scan::scan_into(&mut self.index, &b[start as usize..map_len as usize], start, self.parallel);
+                Ok(())
+            }
+            _ => scan_file(&mut self.index, self.file.as_ref().expect("just set"), start, map_len, self.parallel),
+        };
+        if let Err(StoreError::Shrunk { had, now }) = r {
+            return Err(self.poison(had, now));
+        }
+        r?;
         if let Some(sink) = &mut self.sink {
             sink.flushed_to = map_len;
         }
@@ -262,13 +505,17 @@ impl Store {
         };
         let was_null = matches!(self.index.leaf, crate::index::Leaf::Null);
         let before = self.index.recs.len();
-        let (map, map_len, ident) = map_file(path)?;
-        if self.ident.is_some_and(|i| i != ident) {
-            self.replaced = true;
-            return Err(StoreError::Replaced);
-        }
+        let file = self.reopen(path)?;
+        let len = file.metadata()?.len();
+        let (map, map_len) = load(&file, len)?;
         let mut index = Index::new();
-        scan::scan_into(&mut index, &map.bytes()[..map_len as usize], 0, self.parallel);
+        match &map {
+            Mapped::Buf(b) => {
+                scan::scan_into(&mut index, b, 0, self.parallel);
+            }
+            _ => scan_file(&mut index, &file, 0, map_len, self.parallel)?,
+        }
+        self.file = Some(file);
         if was_null {
             index.leaf = crate::index::Leaf::Null;
         } else if let Some(kid) = leaf_id.as_deref().and_then(|id| index.lookup_str(id)) {
@@ -288,7 +535,19 @@ impl Store {
         Ok(self.index.recs.len().saturating_sub(before))
     }
 
-    /// Forgets the mapping of a file that shrank under us (reading it could fault).
+    /// The file at `path` when it is still the one we opened (a file renamed over ours errs,
+    /// from now on).
+    fn reopen(&mut self, path: &Path) -> Result<File, StoreError> {
+        let file = File::open(path)?;
+        let theirs = ident_of(&file.metadata()?);
+        if self.ident.is_some_and(|i| i != theirs) {
+            self.replaced = true;
+            return Err(StoreError::Replaced);
+        }
+        Ok(file)
+    }
+
+    /// Forgets the bytes of a file that shrank under us: every later read errs.
     fn poison(&mut self, had: u64, now: u64) -> StoreError {
         self.shrunk = Some((had, now));
         self.map = Mapped::None;
@@ -326,7 +585,7 @@ impl Store {
             let s = (scan_from - self.map_len) as usize;
             scan::scan_into(&mut self.index, &self.tail[s..], scan_from, false);
         } else {
-            let bytes: Vec<u8> = self.slice_owned(scan_from, self.end() - scan_from);
+            let bytes = self.read(scan_from, self.end() - scan_from)?.into_owned();
             scan::scan_into(&mut self.index, &bytes, scan_from, false);
         }
         Ok(if self.index.recs.len() > before { Some(self.index.recs.len() as u32 - 1) } else { None })
@@ -362,7 +621,13 @@ impl Store {
         r
     }
 
-    /// Bytes of appended lines held in memory (not yet folded into the mapping).
+    /// Lets go of the descriptor without writing anything (in a child process after `fork`:
+    /// what is buffered is the parent's to write, and the lock is the parent's).
+    pub fn forget_sink(&mut self) {
+        self.sink = None;
+    }
+
+    /// Bytes of appended lines held in memory (not yet read back from the file).
     pub fn tail_len(&self) -> usize {
         self.tail.len()
     }
@@ -425,12 +690,12 @@ impl Store {
         if meta.dev() != ours.dev() || meta.ino() != ours.ino() || meta.len() != end {
             return;
         }
-        // SAFETY: read-only map of `end` bytes of a file we hold the writer lock on (see map_file).
-        let Ok(m) = (unsafe { memmap2::MmapOptions::new().len(end as usize).map(&f) }) else { return };
-        if m[self.map_len as usize..] != self.tail[..] {
+        let mut on_disk = vec![0u8; self.tail.len()];
+        if f.read_exact_at(&mut on_disk, self.map_len).is_err() || on_disk[..] != self.tail[..] {
             return;
         }
-        self.map = Mapped::Map(m);
+        self.map = Mapped::Disk;
+        self.file = Some(f);
         self.map_len = end;
         self.tail.clear();
     }
@@ -506,7 +771,7 @@ impl Store {
     /// Before a line is added to a file whose known data ends without a newline (a torn line
     /// another writer left, seen by `refresh`), a newline goes first: an entry never joins it.
     fn terminate_torn_line(&mut self) -> Result<(), StoreError> {
-        if self.ends_without_newline() {
+        if self.ends_without_newline()? {
             self.write_and_index(b"\n")?;
         }
         Ok(())
@@ -629,26 +894,10 @@ impl Store {
         Ok(id)
     }
 
-    fn slice_owned(&self, offset: u64, len: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len as usize);
-        let mut o = offset;
-        let end = offset + len;
-        if o < self.map_len {
-            let e = end.min(self.map_len);
-            out.extend_from_slice(&self.map.bytes()[o as usize..e as usize]);
-            o = e;
-        }
-        if o < end {
-            let s = (o - self.map_len) as usize;
-            out.extend_from_slice(&self.tail[s..s + (end - o) as usize]);
-        }
-        out
-    }
-
-    pub fn header_bytes(&self) -> Option<&[u8]> {
+    pub fn header_bytes(&self) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
         match (&self.index.header.0, self.index.header_span) {
-            (HeaderState::Valid, Some((o, l))) => Some(self.slice(o, l)),
-            _ => None,
+            (HeaderState::Valid, Some((o, l))) => Ok(Some(self.read(o, l)?)),
+            _ => Ok(None),
         }
     }
 }

@@ -14,7 +14,8 @@ overflow texts, :mod:`.overflow`) raise
 :class:`~sessiontree.summarizers.base.ContextOverflowError` at once; 429/529 "overloaded" and
 5xx are retried.
 
-Requires the optional extra: ``pip install 'sessiontree[anthropic]'``.
+Requires the optional extra: ``pip install 'sessiontree[anthropic]'``
+(from a source checkout: ``pip install '.[anthropic]'``).
 """
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, run_sync, token_count)
+                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   secrets_of, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
 
 __all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
 
-_INSTALL_HINT = "the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]'"
+_INSTALL_HINT = ("the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]' "
+                 "(from a source checkout: pip install '.[anthropic]')")
 # Error types Anthropic sends (also as stream ``error`` events) that are worth a retry.
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
@@ -172,8 +175,12 @@ class AnthropicSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         params = self.build_params(request)
-        async with self._client() as client:
-            text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, params), self.retry)
+        try:
+            async with self._client() as client:
+                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, params), self.retry)
+        except SummarizerError as exc:
+            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
+            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
         return SummaryResult(text, usage_from_anthropic(raw_usage, self.pricing), model or self.model,
                              stop_reason="length" if stop == "max_tokens" else "stop" if stop == "end_turn" else stop)
 
@@ -206,7 +213,10 @@ class AnthropicSummarizer:
                         delta = getattr(event, "delta", None)
                         if getattr(delta, "type", None) == "text_delta":
                             piece = getattr(delta, "text", "") or ""
-                            chars += len(piece) if isinstance(piece, str) else 0
+                            if not isinstance(piece, str):
+                                raise SummarizerError(f"the model streamed a {type(piece).__name__} "
+                                                      "as text, not a string")
+                            chars += len(piece)
                             if chars > cap:
                                 raise OversizedSummaryError(
                                     f"the summary grew past {cap} characters for a budget of "

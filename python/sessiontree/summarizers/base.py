@@ -11,6 +11,9 @@ facade. Cancelling the awaiting task must abort the HTTP request.
 from __future__ import annotations
 
 import asyncio
+import math
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -238,9 +241,91 @@ MIN_SUMMARY_OUTPUT_TOKENS = 512
 OVERSIZED_SUMMARY_FACTOR = 4
 
 
+REDACTED = "[REDACTED]"
+# credentials in text a server sends back (its error body may quote the request's headers):
+# the value after an Authorization / x-api-key / api-key name, a bearer token, and key-shaped
+# words (``sk-...``). Bounded repeats with no nested quantifiers: linear on any text.
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)((?:authorization|proxy-authorization|x-api-key|api[-_]key)[\"']?\s{0,8}[:=]\s{0,8}[\"']?)"
+               r"(?:bearer\s{1,8}|basic\s{1,8})?[^\s\"',;}]+"),
+    re.compile(r"(?i)(\b(?:bearer|basic)\s{1,8})[A-Za-z0-9._~+/=-]+"),
+    re.compile(r"()\bsk-[A-Za-z0-9_-]{6,}"),
+)
+_AUTH_HEADER_NAMES = ("authorization", "proxy-authorization", "x-api-key", "api-key")
+
+
+def secrets_of(api_key: str | None, headers: Mapping[str, str] | None = None) -> list[str]:
+    """The strings a summarizer must never show: its API key and the values of credential
+    headers it sends (``Authorization``, ``x-api-key``, ...), including the token after
+    ``Bearer``."""
+    out = [api_key] if api_key else []
+    for k, v in (headers or {}).items():
+        if isinstance(k, str) and k.lower() in _AUTH_HEADER_NAMES and isinstance(v, str) and v:
+            out.append(v)
+            parts = v.split(None, 1)
+            if len(parts) == 2 and parts[0].lower() in ("bearer", "basic"):
+                out.append(parts[1])
+    return [x for x in out if len(x) >= 4]
+
+
+def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every one of ``secrets`` and every credential-shaped value (see
+    ``_SECRET_PATTERNS``) replaced by ``[REDACTED]``."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def redact_error(err: BaseException, secrets: Iterable[str] = ()) -> BaseException:
+    """Redact ``err`` in place for raising: its message (``args``), the errors it wraps as
+    ``last_error``, and its cause chain, which is cut where it leaves our own errors (an SDK
+    exception quotes the server's reply verbatim). Returns ``err``."""
+    secrets = list(secrets)
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.args = tuple(redact_secrets(a, secrets) if isinstance(a, str) else a for a in e.args)
+        last = getattr(e, "last_error", None)
+        if isinstance(last, BaseException) and last is not e:
+            redact_error(last, secrets)
+        cause = e.__cause__
+        if not isinstance(cause, SummarizerError):
+            e.__cause__ = None
+            e.__context__ = None
+            e.__suppress_context__ = True
+            break
+        e = cause
+    return err
+
+
 def token_count(value: Any) -> int:
-    """A provider's token count as an int (missing, null or non-numeric counts 0)."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    """A provider's token count as an int (missing, null or non-numeric counts 0).
+
+    Raises:
+        SummarizerError: the count is a number no token count can be (``NaN``, ``1e400``
+            read as infinity, beyond 2**53): the reply is unusable.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return 0
+    if not (math.isfinite(value) and -_MAX_COUNT <= value <= _MAX_COUNT):
+        raise SummarizerError(f"the reply's usage holds an impossible token count: {str(value)[:40]}")
+    return int(value)
+
+
+_MAX_COUNT = 2**53
+
+
+def usage_object(value: Any, what: str) -> dict:
+    """A usage sub-object of a reply (``prompt_tokens_details``...) as a dict: missing or null
+    is empty; any other type makes the reply unusable (:class:`SummarizerError`)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SummarizerError(f"the reply's usage field {what} is a {type(value).__name__}, not an object")
+    return value
 
 
 def import_sdk(module: str, hint: str) -> Any:

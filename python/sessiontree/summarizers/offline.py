@@ -111,7 +111,7 @@ def parse_tool_calls(text: str) -> list[tuple[str, dict]]:
                 break
             try:
                 value, i = _DECODER.raw_decode(text, km.end())
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
                 i = km.end()
                 break
             args[km.group(1)] = value
@@ -134,7 +134,31 @@ _SECTION_KEYS = {
     # turn-prefix headings
     "original request": "goal", "progress so far": "done", "context needed to continue": "critical",
 }
-_FILE_BLOCK = re.compile(r"<(read-files|modified-files)>\n.*?\n</\1>", re.DOTALL)
+_FILE_BLOCK_OPEN = re.compile(r"<(read-files|modified-files)>\n")
+
+
+def _strip_file_blocks(text: str) -> str:
+    """``text`` without ``<read-files>``/``<modified-files>`` blocks (``<K>\\n ... \\n</K>``, the
+    nearest closer), in one pass: as the regex ``<(K)>\\n.*?\\n</\\1>`` every unclosed opener
+    scanned the rest of the text."""
+    out, pos, no_closer = [], 0, set()
+    while True:
+        m = _FILE_BLOCK_OPEN.search(text, pos)
+        while m is not None and m.group(1) in no_closer:
+            m = _FILE_BLOCK_OPEN.search(text, m.start() + 1)
+        if m is None:
+            break
+        close = "\n</" + m.group(1) + ">"
+        end = text.find(close, m.end())
+        if end < 0:
+            no_closer.add(m.group(1))  # no later opener of this kind can close either
+            continue
+        out.append(text[pos:m.start()])
+        pos = end + len(close)
+    out.append(text[pos:])
+    return "".join(out)
+
+
 _BULLET = re.compile(r"^\s*(?:[-*+]\s+(?:\[[ xX]\]\s*)?|\d+[.)]\s+)")
 _PLACEHOLDER = re.compile(r"^\(?(none|n/?a|nothing)\)?\.?$", re.IGNORECASE)
 
@@ -154,7 +178,7 @@ def parse_summary(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {k: [] for k in
                                  ("goal", "constraints", "done", "in_progress", "blocked", "decisions", "next",
                                   "critical")}
-    text = _FILE_BLOCK.sub("", text or "")
+    text = _strip_file_blocks(text or "")
     current: str | None = "critical"
     for raw in text.splitlines():
         line = raw.strip()
@@ -399,7 +423,8 @@ def _new_sections(f: _Facts, custom: str | None) -> _Sections:
 
 def _merge(prev: dict[str, list[str]], new: _Sections, had_activity: bool) -> _Sections:
     """Rolling update: keep what the previous summary knew, add what the new span shows."""
-    moved = [i for i in prev["in_progress"] if i not in new.in_progress] if had_activity else []
+    still = set(new.in_progress)
+    moved = [i for i in prev["in_progress"] if i not in still] if had_activity else []
     return _Sections(
         goal=prev["goal"] or new.goal,
         constraints=_dedupe(prev["constraints"] + new.constraints),
@@ -415,7 +440,22 @@ def _merge(prev: dict[str, list[str]], new: _Sections, had_activity: bool) -> _S
 _REPLACED_KEYS = ("Latest user request:", "Last assistant message:")
 _LISTED_KEYS = ("Modified files:", "Files read:")
 _TICKED = re.compile(r"`([^`]+)`")
-_COUNTED = re.compile(r"(\S+)×(\d+)")
+
+
+def _counted(text: str) -> list[tuple[str, str]]:
+    """``(name, count)`` of each ``name×count`` token (what ``re.findall(r"(\\S+)×(\\d+)")``
+    returns), in one pass: that regex backtracks over every start of a long token (40 KB: 15 s)."""
+    out = []
+    for tok in text.split():
+        e = tok.rfind("×")
+        while e > 0 and not (e + 1 < len(tok) and tok[e + 1].isdecimal()):
+            e = tok.rfind("×", 0, e)
+        if e > 0:
+            j = e + 1
+            while j < len(tok) and tok[j].isdecimal():
+                j += 1
+            out.append((tok[:e], tok[e + 1:j]))
+    return out
 
 
 def _merge_context(old: list[str], new: list[str]) -> list[str]:
@@ -423,23 +463,35 @@ def _merge_context(old: list[str], new: list[str]) -> list[str]:
     are combined instead of repeated: the latest request/answer replace the earlier ones, file
     lists are united (latest 20 kept), tool-call counts are added up."""
     out: list[str] = []
+    first: dict[str, int] = {}  # key -> position in out of the item that starts with it
+    counts: dict[str, int] | None = None  # tool-call counts once a second "Tool calls:" came
     for item in old + new:
         key = next((k for k in _REPLACED_KEYS + _LISTED_KEYS + ("Tool calls:",) if item.startswith(k)), None)
-        at = next((i for i, o in enumerate(out) if key and o.startswith(key)), None)
+        at = first.get(key) if key else None
         if key is None or at is None:
+            if key:
+                first[key] = len(out)
             out.append(item)
         elif key in _REPLACED_KEYS:
             out[at] = item
         elif key in _LISTED_KEYS:
             paths = list(dict.fromkeys(_TICKED.findall(out[at]) + _TICKED.findall(item)))[-20:]
             out[at] = key + " " + ", ".join(f"`{p}`" for p in paths)
-        else:
-            counts: dict[str, int] = {}
-            for name, n in _COUNTED.findall(out[at]) + _COUNTED.findall(item):
-                counts[name] = counts.get(name, 0) + int(n)
-            out[at] = "Tool calls: " + ", ".join(
-                f"{name}×{n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        else:  # added up here, written once at the end (re-reading a growing line was quadratic)
+            if counts is None:
+                counts = {}
+                _add_counts(counts, out[at])
+            _add_counts(counts, item)
+    if counts is not None:
+        out[first["Tool calls:"]] = "Tool calls: " + ", ".join(
+            f"{name}×{n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     return _dedupe(out)
+
+
+def _add_counts(counts: dict[str, int], text: str) -> None:
+    for name, n in _counted(text):
+        # a count of more than 18 digits is not a count (and int() refuses 4,300 digits)
+        counts[name] = counts.get(name, 0) + (int(n) if len(n) <= 18 else 10**18)
 
 
 def _bullets(items: list[str], prefix: str = "- ") -> str:

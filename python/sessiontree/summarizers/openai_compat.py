@@ -17,23 +17,27 @@ providers cannot route or cache summary calls together with the session's own ca
 The SDK's own retries are off (``max_retries=0``); :mod:`.retry` decides. Context-overflow
 errors raise :class:`~sessiontree.summarizers.base.ContextOverflowError` at once.
 
-Requires the optional extra: ``pip install 'sessiontree[openai]'``.
+Requires the optional extra: ``pip install 'sessiontree[openai]'``
+(from a source checkout: ``pip install '.[openai]'``).
 """
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, run_sync, token_count)
+                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   secrets_of, token_count, usage_object)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
-_INSTALL_HINT = "the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]'"
+_INSTALL_HINT = ("the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]' "
+                 "(from a source checkout: pip install '.[openai]')")
 
 
 def import_openai() -> Any:
@@ -63,10 +67,12 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     """
     if not raw:
         return SummaryUsage().priced(pricing)
-    details = raw.get("prompt_tokens_details") or {}
+    raw = usage_object(raw, "usage")
+    details = usage_object(raw.get("prompt_tokens_details"), "prompt_tokens_details")
     cached = token_count(details.get("cached_tokens"))
     cache_write = token_count(details.get("cache_write_tokens"))
-    reasoning = token_count((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+    reasoning = token_count(usage_object(raw.get("completion_tokens_details"), "completion_tokens_details")
+                            .get("reasoning_tokens"))
     inp = max(0, token_count(raw.get("prompt_tokens")) - cached - cache_write)
     out = token_count(raw.get("completion_tokens"))
     usage = SummaryUsage(input=inp, output=out, cache_read=cached, cache_write=cache_write, reasoning=reasoning,
@@ -74,6 +80,8 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     provider_cost = raw.get("cost")
     provider_total = float(provider_cost) if isinstance(provider_cost, (int, float)) and not isinstance(
         provider_cost, bool) else None
+    if provider_total is not None and not math.isfinite(provider_total):
+        raise SummarizerError(f"the reply's usage holds an impossible cost: {provider_cost!r}")
     return usage.priced(pricing, provider_total)
 
 
@@ -232,8 +240,12 @@ class OpenAICompatSummarizer:
         headers = {}
         if self.request_id_header:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
-        async with self._client() as client:
-            text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        try:
+            async with self._client() as client:
+                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+        except SummarizerError as exc:
+            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
+            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
         return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model, stop_reason=stop)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
@@ -270,7 +282,10 @@ class OpenAICompatSummarizer:
                         delta = getattr(choice, "delta", None)
                         content = getattr(delta, "content", None) if delta is not None else None
                         if content:
-                            chars += len(content) if isinstance(content, str) else 0
+                            if not isinstance(content, str):
+                                raise SummarizerError(f"the model streamed a {type(content).__name__} "
+                                                      "as content, not text")
+                            chars += len(content)
                             if chars > cap:
                                 raise OversizedSummaryError(
                                     f"the summary grew past {cap} characters for a budget of "

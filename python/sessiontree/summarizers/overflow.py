@@ -39,7 +39,29 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"request_too_large", "Anthropic 413 error type"),
 )
 
-_OVERFLOW_RE = re.compile("|".join(f"(?:{p})" for p, _ in OVERFLOW_PATTERNS), re.IGNORECASE | re.DOTALL)
+# A pattern ``A.*B`` ("A, then B anywhere later") is matched as its parts in order, each search
+# starting where the previous part ended: one pass over the text. As one regex, ``.*`` ran to
+# the end of the text from every occurrence of A (a 288 KB error repeating "input token count"
+# took 22 s).
+_SIMPLE = [p for p, _ in OVERFLOW_PATTERNS if ".*" not in p]
+_OVERFLOW_RE = re.compile("|".join(f"(?:{p})" for p in _SIMPLE), re.IGNORECASE | re.DOTALL)
+_SEQUENCES = [[re.compile(part, re.IGNORECASE | re.DOTALL) for part in p.split(".*")]
+              for p, _ in OVERFLOW_PATTERNS if ".*" in p]
+
+
+def _matches_overflow(message: str) -> bool:
+    if _OVERFLOW_RE.search(message):
+        return True
+    for parts in _SEQUENCES:
+        pos = 0
+        for part in parts:
+            m = part.search(message, pos)
+            if m is None:
+                break
+            pos = m.end()
+        else:
+            return True
+    return False
 
 # Messages about throughput limits that mention tokens; they are rate limits, never overflow.
 _RATE_LIMIT_RE = re.compile(r"rate[ _-]?limit|per min(?:ute)?|\bTPM\b|\bRPM\b|tokens per day|quota", re.IGNORECASE)
@@ -68,6 +90,6 @@ def is_context_overflow(status: int | None, message: str) -> bool:
     if status == 413:
         return True
     text = message or ""
-    if not _OVERFLOW_RE.search(text):
+    if not _matches_overflow(text):
         return False
     return not _RATE_LIMIT_RE.search(text)

@@ -20,6 +20,7 @@ from .errors import (
     SessionFileChangedError,
     SessionFormatError,
     SessionLockedError,
+    SessionReadOnlyError,
 )
 from .autocompact import AutoCompactor, RecoveryResult
 from .hooks import HookResultError, SessionHooks
@@ -63,6 +64,7 @@ __all__ = [
     "EntryNotFoundError",
     "SessionFileChangedError",
     "SessionLockedError",
+    "SessionReadOnlyError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",

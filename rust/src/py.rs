@@ -37,6 +37,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::NoWriter => py_err(py, "SessionError", e.to_string()),
         StoreError::Replaced => py_err(py, "SessionFileChangedError", e.to_string()),
         StoreError::Unwritten(_) => py_err(py, "SessionError", e.to_string()),
+        StoreError::ReadOnly => py_err(py, "SessionReadOnlyError", e.to_string()),
         other => py_err(py, "SessionFileChangedError", other.to_string()),
     }
 }
@@ -101,6 +102,19 @@ impl Index {
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
         let st = py.detach(|| Store::open(&path, parallel)).map_err(|e| store_err(py, e))?;
+        Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
+    }
+
+    /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
+    /// mmap: anything with the buffer protocol); scanned with the GIL released, the same
+    /// index `open` builds from a file holding these bytes. Appends raise SessionReadOnlyError.
+    #[staticmethod]
+    #[pyo3(signature = (data, parallel = true))]
+    fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>, parallel: bool) -> PyResult<Self> {
+        let buf = pyo3::buffer::PyBuffer::<u8>::get(data)?;
+        let bytes = buf.to_vec(py)?;
+        drop(buf);
+        let st = py.detach(|| Store::from_bytes(bytes, parallel));
         Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
     }
 

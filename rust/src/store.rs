@@ -54,6 +54,8 @@ pub enum StoreError {
     /// Buffered lines could not be written when the writer was let go: the index holds entries
     /// the file does not.
     Unwritten(u64),
+    /// An append to a read-only store (one made by [`Store::from_bytes`]).
+    ReadOnly,
 }
 
 impl std::fmt::Display for StoreError {
@@ -78,6 +80,7 @@ impl std::fmt::Display for StoreError {
                 "{n} bytes of entries appended with durability \"none\" could not be written when the session was closed; \
                  they exist only in this Session object: open the session again to see the file as it is"
             ),
+            StoreError::ReadOnly => write!(f, "the session is read-only (made from bytes): nothing was appended"),
         }
     }
 }
@@ -114,6 +117,8 @@ pub struct Store {
     /// `end()` when we last checked that `path` still names our file (appends check every
     /// `IDENT_CHECK` bytes)
     checked_to: u64,
+    /// set for a store over a byte buffer ([`Store::from_bytes`]): every append fails
+    read_only: bool,
 }
 
 /// The file's identity (device, inode): a file renamed over ours has another.
@@ -167,7 +172,21 @@ impl Store {
             unwritten: None,
             replaced: false,
             checked_to: 0,
+            read_only: false,
         }
+    }
+
+    /// A read-only store over a byte buffer (an object read from storage, say): the same scan
+    /// and index as [`Store::open`] on a file holding these bytes; no path, no refresh, and
+    /// every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
+    pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
+        let len = data.len() as u64;
+        let map = if data.is_empty() { Mapped::None } else { Mapped::Buf(data) };
+        let mut st = Store::with_map(None, map, len, parallel);
+        st.read_only = true;
+        let bytes = st.map.bytes();
+        scan::scan_into(&mut st.index, &bytes[..len as usize], 0, parallel);
+        st
     }
 
     /// Opens and scans a file. Never writes to it.
@@ -308,6 +327,9 @@ impl Store {
     /// Indexes bytes we just appended to the file at `offset` (or to memory): `data` holds
     /// whole lines, each ending in `\n`. Returns the index of the last new entry, if any.
     pub fn append_bytes(&mut self, offset: u64, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         self.check_live()?;
         let end = self.end();
         if offset != end {
@@ -438,6 +460,9 @@ impl Store {
     /// Appends need a live store and, for a file, a writer: a line indexed but never written
     /// would be lost silently.
     fn check_writable(&mut self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         self.check_live()?;
         if let Some(n) = self.unwritten {
             return Err(StoreError::Unwritten(n));

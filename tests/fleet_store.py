@@ -65,3 +65,14 @@ def make_store(root: Path, count: int, seed: int = 13) -> list[Path]:
         path.write_bytes(("\n".join(lines) + "\n").encode())
         paths.append(path)
     return paths
+
+
+def shared_store(tmp_path_factory, count: int = 1000) -> tuple[Path, list[Path]]:
+    """The generated store, made once per test run (every fleet test module shares it)."""
+    root = tmp_path_factory.getbasetemp() / f"fleet-store-{count}" / "sessions"
+    done = root.parent / ".done"
+    if done.exists():
+        return root, sorted(root.glob("*/*.jsonl"))
+    paths = make_store(root, count)
+    done.touch()
+    return root, sorted(paths)

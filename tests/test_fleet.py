@@ -13,7 +13,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 duckdb = pytest.importorskip("duckdb")
 
-from fleet_store import make_store  # noqa: E402
+from fleet_store import shared_store  # noqa: E402
 
 from sessiontree import AutoCompactor, Session  # noqa: E402
 from sessiontree.fleet import entries_table, resolve_source, session_stats  # noqa: E402
@@ -26,8 +26,7 @@ N = 1000
 
 @pytest.fixture(scope="session")
 def fleet_store(tmp_path_factory) -> tuple[Path, list[Path]]:
-    root = tmp_path_factory.mktemp("fleet") / "sessions"
-    return root, make_store(root, N)
+    return shared_store(tmp_path_factory, N)
 
 
 @pytest.fixture(scope="session")

@@ -66,6 +66,38 @@ class CompactOptions:
         self.custom_instructions = custom_instructions
 
 
+class BoundedSummarizer:
+    """``summarizer`` with at most ``limit`` :meth:`summarize` calls in flight across every
+    thread and event loop of the process (a compaction with a split turn makes two calls at
+    once: the bound is on calls, not sessions). Waiting never blocks an event loop."""
+
+    def __init__(self, summarizer: Any, limit: int):
+        self._inner = summarizer
+        self._sem = threading.BoundedSemaphore(max(1, int(limit)))
+        self.name = getattr(summarizer, "name", type(summarizer).__name__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def summarize(self, request: Any) -> Any:
+        import asyncio
+
+        delay = 0.002
+        while not self._sem.acquire(blocking=False):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        try:
+            return await self._inner.summarize(request)
+        finally:
+            self._sem.release()
+
+    def __getstate__(self) -> dict:  # a semaphore does not pickle: each process gets its own
+        return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["inner"], state["limit"])
+
+
 def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
@@ -125,6 +157,8 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         row["compaction_entry_id"] = result.entry.id
         row["first_kept_entry_id"] = result.first_kept_entry_id
         row["summarizer"] = getattr(summarizer, "name", None) or type(summarizer).__name__
+        if isinstance(summarizer, BoundedSummarizer):
+            summarizer = summarizer._inner
         raw = result.entry.raw if isinstance(result.entry.raw, dict) else {}
         row["model"] = raw.get("model") if isinstance(raw.get("model"), str) else getattr(summarizer, "model", None)
         u = result.usage
@@ -211,8 +245,9 @@ def _run_local(paths: list[str], summarizer: Any, opts: CompactOptions, concurre
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     out: list[dict] = []
+    bounded = BoundedSummarizer(summarizer, concurrency)
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(compact_one, p, summarizer, opts) for p in paths]
+        futures = [pool.submit(compact_one, p, bounded, opts) for p in paths]
         for fut in as_completed(futures):
             row = fut.result()
             ledger.write(row)
@@ -233,7 +268,7 @@ def _run_ray(paths: list[str], summarizer: Any, opts: CompactOptions, concurrenc
         """One summary call at a time per actor: ``concurrency`` actors bound the LLM calls."""
 
         def __init__(self, summarizer: Any, opts: CompactOptions):
-            self.summarizer = summarizer
+            self.summarizer = BoundedSummarizer(summarizer, 1)
             self.opts = opts
 
         def run(self, path: str) -> dict:
@@ -268,8 +303,9 @@ def compact_sessions(source: Any, summarizer: Any, *, context_window: int, concu
             Under ``engine="ray"`` it is pickled to each actor.
         context_window: the conversation model's window (tokens); a session is compacted when
             its projected context tokens > ``context_window - settings.reserve_tokens``.
-        concurrency: at most this many summary calls at once (threads locally; a Ray actor
-            pool of this size under ``engine="ray"``).
+        concurrency: at most this many summary calls in flight at once (locally: as many
+            threads, sharing one bound on calls; under ``engine="ray"``: an actor pool of this
+            size, one call at a time per actor).
         outcomes: a JSON-lines file of outcome rows, appended as sessions finish; a rerun with
             the same file skips sessions with a final outcome (everything but ``locked``,
             ``summarizer_error`` and ``error``). Without it, nothing is skipped by memory,

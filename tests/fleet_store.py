@@ -76,3 +76,44 @@ def shared_store(tmp_path_factory, count: int = 1000) -> tuple[Path, list[Path]]
     paths = make_store(root, count)
     done.touch()
     return root, sorted(paths)
+
+
+class LoopbackS3:
+    """moto's S3-compatible server on 127.0.0.1 (an ephemeral port), holding ``bucket``;
+    ``fs`` is a ``pyarrow.fs.S3FileSystem`` on it, ``uri(prefix)`` an ``s3://`` URL naming the
+    endpoint in its query (credentials come from the environment the caller sets)."""
+
+    def __init__(self, bucket: str = "fleet"):
+        import logging
+        import socket
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        from pyarrow import fs as pafs
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.bucket = bucket
+        self.fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", scheme="http", region="us-east-1",
+                                    endpoint_override=f"127.0.0.1:{self.port}", allow_bucket_creation=True)
+        self.fs.create_dir(bucket)
+
+    def uri(self, prefix: str) -> str:
+        return f"s3://{self.bucket}/{prefix}?endpoint_override=127.0.0.1:{self.port}&scheme=http&region=us-east-1"
+
+    def upload(self, root: Path, paths: list[Path], prefix: str) -> dict[str, Path]:
+        """Objects ``<bucket>/<prefix>/<path relative to root>``; returns {s3 url: local path}."""
+        out = {}
+        for p in paths:
+            key = f"{self.bucket}/{prefix}/{p.relative_to(root).as_posix()}"
+            with self.fs.open_output_stream(key) as fh:
+                fh.write(p.read_bytes())
+            out[f"s3://{key}"] = p
+        return out
+
+    def close(self) -> None:
+        self.server.stop()

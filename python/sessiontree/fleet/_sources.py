@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -29,9 +30,12 @@ class Item:
     fs: Any = None
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+
+
 def _is_url(text: str) -> bool:
-    head, sep, _ = text.partition("://")
-    return bool(sep) and head.isalpha() and len(head) > 1
+    """``scheme://…`` (two letters or more: a Windows drive letter is not a scheme)."""
+    return _SCHEME.match(text) is not None
 
 
 def _walk_local(root: str) -> list[str]:

@@ -1443,6 +1443,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace-instructions", action="store_true",
                    help="--instructions replace the default summary prompt instead of adding to it")
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
+    # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/_fleet_cli.py ---
+    from ._fleet_cli import add_parsers as add_fleet_parsers
+
+    add_fleet_parsers(sub)
+    # ---
     return parser
 
 
@@ -1471,6 +1476,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "max_preview", 0) < 0:
         return _fail("--max-preview must be >= 0")
+    # --- fleet commands take a SOURCE, not one FILE ---
+    from ._fleet_cli import COMMANDS as FLEET_COMMANDS, run as run_fleet
+
+    if args.command in FLEET_COMMANDS:
+        return run_fleet(args)
+    # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

@@ -177,7 +177,9 @@ def session_stats(source: Any, *, parquet: str | os.PathLike | None = None, engi
 
     Args:
         source: directory, glob, path list or URL (see :func:`resolve_source`).
-        engine: ``"local"`` (process pool of ``workers`` processes, default the CPU count) or
+        engine: ``"local"`` (process pool of ``workers`` processes; default: in this process
+            below 2,000 sessions, where starting a pool costs more than it saves, else one
+            process per CPU) or
             ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
             ``num_cpus``; ``workers`` bounds its concurrency).
         context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context

@@ -1,7 +1,8 @@
 """Engines: run a per-file function over items and gather rows.
 
 ``local``: a process pool on this machine (``workers`` processes, forkserver start: safe in a
-process that runs threads), items sent in chunks; with one worker or few items, inline.
+process that runs threads), items sent in chunks; with one worker or few items, inline (with
+``workers=None``: the CPU count from :data:`AUTO_POOL_MIN` sessions up, inline below).
 ``ray``: Ray Data over the same function (``ray.data.from_items`` → ``map_batches``), on an
 existing cluster (``address``) or one started here (``ray.init``). Rows come back in item
 order from both, so both write the same Parquet.
@@ -15,6 +16,8 @@ from typing import Any, Callable, Sequence
 from ._sources import Item
 
 ENGINES = ("local", "ray")
+#: With ``workers=None``, the local engine runs in this process below this many sessions.
+AUTO_POOL_MIN = 2000
 
 
 def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -42,7 +45,10 @@ def run_local(fn: Callable[[Sequence[Item], Any], list], items: Sequence[Item], 
               workers: int | None = None, chunk: int = 0, progress: bool = False) -> list:
     """``fn(chunk_of_items, opts)`` over chunks in a process pool; results in item order,
     concatenated."""
-    workers = workers or os.cpu_count() or 1
+    if workers is None:
+        # starting a pool (forkserver, imports in each worker) costs about a second on a busy
+        # 2-core machine: worth it only for stores large enough to amortize it
+        workers = (os.cpu_count() or 1) if len(items) >= AUTO_POOL_MIN else 1
     tick = _progress_bar(len(items), progress)
     if workers <= 1 or len(items) <= 8:
         out: list = []

@@ -203,8 +203,9 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     leaves = 0
     if n:
         _roots, start, _kids = core.tree_table()
+        unique = core.entry_count() == n  # no repeated id: every entry is its own node
         for p in range(n):
-            if start[p + 1] == start[p] and core.node_of(p) == p:
+            if start[p + 1] == start[p] and (unique or core.node_of(p) == p):
                 leaves += 1
     header = s.header
     leaf_i = core.leaf()

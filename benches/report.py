@@ -290,6 +290,11 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
             ["shape", "operation", "a tenth", "full size", "ratio"],
             [[f"{shape}, {n:,}", name, fmt_t(ts), fmt_t(tb), f"{tb / ts:.1f}x"] for shape, name, n, ts, tb in shapes])
     lines += ["![open time and memory vs size](benchmarks.png)", ""]
+    # sections measured by other scripts (benches/fleet_bench.py) follow this marker: kept
+    marker = "<!-- kept: sections from other benchmark scripts -->"
+    old = path.read_text() if path.exists() else ""
+    if marker in old:
+        lines += [marker + old.split(marker, 1)[1].rstrip("\n"), ""]
     path.write_text("\n".join(lines))
 
 

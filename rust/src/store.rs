@@ -685,3 +685,45 @@ impl Drop for Store {
         let _ = self.flush_pending();
     }
 }
+
+#[cfg(test)]
+mod from_bytes_tests {
+    use super::*;
+
+    /// A store over bytes indexes exactly what a store over a file holding them does, and
+    /// refuses every append.
+    #[test]
+    fn from_bytes_matches_open_and_is_read_only() {
+        let mut data = Vec::new();
+        data.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"b\",broken\n\n");
+        // large enough to be mapped rather than read
+        let filler = format!("{{\"type\":\"custom\",\"id\":\"c\",\"parentId\":\"a\",\"timestamp\":\"2026-01-01T00:00:02.000Z\",\"data\":\"{}\"}}\n", "x".repeat(80 << 10));
+        data.extend_from_slice(filler.as_bytes());
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"torn\"");
+        let path = std::env::temp_dir().join(format!("sessiontree-from-bytes-{}.jsonl", std::process::id()));
+        std::fs::write(&path, &data).unwrap();
+        let file = Store::open(&path, true).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut mem = Store::from_bytes(data.clone(), true);
+        assert_eq!(mem.end(), file.end());
+        assert_eq!(mem.index.recs.len(), file.index.recs.len());
+        assert_eq!(mem.index.recs.len(), 2); // a and c: the header, the broken and the torn lines are not entries
+        for i in 0..mem.index.recs.len() {
+            assert_eq!(mem.line(i), file.line(i));
+        }
+        assert_eq!(mem.index.problems.len(), file.index.problems.len());
+        assert!(mem.index.problems.len() >= 3);
+        assert_eq!(format!("{:?}", mem.index.leaf), format!("{:?}", file.index.leaf));
+        assert_eq!(mem.header_bytes(), file.header_bytes());
+        assert!(mem.ends_without_newline());
+        let end = mem.end();
+        assert!(matches!(mem.append_bytes(end, b"{}\n"), Err(StoreError::ReadOnly)));
+        assert!(matches!(mem.write_lines(b"{}\n"), Err(StoreError::ReadOnly)));
+        assert_eq!(mem.index.recs.len(), 2); // a and c: the header, the broken and the torn lines are not entries
+        assert_eq!(mem.refresh().unwrap(), 0);
+        let empty = Store::from_bytes(Vec::new(), false);
+        assert_eq!((empty.end(), empty.index.recs.len()), (0, 0));
+    }
+}

@@ -108,3 +108,29 @@ def test_ray_compact_sessions_actor_pool(ray_cluster, store, tmp_path):
         if r["outcome"] == "compacted":
             assert r["input_tokens"] > 0 and r["compaction_entry_id"]
     assert not any(r["outcome"] == "compacted" for r in again)
+
+
+def test_ray_reads_objects_from_s3(ray_cluster, store, monkeypatch):
+    """Ray workers read the objects themselves (the pyarrow filesystem travels with each task):
+    the same rows as the local files."""
+    pytest.importorskip("moto.server")
+    from fleet_store import LoopbackS3
+
+    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                 ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(k, v)
+    root, paths = store
+    server = LoopbackS3()
+    try:
+        some = paths[::20]
+        mapping = server.upload(root, some, "ray")
+        remote = session_stats("s3://fleet/ray", filesystem=server.fs, engine="ray", context_window=WINDOW)
+    finally:
+        server.close()
+    local = {r["path"]: r for r in session_stats(some, workers=1, context_window=WINDOW).to_pylist()}
+    rows = remote.to_pylist()
+    assert [r["path"] for r in rows] == sorted(mapping)
+    where = ("path", "file_modified", "parent_session_id")
+    for r in rows:
+        want = local[str(mapping[r["path"]])]
+        assert {k: v for k, v in r.items() if k not in where} == {k: v for k, v in want.items() if k not in where}

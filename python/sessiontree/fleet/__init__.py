@@ -28,6 +28,7 @@ import os
 from typing import Any
 
 from ..settings import CompactionSettings
+from ._compact import compact_sessions, outcomes_schema
 from ._rows import PROBLEM_KINDS, ROLES, Options
 from ._sources import Item, resolve_source
 
@@ -115,13 +116,6 @@ def entries_schema() -> Any:
         ("cache_write_tokens", f64), ("cost", f64), ("on_active_path", pa.bool_()), ("label", s),
         ("error_kind", s), ("error", s),
     ])
-
-
-def outcomes_schema() -> Any:
-    """The Arrow schema of :func:`compact_sessions`' outcomes (see there)."""
-    from ._compact import outcomes_schema as sch
-
-    return sch()
 
 
 def _table(rows: list[dict], schema: Any) -> Any:
@@ -219,11 +213,3 @@ def entries_table(source: Any, *, parquet: str | os.PathLike | None = None, engi
     if parquet is not None:
         write_parquet(table, parquet)
     return table
-
-
-def compact_sessions(source: Any, summarizer: Any, *, context_window: int, concurrency: int = 4,
-                     **kwargs: Any) -> Any:
-    """Compact every session of ``source`` that needs it: see :func:`sessiontree.fleet._compact.compact_sessions`."""
-    from ._compact import compact_sessions as run
-
-    return run(source, summarizer, context_window=context_window, concurrency=concurrency, **kwargs)

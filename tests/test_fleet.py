@@ -260,3 +260,23 @@ def test_hostile_store_rows_not_failures(fleet_store, tmp_path, engine_workers):
     et = entries_table(tmp_path / "hostile", workers=engine_workers, max_bytes=1 << 20).to_pylist()
     assert {r["path"] for r in et} == set(want) - {str(d / "empty.jsonl")}  # no entries, no rows
     assert {r["path"]: r["error_kind"] for r in et if r["error_kind"]}[str(d / "pipe.jsonl")] == "not_a_file"
+
+
+def test_odd_json_values_do_not_break_the_tables(tmp_path):
+    """Labels, names and ids that are not strings (any JSON value is possible in a file) give
+    nulls in string columns, never a failed table."""
+    head = b'{"type":"session","version":3,"id":"odd","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
+    body = (b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+            b'"message":{"role":"user","content":"hi","timestamp":1}}\n'
+            b'{"type":"label","id":"l","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","targetId":"a","label":42}\n'
+            b'{"type":"session_info","id":"n","parentId":"l","timestamp":"2026-01-01T00:00:03.000Z","name":["x"]}\n'
+            b'{"type":"custom","id":7,"parentId":"n","timestamp":"2026-01-01T00:00:04.000Z"}\n'
+            b'{"type":"message","id":"b","parentId":"n","timestamp":5,'
+            b'"message":{"role":"assistant","content":[],"usage":{"input":"x"}}}\n')
+    p = tmp_path / "odd.jsonl"
+    p.write_bytes(head + body)
+    row = session_stats([p], workers=1).to_pylist()[0]
+    assert row["error_kind"] is None and row["name"] is None and row["labels"] == 1
+    assert math.isnan(row["input_tokens"])  # Pi's sum is NaN: a usage with a non-number field
+    rows = entries_table([p], workers=1).to_pylist()
+    assert len(rows) == 5 and rows[0]["label"] is None and rows[3]["entry_id"] is None

@@ -160,7 +160,8 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         if isinstance(summarizer, BoundedSummarizer):
             summarizer = summarizer._inner
         raw = result.entry.raw if isinstance(result.entry.raw, dict) else {}
-        row["model"] = raw.get("model") if isinstance(raw.get("model"), str) else getattr(summarizer, "model", None)
+        model = raw.get("model") if isinstance(raw.get("model"), str) else getattr(summarizer, "model", None)
+        row["model"] = model if isinstance(model, str) else None
         u = result.usage
         if u is not None:
             row.update(input_tokens=u.input, output_tokens=u.output, cache_read_tokens=u.cache_read,

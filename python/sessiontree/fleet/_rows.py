@@ -332,7 +332,8 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
         on_path = set(s._context_path())
     except SessionCycleError:
         on_path = set()
-    label_of: dict[str, Any] = {k: v for k, v in s.labels.items() if isinstance(k, str)}
+    # a label is any JSON value in the file: the column holds string labels only
+    label_of: dict[str, Any] = {k: v for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)}
     sid = s.session_id if isinstance(s.session_id, str) else None
     rows = []
     for i in range(n):

@@ -212,6 +212,8 @@ def _hostile_store(root: Path, paths: list[Path]) -> dict[str, str]:
     (d / "loop-a.jsonl").symlink_to(d / "loop-b.jsonl")
     (d / "loop-b.jsonl").symlink_to(d / "loop-a.jsonl")
     want[str(d / "loop-a.jsonl")] = want[str(d / "loop-b.jsonl")] = "unreadable"
+    (d / "zero.jsonl").symlink_to("/dev/zero")  # endless bytes: never read
+    want[str(d / "zero.jsonl")] = "not_a_file"
     (d / "dangling.jsonl").symlink_to(d / "nowhere.jsonl")
     want[str(d / "dangling.jsonl")] = "not_found"
     (d / "folder.jsonl").mkdir()  # a directory named like a session (and a loop of dirs under it)
@@ -272,11 +274,12 @@ def test_odd_json_values_do_not_break_the_tables(tmp_path):
             b'{"type":"session_info","id":"n","parentId":"l","timestamp":"2026-01-01T00:00:03.000Z","name":["x"]}\n'
             b'{"type":"custom","id":7,"parentId":"n","timestamp":"2026-01-01T00:00:04.000Z"}\n'
             b'{"type":"message","id":"b","parentId":"n","timestamp":5,'
-            b'"message":{"role":"assistant","content":[],"usage":{"input":"x"}}}\n')
+            b'"message":{"role":"assistant","content":[],"usage":{"input":"x"},"timestamp":1e300}}\n')
     p = tmp_path / "odd.jsonl"
     p.write_bytes(head + body)
     row = session_stats([p], workers=1).to_pylist()[0]
     assert row["error_kind"] is None and row["name"] is None and row["labels"] == 1
     assert math.isnan(row["input_tokens"])  # Pi's sum is NaN: a usage with a non-number field
+    assert row["modified"] is None  # message.timestamp 1e300: beyond any date
     rows = entries_table([p], workers=1).to_pylist()
     assert len(rows) == 5 and rows[0]["label"] is None and rows[3]["entry_id"] is None

@@ -100,7 +100,9 @@ def _tty() -> bool:
 
 
 def _fail(message: str) -> int:
-    print(f"sessiontree: error: {message}", file=sys.stderr)
+    from .cli import safe_text
+
+    print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
     return 2
 
 
@@ -121,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
                                     workers=args.workers, max_bytes=args.max_bytes, progress=progress)
             errors = sum(1 for k in table.column("error_kind").to_pylist() if k is not None)
             over = sum(1 for v in table.column("should_compact").to_pylist() if v)
+            from .cli import safe_text
+
             print(f"{table.num_rows} sessions ({errors} unreadable, {over} over the compaction threshold) "
-                  f"-> {args.parquet}")
+                  f"-> {safe_text(str(args.parquet))}")
             return 0
         from .summarizers import get_summarizer
 
@@ -159,9 +163,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to do"
             print(f"{len(rows)} sessions: {shown}; summary cost ${cost:.4f}")
+            from .cli import safe_text  # file names and error texts may hold terminal escapes
+
             for r in rows:
                 if r["outcome"] in ("error", "summarizer_error", "locked"):
-                    print(f"  {r['outcome']}: {r['path']}: {r['detail']}", file=sys.stderr)
+                    print(f"  {r['outcome']}: {safe_text(r['path'])}: {safe_text(str(r['detail']))}", file=sys.stderr)
         return 0
     except ValueError as exc:
         return _fail(str(exc))

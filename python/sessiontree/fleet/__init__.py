@@ -118,12 +118,22 @@ def entries_schema() -> Any:
     ])
 
 
+#: JavaScript's Date range (ms): a time outside it (a hostile ``timestamp: 1e300``) is null.
+_JS_DATE_MAX = 8.64e15
+
+
+def _ms_or_none(v: Any) -> int | None:
+    if v is None or not isinstance(v, (int, float)) or v != v or abs(v) > _JS_DATE_MAX:
+        return None
+    return int(v)
+
+
 def _table(rows: list[dict], schema: Any) -> Any:
     pa = _pa()
     cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
     for f in schema:
         if pa.types.is_timestamp(f.type):
-            cols[f.name] = [None if v is None else int(v) for v in cols[f.name]]
+            cols[f.name] = [_ms_or_none(v) for v in cols[f.name]]
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
 
 

@@ -236,7 +236,7 @@ def _table(rows: Iterable[dict]) -> Any:
     for f in schema:
         vals = [r.get(f.name) for r in rows]
         if pa.types.is_timestamp(f.type):
-            vals = [None if v is None else int(v) for v in vals]
+            vals = [None if v is None else int(v) for v in vals]  # our own clock readings
         cols[f.name] = pa.array(vals, f.type)
     return pa.table(cols, schema=schema)
 

@@ -135,3 +135,21 @@ def test_no_quadratic_blowup(tmp_path, shape):
         gc.enable()
     # linear would be 4x; quadratic 16x
     assert t_big / t_small <= 8.0, f"{shape}: {n_big} took {t_big:.3f}s, {n_small} took {t_small:.3f}s"
+
+
+# ==== sessiontree rpc ============================================================
+
+
+def test_rpc_answers_cost_what_the_answer_needs():
+    # get_messages and get_entries since <last> on a 20 MB session whose active path is a 2 MB
+    # session's cost about what they cost on that 2 MB session (docs/benchmarks.md: 1 GiB vs 10 MiB)
+    from sessiontree.rpc import RpcServer
+
+    small, big = session_file(2), session_with_tail(20, 2)
+    servers = {p: RpcServer(Session.open(p)) for p in (small, big)}
+    last = {p: servers[p].handle({"type": "get_entries", "since": None})["data"]["leafId"] for p in (small, big)}
+    assert last[small] == last[big]
+    for command in ({"type": "get_messages"}, {"type": "get_entries", "since": last[small]}):
+        t_small, t_big = best_pair(lambda: servers[small].handle(command), lambda: servers[big].handle(command), 5)
+        assert servers[small].handle(command) == servers[big].handle(command)
+        assert t_big / t_small < 3.0, f"{command['type']}: {t_big:.5f}s at 20 MB vs {t_small:.5f}s at 2 MB"

@@ -1405,6 +1405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("entries", parents=[common], help="entries in file order")
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
     sub.add_parser("validate", parents=[common], help="list damaged lines and structural problems")
+    sub.add_parser("rpc", add_help=False, help="serve a session over Pi's RPC (JSON lines); see rpc --help")
 
     summ = argparse.ArgumentParser(add_help=False)
     g = summ.add_argument_group("summarizer")
@@ -1469,6 +1470,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if rest[:1] == ["rpc"]:  # Pi's RPC server takes Pi's launch flags: see sessiontree.rpc
+        from .rpc import main as rpc_main
+
+        return rpc_main(rest[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

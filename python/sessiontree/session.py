@@ -468,10 +468,33 @@ class Session:
         """
         if since is None:
             return self.entries()
+        return [Entry(self, k) for k in range(self._since_start(since), len(self._core))]
+
+    def _since_start(self, since: Any) -> int:
+        """File position after the entry ``since`` names; with a repeated id, after its first
+        occurrence (Pi ``entries.findIndex``). The scan for the first occurrence runs only when
+        the file repeats ids."""
         i = self._lookup(since) if isinstance(since, str) else None
         if i is None:
             raise EntryNotFoundError(f"Entry not found: {since}")
-        return [Entry(self, k) for k in range(i + 1, len(self._core))]
+        if self._core.entry_count() != len(self._core):
+            key = self._core.id(i)
+            i = next(k for k in range(i + 1) if self._core.id(k) == key)
+        return i + 1
+
+    def get_entries_page(self, since: str | None = None, limit: int | None = None) -> list[Entry]:
+        """Like :meth:`get_entries`, at most ``limit`` entries (None: all): one page of the
+        file-order listing, for paging through huge files. Cost follows the page, not the file.
+
+        Raises:
+            EntryNotFoundError: ``since`` names no entry (``Entry not found: <id>``).
+            ValueError: ``limit`` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        start = 0 if since is None else self._since_start(since)
+        stop = len(self._core) if limit is None else min(len(self._core), start + limit)
+        return [Entry(self, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
         """The entry with this id (the last one if the id repeats), or None."""

@@ -311,6 +311,10 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
     old = path.read_text() if path.exists() else ""
     if "<!-- html-view -->" in old and "<!-- /html-view -->" in old:
         lines += [old[old.index("<!-- html-view -->"):old.index("<!-- /html-view -->")] + "<!-- /html-view -->", ""]
+    # sections measured by other scripts (benches/fleet_bench.py) follow this marker: kept
+    marker = "<!-- kept: sections from other benchmark scripts -->"
+    if marker in old:
+        lines += [marker + old.split(marker, 1)[1].rstrip("\n"), ""]
     path.write_text("\n".join(lines))
 
 

@@ -1406,6 +1406,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/_fleet_cli.py ---
+    from ._fleet_cli import add_parsers as add_fleet_parsers
+
+    add_fleet_parsers(sub)
+    # ---
     return parser
 
 
@@ -1465,6 +1470,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("--max-preview must be >= 0")
     if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
         return fail("standard output is closed; nothing done")
+    # --- fleet commands take a SOURCE, not one FILE ---
+    from ._fleet_cli import COMMANDS as FLEET_COMMANDS, run as run_fleet
+
+    if args.command in FLEET_COMMANDS:
+        return run_fleet(args)
+    # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

@@ -43,6 +43,7 @@ from .errors import (
     SessionFileChangedError,
     SessionFormatError,
     PiError,
+    SessionReadOnlyError,
 )
 from . import orchestration
 from .compaction import collect_context_edits
@@ -250,6 +251,8 @@ class Session:
         # thread lock keeps two threads from doing them twice (appends themselves are single
         # core calls, each atomic under the GIL)
         self._prepare_lock = threading.RLock()
+        self._read_only = False
+        self._source_name: str | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
@@ -285,10 +288,18 @@ class Session:
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
         core = _core.Index.open(str(p))
-        state, reason = core.header_state()
         # the folder the caller named (lexically, like Node's path.resolve), not where a
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
+        return cls._over_core(core, p, p, sdir, durability=durability, lock_timeout=lock_timeout)
+
+    @classmethod
+    def _over_core(cls, core: Any, path: Path | None, shown: Any, sdir: Path | None, *,
+                   durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
+        """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
+        checks, migration in memory, a header in memory for an empty file."""
+        p = shown
+        state, reason = core.header_state()
         if state == "invalid":
             raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(p) or reason})")
         if state == "empty":
@@ -301,13 +312,54 @@ class Session:
                     "Pi would overwrite it with a new header, we leave it untouched)")
             header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
                       "timestamp": iso_now(), "cwd": os.getcwd()}
-            return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=False,
+            return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=False,
                        durability=durability, lock_timeout=lock_timeout)
         header = parse_json_line(core.header_line())
         if core.needs_migration:
             header = migrate_header(header, core.legacy_v1)
-        return cls(core, path=p, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
+        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
                    lock_timeout=lock_timeout)
+
+    @classmethod
+    def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
+        """A read-only session over the bytes of a session file held in memory (an object read
+        from storage, say), with no temporary file: the same index and the same answers as
+        :meth:`open` on a file holding these bytes.
+
+        Args:
+            data: ``bytes``, ``bytearray``, ``memoryview``, ``mmap.mmap`` or anything else with
+                the buffer protocol (contiguous bytes). The bytes are copied once, so the
+                caller may reuse or close the buffer afterwards (a closed or shrunk mmap can
+                never fault the session).
+            name: where the bytes came from (``"s3://bucket/key.jsonl"``), used in error
+                messages and kept as :attr:`source_name`; :attr:`path` is None.
+
+        Writing raises :class:`SessionReadOnlyError` (nothing is appended); :meth:`refresh`
+        finds nothing new; the leaf can still be moved in memory with :meth:`branch`.
+
+        Raises:
+            TypeError: ``data`` does not expose a buffer of bytes.
+            SessionFormatError: as :meth:`open`.
+        """
+        if isinstance(data, str):
+            raise TypeError("Session.from_bytes needs bytes (or a buffer), not str")
+        core = _core.Index.from_bytes(data)
+        shown = name if name is not None else "<bytes>"
+        s = cls._over_core(core, None, shown, None)
+        s._read_only = True
+        s._source_name = name
+        return s
+
+    @property
+    def read_only(self) -> bool:
+        """True for a session made by :meth:`from_bytes` (every write raises
+        :class:`SessionReadOnlyError`)."""
+        return self._read_only
+
+    @property
+    def source_name(self) -> str | None:
+        """The ``name`` given to :meth:`from_bytes` (None otherwise)."""
+        return self._source_name
 
     @classmethod
     def create(cls, cwd: str, *, session_dir: str | os.PathLike | None = None,
@@ -524,7 +576,7 @@ class Session:
         return self._core.entry_count()
 
     def __repr__(self) -> str:
-        where = str(self._path) if self._path else "<memory>"
+        where = str(self._path) if self._path else (self._source_name or "<bytes>") if self._read_only else "<memory>"
         return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
 
     # ==== reading ==================================================================
@@ -906,6 +958,9 @@ class Session:
     def _prepare_write_locked(self) -> None:
         if self._ready:
             return
+        if self._read_only:
+            raise SessionReadOnlyError(
+                f"session {self._source_name or '<bytes>'} is read-only (made with Session.from_bytes): nothing was written")
         if self._path is None:
             self._ready = True  # in memory: appends only index
             return
@@ -1129,6 +1184,8 @@ class Session:
         Raises:
             EntryNotFoundError: ``entry_id`` names no entry.
         """
+        if self._read_only:
+            self._prepare_write()  # raises before the leaf moves
         old_leaf = self.leaf_id
         if entry_id is not None:
             self._index_of(entry_id)

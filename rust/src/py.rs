@@ -13,6 +13,7 @@ use std::path::PathBuf;
 pyo3::import_exception!(sessiontree.errors, SessionError);
 pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
 pyo3::import_exception!(sessiontree.errors, SessionCycleError);
+pyo3::import_exception!(sessiontree.errors, SessionReadOnlyError);
 
 /// Columns of [`Index::table`]: ids, parent ids, parentId is null, types, roles, lines, offsets.
 type EntryColumns = (
@@ -67,6 +68,7 @@ fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::NoWriter => SessionError::new_err(e.to_string()),
         StoreError::Replaced => SessionFileChangedError::new_err(e.to_string()),
         StoreError::Unwritten(_) => SessionError::new_err(e.to_string()),
+        StoreError::ReadOnly => SessionReadOnlyError::new_err(e.to_string()),
         other => SessionFileChangedError::new_err(other.to_string()),
     }
 }
@@ -139,6 +141,19 @@ impl Index {
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
         let st = py.detach(|| Store::open(&path, parallel)).map_err(|e| store_err(py, e))?;
+        Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
+    }
+
+    /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
+    /// mmap: anything with the buffer protocol); scanned with the GIL released, the same
+    /// index `open` builds from a file holding these bytes. Appends raise SessionReadOnlyError.
+    #[staticmethod]
+    #[pyo3(signature = (data, parallel = true))]
+    fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>, parallel: bool) -> PyResult<Self> {
+        let buf = pyo3::buffer::PyBuffer::<u8>::get(data)?;
+        let bytes = buf.to_vec(py)?;
+        drop(buf);
+        let st = py.detach(|| Store::from_bytes(bytes, parallel));
         Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
     }
 

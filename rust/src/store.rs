@@ -60,6 +60,8 @@ pub enum StoreError {
     /// Buffered lines could not be written when the writer was let go: the index holds entries
     /// the file does not.
     Unwritten(u64),
+    /// An append to a read-only store (one made by [`Store::from_bytes`]).
+    ReadOnly,
 }
 
 impl std::fmt::Display for StoreError {
@@ -88,6 +90,7 @@ impl std::fmt::Display for StoreError {
                 "{n} bytes of entries appended with durability \"none\" could not be written when the session was closed; \
                  they exist only in this Session object: open the session again to see the file as it is"
             ),
+            StoreError::ReadOnly => write!(f, "the session is read-only (made from bytes): nothing was appended"),
         }
     }
 }
@@ -125,6 +128,8 @@ pub struct Store {
     /// `end()` when we last checked that `path` still names our file (appends check every
     /// `IDENT_CHECK` bytes)
     checked_to: u64,
+    /// set for a store over a byte buffer ([`Store::from_bytes`]): every append fails
+    read_only: bool,
 }
 
 /// The file's identity (device, inode): a file renamed over ours has another.
@@ -286,7 +291,22 @@ impl Store {
             unwritten: None,
             replaced: false,
             checked_to: 0,
+            read_only: false,
         }
+    }
+
+    /// A read-only store over a byte buffer (an object read from storage, say): the same scan
+    /// and index as [`Store::open`] on a file holding these bytes; no path, no refresh, and
+    /// every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
+    pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
+        let len = data.len() as u64;
+        let map = if data.is_empty() { Mapped::None } else { Mapped::Buf(data) };
+        let mut st = Store::with_map(None, map, len, parallel);
+        st.read_only = true;
+        if let Mapped::Buf(b) = &st.map {
+            scan::scan_into(&mut st.index, &b[..len as usize], 0, parallel);
+        }
+        st
     }
 
     /// Opens and scans a file. Never writes to it.
@@ -567,6 +587,9 @@ impl Store {
     /// Indexes bytes we just appended to the file at `offset` (or to memory): `data` holds
     /// whole lines, each ending in `\n`. Returns the index of the last new entry, if any.
     pub fn append_bytes(&mut self, offset: u64, data: &[u8]) -> Result<Option<u32>, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         self.check_live()?;
         let end = self.end();
         if offset != end {
@@ -703,6 +726,9 @@ impl Store {
     /// Appends need a live store and, for a file, a writer: a line indexed but never written
     /// would be lost silently.
     fn check_writable(&mut self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         self.check_live()?;
         if let Some(n) = self.unwritten {
             return Err(StoreError::Unwritten(n));
@@ -907,5 +933,47 @@ impl Drop for Store {
     /// (the Python layer flushes on `close()` and reports errors there).
     fn drop(&mut self) {
         let _ = self.flush_pending();
+    }
+}
+
+#[cfg(test)]
+mod from_bytes_tests {
+    use super::*;
+
+    /// A store over bytes indexes exactly what a store over a file holding them does, and
+    /// refuses every append.
+    #[test]
+    fn from_bytes_matches_open_and_is_read_only() {
+        let mut data = Vec::new();
+        data.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"b\",broken\n\n");
+        // large enough to be mapped rather than read
+        let filler = format!("{{\"type\":\"custom\",\"id\":\"c\",\"parentId\":\"a\",\"timestamp\":\"2026-01-01T00:00:02.000Z\",\"data\":\"{}\"}}\n", "x".repeat(80 << 10));
+        data.extend_from_slice(filler.as_bytes());
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"torn\"");
+        let path = std::env::temp_dir().join(format!("sessiontree-from-bytes-{}.jsonl", std::process::id()));
+        std::fs::write(&path, &data).unwrap();
+        let file = Store::open(&path, true).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut mem = Store::from_bytes(data.clone(), true);
+        assert_eq!(mem.end(), file.end());
+        assert_eq!(mem.index.recs.len(), file.index.recs.len());
+        assert_eq!(mem.index.recs.len(), 2); // a and c: the header, the broken and the torn lines are not entries
+        for i in 0..mem.index.recs.len() {
+            assert_eq!(mem.line(i), file.line(i));
+        }
+        assert_eq!(mem.index.problems.len(), file.index.problems.len());
+        assert!(mem.index.problems.len() >= 3);
+        assert_eq!(format!("{:?}", mem.index.leaf), format!("{:?}", file.index.leaf));
+        assert_eq!(mem.header_bytes(), file.header_bytes());
+        assert!(mem.ends_without_newline());
+        let end = mem.end();
+        assert!(matches!(mem.append_bytes(end, b"{}\n"), Err(StoreError::ReadOnly)));
+        assert!(matches!(mem.write_lines(b"{}\n"), Err(StoreError::ReadOnly)));
+        assert_eq!(mem.index.recs.len(), 2); // a and c: the header, the broken and the torn lines are not entries
+        assert_eq!(mem.refresh().unwrap(), 0);
+        let empty = Store::from_bytes(Vec::new(), false);
+        assert_eq!((empty.end(), empty.index.recs.len()), (0, 0));
     }
 }

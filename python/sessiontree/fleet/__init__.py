@@ -1,0 +1,225 @@
+"""Every session in a store: stats and entry tables as Arrow/Parquet, and bulk compaction.
+
+One API, two engines: ``engine="local"`` (default; a process pool on this machine, nothing to
+start) and ``engine="ray"`` (Ray Data over the same per-file function, on ``ray.init()`` or an
+existing cluster ``address``). Both give the same rows in the same order and write the same
+Parquet; DuckDB then answers questions over it (``docs/fleet.md``).
+
+    >>> from sessiontree.fleet import session_stats            # doctest: +SKIP
+    >>> table = session_stats("~/.pi/agent/sessions", parquet="stats.parquet")  # doctest: +SKIP
+
+Sources: a directory (Pi's layout ``--<cwd>--/*.jsonl``, any depth), a glob, a list of paths,
+or a filesystem URL (``s3://bucket/prefix``) read through ``pyarrow.fs`` (or an fsspec
+filesystem passed as ``filesystem=``): objects are read into memory and opened with
+:meth:`sessiontree.Session.from_bytes`, never spilled to temporary files.
+
+Hostile stores never fail a job: a file that cannot be read or is not a Pi session becomes a
+row whose ``error_kind`` says why (``not_found``, ``not_a_file`` for a directory or FIFO named
+``*.jsonl``, ``unreadable`` for an I/O error or a symlink loop, ``not_a_session``,
+``too_large`` over ``max_bytes``, ``error``); a session whose context Pi cannot build (a
+``parentId`` cycle, content Pi throws on) has its other fields and ``context_error``.
+
+Needs the ``fleet`` extra (``pip install 'sessiontree[fleet]'``: pyarrow, duckdb, ray[data]);
+imported lazily, so the core keeps its own dependencies.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..settings import CompactionSettings
+from ._compact import compact_sessions, outcomes_schema
+from ._rows import PROBLEM_KINDS, ROLES, Options
+from ._sources import Item, resolve_source
+
+__all__ = ["session_stats", "entries_table", "compact_sessions", "stats_schema", "entries_schema",
+           "outcomes_schema", "resolve_source", "Item", "write_parquet"]
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("sessiontree.fleet needs pyarrow: pip install 'sessiontree[fleet]'") from exc
+    return pa
+
+
+def stats_schema() -> Any:
+    """The Arrow schema of :func:`session_stats` (one row per session file).
+
+    Times are UTC ``timestamp[ms]``; tokens are Pi's units (float64: Pi's sums can be NaN
+    when a usage lacks a field); cost in dollars.
+
+    * ``path``: the file path or object URL. ``session_id``, ``cwd``, ``parent_session``
+      (header ``parentSession`` as written), ``parent_session_id`` (that session's id when it
+      is among the rows, else null), ``name`` (latest ``session_info``, Pi's
+      ``getSessionName``).
+    * ``created`` (header timestamp), ``modified`` (Pi's listing rule: last user/assistant
+      message time, else created, else file time), ``file_modified`` (mtime), ``bytes``.
+    * ``entries`` (lines holding entries, duplicates included), ``distinct_ids``,
+      ``messages`` and ``messages_<role>`` (user, assistant, tool_result, bash_execution,
+      custom, other), ``tool_calls`` (``toolCall`` blocks of assistant messages),
+      ``compactions``, ``branch_summaries``, ``labels``, ``leaves`` (tree nodes without
+      children: the branches), ``leaf_id``, ``leaf_type`` (``compaction`` when the session
+      was compacted at its leaf).
+    * ``active_path_length`` (entries root to leaf), ``context_messages``, ``context_tokens``
+      (Pi's projected estimate of the context, ``estimateProjectedContextTokens``),
+      ``should_compact`` (Pi's ``shouldCompact`` at ``context_window`` with the settings'
+      reserve), ``context_window``, ``context_error`` (why the context could not be built).
+    * ``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
+      ``total_tokens``, ``cost``: Pi's ``get_session_stats`` totals over the whole file,
+      summaries included; ``summary_tokens``, ``summary_cost``: the compaction and branch
+      summary part of them.
+    * ``problems`` and ``problems_<kind>`` (one per scanner problem kind, plus ``other``),
+      ``needs_migration`` (a v1/v2 file).
+    * ``error_kind``, ``error``: set when the file could not be opened (then only ``path``,
+      ``bytes`` and ``file_modified`` may be set).
+    """
+    pa = _pa()
+    ts = pa.timestamp("ms", tz="UTC")
+    i64, f64, s = pa.int64(), pa.float64(), pa.string()
+    fields = [
+        ("path", s), ("session_id", s), ("cwd", s), ("parent_session", s), ("parent_session_id", s),
+        ("name", s), ("created", ts), ("modified", ts), ("file_modified", ts), ("bytes", i64),
+        ("entries", i64), ("distinct_ids", i64), ("messages", i64),
+        *[(f"messages_{col}", i64) for _, col in ROLES], ("messages_other", i64),
+        ("tool_calls", i64), ("compactions", i64), ("branch_summaries", i64), ("labels", i64),
+        ("leaves", i64), ("leaf_id", s), ("leaf_type", s), ("active_path_length", i64),
+        ("context_messages", i64), ("context_tokens", f64), ("should_compact", pa.bool_()),
+        ("context_window", i64), ("context_error", s),
+        ("input_tokens", f64), ("output_tokens", f64), ("cache_read_tokens", f64), ("cache_write_tokens", f64),
+        ("total_tokens", f64), ("cost", f64), ("summary_tokens", f64), ("summary_cost", f64),
+        ("problems", i64), *[(f"problems_{k}", i64) for k in PROBLEM_KINDS], ("problems_other", i64),
+        ("needs_migration", pa.bool_()), ("error_kind", s), ("error", s),
+    ]
+    return pa.schema(fields)
+
+
+def entries_schema() -> Any:
+    """The Arrow schema of :func:`entries_table` (one row per entry, file order).
+
+    ``path``, ``session_id``, ``entry_index`` (0-based, file order), ``entry_id``,
+    ``parent_id`` (null when not a string), ``type``, ``role`` (messages), ``timestamp``
+    (UTC ms), ``line`` (1-based), ``offset`` and ``bytes`` (the line's byte span), ``tokens``
+    (Pi's estimate of the context messages the entry contributes), the entry's own usage
+    (``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``, ``cost``:
+    set for assistant/tool-result messages, compactions, branch summaries and usage entries),
+    ``on_active_path``, ``label`` (the label on the entry, when a string), ``error_kind`` and
+    ``error`` (one row with no entry for a file that could not be opened).
+    """
+    pa = _pa()
+    i64, f64, s = pa.int64(), pa.float64(), pa.string()
+    return pa.schema([
+        ("path", s), ("session_id", s), ("entry_index", i64), ("entry_id", s), ("parent_id", s), ("type", s),
+        ("role", s), ("timestamp", pa.timestamp("ms", tz="UTC")), ("line", i64), ("offset", i64), ("bytes", i64),
+        ("tokens", f64), ("input_tokens", f64), ("output_tokens", f64), ("cache_read_tokens", f64),
+        ("cache_write_tokens", f64), ("cost", f64), ("on_active_path", pa.bool_()), ("label", s),
+        ("error_kind", s), ("error", s),
+    ])
+
+
+#: JavaScript's Date range (ms): a time outside it (a hostile ``timestamp: 1e300``) is null.
+_JS_DATE_MAX = 8.64e15
+
+
+def _ms_or_none(v: Any) -> int | None:
+    if v is None or not isinstance(v, (int, float)) or v != v or abs(v) > _JS_DATE_MAX:
+        return None
+    return int(v)
+
+
+def _table(rows: list[dict], schema: Any) -> Any:
+    pa = _pa()
+    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    for f in schema:
+        if pa.types.is_timestamp(f.type):
+            cols[f.name] = [_ms_or_none(v) for v in cols[f.name]]
+    return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
+
+
+def write_parquet(table: Any, path: str | os.PathLike) -> None:
+    """Write ``table`` to one Parquet file (zstd), atomically (a temp file renamed)."""
+    import pyarrow.parquet as pq
+
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def _resolve_parents(rows: list[dict]) -> None:
+    """``parent_session_id``: the id of the session ``parent_session`` names, when that file
+    is among the rows (matched by its path as written, its absolute path or its file name)."""
+    by_path: dict[str, str] = {}
+    by_name: dict[str, list[str]] = {}
+    for r in rows:
+        sid = r.get("session_id")
+        if sid is None:
+            continue
+        p = r["path"]
+        by_path[p] = sid
+        if "://" not in p:
+            by_path[os.path.abspath(p)] = sid
+        by_name.setdefault(os.path.basename(p), []).append(sid)
+    for r in rows:
+        parent = r.get("parent_session")
+        if not parent:
+            continue
+        sid = by_path.get(parent) or (by_path.get(os.path.abspath(parent)) if "://" not in parent else None)
+        if sid is None:
+            cands = by_name.get(os.path.basename(parent), [])
+            sid = cands[0] if len(cands) == 1 else None
+        r["parent_session_id"] = sid
+
+
+def session_stats(source: Any, *, parquet: str | os.PathLike | None = None, engine: str = "local",
+                  context_window: int = 200_000, settings: CompactionSettings | None = None,
+                  workers: int | None = None, address: str | None = None, num_cpus: int | None = None,
+                  filesystem: Any = None, max_bytes: int | None = None, progress: bool = False) -> Any:
+    """One row per session of ``source`` (:func:`stats_schema`), as a ``pyarrow.Table`` in
+    path order; written to ``parquet`` too when given.
+
+    Args:
+        source: directory, glob, path list or URL (see :func:`resolve_source`).
+        engine: ``"local"`` (process pool of ``workers`` processes; default: in this process
+            below 2,000 sessions, where starting a pool costs more than it saves, else one
+            process per CPU) or
+            ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
+            ``num_cpus``; ``workers`` bounds its concurrency).
+        context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context
+            tokens > window - ``settings.reserve_tokens``).
+        filesystem: a ``pyarrow.fs`` or fsspec filesystem for URLs/keys.
+        max_bytes: files larger than this become ``too_large`` rows without being read.
+        progress: a progress bar on stderr (local engine) or Ray's bars.
+    """
+    from . import _engine, _rows
+
+    items = resolve_source(source, filesystem=filesystem)
+    opts = Options(context_window, settings, max_bytes)
+    rows = _engine.run(_rows.stats_rows, items, opts, engine=engine, workers=workers, address=address,
+                       num_cpus=num_cpus, progress=progress)
+    rows.sort(key=lambda r: r["path"])
+    _resolve_parents(rows)
+    table = _table(rows, stats_schema())
+    if parquet is not None:
+        write_parquet(table, parquet)
+    return table
+
+
+def entries_table(source: Any, *, parquet: str | os.PathLike | None = None, engine: str = "local",
+                  workers: int | None = None, address: str | None = None, num_cpus: int | None = None,
+                  filesystem: Any = None, max_bytes: int | None = None, progress: bool = False) -> Any:
+    """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then
+    file order, as a ``pyarrow.Table``; written to ``parquet`` too when given. Arguments as
+    :func:`session_stats`."""
+    from . import _engine, _rows
+
+    items = resolve_source(source, filesystem=filesystem)
+    opts = Options(max_bytes=max_bytes)
+    rows = _engine.run(_rows.entries_rows, items, opts, engine=engine, workers=workers, address=address,
+                       num_cpus=num_cpus, progress=progress)
+    rows.sort(key=lambda r: (r["path"], r.get("entry_index") if r.get("entry_index") is not None else -1))
+    table = _table(rows, entries_schema())
+    if parquet is not None:
+        write_parquet(table, parquet)
+    return table

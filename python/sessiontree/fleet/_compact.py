@@ -1,0 +1,346 @@
+"""Bulk compaction: every session of a store that needs it, compacted once, with a bounded
+number of concurrent summary calls, resumable after a kill.
+
+Per session (``compact_one``): open it; under the writer lock (held from the check to the
+append, so two runs can never both compact one file), index what others appended, then skip
+it when the leaf is already a ``compaction`` or the context is not over the threshold (Pi's
+``shouldCompact``); otherwise compact it through the public :meth:`Session.compact` path
+(``reason="threshold"``) and record the summary's usage and cost. Every finished session
+appends one JSON line to the outcomes file (flushed and fsynced), so a rerun with the same
+``outcomes`` skips what is done; a session killed between its append and its outcome line is
+found compacted at its leaf on the rerun and skipped: none gets two.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Iterable
+
+from ..errors import SessionError, SessionFormatError, SessionLockedError
+from ..session import Session
+from ..settings import CompactionSettings
+from ._rows import Options, context_estimate
+from ._sources import resolve_source
+
+#: Outcomes after which a rerun does not look at the session again.
+FINAL = ("compacted", "already_compacted", "under_threshold", "nothing_to_compact", "not_a_session", "not_a_file")
+
+OUTCOME_FIELDS = ("path", "session_id", "outcome", "detail", "context_tokens", "tokens_before",
+                  "estimated_tokens_after", "compaction_entry_id", "first_kept_entry_id", "summarizer",
+                  "model", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                  "total_tokens", "cost", "started", "finished")
+
+
+def outcomes_schema() -> Any:
+    """Arrow schema of the outcomes table (one row per session handled).
+
+    ``outcome``: ``compacted`` (one compaction appended: the row is the cost-ledger row of its
+    summary: ``input_tokens`` … ``total_tokens`` and ``cost`` in dollars, null when the
+    summarizer's price is unknown), ``already_compacted`` (the leaf is a compaction),
+    ``under_threshold`` (``context_tokens`` ≤ window − reserve), ``nothing_to_compact``
+    (Pi's "session too small"), ``locked`` (another writer holds the file), ``not_a_session``,
+    ``not_a_file``, ``summarizer_error`` or ``error`` (``detail`` says what). Times are UTC ms.
+    """
+    import pyarrow as pa
+
+    s, f64, i64 = pa.string(), pa.float64(), pa.int64()
+    ts = pa.timestamp("ms", tz="UTC")
+    types = {"context_tokens": f64, "tokens_before": f64, "estimated_tokens_after": f64,
+             "input_tokens": i64, "output_tokens": i64, "cache_read_tokens": i64, "cache_write_tokens": i64,
+             "total_tokens": i64, "cost": f64, "started": ts, "finished": ts}
+    return pa.schema([(name, types.get(name, s)) for name in OUTCOME_FIELDS])
+
+
+class CompactOptions:
+    """What :func:`compact_one` needs besides the path (picklable)."""
+
+    def __init__(self, context_window: int, settings: CompactionSettings | None = None,
+                 lock_timeout: float | None = None, max_tokens: int | None = None,
+                 custom_instructions: str | None = None):
+        self.context_window = int(context_window)
+        self.settings = settings or CompactionSettings()
+        self.lock_timeout = lock_timeout
+        self.max_tokens = max_tokens
+        self.custom_instructions = custom_instructions
+
+
+class BoundedSummarizer:
+    """``summarizer`` with at most ``limit`` :meth:`summarize` calls in flight across every
+    thread and event loop of the process (a compaction with a split turn makes two calls at
+    once: the bound is on calls, not sessions). Waiting never blocks an event loop."""
+
+    def __init__(self, summarizer: Any, limit: int):
+        self._inner = summarizer
+        self._sem = threading.BoundedSemaphore(max(1, int(limit)))
+        self.name = getattr(summarizer, "name", type(summarizer).__name__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def summarize(self, request: Any) -> Any:
+        import asyncio
+
+        delay = 0.002
+        while not self._sem.acquire(blocking=False):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        try:
+            return await self._inner.summarize(request)
+        finally:
+            self._sem.release()
+
+    def __getstate__(self) -> dict:  # a semaphore does not pickle: each process gets its own
+        return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["inner"], state["limit"])
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
+    """Handle one session file; returns its outcome row (never raises for a bad file)."""
+    from ..orchestration import AlreadyCompactedError, NothingToCompactError
+    from ..summarizers import SummarizerError
+
+    row: dict = {"path": path, "started": time.time() * 1000}
+
+    def done(outcome: str, detail: str | None = None) -> dict:
+        row["outcome"] = outcome
+        row["detail"] = detail
+        row["finished"] = time.time() * 1000
+        return row
+
+    if not os.path.isfile(path):
+        return done("not_a_file" if os.path.exists(path) else "error",
+                    f"{path}: not a regular file" if os.path.exists(path) else f"{path}: no such file")
+    try:
+        s = Session.open(path, lock_timeout=opts.lock_timeout)
+    except SessionFormatError as exc:
+        return done("not_a_session", str(exc))
+    except (OSError, SessionError) as exc:
+        return done("error", str(exc))
+    try:
+        row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
+        # cheap answers first, without the lock
+        leaf = s._core.leaf()
+        if leaf is not None and s._core.type_name(leaf) == "compaction":
+            return done("already_compacted")
+        sopts = Options(opts.context_window, opts.settings)
+        tokens, should, err = context_estimate(s, sopts)
+        row["context_tokens"] = _num(tokens)
+        if err is not None:
+            return done("error", err)
+        if not should:
+            return done("under_threshold")
+        # the writer lock from here to the append: index what others appended, decide again
+        s._lock()
+        leaf = s._core.leaf()
+        if leaf is not None and s._core.type_name(leaf) == "compaction":
+            return done("already_compacted")
+        tokens, should, err = context_estimate(s, sopts)
+        row["context_tokens"] = _num(tokens)
+        if err is not None:
+            return done("error", err)
+        if not should:
+            return done("under_threshold")
+        result = s.compact(summarizer, settings=opts.settings, reason="threshold",
+                           custom_instructions=opts.custom_instructions,
+                           context_window=opts.context_window, max_tokens=opts.max_tokens)
+        s.flush()
+        row["tokens_before"] = _num(result.tokens_before)
+        row["estimated_tokens_after"] = _num(result.estimated_tokens_after)
+        row["compaction_entry_id"] = result.entry.id
+        row["first_kept_entry_id"] = result.first_kept_entry_id
+        row["summarizer"] = getattr(summarizer, "name", None) or type(summarizer).__name__
+        if isinstance(summarizer, BoundedSummarizer):
+            summarizer = summarizer._inner
+        raw = result.entry.raw if isinstance(result.entry.raw, dict) else {}
+        model = raw.get("model") if isinstance(raw.get("model"), str) else getattr(summarizer, "model", None)
+        row["model"] = model if isinstance(model, str) else None
+        u = result.usage
+        if u is not None:
+            row.update(input_tokens=u.input, output_tokens=u.output, cache_read_tokens=u.cache_read,
+                       cache_write_tokens=u.cache_write, total_tokens=u.total_tokens,
+                       cost=_num((u.cost or {}).get("total")) if u.cost else None)
+        return done("compacted")
+    except AlreadyCompactedError as exc:
+        return done("already_compacted", str(exc))
+    except NothingToCompactError as exc:
+        return done("nothing_to_compact", str(exc))
+    except SessionLockedError as exc:
+        return done("locked", str(exc))
+    except SummarizerError as exc:
+        return done("summarizer_error", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # never fail the whole run for one session
+        return done("error", f"{type(exc).__name__}: {exc}")
+    finally:
+        try:
+            s.close()
+        except Exception:
+            pass
+
+
+class _Ledger:
+    """The outcomes file: one JSON object per line, appended, flushed and fsynced per row."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = os.fspath(path) if path is not None else None
+        self.lock = threading.Lock()
+        self.previous: list[dict] = []
+        self.fh = None
+        if self.path is None:
+            return
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as fh:
+                data = fh.read()
+            for line in data.split(b"\n"):
+                try:
+                    v = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line from a killed run
+                if isinstance(v, dict) and isinstance(v.get("path"), str):
+                    self.previous.append(v)
+            if data and not data.endswith(b"\n"):
+                with open(self.path, "ab") as fh:  # never glue a row to a torn one
+                    fh.write(b"\n")
+        self.fh = open(self.path, "ab")
+
+    def done_paths(self) -> set[str]:
+        return {r["path"] for r in self.previous if r.get("outcome") in FINAL}
+
+    def write(self, row: dict) -> None:
+        if self.fh is None:
+            return
+        line = json.dumps({k: row.get(k) for k in OUTCOME_FIELDS}, ensure_ascii=False).encode() + b"\n"
+        with self.lock:
+            self.fh.write(line)
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def _table(rows: Iterable[dict]) -> Any:
+    import pyarrow as pa
+
+    schema = outcomes_schema()
+    rows = list(rows)
+    cols = {}
+    for f in schema:
+        vals = [r.get(f.name) for r in rows]
+        if pa.types.is_timestamp(f.type):
+            vals = [None if v is None else int(v) for v in vals]  # our own clock readings
+        cols[f.name] = pa.array(vals, f.type)
+    return pa.table(cols, schema=schema)
+
+
+def _run_local(paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger,
+               progress: Any) -> list[dict]:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    out: list[dict] = []
+    bounded = BoundedSummarizer(summarizer, concurrency)
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(compact_one, p, bounded, opts) for p in paths]
+        for fut in as_completed(futures):
+            row = fut.result()
+            ledger.write(row)
+            out.append(row)
+            progress(1)
+    return out
+
+
+def _run_ray(paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger,
+             address: str | None, num_cpus: int | None, progress: Any) -> list[dict]:
+    from ._engine import ray_init
+
+    ray = ray_init(address, num_cpus)
+    from ray.util import ActorPool
+
+    @ray.remote(num_cpus=0)
+    class Compactor:
+        """One summary call at a time per actor: ``concurrency`` actors bound the LLM calls."""
+
+        def __init__(self, summarizer: Any, opts: CompactOptions):
+            self.summarizer = BoundedSummarizer(summarizer, 1)
+            self.opts = opts
+
+        def run(self, path: str) -> dict:
+            return compact_one(path, self.summarizer, self.opts)
+
+    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]
+    pool = ActorPool(actors)
+    out: list[dict] = []
+    try:
+        for row in pool.map_unordered(lambda a, p: a.run.remote(p), paths):
+            ledger.write(row)
+            out.append(row)
+            progress(1)
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return out
+
+
+def compact_sessions(source: Any, summarizer: Any, *, context_window: int, concurrency: int = 4,
+                     settings: CompactionSettings | None = None, outcomes: str | os.PathLike | None = None,
+                     engine: str = "local", address: str | None = None, num_cpus: int | None = None,
+                     lock_timeout: float | None = None, max_tokens: int | None = None,
+                     custom_instructions: str | None = None, parquet: str | os.PathLike | None = None,
+                     progress: bool = False) -> Any:
+    """Compact every session of ``source`` whose context is over Pi's threshold.
+
+    Args:
+        source: local sessions (directory, glob, path list: compaction appends to files, so
+            object-store URLs are refused with ValueError).
+        summarizer: a summarizer (:mod:`sessiontree.summarizers`; ``None``: the offline one).
+            Under ``engine="ray"`` it is pickled to each actor.
+        context_window: the conversation model's window (tokens); a session is compacted when
+            its projected context tokens > ``context_window - settings.reserve_tokens``.
+        concurrency: at most this many summary calls in flight at once (locally: as many
+            threads, sharing one bound on calls; under ``engine="ray"``: an actor pool of this
+            size, one call at a time per actor).
+        outcomes: a JSON-lines file of outcome rows, appended as sessions finish; a rerun with
+            the same file skips sessions with a final outcome (everything but ``locked``,
+            ``summarizer_error`` and ``error``). Without it, nothing is skipped by memory,
+            though sessions compacted at their leaf are skipped all the same.
+        lock_timeout: seconds to wait for another writer's lock (None: record ``locked``).
+        parquet: also write this run's outcomes table there.
+
+    Returns the outcomes of this run as a ``pyarrow.Table`` (:func:`outcomes_schema`, one row
+    per session handled now, in path order); rows of ``compacted`` sessions are the cost
+    ledger (one row per appended summary, with its usage and cost).
+    """
+    from ._engine import _progress_bar
+
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
+    items = resolve_source(source)
+    if any(it.fs is not None for it in items):
+        raise ValueError("compact_sessions appends to session files: give local paths, not object URLs")
+    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions)
+    ledger = _Ledger(outcomes)
+    try:
+        done = ledger.done_paths()
+        paths = [it.path for it in items if it.path not in done]
+        tick = _progress_bar(len(paths), progress)
+        if engine == "local":
+            rows = _run_local(paths, summarizer, opts, concurrency, ledger, tick)
+        else:
+            rows = _run_ray(paths, summarizer, opts, concurrency, ledger, address, num_cpus, tick)
+    finally:
+        ledger.close()
+    rows.sort(key=lambda r: r["path"])
+    table = _table(rows)
+    if parquet is not None:
+        from . import write_parquet
+
+        write_parquet(table, parquet)
+    return table

@@ -1,0 +1,386 @@
+"""The per-file functions every engine runs: one session in, its stats row (a dict) or its
+entry rows out. Pure Python over the public :class:`~sessiontree.Session` (no pyarrow here,
+so a worker imports only what it needs). A failure to read or open a file becomes a row with
+``error_kind`` and ``error``; nothing raised here escapes to fail a job.
+"""
+from __future__ import annotations
+
+import math
+import os
+import stat
+from typing import Any, Iterable
+
+from .._jsjson import js_date_parse
+from ..context import estimate_projected_context_tokens, should_compact
+from ..errors import SessionCycleError, SessionError, SessionFormatError
+from ..session import Session
+from ..settings import CompactionSettings
+from ..usage import usage_totals_of_entries
+from ._sources import Item
+
+__all__ = ["PROBLEM_KINDS", "STATS_FIELDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
+
+#: The problem kinds the Rust scanner records (``Problem.kind``), one count column each.
+PROBLEM_KINDS = ("blank_line", "line_too_long", "malformed_json", "torn_last_line", "skipped_value",
+                 "invalid_utf8", "extra_header")
+
+#: Message roles with a column of their own (``messages_<role>``); others count as ``other``.
+ROLES = (("user", "user"), ("assistant", "assistant"), ("toolResult", "tool_result"),
+         ("bashExecution", "bash_execution"), ("custom", "custom"))
+
+_USAGE_TYPES = ("compaction", "branch_summary", "usage")
+_SUMMARY_TYPES = ("compaction", "branch_summary")
+
+
+class Options:
+    """What the per-file functions need besides the item (picklable)."""
+
+    def __init__(self, context_window: int = 200_000, settings: CompactionSettings | None = None,
+                 max_bytes: int | None = None):
+        self.context_window = int(context_window)
+        self.settings = settings or CompactionSettings()
+        self.max_bytes = max_bytes
+
+
+class _Unopenable(Exception):
+    def __init__(self, kind: str, message: str, size: int | None = None, mtime_ms: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.size = size
+        self.mtime_ms = mtime_ms
+
+
+def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
+    fs = item.fs
+    if hasattr(fs, "open_input_file"):  # pyarrow.fs
+        from pyarrow import fs as pafs
+
+        info = fs.get_file_info(item.key)
+        mtime = info.mtime.timestamp() * 1000 if info.mtime is not None else None
+        if info.type == pafs.FileType.NotFound:
+            raise _Unopenable("not_found", f"no such object: {item.path}")
+        if info.type != pafs.FileType.File:
+            raise _Unopenable("not_a_file", f"not a file: {item.path}")
+        if max_bytes is not None and info.size is not None and info.size > max_bytes:
+            raise _Unopenable("too_large", f"{info.size} bytes, over max_bytes={max_bytes}", info.size, mtime)
+        with fs.open_input_file(item.key) as fh:
+            data = fh.readall()
+        return data, len(data), mtime
+    # fsspec
+    info = fs.info(item.key)
+    size = info.get("size")
+    if info.get("type") == "directory":
+        raise _Unopenable("not_a_file", f"not a file: {item.path}")
+    if max_bytes is not None and size is not None and size > max_bytes:
+        raise _Unopenable("too_large", f"{size} bytes, over max_bytes={max_bytes}", size, None)
+    data = fs.cat_file(item.key)
+    return data, len(data), None
+
+
+def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
+    """``(session, bytes, file mtime ms)`` for one item; raises :class:`_Unopenable`."""
+    try:
+        if item.fs is not None:
+            data, size, mtime = _read_object(item, opts.max_bytes)
+            return Session.from_bytes(data, name=item.path), size, mtime
+        try:
+            st = os.stat(item.path)  # follows symlinks: a loop is ELOOP, a dangling one ENOENT
+        except FileNotFoundError:
+            raise _Unopenable("not_found", f"no such file: {item.path}") from None
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+                else "not a regular file"
+            raise _Unopenable("not_a_file", f"{item.path}: {what}")
+        mtime = st.st_mtime * 1000
+        if opts.max_bytes is not None and st.st_size > opts.max_bytes:
+            raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}",
+                              st.st_size, mtime)
+        s = Session.open(item.path)
+        return s, s._core.end, mtime
+    except _Unopenable:
+        raise
+    except SessionFormatError as exc:
+        raise _Unopenable("not_a_session", str(exc)) from None
+    except OSError as exc:
+        raise _Unopenable("unreadable", f"{item.path}: {exc.strerror or exc}") from None
+    except SessionError as exc:
+        raise _Unopenable("error", str(exc)) from None
+
+
+def _num(v: float) -> float | None:
+    return None if v is None else float(v)
+
+
+def _ms(value: Any) -> float | None:
+    t = js_date_parse(value)
+    return t if t == t and not math.isinf(t) else None
+
+
+def _last_activity_ms(s: Session, n: int, types: list, roles: dict[int, Any]) -> float | None:
+    """Pi's ``modified`` rule as :func:`sessiontree.listing.session_info` applies it: the last
+    user or assistant message with ``content`` (its ``message.timestamp`` when a number, else
+    the entry's timestamp). The index gives roles; only the candidate entries are parsed."""
+    for i in range(n - 1, -1, -1):
+        if types[i] != "message" or roles.get(i) not in ("user", "assistant"):
+            continue
+        raw = s._load_raw(i)
+        m = raw.get("message") if isinstance(raw, dict) else None
+        if not isinstance(m, dict) or "content" not in m:
+            continue
+        ts = m.get("timestamp")
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+            return float(ts)
+        t = _ms(raw.get("timestamp"))
+        if t is not None:
+            return t
+    return None
+
+
+def _error_row(item: Item, exc: _Unopenable) -> dict:
+    return {"path": item.path, "error_kind": exc.kind, "error": str(exc), "bytes": exc.size,
+            "file_modified": exc.mtime_ms}
+
+
+def stats_row(item: Item, opts: Options) -> dict:
+    """One session's stats row (see :data:`sessiontree.fleet.STATS_SCHEMA` for the fields)."""
+    try:
+        s, size, mtime = open_item(item, opts)
+    except _Unopenable as exc:
+        return _error_row(item, exc)
+    try:
+        return _stats_of(s, item, size, mtime, opts)
+    except Exception as exc:  # never fail the job: a row with the problem instead
+        return {"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}",
+                "bytes": size, "file_modified": mtime}
+
+
+def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict:
+    core = s._core
+    n = len(core)
+    types = core.types(range(n)) if n else []
+    counts: dict[str, int] = {}
+    for t in types:
+        counts[t] = counts.get(t, 0) + 1
+    roles: dict[int, Any] = {}
+    by_role = {col: 0 for _, col in ROLES}
+    other = 0
+    role_cols = dict(ROLES)
+    usage_idx: list[int] = []
+    for i, t in enumerate(types):
+        if t == "message":
+            r = core.role(i)
+            roles[i] = r
+            col = role_cols.get(r)
+            if col is None:
+                other += 1
+            else:
+                by_role[col] += 1
+            if r in ("assistant", "toolResult"):
+                usage_idx.append(i)
+        elif t in _USAGE_TYPES:
+            usage_idx.append(i)
+    # only the entries that carry usage (or tool calls) are parsed
+    raws = [s._load_raw(i) for i in usage_idx]
+    usage = usage_totals_of_entries(raws)
+    summary = usage_totals_of_entries(r for i, r in zip(usage_idx, raws) if types[i] in _SUMMARY_TYPES)
+    tool_calls = 0
+    for i, r in zip(usage_idx, raws):
+        if roles.get(i) == "assistant":
+            m = r.get("message") if isinstance(r, dict) else None
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, list):
+                tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
+    problems = {k: 0 for k in PROBLEM_KINDS}
+    problems_other = 0
+    npro = core.problem_count()
+    for k in range(npro):
+        kind = core.problem(k)[2]
+        if kind in problems:
+            problems[kind] += 1
+        else:
+            problems_other += 1
+    # leaves: tree nodes without children (Pi getTree)
+    leaves = 0
+    if n:
+        _roots, start, _kids = core.tree_table()
+        unique = core.entry_count() == n  # no repeated id: every entry is its own node
+        for p in range(n):
+            if start[p + 1] == start[p] and (unique or core.node_of(p) == p):
+                leaves += 1
+    header = s.header
+    leaf_i = core.leaf()
+    row: dict[str, Any] = {
+        "path": item.path,
+        "session_id": header.get("id") if isinstance(header.get("id"), str) else None,
+        "cwd": header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        "parent_session": header.get("parentSession") if isinstance(header.get("parentSession"), str) else None,
+        "name": s.session_name,
+        "created": _ms(header.get("timestamp")),
+        "modified": None,
+        "file_modified": mtime,
+        "bytes": size,
+        "entries": n,
+        "distinct_ids": core.entry_count(),
+        "messages": counts.get("message", 0),
+        **{f"messages_{col}": v for col, v in by_role.items()},
+        "messages_other": other,
+        "tool_calls": tool_calls,
+        "compactions": counts.get("compaction", 0),
+        "branch_summaries": counts.get("branch_summary", 0),
+        "labels": len(s.labels),
+        "leaves": leaves,
+        "leaf_id": s.leaf_id,
+        "leaf_type": core.type_name(leaf_i) if leaf_i is not None else None,
+        "active_path_length": None,
+        "context_messages": None,
+        "context_tokens": None,
+        "should_compact": None,
+        "context_window": opts.context_window,
+        "context_error": None,
+        "input_tokens": _num(usage.input),
+        "output_tokens": _num(usage.output),
+        "cache_read_tokens": _num(usage.cache_read),
+        "cache_write_tokens": _num(usage.cache_write),
+        "total_tokens": _num(usage.total),
+        "cost": _num(usage.cost),
+        "summary_tokens": _num(summary.total),
+        "summary_cost": _num(summary.cost),
+        "problems": npro,
+        **{f"problems_{k}": v for k, v in problems.items()},
+        "problems_other": problems_other,
+        "needs_migration": bool(core.needs_migration),
+        "error_kind": None,
+        "error": None,
+    }
+    last = _last_activity_ms(s, n, types, roles)
+    row["modified"] = last if last is not None and last > 0 else row["created"] if row["created"] is not None \
+        else mtime
+    try:
+        row["active_path_length"] = len(s._context_path())
+    except SessionCycleError:
+        pass
+    tokens, should, err, nmsg = _context(s, opts)
+    row["context_messages"] = nmsg
+    row["context_tokens"] = _num(tokens)
+    row["should_compact"] = should
+    row["context_error"] = err
+    return row
+
+
+def _context(s: Session, opts: Options) -> tuple[Any, bool | None, str | None, int | None]:
+    """``(context tokens, should_compact, error, context messages)``: Pi's projected estimate
+    of the current context (``estimateProjectedContextTokens`` over ``buildSessionContext``)
+    and ``shouldCompact`` at ``opts.context_window``. Builds the context from the entries it
+    needs (after the latest compaction); the path's other entries are read from the index
+    only (ids and types)."""
+    core = s._core
+    try:
+        path = s._context_path()
+        ctx = s.build_context()
+        ids = core.ids(path)
+        ptypes = core.types(path)
+        light = []
+        for k, i in enumerate(path):
+            if core.key_kinds(i)[0]:
+                light.append({"id": ids[k], "type": ptypes[k]} if ptypes[k] is not None else {"id": ids[k]})
+            else:  # a non-string id: the raw entry, as Pi compares it
+                light.append(s._load_raw(i))
+        tokens = estimate_projected_context_tokens(ctx.messages, ctx.sources, light).tokens
+        return tokens, bool(should_compact(tokens, opts.context_window, opts.settings)), None, len(ctx.messages)
+    except SessionCycleError as exc:
+        return None, None, f"cycle: {exc}", None
+    except (SessionError, ValueError) as exc:  # Pi throws building this context (ContextError...)
+        return None, None, str(exc) or type(exc).__name__, None
+
+
+def context_estimate(s: Session, opts: Options) -> tuple[Any, bool | None, str | None]:
+    """``(context tokens, should_compact, error)`` of a session (see :func:`_context`)."""
+    tokens, should, err, _n = _context(s, opts)
+    return tokens, should, err
+
+
+def stats_rows(items: Iterable[Item], opts: Options) -> list[dict]:
+    return [stats_row(it, opts) for it in items]
+
+
+def entry_rows(item: Item, opts: Options) -> list[dict]:
+    """One row per entry of one session (see :data:`sessiontree.fleet.ENTRIES_SCHEMA`); a file
+    that cannot be opened gives one row with ``error_kind`` and no entry."""
+    try:
+        s, _size, _mtime = open_item(item, opts)
+    except _Unopenable as exc:
+        return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
+    try:
+        return _entries_of(s, item)
+    except Exception as exc:
+        return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
+
+
+def _entries_of(s: Session, item: Item) -> list[dict]:
+    from ..compaction import entry_context_messages
+    from ..tokens import estimate_tokens
+
+    core = s._core
+    n = len(core)
+    if n == 0:
+        return []
+    idx = list(range(n))
+    ids = core.ids(idx)
+    types = core.types(idx)
+    est = core.estimate_tokens(idx)
+    try:
+        on_path = set(s._context_path())
+    except SessionCycleError:
+        on_path = set()
+    # a label is any JSON value in the file: the column holds string labels only
+    label_of: dict[str, Any] = {k: v for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)}
+    sid = s.session_id if isinstance(s.session_id, str) else None
+    rows = []
+    for i in range(n):
+        t = types[i]
+        role = core.role(i) if t == "message" else None
+        line, offset, length, _pos = core.location(i)
+        ts = core.timestamp_ms(i)
+        tokens = est[i]
+        raw = None
+        if tokens is None:  # the exact (Python) rules decide
+            raw = s._load_raw(i)
+            try:
+                tokens = sum(estimate_tokens(m) for m in entry_context_messages(raw))
+            except (SessionError, ValueError):
+                tokens = None
+        usage = None
+        if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
+            raw = raw if raw is not None else s._load_raw(i)
+            usage = usage_totals_of_entries([raw])
+        rows.append({
+            "path": item.path,
+            "session_id": sid,
+            "entry_index": i,
+            "entry_id": ids[i],
+            "parent_id": core.parent_id(i),
+            "type": t,
+            "role": role,
+            "timestamp": ts if ts == ts else None,
+            "line": line,
+            "offset": offset,
+            "bytes": length,
+            "tokens": tokens,
+            "input_tokens": _num(usage.input) if usage else None,
+            "output_tokens": _num(usage.output) if usage else None,
+            "cache_read_tokens": _num(usage.cache_read) if usage else None,
+            "cache_write_tokens": _num(usage.cache_write) if usage else None,
+            "cost": _num(usage.cost) if usage else None,
+            "on_active_path": i in on_path,
+            "label": label_of.get(ids[i]) if ids[i] is not None else None,
+            "error_kind": None,
+            "error": None,
+        })
+    return rows
+
+
+def entries_rows(items: Iterable[Item], opts: Options) -> list[dict]:
+    out: list[dict] = []
+    for it in items:
+        out.extend(entry_rows(it, opts))
+    return out

@@ -1,0 +1,128 @@
+"""Resolving a fleet source into session items.
+
+A source is a directory (Pi's layout ``<root>/--<cwd>--/<timestamp>_<id>.jsonl``, or any
+tree of ``.jsonl`` files), a glob, a list of paths, or a filesystem URL (``s3://bucket/prefix``,
+``gs://…``, ``file://…``) read through ``pyarrow.fs`` (or an fsspec filesystem passed as
+``filesystem``). Listing never follows symlinked directories (no loop can make it spin) and
+keeps every name ending in ``.jsonl``, whatever it is (a directory, a FIFO, a dangling or
+looping symlink): the per-file function turns each into a row with its problem.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+__all__ = ["Item", "resolve_source"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One session to read: ``path`` as shown in the output (a local path, or ``scheme://…``
+    for an object); ``key`` the path inside ``fs`` (None: a local file read with
+    :meth:`Session.open`); ``fs`` a ``pyarrow.fs.FileSystem`` or fsspec filesystem (picklable,
+    so Ray tasks can read the object themselves)."""
+
+    path: str
+    key: str | None = None
+    fs: Any = None
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+
+
+def _is_url(text: str) -> bool:
+    """``scheme://…`` (two letters or more: a Windows drive letter is not a scheme)."""
+    return _SCHEME.match(text) is not None
+
+
+def _walk_local(root: str) -> list[str]:
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames:
+            if name.endswith(".jsonl"):
+                out.append(os.path.join(dirpath, name))
+        for name in dirnames:
+            if name.endswith(".jsonl"):  # a directory (or a symlink to one) named like a session
+                out.append(os.path.join(dirpath, name))
+        # never descend into directories named like sessions: they are rows, not folders
+        dirnames[:] = [d for d in dirnames if not d.endswith(".jsonl")]
+    return out
+
+
+def _scheme_prefix(url: str) -> str:
+    head = url.split("://", 1)[0]
+    return f"{head}://"
+
+
+def _resolve_url(url: str, filesystem: Any) -> list[Item]:
+    """Objects under ``url`` (a prefix or one object) through pyarrow.fs or fsspec."""
+    base = url.split("?", 1)[0]
+    if filesystem is None:
+        from pyarrow import fs as pafs
+
+        filesystem, root = pafs.FileSystem.from_uri(url)
+    else:
+        root = base.split("://", 1)[1] if "://" in base else base
+    prefix = _scheme_prefix(base)
+    if _is_fsspec(filesystem):
+        if filesystem.isdir(root):
+            keys = sorted(k for k in filesystem.find(root) if k.endswith(".jsonl"))
+        else:
+            keys = [root]
+        return [Item(prefix + k.lstrip("/") if not k.startswith(prefix) else k, k, filesystem) for k in keys]
+    from pyarrow import fs as pafs
+
+    info = filesystem.get_file_info(root)
+    if info.type == pafs.FileType.Directory:
+        sel = pafs.FileSelector(root.rstrip("/"), recursive=True)
+        keys = sorted(i.path for i in filesystem.get_file_info(sel)
+                      if i.path.endswith(".jsonl") and i.type != pafs.FileType.Directory)
+    else:
+        keys = [root]
+    return [Item(prefix + k, k, filesystem) for k in keys]
+
+
+def _is_fsspec(filesystem: Any) -> bool:
+    return hasattr(filesystem, "cat_file") and not hasattr(filesystem, "open_input_file")
+
+
+def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
+    """The items of ``source``, sorted by path (so every engine writes rows in one order).
+
+    ``source``: a directory path, a glob (``*``, ``?``, ``[`` in it; ``**`` recurses), a path
+    to one file, a URL (``s3://bucket/prefix``), or a list/tuple of any of these.
+    ``filesystem``: a ``pyarrow.fs.FileSystem`` or fsspec filesystem to read URLs and keys
+    with (default: ``pyarrow.fs.FileSystem.from_uri``). Raises ValueError for an empty
+    source list; a directory with no sessions gives no items.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        sources: Sequence[Any] = [source]
+    elif isinstance(source, Iterable):
+        sources = list(source)
+    else:
+        raise TypeError(f"source must be a path, glob, URL or a list of them, not {type(source).__name__}")
+    items: dict[str, Item] = {}
+    for src in sources:
+        text = os.fspath(src)
+        if _is_url(text) and not text.startswith("file://"):
+            for it in _resolve_url(text, filesystem):
+                items.setdefault(it.path, it)
+            continue
+        if text.startswith("file://"):
+            text = text[len("file://"):]
+        if filesystem is not None:
+            for it in _resolve_url(text, filesystem):
+                items.setdefault(it.path, it)
+            continue
+        if any(c in text for c in "*?["):
+            paths = _glob.glob(text, recursive=True)
+        elif os.path.isdir(text) and not text.endswith(".jsonl"):
+            paths = _walk_local(text)
+        else:
+            paths = [text]  # one file (or a name that is not one: its row says so)
+        for p in paths:
+            items.setdefault(p, Item(p))
+    return [items[k] for k in sorted(items)]

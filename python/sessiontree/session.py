@@ -46,12 +46,13 @@ from .errors import (
     SessionReadOnlyError,
 )
 from . import orchestration
-from .compaction import collect_context_edits
+from .compaction import collect_context_edits, entry_context_messages
 from .compaction import find_cut_point as py_find_cut_point
 from .hooks import SessionHooks
 from .listing import most_recent_session
 from .orchestration import CompactionResult, NavigationResult
 from .provider_context import ProviderContext, repair_for_provider
+from .tokens import estimate_tokens
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
@@ -568,6 +569,13 @@ class Session:
             return None
         return 1 if self._core.legacy_v1 else 2
 
+    @property
+    def indexed_bytes(self) -> int:
+        """Bytes of the session file this session has indexed: the file's length at the last
+        scan, :meth:`refresh` or append (for :meth:`from_bytes`, the data's length; 0 for a new
+        in-memory session). Cost: none (the index knows it)."""
+        return self._core.end
+
     def __len__(self) -> int:
         return len(self._core)
 
@@ -822,6 +830,68 @@ class Session:
             return [Entry(self, i) for i in self._core.unreachable()]
         except SessionCycleError:
             return []
+
+    def tree_leaves(self) -> list[int]:
+        """Positions (:attr:`Entry.index`) of the tree's leaf nodes, in file order: nodes of Pi's
+        ``getTree`` (one per distinct id: the entry that wins the id) without children,
+        including nodes no root reaches (below a ``parentId`` cycle). Cost: the index and the
+        children table, no entry parsed.
+
+        Raises:
+            SessionError: the tree walk would repeat whole subtrees past a size limit.
+        """
+        n = len(self._core)
+        if n == 0:
+            return []
+        _roots, start, _kids = self._core.tree_table()
+        unique = self._core.entry_count() == n  # no repeated id: every entry is its own node
+        return [p for p in range(n)
+                if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
+
+    def context_table(self) -> EntryTable:
+        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an
+        :meth:`entry_table`, root first: empty when the leaf is null; when the leaf id names no
+        entry, the path to the last entry in the file (where :meth:`branch_table` is empty).
+        Cost: the index only.
+
+        Raises:
+            SessionCycleError: the parent chain loops.
+        """
+        return self.entry_table(self._context_path())
+
+    def entry_metrics(self, indices: Sequence[int] | None = None) -> EntryMetrics:
+        """Size, time and token columns of many entries (an :class:`EntryMetrics` over the entry
+        positions ``indices``; default: every entry in file order): ``bytes`` is the length of
+        the entry's JSON text in the file (UTF-8 bytes, newline excluded), ``timestamp_ms`` is
+        ``new Date(entry.timestamp).getTime()`` (ms since the epoch; None where Pi gets NaN),
+        ``tokens`` is Pi's chars/4 estimate of the context messages the entry contributes to
+        compaction (``estimateTokens`` over ``sessionEntryToContextMessages``; 0 for entries
+        without one, such as compactions and labels; None where Pi throws on the content).
+
+        Cost: the index for most entries; only entries the core cannot estimate from their line
+        (content edits, odd shapes) are parsed and estimated by :mod:`sessiontree.compaction`.
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        n = len(self._core)
+        idx = list(range(n)) if indices is None else list(indices)
+        size: list[int] = []
+        when: list[float | None] = []
+        for i in idx:
+            if not 0 <= i < n:
+                raise IndexError(f"entry index {i} out of range")
+            size.append(self._core.location(i)[2])
+            t = self._core.timestamp_ms(i)
+            when.append(t if t == t else None)
+        tokens: list[int | None] = list(self._core.estimate_tokens(idx))
+        for k, t in enumerate(tokens):
+            if t is None:  # the exact (Python) rules decide
+                try:
+                    tokens[k] = sum(estimate_tokens(m) for m in entry_context_messages(self._load_raw(idx[k])))
+                except (SessionError, ValueError):
+                    tokens[k] = None
+        return EntryMetrics(idx, size, when, tokens)
 
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
@@ -1567,6 +1637,18 @@ class EntryTable(NamedTuple):
     role: list[str | None]
     line: list[int]
     offset: list[int]
+
+
+class EntryMetrics(NamedTuple):
+    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`), all
+    the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
+    since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
+    throws)."""
+
+    index: list[int]
+    bytes: list[int]
+    timestamp_ms: list[float | None]
+    tokens: list[int | None]
 
 
 class TreeTable(NamedTuple):

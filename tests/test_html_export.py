@@ -538,7 +538,7 @@ def test_segments_of_a_session_just_appended_to_are_the_file(tmp_path, monkeypat
         s.append_message({"role": "user", "content": f"turn {k} " + "z" * (k % 1500), "timestamp": k})
     html = s.export_html(tmp_path / "view.html").read_bytes()
     on_disk = src.read_bytes()
-    assert len(on_disk) == s._core.end  # the export wrote out what was buffered
+    assert len(on_disk) == s.indexed_bytes  # the export wrote out what was buffered
     segs = _segment_members(html)
     meta = orjson.loads(re.search(rb'id="st-meta">([^<]*)</script>', html).group(1))
     assert meta["segments"] == [o for o, _ in segs] and len(segs) >= 30

@@ -8,7 +8,10 @@ message timestamps) come from three JavaScript primitives that Python does not s
 * ``string.length`` -> :func:`js_len` (UTF-16 code units);
 * ``new Date(x).getTime()`` -> :func:`js_date_parse` (ISO-8601 parsing, ``NaN`` on garbage;
   strings go to the Rust core's parser, the one home of the rule);
-* ``string.trim()`` -> :func:`js_trim`.
+* ``string.trim()`` -> :func:`js_trim`;
+* truthiness (``if (x)``, ``!x``) -> :func:`js_truthy`;
+* property access ``obj.key`` (``undefined`` when missing, ``TypeError`` on null/undefined)
+  -> :func:`js_get`.
 
 Values are what :func:`json.loads` produces: ``dict`` (insertion order = file order),
 ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``.
@@ -45,6 +48,8 @@ __all__ = [
     "js_to_string",
     "js_date_parse",
     "js_trim",
+    "js_truthy",
+    "js_get",
     "JS_WHITESPACE",
 ]
 
@@ -62,6 +67,51 @@ class _Undefined:
 
 
 JS_UNDEFINED: Any = _Undefined()
+
+
+# ==== Truthiness and property access ==========================================
+
+
+def js_truthy(value: Any) -> bool:
+    """JavaScript ``Boolean(value)`` for a parsed-JSON value.
+
+    Falsy: ``undefined``, ``null``, ``false``, ``0``, ``-0``, ``NaN`` and ``""``. Everything
+    else is truthy, including ``"0"``, ``" "``, ``[]`` and ``{}`` (unlike Python's ``bool``).
+
+        >>> [js_truthy(v) for v in (0, -0.0, float("nan"), "", None, JS_UNDEFINED, False)]
+        [False, False, False, False, False, False, False]
+        >>> [js_truthy(v) for v in ("0", [], {}, 1, -1.5, True)]
+        [True, True, True, True, True, True]
+    """
+    if value is None or value is JS_UNDEFINED or value is False:
+        return False
+    if isinstance(value, (int, float)):
+        return value == value and value != 0  # NaN and +-0 are falsy
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
+    """JavaScript ``obj[key]`` for a parsed-JSON value; :data:`JS_UNDEFINED` when missing.
+
+    Objects (dicts) give the property; strings and arrays have a ``length`` (UTF-16 code
+    units for strings); other properties of primitives and arrays are ``undefined``. On
+    ``null`` / ``undefined`` JavaScript throws: ``error`` is raised with V8's text,
+    ``"TypeError: Cannot read properties of null (reading 'key')"`` (callers pass the
+    :class:`sessiontree.errors.PiError` subclass of their module).
+    """
+    if isinstance(obj, dict):
+        return obj.get(key, JS_UNDEFINED)
+    if obj is None or obj is JS_UNDEFINED:
+        what = "null" if obj is None else "undefined"
+        raise error(f"TypeError: Cannot read properties of {what} (reading '{key}')")
+    if key == "length":
+        if isinstance(obj, str):
+            return js_len(obj)
+        if isinstance(obj, list):
+            return len(obj)
+    return JS_UNDEFINED
 
 # ==== JSON.stringify ==========================================================
 

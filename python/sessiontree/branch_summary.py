@@ -34,12 +34,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ._jsjson import JS_UNDEFINED
 from .compaction import (
     FileOperations,
-    apply_context_edit,
-    collect_context_edits,
     extract_file_ops_from_message,
     file_ops_from_details,
 )
-from .context import ContextError, entry_to_context_messages
+from .context import NO_EDIT, ContextError, apply_context_edit, collect_context_edits, context_edit_for, entry_to_context_messages
 from .entries import entry_value, entry_values
 from .errors import SessionCycleError
 from .tokens import estimate_tokens
@@ -141,8 +139,8 @@ def branch_entry_message(entry: Entry, edits: Optional[Mapping] = None) -> Any:
       (never its ``systemMessage``);
     * anything else -> ``None``.
 
-    ``edits`` (:func:`sessiontree.compaction.collect_context_edits`) hide or replace the content of
-    targeted entries (:func:`sessiontree.compaction.apply_context_edit`), as Pi 1.6 does.
+    ``edits`` (:func:`sessiontree.context.collect_context_edits`) hide or replace the content of
+    targeted entries (:func:`sessiontree.context.apply_context_edit`), as Pi 1.6 does.
     Raises :class:`sessiontree.context.ContextError` for a ``message`` entry whose message is null.
     """
     entry = entry_value(entry)
@@ -160,9 +158,9 @@ def branch_entry_message(entry: Entry, edits: Optional[Mapping] = None) -> Any:
     else:
         return None
     if edits and produced:
-        eid = entry.get("id")
-        if isinstance(eid, str) and eid in edits:
-            produced = apply_context_edit(produced, edits[eid])
+        replacement = context_edit_for(edits, entry.get("id", JS_UNDEFINED))
+        if replacement is not NO_EDIT:
+            produced = apply_context_edit(produced, replacement)
     return produced[0] if produced else None
 
 

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string
-from .context import (build_session_context, entry_to_context_messages, estimate_projected_context_tokens,
+from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string, js_truthy
+from .context import (NO_EDIT, apply_context_edit, build_session_context, collect_context_edits,
+                      context_edit_for, entry_to_context_messages, estimate_projected_context_tokens,
                       latest_compaction)
 from .entries import entry_value, entry_values
 from .settings import DEFAULT_COMPACTION_SETTINGS
@@ -77,10 +78,6 @@ _CUT_POINT_ROLES = frozenset(
 )
 # Roles that open a user-message span ("turn"): everything user-like, not assistant/toolResult.
 _TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary", "compactionSummary"})
-# Roles whose content a ``context_edit`` replacement changes.
-_EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
-# Roles whose string ``context_edit`` replacement is normalised to one text block.
-_BLOCK_ONLY_ROLES = frozenset({"assistant", "toolResult"})
 
 
 # ==== Types ====
@@ -156,55 +153,6 @@ class CompactionPreparation:
 # ==== Entry projection ====
 
 
-def collect_context_edits(entries: Iterable[Entry]) -> dict:
-    """Map target entry id -> replacement for every ``context_edit`` entry, the latest winning.
-
-    The value is ``None`` for an omission (``replacement: null``), else the replacement object
-    (normally ``{"content": ...}``; :data:`~sessiontree._jsjson.JS_UNDEFINED` when the key is
-    missing). Pass the whole root-first path: Pi 1.6 applies the latest edit on the active branch
-    (session-manager ``buildSessionProjection``). Edits always follow their target, so edits
-    before a compaction's kept boundary only touch entries that are out of context anyway.
-    """
-    edits: dict = {}
-    for entry in entries:
-        entry = entry_value(entry)
-        if isinstance(entry, dict) and entry.get("type") == "context_edit":
-            target = entry.get("targetId")
-            if isinstance(target, str):
-                edits[target] = entry.get("replacement", JS_UNDEFINED)
-    return edits
-
-
-def apply_context_edit(messages: list, replacement: Any) -> list:
-    """Apply one ``context_edit`` replacement to the messages of its target entry.
-
-    ``None`` (``replacement: null``) hides them (returns ``[]``). Otherwise user, assistant,
-    toolResult and custom messages get ``replacement.content`` as their content (key position
-    kept; a string becomes ``[{"type": "text", "text": ...}]`` for assistant and toolResult; the
-    key is dropped when the replacement has no ``content``); other roles are unchanged. Returns
-    new dicts; the inputs are not modified. Mirrors Pi 1.6 ``projectContextEntry``.
-    """
-    if replacement is None:
-        return []
-    content = replacement.get("content", JS_UNDEFINED) if isinstance(replacement, dict) else JS_UNDEFINED
-    out = []
-    for message in messages:
-        role = _role(message)
-        if role not in _EDITABLE_ROLES:
-            out.append(message)
-            continue
-        new_content = content
-        if role in _BLOCK_ONLY_ROLES and isinstance(new_content, str):
-            new_content = [{"type": "text", "text": new_content}]
-        edited = dict(message)
-        if new_content is JS_UNDEFINED:
-            edited.pop("content", None)
-        else:
-            edited["content"] = new_content
-        out.append(edited)
-    return out
-
-
 def _role(message: Any) -> Any:
     """``message.role`` when it is a string, else None: a role of another type (an object
     from a hostile file) equals no role name in Pi, and must not reach a set lookup."""
@@ -235,9 +183,9 @@ def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> lis
         return []
     messages = entry_to_context_messages(entry)
     if edits and messages:
-        eid = _id(entry)
-        if isinstance(eid, str) and eid in edits:
-            messages = apply_context_edit(messages, edits[eid])
+        replacement = context_edit_for(edits, _id(entry))
+        if replacement is not NO_EDIT:
+            messages = apply_context_edit(messages, replacement)
     return messages
 
 
@@ -417,7 +365,7 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
     Non-string items are added as JavaScript's ``String(item)``. Mutates ``file_ops`` in place.
     """
     entry = entry_value(entry)
-    if not isinstance(entry, dict) or _js_truthy(entry.get("fromHook")):
+    if not isinstance(entry, dict) or js_truthy(entry.get("fromHook")):
         return
     details = entry.get("details")
     if not isinstance(details, dict):
@@ -427,16 +375,6 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
         if isinstance(paths, list):
             for path in paths:
                 file_ops.add(kind, path if isinstance(path, str) else js_to_string(path))
-
-
-def _js_truthy(value: Any) -> bool:
-    if value is None or value is JS_UNDEFINED or value is False:
-        return False
-    if isinstance(value, (int, float)):
-        return value == value and value != 0  # NaN and 0 are falsy
-    if isinstance(value, str):
-        return value != ""
-    return True
 
 
 def _utf16_key(text: str) -> bytes:
@@ -642,20 +580,16 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
         return None
 
     def omitted_assistant(entry: Any) -> bool:
-        eid = entry.get("id") if isinstance(entry, dict) else None
         return (
             _etype(entry) == "message"
             and _role(entry.get("message")) == "assistant"
-            and isinstance(eid, str)
-            and eid in edits
-            and edits[eid] is None
+            and context_edit_for(edits, _id(entry)) is None
         )
 
     if not any(omitted_assistant(path[i]) for i in range(start, len(path))):
         return None
     for i in range(boundary_start, start):
-        eid = path[i].get("id") if isinstance(path[i], dict) else None
-        if isinstance(eid, str) and edits.get(eid) is not None:
+        if context_edit_for(edits, _id(path[i])) not in (None, NO_EDIT):
             return None
     return start
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from .entries import entry_value, entry_values
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_date_parse, js_stringify_bytes, js_to_string
+from ._jsjson import JS_UNDEFINED, js_date_parse, js_get, js_stringify_bytes, js_to_string, js_truthy
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 from .tokens import estimate_tokens
 
@@ -49,6 +49,11 @@ __all__ = [
     "build_context_entries",
     "latest_compaction",
     "build_session_context",
+    "apply_context_edit",
+    "collect_context_edits",
+    "context_edit_for",
+    "context_edit_key",
+    "NO_EDIT",
     "entry_to_context_messages",
     "convert_to_llm",
     "bash_execution_to_text",
@@ -86,23 +91,8 @@ class ContextError(PiError):
 
 
 def _f(obj: Any, key: str) -> Any:
-    """``obj.key`` for an entry or message that may not be a dict (missing -> JS_UNDEFINED)."""
-    if isinstance(obj, dict):
-        return obj.get(key, JS_UNDEFINED)
-    if obj is None or obj is JS_UNDEFINED:
-        what = "null" if obj is None else "undefined"
-        raise ContextError(f"TypeError: Cannot read properties of {what} (reading '{key}')")
-    return JS_UNDEFINED
-
-
-def _truthy(v: Any) -> bool:
-    if v is None or v is JS_UNDEFINED or v is False:
-        return False
-    if isinstance(v, (int, float)):
-        return v == v and v != 0
-    if isinstance(v, str):
-        return v != ""
-    return True
+    """``obj.key`` (:func:`sessiontree._jsjson.js_get`), raising :class:`ContextError`."""
+    return js_get(obj, key, ContextError)
 
 
 def _strict_eq(a: Any, b: Any) -> bool:
@@ -307,7 +297,7 @@ def entry_to_context_messages(entry: dict) -> list:
         ]
     if etype == "branch_summary":
         summary = _f(entry, "summary")
-        if not _truthy(summary):
+        if not js_truthy(summary):
             return []
         return [
             _obj(
@@ -325,13 +315,68 @@ def entry_to_context_messages(entry: dict) -> list:
             timestamp=_date_ms(_f(entry, "timestamp")),
         )
         system = _f(entry, "systemMessage")
-        return [system, summary_msg] if _truthy(system) else [summary_msg]
+        return [system, summary_msg] if js_truthy(system) else [summary_msg]
     return []
 
 
-def _apply_edit(messages: list, edit: dict) -> list:
-    """Pi's ``projectContextEntry``: apply one ``context_edit`` to an entry's messages."""
-    replacement = _f(edit, "replacement")
+#: Returned by :func:`context_edit_for` when no ``context_edit`` targets the entry.
+NO_EDIT: Any = object()
+
+
+def context_edit_key(target: Any) -> Any:
+    """Key of a ``context_edit`` target in Pi's ``Map`` (SameValueZero), ``None`` if it never matches.
+
+    A string id is its own key (so ``edits["a1"]`` reads naturally); numbers, booleans,
+    ``null`` and ``undefined`` get tagged tuples (``1`` and ``True`` stay apart, ``NaN`` matches
+    ``NaN``); objects and arrays compare by identity in JavaScript, so they never match.
+    """
+    if isinstance(target, str):
+        return target
+    return _map_key(target)
+
+
+def collect_context_edits(entries: Sequence[Any]) -> dict:
+    """``context_edit`` map: :func:`context_edit_key` of ``targetId`` -> ``replacement``.
+
+    The latest edit for a target wins (file order of ``entries``, root first). The value is
+    ``None`` for an omission (``replacement: null``), else the replacement value as stored
+    (normally ``{"content": ...}``; :data:`~sessiontree._jsjson.JS_UNDEFINED` when the key is
+    missing). Pi 1.6 ``buildSessionProjection``. ``entries`` may hold ``Entry`` objects or dicts.
+    """
+    edits: dict = {}
+    for entry in entries:
+        entry = entry_value(entry)
+        if _entry_type(entry) == "context_edit":
+            key = context_edit_key(_f(entry, "targetId"))
+            if key is not None:
+                edits[key] = _f(entry, "replacement")
+    return edits
+
+
+def context_edit_for(edits: Any, entry_id: Any) -> Any:
+    """The replacement ``edits`` (:func:`collect_context_edits`) holds for an entry id, else
+    :data:`NO_EDIT`."""
+    if not edits:
+        return NO_EDIT
+    key = context_edit_key(entry_id)
+    if key is None:
+        return NO_EDIT
+    return edits.get(key, NO_EDIT)
+
+
+def apply_context_edit(messages: list, replacement: Any) -> list:
+    """Pi's ``projectContextEntry``: apply one ``context_edit`` replacement to an entry's messages.
+
+    ``None`` (``replacement: null``) omits them (returns ``[]``). Otherwise user, assistant,
+    toolResult and custom messages get ``replacement.content`` as their content (key position
+    kept; a string becomes ``[{"type": "text", "text": ...}]`` for assistant and toolResult; the
+    key is dropped when the replacement has no ``content``); other roles are unchanged. A
+    missing ``replacement`` (``undefined``) is not an omission: as in JavaScript, reading
+    ``replacement.content`` then raises :class:`ContextError` (``TypeError: Cannot read
+    properties of undefined (reading 'content')``) once an editable message is met. Returns new
+    dicts; the inputs are not modified. The one home of this rule: context building,
+    compaction and branch summaries all call it.
+    """
     if replacement is None:
         return []
     out = []
@@ -387,12 +432,7 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
     path = entry_values(path)
     thinking_level, model = _settings(path)
     entries = build_context_entries(path)
-    edits: dict = {}
-    for entry in entries:
-        if _entry_type(entry) == "context_edit":
-            key = _map_key(_f(entry, "targetId"))
-            if key is not None:
-                edits[key] = entry
+    edits = collect_context_edits(entries)
     messages: list = []
     sources: list = []
     for index, entry in enumerate(entries):
@@ -400,10 +440,9 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
             continue  # only the newest compaction, at index 0, contributes
         produced = entry_to_context_messages(entry)
         if edits and produced:
-            key = _map_key(_f(entry, "id"))
-            edit = edits.get(key) if key is not None else None
-            if edit is not None:
-                produced = _apply_edit(produced, edit)
+            replacement = context_edit_for(edits, _f(entry, "id"))
+            if replacement is not NO_EDIT:
+                produced = apply_context_edit(produced, replacement)
         messages.extend(produced)
         sources.extend([entry] * len(produced))
     return SessionContext(messages=messages, thinking_level=thinking_level, model=model, sources=sources)
@@ -420,17 +459,17 @@ def bash_execution_to_text(message: dict) -> str:
     """
     text = "Ran `" + js_to_string(_f(message, "command")) + "`\n"
     output = _f(message, "output")
-    if _truthy(output):
+    if js_truthy(output):
         text += "```\n" + js_to_string(output) + "\n```"
     else:
         text += "(no output)"
     exit_code = _f(message, "exitCode")
-    if _truthy(_f(message, "cancelled")):
+    if js_truthy(_f(message, "cancelled")):
         text += "\n\n(command cancelled)"
     elif exit_code is not None and exit_code is not JS_UNDEFINED and not _strict_eq(exit_code, 0):
         text += "\n\nCommand exited with code " + js_to_string(exit_code)
     full = _f(message, "fullOutputPath")
-    if _truthy(_f(message, "truncated")) and _truthy(full):
+    if js_truthy(_f(message, "truncated")) and js_truthy(full):
         text += "\n\n[Output truncated. Full output: " + js_to_string(full) + "]"
     return text
 
@@ -454,7 +493,7 @@ def convert_to_llm(messages: Sequence[dict]) -> list:
         if role in ("system", "user", "assistant", "toolResult"):
             out.append(m)
         elif role == "bashExecution":
-            if _truthy(_f(m, "excludeFromContext")):
+            if js_truthy(_f(m, "excludeFromContext")):
                 continue
             out.append(
                 _obj(
@@ -498,7 +537,7 @@ def calculate_context_tokens(usage: dict) -> int | float:
     """Pi's ``calculateContextTokens``: ``usage.totalTokens`` if truthy, else
     ``input + output + cacheRead + cacheWrite`` (NaN if one is missing)."""
     total = usage.get("totalTokens", JS_UNDEFINED) if isinstance(usage, dict) else JS_UNDEFINED
-    if _truthy(total):
+    if js_truthy(total):
         return total if isinstance(total, (int, float)) and not isinstance(total, bool) else _num(total)
     if not isinstance(usage, dict):
         return float("nan")
@@ -518,7 +557,7 @@ def _assistant_usage(message: Any) -> Any:
     if message.get("stopReason") in ("aborted", "error"):
         return None
     usage = message["usage"]
-    if not _truthy(usage):
+    if not js_truthy(usage):
         return None
     tokens = calculate_context_tokens(usage)
     if not tokens > 0:
@@ -626,7 +665,7 @@ def estimate_projected_context_tokens(
         usage_id = _f(entry_value(sources[estimate.last_usage_index]), "id")
         path = entry_values(path)
         usage_pos = -1
-        if _truthy(usage_id):
+        if js_truthy(usage_id):
             usage_pos = next((i for i, e in enumerate(path) if _strict_eq(_f(e, "id"), usage_id)), -1)
         latest_invalidating = -1
         for i in range(len(path) - 1, -1, -1):

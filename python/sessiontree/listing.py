@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ._jsjson import js_date_parse, js_trim
+from ._jsjson import JS_UNDEFINED, js_date_parse, js_trim
 from .entries import parse_json_line, probe_header
 from .paths import default_session_dir, sessions_root
 
@@ -298,12 +298,12 @@ def _session_info_fd(path: Path, fd: int) -> SessionInfo | None:
         ts = m.get("timestamp")
         t = _js_time(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
         if t is None and not isinstance(ts, (int, float)):
-            t = _js_time(js_date_parse(v.get("timestamp")))
+            t = _js_time(js_date_parse(v.get("timestamp", JS_UNDEFINED)))
         if t is not None:
             last_activity = t
             break
     first_message = _first_user_message(fd, body, size)
-    created_ms = _js_time(js_date_parse(header.get("timestamp")))
+    created_ms = _js_time(js_date_parse(header.get("timestamp", JS_UNDEFINED)))
     created = _utc(created_ms) if created_ms is not None else None
     if last_activity is not None and last_activity > 0:
         modified_ms = last_activity

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_len, js_stringify_len
+from ._jsjson import JS_UNDEFINED, js_get, js_len, js_stringify_len, js_truthy
 
 __all__ = ["EstimateError", "ESTIMATED_IMAGE_CHARS", "estimate_tokens"]
 
@@ -39,34 +39,14 @@ class EstimateError(PiError):
 
 
 def _prop(obj: Any, key: str) -> Any:
-    """``obj[key]`` with JS semantics for parsed-JSON values (missing -> JS_UNDEFINED)."""
-    if isinstance(obj, dict):
-        return obj.get(key, JS_UNDEFINED)
-    if obj is None or obj is JS_UNDEFINED:
-        what = "null" if obj is None else "undefined"
-        raise EstimateError(f"TypeError: Cannot read properties of {what} (reading '{key}')")
-    if key == "length":
-        if isinstance(obj, str):
-            return js_len(obj)
-        if isinstance(obj, list):
-            return len(obj)
-    return JS_UNDEFINED
+    """``obj[key]`` (:func:`sessiontree._jsjson.js_get`), raising :class:`EstimateError`."""
+    return js_get(obj, key, EstimateError)
 
 
 def _length(value: Any) -> float:
     """``value.length`` as a number to add (NaN when JS would add ``undefined``)."""
     n = _prop(value, "length")
     return _NAN if n is JS_UNDEFINED else n
-
-
-def _truthy(value: Any) -> bool:
-    if value is None or value is JS_UNDEFINED or value is False:
-        return False
-    if isinstance(value, (int, float)):
-        return value == value and value != 0
-    if isinstance(value, str):
-        return value != ""
-    return True
 
 
 def _iterate(value: Any, name: str) -> list:
@@ -96,7 +76,7 @@ def _content_chars(content: Any) -> float:
         btype = _prop(block, "type")
         if btype == "text":
             text = _prop(block, "text")
-            if _truthy(text):
+            if js_truthy(text):
                 chars += _length(text)
         elif btype == "image":
             chars += ESTIMATED_IMAGE_CHARS
@@ -123,7 +103,7 @@ def _assistant_chars(message: dict) -> float:
 def _system_chars(message: dict) -> float:
     chars = _content_chars(_prop(message, "content"))
     sections = _prop(message, "sections")
-    if _truthy(sections):
+    if js_truthy(sections):
         if isinstance(sections, dict):
             values = list(sections.values())
         elif isinstance(sections, list):
@@ -133,10 +113,10 @@ def _system_chars(message: dict) -> float:
         else:
             values = []
         for section in values:
-            if _truthy(section):
+            if js_truthy(section):
                 chars += _length(section)
     tools = _prop(message, "toolsAdded")
-    if _truthy(tools):
+    if js_truthy(tools):
         chars += js_stringify_len(tools)
     return chars
 

@@ -10,7 +10,7 @@ import os
 import stat
 from typing import Any, Iterable
 
-from .._jsjson import js_date_parse
+from .._jsjson import JS_UNDEFINED, js_date_parse
 from ..context import estimate_projected_context_tokens, should_compact
 from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
@@ -132,7 +132,7 @@ def _last_activity_ms(s: Session, n: int, types: list, roles: list) -> float | N
         ts = m.get("timestamp")
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
             return float(ts)
-        t = _ms(raw.get("timestamp"))
+        t = _ms(raw.get("timestamp", JS_UNDEFINED))
         if t is not None:
             return t
     return None
@@ -210,7 +210,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "cwd": header.get("cwd") if isinstance(header.get("cwd"), str) else None,
         "parent_session": header.get("parentSession") if isinstance(header.get("parentSession"), str) else None,
         "name": s.session_name,
-        "created": _ms(header.get("timestamp")),
+        "created": _ms(header.get("timestamp", JS_UNDEFINED)),
         "modified": None,
         "file_modified": mtime,
         "bytes": size,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import shutil
 import subprocess
 import sys
@@ -63,3 +64,21 @@ def test_compact_all_offline_resumable(tmp_path_factory, tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0
     assert main(["compact-all", str(mine)]) == 2  # --context-window is required
+
+
+def test_stats_without_the_fleet_extra_is_one_line_not_a_traceback(tmp_path):
+    """Without pyarrow (the `fleet` extra), `sessiontree stats` says how to install it in one
+    line and exits 2: the CLI never prints a traceback."""
+    shutil.copy(Path(__file__).parent.parent / "examples" / "session.jsonl", tmp_path / "s.jsonl")
+    code = (
+        "import sys\n"
+        "sys.modules['pyarrow'] = None  # as if the fleet extra were not installed\n"
+        "from sessiontree.cli import main\n"
+        f"sys.exit(main(['stats', {str(tmp_path)!r}, '--parquet', {str(tmp_path / 'o.parquet')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "pip install 'sessiontree[fleet]'" in proc.stderr and "pip install '.[fleet]'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.parquet").exists()

@@ -169,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
                 if r["outcome"] in ("error", "summarizer_error", "locked"):
                     print(f"  {r['outcome']}: {safe_text(r['path'])}: {safe_text(str(r['detail']))}", file=sys.stderr)
         return 0
+    except ImportError as exc:  # the fleet extra (pyarrow, ray[data]) is not installed
+        return _fail(str(exc))
     except ValueError as exc:
         return _fail(str(exc))
     except OSError as exc:

@@ -40,7 +40,7 @@ def _pa() -> Any:
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("sessiontree.fleet needs pyarrow: pip install 'sessiontree[fleet]'") from exc
+        raise ImportError("sessiontree.fleet needs pyarrow: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')") from exc
     return pa
 
 

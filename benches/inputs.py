@@ -92,6 +92,44 @@ def session_with_tail(mb: float, tail_mb: float = TAIL_MB) -> Path:
     return out
 
 
+#: Entries of the fixed tail appended after the compaction (message entries of a small session).
+MAIN_JOB_TAIL_ENTRIES = 280
+
+
+def _main_job_tail() -> list:
+    """The fixed tail: the first MAIN_JOB_TAIL_ENTRIES message entries on the active branch of
+    a small generated session (seed 77), as message dicts, in order."""
+    from sessiontree import Session
+
+    small = Session.open(session_file(1, seed=77))
+    messages = [e["message"] for e in small.get_branch() if e.type == "message"]
+    return messages[:MAIN_JOB_TAIL_ENTRIES]
+
+
+def compacted_with_tail(mb: float) -> Path:
+    """The main job's input: a generated session of about ``mb`` MiB of history, then one
+    compaction that keeps nothing before it (its ``firstKeptEntryId`` is its own id) and the
+    fixed tail (:func:`_main_job_tail`). The context, the cut search and the summarized span
+    are the same at every size; only the history before the compaction grows. Cached."""
+    from sessiontree import Session
+
+    out = bench_dir() / f"main-job-{mb:g}mb.jsonl"
+    if out.exists():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    history = session_file(mb)
+    with open(history, "rb") as src, open(tmp, "wb") as dst:
+        while block := src.read(16 << 20):
+            dst.write(block)
+    s = Session.open(tmp, durability="none")
+    s.append_compaction("The earlier history, summarized.", None, 150000)
+    for message in _main_job_tail():
+        s.append_message(message)
+    s.close()
+    tmp.replace(out)
+    return out
+
+
 def sessions_dir(count: int, entries: int) -> Path:
     """A folder of ``count`` generated sessions of ``entries`` entries each (cached)."""
     d = bench_dir() / f"dir-{count}x{entries}"

@@ -231,6 +231,23 @@ def _section(title: str, intro: str, columns: list[str], rows: list[list[str]]) 
     return out + [""]
 
 
+MAIN_JOB_BEGIN = "<!-- main-job: begin (benches/main_job.py) -->"
+MAIN_JOB_END = "<!-- main-job: end -->"
+
+
+def splice_main_job(path: Path, section: list[str]) -> None:
+    """Put the main-job section into ``path`` (replacing an earlier one), beside the others."""
+    block = "\n".join([MAIN_JOB_BEGIN, *section, MAIN_JOB_END])
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if MAIN_JOB_BEGIN in text and MAIN_JOB_END in text:
+        head, rest = text.split(MAIN_JOB_BEGIN, 1)
+        text = head + block + rest.split(MAIN_JOB_END, 1)[1]
+    else:
+        marker = "![open time and memory vs size]"
+        text = text.replace(marker, block + "\n\n" + marker, 1) if marker in text else text + "\n" + block + "\n"
+    path.write_text(text)
+
+
 def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None = None,
                    shapes: list | None = None) -> None:
     lines = [
@@ -342,13 +359,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Measure and write the benchmark table and plot.")
     ap.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for benchmarks.md / .png (default docs/)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
+    ap.add_argument("--main-job", metavar="MB", type=float, nargs="*",
+                    help="only measure the main job at these sizes of history (default 10 100 1024) and put "
+                         "its section into benchmarks.md, keeping the rest")
     args = ap.parse_args(argv)
+    from main_job import markdown, measure
+
+    if args.main_job is not None:
+        sizes = args.main_job or [10, 100, 1024]
+        splice_main_job(args.out / "benchmarks.md", markdown(measure(sizes)))
+        print(f"wrote the main-job section of {args.out / 'benchmarks.md'}")
+        return 0
     rows = measure_open(SIZES)
     ops = measure_ops() if MAX_MB > TAIL_MB else []
     appends = measure_append()
     shapes = measure_shapes() if MAX_MB >= 1024 or os.environ.get("SESSIONTREE_BENCH_SHAPES") else []
     args.out.mkdir(parents=True, exist_ok=True)
     write_markdown(rows, ops, args.out / "benchmarks.md", appends, shapes)
+    main_sizes = [mb for mb in (10, 100, 1024) if mb <= MAX_MB]
+    if len(main_sizes) > 1:
+        splice_main_job(args.out / "benchmarks.md", markdown(measure(main_sizes)))
     if not args.no_plot:
         plot(rows, args.out / "benchmarks.png")
     print(f"wrote {args.out / 'benchmarks.md'}" + ("" if args.no_plot else f" and {args.out / 'benchmarks.png'}"))

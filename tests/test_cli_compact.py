@@ -27,10 +27,12 @@ GEN_FILES = sorted(GEN.glob("*.jsonl"))
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
-DRY_RUN_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before", "to_summarize",
+DRY_RUN_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before",
+                "tokens_before_source", "estimated_tokens_before", "to_summarize",
                 "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
                 "auto_compaction", "summarizer"}
 COMPACT_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "compacted", "summarizer", "compaction_entry", "first_kept_entry", "tokens_before",
+                "tokens_before_source", "estimated_tokens_before",
                 "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
                 "files", "summary"}
 NAVIGATE_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "target", "old_leaf_id", "position_id", "new_leaf_id", "editor_text",
@@ -456,3 +458,18 @@ def test_compact_and_navigate_say_when_they_migrate_a_legacy_file(capsys, tmp_pa
         else:
             rc, out, _ = run(capsys, "navigate", q, target, "--label", "here")
             assert rc == 0 and "the v2 file was rewritten as v3" in out
+
+
+def test_token_figures_compare_like_with_like(capsys, tmp_path):
+    # the example's tokens before come from provider usage (55717) while the context is ~2.3k
+    # tokens by the chars/4 estimate: "55717 -> ~2139" read as a 96% saving; the real one is ~200
+    path = copy(EXAMPLE, tmp_path)
+    rc, out, _ = run(capsys, "compact", path, "--keep-recent-tokens", "2000", "--dry-run")
+    assert rc == 0 and "provider usage + estimate" in out
+    rc, out, _ = run(capsys, "compact", path, "--keep-recent-tokens", "2000")
+    line = next(x for x in out.splitlines() if x.startswith("tokens:"))
+    before, after = [int(t.strip("~").replace(",", "")) for t in line.split()[1:4:2]]
+    assert "like with like" in line and 0 < before - after < before // 2
+    (tmp_path / "b").mkdir()
+    rc, doc, _ = run_json(capsys, "compact", copy(EXAMPLE, tmp_path / "b"), "--keep-recent-tokens", "2000")
+    assert doc["tokens_before_source"] == "usage" and doc["estimated_tokens_before"] < doc["tokens_before"]

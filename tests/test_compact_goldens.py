@@ -31,6 +31,7 @@ from goldens import CORPUS, GOLDEN_DIRS
 
 from sessiontree import CompactionSettings, Session
 from sessiontree.orchestration import NothingToCompactError
+from sessiontree.summarizers.base import MIN_SUMMARY_OUTPUT_TOKENS, SummaryBudgetError
 from sessiontree.provider_context import is_provider_valid
 from sessiontree.summarizers.base import Pricing, SummaryResult, SummaryUsage
 
@@ -163,6 +164,18 @@ def test_compact_matches_pi(golden_path: Path, variant_name: str, session_copy) 
         assert str(info.value) == response["error"]
         assert len(session) == before, "a failed compact must append nothing"
         assert summarizer.requests == [] == variant["llm_requests"]
+        return
+
+    budgets = [r["body"].get("max_completion_tokens") for r in variant["llm_requests"]]
+    if any(isinstance(b, int) and b < MIN_SUMMARY_OUTPUT_TOKENS for b in budgets):
+        # Divergence (docs/divergences.md, "summary output budget"): Pi asks for a summary in
+        # as little as 1 token; we refuse before sending anything and append nothing.
+        with pytest.raises(SummaryBudgetError):
+            session.compact(summarizer, settings=_settings(variant),
+                            custom_instructions=command.get("customInstructions"),
+                            context_window=model["contextWindow"], max_tokens=model["maxTokens"])
+        assert len(session) == before
+        assert all(r.max_tokens >= MIN_SUMMARY_OUTPUT_TOKENS for r in summarizer.requests)
         return
 
     result = session.compact(summarizer, settings=_settings(variant),

@@ -195,7 +195,7 @@ def _hostile_store(root: Path, paths: list[Path]) -> dict[str, str]:
     d = root / "--home-dev-hostile--"
     d.mkdir()
     want: dict[str, str | None] = {}
-    for k, p in enumerate(paths[:5]):
+    for p in paths[:5]:
         q = d / p.name
         q.write_bytes(p.read_bytes())
         want[str(q)] = None

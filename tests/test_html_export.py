@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sessiontree import Session
@@ -444,6 +445,7 @@ def test_generated_big_session(tmp_path, browser):
     html = s.export_html(tmp_path / "big.html")
     export_s = time.perf_counter() - t0
     assert html.stat().st_size < src.stat().st_size  # compressed
+    assert b"".join(d for _, d in _segment_members(html.read_bytes())) == src.read_bytes()
     p = Page(browser).open(html, timeout=300)
     try:
         assert f"active leaf: {new_leaf}" in p.page.inner_text("#st-sub")
@@ -504,6 +506,48 @@ def test_segments_never_split_a_line(tmp_path, monkeypatch):
     segs = [gzip.decompress(base64.b64decode(b)) for _, b in reversed(blocks)]
     assert len(segs) >= 3 and b"".join(segs) == src.read_bytes()
     assert all(seg.endswith(b"\n") for seg in segs)
+
+
+
+def _segment_members(html: bytes) -> list[tuple[int, bytes]]:
+    """``(offset, bytes)`` of every segment in file order, each checked to be exactly one
+    complete gzip member (a truncated stream is what the page's DecompressionStream rejects)."""
+    import zlib
+
+    out = []
+    for attrs, body in _blocks(html, b"st-seg"):
+        d = zlib.decompressobj(31)
+        data = d.decompress(base64.b64decode(body, validate=True))
+        assert d.eof and not d.unused_data and not d.unconsumed_tail, attrs
+        out.append((int(re.search(rb'data-o="(\d+)"', attrs).group(1)), data))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("durability", ["none", "flush", "fsync"])
+def test_segments_of_a_session_just_appended_to_are_the_file(tmp_path, monkeypatch, durability):
+    """Exported while entries are buffered (``durability="none"``) or held in the store's
+    in-memory tail (past the fold threshold too): every segment is a whole gzip member ending at
+    a line end, the meta lists their offsets, and together they are the file's bytes, all of them."""
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 65536)
+    src = tmp_path / "s.jsonl"
+    shutil.copy(EXAMPLE, src)
+    s = Session.open(src, durability=durability)
+    for k in range(2500):  # ~2.5 MB: past the store's 1 MiB fold of appended lines
+        s.append_message({"role": "user", "content": f"turn {k} " + "z" * (k % 1500), "timestamp": k})
+    html = s.export_html(tmp_path / "view.html").read_bytes()
+    on_disk = src.read_bytes()
+    assert len(on_disk) == s.indexed_bytes  # the export wrote out what was buffered
+    segs = _segment_members(html)
+    meta = orjson.loads(re.search(rb'id="st-meta">([^<]*)</script>', html).group(1))
+    assert meta["segments"] == [o for o, _ in segs] and len(segs) >= 30
+    assert all(o == sum(len(d) for _, d in segs[:k]) for k, (o, _) in enumerate(segs))
+    assert all(d.endswith(b"\n") for _, d in segs)
+    assert b"".join(d for _, d in segs) == on_disk
+    assert re.search(rb'id="st-end">\{"segments":(\d+),"bytes":(\d+)\}', html).groups() == (
+        str(len(segs)).encode(), str(len(on_disk)).encode())
+    s.close()
 
 
 @needs_browser
@@ -594,3 +638,87 @@ def test_a_file_that_shrank_is_a_typed_error_and_writes_nothing(tmp_path):
     with pytest.raises(SessionFileChangedError):
         s.export_html(tmp_path / "gone.html")
     assert not (tmp_path / "gone.html").exists() and not list(tmp_path.glob(".gone.html.*"))
+
+
+class _StallingServer:
+    """Serves one page over loopback HTTP: the bytes up to ``cut``, then nothing until
+    :meth:`release` (as a slow disk or a loaded machine delivers a big page to the parser)."""
+
+    def __init__(self, body: bytes, cut: int):
+        import http.server
+        import threading
+
+        self.go = threading.Event()
+        srv = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:cut])
+                self.wfile.flush()
+                srv.go.wait(60)
+                self.wfile.write(body[cut:])
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/view.html"
+
+    def release(self) -> None:
+        self.go.set()
+
+    def close(self) -> None:
+        self.go.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@needs_browser
+def test_a_segment_still_being_parsed_is_waited_for(tmp_path, browser, monkeypatch):
+    """The page reads a segment only once the parser has its whole text: the bug was reading a
+    ``<script class="st-seg">`` element as soon as it existed, while a loaded machine still
+    parsed its base64 ("Compressed input was truncated" from DecompressionStream)."""
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 16384)
+    src = tmp_path / "s.jsonl"
+    shutil.copy(EXAMPLE, src)
+    s = Session.open(src)
+    for k in range(200):
+        s.append_message({"role": "user", "content": f"filler {k} " + "y" * 300, "timestamp": k})
+    leaf = s.append_message({"role": "user", "content": f"the leaf says {NEEDLE}", "timestamp": 999})
+    html = s.export_html(tmp_path / "view.html").read_bytes()
+    s.close()
+    # stall in the middle of the first segment written (the file's end, holding the leaf), on a
+    # base64 quantum so that what the page sees is valid base64 of a truncated gzip stream
+    first = next(re.finditer(rb'<script type="text/plain" class="st-seg" id="g(\d+)"[^>]*>', html))
+    body_end = html.index(b"</script>", first.end())
+    cut = first.end() + (body_end - first.end()) // 2 // 4 * 4
+    srv = _StallingServer(html, cut)
+    p = Page(browser)
+    try:
+        p.page.goto(srv.url, wait_until="commit", timeout=60000)
+        p.until("window.sessiontreeView && window.sessiontreeView.ready", timeout=60)
+        assert p.js(f"!!document.getElementById('g{int(first.group(1))}')")  # the element is there, half-parsed
+        time.sleep(1.0)  # the page wants the leaf's segment now
+        assert not p.js("window.sessiontreeView.messagesReady")
+        srv.release()
+        p.until("window.sessiontreeView.messagesReady", timeout=60)
+        i = p.index_of(leaf)
+        shown = p.page.inner_text(f'#st-msgs .m.sel[data-i="{i}"]')
+        assert NEEDLE in shown and "shown raw" not in shown, (shown, p.errors)
+        p.page.fill("#st-q", NEEDLE)
+        p.page.click("#st-search")
+        p.until("window.sessiontreeView.searchDone")
+        assert p.page.locator("#st-results .hit").count() == 1
+        assert p.js("window.sessiontreeView.errors") == [] and p.errors == []
+    finally:
+        p.close()
+        srv.close()

@@ -37,8 +37,18 @@ def test_no_core_use_outside_the_modules_that_own_it():
     assert found == []
 
 
+#: Clients of the public API: the CLIs, the RPC server and the fleet package (which must scale
+#: through the public batch views, never through the facade's internals).
+CLIENTS = ["cli.py", "rpc.py", "_fleet_cli.py", *sorted(f.relative_to(PKG).as_posix()
+                                                     for f in (PKG / "fleet").rglob("*.py"))]
+
+
+def test_the_fleet_is_among_the_clients_checked():
+    assert {"fleet/__init__.py", "fleet/_rows.py", "fleet/_compact.py", "_fleet_cli.py"} <= set(CLIENTS)
+
+
 def test_clients_use_no_private_session_members():
-    private = [f"{client}:{line}: {before}{name}" for client in ("cli.py", "rpc.py")
+    private = [f"{client}:{line}: {before}{name}" for client in CLIENTS
                for line, name, before in _names(PKG / client)
                if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")]
     assert private == []

@@ -27,6 +27,7 @@ from goldens import CORPUS, GOLDEN_DIRS
 from rpc_client import PiRpcClient
 
 from sessiontree import Session
+from sessiontree.summarizers.base import MIN_SUMMARY_OUTPUT_TOKENS
 
 pytest.importorskip("openai")
 from test_summarizer_http import FakeLLM, _Handler, openai_sse, parse_pi_user_text  # noqa: E402
@@ -142,6 +143,16 @@ def test_rpc_compact_matches_pi(rec_path: Path, variant_name: str, tmp_path: Pat
     compact = _exchange(variant, "compact")
     got = ours("compact", **{k: v for k, v in compact["command"].items() if k not in ("id", "type")})
     want = _mask(compact["response"], port_re, "<dir>")
+    budgets = [r["body"].get("max_completion_tokens") for r in variant["llm_requests"]]
+    if any(isinstance(b, int) and b < MIN_SUMMARY_OUTPUT_TOKENS for b in budgets):
+        # Divergence (docs/divergences.md, summary output budget): Pi asks for a summary in as
+        # little as 1 token; we answer an error, send nothing and append nothing
+        assert got["success"] is False and "output tokens" in got["error"], got
+        assert fake.requests == []
+        assert ours("get_entries", since=model_change)["data"]["entries"] == []
+        code, err = client.close()
+        assert code == 0, err
+        return
     same_but_id(got, want)
 
     # the HTTP requests: same count and shape; the same conversation, previous summary and

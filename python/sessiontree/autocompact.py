@@ -24,15 +24,19 @@ plain ones run them to completion (:func:`sessiontree.orchestration.run_blocking
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
+from .compaction import latest_cut_keep
 from .context import build_session_context, estimate_projected_context_tokens, should_compact
+from .errors import SessionError
 from .orchestration import (
     CompactionCancelledError,
     CompactionNoProgressError,
     CompactionResult,
+    AlreadyCompactedError,
     NothingToCompactError,
+    _context_span,
     acompact,
     run_blocking,
 )
@@ -43,7 +47,7 @@ from .summarizers.base import ContextOverflowError
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
-__all__ = ["AutoCompactor", "RecoveryResult", "is_overflow_error", "CompactionNoProgressError"]
+__all__ = ["AutoCompactor", "RecoveryResult", "is_overflow_error", "CompactionNoProgressError", "CannotCompactError"]
 
 # Used only when sessiontree.summarizers.overflow is not available.
 _FALLBACK_OVERFLOW = re.compile(
@@ -83,6 +87,11 @@ def is_overflow_error(error: Any, context_window: Optional[int] = None) -> bool:
             if error.get("stopReason") == "error":
                 return _provider_overflow_check(error.get("errorStatus"), str(error.get("errorMessage") or ""))
             usage = error.get("usage")
+            if error.get("stopReason") == "length":
+                # Pi 1.6 compaction.md: an early final "length" stop with no output at all means
+                # the input left no room to answer: a context overflow
+                output = usage.get("output") if isinstance(usage, dict) else None
+                return output in (0, None) and not _has_output(error.get("content"))
             if context_window and isinstance(usage, dict) and error.get("stopReason") == "stop":
                 used = (usage.get("input") or 0) + (usage.get("cacheRead") or 0)
                 return isinstance(used, (int, float)) and used > context_window
@@ -91,6 +100,25 @@ def is_overflow_error(error: Any, context_window: Optional[int] = None) -> bool:
     if isinstance(error, str):
         return _provider_overflow_check(None, error)
     return False
+
+
+def _has_output(content: Any) -> bool:
+    """Whether an assistant's content holds any text, thinking or tool call."""
+    if isinstance(content, str):
+        return bool(content)
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if isinstance(block, dict):
+            if block.get("type") == "toolCall" or block.get("text") or block.get("thinking"):
+                return True
+    return False
+
+
+class CannotCompactError(SessionError):
+    """The context is over the auto-compaction threshold and nothing can be compacted (no cut
+    point frees tokens, or the leaf is already a compaction): sending the next request would
+    exceed the window. Nothing was appended."""
 
 
 @dataclass(frozen=True)
@@ -120,18 +148,23 @@ class AutoCompactor:
         session: the :class:`sessiontree.Session`.
         summarizer: a :class:`~sessiontree.summarizers.base.Summarizer` (``None``: the offline one).
         settings: :class:`CompactionSettings` (``enabled``, ``reserve_tokens``, ``keep_recent_tokens``).
-        context_window: the conversation model's context window, tokens.
+        context_window: the conversation model's context window, tokens (decides when to compact).
         max_tokens: the summarizing model's output limit (default: the summarizer's / 16384).
+        summary_context_window: the summarizing model's context window, which sizes the summary's
+            output budget (default: the summarizer's ``context_window``, else none). Never the
+            conversation model's window: a conversation that filled a small window would leave
+            the summary a budget of a few tokens (Pi sends ``max_completion_tokens: 1``).
     """
 
     def __init__(self, session: "Session", summarizer: Any = None,
                  settings: Optional[CompactionSettings] = None, context_window: int = 200_000,
-                 *, max_tokens: Optional[int] = None):
+                 *, max_tokens: Optional[int] = None, summary_context_window: Optional[int] = None):
         self.session = session
         self.summarizer = summarizer
         self.settings = settings or DEFAULT_COMPACTION_SETTINGS
         self.context_window = context_window
         self.max_tokens = max_tokens
+        self.summary_context_window = summary_context_window
         self.last_result: Optional[CompactionResult] = None
         self._recovery_compaction_id: Optional[str] = None
 
@@ -139,7 +172,7 @@ class AutoCompactor:
 
     def context_tokens(self) -> Any:
         """Pi's projected estimate of the current context, tokens."""
-        path = [e.raw for e in self.session.get_branch()]
+        path = _context_span(self.session)
         ctx = build_session_context(path)
         return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
 
@@ -147,10 +180,11 @@ class AutoCompactor:
         """Pi ``shouldCompact`` over :meth:`context_tokens`."""
         return should_compact(self.context_tokens(), self.context_window, self.settings)
 
-    async def _compact(self, reason: str, will_retry: bool = False) -> CompactionResult:
+    async def _compact(self, reason: str, will_retry: bool = False,
+                       settings: Optional[CompactionSettings] = None) -> CompactionResult:
         result = await acompact(
-            self.session, self.summarizer, settings=self.settings, reason=reason,
-            context_window=self.context_window, max_tokens=self.max_tokens, will_retry=will_retry,
+            self.session, self.summarizer, settings=settings or self.settings, reason=reason,
+            context_window=self.summary_context_window, max_tokens=self.max_tokens, will_retry=will_retry,
         )
         self.last_result = result
         return result
@@ -160,14 +194,42 @@ class AutoCompactor:
             return False
         try:
             await self._compact("threshold")
-        except (NothingToCompactError, CompactionCancelledError):
+        except CompactionCancelledError:
             return False
+        except AlreadyCompactedError as exc:
+            raise CannotCompactError(
+                f"the context ({self.context_tokens()} tokens) is over the threshold "
+                f"({self.context_window} - {self.settings.reserve_tokens}) right after a compaction; "
+                "nothing more can be summarized") from exc
+        except NothingToCompactError as exc:
+            # Pi's cut rule keeps everything (the keep budget falls inside a run of tool results
+            # after the last cut point): fall back to the latest cut point that frees tokens
+            # (docs/divergences.md), or say so; never let an over-window request go out silently.
+            keep = latest_cut_keep(_context_span(self.session), self.settings)
+            if keep is None:
+                raise CannotCompactError(
+                    f"the context ({self.context_tokens()} tokens) is over the threshold "
+                    f"({self.context_window} - {self.settings.reserve_tokens}) but has no cut point "
+                    "to compact at") from exc
+            try:
+                await self._compact("threshold", settings=replace(self.settings, keep_recent_tokens=keep))
+            except NothingToCompactError as again:
+                raise CannotCompactError("over the threshold, and the fallback cut frees nothing") from again
+            except CompactionCancelledError:
+                return False
         return True
 
     # ==== check points ==================================================
 
     async def abefore_prompt(self) -> bool:
-        """Check before a new user prompt is sent; returns whether it compacted."""
+        """Check before a new user prompt is sent; returns whether it compacted. A new prompt
+        starts a new run: an earlier overflow recovery (whose retry may have got no answer)
+        no longer counts as "right after a recovery".
+
+        Raises:
+            CannotCompactError: over the threshold and nothing can be compacted.
+        """
+        self._recovery_compaction_id = None
         return await self._threshold()
 
     async def aafter_tool_results(self, will_call_model: bool) -> bool:
@@ -206,13 +268,13 @@ class AutoCompactor:
     # ==== overflow recovery =============================================
 
     def _last_assistant(self) -> Optional[tuple]:
-        """``(entry_id, message)`` of the newest assistant message on the branch."""
-        for e in reversed(self.session.get_branch()):
-            if e.type == "message":
-                m = e.get("message")
-                if isinstance(m, dict) and m.get("role") == "assistant":
-                    return e.id, m
-        return None
+        """``(entry_id, message)`` of the newest assistant message on the branch (the index
+        walks back from the leaf only as far as that message)."""
+        found = self.session._last_on_branch("message", "assistant")
+        if found is None:
+            return None
+        m = found.get("message")
+        return (found.id, m) if isinstance(m, dict) else None
 
     def _failed_attempt(self, error: Any) -> Optional[str]:
         """Id of the failed assistant attempt to omit: the entry given, else the newest assistant
@@ -223,7 +285,8 @@ class AutoCompactor:
         if last is None:
             return None
         entry_id, message = last
-        if message.get("stopReason") == "error" or (isinstance(error, dict) and error == message):
+        if message.get("stopReason") == "error" or (isinstance(error, dict) and error == message) \
+                or (message.get("stopReason") == "length" and is_overflow_error(message, self.context_window)):
             return entry_id
         return None
 
@@ -233,16 +296,24 @@ class AutoCompactor:
         cid = self._recovery_compaction_id
         if cid is None:
             return False
-        seen = False
-        for e in self.session.get_branch():
-            if e.id == cid:
-                seen = True
-                continue
-            if seen and e.type == "message":
+        span = self.session._span(context_rule=False)
+        ids = [self.session._entry(i).id for i in span]
+        if cid in ids:
+            entries = [self.session._entry(i) for i in span[ids.index(cid) + 1:]]
+        else:  # not the latest compaction: look over the whole branch
+            branch = self.session.get_branch()
+            at = next((k for k, e in enumerate(branch) if e.id == cid), None)
+            if at is None:
+                return False
+            entries = branch[at + 1:]
+        for e in entries:
+            if e.type == "message":
                 m = e.get("message")
+                if isinstance(m, dict) and m.get("role") == "user":
+                    return False  # a new prompt started a new run
                 if isinstance(m, dict) and m.get("role") == "assistant" and m.get("stopReason") not in ("error", "aborted"):
                     return False
-        return seen
+        return True
 
     def _omit(self, entry_id: str) -> None:
         """Append Pi 1.6's recovery omission: ``context_edit`` with ``replacement: null``."""
@@ -283,10 +354,15 @@ class AutoCompactor:
             return RecoveryResult(retry=False, outcome="nothing_to_compact", omitted_entry_id=failed)
         except CompactionCancelledError:
             return RecoveryResult(retry=False, outcome="cancelled", omitted_entry_id=failed)
-        if not result.estimated_tokens_after < result.tokens_before:
+        before = result.estimated_tokens_before if result.estimated_tokens_before is not None else result.tokens_before
+        if not result.estimated_tokens_after < before:
             raise CompactionNoProgressError(
-                f"compaction made no progress ({result.tokens_before} tokens before, "
-                f"{result.estimated_tokens_after} after); not retrying")
+                f"compaction made no progress (~{before} tokens before, ~{result.estimated_tokens_after} after, "
+                "both chars/4 estimates); not retrying")
+        if result.estimated_tokens_after > self.context_window:
+            raise CompactionNoProgressError(
+                f"after compacting, the context is still ~{result.estimated_tokens_after} tokens, over the "
+                f"{self.context_window}-token window; a retry would overflow again, not retrying")
         self._recovery_compaction_id = result.entry.id
         return RecoveryResult(retry=True, outcome="compacted", omitted_entry_id=failed, compaction=result,
                               context=result.context or self.provider_context())

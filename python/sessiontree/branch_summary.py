@@ -40,6 +40,7 @@ from .compaction import (
     file_ops_from_details,
 )
 from .context import ContextError, entry_to_context_messages
+from .entries import entry_value, entry_values
 from .errors import SessionCycleError
 from .tokens import estimate_tokens
 
@@ -101,9 +102,9 @@ def collect_entries_for_branch_summary(
     if not old_leaf_id:
         return BranchSummaryCollection([], None)
 
-    old_path_ids = {_id(entry) for entry in get_branch(old_leaf_id)}
+    old_path_ids = {_id(entry_value(entry)) for entry in get_branch(old_leaf_id)}
     common_ancestor_id = None
-    for entry in reversed(list(get_branch(target_id))):
+    for entry in reversed(entry_values(get_branch(target_id))):
         if _id(entry) in old_path_ids:
             common_ancestor_id = _id(entry)
             break
@@ -116,7 +117,7 @@ def collect_entries_for_branch_summary(
             cycle = list(seen)[seen[current]:]
             raise SessionCycleError(f"parentId cycle through {current!r} while collecting the branch", cycle)
         seen[current] = len(seen)
-        entry = get_entry(current)
+        entry = entry_value(get_entry(current))
         if entry is None:
             break
         entries.append(entry)
@@ -144,6 +145,7 @@ def branch_entry_message(entry: Entry, edits: Optional[Mapping] = None) -> Any:
     targeted entries (:func:`sessiontree.compaction.apply_context_edit`), as Pi 1.6 does.
     Raises :class:`sessiontree.context.ContextError` for a ``message`` entry whose message is null.
     """
+    entry = entry_value(entry)
     etype = entry.get("type") if isinstance(entry, dict) else None
     if etype == "message":
         message = entry.get("message", JS_UNDEFINED)
@@ -190,7 +192,7 @@ def prepare_branch_entries(entries: Sequence[Entry], token_budget: int = 0) -> B
     file_ops = FileOperations()
     total = 0
 
-    entries = list(entries)
+    entries = entry_values(entries)
     for entry in entries:
         if isinstance(entry, dict) and entry.get("type") == "branch_summary":
             file_ops_from_details(entry, file_ops)

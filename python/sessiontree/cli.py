@@ -934,30 +934,19 @@ def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, alre
 
 
 def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
-    """What a compaction would do, computed as ``acompact`` does but without a summarizer."""
-    from .compaction import compute_file_lists, prepare_compaction, serialize_conversation
-    from .context import build_session_context, convert_to_llm, current_system_message, should_compact
-    from .orchestration import _raw_path
+    """What a compaction would do: :func:`sessiontree.orchestration.plan_compaction` (the plan
+    ``compact`` runs), shown without a summarizer."""
+    from .context import should_compact
+    from .orchestration import AlreadyCompactedError, NothingToCompactError, plan_compaction
 
-    path = _raw_path(s)
-    prep = prepare_compaction(path, settings)
-    if prep is None:
-        already = bool(path) and isinstance(path[-1], dict) and path[-1].get("type") == "compaction"
-        return {"preparation": None, "already": already}
-    # the context after compaction minus the summary: a stand-in compaction entry, never written
-    fake: dict = {"type": "compaction", "id": "\u0000sessiontree-dry-run", "parentId": path[-1].get("id"),
-                  "timestamp": "1970-01-01T00:00:00.000Z", "summary": "",
-                  "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}
-    system = current_system_message(build_session_context(path).messages)
-    if system is not None:
-        fake["systemMessage"] = system
-    kept = [m for m in build_session_context(path + [fake]).messages
-            if not (isinstance(m, dict) and m.get("role") == "compactionSummary")]
-    history = serialize_conversation(convert_to_llm(prep.messages_to_summarize)) if prep.messages_to_summarize else ""
-    split = bool(prep.is_split_turn and prep.turn_prefix_messages)
-    prefix = serialize_conversation(convert_to_llm(prep.turn_prefix_messages)) if split else ""
-    read_files, modified_files = compute_file_lists(prep.file_ops)
-    requests = (1 if prep.messages_to_summarize else 0) + (1 if split else 0)
+    try:
+        plan = plan_compaction(s, settings, getattr(args, "instructions", None))
+    except NothingToCompactError as exc:
+        return {"preparation": None, "already": isinstance(exc, AlreadyCompactedError)}
+    prep = plan.preparation
+    kept = plan.kept_messages
+    history = plan.requests[plan.history_index].conversation if plan.history_index is not None else ""
+    prefix = plan.requests[plan.prefix_index].conversation if plan.prefix_index is not None else ""
     auto = None
     if args.context_window is not None:
         auto = {"context_window": args.context_window, "reserve_tokens": settings.reserve_tokens,
@@ -972,18 +961,30 @@ def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
             "first_kept_entry": _entry_where(s, prep.first_kept_entry_id),
             "is_split_turn": bool(prep.is_split_turn),
             "tokens_before": prep.tokens_before,
+            "tokens_before_source": plan.tokens_before_source,
+            "estimated_tokens_before": plan.estimated_tokens_before,
             "to_summarize": {"messages": len(prep.messages_to_summarize),
                              "tokens": _sum_tokens(prep.messages_to_summarize)},
             "turn_prefix": {"messages": len(prep.turn_prefix_messages), "tokens": _sum_tokens(prep.turn_prefix_messages)},
             "kept": {"messages": len(kept), "tokens": _sum_tokens(kept)},
             "previous_summary": {"present": prep.previous_summary is not None,
                                  "chars": len(prep.previous_summary) if isinstance(prep.previous_summary, str) else None},
-            "files": _files_json(read_files, modified_files),
+            "files": _files_json(plan.read_files, plan.modified_files),
             "serialized_chars": {"history": len(history), "turn_prefix": len(prefix), "total": len(history) + len(prefix)},
-            "summary_requests": requests,
+            "summary_requests": len(plan.requests),
             "auto_compaction": auto,
         },
     }
+
+
+def _tokens_before_text(tokens: Any, source: str, estimated: Any) -> str:
+    """``tokens before`` labelled by where it comes from, with the comparable estimate."""
+    if source == "usage":
+        return (f"{_fmt_tokens(tokens)} (provider usage + estimate; ~{_fmt_tokens(estimated)} by the chars/4 "
+                "estimate)")
+    if source == "hook":
+        return f"{_fmt_tokens(tokens)} (given by a hook; ~{_fmt_tokens(estimated)} by the chars/4 estimate)"
+    return f"~{_fmt_tokens(tokens)} (chars/4 estimate)"
 
 
 def _print_dry_run(doc: dict, summarizer_name: str) -> None:
@@ -996,7 +997,7 @@ def _print_dry_run(doc: dict, summarizer_name: str) -> None:
     out(f"dry run: nothing written to {safe_text(doc['path'])}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
     out(f"split turn:        {'yes' if doc['is_split_turn'] else 'no'}")
-    out(f"tokens before:     {_fmt_tokens(doc['tokens_before'])} (estimated)")
+    out(f"tokens before:     {_tokens_before_text(doc['tokens_before'], doc['tokens_before_source'], doc['estimated_tokens_before'])}")
     out(f"to summarize:      {count(doc['to_summarize'])}")
     out(f"turn prefix:       {count(doc['turn_prefix'])}")
     out(f"kept verbatim:     {count(doc['kept'])}")
@@ -1089,6 +1090,8 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
         "compaction_entry": entry,
         "first_kept_entry": _entry_where(s, result.first_kept_entry_id),
         "tokens_before": result.tokens_before,
+        "tokens_before_source": result.tokens_before_source,
+        "estimated_tokens_before": result.estimated_tokens_before,
         "estimated_tokens_after": result.estimated_tokens_after,
         "summarized_messages": len(prep.messages_to_summarize) if prep is not None else None,
         "turn_prefix_messages": len(prep.turn_prefix_messages) if prep is not None else None,
@@ -1109,8 +1112,10 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
         out(note)
     out(f"compaction entry:  {_where_text(entry)}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
-    out(f"tokens:            {_fmt_tokens(result.tokens_before)} → ~{_fmt_tokens(result.estimated_tokens_after)}"
-        " (estimated)")
+    if result.estimated_tokens_before is not None:
+        out(f"tokens:            ~{_fmt_tokens(result.estimated_tokens_before)} → "
+            f"~{_fmt_tokens(result.estimated_tokens_after)} (chars/4, like with like)")
+    out(f"tokens before:     {_tokens_before_text(result.tokens_before, result.tokens_before_source, result.estimated_tokens_before)}")
     if prep is not None:
         extra = f" + {len(prep.turn_prefix_messages)} of a split turn" if prep.is_split_turn else ""
         out(f"summarized:        {len(prep.messages_to_summarize)} messages{extra}")

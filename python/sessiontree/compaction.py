@@ -39,7 +39,9 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string
-from .context import build_session_context, entry_to_context_messages, estimate_projected_context_tokens
+from .context import (build_session_context, entry_to_context_messages, estimate_projected_context_tokens,
+                      latest_compaction)
+from .entries import entry_value, entry_values
 from .settings import DEFAULT_COMPACTION_SETTINGS
 from .tokens import estimate_tokens
 
@@ -60,6 +62,7 @@ __all__ = [
     "format_file_operations",
     "serialize_conversation",
     "prepare_compaction",
+    "latest_cut_keep",
     "TOOL_RESULT_MAX_CHARS",
 ]
 
@@ -164,6 +167,7 @@ def collect_context_edits(entries: Iterable[Entry]) -> dict:
     """
     edits: dict = {}
     for entry in entries:
+        entry = entry_value(entry)
         if isinstance(entry, dict) and entry.get("type") == "context_edit":
             target = entry.get("targetId")
             if isinstance(target, str):
@@ -226,6 +230,7 @@ def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> lis
     placed by context building, never counted, cut at or summarized again by compaction code.
     Raises :class:`sessiontree.context.ContextError` where Pi throws (a null ``message``).
     """
+    entry = entry_value(entry)
     if _etype(entry) == "compaction":
         return []
     messages = entry_to_context_messages(entry)
@@ -277,6 +282,7 @@ def find_valid_cut_points(
     ``message`` entries, ``custom_message`` and ``branch_summary`` entries. Never a tool result,
     a system message or an entry hidden by a ``context_edit`` in ``edits``. Ascending ints.
     """
+    entries = entry_values(entries)
     messages_of = _projector(entries, edits)
     return [i for i in range(start_index, end_index) if _is_cut_point(entries[i], messages_of(i))]
 
@@ -289,6 +295,7 @@ def find_turn_start_index(
     Walks back from ``entry_index`` to ``start_index`` (both inclusive) for an entry contributing
     a user, bashExecution, custom, branchSummary or compactionSummary message; ``-1`` if none.
     """
+    entries = entry_values(entries)
     return _turn_start(entries, entry_index, start_index, _projector(entries, edits))
 
 
@@ -325,6 +332,7 @@ def find_cut_point(
         >>> find_cut_point(path, 0, len(path), 20)
         CutPointResult(first_kept_entry_index=1, turn_start_index=0, is_split_turn=True)
     """
+    entries = entry_values(entries)
     return _find_cut_point(entries, start_index, end_index, keep_recent_tokens, _projector(entries, edits),
                            token_counter or estimate_tokens)
 
@@ -408,6 +416,7 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
     split back into written/edited).
     Non-string items are added as JavaScript's ``String(item)``. Mutates ``file_ops`` in place.
     """
+    entry = entry_value(entry)
     if not isinstance(entry, dict) or _js_truthy(entry.get("fromHook")):
         return
     details = entry.get("details")
@@ -651,6 +660,56 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
     return start
 
 
+def _cut_range(path: list) -> tuple:
+    """``(path, boundary_start, previous_compaction)``: where Pi 1.6 searches for a cut.
+
+    The summarized span starts at the latest compaction's kept boundary (its
+    ``firstKeptEntryId``, looked for before it; else right after it). Pi cuts over the context
+    projection, where that compaction is not between the kept entries and what follows it, so
+    it is taken out of the returned path (a cut backing up over metadata can cross it: golden
+    edge_v1_legacy, keepRecentTokens 0).
+    """
+    found = latest_compaction(path)
+    if found is None:
+        return path, 0, None
+    prev_index, _, kept_index = found
+    # Divergence (docs/divergences.md): the kept range is looked for only before the
+    # compaction, as context building does; Pi searches the whole path, so a
+    # firstKeptEntryId naming a later entry left the messages between the compaction and
+    # that entry neither summarized nor kept.
+    boundary_start = kept_index if kept_index is not None else prev_index + 1
+    previous = path[prev_index]
+    path = path[:prev_index] + path[prev_index + 1:]
+    if boundary_start > prev_index:
+        boundary_start -= 1
+    return path, boundary_start, previous
+
+
+def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS) -> Optional[int]:
+    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the **latest** valid cut point
+    of the path (after the previous kept boundary), or ``None`` when no cut point after the
+    first one exists (then nothing can be freed).
+
+    Auto-compaction's fallback (docs/divergences.md): when the context is over the threshold
+    but :func:`prepare_compaction` finds nothing to summarize (the keep budget falls inside a
+    long run of tool results after the last cut point, so Pi keeps everything), compacting with
+    this budget keeps only from the latest cut point on; :func:`prepare_compaction` itself stays
+    Pi-exact. Units: ``settings.token_counter``'s, else Pi's chars/4 estimate.
+    """
+    path, start, _ = _cut_range(entry_values(path_entries))
+    edits = collect_context_edits(path)
+    messages_of = _projector(path, edits)
+    points = [i for i in range(start, len(path)) if _is_cut_point(path[i], messages_of(i))]
+    if len(points) < 2:
+        return None
+    count = getattr(settings, "token_counter", None) or estimate_tokens
+    keep = 0
+    for i in range(points[-1], len(path)):
+        for message in messages_of(i):
+            keep += count(message)
+    return keep if keep > 0 else None
+
+
 def _tokens_before(path: list) -> Any:
     """Pi 1.6 ``tokensBefore``: the projected estimate of the rebuilt current context."""
     context = build_session_context(path)
@@ -691,34 +750,13 @@ def prepare_compaction(
         >>> prepare_compaction([]) is None
         True
     """
-    path = list(path_entries)
+    path = entry_values(path_entries)
     if path and _etype(path[-1]) == "compaction":
         return None
 
-    prev_index = -1
-    for i in range(len(path) - 1, -1, -1):
-        if _etype(path[i]) == "compaction":
-            prev_index = i
-            break
-
-    previous_summary = None
-    boundary_start = 0
-    if prev_index >= 0:
-        previous = path[prev_index]
-        previous_summary = previous.get("summary")
-        kept_id = previous.get("firstKeptEntryId", JS_UNDEFINED)
-        kept_index = next((i for i, e in enumerate(path) if _id(e) == kept_id), -1)
-        boundary_start = kept_index if kept_index >= 0 else prev_index + 1
-
     tokens_before = _tokens_before(path)
-    previous_entry = path[prev_index] if prev_index >= 0 else None
-    if prev_index >= 0:
-        # Pi 1.6 cuts over the context projection, where the latest compaction is not between
-        # the kept entries and what follows it: a cut backing up over metadata can cross it
-        # (golden edge_v1_legacy, keepRecentTokens 0).
-        path = path[:prev_index] + path[prev_index + 1:]
-        if boundary_start > prev_index:
-            boundary_start -= 1
+    path, boundary_start, previous_entry = _cut_range(path)
+    previous_summary = previous_entry.get("summary") if previous_entry is not None else None
 
     edits = collect_context_edits(path)
     messages_of = _projector(path, edits)

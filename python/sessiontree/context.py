@@ -32,6 +32,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .entries import entry_value, entry_values
 from .errors import PiError
 from ._jsjson import JS_UNDEFINED, js_date_parse, js_stringify_bytes, js_to_string
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
@@ -46,6 +47,7 @@ __all__ = [
     "SessionContext",
     "ContextTokenEstimate",
     "build_context_entries",
+    "latest_compaction",
     "build_session_context",
     "entry_to_context_messages",
     "convert_to_llm",
@@ -54,6 +56,7 @@ __all__ = [
     "calculate_context_tokens",
     "estimate_context_tokens",
     "estimate_projected_context_tokens",
+    "estimate_messages_tokens",
     "should_compact",
     "fingerprint",
 ]
@@ -196,33 +199,56 @@ class ContextTokenEstimate:
 # ==== Context entries ==============================================================
 
 
+def latest_compaction(path: Sequence[dict]) -> tuple | None:
+    """Where the latest compaction on ``path`` sits and where its kept range starts.
+
+    The one Python home of this rule (the index's twin, used by :class:`sessiontree.Session`
+    to read only the context, is ``Index::latest_compaction_in`` / ``context_span`` in
+    rust/src/walk.rs; a parity test runs both over the corpus).
+
+    Returns ``None`` without a compaction, else ``(index, id_index, first_kept_index)``:
+    ``index`` of the latest compaction entry; ``id_index``, the first position holding its id
+    (Pi's ``findIndex`` by id; the same as ``index`` unless ids repeat); ``first_kept_index``,
+    the first entry before ``id_index`` whose id is ``firstKeptEntryId`` (JavaScript ``===``), or
+    ``None`` when no earlier entry has it (then nothing before the compaction is kept: Pi 1.6
+    ``buildContextEntries``; compaction preparation follows the same rule, see
+    docs/divergences.md). Raises :class:`ContextError` where Pi throws (an entry that is null).
+    """
+    path = entry_values(path)
+    compaction = None
+    for i in range(len(path) - 1, -1, -1):
+        if _entry_type(path[i]) == "compaction":
+            compaction = i
+            break
+    if compaction is None:
+        return None
+    entry = path[compaction]
+    cid = _f(entry, "id")
+    idx = next((i for i, e in enumerate(path) if _strict_eq(_f(e, "id"), cid)), compaction)
+    first_kept = _f(entry, "firstKeptEntryId")
+    kept = next((i for i in range(idx) if _strict_eq(_f(path[i], "id"), first_kept)), None)
+    return compaction, idx, kept
+
+
 def build_context_entries(path: Sequence[dict]) -> list:
     """Pi's ``buildContextEntries``: the entries of ``path`` that feed the model context.
 
-    ``path`` is root-first (``getBranch()``). Without a compaction on it, the whole path.
-    Otherwise ``[latest compaction] + [path entries from its firstKeptEntryId up to the
-    compaction, system-role messages skipped] + [entries after the compaction]``. When
+    ``path`` is root-first (``getBranch()``), entry dicts or :class:`sessiontree.entries.Entry`
+    objects. Without a compaction on it, the whole path. Otherwise ``[latest compaction] +
+    [path entries from its firstKeptEntryId up to the compaction, system-role messages
+    skipped] + [entries after the compaction]`` (:func:`latest_compaction`). When
     ``firstKeptEntryId`` matches no earlier entry, only the compaction and later entries.
-    Returns a new list of the same entry objects. Raises :class:`ContextError` where Pi
-    throws (a kept message entry without a ``message``). Mirrors Pi 1.6 session-manager.ts.
+    Returns a new list of the entry values. Raises :class:`ContextError` where Pi throws (a
+    kept message entry without a ``message``). Mirrors Pi 1.6 session-manager.ts.
     """
-    compaction = None
-    for entry in path:
-        if _entry_type(entry) == "compaction":
-            compaction = entry
-    if compaction is None:
-        return list(path)
-    cid = _f(compaction, "id")
-    idx = next((i for i, e in enumerate(path) if _strict_eq(_f(e, "id"), cid)), -1)
-    if idx < 0:
-        return list(path)
-    first_kept = _f(compaction, "firstKeptEntryId")
-    out = [compaction]
-    found = False
-    for entry in path[:idx]:
-        if not found and _strict_eq(_f(entry, "id"), first_kept):
-            found = True
-        if found:
+    path = entry_values(path)
+    found = latest_compaction(path)
+    if found is None:
+        return path
+    index, idx, kept = found
+    out = [path[index]]
+    if kept is not None:
+        for entry in path[kept:idx]:
             if _entry_type(entry) == "message":
                 if _f(_f(entry, "message"), "role") == "system":
                     continue
@@ -248,6 +274,7 @@ def entry_to_context_messages(entry: dict) -> list:
     ``timestamp`` of built messages is ``Date.parse(entry.timestamp)`` in ms (None if
     invalid). Raises :class:`ContextError` where Pi throws (message null/missing).
     """
+    entry = entry_value(entry)
     etype = _entry_type(entry)
     if etype == "message":
         message = _f(entry, "message")
@@ -355,7 +382,9 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
     An empty path gives an empty context.
 
     Raises :class:`ContextError` where Pi throws (a message entry without a message).
+    ``path`` may hold :class:`sessiontree.entries.Entry` objects or dicts (same answer).
     """
+    path = entry_values(path)
     thinking_level, model = _settings(path)
     entries = build_context_entries(path)
     edits: dict = {}
@@ -590,10 +619,12 @@ def estimate_projected_context_tokens(
     estimated and all system messages count once, replayed into one
     (:func:`current_system_message`), with ``usage_tokens = 0``.
     Raises :class:`~sessiontree.tokens.EstimateError` where Pi's estimate throws.
+    ``sources``/``path`` may hold :class:`sessiontree.entries.Entry` objects or dicts.
     """
     estimate = estimate_context_tokens(messages)
     if estimate.last_usage_index is not None:
-        usage_id = _f(sources[estimate.last_usage_index], "id")
+        usage_id = _f(entry_value(sources[estimate.last_usage_index]), "id")
+        path = entry_values(path)
         usage_pos = -1
         if _truthy(usage_id):
             usage_pos = next((i for i, e in enumerate(path) if _strict_eq(_f(e, "id"), usage_id)), -1)
@@ -604,12 +635,21 @@ def estimate_projected_context_tokens(
                 break
         if usage_pos > latest_invalidating:
             return estimate
+    tokens = estimate_messages_tokens(messages)
+    return ContextTokenEstimate(tokens, 0, tokens, None)
+
+
+def estimate_messages_tokens(messages: Sequence[dict]) -> int | float:
+    """Pi's chars/4 estimate of context ``messages`` with no provider usage: every non-system
+    message (:func:`~sessiontree.tokens.estimate_tokens`) plus the system messages replayed into
+    one (:func:`current_system_message`). The "tokens after" of a compaction are this; compare
+    "tokens before" with it, not with a figure that includes provider usage."""
     system = current_system_message(messages)
     tokens = estimate_tokens(system) if system is not None else 0
     for m in messages:
         if _f(m, "role") != "system":
             tokens += estimate_tokens(m)
-    return ContextTokenEstimate(tokens, 0, tokens, None)
+    return tokens
 
 
 def should_compact(

@@ -229,3 +229,23 @@ class TreeNode:
 
     def __repr__(self) -> str:
         return f"TreeNode(id={self.entry.id!r}, children={len(self.children)}, label={self.label!r})"
+
+
+def entry_value(entry: Any) -> Any:
+    """The parsed value behind one entry, for the pure functions: an :class:`Entry` gives its
+    :attr:`Entry.raw` (parsed now if it was not yet), a plain ``dict`` (or any non-mapping value)
+    is returned as is, any other mapping is copied into a ``dict``. The pure functions
+    (:mod:`sessiontree.context`, :mod:`sessiontree.compaction`, :mod:`sessiontree.branch_summary`,
+    ...) call this on what they are given, so ``Session``'s entries and dicts give the same answer."""
+    if type(entry) is dict:  # the common case first (isinstance on an ABC is slow)
+        return entry
+    if isinstance(entry, Entry):
+        return entry.raw
+    if isinstance(entry, dict) or not isinstance(entry, Mapping):
+        return entry
+    return dict(entry)
+
+
+def entry_values(entries: Any) -> list:
+    """:func:`entry_value` of each of ``entries`` (any iterable), as a new list."""
+    return [entry_value(e) for e in entries]

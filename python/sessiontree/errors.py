@@ -102,3 +102,14 @@ class MessageShapeError(SessionError, ValueError):
     """``append_message(..., strict=True)`` got a message that is not one of Pi's
     ``AgentMessage`` shapes (see :mod:`sessiontree.message_shape`); the message says which
     field. Nothing was appended."""
+
+
+class LeafMovedError(SessionError):
+    """The leaf moved between preparing a compaction and appending it (a hook, another task or
+    thread navigated or appended): the summary describes another branch, so nothing was
+    appended. ``expected`` and ``actual`` are the leaf ids (None: before the first entry)."""
+
+    def __init__(self, message: str, expected: str | None = None, actual: str | None = None):
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual

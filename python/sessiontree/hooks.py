@@ -61,7 +61,8 @@ class BeforeCompactEvent:
     * ``preparation``: the :class:`sessiontree.compaction.CompactionPreparation` Pi's default would
       summarize (``first_kept_entry_id``, ``messages_to_summarize``, ``turn_prefix_messages``,
       ``tokens_before``, ``previous_summary``, ``file_ops``, ``settings``);
-    * ``branch_entries``: the whole active path, root first, as entry dicts;
+    * ``branch_entries``: the whole active path, root first, as entry dicts (a lazy sequence:
+      read only if a hook looks at it, since it costs the whole branch);
     * ``custom_instructions``: the caller's focus text or ``None``;
     * ``reason``: ``"manual"``, ``"threshold"`` or ``"overflow"``;
     * ``will_retry``: True when an overflowed model call is retried after this compaction.

@@ -7,7 +7,7 @@ built from the pure pieces (:func:`sessiontree.compaction.prepare_compaction`,
 
 Compaction (:func:`acompact`), in Pi's order:
 
-1. ``prepare_compaction`` over the active path; ``None`` raises :class:`NothingToCompactError`
+1. :func:`plan_compaction`: ``prepare_compaction`` over the context span; ``None`` raises :class:`NothingToCompactError`
    with Pi's text (``"Nothing to compact (session too small)"``, or ``"Already compacted"`` when
    the leaf is a compaction).
 2. ``before_compact`` hooks (:mod:`sessiontree.hooks`): cancel raises
@@ -25,15 +25,27 @@ Compaction (:func:`acompact`), in Pi's order:
    holds system messages their replay is stored as ``systemMessage`` (Pi 1.6's checkpoint), so
    prompt state survives the compaction.
 
-Output budget of each summary request (Pi 1.6, measured on the goldens): the model's ``maxTokens``,
-reduced to ``context_window - 4096 - input`` where ``input`` sums ``ceil(UTF-16 length / 3.5)``
-over the request's system and user texts, never below 1 (:func:`summary_output_budget`, built on
-:mod:`sessiontree.summarizers.prompts`).
+Output budget of each summary request (Pi 1.6, measured on the goldens): the summarizing model's
+``maxTokens``, reduced to ``context_window - 4096 - input`` where ``input`` sums ``ceil(UTF-16
+length / 3.5)`` over the request's system and user texts (:func:`summary_output_budget`, built on
+:mod:`sessiontree.summarizers.prompts`). Where Pi then sends as little as 1 token, a budget below
+:data:`~sessiontree.summarizers.base.MIN_SUMMARY_OUTPUT_TOKENS` raises :class:`SummaryBudgetError`
+and nothing is sent; answers cut off at the budget, empty or far oversized are refused
+(:func:`check_summary`); a compaction is appended only at the leaf it was planned at
+(:class:`~sessiontree.errors.LeafMovedError`), one compaction of a session at a time.
+(docs/divergences.md 23-25.)
+
+Cost: planning reads the context span only (:meth:`sessiontree.Session.get_context_entries`:
+the latest compaction's kept range to the leaf), so it costs the same after 10 MB or 1 GB of
+history (benches/main_job.py).
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -43,9 +55,10 @@ from .context import (
     build_session_context,
     convert_to_llm,
     current_system_message,
+    estimate_messages_tokens,
     estimate_projected_context_tokens,
 )
-from .errors import EntryNotFoundError, SessionError
+from .errors import EntryNotFoundError, LeafMovedError, SessionError
 from .hooks import (
     BeforeCompactEvent,
     BeforeTreeEvent,
@@ -59,7 +72,21 @@ from .hooks import (
 from .provider_context import ProviderContext, repair_for_provider
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 from .summarizers import prompts
-from .summarizers.base import SummarizerError, SummaryRequest, SummaryResult, SummaryUsage, run_sync
+from .summarizers.base import (
+    MIN_SUMMARY_OUTPUT_TOKENS,
+    OVERSIZED_SUMMARY_FACTOR,
+    EmptySummaryError,
+    OversizedSummaryError,
+    SummarizerError,
+    SummaryBudgetError,
+    SummaryRequest,
+    SummaryResult,
+    SummaryUsage,
+    TruncatedSummaryError,
+    UnsafeSummaryError,
+    run_sync,
+)
+from .summarizers.prompts import estimate_text_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from .entries import Entry
@@ -67,6 +94,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CompactionResult",
+    "CompactionPlan",
+    "plan_compaction",
+    "check_summary",
+    "LeafMovedError",
+    "SummaryBudgetError",
+    "UnsafeSummaryError",
+    "TruncatedSummaryError",
+    "EmptySummaryError",
+    "OversizedSummaryError",
     "NavigationResult",
     "NothingToCompactError",
     "AlreadyCompactedError",
@@ -135,6 +171,10 @@ class CompactionResult:
     * ``entry``: the appended ``compaction`` :class:`sessiontree.entries.Entry`;
     * ``summary``, ``first_kept_entry_id``, ``tokens_before``, ``details``: as stored;
     * ``estimated_tokens_after``: Pi's projected estimate of the rebuilt context (tokens);
+    * ``tokens_before_source``: where ``tokens_before`` comes from: ``"usage"`` (the provider's
+      count of the last answer plus estimates after it), ``"estimate"`` (chars/4) or ``"hook"``;
+      ``estimated_tokens_before``: the chars/4 estimate of the context before, the figure
+      comparable with ``estimated_tokens_after`` (like with like);
     * ``usage``: :class:`SummaryUsage` of the summary calls (summed), or ``None`` (a hook gave none);
     * ``reason``: ``"manual"``, ``"threshold"`` or ``"overflow"``; ``from_hook``: a hook supplied it;
     * ``context``: the provider-safe context after compaction (:class:`ProviderContext`).
@@ -150,6 +190,8 @@ class CompactionResult:
     reason: str
     from_hook: bool = False
     context: Optional[ProviderContext] = None
+    tokens_before_source: str = "estimate"
+    estimated_tokens_before: Any = None
 
     def to_pi(self) -> dict:
         """Pi's RPC ``compact`` response ``data``: ``{summary, firstKeptEntryId, tokensBefore,
@@ -252,20 +294,28 @@ def _limits(summarizer: Any, context_window: Optional[int], max_tokens: Optional
     return context_window, max_tokens
 
 
-async def _summarize(summarizer: Any, request: SummaryRequest, context_window: Optional[int], max_tokens: int) -> SummaryResult:
+async def _summarize(summarizer: Any, request: SummaryRequest, context_window: Optional[int], max_tokens: int,
+                     accept_suspect: bool = False) -> SummaryResult:
+    budget = summary_output_budget(request, context_window, max_tokens)
+    if budget < MIN_SUMMARY_OUTPUT_TOKENS:
+        raise SummaryBudgetError(
+            f"the summarizing model leaves {budget} output tokens for this summary (window {context_window}, "
+            f"output limit {max_tokens}); at least {MIN_SUMMARY_OUTPUT_TOKENS} are needed: use a model with a "
+            "larger window or summarize less (nothing sent)", budget, MIN_SUMMARY_OUTPUT_TOKENS)
     request = SummaryRequest(
         kind=request.kind,
         conversation=request.conversation,
         previous_summary=request.previous_summary,
         custom_instructions=request.custom_instructions,
         replace_instructions=request.replace_instructions,
-        max_tokens=summary_output_budget(request, context_window, max_tokens),
+        max_tokens=budget,
         request_id=request.request_id or uuid.uuid4().hex,
         metadata=dict(request.metadata),
     )
     result = await summarizer.summarize(request)
     if not isinstance(result, SummaryResult) or not isinstance(result.text, str):
         raise SummarizerError(f"summarizer {getattr(summarizer, 'name', summarizer)!r} returned {result!r}")
+    check_summary(result, budget, accept_suspect=accept_suspect)
     return result
 
 
@@ -292,8 +342,11 @@ async def _gather_or_cancel(coros: list) -> list:
         raise
 
 
-def _raw_path(session: "Session") -> list:
-    return [e.raw for e in session.get_branch()]
+def _context_span(session: "Session") -> list:
+    """The active branch as compaction reads it: :meth:`Session.get_context_entries` parsed (the
+    leaf as :meth:`Session.get_branch` resolves it). Pure functions give the same answers on it
+    as on the whole branch; its cost follows the context."""
+    return session._load_raws(session._span(with_settings=True, context_rule=False))
 
 
 def _projected_tokens(path: list) -> Any:
@@ -301,14 +354,17 @@ def _projected_tokens(path: list) -> Any:
     return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
 
 
-def _validate_first_kept(path: list, first_kept_id: Any) -> None:
+def _validate_first_kept(session: "Session", path: list, first_kept_id: Any) -> None:
     """A kept region must start on the active path and never at a tool result."""
     if not isinstance(first_kept_id, str) or not first_kept_id:
         raise HookResultError(f"first_kept_entry_id must be an entry id string, not {first_kept_id!r}")
     entry = next((e for e in reversed(path) if isinstance(e, dict) and e.get("id") == first_kept_id), None)
     if entry is None:
+        # before the context span: look on the whole branch (rare; costs the branch)
+        entry = next((e.raw for e in reversed(session.get_branch()) if e.id == first_kept_id), None)
+    if entry is None:
         raise HookResultError(f"first_kept_entry_id {first_kept_id!r} is not on the active path")
-    message = entry.get("message") if entry.get("type") == "message" else None
+    message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
     if isinstance(message, dict) and message.get("role") == "toolResult":
         raise HookResultError(
             f"first_kept_entry_id {first_kept_id!r} is a tool result: a kept region must start with the "
@@ -319,6 +375,188 @@ def _validate_first_kept(path: list, first_kept_id: Any) -> None:
 def compaction_summary_text(history: str, turn_prefix: Optional[str]) -> str:
     """Join a history summary and a split turn's prefix summary the way Pi does."""
     return history if turn_prefix is None else f"{history}{TURN_CONTEXT_SEPARATOR}{turn_prefix}"
+
+
+class _LazyBranch(Sequence):
+    """The active branch as entry dicts, read only if a hook looks at it (it costs the branch)."""
+
+    def __init__(self, session: "Session", leaf_id: Optional[str]):
+        self._session = session
+        self._leaf_id = leaf_id
+        self._items: Optional[list] = None
+
+    def _load(self) -> list:
+        if self._items is None:
+            leaf = self._leaf_id
+            self._items = [] if leaf is None else [e.raw for e in self._session.get_branch(leaf)]
+        return self._items
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._load()[i]
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, Sequence)):
+            return self._load() == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"_LazyBranch(leaf={self._leaf_id!r})"
+
+
+# ==== The plan ==================================================================
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What a compaction of the active branch would do, before any summary is written: the one
+    plan :func:`acompact` runs and ``sessiontree compact --dry-run`` shows.
+
+    * ``preparation``: Pi's :class:`~sessiontree.compaction.CompactionPreparation`;
+    * ``path``: the context span it was prepared from (entry dicts, root first; see
+      :meth:`sessiontree.Session.get_context_entries`); ``leaf_id``: the leaf it was prepared at
+      (the compaction is appended there or not at all);
+    * ``requests``: the :class:`SummaryRequest` s to send (``history_index`` /
+      ``prefix_index`` locate the ``"compaction"`` and ``"turn_prefix"`` ones, or None);
+      ``max_tokens`` is set when sent (:func:`summary_output_budget`);
+    * ``read_files`` / ``modified_files``: Pi's file lists for the summary;
+    * ``system_message``: the replayed system message stored as the checkpoint, or None;
+    * ``tokens_before``: Pi's ``tokensBefore`` (provider usage of the last answer plus estimates
+      after it when that usage is valid, ``tokens_before_source == "usage"``; else the chars/4
+      estimate, ``"estimate"``); ``estimated_tokens_before``: the chars/4 estimate of the same
+      context (:func:`sessiontree.context.estimate_messages_tokens`), the figure to compare with
+      a compaction's ``estimated_tokens_after``;
+    * :attr:`kept_messages`: the context messages kept verbatim (computed on first use).
+    """
+
+    preparation: Any
+    path: list
+    leaf_id: Optional[str]
+    requests: tuple
+    history_index: Optional[int]
+    prefix_index: Optional[int]
+    read_files: list
+    modified_files: list
+    system_message: Optional[dict]
+    tokens_before: Any
+    tokens_before_source: str
+    estimated_tokens_before: Any
+
+    @property
+    def kept_messages(self) -> list:
+        """Context messages after the compaction, without its summary (a stand-in compaction
+        entry is placed on the path; nothing is written)."""
+        prep = self.preparation
+        parent = self.path[-1].get("id") if self.path and isinstance(self.path[-1], dict) else None
+        fake: dict = {"type": "compaction", "id": "\u0000sessiontree-plan", "parentId": parent,
+                      "timestamp": "1970-01-01T00:00:00.000Z", "summary": "",
+                      "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}
+        if self.system_message is not None:
+            fake["systemMessage"] = self.system_message
+        return [m for m in build_session_context(self.path + [fake]).messages
+                if not (isinstance(m, dict) and m.get("role") == "compactionSummary")]
+
+
+def plan_compaction(
+    session: "Session",
+    settings: Optional[CompactionSettings] = None,
+    custom_instructions: Optional[str] = None,
+) -> CompactionPlan:
+    """Plan a compaction of ``session``'s active branch (Pi 1.6 ``prepareCompaction`` plus the
+    summary requests, file lists and figures); nothing is sent or written. Reads the context
+    span only (:meth:`sessiontree.Session.get_context_entries`).
+
+    Raises:
+        NothingToCompactError: nothing to summarize (``AlreadyCompactedError`` when the leaf is
+            a compaction), with Pi's text.
+    """
+    settings = settings or DEFAULT_COMPACTION_SETTINGS
+    leaf_id = session.leaf_id
+    path = _context_span(session)
+    preparation = prepare_compaction(path, settings)
+    if preparation is None:
+        if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
+            raise AlreadyCompactedError("Already compacted")
+        raise NothingToCompactError("Nothing to compact (session too small)")
+    requests: list = []
+    history_index = prefix_index = None
+    if preparation.messages_to_summarize:
+        history_index = len(requests)
+        requests.append(SummaryRequest(
+            kind="compaction",
+            conversation=serialize_conversation(convert_to_llm(preparation.messages_to_summarize)),
+            previous_summary=preparation.previous_summary,
+            custom_instructions=custom_instructions,
+        ))
+    if preparation.is_split_turn and preparation.turn_prefix_messages:
+        prefix_index = len(requests)
+        requests.append(SummaryRequest(
+            kind="turn_prefix",
+            conversation=serialize_conversation(convert_to_llm(preparation.turn_prefix_messages)),
+            custom_instructions=custom_instructions,
+        ))
+    read_files, modified_files = compute_file_lists(preparation.file_ops)
+    ctx = build_session_context(path)
+    projected = estimate_projected_context_tokens(ctx.messages, ctx.sources, path)
+    return CompactionPlan(
+        preparation=preparation,
+        path=path,
+        leaf_id=leaf_id,
+        requests=tuple(requests),
+        history_index=history_index,
+        prefix_index=prefix_index,
+        read_files=read_files,
+        modified_files=modified_files,
+        system_message=current_system_message(ctx.messages),
+        tokens_before=preparation.tokens_before,
+        tokens_before_source="usage" if projected.last_usage_index is not None else "estimate",
+        estimated_tokens_before=estimate_messages_tokens(ctx.messages),
+    )
+
+
+def check_summary(result: SummaryResult, budget: int, *, accept_suspect: bool = False) -> None:
+    """Refuse a summary that must not replace history (nothing is appended):
+
+    * :class:`EmptySummaryError`: no text (never accepted);
+    * :class:`TruncatedSummaryError`: the model stopped at its budget (``stop_reason == "length"``);
+    * :class:`OversizedSummaryError`: the text's token estimate (``ceil(UTF-16 length / 3.5)``,
+      :func:`sessiontree.summarizers.prompts.estimate_text_tokens`) exceeds
+      :data:`OVERSIZED_SUMMARY_FACTOR` times ``budget`` (tokens).
+
+    ``accept_suspect=True`` lets truncated and oversized summaries through (the caller's choice).
+    """
+    if not isinstance(result.text, str) or not result.text.strip():
+        raise EmptySummaryError("the summarizer returned an empty summary; nothing appended", result)
+    if accept_suspect:
+        return
+    if result.stop_reason == "length":
+        raise TruncatedSummaryError(
+            f"the summary was cut off at the output budget ({budget} tokens); nothing appended "
+            "(pass accept_suspect_summary=True to keep it anyway)", result)
+    tokens = estimate_text_tokens(result.text)
+    if tokens > OVERSIZED_SUMMARY_FACTOR * max(budget, 1):
+        raise OversizedSummaryError(
+            f"the summary is ~{tokens} tokens for a budget of {budget}; nothing appended "
+            "(pass accept_suspect_summary=True to keep it anyway)", result)
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take ``lock`` without blocking the event loop (two tasks or threads compacting one session)."""
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(0.002)
+
+
+#: Sessions whose compaction the current task is running (a re-entrant call would wait forever).
+_COMPACTING: contextvars.ContextVar = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
+
+
+def _compaction_lock(session: "Session") -> threading.Lock:
+    lock = session.__dict__.get("_compaction_lock")
+    if lock is None:
+        lock = session.__dict__.setdefault("_compaction_lock", threading.Lock())
+    return lock
 
 
 # ==== Compaction ================================================================
@@ -334,19 +572,25 @@ async def acompact(
     context_window: Optional[int] = None,
     max_tokens: Optional[int] = None,
     will_retry: bool = False,
+    accept_suspect_summary: bool = False,
 ) -> CompactionResult:
     """Compact the active branch of ``session`` (Pi 1.6 ``AgentSession.compact``); see the module
-    docstring for the steps.
+    docstring for the steps. The plan is :func:`plan_compaction`'s; only the context span is read.
 
     Args:
         summarizer: a :class:`sessiontree.summarizers.base.Summarizer`; default the offline one.
         settings: :class:`CompactionSettings` (``keep_recent_tokens`` decides the cut); Pi's defaults.
         custom_instructions: extra focus, sent with every summary request of this compaction.
         reason: ``"manual"``, ``"threshold"`` or ``"overflow"`` (recorded, shown to hooks).
-        context_window, max_tokens: the summarizing model's window and output limit (tokens), for
-            the output budget; default the summarizer's ``context_window`` / ``max_output_tokens``
-            attributes, else no window and 16384.
+        context_window, max_tokens: the **summarizing** model's window and output limit (tokens),
+            for the output budget; default the summarizer's ``context_window`` /
+            ``max_output_tokens`` attributes, else no window and 16384.
         will_retry: tell hooks that an overflowed call is retried afterwards.
+        accept_suspect_summary: keep a summary that was cut off at the budget or is far larger
+            than asked (refused by default, see :func:`check_summary`).
+
+    Concurrency: compactions of one session run one at a time; a second one waits, then plans
+    again, so it raises :class:`AlreadyCompactedError` when the first one just compacted.
 
     Returns:
         :class:`CompactionResult`.
@@ -355,17 +599,34 @@ async def acompact(
         NothingToCompactError: nothing to summarize (``AlreadyCompactedError`` when the leaf is a compaction).
         CompactionCancelledError: a hook cancelled.
         HookResultError: a hook's compaction is invalid (nothing appended).
+        SummaryBudgetError: the summarizing model leaves too small an output budget (nothing sent).
+        UnsafeSummaryError: the summary is empty, cut off or oversized (nothing appended).
         SummarizerError: a summary call failed (nothing appended).
+        LeafMovedError: the leaf moved while the summary was written (nothing appended).
     """
-    settings = settings or DEFAULT_COMPACTION_SETTINGS
-    path = _raw_path(session)
-    preparation = prepare_compaction(path, settings)
-    if preparation is None:
-        if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
-            raise AlreadyCompactedError("Already compacted")
-        raise NothingToCompactError("Nothing to compact (session too small)")
+    inside = _COMPACTING.get()
+    if id(session) in inside:
+        raise SessionError("compact() called from inside a compaction of the same session (a hook?): "
+                           "it would wait for itself")
+    lock = _compaction_lock(session)
+    await _acquire(lock)
+    token = _COMPACTING.set(inside | {id(session)})
+    try:
+        return await _acompact_locked(session, summarizer, settings, custom_instructions, reason,
+                                      context_window, max_tokens, will_retry, accept_suspect_summary)
+    finally:
+        _COMPACTING.reset(token)
+        lock.release()
 
-    event = BeforeCompactEvent(preparation, path, custom_instructions, reason, will_retry)
+
+async def _acompact_locked(session, summarizer, settings, custom_instructions, reason, context_window,
+                           max_tokens, will_retry, accept_suspect_summary) -> CompactionResult:
+    plan = plan_compaction(session, settings, custom_instructions)
+    preparation = plan.preparation
+    path = plan.path
+
+    event = BeforeCompactEvent(preparation, _LazyBranch(session, plan.leaf_id), custom_instructions, reason,
+                               will_retry)
     hooked = normalize_compact_result(await run_hooks(session.hooks.before_compact, event))
     if hooked is not None and hooked.cancel:
         raise CompactionCancelledError("Compaction cancelled")
@@ -374,7 +635,7 @@ async def acompact(
     if hooked is not None and hooked.compaction is not None:
         given = hooked.compaction
         first_kept = given.first_kept_entry_id if given.first_kept_entry_id is not None else preparation.first_kept_entry_id
-        _validate_first_kept(path, first_kept)
+        _validate_first_kept(session, path, first_kept)
         summary = given.summary
         tokens_before = given.tokens_before if given.tokens_before is not None else preparation.tokens_before
         details = given.details
@@ -387,44 +648,27 @@ async def acompact(
         window, limit = _limits(summarizer, context_window, max_tokens)
         first_kept = preparation.first_kept_entry_id
         tokens_before = preparation.tokens_before
-        calls = []
-        history_index = None
-        if preparation.messages_to_summarize:
-            history_index = len(calls)
-            calls.append(SummaryRequest(
-                kind="compaction",
-                conversation=serialize_conversation(convert_to_llm(preparation.messages_to_summarize)),
-                previous_summary=preparation.previous_summary,
-                custom_instructions=custom_instructions,
-            ))
-        prefix_index = None
-        if preparation.is_split_turn and preparation.turn_prefix_messages:
-            prefix_index = len(calls)
-            calls.append(SummaryRequest(
-                kind="turn_prefix",
-                conversation=serialize_conversation(convert_to_llm(preparation.turn_prefix_messages)),
-                custom_instructions=custom_instructions,
-            ))
-        results = await _gather_or_cancel([_summarize(summarizer, r, window, limit) for r in calls])
-        if history_index is not None:
-            history = results[history_index].text
+        results = await _gather_or_cancel(
+            [_summarize(summarizer, r, window, limit, accept_suspect_summary) for r in plan.requests])
+        if plan.history_index is not None:
+            history = results[plan.history_index].text
         else:
             history = preparation.previous_summary or NO_PRIOR_HISTORY
-        prefix = results[prefix_index].text if prefix_index is not None else None
-        read_files, modified_files = compute_file_lists(preparation.file_ops)
-        summary = compaction_summary_text(history, prefix) + format_file_operations(read_files, modified_files)
-        details = {"readFiles": read_files, "modifiedFiles": modified_files}
+        prefix = results[plan.prefix_index].text if plan.prefix_index is not None else None
+        summary = compaction_summary_text(history, prefix) + format_file_operations(plan.read_files,
+                                                                                    plan.modified_files)
+        details = {"readFiles": plan.read_files, "modifiedFiles": plan.modified_files}
         usage = None
         for r in results:
             usage = r.usage if usage is None else usage + r.usage
         usage_stored = _usage_dict(usage)
         from_hook = False
 
-    system_message = current_system_message(build_session_context(path).messages)
     entry_id = session.append_compaction(
-        summary, first_kept, tokens_before, details, from_hook, usage=usage_stored, system_message=system_message
+        summary, first_kept, tokens_before, details, from_hook, usage=usage_stored,
+        system_message=plan.system_message, expected_leaf_id=plan.leaf_id,
     )
-    new_path = _raw_path(session)
+    new_path = _context_span(session)
     new_context = build_session_context(new_path)
     after = estimate_projected_context_tokens(new_context.messages, new_context.sources, new_path).tokens
     return CompactionResult(
@@ -438,6 +682,9 @@ async def acompact(
         reason=reason,
         from_hook=from_hook,
         context=repair_for_provider(new_context.messages, new_context.sources),
+        tokens_before_source="hook" if from_hook and tokens_before is not preparation.tokens_before
+        else plan.tokens_before_source,
+        estimated_tokens_before=plan.estimated_tokens_before,
     )
 
 
@@ -455,6 +702,28 @@ def _user_text(message: Any) -> str:
             b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
     return ""
+
+
+def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: str) -> Any:
+    """:func:`collect_entries_for_branch_summary` for a session, reading only the abandoned
+    entries: the index finds the common ancestor walking both branches up only as far as it is
+    and hands out the entries below it (a parity test checks it against the pure rule over the
+    corpus). Files with duplicate ids or legacy headers use the pure rule over whole branches."""
+    fast = session._abandoned_since(old_leaf, target_id)
+    if fast is None:
+
+        def get_entry(entry_id: str) -> Any:
+            e = session.get_entry(entry_id)
+            return None if e is None else e.raw
+
+        def get_branch(entry_id: str) -> list:
+            return [e.raw for e in session.get_branch(entry_id)]
+
+        return collect_entries_for_branch_summary(get_entry, get_branch, old_leaf, target_id)
+    below, ancestor_id = fast
+    from .branch_summary import BranchSummaryCollection
+
+    return BranchSummaryCollection(session._load_raws(below), ancestor_id)
 
 
 async def anavigate_tree(
@@ -503,14 +772,7 @@ async def anavigate_tree(
     if target is None:
         raise EntryNotFoundError(f"Entry {target_id} not found")
 
-    def get_entry(entry_id: str) -> Any:
-        e = session.get_entry(entry_id)
-        return None if e is None else e.raw
-
-    def get_branch(entry_id: str) -> list:
-        return [e.raw for e in session.get_branch(entry_id)]
-
-    collected = collect_entries_for_branch_summary(get_entry, get_branch, old_leaf, target_id)
+    collected = _collect_abandoned(session, old_leaf, target_id)
     preparation = TreePreparation(
         target_id=target_id,
         old_leaf_id=old_leaf,

@@ -37,6 +37,7 @@ from .context import SessionContext, build_session_context
 from .entries import Entry, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
+    LeafMovedError,
     SessionCycleError,
     SessionError,
     SessionFileChangedError,
@@ -45,13 +46,14 @@ from .errors import (
     SessionReadOnlyError,
 )
 from . import orchestration
-from .compaction import collect_context_edits
+from .compaction import collect_context_edits, entry_context_messages
 from .compaction import find_cut_point as py_find_cut_point
 from .hooks import SessionHooks
 from .listing import most_recent_session
 from .orchestration import CompactionResult, NavigationResult
 from .provider_context import ProviderContext, repair_for_provider
-from .usage import UsageTotals, usage_totals_of_entries
+from .tokens import estimate_tokens
+from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
@@ -70,6 +72,16 @@ from .paths import (
 # seeded from the OS (Pi uses randomUUID().slice(0, 8)).
 
 _FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
+
+
+class _AnyLeaf:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<any leaf>"
+
+
+_ANY_LEAF: Any = _AnyLeaf()
 
 
 def dumps_entry(value: Any) -> bytes:
@@ -557,6 +569,13 @@ class Session:
             return None
         return 1 if self._core.legacy_v1 else 2
 
+    @property
+    def indexed_bytes(self) -> int:
+        """Bytes of the session file this session has indexed: the file's length at the last
+        scan, :meth:`refresh` or append (for :meth:`from_bytes`, the data's length; 0 for a new
+        in-memory session). Cost: none (the index knows it)."""
+        return self._core.end
+
     def __len__(self) -> int:
         return len(self._core)
 
@@ -584,6 +603,12 @@ class Session:
             raw = migrate_entry(raw, legacy_v1=v1, entry_id=self._core.id(i),
                                 parent_id=self._core.parent_id(i), first_kept_id=first_kept)
         return raw
+
+    def _load_raws(self, idx: list[int]) -> list:
+        """Parsed values of entries ``idx`` (one batch read of their lines)."""
+        if self._core.needs_migration:
+            return [self._load_raw(i) for i in idx]
+        return [parse_json_line(line) for line in self._core.lines(idx)]
 
     def _entry(self, i: int) -> Entry:
         return Entry(self, i)
@@ -683,16 +708,62 @@ class Session:
             start = self._index_of(from_id)
         return [Entry(self, i) for i in self._walk(start)]
 
-    def _context_path(self) -> list[int]:
+    def _context_leaf(self) -> int | None:
         # Pi buildSessionContext: null leaf → nothing; unknown leaf id → the last entry.
         if self._core.leaf_is_null():
-            return []
+            return None
+        leaf = self._core.leaf()
+        if leaf is None and len(self._core):
+            leaf = len(self._core) - 1
+        return leaf
+
+    def _context_path(self) -> list[int]:
+        leaf = self._context_leaf()
+        return [] if leaf is None else self._walk(leaf)
+
+    def _span(self, *, with_settings: bool = False, context_rule: bool = True) -> list[int]:
+        """Entry indices of the context span (``Index.context_span``, rust/src/walk.rs): what
+        context building and compaction read of the active branch. ``context_rule``: the leaf
+        as :meth:`build_context` resolves it (else as :meth:`get_branch` does)."""
+        leaf = self._context_leaf() if context_rule else self._core.leaf()
+        return [] if leaf is None else self._core.context_span(leaf, with_settings)
+
+    def _last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
+        """The newest entry of type ``etype`` (and message role ``role``) on the active branch:
+        the index walks back from the leaf only as far as it is."""
         leaf = self._core.leaf()
         if leaf is None:
-            if len(self._core) == 0:
-                return []
-            leaf = len(self._core) - 1
-        return self._walk(leaf)
+            return None
+        i = self._core.find_back(leaf, etype, role)
+        return None if i is None else Entry(self, i)
+
+    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple | None:
+        """``(entry indices from just below the common ancestor to old_leaf, ancestor id)``, the
+        index walking both branches up only as far as their common ancestor; None when the pure
+        rule must decide (no old leaf, an unknown id, duplicate ids, a legacy file)."""
+        core = self._core
+        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
+        b = self._lookup(target_id) if isinstance(target_id, str) else None
+        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+            return None
+        ancestor = core.common_ancestor_near(a, b)
+        below = core.branch_since(a, ancestor) or []
+        return below, None if ancestor is None else core.id(ancestor)
+
+    def get_context_entries(self) -> list[Entry]:
+        """The entries of the active branch that context building and compaction read, root
+        first: the whole branch when it holds no compaction; otherwise the latest compaction's
+        kept range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier
+        entries whose values still count (the latest thinking-level and model entries before
+        it, and any ``context_edit``). Every pure function (:func:`~sessiontree.context.build_session_context`,
+        :func:`~sessiontree.compaction.prepare_compaction`, ...) gives the same answer on this
+        list as on :meth:`get_branch`, at a cost that follows the context, not the branch:
+        the index walks back from the leaf and no line is parsed until read.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return [Entry(self, i) for i in self._span(with_settings=True)]
 
     def entry_at(self, index: int) -> Entry:
         """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
@@ -760,6 +831,68 @@ class Session:
         except SessionCycleError:
             return []
 
+    def tree_leaves(self) -> list[int]:
+        """Positions (:attr:`Entry.index`) of the tree's leaf nodes, in file order: nodes of Pi's
+        ``getTree`` (one per distinct id: the entry that wins the id) without children,
+        including nodes no root reaches (below a ``parentId`` cycle). Cost: the index and the
+        children table, no entry parsed.
+
+        Raises:
+            SessionError: the tree walk would repeat whole subtrees past a size limit.
+        """
+        n = len(self._core)
+        if n == 0:
+            return []
+        _roots, start, _kids = self._core.tree_table()
+        unique = self._core.entry_count() == n  # no repeated id: every entry is its own node
+        return [p for p in range(n)
+                if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
+
+    def context_table(self) -> EntryTable:
+        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an
+        :meth:`entry_table`, root first: empty when the leaf is null; when the leaf id names no
+        entry, the path to the last entry in the file (where :meth:`branch_table` is empty).
+        Cost: the index only.
+
+        Raises:
+            SessionCycleError: the parent chain loops.
+        """
+        return self.entry_table(self._context_path())
+
+    def entry_metrics(self, indices: Sequence[int] | None = None) -> EntryMetrics:
+        """Size, time and token columns of many entries (an :class:`EntryMetrics` over the entry
+        positions ``indices``; default: every entry in file order): ``bytes`` is the length of
+        the entry's JSON text in the file (UTF-8 bytes, newline excluded), ``timestamp_ms`` is
+        ``new Date(entry.timestamp).getTime()`` (ms since the epoch; None where Pi gets NaN),
+        ``tokens`` is Pi's chars/4 estimate of the context messages the entry contributes to
+        compaction (``estimateTokens`` over ``sessionEntryToContextMessages``; 0 for entries
+        without one, such as compactions and labels; None where Pi throws on the content).
+
+        Cost: the index for most entries; only entries the core cannot estimate from their line
+        (content edits, odd shapes) are parsed and estimated by :mod:`sessiontree.compaction`.
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        n = len(self._core)
+        idx = list(range(n)) if indices is None else list(indices)
+        size: list[int] = []
+        when: list[float | None] = []
+        for i in idx:
+            if not 0 <= i < n:
+                raise IndexError(f"entry index {i} out of range")
+            size.append(self._core.location(i)[2])
+            t = self._core.timestamp_ms(i)
+            when.append(t if t == t else None)
+        tokens: list[int | None] = list(self._core.estimate_tokens(idx))
+        for k, t in enumerate(tokens):
+            if t is None:  # the exact (Python) rules decide
+                try:
+                    tokens[k] = sum(estimate_tokens(m) for m in entry_context_messages(self._load_raw(idx[k])))
+                except (SessionError, ValueError):
+                    tokens[k] = None
+        return EntryMetrics(idx, size, when, tokens)
+
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
         ``parentId`` is null, their own id, or unknown (orphans); children sorted by
@@ -812,40 +945,10 @@ class Session:
             SessionCycleError: the parent chain from the leaf loops.
         """
         try:
-            return build_session_context(self._context_inputs())
+            return build_session_context(self._load_raws(self._span(with_settings=True)))
         except PiError as exc:
             self._name_entry(exc)
             raise
-
-    def _context_inputs(self) -> list:
-        """The path entries :func:`build_session_context` needs, parsed: with a compaction on
-        the path only the latest thinking-level and model entries before its kept range, the
-        compaction, the kept range and what follows (identical output; cost follows the
-        context, not the whole branch)."""
-        path = self._context_path()
-        if not path:
-            return []
-        types = self._core.types(path)
-        last_c = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), None)
-        if last_c is None:
-            return [self._load_raw(i) for i in path]
-        comp = self._load_raw(path[last_c])
-        fk = comp.get("firstKeptEntryId") if isinstance(comp, dict) else None
-        if not isinstance(fk, str):
-            return [self._load_raw(i) for i in path]
-        ids = self._core.ids(path[:last_c])
-        start = next((k for k, x in enumerate(ids) if x == fk), last_c)
-        head = set()
-        for k in range(start - 1, -1, -1):
-            if types[k] == "thinking_level_change":
-                head.add(k)
-                break
-        for k in range(start - 1, -1, -1):
-            if types[k] == "model_change" or (types[k] == "message" and self._core.role(path[k]) == "assistant"):
-                head.add(k)
-                break
-        keep = sorted(head) + list(range(start, len(path)))
-        return [self._load_raw(path[k]) for k in keep]
 
     def _name_entry(self, exc: PiError) -> PiError:
         """``exc`` naming the entry whose content raised it (id and line): the first entry on
@@ -1036,18 +1139,27 @@ class Session:
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
                           details: Any = None, from_hook: bool | None = None, *,
-                          usage: dict | None = None, system_message: dict | None = None) -> str:
+                          usage: dict | None = None, system_message: dict | None = None,
+                          expected_leaf_id: Any = _ANY_LEAF) -> str:
         """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
         tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
+
+        ``expected_leaf_id``: append only if the leaf is still this id (None: no entry yet),
+        checked atomically with the write, so a summary of one branch never lands on another.
 
         Raises:
             EntryNotFoundError: ``first_kept_entry_id`` names no entry (a retain-none
                 compaction names its own id: pass None to get that).
+            LeafMovedError: the leaf is not ``expected_leaf_id`` (nothing appended).
         """
         if first_kept_entry_id is not None and self._lookup(first_kept_entry_id) is None:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
 
         def build() -> dict:
+            if expected_leaf_id is not _ANY_LEAF and self._core.leaf_id() != expected_leaf_id:
+                raise LeafMovedError(
+                    f"the leaf moved from {expected_leaf_id!r} to {self._core.leaf_id()!r} while the compaction "
+                    "was prepared; nothing appended", expected_leaf_id, self._core.leaf_id())
             e = self._base("compaction")
             e["summary"] = summary
             e["firstKeptEntryId"] = e["id"] if first_kept_entry_id is None else first_kept_entry_id
@@ -1240,24 +1352,21 @@ class Session:
         Raises:
             SessionCycleError: the branch loops.
         """
-        path = self._context_path()
+        path = self._span()
         if not path:
             return CutPoint(None, None, False)
-        types = self._core.types(path)
-        prev = next((k for k in range(len(types) - 1, -1, -1) if types[k] == "compaction"), -1)
         start = 0
-        if prev >= 0:
-            raw = self._load_raw(path[prev])
-            fk = raw.get("firstKeptEntryId") if isinstance(raw, dict) else None
-            ids = self._core.ids(path[:prev])
-            start = next((k for k, x in enumerate(ids) if isinstance(fk, str) and x == fk), prev + 1)
+        found = self._core.latest_compaction_in(path)
+        if found is not None:
+            prev, kept = found
+            start = kept if kept is not None else prev + 1
             path = path[:prev] + path[prev + 1:]
             if start > prev:
                 start -= 1
         got = None if token_counter is not None else \
             self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         if got is None:
-            entries = [self._load_raw(i) for i in path]
+            entries = self._load_raws(path)
             try:
                 r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens,
                                       collect_context_edits(entries), token_counter)
@@ -1285,11 +1394,15 @@ class Session:
                        custom_instructions: str | None = None, reason: str = "manual",
                        **kwargs: Any) -> CompactionResult:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
-        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``). Returns a
-        :class:`~sessiontree.orchestration.CompactionResult`.
+        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``,
+        ``accept_suspect_summary``). Reads only the context span (:meth:`get_context_entries`).
+        Returns a :class:`~sessiontree.orchestration.CompactionResult`.
 
         Raises:
             NothingToCompactError: ``"Nothing to compact (session too small)"``.
+            SummaryBudgetError, UnsafeSummaryError: the summary could not be asked for or was
+                refused (nothing appended).
+            LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
         try:
             return await orchestration.acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
@@ -1334,7 +1447,26 @@ class Session:
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
         types = ("message", "compaction", "branch_summary", "usage")
-        return usage_totals_of_entries(e.raw for e in self.iter_entries() if e.type in types)
+        n = len(self._core)
+        # an unterminated last line may still change: it is never folded into the running total
+        stable = n - 1 if n and self._core.ends_without_newline() else n
+        acc = self.__dict__.get("_usage_acc")
+        if acc is None or acc[0] is not self._core or acc[1].count > stable:
+            acc = self._usage_acc = (self._core, UsageAccumulator())
+        run = acc[1]
+        if run.count < stable:
+            new = range(run.count, stable)
+            tys = self._core.types(list(new))
+            run.add(self._load_raws([i for i, t in zip(new, tys) if t in types]))
+            run.count = stable
+        if stable == n:
+            return run.totals()
+        last = UsageAccumulator()
+        for name in ("input", "output", "cache_read", "cache_write", "cost"):
+            setattr(last, name, getattr(run, name))
+        if self._core.type_name(n - 1) in types:
+            last.add([self._load_raw(n - 1)])
+        return last.totals()
 
     def build_provider_context(self) -> ProviderContext:
         """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool
@@ -1505,6 +1637,18 @@ class EntryTable(NamedTuple):
     role: list[str | None]
     line: list[int]
     offset: list[int]
+
+
+class EntryMetrics(NamedTuple):
+    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`), all
+    the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
+    since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
+    throws)."""
+
+    index: list[int]
+    bytes: list[int]
+    timestamp_ms: list[float | None]
+    tokens: list[int | None]
 
 
 class TreeTable(NamedTuple):

@@ -21,7 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["UsageTotals", "usage_totals_of_entries"]
+from .entries import entry_value
+
+__all__ = ["UsageTotals", "UsageAccumulator", "usage_totals_of_entries"]
 
 _USAGE_ENTRY_TYPES = ("compaction", "branch_summary", "usage")
 
@@ -95,25 +97,50 @@ def _carries_usage(entry: Any) -> Any:
     return None
 
 
+class UsageAccumulator:
+    """A running :class:`UsageTotals`: :meth:`add` entries (file order) as they come, read
+    :meth:`totals` any time; the same sums, in the same order, as
+    :func:`usage_totals_of_entries` over all of them. :meth:`sessiontree.Session.usage_totals`
+    keeps one, so each call costs the entries appended since the last one."""
+
+    __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count")
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_write = 0
+        self.cost: float = 0
+        #: how many entries were added (a cursor for the caller)
+        self.count = 0
+
+    def add(self, entries: Iterable[Any]) -> None:
+        """Add the usage ``entries`` carry (entry dicts or :class:`~sessiontree.entries.Entry`)."""
+        i, o, cr, cw, cost = self.input, self.output, self.cache_read, self.cache_write, self.cost
+        for entry in entries:
+            usage = _carries_usage(entry_value(entry))
+            if usage is None:
+                continue
+            i += _js_num(usage.get("input", _MISSING))
+            o += _js_num(usage.get("output", _MISSING))
+            cr += _js_num(usage.get("cacheRead", _MISSING))
+            cw += _js_num(usage.get("cacheWrite", _MISSING))
+            c = usage.get("cost")
+            if isinstance(c, dict):
+                cost += _js_num(c.get("total", _MISSING))
+        self.input, self.output, self.cache_read, self.cache_write, self.cost = i, o, cr, cw, cost
+
+    def totals(self) -> UsageTotals:
+        i, o, cr, cw = self.input, self.output, self.cache_read, self.cache_write
+        return UsageTotals(i, o, cr, cw, i + o + cr + cw, self.cost)
+
+
 def usage_totals_of_entries(entries: Iterable[Any]) -> UsageTotals:
-    """Sum the usage of ``entries`` (entry dicts, file order) by the rules of this module.
+    """Sum the usage of ``entries`` (entry dicts or :class:`~sessiontree.entries.Entry`, file
+    order) by the rules of this module.
 
         >>> u = {"input": 10, "output": 2, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}
         >>> usage_totals_of_entries([{"type": "usage", "usage": u},
         ...     {"type": "message", "message": {"role": "assistant", "usage": u}}]).to_pi()
         {'tokens': {'input': 20, 'output': 4, 'cacheRead': 0, 'cacheWrite': 0, 'total': 24}, 'cost': 1.0}
     """
-    i = o = cr = cw = 0
-    cost: float = 0
-    for entry in entries:
-        usage = _carries_usage(entry)
-        if usage is None:
-            continue
-        i += _js_num(usage.get("input", _MISSING))
-        o += _js_num(usage.get("output", _MISSING))
-        cr += _js_num(usage.get("cacheRead", _MISSING))
-        cw += _js_num(usage.get("cacheWrite", _MISSING))
-        c = usage.get("cost")
-        if isinstance(c, dict):
-            cost += _js_num(c.get("total", _MISSING))
-    return UsageTotals(i, o, cr, cw, i + o + cr + cw, cost)
+    acc = UsageAccumulator()
+    acc.add(entries)
+    return acc.totals()

@@ -44,6 +44,8 @@ pub const TYPE_NAMES: [&str; 13] = [
 pub const T_NONE: u16 = 0;
 pub const T_SESSION: u16 = 1;
 pub const T_MESSAGE: u16 = 2;
+pub const T_MODEL_CHANGE: u16 = 3;
+pub const T_THINKING_LEVEL_CHANGE: u16 = 4;
 pub const T_COMPACTION: u16 = 5;
 pub const T_BRANCH_SUMMARY: u16 = 6;
 pub const T_CUSTOM_MESSAGE: u16 = 8;
@@ -63,6 +65,7 @@ pub const ROLE_NAMES: [&str; 10] = [
     "system",
     "hookMessage",
 ];
+pub const R_ASSISTANT: u16 = 2;
 pub const R_CUSTOM: u16 = 5;
 pub const R_HOOK: u16 = 9;
 
@@ -476,6 +479,8 @@ pub struct Index {
     pub scanned_to: u64,
     provisional: Option<Provisional>,
     dup_ids: u32,
+    /// file index of the first `context_edit` entry (NONE: the file has none)
+    pub first_context_edit: u32,
     legacy_v1: bool,
     legacy_v2: bool,
     last_v1_id: u32,
@@ -691,6 +696,7 @@ impl Index {
             leaf: Leaf::Null,
             last_v1_id: NONE,
             prev_winner_scratch: NONE,
+            first_context_edit: NONE,
             ..Default::default()
         };
         // fixed keys: undefined, null
@@ -946,6 +952,20 @@ impl Index {
         }
     }
 
+    /// The code of an entry type name already met (None: no entry has this type).
+    pub fn type_code_of(&self, name: &str) -> Option<u16> {
+        self.type_codes.get(name).copied()
+    }
+    /// The code of a message role name already met.
+    pub fn role_code_of(&self, name: &str) -> Option<u16> {
+        self.role_codes.get(name).copied()
+    }
+
+    /// Whether two entries share an id (then "the entry with id X on a path" needs the whole path).
+    pub fn has_duplicate_ids(&self) -> bool {
+        self.dup_ids > 0
+    }
+
     pub fn is_legacy_v1(&self) -> bool {
         self.legacy_v1
     }
@@ -961,6 +981,9 @@ impl Index {
         let p = self.provisional.take()?;
         self.problems.truncate(p.problems_len);
         self.recs.truncate(p.entries_len);
+        if self.first_context_edit != NONE && self.first_context_edit as usize >= p.entries_len {
+            self.first_context_edit = NONE;
+        }
         self.values = p.values;
         if let Some((kid, prev)) = p.by_id_prev {
             if prev != NONE && self.by_id[kid as usize] != NONE && prev != self.by_id[kid as usize] {
@@ -1157,6 +1180,9 @@ impl Index {
             flags,
         };
         self.recs.push(rec);
+        if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {
+            self.first_context_edit = idx;
+        }
         let prev = self.by_id[id as usize];
         self.prev_winner_scratch = prev;
         if prev != NONE {

@@ -461,6 +461,54 @@ impl Index {
         };
         r.map_err(|c| cycle_err(slf.py(), c))
     }
+    /// Pi's context span of the branch ending at `leaf` (see `Index::context_span`): entry
+    /// indices root first. Raises SessionCycleError.
+    #[pyo3(signature = (leaf, with_settings = false))]
+    fn context_span(&self, py: Python<'_>, leaf: usize, with_settings: bool) -> PyResult<Vec<u32>> {
+        self.check(leaf)?;
+        // the GIL is kept: the walk is short, and a borrow held without it would make another
+        // thread's append fail with "Already borrowed"
+        self.st.index.context_span(leaf as u32, with_settings).map_err(|c| cycle_err(py, self.cycle_info(c)))
+    }
+    /// `(compaction, first_kept)` positions in `path` of the latest compaction and its first
+    /// kept entry (None when not on the path), or None without a compaction.
+    fn latest_compaction_in(&self, path: Vec<u32>) -> PyResult<Option<(usize, Option<usize>)>> {
+        for &i in &path {
+            self.check(i as usize)?;
+        }
+        Ok(self.st.index.latest_compaction_in(&path))
+    }
+    /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).
+    #[pyo3(signature = (i, etype, role = None))]
+    fn find_back(&self, py: Python<'_>, i: usize, etype: &str, role: Option<&str>) -> PyResult<Option<u32>> {
+        self.check(i)?;
+        let ix = &self.st.index;
+        let Some(t) = ix.type_code_of(etype) else { return Ok(None) };
+        let r = match role {
+            None => None,
+            Some(r) => match ix.role_code_of(r) {
+                Some(c) => Some(c),
+                None => return Ok(None),
+            },
+        };
+        ix.find_back(i as u32, t, r).map_err(|c| cycle_err(py, self.cycle_info(c)))
+    }
+    /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
+    /// None when `to` is not an ancestor of `i`.
+    #[pyo3(signature = (i, to = None))]
+    fn branch_since(&self, py: Python<'_>, i: usize, to: Option<usize>) -> PyResult<Option<Vec<u32>>> {
+        self.check(i)?;
+        if let Some(t) = to {
+            self.check(t)?;
+        }
+        self.st.index.branch_since(i as u32, to.map_or(NONE, |t| t as u32)).map_err(|c| cycle_err(py, self.cycle_info(c)))
+    }
+    /// Deepest common ancestor of `a` and `b`, walking only as far as it is.
+    fn common_ancestor_near(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
+        self.check(a)?;
+        self.check(b)?;
+        self.st.index.common_ancestor_near(a as u32, b as u32).map_err(|c| cycle_err(py, self.cycle_info(c)))
+    }
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
         self.check(i)?;

@@ -938,7 +938,7 @@ mod from_bytes_tests {
         data.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
         data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
         data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"b\",broken\n\n");
-        // large enough to be mapped rather than read
+        // a large entry (80 KiB) between the damaged lines
         let filler = format!("{{\"type\":\"custom\",\"id\":\"c\",\"parentId\":\"a\",\"timestamp\":\"2026-01-01T00:00:02.000Z\",\"data\":\"{}\"}}\n", "x".repeat(80 << 10));
         data.extend_from_slice(filler.as_bytes());
         data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"torn\"");

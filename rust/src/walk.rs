@@ -2,7 +2,10 @@
 //! order, roots, pre-order and unreachable entries. Nothing recurses; every walk is bounded,
 //! and a `parentId` cycle is reported instead of looping (Pi loops until the heap is gone).
 
-use crate::index::{Index, Leaf, KID_NULL, NONE};
+use crate::index::{
+    Index, Leaf, KID_NULL, NONE, R_ASSISTANT, T_COMPACTION, T_CONTEXT_EDIT, T_MESSAGE, T_MODEL_CHANGE,
+    T_THINKING_LEVEL_CHANGE,
+};
 
 /// A `parentId` cycle met while walking: the entry indices on the cycle, in walk order.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +73,190 @@ impl Index {
         }
         path.reverse();
         Ok(path)
+    }
+
+    /// The latest compaction on the branch ending at `leaf` and the first entry it keeps
+    /// (`firstKeptEntryId`), as positions in `path` (root-first entry indices): the one place
+    /// this rule lives for the index (Python's twin is `sessiontree.context.latest_compaction`).
+    /// `(compaction, first_kept)`; `first_kept` is None when the id is on no earlier entry.
+    pub fn latest_compaction_in(&self, path: &[u32]) -> Option<(usize, Option<usize>)> {
+        let c = path.iter().rposition(|&i| self.recs[i as usize].etype == T_COMPACTION)?;
+        let fk = self.recs[path[c] as usize].target;
+        if self.key_string(fk).is_none() {
+            return Some((c, None));
+        }
+        Some((c, path[..c].iter().position(|&i| self.recs[i as usize].id == fk)))
+    }
+
+    /// What Pi's context building and compaction read of the branch ending at `leaf`, root
+    /// first: the whole branch when it has no compaction; otherwise the entries from the latest
+    /// compaction's first kept entry to the leaf, preceded (when needed) by the few earlier
+    /// entries whose values still count: with `with_settings`, the latest
+    /// `thinking_level_change` and the latest `model_change` / assistant message (the session
+    /// context's thinking level and model), and every `context_edit` (compaction applies them
+    /// path-wide). Pure functions give the same answers on this list as on the whole branch.
+    ///
+    /// Cost: the walk from the leaf back to the first kept entry (the context), not the branch.
+    /// The whole branch is walked only when the rule needs it: a file with duplicate ids or a
+    /// legacy (v1/v2) header, a `firstKeptEntryId` that is not a string or names no entry on
+    /// the branch, a needed setting that is not in the context, or a file with `context_edit`s.
+    pub fn context_span(&self, leaf: u32, with_settings: bool) -> Result<Vec<u32>, Cycle> {
+        if self.has_duplicate_ids() || self.needs_migration() {
+            return self.branch(leaf);
+        }
+        let limit = self.recs.len();
+        let rec = |i: u32| &self.recs[i as usize];
+        // leaf back to the latest compaction
+        let mut rev: Vec<u32> = Vec::new();
+        let mut c = leaf;
+        let mut compaction = NONE;
+        while c != NONE {
+            rev.push(c);
+            if rev.len() > limit {
+                return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
+            }
+            if rec(c).etype == T_COMPACTION {
+                compaction = c;
+                break;
+            }
+            c = self.walk_parent(c);
+        }
+        if compaction == NONE {
+            rev.reverse();
+            return Ok(rev);
+        }
+        let fk = rec(compaction).target;
+        if self.key_string(fk).is_none() {
+            return self.branch(leaf);
+        }
+        // on to the first kept entry (ids are unique: the first match is the only one). When no
+        // entry has that id, or the compaction names itself (keep nothing), nothing before the
+        // compaction is kept and no walk is needed.
+        let owner = self.winner(fk);
+        let head_from = if owner == NONE || owner == compaction {
+            self.walk_parent(compaction)
+        } else {
+            c = self.walk_parent(compaction);
+            loop {
+                if c == NONE {
+                    return self.branch(leaf); // not on the branch: rare, read it all
+                }
+                rev.push(c);
+                if rev.len() > limit {
+                    return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
+                }
+                if rec(c).id == fk {
+                    break self.walk_parent(c);
+                }
+                c = self.walk_parent(c);
+            }
+        };
+        let is_model = |i: u32| {
+            let r = rec(i);
+            r.etype == T_MODEL_CHANGE || (r.etype == T_MESSAGE && r.role == R_ASSISTANT)
+        };
+        let mut need_thinking = with_settings && !rev.iter().any(|&i| rec(i).etype == T_THINKING_LEVEL_CHANGE);
+        let mut need_model = with_settings && !rev.iter().any(|&i| is_model(i));
+        let need_edits = self.first_context_edit != NONE;
+        let mut head: Vec<u32> = Vec::new();
+        let mut steps = rev.len();
+        c = head_from;
+        while c != NONE && (need_thinking || need_model || need_edits) {
+            steps += 1;
+            if steps > limit {
+                return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
+            }
+            let r = rec(c);
+            if need_thinking && r.etype == T_THINKING_LEVEL_CHANGE {
+                need_thinking = false;
+                head.push(c);
+            } else if need_model && is_model(c) {
+                need_model = false;
+                head.push(c);
+            } else if need_edits && r.etype == T_CONTEXT_EDIT {
+                head.push(c);
+            }
+            c = self.walk_parent(c);
+        }
+        head.reverse();
+        rev.reverse();
+        head.extend(rev);
+        Ok(head)
+    }
+
+    /// The newest entry at or above `from` on its branch whose type is `etype` (and whose
+    /// role is `role`, when given), walking back only as far as needed.
+    pub fn find_back(&self, from: u32, etype: u16, role: Option<u16>) -> Result<Option<u32>, Cycle> {
+        let limit = self.recs.len();
+        let mut c = from;
+        let mut n = 0usize;
+        while c != NONE {
+            let r = &self.recs[c as usize];
+            if r.etype == etype && role.is_none_or(|x| r.role == x) {
+                return Ok(Some(c));
+            }
+            n += 1;
+            if n > limit {
+                return Err(self.find_cycle(from).unwrap_or(Cycle(vec![])));
+            }
+            c = self.walk_parent(c);
+        }
+        Ok(None)
+    }
+
+    /// The branch from `to` (exclusive: an ancestor of `from`, or NONE for the root) down to
+    /// `from`, root first, walking only that far; None when `to` is not an ancestor of `from`.
+    pub fn branch_since(&self, from: u32, to: u32) -> Result<Option<Vec<u32>>, Cycle> {
+        let limit = self.recs.len();
+        let mut out = Vec::new();
+        let mut c = from;
+        while c != to {
+            if c == NONE {
+                return Ok(None);
+            }
+            out.push(c);
+            if out.len() > limit {
+                return Err(self.find_cycle(from).unwrap_or(Cycle(vec![])));
+            }
+            c = self.walk_parent(c);
+        }
+        out.reverse();
+        Ok(Some(out))
+    }
+
+    /// Deepest common ancestor of two entries, walking both branches up in turns: the cost is
+    /// the distance from the farther entry to the ancestor, not the depth of the tree.
+    pub fn common_ancestor_near(&self, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
+        use std::collections::HashSet;
+        let limit = self.recs.len();
+        let (mut seen_a, mut seen_b) = (HashSet::new(), HashSet::new());
+        let (mut x, mut y) = (a, b);
+        let mut n = 0usize;
+        while x != NONE || y != NONE {
+            if x != NONE {
+                if seen_b.contains(&x) {
+                    return Ok(Some(x));
+                }
+                seen_a.insert(x);
+            }
+            if y != NONE {
+                if seen_a.contains(&y) {
+                    return Ok(Some(y));
+                }
+                seen_b.insert(y);
+            }
+            n += 1;
+            if n > limit {
+                return Err(self.find_cycle(if x != NONE { a } else { b }).unwrap_or(Cycle(vec![])));
+            }
+            if x != NONE {
+                x = self.walk_parent(x);
+            }
+            if y != NONE {
+                y = self.walk_parent(y);
+            }
+        }
+        Ok(None)
     }
 
     /// Entries no root reaches, given the tree's pre-order (`Tree::preorder`): the first
@@ -279,5 +466,96 @@ pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
             p -= 1;
         }
         v[left] = pivot;
+    }
+}
+
+#[cfg(test)]
+mod span_tests {
+    use crate::index::Index;
+    use crate::store::Store;
+    use crate::walk::Cycle;
+
+    /// The plain rule (both branches walked whole), the oracle for `common_ancestor_near`.
+    fn common_ancestor(ix: &Index, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
+        let (pa, pb) = (ix.branch(a)?, ix.branch(b)?);
+        Ok(pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).last().map(|(x, _)| *x))
+    }
+
+    fn store(lines: &[String]) -> Store {
+        let mut st = Store::in_memory();
+        let mut data = String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#);
+        data.push('\n');
+        for l in lines {
+            data.push_str(l);
+            data.push('\n');
+        }
+        st.append_bytes(0, data.as_bytes()).unwrap();
+        st
+    }
+
+    fn msg(id: &str, parent: &str, role: &str) -> String {
+        format!(r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"{role}","content":"x"}}}}"#)
+    }
+
+    fn chain(n: usize) -> Vec<String> {
+        let mut v = vec![r#"{"type":"thinking_level_change","id":"t","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","thinkingLevel":"high"}"#.to_string()];
+        let mut parent = "t".to_string();
+        for i in 0..n {
+            let id = format!("m{i}");
+            v.push(msg(&id, &parent, if i % 2 == 0 { "user" } else { "assistant" }));
+            parent = id;
+        }
+        v
+    }
+
+    fn compaction(id: &str, parent: &str, fk: &str) -> String {
+        format!(r#"{{"type":"compaction","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","summary":"s","firstKeptEntryId":"{fk}","tokensBefore":1}}"#)
+    }
+
+    #[test]
+    fn the_span_starts_at_the_first_kept_entry_with_the_settings_before_it() {
+        let mut lines = chain(20);
+        lines.push(compaction("c", "m19", "m14"));
+        lines.push(msg("after", "c", "user"));
+        let st = store(&lines);
+        let ix = &st.index;
+        let leaf = (lines.len() - 1) as u32;
+        let ids = |v: &[u32]| v.iter().map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(ids(&ix.context_span(leaf, false).unwrap()), ["m14", "m15", "m16", "m17", "m18", "m19", "c", "after"]);
+        // the thinking level is far back; the model comes from m19 (an assistant) inside the span
+        assert_eq!(ids(&ix.context_span(leaf, true).unwrap())[0], "t");
+        let full = ix.branch(leaf).unwrap();
+        assert_eq!(ix.latest_compaction_in(&full), Some((21, Some(15))));
+    }
+
+    #[test]
+    fn a_compaction_that_keeps_nothing_needs_no_walk_and_duplicates_read_the_branch() {
+        let mut lines = chain(10);
+        lines.push(compaction("c", "m9", "c"));
+        lines.push(msg("after", "c", "user"));
+        let st = store(&lines);
+        let leaf = (lines.len() - 1) as u32;
+        assert_eq!(st.index.context_span(leaf, false).unwrap().len(), 2);
+        lines.push(msg("after", "c", "assistant")); // a duplicate id: the whole branch
+        let st = store(&lines);
+        let leaf = (lines.len() - 1) as u32;
+        assert_eq!(st.index.context_span(leaf, false).unwrap(), st.index.branch(leaf).unwrap());
+    }
+
+    #[test]
+    fn the_near_common_ancestor_is_the_common_ancestor() {
+        let mut lines = chain(12);
+        lines.push(msg("x1", "m4", "user"));
+        lines.push(msg("x2", "x1", "assistant"));
+        let st = store(&lines);
+        let ix = &st.index;
+        let n = lines.len() as u32;
+        for a in 0..n {
+            for b in 0..n {
+                assert_eq!(ix.common_ancestor_near(a, b).unwrap(), common_ancestor(ix, a, b).unwrap(), "{a} {b}");
+            }
+        }
+        assert_eq!(ix.branch_since(n - 1, 5).unwrap().unwrap().len(), 2);
+        assert_eq!(ix.branch_since(n - 1, 8), Ok(None));
     }
 }

@@ -127,8 +127,8 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
     try:
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
         # cheap answers first, without the lock
-        leaf = s._core.leaf()
-        if leaf is not None and s._core.type_name(leaf) == "compaction":
+        leaf = s.leaf_entry
+        if leaf is not None and leaf.type == "compaction":
             return done("already_compacted")
         sopts = Options(opts.context_window, opts.settings)
         tokens, should, err = context_estimate(s, sopts)
@@ -138,9 +138,9 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         if not should:
             return done("under_threshold")
         # the writer lock from here to the append: index what others appended, decide again
-        s._lock()
-        leaf = s._core.leaf()
-        if leaf is not None and s._core.type_name(leaf) == "compaction":
+        s.lock()
+        leaf = s.leaf_entry
+        if leaf is not None and leaf.type == "compaction":
             return done("already_compacted")
         tokens, should, err = context_estimate(s, sopts)
         row["context_tokens"] = _num(tokens)

@@ -12,13 +12,13 @@ from typing import Any, Iterable
 
 from .._jsjson import js_date_parse
 from ..context import estimate_projected_context_tokens, should_compact
-from ..errors import SessionCycleError, SessionError, SessionFormatError
+from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
 from ..usage import usage_totals_of_entries
 from ._sources import Item
 
-__all__ = ["PROBLEM_KINDS", "STATS_FIELDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
+__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
 
 #: The problem kinds the Rust scanner records (``Problem.kind``), one count column each.
 PROBLEM_KINDS = ("blank_line", "line_too_long", "malformed_json", "torn_last_line", "skipped_value",
@@ -42,7 +42,9 @@ class Options:
         self.max_bytes = max_bytes
 
 
-class _Unopenable(Exception):
+class _Unopenable(SessionTreeError):
+    """A source item that is not an openable session (internal: becomes an error row)."""
+
     def __init__(self, kind: str, message: str, size: int | None = None, mtime_ms: float | None = None):
         super().__init__(message)
         self.kind = kind
@@ -96,7 +98,7 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}",
                               st.st_size, mtime)
         s = Session.open(item.path)
-        return s, s._core.end, mtime
+        return s, s.indexed_bytes, mtime
     except _Unopenable:
         raise
     except SessionFormatError as exc:
@@ -116,14 +118,14 @@ def _ms(value: Any) -> float | None:
     return t if t == t and not math.isinf(t) else None
 
 
-def _last_activity_ms(s: Session, n: int, types: list, roles: dict[int, Any]) -> float | None:
+def _last_activity_ms(s: Session, n: int, types: list, roles: list) -> float | None:
     """Pi's ``modified`` rule as :func:`sessiontree.listing.session_info` applies it: the last
     user or assistant message with ``content`` (its ``message.timestamp`` when a number, else
     the entry's timestamp). The index gives roles; only the candidate entries are parsed."""
     for i in range(n - 1, -1, -1):
-        if types[i] != "message" or roles.get(i) not in ("user", "assistant"):
+        if types[i] != "message" or roles[i] not in ("user", "assistant"):
             continue
-        raw = s._load_raw(i)
+        raw = s.entry_at(i).raw
         m = raw.get("message") if isinstance(raw, dict) else None
         if not isinstance(m, dict) or "content" not in m:
             continue
@@ -142,7 +144,7 @@ def _error_row(item: Item, exc: _Unopenable) -> dict:
 
 
 def stats_row(item: Item, opts: Options) -> dict:
-    """One session's stats row (see :data:`sessiontree.fleet.STATS_SCHEMA` for the fields)."""
+    """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields)."""
     try:
         s, size, mtime = open_item(item, opts)
     except _Unopenable as exc:
@@ -155,21 +157,20 @@ def stats_row(item: Item, opts: Options) -> dict:
 
 
 def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict:
-    core = s._core
-    n = len(core)
-    types = core.types(range(n)) if n else []
+    table = s.entry_table()  # ids, types and roles from the index, no entry parsed
+    n = len(table.index)
+    types = table.type
+    roles = [r if t == "message" else None for t, r in zip(types, table.role)]
     counts: dict[str, int] = {}
     for t in types:
         counts[t] = counts.get(t, 0) + 1
-    roles: dict[int, Any] = {}
     by_role = {col: 0 for _, col in ROLES}
     other = 0
     role_cols = dict(ROLES)
     usage_idx: list[int] = []
     for i, t in enumerate(types):
         if t == "message":
-            r = core.role(i)
-            roles[i] = r
+            r = roles[i]
             col = role_cols.get(r)
             if col is None:
                 other += 1
@@ -180,35 +181,29 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         elif t in _USAGE_TYPES:
             usage_idx.append(i)
     # only the entries that carry usage (or tool calls) are parsed
-    raws = [s._load_raw(i) for i in usage_idx]
+    raws = [s.entry_at(i).raw for i in usage_idx]
     usage = usage_totals_of_entries(raws)
     summary = usage_totals_of_entries(r for i, r in zip(usage_idx, raws) if types[i] in _SUMMARY_TYPES)
     tool_calls = 0
     for i, r in zip(usage_idx, raws):
-        if roles.get(i) == "assistant":
+        if roles[i] == "assistant":
             m = r.get("message") if isinstance(r, dict) else None
             content = m.get("content") if isinstance(m, dict) else None
             if isinstance(content, list):
                 tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
     problems = {k: 0 for k in PROBLEM_KINDS}
     problems_other = 0
-    npro = core.problem_count()
-    for k in range(npro):
-        kind = core.problem(k)[2]
-        if kind in problems:
-            problems[kind] += 1
+    found = s.problems
+    npro = len(found)
+    for p in found:
+        if p.kind in problems:
+            problems[p.kind] += 1
         else:
             problems_other += 1
     # leaves: tree nodes without children (Pi getTree)
-    leaves = 0
-    if n:
-        _roots, start, _kids = core.tree_table()
-        unique = core.entry_count() == n  # no repeated id: every entry is its own node
-        for p in range(n):
-            if start[p + 1] == start[p] and (unique or core.node_of(p) == p):
-                leaves += 1
+    leaves = len(s.tree_leaves())
     header = s.header
-    leaf_i = core.leaf()
+    leaf = s.leaf_entry
     row: dict[str, Any] = {
         "path": item.path,
         "session_id": header.get("id") if isinstance(header.get("id"), str) else None,
@@ -220,7 +215,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "file_modified": mtime,
         "bytes": size,
         "entries": n,
-        "distinct_ids": core.entry_count(),
+        "distinct_ids": s.entry_count(),
         "messages": counts.get("message", 0),
         **{f"messages_{col}": v for col, v in by_role.items()},
         "messages_other": other,
@@ -230,7 +225,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "labels": len(s.labels),
         "leaves": leaves,
         "leaf_id": s.leaf_id,
-        "leaf_type": core.type_name(leaf_i) if leaf_i is not None else None,
+        "leaf_type": leaf.type if leaf is not None else None,
         "active_path_length": None,
         "context_messages": None,
         "context_tokens": None,
@@ -248,7 +243,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "problems": npro,
         **{f"problems_{k}": v for k, v in problems.items()},
         "problems_other": problems_other,
-        "needs_migration": bool(core.needs_migration),
+        "needs_migration": bool(s.needs_migration),
         "error_kind": None,
         "error": None,
     }
@@ -256,7 +251,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     row["modified"] = last if last is not None and last > 0 else row["created"] if row["created"] is not None \
         else mtime
     try:
-        row["active_path_length"] = len(s._context_path())
+        row["active_path_length"] = len(s.context_table().index)
     except SessionCycleError:
         pass
     tokens, should, err, nmsg = _context(s, opts)
@@ -273,18 +268,15 @@ def _context(s: Session, opts: Options) -> tuple[Any, bool | None, str | None, i
     and ``shouldCompact`` at ``opts.context_window``. Builds the context from the entries it
     needs (after the latest compaction); the path's other entries are read from the index
     only (ids and types)."""
-    core = s._core
     try:
-        path = s._context_path()
+        path = s.context_table()
         ctx = s.build_context()
-        ids = core.ids(path)
-        ptypes = core.types(path)
         light = []
-        for k, i in enumerate(path):
-            if core.key_kinds(i)[0]:
-                light.append({"id": ids[k], "type": ptypes[k]} if ptypes[k] is not None else {"id": ids[k]})
-            else:  # a non-string id: the raw entry, as Pi compares it
-                light.append(s._load_raw(i))
+        for i, eid, t in zip(path.index, path.id, path.type):
+            if eid is not None:
+                light.append({"id": eid, "type": t} if t is not None else {"id": eid})
+            else:  # a missing or non-string id: the raw entry, as Pi compares it
+                light.append(s.entry_at(i).raw)
         tokens = estimate_projected_context_tokens(ctx.messages, ctx.sources, light).tokens
         return tokens, bool(should_compact(tokens, opts.context_window, opts.settings)), None, len(ctx.messages)
     except SessionCycleError as exc:
@@ -304,7 +296,7 @@ def stats_rows(items: Iterable[Item], opts: Options) -> list[dict]:
 
 
 def entry_rows(item: Item, opts: Options) -> list[dict]:
-    """One row per entry of one session (see :data:`sessiontree.fleet.ENTRIES_SCHEMA`); a file
+    """One row per entry of one session (see :func:`sessiontree.fleet.entries_schema`); a file
     that cannot be opened gives one row with ``error_kind`` and no entry."""
     try:
         s, _size, _mtime = open_item(item, opts)
@@ -317,55 +309,39 @@ def entry_rows(item: Item, opts: Options) -> list[dict]:
 
 
 def _entries_of(s: Session, item: Item) -> list[dict]:
-    from ..compaction import entry_context_messages
-    from ..tokens import estimate_tokens
-
-    core = s._core
-    n = len(core)
+    table = s.entry_table()
+    n = len(table.index)
     if n == 0:
         return []
-    idx = list(range(n))
-    ids = core.ids(idx)
-    types = core.types(idx)
-    est = core.estimate_tokens(idx)
+    metrics = s.entry_metrics()  # bytes, times and token estimates, from the index
     try:
-        on_path = set(s._context_path())
+        on_path = set(s.context_table().index)
     except SessionCycleError:
         on_path = set()
     # a label is any JSON value in the file: the column holds string labels only
     label_of: dict[str, Any] = {k: v for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)}
     sid = s.session_id if isinstance(s.session_id, str) else None
+    ids = table.id
     rows = []
     for i in range(n):
-        t = types[i]
-        role = core.role(i) if t == "message" else None
-        line, offset, length, _pos = core.location(i)
-        ts = core.timestamp_ms(i)
-        tokens = est[i]
-        raw = None
-        if tokens is None:  # the exact (Python) rules decide
-            raw = s._load_raw(i)
-            try:
-                tokens = sum(estimate_tokens(m) for m in entry_context_messages(raw))
-            except (SessionError, ValueError):
-                tokens = None
+        t = table.type[i]
+        role = table.role[i] if t == "message" else None
         usage = None
         if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
-            raw = raw if raw is not None else s._load_raw(i)
-            usage = usage_totals_of_entries([raw])
+            usage = usage_totals_of_entries([s.entry_at(i).raw])
         rows.append({
             "path": item.path,
             "session_id": sid,
             "entry_index": i,
             "entry_id": ids[i],
-            "parent_id": core.parent_id(i),
+            "parent_id": table.parent_id[i],
             "type": t,
             "role": role,
-            "timestamp": ts if ts == ts else None,
-            "line": line,
-            "offset": offset,
-            "bytes": length,
-            "tokens": tokens,
+            "timestamp": metrics.timestamp_ms[i],
+            "line": table.line[i],
+            "offset": table.offset[i],
+            "bytes": metrics.bytes[i],
+            "tokens": metrics.tokens[i],
             "input_tokens": _num(usage.input) if usage else None,
             "output_tokens": _num(usage.output) if usage else None,
             "cache_read_tokens": _num(usage.cache_read) if usage else None,

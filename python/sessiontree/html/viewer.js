@@ -17,23 +17,11 @@
     for (let i = 0; i < n; i++) u[i] = bin.charCodeAt(i);
     return u;
   }
+  // one piped stream: a bad or truncated input rejects the promise returned (no write or close
+  // promise is left to reject unhandled)
   async function gunzip(u8) {
-    const ds = new DecompressionStream('gzip');
-    const w = ds.writable.getWriter();
-    const done = w.write(u8).then(() => w.close());
-    const reader = ds.readable.getReader(), parts = [];
-    let size = 0;
-    for (;;) {
-      const r = await reader.read();
-      if (r.done) break;
-      parts.push(r.value); size += r.value.byteLength;
-    }
-    await done;
-    if (parts.length === 1) return parts[0];
-    const out = new Uint8Array(size);
-    let o = 0;
-    for (const p of parts) { out.set(p, o); o += p.byteLength; }
-    return out;
+    const out = new Response(new Blob([u8]).stream().pipeThrough(new DecompressionStream('gzip')));
+    return new Uint8Array(await out.arrayBuffer());
   }
   const utf8 = new TextDecoder('utf-8');
   const fmtInt = (x) => (x >= 1e6 ? (x / 1e6).toFixed(2) + 'M' : x >= 1e4 ? (x / 1e3).toFixed(1) + 'k' : String(Math.round(x)));
@@ -303,7 +291,10 @@
 
   // ---- segments and entries ------------------------------------------------------------
   // segment k holds the file's bytes from SEGOFF[k]; the exporter writes them last-first, so
-  // the leaf's end of the file is parsed first; a segment not parsed yet is waited for
+  // the leaf's end of the file is parsed first; a segment not parsed yet is waited for. The
+  // parser inserts an element before its text and appends the text as the bytes arrive (a big
+  // page on a loaded machine or a slow disk), so an element is read only once the parser is
+  // past its end tag: something follows it, or the document is parsed
   const SEGOFF = Float64Array.from(meta.segments || []);
   const segCache = new Map();
   let domDone = doc.readyState !== 'loading';
@@ -312,8 +303,8 @@
   async function segNode(k) {
     for (;;) {
       const n = $('g' + k);
-      if (n) return n;
-      if (domDone) throw new Error('segment ' + k + ' is missing from the page');
+      if (n && (n.nextSibling || domDone)) return n;
+      if (!n && domDone) throw new Error('segment ' + k + ' is missing from the page');
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -327,6 +318,7 @@
     if (s) { segCache.delete(k); segCache.set(k, s); return s; }
     s = segNode(k).then((n) => gunzip(b64(n.textContent)));
     segCache.set(k, s);
+    s.catch(() => { if (segCache.get(k) === s) segCache.delete(k); });  // a failure is not kept
     if (segCache.size > 12) segCache.delete(segCache.keys().next().value);
     return s;
   }

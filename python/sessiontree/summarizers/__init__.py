@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import (ContextOverflowError, Pricing, Summarizer, SummarizerError, SummaryKind, SummaryRequest,
-                   SummaryResult, SummaryUsage, run_sync)
+from .base import (MIN_SUMMARY_OUTPUT_TOKENS, OVERSIZED_SUMMARY_FACTOR, ContextOverflowError, EmptySummaryError,
+                   OversizedSummaryError, Pricing, Summarizer, SummarizerError, SummaryBudgetError, SummaryKind,
+                   SummaryRequest, SummaryResult, SummaryUsage, TruncatedSummaryError, UnsafeSummaryError, run_sync)
 from .offline import OfflineSummarizer
 from .overflow import is_context_overflow
 from .prompts import (SYSTEM_PROMPT, TURN_CONTEXT_SEPARATOR, build_prompt, build_user_text,
@@ -26,7 +27,8 @@ from .retry import RetriesExhaustedError, RetryPolicy, TransientError
 
 __all__ = [
     "SummaryKind", "SummaryUsage", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
-    "ContextOverflowError", "RetriesExhaustedError", "TransientError", "Pricing", "RetryPolicy", "run_sync",
+    "ContextOverflowError", "SummaryBudgetError", "UnsafeSummaryError", "TruncatedSummaryError", "EmptySummaryError",
+    "OversizedSummaryError", "MIN_SUMMARY_OUTPUT_TOKENS", "OVERSIZED_SUMMARY_FACTOR", "RetriesExhaustedError", "TransientError", "Pricing", "RetryPolicy", "run_sync",
     "OfflineSummarizer", "OpenAICompatSummarizer", "AnthropicSummarizer", "get_summarizer", "SUMMARIZER_NAMES",
     "is_context_overflow", "output_budget", "estimate_request_tokens", "estimate_text_tokens", "build_prompt",
     "build_user_text", "merge_split_turn", "SYSTEM_PROMPT", "TURN_CONTEXT_SEPARATOR",

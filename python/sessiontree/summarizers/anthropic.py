@@ -24,7 +24,8 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, redact_error, run_sync, secrets_of, token_count)
+                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   secrets_of, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -176,21 +177,25 @@ class AnthropicSummarizer:
         params = self.build_params(request)
         try:
             async with self._client() as client:
-                text, raw_usage, model = await retry_call(lambda: self._attempt(client, params), self.retry)
+                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, params), self.retry)
         except SummarizerError as exc:
             # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
             raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
-        return SummaryResult(text, usage_from_anthropic(raw_usage, self.pricing), model or self.model)
+        return SummaryResult(text, usage_from_anthropic(raw_usage, self.pricing), model or self.model,
+                             stop_reason="length" if stop == "max_tokens" else "stop" if stop == "end_turn" else stop)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
         return run_sync(self.summarize(request))
 
-    async def _attempt(self, client: Any, params: dict) -> tuple[str, dict, str | None]:
+    async def _attempt(self, client: Any, params: dict) -> tuple[str, dict, str | None, str | None]:
         texts: list[str] = []
+        chars = 0
+        cap = max_reply_chars(params.get("max_tokens"))
         usage: dict = {}
         model = None
         finished = False
+        stop = None
         try:
             kwargs = dict(params)
             if self.retry.timeout is not None:
@@ -211,11 +216,18 @@ class AnthropicSummarizer:
                             if not isinstance(piece, str):
                                 raise SummarizerError(f"the model streamed a {type(piece).__name__} "
                                                       "as text, not a string")
+                            chars += len(piece)
+                            if chars > cap:
+                                raise OversizedSummaryError(
+                                    f"the summary grew past {cap} characters for a budget of "
+                                    f"{params.get('max_tokens')} tokens; stopped reading it")
                             texts.append(piece)
                     elif etype == "message_stop":
                         finished = True
                     elif etype == "message_delta":
-                        finished = finished or getattr(getattr(event, "delta", None), "stop_reason", None) is not None
+                        reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+                        finished = finished or reason is not None
+                        stop = reason if isinstance(reason, str) else stop
                         # Cumulative counts; newer API versions also restate input/cache counts here.
                         usage.update({k: v for k, v in _as_dict(getattr(event, "usage", None)).items()
                                       if v is not None})
@@ -229,5 +241,5 @@ class AnthropicSummarizer:
             raise TransientError("the stream ended before the model finished")
         text = "".join(texts)
         if not text.strip():
-            raise SummarizerError("the model returned an empty summary")
-        return text, usage, model
+            raise EmptySummaryError("the model returned an empty summary")
+        return text, usage, model, stop

@@ -160,11 +160,17 @@ class SummaryRequest:
 
 @dataclass(frozen=True)
 class SummaryResult:
-    """A summary: ``text`` (the model's answer, without file lists) and its ``usage``."""
+    """A summary: ``text`` (the model's answer, without file lists) and its ``usage``.
+
+    ``stop_reason``: why the model stopped, normalized: ``"stop"`` (it finished), ``"length"``
+    (it hit the output budget: OpenAI ``finish_reason: "length"``, Anthropic ``stop_reason:
+    "max_tokens"``; the summary is cut off), another provider value as given, or ``None`` when
+    unknown (summarizers that do not report it)."""
 
     text: str
     usage: SummaryUsage = field(default_factory=SummaryUsage)
     model: str | None = None
+    stop_reason: str | None = None
 
 
 @runtime_checkable
@@ -183,6 +189,56 @@ class SummarizerError(SessionTreeError):
 
 class ContextOverflowError(SummarizerError):
     """The provider said the request does not fit the model's context window."""
+
+
+class SummaryBudgetError(SummarizerError):
+    """The output budget left for a summary (the summarizing model's context window minus the
+    request, capped by its output limit) is below :data:`MIN_SUMMARY_OUTPUT_TOKENS`: the request
+    is not sent (Pi would ask for as little as 1 token). ``budget`` and ``minimum`` are tokens."""
+
+    def __init__(self, message: str, budget: int = 0, minimum: int = 0):
+        super().__init__(message)
+        self.budget = budget
+        self.minimum = minimum
+
+
+class UnsafeSummaryError(SummarizerError):
+    """The model answered, but the summary must not replace history: nothing was appended.
+    ``result`` is the :class:`SummaryResult` received (its usage was paid for). Callers may opt
+    in with ``accept_suspect_summary=True`` (:func:`sessiontree.orchestration.acompact`)."""
+
+    def __init__(self, message: str, result: "SummaryResult | None" = None):
+        super().__init__(message)
+        self.result = result
+
+
+class TruncatedSummaryError(UnsafeSummaryError):
+    """The model stopped at its output budget (``stop_reason == "length"``): the summary is cut off."""
+
+
+class EmptySummaryError(UnsafeSummaryError):
+    """The model returned no summary text (empty or whitespace only)."""
+
+
+class OversizedSummaryError(UnsafeSummaryError):
+    """The summary is far beyond the budget it was asked for (more than
+    :data:`OVERSIZED_SUMMARY_FACTOR` times ``max_tokens``, estimated as ``ceil(UTF-16 length /
+    3.5)``), or a streamed reply grew past :func:`max_reply_chars` and was not read further."""
+
+
+def max_reply_chars(budget: Any) -> int:
+    """How many characters of a streamed summary a summarizer reads before giving up with
+    :class:`OversizedSummaryError`: four times the refusal threshold (so an opted-in caller
+    still gets moderately oversized summaries), at least 1 MiB characters; for a ``budget`` of
+    16384 tokens about 1 M characters, never 100 MB."""
+    b = budget if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0 else 16384
+    return max(1 << 20, 4 * OVERSIZED_SUMMARY_FACTOR * 4 * b)
+
+
+#: The smallest output budget a summary request is sent with (tokens).
+MIN_SUMMARY_OUTPUT_TOKENS = 512
+#: A summary whose estimate exceeds this many times its budget is refused.
+OVERSIZED_SUMMARY_FACTOR = 4
 
 
 REDACTED = "[REDACTED]"
@@ -300,4 +356,6 @@ def run_sync(coro: Any) -> Any:
 
 
 __all__ = ["SummaryKind", "SummaryUsage", "Pricing", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
-           "ContextOverflowError", "run_sync", "token_count", "import_sdk", "replace"]
+           "ContextOverflowError", "SummaryBudgetError", "UnsafeSummaryError", "TruncatedSummaryError",
+           "EmptySummaryError", "OversizedSummaryError", "MIN_SUMMARY_OUTPUT_TOKENS", "OVERSIZED_SUMMARY_FACTOR",
+           "max_reply_chars", "run_sync", "token_count", "import_sdk", "replace"]

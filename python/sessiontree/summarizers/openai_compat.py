@@ -28,7 +28,8 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   import_sdk, redact_error, run_sync, secrets_of, token_count, usage_object)
+                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   secrets_of, token_count, usage_object)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
@@ -241,17 +242,17 @@ class OpenAICompatSummarizer:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
         try:
             async with self._client() as client:
-                text, raw_usage, model = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
         except SummarizerError as exc:
             # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
             raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
-        return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model)
+        return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model, stop_reason=stop)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
         return run_sync(self.summarize(request))
 
-    async def _attempt(self, client: Any, body: dict, headers: dict) -> tuple[str, dict, str | None]:
+    async def _attempt(self, client: Any, body: dict, headers: dict) -> tuple[str, dict, str | None, str | None]:
         openai = self._openai
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -259,9 +260,12 @@ class OpenAICompatSummarizer:
         if self.retry.timeout is not None:
             options["timeout"] = self.retry.timeout
         texts: list[str] = []
+        chars = 0
+        cap = max_reply_chars(body.get(self.max_tokens_field))
         raw_usage: dict = {}
         model = None
         finished = False
+        stop = None
         try:
             stream = await client.post("/chat/completions", body=body, cast_to=ChatCompletion, options=options,
                                        stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
@@ -272,13 +276,20 @@ class OpenAICompatSummarizer:
                     if usage is not None:
                         raw_usage = _as_dict(usage)
                     for choice in getattr(chunk, "choices", None) or ():
-                        finished = finished or getattr(choice, "finish_reason", None) is not None
+                        reason = getattr(choice, "finish_reason", None)
+                        finished = finished or reason is not None
+                        stop = reason if isinstance(reason, str) else stop
                         delta = getattr(choice, "delta", None)
                         content = getattr(delta, "content", None) if delta is not None else None
                         if content:
                             if not isinstance(content, str):
                                 raise SummarizerError(f"the model streamed a {type(content).__name__} "
                                                       "as content, not text")
+                            chars += len(content)
+                            if chars > cap:
+                                raise OversizedSummaryError(
+                                    f"the summary grew past {cap} characters for a budget of "
+                                    f"{body.get(self.max_tokens_field)} tokens; stopped reading it")
                             texts.append(content)
             finally:
                 await stream.close()
@@ -290,5 +301,5 @@ class OpenAICompatSummarizer:
             raise TransientError("the stream ended before the model finished")
         text = "".join(texts)
         if not text.strip():
-            raise SummarizerError("the model returned an empty summary")
-        return text, raw_usage, model
+            raise EmptySummaryError("the model returned an empty summary")
+        return text, raw_usage, model, stop

@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const MMAP_MIN: u64 = 64 << 10;
-/// The open scan reads the file in blocks of this size, into two buffers (one is scanned while
-/// the next block is read into the other); a line longer than this is read whole into a larger
-/// one, then the buffer shrinks back.
-const SCAN_BLOCK: usize = 8 << 20;
-/// Blocks at least this large are read by a helper thread while the previous one is scanned.
-const OVERLAP_MIN: usize = 256 << 10;
+/// The open scan reads the file in blocks of this size, into two buffers (the partial line
+/// after a block's last line end is carried into the other); a line longer than this is read
+/// whole into a larger one, then the buffer shrinks back. Small enough that a block just read
+/// is still in the cache when it is parsed: 1 MiB blocks read and scanned in turn cost less
+/// CPU and wall time than 8 MiB blocks read by a helper thread while the previous one is
+/// scanned (docs/benchmarks.md, "Reading with pread").
+const SCAN_BLOCK: usize = 1 << 20;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
 const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
@@ -177,8 +178,8 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
 
 /// Scans bytes `[from, to)` of `f` into `index` through two bounded buffers, cut at line ends
 /// (only the last piece may end inside a line: the index keeps it provisional, as before).
-/// While one block is scanned, a helper thread reads the next into the other buffer, so the
-/// copy out of the page cache overlaps the parsing. A line longer than a block is read whole
+/// Each block is scanned right after it is read, while its bytes are in the cache (a block
+/// read ahead by another thread had left it by then). A line longer than a block is read whole
 /// into a buffer of its size (its end found first, through a bounded one); a line longer than
 /// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
 /// (it shrank meanwhile).
@@ -223,26 +224,15 @@ fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) ->
             }
             continue;
         };
-        // the next buffer: the partial line after the cut, then the next block, read by a
-        // helper thread while this block is scanned
+        scan::scan_into(index, &a[..c], pos, parallel);
+        // the next buffer: the partial line after the cut, then the next block
         let carry = filled - c;
         let read_from = pos + filled as u64;
         let want = ((to - read_from) as usize).min(SCAN_BLOCK);
         // (bytes already in the buffer are overwritten, never zeroed first: only growth is)
         b.resize(carry + want, 0);
         b[..carry].copy_from_slice(&a[c..filled]);
-        let scanned = &a[..c];
-        let read = if want >= OVERLAP_MIN {
-            std::thread::scope(|sc| {
-                let reader = sc.spawn(|| pread_exact(f, &mut b[carry..], read_from, to));
-                scan::scan_into(index, scanned, pos, parallel);
-                reader.join().unwrap_or_else(|_| Err(StoreError::Io(io::Error::other("the reading thread panicked"))))
-            })
-        } else {
-            scan::scan_into(index, scanned, pos, parallel);
-            pread_exact(f, &mut b[carry..], read_from, to)
-        };
-        read?;
+        pread_exact(f, &mut b[carry..], read_from, to)?;
         std::mem::swap(&mut a, &mut b);
         pos += c as u64;
         filled = carry + want;

@@ -23,7 +23,10 @@ use sessiontree_core::walk::PreorderError;
 
 /// How a key id reads, independent of interning order: (string value, truthiness).
 fn key(ix: &Index, kid: u32) -> (Option<String>, bool) {
-    (ix.key_string(kid).map(str::to_string), ix.key_is_truthy(kid))
+    (
+        ix.key_string(kid).map(str::to_string),
+        ix.key_is_truthy(kid),
+    )
 }
 
 fn opt(i: u32) -> Option<u32> {
@@ -65,10 +68,18 @@ fn snapshot(ix: &Index) -> Snapshot {
                 ix.type_name(r.etype),
                 ix.role_name(r.role),
                 r.flags,
-                if r.ts.is_nan() { None } else { Some(r.ts.to_bits()) },
+                if r.ts.is_nan() {
+                    None
+                } else {
+                    Some(r.ts.to_bits())
+                },
                 key(ix, r.id),
                 key(ix, r.parent),
-                if r.target == NONE { None } else { Some(key(ix, r.target)) },
+                if r.target == NONE {
+                    None
+                } else {
+                    Some(key(ix, r.target))
+                },
                 opt(ix.walk_parent(i)),
                 opt(ix.tree_parent(i)),
                 ix.node_of(i),
@@ -83,14 +94,22 @@ fn snapshot(ix: &Index) -> Snapshot {
         legacy_v1: ix.is_legacy_v1(),
         lines: ix.lines,
         scanned_to: ix.scanned_to,
-        problems: ix.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message.clone())).collect(),
+        problems: ix
+            .problems
+            .iter()
+            .map(|p| (p.line, p.offset, p.kind, p.message.clone()))
+            .collect(),
         entry_count: ix.entry_count(),
         recs,
         leaf: match ix.leaf {
             Leaf::Null => None,
             Leaf::Key(_) => Some(ix.leaf_entry()),
         },
-        labels: ix.labels().into_iter().map(|(t, e)| (key(ix, t), e)).collect(),
+        labels: ix
+            .labels()
+            .into_iter()
+            .map(|(t, e)| (key(ix, t), e))
+            .collect(),
         session_info: opt(ix.session_info),
     }
 }
@@ -109,9 +128,16 @@ fn check_walks(ix: &Index, data: &[u8]) {
         let end = r.offset + r.len as u64;
         assert!(end <= data.len() as u64, "entry {i} spans past the data");
         let line = &data[r.offset as usize..end as usize];
-        assert!(json::parse_line(line).is_ok(), "entry {i} is not a JSON line");
+        assert!(
+            json::parse_line(line).is_ok(),
+            "entry {i} is not a JSON line"
+        );
         assert!(!line.contains(&b'\n'), "entry {i} holds a newline");
-        assert_eq!(ix.entry_at_vpos(r.vpos), Some(i as u32), "value position of entry {i}");
+        assert_eq!(
+            ix.entry_at_vpos(r.vpos),
+            Some(i as u32),
+            "value position of entry {i}"
+        );
         assert!(ix.node_of(i as u32) < n as u32);
     }
     if let Some(l) = ix.leaf_entry() {
@@ -132,7 +158,11 @@ fn check_walks(ix: &Index, data: &[u8]) {
                 let c = &cycle.0;
                 assert!(!c.is_empty(), "a reported cycle lists its entries");
                 for (k, &e) in c.iter().enumerate() {
-                    assert_eq!(ix.walk_parent(e), c[(k + 1) % c.len()], "cycle entries follow parents");
+                    assert_eq!(
+                        ix.walk_parent(e),
+                        c[(k + 1) % c.len()],
+                        "cycle entries follow parents"
+                    );
                 }
             }
         }
@@ -146,7 +176,10 @@ fn check_walks(ix: &Index, data: &[u8]) {
         let ch = tree.children(p);
         let ts: Vec<f64> = ch.iter().map(|&c| ix.recs[c as usize].ts).collect();
         if !ts.iter().any(|t| t.is_nan()) {
-            assert!(ts.windows(2).all(|w| w[0] <= w[1]), "children sorted by timestamp");
+            assert!(
+                ts.windows(2).all(|w| w[0] <= w[1]),
+                "children sorted by timestamp"
+            );
         }
     }
     let limit = n * 8 + 1000;
@@ -162,7 +195,9 @@ fn split_point(data: &[u8]) -> usize {
     if data.is_empty() {
         return 0;
     }
-    let h = data.iter().fold(0x811c9dc5u32, |h, &b| (h ^ b as u32).wrapping_mul(0x01000193));
+    let h = data.iter().fold(0x811c9dc5u32, |h, &b| {
+        (h ^ b as u32).wrapping_mul(0x01000193)
+    });
     h as usize % (data.len() + 1)
 }
 
@@ -184,16 +219,27 @@ pub fn check_scan(data: &[u8]) {
     };
     assert!(start as usize <= k);
     scan::scan_into(&mut inc, &data[start as usize..], start, false);
-    assert_eq!(snapshot(&inc), expected, "scanning in two pieces (split at {k}) differs");
+    assert_eq!(
+        snapshot(&inc),
+        expected,
+        "scanning in two pieces (split at {k}) differs"
+    );
 
     // the same through the store's append path (in-memory session)
     let mut st = Store::in_memory();
     st.append_bytes(0, &data[..k]).unwrap();
     st.append_bytes(k as u64, &data[k..]).unwrap();
-    assert_eq!(snapshot(&st.index), expected, "appending in two pieces (split at {k}) differs");
+    assert_eq!(
+        snapshot(&st.index),
+        expected,
+        "appending in two pieces (split at {k}) differs"
+    );
     for i in 0..st.index.recs.len() {
         let r = st.index.recs[i];
-        assert_eq!(&*st.line(i).expect("the file is unchanged"), &data[r.offset as usize..(r.offset + r.len as u64) as usize]);
+        assert_eq!(
+            &*st.line(i).expect("the file is unchanged"),
+            &data[r.offset as usize..(r.offset + r.len as u64) as usize]
+        );
     }
 }
 
@@ -217,7 +263,9 @@ fn may_differ(data: &[u8]) -> bool {
     if data.iter().filter(|&&b| b == b'[' || b == b'{').count() > 128 {
         return true;
     }
-    data.windows(3).any(|w| w[0] == b'u' && (w[1] | 0x20) == b'd' && matches!(w[2] | 0x20, b'8'..=b'9' | b'a'..=b'f'))
+    data.windows(3).any(|w| {
+        w[0] == b'u' && (w[1] | 0x20) == b'd' && matches!(w[2] | 0x20, b'8'..=b'9' | b'a'..=b'f')
+    })
 }
 
 fn same(ours: &JsVal, theirs: Option<&serde_json::Value>) -> bool {
@@ -267,13 +315,21 @@ fn compare(sk: &Skeleton, v: &serde_json::Value, data: &[u8]) {
         ("firstKeptEntryId", &sk.first_kept_entry_id),
     ];
     for (name, ours) in fields {
-        assert!(same(ours, map.get(name)), "field {name}: ours {ours:?}, serde_json {:?} for {text:?}", map.get(name));
+        assert!(
+            same(ours, map.get(name)),
+            "field {name}: ours {ours:?}, serde_json {:?} for {text:?}",
+            map.get(name)
+        );
     }
     let role = match map.get("message") {
         Some(V::Object(m)) => m.get("role"),
         _ => None,
     };
-    assert!(same(&sk.role, role), "message.role: ours {:?}, serde_json {role:?} for {text:?}", sk.role);
+    assert!(
+        same(&sk.role, role),
+        "message.role: ours {:?}, serde_json {role:?} for {text:?}",
+        sk.role
+    );
     assert!(!sk.invalid_utf8, "valid UTF-8 flagged invalid: {text:?}");
 }
 
@@ -283,7 +339,11 @@ pub fn check_json_differential(data: &[u8]) {
     let ours = json::parse_line(data);
     // a parser reused across lines (as the scanner reuses it) answers like a fresh one
     let reused = REUSED.with(|p| p.borrow_mut().parse(data).map(|s| s.to_owned()));
-    assert_eq!(format!("{reused:?}"), format!("{ours:?}"), "a reused LineParser differs");
+    assert_eq!(
+        format!("{reused:?}"),
+        format!("{ours:?}"),
+        "a reused LineParser differs"
+    );
     if let Err(e) = &ours {
         assert!(e.pos <= data.len(), "error position past the end");
     }
@@ -295,8 +355,14 @@ pub fn check_json_differential(data: &[u8]) {
         (Ok(sk), Ok(v)) => compare(sk, v, data),
         (Err(_), Err(_)) => {}
         (Ok(_), Err(e)) if e.to_string().starts_with("number out of range") => {}
-        (Ok(_), Err(e)) => panic!("we accept, serde_json rejects ({e}): {:?}", String::from_utf8_lossy(data)),
-        (Err(e), Ok(_)) => panic!("we reject ({e:?}), serde_json accepts: {:?}", String::from_utf8_lossy(data)),
+        (Ok(_), Err(e)) => panic!(
+            "we accept, serde_json rejects ({e}): {:?}",
+            String::from_utf8_lossy(data)
+        ),
+        (Err(e), Ok(_)) => panic!(
+            "we reject ({e:?}), serde_json accepts: {:?}",
+            String::from_utf8_lossy(data)
+        ),
     }
 }
 
@@ -326,16 +392,63 @@ impl Rng {
 
 /// Tokens a mutation inserts: JSON structure, the format's keys, and hostile bytes.
 const TOKENS: &[&[u8]] = &[
-    b"{", b"}", b"[", b"]", b"\"", b",", b":", b"\\", b"\\u", b"\\ud800", b"\\udc00", b"\\u0069d",
-    b"\n", b"\r\n", b"\r", b"\x00", b"\xef\xbb\xbf", b"\xff", b"\xc3", b"\xe2\x80\xa8", b" ", b"\t",
-    b"null", b"true", b"false", b"0", b"-0", b"1e400", b"-1e400", b"1e-400", b"123456789012345678901234567890",
-    b"9007199254740993", b"0.1", b"1.", b"01", b"NaN", b"\"type\":", b"\"id\":", b"\"parentId\":", b"\"label\":",
-    b"\"targetId\":", b"\"timestamp\":", b"\"version\":", b"\"message\":{\"role\":\"user\"}",
-    b"\"firstKeptEntryId\":", b"\"session\"", b"\"message\"", b"\"label\"", b"\"compaction\"", b"\"session_info\"",
-    b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n", b"{\"type\":\"session\",\"id\":\"s\"}\n",
-    b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":\"b\"}\n", b"{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\"}\n",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b",",
+    b":",
+    b"\\",
+    b"\\u",
+    b"\\ud800",
+    b"\\udc00",
+    b"\\u0069d",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"\x00",
+    b"\xef\xbb\xbf",
+    b"\xff",
+    b"\xc3",
+    b"\xe2\x80\xa8",
+    b" ",
+    b"\t",
+    b"null",
+    b"true",
+    b"false",
+    b"0",
+    b"-0",
+    b"1e400",
+    b"-1e400",
+    b"1e-400",
+    b"123456789012345678901234567890",
+    b"9007199254740993",
+    b"0.1",
+    b"1.",
+    b"01",
+    b"NaN",
+    b"\"type\":",
+    b"\"id\":",
+    b"\"parentId\":",
+    b"\"label\":",
+    b"\"targetId\":",
+    b"\"timestamp\":",
+    b"\"version\":",
+    b"\"message\":{\"role\":\"user\"}",
+    b"\"firstKeptEntryId\":",
+    b"\"session\"",
+    b"\"message\"",
+    b"\"label\"",
+    b"\"compaction\"",
+    b"\"session_info\"",
+    b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n",
+    b"{\"type\":\"session\",\"id\":\"s\"}\n",
+    b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":\"b\"}\n",
+    b"{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\"}\n",
     b"{\"type\":\"label\",\"id\":\"l\",\"parentId\":\"a\",\"targetId\":\"a\",\"label\":\"x\"}\n",
-    b"\"2025-01-01T00:00:00Z\"", b"\"x\"",
+    b"\"2025-01-01T00:00:00Z\"",
+    b"\"x\"",
 ];
 
 /// Seed inputs: the session corpus (when found) plus small built-in sessions.
@@ -353,7 +466,9 @@ pub fn seeds() -> Vec<Vec<u8>> {
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for root in [here.join("tests/corpus"), here.join("../tests/corpus")] {
         for sub in ["pi-generated", "real"] {
-            let Ok(rd) = std::fs::read_dir(root.join(sub)) else { continue };
+            let Ok(rd) = std::fs::read_dir(root.join(sub)) else {
+                continue;
+            };
             let mut paths: Vec<_> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
             paths.sort();
             for p in paths {
@@ -423,7 +538,10 @@ pub fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
 
 /// Iterations for the libFuzzer-free driver: `SESSIONTREE_FUZZ_ITERS` or `default`.
 pub fn iterations(default: usize) -> usize {
-    std::env::var("SESSIONTREE_FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var("SESSIONTREE_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[cfg(test)]
@@ -480,7 +598,10 @@ mod tests {
         let mut inc = Index::new();
         scan::scan_into(&mut inc, &data[..k], 0, false);
         assert!(inc.is_legacy_v1());
-        let start = inc.rollback_provisional().map(|p| p.0).unwrap_or(inc.scanned_to);
+        let start = inc
+            .rollback_provisional()
+            .map(|p| p.0)
+            .unwrap_or(inc.scanned_to);
         scan::scan_into(&mut inc, &data[start as usize..], start, false);
         assert_eq!(inc.key_string(inc.recs[0].id), Some("a"));
         assert!(!inc.needs_migration() && !inc.is_legacy_v1());

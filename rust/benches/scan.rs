@@ -17,7 +17,10 @@ fn input() -> PathBuf {
     if let Ok(p) = std::env::var("SESSIONTREE_BENCH_FILE") {
         return PathBuf::from(p);
     }
-    let mb: u32 = std::env::var("SESSIONTREE_BENCH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    let mb: u32 = std::env::var("SESSIONTREE_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("target/bench-data");
     std::fs::create_dir_all(&dir).unwrap();
@@ -44,7 +47,9 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Bytes(data.len() as u64));
 
-    g.bench_function("baseline/memchr_line_count", |b| b.iter(|| memchr::memchr_iter(b'\n', &data).count()));
+    g.bench_function("baseline/memchr_line_count", |b| {
+        b.iter(|| memchr::memchr_iter(b'\n', &data).count())
+    });
     g.bench_function("baseline/read_line_count", |b| {
         // `wc -l`: read() into a 128 KiB buffer, count newlines
         let mut buf = vec![0u8; 128 << 10];
@@ -60,7 +65,9 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
-    g.bench_function("baseline/utf8_validate", |b| b.iter(|| simdutf8::basic::from_utf8(&data).is_ok()));
+    g.bench_function("baseline/utf8_validate", |b| {
+        b.iter(|| simdutf8::basic::from_utf8(&data).is_ok())
+    });
     g.bench_function("parse_lines/1_thread_no_split", |b| {
         // the JSON reader alone, over pre-split lines
         let lines: Vec<&[u8]> = data.split(|&c| c == b'\n').collect();
@@ -74,9 +81,11 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("scan_only", name), &parallel, |b, &par| {
             b.iter(|| scan::scan_only(&data, par))
         });
-        g.bench_with_input(BenchmarkId::new("store_open", name), &parallel, |b, &par| {
-            b.iter(|| Store::open(&path, par).unwrap().index.recs.len())
-        });
+        g.bench_with_input(
+            BenchmarkId::new("store_open", name),
+            &parallel,
+            |b, &par| b.iter(|| Store::open(&path, par).unwrap().index.recs.len()),
+        );
     }
     g.finish();
 }

@@ -16,18 +16,27 @@ pub struct IdRng {
 
 impl IdRng {
     pub fn seeded() -> Self {
-        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
         let local = 0u8;
         let addr = &local as *const u8 as u64;
         let mut s = t ^ (std::process::id() as u64).rotate_left(32) ^ addr.rotate_left(17);
         if s == 0 {
             s = 0x9E37_79B9_7F4A_7C15;
         }
-        IdRng { state: s, next: None }
+        IdRng {
+            state: s,
+            next: None,
+        }
     }
     #[cfg(test)]
     pub fn with_state(state: u64) -> Self {
-        IdRng { state: state.max(1), next: None }
+        IdRng {
+            state: state.max(1),
+            next: None,
+        }
     }
     pub fn next_u32(&mut self) -> u32 {
         let mut x = self.state;
@@ -79,7 +88,12 @@ pub fn write_iso(ms: i64) -> [u8; 24] {
     let rem = ms.rem_euclid(86_400_000);
     let (y, m, d) = civil_from_days(days);
     let y = y.clamp(0, 9999) as u32;
-    let (h, mi, s, milli) = ((rem / 3_600_000) as u32, (rem / 60_000 % 60) as u32, (rem / 1000 % 60) as u32, (rem % 1000) as u32);
+    let (h, mi, s, milli) = (
+        (rem / 3_600_000) as u32,
+        (rem / 60_000 % 60) as u32,
+        (rem / 1000 % 60) as u32,
+        (rem % 1000) as u32,
+    );
     let mut out = *b"0000-00-00T00:00:00.000Z";
     let mut put = |at: usize, width: usize, mut v: u32| {
         for k in (0..width).rev() {
@@ -104,7 +118,10 @@ pub fn iso_from_ms(ms: i64) -> String {
 
 /// Milliseconds since the epoch now (the clock of every appended entry and new header).
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Why a line could not be built.
@@ -124,7 +141,11 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) -> bool {
         out.push(b'"');
         true
     } else {
-        out.extend_from_slice(serde_json::to_string(s).unwrap_or_else(|_| "null".into()).as_bytes());
+        out.extend_from_slice(
+            serde_json::to_string(s)
+                .unwrap_or_else(|_| "null".into())
+                .as_bytes(),
+        );
         false
     }
 }
@@ -135,7 +156,10 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) -> bool {
 pub fn fresh_id(index: &Index, rng: &mut IdRng) -> [u8; 8] {
     loop {
         let id = rng.candidate();
-        if index.index_of_str(std::str::from_utf8(&id).expect("hex digits are ASCII")).is_none() {
+        if index
+            .index_of_str(std::str::from_utf8(&id).expect("hex digits are ASCII"))
+            .is_none()
+        {
             return id;
         }
     }
@@ -188,7 +212,10 @@ pub fn build_line_into(
             (None, b[1..b.len() - 1].trim_ascii())
         }
         Body::Field(name, v) => {
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') || v.trim_ascii().is_empty() {
+            if name.is_empty()
+                || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                || v.trim_ascii().is_empty()
+            {
                 return Err(BuildError::BadBody);
             }
             (Some(name), v.trim_ascii())
@@ -219,7 +246,10 @@ pub fn build_line_into(
                 }
             }
             // a number or boolean id stays one (Pi: parentId = the leaf's id as it is)
-            _ => match index.scalar_key_json(k).filter(|_| index.leaf_entry().is_some()) {
+            _ => match index
+                .scalar_key_json(k)
+                .filter(|_| index.leaf_entry().is_some())
+            {
                 Some(text) => out.extend_from_slice(text.as_bytes()),
                 None => out.extend_from_slice(b"null"),
             },
@@ -242,7 +272,14 @@ pub fn build_line_into(
         out.extend_from_slice(json);
     }
     out.extend_from_slice(b"}\n");
-    Ok(Built { id, etype: (t0, t1), parent, parent_escaped, timestamp: (ts0, ts1), rest })
+    Ok(Built {
+        id,
+        etype: (t0, t1),
+        parent,
+        parent_escaped,
+        timestamp: (ts0, ts1),
+        rest,
+    })
 }
 
 // ---------------------------------------------------------------------- writing to the file
@@ -289,7 +326,11 @@ impl Sink {
         // SAFETY: `fd` is borrowed only for the duration of the dup; the caller keeps it open.
         let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
         let fd = borrowed.try_clone_to_owned()?;
-        Ok(Sink { fd, mode, flushed_to })
+        Ok(Sink {
+            fd,
+            mode,
+            flushed_to,
+        })
     }
 
     /// Writes all of `data` with as many `write()` calls as it takes (retrying on EINTR).
@@ -301,7 +342,13 @@ impl Sink {
         let mut done = 0usize;
         while done < data.len() {
             // SAFETY: the pointer and length describe the live slice `data[done..]`.
-            let n = unsafe { libc::write(fd, data[done..].as_ptr() as *const libc::c_void, data.len() - done) };
+            let n = unsafe {
+                libc::write(
+                    fd,
+                    data[done..].as_ptr() as *const libc::c_void,
+                    data.len() - done,
+                )
+            };
             if n < 0 {
                 let err = std::io::Error::last_os_error();
                 if err.kind() == std::io::ErrorKind::Interrupted {
@@ -316,7 +363,10 @@ impl Sink {
                 if done > 0 {
                     self.cut_torn(done as u64);
                 }
-                return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "write() wrote nothing"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    "write() wrote nothing",
+                ));
             }
             done += n as usize;
         }
@@ -409,24 +459,53 @@ mod tests {
             build_line_into(&mut line, ix, rng, etype, Body::Members(body), ms)
                 .map(|b| (String::from_utf8_lossy(&b.id).into_owned(), line))
         };
-        let (id, line) = build_line(&ix, &mut rng, "message", br#"{"message":{"role":"user"}}"#, 0).unwrap();
+        let (id, line) = build_line(
+            &ix,
+            &mut rng,
+            "message",
+            br#"{"message":{"role":"user"}}"#,
+            0,
+        )
+        .unwrap();
         let want = format!(
             "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":null,\"timestamp\":\"1970-01-01T00:00:00.000Z\",\"message\":{{\"role\":\"user\"}}}}\n"
         );
         assert_eq!(String::from_utf8(line).unwrap(), want);
-        assert_eq!(build_line(&ix, &mut rng, "Bad\"", b"{}", 0), Err(BuildError::BadType));
-        assert_eq!(build_line(&ix, &mut rng, "x", b"[]", 0), Err(BuildError::BadBody));
-        assert_eq!(build_line(&ix, &mut rng, "x", b"{\"a\":\n1}", 0), Err(BuildError::BadBody));
+        assert_eq!(
+            build_line(&ix, &mut rng, "Bad\"", b"{}", 0),
+            Err(BuildError::BadType)
+        );
+        assert_eq!(
+            build_line(&ix, &mut rng, "x", b"[]", 0),
+            Err(BuildError::BadBody)
+        );
+        assert_eq!(
+            build_line(&ix, &mut rng, "x", b"{\"a\":\n1}", 0),
+            Err(BuildError::BadBody)
+        );
         let mut out = Vec::new();
-        let built = build_line_into(&mut out, &ix, &mut rng, "model_change", Body::Field("modelId", b"\"m\""), 0).unwrap();
+        let built = build_line_into(
+            &mut out,
+            &ix,
+            &mut rng,
+            "model_change",
+            Body::Field("modelId", b"\"m\""),
+            0,
+        )
+        .unwrap();
         let id = std::str::from_utf8(&built.id).unwrap();
         assert_eq!(&out[built.etype.0..built.etype.1], b"model_change");
-        assert_eq!(&out[built.timestamp.0..built.timestamp.1], b"1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            &out[built.timestamp.0..built.timestamp.1],
+            b"1970-01-01T00:00:00.000Z"
+        );
         assert_eq!((built.parent, out[built.rest]), (None, b','));
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             format!("{{\"type\":\"model_change\",\"id\":\"{id}\",\"parentId\":null,\"timestamp\":\"1970-01-01T00:00:00.000Z\",\"modelId\":\"m\"}}\n")
         );
-        assert!(build_line_into(&mut out, &ix, &mut rng, "x", Body::Field("a\"", b"1"), 0).is_err());
+        assert!(
+            build_line_into(&mut out, &ix, &mut rng, "x", Body::Field("a\"", b"1"), 0).is_err()
+        );
     }
 }

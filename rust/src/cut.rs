@@ -43,7 +43,12 @@ fn role_flags(role: &str) -> (bool, bool) {
 pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
     let rec = st.index.recs[i as usize];
     match rec.etype {
-        T_COMPACTION => return Some(Info { compaction: true, ..Default::default() }),
+        T_COMPACTION => {
+            return Some(Info {
+                compaction: true,
+                ..Default::default()
+            })
+        }
         T_CONTEXT_EDIT => return None,
         T_MESSAGE | T_CUSTOM_MESSAGE | T_BRANCH_SUMMARY => {}
         _ => return Some(Info::default()),
@@ -53,14 +58,29 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
         T_MESSAGE => {
             let msg = f.message?;
             let role = msg.get("role")?.as_str()?.to_string();
-            if matches!(msg.get("content"), None | Some(Value::Null)) && role != "bashExecution"
-                && role != "branchSummary" && role != "compactionSummary" {
+            if matches!(msg.get("content"), None | Some(Value::Null))
+                && role != "bashExecution"
+                && role != "branchSummary"
+                && role != "compactionSummary"
+            {
                 return None; // null-content fix-ups: leave them to Python
             }
-            let Estimate::Tokens(t) = tokens::estimate_message(&msg) else { return None };
-            let role = if role == "hookMessage" { "custom".to_string() } else { role };
+            let Estimate::Tokens(t) = tokens::estimate_message(&msg) else {
+                return None;
+            };
+            let role = if role == "hookMessage" {
+                "custom".to_string()
+            } else {
+                role
+            };
             let (cut, turn) = role_flags(&role);
-            Some(Info { tokens: t, has_message: true, cut_point: cut, turn_start: turn, compaction: false })
+            Some(Info {
+                tokens: t,
+                has_message: true,
+                cut_point: cut,
+                turn_start: turn,
+                compaction: false,
+            })
         }
         T_CUSTOM_MESSAGE => {
             let content = match f.content {
@@ -68,16 +88,32 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
                 Some(c) => c,
             };
             let msg = serde_json::json!({"role": "custom", "content": content});
-            let Estimate::Tokens(t) = tokens::estimate_message(&msg) else { return None };
-            Some(Info { tokens: t, has_message: true, cut_point: true, turn_start: true, compaction: false })
+            let Estimate::Tokens(t) = tokens::estimate_message(&msg) else {
+                return None;
+            };
+            Some(Info {
+                tokens: t,
+                has_message: true,
+                cut_point: true,
+                turn_start: true,
+                compaction: false,
+            })
         }
         _ => {
             // branch_summary: a message only when `summary` is truthy
             match f.summary {
                 Some(Value::String(s)) if !s.is_empty() => {
-                    let t = tokens::estimate_message(&serde_json::json!({"role": "branchSummary", "summary": s}));
+                    let t = tokens::estimate_message(
+                        &serde_json::json!({"role": "branchSummary", "summary": s}),
+                    );
                     let Estimate::Tokens(t) = t else { return None };
-                    Some(Info { tokens: t, has_message: true, cut_point: true, turn_start: true, compaction: false })
+                    Some(Info {
+                        tokens: t,
+                        has_message: true,
+                        cut_point: true,
+                        turn_start: true,
+                        compaction: false,
+                    })
                 }
                 None | Some(Value::Null) | Some(Value::Bool(false)) => Some(Info::default()),
                 Some(Value::String(_)) => Some(Info::default()),
@@ -91,7 +127,13 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
 pub type CutResult = (usize, isize, bool);
 
 /// Pi's findCutPoint over `path[start..end]` (entry indices), or None when Python must decide.
-pub fn find_cut_point(st: &Store, path: &[u32], start: usize, end: usize, keep: u64) -> Option<CutResult> {
+pub fn find_cut_point(
+    st: &Store,
+    path: &[u32],
+    start: usize,
+    end: usize,
+    keep: u64,
+) -> Option<CutResult> {
     let end = end.min(path.len());
     if start >= end {
         return Some((start, -1, false));
@@ -105,14 +147,15 @@ pub fn find_cut_point(st: &Store, path: &[u32], start: usize, end: usize, keep: 
         cache.insert(k, i);
         Some(i)
     };
-    let first_cut_from = |from: usize, info: &mut dyn FnMut(usize) -> Option<Info>| -> Option<Option<usize>> {
-        for k in from..end {
-            if info(k)?.cut_point {
-                return Some(Some(k));
+    let first_cut_from =
+        |from: usize, info: &mut dyn FnMut(usize) -> Option<Info>| -> Option<Option<usize>> {
+            for k in from..end {
+                if info(k)?.cut_point {
+                    return Some(Some(k));
+                }
             }
-        }
-        Some(None)
-    };
+            Some(None)
+        };
     // walk back from the newest entry until the budget is met
     let mut accumulated = 0u64;
     let mut met_at = None;

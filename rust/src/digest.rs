@@ -46,8 +46,13 @@ fn usage_of(u: &Value) -> Option<[f64; 5]> {
         Some(Value::Object(c)) => js_num(c.get("total")),
         _ => 0.0,
     };
-    Some([js_num(u.get("input")), js_num(u.get("output")), js_num(u.get("cacheRead")),
-          js_num(u.get("cacheWrite")), cost])
+    Some([
+        js_num(u.get("input")),
+        js_num(u.get("output")),
+        js_num(u.get("cacheRead")),
+        js_num(u.get("cacheWrite")),
+        cost,
+    ])
 }
 
 /// Whitespace runs as one space, trimmed, at most `max` characters (an ellipsis marks a cut).
@@ -126,24 +131,42 @@ fn estimate(msg: &Value) -> Option<u64> {
 /// object gives kind `"?"` and nothing else.
 pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
     let Ok(Value::Object(e)) = serde_json::from_slice::<Value>(line) else {
-        return Digest { kind: "?".into(), ..Default::default() };
+        return Digest {
+            kind: "?".into(),
+            ..Default::default()
+        };
     };
     let etype = str_field(&e, "type").unwrap_or("?");
-    let mut d = Digest { kind: etype.to_string(), ..Default::default() };
+    let mut d = Digest {
+        kind: etype.to_string(),
+        ..Default::default()
+    };
     let p = &mut d.preview;
     match etype {
         "message" => {
-            let Some(Value::Object(m)) = e.get("message") else { return d };
+            let Some(Value::Object(m)) = e.get("message") else {
+                return d;
+            };
             let role = str_field(m, "role").unwrap_or("?");
             d.kind = format!("message:{role}");
             match role {
-                "bashExecution" => clip(&format!("$ {}", str_field(m, "command").unwrap_or("")), preview_chars, p),
+                "bashExecution" => clip(
+                    &format!("$ {}", str_field(m, "command").unwrap_or("")),
+                    preview_chars,
+                    p,
+                ),
                 "toolResult" => {
-                    clip(&format!("{}: ", str_field(m, "toolName").unwrap_or("tool")), preview_chars, p);
+                    clip(
+                        &format!("{}: ", str_field(m, "toolName").unwrap_or("tool")),
+                        preview_chars,
+                        p,
+                    );
                     content_text(m.get("content"), preview_chars, p);
                     d.reference = str_field(m, "toolCallId").map(str::to_string);
                 }
-                "branchSummary" | "compactionSummary" => clip(str_field(m, "summary").unwrap_or(""), preview_chars, p),
+                "branchSummary" | "compactionSummary" => {
+                    clip(str_field(m, "summary").unwrap_or(""), preview_chars, p)
+                }
                 _ => content_text(m.get("content"), preview_chars, p),
             }
             let msg = e.get("message").unwrap();
@@ -160,10 +183,18 @@ pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
         "compaction" | "branch_summary" => {
             let summary = str_field(&e, "summary").unwrap_or("");
             clip(summary, preview_chars, p);
-            d.reference = str_field(&e, if etype == "compaction" { "firstKeptEntryId" } else { "fromId" })
-                .map(str::to_string);
+            d.reference = str_field(
+                &e,
+                if etype == "compaction" {
+                    "firstKeptEntryId"
+                } else {
+                    "fromId"
+                },
+            )
+            .map(str::to_string);
             if !summary.is_empty() {
-                d.tokens = estimate(&serde_json::json!({"role": "branchSummary", "summary": summary}));
+                d.tokens =
+                    estimate(&serde_json::json!({"role": "branchSummary", "summary": summary}));
             }
             d.usage = e.get("usage").and_then(usage_of);
         }
@@ -177,18 +208,40 @@ pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
             d.tokens = estimate(&serde_json::json!({"role": "custom", "content": content}));
         }
         "label" => {
-            clip(str_field(&e, "label").unwrap_or("(label cleared)"), preview_chars, p);
+            clip(
+                str_field(&e, "label").unwrap_or("(label cleared)"),
+                preview_chars,
+                p,
+            );
             d.reference = str_field(&e, "targetId").map(str::to_string);
         }
         "session_info" => clip(str_field(&e, "name").unwrap_or(""), preview_chars, p),
-        "model_change" => clip(&format!("{}/{}", str_field(&e, "provider").unwrap_or("?"),
-                                        str_field(&e, "modelId").unwrap_or("?")), preview_chars, p),
-        "thinking_level_change" => clip(str_field(&e, "thinkingLevel").unwrap_or("?"), preview_chars, p),
+        "model_change" => clip(
+            &format!(
+                "{}/{}",
+                str_field(&e, "provider").unwrap_or("?"),
+                str_field(&e, "modelId").unwrap_or("?")
+            ),
+            preview_chars,
+            p,
+        ),
+        "thinking_level_change" => clip(
+            str_field(&e, "thinkingLevel").unwrap_or("?"),
+            preview_chars,
+            p,
+        ),
         "custom" => clip(str_field(&e, "customType").unwrap_or(""), preview_chars, p),
         "context_edit" => {
             d.reference = str_field(&e, "targetId").map(str::to_string);
-            clip(if matches!(e.get("replacement"), None | Some(Value::Null)) { "omit" } else { "replace" },
-                 preview_chars, p);
+            clip(
+                if matches!(e.get("replacement"), None | Some(Value::Null)) {
+                    "omit"
+                } else {
+                    "replace"
+                },
+                preview_chars,
+                p,
+            );
         }
         _ => {}
     }
@@ -196,47 +249,90 @@ pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
 }
 
 fn num(v: f64) -> Value {
-    serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+    serde_json::Number::from_f64(v)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// Entries `start..end` (file order) as one JSON document of columns: `id` (string or null),
 /// `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l` its byte length, `t`
 /// timestamp in ms (null when invalid), `e` token estimate (null: none), `u` usage
 /// `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
-pub fn digest_columns(st: &Store, start: usize, end: usize, preview_chars: usize,
-                      id_of: impl Fn(usize) -> Option<String>) -> Result<Vec<u8>, StoreError> {
+pub fn digest_columns(
+    st: &Store,
+    start: usize,
+    end: usize,
+    preview_chars: usize,
+    id_of: impl Fn(usize) -> Option<String>,
+) -> Result<Vec<u8>, StoreError> {
     // the lines are read first (nearby lines in one `pread`; a file changed under the index
     // errs instead of faulting), then digested in parallel
     let idx: Vec<usize> = (start..end).collect();
     let mut lines: Vec<Vec<u8>> = vec![Vec::new(); idx.len()];
     st.with_lines(&idx, |k, b| lines[k] = b.to_vec())?;
-    let ds: Vec<Digest> = lines.par_iter().enumerate().map(|(k, line)| {
-        let i = start + k;
-        let mut d = digest(line, preview_chars);
-        if d.kind == "?" {
-            // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
-            // nesting past 128): keep the type the index read
-            let t = st.index.recs[i].etype;
-            if t != 0 {
-                d.kind = st.index.type_name(t).to_string();
+    let ds: Vec<Digest> = lines
+        .par_iter()
+        .enumerate()
+        .map(|(k, line)| {
+            let i = start + k;
+            let mut d = digest(line, preview_chars);
+            if d.kind == "?" {
+                // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
+                // nesting past 128): keep the type the index read
+                let t = st.index.recs[i].etype;
+                if t != 0 {
+                    d.kind = st.index.type_name(t).to_string();
+                }
             }
-        }
-        d
-    }).collect();
+            d
+        })
+        .collect();
     let recs = &st.index.recs[start..end];
     let mut cols = Map::new();
-    cols.insert("id".into(), (start..end).map(|i| id_of(i).map_or(Value::Null, Value::String)).collect());
-    cols.insert("o".into(), recs.iter().map(|r| Value::from(r.offset)).collect());
-    cols.insert("l".into(), recs.iter().map(|r| Value::from(r.len as u64)).collect());
+    cols.insert(
+        "id".into(),
+        (start..end)
+            .map(|i| id_of(i).map_or(Value::Null, Value::String))
+            .collect(),
+    );
+    cols.insert(
+        "o".into(),
+        recs.iter().map(|r| Value::from(r.offset)).collect(),
+    );
+    cols.insert(
+        "l".into(),
+        recs.iter().map(|r| Value::from(r.len as u64)).collect(),
+    );
     cols.insert("t".into(), recs.iter().map(|r| num(r.ts)).collect());
-    cols.insert("e".into(), ds.iter().map(|d| d.tokens.map_or(Value::Null, Value::from)).collect());
-    cols.insert("u".into(), ds.iter().map(|d| match d.usage {
-        Some(u) => Value::Array(u.iter().map(|&x| num(x)).collect()),
-        None => Value::Null,
-    }).collect());
-    cols.insert("r".into(), ds.iter().map(|d| d.reference.clone().map_or(Value::Null, Value::String)).collect());
-    cols.insert("k".into(), ds.iter().map(|d| Value::String(d.kind.clone())).collect());
-    cols.insert("p".into(), ds.into_iter().map(|d| Value::String(d.preview)).collect());
+    cols.insert(
+        "e".into(),
+        ds.iter()
+            .map(|d| d.tokens.map_or(Value::Null, Value::from))
+            .collect(),
+    );
+    cols.insert(
+        "u".into(),
+        ds.iter()
+            .map(|d| match d.usage {
+                Some(u) => Value::Array(u.iter().map(|&x| num(x)).collect()),
+                None => Value::Null,
+            })
+            .collect(),
+    );
+    cols.insert(
+        "r".into(),
+        ds.iter()
+            .map(|d| d.reference.clone().map_or(Value::Null, Value::String))
+            .collect(),
+    );
+    cols.insert(
+        "k".into(),
+        ds.iter().map(|d| Value::String(d.kind.clone())).collect(),
+    );
+    cols.insert(
+        "p".into(),
+        ds.into_iter().map(|d| Value::String(d.preview)).collect(),
+    );
     Ok(serde_json::to_vec(&Value::Object(cols)).unwrap_or_default())
 }
 
@@ -271,11 +367,20 @@ mod tests {
 
     #[test]
     fn hostile_lines_give_a_digest_not_a_panic() {
-        for line in [&b"[1,2]"[..], b"{", b"{\"type\":5}", b"{\"type\":\"message\",\"message\":7}", b"\xff\xfe"] {
+        for line in [
+            &b"[1,2]"[..],
+            b"{",
+            b"{\"type\":5}",
+            b"{\"type\":\"message\",\"message\":7}",
+            b"\xff\xfe",
+        ] {
             let d = digest(line, 10);
             assert!(d.usage.is_none());
         }
-        let long = format!("{{\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}}}}", "x ".repeat(100000));
+        let long = format!(
+            "{{\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}}}}",
+            "x ".repeat(100000)
+        );
         assert_eq!(digest(long.as_bytes(), 8).preview, "x x x x…");
     }
 }

@@ -182,7 +182,11 @@ impl Problems {
         self.n = n;
     }
     fn push(&mut self, line: u32, offset: u64, kind: u8, arg: u64, reason: &'static str) {
-        let r = match self.reasons.iter().position(|&x| std::ptr::eq(x, reason) || x == reason) {
+        let r = match self
+            .reasons
+            .iter()
+            .position(|&x| std::ptr::eq(x, reason) || x == reason)
+        {
             Some(i) => i,
             None => {
                 self.reasons.push(reason);
@@ -192,7 +196,11 @@ impl Problems {
         let reason = r.min(255) as u8;
         self.n += 1;
         if let Some(last) = self.runs.last_mut() {
-            if last.kind == kind && last.reason == reason && last.arg == arg && last.count < u32::MAX {
+            if last.kind == kind
+                && last.reason == reason
+                && last.arg == arg
+                && last.count < u32::MAX
+            {
                 let next_line = last.line as u64 + last.count as u64;
                 if line as u64 == next_line {
                     if last.count == 1 {
@@ -211,7 +219,16 @@ impl Problems {
             }
         }
         let first = (self.n - 1) as u32;
-        self.runs.push(ProblemRun { offset, arg, line, first, count: 1, stride: 0, kind, reason });
+        self.runs.push(ProblemRun {
+            offset,
+            arg,
+            line,
+            first,
+            count: 1,
+            stride: 0,
+            kind,
+            reason,
+        });
     }
     fn expand(&self, r: &ProblemRun, k: u32) -> Problem {
         let message = match r.kind {
@@ -221,8 +238,11 @@ impl Problems {
                 "not JSON ({} at byte {} of the line); skipped as Pi skips it",
                 self.reasons[r.reason as usize], r.arg
             ),
-            P_FALSY => "falsy JSON value (null, 0, false or \"\"): skipped as Pi skips it".to_string(),
-            P_UTF8 => "bytes that are not UTF-8 inside a string (read as U+FFFD, as Pi reads them)".to_string(),
+            P_FALSY => {
+                "falsy JSON value (null, 0, false or \"\"): skipped as Pi skips it".to_string()
+            }
+            P_UTF8 => "bytes that are not UTF-8 inside a string (read as U+FFFD, as Pi reads them)"
+                .to_string(),
             _ => "another session header inside the file (not an entry, as in Pi)".to_string(),
         };
         Problem {
@@ -234,7 +254,9 @@ impl Problems {
     }
     /// Each problem in file order, with its message.
     pub fn iter(&self) -> impl Iterator<Item = Problem> + '_ {
-        self.runs.iter().flat_map(move |r| (0..r.count).map(move |k| self.expand(r, k)))
+        self.runs
+            .iter()
+            .flat_map(move |r| (0..r.count).map(move |k| self.expand(r, k)))
     }
     pub fn get(&self, i: usize) -> Option<Problem> {
         if i >= self.n {
@@ -377,7 +399,10 @@ impl KeyTable {
             let i = h as usize & (self.slots.len() - 1);
             // SAFETY: a prefetch hint at an address inside the table.
             unsafe {
-                std::arch::x86_64::_mm_prefetch(self.slots.as_ptr().add(i) as *const i8, std::arch::x86_64::_MM_HINT_T0)
+                std::arch::x86_64::_mm_prefetch(
+                    self.slots.as_ptr().add(i) as *const i8,
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
             };
         }
         let _ = h;
@@ -396,7 +421,8 @@ fn advise_huge_pages(v: &[u64]) {
 /// allocator reuse memory it already has.)
 fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
     const RESERVE_MIN: usize = 8 << 20;
-    if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more {
+    if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more
+    {
         return;
     }
     v.reserve(more);
@@ -414,7 +440,13 @@ fn populate_range(start: usize, len: usize) {
         let a = start & !4095;
         // SAFETY: advice only, on pages that hold our own allocation (populating pages that
         // are already mapped changes nothing).
-        unsafe { libc::madvise(a as *mut libc::c_void, start + len - a, libc::MADV_POPULATE_WRITE) };
+        unsafe {
+            libc::madvise(
+                a as *mut libc::c_void,
+                start + len - a,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
     }
     let _ = (start, len);
 }
@@ -516,7 +548,10 @@ fn js_trim_is_blank(line: &[u8]) -> bool {
                 let t = &line[i..];
                 if t.len() >= 3
                     && t[1] == 0x80
-                    && ((0x80..=0x8A).contains(&t[2]) || t[2] == 0xA8 || t[2] == 0xA9 || t[2] == 0xAF)
+                    && ((0x80..=0x8A).contains(&t[2])
+                        || t[2] == 0xA8
+                        || t[2] == 0xA9
+                        || t[2] == 0xAF)
                     || t.starts_with(&[0xE2, 0x81, 0x9F])
                 {
                     i += 3
@@ -553,7 +588,11 @@ fn version_number(v: &JsVal) -> f64 {
 /// The fixed code of a well-known name (`""` at 0 never matches a string).
 #[inline]
 fn known_code(names: &[&str], s: &str) -> Option<u16> {
-    names.iter().skip(1).position(|&n| n == s).map(|i| i as u16 + 1)
+    names
+        .iter()
+        .skip(1)
+        .position(|&n| n == s)
+        .map(|i| i as u16 + 1)
 }
 
 fn fnv1a(data: &[u8], seed: u64) -> u64 {
@@ -660,7 +699,11 @@ fn iso_ms_fast(b: &[u8]) -> Option<f64> {
 
 impl Pre {
     /// Placeholder before the facts are worked out.
-    pub const NONE: Pre = Pre { ts: f64::NAN, etype: None, role: None };
+    pub const NONE: Pre = Pre {
+        ts: f64::NAN,
+        etype: None,
+        role: None,
+    };
 }
 
 /// The result for a line that parsed.
@@ -700,8 +743,18 @@ impl Index {
             ..Default::default()
         };
         // fixed keys: undefined, null
-        ix.key_recs.push(KeyRec { data: 0, len: 0, tag: K_UNDEFINED, truthy: false });
-        ix.key_recs.push(KeyRec { data: 0, len: 0, tag: K_NULL, truthy: false });
+        ix.key_recs.push(KeyRec {
+            data: 0,
+            len: 0,
+            tag: K_UNDEFINED,
+            truthy: false,
+        });
+        ix.key_recs.push(KeyRec {
+            data: 0,
+            len: 0,
+            tag: K_NULL,
+            truthy: false,
+        });
         ix.by_id.extend([NONE, NONE]);
         for (i, t) in TYPE_NAMES.iter().enumerate() {
             ix.types.push(t.to_string());
@@ -784,9 +837,15 @@ impl Index {
         }
         let off = self.key_bytes.len() as u64;
         self.key_bytes.extend_from_slice(s.as_bytes());
-        let kid = self.push_key(KeyRec { data: off, len: s.len() as u32, tag: K_STR, truthy: !s.is_empty() });
+        let kid = self.push_key(KeyRec {
+            data: off,
+            len: s.len() as u32,
+            tag: K_STR,
+            truthy: !s.is_empty(),
+        });
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        self.keys
+            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
         kid
     }
 
@@ -798,9 +857,15 @@ impl Index {
         }) {
             return k;
         }
-        let kid = self.push_key(KeyRec { data, len: 0, tag, truthy });
+        let kid = self.push_key(KeyRec {
+            data,
+            len: 0,
+            tag,
+            truthy,
+        });
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        self.keys
+            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
         kid
     }
 
@@ -809,7 +874,12 @@ impl Index {
         match v {
             JsVal::Missing => KID_UNDEFINED,
             JsVal::Null => KID_NULL,
-            JsVal::Composite => self.push_key(KeyRec { data: 0, len: 0, tag: K_OBJECT, truthy: true }),
+            JsVal::Composite => self.push_key(KeyRec {
+                data: 0,
+                len: 0,
+                tag: K_OBJECT,
+                truthy: true,
+            }),
             JsVal::Str(s) => self.intern_bytes_str(s),
             JsVal::Num(n) => self.key_of_num(*n),
             JsVal::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
@@ -831,7 +901,12 @@ impl Index {
             Val::Str(s) => self.intern_bytes_str(s),
             Val::Num(n) => self.key_of_num(*n),
             Val::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
-            Val::Composite => self.push_key(KeyRec { data: 0, len: 0, tag: K_OBJECT, truthy: true }),
+            Val::Composite => self.push_key(KeyRec {
+                data: 0,
+                len: 0,
+                tag: K_OBJECT,
+                truthy: true,
+            }),
         }
     }
 
@@ -840,7 +915,8 @@ impl Index {
     /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
+        self.keys
+            .reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
         reserve_large(&mut self.recs, entries);
         // about one new key (its id) per entry; Pi ids are 8 bytes
         reserve_large(&mut self.key_recs, entries);
@@ -866,7 +942,11 @@ impl Index {
     pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
         let k = self.key_recs.get(kid as usize)?;
         match k.tag {
-            K_NUM => Some(ryu_js::Buffer::new().format(f64::from_bits(k.data)).to_string()),
+            K_NUM => Some(
+                ryu_js::Buffer::new()
+                    .format(f64::from_bits(k.data))
+                    .to_string(),
+            ),
             K_BOOL => Some(if k.data != 0 { "true" } else { "false" }.to_string()),
             K_NULL => Some("null".to_string()),
             _ => None,
@@ -898,7 +978,9 @@ impl Index {
         self.by_id.get(kid as usize).copied().unwrap_or(NONE)
     }
     pub fn index_of_str(&self, s: &str) -> Option<u32> {
-        self.lookup_str(s).map(|k| self.winner(k)).filter(|&w| w != NONE)
+        self.lookup_str(s)
+            .map(|k| self.winner(k))
+            .filter(|&w| w != NONE)
     }
     /// Number of distinct ids (Pi `getEntryCount()`: the size of the by-id map).
     pub fn entry_count(&self) -> usize {
@@ -986,7 +1068,8 @@ impl Index {
         }
         self.values = p.values;
         if let Some((kid, prev)) = p.by_id_prev {
-            if prev != NONE && self.by_id[kid as usize] != NONE && prev != self.by_id[kid as usize] {
+            if prev != NONE && self.by_id[kid as usize] != NONE && prev != self.by_id[kid as usize]
+            {
                 self.dup_ids -= 1;
             }
             self.by_id[kid as usize] = prev;
@@ -1035,7 +1118,11 @@ impl Index {
                 session_info_prev: self.session_info,
                 leaf_prev: self.leaf,
                 last_v1_prev: self.last_v1_id,
-                header: Some((self.header.0.clone(), self.header_span, self.header_version.clone())),
+                header: Some((
+                    self.header.0.clone(),
+                    self.header_span,
+                    self.header_version.clone(),
+                )),
                 legacy_prev: (self.legacy_v1, self.legacy_v2, self.v1_seed),
             })
         };
@@ -1066,12 +1153,14 @@ impl Index {
                 return None;
             }
             LineResult::TooLong => {
-                self.problems.push(pl.line, pl.offset, P_TOO_LONG, pl.len, "");
+                self.problems
+                    .push(pl.line, pl.offset, P_TOO_LONG, pl.len, "");
                 return None;
             }
             LineResult::Bad(e) => {
                 let kind = if pl.terminated { P_MALFORMED } else { P_TORN };
-                self.problems.push(pl.line, pl.offset, kind, e.pos as u64, e.msg);
+                self.problems
+                    .push(pl.line, pl.offset, kind, e.pos as u64, e.msg);
                 return None;
             }
             LineResult::Value(s, pre) => (s, *pre),
@@ -1108,7 +1197,8 @@ impl Index {
                 } else {
                     "the session header has no string id".to_string()
                 };
-                self.header = HeaderStateBox(HeaderState::Invalid(format!("line {}: {}", pl.line, why)));
+                self.header =
+                    HeaderStateBox(HeaderState::Invalid(format!("line {}: {}", pl.line, why)));
             }
             return None;
         }
@@ -1134,7 +1224,11 @@ impl Index {
         let (id, parent) = if self.legacy_v1 {
             // Pi migrateV1ToV2: fresh ids, each entry the child of the previous one.
             let id = self.synthetic_id(vpos);
-            let parent = if self.last_v1_id == NONE { KID_NULL } else { self.last_v1_id };
+            let parent = if self.last_v1_id == NONE {
+                KID_NULL
+            } else {
+                self.last_v1_id
+            };
             self.last_v1_id = id;
             (id, parent)
         } else {
@@ -1214,9 +1308,16 @@ impl Index {
         // Deterministic per file (header position), so cursors survive reopening a v1 file.
         let mut attempt = 0u64;
         loop {
-            let h = fnv1a(&vpos.to_le_bytes(), self.v1_seed ^ attempt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let h = fnv1a(
+                &vpos.to_le_bytes(),
+                self.v1_seed ^ attempt.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
             let s = format!("{:08x}", (h & 0xffff_ffff) as u32);
-            if self.lookup_str(&s).map(|k| self.winner(k) == NONE).unwrap_or(true) {
+            if self
+                .lookup_str(&s)
+                .map(|k| self.winner(k) == NONE)
+                .unwrap_or(true)
+            {
                 return self.intern_str(&s);
             }
             attempt += 1;
@@ -1227,7 +1328,8 @@ impl Index {
 
     /// Labels in Pi's Map order: (target key id, label entry index).
     pub fn labels(&self) -> Vec<(u32, u32)> {
-        let mut v: Vec<(u64, u32, u32)> = self.labels.iter().map(|(&t, &(s, e))| (s, t, e)).collect();
+        let mut v: Vec<(u64, u32, u32)> =
+            self.labels.iter().map(|(&t, &(s, e))| (s, t, e)).collect();
         v.sort_unstable();
         v.into_iter().map(|(_, t, e)| (t, e)).collect()
     }
@@ -1237,7 +1339,10 @@ impl Index {
 
     /// Entry index whose parsed-value position is `vpos` (for v1 `firstKeptEntryIndex`).
     pub fn entry_at_vpos(&self, vpos: u32) -> Option<u32> {
-        self.recs.binary_search_by_key(&vpos, |r| r.vpos).ok().map(|i| i as u32)
+        self.recs
+            .binary_search_by_key(&vpos, |r| r.vpos)
+            .ok()
+            .map(|i| i as u32)
     }
 }
 
@@ -1247,9 +1352,16 @@ mod tests {
 
     #[test]
     fn type_codes_name_their_types() {
-        for (code, name) in [(T_SESSION, "session"), (T_MESSAGE, "message"), (T_COMPACTION, "compaction"),
-            (T_BRANCH_SUMMARY, "branch_summary"), (T_CUSTOM_MESSAGE, "custom_message"), (T_LABEL, "label"),
-            (T_SESSION_INFO, "session_info"), (T_CONTEXT_EDIT, "context_edit")] {
+        for (code, name) in [
+            (T_SESSION, "session"),
+            (T_MESSAGE, "message"),
+            (T_COMPACTION, "compaction"),
+            (T_BRANCH_SUMMARY, "branch_summary"),
+            (T_CUSTOM_MESSAGE, "custom_message"),
+            (T_LABEL, "label"),
+            (T_SESSION_INFO, "session_info"),
+            (T_CONTEXT_EDIT, "context_edit"),
+        ] {
             assert_eq!(TYPE_NAMES[code as usize], name);
         }
     }
@@ -1261,13 +1373,14 @@ mod tests {
         let mut want = Vec::new();
         let mut off = 90u64;
         let mut line = 2u32;
-        let mut add = |n: usize, len: u64, kind: u8, arg: u64, want: &mut Vec<(u32, u64, u8, u64)>| {
-            for _ in 0..n {
-                want.push((line, off, kind, arg));
-                line += 1;
-                off += len;
-            }
-        };
+        let mut add =
+            |n: usize, len: u64, kind: u8, arg: u64, want: &mut Vec<(u32, u64, u8, u64)>| {
+                for _ in 0..n {
+                    want.push((line, off, kind, arg));
+                    line += 1;
+                    off += len;
+                }
+            };
         add(100_000, 1, P_BLANK, 0, &mut want);
         add(10, 2, P_BLANK, 0, &mut want);
         add(1000, 4, P_MALFORMED, 0, &mut want);
@@ -1276,15 +1389,38 @@ mod tests {
         add(1, 1, P_BLANK, 0, &mut want);
         let mut p = Problems::default();
         for &(l, o, k, a) in &want {
-            p.push(l, o, k, a, if k == P_MALFORMED { "unexpected character" } else { "" });
+            p.push(
+                l,
+                o,
+                k,
+                a,
+                if k == P_MALFORMED {
+                    "unexpected character"
+                } else {
+                    ""
+                },
+            );
         }
         assert_eq!(p.len(), want.len());
         assert!(p.runs() <= 7, "{} runs", p.runs());
         let got: Vec<_> = p.iter().map(|x| (x.line, x.offset)).collect();
         assert_eq!(got, want.iter().map(|w| (w.0, w.1)).collect::<Vec<_>>());
-        for i in [0, 99_999, 100_000, 100_009, 100_010, 101_009, 101_010, 101_011, want.len() - 1] {
+        for i in [
+            0,
+            99_999,
+            100_000,
+            100_009,
+            100_010,
+            101_009,
+            101_010,
+            101_011,
+            want.len() - 1,
+        ] {
             let x = p.get(i).unwrap();
-            assert_eq!((x.line, x.offset, x.kind), (want[i].0, want[i].1, PROBLEM_KINDS[want[i].2 as usize]));
+            assert_eq!(
+                (x.line, x.offset, x.kind),
+                (want[i].0, want[i].1, PROBLEM_KINDS[want[i].2 as usize])
+            );
         }
         assert!(p.get(want.len()).is_none());
         // keep a prefix that ends inside a run; pushing again continues from there
@@ -1323,7 +1459,10 @@ mod tests {
             let want = crate::jsdate::parse_iso(&s);
             match iso_ms_fast(s.as_bytes()) {
                 Some(v) => assert_eq!(v, want, "{s}"),
-                None => assert!(want.is_nan() || s.starts_with("0000") || s[11..13] == *"24", "{s}: {want}"),
+                None => assert!(
+                    want.is_nan() || s.starts_with("0000") || s[11..13] == *"24",
+                    "{s}: {want}"
+                ),
             }
         }
         assert_eq!(

@@ -72,8 +72,14 @@ impl Cur<'_> {
 pub fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n' | '\u{0b}' | '\u{0c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'..='\u{200a}'
-            | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
+        '\t' | '\n' | '\u{0b}' | '\u{0c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
     )
 }
 
@@ -85,12 +91,17 @@ pub fn js_trim(s: &str) -> &str {
 /// `Date.parse(s)` in milliseconds since the epoch, or NaN.
 pub fn parse_iso(s: &str) -> f64 {
     let s = js_trim(s);
-    let mut c = Cur { b: s.as_bytes(), i: 0 };
+    let mut c = Cur {
+        b: s.as_bytes(),
+        i: 0,
+    };
     let year = match c.b.first() {
         Some(b'+') | Some(b'-') => {
             let neg = c.b[0] == b'-';
             c.i = 1;
-            let Some(y) = c.digits(6) else { return f64::NAN };
+            let Some(y) = c.digits(6) else {
+                return f64::NAN;
+            };
             if neg && y == 0 {
                 return f64::NAN;
             }
@@ -107,10 +118,14 @@ pub fn parse_iso(s: &str) -> f64 {
     };
     let (mut month, mut day) = (1, 1);
     if c.eat(b'-') {
-        let Some(m) = c.digits(2) else { return f64::NAN };
+        let Some(m) = c.digits(2) else {
+            return f64::NAN;
+        };
         month = m;
         if c.eat(b'-') {
-            let Some(d) = c.digits(2) else { return f64::NAN };
+            let Some(d) = c.digits(2) else {
+                return f64::NAN;
+            };
             day = d;
         }
     }
@@ -123,13 +138,19 @@ pub fn parse_iso(s: &str) -> f64 {
         if !(c.eat(b'T') || c.eat(b't') || c.eat(b' ')) {
             return f64::NAN;
         }
-        let (Some(hh), true, Some(mm)) = (c.digits(2), c.eat(b':'), None::<i64>.or_else(|| c.digits(2))) else {
+        let (Some(hh), true, Some(mm)) = (
+            c.digits(2),
+            c.eat(b':'),
+            None::<i64>.or_else(|| c.digits(2)),
+        ) else {
             return f64::NAN;
         };
         h = hh;
         mi = mm;
         if c.eat(b':') {
-            let Some(ss) = c.digits(2) else { return f64::NAN };
+            let Some(ss) = c.digits(2) else {
+                return f64::NAN;
+            };
             sec = ss;
             if c.eat(b'.') || c.eat(b',') {
                 let start = c.i;
@@ -155,9 +176,13 @@ pub fn parse_iso(s: &str) -> f64 {
         } else if c.b.get(c.i) == Some(&b'+') || c.b.get(c.i) == Some(&b'-') {
             let sign = if c.b[c.i] == b'-' { -1 } else { 1 };
             c.i += 1;
-            let Some(oh) = c.digits(2) else { return f64::NAN };
+            let Some(oh) = c.digits(2) else {
+                return f64::NAN;
+            };
             let _ = c.eat(b':');
-            let Some(om) = c.digits(2) else { return f64::NAN };
+            let Some(om) = c.digits(2) else {
+                return f64::NAN;
+            };
             if oh > 23 || om > 59 {
                 return f64::NAN;
             }
@@ -168,9 +193,7 @@ pub fn parse_iso(s: &str) -> f64 {
         return f64::NAN;
     }
     let days = days_from_civil(year, month, day) as f64;
-    let t = days * MS_PER_DAY
-        + (h * 3_600_000 + mi * 60_000 + sec * 1000) as f64
-        + ms
+    let t = days * MS_PER_DAY + (h * 3_600_000 + mi * 60_000 + sec * 1000) as f64 + ms
         - (offset_min * 60_000) as f64;
     time_clip(t)
 }
@@ -219,7 +242,13 @@ mod tests {
 
     #[test]
     fn garbage_is_nan() {
-        for s in ["", "yesterday", "2024-13-01", "2024-01-01T25:00Z", "2024-01-01T00:00:00Zjunk"] {
+        for s in [
+            "",
+            "yesterday",
+            "2024-13-01",
+            "2024-01-01T25:00Z",
+            "2024-01-01T00:00:00Zjunk",
+        ] {
             assert!(parse_iso(s).is_nan(), "{s}");
         }
     }

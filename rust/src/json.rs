@@ -350,11 +350,20 @@ fn check_escape(b: &[u8], j: usize) -> R<usize> {
             if j + 6 <= b.len() && b[j + 2..j + 6].iter().all(u8::is_ascii_hexdigit) {
                 Ok(j + 6)
             } else {
-                Err(JsonError { pos: j + 2, msg: "bad \\u escape" })
+                Err(JsonError {
+                    pos: j + 2,
+                    msg: "bad \\u escape",
+                })
             }
         }
-        Some(_) => Err(JsonError { pos: j + 1, msg: "bad escape" }),
-        None => Err(JsonError { pos: j + 1, msg: "unterminated string" }),
+        Some(_) => Err(JsonError {
+            pos: j + 1,
+            msg: "bad escape",
+        }),
+        None => Err(JsonError {
+            pos: j + 1,
+            msg: "unterminated string",
+        }),
     }
 }
 
@@ -367,8 +376,18 @@ fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) 
         match b.get(k) {
             Some(b'"') => return Ok(k + 1),
             Some(b'\\') => i = check_escape(b, k)?,
-            Some(_) => return Err(JsonError { pos: k, msg: "control character in string" }),
-            None => return Err(JsonError { pos: k, msg: "unterminated string" }),
+            Some(_) => {
+                return Err(JsonError {
+                    pos: k,
+                    msg: "control character in string",
+                })
+            }
+            None => {
+                return Err(JsonError {
+                    pos: k,
+                    msg: "unterminated string",
+                })
+            }
         }
     }
 }
@@ -387,7 +406,8 @@ unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {
     'blocks: while i + 64 <= n {
         let v0 = _mm256_loadu_si256(p.add(i) as *const __m256i);
         let v1 = _mm256_loadu_si256(p.add(i + 32) as *const __m256i);
-        let mask = |v: __m256i, c: __m256i| _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, c)) as u32 as u64;
+        let mask =
+            |v: __m256i, c: __m256i| _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, c)) as u32 as u64;
         let qm = mask(v0, q) | (mask(v1, q) << 32);
         let bm = mask(v0, bs) | (mask(v1, bs) << 32);
         let cm = mask(v0, _mm256_min_epu8(v0, lim)) | (mask(v1, _mm256_min_epu8(v1, lim)) << 32);
@@ -399,7 +419,10 @@ unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {
                 return Ok(k + 1);
             }
             if cm & (1 << t) != 0 {
-                return Err(JsonError { pos: k, msg: "control character in string" });
+                return Err(JsonError {
+                    pos: k,
+                    msg: "control character in string",
+                });
             }
             let next = check_escape(b, k)?;
             if next >= i + 64 {
@@ -447,7 +470,9 @@ fn find_special_swar(b: &[u8], mut i: usize) -> usize {
         let q = w ^ (LO * b'"' as u64);
         let s = w ^ (LO * b'\\' as u64);
         // lowest flagged byte is exact (borrows only create false hits above a true one)
-        let m = (q.wrapping_sub(LO) & !q) | (s.wrapping_sub(LO) & !s) | (w.wrapping_sub(LO * 0x20) & !w);
+        let m = (q.wrapping_sub(LO) & !q)
+            | (s.wrapping_sub(LO) & !s)
+            | (w.wrapping_sub(LO * 0x20) & !w);
         let m = m & HI;
         if m != 0 {
             return i + (m.trailing_zeros() / 8) as usize;
@@ -912,7 +937,13 @@ impl LineParser {
 
     /// Parses one line as `JSON.parse` would and extracts its skeleton.
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
-        let mut p = P::<true> { b: line, i: 0, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
+        let mut p = P::<true> {
+            b: line,
+            i: 0,
+            stack: &mut self.stack,
+            units: &mut self.units,
+            deepest: 0,
+        };
         let sk = p.value()?;
         if p.i != line.len() {
             return p.err("trailing characters after JSON value");
@@ -934,8 +965,19 @@ impl LineParser {
     /// (a line being appended): `buf[from]` is the `,` or `}` after those members. The rest is
     /// read and checked as [`LineParser::parse_object_line_into`] does (a later duplicate key
     /// still wins, as in `JSON.parse`); UTF-8 is checked from `from` on.
-    pub fn parse_object_line_rest<'a>(&mut self, buf: &'a [u8], from: usize, sk: &mut Skel<'a>) -> Option<usize> {
-        let mut p = P::<false> { b: buf, i: from, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
+    pub fn parse_object_line_rest<'a>(
+        &mut self,
+        buf: &'a [u8],
+        from: usize,
+        sk: &mut Skel<'a>,
+    ) -> Option<usize> {
+        let mut p = P::<false> {
+            b: buf,
+            i: from,
+            stack: &mut self.stack,
+            units: &mut self.units,
+            deepest: 0,
+        };
         p.stack.clear();
         if p.member_end().ok()? {
             p.top_members(sk).ok()?;
@@ -951,7 +993,11 @@ impl LineParser {
     /// [`LineParser::parse_object_line`] writing into `sk` (a fresh `Skel` of an object), which
     /// spares copying skeletons around; on None, `sk` holds garbage.
     #[inline]
-    pub fn parse_object_line_into<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
+    pub fn parse_object_line_into<'a>(
+        &mut self,
+        buf: &'a [u8],
+        sk: &mut Skel<'a>,
+    ) -> Option<usize> {
         let end = self.parse_object_line_into_no_utf8(buf, sk)?;
         // the ASCII whitespace after the value does not change UTF-8 validity
         sk.invalid_utf8 = simdutf8::basic::from_utf8(&buf[..end]).is_err();
@@ -962,11 +1008,21 @@ impl LineParser {
     /// left as it was), for a caller that checks many lines at once: a line's bytes outside
     /// its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
     #[inline]
-    pub fn parse_object_line_into_no_utf8<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
+    pub fn parse_object_line_into_no_utf8<'a>(
+        &mut self,
+        buf: &'a [u8],
+        sk: &mut Skel<'a>,
+    ) -> Option<usize> {
         if buf.first() != Some(&b'{') {
             return None;
         }
-        let mut p = P::<false> { b: buf, i: 0, stack: &mut self.stack, units: &mut self.units, deepest: 0 };
+        let mut p = P::<false> {
+            b: buf,
+            i: 0,
+            stack: &mut self.stack,
+            units: &mut self.units,
+            deepest: 0,
+        };
         p.stack.clear();
         p.top_object(sk).ok()?;
         p.ws();
@@ -1038,7 +1094,13 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
 /// it will recurse to, before building anything.
 pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
     let (mut stack, mut units) = (Vec::new(), Vec::new());
-    let mut p = P::<true> { b: line, i: 0, stack: &mut stack, units: &mut units, deepest: 0 };
+    let mut p = P::<true> {
+        b: line,
+        i: 0,
+        stack: &mut stack,
+        units: &mut units,
+        deepest: 0,
+    };
     p.skip_value()?;
     p.ws();
     if p.i != line.len() {
@@ -1061,7 +1123,11 @@ mod tests {
         parse_line(s.as_bytes()).unwrap()
     }
     fn bad(s: &[u8]) {
-        assert!(parse_line(s).is_err(), "{:?} should fail", String::from_utf8_lossy(s));
+        assert!(
+            parse_line(s).is_err(),
+            "{:?} should fail",
+            String::from_utf8_lossy(s)
+        );
     }
 
     #[test]
@@ -1072,8 +1138,19 @@ mod tests {
         assert_eq!(check_value(b"\"\\ud800 [[[\"").unwrap(), 0);
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert_eq!(check_value(deep.as_bytes()).unwrap(), 100_000);
-        for bad in [&b"NaN"[..], b"[Infinity]", b"[1,]", b"", b"{\"a\":1} x", b"\"abc"] {
-            assert!(check_value(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"NaN"[..],
+            b"[Infinity]",
+            b"[1,]",
+            b"",
+            b"{\"a\":1} x",
+            b"\"abc",
+        ] {
+            assert!(
+                check_value(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
         // a torn line of escaped quotes: one pass, not one pass per quote
         let mut torn = b"{\"a\":\"".to_vec();
@@ -1331,7 +1408,8 @@ mod tests {
                                     let txt = String::from_utf8_lossy(&b[s..self.i]);
                                     o.extend(txt.encode_utf16());
                                 } else {
-                                    let txt = std::str::from_utf8(&b[s..self.i]).unwrap_or("\u{FFFD}");
+                                    let txt =
+                                        std::str::from_utf8(&b[s..self.i]).unwrap_or("\u{FFFD}");
                                     o.extend(txt.encode_utf16());
                                 }
                             }
@@ -1382,7 +1460,9 @@ mod tests {
             }
 
             fn lit(&mut self, word: &'static [u8]) -> R<()> {
-                if self.b.len() >= self.i + word.len() && &self.b[self.i..self.i + word.len()] == word {
+                if self.b.len() >= self.i + word.len()
+                    && &self.b[self.i..self.i + word.len()] == word
+                {
                     self.i += word.len();
                     Ok(())
                 } else {
@@ -1560,7 +1640,11 @@ mod tests {
 
         /// Parses one line as `JSON.parse` would and extracts its skeleton.
         pub fn parse_line(line: &[u8]) -> Result<Skeleton, JsonError> {
-            let mut p = P { b: line, i: 0, bad_utf8: false };
+            let mut p = P {
+                b: line,
+                i: 0,
+                bad_utf8: false,
+            };
             p.ws();
             let mut sk;
             match p.peek() {
@@ -1717,7 +1801,11 @@ mod tests {
     fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
         let mut v = base.to_vec();
         for _ in 0..1 + rng.below(3) {
-            let at = if v.is_empty() { 0 } else { rng.below(v.len() + 1) };
+            let at = if v.is_empty() {
+                0
+            } else {
+                rng.below(v.len() + 1)
+            };
             match rng.below(4) {
                 0 if at < v.len() => {
                     v.remove(at);
@@ -1741,7 +1829,10 @@ mod tests {
         match (&got, &want) {
             (Ok(g), Ok(w)) => assert_eq!(g, w, "{:?}", String::from_utf8_lossy(line)),
             (Err(g), Err(w)) => assert_eq!(g, w, "{:?}", String::from_utf8_lossy(line)),
-            _ => panic!("{:?}: got {got:?}, reference {want:?}", String::from_utf8_lossy(line)),
+            _ => panic!(
+                "{:?}: got {got:?}, reference {want:?}",
+                String::from_utf8_lossy(line)
+            ),
         }
     }
 
@@ -1802,7 +1893,11 @@ mod tests {
             for _ in 0..rng.below(40) {
                 let k = rng.below(pieces.len() * 4);
                 // mostly plain text, sometimes an escape or a special byte
-                body.extend_from_slice(if k < pieces.len() { pieces[k] } else { pieces[11 + k % 3] });
+                body.extend_from_slice(if k < pieces.len() {
+                    pieces[k]
+                } else {
+                    pieces[11 + k % 3]
+                });
             }
             let mut line = b"{\"type\":\"message\",\"message\":{\"content\":[{\"text\":\"".to_vec();
             line.extend_from_slice(&body);
@@ -1819,7 +1914,9 @@ mod tests {
         let mut stack = vec![std::path::PathBuf::from(root)];
         let mut lines = 0;
         while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else { continue };
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
             for e in rd.flatten() {
                 let p = e.path();
                 if p.is_dir() {
@@ -1843,7 +1940,13 @@ mod tests {
         for _ in 0..20_000 {
             let n = rng.below(150);
             let v: Vec<u8> = (0..n)
-                .map(|_| if rng.below(40) == 0 { rng.next() as u8 } else { b'a' + rng.below(26) as u8 })
+                .map(|_| {
+                    if rng.below(40) == 0 {
+                        rng.next() as u8
+                    } else {
+                        b'a' + rng.below(26) as u8
+                    }
+                })
                 .collect();
             let start = if n == 0 { 0 } else { rng.below(n) };
             let want = find_special_tail(&v, start);

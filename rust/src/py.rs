@@ -38,9 +38,9 @@ impl WalkErr {
     fn into_py(self, py: Python<'_>) -> PyErr {
         match self {
             WalkErr::Cycle(c) => cycle_err(py, c),
-            WalkErr::TooLarge(n) => {
-                SessionError::new_err(format!("tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"))
-            }
+            WalkErr::TooLarge(n) => SessionError::new_err(format!(
+                "tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"
+            )),
         }
     }
 }
@@ -54,7 +54,10 @@ fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
     match e.raw_os_error() {
         Some(code) => {
             let text = e.to_string();
-            let text = text.strip_suffix(&format!(" (os error {code})")).unwrap_or(&text).to_string();
+            let text = text
+                .strip_suffix(&format!(" (os error {code})"))
+                .unwrap_or(&text)
+                .to_string();
             PyOSError::new_err((code, format!("{prefix}{text}")))
         }
         None => PyOSError::new_err(format!("{prefix}{e}")),
@@ -77,7 +80,8 @@ fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
 /// other threads may use the session meanwhile).
 fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) -> PyResult<()> {
     let Some(fd) = fd else { return Ok(()) };
-    py.detach(|| crate::append::fsync_fd(&fd)).map_err(|e| os_err(&e, what))
+    py.detach(|| crate::append::fsync_fd(&fd))
+        .map_err(|e| os_err(&e, what))
 }
 
 /// The index over one session's lines. Indices are entry positions in file order.
@@ -97,7 +101,9 @@ impl Index {
         if i < self.st.index.recs.len() {
             Ok(())
         } else {
-            Err(PyIndexError::new_err(format!("entry index {i} out of range")))
+            Err(PyIndexError::new_err(format!(
+                "entry index {i} out of range"
+            )))
         }
     }
     fn id_str(&self, kid: u32) -> Option<String> {
@@ -107,9 +113,18 @@ impl Index {
     /// built by [`cycle_err`] only after the index is let go: its `__init__` is Python code,
     /// during which another thread may run and use the session.
     fn cycle_info(&self, c: Cycle) -> CycleInfo {
-        let ids: Vec<Option<String>> = c.0.iter().map(|&i| self.id_str(self.st.index.recs[i as usize].id)).collect();
-        let shown: Vec<String> = ids.iter().map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into())).collect();
-        CycleInfo(format!("parentId cycle through entries: {}", shown.join(" -> ")), ids)
+        let ids: Vec<Option<String>> =
+            c.0.iter()
+                .map(|&i| self.id_str(self.st.index.recs[i as usize].id))
+                .collect();
+        let shown: Vec<String> = ids
+            .iter()
+            .map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into()))
+            .collect();
+        CycleInfo(
+            format!("parentId cycle through entries: {}", shown.join(" -> ")),
+            ids,
+        )
     }
     fn ensure_tree(&mut self) {
         let gen = self.st.index.generation;
@@ -140,8 +155,14 @@ impl Index {
     #[staticmethod]
     #[pyo3(signature = (path, parallel = true))]
     fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
-        let st = py.detach(|| Store::open(&path, parallel)).map_err(|e| store_err(py, e))?;
-        Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
+        let st = py
+            .detach(|| Store::open(&path, parallel))
+            .map_err(|e| store_err(py, e))?;
+        Ok(Index {
+            st,
+            tree: None,
+            rng: crate::append::IdRng::seeded(),
+        })
     }
 
     /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
@@ -154,13 +175,21 @@ impl Index {
         let bytes = buf.to_vec(py)?;
         drop(buf);
         let st = py.detach(|| Store::from_bytes(bytes, parallel));
-        Ok(Index { st, tree: None, rng: crate::append::IdRng::seeded() })
+        Ok(Index {
+            st,
+            tree: None,
+            rng: crate::append::IdRng::seeded(),
+        })
     }
 
     /// An empty in-memory index (for sessions that are never written to a file).
     #[staticmethod]
     fn in_memory() -> Self {
-        Index { st: Store::in_memory(), tree: None, rng: crate::append::IdRng::seeded() }
+        Index {
+            st: Store::in_memory(),
+            tree: None,
+            rng: crate::append::IdRng::seeded(),
+        }
     }
 
     /// Scans bytes appended to the file since the last scan; returns how many entries appeared.
@@ -170,15 +199,18 @@ impl Index {
 
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
     fn append(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
-        self.st.append_bytes(offset, data).map_err(|e| store_err(py, e))
+        self.st
+            .append_bytes(offset, data)
+            .map_err(|e| store_err(py, e))
     }
 
     /// Appends from now on are written to the file open on `fd` (`O_APPEND`, with the writer
     /// lock held by the caller), per `durability` ("none" | "flush" | "fsync"). The index keeps
     /// its own duplicate of the descriptor until `detach_writer`.
     fn attach_writer(&mut self, py: Python<'_>, fd: i32, durability: &str) -> PyResult<()> {
-        let mode = crate::append::Durability::parse(durability)
-            .ok_or_else(|| PyValueError::new_err(format!("unknown durability mode {durability:?}")))?;
+        let mode = crate::append::Durability::parse(durability).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown durability mode {durability:?}"))
+        })?;
         self.st.attach_sink(fd, mode).map_err(|e| store_err(py, e))
     }
 
@@ -211,7 +243,12 @@ impl Index {
         let (r, fd) = {
             let mut this = slf.borrow_mut();
             let r = this.st.write_lines(data).map_err(|e| store_err(py, e))?;
-            (r, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
+            (
+                r,
+                this.st
+                    .sync_handle_if_durable()
+                    .map_err(|e| store_err(py, e))?,
+            )
         };
         fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
         Ok(r)
@@ -243,7 +280,12 @@ impl Index {
     /// index free for other threads; when it fails, OSError says so (the entry is written and
     /// indexed, but may not survive a machine crash).
     #[pyo3(signature = (etype, body, field = None))]
-    fn append_entry<'py>(slf: &Bound<'py, Self>, etype: &str, body: &[u8], field: Option<&str>) -> PyResult<Bound<'py, PyString>> {
+    fn append_entry<'py>(
+        slf: &Bound<'py, Self>,
+        etype: &str,
+        body: &[u8],
+        field: Option<&str>,
+    ) -> PyResult<Bound<'py, PyString>> {
         let py = slf.py();
         let ms = crate::append::now_ms();
         let body = match field {
@@ -253,12 +295,23 @@ impl Index {
         let (id, fd) = {
             let mut this = slf.borrow_mut();
             let this = &mut *this;
-            let id = this.st.append_entry(&mut this.rng, etype, body, ms).map_err(|e| store_err(py, e))?;
-            (id, this.st.sync_handle_if_durable().map_err(|e| store_err(py, e))?)
+            let id = this
+                .st
+                .append_entry(&mut this.rng, etype, body, ms)
+                .map_err(|e| store_err(py, e))?;
+            (
+                id,
+                this.st
+                    .sync_handle_if_durable()
+                    .map_err(|e| store_err(py, e))?,
+            )
         };
         fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
         // hex digits: always ASCII
-        Ok(PyString::new(py, std::str::from_utf8(&id).unwrap_or_default()))
+        Ok(PyString::new(
+            py,
+            std::str::from_utf8(&id).unwrap_or_default(),
+        ))
     }
 
     /// A fresh entry id for an entry built in Python (Pi `generateId`: 8 hex digits not used in
@@ -304,7 +357,11 @@ impl Index {
         }
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.st.header_bytes().map_err(|e| store_err(py, e))?.map(|b| PyBytes::new(py, &b)))
+        Ok(self
+            .st
+            .header_bytes()
+            .map_err(|e| store_err(py, e))?
+            .map(|b| PyBytes::new(py, &b)))
     }
     #[getter]
     fn needs_migration(&self) -> bool {
@@ -335,8 +392,13 @@ impl Index {
             self.check(i)?;
         }
         let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
-        self.st.with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b))).map_err(|e| store_err(py, e))?;
-        Ok(out.into_iter().map(|b| b.expect("every line was read")).collect())
+        self.st
+            .with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))
+            .map_err(|e| store_err(py, e))?;
+        Ok(out
+            .into_iter()
+            .map(|b| b.expect("every line was read"))
+            .collect())
     }
 
     /// The entry's id when it is a string, else None.
@@ -457,7 +519,10 @@ impl Index {
         let r = {
             let this = slf.borrow();
             this.check(i)?;
-            this.st.index.branch(i as u32).map_err(|c| this.cycle_info(c))
+            this.st
+                .index
+                .branch(i as u32)
+                .map_err(|c| this.cycle_info(c))
         };
         r.map_err(|c| cycle_err(slf.py(), c))
     }
@@ -468,7 +533,10 @@ impl Index {
         self.check(leaf)?;
         // the GIL is kept: the walk is short, and a borrow held without it would make another
         // thread's append fail with "Already borrowed"
-        self.st.index.context_span(leaf as u32, with_settings).map_err(|c| cycle_err(py, self.cycle_info(c)))
+        self.st
+            .index
+            .context_span(leaf as u32, with_settings)
+            .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// `(compaction, first_kept)` positions in `path` of the latest compaction and its first
     /// kept entry (None when not on the path), or None without a compaction.
@@ -480,10 +548,18 @@ impl Index {
     }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).
     #[pyo3(signature = (i, etype, role = None))]
-    fn find_back(&self, py: Python<'_>, i: usize, etype: &str, role: Option<&str>) -> PyResult<Option<u32>> {
+    fn find_back(
+        &self,
+        py: Python<'_>,
+        i: usize,
+        etype: &str,
+        role: Option<&str>,
+    ) -> PyResult<Option<u32>> {
         self.check(i)?;
         let ix = &self.st.index;
-        let Some(t) = ix.type_code_of(etype) else { return Ok(None) };
+        let Some(t) = ix.type_code_of(etype) else {
+            return Ok(None);
+        };
         let r = match role {
             None => None,
             Some(r) => match ix.role_code_of(r) {
@@ -491,23 +567,35 @@ impl Index {
                 None => return Ok(None),
             },
         };
-        ix.find_back(i as u32, t, r).map_err(|c| cycle_err(py, self.cycle_info(c)))
+        ix.find_back(i as u32, t, r)
+            .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
     /// None when `to` is not an ancestor of `i`.
     #[pyo3(signature = (i, to = None))]
-    fn branch_since(&self, py: Python<'_>, i: usize, to: Option<usize>) -> PyResult<Option<Vec<u32>>> {
+    fn branch_since(
+        &self,
+        py: Python<'_>,
+        i: usize,
+        to: Option<usize>,
+    ) -> PyResult<Option<Vec<u32>>> {
         self.check(i)?;
         if let Some(t) = to {
             self.check(t)?;
         }
-        self.st.index.branch_since(i as u32, to.map_or(NONE, |t| t as u32)).map_err(|c| cycle_err(py, self.cycle_info(c)))
+        self.st
+            .index
+            .branch_since(i as u32, to.map_or(NONE, |t| t as u32))
+            .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Deepest common ancestor of `a` and `b`, walking only as far as it is.
     fn common_ancestor_near(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
         self.check(a)?;
         self.check(b)?;
-        self.st.index.common_ancestor_near(a as u32, b as u32).map_err(|c| cycle_err(py, self.cycle_info(c)))
+        self.st
+            .index
+            .common_ancestor_near(a as u32, b as u32)
+            .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
@@ -546,14 +634,20 @@ impl Index {
     fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
         let r = {
             let mut this = slf.borrow_mut();
-            this.preorder_inner().map(|pre| this.st.index.unreachable(&pre))
+            this.preorder_inner()
+                .map(|pre| this.st.index.unreachable(&pre))
         };
         r.map_err(|e| e.into_py(slf.py()))
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
     fn labels(&self) -> Vec<(Option<String>, u32)> {
-        self.st.index.labels().into_iter().map(|(t, e)| (self.id_str(t), e)).collect()
+        self.st
+            .index
+            .labels()
+            .into_iter()
+            .map(|(t, e)| (self.id_str(t), e))
+            .collect()
     }
     /// Index of the label entry currently labelling id `id`, or None.
     fn label_entry(&self, id: &str) -> Option<u32> {
@@ -566,7 +660,12 @@ impl Index {
     }
     /// Skipped or odd lines: (line 1-based, byte offset, kind, message).
     fn problems(&self) -> Vec<(u32, u64, &'static str, String)> {
-        self.st.index.problems.iter().map(|p| (p.line, p.offset, p.kind, p.message)).collect()
+        self.st
+            .index
+            .problems
+            .iter()
+            .map(|p| (p.line, p.offset, p.kind, p.message))
+            .collect()
     }
     /// How many problems were recorded (without building them).
     fn problem_count(&self) -> usize {
@@ -588,30 +687,51 @@ impl Index {
         for &i in &idx {
             self.check(i)?;
         }
-        Ok(idx.iter().map(|&i| crate::cut::entry_info(&self.st, i as u32).map(|info| info.tokens)).collect())
+        Ok(idx
+            .iter()
+            .map(|&i| crate::cut::entry_info(&self.st, i as u32).map(|info| info.tokens))
+            .collect())
     }
     /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
     /// by the caller): (first kept position, turn start position or -1, split turn), or None
     /// when the exact (Python) rules must decide. Touches only the entries it needs.
-    fn find_cut_point(&self, py: Python<'_>, path: Vec<u32>, start: usize, end: usize, keep_recent_tokens: u64)
-        -> PyResult<Option<(usize, isize, bool)>> {
+    fn find_cut_point(
+        &self,
+        py: Python<'_>,
+        path: Vec<u32>,
+        start: usize,
+        end: usize,
+        keep_recent_tokens: u64,
+    ) -> PyResult<Option<(usize, isize, bool)>> {
         self.st.check_live().map_err(|e| store_err(py, e))?;
         for &i in &path {
             self.check(i as usize)?;
         }
-        Ok(crate::cut::find_cut_point(&self.st, &path, start, end, keep_recent_tokens))
+        Ok(crate::cut::find_cut_point(
+            &self.st,
+            &path,
+            start,
+            end,
+            keep_recent_tokens,
+        ))
     }
     /// Entries `start..end` as one JSON document of columns for the HTML view (see
     /// `crate::digest::digest_columns`): ids, kinds, previews, references, offsets, lengths,
     /// timestamps, token estimates, usage.
-    fn html_digest<'py>(&self, py: Python<'py>, start: usize, end: usize, preview_chars: usize)
-        -> PyResult<Bound<'py, PyBytes>> {
+    fn html_digest<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+        preview_chars: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         self.st.check_live().map_err(|e| store_err(py, e))?;
         let end = end.min(self.st.index.recs.len());
         let start = start.min(end);
-        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars,
-                                                |i| self.id_str(self.st.index.recs[i].id))
-            .map_err(|e| store_err(py, e))?;
+        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars, |i| {
+            self.id_str(self.st.index.recs[i].id)
+        })
+        .map_err(|e| store_err(py, e))?;
         Ok(PyBytes::new(py, &doc))
     }
     /// Total lines seen.

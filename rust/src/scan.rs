@@ -52,17 +52,29 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
         for pl in out.iter_mut() {
             if let LineResult::Value(sk, _) = &mut pl.result {
                 let a = (pl.offset - base) as usize;
-                sk.invalid_utf8 = simdutf8::basic::from_utf8(&data[a..a + pl.len as usize]).is_err();
+                sk.invalid_utf8 =
+                    simdutf8::basic::from_utf8(&data[a..a + pl.len as usize]).is_err();
             }
         }
     }
-    Part { lines: out, start: s, stop, end: e }
+    Part {
+        lines: out,
+        start: s,
+        stop,
+        end: e,
+    }
 }
 
 /// [`parse_chunk`] before the UTF-8 check of object lines: pushes the lines to `out` and
 /// returns where it stopped.
 #[inline(always)]
-fn parse_lines<'a>(data: &'a [u8], s: usize, e: usize, base: u64, out: &mut Vec<ParsedLine<'a>>) -> usize {
+fn parse_lines<'a>(
+    data: &'a [u8],
+    s: usize,
+    e: usize,
+    base: u64,
+    out: &mut Vec<ParsedLine<'a>>,
+) -> usize {
     let mut parser = LineParser::new();
     let mut start = s;
     let mut fetched = s;
@@ -77,7 +89,10 @@ fn parse_lines<'a>(data: &'a [u8], s: usize, e: usize, base: u64, out: &mut Vec<
         while fetched < (start + PREFETCH).min(e) {
             // SAFETY: a prefetch is a hint; the address is inside `data`.
             unsafe {
-                std::arch::x86_64::_mm_prefetch(data.as_ptr().add(fetched) as *const i8, std::arch::x86_64::_MM_HINT_T0)
+                std::arch::x86_64::_mm_prefetch(
+                    data.as_ptr().add(fetched) as *const i8,
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
             };
             fetched += 64;
         }
@@ -98,7 +113,9 @@ fn parse_lines<'a>(data: &'a [u8], s: usize, e: usize, base: u64, out: &mut Vec<
             // SAFETY: the slot past the old length was just written.
             unsafe { out.set_len(n + 1) };
             let slot = &mut out[n];
-            let LineResult::Value(sk, pre) = &mut slot.result else { unreachable!() };
+            let LineResult::Value(sk, pre) = &mut slot.result else {
+                unreachable!()
+            };
             match parser.parse_object_line_into_no_utf8(&data[start..e], sk) {
                 Some(k) if k as u64 <= MAX_LINE => {
                     *pre = pre_of(sk);
@@ -188,7 +205,9 @@ fn prefetch_record(pl: &ParsedLine<'_>) {
         let mut o = 0;
         while o < std::mem::size_of::<ParsedLine>() {
             // SAFETY: a prefetch is a hint; the address is inside `pl`.
-            unsafe { std::arch::x86_64::_mm_prefetch(p.wrapping_add(o), std::arch::x86_64::_MM_HINT_T0) };
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(p.wrapping_add(o), std::arch::x86_64::_MM_HINT_T0)
+            };
             o += 64;
         }
     }
@@ -248,7 +267,13 @@ fn ingest_lines<'a>(index: &mut Index, mut lines: Vec<ParsedLine<'a>>, pool: &Po
 
 /// Indexes a parsed chunk; when it stopped short (its line limit), parses and indexes the
 /// rest of it here, `CHUNK_LINES` at a time. Returns the chunk's (bytes, lines).
-fn ingest_part<'a>(index: &mut Index, data: &'a [u8], base: u64, part: Part<'a>, pool: &Pool<'a>) -> (usize, usize) {
+fn ingest_part<'a>(
+    index: &mut Index,
+    data: &'a [u8],
+    base: u64,
+    part: Part<'a>,
+    pool: &Pool<'a>,
+) -> (usize, usize) {
     let (start, mut stop, end) = (part.start, part.stop, part.end);
     let mut lines = part.lines.len();
     ingest_lines(index, part.lines, pool);
@@ -445,7 +470,11 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
     // Pi sessions average well over 1 KiB a line; a wrong guess only costs a rehash
     index.reserve(data.len() / 1024);
     let pool = Pool::default();
-    let threads = if parallel && data.len() > PARALLEL_MIN { rayon::current_num_threads() } else { 1 };
+    let threads = if parallel && data.len() > PARALLEL_MIN {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
     if threads <= 1 {
         // one chunk at a time: its parsed lines are still in cache when they are indexed
         let mut pos = 0;
@@ -459,7 +488,8 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
         }
         return index.recs.len() - before;
     }
-    let queue = (data.len() / QUEUE_SHARE).clamp(MIN_QUEUE, MAX_QUEUE) / std::mem::size_of::<ParsedLine>();
+    let queue =
+        (data.len() / QUEUE_SHARE).clamp(MIN_QUEUE, MAX_QUEUE) / std::mem::size_of::<ParsedLine>();
     let shared = Shared {
         data,
         base,
@@ -516,7 +546,11 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
             return HeaderProbe::NeedMore;
         }
         let stop = nl.unwrap_or(buf.len());
-        let end = if stop > start && buf[stop - 1] == b'\r' { stop - 1 } else { stop };
+        let end = if stop > start && buf[stop - 1] == b'\r' {
+            stop - 1
+        } else {
+            stop
+        };
         let pl = ParsedLine {
             offset: start as u64,
             len: (end - start) as u64,
@@ -551,13 +585,20 @@ pub fn scan_only(data: &[u8], parallel: bool) -> (usize, usize, usize) {
     let pool = Pool::default();
     let count = |&(a, b): &(usize, usize)| {
         let v = parse_chunk(data, a, b, 0, &pool).lines;
-        let ok = v.iter().filter(|p| matches!(p.result, LineResult::Value(..))).count();
-        let bad = v.iter().filter(|p| matches!(p.result, LineResult::Bad(_))).count();
+        let ok = v
+            .iter()
+            .filter(|p| matches!(p.result, LineResult::Value(..)))
+            .count();
+        let bad = v
+            .iter()
+            .filter(|p| matches!(p.result, LineResult::Bad(_)))
+            .count();
         let n = v.len();
         pool.give(v);
         (n, ok, bad)
     };
-    let add = |x: (usize, usize, usize), y: (usize, usize, usize)| (x.0 + y.0, x.1 + y.1, x.2 + y.2);
+    let add =
+        |x: (usize, usize, usize), y: (usize, usize, usize)| (x.0 + y.0, x.1 + y.1, x.2 + y.2);
     if parallel {
         parts.par_iter().map(count).reduce(|| (0, 0, 0), add)
     } else {
@@ -580,20 +621,39 @@ mod tests {
         while start < data.len() {
             let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
             let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' { stop - 1 } else { stop };
-            want.push((start as u64, (end - start) as u64, nl.is_some(), parse_one(&mut parser, &data[start..end])));
+            let end = if stop > start && data[stop - 1] == b'\r' {
+                stop - 1
+            } else {
+                stop
+            };
+            want.push((
+                start as u64,
+                (end - start) as u64,
+                nl.is_some(),
+                parse_one(&mut parser, &data[start..end]),
+            ));
             start = nl.map_or(data.len(), |n| n + 1);
         }
         assert_eq!(got.len(), want.len(), "{:?}", String::from_utf8_lossy(data));
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!((g.offset, g.len, g.terminated), (w.0, w.1, w.2), "{:?}", String::from_utf8_lossy(data));
+            assert_eq!(
+                (g.offset, g.len, g.terminated),
+                (w.0, w.1, w.2),
+                "{:?}",
+                String::from_utf8_lossy(data)
+            );
             let same = match (&g.result, &w.3) {
                 (LineResult::Value(a, _), LineResult::Value(b, _)) => a == b,
                 (LineResult::Bad(a), LineResult::Bad(b)) => a == b,
-                (LineResult::Blank, LineResult::Blank) | (LineResult::TooLong, LineResult::TooLong) => true,
+                (LineResult::Blank, LineResult::Blank)
+                | (LineResult::TooLong, LineResult::TooLong) => true,
                 _ => false,
             };
-            assert!(same, "{:?}", String::from_utf8_lossy(&data[g.offset as usize..]));
+            assert!(
+                same,
+                "{:?}",
+                String::from_utf8_lossy(&data[g.offset as usize..])
+            );
         }
     }
 
@@ -614,15 +674,27 @@ mod tests {
             data.extend_from_slice(b"x\n");
         }
         let snapshot = |ix: &Index| {
-            let probs: Vec<_> = ix.problems.iter().map(|p| (p.line, p.offset, p.kind)).collect();
-            (ix.lines, ix.recs.len(), ix.recs.last().map(|r| (r.line, r.offset)), probs)
+            let probs: Vec<_> = ix
+                .problems
+                .iter()
+                .map(|p| (p.line, p.offset, p.kind))
+                .collect();
+            (
+                ix.lines,
+                ix.recs.len(),
+                ix.recs.last().map(|r| (r.line, r.offset)),
+                probs,
+            )
         };
         let mut one = Index::new();
         scan_into(&mut one, &data, 0, false);
         let mut par = Index::new();
         scan_into(&mut par, &data, 0, true);
         assert_eq!(snapshot(&one), snapshot(&par));
-        assert_eq!(one.lines as usize, 1 + 3 * CHUNK_LINES + 77 + 2 + CHUNK_LINES + 5);
+        assert_eq!(
+            one.lines as usize,
+            1 + 3 * CHUNK_LINES + 77 + 2 + CHUNK_LINES + 5
+        );
         assert_eq!(one.recs.len(), (3 * CHUNK_LINES + 77) / 1000 + 1);
     }
 
@@ -632,12 +704,24 @@ mod tests {
         let mut f = b"\n  \nnot json\nnull\n".to_vec();
         f.extend_from_slice(h);
         f.extend_from_slice(b"\r\n{\"type\":\"custom\"}\n");
-        assert_eq!(probe_header(&f, false), HeaderProbe::Valid { offset: 18, len: h.len() as u64 });
+        assert_eq!(
+            probe_header(&f, false),
+            HeaderProbe::Valid {
+                offset: 18,
+                len: h.len() as u64
+            }
+        );
         assert_eq!(probe_header(&f[..30], false), HeaderProbe::NeedMore);
         assert_eq!(probe_header(&f[..30], true), HeaderProbe::NoValue); // a torn header is no value
         assert_eq!(probe_header(b"\n\nxx\n", true), HeaderProbe::NoValue);
-        assert!(matches!(probe_header(b"[1]\n", false), HeaderProbe::Invalid(_)));
-        assert!(matches!(probe_header(b"{\"type\":\"session\",\"id\":1}\n", false), HeaderProbe::Invalid(_)));
+        assert!(matches!(
+            probe_header(b"[1]\n", false),
+            HeaderProbe::Invalid(_)
+        ));
+        assert!(matches!(
+            probe_header(b"{\"type\":\"session\",\"id\":1}\n", false),
+            HeaderProbe::Invalid(_)
+        ));
         // the same answer as opening the whole file
         let mut ix = Index::new();
         scan_into(&mut ix, &f, 0, false);
@@ -652,7 +736,11 @@ mod tests {
         while start < data.len() {
             let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
             let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' { stop - 1 } else { stop };
+            let end = if stop > start && data[stop - 1] == b'\r' {
+                stop - 1
+            } else {
+                stop
+            };
             let pl = ParsedLine {
                 offset: start as u64,
                 len: (end - start) as u64,
@@ -673,13 +761,19 @@ mod tests {
         // that are not UTF-8 on both sides, and an unterminated last line
         let mut data = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
         let long = |data: &mut Vec<u8>, i: usize, parent: usize| {
-            let text = if i % 97 == 5 { "caf\u{e9} \u{1F600} ".repeat(90) } else { "word ".repeat(400) };
+            let text = if i % 97 == 5 {
+                "caf\u{e9} \u{1F600} ".repeat(90)
+            } else {
+                "word ".repeat(400)
+            };
             data.extend_from_slice(
                 format!("{{\"type\":\"message\",\"id\":\"e{i}\",\"parentId\":\"e{parent}\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n")
                     .as_bytes(),
             );
             if i % 211 == 7 {
-                data.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"bad\xff\",\"parentId\":null}\r\n");
+                data.extend_from_slice(
+                    b"{\"type\":\"custom\",\"id\":\"bad\xff\",\"parentId\":null}\r\n",
+                );
             }
         };
         for i in 0..600 {
@@ -698,8 +792,18 @@ mod tests {
         }
         data.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"torn\"");
         let snapshot = |ix: &Index| {
-            let probs: Vec<_> = ix.problems.iter().map(|p| (p.line, p.offset, p.kind)).collect();
-            (ix.lines, ix.scanned_to, format!("{:?}", ix.recs), probs, ix.leaf)
+            let probs: Vec<_> = ix
+                .problems
+                .iter()
+                .map(|p| (p.line, p.offset, p.kind))
+                .collect();
+            (
+                ix.lines,
+                ix.scanned_to,
+                format!("{:?}", ix.recs),
+                probs,
+                ix.leaf,
+            )
         };
         let want = snapshot(&reference(&data));
         for parallel in [false, true] {

@@ -6,8 +6,8 @@
 use crate::append::{build_line_into, Body, Durability, IdRng, Sink, BUFFER_LIMIT};
 use crate::index::{pre_of, HeaderState, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::{LineParser, Skel, TopKind, Val};
-use std::borrow::Cow;
 use crate::scan;
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -46,14 +46,22 @@ pub enum Mapped {
 pub enum StoreError {
     Io(io::Error),
     /// The file is shorter than what we already indexed: it was truncated or replaced.
-    Shrunk { had: u64, now: u64 },
+    Shrunk {
+        had: u64,
+        now: u64,
+    },
     /// The bytes of an indexed line are no longer a line where the index has one: the file
     /// was rewritten in place by another program.
-    Rewritten { offset: u64 },
+    Rewritten {
+        offset: u64,
+    },
     /// The path names another file than the one we opened (renamed over ours, or removed).
     Replaced,
     /// An appended line's offset does not continue the data we know.
-    Offset { expected: u64, got: u64 },
+    Offset {
+        expected: u64,
+        got: u64,
+    },
     /// A line we were asked to append is not one whole, valid entry line.
     BadLine(&'static str),
     /// An append to a file-backed store with no writer attached (it was closed meanwhile).
@@ -183,7 +191,13 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
 /// into a buffer of its size (its end found first, through a bounded one); a line longer than
 /// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
 /// (it shrank meanwhile).
-fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) -> Result<(), StoreError> {
+fn scan_file(
+    index: &mut Index,
+    f: &File,
+    from: u64,
+    to: u64,
+    parallel: bool,
+) -> Result<(), StoreError> {
     let mut a: Vec<u8> = Vec::new();
     let mut b: Vec<u8> = Vec::new();
     // `a[..filled]` holds the file's bytes from `pos`
@@ -194,7 +208,11 @@ fn scan_file(index: &mut Index, f: &File, from: u64, to: u64, parallel: bool) ->
     let mut filled = first;
     while filled > 0 {
         let last = pos + filled as u64 == to;
-        let cut = if last { Some(filled) } else { memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1) };
+        let cut = if last {
+            Some(filled)
+        } else {
+            memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1)
+        };
         let Some(c) = cut else {
             // one line longer than the buffer: where does it end?
             let nl = find_newline(f, pos + filled as u64, to)?;
@@ -290,7 +308,11 @@ impl Store {
     /// every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
     pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
         let len = data.len() as u64;
-        let map = if data.is_empty() { Mapped::None } else { Mapped::Buf(data) };
+        let map = if data.is_empty() {
+            Mapped::None
+        } else {
+            Mapped::Buf(data)
+        };
         let mut st = Store::with_map(None, map, len, parallel);
         st.read_only = true;
         if let Mapped::Buf(b) = &st.map {
@@ -336,16 +358,24 @@ impl Store {
             return Ok(Cow::Borrowed(&self.tail[s..s + len as usize]));
         }
         match &self.map {
-            Mapped::Buf(b) if end <= self.map_len => return Ok(Cow::Borrowed(&b[offset as usize..end as usize])),
+            Mapped::Buf(b) if end <= self.map_len => {
+                return Ok(Cow::Borrowed(&b[offset as usize..end as usize]))
+            }
             _ => {}
         }
         let mut out = vec![0u8; len as usize];
         let in_map = end.min(self.map_len);
         match &self.map {
-            Mapped::Buf(b) => out[..(in_map - offset) as usize].copy_from_slice(&b[offset as usize..in_map as usize]),
+            Mapped::Buf(b) => out[..(in_map - offset) as usize]
+                .copy_from_slice(&b[offset as usize..in_map as usize]),
             Mapped::Disk => {
                 let f = self.file.as_ref().expect("a store on disk holds its file");
-                pread_exact(f, &mut out[..(in_map - offset) as usize], offset, self.end())?;
+                pread_exact(
+                    f,
+                    &mut out[..(in_map - offset) as usize],
+                    offset,
+                    self.end(),
+                )?;
             }
             Mapped::None => unreachable!("no bytes below map_len"),
         }
@@ -369,7 +399,11 @@ impl Store {
     /// has it (its first byte opens a JSON value, the byte after it ends the line): a file
     /// rewritten in place errs ([`StoreError::Rewritten`]), one that shrank errs
     /// ([`StoreError::Shrunk`]); neither can fault.
-    pub fn with_lines(&self, idx: &[usize], mut f: impl FnMut(usize, &[u8])) -> Result<(), StoreError> {
+    pub fn with_lines(
+        &self,
+        idx: &[usize],
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<(), StoreError> {
         self.check_live()?;
         let end = self.end();
         let recs = &self.index.recs;
@@ -421,8 +455,10 @@ impl Store {
                 let line = &bytes[s..s + l as usize];
                 // the next byte ends the line (`\n`, or the `\r` of `\r\n`), unless the line is
                 // the unterminated last one
-                let after_ok = o + l >= end || matches!(bytes.get(s + l as usize), Some(b'\n' | b'\r'));
-                let first_ok = l == 0 || matches!(line[0], b'{' | b'[' | b' ' | b'\t' | b'\r' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | 0x80..=0xff | b'\x0b' | b'\x0c');
+                let after_ok =
+                    o + l >= end || matches!(bytes.get(s + l as usize), Some(b'\n' | b'\r'));
+                let first_ok = l == 0
+                    || matches!(line[0], b'{' | b'[' | b' ' | b'\t' | b'\r' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | 0x80..=0xff | b'\x0b' | b'\x0c');
                 if !after_ok || !first_ok {
                     return Err(StoreError::Rewritten { offset: o });
                 }
@@ -441,7 +477,9 @@ impl Store {
 
     /// Scans bytes another writer appended since the last scan. Returns new entries.
     pub fn refresh(&mut self) -> Result<usize, StoreError> {
-        let Some(path) = self.path.clone() else { return Ok(0) };
+        let Some(path) = self.path.clone() else {
+            return Ok(0);
+        };
         if let Some((had, now)) = self.shrunk {
             return Err(StoreError::Shrunk { had, now });
         }
@@ -491,10 +529,21 @@ impl Store {
         };
         let r = match &self.map {
             Mapped::Buf(b) => {
-                scan::scan_into(&mut self.index, &b[start as usize..map_len as usize], start, self.parallel);
+                scan::scan_into(
+                    &mut self.index,
+                    &b[start as usize..map_len as usize],
+                    start,
+                    self.parallel,
+                );
                 Ok(())
             }
-            _ => scan_file(&mut self.index, self.file.as_ref().expect("just set"), start, map_len, self.parallel),
+            _ => scan_file(
+                &mut self.index,
+                self.file.as_ref().expect("just set"),
+                start,
+                map_len,
+                self.parallel,
+            ),
         };
         if let Err(StoreError::Shrunk { had, now }) = r {
             return Err(self.poison(had, now));
@@ -583,7 +632,10 @@ impl Store {
         self.check_live()?;
         let end = self.end();
         if offset != end {
-            return Err(StoreError::Offset { expected: end, got: offset });
+            return Err(StoreError::Offset {
+                expected: end,
+                got: offset,
+            });
         }
         let before = self.index.recs.len();
         let start = match self.index.rollback_provisional() {
@@ -601,7 +653,11 @@ impl Store {
             let bytes = self.read(scan_from, self.end() - scan_from)?.into_owned();
             scan::scan_into(&mut self.index, &bytes, scan_from, false);
         }
-        Ok(if self.index.recs.len() > before { Some(self.index.recs.len() as u32 - 1) } else { None })
+        Ok(if self.index.recs.len() > before {
+            Some(self.index.recs.len() as u32 - 1)
+        } else {
+            None
+        })
     }
 
     // ------------------------------------------------------------------ writing
@@ -609,7 +665,11 @@ impl Store {
     /// Appends from now on go to the file open (`O_APPEND`, writer lock held) on `fd`, per
     /// `mode`. The store keeps its own duplicate of the descriptor; everything known so far must
     /// already be in the file.
-    pub fn attach_sink(&mut self, fd: std::os::fd::RawFd, mode: Durability) -> Result<(), StoreError> {
+    pub fn attach_sink(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        mode: Durability,
+    ) -> Result<(), StoreError> {
         self.detach_sink()?;
         let sink = Sink::new(fd, mode, self.end())?;
         let theirs = ident_of(&sink.metadata()?);
@@ -657,13 +717,17 @@ impl Store {
             Some(sink) if sink.flushed_to < end => self.check_same_file()?,
             _ => return Ok(()),
         }
-        let Some(sink) = &self.sink else { return Ok(()) };
+        let Some(sink) = &self.sink else {
+            return Ok(());
+        };
         if sink.state()?.1 != sink.flushed_to {
             // someone else appended since our last write: the file stays whole (whole lines,
             // O_APPEND), but our buffered lines land after theirs, not where they were indexed
             self.rescan = true;
         }
-        let Some(sink) = &mut self.sink else { return Ok(()) };
+        let Some(sink) = &mut self.sink else {
+            return Ok(());
+        };
         // buffered bytes always follow the mapped part (refresh flushes before it remaps)
         let s = (sink.flushed_to.max(self.map_len) - self.map_len) as usize;
         sink.write_all(&self.tail[s..])?;
@@ -693,7 +757,9 @@ impl Store {
     fn fold(&mut self) {
         use std::os::unix::fs::MetadataExt;
         let end = self.end();
-        let (Some(sink), Some(path)) = (&self.sink, &self.path) else { return };
+        let (Some(sink), Some(path)) = (&self.sink, &self.path) else {
+            return;
+        };
         if sink.flushed_to != end {
             return;
         }
@@ -769,7 +835,9 @@ impl Store {
             return Err(StoreError::Replaced);
         }
         self.checked_to = self.end();
-        let (Some(path), Some(ident)) = (&self.path, self.ident) else { return Ok(()) };
+        let (Some(path), Some(ident)) = (&self.path, self.ident) else {
+            return Ok(());
+        };
         match std::fs::metadata(path) {
             Ok(meta) if ident_of(&meta) == ident => Ok(()),
             Ok(_) => {
@@ -827,7 +895,10 @@ impl Store {
     fn write_and_index(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
         self.make_room()?;
         let offset = self.end();
-        let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
+        let direct = self
+            .sink
+            .as_ref()
+            .is_some_and(|s| s.mode != Durability::None);
         if direct {
             self.sink.as_ref().expect("checked").write_all(data)?;
         }
@@ -848,7 +919,13 @@ impl Store {
     /// checks that it parses, writes it per the durability mode, and indexes it (it becomes the
     /// leaf). Returns the new id. When building, parsing or writing fails, nothing is appended.
     /// In `Fsync` mode the caller fsyncs afterwards (see [`Store::sync_handle_if_durable`]).
-    pub fn append_entry(&mut self, rng: &mut IdRng, etype: &str, body: Body<'_>, ms: i64) -> Result<[u8; 8], StoreError> {
+    pub fn append_entry(
+        &mut self,
+        rng: &mut IdRng,
+        etype: &str,
+        body: Body<'_>,
+        ms: i64,
+    ) -> Result<[u8; 8], StoreError> {
         self.check_writable()?;
         self.terminate_torn_line()?;
         self.make_room()?;
@@ -856,16 +933,22 @@ impl Store {
         let start = self.tail.len();
         let built = match build_line_into(&mut self.tail, &self.index, rng, etype, body, ms) {
             Ok(b) => b,
-            Err(crate::append::BuildError::BadType) => return Err(StoreError::BadLine("the entry type must be lowercase letters and '_'")),
-            Err(crate::append::BuildError::BadBody) => {
-                return Err(StoreError::BadLine("the body must be compact JSON on one line (an object, or a field name and value)"))
+            Err(crate::append::BuildError::BadType) => {
+                return Err(StoreError::BadLine(
+                    "the entry type must be lowercase letters and '_'",
+                ))
             }
+            Err(crate::append::BuildError::BadBody) => return Err(StoreError::BadLine(
+                "the body must be compact JSON on one line (an object, or a field name and value)",
+            )),
         };
         let line = &self.tail[start..];
         // the base members are ours (ASCII, known places); only the body is read
         // SAFETY: each span holds bytes copied from a `&str` (type, parent id) or ASCII we wrote
         // (hex id, ISO timestamp), and starts and ends at character boundaries.
-        let text = |(a, b): (usize, usize)| -> &str { unsafe { std::str::from_utf8_unchecked(&line[a..b]) } };
+        let text = |(a, b): (usize, usize)| -> &str {
+            unsafe { std::str::from_utf8_unchecked(&line[a..b]) }
+        };
         let mut sk = Skel::new(TopKind::Object);
         sk.type_ = Val::Str(Cow::Borrowed(text(built.etype)));
         // `","id":"` follows the type
@@ -874,12 +957,17 @@ impl Store {
             (Some(span), _) => Val::Str(Cow::Borrowed(text(span))),
             (None, Some(text)) => Val::Str(Cow::Owned(text)),
             (None, None) => match self.index.leaf {
-                crate::index::Leaf::Key(k) if self.index.leaf_entry().is_some() => self.index.scalar_key(k).unwrap_or(Val::Null),
+                crate::index::Leaf::Key(k) if self.index.leaf_entry().is_some() => {
+                    self.index.scalar_key(k).unwrap_or(Val::Null)
+                }
                 _ => Val::Null,
             },
         };
         sk.timestamp = Val::Str(Cow::Borrowed(text(built.timestamp)));
-        let parsed = match self.parser.parse_object_line_rest(line, built.rest, &mut sk) {
+        let parsed = match self
+            .parser
+            .parse_object_line_rest(line, built.rest, &mut sk)
+        {
             Some(k) if k + 1 == line.len() && !sk.invalid_utf8 && (k as u64) <= MAX_LINE => Some(k),
             _ => None,
         };
@@ -888,7 +976,10 @@ impl Store {
             return Err(StoreError::BadLine("the body is not valid JSON"));
         };
         let id = built.id;
-        let direct = self.sink.as_ref().is_some_and(|s| s.mode != Durability::None);
+        let direct = self
+            .sink
+            .as_ref()
+            .is_some_and(|s| s.mode != Durability::None);
         if direct {
             if let Err(e) = self.sink.as_ref().expect("checked").write_all(line) {
                 self.tail.truncate(start);
@@ -942,7 +1033,10 @@ mod from_bytes_tests {
         let filler = format!("{{\"type\":\"custom\",\"id\":\"c\",\"parentId\":\"a\",\"timestamp\":\"2026-01-01T00:00:02.000Z\",\"data\":\"{}\"}}\n", "x".repeat(80 << 10));
         data.extend_from_slice(filler.as_bytes());
         data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"torn\"");
-        let path = std::env::temp_dir().join(format!("sessiontree-from-bytes-{}.jsonl", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "sessiontree-from-bytes-{}.jsonl",
+            std::process::id()
+        ));
         std::fs::write(&path, &data).unwrap();
         let file = Store::open(&path, true).unwrap();
         std::fs::remove_file(&path).unwrap();
@@ -955,12 +1049,21 @@ mod from_bytes_tests {
         }
         assert_eq!(mem.index.problems.len(), file.index.problems.len());
         assert!(mem.index.problems.len() >= 3);
-        assert_eq!(format!("{:?}", mem.index.leaf), format!("{:?}", file.index.leaf));
+        assert_eq!(
+            format!("{:?}", mem.index.leaf),
+            format!("{:?}", file.index.leaf)
+        );
         assert_eq!(mem.header_bytes().unwrap(), file.header_bytes().unwrap());
         assert!(mem.ends_without_newline().unwrap());
         let end = mem.end();
-        assert!(matches!(mem.append_bytes(end, b"{}\n"), Err(StoreError::ReadOnly)));
-        assert!(matches!(mem.write_lines(b"{}\n"), Err(StoreError::ReadOnly)));
+        assert!(matches!(
+            mem.append_bytes(end, b"{}\n"),
+            Err(StoreError::ReadOnly)
+        ));
+        assert!(matches!(
+            mem.write_lines(b"{}\n"),
+            Err(StoreError::ReadOnly)
+        ));
         assert_eq!(mem.index.recs.len(), 2); // a and c: the header, the broken and the torn lines are not entries
         assert_eq!(mem.refresh().unwrap(), 0);
         let empty = Store::from_bytes(Vec::new(), false);

@@ -54,9 +54,14 @@ pub fn stringify_len(v: &Value) -> u64 {
             }
         }
         Value::String(s) => string_literal_len(s),
-        Value::Array(a) => 2 + a.iter().map(stringify_len).sum::<u64>() + a.len().saturating_sub(1) as u64,
+        Value::Array(a) => {
+            2 + a.iter().map(stringify_len).sum::<u64>() + a.len().saturating_sub(1) as u64
+        }
         Value::Object(o) => {
-            2 + o.iter().map(|(k, v)| string_literal_len(k) + 1 + stringify_len(v)).sum::<u64>()
+            2 + o
+                .iter()
+                .map(|(k, v)| string_literal_len(k) + 1 + stringify_len(v))
+                .sum::<u64>()
                 + o.len().saturating_sub(1) as u64
         }
     }
@@ -110,7 +115,9 @@ fn content_chars(c: Option<&Value>) -> Option<u64> {
 }
 
 fn assistant_chars(m: &serde_json::Map<String, Value>) -> Option<u64> {
-    let Some(Value::Array(blocks)) = m.get("content") else { return None };
+    let Some(Value::Array(blocks)) = m.get("content") else {
+        return None;
+    };
     let mut n = 0u64;
     for b in blocks {
         let Value::Object(o) = b else { return None };
@@ -152,7 +159,9 @@ fn system_chars(m: &serde_json::Map<String, Value>) -> Option<u64> {
 
 /// Pi's estimateTokens over a message object.
 pub fn estimate_message(msg: &Value) -> Estimate {
-    let Value::Object(m) = msg else { return Estimate::Fallback };
+    let Value::Object(m) = msg else {
+        return Estimate::Fallback;
+    };
     let chars = match m.get("role").and_then(Value::as_str) {
         Some("user") | Some("custom") | Some("toolResult") => content_chars(m.get("content")),
         Some("assistant") => assistant_chars(m),
@@ -204,15 +213,29 @@ mod tests {
 
     #[test]
     fn counts_utf16_units_per_role() {
-        assert_eq!(est(r#"{"type":"message","message":{"role":"user","content":"abcdefgh"}}"#), Estimate::Tokens(2));
-        // 😀 is two UTF-16 units, é one
-        assert_eq!(est(r#"{"type":"message","message":{"role":"user","content":"😀é"}}"#), Estimate::Tokens(1));
         assert_eq!(
-            est(r#"{"type":"message","message":{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image"}]}}"#),
+            est(r#"{"type":"message","message":{"role":"user","content":"abcdefgh"}}"#),
+            Estimate::Tokens(2)
+        );
+        // 😀 is two UTF-16 units, é one
+        assert_eq!(
+            est(r#"{"type":"message","message":{"role":"user","content":"😀é"}}"#),
+            Estimate::Tokens(1)
+        );
+        assert_eq!(
+            est(
+                r#"{"type":"message","message":{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image"}]}}"#
+            ),
             Estimate::Tokens(1201)
         );
-        assert_eq!(est(r#"{"type":"label","targetId":"x"}"#), Estimate::NotMessage);
-        assert_eq!(est(r#"{"type":"message","message":{"role":"user","content":null}}"#), Estimate::Fallback);
+        assert_eq!(
+            est(r#"{"type":"label","targetId":"x"}"#),
+            Estimate::NotMessage
+        );
+        assert_eq!(
+            est(r#"{"type":"message","message":{"role":"user","content":null}}"#),
+            Estimate::Fallback
+        );
     }
 
     #[test]
@@ -220,12 +243,17 @@ mod tests {
         // name "ls" (2) + {"path":".","n":1.5,"big":1e21,"q":"a\"b\n"} in JS
         let line = r#"{"type":"message","message":{"role":"assistant","content":[{"type":"toolCall","name":"ls","arguments":{"path":".","n":1.50,"big":1e21,"q":"a\"b\n"}}]}}"#;
         let js = r#"{"path":".","n":1.5,"big":1e+21,"q":"a\"b\n"}"#;
-        assert_eq!(est(line), Estimate::Tokens(((2 + js.len()) as u64).div_ceil(4)));
+        assert_eq!(
+            est(line),
+            Estimate::Tokens(((2 + js.len()) as u64).div_ceil(4))
+        );
     }
 
     #[test]
     fn stringify_len_matches_js_for_numbers_and_escapes() {
-        let v: Value = serde_json::from_str(r#"[0,-0.0,100,1e-7,123456789012345678901234,"\u0001","\u2028"]"#).unwrap();
+        let v: Value =
+            serde_json::from_str(r#"[0,-0.0,100,1e-7,123456789012345678901234,"\u0001","\u2028"]"#)
+                .unwrap();
         // JS: [0,0,100,1e-7,1.2345678901234568e+23,"\u0001","\u2028"] with U+2028 raw (1 unit)
         let js_len = "[0,0,100,1e-7,1.2345678901234568e+23,\"\\u0001\",\"x\"]".len() as u64;
         assert_eq!(stringify_len(&v), js_len);

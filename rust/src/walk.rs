@@ -3,8 +3,8 @@
 //! and a `parentId` cycle is reported instead of looping (Pi loops until the heap is gone).
 
 use crate::index::{
-    Index, Leaf, KID_NULL, NONE, R_ASSISTANT, T_COMPACTION, T_CONTEXT_EDIT, T_MESSAGE, T_MODEL_CHANGE,
-    T_THINKING_LEVEL_CHANGE,
+    Index, Leaf, KID_NULL, NONE, R_ASSISTANT, T_COMPACTION, T_CONTEXT_EDIT, T_MESSAGE,
+    T_MODEL_CHANGE, T_THINKING_LEVEL_CHANGE,
 };
 
 /// A `parentId` cycle met while walking: the entry indices on the cycle, in walk order.
@@ -80,12 +80,19 @@ impl Index {
     /// this rule lives for the index (Python's twin is `sessiontree.context.latest_compaction`).
     /// `(compaction, first_kept)`; `first_kept` is None when the id is on no earlier entry.
     pub fn latest_compaction_in(&self, path: &[u32]) -> Option<(usize, Option<usize>)> {
-        let c = path.iter().rposition(|&i| self.recs[i as usize].etype == T_COMPACTION)?;
+        let c = path
+            .iter()
+            .rposition(|&i| self.recs[i as usize].etype == T_COMPACTION)?;
         let fk = self.recs[path[c] as usize].target;
         if self.key_string(fk).is_none() {
             return Some((c, None));
         }
-        Some((c, path[..c].iter().position(|&i| self.recs[i as usize].id == fk)))
+        Some((
+            c,
+            path[..c]
+                .iter()
+                .position(|&i| self.recs[i as usize].id == fk),
+        ))
     }
 
     /// What Pi's context building and compaction read of the branch ending at `leaf`, root
@@ -155,7 +162,8 @@ impl Index {
             let r = rec(i);
             r.etype == T_MODEL_CHANGE || (r.etype == T_MESSAGE && r.role == R_ASSISTANT)
         };
-        let mut need_thinking = with_settings && !rev.iter().any(|&i| rec(i).etype == T_THINKING_LEVEL_CHANGE);
+        let mut need_thinking =
+            with_settings && !rev.iter().any(|&i| rec(i).etype == T_THINKING_LEVEL_CHANGE);
         let mut need_model = with_settings && !rev.iter().any(|&i| is_model(i));
         let need_edits = self.first_context_edit != NONE;
         let mut head: Vec<u32> = Vec::new();
@@ -186,7 +194,12 @@ impl Index {
 
     /// The newest entry at or above `from` on its branch whose type is `etype` (and whose
     /// role is `role`, when given), walking back only as far as needed.
-    pub fn find_back(&self, from: u32, etype: u16, role: Option<u16>) -> Result<Option<u32>, Cycle> {
+    pub fn find_back(
+        &self,
+        from: u32,
+        etype: u16,
+        role: Option<u16>,
+    ) -> Result<Option<u32>, Cycle> {
         let limit = self.recs.len();
         let mut c = from;
         let mut n = 0usize;
@@ -247,7 +260,9 @@ impl Index {
             }
             n += 1;
             if n > limit {
-                return Err(self.find_cycle(if x != NONE { a } else { b }).unwrap_or(Cycle(vec![])));
+                return Err(self
+                    .find_cycle(if x != NONE { a } else { b })
+                    .unwrap_or(Cycle(vec![])));
             }
             if x != NONE {
                 x = self.walk_parent(x);
@@ -374,7 +389,8 @@ impl Tree {
                     top.1 += 1;
                     let c = ch[pos as usize];
                     if on_path[c as usize] {
-                        let mut cyc: Vec<u32> = stack.iter().map(|s| s.0).skip_while(|&x| x != c).collect();
+                        let mut cyc: Vec<u32> =
+                            stack.iter().map(|s| s.0).skip_while(|&x| x != c).collect();
                         cyc.dedup();
                         return Err(PreorderError::Cycle(cyc));
                     }
@@ -478,12 +494,19 @@ mod span_tests {
     /// The plain rule (both branches walked whole), the oracle for `common_ancestor_near`.
     fn common_ancestor(ix: &Index, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
         let (pa, pb) = (ix.branch(a)?, ix.branch(b)?);
-        Ok(pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).last().map(|(x, _)| *x))
+        Ok(pa
+            .iter()
+            .zip(pb.iter())
+            .take_while(|(x, y)| x == y)
+            .last()
+            .map(|(x, _)| *x))
     }
 
     fn store(lines: &[String]) -> Store {
         let mut st = Store::in_memory();
-        let mut data = String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#);
+        let mut data = String::from(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#,
+        );
         data.push('\n');
         for l in lines {
             data.push_str(l);
@@ -494,7 +517,9 @@ mod span_tests {
     }
 
     fn msg(id: &str, parent: &str, role: &str) -> String {
-        format!(r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"{role}","content":"x"}}}}"#)
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"{role}","content":"x"}}}}"#
+        )
     }
 
     fn chain(n: usize) -> Vec<String> {
@@ -502,14 +527,20 @@ mod span_tests {
         let mut parent = "t".to_string();
         for i in 0..n {
             let id = format!("m{i}");
-            v.push(msg(&id, &parent, if i % 2 == 0 { "user" } else { "assistant" }));
+            v.push(msg(
+                &id,
+                &parent,
+                if i % 2 == 0 { "user" } else { "assistant" },
+            ));
             parent = id;
         }
         v
     }
 
     fn compaction(id: &str, parent: &str, fk: &str) -> String {
-        format!(r#"{{"type":"compaction","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","summary":"s","firstKeptEntryId":"{fk}","tokensBefore":1}}"#)
+        format!(
+            r#"{{"type":"compaction","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","summary":"s","firstKeptEntryId":"{fk}","tokensBefore":1}}"#
+        )
     }
 
     #[test]
@@ -520,8 +551,15 @@ mod span_tests {
         let st = store(&lines);
         let ix = &st.index;
         let leaf = (lines.len() - 1) as u32;
-        let ids = |v: &[u32]| v.iter().map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string()).collect::<Vec<_>>();
-        assert_eq!(ids(&ix.context_span(leaf, false).unwrap()), ["m14", "m15", "m16", "m17", "m18", "m19", "c", "after"]);
+        let ids = |v: &[u32]| {
+            v.iter()
+                .map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(&ix.context_span(leaf, false).unwrap()),
+            ["m14", "m15", "m16", "m17", "m18", "m19", "c", "after"]
+        );
         // the thinking level is far back; the model comes from m19 (an assistant) inside the span
         assert_eq!(ids(&ix.context_span(leaf, true).unwrap())[0], "t");
         let full = ix.branch(leaf).unwrap();
@@ -539,7 +577,10 @@ mod span_tests {
         lines.push(msg("after", "c", "assistant")); // a duplicate id: the whole branch
         let st = store(&lines);
         let leaf = (lines.len() - 1) as u32;
-        assert_eq!(st.index.context_span(leaf, false).unwrap(), st.index.branch(leaf).unwrap());
+        assert_eq!(
+            st.index.context_span(leaf, false).unwrap(),
+            st.index.branch(leaf).unwrap()
+        );
     }
 
     #[test]
@@ -552,7 +593,11 @@ mod span_tests {
         let n = lines.len() as u32;
         for a in 0..n {
             for b in 0..n {
-                assert_eq!(ix.common_ancestor_near(a, b).unwrap(), common_ancestor(ix, a, b).unwrap(), "{a} {b}");
+                assert_eq!(
+                    ix.common_ancestor_near(a, b).unwrap(),
+                    common_ancestor(ix, a, b).unwrap(),
+                    "{a} {b}"
+                );
             }
         }
         assert_eq!(ix.branch_since(n - 1, 5).unwrap().unwrap().len(), 2);

@@ -57,6 +57,7 @@ __all__ = [
     "find_valid_cut_points",
     "find_turn_start_index",
     "find_cut_point",
+    "kept_boundary",
     "extract_file_ops_from_message",
     "file_ops_from_details",
     "compute_file_lists",
@@ -594,29 +595,36 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
     return start
 
 
-def _cut_range(path: list) -> tuple:
-    """``(path, boundary_start, previous_compaction)``: where Pi 1.6 searches for a cut.
+def kept_boundary(found: tuple | None) -> tuple[int, int | None]:
+    """Where Pi 1.6 ``prepareCompaction`` searches for a cut, from :func:`latest_compaction`'s
+    answer ``found`` for the path: ``(boundary_start, dropped)``.
 
-    The summarized span starts at the latest compaction's kept boundary (its
-    ``firstKeptEntryId``, looked for before it; else right after it). Pi cuts over the context
-    projection, where that compaction is not between the kept entries and what follows it, so
-    it is taken out of the returned path (a cut backing up over metadata can cross it: golden
-    edge_v1_legacy, keepRecentTokens 0).
+    ``dropped`` is the position of the latest compaction (``None`` without one). Pi cuts over the
+    context projection, where that compaction is not between the kept entries and what follows
+    it, so callers take it out of the path (a cut backing up over metadata can cross it: golden
+    edge_v1_legacy, keepRecentTokens 0). ``boundary_start`` is the start of the summarized span in
+    the path without it: the compaction's first kept entry, else the entry right after it.
     """
-    found = latest_compaction(path)
     if found is None:
-        return path, 0, None
+        return 0, None
     prev_index, _, kept_index = found
     # Divergence (docs/divergences.md): the kept range is looked for only before the
     # compaction, as context building does; Pi searches the whole path, so a
     # firstKeptEntryId naming a later entry left the messages between the compaction and
     # that entry neither summarized nor kept.
     boundary_start = kept_index if kept_index is not None else prev_index + 1
-    previous = path[prev_index]
-    path = path[:prev_index] + path[prev_index + 1:]
     if boundary_start > prev_index:
         boundary_start -= 1
-    return path, boundary_start, previous
+    return boundary_start, prev_index
+
+
+def _cut_range(path: list) -> tuple:
+    """``(path, boundary_start, previous_compaction)``: :func:`kept_boundary` applied to ``path``
+    (the latest compaction taken out of the returned path)."""
+    boundary_start, dropped = kept_boundary(latest_compaction(path))
+    if dropped is None:
+        return path, 0, None
+    return path[:dropped] + path[dropped + 1:], boundary_start, path[dropped]
 
 
 def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS) -> Optional[int]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .entries import entry_value, entry_values
 from .errors import PiError
@@ -48,6 +48,7 @@ __all__ = [
     "ContextTokenEstimate",
     "build_context_entries",
     "latest_compaction",
+    "latest_compaction_at",
     "build_session_context",
     "apply_context_edit",
     "collect_context_edits",
@@ -189,35 +190,50 @@ class ContextTokenEstimate:
 # ==== Context entries ==============================================================
 
 
-def latest_compaction(path: Sequence[dict]) -> tuple | None:
-    """Where the latest compaction on ``path`` sits and where its kept range starts.
+def latest_compaction_at(types: Sequence[Any], id_of: Callable[[int], Any],
+                         first_kept_of: Callable[[int], Any]) -> tuple | None:
+    """Where the latest compaction on a path sits and where its kept range starts: the one home
+    of this rule (Pi 1.6 ``buildSessionContext`` in session-manager.ts, which
+    ``buildContextEntries`` and ``prepareCompaction`` share).
 
-    The one Python home of this rule (the index's twin, used by :class:`sessiontree.Session`
-    to read only the context, is ``Index::latest_compaction_in`` / ``context_span`` in
-    rust/src/walk.rs; a parity test runs both over the corpus).
+    The path is given as columns so that :class:`sessiontree.Session` can answer from its index
+    without parsing the path: ``types[i]`` is entry ``i``'s ``type``; ``id_of(i)`` its ``id`` (read
+    only for positions up to the compaction); ``first_kept_of(i)`` the ``firstKeptEntryId`` of the
+    compaction at ``i`` (read once). :func:`latest_compaction` is the same rule over entries. The
+    index's context walk (``Index::context_span``, rust/src/walk.rs) follows this rule to decide
+    what to read; tests/test_entry_objects.py checks that every pure function answers the same
+    on that span as on the whole branch, over the corpus.
 
     Returns ``None`` without a compaction, else ``(index, id_index, first_kept_index)``:
-    ``index`` of the latest compaction entry; ``id_index``, the first position holding its id
-    (Pi's ``findIndex`` by id; the same as ``index`` unless ids repeat); ``first_kept_index``,
-    the first entry before ``id_index`` whose id is ``firstKeptEntryId`` (JavaScript ``===``), or
-    ``None`` when no earlier entry has it (then nothing before the compaction is kept: Pi 1.6
-    ``buildContextEntries``; compaction preparation follows the same rule, see
-    docs/divergences.md). Raises :class:`ContextError` where Pi throws (an entry that is null).
+    ``index`` of the latest entry whose type is ``"compaction"``; ``id_index``, the first position
+    holding its id (Pi's ``findIndex`` by id; the same as ``index`` unless ids repeat);
+    ``first_kept_index``, the first entry before ``id_index`` whose id is ``firstKeptEntryId``
+    (JavaScript ``===``), or ``None`` when no earlier entry has it (then nothing before the
+    compaction is kept: Pi 1.6 ``buildContextEntries``; compaction preparation follows the same
+    rule, see docs/divergences.md). Errors raised by ``id_of`` / ``first_kept_of`` propagate.
     """
-    path = entry_values(path)
     compaction = None
-    for i in range(len(path) - 1, -1, -1):
-        if _entry_type(path[i]) == "compaction":
+    for i in range(len(types) - 1, -1, -1):
+        if types[i] == "compaction":
             compaction = i
             break
     if compaction is None:
         return None
-    entry = path[compaction]
-    cid = _f(entry, "id")
-    idx = next((i for i, e in enumerate(path) if _strict_eq(_f(e, "id"), cid)), compaction)
-    first_kept = _f(entry, "firstKeptEntryId")
-    kept = next((i for i in range(idx) if _strict_eq(_f(path[i], "id"), first_kept)), None)
+    cid = id_of(compaction)
+    idx = next((i for i in range(compaction + 1) if _strict_eq(id_of(i), cid)), compaction)
+    first_kept = first_kept_of(compaction)
+    kept = next((i for i in range(idx) if _strict_eq(id_of(i), first_kept)), None)
     return compaction, idx, kept
+
+
+def latest_compaction(path: Sequence[dict]) -> tuple | None:
+    """:func:`latest_compaction_at` over entries (dicts or :class:`sessiontree.entries.Entry`).
+
+    Raises :class:`ContextError` where Pi throws (an entry before the compaction that is null).
+    """
+    path = entry_values(path)
+    return latest_compaction_at([_entry_type(e) for e in path], lambda i: _f(path[i], "id"),
+                                lambda i: _f(path[i], "firstKeptEntryId"))
 
 
 def build_context_entries(path: Sequence[dict]) -> list:

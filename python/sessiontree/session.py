@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import orjson
 
 from . import _core
-from ._jsjson import js_stringify_bytes, js_trim
-from .context import SessionContext, build_session_context
+from ._jsjson import js_get, js_stringify_bytes, js_trim
+from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
 from .entries import Entry, ProblemList, TreeNode, parse_json_line
 from .errors import (
     EntryNotFoundError,
@@ -46,7 +46,7 @@ from .errors import (
     SessionReadOnlyError,
 )
 from . import orchestration
-from .compaction import collect_context_edits, entry_context_messages
+from .compaction import collect_context_edits, entry_context_messages, kept_boundary
 from .compaction import find_cut_point as py_find_cut_point
 from .hooks import SessionHooks
 from .listing import most_recent_session
@@ -1336,6 +1336,33 @@ class Session:
 
     # ==== cut point (Rust) =========================================================
 
+    def _latest_compaction(self, path: list[int]) -> tuple | None:
+        """:func:`sessiontree.context.latest_compaction` of the entries ``path`` (entry indices),
+        from the index: type names, and string ids up to the compaction; only the compaction's
+        line is parsed. Where the index's ids are not exact (duplicate or non-string ids, a
+        legacy file) the parsed values decide."""
+        core = self._core
+        if core.entry_count() == len(core) and not core.needs_migration:
+            inexact: list[int] = []
+
+            def id_of(i: int) -> Any:
+                got = core.id(path[i])
+                if got is None:  # not a string: the index does not keep its value
+                    inexact.append(i)
+                    return object()
+                return got
+
+            def first_kept_of(i: int) -> Any:
+                got = js_get(self._load_raw(path[i]), "firstKeptEntryId")
+                if isinstance(got, str) and ("\ufffd" in got or _as_indexed(got) != got):
+                    inexact.append(i)  # the index keeps lone surrogates as U+FFFD
+                return got
+
+            found = latest_compaction_at(core.types(path), id_of, first_kept_of)
+            if not inexact:
+                return found
+        return latest_compaction(self._load_raws(path))
+
     def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
         """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch
         (Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
@@ -1355,14 +1382,9 @@ class Session:
         path = self._span()
         if not path:
             return CutPoint(None, None, False)
-        start = 0
-        found = self._core.latest_compaction_in(path)
-        if found is not None:
-            prev, kept = found
-            start = kept if kept is not None else prev + 1
-            path = path[:prev] + path[prev + 1:]
-            if start > prev:
-                start -= 1
+        start, dropped = kept_boundary(self._latest_compaction(path))
+        if dropped is not None:
+            path = path[:dropped] + path[dropped + 1:]
         got = None if token_counter is not None else \
             self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         if got is None:

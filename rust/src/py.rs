@@ -538,14 +538,6 @@ impl Index {
             .context_span(leaf as u32, with_settings)
             .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
-    /// `(compaction, first_kept)` positions in `path` of the latest compaction and its first
-    /// kept entry (None when not on the path), or None without a compaction.
-    fn latest_compaction_in(&self, path: Vec<u32>) -> PyResult<Option<(usize, Option<usize>)>> {
-        for &i in &path {
-            self.check(i as usize)?;
-        }
-        Ok(self.st.index.latest_compaction_in(&path))
-    }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).
     #[pyo3(signature = (i, etype, role = None))]
     fn find_back(

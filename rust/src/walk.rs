@@ -75,26 +75,6 @@ impl Index {
         Ok(path)
     }
 
-    /// The latest compaction on the branch ending at `leaf` and the first entry it keeps
-    /// (`firstKeptEntryId`), as positions in `path` (root-first entry indices): the one place
-    /// this rule lives for the index (Python's twin is `sessiontree.context.latest_compaction`).
-    /// `(compaction, first_kept)`; `first_kept` is None when the id is on no earlier entry.
-    pub fn latest_compaction_in(&self, path: &[u32]) -> Option<(usize, Option<usize>)> {
-        let c = path
-            .iter()
-            .rposition(|&i| self.recs[i as usize].etype == T_COMPACTION)?;
-        let fk = self.recs[path[c] as usize].target;
-        if self.key_string(fk).is_none() {
-            return Some((c, None));
-        }
-        Some((
-            c,
-            path[..c]
-                .iter()
-                .position(|&i| self.recs[i as usize].id == fk),
-        ))
-    }
-
     /// What Pi's context building and compaction read of the branch ending at `leaf`, root
     /// first: the whole branch when it has no compaction; otherwise the entries from the latest
     /// compaction's first kept entry to the leaf, preceded (when needed) by the few earlier
@@ -102,6 +82,9 @@ impl Index {
     /// `thinking_level_change` and the latest `model_change` / assistant message (the session
     /// context's thinking level and model), and every `context_edit` (compaction applies them
     /// path-wide). Pure functions give the same answers on this list as on the whole branch.
+    /// The rule for the latest compaction and its kept range is Python's
+    /// `sessiontree.context.latest_compaction_at` (Pi `buildSessionContext`); this walk only
+    /// decides what to read (tests/test_entry_objects.py checks the answers over the corpus).
     ///
     /// Cost: the walk from the leaf back to the first kept entry (the context), not the branch.
     /// The whole branch is walked only when the rule needs it: a file with duplicate ids or a
@@ -562,8 +545,6 @@ mod span_tests {
         );
         // the thinking level is far back; the model comes from m19 (an assistant) inside the span
         assert_eq!(ids(&ix.context_span(leaf, true).unwrap())[0], "t");
-        let full = ix.branch(leaf).unwrap();
-        assert_eq!(ix.latest_compaction_in(&full), Some((21, Some(15))));
     }
 
     #[test]

@@ -50,6 +50,7 @@ __all__ = [
     "js_trim",
     "js_truthy",
     "js_get",
+    "js_usage_number",
     "JS_WHITESPACE",
 ]
 
@@ -135,6 +136,25 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_PAIR_OR_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 _ARRAY_INDEX_MAX = 2**32 - 2
 _MAX_SAFE = 2**53
+
+
+def js_usage_number(value: Any) -> int | float:
+    """What a parsed-JSON usage field adds in Pi's sums (``x + usage.input``, ``total +=
+    cost.total``, e.g. ``calculateContextTokens``, ``getSessionStats``): numbers as they are (NaN
+    and infinities included), ``null`` 0, booleans 0/1, a missing field (:data:`JS_UNDEFINED`)
+    and anything else NaN.
+
+    JavaScript would concatenate a string operand (``1 + "2"`` is ``"12"``); Pi's usage fields
+    are numbers or null, and this model counts any other value as NaN
+    (tests/test_js_usage_number.py pins every case).
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value
+    return math.nan
 
 
 def js_number_to_string(x: float | int) -> str:

@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 
 from .entries import entry_value, entry_values
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_date_parse, js_get, js_stringify_bytes, js_to_string, js_truthy
+from ._jsjson import (JS_UNDEFINED, js_date_parse, js_get, js_stringify_bytes, js_to_string, js_truthy,
+                      js_usage_number)
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 from .tokens import estimate_tokens
 
@@ -538,30 +539,19 @@ def convert_to_llm(messages: Sequence[dict]) -> list:
 # ==== Token estimates ================================================================
 
 
-def _num(v: Any) -> float:
-    """JavaScript ToNumber for the usage fields Pi adds (missing/non-numbers -> NaN)."""
-    if v is None or v is False:
-        return 0
-    if v is True:
-        return 1
-    if isinstance(v, (int, float)):
-        return v
-    return float("nan")
-
-
 def calculate_context_tokens(usage: dict) -> int | float:
     """Pi's ``calculateContextTokens``: ``usage.totalTokens`` if truthy, else
     ``input + output + cacheRead + cacheWrite`` (NaN if one is missing)."""
     total = usage.get("totalTokens", JS_UNDEFINED) if isinstance(usage, dict) else JS_UNDEFINED
     if js_truthy(total):
-        return total if isinstance(total, (int, float)) and not isinstance(total, bool) else _num(total)
+        return total if isinstance(total, (int, float)) and not isinstance(total, bool) else js_usage_number(total)
     if not isinstance(usage, dict):
         return float("nan")
     return (
-        _num(usage.get("input", JS_UNDEFINED))
-        + _num(usage.get("output", JS_UNDEFINED))
-        + _num(usage.get("cacheRead", JS_UNDEFINED))
-        + _num(usage.get("cacheWrite", JS_UNDEFINED))
+        js_usage_number(usage.get("input", JS_UNDEFINED))
+        + js_usage_number(usage.get("output", JS_UNDEFINED))
+        + js_usage_number(usage.get("cacheRead", JS_UNDEFINED))
+        + js_usage_number(usage.get("cacheWrite", JS_UNDEFINED))
     )
 
 

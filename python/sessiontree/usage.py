@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ._jsjson import JS_UNDEFINED, js_usage_number
 from .entries import entry_value
 
 __all__ = ["UsageTotals", "UsageAccumulator", "usage_totals_of_entries"]
@@ -60,21 +61,6 @@ class UsageTotals:
             },
             "cost": js(self.cost),
         }
-
-
-_MISSING: Any = object()
-
-
-def _js_num(value: Any) -> float:
-    """How ``x += value`` treats a usage field: numbers add, null is 0, booleans 0/1, a missing
-    field (undefined) or anything else NaN."""
-    if value is None:
-        return 0
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return value
-    return math.nan
 
 
 def _carries_usage(entry: Any) -> Any:
@@ -118,13 +104,13 @@ class UsageAccumulator:
             usage = _carries_usage(entry_value(entry))
             if usage is None:
                 continue
-            i += _js_num(usage.get("input", _MISSING))
-            o += _js_num(usage.get("output", _MISSING))
-            cr += _js_num(usage.get("cacheRead", _MISSING))
-            cw += _js_num(usage.get("cacheWrite", _MISSING))
+            i += js_usage_number(usage.get("input", JS_UNDEFINED))
+            o += js_usage_number(usage.get("output", JS_UNDEFINED))
+            cr += js_usage_number(usage.get("cacheRead", JS_UNDEFINED))
+            cw += js_usage_number(usage.get("cacheWrite", JS_UNDEFINED))
             c = usage.get("cost")
             if isinstance(c, dict):
-                cost += _js_num(c.get("total", _MISSING))
+                cost += js_usage_number(c.get("total", JS_UNDEFINED))
         self.input, self.output, self.cache_read, self.cache_write, self.cost = i, o, cr, cw, cost
 
     def totals(self) -> UsageTotals:

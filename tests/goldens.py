@@ -3,9 +3,10 @@
 Every ``NAME.jsonl.golden.json`` under ``corpus/pi-generated`` and ``corpus/real`` is found
 by globbing, never by name, so hidden corpora dropped into those folders are picked up.
 
-The path entries come from :func:`reference_entries`, a deliberately small pure-Python
-loader (not the library's Rust core): it exists only so context tests do not depend on
-the scanner. The golden's own ``path.ids`` decide which entries form the branch.
+The path entries come from :func:`reference_entries`, the reference model's loader
+(tests/reference_model.py, shared with the property tests; not the library's Rust core), so
+context tests do not depend on the scanner. The golden's own ``path.ids`` decide which entries
+form the branch.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from reference_model import ReferenceCycle, index_by_id, load_values, walk
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 GOLDEN_DIRS = ("pi-generated", "real", "scale")
@@ -67,62 +70,23 @@ def golden_ids() -> list[str]:
 
 
 # ==== Reference loader ===========================================================
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"not JSON: {name}")  # JSON.parse rejects NaN/Infinity
+# The loader, the by-id index and the branch walk are the reference model's
+# (tests/reference_model.py), shared with the property tests.
 
 
 def reference_entries(session_file: Path) -> tuple[dict, list] | None:
-    """Parse a session file the way Pi's ``loadEntriesFromFile`` does, minimally.
+    """Parse a session file the way Pi's ``loadEntriesFromFile`` does
+    (:func:`reference_model.load_values`): ``(header, values after it)``, or ``None`` when the
+    first parsed value is not ``{"type": "session", "id": <str>}``."""
+    return load_values(session_file.read_bytes())
 
-    Split on ``\\n``, drop one trailing ``\\r`` per line, parse each non-blank line,
-    skip lines that fail and JSON values that are falsy (``null``, ``0``, ``false``,
-    ``""``). Returns ``(header, entries)`` with the header excluded from ``entries``, or
-    ``None`` when the first parsed value is not ``{"type": "session", "id": <str>}``.
-    """
-    values: list = []
-    for raw in session_file.read_bytes().split(b"\n"):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        line = raw.decode("utf-8", errors="replace")
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line, parse_constant=_reject_constant)
-        except ValueError:
-            continue
-        if value is None or value is False or value == "" or (type(value) in (int, float) and value == 0):
-            continue  # falsy JSON values are not entries
-        values.append(value)
-    if not values:
+
+def _walk_from(leaf: Any, by_id: dict) -> list | None:
+    """:func:`reference_model.walk` from ``leaf``, or ``None`` when the parent chain loops."""
+    try:
+        return walk(by_id, leaf)
+    except ReferenceCycle:
         return None
-    header = values[0]
-    if not (isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str)):
-        return None
-    return header, values[1:]
-
-
-def index_by_id(entries: list) -> dict:
-    """Entries (session headers excluded) by string id; the last one with an id wins."""
-    by_id: dict = {}
-    for e in entries:
-        if isinstance(e, dict) and e.get("type") != "session" and isinstance(e.get("id"), str):
-            by_id[e["id"]] = e
-    return by_id
-
-
-def _walk_from(leaf: Any, by_id: dict, limit: int) -> list | None:
-    path = []
-    current = leaf
-    while current is not None:
-        path.append(current)
-        if len(path) > limit:
-            return None  # parent cycle
-        parent = current.get("parentId") if isinstance(current, dict) else None
-        current = by_id.get(parent) if isinstance(parent, str) and parent else None
-    path.reverse()
-    return path
 
 
 # ==== Golden cases ===============================================================
@@ -171,7 +135,7 @@ def load_case(name: str) -> Case:
     case.path = [by_id[i] for i in ids]
     if "leaf_id" not in golden and entries:
         # Pi's leaf id is undefined: buildSessionContext falls back to the last entry.
-        walked = _walk_from(entries[-1], by_id, len(entries) + 1)
+        walked = _walk_from(entries[-1], by_id)
         if walked is None:
             case.skip = "context path from the last entry does not terminate"
             return case

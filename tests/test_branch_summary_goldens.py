@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from goldens import golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries, session_file
+from reference_model import walk
 from test_compaction_goldens import diff_report, file_fields, message_summary, pi, serialized
 
 from sessiontree.branch_summary import collect_entries_for_branch_summary, prepare_branch_entries
@@ -32,15 +33,7 @@ class ReferenceStore:
         return self.by_id.get(entry_id)
 
     def get_branch(self, entry_id: str) -> list:
-        path, seen = [], set()
-        current = self.by_id.get(entry_id)
-        while current is not None and id(current) not in seen:
-            seen.add(id(current))
-            path.append(current)
-            parent = current.get("parentId")
-            current = self.by_id.get(parent) if isinstance(parent, str) else None
-        path.reverse()
-        return path
+        return walk(self.by_id, self.by_id.get(entry_id))
 
 
 def branch_case(name: str):

@@ -1,5 +1,5 @@
 """Property tests: the Rust core against the plain-Python reference model
-(``sessiontree._reference``), on random files and random operation sequences."""
+(tests/reference_model.py), on random files and random operation sequences."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import Session, SessionCycleError
-from sessiontree._reference import ReferenceCycle, ReferenceSession
+
+from reference_model import ReferenceCycle, ReferenceSession
 
 HEADER = {"type": "session", "version": 3, "id": "prop", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
 IDS = [f"id{i:02d}" for i in range(12)]

@@ -114,6 +114,7 @@ __all__ = [
     "summary_output_budget",
     "default_summarizer",
     "run_blocking",
+    "user_message_text",
     "TURN_CONTEXT_SEPARATOR",
     "NO_PRIOR_HISTORY",
     "BRANCH_SUMMARY_PREAMBLE",
@@ -691,10 +692,11 @@ async def _acompact_locked(session, summarizer, settings, custom_instructions, r
 # ==== Tree navigation ===========================================================
 
 
-def _user_text(message: Any) -> str:
-    """The text Pi puts back in the editor for a user message (string content, or its text
-    blocks concatenated)."""
-    content = message.get("content") if isinstance(message, dict) else None
+def user_message_text(content: Any) -> str:
+    """The text of a user message's ``content`` (Pi agent-session ``_extractUserMessageText``):
+    a string as is, else the ``text`` of its ``type:"text"`` blocks concatenated; anything else
+    gives ``""``. The editor text after navigating to a user message, and RPC
+    ``get_fork_messages``' text."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -832,7 +834,7 @@ async def anavigate_tree(
         new_leaf = target.parent_id
         if new_leaf is not None and session.get_entry(new_leaf) is None:
             new_leaf = None  # an orphan's parent is unknown: it starts a root, as it is one in the tree
-        editor_text: Optional[str] = _user_text(target["message"])
+        editor_text: Optional[str] = user_message_text(target["message"].get("content"))
     else:
         new_leaf = target_id
         editor_text = None

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from .context import calculate_context_tokens, estimate_context_tokens
 from .errors import EntryNotFoundError, SessionError, SessionLockedError
+from .orchestration import user_message_text
 from .paths import agent_dir, default_session_dir
 from .session import Session, dumps_entry
 from .settings import CompactionSettings
@@ -229,16 +230,6 @@ def error_response(cmd_id: Any, command: Any, message: str) -> dict:
 
 
 # ==== message helpers (Pi agent-session rules) =======================================
-
-
-def _user_text(content: Any) -> str:
-    """Text of a user message: the string, or its ``text`` blocks joined (Pi ``getUserMessagesForForking``)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b["text"] for b in content
-                       if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-    return ""
 
 
 def last_assistant_text(messages: Iterable[dict]) -> Optional[str]:
@@ -572,7 +563,7 @@ class RpcServer:
         for e in self.session.iter_entries():
             if e.type != "message" or e.role != "user":
                 continue
-            text = _user_text(e.raw["message"].get("content"))
+            text = user_message_text(e.raw["message"].get("content"))
             if text:
                 out.append({"entryId": e.id, "text": text})
         return response(cmd_id, ctype, {"messages": out})
@@ -645,7 +636,7 @@ class RpcServer:
         e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
         if e is None or e.type != "message" or e.role != "user":
             raise RpcError("Invalid entry ID for forking")
-        text = _user_text(e.raw["message"].get("content"))
+        text = user_message_text(e.raw["message"].get("content"))
         parent = e.parent_id
         if not self.persist or s.path is None:
             new = s.create_branched_session(parent) if parent is not None else Session.in_memory(s.cwd)

@@ -10,7 +10,7 @@ anonymous memory plus the resident pages of the file mapping) is reported agains
 
     SESSIONTREE_BENCH_DIR=/tmp/bench python benches/main_job.py 10 100 1024
 
-Used by ``benches/report.py`` (docs/benchmarks.md) and, at small sizes, ``tests/test_perf_ratios.py``.
+Used by ``benches/report.py`` (docs/benchmarks.md) and, at small sizes, ``tests/perf/test_perf_ratios.py``.
 """
 from __future__ import annotations
 

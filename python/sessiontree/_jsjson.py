@@ -454,7 +454,7 @@ def js_to_string(value: Any) -> str:
 
 #: JavaScript's WhiteSpace + LineTerminator characters (what ``trim()`` removes). Not
 #: ``\x1c``-``\x1f`` or ``\x85``, which Python's ``str.strip()`` also removes. The Rust twin is
-#: ``jsdate::is_js_whitespace`` (used by its date parser); ``tests/test_parity_js_rules.py`` pins
+#: ``jsdate::is_js_whitespace`` (used by its date parser); ``tests/parity/test_parity_js_rules.py`` pins
 #: the two sets to each other over every code point.
 JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"

@@ -14,6 +14,10 @@ impl Index {
     pub fn label_entry(&self, target: u32) -> Option<u32> {
         self.labels.get(&target).map(|&(_, e)| e)
     }
+    /// The label entry currently labelling string id `id`, or None.
+    pub fn label_entry_of(&self, id: &str) -> Option<u32> {
+        self.label_entry(self.lookup_str(id)?)
+    }
 
     /// Replays label entry `idx` on `target` (remembering the previous state for a rollback).
     #[inline]

@@ -121,3 +121,20 @@ fn fast_iso_timestamps_read_as_parse_iso_reads_them() {
         Some(crate::jsdate::parse_iso("2026-01-01T21:13:17.384Z"))
     );
 }
+
+#[test]
+fn label_entry_of_looks_up_the_target_id() {
+    let mut st = crate::store::Store::in_memory();
+    let data = concat!(
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#,
+        "\n",
+        r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#,
+        "\n",
+        r#"{"type":"label","id":"l","parentId":"a","timestamp":"2026-01-01T00:00:00.000Z","targetId":"a","label":"tag"}"#,
+        "\n",
+    );
+    st.append_bytes(0, data.as_bytes()).unwrap();
+    assert_eq!(st.index.label_entry_of("a"), Some(1));
+    assert_eq!(st.index.label_entry_of("l"), None);
+    assert_eq!(st.index.label_entry_of("zz"), None);
+}

@@ -139,6 +139,8 @@ _WRITER = textwrap.dedent("""
     from sessiontree import Session
     s = Session.open(sys.argv[1], durability="fsync")
     i = int(sys.argv[2])
+    sys.stdout.write("ready\\n")
+    sys.stdout.flush()
     while True:
         text = "entry %d " % i + "x" * (i * 37 % 3000)
         eid = s.append_message({"role": "user", "content": text, "timestamp": i})
@@ -159,7 +161,10 @@ def test_sigkill_during_appends_loses_no_reported_entry(tmp_path):
     for _ in range(rounds):
         child = subprocess.Popen([sys.executable, "-c", _WRITER, str(s.path), str(counter)],
                                  stdout=subprocess.PIPE, text=True)
-        time.sleep(rng.uniform(0.15, 0.35))
+        # kill it while it appends: wait for the child to have started (imports and open take
+        # seconds on a loaded machine), then a random moment of its append loop
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.0, 0.1))
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate()
         for line in out.splitlines():

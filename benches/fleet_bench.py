@@ -5,7 +5,7 @@ same run, Ray's fixed cost and throughput with 1 and 2 workers, and memory per w
 
     python benches/fleet_bench.py --sessions 1000 [--no-ray] [--json out.json]
 
-Loops measured over the same generated store (``tests/fleet_store.py``, in a temp folder):
+Loops measured over the same generated store (``tests/support/fleet_store.py``, in a temp folder):
 
 * ``open``: ``Session.open`` per file, nothing else (the floor);
 * ``naive``: ``Session.open`` and the same answers through the obvious public calls
@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fleet_store import make_store  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Generated benchmark inputs and the baselines we compare against.
 
 Shared by the pytest-benchmark files here, ``benches/report.py`` and
-``tests/test_perf_ratios.py``. Nothing here is committed output: files are generated with
+``tests/perf/test_perf_ratios.py``. Nothing here is committed output: files are generated with
 ``tests/tools/gen_session.py`` into a cache folder on first use.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ anonymous memory plus the resident pages of the file mapping) is reported agains
 
     SESSIONTREE_BENCH_DIR=/tmp/bench python benches/main_job.py 10 100 1024
 
-Used by ``benches/report.py`` (docs/benchmarks.md) and, at small sizes, ``tests/test_perf_ratios.py``.
+Used by ``benches/report.py`` (docs/benchmarks.md) and, at small sizes, ``tests/perf/test_perf_ratios.py``.
 """
 from __future__ import annotations
 
@@ -153,7 +153,13 @@ def markdown(m: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    sizes = [float(x) for x in sys.argv[1:]] or [10, 100]
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The main job as history grows (docs/benchmarks.md).",
+                                     epilog="Inputs are cached in SESSIONTREE_BENCH_DIR.")
+    parser.add_argument("sizes", nargs="*", type=float, default=[10, 100],
+                        help="MiB of history before the compaction and the fixed tail (default: 10 100)")
+    sizes = parser.parse_args().sizes
     result = measure(sizes)
     print("\n".join(markdown(result)))
     print(json.dumps(result))

@@ -146,7 +146,7 @@ def js_usage_number(value: Any) -> int | float:
 
     JavaScript would concatenate a string operand (``1 + "2"`` is ``"12"``); Pi's usage fields
     are numbers or null, and this model counts any other value as NaN
-    (tests/test_js_usage_number.py pins every case).
+    (tests/pi_rules/test_js_usage_number.py pins every case).
     """
     if value is None:
         return 0
@@ -474,7 +474,7 @@ def js_to_string(value: Any) -> str:
 
 #: JavaScript's WhiteSpace + LineTerminator characters (what ``trim()`` removes). Not
 #: ``\x1c``-``\x1f`` or ``\x85``, which Python's ``str.strip()`` also removes. The Rust twin is
-#: ``jsdate::is_js_whitespace`` (used by its date parser); ``tests/test_parity_js_rules.py`` pins
+#: ``jsdate::is_js_whitespace`` (used by its date parser); ``tests/parity/test_parity_js_rules.py`` pins
 #: the two sets to each other over every code point.
 JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"

@@ -202,7 +202,7 @@ def latest_compaction_at(types: Sequence[Any], id_of: Callable[[int], Any],
     only for positions up to the compaction); ``first_kept_of(i)`` the ``firstKeptEntryId`` of the
     compaction at ``i`` (read once). :func:`latest_compaction` is the same rule over entries. The
     index's context walk (``Index::context_span``, rust/src/walk.rs) follows this rule to decide
-    what to read; tests/test_entry_objects.py checks that every pure function answers the same
+    what to read; tests/session/test_entry_objects.py checks that every pure function answers the same
     on that span as on the whole branch, over the corpus.
 
     Returns ``None`` without a compaction, else ``(index, id_index, first_kept_index)``:

@@ -15,7 +15,7 @@ ends the read, it cannot raise SIGBUS), each file costs bounded bytes whatever i
   user or assistant message (recency), read backwards; when the tail has no ``session_info``,
   the first :data:`_HEAD_NAME_BYTES` bytes after the header are searched for one.
 
-Listing a 1 GB session reads about 5 MiB of it (``tests/test_hostile_text_and_listing.py``).
+Listing a 1 GB session reads about 5 MiB of it (``tests/session/test_hostile_text_and_listing.py``).
 """
 from __future__ import annotations
 

@@ -1284,20 +1284,21 @@ class Session:
             SessionCycleError: the path loops.
         """
         path = self._walk(self._index_of(leaf_id))
+        ids, parent_ids, _, types, _, _, _ = self._core.table(path)
         label_ids: dict[str, str | None] = {}
-        kept: list[int] = []
-        for i in path:
-            if self._core.type_name(i) == "label":
+        kept: list[int] = []  # positions in path
+        for k in range(len(path)):
+            if types[k] == "label":
                 # a dropped label's children re-attach to the label's own (effective) parent
-                pid = self._core.parent_id(i)
-                label_ids[self._core.id(i)] = label_ids.get(pid, pid) if pid in label_ids else pid
+                pid = parent_ids[k]
+                label_ids[ids[k]] = label_ids.get(pid, pid) if pid in label_ids else pid
             else:
-                kept.append(i)
-        kept_ids = {self._core.id(i) for i in kept}
+                kept.append(k)
+        kept_ids = {ids[k] for k in kept}
         used = set(kept_ids)
         lines: list[bytes] = []
-        for i in kept:
-            pid = self._core.parent_id(i)
+        for k in kept:
+            i, pid = path[k], parent_ids[k]
             if pid in label_ids or self._core.needs_migration:
                 raw = self._load_raw(i)
                 if pid in label_ids:
@@ -1306,7 +1307,7 @@ class Session:
                 lines.append(dumps_entry(raw) + b"\n")
             else:
                 lines.append(self._core.line(i) + b"\n")
-        parent = self._core.id(kept[-1]) if kept else None
+        parent = ids[kept[-1]] if kept else None
         for target, e in self._core.labels():
             if target is not None and target in kept_ids:
                 nid = self._core.new_id()  # unused in this file, so in the new one

@@ -68,7 +68,7 @@ impl Cur<'_> {
 /// and what V8's date parser skips (TAB, VT, FF, SP, NBSP, ZWNBSP, the Zs category, LF, CR,
 /// LS, PS). Not U+0085 or U+001C..U+001F, which Rust's `char::is_whitespace` or Python's
 /// `str.strip()` would take. Python's twin, `sessiontree._jsjson.js_trim`, is pinned to this set
-/// by `tests/test_parity_js_rules.py`.
+/// by `tests/parity/test_parity_js_rules.py`.
 pub fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,

@@ -2,7 +2,7 @@
 
 use crate::index::{HeaderState, Leaf, NONE};
 use crate::store::{Store, StoreError};
-use crate::walk::{Cycle, PreorderError, Tree};
+use crate::walk::{Cycle, PreorderError, TreeCache};
 use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -92,7 +92,7 @@ fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) 
 #[pyclass(module = "sessiontree._core")]
 pub struct Index {
     st: Store,
-    tree: Option<(u64, Tree)>,
+    tree: TreeCache,
     rng: crate::append::IdRng,
 }
 
@@ -126,23 +126,35 @@ impl Index {
             ids,
         )
     }
-    fn ensure_tree(&mut self) {
-        let gen = self.st.index.generation;
-        if self.tree.as_ref().map(|(g, _)| *g != gen).unwrap_or(true) {
-            self.tree = Some((gen, self.st.index.build_tree()));
+    /// A pre-order walk's error as a [`WalkErr`], to raise once the index is let go.
+    fn walk_err(&self, e: PreorderError) -> WalkErr {
+        match e {
+            PreorderError::Cycle(c) => WalkErr::Cycle(self.cycle_info(Cycle(c))),
+            PreorderError::TooLarge(n) => WalkErr::TooLarge(n),
         }
     }
-    /// Depth-first pre-order of nodes from the roots (see `preorder`), the error left for the
-    /// caller to build once the index is let go.
-    fn preorder_inner(&mut self) -> Result<Vec<u32>, WalkErr> {
-        self.ensure_tree();
-        let limit = self.st.index.preorder_limit();
-        let t = &self.tree.as_ref().unwrap().1;
-        match t.preorder(limit) {
-            Ok(v) => Ok(v),
-            Err(PreorderError::Cycle(c)) => Err(WalkErr::Cycle(self.cycle_info(Cycle(c)))),
-            Err(PreorderError::TooLarge(n)) => Err(WalkErr::TooLarge(n)),
-        }
+    /// Runs a write on the store, then (in "fsync" mode, when it wrote) the fsync with the GIL
+    /// released and the index let go. None: nothing was written.
+    fn write_detached_fsync(
+        slf: &Bound<'_, Self>,
+        write: impl FnOnce(&mut Store) -> Result<Option<Option<u32>>, StoreError>,
+    ) -> PyResult<Option<Option<u32>>> {
+        let py = slf.py();
+        let (r, fd) = {
+            let mut this = slf.borrow_mut();
+            let r = write(&mut this.st).map_err(|e| store_err(py, e))?;
+            if r.is_none() {
+                return Ok(None);
+            }
+            (
+                r,
+                this.st
+                    .sync_handle_if_durable()
+                    .map_err(|e| store_err(py, e))?,
+            )
+        };
+        fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
+        Ok(r)
     }
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
@@ -160,7 +172,7 @@ impl Index {
             .map_err(|e| store_err(py, e))?;
         Ok(Index {
             st,
-            tree: None,
+            tree: TreeCache::default(),
             rng: crate::append::IdRng::seeded(),
         })
     }
@@ -177,7 +189,7 @@ impl Index {
         let st = py.detach(|| Store::from_bytes(bytes, parallel));
         Ok(Index {
             st,
-            tree: None,
+            tree: TreeCache::default(),
             rng: crate::append::IdRng::seeded(),
         })
     }
@@ -187,7 +199,7 @@ impl Index {
     fn in_memory() -> Self {
         Index {
             st: Store::in_memory(),
-            tree: None,
+            tree: TreeCache::default(),
             rng: crate::append::IdRng::seeded(),
         }
     }
@@ -239,19 +251,8 @@ impl Index {
     /// Writes whole lines (per the durability mode) and indexes them; nothing is indexed when
     /// the write fails. Returns the last new entry's index.
     fn write_lines(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<Option<u32>> {
-        let py = slf.py();
-        let (r, fd) = {
-            let mut this = slf.borrow_mut();
-            let r = this.st.write_lines(data).map_err(|e| store_err(py, e))?;
-            (
-                r,
-                this.st
-                    .sync_handle_if_durable()
-                    .map_err(|e| store_err(py, e))?,
-            )
-        };
-        fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
-        Ok(r)
+        let r = Self::write_detached_fsync(slf, |st| st.write_lines(data).map(Some))?;
+        Ok(r.flatten())
     }
 
     /// Bumped whenever the leaf may have moved (see `write_lines_if`).
@@ -264,11 +265,8 @@ impl Index {
     /// written and indexed only if the leaf has not moved since (another thread appended or
     /// branched); returns False, with nothing written, if it has.
     fn write_lines_if(slf: &Bound<'_, Self>, data: &[u8], leaf_version: u64) -> PyResult<bool> {
-        if slf.borrow().st.index.leaf_version != leaf_version {
-            return Ok(false);
-        }
-        Self::write_lines(slf, data)?;
-        Ok(true)
+        let r = Self::write_detached_fsync(slf, |st| st.write_lines_if(data, leaf_version))?;
+        Ok(r.is_some())
     }
 
     /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
@@ -498,14 +496,10 @@ impl Index {
     /// Moves the leaf to entry `i` (its id), or to null with None.
     #[pyo3(signature = (i))]
     fn set_leaf(&mut self, i: Option<usize>) -> PyResult<()> {
-        self.st.index.leaf_version += 1;
-        match i {
-            None => self.st.index.leaf = Leaf::Null,
-            Some(i) => {
-                self.check(i)?;
-                self.st.index.leaf = Leaf::Key(self.st.index.recs[i].id);
-            }
+        if let Some(i) = i {
+            self.check(i)?;
         }
+        self.st.index.set_leaf(i.map(|i| i as u32));
         Ok(())
     }
 
@@ -548,18 +542,9 @@ impl Index {
         role: Option<&str>,
     ) -> PyResult<Option<u32>> {
         self.check(i)?;
-        let ix = &self.st.index;
-        let Some(t) = ix.type_code_of(etype) else {
-            return Ok(None);
-        };
-        let r = match role {
-            None => None,
-            Some(r) => match ix.role_code_of(r) {
-                Some(c) => Some(c),
-                None => return Ok(None),
-            },
-        };
-        ix.find_back(i as u32, t, r)
+        self.st
+            .index
+            .find_back_named(i as u32, etype, role)
             .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
@@ -596,25 +581,28 @@ impl Index {
     }
     /// Root nodes in Pi's order (one per root occurrence).
     fn roots(&mut self) -> Vec<u32> {
-        self.ensure_tree();
-        self.tree.as_ref().unwrap().1.roots.clone()
+        self.tree.get(&self.st.index).roots.clone()
     }
     /// Children nodes of node `i` in Pi's order.
     fn children(&mut self, i: usize) -> PyResult<Vec<u32>> {
         self.check(i)?;
-        self.ensure_tree();
-        Ok(self.tree.as_ref().unwrap().1.children(i as u32).to_vec())
+        Ok(self.tree.get(&self.st.index).children(i as u32).to_vec())
     }
     /// (roots, start, kids): the whole children table in CSR form.
     fn tree_table(&mut self) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-        self.ensure_tree();
-        let t = &self.tree.as_ref().unwrap().1;
+        let t = self.tree.get(&self.st.index);
         (t.roots.clone(), t.start.clone(), t.kids.clone())
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
-        let r = slf.borrow_mut().preorder_inner();
+        let r = {
+            let mut this = slf.borrow_mut();
+            let this = &mut *this;
+            this.tree
+                .preorder(&this.st.index)
+                .map_err(|e| this.walk_err(e))
+        };
         r.map_err(|e| e.into_py(slf.py()))
     }
     /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
@@ -626,8 +614,10 @@ impl Index {
     fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
         let r = {
             let mut this = slf.borrow_mut();
-            this.preorder_inner()
-                .map(|pre| this.st.index.unreachable(&pre))
+            let this = &mut *this;
+            this.tree
+                .unreachable(&this.st.index)
+                .map_err(|e| this.walk_err(e))
         };
         r.map_err(|e| e.into_py(slf.py()))
     }
@@ -643,21 +633,11 @@ impl Index {
     }
     /// Index of the label entry currently labelling id `id`, or None.
     fn label_entry(&self, id: &str) -> Option<u32> {
-        let k = self.st.index.lookup_str(id)?;
-        self.st.index.label_entry(k)
+        self.st.index.label_entry_of(id)
     }
     /// Index of the last session_info entry in file order, or None.
     fn session_info_entry(&self) -> Option<u32> {
         Self::opt(self.st.index.session_info)
-    }
-    /// Skipped or odd lines: (line 1-based, byte offset, kind, message).
-    fn problems(&self) -> Vec<(u32, u64, &'static str, String)> {
-        self.st
-            .index
-            .problems
-            .iter()
-            .map(|p| (p.line, p.offset, p.kind, p.message))
-            .collect()
     }
     /// How many problems were recorded (without building them).
     fn problem_count(&self) -> usize {

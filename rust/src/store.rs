@@ -892,6 +892,20 @@ impl Store {
         self.write_and_index(data)
     }
 
+    /// [`Store::write_lines`] for lines built from the leaf as it was at `leaf_version`: written
+    /// and indexed only if the leaf has not moved since (another thread appended or branched);
+    /// None, with nothing written, if it has.
+    pub fn write_lines_if(
+        &mut self,
+        data: &[u8],
+        leaf_version: u64,
+    ) -> Result<Option<Option<u32>>, StoreError> {
+        if self.index.leaf_version != leaf_version {
+            return Ok(None);
+        }
+        self.write_lines(data).map(Some)
+    }
+
     fn write_and_index(&mut self, data: &[u8]) -> Result<Option<u32>, StoreError> {
         self.make_room()?;
         let offset = self.end();

@@ -23,6 +23,16 @@ impl Index {
         }
     }
 
+    /// Moves the leaf to entry `entry` (its id), or to null with None. The leaf may have moved,
+    /// so an append built from the old leaf is refused (`leaf_version`).
+    pub fn set_leaf(&mut self, entry: Option<u32>) {
+        self.leaf_version += 1;
+        self.leaf = match entry {
+            None => Leaf::Null,
+            Some(i) => Leaf::Key(self.recs[i as usize].id),
+        };
+    }
+
     /// The entry the leaf points at, if any (Pi: `byId.get(leafId)` when `leafId` is truthy).
     pub fn leaf_entry(&self) -> Option<u32> {
         match self.leaf {
@@ -84,7 +94,7 @@ impl Index {
     /// path-wide). Pure functions give the same answers on this list as on the whole branch.
     /// The rule for the latest compaction and its kept range is Python's
     /// `sessiontree.context.latest_compaction_at` (Pi `buildSessionContext`); this walk only
-    /// decides what to read (tests/test_entry_objects.py checks the answers over the corpus).
+    /// decides what to read (tests/session/test_entry_objects.py checks the answers over the corpus).
     ///
     /// Cost: the walk from the leaf back to the first kept entry (the context), not the branch.
     /// The whole branch is walked only when the rule needs it: a file with duplicate ids or a
@@ -198,6 +208,27 @@ impl Index {
             c = self.walk_parent(c);
         }
         Ok(None)
+    }
+
+    /// [`Index::find_back`] by type name (and role name): None at once when no entry has that
+    /// type or role.
+    pub fn find_back_named(
+        &self,
+        from: u32,
+        etype: &str,
+        role: Option<&str>,
+    ) -> Result<Option<u32>, Cycle> {
+        let Some(t) = self.type_code_of(etype) else {
+            return Ok(None);
+        };
+        let r = match role {
+            None => None,
+            Some(r) => match self.role_code_of(r) {
+                Some(c) => Some(c),
+                None => return Ok(None),
+            },
+        };
+        self.find_back(from, t, r)
     }
 
     /// The branch from `to` (exclusive: an ancestor of `from`, or NONE for the root) down to
@@ -335,6 +366,36 @@ impl Index {
             }
         }
         Tree { roots, start, kids }
+    }
+}
+
+/// The children table of one index, built on first use and rebuilt only once the index has
+/// changed since (its `generation` moved: an entry indexed, a rollback, a rescan).
+#[derive(Default)]
+pub struct TreeCache(Option<(u64, Tree)>);
+
+impl TreeCache {
+    /// The tree of `ix`, rebuilt when `ix` changed since it was built.
+    pub fn get(&mut self, ix: &Index) -> &Tree {
+        let gen = ix.generation;
+        if self.0.as_ref().is_none_or(|(g, _)| *g != gen) {
+            self.0 = None;
+        }
+        &self.0.get_or_insert_with(|| (gen, ix.build_tree())).1
+    }
+
+    /// Depth-first pre-order of nodes from the roots ([`Tree::preorder`]), bounded by
+    /// [`Index::preorder_limit`].
+    pub fn preorder(&mut self, ix: &Index) -> Result<Vec<u32>, PreorderError> {
+        let limit = ix.preorder_limit();
+        self.get(ix).preorder(limit)
+    }
+
+    /// Entries no root reaches ([`Index::unreachable`]); the pre-order it needs fails first on
+    /// a cycle reachable from a root.
+    pub fn unreachable(&mut self, ix: &Index) -> Result<Vec<u32>, PreorderError> {
+        let pre = self.preorder(ix)?;
+        Ok(ix.unreachable(&pre))
     }
 }
 
@@ -583,5 +644,54 @@ mod span_tests {
         }
         assert_eq!(ix.branch_since(n - 1, 5).unwrap().unwrap().len(), 2);
         assert_eq!(ix.branch_since(n - 1, 8), Ok(None));
+    }
+
+    #[test]
+    fn tree_cache_follows_the_index() {
+        // t, m0 (user), m1 (assistant), m2 (user): one chain
+        let mut st = store(&chain(3));
+        let mut cache = crate::walk::TreeCache::default();
+        assert_eq!(cache.get(&st.index).roots, vec![0]);
+        assert_eq!(cache.get(&st.index).children(1), &[2]);
+        assert_eq!(cache.preorder(&st.index).unwrap(), vec![0, 1, 2, 3]);
+        // a second child of m0, appended after the tree was built: the cache sees it
+        let end = st.end();
+        let line = format!("{}\n", msg("x", "m0", "user"));
+        st.append_bytes(end, line.as_bytes()).unwrap();
+        assert_eq!(cache.get(&st.index).children(1), &[2, 4]);
+        assert_eq!(cache.preorder(&st.index).unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(cache.unreachable(&st.index).unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn leaf_moves_by_name_lookups_and_conditional_writes() {
+        let mut st = store(&chain(3));
+        let ix = &st.index;
+        assert_eq!(
+            ix.find_back_named(3, "message", Some("assistant")),
+            Ok(Some(2))
+        );
+        assert_eq!(
+            ix.find_back_named(3, "thinking_level_change", None),
+            Ok(Some(0))
+        );
+        assert_eq!(ix.find_back_named(3, "message", Some("nobody")), Ok(None));
+        assert_eq!(ix.find_back_named(3, "no_such_type", None), Ok(None));
+        let v = st.index.leaf_version;
+        st.index.set_leaf(Some(1));
+        assert_eq!(st.index.leaf_entry(), Some(1));
+        assert!(st.index.leaf_version > v);
+        // a line built from the leaf as it was before set_leaf is not written
+        let line = format!("{}\n", msg("y", "m2", "user"));
+        assert_eq!(st.write_lines_if(line.as_bytes(), v).unwrap(), None);
+        assert_eq!(st.index.recs.len(), 4);
+        let now = st.index.leaf_version;
+        assert_eq!(
+            st.write_lines_if(line.as_bytes(), now).unwrap(),
+            Some(Some(4))
+        );
+        st.index.set_leaf(None);
+        assert_eq!(st.index.leaf_entry(), None);
+        assert_eq!(st.index.leaf, crate::index::Leaf::Null);
     }
 }

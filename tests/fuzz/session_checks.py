@@ -1,5 +1,5 @@
 """What every fuzz input must satisfy, shared by the atheris harness (fuzz_session.py) and the
-pure-Python mutation loop in tests/test_fuzz_short.py.
+pure-Python mutation loop in tests/core/test_fuzz_short.py.
 
 :func:`check_bytes` writes the bytes to a file and drives the public API and the CLI over it.
 The only exceptions allowed out of the library are :class:`sessiontree.SessionError` and its

@@ -1,0 +1,405 @@
+//! The by-id map: JavaScript `Map` keys interned as key ids (strings, numbers, booleans,
+//! `null` and `undefined` by value; objects and arrays by identity), the open-addressing key
+//! table behind them, the winning entry of each key, and the memory advice for these tables.
+
+use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
+use crate::json::{JsVal, Val};
+use std::hash::BuildHasher;
+
+/// What a key id stands for: a JavaScript `Map` key (see [`Index::key_of`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyRec {
+    /// string: offset in `key_bytes`; number: the f64 bits (-0 as 0); bool: 0 or 1
+    data: u64,
+    /// string: byte length
+    len: u32,
+    tag: u8,
+    truthy: bool,
+}
+
+pub(super) const K_UNDEFINED: u8 = 0;
+pub(super) const K_NULL: u8 = 1;
+pub(super) const K_STR: u8 = 2;
+pub(super) const K_NUM: u8 = 3;
+pub(super) const K_BOOL: u8 = 4;
+pub(super) const K_OBJECT: u8 = 5;
+
+/// Key ids by hash: open addressing with linear probing, each slot `(hash >> 32) << 32 |
+/// (key id + 1)` (0 = empty), at most half full. Our own rather than a library map so the
+/// sequential indexing pass can prefetch the slots of the lines it is about to index: with a
+/// million ids the table no longer fits in cache while the file streams through it.
+#[derive(Default)]
+pub(super) struct KeyTable {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+impl KeyTable {
+    #[inline]
+    fn find(&self, h: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let tag = h >> 32;
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> 32 == tag && eq(slot as u32 - 1) {
+                return Some(slot as u32 - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, h: u64, kid: u32) {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (h >> 32) << 32 | (kid as u64 + 1);
+    }
+
+    /// Adds a key id known to be absent.
+    #[inline]
+    fn insert(&mut self, h: u64, kid: u32, rehash: impl Fn(u32) -> u64) {
+        self.reserve(1, rehash);
+        self.put(h, kid);
+        self.len += 1;
+    }
+
+    fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
+        let need = (self.len + more) * 2;
+        if need <= self.slots.len() {
+            return;
+        }
+        let cap = need.next_power_of_two().max(64);
+        let old = std::mem::replace(&mut self.slots, vec![0; cap]);
+        advise_huge_pages(&self.slots);
+        if cap >= 1 << 13 {
+            populate_range(self.slots.as_ptr() as usize, cap * 8);
+        }
+        for slot in old {
+            if slot != 0 {
+                let kid = slot as u32 - 1;
+                self.put(rehash(kid), kid);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if !self.slots.is_empty() {
+            let i = h as usize & (self.slots.len() - 1);
+            // SAFETY: a prefetch hint at an address inside the table.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    self.slots.as_ptr().add(i) as *const i8,
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+        }
+        let _ = h;
+    }
+}
+
+/// Asks for transparent huge pages under a big table we probe at random (with 4 KiB pages
+/// nearly every probe of a million-key table would also miss the TLB).
+fn advise_huge_pages(v: &[u64]) {
+    advise_huge_range(v.as_ptr() as usize, std::mem::size_of_val(v));
+}
+
+/// Makes room for `more` elements in `v` when that is at least `RESERVE_MIN` bytes, on
+/// transparent huge pages. (Room reserved is address space only until used. Arrays this large
+/// get fresh pages from the OS whatever we do; smaller ones are left to grow, which lets the
+/// allocator reuse memory it already has.)
+fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
+    const RESERVE_MIN: usize = 8 << 20;
+    if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more
+    {
+        return;
+    }
+    v.reserve(more);
+    advise_huge_range(v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+}
+
+/// Faults in `[start, start + len)` writable up front (`MADV_POPULATE_WRITE`, Linux 5.14+;
+/// elsewhere nothing happens). For a zeroed table read before it is written: each page read
+/// first maps the shared zero page, and the first write to it then takes a second fault and
+/// a TLB shootdown across the threads of the process (costly in a VM, while a parallel scan
+/// runs on every core).
+fn populate_range(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let a = start & !4095;
+        // SAFETY: advice only, on pages that hold our own allocation (populating pages that
+        // are already mapped changes nothing).
+        unsafe {
+            libc::madvise(
+                a as *mut libc::c_void,
+                start + len - a,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+    }
+    let _ = (start, len);
+}
+
+/// `MADV_HUGEPAGE` on the whole 2 MiB pages inside `[start, start + len)`.
+fn advise_huge_range(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let end = start + len;
+        let (a, b) = ((start + HUGE - 1) & !(HUGE - 1), end & !(HUGE - 1));
+        if b > a {
+            // SAFETY: advice only, on whole pages inside our own allocation.
+            unsafe { libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE) };
+        }
+    }
+    let _ = (start, len);
+}
+
+/// Equality of two byte strings of the same length, without a call for short ones (ids).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if (8..=16).contains(&n) {
+        let w = |s: &[u8], o: usize| u64::from_le_bytes(s[o..o + 8].try_into().unwrap());
+        w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8)
+    } else {
+        a == b
+    }
+}
+
+impl Index {
+    /// The fixed keys every index starts with: `undefined` ([`KID_UNDEFINED`]) and `null`
+    /// ([`KID_NULL`]).
+    pub(super) fn push_fixed_keys(&mut self) {
+        for tag in [K_UNDEFINED, K_NULL] {
+            self.push_key(KeyRec {
+                data: 0,
+                len: 0,
+                tag,
+                truthy: false,
+            });
+        }
+        debug_assert_eq!(self.key_recs.len() as u32, KID_NULL + 1);
+    }
+
+    pub(super) fn push_key(&mut self, k: KeyRec) -> u32 {
+        let kid = self.key_recs.len() as u32;
+        self.key_recs.push(k);
+        self.by_id.push(NONE);
+        kid
+    }
+
+    #[inline]
+    pub(super) fn hash_str(&self, s: &[u8]) -> u64 {
+        self.hasher.hash_one(s)
+    }
+    #[inline]
+    pub(super) fn hash_scalar(&self, tag: u8, data: u64) -> u64 {
+        self.hasher.hash_one((tag, data))
+    }
+    #[inline]
+    pub(super) fn key_hash(hasher: &Hasher, recs: &[KeyRec], bytes: &[u8], kid: u32) -> u64 {
+        let k = recs[kid as usize];
+        if k.tag == K_STR {
+            hasher.hash_one(&bytes[k.data as usize..k.data as usize + k.len as usize])
+        } else {
+            hasher.hash_one((k.tag, k.data))
+        }
+    }
+    #[inline]
+    pub(super) fn key_str_bytes(&self, k: &KeyRec) -> &[u8] {
+        &self.key_bytes[k.data as usize..k.data as usize + k.len as usize]
+    }
+
+    /// Key id of a string, without interning.
+    #[inline]
+    pub(super) fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
+        self.keys.find(h, |kid| {
+            let k = &self.key_recs[kid as usize];
+            k.tag == K_STR && k.len as usize == s.len() && same_bytes(self.key_str_bytes(k), s)
+        })
+    }
+
+    /// Hints the cache about the key-table slots a parsed line is about to look up.
+    #[inline]
+    pub fn prefetch_keys(&self, pl: &ParsedLine<'_>) {
+        if let LineResult::Value(sk, _) = &pl.result {
+            if let Val::Str(s) = &sk.id {
+                self.keys.prefetch(self.hash_str(s.as_bytes()));
+            }
+            if let Val::Str(s) = &sk.parent_id {
+                self.keys.prefetch(self.hash_str(s.as_bytes()));
+            }
+        }
+    }
+
+    /// Hints the cache about the key-table slot where string key `s` would be looked up.
+    #[inline]
+    pub fn prefetch_str(&self, s: &[u8]) {
+        self.keys.prefetch(self.hash_str(s));
+    }
+
+    pub(super) fn intern_bytes_str(&mut self, s: &str) -> u32 {
+        let h = self.hash_str(s.as_bytes());
+        if let Some(k) = self.find_str(s.as_bytes(), h) {
+            return k;
+        }
+        let off = self.key_bytes.len() as u64;
+        self.key_bytes.extend_from_slice(s.as_bytes());
+        let kid = self.push_key(KeyRec {
+            data: off,
+            len: s.len() as u32,
+            tag: K_STR,
+            truthy: !s.is_empty(),
+        });
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys
+            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        kid
+    }
+
+    pub(super) fn intern_scalar(&mut self, tag: u8, data: u64, truthy: bool) -> u32 {
+        let h = self.hash_scalar(tag, data);
+        if let Some(k) = self.keys.find(h, |kid| {
+            let k = &self.key_recs[kid as usize];
+            k.tag == tag && k.data == data
+        }) {
+            return k;
+        }
+        let kid = self.push_key(KeyRec {
+            data,
+            len: 0,
+            tag,
+            truthy,
+        });
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys
+            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        kid
+    }
+
+    /// The key id for a JSON value, interning it (objects get a fresh identity).
+    pub fn key_of(&mut self, v: &JsVal) -> u32 {
+        match v {
+            JsVal::Missing => KID_UNDEFINED,
+            JsVal::Null => KID_NULL,
+            JsVal::Composite => self.push_key(KeyRec {
+                data: 0,
+                len: 0,
+                tag: K_OBJECT,
+                truthy: true,
+            }),
+            JsVal::Str(s) => self.intern_bytes_str(s),
+            JsVal::Num(n) => self.key_of_num(*n),
+            JsVal::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
+        }
+    }
+
+    pub(super) fn key_of_num(&mut self, n: f64) -> u32 {
+        // Map keys use SameValueZero: -0 and 0 are one key (NaN cannot come from JSON)
+        let n = if n == 0.0 { 0.0 } else { n };
+        self.intern_scalar(K_NUM, n.to_bits(), n != 0.0 && !n.is_nan())
+    }
+
+    /// [`Index::key_of`] for a borrowed value.
+    #[inline]
+    pub(super) fn key_of_val(&mut self, v: &Val) -> u32 {
+        match v {
+            Val::Missing => KID_UNDEFINED,
+            Val::Null => KID_NULL,
+            Val::Str(s) => self.intern_bytes_str(s),
+            Val::Num(n) => self.key_of_num(*n),
+            Val::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
+            Val::Composite => self.push_key(KeyRec {
+                data: 0,
+                len: 0,
+                tag: K_OBJECT,
+                truthy: true,
+            }),
+        }
+    }
+
+    /// Makes room for about `entries` more entries (a guess from the bytes about to be
+    /// scanned), so the key table does not rehash as it fills, and the large arrays that grow
+    /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
+    pub fn reserve(&mut self, entries: usize) {
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        self.keys
+            .reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
+        reserve_large(&mut self.recs, entries);
+        // about one new key (its id) per entry; Pi ids are 8 bytes
+        reserve_large(&mut self.key_recs, entries);
+        reserve_large(&mut self.by_id, entries);
+        reserve_large(&mut self.key_bytes, entries * 8);
+    }
+
+    /// Key id of a string id, without interning (None when no such key exists).
+    pub fn lookup_str(&self, s: &str) -> Option<u32> {
+        self.find_str(s.as_bytes(), self.hash_str(s.as_bytes()))
+    }
+
+    pub fn intern_str(&mut self, s: &str) -> u32 {
+        self.intern_bytes_str(s)
+    }
+
+    #[inline]
+    pub fn key_is_truthy(&self, kid: u32) -> bool {
+        self.key_recs[kid as usize].truthy
+    }
+    /// The JSON text `JSON.stringify` gives a non-string scalar key (a number or boolean id, as
+    /// hostile files have), or None for strings, objects and missing values.
+    pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
+        let k = self.key_recs.get(kid as usize)?;
+        match k.tag {
+            K_NUM => Some(
+                ryu_js::Buffer::new()
+                    .format(f64::from_bits(k.data))
+                    .to_string(),
+            ),
+            K_BOOL => Some(if k.data != 0 { "true" } else { "false" }.to_string()),
+            K_NULL => Some("null".to_string()),
+            _ => None,
+        }
+    }
+
+    /// A non-string scalar key (number, boolean, null) as a skeleton value, or None.
+    pub fn scalar_key(&self, kid: u32) -> Option<Val<'static>> {
+        let k = self.key_recs.get(kid as usize)?;
+        match k.tag {
+            K_NUM => Some(Val::Num(f64::from_bits(k.data))),
+            K_BOOL => Some(Val::Bool(k.data != 0)),
+            K_NULL => Some(Val::Null),
+            _ => None,
+        }
+    }
+
+    /// The string behind a key id, if the key is a string.
+    pub fn key_string(&self, kid: u32) -> Option<&str> {
+        let k = self.key_recs.get(kid as usize)?;
+        if k.tag != K_STR {
+            return None;
+        }
+        // SAFETY: string keys are copied from `&str`s only.
+        Some(unsafe { std::str::from_utf8_unchecked(self.key_str_bytes(k)) })
+    }
+    /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
+    pub fn winner(&self, kid: u32) -> u32 {
+        self.by_id.get(kid as usize).copied().unwrap_or(NONE)
+    }
+    pub fn index_of_str(&self, s: &str) -> Option<u32> {
+        self.lookup_str(s)
+            .map(|k| self.winner(k))
+            .filter(|&w| w != NONE)
+    }
+}

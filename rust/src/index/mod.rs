@@ -1,0 +1,398 @@
+//! The by-id index over a session file's entries: compact arrays, no parsed bodies.
+//!
+//! Rules are Pi's (session-manager.ts `loadEntriesFromFile`, `_buildIndex`, migrations):
+//! * lines are split on `\n` only; one trailing `\r` is dropped; lines that are blank after
+//!   JavaScript `trim()` are skipped; lines `JSON.parse` rejects are skipped (and reported);
+//!   falsy JSON values (`null`, `0`, `false`, `""`) are skipped (Pi 1.6 streaming loader);
+//! * the first parsed value must be an object with `type:"session"` and a string `id`,
+//!   otherwise the file is not a Pi session; later `type:"session"` values are not entries;
+//! * the by-id map is keyed like a JavaScript `Map` (strings, numbers, booleans, `null` and
+//!   `undefined` by value; objects and arrays by identity); a later duplicate id wins;
+//! * the leaf after a scan is the id of the last entry in file order;
+//! * labels replay in file order (a truthy `label` sets, anything else clears);
+//! * v1 files (header `version` missing or < 2) get ids and a linear parent chain in memory.
+//!
+//! Files: this one holds the index and its ingest of lines; `keys.rs` the key table and the
+//! by-id map; `codes.rs` type and role codes; `labels.rs` label replay; `problems.rs` skipped
+//! lines; `legacy.rs` v1 ids and migration flags; `line.rs` a line's parse before ingest.
+
+mod codes;
+mod keys;
+mod labels;
+mod legacy;
+mod line;
+mod problems;
+
+pub use codes::*;
+pub use line::*;
+pub use problems::{Problem, Problems};
+
+use crate::json::{JsVal, TopKind, Val};
+use keys::{KeyRec, KeyTable};
+use problems::{P_BLANK, P_EXTRA_HEADER, P_FALSY, P_MALFORMED, P_TOO_LONG, P_TORN, P_UTF8};
+use std::collections::HashMap;
+
+/// Hash state for keys: fast, randomly seeded per index (file contents cannot aim at it).
+type Hasher = foldhash::fast::RandomState;
+
+pub const NONE: u32 = u32::MAX;
+/// Key id of JavaScript `undefined`.
+pub const KID_UNDEFINED: u32 = 0;
+/// Key id of `null`.
+pub const KID_NULL: u32 = 1;
+
+/// One entry's skeleton. `offset`/`len` locate the line's JSON text (without `\r\n`).
+#[derive(Debug, Clone, Copy)]
+pub struct Rec {
+    pub offset: u64,
+    /// at most [`MAX_LINE`]
+    pub len: u32,
+    /// 1-based line number in the file.
+    pub line: u32,
+    /// Position among parsed values, the header being 0 (Pi's `fileEntries` index).
+    pub vpos: u32,
+    pub id: u32,
+    pub parent: u32,
+    /// Label target (labels) or `firstKeptEntryId` (compactions), as a key id.
+    pub target: u32,
+    /// `new Date(timestamp).getTime()`, NaN when invalid.
+    pub ts: f64,
+    pub etype: u16,
+    pub role: u16,
+    pub flags: u8,
+}
+
+/// Why a file is not a Pi session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderState {
+    /// No value parsed yet (empty or blank file).
+    Empty,
+    Valid,
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Leaf {
+    #[default]
+    /// Explicit null: before the first entry.
+    Null,
+    Key(u32),
+}
+
+/// What a header line changed, to undo it: (header state, header span, header version).
+type HeaderUndo = (HeaderState, Option<(u64, u64)>, JsVal);
+
+/// What an unterminated last line changed, so `refresh()` can undo it once the line grows.
+#[derive(Debug, Clone)]
+struct Provisional {
+    line_start: u64,
+    line_no: u32,
+    problems_len: usize,
+    entries_len: usize,
+    values: u32,
+    by_id_prev: Option<(u32, u32)>,
+    label_prev: Option<(u32, Option<(u64, u32)>)>,
+    session_info_prev: u32,
+    leaf_prev: Leaf,
+    last_v1_prev: u32,
+    header: Option<HeaderUndo>,
+    /// (legacy_v1, legacy_v2, v1_seed): what a header line set
+    legacy_prev: (bool, bool, u64),
+}
+
+/// The index. Bytes live elsewhere (see `store`); this holds only skeletons.
+#[derive(Default)]
+pub struct Index {
+    pub recs: Vec<Rec>,
+    /// interned keys by value (strings, numbers, booleans); the table holds key ids
+    keys: KeyTable,
+    hasher: Hasher,
+    key_recs: Vec<KeyRec>,
+    /// the bytes of every string key, back to back
+    key_bytes: Vec<u8>,
+    /// key id → winning entry index (NONE when no entry has that id)
+    by_id: Vec<u32>,
+    types: Vec<String>,
+    type_codes: HashMap<String, u16>,
+    roles: Vec<String>,
+    role_codes: HashMap<String, u16>,
+    /// label target key → (insertion sequence, label entry index); Map semantics
+    labels: hashbrown::HashMap<u32, (u64, u32), Hasher>,
+    label_seq: u64,
+    pub session_info: u32,
+    pub leaf: Leaf,
+    pub header: HeaderStateBox,
+    pub header_span: Option<(u64, u64)>,
+    pub header_version: JsVal,
+    pub problems: Problems,
+    /// parsed values so far (header included): Pi's fileEntries length
+    values: u32,
+    /// lines consumed so far (1-based number of the next line is `lines + 1`)
+    pub lines: u32,
+    /// byte offset just after the last complete (`\n`-terminated) line
+    pub scanned_to: u64,
+    provisional: Option<Provisional>,
+    dup_ids: u32,
+    /// file index of the first `context_edit` entry (NONE: the file has none)
+    pub first_context_edit: u32,
+    legacy_v1: bool,
+    legacy_v2: bool,
+    last_v1_id: u32,
+    /// bumped whenever entries or links change (invalidates cached children)
+    pub generation: u64,
+    /// Bumped whenever the leaf may have moved (an entry indexed, a rollback, `set_leaf`): an
+    /// append built from a leaf read earlier is written only if this did not change.
+    pub leaf_version: u64,
+    prev_winner_scratch: u32,
+    prev_label_scratch: Option<(u64, u32)>,
+    /// seed for v1 ids: a hash of the header id, so ids are stable across opens
+    v1_seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeaderStateBox(pub HeaderState);
+impl Default for HeaderStateBox {
+    fn default() -> Self {
+        HeaderStateBox(HeaderState::Empty)
+    }
+}
+
+impl Index {
+    pub fn new() -> Self {
+        let mut ix = Index {
+            session_info: NONE,
+            leaf: Leaf::Null,
+            last_v1_id: NONE,
+            prev_winner_scratch: NONE,
+            first_context_edit: NONE,
+            ..Default::default()
+        };
+        ix.push_fixed_keys();
+        ix.push_fixed_codes();
+        ix
+    }
+
+    /// Number of distinct ids (Pi `getEntryCount()`: the size of the by-id map).
+    pub fn entry_count(&self) -> usize {
+        self.recs.len() - self.dup_ids as usize
+    }
+    /// Whether two entries share an id (then "the entry with id X on a path" needs the whole path).
+    pub fn has_duplicate_ids(&self) -> bool {
+        self.dup_ids > 0
+    }
+
+    // ------------------------------------------------------------------ ingest
+
+    /// Undoes what an unterminated last line did (called before scanning from its start).
+    pub fn rollback_provisional(&mut self) -> Option<(u64, u32)> {
+        let p = self.provisional.take()?;
+        self.problems.truncate(p.problems_len);
+        self.recs.truncate(p.entries_len);
+        if self.first_context_edit != NONE && self.first_context_edit as usize >= p.entries_len {
+            self.first_context_edit = NONE;
+        }
+        self.values = p.values;
+        if let Some((kid, prev)) = p.by_id_prev {
+            if prev != NONE && self.by_id[kid as usize] != NONE && prev != self.by_id[kid as usize]
+            {
+                self.dup_ids -= 1;
+            }
+            self.by_id[kid as usize] = prev;
+        }
+        if let Some((target, prev)) = p.label_prev {
+            self.restore_label(target, prev);
+        }
+        self.session_info = p.session_info_prev;
+        self.leaf = p.leaf_prev;
+        self.leaf_version += 1;
+        self.last_v1_id = p.last_v1_prev;
+        if let Some((h, span, ver)) = p.header {
+            self.header = HeaderStateBox(h);
+            self.header_span = span;
+            self.header_version = ver;
+            (self.legacy_v1, self.legacy_v2, self.v1_seed) = p.legacy_prev;
+        }
+        self.lines = p.line_no - 1;
+        self.scanned_to = p.line_start;
+        self.generation += 1;
+        Some((p.line_start, p.line_no))
+    }
+
+    /// Indexes one parsed line. Returns the new entry's index when it became an entry.
+    pub fn ingest(&mut self, pl: &ParsedLine<'_>) -> Option<u32> {
+        self.lines = pl.line;
+        let prov = if pl.terminated {
+            self.scanned_to = pl.end;
+            None
+        } else {
+            Some(Provisional {
+                line_start: pl.offset,
+                line_no: pl.line,
+                problems_len: self.problems.len(),
+                entries_len: self.recs.len(),
+                values: self.values,
+                by_id_prev: None,
+                label_prev: None,
+                session_info_prev: self.session_info,
+                leaf_prev: self.leaf,
+                last_v1_prev: self.last_v1_id,
+                header: Some((
+                    self.header.0.clone(),
+                    self.header_span,
+                    self.header_version.clone(),
+                )),
+                legacy_prev: (self.legacy_v1, self.legacy_v2, self.v1_seed),
+            })
+        };
+        let r = self.ingest_inner(pl);
+        if let Some(mut p) = prov {
+            if let Some(i) = r {
+                let rec = self.recs[i as usize];
+                p.by_id_prev = Some((rec.id, self.prev_winner_scratch));
+                if rec.etype == T_LABEL {
+                    p.label_prev = Some((rec.target, self.prev_label_scratch));
+                }
+            }
+            self.provisional = Some(p);
+        }
+        r
+    }
+
+    fn problem(&mut self, pl: &ParsedLine, kind: u8) {
+        self.problems.push(pl.line, pl.offset, kind, 0, "");
+    }
+
+    fn ingest_inner(&mut self, pl: &ParsedLine) -> Option<u32> {
+        let (sk, pre) = match &pl.result {
+            LineResult::Blank => {
+                if pl.len > 0 || pl.terminated {
+                    self.problem(pl, P_BLANK);
+                }
+                return None;
+            }
+            LineResult::TooLong => {
+                self.problems
+                    .push(pl.line, pl.offset, P_TOO_LONG, pl.len, "");
+                return None;
+            }
+            LineResult::Bad(e) => {
+                let kind = if pl.terminated { P_MALFORMED } else { P_TORN };
+                self.problems
+                    .push(pl.line, pl.offset, kind, e.pos as u64, e.msg);
+                return None;
+            }
+            LineResult::Value(s, pre) => (s, *pre),
+        };
+        if !sk.truthy {
+            self.problem(pl, P_FALSY);
+            return None;
+        }
+        if sk.invalid_utf8 {
+            self.problem(pl, P_UTF8);
+        }
+        let vpos = self.values;
+        self.values += 1;
+        // an unknown name is not "session"; it is interned below, only for entries
+        let is_session = pre.etype == Some(T_SESSION);
+        if vpos == 0 {
+            // Pi: the first parsed value must be {type:"session", id:<string>}
+            if sk.top == TopKind::Object && is_session && matches!(sk.id, Val::Str(_)) {
+                self.header = HeaderStateBox(HeaderState::Valid);
+                self.header_span = Some((pl.offset, pl.len));
+                self.header_version = sk.version.to_js();
+                self.seed_legacy(sk.id.as_str().unwrap_or(""));
+            } else {
+                let why = if sk.top != TopKind::Object {
+                    "the first JSON value is not an object".to_string()
+                } else if !is_session {
+                    "the first JSON line is not a session header (type \"session\")".to_string()
+                } else {
+                    "the session header has no string id".to_string()
+                };
+                self.header =
+                    HeaderStateBox(HeaderState::Invalid(format!("line {}: {}", pl.line, why)));
+            }
+            return None;
+        }
+        if is_session {
+            self.problem(pl, P_EXTRA_HEADER);
+            return None;
+        }
+        self.detect_unmigrated_fork(vpos, sk);
+        let idx = self.recs.len() as u32;
+        let (id, parent) = if self.legacy_v1 {
+            self.v1_link(vpos)
+        } else {
+            (self.key_of_val(&sk.id), self.key_of_val(&sk.parent_id))
+        };
+        let etype = match pre.etype {
+            Some(c) => c,
+            None => self.type_code(&sk.type_),
+        };
+        let mut role = match (etype, pre.role) {
+            (T_MESSAGE, Some(c)) => c,
+            (T_MESSAGE, None) => self.role_code(&sk.role),
+            _ => 0,
+        };
+        if self.legacy_v2 && role == R_HOOK {
+            role = R_CUSTOM; // Pi migrateV2ToV3
+        }
+        let mut flags = 0u8;
+        if sk.top != TopKind::Object {
+            flags |= F_NOT_OBJECT;
+        }
+        let target = if etype == T_LABEL {
+            if sk.label.truthy() {
+                flags |= F_LABEL_TRUTHY;
+            }
+            self.key_of_val(&sk.target_id)
+        } else if etype == T_COMPACTION {
+            self.key_of_val(&sk.first_kept_entry_id)
+        } else {
+            NONE
+        };
+        let rec = Rec {
+            offset: pl.offset,
+            len: pl.len as u32,
+            line: pl.line,
+            vpos,
+            id,
+            parent,
+            target,
+            ts: pre.ts,
+            etype,
+            role,
+            flags,
+        };
+        self.recs.push(rec);
+        if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {
+            self.first_context_edit = idx;
+        }
+        let prev = self.by_id[id as usize];
+        self.prev_winner_scratch = prev;
+        if prev != NONE {
+            self.dup_ids += 1;
+        }
+        self.by_id[id as usize] = idx;
+        self.leaf = Leaf::Key(id);
+        self.leaf_version += 1;
+        if etype == T_LABEL {
+            self.replay_label(target, idx, flags & F_LABEL_TRUTHY != 0);
+        } else if etype == T_SESSION_INFO {
+            self.session_info = idx;
+        }
+        self.generation += 1;
+        Some(idx)
+    }
+
+    /// Entry index whose parsed-value position is `vpos` (for v1 `firstKeptEntryIndex`).
+    pub fn entry_at_vpos(&self, vpos: u32) -> Option<u32> {
+        self.recs
+            .binary_search_by_key(&vpos, |r| r.vpos)
+            .ok()
+            .map(|i| i as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests;

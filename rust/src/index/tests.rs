@@ -1,0 +1,140 @@
+use super::line::iso_ms_fast;
+use super::problems::{PROBLEM_KINDS, P_BLANK, P_MALFORMED};
+use super::*;
+
+#[test]
+fn type_codes_name_their_types() {
+    for (code, name) in [
+        (T_SESSION, "session"),
+        (T_MESSAGE, "message"),
+        (T_COMPACTION, "compaction"),
+        (T_BRANCH_SUMMARY, "branch_summary"),
+        (T_CUSTOM_MESSAGE, "custom_message"),
+        (T_LABEL, "label"),
+        (T_SESSION_INFO, "session_info"),
+        (T_CONTEXT_EDIT, "context_edit"),
+    ] {
+        assert_eq!(TYPE_NAMES[code as usize], name);
+    }
+}
+
+#[test]
+fn problem_runs_answer_each_line_and_truncate_inside_a_run() {
+    // (line, offset, kind, arg): a run of blank lines, one of CRLF blanks, lines of one
+    // garbage shape, then lines that break runs (another stride, another kind)
+    let mut want = Vec::new();
+    let mut off = 90u64;
+    let mut line = 2u32;
+    let mut add = |n: usize, len: u64, kind: u8, arg: u64, want: &mut Vec<(u32, u64, u8, u64)>| {
+        for _ in 0..n {
+            want.push((line, off, kind, arg));
+            line += 1;
+            off += len;
+        }
+    };
+    add(100_000, 1, P_BLANK, 0, &mut want);
+    add(10, 2, P_BLANK, 0, &mut want);
+    add(1000, 4, P_MALFORMED, 0, &mut want);
+    add(1, 70_000, P_MALFORMED, 0, &mut want);
+    add(3, 3, P_MALFORMED, 1, &mut want);
+    add(1, 1, P_BLANK, 0, &mut want);
+    let mut p = Problems::default();
+    for &(l, o, k, a) in &want {
+        p.push(
+            l,
+            o,
+            k,
+            a,
+            if k == P_MALFORMED {
+                "unexpected character"
+            } else {
+                ""
+            },
+        );
+    }
+    assert_eq!(p.len(), want.len());
+    assert!(p.runs() <= 7, "{} runs", p.runs());
+    let got: Vec<_> = p.iter().map(|x| (x.line, x.offset)).collect();
+    assert_eq!(got, want.iter().map(|w| (w.0, w.1)).collect::<Vec<_>>());
+    for i in [
+        0,
+        99_999,
+        100_000,
+        100_009,
+        100_010,
+        101_009,
+        101_010,
+        101_011,
+        want.len() - 1,
+    ] {
+        let x = p.get(i).unwrap();
+        assert_eq!(
+            (x.line, x.offset, x.kind),
+            (want[i].0, want[i].1, PROBLEM_KINDS[want[i].2 as usize])
+        );
+    }
+    assert!(p.get(want.len()).is_none());
+    // keep a prefix that ends inside a run; pushing again continues from there
+    p.truncate(50_000);
+    assert_eq!(p.len(), 50_000);
+    assert_eq!(p.get(49_999).map(|x| x.line), Some(want[49_999].0));
+    assert!(p.get(50_000).is_none());
+    p.push(want[50_000].0, want[50_000].1, P_BLANK, 0, "");
+    assert_eq!((p.len(), p.runs()), (50_001, 1));
+    p.truncate(1);
+    p.push(want[1].0, want[1].1, P_BLANK, 0, "");
+    assert_eq!((p.len(), p.runs()), (2, 1));
+    assert_eq!(p.get(1).map(|x| x.offset), Some(want[1].1));
+}
+
+#[test]
+fn fast_iso_timestamps_read_as_parse_iso_reads_them() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for _ in 0..200_000 {
+        let s = format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            next(10_000),
+            next(14),
+            next(33),
+            next(26),
+            next(61),
+            next(61),
+            next(1000)
+        );
+        let want = crate::jsdate::parse_iso(&s);
+        match iso_ms_fast(s.as_bytes()) {
+            Some(v) => assert_eq!(v, want, "{s}"),
+            None => assert!(
+                want.is_nan() || s.starts_with("0000") || s[11..13] == *"24",
+                "{s}: {want}"
+            ),
+        }
+    }
+    assert_eq!(
+        iso_ms_fast(b"2026-01-01T21:13:17.384Z"),
+        Some(crate::jsdate::parse_iso("2026-01-01T21:13:17.384Z"))
+    );
+}
+
+#[test]
+fn label_entry_of_looks_up_the_target_id() {
+    let mut st = crate::store::Store::in_memory();
+    let data = concat!(
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#,
+        "\n",
+        r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#,
+        "\n",
+        r#"{"type":"label","id":"l","parentId":"a","timestamp":"2026-01-01T00:00:00.000Z","targetId":"a","label":"tag"}"#,
+        "\n",
+    );
+    st.append_bytes(0, data.as_bytes()).unwrap();
+    assert_eq!(st.index.label_entry_of("a"), Some(1));
+    assert_eq!(st.index.label_entry_of("l"), None);
+    assert_eq!(st.index.label_entry_of("zz"), None);
+}

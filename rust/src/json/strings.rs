@@ -1,0 +1,286 @@
+//! String bodies, the hot loop of opening a session: finding the end of a run of plain string
+//! content (`"`, `\\` or a control byte) 16 or 32 bytes at a time, checking escapes, and
+//! skipping a whole string body. The scalar, SWAR and SIMD scanners agree (`tests.rs`).
+
+use super::{JsonError, R};
+
+#[inline(always)]
+fn is_special(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20
+}
+
+// ---------------------------------------------------------------------------- string bodies
+
+/// The first special byte among the 16 at `s`, in one SSE2 probe without a call; `None` when
+/// there is none among them, fewer than 16 bytes remain, or the target has no SSE2.
+#[inline(always)]
+pub(super) fn first_special16(b: &[u8], s: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if s + 16 <= b.len() {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is baseline on x86_64; the load is inside `b`.
+        let mask = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(s) as *const __m128i);
+            let m = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+                ),
+                _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+            );
+            _mm_movemask_epi8(m) as u32
+        };
+        if mask != 0 {
+            return Some(s + mask.trailing_zeros() as usize);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (b, s);
+    None
+}
+
+/// Position of the first byte at or after `i` that ends a run of plain string content: `"`,
+/// `\` or a control byte below 0x20; `b.len()` when there is none.
+#[inline(always)]
+pub fn find_special(b: &[u8], i: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of the x86_64 baseline; loads stay inside `b`.
+        unsafe { find_special_sse2(b, i) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        find_special_swar(b, i)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn find_special_sse2(b: &[u8], mut i: usize) -> usize {
+    use std::arch::x86_64::*;
+    let n = b.len();
+    let p = b.as_ptr();
+    let q = _mm_set1_epi8(b'"' as i8);
+    let bs = _mm_set1_epi8(b'\\' as i8);
+    let lim = _mm_set1_epi8(0x1f);
+    if i + 16 <= n {
+        let v = _mm_loadu_si128(p.add(i) as *const __m128i);
+        let m = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
+            _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
+        );
+        let mask = _mm_movemask_epi8(m) as u32;
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 16;
+        // a long run: wider vectors pay off
+        if i + 64 <= n && std::is_x86_feature_detected!("avx2") {
+            return find_special_avx2(b, i);
+        }
+        while i + 16 <= n {
+            let v = _mm_loadu_si128(p.add(i) as *const __m128i);
+            let m = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
+                _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
+            );
+            let mask = _mm_movemask_epi8(m) as u32;
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+    }
+    find_special_tail(b, i)
+}
+
+/// [`find_special`] for long runs, 64 bytes per step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn find_special_avx2(b: &[u8], mut i: usize) -> usize {
+    use std::arch::x86_64::*;
+    let n = b.len();
+    let p = b.as_ptr();
+    let q = _mm256_set1_epi8(b'"' as i8);
+    let bs = _mm256_set1_epi8(b'\\' as i8);
+    let lim = _mm256_set1_epi8(0x1f);
+    macro_rules! hits {
+        ($v:expr) => {{
+            let v = $v;
+            _mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpeq_epi8(v, q), _mm256_cmpeq_epi8(v, bs)),
+                _mm256_cmpeq_epi8(_mm256_min_epu8(v, lim), v),
+            )
+        }};
+    }
+    while i + 64 <= n {
+        let a = hits!(_mm256_loadu_si256(p.add(i) as *const __m256i));
+        let c = hits!(_mm256_loadu_si256(p.add(i + 32) as *const __m256i));
+        if _mm256_testz_si256(_mm256_or_si256(a, c), _mm256_or_si256(a, c)) == 0 {
+            let ma = _mm256_movemask_epi8(a) as u32 as u64;
+            let mc = _mm256_movemask_epi8(c) as u32 as u64;
+            let mask = ma | (mc << 32);
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 64;
+    }
+    while i + 32 <= n {
+        let a = hits!(_mm256_loadu_si256(p.add(i) as *const __m256i));
+        let mask = _mm256_movemask_epi8(a) as u32;
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 32;
+    }
+    // fewer than 32 bytes left: finish here (a position < n that is not special is never
+    // returned, so the caller can tell "found" from "ran out")
+    while i < n {
+        if is_special(*b.get_unchecked(i)) {
+            return i;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Checks the escape whose backslash is at `j`; returns the position after it.
+#[inline(always)]
+pub(super) fn check_escape(b: &[u8], j: usize) -> R<usize> {
+    match b.get(j + 1) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(j + 2),
+        Some(b'u') => {
+            if j + 6 <= b.len() && b[j + 2..j + 6].iter().all(u8::is_ascii_hexdigit) {
+                Ok(j + 6)
+            } else {
+                Err(JsonError {
+                    pos: j + 2,
+                    msg: "bad \\u escape",
+                })
+            }
+        }
+        Some(_) => Err(JsonError {
+            pos: j + 1,
+            msg: "bad escape",
+        }),
+        None => Err(JsonError {
+            pos: j + 1,
+            msg: "unterminated string",
+        }),
+    }
+}
+
+/// Skips a string body from `i` (just after the opening quote), escapes included; returns
+/// the position after the closing quote.
+#[inline(always)]
+fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) -> R<usize> {
+    loop {
+        let k = find(b, i);
+        match b.get(k) {
+            Some(b'"') => return Ok(k + 1),
+            Some(b'\\') => i = check_escape(b, k)?,
+            Some(_) => {
+                return Err(JsonError {
+                    pos: k,
+                    msg: "control character in string",
+                })
+            }
+            None => {
+                return Err(JsonError {
+                    pos: k,
+                    msg: "unterminated string",
+                })
+            }
+        }
+    }
+}
+
+/// [`skip_body_with`] 64 bytes per step: the escapes inside a block are checked off its
+/// bit masks without loading it again (session text is full of `\n` and `\"`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {
+    use std::arch::x86_64::*;
+    let n = b.len();
+    let p = b.as_ptr();
+    let q = _mm256_set1_epi8(b'"' as i8);
+    let bs = _mm256_set1_epi8(b'\\' as i8);
+    let lim = _mm256_set1_epi8(0x1f);
+    'blocks: while i + 64 <= n {
+        let v0 = _mm256_loadu_si256(p.add(i) as *const __m256i);
+        let v1 = _mm256_loadu_si256(p.add(i + 32) as *const __m256i);
+        let mask =
+            |v: __m256i, c: __m256i| _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, c)) as u32 as u64;
+        let qm = mask(v0, q) | (mask(v1, q) << 32);
+        let bm = mask(v0, bs) | (mask(v1, bs) << 32);
+        let cm = mask(v0, _mm256_min_epu8(v0, lim)) | (mask(v1, _mm256_min_epu8(v1, lim)) << 32);
+        let mut m = qm | bm | cm;
+        while m != 0 {
+            let t = m.trailing_zeros();
+            let k = i + t as usize;
+            if qm & (1 << t) != 0 {
+                return Ok(k + 1);
+            }
+            if cm & (1 << t) != 0 {
+                return Err(JsonError {
+                    pos: k,
+                    msg: "control character in string",
+                });
+            }
+            let next = check_escape(b, k)?;
+            if next >= i + 64 {
+                i = next;
+                continue 'blocks;
+            }
+            m &= !0u64 << (next - i);
+        }
+        i += 64;
+    }
+    skip_body_with(b, i, |b, i| unsafe { find_special_avx2(b, i) })
+}
+
+/// [`skip_body_with`] with the widest scanner this CPU has.
+#[inline]
+pub(super) fn skip_body(b: &[u8], i: usize) -> R<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { skip_body_avx2(b, i) };
+        }
+    }
+    skip_body_with(b, i, find_special)
+}
+
+#[inline(always)]
+pub(super) fn find_special_tail(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        if is_special(b[i]) {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// Portable word-at-a-time version of [`find_special`] (and its reference in tests).
+#[allow(dead_code)]
+pub(super) fn find_special_swar(b: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    while i + 8 <= b.len() {
+        let w = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let q = w ^ (LO * b'"' as u64);
+        let s = w ^ (LO * b'\\' as u64);
+        // lowest flagged byte is exact (borrows only create false hits above a true one)
+        let m = (q.wrapping_sub(LO) & !q)
+            | (s.wrapping_sub(LO) & !s)
+            | (w.wrapping_sub(LO * 0x20) & !w);
+        let m = m & HI;
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    find_special_tail(b, i)
+}

@@ -1,0 +1,205 @@
+"""Performance as ratios measured in the same run (never absolute times), small enough for CI.
+
+Each check compares two measurements taken here and now, as the minimum of several
+interleaved runs, in CPU seconds of this process (other jobs on a shared, noisy 2-core
+machine inflate wall time, not CPU time), with margins
+wide enough for that noise. The full-size figures (up to 1 GB) come from ``benches/``
+(``python benches/report.py``; docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benches"))
+import inputs  # noqa: E402
+from inputs import (append_pair, chain, labels, orjson_loader, session_file,  # noqa: E402
+                    session_with_tail, siblings)
+
+from sessiontree import Session  # noqa: E402
+
+
+def best_pair(a, b, rounds: int) -> tuple[float, float]:
+    """``inputs.best_pair`` on CPU time (``time.process_time``, every thread of this process):
+    other jobs sharing CI's two cores inflate wall time, not this."""
+    return inputs.best_pair(a, b, rounds, clock=time.process_time)
+
+
+# ==== opening ====================================================================
+
+
+def test_open_is_much_faster_than_an_orjson_loader():
+    # Target at 1 GB: >= 10x the orjson loader with GC off (docs/benchmarks.md has the
+    # measured ratio: 16x at 1 GiB on the 2-core dev machine). Here: 12 MB, asserting a floor
+    # that catches a regression to per-line Python-speed work.
+    path = session_file(12)
+    gc.disable()
+    try:
+        t_open, t_orjson = best_pair(lambda: Session.open(path), lambda: orjson_loader(path), 3)
+    finally:
+        gc.enable()
+    assert t_orjson / t_open >= 3.0, f"open {t_open:.4f}s vs orjson loader (GC off) {t_orjson:.4f}s"
+
+
+def test_open_time_is_linear_in_size():
+    small, big = session_file(3), session_file(12)
+    t_small, t_big = best_pair(lambda: Session.open(small), lambda: Session.open(big), 5)
+    ratio = (t_big / t_small) / (big.stat().st_size / small.stat().st_size)
+    assert 0.4 <= ratio <= 1.6, f"time per byte at 12 MB is {ratio:.2f}x that at 3 MB"
+
+
+# ==== cost follows the work =========================================================
+
+
+@pytest.fixture(scope="module")
+def same_tail():
+    """(small, big): a 2 MB session, and 16 MB whose active path is the same."""
+    return Session.open(session_file(2)), Session.open(session_with_tail(16, tail_mb=2))
+
+
+@pytest.mark.parametrize("op", ["build_context", "get_branch"])
+def test_path_operations_cost_the_same_on_a_big_file_with_the_same_path(same_tail, op):
+    small, big = same_tail
+    assert [e.id for e in small.get_branch()] == [e.id for e in big.get_branch()]
+    t_small, t_big = best_pair(getattr(small, op), getattr(big, op), 7)
+    assert t_big / t_small <= 1.5, f"{op}: big {t_big:.5f}s vs small {t_small:.5f}s"
+
+
+def test_refresh_cost_does_not_depend_on_file_size(tmp_path):
+    def prepared(src: Path):
+        path = tmp_path / src.name
+        path.write_bytes(src.read_bytes())
+        s = Session.open(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        return s, fd
+
+    small, fd_small = prepared(session_file(2))
+    big, fd_big = prepared(session_file(16))
+    n = iter(range(10**6))
+
+    def one(s, fd):
+        line = {"type": "custom", "customType": "x", "id": f"r{next(n)}", "parentId": s.leaf_id,
+                "timestamp": "2026-02-01T00:00:00.000Z"}
+        os.write(fd, orjson.dumps(line) + b"\n")
+        t = time.process_time()
+        assert s.refresh() == 1
+        return time.process_time() - t
+
+    try:
+        t_small = min(one(small, fd_small) for _ in range(30))
+        t_big = min(one(big, fd_big) for _ in range(30))
+    finally:
+        os.close(fd_small)
+        os.close(fd_big)
+    assert t_big / t_small <= 2.0, f"refresh: 16 MB {t_big * 1e6:.1f}us vs 2 MB {t_small * 1e6:.1f}us"
+
+
+# ==== nothing quadratic ===============================================================
+
+
+# ==== appending ================================================================
+
+
+def test_append_costs_at_most_twice_a_plain_orjson_write(tmp_path):
+    # Issue 4: an entry appended through the API costs at most 2x orjson.dumps + write of the
+    # same line on a buffered file (ours buffered too: durability "none"). About 1.5-1.7x on
+    # the 2-core dev machine (docs/benchmarks.md).
+    ours, baseline, close = append_pair(tmp_path, "none", 400)
+    try:
+        t_ours, t_base = best_pair(ours, baseline, 25)
+    finally:
+        close()
+    assert t_ours / t_base <= 2.0, f"append {t_ours / 400 * 1e6:.2f} us vs orjson + write {t_base / 400 * 1e6:.2f} us"
+
+
+SHAPES = {
+    "siblings": (siblings, lambda s: s.get_children("root")),
+    "chain": (chain, lambda s: s.get_branch()),
+    "labels": (labels, lambda s: s.labels),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_no_quadratic_blowup(tmp_path, shape):
+    make, op = SHAPES[shape]
+    n_small, n_big = (5_000, 20_000) if shape == "labels" else (25_000, 100_000)
+    small, big = make(tmp_path / "small.jsonl", n_small), make(tmp_path / "big.jsonl", n_big)
+
+    def work(path):
+        return lambda: op(Session.open(path))
+
+    # the collector's passes over a big heap are Python's cost, not ours
+    gc.collect()
+    gc.disable()
+    try:
+        t_small, t_big = best_pair(work(small), work(big), 5)
+    finally:
+        gc.enable()
+    # linear would be 4x; quadratic 16x
+    assert t_big / t_small <= 8.0, f"{shape}: {n_big} took {t_big:.3f}s, {n_small} took {t_small:.3f}s"
+
+
+# ==== sessiontree rpc ============================================================
+
+
+def test_rpc_answers_cost_what_the_answer_needs():
+    # get_messages and get_entries since <last> on a 20 MB session whose active path is a 2 MB
+    # session's cost about what they cost on that 2 MB session (docs/benchmarks.md: 1 GiB vs 10 MiB)
+    from sessiontree.rpc import RpcServer
+
+    small, big = session_file(2), session_with_tail(20, 2)
+    servers = {p: RpcServer(Session.open(p)) for p in (small, big)}
+    last = {p: servers[p].handle({"type": "get_entries", "since": None})["data"]["leafId"] for p in (small, big)}
+    assert last[small] == last[big]
+    for command in ({"type": "get_messages"}, {"type": "get_entries", "since": last[small]}):
+        t_small, t_big = best_pair(lambda: servers[small].handle(command), lambda: servers[big].handle(command), 5)
+        assert servers[small].handle(command) == servers[big].handle(command)
+        assert t_big / t_small < 3.0, f"{command['type']}: {t_big:.5f}s at 20 MB vs {t_small:.5f}s at 2 MB"
+
+
+# ==== the main job as history grows (benches/main_job.py) ============================
+
+
+@pytest.fixture(scope="module")
+def main_job_inputs():
+    """The same compaction and tail after 5 MB and after 50 MB of history."""
+    from inputs import compacted_with_tail
+
+    return compacted_with_tail(5), compacted_with_tail(50)
+
+
+def test_the_main_job_costs_the_same_after_ten_times_the_history(main_job_inputs):
+    # Target at 10 MB vs 1 GB: at most 2x (docs/benchmarks.md has the figures). Here 5 vs 50 MB,
+    # best of interleaved rounds; before the context span every one of these grew with the
+    # history (50x at 300 MB). Times under 0.3 ms are floored: at that scale a ratio is noise.
+    from main_job import time_reads
+
+    best = time_reads(list(main_job_inputs), rounds=9)
+    floor = 3e-4
+    slow = {name: round(max(b, floor) / max(s, floor), 2) for name, (s, b) in best.items()
+            if max(b, floor) / max(s, floor) > 2.0}
+    assert not slow, f"ratios 50 MB / 5 MB above 2x: {slow}"
+
+
+def test_compaction_costs_the_same_and_holds_no_copy_of_the_file(main_job_inputs):
+    from main_job import run_write
+
+    small, big = main_job_inputs
+    t_small = t_big = float("inf")
+    hwm = 0
+    for _ in range(3):
+        t_small = min(t_small, run_write(small, "compact")["time"])
+        r = run_write(big, "compact")
+        t_big, hwm = min(t_big, r["time"]), max(hwm, r["hwm"])
+    # one fresh process per run is noisier than the in-process rounds above: a wider margin
+    # (it was 56x at 300 MB before the context span)
+    assert t_big / t_small <= 2.5, f"compact: 50 MB {t_big:.3f}s vs 5 MB {t_small:.3f}s"
+    size = big.stat().st_size
+    # peak RSS (mapping included) within 1.3x the file, plus the interpreter's own ~60 MiB
+    assert hwm <= 1.3 * size + (60 << 20), f"peak RSS {hwm >> 20} MiB for a {size >> 20} MiB file"

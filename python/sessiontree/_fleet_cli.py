@@ -4,8 +4,11 @@ public :mod:`sessiontree.fleet` API. Registered by :mod:`sessiontree.cli`; they 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
+
+from .cli import _pos_int as _cli_pos_int
 
 COMMANDS = ("stats", "compact-all")
 
@@ -27,14 +30,9 @@ exit codes: 0 done (see the outcomes; sessions that failed are listed); 2 bad op
 summarizer misconfigured"""
 
 
-def _pos_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
+#: argparse type for an integer > 0: the one home is ``cli._pos_int``; this CLI says
+#: ``must be > 0`` for a negative value too (``sessiontree`` itself says ``must be >= 0, not -3``).
+_pos_int = functools.partial(_cli_pos_int, negative="must be > 0")
 
 
 def add_parsers(sub: Any) -> None:

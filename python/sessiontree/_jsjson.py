@@ -5,7 +5,10 @@ message timestamps) come from three JavaScript primitives that Python does not s
 
 * ``JSON.stringify`` -> :func:`js_stringify` (key order kept, JS number formatting,
   lone surrogates escaped as ``\\udXXX``, integer-like keys first like a JS object);
-* ``string.length`` -> :func:`js_len` (UTF-16 code units);
+* ``string.length`` -> :func:`js_len` (UTF-16 code units); the default ``Array.prototype.sort()``
+  order of strings -> :func:`js_utf16_key`; ``string.slice(0, n)`` kept whole-character ->
+  :func:`js_utf16_prefix`;
+* ``Object.entries(x)`` -> :func:`js_object_entries`;
 * ``new Date(x).getTime()`` -> :func:`js_date_parse` (ISO-8601 parsing, ``NaN`` on garbage;
   strings go to the Rust core's parser, the one home of the rule);
 * ``string.trim()`` -> :func:`js_trim`;
@@ -44,6 +47,9 @@ __all__ = [
     "js_stringify_bytes",
     "js_stringify_len",
     "js_len",
+    "js_utf16_key",
+    "js_utf16_prefix",
+    "js_object_entries",
     "js_number_to_string",
     "js_to_string",
     "js_date_parse",
@@ -413,6 +419,33 @@ def js_len(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
+def js_utf16_key(text: str) -> bytes:
+    """Sort key for JavaScript's default ``Array.prototype.sort()`` of strings: UTF-16 code
+    unit order, not Python's code-point order. An astral character sorts by its high surrogate
+    (U+D800-U+DBFF), so it comes *before* U+E000-U+FFFF characters.
+
+        >>> sorted(["\\uff46", "\\U0001f600"], key=js_utf16_key) == ["\\U0001f600", "\\uff46"]
+        True
+    """
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def js_utf16_prefix(text: str, units: int) -> str:
+    """Longest prefix of ``text`` spanning at most ``units`` UTF-16 code units (JavaScript
+    ``text.slice(0, units)``), except that it never ends inside a surrogate pair: an astral
+    character counts 2 units and is kept whole or dropped whole.
+
+        >>> [js_utf16_prefix("a\\U0001f600b", n) for n in (2, 3)] == ["a", "a\\U0001f600"]
+        True
+    """
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:index]
+    return text
+
+
 def _utf16_len_of_utf8(b: bytes) -> int:
     if b.isascii():
         return len(b)
@@ -468,6 +501,37 @@ def js_to_string(value: Any) -> str:
                 parts.append(js_to_string(v))
         return "".join(parts)
     return "[object Object]"
+
+
+# ==== Object.entries ============================================================
+
+
+def js_object_entries(value: Any, error: type = TypeError) -> list:
+    """JavaScript ``Object.entries(value)`` for a parsed-JSON value, as ``(key, value)`` pairs.
+
+    An object gives its properties in order, an array ``("0", item), ("1", item)...``, a string
+    one entry per UTF-16 code unit (an astral character gives its two lone surrogates), other
+    primitives ``[]``. On ``null`` / ``undefined`` JavaScript throws: ``error`` is raised with
+    V8's text ``"TypeError: Cannot convert undefined or null to object"`` (callers pass the
+    :class:`sessiontree.errors.PiError` subclass of their module).
+
+        >>> js_object_entries({"a": 1}), js_object_entries([True]), js_object_entries(7)
+        ([('a', 1)], [('0', True)], [])
+        >>> js_object_entries("a\\U0001f600") == [("0", "a"), ("1", "\\ud83d"), ("2", "\\ude00")]
+        True
+    """
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list):
+        return [(str(i), v) for i, v in enumerate(value)]
+    if isinstance(value, str):  # one entry per UTF-16 code unit
+        raw = value.encode("utf-16-be", "surrogatepass")
+        return [
+            (str(i), raw[2 * i : 2 * i + 2].decode("utf-16-be", "surrogatepass")) for i in range(len(raw) // 2)
+        ]
+    if value is None or value is JS_UNDEFINED:
+        raise error("TypeError: Cannot convert undefined or null to object")
+    return []
 
 
 # ==== String.prototype.trim ======================================================

@@ -1287,18 +1287,29 @@ COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
 WRITING_COMMANDS = frozenset({"compact", "navigate"})
 
 
-def _nonneg_int(text: str) -> int:
+def _int(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _nonneg_int(text: str) -> int:
+    value = _int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
     return value
 
 
-def _pos_int(text: str) -> int:
-    value = _nonneg_int(text)
+def _pos_int(text: str, negative: str | None = None) -> int:
+    """argparse type for an integer > 0, shared by both CLIs (``_fleet_cli.py`` imports it).
+
+    Errors: ``not an integer: 'x'``; ``must be > 0`` for 0; for a negative value ``negative``
+    when given, else this CLI's ``must be >= 0, not -3`` (the text of :func:`_nonneg_int`).
+    """
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}" if negative is None else negative)
     if value == 0:
         raise argparse.ArgumentTypeError("must be > 0")
     return value

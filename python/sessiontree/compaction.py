@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_len, js_stringify, js_to_string, js_truthy
+from ._jsjson import (JS_UNDEFINED, js_len, js_object_entries, js_stringify, js_to_string, js_truthy,
+                      js_utf16_key, js_utf16_prefix)
 from .context import (NO_EDIT, apply_context_edit, build_session_context, collect_context_edits,
                       context_edit_for, entry_to_context_messages, estimate_projected_context_tokens,
                       latest_compaction)
@@ -378,11 +379,6 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
                 file_ops.add(kind, path if isinstance(path, str) else js_to_string(path))
 
 
-def _utf16_key(text: str) -> bytes:
-    """Sort key matching JavaScript's default ``.sort()``: UTF-16 code unit order."""
-    return text.encode("utf-16-be", "surrogatepass")
-
-
 def compute_file_lists(file_ops: FileOperations) -> tuple:
     """``(read_files, modified_files)``, two lists of paths (Pi utils.ts ``computeFileLists``).
 
@@ -394,8 +390,8 @@ def compute_file_lists(file_ops: FileOperations) -> tuple:
         (['a'], ['b'])
     """
     modified = dict.fromkeys([*file_ops.edited, *file_ops.written])
-    read_only = sorted((f for f in file_ops.read if f not in modified), key=_utf16_key)
-    return read_only, sorted(modified, key=_utf16_key)
+    read_only = sorted((f for f in file_ops.read if f not in modified), key=js_utf16_key)
+    return read_only, sorted(modified, key=js_utf16_key)
 
 
 def format_file_operations(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
@@ -430,23 +426,12 @@ class SerializationError(PiError):
 
 
 
-def _utf16_prefix(text: str, units: int) -> str:
-    """Longest prefix of ``text`` spanning at most ``units`` UTF-16 code units, never ending
-    inside a surrogate pair (an astral character counts 2 units)."""
-    used = 0
-    for index, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > units:
-            return text[:index]
-    return text
-
-
 def _truncate_for_summary(text: str, max_chars: int) -> str:
     """Pi ``truncateForSummary``: keep ``max_chars`` UTF-16 units and say how many were cut."""
     length = js_len(text)
     if length <= max_chars:
         return text
-    return f"{_utf16_prefix(text, max_chars)}\n\n[... {length - max_chars} more characters truncated]"
+    return f"{js_utf16_prefix(text, max_chars)}\n\n[... {length - max_chars} more characters truncated]"
 
 
 def _block_type(block: Any) -> Any:
@@ -470,27 +455,10 @@ def _text_of_blocks(content: Any) -> str:
     return "".join(_join_item(b.get("text")) for b in content if _block_type(b) == "text")
 
 
-def _object_entries(value: Any) -> list:
-    """JavaScript ``Object.entries(value)`` for a parsed-JSON value."""
-    if isinstance(value, dict):
-        return list(value.items())
-    if isinstance(value, list):
-        return [(str(i), v) for i, v in enumerate(value)]
-    if isinstance(value, str):  # one entry per UTF-16 code unit
-        raw = value.encode("utf-16-be", "surrogatepass")
-        return [
-            (str(i), raw[2 * i : 2 * i + 2].decode("utf-16-be", "surrogatepass")) for i in range(len(raw) // 2)
-        ]
-    if value is None or value is JS_UNDEFINED:
-        raise SerializationError("TypeError: Cannot convert undefined or null to object")
-    return []
-
-
 def _format_tool_call(block: Mapping) -> str:
     """``name(key=<JSON value>, ...)`` as Pi renders one tool call."""
-    rendered = ", ".join(
-        f"{key}={js_stringify(value)}" for key, value in _object_entries(block.get("arguments", JS_UNDEFINED))
-    )
+    arguments = js_object_entries(block.get("arguments", JS_UNDEFINED), SerializationError)
+    rendered = ", ".join(f"{key}={js_stringify(value)}" for key, value in arguments)
     return f"{js_to_string(block.get('name', JS_UNDEFINED))}({rendered})"
 
 

@@ -200,6 +200,9 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def _camel(name: str) -> str:
+    """Pi's camelCase spelling of a snake_case Python name: ``"tokens_before"`` ->
+    ``"tokensBefore"`` (each part after an ``_`` gets its first letter upper-cased). The one
+    home of the rule: ``rpc.py`` imports it for the field names it writes."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 

@@ -51,6 +51,7 @@ from .session import Session, dumps_entry
 from .settings import CompactionSettings
 
 from ._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
+from .hooks import _camel  # snake_case -> camelCase field names, its one home
 
 PI_VERSION = "1.6.0"
 PROTOCOL = "sessiontree-rpc/1"
@@ -847,11 +848,6 @@ _EXTRA_COMMANDS: dict[str, Callable] = {
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # JSON.parse rejects NaN / Infinity
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
 def _json_type(v: Any) -> str:

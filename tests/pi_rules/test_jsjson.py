@@ -1,4 +1,5 @@
-"""JavaScript semantics: JSON.stringify, string.length, Number#toString, Date.parse."""
+"""JavaScript semantics: JSON.stringify, string.length, Number#toString, Date.parse, the default
+sort order of strings, UTF-16 prefixes and Object.entries."""
 from __future__ import annotations
 
 import json
@@ -16,10 +17,13 @@ from sessiontree._jsjson import (
     js_date_parse,
     js_len,
     js_number_to_string,
+    js_object_entries,
     js_stringify,
     js_stringify_bytes,
     js_stringify_len,
     js_to_string,
+    js_utf16_key,
+    js_utf16_prefix,
 )
 
 # Any code point, lone surrogates included (json.loads can produce them).
@@ -217,6 +221,85 @@ def test_date_parse_agrees_with_python_datetime(dt):
     assert js_date_parse(text) == (dt - epoch) // timedelta(milliseconds=1)
 
 
+# ==== UTF-16 sort order, prefixes, Object.entries =====================================
+
+
+def test_utf16_key_sorts_like_javascripts_default_sort():
+    # U+FF46 is above U+D83D (the high surrogate of U+1F600) in UTF-16, below it as a code point
+    names = ["\uff46ull.txt", "\U0001f600.md", "b", "B", "\ue000"]
+    assert sorted(names, key=js_utf16_key) == ["B", "b", "\U0001f600.md", "\ue000", "\uff46ull.txt"]
+    assert sorted(names) == ["B", "b", "\ue000", "\uff46ull.txt", "\U0001f600.md"]
+    assert js_utf16_key("a\U0001f600") == b"\x00a\xd8\x3d\xde\x00"
+    assert js_utf16_key("\ud800") == b"\xd8\x00"  # a lone surrogate is one unit
+
+
+@given(st.lists(TEXT, max_size=8))
+def test_utf16_key_orders_by_code_units(texts):
+    def units(t):
+        raw = t.encode("utf-16-be", "surrogatepass")
+        return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
+
+    assert sorted(texts, key=js_utf16_key) == sorted(texts, key=units)
+
+
+@pytest.mark.parametrize(
+    ("text", "units", "prefix"),
+    [
+        ("abc", 0, ""),
+        ("abc", 2, "ab"),
+        ("abc", 9, "abc"),
+        ("a\U0001f600b", 1, "a"),
+        ("a\U0001f600b", 2, "a"),  # never half a surrogate pair
+        ("a\U0001f600b", 3, "a\U0001f600"),
+        ("a\U0001f600b", 4, "a\U0001f600b"),
+        ("\ud800x", 1, "\ud800"),  # a lone surrogate counts 1
+    ],
+)
+def test_utf16_prefix(text, units, prefix):
+    assert js_utf16_prefix(text, units) == prefix
+
+
+@given(TEXT, st.integers(0, 70))
+def test_utf16_prefix_is_the_longest_whole_character_prefix(text, units):
+    prefix = js_utf16_prefix(text, units)
+    assert text.startswith(prefix) and js_len(prefix) <= units
+    if prefix != text:
+        assert js_len(text[: len(prefix) + 1]) > units
+
+
+def test_object_entries():
+    assert js_object_entries({"b": 1, "a": [2]}) == [("b", 1), ("a", [2])]
+    assert js_object_entries(["x", None]) == [("0", "x"), ("1", None)]
+    assert js_object_entries("a\U0001f600") == [("0", "a"), ("1", "\ud83d"), ("2", "\ude00")]
+    assert js_object_entries("") == []
+    assert [js_object_entries(v) for v in (0, 1.5, True, False)] == [[], [], [], []]
+
+
+@pytest.mark.parametrize("value", [None, JS_UNDEFINED])
+def test_object_entries_of_null_throws_the_callers_error(value):
+    with pytest.raises(TypeError, match="^TypeError: Cannot convert undefined or null to object$"):
+        js_object_entries(value)
+
+    class Mine(Exception):
+        pass
+
+    with pytest.raises(Mine, match="^TypeError: Cannot convert undefined or null to object$"):
+        js_object_entries(value, Mine)
+
+
+def test_compaction_uses_the_js_helpers():
+    from sessiontree.compaction import (FileOperations, SerializationError, _truncate_for_summary,
+                                        compute_file_lists, serialize_conversation)
+
+    ops = FileOperations(read={"\uff46.txt": None, "\U0001f600.md": None, "a": None}, edited={"a": None})
+    assert compute_file_lists(ops) == (["\U0001f600.md", "\uff46.txt"], ["a"])
+    assert _truncate_for_summary("ab\U0001f600cd", 3) == "ab\n\n[... 3 more characters truncated]"
+    call = {"role": "assistant", "content": [{"type": "toolCall", "name": "f", "arguments": "hi"}]}
+    assert serialize_conversation([call]) == '[Assistant tool calls]: f(0="h", 1="i")'
+    with pytest.raises(SerializationError, match="Cannot convert undefined or null to object"):
+        serialize_conversation([{"role": "assistant", "content": [{"type": "toolCall", "name": "f"}]}])
+
+
 # ==== against a real JavaScript engine (when node is installed) ===========================
 
 
@@ -257,3 +340,16 @@ def _finite(value) -> bool:
     if isinstance(value, dict):
         return all(map(_finite, value.values()))
     return True
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@settings(max_examples=10, deadline=None)
+@given(st.lists(TEXT, min_size=10, max_size=10))
+def test_utf16_key_and_object_entries_match_node(texts):
+    payload = [json.dumps(t, ensure_ascii=True) for t in texts]  # lone surrogates travel escaped
+    expected = _node(
+        "const t=v.map(s=>JSON.parse(s));"
+        "console.log(JSON.stringify([[...t].sort(), t.map(s=>Object.entries(s))]))",
+        payload,
+    )
+    assert [sorted(texts, key=js_utf16_key), [[list(e) for e in js_object_entries(t)] for t in texts]] == expected

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from ..errors import SessionError, SessionFormatError, SessionLockedError
 from ..session import Session
 from ..settings import CompactionSettings
-from ._rows import Options, context_estimate
+from ._rows import Options, _num, context_estimate
 from ._sources import resolve_source
 
 #: Outcomes after which a rerun does not look at the session again.
@@ -96,10 +96,6 @@ class BoundedSummarizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["inner"], state["limit"])
-
-
-def _num(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:

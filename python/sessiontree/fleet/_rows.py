@@ -109,7 +109,9 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         raise _Unopenable("error", str(exc)) from None
 
 
-def _num(v: float) -> float | None:
+def _num(v: Any) -> float | None:
+    """A number for an outcome/stats row column: ``None`` stays ``None`` (null), anything else
+    becomes a ``float`` (so ``3`` and ``3.0`` write the same). ``_compact.py`` uses it too."""
     return None if v is None else float(v)
 
 

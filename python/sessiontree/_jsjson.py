@@ -122,22 +122,13 @@ def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
 
 # ==== JSON.stringify ==========================================================
 
-# orjson output that JSON.stringify would write differently. Each check is a separate
-# regex (Python's re is much slower on one alternation) over the whole output, strings
-# included: a false positive only costs the slower path, never a wrong answer.
-#   `1.0`, `-0.0`        integral floats (JS: `1`, `0`)
-#   `1.5e-6`             orjson uses exponents from 1e-5 down, JS only below 1e-6
-#   `1e+16` .. `1e+20`   orjson uses exponents from 1e16 up, JS only from 1e21
-# Those floats are re-serialized as JS numbers (_jsify + orjson.Fragment). Integers beyond
-# 2**53 make orjson raise (OPT_STRICT_INTEGER) and take the same route. Array-index keys
-# (`{"1":`), which a JS object enumerates first in ascending order, need the pure-Python
-# writer.
-_FLOAT_SUSPECTS = (
-    re.compile(rb"\.0(?:[,\]}]|$)"),
-    re.compile(rb"e-6(?!\d)"),
-    re.compile(rb"e\+(?:1[6-9]|20)(?!\d)"),
-)
-_SUSPECT_KEY = re.compile(rb'"(?:0|[1-9]\d{0,9})":')
+# The fast writer is orjson's text made JSON.stringify's by the Rust core's linear pass
+# (_core.js_text, the one home of the JS number text: ryu_js): `1.0` -> `1`, `-0.0` -> `0`,
+# `1e+16` -> `10000000000000000`, integers beyond 2**53 rounded to a double. Values orjson
+# cannot write (lone surrogates, ints beyond 64 bits, non-str keys, JS_UNDEFINED) and objects
+# with array-index keys (`{"1":`, which a JS object enumerates first in ascending order) take
+# the pure-Python writer, whose numbers come from js_number_to_string (tests/core/
+# test_append_bytes_js_exact.py checks the two against each other).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_PAIR_OR_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 _ARRAY_INDEX_MAX = 2**32 - 2
@@ -313,67 +304,15 @@ def _slow_str(value: Any) -> str:
     return s
 
 
-def _js_number_fragment(x: float | int) -> Any:
-    s = js_number_to_string(x)
-    return _orjson.Fragment(b"null" if s in ("NaN", "Infinity", "-Infinity") else s.encode("ascii"))
-
-
-def _jsify_scalar(value: Any) -> Any:
-    t = type(value)
-    if t is float:
-        return _js_number_fragment(value)
-    if t is int and not -_MAX_SAFE < value < _MAX_SAFE:
-        return _js_number_fragment(value)
-    return value
-
-
-def _jsify(value: Any) -> Any:
-    """A copy of ``value`` whose floats and unsafe ints are pre-serialized JS numbers
-    (iterative: no Python frame per nesting level)."""
-    t = type(value)
-    if t is not dict and t is not list:
-        return _jsify_scalar(value)
-    root: Any = {} if t is dict else []
-    todo = [(value, root)]
-    while todo:
-        src, dst = todo.pop()
-        pairs = src.items() if type(src) is dict else enumerate(src)
-        is_dict = type(src) is dict
-        for k, v in pairs:
-            tv = type(v)
-            if tv is dict or tv is list:
-                n: Any = {} if tv is dict else []
-                todo.append((v, n))
-            else:
-                n = _jsify_scalar(v)
-            if is_dict:
-                dst[k] = n
-            else:
-                dst.append(n)
-    return root
-
-
 def _fast(value: Any) -> bytes | None:
     """orjson output made JS-identical, or None when only the pure-Python writer will do."""
     if _orjson is None:
         return None
     try:
-        out = _orjson.dumps(value, option=_orjson.OPT_STRICT_INTEGER)
-    except TypeError:  # lone surrogate, unsafe int, non-str key, JS_UNDEFINED...
-        out = None
-    else:
-        if _SUSPECT_KEY.search(out) is not None:
-            return None
-        for suspect in _FLOAT_SUSPECTS:
-            if suspect.search(out) is not None:
-                break
-        else:
-            return out
-    try:
-        out = _orjson.dumps(_jsify(value))
-    except (TypeError, RecursionError):
+        out = _orjson.dumps(value)
+    except TypeError:  # lone surrogate, int beyond 64 bits, non-str key, JS_UNDEFINED...
         return None
-    return None if _SUSPECT_KEY.search(out) is not None else out
+    return _core.js_text(out)
 
 
 def js_stringify_bytes(value: Any) -> bytes:

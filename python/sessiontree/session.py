@@ -85,14 +85,10 @@ _ANY_LEAF: Any = _AnyLeaf()
 
 
 def dumps_entry(value: Any) -> bytes:
-    """Serialize an entry as one JSON line's text (no newline), compact like Pi's
-    ``JSON.stringify`` (key order kept, non-ASCII raw). orjson is used when it can represent
-    the value; lone surrogates and integers beyond 64 bits go through the JavaScript-exact
-    writer."""
-    try:
-        return orjson.dumps(value)
-    except (TypeError, orjson.JSONEncodeError):
-        return js_stringify_bytes(value)
+    """Serialize an entry as one JSON line's text (no newline): the bytes of Pi's
+    ``JSON.stringify`` (:func:`sessiontree._jsjson.js_stringify_bytes`: orjson's text with
+    JavaScript's number spelling, array-index keys first)."""
+    return js_stringify_bytes(value)
 
 
 def _as_indexed(entry_id: str) -> str:
@@ -1065,22 +1061,29 @@ class Session:
 
     def _append_fields(self, type_: str, fields: dict) -> str:
         """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order) in one
-        core call: the Rust core picks the id and timestamp, builds, writes (per the durability
-        mode) and indexes the line. Returns the new id."""
-        if not self._ready:
-            self._prepare_write()
-        return self._core.append_entry(type_, dumps_entry(fields))
+        core call: the Rust core picks the id and timestamp, builds (giving orjson's text
+        ``JSON.stringify``'s number spelling), writes (per the durability mode) and indexes the
+        line. Returns the new id."""
+        return self._append_field(type_, None, fields)
 
-    def _append_field(self, type_: str, name: str, value: Any) -> str:
+    def _append_field(self, type_: str, name: str | None, value: Any) -> str:
         """:meth:`_append_fields` with one field: its value is serialized alone and the core
-        writes ``"name":`` before it (one dict and one serializer pass fewer)."""
+        writes ``"name":`` before it (one dict and one serializer pass fewer). ``name`` None:
+        ``value`` is the dict of fields.
+
+        The hot path of append_message: orjson's text, made ``JSON.stringify``'s by the core as
+        it builds the line; the exact Python writer when orjson cannot write the value, or when
+        an object has an array-index key (then the core appends nothing and returns None)."""
         if not self._ready:
             self._prepare_write()
-        try:  # dumps_entry, inlined: this is the hot path of append_message
+        try:
             body = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError):
-            body = js_stringify_bytes(value)
-        return self._core.append_entry(type_, body, name)
+            body = None
+        entry_id = None if body is None else self._core.append_entry(type_, body, name)
+        if entry_id is None:
+            entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
+        return entry_id
 
     def _append_line(self, line: bytes) -> None:
         """Write one whole line (per the durability mode), then index it."""

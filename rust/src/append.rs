@@ -129,6 +129,9 @@ pub fn now_ms() -> i64 {
 pub enum BuildError {
     BadType,
     BadBody,
+    /// the body has an object with an array-index key, which `JSON.stringify` would write
+    /// first: only a writer that reorders keys can write it (see [`crate::jstext`])
+    KeyOrder,
 }
 
 /// Appends the JSON text of string `s` to `out` (quotes included), as `JSON.stringify` writes
@@ -191,13 +194,17 @@ pub struct Built {
 
 /// Appends `{"type":T,"id":ID,"parentId":LEAF,"timestamp":NOW,<body>}\n` to `out` and returns
 /// the new id and where its parts are. On error nothing is appended. The JSON of the body is
-/// not checked here (the caller parses the rest of the line).
+/// not checked here (the caller parses the rest of the line). With `js`, the body (orjson's
+/// text) is written as `JSON.stringify` writes it ([`crate::jstext`]: JavaScript's number
+/// spelling; `KeyOrder` for an array-index key); without, it is copied as it is (it is
+/// `JSON.stringify`'s text already).
 pub fn build_line_into(
     out: &mut Vec<u8>,
     index: &Index,
     rng: &mut IdRng,
     etype: &str,
     body: Body<'_>,
+    js: bool,
     ms: i64,
 ) -> Result<Built, BuildError> {
     if etype.is_empty() || !etype.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
@@ -266,10 +273,14 @@ pub fn build_line_into(
         out.extend_from_slice(b",\"");
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
-        out.extend_from_slice(json);
     } else if !json.is_empty() {
         out.push(b',');
+    }
+    if !js {
         out.extend_from_slice(json);
+    } else if !crate::jstext::push_js_text(out, json) {
+        out.truncate(base);
+        return Err(BuildError::KeyOrder);
     }
     out.extend_from_slice(b"}\n");
     Ok(Built {
@@ -456,7 +467,7 @@ mod tests {
         let mut rng = IdRng::with_state(42);
         let build_line = |ix: &Index, rng: &mut IdRng, etype: &str, body: &[u8], ms: i64| {
             let mut line = Vec::new();
-            build_line_into(&mut line, ix, rng, etype, Body::Members(body), ms)
+            build_line_into(&mut line, ix, rng, etype, Body::Members(body), true, ms)
                 .map(|b| (String::from_utf8_lossy(&b.id).into_owned(), line))
         };
         let (id, line) = build_line(
@@ -490,6 +501,7 @@ mod tests {
             &mut rng,
             "model_change",
             Body::Field("modelId", b"\"m\""),
+            true,
             0,
         )
         .unwrap();
@@ -504,8 +516,49 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             format!("{{\"type\":\"model_change\",\"id\":\"{id}\",\"parentId\":null,\"timestamp\":\"1970-01-01T00:00:00.000Z\",\"modelId\":\"m\"}}\n")
         );
-        assert!(
-            build_line_into(&mut out, &ix, &mut rng, "x", Body::Field("a\"", b"1"), 0).is_err()
+        assert!(build_line_into(
+            &mut out,
+            &ix,
+            &mut rng,
+            "x",
+            Body::Field("a\"", b"1"),
+            true,
+            0
+        )
+        .is_err());
+        // the body in JavaScript's spelling; array-index keys are left to an exact writer
+        let (id, line) = build_line(&ix, &mut rng, "x", br#"{"a":[1.0,-0.0,1e+16]}"#, 0).unwrap();
+        assert!(String::from_utf8(line)
+            .unwrap()
+            .ends_with(&format!("\"{id}\",\"parentId\":null,\"timestamp\":\"1970-01-01T00:00:00.000Z\",\"a\":[1,0,10000000000000000]}}\n")));
+        let len = out.len();
+        assert_eq!(
+            build_line_into(
+                &mut out,
+                &ix,
+                &mut rng,
+                "x",
+                Body::Field("v", br#"{"b":1,"0":2}"#),
+                true,
+                0
+            )
+            .map(|_| ()),
+            Err(BuildError::KeyOrder)
         );
+        assert_eq!(out.len(), len);
+        build_line_into(
+            &mut out,
+            &ix,
+            &mut rng,
+            "x",
+            Body::Field("v", br#"{"0":2,"b":1.0}"#),
+            false,
+            0,
+        )
+        .unwrap();
+        assert!(out.ends_with(
+            br#""v":{"0":2,"b":1.0}}
+"#
+        ));
     }
 }

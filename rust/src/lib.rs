@@ -8,6 +8,7 @@ pub mod digest;
 pub mod index;
 pub mod jsdate;
 pub mod json;
+pub mod jstext;
 pub mod scan;
 pub mod store;
 pub mod tokens;

@@ -67,7 +67,7 @@ fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
 fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
     match e {
         StoreError::Io(io) => os_err(&io, ""),
-        StoreError::BadLine(_) => PyValueError::new_err(e.to_string()),
+        StoreError::BadLine(_) | StoreError::KeyOrder => PyValueError::new_err(e.to_string()),
         StoreError::NoWriter => SessionError::new_err(e.to_string()),
         StoreError::Replaced => SessionFileChangedError::new_err(e.to_string()),
         StoreError::Unwritten(_) => SessionError::new_err(e.to_string()),
@@ -272,18 +272,23 @@ impl Index {
     /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
     /// ...members of body}` in one call: built, checked, written per the durability mode and
     /// indexed (it becomes the leaf). With `field`, `body` is the JSON value of that one member
-    /// instead. Returns its id. Raises ValueError for a bad type or body and OSError when
-    /// writing fails (then nothing was appended).
+    /// instead. With `js` (the default) the body, orjson's text, is written as `JSON.stringify`
+    /// writes it (JavaScript's number spelling); then None, with nothing appended, means it has
+    /// an object with an array-index key (`"0"`, `"42"`: JavaScript writes those first), and
+    /// the caller passes `JSON.stringify`'s text with `js=False`. Returns the new id. Raises
+    /// ValueError for a bad type or body and OSError when writing fails (then nothing was
+    /// appended).
     /// In "fsync" mode the fsync runs after the entry is indexed, with the GIL released and the
     /// index free for other threads; when it fails, OSError says so (the entry is written and
     /// indexed, but may not survive a machine crash).
-    #[pyo3(signature = (etype, body, field = None))]
+    #[pyo3(signature = (etype, body, field = None, js = true))]
     fn append_entry<'py>(
         slf: &Bound<'py, Self>,
         etype: &str,
         body: &[u8],
         field: Option<&str>,
-    ) -> PyResult<Bound<'py, PyString>> {
+        js: bool,
+    ) -> PyResult<Option<Bound<'py, PyString>>> {
         let py = slf.py();
         let ms = crate::append::now_ms();
         let body = match field {
@@ -293,10 +298,11 @@ impl Index {
         let (id, fd) = {
             let mut this = slf.borrow_mut();
             let this = &mut *this;
-            let id = this
-                .st
-                .append_entry(&mut this.rng, etype, body, ms)
-                .map_err(|e| store_err(py, e))?;
+            let id = match this.st.append_entry(&mut this.rng, etype, body, js, ms) {
+                Ok(id) => id,
+                Err(StoreError::KeyOrder) => return Ok(None),
+                Err(e) => return Err(store_err(py, e)),
+            };
             (
                 id,
                 this.st
@@ -306,10 +312,10 @@ impl Index {
         };
         fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
         // hex digits: always ASCII
-        Ok(PyString::new(
+        Ok(Some(PyString::new(
             py,
             std::str::from_utf8(&id).unwrap_or_default(),
-        ))
+        )))
     }
 
     /// A fresh entry id for an entry built in Python (Pi `generateId`: 8 hex digits not used in
@@ -728,6 +734,18 @@ fn iso_now() -> String {
     crate::append::iso_from_ms(crate::append::now_ms())
 }
 
+/// Compact JSON `json` (orjson's) as `JSON.stringify` writes it: the same object when nothing
+/// differs, new bytes with JavaScript's number spelling, or None when an object has an
+/// array-index key (JavaScript enumerates those first: the exact Python writer orders them).
+#[pyfunction]
+fn js_text<'py>(json: &Bound<'py, PyBytes>) -> Option<Bound<'py, PyBytes>> {
+    match crate::jstext::js_text(json.as_bytes()) {
+        crate::jstext::JsText::Same => Some(json.clone()),
+        crate::jstext::JsText::Rewritten(v) => Some(PyBytes::new(json.py(), &v)),
+        crate::jstext::JsText::NeedsKeyOrder => None,
+    }
+}
+
 /// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
 /// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
 #[pyfunction]
@@ -759,6 +777,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(date_parse, m)?)?;
     m.add_function(wrap_pyfunction!(iso_now, m)?)?;
     m.add_function(wrap_pyfunction!(json_check, m)?)?;
+    m.add_function(wrap_pyfunction!(js_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

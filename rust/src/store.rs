@@ -71,6 +71,9 @@ pub enum StoreError {
     Unwritten(u64),
     /// An append to a read-only store (one made by [`Store::from_bytes`]).
     ReadOnly,
+    /// An entry body with an array-index key, which `JSON.stringify` writes first: nothing was
+    /// appended; the caller writes the body with a writer that orders keys (see `append_entry`).
+    KeyOrder,
 }
 
 impl std::fmt::Display for StoreError {
@@ -100,6 +103,10 @@ impl std::fmt::Display for StoreError {
                  they exist only in this Session object: open the session again to see the file as it is"
             ),
             StoreError::ReadOnly => write!(f, "the session is read-only (made from bytes): nothing was appended"),
+            StoreError::KeyOrder => write!(
+                f,
+                "the entry has an object with an array-index key (JSON.stringify writes those first): nothing was appended"
+            ),
         }
     }
 }
@@ -938,6 +945,7 @@ impl Store {
         rng: &mut IdRng,
         etype: &str,
         body: Body<'_>,
+        js: bool,
         ms: i64,
     ) -> Result<[u8; 8], StoreError> {
         self.check_writable()?;
@@ -945,13 +953,14 @@ impl Store {
         self.make_room()?;
         let offset = self.end();
         let start = self.tail.len();
-        let built = match build_line_into(&mut self.tail, &self.index, rng, etype, body, ms) {
+        let built = match build_line_into(&mut self.tail, &self.index, rng, etype, body, js, ms) {
             Ok(b) => b,
             Err(crate::append::BuildError::BadType) => {
                 return Err(StoreError::BadLine(
                     "the entry type must be lowercase letters and '_'",
                 ))
             }
+            Err(crate::append::BuildError::KeyOrder) => return Err(StoreError::KeyOrder),
             Err(crate::append::BuildError::BadBody) => return Err(StoreError::BadLine(
                 "the body must be compact JSON on one line (an object, or a field name and value)",
             )),

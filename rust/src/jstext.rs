@@ -1,0 +1,223 @@
+//! Compact JSON from another serializer (orjson) made into the text `JSON.stringify` writes.
+//!
+//! Pi writes its session lines with `JSON.stringify`; sessiontree serializes with orjson, whose
+//! text differs from Pi's in two ways only:
+//!
+//! * numbers: orjson keeps Python's float spelling (`100.0`, `-0.0`, `1e+16`, integers beyond
+//!   2^53 exactly) where JavaScript writes `Number.prototype.toString()` of the double (`100`,
+//!   `0`, `10000000000000000`, `18446744073709552000`). Those numbers are rewritten, through
+//!   `ryu_js` (the JS number text: the one rule, also used by `tokens` and the index);
+//! * key order: a JS object enumerates its array-index keys (`"0"` .. `"4294967294"`) first, in
+//!   ascending order. Reordering needs the values, so [`js_text`] only reports such a key
+//!   ([`JsText::NeedsKeyOrder`]) and the caller writes that value with the exact Python writer
+//!   (`_jsjson.js_stringify_bytes`, rare: Pi's entries have no such keys).
+//!
+//! Strings and everything else are left as they are (orjson escapes what `JSON.stringify`
+//! escapes). One linear pass, no recursion, no allocation when nothing changes.
+//! `tests/core/test_append_bytes_js_exact.py` checks this pass against the Python writer.
+
+/// What [`js_text`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum JsText {
+    /// the text is already what `JSON.stringify` writes
+    Same,
+    /// the text with its numbers rewritten
+    Rewritten(Vec<u8>),
+    /// an object has an array-index key: only a writer that reorders keys can do
+    NeedsKeyOrder,
+}
+
+/// Whether `key` (a key's raw text, between the quotes) is a canonical array index: `0` or
+/// `[1-9][0-9]*` up to 2^32 - 2 (escaped keys are not: orjson never escapes digits).
+fn is_array_index(key: &[u8]) -> bool {
+    match key {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] if rest.len() <= 9 && rest.iter().all(u8::is_ascii_digit) => {
+            // at most 2^32 - 2
+            key.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')) < u64::from(u32::MAX)
+        }
+        _ => false,
+    }
+}
+
+/// The `JSON.stringify` text of a finite double, in `buf`.
+pub fn js_number(x: f64, buf: &mut ryu_js::Buffer) -> &str {
+    if x.is_finite() {
+        buf.format_finite(x)
+    } else {
+        "null"
+    }
+}
+
+/// Whether number token `tok` (a valid JSON number) may be spelled otherwise by JavaScript:
+/// a fraction or exponent, `-0`, or an integer too long to be sure it is below 2^53.
+#[inline]
+fn may_differ(tok: &[u8]) -> bool {
+    tok.len() >= 16 || tok == b"-0" || tok.iter().any(|&b| matches!(b, b'.' | b'e' | b'E'))
+}
+
+/// Walks compact JSON `input` (one valid value or a list of members, as orjson writes them):
+/// `fix(start, end, text)` for each number JavaScript spells otherwise (`input[start..end]`
+/// should be `text`), in order. Returns false at the first array-index key (then stops).
+/// Text that is not valid JSON is walked without harm (the caller's parser rejects it).
+fn walk(input: &[u8], mut fix: impl FnMut(usize, usize, &[u8])) -> bool {
+    let mut buf = ryu_js::Buffer::new();
+    let n = input.len();
+    let mut i = 0;
+    while i < n {
+        match input[i] {
+            b'"' => {
+                // the closing quote: the first `"` not escaped
+                let start = i + 1;
+                let mut j = start;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', input.get(j..).unwrap_or_default()) {
+                        Some(k) if input[j + k] == b'\\' => j += k + 2,
+                        Some(k) => {
+                            j += k;
+                            break;
+                        }
+                        None => return true, // an unterminated string: not JSON
+                    }
+                }
+                if input.get(j + 1) == Some(&b':') && is_array_index(&input[start..j]) {
+                    return false;
+                }
+                i = j + 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < n && matches!(input[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                    i += 1;
+                }
+                let tok = &input[start..i];
+                if !may_differ(tok) {
+                    continue;
+                }
+                // SAFETY: the token is ASCII digits, signs, `.` and `e`
+                let Ok(x) = unsafe { std::str::from_utf8_unchecked(tok) }.parse::<f64>() else {
+                    continue;
+                };
+                let js = js_number(x, &mut buf).as_bytes();
+                if js != tok {
+                    fix(start, i, js);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    true
+}
+
+/// `JSON.stringify`'s text for compact JSON `input` (one valid value, as orjson writes it).
+pub fn js_text(input: &[u8]) -> JsText {
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0; // input[..copied] is in `out` (when there is one)
+    let ok = walk(input, |start, end, js| {
+        let o = out.get_or_insert_with(|| Vec::with_capacity(input.len() + 16));
+        o.extend_from_slice(&input[copied..start]);
+        o.extend_from_slice(js);
+        copied = end;
+    });
+    match (ok, out) {
+        (false, _) => JsText::NeedsKeyOrder,
+        (true, None) => JsText::Same,
+        (true, Some(mut o)) => {
+            o.extend_from_slice(&input[copied..]);
+            JsText::Rewritten(o)
+        }
+    }
+}
+
+/// Appends [`js_text`] of `input` to `out` (no copy of `input` first). Returns false, with
+/// nothing appended, when an object has an array-index key.
+pub fn push_js_text(out: &mut Vec<u8>, input: &[u8]) -> bool {
+    let base = out.len();
+    let mut copied = 0;
+    let ok = walk(input, |start, end, js| {
+        out.extend_from_slice(&input[copied..start]);
+        out.extend_from_slice(js);
+        copied = end;
+    });
+    if ok {
+        out.extend_from_slice(&input[copied..]);
+    } else {
+        out.truncate(base);
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> String {
+        match js_text(s.as_bytes()) {
+            JsText::Same => s.to_string(),
+            JsText::Rewritten(v) => String::from_utf8(v).unwrap(),
+            JsText::NeedsKeyOrder => "<keys>".to_string(),
+        }
+    }
+
+    #[test]
+    fn numbers_as_javascript_writes_them() {
+        assert_eq!(
+            text("[100.0,-0.0,1e+21,1.5e+300,5e-7,0.1,1e+16,0.00001,1e-7,-2.5e-300]"),
+            "[100,0,1e+21,1.5e+300,5e-7,0.1,10000000000000000,0.00001,1e-7,-2.5e-300]"
+        );
+        assert_eq!(text("1E5"), "100000");
+        assert_eq!(text("-0"), "0");
+        assert_eq!(text("18446744073709551615"), "18446744073709552000");
+        assert_eq!(text("9007199254740993"), "9007199254740992");
+        assert_eq!(text("-9223372036854775808"), "-9223372036854776000");
+        assert_eq!(text("9007199254740991"), "9007199254740991");
+        assert_eq!(text("123456789012345678901234"), "1.2345678901234569e+23");
+    }
+
+    #[test]
+    fn unchanged_text_is_not_copied() {
+        for s in [
+            r#"{"a":[1,-2,0.5,1e+21],"b":"100.0 -0.0","c":null,"d":true}"#,
+            r#"{"s":"\"0\":","t":"\\","01":1,"-1":2,"4294967295":3,"1.0":4,"":5}"#,
+            r#"["0","1",{"x":"2"}]"#,
+        ] {
+            assert_eq!(js_text(s.as_bytes()), JsText::Same, "{s}");
+        }
+    }
+
+    #[test]
+    fn array_index_keys_are_reported() {
+        for s in [
+            r#"{"0":1}"#,
+            r#"{"b":1,"1":2}"#,
+            r#"[{"a":{"42":1.0}}]"#,
+            r#"{"4294967294":1}"#,
+        ] {
+            assert_eq!(js_text(s.as_bytes()), JsText::NeedsKeyOrder, "{s}");
+        }
+        // an escaped quote before the colon-like text inside a string is not a key
+        assert_eq!(js_text(br#"{"a":"\"0\":1"}"#), JsText::Same);
+    }
+
+    #[test]
+    fn push_appends_the_same_text() {
+        let mut out = b"x".to_vec();
+        assert!(push_js_text(&mut out, b"[1.0,\"2.0\",3]"));
+        assert_eq!(out, b"x[1,\"2.0\",3]");
+        assert!(push_js_text(&mut out, b"4"));
+        assert_eq!(out, b"x[1,\"2.0\",3]4");
+        assert!(!push_js_text(&mut out, b"{\"a\":1.0,\"7\":2}"));
+        assert_eq!(out, b"x[1,\"2.0\",3]4");
+        // not JSON: copied as it is, for the parser to reject
+        assert!(push_js_text(&mut out, b"\"1.0"));
+        assert_eq!(out, b"x[1,\"2.0\",3]4\"1.0");
+    }
+
+    #[test]
+    fn strings_are_skipped_whole() {
+        assert_eq!(
+            text(r#"{"a\\":"1.0\"","b":[2.0,"x\\\"3.0"]}"#),
+            r#"{"a\\":"1.0\"","b":[2,"x\\\"3.0"]}"#
+        );
+    }
+}

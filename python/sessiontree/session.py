@@ -1076,11 +1076,10 @@ class Session:
         an object has an array-index key (then the core appends nothing and returns None)."""
         if not self._ready:
             self._prepare_write()
-        try:
-            body = orjson.dumps(value)
-        except (TypeError, orjson.JSONEncodeError):
-            body = None
-        entry_id = None if body is None else self._core.append_entry(type_, body, name)
+        try:  # (append_entry raises no TypeError for a str type and name)
+            entry_id = self._core.append_entry(type_, orjson.dumps(value), name)
+        except TypeError:  # orjson.JSONEncodeError included
+            entry_id = None
         if entry_id is None:
             entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
         return entry_id

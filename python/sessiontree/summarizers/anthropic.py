@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   EmptySummaryError, StreamedText, import_sdk, redact_error, run_sync,
                    secrets_of, token_count)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
@@ -189,9 +189,7 @@ class AnthropicSummarizer:
         return run_sync(self.summarize(request))
 
     async def _attempt(self, client: Any, params: dict) -> tuple[str, dict, str | None, str | None]:
-        texts: list[str] = []
-        chars = 0
-        cap = max_reply_chars(params.get("max_tokens"))
+        streamed = StreamedText(params.get("max_tokens"))
         usage: dict = {}
         model = None
         finished = False
@@ -212,16 +210,7 @@ class AnthropicSummarizer:
                     elif etype == "content_block_delta":
                         delta = getattr(event, "delta", None)
                         if getattr(delta, "type", None) == "text_delta":
-                            piece = getattr(delta, "text", "") or ""
-                            if not isinstance(piece, str):
-                                raise SummarizerError(f"the model streamed a {type(piece).__name__} "
-                                                      "as text, not a string")
-                            chars += len(piece)
-                            if chars > cap:
-                                raise OversizedSummaryError(
-                                    f"the summary grew past {cap} characters for a budget of "
-                                    f"{params.get('max_tokens')} tokens; stopped reading it")
-                            texts.append(piece)
+                            streamed.add(getattr(delta, "text", "") or "", "text, not a string")
                     elif etype == "message_stop":
                         finished = True
                     elif etype == "message_delta":
@@ -239,7 +228,7 @@ class AnthropicSummarizer:
             raise _convert_error(exc, self._anthropic) from exc
         if not finished:  # the connection ended mid-answer
             raise TransientError("the stream ended before the model finished")
-        text = "".join(texts)
+        text = streamed.text()
         if not text.strip():
             raise EmptySummaryError("the model returned an empty summary")
         return text, usage, model, stop

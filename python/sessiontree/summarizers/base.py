@@ -235,6 +235,33 @@ def max_reply_chars(budget: Any) -> int:
     return max(1 << 20, 4 * OVERSIZED_SUMMARY_FACTOR * 4 * b)
 
 
+class StreamedText:
+    """The text pieces of one streamed summary reply, read up to :func:`max_reply_chars` of
+    ``budget`` (the request's output budget, tokens; any value): :meth:`add` a piece as it
+    arrives, :meth:`text` at the end. ``chars`` counts Python characters (code points)."""
+
+    def __init__(self, budget: Any) -> None:
+        self.budget = budget
+        self.cap = max_reply_chars(budget)
+        self.chars = 0
+        self.pieces: list[str] = []
+
+    def add(self, piece: Any, what: str) -> None:
+        """Take one streamed piece. ``what`` names what the provider streamed it as (for the
+        error). Raises :class:`SummarizerError` if ``piece`` is not a string, and
+        :class:`OversizedSummaryError` once the reply grows past the cap (nothing more is read)."""
+        if not isinstance(piece, str):
+            raise SummarizerError(f"the model streamed a {type(piece).__name__} as {what}")
+        self.chars += len(piece)
+        if self.chars > self.cap:
+            raise OversizedSummaryError(f"the summary grew past {self.cap} characters for a budget of "
+                                        f"{self.budget} tokens; stopped reading it")
+        self.pieces.append(piece)
+
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+
 #: The smallest output budget a summary request is sent with (tokens).
 MIN_SUMMARY_OUTPUT_TOKENS = 512
 #: A summary whose estimate exceeds this many times its budget is refused.

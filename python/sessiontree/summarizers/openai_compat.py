@@ -28,7 +28,7 @@ import uuid
 from typing import Any, Mapping
 
 from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, OversizedSummaryError, import_sdk, max_reply_chars, redact_error, run_sync,
+                   EmptySummaryError, StreamedText, import_sdk, redact_error, run_sync,
                    secrets_of, token_count, usage_object)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
@@ -259,9 +259,7 @@ class OpenAICompatSummarizer:
         options: dict = {"headers": headers, "max_retries": 0}
         if self.retry.timeout is not None:
             options["timeout"] = self.retry.timeout
-        texts: list[str] = []
-        chars = 0
-        cap = max_reply_chars(body.get(self.max_tokens_field))
+        streamed = StreamedText(body.get(self.max_tokens_field))
         raw_usage: dict = {}
         model = None
         finished = False
@@ -282,15 +280,7 @@ class OpenAICompatSummarizer:
                         delta = getattr(choice, "delta", None)
                         content = getattr(delta, "content", None) if delta is not None else None
                         if content:
-                            if not isinstance(content, str):
-                                raise SummarizerError(f"the model streamed a {type(content).__name__} "
-                                                      "as content, not text")
-                            chars += len(content)
-                            if chars > cap:
-                                raise OversizedSummaryError(
-                                    f"the summary grew past {cap} characters for a budget of "
-                                    f"{body.get(self.max_tokens_field)} tokens; stopped reading it")
-                            texts.append(content)
+                            streamed.add(content, "content, not text")
             finally:
                 await stream.close()
         except SummarizerError:
@@ -299,7 +289,7 @@ class OpenAICompatSummarizer:
             raise _convert_error(exc, openai) from exc
         if not finished and not raw_usage:  # the connection ended mid-answer (no finish_reason, no usage)
             raise TransientError("the stream ended before the model finished")
-        text = "".join(texts)
+        text = streamed.text()
         if not text.strip():
             raise EmptySummaryError("the model returned an empty summary")
         return text, raw_usage, model, stop

@@ -24,6 +24,19 @@ pub struct Info {
     pub compaction: bool,
 }
 
+impl Info {
+    /// An entry that is a message of `tokens` tokens for the search.
+    fn message(tokens: u64, cut_point: bool, turn_start: bool) -> Info {
+        Info {
+            tokens,
+            has_message: true,
+            cut_point,
+            turn_start,
+            compaction: false,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Fields {
     message: Option<Value>,
@@ -74,13 +87,7 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
                 role
             };
             let (cut, turn) = role_flags(&role);
-            Some(Info {
-                tokens: t,
-                has_message: true,
-                cut_point: cut,
-                turn_start: turn,
-                compaction: false,
-            })
+            Some(Info::message(t, cut, turn))
         }
         T_CUSTOM_MESSAGE => {
             let content = match f.content {
@@ -91,13 +98,7 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
             let Estimate::Tokens(t) = tokens::estimate_message(&msg) else {
                 return None;
             };
-            Some(Info {
-                tokens: t,
-                has_message: true,
-                cut_point: true,
-                turn_start: true,
-                compaction: false,
-            })
+            Some(Info::message(t, true, true))
         }
         _ => {
             // branch_summary: a message only when `summary` is truthy
@@ -107,13 +108,7 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
                         &serde_json::json!({"role": "branchSummary", "summary": s}),
                     );
                     let Estimate::Tokens(t) = t else { return None };
-                    Some(Info {
-                        tokens: t,
-                        has_message: true,
-                        cut_point: true,
-                        turn_start: true,
-                        compaction: false,
-                    })
+                    Some(Info::message(t, true, true))
                 }
                 None | Some(Value::Null) | Some(Value::Bool(false)) => Some(Info::default()),
                 Some(Value::String(_)) => Some(Info::default()),

@@ -122,28 +122,26 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         return done("error", str(exc))
     try:
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
-        # cheap answers first, without the lock
-        leaf = s.leaf_entry
-        if leaf is not None and leaf.type == "compaction":
-            return done("already_compacted")
         sopts = Options(opts.context_window, opts.settings)
-        tokens, should, err = context_estimate(s, sopts)
-        row["context_tokens"] = _num(tokens)
-        if err is not None:
-            return done("error", err)
-        if not should:
-            return done("under_threshold")
+
+        def not_needed() -> dict | None:
+            """The outcome row when this session needs no compaction now, else None."""
+            leaf = s.leaf_entry
+            if leaf is not None and leaf.type == "compaction":
+                return done("already_compacted")
+            tokens, should, err = context_estimate(s, sopts)
+            row["context_tokens"] = _num(tokens)
+            if err is not None:
+                return done("error", err)
+            return None if should else done("under_threshold")
+
+        # cheap answers first, without the lock
+        if (outcome := not_needed()) is not None:
+            return outcome
         # the writer lock from here to the append: index what others appended, decide again
         s.lock()
-        leaf = s.leaf_entry
-        if leaf is not None and leaf.type == "compaction":
-            return done("already_compacted")
-        tokens, should, err = context_estimate(s, sopts)
-        row["context_tokens"] = _num(tokens)
-        if err is not None:
-            return done("error", err)
-        if not should:
-            return done("under_threshold")
+        if (outcome := not_needed()) is not None:
+            return outcome
         result = s.compact(summarizer, settings=opts.settings, reason="threshold",
                            custom_instructions=opts.custom_instructions,
                            context_window=opts.context_window, max_tokens=opts.max_tokens)

@@ -33,23 +33,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "benches"))
 
 from fleet_store import make_store  # noqa: E402
+from inputs import best_of as best  # noqa: E402
 
 from sessiontree import AutoCompactor, Session  # noqa: E402
 from sessiontree.fleet import session_stats  # noqa: E402
 from sessiontree.fleet._rows import Options, stats_row  # noqa: E402
 from sessiontree.fleet._sources import Item  # noqa: E402
 from sessiontree.usage import usage_totals_of_entries  # noqa: E402
-
-
-def best(fn, repeat: int) -> float:
-    out = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t)
-    return out
 
 
 def naive_row(p: str) -> dict:

@@ -223,6 +223,8 @@ def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = Tr
 
 
 def error_response(cmd_id: Any, command: Any, message: str) -> dict:
+    """Pi's failed-command response: ``{"id"?, "type": "response", "command", "success": false,
+    "error": message}`` (``id`` only when the command had one, as Pi's ``rpc-mode.ts`` does)."""
     r: dict = {}
     if cmd_id is not None:
         r["id"] = cmd_id
@@ -316,6 +318,7 @@ class RpcServer:
 
     @property
     def session(self) -> Session:
+        """The session this server holds now (``new_session``/``switch_session``/``fork`` change it)."""
         return self._shared.session
 
     def _materialize(self) -> Session:
@@ -335,6 +338,7 @@ class RpcServer:
         return os.path.abspath(sh.session.path)  # Pi resolves the path it was given
 
     def close(self) -> None:
+        """Stop the follower threads (waiting up to 2 s each) and close the session; never raises."""
         self._stop.set()
         for t in self._followers:
             t.join(timeout=2)
@@ -971,6 +975,9 @@ class UnixServer:
         self._closing = threading.Event()
 
     def bind(self) -> None:
+        """Create the socket at ``path`` (mode 0600) and listen. A stale socket left there by a
+        dead server is replaced; :class:`RpcError` if a server still listens there or ``path`` is
+        another kind of file (nothing is removed)."""
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
@@ -999,6 +1006,7 @@ class UnixServer:
         self.sock = sock
 
     def serve_forever(self) -> None:
+        """Accept clients until :meth:`close`, one thread per connection (after :meth:`bind`)."""
         assert self.sock is not None
         try:
             while not self._closing.is_set():
@@ -1015,6 +1023,7 @@ class UnixServer:
             self.close()
 
     def close(self) -> None:
+        """Stop accepting, close the socket and remove its file; never raises."""
         self._closing.set()
         if self.sock is not None:
             try:

@@ -456,14 +456,18 @@ class Session:
 
     @property
     def session_dir(self) -> Path | None:
+        """The sessions folder this session was opened or created with, where the sessions branched
+        from it are written; None when none was given (they go beside this file) or in memory."""
         return self._session_dir
 
     @property
     def session_id(self) -> str:
+        """The header's ``id`` as written."""
         return self._header.get("id")
 
     @property
     def cwd(self) -> str:
+        """The header's ``cwd``; the process's working folder when the header has none (Pi's rule)."""
         cwd = self._header.get("cwd")
         return cwd if isinstance(cwd, str) else os.getcwd()
 

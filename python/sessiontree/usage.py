@@ -114,6 +114,8 @@ class UsageAccumulator:
         self.input, self.output, self.cache_read, self.cache_write, self.cost = i, o, cr, cw, cost
 
     def totals(self) -> UsageTotals:
+        """The sums so far (tokens; ``cost`` in dollars); ``total`` is input + output + cache reads
+        + cache writes, as Pi's ``get_session_stats`` reports it."""
         i, o, cr, cw = self.input, self.output, self.cache_read, self.cache_write
         return UsageTotals(i, o, cr, cw, i + o + cr + cw, self.cost)
 

@@ -111,6 +111,8 @@ class Pricing:
 
     @classmethod
     def from_pi(cls, cost: dict | None) -> "Pricing":
+        """From a Pi model's ``cost`` object (``input``, ``output``, ``cacheRead``, ``cacheWrite``:
+        dollars per million tokens); missing or falsy fields are 0."""
         cost = cost or {}
         return cls(cost.get("input", 0) or 0, cost.get("output", 0) or 0,
                    cost.get("cacheRead", 0) or 0, cost.get("cacheWrite", 0) or 0)
@@ -259,6 +261,7 @@ class StreamedText:
         self.pieces.append(piece)
 
     def text(self) -> str:
+        """The reply read so far, the pieces joined."""
         return "".join(self.pieces)
 
 

@@ -5,6 +5,7 @@ The same compaction and tail after TAIL_MB and after SESSIONTREE_BENCH_MAX_MB of
 ``big`` figure should be within 2x of its ``small`` one. ``benches/report.py --main-job``
 writes the 10 MB / 100 MB / 1 GB table to docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,15 @@ def _op(mb: float, name: str):
 
 
 @pytest.mark.parametrize("mb", SIZES)
-@pytest.mark.parametrize("name", ["AutoCompactor.context_tokens()", "AutoCompactor.before_prompt(), nothing to compact",
-                                  "plan_compaction() (compact --dry-run's plan)", "Session.find_cut_point(20000)"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AutoCompactor.context_tokens()",
+        "AutoCompactor.before_prompt(), nothing to compact",
+        "plan_compaction() (compact --dry-run's plan)",
+        "Session.find_cut_point(20000)",
+    ],
+)
 def bench_main_job(benchmark, mb, name):
     benchmark.group = name
     benchmark(_op(mb, name))

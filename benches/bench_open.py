@@ -4,6 +4,7 @@ Compare within a size: ``open`` against ``wc_l`` (a subprocess), ``line_count`` 
 newline count in-process) and the orjson loader (orjson.loads every line + a dict by id),
 with and without the garbage collector.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ operation's ``big`` figure with its ``small`` one (targets: build_context, get_b
 prepare_compaction within 1.5x; refresh and get_entries(since) within 2x). Appends compare with
 a plain ``orjson.dumps`` + write of the same line.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,8 +72,13 @@ def bench_get_entries_since_near_end(benchmark, shape):
 
 
 def _line(parent: str | None, n: int) -> bytes:
-    entry = {"type": "message", "id": f"w{n:07x}", "parentId": parent, "timestamp": "2026-02-01T00:00:00.000Z",
-             "message": {"role": "user", "content": "appended by another writer " * 4, "timestamp": 1769904000000}}
+    entry = {
+        "type": "message",
+        "id": f"w{n:07x}",
+        "parentId": parent,
+        "timestamp": "2026-02-01T00:00:00.000Z",
+        "message": {"role": "user", "content": "appended by another writer " * 4, "timestamp": 1769904000000},
+    }
     return orjson.dumps(entry) + b"\n"
 
 

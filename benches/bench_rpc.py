@@ -16,6 +16,7 @@ difference in cost is the cost of the file's size. Two measurements per size, ea
 
 Prints a markdown table (for docs/benchmarks.md) with the ratio of each size to the smallest.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,12 @@ def last_id(path: Path) -> str:
 
 def process_run(path: Path, since: str) -> tuple[float, float, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*EXE, "--mode", "rpc", "--session", str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*EXE, "--mode", "rpc", "--session", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert proc.stdin is not None and proc.stdout is not None
 
     def ask(cmd: dict) -> dict:
@@ -95,16 +100,24 @@ def measure(sizes: list[int], repeat: int, tail: int) -> list[dict]:
     for mb in sizes:
         path = session_file(tail) if mb <= tail else session_with_tail(mb, tail)
         since = last_id(path)
-        rows.append({"mb": mb, "bytes": path.stat().st_size, "process": best(lambda: process_run(path, since), repeat),
-                     "embedded": best(lambda: embedded_run(path, since), repeat)})
+        rows.append(
+            {
+                "mb": mb,
+                "bytes": path.stat().st_size,
+                "process": best(lambda: process_run(path, since), repeat),
+                "embedded": best(lambda: embedded_run(path, since), repeat),
+            }
+        )
     return rows
 
 
 def table(rows: list[dict]) -> str:
     base = rows[0]
-    out = ["| session | process: start + first answer | get_messages | get_entries since last | "
-           "embedded: Session.open | get_messages | get_entries since last |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| session | process: start + first answer | get_messages | get_entries since last | "
+        "embedded: Session.open | get_messages | get_entries since last |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         cells = []
         for kind in ("process", "embedded"):

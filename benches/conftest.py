@@ -6,6 +6,7 @@ bytes) and are cached in ``SESSIONTREE_BENCH_DIR`` (default ``$TMPDIR/sessiontre
 
 Run: ``pytest benches/ --benchmark-only`` (``pip install -e '.[bench]'`` first).
 """
+
 from __future__ import annotations
 
 import os

@@ -20,6 +20,7 @@ Loops measured over the same generated store (``tests/support/fleet_store.py``, 
 Each timing is the best of ``--repeat`` runs. The 2-core machine is shared: ratios measured in
 the same run are what to read, not absolute times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,9 +57,16 @@ def naive_row(p: str) -> dict:
         leaves += not n.children
         stack.extend(n.children)
     ac = AutoCompactor(s, context_window=200_000)
-    return {"types": types, "roles": roles, "leaves": leaves, "usage": s.usage_totals(),
-            "summary": usage_totals_of_entries(e.raw for e in entries if e.type in ("compaction", "branch_summary")),
-            "tokens": ac.context_tokens(), "problems": Counter(p.kind for p in s.problems), "name": s.session_name}
+    return {
+        "types": types,
+        "roles": roles,
+        "leaves": leaves,
+        "usage": s.usage_totals(),
+        "summary": usage_totals_of_entries(e.raw for e in entries if e.type in ("compaction", "branch_summary")),
+        "tokens": ac.context_tokens(),
+        "problems": Counter(p.kind for p in s.problems),
+        "name": s.session_name,
+    }
 
 
 def rss_mib() -> float:

@@ -15,6 +15,7 @@ JS heap after a garbage collection (DevTools ``Performance.getMetrics``).
 every entry rendered into the tree list and every message of the active path into the page.
 Not a timed test; ``tests/perf/test_benches_smoke.py`` runs it once on a tiny session.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,9 +76,11 @@ def write_pi_style(src: Path, out: Path) -> Path:
 
     s = Session.open(src)
     with open(src, "rb") as fh, open(out, "wb") as w:
-        w.write(b"<!DOCTYPE html><html><head><meta charset='utf-8'><title>pi-style</title></head><body>"
-                b"<div id='tree'></div><div id='messages'></div>"
-                b"<script id='session-data' type='application/json'>")
+        w.write(
+            b"<!DOCTYPE html><html><head><meta charset='utf-8'><title>pi-style</title></head><body>"
+            b"<div id='tree'></div><div id='messages'></div>"
+            b"<script id='session-data' type='application/json'>"
+        )
         carry = b""
 
         def emit(data: bytes) -> None:
@@ -123,8 +126,9 @@ EXPORT_CHILD = textwrap.dedent(r"""
 
 
 def measure_export(src: Path, out: Path) -> dict:
-    r = subprocess.run([sys.executable, "-c", EXPORT_CHILD, str(src), str(out)], check=True,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", EXPORT_CHILD, str(src), str(out)], check=True, capture_output=True, text=True
+    )
     return json.loads(r.stdout)
 
 
@@ -234,7 +238,9 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
 
     rows = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         blank = work / "blank.html"
         blank.write_text("<!DOCTYPE html><title>blank</title><p>blank</p><script>window.blankReady = true</script>")
         base = measure_page(browser, blank, "window.blankReady", [], timeout)
@@ -246,17 +252,34 @@ def run(sizes: list[float], work: Path, timeout: float) -> list[dict]:
             t = time.perf_counter()
             write_pi_style(src, pi)
             pi_write = time.perf_counter() - t
-            row = {"blank_rss": base.get("rss", 0.0), "mb": mb, "bytes": src.stat().st_size, "entries": sum(1 for _ in open(src, "rb")) - 1,
-                   "export": ex, "size": ours.stat().st_size, "pi_size": pi.stat().st_size, "pi_write": pi_write}
-            row["page"] = measure_page(browser, ours, "window.sessiontreeView && window.sessiontreeView.messagesReady",
-                                       ["st-index", "st-tree", "st-messages"], timeout)
+            row = {
+                "blank_rss": base.get("rss", 0.0),
+                "mb": mb,
+                "bytes": src.stat().st_size,
+                "entries": sum(1 for _ in open(src, "rb")) - 1,
+                "export": ex,
+                "size": ours.stat().st_size,
+                "pi_size": pi.stat().st_size,
+                "pi_write": pi_write,
+            }
+            row["page"] = measure_page(
+                browser,
+                ours,
+                "window.sessiontreeView && window.sessiontreeView.messagesReady",
+                ["st-index", "st-tree", "st-messages"],
+                timeout,
+            )
             if "error" in row["page"]:
                 browser.close()
-                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                browser = p.chromium.launch(
+                    executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+                )
             row["pi"] = measure_page(browser, pi, "window.piReady", ["pi-ready"], timeout)
             if "error" in row["pi"]:
                 browser.close()
-                browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                browser = p.chromium.launch(
+                    executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+                )
             print(json.dumps(row), flush=True)
             rows.append(row)
             ours.unlink()
@@ -294,12 +317,19 @@ def section(rows: list[dict]) -> str:
         lines.append(
             f"| {r['bytes'] / 2**20:.{0 if r['bytes'] >= 10 * 2**20 else 1}f} MiB | {r['entries']:,} | {ex['time']:.2f} s | {ex['peak'] - ex['base']:.0f} MiB | "
             f"{r['size'] / 2**20:.1f} MiB | {r['pi_size'] / 2**20:.1f} MiB | "
-            + (f"{ours} | | | | | {pg['rss']:.0f} MiB |" if ours else
-               f"{fmt_ms(pg['fcp'])} | {fmt_ms(pg['st-index'])} | {fmt_ms(pg['st-tree'])} | {fmt_ms(pg['st-messages'])} | "
-               f"{pg['heap_ready']:.0f} / {pg['heap']:.0f} MiB | {pg['rss']:.0f} MiB |")
-            + (f" {theirs} | | | {pi['rss']:.0f} MiB |" if theirs else
-               f" {fmt_ms(pi['fcp'])} | {fmt_ms(pi['pi-ready'])} | {pi['heap_ready']:.0f} / {pi['heap']:.0f} MiB | "
-               f"{pi['rss']:.0f} MiB |"))
+            + (
+                f"{ours} | | | | | {pg['rss']:.0f} MiB |"
+                if ours
+                else f"{fmt_ms(pg['fcp'])} | {fmt_ms(pg['st-index'])} | {fmt_ms(pg['st-tree'])} | {fmt_ms(pg['st-messages'])} | "
+                f"{pg['heap_ready']:.0f} / {pg['heap']:.0f} MiB | {pg['rss']:.0f} MiB |"
+            )
+            + (
+                f" {theirs} | | | {pi['rss']:.0f} MiB |"
+                if theirs
+                else f" {fmt_ms(pi['fcp'])} | {fmt_ms(pi['pi-ready'])} | {pi['heap_ready']:.0f} / {pi['heap']:.0f} MiB | "
+                f"{pi['rss']:.0f} MiB |"
+            )
+        )
     lines += [
         "",
         "The export reads each line twice (the Rust digest in parallel batches; the file's bytes for the "
@@ -315,7 +345,7 @@ def section(rows: list[dict]) -> str:
 def write_section(text: str, path: Path) -> None:
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+        new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END) :]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)
@@ -328,7 +358,9 @@ def screenshot(out: Path, work: Path) -> Path:
 
     html = Session.open(ROOT / "examples" / "session.jsonl").export_html(work / "example.html")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.goto(html.resolve().as_uri())
         while not page.evaluate("!!(window.sessiontreeView && window.sessiontreeView.messagesReady)"):
@@ -351,8 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="the markdown file to update")
     ap.add_argument("--work", type=Path, default=None, help="folder for the HTML files (default: the bench dir)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a page may take to load")
-    ap.add_argument("--screenshot", type=Path, default=None,
-                    help="only write the README picture (the example's view) to this PNG")
+    ap.add_argument(
+        "--screenshot", type=Path, default=None, help="only write the README picture (the example's view) to this PNG"
+    )
     args = ap.parse_args(argv)
     from inputs import bench_dir
 

@@ -4,6 +4,7 @@ Shared by the pytest-benchmark files here, ``benches/report.py`` and
 ``tests/perf/test_perf_ratios.py``. Nothing here is committed output: files are generated with
 ``tests/tools/gen_session.py`` into a cache folder on first use.
 """
+
 from __future__ import annotations
 
 import gc
@@ -193,8 +194,9 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def best_pair(a: Callable[[], object], b: Callable[[], object], rounds: int,
-              clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+def best_pair(
+    a: Callable[[], object], b: Callable[[], object], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, float]:
     """Minimum times of ``a`` and ``b``, run alternately so both see the same machine.
 
     ``clock`` is wall time by default (the benchmark figures); the CI ratio tests pass
@@ -222,6 +224,7 @@ def rss_anon_kib() -> int:
 
 # ==== shapes that would expose quadratic work =====================================
 
+
 def _write(path: Path, lines: list[dict]) -> Path:
     """A v3 session file with these entry lines."""
     head = {"type": "session", "version": 3, "id": "perf", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
@@ -237,15 +240,28 @@ def siblings(path: Path, n: int) -> Path:
     """One root with ``n`` children (timestamps out of order, so sorting is real work)."""
     root = {"type": "custom", "customType": "x", "id": "root", "parentId": None, "timestamp": _ts(0)}
     # timestamps out of order, so the children really get sorted
-    kids = [{"type": "custom", "customType": "x", "id": f"k{i}", "parentId": "root", "timestamp": _ts((i * 7919) % n)}
-            for i in range(n)]
+    kids = [
+        {"type": "custom", "customType": "x", "id": f"k{i}", "parentId": "root", "timestamp": _ts((i * 7919) % n)}
+        for i in range(n)
+    ]
     return _write(path, [root, *kids])
 
 
 def chain(path: Path, n: int) -> Path:
     """A chain ``n`` entries deep."""
-    return _write(path, [{"type": "custom", "customType": "x", "id": f"c{i}", "parentId": f"c{i - 1}" if i else None,
-                          "timestamp": _ts(i)} for i in range(n)])
+    return _write(
+        path,
+        [
+            {
+                "type": "custom",
+                "customType": "x",
+                "id": f"c{i}",
+                "parentId": f"c{i - 1}" if i else None,
+                "timestamp": _ts(i),
+            }
+            for i in range(n)
+        ],
+    )
 
 
 def labels(path: Path, n: int) -> Path:
@@ -254,19 +270,35 @@ def labels(path: Path, n: int) -> Path:
     out = [root]
     for i in range(n):
         out.append({"type": "custom", "customType": "x", "id": f"e{i}", "parentId": out[-1]["id"], "timestamp": _ts(i)})
-        out.append({"type": "label", "id": f"l{i}", "parentId": f"e{i}", "targetId": f"e{i // 2}",
-                    "label": f"mark {i}", "timestamp": _ts(i)})
+        out.append(
+            {
+                "type": "label",
+                "id": f"l{i}",
+                "parentId": f"e{i}",
+                "targetId": f"e{i // 2}",
+                "label": f"mark {i}",
+                "timestamp": _ts(i),
+            }
+        )
     return _write(path, out)
 
 
 # ==== appending ===================================================================
 
 #: The message every append benchmark appends (a typical user turn, ~330-byte line).
-APPEND_MESSAGE = {"role": "user", "content": [{"type": "text", "text": "please refactor the parser " * 8}],
-                  "timestamp": 1769904000000}
+APPEND_MESSAGE = {
+    "role": "user",
+    "content": [{"type": "text", "text": "please refactor the parser " * 8}],
+    "timestamp": 1769904000000,
+}
 #: The same line as a plain dict, for the orjson baseline.
-APPEND_ENTRY = {"type": "message", "id": "0123abcd", "parentId": "89abcdef", "timestamp": "2026-02-01T00:00:00.000Z",
-                "message": APPEND_MESSAGE}
+APPEND_ENTRY = {
+    "type": "message",
+    "id": "0123abcd",
+    "parentId": "89abcdef",
+    "timestamp": "2026-02-01T00:00:00.000Z",
+    "message": APPEND_MESSAGE,
+}
 #: Our durability modes and the baseline each is compared with.
 APPEND_MODES = (("none", "buffered"), ("flush", "flush"), ("fsync", "fsync"))
 

@@ -13,6 +13,7 @@ since issue 11) is reported against the file size.
 
 Used by ``benches/report.py`` (docs/benchmarks.md) and, at small sizes, ``tests/perf/test_perf_ratios.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,8 +104,10 @@ def time_writes(paths: list[Path], rounds: int = 3) -> dict[str, list[dict]]:
     """Best (time) of each writing job per path, one fresh process per run; ``hwm`` is the
     largest VmHWM seen over the runs (bytes)."""
     out: dict[str, list[dict]] = {}
-    for kind, name in (("compact", "Session.compact() (offline summarizer, keep 20000)"),
-                       ("navigate", "navigate_tree(summarize=True), 60 entries back")):
+    for kind, name in (
+        ("compact", "Session.compact() (offline summarizer, keep 20000)"),
+        ("navigate", "navigate_tree(summarize=True), 60 entries back"),
+    ):
         rows = [{"time": float("inf"), "hwm": 0, "size": p.stat().st_size} for p in paths]
         for _ in range(rounds):
             for k, p in enumerate(paths):
@@ -117,16 +120,23 @@ def time_writes(paths: list[Path], rounds: int = 3) -> dict[str, list[dict]]:
 
 def measure(sizes: list[float], rounds: int = 7, write_rounds: int = 3) -> dict:
     paths = [compacted_with_tail(mb) for mb in sizes]
-    return {"sizes": sizes, "bytes": [p.stat().st_size for p in paths],
-            "reads": time_reads(paths, rounds), "writes": time_writes(paths, write_rounds),
-            "load": os.getloadavg()[0]}
+    return {
+        "sizes": sizes,
+        "bytes": [p.stat().st_size for p in paths],
+        "reads": time_reads(paths, rounds),
+        "writes": time_writes(paths, write_rounds),
+        "load": os.getloadavg()[0],
+    }
 
 
 def markdown(m: dict) -> list[str]:
     """The docs/benchmarks.md section for a :func:`measure` result."""
     sizes, first = m["sizes"], 0
-    head = ["operation"] + [f"{b / 2**20:.0f} MiB" for b in m["bytes"]] + \
-           [f"{m['bytes'][k] / 2**20:.0f} / {m['bytes'][first] / 2**20:.0f} MiB" for k in range(1, len(sizes))]
+    head = (
+        ["operation"]
+        + [f"{b / 2**20:.0f} MiB" for b in m["bytes"]]
+        + [f"{m['bytes'][k] / 2**20:.0f} / {m['bytes'][first] / 2**20:.0f} MiB" for k in range(1, len(sizes))]
+    )
 
     def t(x: float) -> str:
         return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.2f} s"
@@ -138,16 +148,22 @@ def markdown(m: dict) -> list[str]:
         ts = [r["time"] for r in rs]
         rows.append([name] + [t(x) for x in ts] + [f"{ts[k] / ts[first]:.2f}x" for k in range(1, len(ts))])
     compact = next(iter(m["writes"].values()))
-    rows.append(["peak RSS of that compaction process (VmHWM) / file size"]
-                + [f"{r['hwm'] / 2**20:.0f} MiB = {r['hwm'] / r['size']:.2f}x" for r in compact]
-                + ["" for _ in range(1, len(sizes))])
-    out = ["## The main job as history grows (same compaction and tail; only the history grows)", "",
-           "`benches/main_job.py`: a generated session of N MiB of history, then one compaction that keeps "
-           "nothing before it and the same 280-entry tail (`benches/inputs.py` `compacted_with_tail`), so "
-           "every operation below has the same work at every size. Reading operations: best of interleaved "
-           "rounds in one process (open excluded); writing operations: one run per fresh process, best of "
-           "3, file truncated back after each. Target: every ratio at most 2x, compaction peak RSS at most "
-           f"1.3x the file. Load average while measuring: {m['load']:.2f} (2 shared cores).", ""]
+    rows.append(
+        ["peak RSS of that compaction process (VmHWM) / file size"]
+        + [f"{r['hwm'] / 2**20:.0f} MiB = {r['hwm'] / r['size']:.2f}x" for r in compact]
+        + ["" for _ in range(1, len(sizes))]
+    )
+    out = [
+        "## The main job as history grows (same compaction and tail; only the history grows)",
+        "",
+        "`benches/main_job.py`: a generated session of N MiB of history, then one compaction that keeps "
+        "nothing before it and the same 280-entry tail (`benches/inputs.py` `compacted_with_tail`), so "
+        "every operation below has the same work at every size. Reading operations: best of interleaved "
+        "rounds in one process (open excluded); writing operations: one run per fresh process, best of "
+        "3, file truncated back after each. Target: every ratio at most 2x, compaction peak RSS at most "
+        f"1.3x the file. Load average while measuring: {m['load']:.2f} (2 shared cores).",
+        "",
+    ]
     out += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out + [""]
@@ -156,10 +172,17 @@ def markdown(m: dict) -> list[str]:
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(description="The main job as history grows (docs/benchmarks.md).",
-                                     epilog="Inputs are cached in SESSIONTREE_BENCH_DIR.")
-    parser.add_argument("sizes", nargs="*", type=float, default=[10, 100],
-                        help="MiB of history before the compaction and the fixed tail (default: 10 100)")
+    parser = argparse.ArgumentParser(
+        description="The main job as history grows (docs/benchmarks.md).",
+        epilog="Inputs are cached in SESSIONTREE_BENCH_DIR.",
+    )
+    parser.add_argument(
+        "sizes",
+        nargs="*",
+        type=float,
+        default=[10, 100],
+        help="MiB of history before the compaction and the fixed tail (default: 10 100)",
+    )
     sizes = parser.parse_args().sizes
     result = measure(sizes)
     print("\n".join(markdown(result)))

@@ -10,6 +10,7 @@ the page cache does not) sampled every millisecond while the job runs. Inputs ar
 tests/tools/gen_session.py into a cache folder (see benches/inputs.py), never committed.
 Needs the ``bench`` extra (matplotlib).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,20 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from inputs import (APPEND_MODES, MAX_MB, SIZES, TAIL_MB, append_pair, best_of, best_pair, chain, labels,  # noqa: E402
-                    session_file, session_with_tail, siblings)
+from inputs import (  # noqa: E402
+    APPEND_MODES,
+    MAX_MB,
+    SIZES,
+    TAIL_MB,
+    append_pair,
+    best_of,
+    best_pair,
+    chain,
+    labels,
+    session_file,
+    session_with_tail,
+    siblings,
+)
 
 # Pi 1.6.0 (SessionManager.open) and the orjson loader, as measured on Pi's reference machine.
 PI_REF = {
@@ -109,9 +122,12 @@ def measure_open(sizes: list[int]) -> list[dict]:
             if again["time"] < row[k]["time"]:
                 row[k]["time"] = again["time"]
         rows.append(row)
-        print(f"{mb:>5} MB  open {row['open']['time']:.4f}s  wc -l {row['wc_l']['time']:.4f}s  "
-              f"orjson {row['orjson_gc_on']['time']:.3f}s / {row['orjson_gc_off']['time']:.3f}s (GC off)  "
-              f"RssAnon peak {row['open']['peak']:.1f} MiB", flush=True)
+        print(
+            f"{mb:>5} MB  open {row['open']['time']:.4f}s  wc -l {row['wc_l']['time']:.4f}s  "
+            f"orjson {row['orjson_gc_on']['time']:.3f}s / {row['orjson_gc_off']['time']:.3f}s (GC off)  "
+            f"RssAnon peak {row['open']['peak']:.1f} MiB",
+            flush=True,
+        )
     return rows
 
 
@@ -125,9 +141,11 @@ def measure_ops() -> list[tuple[str, float, float]]:
     ops = {
         "build_context()": lambda s: s.build_context,
         "get_branch()": lambda s: s.get_branch,
-        "prepare_compaction(get_branch() raw)": lambda s: (lambda: prepare_compaction([e.raw for e in s.get_branch()])),
-        "find_cut_point(path, 20000)": lambda s: (lambda p=[e.raw for e in s.get_branch()]: find_cut_point(p, 0, len(p), 20000)),
-        "get_entries(since=10th from the end)": lambda s: (lambda sid=s.entries()[-10].id: s.get_entries(sid)),
+        "prepare_compaction(get_branch() raw)": lambda s: lambda: prepare_compaction([e.raw for e in s.get_branch()]),
+        "find_cut_point(path, 20000)": lambda s: (
+            lambda p=[e.raw for e in s.get_branch()]: find_cut_point(p, 0, len(p), 20000)
+        ),
+        "get_entries(since=10th from the end)": lambda s: lambda sid=s.entries()[-10].id: s.get_entries(sid),
     }
     for name, make in ops.items():
         ts, tb = best_pair(make(small), make(big), 7)
@@ -145,8 +163,19 @@ def measure_ops() -> list[tuple[str, float, float]]:
             fd = os.open(dst, os.O_WRONLY | os.O_APPEND)
             t_best = float("inf")
             for i in range(50):
-                os.write(fd, orjson.dumps({"type": "custom", "customType": "x", "id": f"r{i}", "parentId": s.leaf_id,
-                                           "timestamp": "2026-02-01T00:00:00.000Z"}) + b"\n")
+                os.write(
+                    fd,
+                    orjson.dumps(
+                        {
+                            "type": "custom",
+                            "customType": "x",
+                            "id": f"r{i}",
+                            "parentId": s.leaf_id,
+                            "timestamp": "2026-02-01T00:00:00.000Z",
+                        }
+                    )
+                    + b"\n",
+                )
                 t = time.perf_counter()
                 s.refresh()
                 t_best = min(t_best, time.perf_counter() - t)
@@ -180,11 +209,20 @@ def measure_append() -> list[tuple[str, str, float, float]]:
 #: Shapes that expose quadratic work (issue 4: 1M siblings, a 1M-deep chain, 100k labels), the
 #: operations timed on each, and the full sizes (the small size is a tenth).
 SHAPES = {
-    "siblings under one node": (siblings, 1_000_000, {
-        "get_children(root)": lambda s: s.get_children("root"), "get_tree()": lambda s: s.get_tree()}),
-    "chain (depth)": (chain, 1_000_000, {
-        "get_branch()": lambda s: s.get_branch(), "build_context()": lambda s: s.build_context(),
-        "get_tree()": lambda s: s.get_tree()}),
+    "siblings under one node": (
+        siblings,
+        1_000_000,
+        {"get_children(root)": lambda s: s.get_children("root"), "get_tree()": lambda s: s.get_tree()},
+    ),
+    "chain (depth)": (
+        chain,
+        1_000_000,
+        {
+            "get_branch()": lambda s: s.get_branch(),
+            "build_context()": lambda s: s.build_context(),
+            "get_tree()": lambda s: s.get_tree(),
+        },
+    ),
     "labels": (labels, 100_000, {"labels": lambda s: s.labels, "get_tree()": lambda s: s.get_tree()}),
 }
 
@@ -248,8 +286,9 @@ def splice_main_job(path: Path, section: list[str]) -> None:
     path.write_text(text)
 
 
-def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None = None,
-                   shapes: list | None = None) -> None:
+def write_markdown(
+    rows: list[dict], ops: list, path: Path, appends: list | None = None, shapes: list | None = None
+) -> None:
     lines = [
         "# Benchmarks",
         "",
@@ -257,8 +296,8 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
         "inputs from `tests/tools/gen_session.py --seed 1` (never committed). Times are the minimum of "
         "several runs, each kind of job in a fresh process; memory is the peak RssAnon (anonymous memory: "
         "the read buffers count, the page cache does not) of that process, Python "
-        "interpreter included, and the rise over its RssAnon before the job." % (MAX_MB, platform.node() or "this machine",
-                                                                               os.cpu_count() or 0, platform.machine()),
+        "interpreter included, and the rise over its RssAnon before the job."
+        % (MAX_MB, platform.node() or "this machine", os.cpu_count() or 0, platform.machine()),
         "",
         "| size | open | wc -l | memchr line count (Python) | orjson loader | orjson loader, GC off | open / wc -l | orjson GC off / open | orjson / open | RssAnon peak (open) | rise over baseline | % of file | RssAnon peak (orjson) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -278,26 +317,32 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
         "orjson loader 100 MB 0.97 s (0.57 s GC off), 1 GB 22.8 s (10.9 s GC off) / 4216 MiB; `wc -l` 1 GB 0.22 s.",
         "",
         "Linearity of open (time per MiB, relative to the largest size): "
-        + ", ".join(f"{r['bytes'] / 2**20:.0f} MiB {((r['open']['time'] / r['bytes']) / (rows[-1]['open']['time'] / rows[-1]['bytes'])):.2f}"
-                    for r in rows if r["mb"] >= 10)
+        + ", ".join(
+            f"{r['bytes'] / 2**20:.0f} MiB {((r['open']['time'] / r['bytes']) / (rows[-1]['open']['time'] / rows[-1]['bytes'])):.2f}"
+            for r in rows
+            if r["mb"] >= 10
+        )
         + f". Load average while measuring: {os.getloadavg()[0]:.2f} (other work on the machine shares its 2 cores).",
         "",
     ]
     if ops:
         lines += _section(
-            f"Cost follows the work ({TAIL_MB} MiB session vs {MAX_MB} MiB with the same active path)", "",
+            f"Cost follows the work ({TAIL_MB} MiB session vs {MAX_MB} MiB with the same active path)",
+            "",
             ["operation", f"{TAIL_MB} MiB", f"{MAX_MB} MiB", "ratio"],
-            [[name, f"{ts * 1e3:.3f} ms", f"{tb * 1e3:.3f} ms", f"{tb / ts:.2f}x"] for name, ts, tb in ops])
+            [[name, f"{ts * 1e3:.3f} ms", f"{tb * 1e3:.3f} ms", f"{tb / ts:.2f}x"] for name, ts, tb in ops],
+        )
     if appends:
         lines += _section(
             "Appending an entry",
             "`Session.append_message` (one core call: id, leaf, timestamp, line built, checked, written and "
-            "indexed) against `orjson.dumps(entry) + b\"\\n\"` written to a buffered file, per entry, minimum "
+            'indexed) against `orjson.dumps(entry) + b"\\n"` written to a buffered file, per entry, minimum '
             "over interleaved batches (`benches/inputs.py` `append_pair`). The target is the first row: at "
             "most 2x, both buffered. The durable modes are reported beside the same baseline made durable "
             "the same way.",
             ["sessiontree durability", "baseline", "append_message", "orjson + write", "ratio"],
-            [[d, b, f"{to * 1e6:.2f} us", f"{tb * 1e6:.2f} us", f"{to / tb:.2f}x"] for d, b, to, tb in appends])
+            [[d, b, f"{to * 1e6:.2f} us", f"{tb * 1e6:.2f} us", f"{to / tb:.2f}x"] for d, b, to, tb in appends],
+        )
     if shapes:
         lines += _section(
             "No quadratic work",
@@ -305,12 +350,13 @@ def write_markdown(rows: list[dict], ops: list, path: Path, appends: list | None
             "Each operation at a tenth of the size and at full size, best of 3, GC off; linear is 10x, "
             "quadratic would be 100x.",
             ["shape", "operation", "a tenth", "full size", "ratio"],
-            [[f"{shape}, {n:,}", name, fmt_t(ts), fmt_t(tb), f"{tb / ts:.1f}x"] for shape, name, n, ts, tb in shapes])
+            [[f"{shape}, {n:,}", name, fmt_t(ts), fmt_t(tb), f"{tb / ts:.1f}x"] for shape, name, n, ts, tb in shapes],
+        )
     lines += ["![open time and memory vs size](benchmarks.png)", ""]
     # the HTML view's section is written by benches/html_report.py: keep it
     old = path.read_text() if path.exists() else ""
     if "<!-- html-view -->" in old and "<!-- /html-view -->" in old:
-        lines += [old[old.index("<!-- html-view -->"):old.index("<!-- /html-view -->")] + "<!-- /html-view -->", ""]
+        lines += [old[old.index("<!-- html-view -->") : old.index("<!-- /html-view -->")] + "<!-- /html-view -->", ""]
     # sections measured by other scripts (benches/fleet_bench.py) follow this marker: kept
     marker = "<!-- kept: sections from other benchmark scripts -->"
     if marker in old:
@@ -326,26 +372,54 @@ def plot(rows: list[dict], path: Path) -> None:
 
     mb = [r["bytes"] / 2**20 for r in rows]
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 5))
-    series = [("open", "sessiontree open", "C0", "o-"), ("wc_l", "wc -l", "C2", "s--"),
-              ("orjson_gc_on", "orjson loader", "C1", "^-"), ("orjson_gc_off", "orjson loader, GC off", "C3", "v-")]
+    series = [
+        ("open", "sessiontree open", "C0", "o-"),
+        ("wc_l", "wc -l", "C2", "s--"),
+        ("orjson_gc_on", "orjson loader", "C1", "^-"),
+        ("orjson_gc_off", "orjson loader, GC off", "C3", "v-"),
+    ]
     for key, label, color, style in series:
         ax_t.plot(mb, [r[key]["time"] for r in rows], style, color=color, label=label)
-    refs = [("pi_open", "Pi 1.6.0 open (ref. machine)", "C4"), ("orjson_gc_on", "orjson loader (ref.)", "C1"),
-            ("orjson_gc_off", "orjson GC off (ref.)", "C3"), ("wc_l", "wc -l (ref.)", "C2")]
+    refs = [
+        ("pi_open", "Pi 1.6.0 open (ref. machine)", "C4"),
+        ("orjson_gc_on", "orjson loader (ref.)", "C1"),
+        ("orjson_gc_off", "orjson GC off (ref.)", "C3"),
+        ("wc_l", "wc -l (ref.)", "C2"),
+    ]
     for key, label, color in refs:
         pts = PI_REF[key]
-        ax_t.scatter(list(pts), [v[0] for v in pts.values()], marker="*", s=140, color=color, edgecolor="k", label=label, zorder=5)
+        ax_t.scatter(
+            list(pts),
+            [v[0] for v in pts.values()],
+            marker="*",
+            s=140,
+            color=color,
+            edgecolor="k",
+            label=label,
+            zorder=5,
+        )
     ax_t.set(xscale="log", yscale="log", xlabel="session size (MiB)", ylabel="time (s)", title="Opening a session")
     ax_t.grid(True, which="both", alpha=0.3)
     ax_t.legend(fontsize=8)
 
     ax_m.plot(mb, [r["open"]["peak"] for r in rows], "o-", color="C0", label="sessiontree open (process RssAnon)")
-    ax_m.plot(mb, [max(r["open"]["peak"] - r["open"]["base"], 0.01) for r in rows], "o:", color="C0", label="sessiontree open (rise)")
+    ax_m.plot(
+        mb,
+        [max(r["open"]["peak"] - r["open"]["base"], 0.01) for r in rows],
+        "o:",
+        color="C0",
+        label="sessiontree open (rise)",
+    )
     ax_m.plot(mb, [r["orjson_gc_on"]["peak"] for r in rows], "^-", color="C1", label="orjson loader")
     ax_m.plot(mb, [m * 0.15 for m in mb], "k--", alpha=0.5, label="15% of file size")
-    for key, label, color in [("pi_open", "Pi 1.6.0 open (ref.)", "C4"), ("orjson_gc_on", "orjson loader (ref.)", "C1")]:
+    for key, label, color in [
+        ("pi_open", "Pi 1.6.0 open (ref.)", "C4"),
+        ("orjson_gc_on", "orjson loader (ref.)", "C1"),
+    ]:
         pts = {k: v[1] for k, v in PI_REF[key].items() if v[1] is not None}
-        ax_m.scatter(list(pts), list(pts.values()), marker="*", s=140, color=color, edgecolor="k", label=label, zorder=5)
+        ax_m.scatter(
+            list(pts), list(pts.values()), marker="*", s=140, color=color, edgecolor="k", label=label, zorder=5
+        )
     ax_m.set(xscale="log", yscale="log", xlabel="session size (MiB)", ylabel="peak RssAnon (MiB)", title="Memory")
     ax_m.grid(True, which="both", alpha=0.3)
     ax_m.legend(fontsize=8)
@@ -359,9 +433,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Measure and write the benchmark table and plot.")
     ap.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for benchmarks.md / .png (default docs/)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
-    ap.add_argument("--main-job", metavar="MB", type=float, nargs="*",
-                    help="only measure the main job at these sizes of history (default 10 100 1024) and put "
-                         "its section into benchmarks.md, keeping the rest")
+    ap.add_argument(
+        "--main-job",
+        metavar="MB",
+        type=float,
+        nargs="*",
+        help="only measure the main job at these sizes of history (default 10 100 1024) and put "
+        "its section into benchmarks.md, keeping the rest",
+    )
     args = ap.parse_args(argv)
     from main_job import markdown, measure
 

@@ -5,6 +5,7 @@ scan: every session file of tests/corpus/{pi-generated,real} up to 256 KiB; json
 distinct lines of those files up to 16 KiB. The corpus folders are not committed (.gitignore):
 libFuzzer adds what it finds to them.
 """
+
 from __future__ import annotations
 
 import hashlib

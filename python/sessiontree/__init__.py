@@ -9,6 +9,7 @@ The heavy lifting (scanning, indexing, walking) lives in the Rust extension
     >>> s.build_context().messages[0]["content"]
     'hello'
 """
+
 from __future__ import annotations
 
 from .context import SessionContext

@@ -1,4 +1,5 @@
 """``python -m sessiontree``: the command-line interface (see :mod:`sessiontree.cli`)."""
+
 import sys
 
 from .cli import main

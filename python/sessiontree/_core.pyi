@@ -3,6 +3,7 @@
 Indices are entry positions in file order (0-based, header excluded). Ids are returned only
 when they are strings (None otherwise). Byte offsets and lengths are in bytes of the file.
 """
+
 from os import PathLike
 from typing import final
 
@@ -10,6 +11,7 @@ __all__ = ["Index", "date_parse", "header_probe", "iso_now", "js_text", "json_ch
 
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...
+
 @final
 class Index:
     @staticmethod

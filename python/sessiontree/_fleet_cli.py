@@ -1,6 +1,7 @@
 """The fleet commands of the CLI (``sessiontree stats``, ``sessiontree compact-all``), over the
 public :mod:`sessiontree.fleet` API. Registered by :mod:`sessiontree.cli`; they take a SOURCE
 (directory, glob or URL), not one FILE."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,29 +39,51 @@ _pos_int = functools.partial(_cli_pos_int, negative="must be > 0")
 def add_parsers(sub: Any) -> None:
     """Register ``stats`` and ``compact-all`` on the CLI's subparsers."""
     fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser("stats", help="one row per session of a whole store, to Parquet",
-                       description="Stats of every session of SOURCE (sessiontree.fleet.session_stats).",
-                       epilog=_STATS_EPILOG, formatter_class=fmt)
+    p = sub.add_parser(
+        "stats",
+        help="one row per session of a whole store, to Parquet",
+        description="Stats of every session of SOURCE (sessiontree.fleet.session_stats).",
+        epilog=_STATS_EPILOG,
+        formatter_class=fmt,
+    )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob, file or URL (several allowed)")
     p.add_argument("--parquet", metavar="OUT", required=True, help="the Parquet file to write")
     p.add_argument("--entries-parquet", metavar="OUT", help="also write the entries table (one row per entry)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="local: a process pool here (default); ray: Ray Data (ray.init, or --address)")
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool here (default); ray: Ray Data (ray.init, or --address)",
+    )
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
     p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")
-    p.add_argument("--context-window", type=_pos_int, metavar="N", default=200_000,
-                   help="window for should_compact (default 200000)")
+    p.add_argument(
+        "--context-window",
+        type=_pos_int,
+        metavar="N",
+        default=200_000,
+        help="window for should_compact (default 200000)",
+    )
     p.add_argument("--reserve-tokens", type=int, metavar="N", help="Pi's reserveTokens (default 16384)")
     p.add_argument("--max-bytes", type=_pos_int, metavar="N", help="files larger than this become too_large rows")
     p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    p = sub.add_parser("compact-all", help="compact every session over the threshold, in bulk",
-                       description="Bulk compaction of SOURCE (sessiontree.fleet.compact_sessions).",
-                       epilog=_COMPACT_ALL_EPILOG, formatter_class=fmt)
+    p = sub.add_parser(
+        "compact-all",
+        help="compact every session over the threshold, in bulk",
+        description="Bulk compaction of SOURCE (sessiontree.fleet.compact_sessions).",
+        epilog=_COMPACT_ALL_EPILOG,
+        formatter_class=fmt,
+    )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
-    p.add_argument("--context-window", type=_pos_int, metavar="N", required=True,
-                   help="the conversation model's context window (tokens)")
+    p.add_argument(
+        "--context-window",
+        type=_pos_int,
+        metavar="N",
+        required=True,
+        help="the conversation model's context window (tokens)",
+    )
     p.add_argument("--reserve-tokens", type=int, metavar="N", help="Pi's reserveTokens (default 16384)")
     p.add_argument("--keep-recent-tokens", type=int, metavar="N", help="tokens kept verbatim (default 20000)")
     p.add_argument("--concurrency", type=_pos_int, metavar="N", default=4, help="summary calls at once (default 4)")
@@ -73,8 +96,13 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--base-url", metavar="URL", help="API base URL for openai/anthropic")
     p.add_argument("--max-tokens", type=_pos_int, metavar="N", help="the summarizing model's output limit")
     p.add_argument("--instructions", metavar="TEXT", help="extra focus for the summaries")
-    p.add_argument("--lock-timeout", type=float, metavar="SECONDS", default=None,
-                   help="wait this long for a session's writer lock (default: record it as locked)")
+    p.add_argument(
+        "--lock-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="wait this long for a session's writer lock (default: record it as locked)",
+    )
     p.add_argument("--json", action="store_true", help="print the outcome counts as JSON")
     p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
 
@@ -87,7 +115,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return CompactionSettings(
         enabled=True,
         reserve_tokens=d.reserve_tokens if args.reserve_tokens is None else args.reserve_tokens,
-        keep_recent_tokens=d.keep_recent_tokens if keep is None else keep)
+        keep_recent_tokens=d.keep_recent_tokens if keep is None else keep,
+    )
 
 
 def _tty() -> bool:
@@ -113,18 +142,35 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command == "stats":
             progress = (args.progress or _tty()) and not args.no_progress
-            table = fleet.session_stats(source, parquet=args.parquet, engine=args.engine, address=args.address,
-                                        workers=args.workers, context_window=args.context_window,
-                                        settings=_settings(args), max_bytes=args.max_bytes, progress=progress)
+            table = fleet.session_stats(
+                source,
+                parquet=args.parquet,
+                engine=args.engine,
+                address=args.address,
+                workers=args.workers,
+                context_window=args.context_window,
+                settings=_settings(args),
+                max_bytes=args.max_bytes,
+                progress=progress,
+            )
             if args.entries_parquet:
-                fleet.entries_table(source, parquet=args.entries_parquet, engine=args.engine, address=args.address,
-                                    workers=args.workers, max_bytes=args.max_bytes, progress=progress)
+                fleet.entries_table(
+                    source,
+                    parquet=args.entries_parquet,
+                    engine=args.engine,
+                    address=args.address,
+                    workers=args.workers,
+                    max_bytes=args.max_bytes,
+                    progress=progress,
+                )
             errors = sum(1 for k in table.column("error_kind").to_pylist() if k is not None)
             over = sum(1 for v in table.column("should_compact").to_pylist() if v)
             from .cli import safe_text
 
-            print(f"{table.num_rows} sessions ({errors} unreadable, {over} over the compaction threshold) "
-                  f"-> {safe_text(str(args.parquet))}")
+            print(
+                f"{table.num_rows} sessions ({errors} unreadable, {over} over the compaction threshold) "
+                f"-> {safe_text(str(args.parquet))}"
+            )
             return 0
         from .summarizers import get_summarizer
 
@@ -144,11 +190,21 @@ def run(args: argparse.Namespace) -> int:
             summarizer = get_summarizer(name, **kw)
         except (ImportError, ValueError) as exc:
             return _fail(f"summarizer {name!r}: {exc}")
-        out = fleet.compact_sessions(source, summarizer, context_window=args.context_window,
-                                     concurrency=args.concurrency, settings=_settings(args), outcomes=args.outcomes,
-                                     engine=args.engine, address=args.address, lock_timeout=args.lock_timeout,
-                                     max_tokens=args.max_tokens, custom_instructions=args.instructions,
-                                     parquet=args.parquet, progress=args.progress or _tty())
+        out = fleet.compact_sessions(
+            source,
+            summarizer,
+            context_window=args.context_window,
+            concurrency=args.concurrency,
+            settings=_settings(args),
+            outcomes=args.outcomes,
+            engine=args.engine,
+            address=args.address,
+            lock_timeout=args.lock_timeout,
+            max_tokens=args.max_tokens,
+            custom_instructions=args.instructions,
+            parquet=args.parquet,
+            progress=args.progress or _tty(),
+        )
         rows = out.to_pylist()
         counts: dict[str, int] = {}
         for r in rows:

@@ -26,6 +26,7 @@ Values are what :func:`json.loads` produces: ``dict`` (insertion order = file or
     >>> js_date_parse("2026-01-16T03:12:09.462Z")
     1768533129462.0
 """
+
 from __future__ import annotations
 
 import math
@@ -119,6 +120,7 @@ def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
         if isinstance(obj, list):
             return len(obj)
     return JS_UNDEFINED
+
 
 # ==== JSON.stringify ==========================================================
 
@@ -350,8 +352,8 @@ _UTF8_LEAD4 = bytes(range(0xF0, 0xF8))
 def js_len(s: str) -> int:
     """JavaScript ``s.length``: UTF-16 code units (astral characters count 2, a lone surrogate 1).
 
-        >>> js_len("héllo"), js_len("😀"), js_len("e\\u0301"), js_len("\\ud800")
-        (5, 2, 2, 1)
+    >>> js_len("héllo"), js_len("😀"), js_len("e\\u0301"), js_len("\\ud800")
+    (5, 2, 2, 1)
     """
     if s.isascii():
         return len(s)
@@ -404,8 +406,8 @@ def js_stringify_len(value: Any) -> int:
 def js_to_string(value: Any) -> str:
     """JavaScript ``String(value)`` / template-literal conversion of a parsed-JSON value.
 
-        >>> [js_to_string(v) for v in (None, JS_UNDEFINED, True, 3.0, [1, None, "a"], {})]
-        ['null', 'undefined', 'true', '3', '1,,a', '[object Object]']
+    >>> [js_to_string(v) for v in (None, JS_UNDEFINED, True, 3.0, [1, None, "a"], {})]
+    ['null', 'undefined', 'true', '3', '1,,a', '[object Object]']
     """
     if isinstance(value, str):
         return value
@@ -465,9 +467,7 @@ def js_object_entries(value: Any, error: type = TypeError) -> list:
         return [(str(i), v) for i, v in enumerate(value)]
     if isinstance(value, str):  # one entry per UTF-16 code unit
         raw = value.encode("utf-16-be", "surrogatepass")
-        return [
-            (str(i), raw[2 * i : 2 * i + 2].decode("utf-16-be", "surrogatepass")) for i in range(len(raw) // 2)
-        ]
+        return [(str(i), raw[2 * i : 2 * i + 2].decode("utf-16-be", "surrogatepass")) for i in range(len(raw) // 2)]
     if value is None or value is JS_UNDEFINED:
         raise error("TypeError: Cannot convert undefined or null to object")
     return []
@@ -488,8 +488,8 @@ JS_WHITESPACE = (
 def js_trim(text: str) -> str:
     """JavaScript ``text.trim()``.
 
-        >>> js_trim("\\u00a0 name\\u3000"), js_trim("\\x1fname\\x85")
-        ('name', '\\x1fname\\x85')
+    >>> js_trim("\\u00a0 name\\u3000"), js_trim("\\x1fname\\x85")
+    ('name', '\\x1fname\\x85')
     """
     return text.strip(JS_WHITESPACE)
 

@@ -21,6 +21,7 @@ provider usage recorded before the latest compaction or context edit is ignored)
 Every method has an ``a``-prefixed coroutine twin (``abefore_prompt`` ...) for async loops; the
 plain ones run them to completion (:func:`sessiontree.orchestration.run_blocking`).
 """
+
 from __future__ import annotations
 
 import re
@@ -156,9 +157,16 @@ class AutoCompactor:
             the summary a budget of a few tokens (Pi sends ``max_completion_tokens: 1``).
     """
 
-    def __init__(self, session: "Session", summarizer: Any = None,
-                 settings: Optional[CompactionSettings] = None, context_window: int = 200_000,
-                 *, max_tokens: Optional[int] = None, summary_context_window: Optional[int] = None):
+    def __init__(
+        self,
+        session: "Session",
+        summarizer: Any = None,
+        settings: Optional[CompactionSettings] = None,
+        context_window: int = 200_000,
+        *,
+        max_tokens: Optional[int] = None,
+        summary_context_window: Optional[int] = None,
+    ):
         self.session = session
         self.summarizer = summarizer
         self.settings = settings or DEFAULT_COMPACTION_SETTINGS
@@ -180,11 +188,17 @@ class AutoCompactor:
         """Pi ``shouldCompact`` over :meth:`context_tokens`."""
         return should_compact(self.context_tokens(), self.context_window, self.settings)
 
-    async def _compact(self, reason: str, will_retry: bool = False,
-                       settings: Optional[CompactionSettings] = None) -> CompactionResult:
+    async def _compact(
+        self, reason: str, will_retry: bool = False, settings: Optional[CompactionSettings] = None
+    ) -> CompactionResult:
         result = await acompact(
-            self.session, self.summarizer, settings=settings or self.settings, reason=reason,
-            context_window=self.summary_context_window, max_tokens=self.max_tokens, will_retry=will_retry,
+            self.session,
+            self.summarizer,
+            settings=settings or self.settings,
+            reason=reason,
+            context_window=self.summary_context_window,
+            max_tokens=self.max_tokens,
+            will_retry=will_retry,
         )
         self.last_result = result
         return result
@@ -200,7 +214,8 @@ class AutoCompactor:
             raise CannotCompactError(
                 f"the context ({self.context_tokens()} tokens) is over the threshold "
                 f"({self.context_window} - {self.settings.reserve_tokens}) right after a compaction; "
-                "nothing more can be summarized") from exc
+                "nothing more can be summarized"
+            ) from exc
         except NothingToCompactError as exc:
             # Pi's cut rule keeps everything (the keep budget falls inside a run of tool results
             # after the last cut point): fall back to the latest cut point that frees tokens
@@ -210,7 +225,8 @@ class AutoCompactor:
                 raise CannotCompactError(
                     f"the context ({self.context_tokens()} tokens) is over the threshold "
                     f"({self.context_window} - {self.settings.reserve_tokens}) but has no cut point "
-                    "to compact at") from exc
+                    "to compact at"
+                ) from exc
             try:
                 await self._compact("threshold", settings=replace(self.settings, keep_recent_tokens=keep))
             except NothingToCompactError as again:
@@ -285,8 +301,11 @@ class AutoCompactor:
         if last is None:
             return None
         entry_id, message = last
-        if message.get("stopReason") == "error" or (isinstance(error, dict) and error == message) \
-                or (message.get("stopReason") == "length" and is_overflow_error(message, self.context_window)):
+        if (
+            message.get("stopReason") == "error"
+            or (isinstance(error, dict) and error == message)
+            or (message.get("stopReason") == "length" and is_overflow_error(message, self.context_window))
+        ):
             return entry_id
         return None
 
@@ -299,19 +318,23 @@ class AutoCompactor:
         span = self.session._span(context_rule=False)
         ids = [self.session._entry(i).id for i in span]
         if cid in ids:
-            entries = [self.session._entry(i) for i in span[ids.index(cid) + 1:]]
+            entries = [self.session._entry(i) for i in span[ids.index(cid) + 1 :]]
         else:  # not the latest compaction: look over the whole branch
             branch = self.session.get_branch()
             at = next((k for k, e in enumerate(branch) if e.id == cid), None)
             if at is None:
                 return False
-            entries = branch[at + 1:]
+            entries = branch[at + 1 :]
         for e in entries:
             if e.type == "message":
                 m = e.get("message")
                 if isinstance(m, dict) and m.get("role") == "user":
                     return False  # a new prompt started a new run
-                if isinstance(m, dict) and m.get("role") == "assistant" and m.get("stopReason") not in ("error", "aborted"):
+                if (
+                    isinstance(m, dict)
+                    and m.get("role") == "assistant"
+                    and m.get("stopReason") not in ("error", "aborted")
+                ):
                     return False
         return True
 
@@ -346,8 +369,7 @@ class AutoCompactor:
             self._omit(failed)
         if self._overflowed_right_after_recovery():
             self._recovery_compaction_id = None
-            raise CompactionNoProgressError(
-                "context overflow again right after an overflow compaction; not retrying")
+            raise CompactionNoProgressError("context overflow again right after an overflow compaction; not retrying")
         try:
             result = await self._compact("overflow", will_retry=True)
         except NothingToCompactError:
@@ -358,14 +380,21 @@ class AutoCompactor:
         if not result.estimated_tokens_after < before:
             raise CompactionNoProgressError(
                 f"compaction made no progress (~{before} tokens before, ~{result.estimated_tokens_after} after, "
-                "both chars/4 estimates); not retrying")
+                "both chars/4 estimates); not retrying"
+            )
         if result.estimated_tokens_after > self.context_window:
             raise CompactionNoProgressError(
                 f"after compacting, the context is still ~{result.estimated_tokens_after} tokens, over the "
-                f"{self.context_window}-token window; a retry would overflow again, not retrying")
+                f"{self.context_window}-token window; a retry would overflow again, not retrying"
+            )
         self._recovery_compaction_id = result.entry.id
-        return RecoveryResult(retry=True, outcome="compacted", omitted_entry_id=failed, compaction=result,
-                              context=result.context or self.provider_context())
+        return RecoveryResult(
+            retry=True,
+            outcome="compacted",
+            omitted_entry_id=failed,
+            compaction=result,
+            context=result.context or self.provider_context(),
+        )
 
     def recover_from_overflow(self, error: Any) -> RecoveryResult:
         """Sync :meth:`arecover_from_overflow`."""

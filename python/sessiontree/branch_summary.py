@@ -26,6 +26,7 @@ Example (``A`` has two children; leaving ``C`` for ``D`` abandons ``B`` and ``C`
     >>> [m["role"] for m in prep.messages], prep.total_tokens
     (['user'], 10)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,7 +38,14 @@ from .compaction import (
     extract_file_ops_from_message,
     file_ops_from_details,
 )
-from .context import NO_EDIT, ContextError, apply_context_edit, collect_context_edits, context_edit_for, entry_to_context_messages
+from .context import (
+    NO_EDIT,
+    ContextError,
+    apply_context_edit,
+    collect_context_edits,
+    context_edit_for,
+    entry_to_context_messages,
+)
 from .entries import entry_value, entry_values
 from .errors import SessionCycleError
 from .tokens import estimate_tokens
@@ -112,7 +120,7 @@ def collect_entries_for_branch_summary(
     current = old_leaf_id
     while current and current != common_ancestor_id:
         if current in seen:
-            cycle = list(seen)[seen[current]:]
+            cycle = list(seen)[seen[current] :]
             raise SessionCycleError(f"parentId cycle through {current!r} while collecting the branch", cycle)
         seen[current] = len(seen)
         entry = entry_value(get_entry(current))

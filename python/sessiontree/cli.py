@@ -23,6 +23,7 @@ branch loops (``branch``/``context``: Pi never returns there), another writer ho
 a summarizer is misconfigured or its request failed; 130 interrupted. Tracebacks are never
 shown for these.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,13 +38,27 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-from .errors import (EntryNotFoundError, SessionCycleError, SessionError, SessionFormatError,
-                     SessionLockedError, SessionTreeError)
+from .errors import (
+    EntryNotFoundError,
+    SessionCycleError,
+    SessionError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionTreeError,
+)
 from .listing import parent_session_of
 from .session import EntryTable, Session
 
-__all__ = ["main", "safe_text", "clip", "preview", "entry_preview", "message_preview", "validate_session",
-           "json_document"]
+__all__ = [
+    "main",
+    "safe_text",
+    "clip",
+    "preview",
+    "entry_preview",
+    "message_preview",
+    "validate_session",
+    "json_document",
+]
 
 #: Characters of preview shown by default (``--max-preview``).
 DEFAULT_PREVIEW = 60
@@ -83,8 +98,7 @@ def safe_text(s: str) -> str:
 
 # Raw characters that JSON leaves unescaped but terminals may act on; inside a JSON document
 # they can only occur in strings, so writing them as \\uXXXX keeps the value identical.
-_JSON_UNSAFE = re.compile(
-    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+_JSON_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
 def _json_escape(m: re.Match) -> bytes:
@@ -226,10 +240,10 @@ def clip(text: str, limit: int = DEFAULT_PREVIEW) -> str:
 def preview(text: str, limit: int = DEFAULT_PREVIEW) -> str:
     """:func:`clip` then :func:`safe_text`: a one-line preview safe to print.
 
-        >>> preview("line one\\nline two", 12)
-        'line one⏎li…'
-        >>> preview("\\x1b[2Jboom", 20)
-        '\\\\x1b[2Jboom'
+    >>> preview("line one\\nline two", 12)
+    'line one⏎li…'
+    >>> preview("\\x1b[2Jboom", 20)
+    '\\\\x1b[2Jboom'
     """
     return safe_text(clip(text, limit))
 
@@ -493,10 +507,19 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
                 if not again:
                     ch = children_of(i)
                     rec = {
-                        "index": i, "id": eid, "parent_id": parent_ids[i], "type": types[i],
-                        "role": roles[i], "line": lines[i], "depth": depth,
-                        "label": label, "children": [ids[c] for c in ch], "child_indices": list(ch),
-                        "on_active_branch": i in on_path, "is_leaf": i == leaf, "unreachable": unreachable_part,
+                        "index": i,
+                        "id": eid,
+                        "parent_id": parent_ids[i],
+                        "type": types[i],
+                        "role": roles[i],
+                        "line": lines[i],
+                        "depth": depth,
+                        "label": label,
+                        "children": [ids[c] for c in ch],
+                        "child_indices": list(ch),
+                        "on_active_branch": i in on_path,
+                        "is_leaf": i == leaf,
+                        "unreachable": unreachable_part,
                     }
                     if limit > 0:
                         rec["preview"] = text
@@ -526,7 +549,7 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
                 last = k == len(ch) - 1
                 sub = child_prefix + ("   " if last else "│  ")
                 if len(sub) > max_prefix:
-                    sub = "⋯  " + sub[-(max_prefix - 3):]
+                    sub = "⋯  " + sub[-(max_prefix - 3) :]
                 stack.append((ch[k], child_prefix, "└─ " if last else "├─ ", sub, depth + 1))
 
     walk(roots, False)
@@ -538,20 +561,24 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
             walk([rest[0]], True)
             rest = [i for i in rest if i not in seen]
     if args.json:
-        _print_json({
-            "leaf_id": s.leaf_id,
-            "roots": [ids[r] for r in roots],
-            "unreachable_ids": [ids[i] for i in unreachable],
-            "active_branch_cycle": list(cycle.ids) if cycle else None,
-            "nodes": records,
-        })
+        _print_json(
+            {
+                "leaf_id": s.leaf_id,
+                "roots": [ids[r] for r in roots],
+                "unreachable_ids": [ids[i] for i in unreachable],
+                "active_branch_cycle": list(cycle.ids) if cycle else None,
+                "nodes": records,
+            }
+        )
     else:
         if not roots and not unreachable:
             out("(no entries)")
         out.flush()
     if cycle is not None:
-        print(f"sessiontree: warning: the active branch loops ({safe_text(str(cycle))}); Pi cannot open this session",
-              file=sys.stderr)
+        print(
+            f"sessiontree: warning: the active branch loops ({safe_text(str(cycle))}); Pi cannot open this session",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -574,25 +601,41 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
     leaf = leaf_entry.index if leaf_entry is not None else None
     rows = []
     for depth, (i, eid, pid, _, etype, role, line, _) in enumerate(zip(*path)):
-        rows.append({
-            "depth": depth, "id": eid, "parent_id": pid, "type": etype,
-            "role": role, "line": line,
-            "label": labels.get(eid) if eid is not None else None,
-            "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
-            "is_leaf": i == leaf,
-        })
+        rows.append(
+            {
+                "depth": depth,
+                "id": eid,
+                "parent_id": pid,
+                "type": etype,
+                "role": role,
+                "line": line,
+                "label": labels.get(eid) if eid is not None else None,
+                "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
+                "is_leaf": i == leaf,
+            }
+        )
     if args.json:
         for row in rows:
             if limit <= 0:
                 del row["preview"]
-        _print_json({"from_id": args.from_id if args.from_id is not None else s.leaf_id, "leaf_id": s.leaf_id,
-                     "length": len(rows), "entries": rows})
+        _print_json(
+            {
+                "from_id": args.from_id if args.from_id is not None else s.leaf_id,
+                "leaf_id": s.leaf_id,
+                "length": len(rows),
+                "entries": rows,
+            }
+        )
         return 0
     out = _Out()
     width = len(str(max(len(rows) - 1, 0)))
     for row in rows:
-        parts = [f"{row['depth']:>{width}}  ", _shown_id(row["id"]), "  ",
-                 safe_text(_kind_from(row["type"], row["role"]))]
+        parts = [
+            f"{row['depth']:>{width}}  ",
+            _shown_id(row["id"]),
+            "  ",
+            safe_text(_kind_from(row["type"], row["role"])),
+        ]
         if row["label"] is not None:
             parts.append(f" [{safe_text(row['label'])}]")
         if row["preview"]:
@@ -648,8 +691,16 @@ def cmd_context(s: Session, args: argparse.Namespace) -> int:
                 row["preview"] = _safe_preview(message_preview, m, limit, escape=False)
             row["message"] = m
             rows.append(row)
-        _print_json({"llm": bool(args.llm), "thinking_level": ctx.thinking_level, "model": ctx.model,
-                     "total_tokens": total, "count": len(rows), "messages": rows})
+        _print_json(
+            {
+                "llm": bool(args.llm),
+                "thinking_level": ctx.thinking_level,
+                "model": ctx.model,
+                "total_tokens": total,
+                "count": len(rows),
+                "messages": rows,
+            }
+        )
         return 0
     out = _Out()
     width = len(str(max(len(messages) - 1, 0)))
@@ -694,16 +745,20 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     else:
         entries = s.entry_table()
     if args.json:
-        rows = [{"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
-                for _, eid, pid, _, etype, role, line, offset in zip(*entries)]
+        rows = [
+            {"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
+            for _, eid, pid, _, etype, role, line, offset in zip(*entries)
+        ]
         _print_json({"since": args.since, "count": len(rows), "entries": rows})
         return 0
     out = _Out()
     width = len(str(entries.line[-1])) if entries.line else 1
     for _, eid, pid, pnull, etype, role, line, _ in zip(*entries):
         parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
-        out(f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
-            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}")
+        out(
+            f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
+            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}"
+        )
     if not entries.line:
         out("(no entries)")
     out.flush()
@@ -711,6 +766,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
 
 
 # ==== validate ========================================================================
+
 
 def validate_session(s: Session) -> list[dict]:
     """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
@@ -723,8 +779,15 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     problems = s.validate()
     errors = sum(1 for p in problems if p["severity"] == "error")
     if args.json:
-        _print_json({"path": str(s.path), "ok": errors == 0, "errors": errors,
-                     "notes": len(problems) - errors, "problems": problems})
+        _print_json(
+            {
+                "path": str(s.path),
+                "ok": errors == 0,
+                "errors": errors,
+                "notes": len(problems) - errors,
+                "problems": problems,
+            }
+        )
         return 1 if errors else 0
     out = _Out()
     for p in problems:
@@ -922,13 +985,21 @@ def _compact_settings(args: argparse.Namespace) -> Any:
     return CompactionSettings(
         enabled=True,
         reserve_tokens=d.reserve_tokens if args.reserve_tokens is None else args.reserve_tokens,
-        keep_recent_tokens=d.keep_recent_tokens if args.keep_recent_tokens is None else args.keep_recent_tokens)
+        keep_recent_tokens=d.keep_recent_tokens if args.keep_recent_tokens is None else args.keep_recent_tokens,
+    )
 
 
 def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, already: bool) -> int:
     if args.json:
-        _print_json({"path": str(s.path), "dry_run": bool(args.dry_run), "compacted": False,
-                     "reason": "already_compacted" if already else "nothing_to_compact", "message": message})
+        _print_json(
+            {
+                "path": str(s.path),
+                "dry_run": bool(args.dry_run),
+                "compacted": False,
+                "reason": "already_compacted" if already else "nothing_to_compact",
+                "message": message,
+            }
+        )
     print(f"sessiontree: {safe_text(message)}", file=sys.stderr)
     return 1
 
@@ -949,9 +1020,12 @@ def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
     prefix = plan.requests[plan.prefix_index].conversation if plan.prefix_index is not None else ""
     auto = None
     if args.context_window is not None:
-        auto = {"context_window": args.context_window, "reserve_tokens": settings.reserve_tokens,
-                "threshold": args.context_window - settings.reserve_tokens,
-                "would_compact": should_compact(prep.tokens_before, args.context_window, settings)}
+        auto = {
+            "context_window": args.context_window,
+            "reserve_tokens": settings.reserve_tokens,
+            "threshold": args.context_window - settings.reserve_tokens,
+            "would_compact": should_compact(prep.tokens_before, args.context_window, settings),
+        }
     return {
         "preparation": prep,
         "doc": {
@@ -963,14 +1037,25 @@ def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
             "tokens_before": prep.tokens_before,
             "tokens_before_source": plan.tokens_before_source,
             "estimated_tokens_before": plan.estimated_tokens_before,
-            "to_summarize": {"messages": len(prep.messages_to_summarize),
-                             "tokens": _sum_tokens(prep.messages_to_summarize)},
-            "turn_prefix": {"messages": len(prep.turn_prefix_messages), "tokens": _sum_tokens(prep.turn_prefix_messages)},
+            "to_summarize": {
+                "messages": len(prep.messages_to_summarize),
+                "tokens": _sum_tokens(prep.messages_to_summarize),
+            },
+            "turn_prefix": {
+                "messages": len(prep.turn_prefix_messages),
+                "tokens": _sum_tokens(prep.turn_prefix_messages),
+            },
             "kept": {"messages": len(kept), "tokens": _sum_tokens(kept)},
-            "previous_summary": {"present": prep.previous_summary is not None,
-                                 "chars": len(prep.previous_summary) if isinstance(prep.previous_summary, str) else None},
+            "previous_summary": {
+                "present": prep.previous_summary is not None,
+                "chars": len(prep.previous_summary) if isinstance(prep.previous_summary, str) else None,
+            },
             "files": _files_json(plan.read_files, plan.modified_files),
-            "serialized_chars": {"history": len(history), "turn_prefix": len(prefix), "total": len(history) + len(prefix)},
+            "serialized_chars": {
+                "history": len(history),
+                "turn_prefix": len(prefix),
+                "total": len(history) + len(prefix),
+            },
             "summary_requests": len(plan.requests),
             "auto_compaction": auto,
         },
@@ -980,8 +1065,7 @@ def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
 def _tokens_before_text(tokens: Any, source: str, estimated: Any) -> str:
     """``tokens before`` labelled by where it comes from, with the comparable estimate."""
     if source == "usage":
-        return (f"{_fmt_tokens(tokens)} (provider usage + estimate; ~{_fmt_tokens(estimated)} by the chars/4 "
-                "estimate)")
+        return f"{_fmt_tokens(tokens)} (provider usage + estimate; ~{_fmt_tokens(estimated)} by the chars/4 estimate)"
     if source == "hook":
         return f"{_fmt_tokens(tokens)} (given by a hook; ~{_fmt_tokens(estimated)} by the chars/4 estimate)"
     return f"~{_fmt_tokens(tokens)} (chars/4 estimate)"
@@ -997,7 +1081,9 @@ def _print_dry_run(doc: dict, summarizer_name: str) -> None:
     out(f"dry run: nothing written to {safe_text(doc['path'])}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
     out(f"split turn:        {'yes' if doc['is_split_turn'] else 'no'}")
-    out(f"tokens before:     {_tokens_before_text(doc['tokens_before'], doc['tokens_before_source'], doc['estimated_tokens_before'])}")
+    out(
+        f"tokens before:     {_tokens_before_text(doc['tokens_before'], doc['tokens_before_source'], doc['estimated_tokens_before'])}"
+    )
     out(f"to summarize:      {count(doc['to_summarize'])}")
     out(f"turn prefix:       {count(doc['turn_prefix'])}")
     out(f"kept verbatim:     {count(doc['kept'])}")
@@ -1009,14 +1095,18 @@ def _print_dry_run(doc: dict, summarizer_name: str) -> None:
         for f in files:
             out(f"  {safe_text(f)}")
     chars = doc["serialized_chars"]
-    out(f"serialized text:   {chars['history']} chars to summarize"
-        + (f" + {chars['turn_prefix']} chars of turn prefix" if chars["turn_prefix"] else ""))
+    out(
+        f"serialized text:   {chars['history']} chars to summarize"
+        + (f" + {chars['turn_prefix']} chars of turn prefix" if chars["turn_prefix"] else "")
+    )
     out(f"summary requests:  {doc['summary_requests']} ({safe_text(summarizer_name)} summarizer)")
     auto = doc["auto_compaction"]
     if auto is not None:
         verdict = "yes" if auto["would_compact"] else "no"
-        out(f"auto-compaction:   {verdict} (tokens before > {auto['context_window']} - {auto['reserve_tokens']}"
-            f" = {auto['threshold']})")
+        out(
+            f"auto-compaction:   {verdict} (tokens before > {auto['context_window']} - {auto['reserve_tokens']}"
+            f" = {auto['threshold']})"
+        )
     out.flush()
 
 
@@ -1067,8 +1157,14 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
 
     s.hooks.before_compact.append(on_prepared)
     try:
-        result = s.compact(summarizer, settings=settings, custom_instructions=args.instructions, reason="manual",
-                           context_window=args.context_window, max_tokens=args.max_tokens)
+        result = s.compact(
+            summarizer,
+            settings=settings,
+            custom_instructions=args.instructions,
+            reason="manual",
+            context_window=args.context_window,
+            max_tokens=args.max_tokens,
+        )
     except NothingToCompactError as exc:
         return _nothing_to_compact(s, args, str(exc), isinstance(exc, AlreadyCompactedError))
     except SummarizerError as exc:
@@ -1113,9 +1209,13 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
     out(f"compaction entry:  {_where_text(entry)}")
     out(f"first kept entry:  {_where_text(doc['first_kept_entry'])}")
     if result.estimated_tokens_before is not None:
-        out(f"tokens:            ~{_fmt_tokens(result.estimated_tokens_before)} → "
-            f"~{_fmt_tokens(result.estimated_tokens_after)} (chars/4, like with like)")
-    out(f"tokens before:     {_tokens_before_text(result.tokens_before, result.tokens_before_source, result.estimated_tokens_before)}")
+        out(
+            f"tokens:            ~{_fmt_tokens(result.estimated_tokens_before)} → "
+            f"~{_fmt_tokens(result.estimated_tokens_after)} (chars/4, like with like)"
+        )
+    out(
+        f"tokens before:     {_tokens_before_text(result.tokens_before, result.tokens_before_source, result.estimated_tokens_before)}"
+    )
     if prep is not None:
         extra = f" + {len(prep.turn_prefix_messages)} of a split turn" if prep.is_split_turn else ""
         out(f"summarized:        {len(prep.messages_to_summarize)} messages{extra}")
@@ -1138,9 +1238,12 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if target is None:
         raise EntryNotFoundError(f"Entry not found: {args.target_id}")
     if not (args.summarize or args.label is not None or args.dry_run):
-        print("sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "
-              "its last entry, so a bare leaf move is not kept); add --summarize and/or --label TEXT, "
-              "or --dry-run to preview the move", file=sys.stderr)
+        print(
+            "sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "
+            "its last entry, so a bare leaf move is not kept); add --summarize and/or --label TEXT, "
+            "or --dry-run to preview the move",
+            file=sys.stderr,
+        )
         return 1
     if args.dry_run and args.summarizer in (None, "offline") and (args.model or args.base_url):
         raise _CliFailure("--model and --base-url need --summarizer openai or anthropic")
@@ -1162,19 +1265,27 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         if summarizer is not None and prep.entries_to_summarize:
             summarizer.total = 1
             n = len(prep.entries_to_summarize)
-            progress(f"summarizing the abandoned branch ({n} entr{'ies' if n != 1 else 'y'}, 1 request, "
-                     f"{summarizer.name})…")
+            progress(
+                f"summarizing the abandoned branch ({n} entr{'ies' if n != 1 else 'y'}, 1 request, {summarizer.name})…"
+            )
 
     progress("preparing…")
     s.hooks.before_tree.append(on_prepared)
     try:
         result = s.navigate_tree(
-            args.target_id, summarize=bool(args.summarize) and write, summarizer=summarizer,
-            custom_instructions=args.instructions, replace_instructions=bool(args.replace_instructions),
-            label=args.label if write else None, context_window=args.context_window, max_tokens=args.max_tokens)
+            args.target_id,
+            summarize=bool(args.summarize) and write,
+            summarizer=summarizer,
+            custom_instructions=args.instructions,
+            replace_instructions=bool(args.replace_instructions),
+            label=args.label if write else None,
+            context_window=args.context_window,
+            max_tokens=args.max_tokens,
+        )
     except SummarizerError as exc:
-        raise _CliFailure(f"summary request failed ({summarizer.name if summarizer else '?'}); nothing written: "
-                          f"{exc}") from None
+        raise _CliFailure(
+            f"summary request failed ({summarizer.name if summarizer else '?'}); nothing written: {exc}"
+        ) from None
     finally:
         s.hooks.before_tree.remove(on_prepared)
     s.flush()
@@ -1223,25 +1334,32 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
     if result.editor_text is not None:
         _print_block(out, "editor text:", result.editor_text)
     if args.dry_run:
-        out(f"abandoned:       {abandoned} entr{'ies' if abandoned != 1 else 'y'}"
-            + (" (--summarize would summarize them)" if abandoned else ""))
+        out(
+            f"abandoned:       {abandoned} entr{'ies' if abandoned != 1 else 'y'}"
+            + (" (--summarize would summarize them)" if abandoned else "")
+        )
     elif summary_entry is not None:
-        out(f"branch summary:  {_where_text(_entry_where(s, summary_entry.id))}, {abandoned} abandoned "
-            f"entr{'ies' if abandoned != 1 else 'y'}")
+        out(
+            f"branch summary:  {_where_text(_entry_where(s, summary_entry.id))}, {abandoned} abandoned "
+            f"entr{'ies' if abandoned != 1 else 'y'}"
+        )
         if summarizer is not None:
             out(f"usage:           {_usage_text(result.usage, summarizer.name)}")
     elif args.summarize:
         out("branch summary:  none (no abandoned entries to summarize)")
     if label_entry is not None:
         shown = f'"{safe_text(args.label)}"' if args.label else "(cleared)"
-        out(f"label:           {shown} on {_shown_id(args.target_id)} (entry {_shown_id(label_entry['id'])}, "
-            f"line {label_entry['line']})")
+        out(
+            f"label:           {shown} on {_shown_id(args.target_id)} (entry {_shown_id(label_entry['id'])}, "
+            f"line {label_entry['line']})"
+        )
     note = _migration_line(legacy, s, bool(args.dry_run))
     if note:
-        out(note.replace("migrated:          ", "migrated:        ").replace("migration:         ", "migration:       "))
+        out(
+            note.replace("migrated:          ", "migrated:        ").replace("migration:         ", "migration:       ")
+        )
     if written:
-        out(f"written:         {len(written)} entr{'ies' if len(written) != 1 else 'y'}; "
-            "Pi reopens at the new leaf")
+        out(f"written:         {len(written)} entr{'ies' if len(written) != 1 else 'y'}; Pi reopens at the new leaf")
     else:
         out("written:         nothing (leaf moved in memory only)")
     if summary_entry is not None and isinstance(doc["summary"], str):
@@ -1268,6 +1386,8 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     else:
         print(safe_text(str(written)))
     return 0
+
+
 # ---- end export-html ----
 
 
@@ -1357,14 +1477,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sessiontree",
         description="Inspect Pi coding-agent session files (JSONL v3). Only compact and navigate write "
-                    "(appending entries); every other command only reads.")
+        "(appending entries); every other command only reads.",
+    )
     parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("file", metavar="FILE", help="a Pi session file (.jsonl)")
     common.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     previews = argparse.ArgumentParser(add_help=False)
-    previews.add_argument("--max-preview", type=int, default=DEFAULT_PREVIEW, metavar="N",
-                          help=f"characters of text shown per line (default {DEFAULT_PREVIEW})")
+    previews.add_argument(
+        "--max-preview",
+        type=int,
+        default=DEFAULT_PREVIEW,
+        metavar="N",
+        help=f"characters of text shown per line (default {DEFAULT_PREVIEW})",
+    )
     previews.add_argument("--no-preview", action="store_true", help="show no text previews")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub.add_parser("info", parents=[common], help="header, counts, leaf, context size")
@@ -1380,40 +1506,85 @@ def build_parser() -> argparse.ArgumentParser:
 
     summ = argparse.ArgumentParser(add_help=False)
     g = summ.add_argument_group("summarizer")
-    g.add_argument("--summarizer", choices=("offline", "openai", "anthropic"), default=None,
-                   help="who writes the summary (default offline: extractive, no model, no network)")
-    g.add_argument("--model", metavar="M", help="model id for openai/anthropic (default $OPENAI_MODEL / $ANTHROPIC_MODEL)")
-    g.add_argument("--base-url", metavar="URL",
-                   help="API base URL for openai/anthropic (default $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
+    g.add_argument(
+        "--summarizer",
+        choices=("offline", "openai", "anthropic"),
+        default=None,
+        help="who writes the summary (default offline: extractive, no model, no network)",
+    )
+    g.add_argument(
+        "--model", metavar="M", help="model id for openai/anthropic (default $OPENAI_MODEL / $ANTHROPIC_MODEL)"
+    )
+    g.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="API base URL for openai/anthropic (default $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)",
+    )
     g.add_argument("--instructions", metavar="TEXT", help="extra focus for the summary (Pi's custom instructions)")
-    g.add_argument("--context-window", type=_pos_int, metavar="N",
-                   help="the summarizing model's context window in tokens (limits the output budget)")
-    g.add_argument("--max-tokens", type=_pos_int, metavar="N",
-                   help="the summarizing model's output limit in tokens (default 16384)")
+    g.add_argument(
+        "--context-window",
+        type=_pos_int,
+        metavar="N",
+        help="the summarizing model's context window in tokens (limits the output budget)",
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=_pos_int,
+        metavar="N",
+        help="the summarizing model's output limit in tokens (default 16384)",
+    )
     w = summ.add_argument_group("writing")
     w.add_argument("--dry-run", action="store_true", help="show what would happen; write nothing")
-    w.add_argument("--progress", action="store_true",
-                   help="print progress lines to stderr even when it is not a terminal")
-    w.add_argument("--lock-timeout", type=_nonneg_float, metavar="SECONDS", default=None,
-                   help="wait this long for another writer's lock (default: fail at once, exit 2)")
+    w.add_argument(
+        "--progress", action="store_true", help="print progress lines to stderr even when it is not a terminal"
+    )
+    w.add_argument(
+        "--lock-timeout",
+        type=_nonneg_float,
+        metavar="SECONDS",
+        default=None,
+        help="wait this long for another writer's lock (default: fail at once, exit 2)",
+    )
     fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser("compact", parents=[common, summ], help="summarize old history into a compaction entry",
-                       description="Compact the active branch like Pi's /compact.", epilog=_COMPACT_EPILOG,
-                       formatter_class=fmt)
-    p.add_argument("--keep-recent-tokens", type=_nonneg_int, metavar="N",
-                   help="tokens of recent context kept verbatim (default 20000)")
-    p.add_argument("--reserve-tokens", type=_nonneg_int, metavar="N",
-                   help="Pi's reserveTokens (default 16384): with --context-window, --dry-run reports whether "
-                        "Pi would auto-compact (tokens > window - reserve); it does not change where a manual "
-                        "compaction cuts")
-    p = sub.add_parser("navigate", parents=[common, summ], help="move the leaf like Pi's /tree",
-                       description="Move to another point of the tree like Pi's /tree.", epilog=_NAVIGATE_EPILOG,
-                       formatter_class=fmt)
+    p = sub.add_parser(
+        "compact",
+        parents=[common, summ],
+        help="summarize old history into a compaction entry",
+        description="Compact the active branch like Pi's /compact.",
+        epilog=_COMPACT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--keep-recent-tokens",
+        type=_nonneg_int,
+        metavar="N",
+        help="tokens of recent context kept verbatim (default 20000)",
+    )
+    p.add_argument(
+        "--reserve-tokens",
+        type=_nonneg_int,
+        metavar="N",
+        help="Pi's reserveTokens (default 16384): with --context-window, --dry-run reports whether "
+        "Pi would auto-compact (tokens > window - reserve); it does not change where a manual "
+        "compaction cuts",
+    )
+    p = sub.add_parser(
+        "navigate",
+        parents=[common, summ],
+        help="move the leaf like Pi's /tree",
+        description="Move to another point of the tree like Pi's /tree.",
+        epilog=_NAVIGATE_EPILOG,
+        formatter_class=fmt,
+    )
     p.add_argument("target_id", metavar="TARGET_ID", help="the entry to go to")
-    p.add_argument("--summarize", action="store_true",
-                   help="append a branch_summary of the abandoned branch at the new position")
-    p.add_argument("--replace-instructions", action="store_true",
-                   help="--instructions replace the default summary prompt instead of adding to it")
+    p.add_argument(
+        "--summarize", action="store_true", help="append a branch_summary of the abandoned branch at the new position"
+    )
+    p.add_argument(
+        "--replace-instructions",
+        action="store_true",
+        help="--instructions replace the default summary prompt instead of adding to it",
+    )
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
@@ -1467,8 +1638,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):
             try:  # argparse already explained on stderr
-                _write_out(json_document({"error": True, "exit_code": code, "message": "usage error"}) + "\n",
-                           flush=True)
+                _write_out(
+                    json_document({"error": True, "exit_code": code, "message": "usage error"}) + "\n", flush=True
+                )
             except (_OutputError, BrokenPipeError):
                 _silence_stdout()
         return code

@@ -31,6 +31,7 @@ Example::
     >>> prep.first_kept_entry_id, [m["role"] for m in prep.messages_to_summarize], prep.tokens_before
     ('m2', ['user', 'assistant'], 111)
 """
+
 from __future__ import annotations
 
 import bisect
@@ -38,11 +39,26 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import PiError
-from ._jsjson import (JS_UNDEFINED, js_len, js_object_entries, js_stringify, js_to_string, js_truthy,
-                      js_utf16_key, js_utf16_prefix)
-from .context import (NO_EDIT, apply_context_edit, build_session_context, collect_context_edits,
-                      context_edit_for, entry_to_context_messages, estimate_projected_context_tokens,
-                      latest_compaction)
+from ._jsjson import (
+    JS_UNDEFINED,
+    js_len,
+    js_object_entries,
+    js_stringify,
+    js_to_string,
+    js_truthy,
+    js_utf16_key,
+    js_utf16_prefix,
+)
+from .context import (
+    NO_EDIT,
+    apply_context_edit,
+    build_session_context,
+    collect_context_edits,
+    context_edit_for,
+    entry_to_context_messages,
+    estimate_projected_context_tokens,
+    latest_compaction,
+)
 from .entries import entry_value, entry_values
 from .settings import DEFAULT_COMPACTION_SETTINGS
 from .tokens import estimate_tokens
@@ -75,9 +91,7 @@ Entry = Mapping[str, Any]
 TOOL_RESULT_MAX_CHARS = 2000
 
 # Roles at which a kept region may start (never ``toolResult``: it must stay with its call).
-_CUT_POINT_ROLES = frozenset(
-    {"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"}
-)
+_CUT_POINT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 # Roles that open a user-message span ("turn"): everything user-like, not assistant/toolResult.
 _TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 
@@ -283,12 +297,19 @@ def find_cut_point(
         CutPointResult(first_kept_entry_index=1, turn_start_index=0, is_split_turn=True)
     """
     entries = entry_values(entries)
-    return _find_cut_point(entries, start_index, end_index, keep_recent_tokens, _projector(entries, edits),
-                           token_counter or estimate_tokens)
+    return _find_cut_point(
+        entries,
+        start_index,
+        end_index,
+        keep_recent_tokens,
+        _projector(entries, edits),
+        token_counter or estimate_tokens,
+    )
 
 
-def _find_cut_point(entries, start_index, end_index, keep_recent_tokens, messages_of,
-                    count=estimate_tokens) -> CutPointResult:
+def _find_cut_point(
+    entries, start_index, end_index, keep_recent_tokens, messages_of, count=estimate_tokens
+) -> CutPointResult:
     cut_points = [i for i in range(start_index, end_index) if _is_cut_point(entries[i], messages_of(i))]
     if not cut_points:
         return CutPointResult(start_index, -1, False)
@@ -423,7 +444,6 @@ class SerializationError(PiError):
     ``str(err)`` and ``err.pi_error`` are Pi's text, e.g. ``"TypeError: msg.content.some is not a
     function"`` for an assistant message whose ``content`` is a string.
     """
-
 
 
 def _truncate_for_summary(text: str, max_chars: int) -> str:
@@ -592,7 +612,7 @@ def _cut_range(path: list) -> tuple:
     boundary_start, dropped = kept_boundary(latest_compaction(path))
     if dropped is None:
         return path, 0, None
-    return path[:dropped] + path[dropped + 1:], boundary_start, path[dropped]
+    return path[:dropped] + path[dropped + 1 :], boundary_start, path[dropped]
 
 
 def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS) -> Optional[int]:
@@ -670,8 +690,14 @@ def prepare_compaction(
 
     edits = collect_context_edits(path)
     messages_of = _projector(path, edits)
-    cut = _find_cut_point(path, boundary_start, len(path), settings.keep_recent_tokens, messages_of,
-                          getattr(settings, "token_counter", None) or estimate_tokens)
+    cut = _find_cut_point(
+        path,
+        boundary_start,
+        len(path),
+        settings.keep_recent_tokens,
+        messages_of,
+        getattr(settings, "token_counter", None) or estimate_tokens,
+    )
     advanced = _invisible_suffix_start(path, cut.first_kept_entry_index, boundary_start, messages_of, edits)
     if advanced is not None:
         turn_start = _turn_start(path, advanced, boundary_start, messages_of)

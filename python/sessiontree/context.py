@@ -26,6 +26,7 @@ ceil(UTF-16 code units / 4)) or provider-reported usage.
     >>> [m["role"] for m in ctx.messages], ctx.thinking_level, ctx.model
     (['user'], 'high', None)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,7 @@ from typing import Any, Callable, Sequence
 
 from .entries import entry_value, entry_values
 from .errors import PiError
-from ._jsjson import (JS_UNDEFINED, js_date_parse, js_get, js_stringify_bytes, js_to_string, js_truthy,
-                      js_usage_number)
+from ._jsjson import JS_UNDEFINED, js_date_parse, js_get, js_stringify_bytes, js_to_string, js_truthy, js_usage_number
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 from .tokens import estimate_tokens
 
@@ -74,9 +74,7 @@ COMPACTION_SUMMARY_PREFIX = (
 )
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 #: Text Pi wraps around a branch summary when sending it as a user message.
-BRANCH_SUMMARY_PREFIX = (
-    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
-)
+BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 _EDITABLE_ROLES = ("user", "assistant", "toolResult", "custom")
@@ -86,7 +84,6 @@ class ContextError(PiError):
     """Pi's context building would throw on these entries (e.g. a message entry whose
     ``message`` is null or missing). ``str(err)`` / ``err.pi_error`` is Pi's text,
     e.g. ``"TypeError: Cannot read properties of null (reading 'role')"``."""
-
 
 
 # ==== JavaScript helpers ==========================================================
@@ -191,8 +188,9 @@ class ContextTokenEstimate:
 # ==== Context entries ==============================================================
 
 
-def latest_compaction_at(types: Sequence[Any], id_of: Callable[[int], Any],
-                         first_kept_of: Callable[[int], Any]) -> tuple | None:
+def latest_compaction_at(
+    types: Sequence[Any], id_of: Callable[[int], Any], first_kept_of: Callable[[int], Any]
+) -> tuple | None:
     """Where the latest compaction on a path sits and where its kept range starts: the one home
     of this rule (Pi 1.6 ``buildSessionContext`` in session-manager.ts, which
     ``buildContextEntries`` and ``prepareCompaction`` share).
@@ -233,8 +231,9 @@ def latest_compaction(path: Sequence[dict]) -> tuple | None:
     Raises :class:`ContextError` where Pi throws (an entry before the compaction that is null).
     """
     path = entry_values(path)
-    return latest_compaction_at([_entry_type(e) for e in path], lambda i: _f(path[i], "id"),
-                                lambda i: _f(path[i], "firstKeptEntryId"))
+    return latest_compaction_at(
+        [_entry_type(e) for e in path], lambda i: _f(path[i], "id"), lambda i: _f(path[i], "firstKeptEntryId")
+    )
 
 
 def build_context_entries(path: Sequence[dict]) -> list:
@@ -471,8 +470,8 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
 def bash_execution_to_text(message: dict) -> str:
     """Pi's ``bashExecutionToText``: the user text a ``bashExecution`` message becomes.
 
-        >>> bash_execution_to_text({"command": "ls", "output": "", "exitCode": 2, "cancelled": False})
-        'Ran `ls`\\n(no output)\\n\\nCommand exited with code 2'
+    >>> bash_execution_to_text({"command": "ls", "output": "", "exitCode": 2, "cancelled": False})
+    'Ran `ls`\\n(no output)\\n\\nCommand exited with code 2'
     """
     text = "Ran `" + js_to_string(_f(message, "command")) + "`\n"
     output = _f(message, "output")
@@ -530,9 +529,7 @@ def convert_to_llm(messages: Sequence[dict]) -> list:
             else:
                 prefix, suffix = COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
             text = prefix + js_to_string(_f(m, "summary")) + suffix
-            out.append(
-                _obj(role="user", content=[{"type": "text", "text": text}], timestamp=_f(m, "timestamp"))
-            )
+            out.append(_obj(role="user", content=[{"type": "text", "text": text}], timestamp=_f(m, "timestamp")))
     return out
 
 

@@ -4,6 +4,7 @@ An :class:`Entry` is a handle on one line of the session file: its id, parent id
 line number come from the Rust index; the line is parsed (with orjson) only when its body is
 asked for, through :attr:`Entry.raw` or mapping access (``entry["message"]``).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,10 @@ def parse_json_line(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         if "depth limit" in str(exc):
-            raise SessionError(f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels; "
-                               "it stays in the tree, only its body cannot be read)") from exc
+            raise SessionError(
+                f"entry is nested too deeply to load in Python (more than {MAX_DEPTH} levels; "
+                "it stays in the tree, only its body cannot be read)"
+            ) from exc
     depth, reason = _core.json_check(line)
     if reason is not None:
         raise json.JSONDecodeError(reason, "", 0) from None

@@ -7,6 +7,7 @@ subclass also keeps a standard base where one fits (``ValueError``, ``KeyError``
 ``except ValueError`` clauses still work. The Rust core raises these same classes (created once
 per interpreter, see ``rust/src/py.rs``).
 """
+
 from __future__ import annotations
 
 from typing import Any

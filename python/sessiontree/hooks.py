@@ -20,6 +20,7 @@ What a hook returns is validated before anything is written (:class:`HookResultE
 custom compaction must keep an entry on the active path, never a tool result, and carry a
 string summary. A hook that raises propagates its exception; nothing is appended.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -215,7 +216,9 @@ def normalize_compact_result(result: Any) -> CompactHookResult | None:
     if result is None:
         return None
     if not isinstance(result, (dict, CompactHookResult)):
-        raise HookResultError(f"before_compact hook returned {type(result).__name__}, expected a dict or CompactHookResult")
+        raise HookResultError(
+            f"before_compact hook returned {type(result).__name__}, expected a dict or CompactHookResult"
+        )
     cancel = bool(_field(result, "cancel", False))
     raw = _field(result, "compaction", None)
     compaction = None

@@ -17,6 +17,7 @@ ends the read, it cannot raise SIGBUS), each file costs bounded bytes whatever i
 
 Listing a 1 GB session reads about 5 MiB of it (``tests/session/test_hostile_text_and_listing.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -109,7 +110,7 @@ def _read_header_fd(fd: int, size: int) -> tuple[dict | None, int]:
         if state != "valid":
             return None, 0
         try:
-            h = parse_json_line(buf[off:off + ln])
+            h = parse_json_line(buf[off : off + ln])
         except Exception:  # nested too deeply for Python: Session.open refuses it too
             return None, 0
         nl = buf.find(b"\n", off + ln)
@@ -169,8 +170,11 @@ def _text_of(message: dict) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(b.get("text", "") for b in content
-                        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+        return " ".join(
+            b.get("text", "")
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
     return ""
 
 
@@ -210,8 +214,12 @@ def _first_user_message(fd: int, start: int, size: int) -> str:
         if b'"user"' in prefix or (b'"role"' not in prefix and b'"message"' in prefix and end - pos > len(prefix)):
             line = prefix if end - pos <= len(prefix) else os.pread(fd, end - pos, pos)
             v = _parse(line)
-            if isinstance(v, dict) and v.get("type") == "message" and isinstance(v.get("message"), dict) \
-                    and v["message"].get("role") == "user":
+            if (
+                isinstance(v, dict)
+                and v.get("type") == "message"
+                and isinstance(v.get("message"), dict)
+                and v["message"].get("role") == "user"
+            ):
                 text = _text_of(v["message"])
                 if text:
                     return text
@@ -226,7 +234,7 @@ def _lines_backwards(buf: bytes, whole: bool) -> Iterator[bytes]:
         k = buf.rfind(b"\n", 0, end)
         if k < 0 and not whole:
             return
-        yield buf[k + 1:end]
+        yield buf[k + 1 : end]
         end = k if k >= 0 else 0
 
 
@@ -312,9 +320,18 @@ def _session_info_fd(path: Path, fd: int) -> SessionInfo | None:
     else:
         modified_ms = st.st_mtime * 1000
     cwd = header.get("cwd")
-    return SessionInfo(path=path, id=header["id"], cwd=cwd if isinstance(cwd, str) else "", name=name,
-                       parent_session=parent_session_of(header), created=created, modified=_utc(modified_ms),
-                       first_message=first_message or "(no messages)", size=size, modified_ms=modified_ms)
+    return SessionInfo(
+        path=path,
+        id=header["id"],
+        cwd=cwd if isinstance(cwd, str) else "",
+        name=name,
+        parent_session=parent_session_of(header),
+        created=created,
+        modified=_utc(modified_ms),
+        first_message=first_message or "(no messages)",
+        size=size,
+        modified_ms=modified_ms,
+    )
 
 
 def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | None = None) -> list[SessionInfo]:

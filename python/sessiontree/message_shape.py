@@ -11,6 +11,7 @@ required; unknown extra fields are allowed (Pi keeps them).
 
 Non-strict appends keep accepting anything JSON can hold, as Pi's own ``appendMessage`` does.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,8 @@ def check_message_shape(message: Any) -> None:
     ts = message.get("timestamp")
     if isinstance(ts, bool) or not isinstance(ts, int):
         raise MessageShapeError(
-            f"message.timestamp must be an int (Unix milliseconds), not {type(ts).__name__ if 'timestamp' in message else 'missing'}")
+            f"message.timestamp must be an int (Unix milliseconds), not {type(ts).__name__ if 'timestamp' in message else 'missing'}"
+        )
     content = message.get("content")
     if role in ("user", "custom"):
         _content(content, _USER_BLOCKS, allow_str=True)
@@ -92,8 +94,12 @@ def _content(content: Any, blocks: tuple[str, ...], allow_str: bool) -> None:
         btype = block.get("type")
         if btype not in blocks:
             raise MessageShapeError(f"{where}.type must be one of {', '.join(blocks)} here, not {btype!r}")
-        fields = {"text": ("text",), "image": ("data", "mimeType"), "thinking": ("thinking",),
-                  "toolCall": ("id", "name")}[btype]
+        fields = {
+            "text": ("text",),
+            "image": ("data", "mimeType"),
+            "thinking": ("thinking",),
+            "toolCall": ("id", "name"),
+        }[btype]
         for f in fields:
             if not isinstance(block.get(f), str):
                 raise MessageShapeError(f"{where}.{f} is required and must be a string")

@@ -11,6 +11,7 @@
 Nothing here writes: a file is only rewritten when the caller writes to it or calls
 :meth:`sessiontree.Session.migrate`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +29,9 @@ def migrate_header(header: dict, legacy_v1: bool) -> dict:
     return out
 
 
-def migrate_entry(raw: Any, *, legacy_v1: bool, entry_id: str | None, parent_id: str | None,
-                  first_kept_id: str | None) -> Any:
+def migrate_entry(
+    raw: Any, *, legacy_v1: bool, entry_id: str | None, parent_id: str | None, first_kept_id: str | None
+) -> Any:
     """Apply Pi's v1→v2→v3 migrations to one parsed entry (a new dict is returned).
 
     Args:

@@ -39,6 +39,7 @@ Cost: planning reads the context span only (:meth:`sessiontree.Session.get_conte
 the latest compaction's kept range to the leaf), so it costs the same after 10 MB or 1 GB of
 history (benches/main_job.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -295,14 +296,22 @@ def _limits(summarizer: Any, context_window: Optional[int], max_tokens: Optional
     return context_window, max_tokens
 
 
-async def _summarize(summarizer: Any, request: SummaryRequest, context_window: Optional[int], max_tokens: int,
-                     accept_suspect: bool = False) -> SummaryResult:
+async def _summarize(
+    summarizer: Any,
+    request: SummaryRequest,
+    context_window: Optional[int],
+    max_tokens: int,
+    accept_suspect: bool = False,
+) -> SummaryResult:
     budget = summary_output_budget(request, context_window, max_tokens)
     if budget < MIN_SUMMARY_OUTPUT_TOKENS:
         raise SummaryBudgetError(
             f"the summarizing model leaves {budget} output tokens for this summary (window {context_window}, "
             f"output limit {max_tokens}); at least {MIN_SUMMARY_OUTPUT_TOKENS} are needed: use a model with a "
-            "larger window or summarize less (nothing sent)", budget, MIN_SUMMARY_OUTPUT_TOKENS)
+            "larger window or summarize less (nothing sent)",
+            budget,
+            MIN_SUMMARY_OUTPUT_TOKENS,
+        )
     request = SummaryRequest(
         kind=request.kind,
         conversation=request.conversation,
@@ -451,13 +460,22 @@ class CompactionPlan:
         entry is placed on the path; nothing is written)."""
         prep = self.preparation
         parent = self.path[-1].get("id") if self.path and isinstance(self.path[-1], dict) else None
-        fake: dict = {"type": "compaction", "id": "\u0000sessiontree-plan", "parentId": parent,
-                      "timestamp": "1970-01-01T00:00:00.000Z", "summary": "",
-                      "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}
+        fake: dict = {
+            "type": "compaction",
+            "id": "\u0000sessiontree-plan",
+            "parentId": parent,
+            "timestamp": "1970-01-01T00:00:00.000Z",
+            "summary": "",
+            "firstKeptEntryId": prep.first_kept_entry_id,
+            "tokensBefore": prep.tokens_before,
+        }
         if self.system_message is not None:
             fake["systemMessage"] = self.system_message
-        return [m for m in build_session_context(self.path + [fake]).messages
-                if not (isinstance(m, dict) and m.get("role") == "compactionSummary")]
+        return [
+            m
+            for m in build_session_context(self.path + [fake]).messages
+            if not (isinstance(m, dict) and m.get("role") == "compactionSummary")
+        ]
 
 
 def plan_compaction(
@@ -485,19 +503,23 @@ def plan_compaction(
     history_index = prefix_index = None
     if preparation.messages_to_summarize:
         history_index = len(requests)
-        requests.append(SummaryRequest(
-            kind="compaction",
-            conversation=serialize_conversation(convert_to_llm(preparation.messages_to_summarize)),
-            previous_summary=preparation.previous_summary,
-            custom_instructions=custom_instructions,
-        ))
+        requests.append(
+            SummaryRequest(
+                kind="compaction",
+                conversation=serialize_conversation(convert_to_llm(preparation.messages_to_summarize)),
+                previous_summary=preparation.previous_summary,
+                custom_instructions=custom_instructions,
+            )
+        )
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         prefix_index = len(requests)
-        requests.append(SummaryRequest(
-            kind="turn_prefix",
-            conversation=serialize_conversation(convert_to_llm(preparation.turn_prefix_messages)),
-            custom_instructions=custom_instructions,
-        ))
+        requests.append(
+            SummaryRequest(
+                kind="turn_prefix",
+                conversation=serialize_conversation(convert_to_llm(preparation.turn_prefix_messages)),
+                custom_instructions=custom_instructions,
+            )
+        )
     read_files, modified_files = compute_file_lists(preparation.file_ops)
     ctx = build_session_context(path)
     projected = estimate_projected_context_tokens(ctx.messages, ctx.sources, path)
@@ -535,12 +557,16 @@ def check_summary(result: SummaryResult, budget: int, *, accept_suspect: bool = 
     if result.stop_reason == "length":
         raise TruncatedSummaryError(
             f"the summary was cut off at the output budget ({budget} tokens); nothing appended "
-            "(pass accept_suspect_summary=True to keep it anyway)", result)
+            "(pass accept_suspect_summary=True to keep it anyway)",
+            result,
+        )
     tokens = estimate_text_tokens(result.text)
     if tokens > OVERSIZED_SUMMARY_FACTOR * max(budget, 1):
         raise OversizedSummaryError(
             f"the summary is ~{tokens} tokens for a budget of {budget}; nothing appended "
-            "(pass accept_suspect_summary=True to keep it anyway)", result)
+            "(pass accept_suspect_summary=True to keep it anyway)",
+            result,
+        )
 
 
 async def _acquire(lock: threading.Lock) -> None:
@@ -607,27 +633,45 @@ async def acompact(
     """
     inside = _COMPACTING.get()
     if id(session) in inside:
-        raise SessionError("compact() called from inside a compaction of the same session (a hook?): "
-                           "it would wait for itself")
+        raise SessionError(
+            "compact() called from inside a compaction of the same session (a hook?): it would wait for itself"
+        )
     lock = _compaction_lock(session)
     await _acquire(lock)
     token = _COMPACTING.set(inside | {id(session)})
     try:
-        return await _acompact_locked(session, summarizer, settings, custom_instructions, reason,
-                                      context_window, max_tokens, will_retry, accept_suspect_summary)
+        return await _acompact_locked(
+            session,
+            summarizer,
+            settings,
+            custom_instructions,
+            reason,
+            context_window,
+            max_tokens,
+            will_retry,
+            accept_suspect_summary,
+        )
     finally:
         _COMPACTING.reset(token)
         lock.release()
 
 
-async def _acompact_locked(session, summarizer, settings, custom_instructions, reason, context_window,
-                           max_tokens, will_retry, accept_suspect_summary) -> CompactionResult:
+async def _acompact_locked(
+    session,
+    summarizer,
+    settings,
+    custom_instructions,
+    reason,
+    context_window,
+    max_tokens,
+    will_retry,
+    accept_suspect_summary,
+) -> CompactionResult:
     plan = plan_compaction(session, settings, custom_instructions)
     preparation = plan.preparation
     path = plan.path
 
-    event = BeforeCompactEvent(preparation, _LazyBranch(session, plan.leaf_id), custom_instructions, reason,
-                               will_retry)
+    event = BeforeCompactEvent(preparation, _LazyBranch(session, plan.leaf_id), custom_instructions, reason, will_retry)
     hooked = normalize_compact_result(await run_hooks(session.hooks.before_compact, event))
     if hooked is not None and hooked.cancel:
         raise CompactionCancelledError("Compaction cancelled")
@@ -635,7 +679,9 @@ async def _acompact_locked(session, summarizer, settings, custom_instructions, r
     usage: Optional[SummaryUsage]
     if hooked is not None and hooked.compaction is not None:
         given = hooked.compaction
-        first_kept = given.first_kept_entry_id if given.first_kept_entry_id is not None else preparation.first_kept_entry_id
+        first_kept = (
+            given.first_kept_entry_id if given.first_kept_entry_id is not None else preparation.first_kept_entry_id
+        )
         _validate_first_kept(session, path, first_kept)
         summary = given.summary
         tokens_before = given.tokens_before if given.tokens_before is not None else preparation.tokens_before
@@ -650,14 +696,16 @@ async def _acompact_locked(session, summarizer, settings, custom_instructions, r
         first_kept = preparation.first_kept_entry_id
         tokens_before = preparation.tokens_before
         results = await _gather_or_cancel(
-            [_summarize(summarizer, r, window, limit, accept_suspect_summary) for r in plan.requests])
+            [_summarize(summarizer, r, window, limit, accept_suspect_summary) for r in plan.requests]
+        )
         if plan.history_index is not None:
             history = results[plan.history_index].text
         else:
             history = preparation.previous_summary or NO_PRIOR_HISTORY
         prefix = results[plan.prefix_index].text if plan.prefix_index is not None else None
-        summary = compaction_summary_text(history, prefix) + format_file_operations(plan.read_files,
-                                                                                    plan.modified_files)
+        summary = compaction_summary_text(history, prefix) + format_file_operations(
+            plan.read_files, plan.modified_files
+        )
         details = {"readFiles": plan.read_files, "modifiedFiles": plan.modified_files}
         usage = None
         for r in results:
@@ -666,8 +714,14 @@ async def _acompact_locked(session, summarizer, settings, custom_instructions, r
         from_hook = False
 
     entry_id = session.append_compaction(
-        summary, first_kept, tokens_before, details, from_hook, usage=usage_stored,
-        system_message=plan.system_message, expected_leaf_id=plan.leaf_id,
+        summary,
+        first_kept,
+        tokens_before,
+        details,
+        from_hook,
+        usage=usage_stored,
+        system_message=plan.system_message,
+        expected_leaf_id=plan.leaf_id,
     )
     new_path = _context_span(session)
     new_context = build_session_context(new_path)
@@ -683,7 +737,8 @@ async def _acompact_locked(session, summarizer, settings, custom_instructions, r
         reason=reason,
         from_hook=from_hook,
         context=repair_for_provider(new_context.messages, new_context.sources),
-        tokens_before_source="hook" if from_hook and tokens_before is not preparation.tokens_before
+        tokens_before_source="hook"
+        if from_hook and tokens_before is not preparation.tokens_before
         else plan.tokens_before_source,
         estimated_tokens_before=plan.estimated_tokens_before,
     )
@@ -701,7 +756,9 @@ def user_message_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
     return ""
 

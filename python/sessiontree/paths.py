@@ -8,6 +8,7 @@ Pi stores sessions as ``~/.pi/agent/sessions/--<cwd>--/<timestamp>_<session-id>.
 Everything we build from values read out of a file (a session id, a cwd) is checked so that it
 can never name a path outside the session directory it belongs to.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,12 @@ def check_session_id(session_id: str) -> str:
     Raises:
         ValueError: the id could build a path outside the session directory.
     """
-    if not isinstance(session_id, str) or not session_id or session_id in (".", "..") \
-            or _UNSAFE_NAME.search(session_id):
+    if (
+        not isinstance(session_id, str)
+        or not session_id
+        or session_id in (".", "..")
+        or _UNSAFE_NAME.search(session_id)
+    ):
         raise ValueError(f"unsafe session id for a file name: {session_id!r}")
     return session_id
 

@@ -29,6 +29,7 @@ The result is *provider-valid* (:func:`is_provider_valid`): every tool result fo
 within the same assistant turn, every tool call has exactly one result, and no failed attempt is
 empty.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -30,6 +30,7 @@ migrated in memory only; where Pi's command throws a JavaScript TypeError on unu
 (``get_session_stats`` on usage without ``cost``, ``get_fork_messages`` on null content,
 ``get_last_assistant_text`` on string content) we answer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,17 +62,43 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 NOT_AN_AGENT = "this server holds sessions, not an agent: {cmd} needs a running Pi agent (sessiontree rpc)"
 
 #: Pi's RPC commands that need the agent runtime (a model loop, tools, a shell)
-AGENT_COMMANDS = frozenset({
-    "prompt", "steer", "follow_up", "abort", "clear_queue", "set_model", "cycle_model",
-    "get_available_models", "set_thinking_level", "cycle_thinking_level", "get_available_thinking_levels",
-    "set_steering_mode", "set_follow_up_mode", "set_auto_compaction", "set_auto_retry", "abort_retry",
-    "bash", "abort_bash", "get_commands",
-})
+AGENT_COMMANDS = frozenset(
+    {
+        "prompt",
+        "steer",
+        "follow_up",
+        "abort",
+        "clear_queue",
+        "set_model",
+        "cycle_model",
+        "get_available_models",
+        "set_thinking_level",
+        "cycle_thinking_level",
+        "get_available_thinking_levels",
+        "set_steering_mode",
+        "set_follow_up_mode",
+        "set_auto_compaction",
+        "set_auto_retry",
+        "abort_retry",
+        "bash",
+        "abort_bash",
+        "get_commands",
+    }
+)
 
 #: the model Pi reports in ``get_state`` when none is configured
-UNKNOWN_MODEL = {"id": "unknown", "name": "unknown", "api": "unknown", "provider": "unknown", "baseUrl": "",
-                 "reasoning": False, "input": [], "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                 "contextWindow": 0, "maxTokens": 0}
+UNKNOWN_MODEL = {
+    "id": "unknown",
+    "name": "unknown",
+    "api": "unknown",
+    "provider": "unknown",
+    "baseUrl": "",
+    "reasoning": False,
+    "input": [],
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    "contextWindow": 0,
+    "maxTokens": 0,
+}
 
 CAPABILITIES = ["navigate_tree", "set_label", "get_entries.limit", "get_entry", "list_sessions", "follow"]
 
@@ -98,7 +125,7 @@ def load_models(path: Path | None) -> list[dict]:
         raise RpcError(f"cannot read models file {path}: {exc}") from None
     providers = doc.get("providers") if isinstance(doc, dict) else None
     if not isinstance(providers, dict):
-        raise RpcError(f"models file {path}: no \"providers\" object")
+        raise RpcError(f'models file {path}: no "providers" object')
     out = []
     for pname, p in providers.items():
         if not isinstance(p, dict):
@@ -107,14 +134,21 @@ def load_models(path: Path | None) -> list[dict]:
             if not isinstance(m, dict) or not isinstance(m.get("id"), str):
                 continue
             cost = m.get("cost") if isinstance(m.get("cost"), dict) else {}
-            out.append({
-                "id": m["id"], "name": m.get("name", m["id"]), "api": m.get("api", p.get("api", "openai-completions")),
-                "provider": pname, "baseUrl": m.get("baseUrl", p.get("baseUrl", "")),
-                "reasoning": bool(m.get("reasoning", False)), "input": m.get("input", ["text"]),
-                "cost": {k: cost.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite")},
-                "contextWindow": m.get("contextWindow", 128000), "maxTokens": m.get("maxTokens", 16384),
-                "_apiKey": m.get("apiKey", p.get("apiKey")),
-            })
+            out.append(
+                {
+                    "id": m["id"],
+                    "name": m.get("name", m["id"]),
+                    "api": m.get("api", p.get("api", "openai-completions")),
+                    "provider": pname,
+                    "baseUrl": m.get("baseUrl", p.get("baseUrl", "")),
+                    "reasoning": bool(m.get("reasoning", False)),
+                    "input": m.get("input", ["text"]),
+                    "cost": {k: cost.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite")},
+                    "contextWindow": m.get("contextWindow", 128000),
+                    "maxTokens": m.get("maxTokens", 16384),
+                    "_apiKey": m.get("apiKey", p.get("apiKey")),
+                }
+            )
     return out
 
 
@@ -155,8 +189,13 @@ def summarizer_for(model: dict) -> Any:
     key = model.get("_apiKey")
     if isinstance(key, str) and key in os.environ:
         key = os.environ[key]  # Pi resolves an environment variable's name
-    common = dict(api_key=key or None, base_url=model.get("baseUrl") or None, pricing=Pricing.from_pi(model["cost"]),
-                  max_output_tokens=model.get("maxTokens") or None, context_window=model.get("contextWindow") or None)
+    common = dict(
+        api_key=key or None,
+        base_url=model.get("baseUrl") or None,
+        pricing=Pricing.from_pi(model["cost"]),
+        max_output_tokens=model.get("maxTokens") or None,
+        context_window=model.get("contextWindow") or None,
+    )
     api = model.get("api")
     if api == "anthropic-messages":
         from .summarizers import AnthropicSummarizer
@@ -287,11 +326,22 @@ class RpcServer:
     {protocol, version, capabilities}`` and ``follow``'s ``entry_appended {entry, leafId}``.
     """
 
-    def __init__(self, session: Session | None = None, *, on_event: Callable[[dict], None] | None = None,
-                 model: dict | None = None, models: list[dict] | None = None, settings: dict | None = None,
-                 summarizer: Any = None, cwd: str | None = None, session_dir: str | os.PathLike | None = None,
-                 persist: bool = True, write_lock: Any = None, release_after_write: bool = True,
-                 session_ref: "SharedSession | None" = None):
+    def __init__(
+        self,
+        session: Session | None = None,
+        *,
+        on_event: Callable[[dict], None] | None = None,
+        model: dict | None = None,
+        models: list[dict] | None = None,
+        settings: dict | None = None,
+        summarizer: Any = None,
+        cwd: str | None = None,
+        session_dir: str | os.PathLike | None = None,
+        persist: bool = True,
+        write_lock: Any = None,
+        release_after_write: bool = True,
+        session_ref: "SharedSession | None" = None,
+    ):
         self.cwd = cwd or os.getcwd()
         self.session_dir = Path(session_dir) if session_dir is not None else None
         self.persist = persist
@@ -369,8 +419,11 @@ class RpcServer:
         cmd_id = command.get("id")
         ctype = command.get("type")
         if not isinstance(ctype, str):
-            return error_response(cmd_id, ctype if ctype is not None else "unknown",
-                                  f"Invalid command: \"type\" must be a string, not {_json_type(ctype)}")
+            return error_response(
+                cmd_id,
+                ctype if ctype is not None else "unknown",
+                f'Invalid command: "type" must be a string, not {_json_type(ctype)}',
+            )
         if ctype in AGENT_COMMANDS:
             return error_response(cmd_id, ctype, NOT_AN_AGENT.format(cmd=ctype))
         handler = _PI_COMMANDS.get(ctype)
@@ -500,8 +553,13 @@ class RpcServer:
                     tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
             elif role == "toolResult":
                 tool_results += 1
-        return {"userMessages": user, "assistantMessages": assistant, "toolCalls": tool_calls,
-                "toolResults": tool_results, "totalMessages": total}
+        return {
+            "userMessages": user,
+            "assistantMessages": assistant,
+            "toolCalls": tool_calls,
+            "toolResults": tool_results,
+            "totalMessages": total,
+        }
 
     def _context_usage(self, messages: list) -> Optional[dict]:
         """Pi ``getContextUsage``: None without a model window; tokens/percent null right after
@@ -548,9 +606,14 @@ class RpcServer:
         ctx = s.build_context()
         model = public_model(self.model)
         thinking = ctx.thinking_level if model.get("reasoning") else "off"
-        data: dict = {"model": model, "thinkingLevel": thinking, "isStreaming": False,
-                      "isCompacting": self.is_compacting, "steeringMode": "one-at-a-time",
-                      "followUpMode": "one-at-a-time"}
+        data: dict = {
+            "model": model,
+            "thinkingLevel": thinking,
+            "isStreaming": False,
+            "isCompacting": self.is_compacting,
+            "steeringMode": "one-at-a-time",
+            "followUpMode": "one-at-a-time",
+        }
         f = self._session_file()
         if f is not None:
             data["sessionFile"] = f
@@ -558,9 +621,13 @@ class RpcServer:
         name = s.session_name
         if name is not None:
             data["sessionName"] = name
-        data.update(autoCompactionEnabled=bool((self.settings.get("compaction") or {}).get("enabled", True))
-                    if isinstance(self.settings.get("compaction"), dict) else True,
-                    messageCount=len(ctx.messages), pendingMessageCount=0)
+        data.update(
+            autoCompactionEnabled=bool((self.settings.get("compaction") or {}).get("enabled", True))
+            if isinstance(self.settings.get("compaction"), dict)
+            else True,
+            messageCount=len(ctx.messages),
+            pendingMessageCount=0,
+        )
         return response(cmd_id, ctype, data)
 
     def _get_fork_messages(self, c: dict, cmd_id: Any, ctype: str) -> dict:
@@ -580,7 +647,7 @@ class RpcServer:
     def _set_session_name(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         name = c.get("name")
         if not isinstance(name, str):
-            raise RpcError(f"set_session_name: \"name\" must be a string, not {_json_type(name)}")
+            raise RpcError(f'set_session_name: "name" must be a string, not {_json_type(name)}')
 
         if not _js_trim(name):
             raise RpcError("Session name cannot be empty")
@@ -591,25 +658,35 @@ class RpcServer:
     def _compact(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         instructions = c.get("customInstructions")
         if instructions is not None and not isinstance(instructions, str):
-            raise RpcError(f"compact: \"customInstructions\" must be a string, not {_json_type(instructions)}")
+            raise RpcError(f'compact: "customInstructions" must be a string, not {_json_type(instructions)}')
         self._emit({"type": "compaction_start", "reason": "manual"})
         end: dict = {"type": "compaction_end", "reason": "manual"}
         try:
             summarizer = self.summarizer
             if summarizer is None:
                 if self.model is None:
-                    raise RpcError("No model configured for compaction: give --provider/--model of a models file "
-                                   "(~/.pi/agent/models.json or --models FILE), or --summarizer offline")
+                    raise RpcError(
+                        "No model configured for compaction: give --provider/--model of a models file "
+                        "(~/.pi/agent/models.json or --models FILE), or --summarizer offline"
+                    )
                 summarizer = summarizer_for(self.model)
             kwargs: dict = {}
             if self.model is not None:
-                kwargs = {"context_window": self.model.get("contextWindow") or None,
-                          "max_tokens": self.model.get("maxTokens") or None}
+                kwargs = {
+                    "context_window": self.model.get("contextWindow") or None,
+                    "max_tokens": self.model.get("maxTokens") or None,
+                }
             self.is_compacting = True
             try:
-                result = self._write(lambda s: s.compact(
-                    summarizer, settings=compaction_settings(self.settings), custom_instructions=instructions,
-                    reason="manual", **kwargs))
+                result = self._write(
+                    lambda s: s.compact(
+                        summarizer,
+                        settings=compaction_settings(self.settings),
+                        custom_instructions=instructions,
+                        reason="manual",
+                        **kwargs,
+                    )
+                )
             finally:
                 self.is_compacting = False
         except Exception as exc:
@@ -671,14 +748,14 @@ class RpcServer:
     def _new_session(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         parent = c.get("parentSession")
         if parent is not None and not isinstance(parent, str):
-            raise RpcError(f"new_session: \"parentSession\" must be a string, not {_json_type(parent)}")
+            raise RpcError(f'new_session: "parentSession" must be a string, not {_json_type(parent)}')
         self._new_pending(parent)
         return response(cmd_id, ctype, {"cancelled": False})
 
     def _switch_session(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         path = c.get("sessionPath")
         if not isinstance(path, str) or not path:
-            raise RpcError("switch_session: \"sessionPath\" must be a non-empty string")
+            raise RpcError('switch_session: "sessionPath" must be a non-empty string')
         try:
             new = Session.open(path)
         except FileNotFoundError:
@@ -690,7 +767,7 @@ class RpcServer:
         s = self.session
         out = c.get("outputPath")
         if out is not None and not isinstance(out, str):
-            raise RpcError(f"export_html: \"outputPath\" must be a string, not {_json_type(out)}")
+            raise RpcError(f'export_html: "outputPath" must be a string, not {_json_type(out)}')
         if out is None:
             stem = s.path.stem if s.path is not None else s.session_id
             out = os.path.join(os.getcwd(), f"pi-session-{stem}.html")
@@ -702,13 +779,14 @@ class RpcServer:
         self.hello = True
         hello = {"type": "hello", "protocol": PROTOCOL, "version": PI_VERSION, "capabilities": list(CAPABILITIES)}
         self._emit(hello)
-        return response(cmd_id, ctype, {"protocol": PROTOCOL, "version": PI_VERSION,
-                                        "capabilities": list(CAPABILITIES)})
+        return response(
+            cmd_id, ctype, {"protocol": PROTOCOL, "version": PI_VERSION, "capabilities": list(CAPABILITIES)}
+        )
 
     def _get_entry(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         entry_id = c.get("entryId")
         if not isinstance(entry_id, str):
-            raise RpcError(f"get_entry: \"entryId\" must be a string, not {_json_type(entry_id)}")
+            raise RpcError(f'get_entry: "entryId" must be a string, not {_json_type(entry_id)}')
         e = self.session.get_entry(entry_id)
         if e is None:
             raise RpcError(f"Entry not found: {entry_id}")
@@ -718,25 +796,25 @@ class RpcServer:
         target = c.get("entryId")
         label = c.get("label")
         if not isinstance(target, str):
-            raise RpcError(f"set_label: \"entryId\" must be a string, not {_json_type(target)}")
+            raise RpcError(f'set_label: "entryId" must be a string, not {_json_type(target)}')
         if label is not None and not isinstance(label, str):
-            raise RpcError(f"set_label: \"label\" must be a string or null, not {_json_type(label)}")
+            raise RpcError(f'set_label: "label" must be a string or null, not {_json_type(label)}')
         new_id = self._write(lambda s: s.append_label_change(target, label or None))
         return response(cmd_id, ctype, {"labelEntryId": new_id})
 
     def _navigate_tree(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         target = c.get("targetId")
         if not isinstance(target, str):
-            raise RpcError(f"navigate_tree: \"targetId\" must be a string, not {_json_type(target)}")
+            raise RpcError(f'navigate_tree: "targetId" must be a string, not {_json_type(target)}')
         summarize = c.get("summarize", False)
         if not isinstance(summarize, bool):
-            raise RpcError("navigate_tree: \"summarize\" must be a boolean")
+            raise RpcError('navigate_tree: "summarize" must be a boolean')
         label = c.get("label")
         if label is not None and not isinstance(label, str):
-            raise RpcError("navigate_tree: \"label\" must be a string")
+            raise RpcError('navigate_tree: "label" must be a string')
         instructions = c.get("customInstructions")
         if instructions is not None and not isinstance(instructions, str):
-            raise RpcError("navigate_tree: \"customInstructions\" must be a string")
+            raise RpcError('navigate_tree: "customInstructions" must be a string')
         kwargs: dict = {}
         if summarize:
             summarizer = self.summarizer
@@ -764,7 +842,7 @@ class RpcServer:
 
         sdir = c.get("sessionDir")
         if sdir is not None and not isinstance(sdir, str):
-            raise RpcError("list_sessions: \"sessionDir\" must be a string")
+            raise RpcError('list_sessions: "sessionDir" must be a string')
         if sdir is None:
             s = self.session
             sdir = str(s.path.parent) if s.path is not None else str(self.session_dir or default_session_dir(self.cwd))
@@ -781,9 +859,9 @@ class RpcServer:
         since = c.get("since")
         interval = c.get("intervalMs", 200)
         if since is not None and not isinstance(since, str):
-            raise RpcError("follow: \"since\" must be an entry id")
+            raise RpcError('follow: "since" must be an entry id')
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not 10 <= interval <= 60000:
-            raise RpcError("follow: \"intervalMs\" must be a number between 10 and 60000")
+            raise RpcError('follow: "intervalMs" must be a number between 10 and 60000')
         s = self.session
         if since is not None and s.get_entry(since) is None:
             raise RpcError(f"Entry not found: {since}")
@@ -942,8 +1020,7 @@ class _LineWriter:
                 self.broken = True
 
 
-def serve_stdio(server: RpcServer, stdin: Any = None, stdout: Any = None,
-                max_bytes: int = MAX_LINE_BYTES) -> int:
+def serve_stdio(server: RpcServer, stdin: Any = None, stdout: Any = None, max_bytes: int = MAX_LINE_BYTES) -> int:
     """Serve ``server`` on a pair of binary streams (default stdin/stdout) until end of input."""
     stdin = stdin if stdin is not None else sys.stdin.buffer
     stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -1083,26 +1160,39 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sessiontree rpc",
         description="A session server speaking Pi 1.6's RPC (JSON lines on stdin/stdout, or a unix socket). "
-                    "It holds sessions, not an agent: prompt/bash/set_model... are refused.")
-    p.add_argument("--version", action="store_true", help=f"print the Pi version whose protocol is spoken ({PI_VERSION})")
+        "It holds sessions, not an agent: prompt/bash/set_model... are refused.",
+    )
+    p.add_argument(
+        "--version", action="store_true", help=f"print the Pi version whose protocol is spoken ({PI_VERSION})"
+    )
     p.add_argument("--mode", default="rpc", help="only 'rpc' (accepted for Pi compatibility)")
     p.add_argument("--session", metavar="FILE", help="the session file to serve")
     p.add_argument("--session-dir", metavar="DIR", help="serve the most recent session in DIR (a new one if none)")
-    p.add_argument("--continue", "-c", dest="cont", action="store_true",
-                   help="serve the most recent session of the current folder (Pi's session folder)")
+    p.add_argument(
+        "--continue",
+        "-c",
+        dest="cont",
+        action="store_true",
+        help="serve the most recent session of the current folder (Pi's session folder)",
+    )
     p.add_argument("--no-session", action="store_true", help="an in-memory session; nothing is written")
     p.add_argument("--listen", metavar="unix:PATH", help="serve many clients on a unix socket instead of stdio")
     p.add_argument("--models", metavar="FILE", help="Pi models.json (default <agent dir>/models.json)")
     p.add_argument("--settings", metavar="FILE", help="Pi settings.json (default <agent dir>/settings.json)")
     p.add_argument("--provider", help="provider of the model that writes compaction summaries (models file)")
     p.add_argument("--model", help="that model's id (or provider/id)")
-    p.add_argument("--summarizer", choices=("model", "offline"), default="model",
-                   help="'offline': extractive summaries, no model (default: the selected model)")
+    p.add_argument(
+        "--summarizer",
+        choices=("model", "offline"),
+        default="model",
+        help="'offline': extractive summaries, no model (default: the selected model)",
+    )
     return p
 
 
-def _select_model(models: list[dict], provider: str | None, model_id: str | None,
-                  session: Session | None, settings: dict) -> dict | None:
+def _select_model(
+    models: list[dict], provider: str | None, model_id: str | None, session: Session | None, settings: dict
+) -> dict | None:
     if model_id and "/" in model_id and provider is None:
         provider, model_id = model_id.split("/", 1)
 
@@ -1137,8 +1227,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: sessiontree rpc speaks only --mode rpc, not {args.mode!r}", file=sys.stderr)
         return 1
     if extra:
-        print("sessiontree rpc: note: agent-only arguments ignored (this server holds sessions, not an agent): "
-              + " ".join(extra), file=sys.stderr)
+        print(
+            "sessiontree rpc: note: agent-only arguments ignored (this server holds sessions, not an agent): "
+            + " ".join(extra),
+            file=sys.stderr,
+        )
     adir = agent_dir()
     settings = load_settings(Path(args.settings) if args.settings else adir / "settings.json")
     try:
@@ -1170,8 +1263,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     model = _select_model(models, args.provider, args.model, session, settings)
     if (args.model or args.provider) and model is None:
-        print(f"sessiontree rpc: note: --provider/--model {args.provider or ''}/{args.model or ''} is not in the "
-              "models file; it only selects the model for compaction summaries", file=sys.stderr)
+        print(
+            f"sessiontree rpc: note: --provider/--model {args.provider or ''}/{args.model or ''} is not in the "
+            "models file; it only selects the model for compaction summaries",
+            file=sys.stderr,
+        )
     summarizer = None
     if args.summarizer == "offline":
         from .summarizers import get_summarizer
@@ -1182,9 +1278,19 @@ def main(argv: list[str] | None = None) -> int:
 
     def make(on_event: Any = None, shared: SharedSession | None = None, gate: Any = None) -> RpcServer:
         gate = gate if gate is not None else listen_gate
-        return RpcServer(session if shared is None else None, on_event=on_event, model=model, models=models,
-                         settings=settings, summarizer=summarizer, cwd=cwd, session_dir=sdir,
-                         persist=not args.no_session, write_lock=gate, session_ref=shared)
+        return RpcServer(
+            session if shared is None else None,
+            on_event=on_event,
+            model=model,
+            models=models,
+            settings=settings,
+            summarizer=summarizer,
+            cwd=cwd,
+            session_dir=sdir,
+            persist=not args.no_session,
+            write_lock=gate,
+            session_ref=shared,
+        )
 
     if args.listen:
         if not args.listen.startswith("unix:") or len(args.listen) <= 5:

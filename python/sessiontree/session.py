@@ -16,6 +16,7 @@ differences, each listed in ``docs/divergences.md``:
     >>> [m["role"] for m in s.build_context().messages]
     ['user']
 """
+
 from __future__ import annotations
 
 import errno
@@ -230,9 +231,17 @@ class Session:
 
     # ==== construction ===========================================================
 
-    def __init__(self, core: Any, *, path: Path | None, session_dir: Path | None,
-                 header: dict, header_on_disk: bool, durability: Durability = "flush",
-                 lock_timeout: float | None = None):
+    def __init__(
+        self,
+        core: Any,
+        *,
+        path: Path | None,
+        session_dir: Path | None,
+        header: dict,
+        header_on_disk: bool,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ):
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
         self._core = core
@@ -252,8 +261,14 @@ class Session:
         self._source_name: str | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, session_dir: str | os.PathLike | None = None,
-             durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        session_dir: str | os.PathLike | None = None,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ) -> "Session":
         """Open an existing session file. Never modifies the file.
 
         Legacy v1/v2 files are migrated in memory (see :mod:`sessiontree.migrate`); the file is
@@ -291,8 +306,16 @@ class Session:
         return cls._over_core(core, p, p, sdir, durability=durability, lock_timeout=lock_timeout)
 
     @classmethod
-    def _over_core(cls, core: Any, path: Path | None, shown: Any, sdir: Path | None, *,
-                   durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
+    def _over_core(
+        cls,
+        core: Any,
+        path: Path | None,
+        shown: Any,
+        sdir: Path | None,
+        *,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ) -> "Session":
         """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
         checks, migration in memory, a header in memory for an empty file."""
         p = shown
@@ -306,16 +329,36 @@ class Session:
                     raise SessionFormatError(f"Session file is not a valid pi session: {p} ({bom})")
                 raise SessionFormatError(
                     f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
-                    "Pi would overwrite it with a new header, we leave it untouched)")
-            header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
-                      "timestamp": iso_now(), "cwd": os.getcwd()}
-            return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=False,
-                       durability=durability, lock_timeout=lock_timeout)
+                    "Pi would overwrite it with a new header, we leave it untouched)"
+                )
+            header = {
+                "type": "session",
+                "version": CURRENT_SESSION_VERSION,
+                "id": new_session_id(),
+                "timestamp": iso_now(),
+                "cwd": os.getcwd(),
+            }
+            return cls(
+                core,
+                path=path,
+                session_dir=sdir,
+                header=header,
+                header_on_disk=False,
+                durability=durability,
+                lock_timeout=lock_timeout,
+            )
         header = parse_json_line(core.header_line())
         if core.needs_migration:
             header = migrate_header(header, core.legacy_v1)
-        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
-                   lock_timeout=lock_timeout)
+        return cls(
+            core,
+            path=path,
+            session_dir=sdir,
+            header=header,
+            header_on_disk=True,
+            durability=durability,
+            lock_timeout=lock_timeout,
+        )
 
     @classmethod
     def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
@@ -359,9 +402,16 @@ class Session:
         return self._source_name
 
     @classmethod
-    def create(cls, cwd: str, *, session_dir: str | os.PathLike | None = None,
-               session_id: str | None = None, parent_session: str | None = None,
-               durability: Durability = "flush", lock_timeout: float | None = None) -> "Session":
+    def create(
+        cls,
+        cwd: str,
+        *,
+        session_dir: str | os.PathLike | None = None,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ) -> "Session":
         """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
 
         ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
@@ -402,21 +452,34 @@ class Session:
         if durability == "fsync":
             _fsync_dir(sdir)  # the new name survives a power loss too
         core = _core.Index.open(str(path))
-        return cls(core, path=path, session_dir=sdir, header=header, header_on_disk=True, durability=durability,
-                   lock_timeout=lock_timeout)
+        return cls(
+            core,
+            path=path,
+            session_dir=sdir,
+            header=header,
+            header_on_disk=True,
+            durability=durability,
+            lock_timeout=lock_timeout,
+        )
 
     @classmethod
     def in_memory(cls, cwd: str = ".") -> "Session":
         """A session that lives only in memory (Pi ``SessionManager.inMemory``)."""
         core = _core.Index.in_memory()
-        header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": new_session_id(),
-                  "timestamp": iso_now(), "cwd": cwd}
+        header = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": new_session_id(),
+            "timestamp": iso_now(),
+            "cwd": cwd,
+        }
         core.append(0, dumps_entry(header) + b"\n")
         return cls(core, path=None, session_dir=None, header=header, header_on_disk=True)
 
     @classmethod
-    def fork_from(cls, source_path: str | os.PathLike, target_cwd: str, *,
-                  session_dir: str | os.PathLike | None = None) -> "Session":
+    def fork_from(
+        cls, source_path: str | os.PathLike, target_cwd: str, *, session_dir: str | os.PathLike | None = None
+    ) -> "Session":
         """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
         whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``).
 
@@ -431,8 +494,14 @@ class Session:
         sdir.mkdir(parents=True, exist_ok=True)
         sid = new_session_id()
         ts = iso_now()
-        header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
-                  "cwd": target_cwd, "parentSession": os.path.abspath(src._path)}  # absolute, as Pi writes it
+        header = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": ts,
+            "cwd": target_cwd,
+            "parentSession": os.path.abspath(src._path),
+        }  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
         atomic_write(path, src._entry_lines(with_header=header))
         return cls.open(path, session_dir=sdir)
@@ -600,8 +669,13 @@ class Session:
                     t = self._core.entry_at_value_pos(fk)
                     if t is not None:
                         first_kept = self._core.id(t)
-            raw = migrate_entry(raw, legacy_v1=v1, entry_id=self._core.id(i),
-                                parent_id=self._core.parent_id(i), first_kept_id=first_kept)
+            raw = migrate_entry(
+                raw,
+                legacy_v1=v1,
+                entry_id=self._core.id(i),
+                parent_id=self._core.parent_id(i),
+                first_kept_id=first_kept,
+            )
         return raw
 
     def _load_raws(self, idx: list[int]) -> list:
@@ -845,8 +919,7 @@ class Session:
             return []
         _roots, start, _kids = self._core.tree_table()
         unique = self._core.entry_count() == n  # no repeated id: every entry is its own node
-        return [p for p in range(n)
-                if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
+        return [p for p in range(n) if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
 
     def context_table(self) -> EntryTable:
         """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an
@@ -1030,7 +1103,8 @@ class Session:
             return
         if self._read_only:
             raise SessionReadOnlyError(
-                f"session {self._source_name or '<bytes>'} is read-only (made with Session.from_bytes): nothing was written")
+                f"session {self._source_name or '<bytes>'} is read-only (made with Session.from_bytes): nothing was written"
+            )
         if self._path is None:
             self._ready = True  # in memory: appends only index
             return
@@ -1095,8 +1169,7 @@ class Session:
         self._core.write_lines(line)
 
     def _base(self, type_: str) -> dict:
-        return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(),
-                "timestamp": iso_now()}
+        return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(), "timestamp": iso_now()}
 
     def _leaf_for_parent(self) -> str | None:
         return self._core.leaf_id()
@@ -1143,10 +1216,18 @@ class Session:
         _require_str(provider=provider, model_id=model_id)
         return self._append_fields("model_change", {"provider": provider, "modelId": model_id})
 
-    def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, from_hook: bool | None = None, *,
-                          usage: dict | None = None, system_message: dict | None = None,
-                          expected_leaf_id: Any = _ANY_LEAF) -> str:
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: int,
+        details: Any = None,
+        from_hook: bool | None = None,
+        *,
+        usage: dict | None = None,
+        system_message: dict | None = None,
+        expected_leaf_id: Any = _ANY_LEAF,
+    ) -> str:
         """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
         tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
 
@@ -1165,7 +1246,10 @@ class Session:
             if expected_leaf_id is not _ANY_LEAF and self._core.leaf_id() != expected_leaf_id:
                 raise LeafMovedError(
                     f"the leaf moved from {expected_leaf_id!r} to {self._core.leaf_id()!r} while the compaction "
-                    "was prepared; nothing appended", expected_leaf_id, self._core.leaf_id())
+                    "was prepared; nothing appended",
+                    expected_leaf_id,
+                    self._core.leaf_id(),
+                )
             e = self._base("compaction")
             e["summary"] = summary
             e["firstKeptEntryId"] = e["id"] if first_kept_entry_id is None else first_kept_entry_id
@@ -1189,8 +1273,7 @@ class Session:
             e["data"] = data
         return self._append_built(lambda: {**e, **self._base("custom")})
 
-    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
-                                    details: Any = None) -> str:
+    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool, details: Any = None) -> str:
         """Append a ``custom_message`` entry (in the model context as a ``custom`` message).
         ``content`` is a string or a list of text/image blocks. Returns its id.
 
@@ -1212,8 +1295,9 @@ class Session:
         if label is not None:
             _require_str(label=label)
         self._index_of(target_id)
-        return self._append_fields("label", {"targetId": target_id} if label is None
-                                   else {"targetId": target_id, "label": label})
+        return self._append_fields(
+            "label", {"targetId": target_id} if label is None else {"targetId": target_id, "label": label}
+        )
 
     def append_context_edit(self, target_id: str, replacement: dict | None) -> str:
         """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
@@ -1251,8 +1335,15 @@ class Session:
         """Move the leaf before the first entry: the next append becomes a new root."""
         self._core.set_leaf(None)
 
-    def branch_with_summary(self, entry_id: str | None, summary: str, details: Any = None,
-                            from_hook: bool | None = None, *, usage: dict | None = None) -> str:
+    def branch_with_summary(
+        self,
+        entry_id: str | None,
+        summary: str,
+        details: Any = None,
+        from_hook: bool | None = None,
+        *,
+        usage: dict | None = None,
+    ) -> str:
         """Move the leaf to ``entry_id`` (None: before the first entry) and append a
         ``branch_summary`` entry there whose ``fromId`` is the abandoned leaf (``"root"`` when
         there was none). Returns the summary entry's id.
@@ -1265,9 +1356,14 @@ class Session:
         old_leaf = self.leaf_id
         if entry_id is not None:
             self._index_of(entry_id)
-        e = {"type": "branch_summary", "id": self._generate_id(), "parentId": entry_id,
-             "timestamp": iso_now(), "fromId": old_leaf if old_leaf is not None else "root",
-             "summary": summary}
+        e = {
+            "type": "branch_summary",
+            "id": self._generate_id(),
+            "parentId": entry_id,
+            "timestamp": iso_now(),
+            "fromId": old_leaf if old_leaf is not None else "root",
+            "summary": summary,
+        }
         _set_optional(e, details, usage, from_hook)
         if entry_id is None:
             self._core.set_leaf(None)
@@ -1320,14 +1416,25 @@ class Session:
                 while nid in used:
                     nid = self._core.new_id()
                 used.add(nid)
-                lab = {"type": "label", "id": nid, "parentId": parent, "timestamp": iso_now(),
-                       "targetId": target, "label": self._load_raw(e).get("label")}
+                lab = {
+                    "type": "label",
+                    "id": nid,
+                    "parentId": parent,
+                    "timestamp": iso_now(),
+                    "targetId": target,
+                    "label": self._load_raw(e).get("label"),
+                }
                 lines.append(dumps_entry(lab) + b"\n")
                 parent = nid
         sid = new_session_id()
         ts = iso_now()
-        header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts,
-                        "cwd": self.cwd}
+        header: dict = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": ts,
+            "cwd": self.cwd,
+        }
         if self._path is not None:
             header["parentSession"] = os.path.abspath(self._path)  # absolute, as Pi writes it
         head = dumps_entry(header) + b"\n"
@@ -1391,14 +1498,18 @@ class Session:
             return CutPoint(None, None, False)
         start, dropped = kept_boundary(self._latest_compaction(path))
         if dropped is not None:
-            path = path[:dropped] + path[dropped + 1:]
-        got = None if token_counter is not None else \
-            self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
+            path = path[:dropped] + path[dropped + 1 :]
+        got = (
+            None
+            if token_counter is not None
+            else self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
+        )
         if got is None:
             entries = self._load_raws(path)
             try:
-                r = py_find_cut_point(entries, start, len(entries), keep_recent_tokens,
-                                      collect_context_edits(entries), token_counter)
+                r = py_find_cut_point(
+                    entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries), token_counter
+                )
             except PiError as exc:
                 self._name_entry(exc)
                 raise
@@ -1419,9 +1530,15 @@ class Session:
             hooks = self._hooks = SessionHooks()
         return hooks
 
-    async def acompact(self, summarizer: Any = None, *, settings: Any = None,
-                       custom_instructions: str | None = None, reason: str = "manual",
-                       **kwargs: Any) -> CompactionResult:
+    async def acompact(
+        self,
+        summarizer: Any = None,
+        *,
+        settings: Any = None,
+        custom_instructions: str | None = None,
+        reason: str = "manual",
+        **kwargs: Any,
+    ) -> CompactionResult:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
         (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``,
         ``accept_suspect_summary``). Reads only the context span (:meth:`get_context_entries`).
@@ -1434,18 +1551,28 @@ class Session:
             LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
         try:
-            return await orchestration.acompact(self, summarizer, settings=settings, custom_instructions=custom_instructions,
-                                  reason=reason, **kwargs)
+            return await orchestration.acompact(
+                self, summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
+            )
         except PiError as exc:
             self._name_entry(exc)
             raise
 
-    def compact(self, summarizer: Any = None, *, settings: Any = None,
-                custom_instructions: str | None = None, reason: str = "manual",
-                **kwargs: Any) -> CompactionResult:
+    def compact(
+        self,
+        summarizer: Any = None,
+        *,
+        settings: Any = None,
+        custom_instructions: str | None = None,
+        reason: str = "manual",
+        **kwargs: Any,
+    ) -> CompactionResult:
         """Sync :meth:`acompact` (not from inside a running event loop)."""
-        return orchestration.run_blocking(self.acompact(summarizer, settings=settings, custom_instructions=custom_instructions,
-                                      reason=reason, **kwargs))
+        return orchestration.run_blocking(
+            self.acompact(
+                summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
+            )
+        )
 
     async def anavigate_tree(self, target_id: str, **kwargs: Any) -> NavigationResult:
         """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
@@ -1457,9 +1584,17 @@ class Session:
             self._name_entry(exc)
             raise
 
-    def navigate_tree(self, target_id: str, *, summarize: bool = False, summarizer: Any = None,
-                      custom_instructions: str | None = None, replace_instructions: bool = False,
-                      label: str | None = None, **kwargs: Any) -> NavigationResult:
+    def navigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        summarizer: Any = None,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+        **kwargs: Any,
+    ) -> NavigationResult:
         """Sync :meth:`anavigate_tree`: selecting a user message moves the leaf to its parent and
         returns its text (``editor_text``); anything else becomes the leaf; ``summarize=True``
         appends a ``branch_summary`` of the abandoned branch.
@@ -1467,9 +1602,17 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
-        return orchestration.run_blocking(self.anavigate_tree(
-            target_id, summarize=summarize, summarizer=summarizer, custom_instructions=custom_instructions,
-            replace_instructions=replace_instructions, label=label, **kwargs))
+        return orchestration.run_blocking(
+            self.anavigate_tree(
+                target_id,
+                summarize=summarize,
+                summarizer=summarizer,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+                label=label,
+                **kwargs,
+            )
+        )
 
     def usage_totals(self) -> UsageTotals:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
@@ -1517,6 +1660,7 @@ class Session:
         from .html import export_html
 
         return export_html(self, path)
+
     # ---- end HTML view ----
 
     def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
@@ -1562,11 +1706,13 @@ class Session:
                 st = os.fstat(fh.fileno())
                 if (st.st_dev, st.st_ino) != self._core.file_identity():
                     raise SessionFileChangedError(
-                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)")
+                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
+                    )
                 data = fh.read()
             if len(data) < self._core.end:
                 raise SessionFileChangedError(
-                    f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)")
+                    f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)"
+                )
             replacements: dict[int, bytes] = {}
             for i in range(len(self._core)):
                 replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))

@@ -1,4 +1,5 @@
 """Settings Pi reads from ``~/.pi/agent/settings.json`` that this library needs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -15,6 +15,7 @@ tiktoken downloads an encoding file the first time it is used. Offline, give it 
 
 Without any of these and without network, :class:`TokenCounterError` says exactly that.
 """
+
 from __future__ import annotations
 
 import base64
@@ -116,8 +117,10 @@ def _import_tiktoken() -> Any:
         import tiktoken
         import tiktoken.load  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise TokenCounterError("exact token counts need tiktoken: pip install 'sessiontree[tiktoken]' "
-                                "(from a source checkout: pip install '.[tiktoken]')") from exc
+        raise TokenCounterError(
+            "exact token counts need tiktoken: pip install 'sessiontree[tiktoken]' "
+            "(from a source checkout: pip install '.[tiktoken]')"
+        ) from exc
     return tiktoken
 
 
@@ -153,8 +156,13 @@ class TiktokenCounter:
             downloadable (the message says where to put the file).
     """
 
-    def __init__(self, encoding_name: str = "o200k_base", *, encoding_file: str | os.PathLike | None = None,
-                 connect_timeout: float = 5.0):
+    def __init__(
+        self,
+        encoding_name: str = "o200k_base",
+        *,
+        encoding_file: str | os.PathLike | None = None,
+        connect_timeout: float = 5.0,
+    ):
         tiktoken = _import_tiktoken()
         self.name = f"tiktoken:{encoding_name}"
         if encoding_file is not None:
@@ -167,7 +175,8 @@ class TiktokenCounter:
                     f"the tiktoken encoding {encoding_name!r} is not cached and {urlparse(url).hostname} cannot be "
                     f"reached. Download {url} elsewhere and either pass "
                     f"TiktokenCounter({encoding_name!r}, encoding_file=PATH) or copy it to "
-                    f"{_cache_dir() / cache_file_name(encoding_name)} (set TIKTOKEN_CACHE_DIR to choose the folder).")
+                    f"{_cache_dir() / cache_file_name(encoding_name)} (set TIKTOKEN_CACHE_DIR to choose the folder)."
+                )
         try:
             self._enc = tiktoken.get_encoding(encoding_name)
         except Exception as exc:
@@ -179,7 +188,8 @@ class TiktokenCounter:
             raise TokenCounterError(f"no encoding file at {path}")
         if encoding_name not in _KNOWN:
             raise TokenCounterError(
-                f"{encoding_name!r} is not a known tiktoken encoding; use TiktokenCounter.from_bpe_file(path, pat_str=...)")
+                f"{encoding_name!r} is not a known tiktoken encoding; use TiktokenCounter.from_bpe_file(path, pat_str=...)"
+            )
         from tiktoken_ext import openai_public
 
         data = path.read_bytes()
@@ -200,8 +210,14 @@ class TiktokenCounter:
         return tiktoken.Encoding(**params)
 
     @classmethod
-    def from_bpe_file(cls, path: str | os.PathLike, *, pat_str: str, name: str = "custom",
-                      special_tokens: dict[str, int] | None = None) -> "TiktokenCounter":
+    def from_bpe_file(
+        cls,
+        path: str | os.PathLike,
+        *,
+        pat_str: str,
+        name: str = "custom",
+        special_tokens: dict[str, int] | None = None,
+    ) -> "TiktokenCounter":
         """A counter for an encoding of your own: a ``.tiktoken`` file (base64 token and rank per
         line) and its split pattern. Nothing is downloaded.
 
@@ -215,8 +231,9 @@ class TiktokenCounter:
         ranks = _parse_bpe(p.read_bytes(), p)
         self = cls.__new__(cls)
         self.name = f"tiktoken:{name}"
-        self._enc = tiktoken.Encoding(name=name, pat_str=pat_str, mergeable_ranks=ranks,
-                                      special_tokens=special_tokens or {})
+        self._enc = tiktoken.Encoding(
+            name=name, pat_str=pat_str, mergeable_ranks=ranks, special_tokens=special_tokens or {}
+        )
         return self
 
     def count_text(self, text: str) -> int:
@@ -226,9 +243,19 @@ class TiktokenCounter:
     def __call__(self, message: dict) -> int:
         """Tokens of an ``AgentMessage`` (the fields Pi's estimate counts; images 1200 each)."""
         texts, images = message_texts(message)
-        return sum(len(t) for t in self._enc.encode_batch(texts, disallowed_special=())) + images * IMAGE_TOKENS \
-            if texts else images * IMAGE_TOKENS
+        return (
+            sum(len(t) for t in self._enc.encode_batch(texts, disallowed_special=())) + images * IMAGE_TOKENS
+            if texts
+            else images * IMAGE_TOKENS
+        )
 
 
-__all__ = ["TokenCounter", "TokenCounterError", "TiktokenCounter", "pi_estimate", "message_texts",
-           "cache_file_name", "IMAGE_TOKENS"]
+__all__ = [
+    "TokenCounter",
+    "TokenCounterError",
+    "TiktokenCounter",
+    "pi_estimate",
+    "message_texts",
+    "cache_file_name",
+    "IMAGE_TOKENS",
+]

@@ -9,6 +9,7 @@ reproduces that estimate exactly, including where Pi throws on malformed message
     >>> estimate_tokens({"role": "assistant", "content": [{"type": "text", "text": "😀😀"}]})
     1
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,6 @@ class EstimateError(PiError):
     content, a tool call without ``arguments``, ...). ``str(err)`` and ``err.pi_error``
     are Pi's exact text, e.g. ``"TypeError: content is not iterable"``.
     """
-
 
 
 # ==== JavaScript property access =================================================

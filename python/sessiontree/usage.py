@@ -15,6 +15,7 @@ One deliberate difference: Pi throws (``Cannot read properties of undefined (rea
 / ``(reading 'total')``) when an assistant message has no ``usage`` or a ``usage`` has no
 ``cost``; we count what is there and skip the missing part.
 """
+
 from __future__ import annotations
 
 import math

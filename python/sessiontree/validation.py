@@ -15,6 +15,7 @@ This module is the Session's own: :func:`structural_problems` reads the core ind
 :meth:`Session.validate` hands it (entry positions, ids, parent links, walks); users call
 :meth:`Session.validate`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -83,8 +84,13 @@ def _content_check(raw: Any) -> tuple[str, PiError] | None:
 
 
 def _problem(line: int, offset: int, kind: str, message: str) -> dict:
-    return {"line": line, "offset": offset, "kind": kind, "message": message,
-            "severity": "note" if kind in NOTE_KINDS else "error"}
+    return {
+        "line": line,
+        "offset": offset,
+        "kind": kind,
+        "message": message,
+        "severity": "note" if kind in NOTE_KINDS else "error",
+    }
 
 
 def _cycles(index: Any, candidates: Iterable[int]) -> list[list[int]]:
@@ -102,7 +108,7 @@ def _cycles(index: Any, candidates: Iterable[int]) -> list[list[int]]:
             walk.append(i)
             i = index.walk_parent(i)
         if i is not None and state.get(i) == 1:
-            cycles.append(walk[walk.index(i):])
+            cycles.append(walk[walk.index(i) :])
         for j in walk:
             state[j] = 2
     return cycles
@@ -140,15 +146,17 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
             add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
             continue
         if eid in first_line:
-            add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; "
-                                   "this later entry wins lookups")
+            add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; this later entry wins lookups")
         else:
             first_line[eid] = index.location(i)[0]
         if parent_str:
             pid = index.parent_id(i)
             if pid == eid:
-                add(i, "self_parent", f"entry {eid!r} is its own parent (a root in Pi's tree; "
-                                      "Pi's getBranch never returns from it)")
+                add(
+                    i,
+                    "self_parent",
+                    f"entry {eid!r} is its own parent (a root in Pi's tree; Pi's getBranch never returns from it)",
+                )
             elif index.index_of(pid) is None:
                 add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
         elif not parent_null:
@@ -175,8 +183,11 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
         try:
             index.branch(index.leaf())
         except SessionCycleError as exc:
-            add(index.leaf(), "leaf_cycle", "the active leaf's parent chain loops "
-                f"({' -> '.join(map(str, exc.ids))}): Pi cannot open this session")
+            add(
+                index.leaf(),
+                "leaf_cycle",
+                f"the active leaf's parent chain loops ({' -> '.join(map(str, exc.ids))}): Pi cannot open this session",
+            )
     for i in range(n):
         if index.type_name(i) != "label":
             continue
@@ -202,14 +213,26 @@ def content_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
             raw = load_raw(i)
         except SessionError as exc:  # nested too deeply for Python's parser
             line, offset = index.location(i)[:2]
-            out.append(_problem(line, offset, "too_deep", f"entry {index.id(i)!r}: {exc} (Pi reads it; "
-                                "building the context or compacting over it here fails)"))
+            out.append(
+                _problem(
+                    line,
+                    offset,
+                    "too_deep",
+                    f"entry {index.id(i)!r}: {exc} (Pi reads it; "
+                    "building the context or compacting over it here fails)",
+                )
+            )
             continue
         found = _content_check(raw)
         if found is not None:
             stage, err = found
             line, offset = index.location(i)[:2]
-            out.append(_problem(line, offset, "content_error",
-                                f"entry {index.id(i)!r}: Pi throws {err.pi_error!r} on its content "
-                                f"({_STAGE_EFFECT[stage]})"))
+            out.append(
+                _problem(
+                    line,
+                    offset,
+                    "content_error",
+                    f"entry {index.id(i)!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
+                )
+            )
     return out

@@ -29,6 +29,7 @@
   twice; a full buffer is written before the next entry is added, so an append that raises
   never leaves its entry half-done.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -106,7 +107,8 @@ class SessionWriter:
                     os.close(fd)
                     raise SessionLockedError(
                         f"another writer holds the lock on {self.path}"
-                        + ("" if deadline is None else f" (waited {self.lock_timeout} s)")) from None
+                        + ("" if deadline is None else f" (waited {self.lock_timeout} s)")
+                    ) from None
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, 0.1)
             except BaseException:

@@ -5,6 +5,7 @@ subprocess (the installed ``sessiontree`` script and ``python -m sessiontree``).
 golden exists, the ``--json`` output is checked against it; human output is checked for
 shape and, above all, for never passing a terminal control sequence through.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,18 @@ GEN = CORPUS / "pi-generated"
 REAL_FILES = sorted((CORPUS / "real").glob("*.jsonl"))
 COMMANDS = ["info", "tree", "branch", "context", "entries", "validate"]
 # the files the brief names, plus a legacy v1 one and an empty one
-SAMPLE = ["deep_branching", "labels", "compaction_2", "edge_malformed_middle", "edge_blank_lines",
-          "edge_duplicate_ids", "edge_v1_legacy", "edge_empty", "edge_lone_surrogate", "unicode_heavy"]
+SAMPLE = [
+    "deep_branching",
+    "labels",
+    "compaction_2",
+    "edge_malformed_middle",
+    "edge_blank_lines",
+    "edge_duplicate_ids",
+    "edge_v1_legacy",
+    "edge_empty",
+    "edge_lone_surrogate",
+    "unicode_heavy",
+]
 
 # What human output must never contain: C0 except newline, DEL, C1, bidi controls, LS/PS.
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
@@ -57,8 +68,13 @@ def legacy(g: dict) -> bool:
 
 
 def write_session(path: Path, entries: list[dict], header: dict | None = None) -> Path:
-    header = header or {"type": "session", "version": 3, "id": "test-session",
-                        "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/tmp/project"}
+    header = header or {
+        "type": "session",
+        "version": 3,
+        "id": "test-session",
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "cwd": "/tmp/project",
+    }
     with open(path, "wb") as fh:
         fh.write(orjson.dumps(header) + b"\n")
         for e in entries:
@@ -74,10 +90,23 @@ def write_chain(path: Path, n: int) -> Path:
         prev = None
         for i in range(n):
             eid = f"e{i:07d}"
-            msg = ({"role": "user", "content": f"question {i}", "timestamp": 0} if i % 2 == 0 else
-                   {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]})
-            fh.write(orjson.dumps({"type": "message", "id": eid, "parentId": prev,
-                                   "timestamp": "2025-01-01T00:00:00.000Z", "message": msg}) + b"\n")
+            msg = (
+                {"role": "user", "content": f"question {i}", "timestamp": 0}
+                if i % 2 == 0
+                else {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]}
+            )
+            fh.write(
+                orjson.dumps(
+                    {
+                        "type": "message",
+                        "id": eid,
+                        "parentId": prev,
+                        "timestamp": "2025-01-01T00:00:00.000Z",
+                        "message": msg,
+                    }
+                )
+                + b"\n"
+            )
             prev = eid
     return path
 
@@ -127,8 +156,18 @@ def test_every_command_runs_in_human_and_json_mode(capsys, command, name):
     assert isinstance(doc, dict)
 
 
-@pytest.mark.parametrize("name", ["deep_branching", "labels", "compaction_2", "edge_orphan_parent",
-                                  "edge_leaf_on_old_branch", "reset_leaf_roots", "model_thinking_names"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deep_branching",
+        "labels",
+        "compaction_2",
+        "edge_orphan_parent",
+        "edge_leaf_on_old_branch",
+        "reset_leaf_roots",
+        "model_thinking_names",
+    ],
+)
 def test_info_json_matches_golden(capsys, name):
     path = GEN / f"{name}.jsonl"
     g = golden(path)
@@ -174,8 +213,19 @@ def test_info_on_an_empty_file_reports_no_header(capsys):
 # ==== tree =================================================================================
 
 
-@pytest.mark.parametrize("name", ["deep_branching", "labels", "compaction_3", "branch_summaries",
-                                  "reset_leaf_roots", "mix_02", "edge_orphan_parent", "edge_self_parent"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deep_branching",
+        "labels",
+        "compaction_3",
+        "branch_summaries",
+        "reset_leaf_roots",
+        "mix_02",
+        "edge_orphan_parent",
+        "edge_self_parent",
+    ],
+)
 def test_tree_json_is_pis_preorder(capsys, name):
     path = GEN / f"{name}.jsonl"
     g = golden(path)
@@ -252,10 +302,24 @@ def test_tree_folds_guides_of_very_deep_branching(tmp_path, capsys):
     prev = None
     for i in range(300):
         ts = f"2025-01-01T00:00:{i % 60:02d}.000Z"
-        entries.append({"type": "message", "id": f"x{i}", "parentId": prev, "timestamp": ts,
-                        "message": {"role": "user", "content": f"dead end {i}", "timestamp": 0}})
-        entries.append({"type": "message", "id": f"c{i}", "parentId": prev, "timestamp": ts,
-                        "message": {"role": "user", "content": f"continue {i}", "timestamp": 0}})
+        entries.append(
+            {
+                "type": "message",
+                "id": f"x{i}",
+                "parentId": prev,
+                "timestamp": ts,
+                "message": {"role": "user", "content": f"dead end {i}", "timestamp": 0},
+            }
+        )
+        entries.append(
+            {
+                "type": "message",
+                "id": f"c{i}",
+                "parentId": prev,
+                "timestamp": ts,
+                "message": {"role": "user", "content": f"continue {i}", "timestamp": 0},
+            }
+        )
         prev = f"c{i}"
     path = write_session(tmp_path / "comb.jsonl", entries)
     rc, out, _ = run(capsys, "tree", path, "--no-preview")
@@ -299,15 +363,18 @@ def test_branch_from_an_unknown_id_is_a_clean_error(capsys):
 # ==== context ==============================================================================
 
 
-@pytest.mark.parametrize("name", ["deep_branching", "compaction_2", "branch_summaries", "bash_exec",
-                                  "custom_entries", "system_v16", "images"])
+@pytest.mark.parametrize(
+    "name",
+    ["deep_branching", "compaction_2", "branch_summaries", "bash_exec", "custom_entries", "system_v16", "images"],
+)
 def test_context_json_matches_golden(capsys, name):
     path = GEN / f"{name}.jsonl"
     g = golden(path)["context"]
     rc, doc = run_json(capsys, "context", path)
     assert rc == 0
-    assert [(m["source_id"], m["role"], m["tokens"]) for m in doc["messages"]] == \
-        [(m["source_id"], m["role"], m["tokens"]) for m in g["messages"]]
+    assert [(m["source_id"], m["role"], m["tokens"]) for m in doc["messages"]] == [
+        (m["source_id"], m["role"], m["tokens"]) for m in g["messages"]
+    ]
     assert doc["thinking_level"] == g["thinkingLevel"]
     assert doc["model"] == g["model"]
     assert doc["total_tokens"] == sum(m["tokens"] for m in g["messages"])
@@ -363,16 +430,19 @@ def test_entries_human_columns(capsys):
 # ==== validate =============================================================================
 
 
-@pytest.mark.parametrize("name,kinds", [
-    ("edge_parent_cycle", {"parent_cycle", "leaf_cycle"}),
-    ("edge_cycle_off_path", {"parent_cycle"}),
-    ("edge_duplicate_ids", {"duplicate_id"}),
-    ("edge_orphan_parent", {"orphan"}),
-    ("edge_self_parent", {"self_parent"}),
-    ("edge_label_unknown_target", {"label_target_missing"}),
-    ("edge_truncated_last_line", {"torn_last_line"}),
-    ("edge_malformed_middle", {"malformed_json", "skipped_value", "missing_id", "blank_line"}),
-])
+@pytest.mark.parametrize(
+    "name,kinds",
+    [
+        ("edge_parent_cycle", {"parent_cycle", "leaf_cycle"}),
+        ("edge_cycle_off_path", {"parent_cycle"}),
+        ("edge_duplicate_ids", {"duplicate_id"}),
+        ("edge_orphan_parent", {"orphan"}),
+        ("edge_self_parent", {"self_parent"}),
+        ("edge_label_unknown_target", {"label_target_missing"}),
+        ("edge_truncated_last_line", {"torn_last_line"}),
+        ("edge_malformed_middle", {"malformed_json", "skipped_value", "missing_id", "blank_line"}),
+    ],
+)
 def test_validate_finds_each_problem_and_exits_1(capsys, name, kinds):
     path = GEN / f"{name}.jsonl"
     rc, doc = run_json(capsys, "validate", path)
@@ -389,12 +459,23 @@ def test_validate_problem_positions_point_at_the_line(capsys):
     data = path.read_bytes()
     rc, doc = run_json(capsys, "validate", path)
     for p in doc["problems"]:
-        assert p["offset"] == 0 or data[p["offset"] - 1:p["offset"]] == b"\n"
-        assert data[:p["offset"]].count(b"\n") + 1 == p["line"]
+        assert p["offset"] == 0 or data[p["offset"] - 1 : p["offset"]] == b"\n"
+        assert data[: p["offset"]].count(b"\n") + 1 == p["line"]
 
 
-@pytest.mark.parametrize("name", ["deep_branching", "labels", "compaction_3", "edge_crlf", "edge_empty",
-                                  "edge_header_only", "edge_v1_legacy", "edge_blank_lines"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deep_branching",
+        "labels",
+        "compaction_3",
+        "edge_crlf",
+        "edge_empty",
+        "edge_header_only",
+        "edge_v1_legacy",
+        "edge_blank_lines",
+    ],
+)
 def test_validate_clean_files_exit_0(capsys, name):
     rc, out, _ = run(capsys, "validate", GEN / f"{name}.jsonl")
     assert rc == 0
@@ -457,8 +538,9 @@ def test_usage_errors_exit_2(capsys):
 # ==== terminal safety ======================================================================
 
 
-@pytest.mark.parametrize("name", ["edge_parent_cycle", "edge_malformed_middle", "edge_orphan_parent",
-                                  "edge_label_unknown_target"])
+@pytest.mark.parametrize(
+    "name", ["edge_parent_cycle", "edge_malformed_middle", "edge_orphan_parent", "edge_label_unknown_target"]
+)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_ansi_escapes_in_content_are_shown_not_sent(capsys, command, name):
     rc, out, err = run(capsys, command, GEN / f"{name}.jsonl")
@@ -469,19 +551,56 @@ def test_ansi_escapes_in_content_are_shown_not_sent(capsys, command, name):
 
 
 def test_hostile_ids_labels_names_and_header_are_escaped(tmp_path, capsys):
-    header = {"type": "session", "version": 3, "id": "evil\x1b]0;pwned\x07", "timestamp": "2025-01-01T00:00:00.000Z",
-              "cwd": "/tmp/\u202eevil", "parentSession": "\x1b[2J"}
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "evil\x1b]0;pwned\x07",
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "cwd": "/tmp/\u202eevil",
+        "parentSession": "\x1b[2J",
+    }
     entries = [
-        {"type": "message", "id": "a\x1b[2J", "parentId": None, "timestamp": "2025-01-01T00:00:01.000Z",
-         "message": {"role": "user", "content": "hi \x9b31m \u202e rtl \u2066 \x1b[31mred\x1b[0m \x7f", "timestamp": 0}},
-        {"type": "label", "id": "l1", "parentId": "a\x1b[2J", "timestamp": "2025-01-01T00:00:02.000Z",
-         "targetId": "a\x1b[2J", "label": "lab\x1b[5m\x85"},
-        {"type": "session_info", "id": "n1", "parentId": "l1", "timestamp": "2025-01-01T00:00:03.000Z",
-         "name": "name\x1b[1m\u202d"},
-        {"type": "message", "id": "b\x9b", "parentId": "n1", "timestamp": "2025-01-01T00:00:04.000Z",
-         "message": {"role": "assistant\x1b", "content": [{"type": "text", "text": "x\u2028y"}]}},
-        {"type": "label", "id": "l2", "parentId": "b\x9b", "timestamp": "2025-01-01T00:00:05.000Z",
-         "targetId": "gone\x1b[0m", "label": "x"},
+        {
+            "type": "message",
+            "id": "a\x1b[2J",
+            "parentId": None,
+            "timestamp": "2025-01-01T00:00:01.000Z",
+            "message": {
+                "role": "user",
+                "content": "hi \x9b31m \u202e rtl \u2066 \x1b[31mred\x1b[0m \x7f",
+                "timestamp": 0,
+            },
+        },
+        {
+            "type": "label",
+            "id": "l1",
+            "parentId": "a\x1b[2J",
+            "timestamp": "2025-01-01T00:00:02.000Z",
+            "targetId": "a\x1b[2J",
+            "label": "lab\x1b[5m\x85",
+        },
+        {
+            "type": "session_info",
+            "id": "n1",
+            "parentId": "l1",
+            "timestamp": "2025-01-01T00:00:03.000Z",
+            "name": "name\x1b[1m\u202d",
+        },
+        {
+            "type": "message",
+            "id": "b\x9b",
+            "parentId": "n1",
+            "timestamp": "2025-01-01T00:00:04.000Z",
+            "message": {"role": "assistant\x1b", "content": [{"type": "text", "text": "x\u2028y"}]},
+        },
+        {
+            "type": "label",
+            "id": "l2",
+            "parentId": "b\x9b",
+            "timestamp": "2025-01-01T00:00:05.000Z",
+            "targetId": "gone\x1b[0m",
+            "label": "x",
+        },
     ]
     path = write_session(tmp_path / "evil.jsonl", entries, header)
     for command in COMMANDS:
@@ -549,8 +668,11 @@ def test_branch_of_a_200k_deep_chain(deep_chain, capsys):
     assert len(lines) == 200_000
     assert lines[-1] == "199999  e0199999  assistant  ← leaf"
     rc, out, _ = run(capsys, "branch", deep_chain, "--from", "e0000002")
-    assert out.splitlines() == ["0  e0000000  user: question 0", "1  e0000001  assistant: answer 1",
-                                "2  e0000002  user: question 2"]
+    assert out.splitlines() == [
+        "0  e0000000  user: question 0",
+        "1  e0000001  assistant: answer 1",
+        "2  e0000002  user: question 2",
+    ]
 
 
 # ==== every real file ======================================================================
@@ -588,8 +710,7 @@ def test_installed_script_runs(tmp_path):
     script = _script()
     if not script.exists():
         pytest.skip("sessiontree script not installed in this environment")
-    res = subprocess.run([str(script), "info", "--json", str(GEN / "labels.jsonl")],
-                         capture_output=True, check=False)
+    res = subprocess.run([str(script), "info", "--json", str(GEN / "labels.jsonl")], capture_output=True, check=False)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["leaf_id"] == "fdaf5370"
     res = subprocess.run([str(script), "validate", str(GEN / "edge_parent_cycle.jsonl")], capture_output=True)
@@ -600,19 +721,25 @@ def test_installed_script_runs(tmp_path):
 
 def test_python_dash_m_runs_and_escapes_on_a_real_terminal_stream():
     env = dict(os.environ, PYTHONIOENCODING="ascii")  # even a non-UTF-8 stdout must not crash
-    res = subprocess.run([sys.executable, "-m", "sessiontree", "tree", str(GEN / "edge_malformed_middle.jsonl")],
-                         capture_output=True, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "tree", str(GEN / "edge_malformed_middle.jsonl")],
+        capture_output=True,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert b"\x1b" not in res.stdout and b"\\x1b[31m" in res.stdout
-    res = subprocess.run([sys.executable, "-m", "sessiontree", "context", "--json", str(GEN / "unicode_heavy.jsonl")],
-                         capture_output=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "context", "--json", str(GEN / "unicode_heavy.jsonl")],
+        capture_output=True,
+    )
     assert res.returncode == 0 and json.loads(res.stdout)["count"] > 0
 
 
 def test_output_into_a_closed_pipe_is_quiet(tmp_path):
     path = write_chain(tmp_path / "chain.jsonl", 20_000)  # ~600 kB of tree: more than a pipe holds
-    proc = subprocess.Popen([sys.executable, "-m", "sessiontree", "tree", str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontree", "tree", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout.readline().startswith(b"\xe2\x80\xa2 e0000000 user")
     proc.stdout.close()  # like `| head -1`
     err = proc.stderr.read()

@@ -1,6 +1,7 @@
 """``sessiontree compact`` and ``sessiontree navigate``: dry runs write nothing, real runs append
 what Pi would, ``--json`` shapes, exit codes, progress on stderr only, and an OpenAI-compatible
 summary over a loopback server."""
+
 from __future__ import annotations
 
 import hashlib
@@ -27,17 +28,65 @@ GEN_FILES = sorted(GEN.glob("*.jsonl"))
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
-DRY_RUN_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "settings", "first_kept_entry", "is_split_turn", "tokens_before",
-                "tokens_before_source", "estimated_tokens_before", "to_summarize",
-                "turn_prefix", "kept", "previous_summary", "files", "serialized_chars", "summary_requests",
-                "auto_compaction", "summarizer"}
-COMPACT_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "compacted", "summarizer", "compaction_entry", "first_kept_entry", "tokens_before",
-                "tokens_before_source", "estimated_tokens_before",
-                "estimated_tokens_after", "summarized_messages", "turn_prefix_messages", "is_split_turn", "usage",
-                "files", "summary"}
-NAVIGATE_KEYS = {"migrated_from_version", "would_migrate_from_version", "path", "dry_run", "target", "old_leaf_id", "position_id", "new_leaf_id", "editor_text",
-                 "abandoned_entries", "common_ancestor_id", "branch_summary_id", "summary", "label_entry_id", "usage",
-                 "written"}
+DRY_RUN_KEYS = {
+    "migrated_from_version",
+    "would_migrate_from_version",
+    "path",
+    "dry_run",
+    "settings",
+    "first_kept_entry",
+    "is_split_turn",
+    "tokens_before",
+    "tokens_before_source",
+    "estimated_tokens_before",
+    "to_summarize",
+    "turn_prefix",
+    "kept",
+    "previous_summary",
+    "files",
+    "serialized_chars",
+    "summary_requests",
+    "auto_compaction",
+    "summarizer",
+}
+COMPACT_KEYS = {
+    "migrated_from_version",
+    "would_migrate_from_version",
+    "path",
+    "dry_run",
+    "compacted",
+    "summarizer",
+    "compaction_entry",
+    "first_kept_entry",
+    "tokens_before",
+    "tokens_before_source",
+    "estimated_tokens_before",
+    "estimated_tokens_after",
+    "summarized_messages",
+    "turn_prefix_messages",
+    "is_split_turn",
+    "usage",
+    "files",
+    "summary",
+}
+NAVIGATE_KEYS = {
+    "migrated_from_version",
+    "would_migrate_from_version",
+    "path",
+    "dry_run",
+    "target",
+    "old_leaf_id",
+    "position_id",
+    "new_leaf_id",
+    "editor_text",
+    "abandoned_entries",
+    "common_ancestor_id",
+    "branch_summary_id",
+    "summary",
+    "label_entry_id",
+    "usage",
+    "written",
+}
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -73,8 +122,13 @@ def write_session(path: Path, entries: list[dict]) -> Path:
 
 def msg(eid: str, parent: str | None, role: str, text: str) -> dict:
     content = text if role == "user" else [{"type": "text", "text": text}]
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": "2025-01-01T00:00:01.000Z",
-            "message": {"role": role, "content": content, "timestamp": 0}}
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2025-01-01T00:00:01.000Z",
+        "message": {"role": role, "content": content, "timestamp": 0},
+    }
 
 
 # ==== compact --dry-run ======================================================================
@@ -102,8 +156,18 @@ def test_dry_run_never_writes_and_never_crashes(capsys, path):
 def test_dry_run_shows_the_plan(capsys):
     rc, out, _ = run(capsys, "compact", EXAMPLE, "--dry-run", "--keep-recent-tokens", "2000")
     assert rc == 0
-    for label in ("first kept entry:", "split turn:", "tokens before:", "to summarize:", "turn prefix:",
-                  "kept verbatim:", "previous summary:", "read files:", "modified files:", "serialized text:"):
+    for label in (
+        "first kept entry:",
+        "split turn:",
+        "tokens before:",
+        "to summarize:",
+        "turn prefix:",
+        "kept verbatim:",
+        "previous summary:",
+        "read files:",
+        "modified files:",
+        "serialized text:",
+    ):
         assert label in out
     rc, doc, _ = run_json(capsys, "compact", EXAMPLE, "--dry-run", "--keep-recent-tokens", "2000")
     s = Session.open(EXAMPLE)
@@ -129,8 +193,18 @@ def test_dry_run_matches_the_real_run(capsys, tmp_path):
 
 
 def test_dry_run_reports_the_auto_compaction_threshold(capsys):
-    rc, doc, _ = run_json(capsys, "compact", EXAMPLE, "--dry-run", "--keep-recent-tokens", "2000", "--context-window", "60000",
-                          "--reserve-tokens", "10000")
+    rc, doc, _ = run_json(
+        capsys,
+        "compact",
+        EXAMPLE,
+        "--dry-run",
+        "--keep-recent-tokens",
+        "2000",
+        "--context-window",
+        "60000",
+        "--reserve-tokens",
+        "10000",
+    )
     assert rc == 0
     auto = doc["auto_compaction"]
     assert auto["threshold"] == 50000 and auto["would_compact"] == (doc["tokens_before"] > 50000)
@@ -179,8 +253,13 @@ def test_nothing_to_compact_is_one_line_and_exit_1(capsys, tmp_path):
     assert rc == 1 and out == ""
     assert err.strip() == "sessiontree: Nothing to compact (session too small)"
     rc, doc, _ = run_json(capsys, "compact", path)
-    assert rc == 1 and doc == {"path": str(path), "dry_run": False, "compacted": False,
-                               "reason": "nothing_to_compact", "message": "Nothing to compact (session too small)"}
+    assert rc == 1 and doc == {
+        "path": str(path),
+        "dry_run": False,
+        "compacted": False,
+        "reason": "nothing_to_compact",
+        "message": "Nothing to compact (session too small)",
+    }
     assert run(capsys, "compact", path, "--dry-run")[0] == 1
     assert digest(path) == before
 
@@ -299,8 +378,16 @@ def test_navigate_human_output(capsys, tmp_path):
     target = first_user_off_path(Session.open(path))
     rc, out, _ = run(capsys, "navigate", path, target, "--summarize", "--label", "retry here")
     assert rc == 0
-    for label in ("target:", "old leaf:", "new leaf:", "editor text:", "branch summary:", "label:", "written:",
-                  "summary:"):
+    for label in (
+        "target:",
+        "old leaf:",
+        "new leaf:",
+        "editor text:",
+        "branch summary:",
+        "label:",
+        "written:",
+        "summary:",
+    ):
         assert label in out
     assert "written:         2 entries" in out
     assert not UNSAFE.search(out)
@@ -361,8 +448,21 @@ def test_openai_compatible_compaction_over_loopback(capsys, tmp_path, monkeypatc
     fake = FakeLLM(default=openai_sse("## Goal\nShip the CLI"))
     try:
         path = copy(EXAMPLE, tmp_path)
-        rc, doc, _ = run_json(capsys, "compact", path, "--keep-recent-tokens", "2000", "--summarizer", "openai",
-                              "--model", "fake-model", "--base-url", fake.openai_url, "--max-tokens", "1000")
+        rc, doc, _ = run_json(
+            capsys,
+            "compact",
+            path,
+            "--keep-recent-tokens",
+            "2000",
+            "--summarizer",
+            "openai",
+            "--model",
+            "fake-model",
+            "--base-url",
+            fake.openai_url,
+            "--max-tokens",
+            "1000",
+        )
         assert rc == 0
         assert doc["summarizer"] != "offline"
         assert doc["summary"].startswith("## Goal\nShip the CLI")
@@ -376,8 +476,19 @@ def test_openai_compatible_compaction_over_loopback(capsys, tmp_path, monkeypatc
         (tmp_path / "again").mkdir()
         path2 = copy(EXAMPLE, tmp_path / "again")
         before = digest(path2)
-        rc, out, err = run(capsys, "compact", path2, "--keep-recent-tokens", "2000", "--summarizer", "openai",
-                           "--model", "fake-model", "--base-url", fake.openai_url)
+        rc, out, err = run(
+            capsys,
+            "compact",
+            path2,
+            "--keep-recent-tokens",
+            "2000",
+            "--summarizer",
+            "openai",
+            "--model",
+            "fake-model",
+            "--base-url",
+            fake.openai_url,
+        )
         assert rc == 2 and out == "" and "nothing written" in err and len(err.strip().splitlines()) == 1
         assert digest(path2) == before
     finally:
@@ -396,8 +507,20 @@ def test_cli_stderr_never_shows_an_api_key_a_server_echoes(capsys, tmp_path, mon
     try:
         path = copy(EXAMPLE, tmp_path)
         for extra in ((), ("--json",)):
-            rc, out, err = run(capsys, "compact", path, "--keep-recent-tokens", "2000", "--summarizer", "openai",
-                               "--model", "fake-model", "--base-url", fake.openai_url, *extra)
+            rc, out, err = run(
+                capsys,
+                "compact",
+                path,
+                "--keep-recent-tokens",
+                "2000",
+                "--summarizer",
+                "openai",
+                "--model",
+                "fake-model",
+                "--base-url",
+                fake.openai_url,
+                *extra,
+            )
             assert rc == 2 and "401" in (out + err)
             assert secret not in out + err and secret[:12] not in out + err and "[REDACTED]" in out + err
     finally:
@@ -409,12 +532,17 @@ def test_cli_stderr_never_shows_an_api_key_a_server_echoes(capsys, tmp_path, mon
 
 def test_readme_first_command(tmp_path):
     demo = copy(EXAMPLE, tmp_path)
-    compact = subprocess.run([sys.executable, "-m", "sessiontree", "compact", str(demo), "--keep-recent-tokens", "2000"],
-                             capture_output=True, text=True, timeout=120)
+    compact = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "compact", str(demo), "--keep-recent-tokens", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert compact.returncode == 0, compact.stderr
     assert "## Goal" in compact.stdout and compact.stderr == ""
-    context = subprocess.run([sys.executable, "-m", "sessiontree", "context", str(demo)],
-                             capture_output=True, text=True, timeout=120)
+    context = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "context", str(demo)], capture_output=True, text=True, timeout=120
+    )
     assert context.returncode == 0, context.stderr
     assert context.stdout.lstrip().startswith("0") and "compactionSummary" in context.stdout.splitlines()[0]
 

@@ -10,6 +10,7 @@ what node writes. ``js_stringify_bytes`` is orjson's text through the Rust core'
 (``_slow_str``, numbers by ``js_number_to_string``) for what that pass leaves to it; the property
 tests here keep the two equal.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,12 +44,12 @@ VALUES = [
     -(2**60),
     9007199254740993,
     [1.0, [2.0, {"x": -0.0, "y": [1e21, 0.5]}], 3],
-    {"a": {"b": [100.0, {"c": 1.5e300}]}, "s": "100.0 -0.0 1e21 \"1\": {\"0\":"},
+    {"a": {"b": [100.0, {"c": 1.5e300}]}, "s": '100.0 -0.0 1e21 "1": {"0":'},
     {"b": 1, "1": 2, "0": 3},
     {"nested": [{"z": 1, "42": 2.0}]},
     {"4294967295": 1, "4294967294": 2, "01": 3, "-1": 4, "1.0": 5},
     "plain text",
-    {"text": "é😀\n\t\"\\", "n": 7},
+    {"text": 'é😀\n\t"\\', "n": 7},
 ]
 
 IDS = [repr(v)[:40] for v in VALUES]
@@ -131,15 +132,18 @@ def test_node_writes_the_same_bytes(session):
         session.append_message(_message(v))
     session.flush()
     lines = session.path.read_bytes().splitlines()[1:]
-    script = ("const ls=require('fs').readFileSync(0,'utf8').split('\\n').filter(Boolean);"
-              "process.stdout.write(ls.map(l=>JSON.stringify(JSON.parse(l))).join('\\n'))")
+    script = (
+        "const ls=require('fs').readFileSync(0,'utf8').split('\\n').filter(Boolean);"
+        "process.stdout.write(ls.map(l=>JSON.stringify(JSON.parse(l))).join('\\n'))"
+    )
     out = subprocess.run(["node", "-e", script], input=b"\n".join(lines), capture_output=True, check=True).stdout
     assert out.split(b"\n") == lines
     # and node's own spelling of the Python floats (not only a round trip of our text)
     floats = [100.0, -0.0, 1e21, 1.5e300, 5e-7, 0.1, 1e16, 1e-7, 123456789012345680000.0]
     src = "[" + ",".join(repr(f) for f in floats) + "]"
-    node = subprocess.run(["node", "-e", f"process.stdout.write(JSON.stringify({src}))"],
-                          capture_output=True, check=True).stdout
+    node = subprocess.run(
+        ["node", "-e", f"process.stdout.write(JSON.stringify({src}))"], capture_output=True, check=True
+    ).stdout
     assert node == js_stringify_bytes(floats) == dumps_entry(floats)
 
 
@@ -148,8 +152,12 @@ def test_node_writes_the_same_bytes(session):
 json_floats = st.floats(allow_nan=False, allow_infinity=False)
 json_values = st.recursive(
     st.none() | st.booleans() | json_floats | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8),
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
-        st.sampled_from(["a", "b", "0", "1", "10", "01", "x1"]) | st.text(max_size=3), kids, max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["a", "b", "0", "1", "10", "01", "x1"]) | st.text(max_size=3), kids, max_size=4
+        )
+    ),
     max_leaves=12,
 )
 
@@ -191,7 +199,7 @@ def _walk(v):
 
 
 def test_unchanged_text_is_returned_as_it_is():
-    raw = orjson.dumps({"role": "user", "content": "1.0 -0.0 \"0\":", "n": [1, -2, 30], "f": 0.5})
+    raw = orjson.dumps({"role": "user", "content": '1.0 -0.0 "0":', "n": [1, -2, 30], "f": 0.5})
     assert _core.js_text(raw) is raw
 
 

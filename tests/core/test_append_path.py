@@ -5,6 +5,7 @@ file gives (the core parses only the body of a line it built, so this is the pro
 shortcut is exact); bad bodies and failed writes append nothing, in memory or on disk; the
 ``none`` buffer, its flushes and its errors; folding the in-memory copy into the mapping.
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,8 +26,10 @@ def _user(text: str, ts: int = 0) -> dict:
 
 def _shape(s: Session) -> list[tuple]:
     core = s._core
-    return [(core.id(i), core.parent_id(i), core.type_name(i), core.role(i), core.timestamp_ms(i), core.location(i))
-            for i in range(len(core))]
+    return [
+        (core.id(i), core.parent_id(i), core.type_name(i), core.role(i), core.timestamp_ms(i), core.location(i))
+        for i in range(len(core))
+    ]
 
 
 def _assert_same_as_reopened(s: Session) -> None:
@@ -44,8 +47,9 @@ def _assert_same_as_reopened(s: Session) -> None:
 def test_live_index_equals_a_fresh_open(tmp_path, durability):
     s = Session.create("/p", session_dir=tmp_path, durability=durability)
     a = s.append_message(_user("hello"))
-    s.append_message({"role": "assistant", "content": [{"type": "text", "text": "ünïcödé \u2028 \"quoted\" \\"}],
-                      "timestamp": 1})
+    s.append_message(
+        {"role": "assistant", "content": [{"type": "text", "text": 'ünïcödé \u2028 "quoted" \\'}], "timestamp": 1}
+    )
     s.append_thinking_level_change("high")
     s.append_model_change("anthropic", "claude")
     s.append_session_info("  named  ")
@@ -64,9 +68,16 @@ def test_live_index_equals_a_fresh_open(tmp_path, durability):
 
 def test_a_parent_id_that_needs_escapes(tmp_path):
     path = tmp_path / "odd.jsonl"
-    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"},
-             {"type": "message", "id": 'a"b\\c\n', "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
-              "message": _user("x")}]
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"},
+        {
+            "type": "message",
+            "id": 'a"b\\c\n',
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": _user("x"),
+        },
+    ]
     path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     s = Session.open(path)
     new = s.append_message(_user("child"))
@@ -75,19 +86,22 @@ def test_a_parent_id_that_needs_escapes(tmp_path):
     s.close()
 
 
-@pytest.mark.parametrize("etype, body, field", [
-    ("Message", b'{"a":1}', None),           # type must be lowercase letters and _
-    ("", b'{"a":1}', None),
-    ("custom", b'[1]', None),                 # not an object
-    ("custom", b'{"a":1', None),              # unterminated
-    ("custom", b'{"a":}', None),              # not JSON
-    ("custom", b'{"a":\n1}', None),           # a raw newline would split the line
-    ("custom", b'{"a":"\xff"}', None),         # not UTF-8
-    ("custom", b'{"a":1} {"b":2}', None),
-    ("message", b'{"role":"user"', "message"),
-    ("message", b'', "message"),
-    ("message", b'1', 'mess"age'),            # field names are plain
-])
+@pytest.mark.parametrize(
+    "etype, body, field",
+    [
+        ("Message", b'{"a":1}', None),  # type must be lowercase letters and _
+        ("", b'{"a":1}', None),
+        ("custom", b"[1]", None),  # not an object
+        ("custom", b'{"a":1', None),  # unterminated
+        ("custom", b'{"a":}', None),  # not JSON
+        ("custom", b'{"a":\n1}', None),  # a raw newline would split the line
+        ("custom", b'{"a":"\xff"}', None),  # not UTF-8
+        ("custom", b'{"a":1} {"b":2}', None),
+        ("message", b'{"role":"user"', "message"),
+        ("message", b"", "message"),
+        ("message", b"1", 'mess"age'),  # field names are plain
+    ],
+)
 def test_bad_bodies_append_nothing(tmp_path, etype, body, field):
     s = Session.create("/p", session_dir=tmp_path)
     s.append_message(_user("first"))
@@ -145,8 +159,12 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, durability):
     s.append_message(_user("first"))
     s.close()
     # room for one whole entry and part of the next: the second write is cut short
-    out = subprocess.run([sys.executable, "-c", _FAILING_WRITER, str(s.path), durability, "500"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAILING_WRITER, str(s.path), durability, "500"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")
     assert lines[0] == "OSError 27"  # EFBIG
@@ -163,8 +181,9 @@ def test_a_failed_flush_in_none_mode_raises_and_keeps_the_file_whole(tmp_path):
     s = Session.create("/p", session_dir=tmp_path)
     s.append_message(_user("first"))
     s.close()
-    out = subprocess.run([sys.executable, "-c", _FAILING_WRITER, str(s.path), "none", "500"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAILING_WRITER, str(s.path), "none", "500"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "OSError 27"
     again = Session.open(s.path)
@@ -233,8 +252,19 @@ def test_folding_after_another_program_appended_to_the_file(tmp_path):
     s.append_message(_user("ours"))
     # a writer that ignores the lock (Pi does not lock) appends a line of its own
     fd = os.open(s.path, os.O_WRONLY | os.O_APPEND)
-    os.write(fd, orjson.dumps({"type": "custom", "customType": "x", "id": "foreign1", "parentId": None,
-                               "timestamp": "2026-01-01T00:00:00.000Z"}) + b"\n")
+    os.write(
+        fd,
+        orjson.dumps(
+            {
+                "type": "custom",
+                "customType": "x",
+                "id": "foreign1",
+                "parentId": None,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+            }
+        )
+        + b"\n",
+    )
     os.close(fd)
     text = "w" * 2000
     ids = [s.append_message(_user(text, i)) for i in range(700)]  # past the fold size
@@ -317,8 +347,16 @@ def test_a_session_shared_by_threads(tmp_path, durability):
 
     path = tmp_path / "deep.jsonl"
     head = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
-    rows = [{"type": "message", "id": f"c{i}", "parentId": f"c{i - 1}" if i else None,
-             "timestamp": "2026-01-01T00:00:01.000Z", "message": _user(f"m{i}", i)} for i in range(20_000)]
+    rows = [
+        {
+            "type": "message",
+            "id": f"c{i}",
+            "parentId": f"c{i - 1}" if i else None,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": _user(f"m{i}", i),
+        }
+        for i in range(20_000)
+    ]
     path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in [head, *rows]))
     s = Session.open(path, durability=durability)
     per_writer = 40 if durability == "fsync" else 400
@@ -403,6 +441,7 @@ def test_a_file_renamed_over_a_writers_file_is_an_error_not_a_silent_loss(tmp_pa
     copy.write_bytes(s.path.read_bytes())
     os.replace(copy, s.path)  # an editor or a backup tool saving the file
     from sessiontree import SessionFileChangedError
+
     with pytest.raises(SessionFileChangedError, match="replaced"):
         if refresh_first:
             s.refresh()
@@ -420,6 +459,7 @@ def test_a_removed_file_is_an_error_too(tmp_path):
     s.append_message(_user("a"))
     os.unlink(s.path)
     from sessiontree import SessionFileChangedError
+
     with pytest.raises(SessionFileChangedError):
         s.append_message(_user("b"))
 
@@ -431,6 +471,7 @@ def test_threads_mixing_message_and_dict_appends_still_form_one_chain(tmp_path):
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:
+
         def messages():
             for i in range(1500):
                 s.append_message(_user(f"m{i}"))
@@ -453,18 +494,21 @@ def test_threads_mixing_message_and_dict_appends_still_form_one_chain(tmp_path):
     assert len(again.get_branch()) == 3000
 
 
-@pytest.mark.parametrize("call", [
-    lambda s: s.append_session_info(5),
-    lambda s: s.append_session_info(None),
-    lambda s: s.append_session_info(b"x"),
-    lambda s: s.append_model_change(123, "m"),
-    lambda s: s.append_model_change("p", None),
-    lambda s: s.append_thinking_level_change(None),
-    lambda s: s.append_thinking_level_change({"level": "high"}),
-    lambda s: s.append_label_change(s.leaf_id, 5),
-    lambda s: s.append_custom_entry(5),
-    lambda s: s.append_custom_message_entry(None, "x", True),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.append_session_info(5),
+        lambda s: s.append_session_info(None),
+        lambda s: s.append_session_info(b"x"),
+        lambda s: s.append_model_change(123, "m"),
+        lambda s: s.append_model_change("p", None),
+        lambda s: s.append_thinking_level_change(None),
+        lambda s: s.append_thinking_level_change({"level": "high"}),
+        lambda s: s.append_label_change(s.leaf_id, 5),
+        lambda s: s.append_custom_entry(5),
+        lambda s: s.append_custom_message_entry(None, "x", True),
+    ],
+)
 def test_wrong_argument_types_are_type_errors_and_append_nothing(tmp_path, call):
     s = Session.create("/p", session_dir=tmp_path)
     s.append_message(_user("a"))
@@ -480,6 +524,7 @@ def test_ids_with_lone_surrogates_are_looked_up_not_crashed_on(tmp_path):
     assert s.get_entry("\ud800") is None
     assert s.get_label("\ud800") is None
     from sessiontree import EntryNotFoundError
+
     with pytest.raises(EntryNotFoundError):
         s.append_label_change("\ud800", "x")
     with pytest.raises(EntryNotFoundError):
@@ -494,8 +539,19 @@ def test_pi_appending_without_the_lock_between_our_appends(tmp_path, durability)
     a = s.append_message(_user("ours-1"))
     s.flush()
     fd = os.open(s.path, os.O_WRONLY | os.O_APPEND)
-    os.write(fd, orjson.dumps({"type": "message", "id": "pi000001", "parentId": a, "timestamp": "2026-01-01T00:00:00.000Z",
-                               "message": _user("from pi", 2)}) + b"\n")
+    os.write(
+        fd,
+        orjson.dumps(
+            {
+                "type": "message",
+                "id": "pi000001",
+                "parentId": a,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": _user("from pi", 2),
+            }
+        )
+        + b"\n",
+    )
     os.close(fd)
     b = s.append_message(_user("ours-2"))
     c = s.append_message(_user("ours-3"))
@@ -514,7 +570,13 @@ def test_a_number_id_on_the_leaf_stays_a_number_in_parent_id(tmp_path):
     # hostile but valid for Pi: the leaf's id is whatever JSON value the line holds
     path = tmp_path / "num.jsonl"
     head = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
-    row = {"type": "message", "id": 123, "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z", "message": _user("x")}
+    row = {
+        "type": "message",
+        "id": 123,
+        "parentId": None,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": _user("x"),
+    }
     path.write_bytes(orjson.dumps(head) + b"\n" + orjson.dumps(row) + b"\n")
     s = Session.open(path)
     new = s.append_message(_user("child"))

@@ -1,5 +1,6 @@
 """Session.from_bytes: the same index and answers as Session.open on the same bytes, over every
 corpus file (globbed), from bytes, memoryview, bytearray and mmap; read-only."""
+
 from __future__ import annotations
 
 import math
@@ -74,8 +75,11 @@ def test_from_bytes_answers_like_open(path: Path):
 
 
 def test_from_bytes_takes_any_buffer(tmp_path):
-    path = next(p for p in FILES if p.stat().st_size > 200 and p.name == "bash_exec.jsonl") \
-        if any(p.name == "bash_exec.jsonl" for p in FILES) else FILES[0]
+    path = (
+        next(p for p in FILES if p.stat().st_size > 200 and p.name == "bash_exec.jsonl")
+        if any(p.name == "bash_exec.jsonl" for p in FILES)
+        else FILES[0]
+    )
     data = path.read_bytes()
     want = _answers(Session.open(path))
     assert _answers(Session.from_bytes(memoryview(data))) == want
@@ -89,9 +93,11 @@ def test_from_bytes_takes_any_buffer(tmp_path):
 
 
 def test_from_bytes_is_read_only():
-    data = (b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
-            b'{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
-            b'"message":{"role":"user","content":"hi","timestamp":1}}\n')
+    data = (
+        b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
+        b'{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi","timestamp":1}}\n'
+    )
     s = Session.from_bytes(data, name="s3://bucket/x.jsonl")
     writes = [
         lambda: s.append_message({"role": "user", "content": "more", "timestamp": 2}),

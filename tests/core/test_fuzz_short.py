@@ -6,6 +6,7 @@
 * a pure-Python mutation loop over the corpus that always runs (``SESSIONTREE_PYFUZZ_ITERS``,
   default 600), with the same checks (tests/fuzz/session_checks.py).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,7 +30,11 @@ def test_atheris_harness_runs_clean_for_a_bounded_number_of_inputs(tmp_path):
     runs = int(os.environ.get("SESSIONTREE_ATHERIS_RUNS", "2000"))
     proc = subprocess.run(
         [sys.executable, str(HARNESS), f"-runs={runs}", "-seed=1", "-max_len=16384", "-print_final_stats=1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     tail = "\n".join(proc.stderr.splitlines()[-40:])
     assert proc.returncode == 0, f"atheris found a failing input (saved in {tmp_path}):\n{tail}"
     assert f"Done {runs} runs" in proc.stderr, tail

@@ -5,6 +5,7 @@ Default sizes keep this file well under a minute. ``SESSIONTREE_HUGE=1`` runs th
 variants documented in docs/reliability.md: a 1 GiB line, a line over 4 GiB, one node with
 1,000,000 children and a 1,000,000-deep chain (a few minutes, ~10 GB of disk).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,9 +30,19 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00
 
 
 def _msg(i, parent, content="t", ts="2026-01-01T00:00:01.000Z") -> bytes:
-    return json.dumps({"type": "message", "id": i, "parentId": parent, "timestamp": ts,
-                       "message": {"role": "user", "content": content, "timestamp": 1}},
-                      separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "type": "message",
+                "id": i,
+                "parentId": parent,
+                "timestamp": ts,
+                "message": {"role": "user", "content": content, "timestamp": 1},
+            },
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
 
 
 def _file(tmp_path: Path, *parts: bytes, name: str = "s.jsonl") -> Path:
@@ -90,8 +101,7 @@ _MEASURE = textwrap.dedent("""
 def _measure(path: Path, timeout: float = 600) -> dict:
     """Open ``path`` in a fresh interpreter; report RSS (VmHWM, sampled RssAnon peak), time,
     entry count and the first problems."""
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout)
     r["hwm_growth"] = r["end"]["VmHWM"] - r["base"]["VmRSS"]
@@ -170,7 +180,7 @@ def test_a_line_over_4_gib_is_reported_not_truncated(big_files):
     start = b'{"type":"message","id":"big","parentId":null,"message":{"role":"user","content":"'
     _write_big_line(p, HEADER + start, b"x", (4 << 30) + MiB, b'"}}\n' + _msg("after", None))
     s = Session.open(p)
-    assert ("line_too_long" in [k for _, k in _kinds(s)]), _kinds(s)
+    assert "line_too_long" in [k for _, k in _kinds(s)], _kinds(s)
     for e in s.entries():
         e.raw  # never a truncated line
 
@@ -195,10 +205,13 @@ DEPTH = 100_000
 
 def test_json_nested_100k_deep_is_an_entry_and_loading_it_is_a_session_error(tmp_path):
     deep = b"[" * DEPTH + b"]" * DEPTH
-    p = _file(tmp_path, HEADER,
-              b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
-              b'"message":{"role":"user","content":' + deep + b',"timestamp":1}}\n',
-              _msg("b", "a"))
+    p = _file(
+        tmp_path,
+        HEADER,
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":' + deep + b',"timestamp":1}}\n',
+        _msg("b", "a"),
+    )
     s = Session.open(p)
     assert [e.id for e in s.entries()] == ["a", "b"] and not s.problems  # Pi accepts it too
     assert [e.id for e in s.get_branch()] == ["a", "b"]
@@ -216,8 +229,9 @@ def test_json_nested_100k_deep_is_an_entry_and_loading_it_is_a_session_error(tmp
 
 
 def test_a_header_nested_100k_deep_cannot_be_opened_cleanly(tmp_path):
-    p = _file(tmp_path, b'{"type":"session","version":3,"id":"s","x":' + b"[" * DEPTH + b"]" * DEPTH + b"}\n",
-              _msg("a", None))
+    p = _file(
+        tmp_path, b'{"type":"session","version":3,"id":"s","x":' + b"[" * DEPTH + b"]" * DEPTH + b"}\n", _msg("a", None)
+    )
     with pytest.raises(SessionError, match="nested too deeply"):
         Session.open(p)
     rc, _, err = _cli("validate", p)
@@ -228,10 +242,13 @@ def test_a_header_nested_100k_deep_cannot_be_opened_cleanly(tmp_path):
 
 
 def test_invalid_utf8_inside_strings_is_read_as_replacement_and_reported(tmp_path):
-    p = _file(tmp_path, HEADER,
-              b'{"type":"message","id":"a\xff","parentId":null,"message":{"role":"user","content":"x\xc3","timestamp":1}}\n',
-              b"\xff\xfe not json\n",
-              _msg("b", "a\ufffd"))
+    p = _file(
+        tmp_path,
+        HEADER,
+        b'{"type":"message","id":"a\xff","parentId":null,"message":{"role":"user","content":"x\xc3","timestamp":1}}\n',
+        b"\xff\xfe not json\n",
+        _msg("b", "a\ufffd"),
+    )
     s = Session.open(p)
     assert [e.id for e in s.entries()] == ["a\ufffd", "b"]
     assert _kinds(s) == [(2, "invalid_utf8"), (3, "malformed_json")]
@@ -241,9 +258,15 @@ def test_invalid_utf8_inside_strings_is_read_as_replacement_and_reported(tmp_pat
 
 
 def test_a_run_of_nul_bytes_mid_file_is_one_skipped_line(tmp_path):
-    p = _file(tmp_path, HEADER, _msg("a", None), b"\x00" * 100_000 + b"\n", _msg("b", "a"),
-              b'{"type":"message","id":"c\x00","parentId":"b"}\n',  # raw NUL inside a string: not JSON
-              b"\x00" * 1000 + _msg("d", "b"))  # NULs glued to a line: that line is lost
+    p = _file(
+        tmp_path,
+        HEADER,
+        _msg("a", None),
+        b"\x00" * 100_000 + b"\n",
+        _msg("b", "a"),
+        b'{"type":"message","id":"c\x00","parentId":"b"}\n',  # raw NUL inside a string: not JSON
+        b"\x00" * 1000 + _msg("d", "b"),
+    )  # NULs glued to a line: that line is lost
     s = Session.open(p)
     assert [e.id for e in s.entries()] == ["a", "b"]
     assert _kinds(s) == [(3, "malformed_json"), (5, "malformed_json"), (6, "malformed_json")]
@@ -268,8 +291,12 @@ def test_a_bom_inside_the_file(tmp_path):
 
 
 def test_crlf_line_ends(tmp_path):
-    p = _file(tmp_path, HEADER.replace(b"\n", b"\r\n"), _msg("a", None).replace(b"\n", b"\r\n"),
-              _msg("b", "a").replace(b"\n", b"\r\n"))
+    p = _file(
+        tmp_path,
+        HEADER.replace(b"\n", b"\r\n"),
+        _msg("a", None).replace(b"\n", b"\r\n"),
+        _msg("b", "a").replace(b"\n", b"\r\n"),
+    )
     s = Session.open(p)
     assert [e.id for e in s.get_branch()] == ["a", "b"] and not s.problems
     assert not s._core.line(0).endswith(b"\r")
@@ -290,8 +317,10 @@ def _generated(tmp_path: Path, shape: str, n: int) -> Path:
         rows = []
         for i in range(n):
             parent = b"r" if shape == "wide" or i == 0 else b"e%d" % (i - 1)
-            rows.append(b'{"type":"message","id":"e%d","parentId":"%s","timestamp":"2026-01-01T00:00:02.000Z",'
-                        b'"message":{"role":"user","content":"m","timestamp":1}}\n' % (i, parent))
+            rows.append(
+                b'{"type":"message","id":"e%d","parentId":"%s","timestamp":"2026-01-01T00:00:02.000Z",'
+                b'"message":{"role":"user","content":"m","timestamp":1}}\n' % (i, parent)
+            )
             if len(rows) == 10_000:
                 fh.writelines(rows)
                 rows = []
@@ -394,10 +423,22 @@ CONTROL = "\x00\x01\x07\x08\x1b[31m\x1b]8;;http://e\x07\x7f\x85\x9b\u202e\u2028"
 
 
 def test_ids_and_labels_with_control_characters_round_trip(tmp_path):
-    p = _file(tmp_path, HEADER, _msg("a" + CONTROL, None),
-              json.dumps({"type": "label", "id": "l", "parentId": "a" + CONTROL,
-                          "timestamp": "2026-01-01T00:00:02.000Z", "targetId": "a" + CONTROL,
-                          "label": CONTROL}).encode() + b"\n")
+    p = _file(
+        tmp_path,
+        HEADER,
+        _msg("a" + CONTROL, None),
+        json.dumps(
+            {
+                "type": "label",
+                "id": "l",
+                "parentId": "a" + CONTROL,
+                "timestamp": "2026-01-01T00:00:02.000Z",
+                "targetId": "a" + CONTROL,
+                "label": CONTROL,
+            }
+        ).encode()
+        + b"\n",
+    )
     s = Session.open(p)
     assert [e.id for e in s.get_branch()] == ["a" + CONTROL, "l"]
     assert s.get_label("a" + CONTROL) == CONTROL and s.labels == {"a" + CONTROL: CONTROL}
@@ -509,58 +550,170 @@ def test_rust_panics_unwind_into_python_exceptions():
 
 # ==== the terminal =============================================================
 
-HOSTILE = ("\x1b[31mred\x1b[0m \x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\ \x07bell \x9b2J csi "
-           "\x85\x90\x9d c1 \u202eevil\u202c \u2066iso\u2069 \u200e\u200f\u061c \u2028\u2029 \x7f del \x08\r\x0b\x0c")
+HOSTILE = (
+    "\x1b[31mred\x1b[0m \x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\ \x07bell \x9b2J csi "
+    "\x85\x90\x9d c1 \u202eevil\u202c \u2066iso\u2069 \u200e\u200f\u061c \u2028\u2029 \x7f del \x08\r\x0b\x0c"
+)
 # What must never reach the terminal raw: C0 except newline, DEL, C1, bidi controls, LS/PS.
-FORBIDDEN = [bytes([c]) for c in range(0x20) if c != 0x0A] + [b"\x7f"] + \
-    [chr(c).encode() for c in range(0x80, 0xA0)] + \
-    [c.encode() for c in "\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+FORBIDDEN = (
+    [bytes([c]) for c in range(0x20) if c != 0x0A]
+    + [b"\x7f"]
+    + [chr(c).encode() for c in range(0x80, 0xA0)]
+    + [c.encode() for c in "\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+)
 
 
 def _hostile_session(tmp_path: Path) -> Path:
     h = HOSTILE
-    header = {"type": "session", "version": 3, "id": "s" + h, "timestamp": "2026-01-01T00:00:00.000Z",
-              "cwd": "/p" + h, "parentSession": "/x" + h}
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "s" + h,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p" + h,
+        "parentSession": "/x" + h,
+    }
     rows = [
         header,
-        {"type": "message", "id": "a" + h, "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
-         "message": {"role": "user", "content": h, "timestamp": 1}},
-        {"type": "message", "id": "b" + h, "parentId": "a" + h, "timestamp": "2026-01-01T00:00:02.000Z",
-         "message": {"role": "assistant", "content": [{"type": "text", "text": h}, {"type": "thinking", "thinking": h},
-                                                       {"type": "toolCall", "id": "t", "name": "x" + h, "arguments": {h: h}}],
-                     "api": "x", "provider": "p" + h, "model": "m" + h, "errorMessage": h,
-                     "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2},
-                     "stopReason": "toolUse", "timestamp": 2}},
-        {"type": "message", "id": "c" + h, "parentId": "b" + h, "timestamp": "2026-01-01T00:00:03.000Z",
-         "message": {"role": "toolResult", "toolCallId": "t", "toolName": "x" + h,
-                     "content": [{"type": "text", "text": h}], "isError": False, "timestamp": 3}},
-        {"type": "message", "id": "d" + h, "parentId": "c" + h, "timestamp": "2026-01-01T00:00:04.000Z",
-         "message": {"role": "bashExecution", "command": h, "output": h, "exitCode": 0, "cancelled": False,
-                     "truncated": False, "timestamp": 4}},
-        {"type": "model_change", "id": "e" + h, "parentId": "d" + h, "timestamp": "2026-01-01T00:00:05.000Z",
-         "provider": "p" + h, "modelId": "m" + h},
-        {"type": "thinking_level_change", "id": "f" + h, "parentId": "e" + h,
-         "timestamp": "2026-01-01T00:00:06.000Z", "thinkingLevel": h},
-        {"type": "custom_message", "id": "g" + h, "parentId": "f" + h, "timestamp": "2026-01-01T00:00:07.000Z",
-         "customType": h, "content": h, "display": True},
-        {"type": "compaction", "id": "i" + h, "parentId": "g" + h, "timestamp": "2026-01-01T00:00:08.000Z",
-         "summary": h, "firstKeptEntryId": "f" + h, "tokensBefore": 1},
-        {"type": "branch_summary", "id": "j" + h, "parentId": "a" + h, "timestamp": "2026-01-01T00:00:09.000Z",
-         "fromId": "b" + h, "summary": h},
-        {"type": "label", "id": "k" + h, "parentId": "i" + h, "timestamp": "2026-01-01T00:00:10.000Z",
-         "targetId": "a" + h, "label": h},
-        {"type": "label", "id": "l" + h, "parentId": "k" + h, "timestamp": "2026-01-01T00:00:11.000Z",
-         "targetId": "missing" + h, "label": h},
-        {"type": "session_info", "id": "m" + h, "parentId": "l" + h, "timestamp": "2026-01-01T00:00:12.000Z",
-         "name": h},
-        {"type": "custom", "id": "n" + h, "parentId": "orphan" + h, "timestamp": "2026-01-01T00:00:13.000Z",
-         "customType": h},
+        {
+            "type": "message",
+            "id": "a" + h,
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": h, "timestamp": 1},
+        },
+        {
+            "type": "message",
+            "id": "b" + h,
+            "parentId": "a" + h,
+            "timestamp": "2026-01-01T00:00:02.000Z",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": h},
+                    {"type": "thinking", "thinking": h},
+                    {"type": "toolCall", "id": "t", "name": "x" + h, "arguments": {h: h}},
+                ],
+                "api": "x",
+                "provider": "p" + h,
+                "model": "m" + h,
+                "errorMessage": h,
+                "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2},
+                "stopReason": "toolUse",
+                "timestamp": 2,
+            },
+        },
+        {
+            "type": "message",
+            "id": "c" + h,
+            "parentId": "b" + h,
+            "timestamp": "2026-01-01T00:00:03.000Z",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "t",
+                "toolName": "x" + h,
+                "content": [{"type": "text", "text": h}],
+                "isError": False,
+                "timestamp": 3,
+            },
+        },
+        {
+            "type": "message",
+            "id": "d" + h,
+            "parentId": "c" + h,
+            "timestamp": "2026-01-01T00:00:04.000Z",
+            "message": {
+                "role": "bashExecution",
+                "command": h,
+                "output": h,
+                "exitCode": 0,
+                "cancelled": False,
+                "truncated": False,
+                "timestamp": 4,
+            },
+        },
+        {
+            "type": "model_change",
+            "id": "e" + h,
+            "parentId": "d" + h,
+            "timestamp": "2026-01-01T00:00:05.000Z",
+            "provider": "p" + h,
+            "modelId": "m" + h,
+        },
+        {
+            "type": "thinking_level_change",
+            "id": "f" + h,
+            "parentId": "e" + h,
+            "timestamp": "2026-01-01T00:00:06.000Z",
+            "thinkingLevel": h,
+        },
+        {
+            "type": "custom_message",
+            "id": "g" + h,
+            "parentId": "f" + h,
+            "timestamp": "2026-01-01T00:00:07.000Z",
+            "customType": h,
+            "content": h,
+            "display": True,
+        },
+        {
+            "type": "compaction",
+            "id": "i" + h,
+            "parentId": "g" + h,
+            "timestamp": "2026-01-01T00:00:08.000Z",
+            "summary": h,
+            "firstKeptEntryId": "f" + h,
+            "tokensBefore": 1,
+        },
+        {
+            "type": "branch_summary",
+            "id": "j" + h,
+            "parentId": "a" + h,
+            "timestamp": "2026-01-01T00:00:09.000Z",
+            "fromId": "b" + h,
+            "summary": h,
+        },
+        {
+            "type": "label",
+            "id": "k" + h,
+            "parentId": "i" + h,
+            "timestamp": "2026-01-01T00:00:10.000Z",
+            "targetId": "a" + h,
+            "label": h,
+        },
+        {
+            "type": "label",
+            "id": "l" + h,
+            "parentId": "k" + h,
+            "timestamp": "2026-01-01T00:00:11.000Z",
+            "targetId": "missing" + h,
+            "label": h,
+        },
+        {
+            "type": "session_info",
+            "id": "m" + h,
+            "parentId": "l" + h,
+            "timestamp": "2026-01-01T00:00:12.000Z",
+            "name": h,
+        },
+        {
+            "type": "custom",
+            "id": "n" + h,
+            "parentId": "orphan" + h,
+            "timestamp": "2026-01-01T00:00:13.000Z",
+            "customType": h,
+        },
         {"type": h, "id": "o" + h, "parentId": "m" + h, "timestamp": h},
     ]
     name = "evil\x1b[2J\x07\u202e.jsonl"
     lines = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows)
-    return _file(tmp_path, lines, b'{"type":"message","id":"raw\x1b[31m\xff","parentId":"o' + h.encode() + b'"}\n',
-                 b"\x1b[31mnot json\x07\n", name=name)
+    return _file(
+        tmp_path,
+        lines,
+        b'{"type":"message","id":"raw\x1b[31m\xff","parentId":"o' + h.encode() + b'"}\n',
+        b"\x1b[31mnot json\x07\n",
+        name=name,
+    )
 
 
 def test_the_cli_never_passes_terminal_controls_from_the_file(tmp_path):
@@ -568,8 +721,9 @@ def test_the_cli_never_passes_terminal_controls_from_the_file(tmp_path):
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     for cmd in ("info", "tree", "branch", "context", "entries", "validate"):
         for extra in ([], ["--json"], ["--max-preview", "1000"] if cmd in ("tree", "branch", "context") else []):
-            proc = subprocess.run([sys.executable, "-m", "sessiontree", cmd, str(p), *extra],
-                                  capture_output=True, timeout=120, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "sessiontree", cmd, str(p), *extra], capture_output=True, timeout=120, env=env
+            )
             assert proc.returncode in (0, 1), (cmd, extra, proc.stderr[-500:])
             for stream, data in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                 bad = [b for b in FORBIDDEN if b in data]
@@ -577,6 +731,7 @@ def test_the_cli_never_passes_terminal_controls_from_the_file(tmp_path):
             assert proc.stdout, (cmd, extra)
     # the errors path too: a hostile file name that is not a session
     q = _file(tmp_path, b"\x1b[31m\n", name="bad\x1b]8;;x\x07.jsonl")
-    proc = subprocess.run([sys.executable, "-m", "sessiontree", "info", str(q)], capture_output=True, timeout=60,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "info", str(q)], capture_output=True, timeout=60, env=env
+    )
     assert proc.returncode == 2 and not [b for b in FORBIDDEN if b in proc.stdout + proc.stderr]

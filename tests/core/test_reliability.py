@@ -4,6 +4,7 @@ The crash test kills a writer with SIGKILL at random points; ``SESSIONTREE_CRASH
 sets how many (default 25 here; ``SESSIONTREE_CRASH_ROUNDS=300 pytest tests/core/test_reliability.py``
 is the long run documented in docs/reliability.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -159,8 +160,9 @@ def test_sigkill_during_appends_loses_no_reported_entry(tmp_path):
     counter = 0
     torn_seen = 0
     for _ in range(rounds):
-        child = subprocess.Popen([sys.executable, "-c", _WRITER, str(s.path), str(counter)],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(s.path), str(counter)], stdout=subprocess.PIPE, text=True
+        )
         # kill it while it appends: wait for the child to have started (imports and open take
         # seconds on a loaded machine), then a random moment of its append loop
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
@@ -195,8 +197,20 @@ def test_threads_opening_sessions_at_once_share_the_scan_pool(tmp_path):
     files = []
     for k in range(3):
         p = tmp_path / f"s{k}.jsonl"
-        subprocess.run([sys.executable, str(Path(__file__).parent.parent / "tools" / "gen_session.py"), "--megabytes", "3",
-                        "--seed", str(k + 1), "--out", str(p)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).parent.parent / "tools" / "gen_session.py"),
+                "--megabytes",
+                "3",
+                "--seed",
+                str(k + 1),
+                "--out",
+                str(p),
+            ],
+            check=True,
+            capture_output=True,
+        )
         files.append(p)
     want = {}
     for p in files:

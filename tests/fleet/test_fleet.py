@@ -1,6 +1,7 @@
 """sessiontree.fleet, local engine: session_stats and entries_table over 1,000 generated sessions
 equal the answers of Session.open per file (public API oracles), written to Parquet and read
 back through DuckDB; hostile stores give rows with their problems, never a failed job."""
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,12 @@ def _oracle(path: Path) -> dict:
     types = Counter(e.type for e in entries)
     roles = Counter(e.role for e in entries if e.type == "message")
     tool_calls = sum(
-        1 for e in entries if e.type == "message" and e.role == "assistant"
-        for b in (e.raw["message"].get("content") or []) if isinstance(b, dict) and b.get("type") == "toolCall")
+        1
+        for e in entries
+        if e.type == "message" and e.role == "assistant"
+        for b in (e.raw["message"].get("content") or [])
+        if isinstance(b, dict) and b.get("type") == "toolCall"
+    )
     leaves = 0
     stack = list(s.get_tree())
     while stack:
@@ -71,21 +76,40 @@ def _oracle(path: Path) -> dict:
     ac = AutoCompactor(s, context_window=WINDOW)
     info = session_info(path)
     return {
-        "session_id": s.session_id, "cwd": s.cwd, "parent_session": s.header.get("parentSession"),
-        "name": s.session_name, "entries": len(s), "distinct_ids": s.entry_count(),
-        "messages": types["message"], "messages_user": roles["user"], "messages_assistant": roles["assistant"],
-        "messages_tool_result": roles["toolResult"], "messages_bash_execution": roles["bashExecution"],
-        "messages_custom": roles["custom"], "tool_calls": tool_calls, "compactions": types["compaction"],
-        "branch_summaries": types["branch_summary"], "labels": len(s.labels), "leaves": leaves,
-        "leaf_id": s.leaf_id, "active_path_length": len(s.get_branch()),
+        "session_id": s.session_id,
+        "cwd": s.cwd,
+        "parent_session": s.header.get("parentSession"),
+        "name": s.session_name,
+        "entries": len(s),
+        "distinct_ids": s.entry_count(),
+        "messages": types["message"],
+        "messages_user": roles["user"],
+        "messages_assistant": roles["assistant"],
+        "messages_tool_result": roles["toolResult"],
+        "messages_bash_execution": roles["bashExecution"],
+        "messages_custom": roles["custom"],
+        "tool_calls": tool_calls,
+        "compactions": types["compaction"],
+        "branch_summaries": types["branch_summary"],
+        "labels": len(s.labels),
+        "leaves": leaves,
+        "leaf_id": s.leaf_id,
+        "active_path_length": len(s.get_branch()),
         "context_messages": len(s.build_context().messages),
-        "context_tokens": float(ac.context_tokens()), "should_compact": ac.needs_compaction(),
-        "input_tokens": float(usage.input), "output_tokens": float(usage.output),
-        "cache_read_tokens": float(usage.cache_read), "cache_write_tokens": float(usage.cache_write),
-        "total_tokens": float(usage.total), "cost": float(usage.cost),
-        "summary_tokens": float(summary.total), "summary_cost": float(summary.cost),
-        "problems": len(s.problems), "bytes": path.stat().st_size,
-        "created": int(info.created.timestamp() * 1000), "modified": int(info.modified.timestamp() * 1000),
+        "context_tokens": float(ac.context_tokens()),
+        "should_compact": ac.needs_compaction(),
+        "input_tokens": float(usage.input),
+        "output_tokens": float(usage.output),
+        "cache_read_tokens": float(usage.cache_read),
+        "cache_write_tokens": float(usage.cache_write),
+        "total_tokens": float(usage.total),
+        "cost": float(usage.cost),
+        "summary_tokens": float(summary.total),
+        "summary_cost": float(summary.cost),
+        "problems": len(s.problems),
+        "bytes": path.stat().st_size,
+        "created": int(info.created.timestamp() * 1000),
+        "modified": int(info.modified.timestamp() * 1000),
     }
 
 
@@ -135,7 +159,8 @@ def test_parquet_through_duckdb(local_stats):
     table, out = local_stats
     con = duckdb.connect()
     n, cost, over = con.sql(
-        f"SELECT count(*), sum(cost), count(*) FILTER (WHERE should_compact) FROM read_parquet('{out}')").fetchall()[0]
+        f"SELECT count(*), sum(cost), count(*) FILTER (WHERE should_compact) FROM read_parquet('{out}')"
+    ).fetchall()[0]
     assert n == N
     assert cost == pytest.approx(sum(table.column("cost").to_pylist()))
     assert over == sum(table.column("should_compact").to_pylist())
@@ -171,8 +196,13 @@ def test_entries_table_equals_session_open(fleet_store):
         on_path = {e.id for e in s.get_branch()}
         labels = s.labels
         for r, e in zip(got, entries):
-            assert (r["entry_id"], r["parent_id"], r["type"], r["role"], r["line"]) == \
-                (e.id, e.parent_id, e.type, e.role, e.line)
+            assert (r["entry_id"], r["parent_id"], r["type"], r["role"], r["line"]) == (
+                e.id,
+                e.parent_id,
+                e.type,
+                e.role,
+                e.line,
+            )
             assert r["session_id"] == s.session_id
             assert r["on_active_path"] == (e.id in on_path)
             assert r["label"] == labels.get(e.id)
@@ -202,8 +232,10 @@ def _hostile_store(root: Path, paths: list[Path]) -> dict[str, str]:
     good = paths[0].read_bytes()
     damaged = d / "damaged.jsonl"
     lines = good.split(b"\n")
-    damaged.write_bytes(b"\n".join(lines[:3] + [b'{"type":"message","id":"zz",broken', b"\xff\xfe garbage"] +
-                                   lines[3:-1]) + b'{"type":"message","id":"torn"')
+    damaged.write_bytes(
+        b"\n".join(lines[:3] + [b'{"type":"message","id":"zz",broken', b"\xff\xfe garbage"] + lines[3:-1])
+        + b'{"type":"message","id":"torn"'
+    )
     want[str(damaged)] = None
     big = d / "huge.jsonl"  # a 1 GiB file (sparse: NUL bytes, no disk use) among small ones
     with open(big, "wb") as fh:
@@ -227,11 +259,12 @@ def _hostile_store(root: Path, paths: list[Path]) -> dict[str, str]:
     (d / "binary.jsonl").write_bytes(os.urandom(4096).replace(b"\n", b"x"))
     want[str(d / "binary.jsonl")] = "not_a_session"
     cyc = d / "cycle.jsonl"
-    cyc.write_bytes(lines[0] + b"\n" +
-                    b'{"type":"message","id":"c1","parentId":"c2","timestamp":"2026-01-01T00:00:00.000Z",'
-                    b'"message":{"role":"user","content":"a","timestamp":1}}\n'
-                    b'{"type":"message","id":"c2","parentId":"c1","timestamp":"2026-01-01T00:00:01.000Z",'
-                    b'"message":{"role":"user","content":"b","timestamp":2}}\n')
+    cyc.write_bytes(
+        lines[0] + b"\n" + b'{"type":"message","id":"c1","parentId":"c2","timestamp":"2026-01-01T00:00:00.000Z",'
+        b'"message":{"role":"user","content":"a","timestamp":1}}\n'
+        b'{"type":"message","id":"c2","parentId":"c1","timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"b","timestamp":2}}\n'
+    )
     want[str(cyc)] = None
     return want
 
@@ -268,13 +301,15 @@ def test_odd_json_values_do_not_break_the_tables(tmp_path):
     """Labels, names and ids that are not strings (any JSON value is possible in a file) give
     nulls in string columns, never a failed table."""
     head = b'{"type":"session","version":3,"id":"odd","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
-    body = (b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
-            b'"message":{"role":"user","content":"hi","timestamp":1}}\n'
-            b'{"type":"label","id":"l","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","targetId":"a","label":42}\n'
-            b'{"type":"session_info","id":"n","parentId":"l","timestamp":"2026-01-01T00:00:03.000Z","name":["x"]}\n'
-            b'{"type":"custom","id":7,"parentId":"n","timestamp":"2026-01-01T00:00:04.000Z"}\n'
-            b'{"type":"message","id":"b","parentId":"n","timestamp":5,'
-            b'"message":{"role":"assistant","content":[],"usage":{"input":"x"},"timestamp":1e300}}\n')
+    body = (
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi","timestamp":1}}\n'
+        b'{"type":"label","id":"l","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","targetId":"a","label":42}\n'
+        b'{"type":"session_info","id":"n","parentId":"l","timestamp":"2026-01-01T00:00:03.000Z","name":["x"]}\n'
+        b'{"type":"custom","id":7,"parentId":"n","timestamp":"2026-01-01T00:00:04.000Z"}\n'
+        b'{"type":"message","id":"b","parentId":"n","timestamp":5,'
+        b'"message":{"role":"assistant","content":[],"usage":{"input":"x"},"timestamp":1e300}}\n'
+    )
     p = tmp_path / "odd.jsonl"
     p.write_bytes(head + body)
     row = session_stats([p], workers=1).to_pylist()[0]

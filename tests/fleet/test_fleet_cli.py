@@ -1,4 +1,5 @@
 """`sessiontree stats` and `sessiontree compact-all`: the CLI over the public fleet API."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,23 @@ def test_stats_writes_the_same_parquet_as_the_api(tmp_path_factory, tmp_path, ca
     root, paths = shared_store(tmp_path_factory)
     some = root / "--home-dev-p3--"
     out, ent = tmp_path / "s.parquet", tmp_path / "e.parquet"
-    assert main(["stats", str(some), "--parquet", str(out), "--entries-parquet", str(ent),
-                 "--context-window", "50000", "--workers", "2"]) == 0
+    assert (
+        main(
+            [
+                "stats",
+                str(some),
+                "--parquet",
+                str(out),
+                "--entries-parquet",
+                str(ent),
+                "--context-window",
+                "50000",
+                "--workers",
+                "2",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     n = len(list(some.glob("*.jsonl")))
     assert printed.out.startswith(f"{n} sessions (0 unreadable, ")
@@ -36,8 +52,20 @@ def test_stats_writes_the_same_parquet_as_the_api(tmp_path_factory, tmp_path, ca
 
 def test_stats_progress_bar_when_asked(tmp_path_factory, tmp_path, capsys):
     root, _ = shared_store(tmp_path_factory)
-    assert main(["stats", str(root / "--home-dev-p1--"), "--parquet", str(tmp_path / "s.parquet"),
-                 "--progress", "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "stats",
+                str(root / "--home-dev-p1--"),
+                "--parquet",
+                str(tmp_path / "s.parquet"),
+                "--progress",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "sessions" in err and "#" in err
 
@@ -50,8 +78,22 @@ def test_compact_all_offline_resumable(tmp_path_factory, tmp_path):
         shutil.copyfile(p, mine / p.name)
     before = {p.name: len(Session.open(p)) for p in mine.glob("*.jsonl")}
     outcomes = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "sessiontree", "compact-all", str(mine), "--context-window", "56384",
-           "--keep-recent-tokens", "2000", "--outcomes", str(outcomes), "--json", "--concurrency", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sessiontree",
+        "compact-all",
+        str(mine),
+        "--context-window",
+        "56384",
+        "--keep-recent-tokens",
+        "2000",
+        "--outcomes",
+        str(outcomes),
+        "--json",
+        "--concurrency",
+        "2",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

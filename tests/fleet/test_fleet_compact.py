@@ -2,6 +2,7 @@
 OpenAI SDK: every session over the threshold gets exactly one compaction with usage and cost,
 concurrency is bounded, reruns do nothing twice, and a run killed mid-way (SIGKILL) and
 restarted leaves no session with two."""
+
 from __future__ import annotations
 
 import json
@@ -91,7 +92,9 @@ def test_compacts_each_needing_session_once_with_usage(small_store, tmp_path):
     fake = CountingLLM(delay=0.05)
     try:
         summ = OpenAICompatSummarizer("fake-model", base_url=fake.openai_url, retry=FAST, pricing=PRICING)
-        out = compact_sessions(root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3, outcomes=tmp_path / "o.jsonl")
+        out = compact_sessions(
+            root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3, outcomes=tmp_path / "o.jsonl"
+        )
     finally:
         fake.close()
     rows = {r["path"]: r for r in out.to_pylist()}
@@ -117,7 +120,9 @@ def test_compacts_each_needing_session_once_with_usage(small_store, tmp_path):
     fake = CountingLLM()
     try:
         summ = OpenAICompatSummarizer("fake-model", base_url=fake.openai_url, retry=FAST)
-        again = compact_sessions(root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3, outcomes=tmp_path / "o.jsonl")
+        again = compact_sessions(
+            root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3, outcomes=tmp_path / "o.jsonl"
+        )
         assert again.num_rows == 0
         # without the outcomes file every session is looked at, and none compacted again
         fresh = compact_sessions(root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3).to_pylist()
@@ -158,7 +163,9 @@ def test_killed_mid_run_and_restarted_none_gets_two(small_store, tmp_path):
         first = [json.loads(x) for x in outcomes.read_text().splitlines() if x.strip()]
         assert 0 < len(first) < len(paths)
         summ = OpenAICompatSummarizer("fake-model", base_url=fake.openai_url, retry=FAST)
-        rest = compact_sessions(root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=2, outcomes=outcomes).to_pylist()
+        rest = compact_sessions(
+            root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=2, outcomes=outcomes
+        ).to_pylist()
     finally:
         fake.close()
     done_first = {r["path"] for r in first}

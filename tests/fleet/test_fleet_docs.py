@@ -1,5 +1,6 @@
 """Every SQL block of docs/fleet.md runs in DuckDB over Parquet written by the fleet API (and an
 outcomes file from compact_sessions), and returns rows where the generated store has some."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,14 @@ def outputs(tmp_path_factory):
         q.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, q)
     (mine / "--home-dev-p0--" / "garbage.jsonl").write_bytes(b"\x00\x01 not a session")
-    compact_sessions(mine, None, context_window=56_384, settings=CompactionSettings(keep_recent_tokens=2000),
-                     concurrency=2, outcomes=out / "outcomes.jsonl")
+    compact_sessions(
+        mine,
+        None,
+        context_window=56_384,
+        settings=CompactionSettings(keep_recent_tokens=2000),
+        concurrency=2,
+        outcomes=out / "outcomes.jsonl",
+    )
     session_stats(mine, parquet=out / "stats.parquet", context_window=40_000)
     entries_table(mine, parquet=out / "entries.parquet")
     return out

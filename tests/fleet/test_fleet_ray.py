@@ -2,6 +2,7 @@
 Parquet as the local engine row for row (checked through DuckDB) over 1,000 generated
 sessions, the same entries table, hostile stores as rows, and compact_sessions through a Ray
 actor pool against a loopback OpenAI-compatible server."""
+
 from __future__ import annotations
 
 import shutil
@@ -91,10 +92,18 @@ def test_ray_compact_sessions_actor_pool(ray_cluster, store, tmp_path):
     fake = CountingLLM(delay=0.05)
     try:
         summ = OpenAICompatSummarizer("fake-model", base_url=fake.openai_url, retry=FAST)
-        out = compact_sessions(root, summ, context_window=COMPACT_WINDOW, settings=SETTINGS, concurrency=2,
-                               engine="ray", outcomes=tmp_path / "o.jsonl").to_pylist()
-        again = compact_sessions(root, summ, context_window=COMPACT_WINDOW, settings=SETTINGS, concurrency=2,
-                                 engine="ray").to_pylist()
+        out = compact_sessions(
+            root,
+            summ,
+            context_window=COMPACT_WINDOW,
+            settings=SETTINGS,
+            concurrency=2,
+            engine="ray",
+            outcomes=tmp_path / "o.jsonl",
+        ).to_pylist()
+        again = compact_sessions(
+            root, summ, context_window=COMPACT_WINDOW, settings=SETTINGS, concurrency=2, engine="ray"
+        ).to_pylist()
     finally:
         fake.close()
     rows = {r["path"]: r for r in out}
@@ -115,8 +124,11 @@ def test_ray_reads_objects_from_s3(ray_cluster, store, monkeypatch):
     pytest.importorskip("moto.server")
     from tests.support.fleet_store import LoopbackS3
 
-    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                 ("AWS_DEFAULT_REGION", "us-east-1")):
+    for k, v in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         monkeypatch.setenv(k, v)
     root, paths = store
     server = LoopbackS3()

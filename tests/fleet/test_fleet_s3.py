@@ -1,6 +1,7 @@
 """Object storage: a local S3-compatible server (moto in server mode) on loopback holding the
 generated sessions; ``s3://`` sources give the same rows as the local files, read into memory
 with Session.from_bytes and never spilled to temporary files. Also an fsspec filesystem."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,14 @@ def no_temp_files(monkeypatch, tmp_path):
     def refuse(*a, **k):
         raise AssertionError("a temporary file was made")
 
-    for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile",
-                 "TemporaryDirectory"):
+    for name in (
+        "mkstemp",
+        "mkdtemp",
+        "NamedTemporaryFile",
+        "TemporaryFile",
+        "SpooledTemporaryFile",
+        "TemporaryDirectory",
+    ):
         monkeypatch.setattr(tempfile, name, refuse)
 
     def no_open(*a, **k):
@@ -132,5 +139,4 @@ def test_fsspec_filesystem(tmp_path_factory, no_temp_files):
     rows = session_stats("memory://fleet", filesystem=mem, workers=1, context_window=WINDOW).to_pylist()
     assert len(rows) == len(some)
     assert all(r["error_kind"] is None and r["session_id"] for r in rows)
-    assert sorted(r["session_id"] for r in rows) == sorted(
-        Session.from_bytes(p.read_bytes()).session_id for p in some)
+    assert sorted(r["session_id"] for r in rows) == sorted(Session.from_bytes(p.read_bytes()).session_id for p in some)

@@ -12,6 +12,7 @@ may add to; pass your own folder as the last argument to keep what it finds). A 
 writes ``crash-<sha>`` in the current folder and exits non-zero. The Rust extension is not
 instrumented, so coverage guidance comes from the Python side only.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ anything else (``TypeError``, ``RecursionError``, a Rust ``PanicException``, ...
 propagates, which atheris reports as a crash. The CLI must return an exit code and never raise.
 Opening must never change the file.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,11 +98,39 @@ def check_bytes(data: bytes, path: Path, *, cli_commands: tuple[str, ...] = ("va
 # ==== a pure-Python mutator (no atheris needed) ================================
 
 TOKENS: list[bytes] = [
-    b"{", b"}", b"[", b"]", b'"', b",", b":", b"\\", b"\\ud800", b"\n", b"\r\n", b"\r", b"\x00" * 8,
-    b"\xef\xbb\xbf", b"\xff\xfe", b"\xe2\x80\xae", b"\x1b[31m", b"\x1b]8;;http://x\x07", b"null", b"true", b"0",
-    b"1e400", b"123456789012345678901234567890", b'"type":', b'"id":', b'"parentId":', b'"label":', b'"targetId":',
-    b'"message":null', b'"message":{"role":"user","content":null}', b'"role":"assistant"',
-    b'{"type":"session","version":3,"id":"s","cwd":"/"}\n', b'{"type":"session","id":"v1"}\n',
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b",",
+    b":",
+    b"\\",
+    b"\\ud800",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"\x00" * 8,
+    b"\xef\xbb\xbf",
+    b"\xff\xfe",
+    b"\xe2\x80\xae",
+    b"\x1b[31m",
+    b"\x1b]8;;http://x\x07",
+    b"null",
+    b"true",
+    b"0",
+    b"1e400",
+    b"123456789012345678901234567890",
+    b'"type":',
+    b'"id":',
+    b'"parentId":',
+    b'"label":',
+    b'"targetId":',
+    b'"message":null',
+    b'"message":{"role":"user","content":null}',
+    b'"role":"assistant"',
+    b'{"type":"session","version":3,"id":"s","cwd":"/"}\n',
+    b'{"type":"session","id":"v1"}\n',
     b'{"type":"message","id":"a","parentId":"b","message":{"role":"user","content":"x"}}\n',
     b'{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}\n',
     b'{"type":"compaction","id":"c","parentId":"a","summary":"s","firstKeptEntryId":"a","tokensBefore":1e400}\n',

@@ -7,6 +7,7 @@ only when no chromium binary or no playwright module is present.
 Waiting is done by polling ``page.evaluate`` (DevTools evaluation): Playwright's
 ``wait_for_function`` evaluates strings, which the page's Content-Security-Policy forbids.
 """
+
 from __future__ import annotations
 
 import base64
@@ -46,8 +47,12 @@ PWN_TEXT = " ".join(PWN)
 
 
 def _chromium() -> str | None:
-    for cand in (os.environ.get("SESSIONTREE_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
-                 "/usr/bin/chromium"):
+    for cand in (
+        os.environ.get("SESSIONTREE_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        "/usr/bin/chromium",
+    ):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return None
@@ -55,9 +60,12 @@ def _chromium() -> str | None:
 
 # ==== the file (no browser) =========================================================
 
+
 def _blocks(html: bytes, cls: bytes) -> list[tuple[bytes, bytes]]:
-    return [(m.group(1), m.group(2)) for m in
-            re.finditer(rb'<script type="text/plain"([^>]*' + cls + rb'[^>]*)>([^<]*)</script>', html)]
+    return [
+        (m.group(1), m.group(2))
+        for m in re.finditer(rb'<script type="text/plain"([^>]*' + cls + rb"[^>]*)>([^<]*)</script>", html)
+    ]
 
 
 def _segments(html: bytes) -> bytes:
@@ -69,35 +77,74 @@ def _segments(html: bytes) -> bytes:
 def make_branched(tmp: Path, *, hostile: bool = False) -> tuple[Session, dict[str, str]]:
     """A session with an abandoned branch (holding NEEDLE), a compaction, a label and a name.
 
-        u1 -> a1 -> t1 -> u2 -> a2 (NEEDLE)            abandoned
-                     \\-> u3 -> a3 -> compaction(first kept u3) -> u4 -> label -> name   active
+    u1 -> a1 -> t1 -> u2 -> a2 (NEEDLE)            abandoned
+                 \\-> u3 -> a3 -> compaction(first kept u3) -> u4 -> label -> name   active
     """
     text = PWN_TEXT if hostile else ""
     s = Session.create("/work/proj" + (" " + text if hostile else ""), session_dir=tmp)
     ids: dict[str, str] = {}
-    usage = {"input": 100, "output": 20, "cacheRead": 5, "cacheWrite": 0, "totalTokens": 125,
-             "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3}}
+    usage = {
+        "input": 100,
+        "output": 20,
+        "cacheRead": 5,
+        "cacheWrite": 0,
+        "totalTokens": 125,
+        "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3},
+    }
     ids["u1"] = s.append_message({"role": "user", "content": "first question " + text, "timestamp": 1})
-    ids["a1"] = s.append_message({
-        "role": "assistant", "timestamp": 2, "usage": usage, "model": "m" + text, "provider": "p",
-        "content": [{"type": "thinking", "thinking": "thinking it over " + text},
-                    {"type": "text", "text": "let me look " + text},
-                    {"type": "toolCall", "id": "call-1", "name": "bash" + text, "arguments": {"command": "ls " + text}}]})
-    ids["t1"] = s.append_message({
-        "role": "toolResult", "toolCallId": "call-1", "toolName": "bash" + text, "isError": False, "timestamp": 3,
-        "content": [{"type": "text", "text": "file.txt\n" * 2000 + text},
-                    {"type": "image", "mimeType": "text/html" if hostile else "image/png",
-                     "data": base64.b64encode(text.encode()).decode() if hostile else
-                     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}]})
+    ids["a1"] = s.append_message(
+        {
+            "role": "assistant",
+            "timestamp": 2,
+            "usage": usage,
+            "model": "m" + text,
+            "provider": "p",
+            "content": [
+                {"type": "thinking", "thinking": "thinking it over " + text},
+                {"type": "text", "text": "let me look " + text},
+                {"type": "toolCall", "id": "call-1", "name": "bash" + text, "arguments": {"command": "ls " + text}},
+            ],
+        }
+    )
+    ids["t1"] = s.append_message(
+        {
+            "role": "toolResult",
+            "toolCallId": "call-1",
+            "toolName": "bash" + text,
+            "isError": False,
+            "timestamp": 3,
+            "content": [
+                {"type": "text", "text": "file.txt\n" * 2000 + text},
+                {
+                    "type": "image",
+                    "mimeType": "text/html" if hostile else "image/png",
+                    "data": base64.b64encode(text.encode()).decode()
+                    if hostile
+                    else "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+                },
+            ],
+        }
+    )
     ids["u2"] = s.append_message({"role": "user", "content": "abandoned question", "timestamp": 4})
-    ids["a2"] = s.append_message({"role": "assistant", "timestamp": 5, "usage": usage,
-                                  "content": [{"type": "text", "text": f"the {NEEDLE} is here " + text}]})
+    ids["a2"] = s.append_message(
+        {
+            "role": "assistant",
+            "timestamp": 5,
+            "usage": usage,
+            "content": [{"type": "text", "text": f"the {NEEDLE} is here " + text}],
+        }
+    )
     s.branch(ids["t1"])
     ids["u3"] = s.append_message({"role": "user", "content": "active question " + text, "timestamp": 6})
-    ids["a3"] = s.append_message({"role": "assistant", "timestamp": 7, "usage": usage,
-                                  "content": [{"type": "text", "text": "active answer " + text}]})
-    ids["c"] = s.append_compaction("summary of the early part " + text, ids["u3"], 1234,
-                                   usage=usage)
+    ids["a3"] = s.append_message(
+        {
+            "role": "assistant",
+            "timestamp": 7,
+            "usage": usage,
+            "content": [{"type": "text", "text": "active answer " + text}],
+        }
+    )
+    ids["c"] = s.append_compaction("summary of the early part " + text, ids["u3"], 1234, usage=usage)
     ids["u4"] = s.append_message({"role": "user", "content": "after the compaction " + text, "timestamp": 8})
     ids["label"] = s.append_label_change(ids["u1"], "start-here " + text)
     ids["name"] = s.append_session_info("Planted test session " + text)
@@ -147,7 +194,7 @@ def test_in_memory_session_exports(tmp_path):
     assert data.splitlines()[1] == s._core.line(0) and first.encode() in data
     for i in range(len(s)):  # the page finds each entry at the core's offset
         _line, off, length, _v = s._core.location(i)
-        assert data[off:off + length] == s._core.line(i)
+        assert data[off : off + length] == s._core.line(i)
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
@@ -166,14 +213,19 @@ def test_every_corpus_file_exports(tmp_path, path):
 CHROMIUM = _chromium()
 try:
     import playwright.sync_api  # noqa: F401
+
     _PW = None
 except ImportError as exc:  # pragma: no cover - the test extra installs it
     _PW = str(exc)
 
 needs_browser = pytest.mark.skipif(
     CHROMIUM is None or _PW is not None,
-    reason=("no chromium binary (apt-get install chromium; .ci/run installs it)" if CHROMIUM is None
-            else f"playwright for Python is not installed ({_PW})"))
+    reason=(
+        "no chromium binary (apt-get install chromium; .ci/run installs it)"
+        if CHROMIUM is None
+        else f"playwright for Python is not installed ({_PW})"
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +233,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         yield b
         b.close()
 
@@ -190,13 +244,16 @@ class Page:
     """A page with its console errors, page errors and network requests recorded."""
 
     def __init__(self, browser, *, bypass_csp: bool = False):
-        self.ctx = browser.new_context(bypass_csp=bypass_csp, accept_downloads=True,
-                                       viewport={"width": 1280, "height": 800})
+        self.ctx = browser.new_context(
+            bypass_csp=bypass_csp, accept_downloads=True, viewport={"width": 1280, "height": 800}
+        )
         self.page = self.ctx.new_page()
         self.errors: list[str] = []
         self.requests: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
-                     if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console",
+            lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.on("request", lambda r: self.requests.append(r.url))
 
@@ -224,8 +281,10 @@ class Page:
         return self.js(f"window.sessiontreeView.api.indexOf({entry_id!r})")
 
     def rows(self) -> list[int]:
-        return self.js("Array.from(document.querySelectorAll('#st-tree-inner .row:not([hidden])'))"
-                       ".map(r => r.dataset.i === '' ? -1 : +r.dataset.i)")
+        return self.js(
+            "Array.from(document.querySelectorAll('#st-tree-inner .row:not([hidden])'))"
+            ".map(r => r.dataset.i === '' ? -1 : +r.dataset.i)"
+        )
 
     def close(self):
         self.ctx.close()
@@ -391,8 +450,13 @@ def test_injected_markup_runs_nothing(tmp_path, browser, bypass_csp):
         p.page.locator("#st-results .hit").first.click()
         time.sleep(0.2)
         assert p.js("window.__pwned") is None
-        assert p.js("document.querySelectorAll('#st-app script, #st-app img:not(.st-img), #st-app svg, "
-                    "#st-app a[href], #st-app iframe').length") == 0
+        assert (
+            p.js(
+                "document.querySelectorAll('#st-app script, #st-app img:not(.st-img), #st-app svg, "
+                "#st-app a[href], #st-app iframe').length"
+            )
+            == 0
+        )
         assert "<script>window.__pwned=1</script>" in p.page.inner_text("#st-msgs") + p.page.inner_text("#st-results")
         assert p.page.inner_text("#st-name").startswith("Planted test session <script>")
         assert p.errors == []
@@ -429,8 +493,11 @@ def test_every_corpus_file_loads_in_the_browser(tmp_path, browser):
 def test_generated_big_session(tmp_path, browser):
     """A generated session of BIG_MB MiB with a string planted in an abandoned branch."""
     src = tmp_path / "big.jsonl"
-    subprocess.run([sys.executable, str(GEN), "--megabytes", str(BIG_MB), "--seed", "12", "--out", str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(GEN), "--megabytes", str(BIG_MB), "--seed", "12", "--out", str(src)],
+        check=True,
+        capture_output=True,
+    )
     s = Session.open(src)
     leaf = s.leaf_id
     early = s.get_branch()[len(s.get_branch()) // 3].id
@@ -479,14 +546,16 @@ def _odd_session(path: Path) -> Path:
         '{"type":"message","id":"m3","parentId":"m2","timestamp":"2026-01-01T00:00:01.000Z","message":'
         '{"role":{"evil":true},"content":"role is an object"}}',
         '{"type":"custom","id":"m4","parentId":"m3","timestamp":"2026-01-01T00:00:02.000Z","customType":"deep","data":'
-        + deep + '}',
+        + deep
+        + "}",
         '{"type":"message","id":"m5","parentId":"m4","timestamp":"2026-01-01T00:00:03.000Z","message":'
         '{"role":"user","content":[{"type":"text","text":"big number 1e400 and a lone \\ud800 surrogate","n":1e400}]}}',
         '{"type":"message","id":"m6","parentId":"m5","timestamp":"2026-01-01T00:00:04.000Z","message":'
         '{"role":"toolResult","toolCallId":"k","toolName":"read","content":[{"type":"text","text":"'
-        + "long line " * 3000 + 'END-OF-LONG"}]}}',
+        + "long line " * 3000
+        + 'END-OF-LONG"}]}}',
         '{"type":"label","id":"m7","parentId":"m6","timestamp":"2026-01-01T00:00:05.000Z","targetId":["not","a","string"],"label":{"o":1}}',
-        'this line is not JSON',
+        "this line is not JSON",
         '{"type":"message","id":"m8","parentId":"m7","timestamp":"2026-01-01T00:00:06.000Z","message":'
         '{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"!!not base64!!"}]}}',
     ]
@@ -506,7 +575,6 @@ def test_segments_never_split_a_line(tmp_path, monkeypatch):
     segs = [gzip.decompress(base64.b64decode(b)) for _, b in reversed(blocks)]
     assert len(segs) >= 3 and b"".join(segs) == src.read_bytes()
     assert all(seg.endswith(b"\n") for seg in segs)
-
 
 
 def _segment_members(html: bytes) -> list[tuple[int, bytes]]:
@@ -546,7 +614,9 @@ def test_segments_of_a_session_just_appended_to_are_the_file(tmp_path, monkeypat
     assert all(d.endswith(b"\n") for _, d in segs)
     assert b"".join(d for _, d in segs) == on_disk
     assert re.search(rb'id="st-end">\{"segments":(\d+),"bytes":(\d+)\}', html).groups() == (
-        str(len(segs)).encode(), str(len(on_disk)).encode())
+        str(len(segs)).encode(),
+        str(len(on_disk)).encode(),
+    )
     s.close()
 
 
@@ -586,8 +656,22 @@ def test_the_html_benchmark_runs(tmp_path):
     """benches/html_report.py end to end on a tiny session (CI runs every benchmark once)."""
     md = tmp_path / "bm.md"
     env = dict(os.environ, SESSIONTREE_BENCH_DIR=str(tmp_path / "inputs"))
-    out = subprocess.run([sys.executable, str(ROOT / "benches" / "html_report.py"), "--sizes", "0.5", "--out", str(md),
-                          "--work", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benches" / "html_report.py"),
+            "--sizes",
+            "0.5",
+            "--out",
+            str(md),
+            "--work",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     text = md.read_text()
     assert "<!-- html-view -->" in text and "<!-- /html-view -->" in text

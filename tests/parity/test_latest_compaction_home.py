@@ -13,6 +13,7 @@ index cannot answer exactly (duplicate ids, ids that are not strings, legacy fil
 * ``Session.find_cut_point`` equals the pure cut search over the same range, on the same inputs;
 * the binding no longer carries a second copy of the rule.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,7 @@ def _pure_cut(branch: list, keep: int) -> tuple:
     if not branch:
         return (None, None, False)
     start, dropped = kept_boundary(latest_compaction(branch))
-    path = branch if dropped is None else branch[:dropped] + branch[dropped + 1:]
+    path = branch if dropped is None else branch[:dropped] + branch[dropped + 1 :]
     r = find_cut_point(path, start, len(path), keep, collect_context_edits(path))
     if r.first_kept_entry_index >= len(path):
         return (None, None, False)
@@ -94,16 +95,26 @@ def test_the_session_and_the_pure_rule_agree_on_the_corpus(path):
 
 
 def test_the_rule_over_columns_is_the_rule_over_entries():
-    e = [{"type": "message", "id": "a"}, {"type": "message", "id": "b"}, {"type": "compaction", "id": "c",
-         "firstKeptEntryId": "b"}, {"type": "message", "id": "d"}]
+    e = [
+        {"type": "message", "id": "a"},
+        {"type": "message", "id": "b"},
+        {"type": "compaction", "id": "c", "firstKeptEntryId": "b"},
+        {"type": "message", "id": "d"},
+    ]
     assert latest_compaction(e) == (2, 2, 1)
-    assert latest_compaction_at([x["type"] for x in e], lambda i: e[i]["id"],
-                                lambda i: e[i]["firstKeptEntryId"]) == (2, 2, 1)
+    assert latest_compaction_at([x["type"] for x in e], lambda i: e[i]["id"], lambda i: e[i]["firstKeptEntryId"]) == (
+        2,
+        2,
+        1,
+    )
     # duplicate id: the compaction's id first appears at 0, so the kept range is searched before 0
     e[0]["id"] = "c"
     assert latest_compaction(e) == (2, 0, None)
-    assert latest_compaction_at([x["type"] for x in e], lambda i: e[i]["id"], lambda i: e[i]["firstKeptEntryId"]) \
-        == (2, 0, None)
+    assert latest_compaction_at([x["type"] for x in e], lambda i: e[i]["id"], lambda i: e[i]["firstKeptEntryId"]) == (
+        2,
+        0,
+        None,
+    )
     assert latest_compaction_at(["message"], lambda i: 1 / 0, lambda i: 1 / 0) is None  # ids never read
 
 
@@ -134,8 +145,7 @@ def session_lines(draw):
         elif e["type"] == "compaction":
             e["summary"] = "S"
             e["tokensBefore"] = 10
-            e["firstKeptEntryId"] = draw(st.one_of(st.sampled_from(ids), st.sampled_from(ID_POOL),
-                                                   st.just("missing")))
+            e["firstKeptEntryId"] = draw(st.one_of(st.sampled_from(ids), st.sampled_from(ID_POOL), st.just("missing")))
         else:
             e.update(provider="p", modelId="m")
         lines.append(json.dumps(e).encode())

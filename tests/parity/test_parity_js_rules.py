@@ -7,6 +7,7 @@
 * ``String.prototype.trim()``: ``_jsjson.js_trim`` (session names, in ``Session.session_name`` and
   ``list_sessions``) and the Rust date parser's ``is_js_whitespace`` are the same set.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,17 @@ def _same(a: float, b: float) -> bool:
 def _timestamps_file(path: Path, stamps: list) -> Path:
     lines = [json.dumps(HEADER)]
     for k, ts in enumerate(stamps):
-        lines.append(json.dumps({"type": "custom", "customType": "t", "id": f"e{k}",
-                                 "parentId": f"e{k - 1}" if k else None, "timestamp": ts}))
+        lines.append(
+            json.dumps(
+                {
+                    "type": "custom",
+                    "customType": "t",
+                    "id": f"e{k}",
+                    "parentId": f"e{k - 1}" if k else None,
+                    "timestamp": ts,
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -59,12 +69,24 @@ _DATEISH = st.text(alphabet="0123456789-+:.TtZz ,\t\u00a0\u0085\u001f\ufeff\u202
 
 
 @settings(max_examples=300, deadline=None)
-@given(stamps=st.lists(st.one_of(
-    _DATEISH,
-    st.builds(lambda ws, d, ws2: ws + d + ws2, st.text(JS_WHITESPACE + "\x85\x1f", max_size=3),
-              st.sampled_from(["2026-01-16", "2026-01-16T03:12:09.462Z", "+002026-01", "2026-01-16 03:12"]),
-              st.text(JS_WHITESPACE + "\x85\x1f", max_size=3)),
-    st.integers(-10**16, 10**16), st.none(), st.booleans()), min_size=1, max_size=8))
+@given(
+    stamps=st.lists(
+        st.one_of(
+            _DATEISH,
+            st.builds(
+                lambda ws, d, ws2: ws + d + ws2,
+                st.text(JS_WHITESPACE + "\x85\x1f", max_size=3),
+                st.sampled_from(["2026-01-16", "2026-01-16T03:12:09.462Z", "+002026-01", "2026-01-16 03:12"]),
+                st.text(JS_WHITESPACE + "\x85\x1f", max_size=3),
+            ),
+            st.integers(-(10**16), 10**16),
+            st.none(),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_date_parse_index_and_python_agree_on_generated_values(tmp_path_factory, stamps):
     path = _timestamps_file(tmp_path_factory.mktemp("d") / "s.jsonl", stamps)
     s = Session.open(path)
@@ -75,8 +97,16 @@ def test_date_parse_index_and_python_agree_on_generated_values(tmp_path_factory,
 def test_leading_space_date_is_a_date_in_the_context_as_in_node():
     # Node: new Date(" 2026-01-16").getTime() === 1768521600000
     assert js_date_parse(" 2026-01-16") == 1768521600000.0
-    path = [{"type": "branch_summary", "id": "b", "parentId": None, "timestamp": " 2026-01-16",
-             "fromId": "a", "summary": "went elsewhere"}]
+    path = [
+        {
+            "type": "branch_summary",
+            "id": "b",
+            "parentId": None,
+            "timestamp": " 2026-01-16",
+            "fromId": "a",
+            "summary": "went elsewhere",
+        }
+    ]
     (message,) = build_session_context(path).messages
     assert message["timestamp"] == 1768521600000
 
@@ -95,11 +125,21 @@ def _named_session(tmp_path: Path, name: str) -> Path:
     d = tmp_path / "sessions"
     d.mkdir(exist_ok=True)
     p = d / "2026-01-01T00-00-00-000Z_s1.jsonl"
-    lines = [json.dumps(HEADER),
-             json.dumps({"type": "message", "id": "m", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
-                         "message": {"role": "user", "content": "hi", "timestamp": 0}}),
-             json.dumps({"type": "session_info", "id": "i", "parentId": "m",
-                         "timestamp": "2026-01-01T00:00:01.000Z", "name": name})]
+    lines = [
+        json.dumps(HEADER),
+        json.dumps(
+            {
+                "type": "message",
+                "id": "m",
+                "parentId": None,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {"role": "user", "content": "hi", "timestamp": 0},
+            }
+        ),
+        json.dumps(
+            {"type": "session_info", "id": "i", "parentId": "m", "timestamp": "2026-01-01T00:00:01.000Z", "name": name}
+        ),
+    ]
     p.write_text("\n".join(lines) + "\n")
     return p
 

@@ -1,5 +1,6 @@
 """Property tests: the Rust core against the plain-Python reference model
 (tests/support/reference_model.py), on random files and random operation sequences."""
+
 from __future__ import annotations
 
 import json
@@ -15,22 +16,34 @@ from tests.support.reference_model import ReferenceCycle, ReferenceSession
 
 HEADER = {"type": "session", "version": 3, "id": "prop", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
 IDS = [f"id{i:02d}" for i in range(12)]
-TIMESTAMPS = ["2026-01-01T00:00:01.000Z", "2026-01-01T00:00:02.000Z", "2026-01-01T00:00:02.000Z",
-              "2025-12-31T23:59:59Z", "not a date", None]
+TIMESTAMPS = [
+    "2026-01-01T00:00:01.000Z",
+    "2026-01-01T00:00:02.000Z",
+    "2026-01-01T00:00:02.000Z",
+    "2025-12-31T23:59:59Z",
+    "not a date",
+    None,
+]
 
 
 @st.composite
 def entry_line(draw):
-    kind = draw(st.sampled_from(["message", "message", "message", "label", "model_change", "garbage", "falsy",
-                                 "blank", "custom"]))
+    kind = draw(
+        st.sampled_from(
+            ["message", "message", "message", "label", "model_change", "garbage", "falsy", "blank", "custom"]
+        )
+    )
     if kind == "garbage":
         return draw(st.sampled_from([b'{"type":"message","id":"x"', b"not json", b"\x00\x00\x00", b"[1,2"]))
     if kind == "falsy":
         return draw(st.sampled_from([b"null", b"0", b"false", b'""']))
     if kind == "blank":
         return b"   "
-    e = {"type": kind, "id": draw(st.sampled_from(IDS)),
-         "parentId": draw(st.one_of(st.none(), st.sampled_from(IDS + ["unknown"])))}
+    e = {
+        "type": kind,
+        "id": draw(st.sampled_from(IDS)),
+        "parentId": draw(st.one_of(st.none(), st.sampled_from(IDS + ["unknown"]))),
+    }
     ts = draw(st.sampled_from(TIMESTAMPS))
     if ts is not None:
         e["timestamp"] = ts
@@ -79,22 +92,28 @@ def test_core_matches_reference_model_on_random_files(tmp_path, lines, trailing)
     for i, want in kids.items():
         nodes = s._core.children(s._core.index_of(i))
         assert [s._core.id(n) for n in nodes] == want or any(
-            s._core.timestamp_ms(n) != s._core.timestamp_ms(n) for n in nodes)
+            s._core.timestamp_ms(n) != s._core.timestamp_ms(n) for n in nodes
+        )
     assert [s._core.id(r) for r in s._core.roots()] == ref.roots()
     # opening never wrote
     assert f.read_bytes() == data
 
 
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"])),
-    # ~300 KB: a few of these pass the size at which appended lines are folded into the mapping
-    st.tuples(st.just("big"), st.integers(0, 9)),
-    st.tuples(st.just("branch"), st.integers(0, 40)),
-    st.tuples(st.just("label"), st.integers(0, 40), st.sampled_from(["x", "y", "", None])),
-    st.tuples(st.just("reset"),),
-    st.tuples(st.just("name"), st.sampled_from(["  a ", "b", ""])),
-    st.tuples(st.just("summary"), st.integers(-1, 40)),
-), max_size=25)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"])),
+        # ~300 KB: a few of these pass the size at which appended lines are folded into the mapping
+        st.tuples(st.just("big"), st.integers(0, 9)),
+        st.tuples(st.just("branch"), st.integers(0, 40)),
+        st.tuples(st.just("label"), st.integers(0, 40), st.sampled_from(["x", "y", "", None])),
+        st.tuples(
+            st.just("reset"),
+        ),
+        st.tuples(st.just("name"), st.sampled_from(["  a ", "b", ""])),
+        st.tuples(st.just("summary"), st.integers(-1, 40)),
+    ),
+    max_size=25,
+)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -145,12 +164,27 @@ def test_operation_sequences_match_the_reference_after_reopen(tmp_path, ops, dur
 def test_duplicate_ids_that_make_pis_tree_loop_raise(tmp_path):
     # A(root), B under A, then A again under B: Pi's getTree never returns
     lines = [
-        {"type": "message", "id": "A", "parentId": None, "timestamp": "2026-01-01T00:00:01Z",
-         "message": {"role": "user", "content": "a"}},
-        {"type": "message", "id": "B", "parentId": "A", "timestamp": "2026-01-01T00:00:02Z",
-         "message": {"role": "user", "content": "b"}},
-        {"type": "message", "id": "A", "parentId": "B", "timestamp": "2026-01-01T00:00:03Z",
-         "message": {"role": "user", "content": "a2"}},
+        {
+            "type": "message",
+            "id": "A",
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01Z",
+            "message": {"role": "user", "content": "a"},
+        },
+        {
+            "type": "message",
+            "id": "B",
+            "parentId": "A",
+            "timestamp": "2026-01-01T00:00:02Z",
+            "message": {"role": "user", "content": "b"},
+        },
+        {
+            "type": "message",
+            "id": "A",
+            "parentId": "B",
+            "timestamp": "2026-01-01T00:00:03Z",
+            "message": {"role": "user", "content": "a2"},
+        },
     ]
     f, _ = _file(tmp_path, [json.dumps(l).encode() for l in lines])
     s = Session.open(f)

@@ -1,5 +1,6 @@
 """There is one reference model (tests/support/reference_model.py): the golden helpers and the property
 tests share its loader, by-id index and branch walk, and the package ships none."""
+
 from __future__ import annotations
 
 import importlib
@@ -25,13 +26,31 @@ def test_the_golden_helpers_use_the_model():
 
 
 def test_loading_follows_pis_load_entries_from_file():
-    data = b"\n".join([HEADER + b"\r", b"", b"   ", b"null", b"0", b"false", b'""', b"NaN", b"[1,2",
-                       b'{"type":"message","id":"a","parentId":null}\r',
-                       b'{"type":"session","id":"later"}', b'{"type":"label","id":"b","parentId":"a"}', b"7"])
+    data = b"\n".join(
+        [
+            HEADER + b"\r",
+            b"",
+            b"   ",
+            b"null",
+            b"0",
+            b"false",
+            b'""',
+            b"NaN",
+            b"[1,2",
+            b'{"type":"message","id":"a","parentId":null}\r',
+            b'{"type":"session","id":"later"}',
+            b'{"type":"label","id":"b","parentId":"a"}',
+            b"7",
+        ]
+    )
     header, values = load_values(data)
     assert header["id"] == "h"
-    assert values == [{"type": "message", "id": "a", "parentId": None}, {"type": "session", "id": "later"},
-                      {"type": "label", "id": "b", "parentId": "a"}, 7]
+    assert values == [
+        {"type": "message", "id": "a", "parentId": None},
+        {"type": "session", "id": "later"},
+        {"type": "label", "id": "b", "parentId": "a"},
+        7,
+    ]
     ref = ReferenceSession.load(data)
     assert ref is not None
     assert ref.entries == [values[0], values[2], 7]  # a later session value is not an entry

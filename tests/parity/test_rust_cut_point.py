@@ -1,4 +1,5 @@
 """The Rust token estimate and cut-point search against Pi's goldens and the Python rules."""
+
 from __future__ import annotations
 
 import json
@@ -87,15 +88,29 @@ def _user(text: str) -> dict:
 
 def _assistant(text: str, calls: int = 0) -> dict:
     content = [{"type": "text", "text": text}]
-    content += [{"type": "toolCall", "id": f"c{k}", "name": "read", "arguments": {"path": f"f{k}.py", "n": 1.5}}
-                for k in range(calls)]
-    return {"role": "assistant", "content": content, "provider": "p", "model": "m", "usage": {},
-            "stopReason": "toolUse" if calls else "stop", "timestamp": 0}
+    content += [
+        {"type": "toolCall", "id": f"c{k}", "name": "read", "arguments": {"path": f"f{k}.py", "n": 1.5}}
+        for k in range(calls)
+    ]
+    return {
+        "role": "assistant",
+        "content": content,
+        "provider": "p",
+        "model": "m",
+        "usage": {},
+        "stopReason": "toolUse" if calls else "stop",
+        "timestamp": 0,
+    }
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["user", "assistant", "tools", "bash", "custom", "summary", "label",
-                                          "model", "compact"]),
-                         st.integers(0, 900)), min_size=1, max_size=40)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "assistant", "tools", "bash", "custom", "summary", "label", "model", "compact"]),
+        st.integers(0, 900),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,11 +125,28 @@ def test_rust_cut_point_equals_the_python_rules_on_random_sessions(ops, keep):
         elif kind == "tools":
             s.append_message(_assistant("t", calls=1 + n % 3))
             for k in range(1 + n % 3):
-                s.append_message({"role": "toolResult", "toolCallId": f"c{k}", "toolName": "read",
-                                  "content": [{"type": "text", "text": "r" * n}], "isError": False, "timestamp": 0})
+                s.append_message(
+                    {
+                        "role": "toolResult",
+                        "toolCallId": f"c{k}",
+                        "toolName": "read",
+                        "content": [{"type": "text", "text": "r" * n}],
+                        "isError": False,
+                        "timestamp": 0,
+                    }
+                )
         elif kind == "bash":
-            s.append_message({"role": "bashExecution", "command": "ls", "output": "o" * n, "exitCode": 0,
-                              "cancelled": False, "truncated": False, "timestamp": 0})
+            s.append_message(
+                {
+                    "role": "bashExecution",
+                    "command": "ls",
+                    "output": "o" * n,
+                    "exitCode": 0,
+                    "cancelled": False,
+                    "truncated": False,
+                    "timestamp": 0,
+                }
+            )
         elif kind == "custom":
             s.append_custom_message_entry("note", "c" * n, True)
         elif kind == "summary" and s.leaf_id:

@@ -6,6 +6,7 @@ machine inflate wall time, not CPU time), with margins
 wide enough for that noise. The full-size figures (up to 1 GB) come from ``benches/``
 (``python benches/report.py``; docs/benchmarks.md).
 """
+
 from __future__ import annotations
 
 import gc
@@ -19,8 +20,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benches"))
 import inputs  # noqa: E402
-from inputs import (append_pair, chain, labels, orjson_loader, session_file,  # noqa: E402
-                    session_with_tail, siblings)
+from inputs import (
+    append_pair,
+    chain,
+    labels,
+    orjson_loader,
+    session_file,  # noqa: E402
+    session_with_tail,
+    siblings,
+)
 
 from sessiontree import Session  # noqa: E402
 
@@ -84,8 +92,13 @@ def test_refresh_cost_does_not_depend_on_file_size(tmp_path):
     n = iter(range(10**6))
 
     def one(s, fd):
-        line = {"type": "custom", "customType": "x", "id": f"r{next(n)}", "parentId": s.leaf_id,
-                "timestamp": "2026-02-01T00:00:00.000Z"}
+        line = {
+            "type": "custom",
+            "customType": "x",
+            "id": f"r{next(n)}",
+            "parentId": s.leaf_id,
+            "timestamp": "2026-02-01T00:00:00.000Z",
+        }
         os.write(fd, orjson.dumps(line) + b"\n")
         t = time.process_time()
         assert s.refresh() == 1
@@ -182,8 +195,11 @@ def test_the_main_job_costs_the_same_after_ten_times_the_history(main_job_inputs
 
     best = time_reads(list(main_job_inputs), rounds=9)
     floor = 3e-4
-    slow = {name: round(max(b, floor) / max(s, floor), 2) for name, (s, b) in best.items()
-            if max(b, floor) / max(s, floor) > 2.0}
+    slow = {
+        name: round(max(b, floor) / max(s, floor), 2)
+        for name, (s, b) in best.items()
+        if max(b, floor) / max(s, floor) > 2.0
+    }
     assert not slow, f"ratios 50 MB / 5 MB above 2x: {slow}"
 
 

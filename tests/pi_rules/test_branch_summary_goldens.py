@@ -6,12 +6,21 @@ For every golden (found by globbing in :mod:`goldens`) and every ``(oldLeafId, t
 operations, and for budget 0 the serialized text). Entries come from the pure-Python reference
 loader, looked up through two callables as a store would provide them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from tests.support.goldens import golden_ids, index_by_id, js_id, load_case, migrated_entries, reference_entries, session_file
+from tests.support.goldens import (
+    golden_ids,
+    index_by_id,
+    js_id,
+    load_case,
+    migrated_entries,
+    reference_entries,
+    session_file,
+)
 from tests.pi_rules.test_compaction_goldens import diff_report, file_fields, message_summary, pi, serialized
 from tests.support.reference_model import walk
 

@@ -9,6 +9,7 @@ in :mod:`goldens`, never from the Rust core. Where Pi throws, the golden holds
 Below the goldens: hypothesis properties of the cut over random sessions, and examples of the
 Pi 1.6 ``context_edit`` rules that no golden exercises.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -229,8 +230,13 @@ def sessions(draw) -> list:
             ]
             message("assistant", content=[{"type": "text", "text": draw(_TEXT)}, *calls], stopReason="toolUse")
             for call in calls:
-                message("toolResult", toolCallId=call["id"], toolName=call["name"],
-                        content=[{"type": "text", "text": draw(_TEXT)}], isError=False)
+                message(
+                    "toolResult",
+                    toolCallId=call["id"],
+                    toolName=call["name"],
+                    content=[{"type": "text", "text": draw(_TEXT)}],
+                    isError=False,
+                )
         if draw(st.booleans()):
             message("assistant", content=[{"type": "text", "text": draw(_TEXT)}], stopReason="stop")
     return entries
@@ -282,6 +288,7 @@ def test_preparation_summarizes_exactly_the_messages_before_the_cut(entries: lis
 
 def test_cut_may_split_a_tool_loop_at_an_interleaved_custom_message() -> None:
     """Pi's rule, not a bug: a custom message between a call and its result is a cut point."""
+
     def entry(i: int, entry_type: str, **fields) -> dict:
         parent = f"e{i - 1}" if i else None
         return {"type": entry_type, "id": f"e{i}", "parentId": parent, "timestamp": _TIMESTAMP, **fields}
@@ -291,14 +298,28 @@ def test_cut_may_split_a_tool_loop_at_an_interleaved_custom_message() -> None:
         entry(0, "message", message={"role": "user", "content": "read a.ts", "timestamp": 0}),
         entry(1, "message", message={"role": "assistant", "content": [call], "timestamp": 0}),
         entry(2, "custom_message", customType="steer", content="x" * 40, display=True),
-        entry(3, "message", message={"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text", "text": "y" * 400}], "timestamp": 0}),
-        entry(4, "message", message={"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 0}),
+        entry(
+            3,
+            "message",
+            message={
+                "role": "toolResult",
+                "toolCallId": "c1",
+                "content": [{"type": "text", "text": "y" * 400}],
+                "timestamp": 0,
+            },
+        ),
+        entry(
+            4, "message", message={"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 0}
+        ),
     ]
-    keep = sum(estimate_tokens(m) for m in (
-        {"role": "custom", "content": "x" * 40},
-        entries[3]["message"],
-        entries[4]["message"],
-    ))
+    keep = sum(
+        estimate_tokens(m)
+        for m in (
+            {"role": "custom", "content": "x" * 40},
+            entries[3]["message"],
+            entries[4]["message"],
+        )
+    )
     cut = find_cut_point(entries, 0, len(entries), keep)
     assert cut.first_kept_entry_index == 2  # the result (e3) is kept, its call (e1) summarized
     assert not cut.is_split_turn
@@ -311,8 +332,15 @@ def _path(*specs) -> list:
     """Entries ``e0, e1, ...`` chained in order from ``(type, fields)`` specs."""
     out = []
     for i, (entry_type, fields) in enumerate(specs):
-        out.append({"type": entry_type, "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
-                    "timestamp": _TIMESTAMP, **fields})
+        out.append(
+            {
+                "type": entry_type,
+                "id": f"e{i}",
+                "parentId": f"e{i - 1}" if i else None,
+                "timestamp": _TIMESTAMP,
+                **fields,
+            }
+        )
     return out
 
 
@@ -335,10 +363,11 @@ def test_omitted_messages_are_neither_counted_nor_cut_points() -> None:
 
 def test_overflow_recovery_advances_the_kept_boundary_past_the_oversized_input() -> None:
     path = _path(
-        _msg("user", "first"), _msg("assistant", "ok"),
-        _msg("user", "x" * 80_000),           # over-budget input
+        _msg("user", "first"),
+        _msg("assistant", "ok"),
+        _msg("user", "x" * 80_000),  # over-budget input
         _msg("assistant", "partial attempt"),  # the failed attempt...
-        _omit("e3"),                           # ...omitted by overflow recovery
+        _omit("e3"),  # ...omitted by overflow recovery
     )
     prep = prepare_compaction(path, CompactionSettings(keep_recent_tokens=20000))
     assert prep.first_kept_entry_id == "e3"
@@ -349,8 +378,11 @@ def test_overflow_recovery_advances_the_kept_boundary_past_the_oversized_input()
 
 def test_replacing_the_input_blocks_the_boundary_advance() -> None:
     path = _path(
-        _msg("user", "first"), _msg("assistant", "ok"), _msg("user", "x" * 80_000),
-        _msg("assistant", "partial attempt"), _omit("e3"),
+        _msg("user", "first"),
+        _msg("assistant", "ok"),
+        _msg("user", "x" * 80_000),
+        _msg("assistant", "partial attempt"),
+        _omit("e3"),
         ("context_edit", {"targetId": "e2", "replacement": {"content": "y" * 80_000}}),
     )
     prep = prepare_compaction(path, CompactionSettings(keep_recent_tokens=20000))
@@ -359,8 +391,12 @@ def test_replacing_the_input_blocks_the_boundary_advance() -> None:
 
 
 def test_metadata_alone_does_not_move_the_cut() -> None:
-    path = _path(_msg("user", "first"), _msg("assistant", "ok"), _msg("user", "x" * 80_000),
-                 ("model_change", {"provider": "p", "modelId": "m"}))
+    path = _path(
+        _msg("user", "first"),
+        _msg("assistant", "ok"),
+        _msg("user", "x" * 80_000),
+        ("model_change", {"provider": "p", "modelId": "m"}),
+    )
     prep = prepare_compaction(path, CompactionSettings(keep_recent_tokens=20000))
     assert prep.first_kept_entry_id == "e2"
     assert not prep.is_split_turn

@@ -3,6 +3,7 @@
 Each test checks one golden field for one file (``context.*`` and ``path_message_tokens``);
 legacy v1/v2 files are skipped until the Session's migration is wired in.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -64,7 +65,9 @@ def test_context_thinking_level_and_model_come_from_the_path(case):
 
 
 def test_context_entries_fold_the_latest_compaction(case):
-    got = [goldens.js_id(e.get("id") if isinstance(e, dict) else None) for e in build_context_entries(case.context_path)]
+    got = [
+        goldens.js_id(e.get("id") if isinstance(e, dict) else None) for e in build_context_entries(case.context_path)
+    ]
     assert got == case.golden["context"]["context_entry_ids"]
 
 

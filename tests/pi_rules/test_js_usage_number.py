@@ -6,6 +6,7 @@ The rule: numbers add as they are (NaN and infinities included), ``null`` is 0, 
 a missing field (``undefined``) and anything else is NaN. (JavaScript would concatenate a string
 operand; Pi's usage fields are numbers or null, and the model keeps NaN for every other value.)
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ from sessiontree.usage import usage_totals_of_entries
 
 
 def _same(a, b) -> bool:
-    return (math.isnan(a) and math.isnan(b)) if isinstance(a, float) and math.isnan(a) else \
-        (a == b and type(a) is type(b))
+    return (
+        (math.isnan(a) and math.isnan(b)) if isinstance(a, float) and math.isnan(a) else (a == b and type(a) is type(b))
+    )
 
 
 CASES = [
@@ -60,9 +62,15 @@ def test_the_rule(value, want):
 def test_both_callers_use_it(value, want):
     ctx = calculate_context_tokens({"input": value, "output": 1, "cacheRead": 0, "cacheWrite": 0})
     assert _same(ctx, want + 1 if not math.isnan(want) else want) or (math.isinf(want) and ctx == want)
-    entry = {"type": "message", "id": "a", "parentId": None,
-             "message": {"role": "assistant", "usage": {"input": value, "output": 2, "cacheRead": 0, "cacheWrite": 0,
-                                                         "cost": {"total": value}}}}
+    entry = {
+        "type": "message",
+        "id": "a",
+        "parentId": None,
+        "message": {
+            "role": "assistant",
+            "usage": {"input": value, "output": 2, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": value}},
+        },
+    }
     totals = usage_totals_of_entries([entry])
     for got in (totals.input, totals.cost):
         assert _same(got, want), (value, got)

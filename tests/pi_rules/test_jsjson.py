@@ -1,5 +1,6 @@
 """JavaScript semantics: JSON.stringify, string.length, Number#toString, Date.parse, the default
 sort order of strings, UTF-16 prefixes and Object.entries."""
+
 from __future__ import annotations
 
 import json
@@ -83,7 +84,7 @@ def test_strings_escape_only_quote_backslash_and_control_characters():
     s = "".join(chr(i) for i in range(0x20)) + '"\\/\x7f\u2028é😀'
     expected = (
         '"\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r'
-        '\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018'
+        "\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018"
         '\\u0019\\u001a\\u001b\\u001c\\u001d\\u001e\\u001f\\"\\\\/\x7f\u2028é😀"'
     )
     assert js_stringify(s) == expected
@@ -152,9 +153,13 @@ def test_stringify_length_is_utf16_length_of_the_text(value):
     assert js_stringify_len(value) == js_len(js_stringify(value))
 
 
-@given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text()),
-                    lambda c: st.one_of(st.lists(c), st.dictionaries(st.text().filter(lambda k: not k.isdigit()), c)),
-                    max_leaves=20))
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text()),
+        lambda c: st.one_of(st.lists(c), st.dictionaries(st.text().filter(lambda k: not k.isdigit()), c)),
+        max_leaves=20,
+    )
+)
 def test_stringify_equals_compact_json_dumps_without_floats_or_surrogates(value):
     assert js_stringify(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -194,8 +199,18 @@ def test_date_parse_iso_strings(text, ms):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "garbage", "2026-13-01", "2026-01-32", "2026-01-01T25:00Z", "2026-01-01T24:00:01Z",
-     "2026-01-01T00:60Z", "-000000-01-01", "+275760-09-13T00:00:00.001Z", "2026-01-01T03:12:09+01"],
+    [
+        "",
+        "garbage",
+        "2026-13-01",
+        "2026-01-32",
+        "2026-01-01T25:00Z",
+        "2026-01-01T24:00:01Z",
+        "2026-01-01T00:60Z",
+        "-000000-01-01",
+        "+275760-09-13T00:00:00.001Z",
+        "2026-01-01T03:12:09+01",
+    ],
 )
 def test_date_parse_invalid_strings_are_nan(text):
     assert math.isnan(js_date_parse(text))
@@ -216,7 +231,7 @@ def test_date_of_non_strings_follows_new_date():
 def test_date_parse_agrees_with_python_datetime(dt):
     dt = dt.replace(microsecond=dt.microsecond // 1000 * 1000, tzinfo=timezone.utc)
     text = dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    text = f"{dt.year:04d}" + text[text.index("-"):]
+    text = f"{dt.year:04d}" + text[text.index("-") :]
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     assert js_date_parse(text) == (dt - epoch) // timedelta(milliseconds=1)
 
@@ -288,8 +303,13 @@ def test_object_entries_of_null_throws_the_callers_error(value):
 
 
 def test_compaction_uses_the_js_helpers():
-    from sessiontree.compaction import (FileOperations, SerializationError, _truncate_for_summary,
-                                        compute_file_lists, serialize_conversation)
+    from sessiontree.compaction import (
+        FileOperations,
+        SerializationError,
+        _truncate_for_summary,
+        compute_file_lists,
+        serialize_conversation,
+    )
 
     ops = FileOperations(read={"\uff46.txt": None, "\U0001f600.md": None, "a": None}, edited={"a": None})
     assert compute_file_lists(ops) == (["\U0001f600.md", "\uff46.txt"], ["a"])
@@ -348,8 +368,7 @@ def _finite(value) -> bool:
 def test_utf16_key_and_object_entries_match_node(texts):
     payload = [json.dumps(t, ensure_ascii=True) for t in texts]  # lone surrogates travel escaped
     expected = _node(
-        "const t=v.map(s=>JSON.parse(s));"
-        "console.log(JSON.stringify([[...t].sort(), t.map(s=>Object.entries(s))]))",
+        "const t=v.map(s=>JSON.parse(s));console.log(JSON.stringify([[...t].sort(), t.map(s=>Object.entries(s))]))",
         payload,
     )
     assert [sorted(texts, key=js_utf16_key), [[list(e) for e in js_object_entries(t)] for t in texts]] == expected

@@ -10,6 +10,7 @@
 * ``new Date(header.timestamp)`` with the field missing (``undefined`` -> Invalid Date) versus
   an explicit ``null`` (``new Date(null)`` -> epoch 0), in the listing and the fleet's stats row.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,18 @@ CORPUS = Path(__file__).parent.parent / "corpus"
 def _msg(eid, parent, role, content, ts="2026-01-01T00:00:00.000Z"):
     message = {"role": role, "content": content, "timestamp": 1}
     if role == "assistant":
-        message.update(provider="p", model="m", usage={"input": 1, "output": 1, "totalTokens": 2},
-                       stopReason="stop")
+        message.update(provider="p", model="m", usage={"input": 1, "output": 1, "totalTokens": 2}, stopReason="stop")
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
 
 
 def _edit(eid, parent, target, **replacement):
-    entry = {"type": "context_edit", "id": eid, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z",
-             "targetId": target}
+    entry = {
+        "type": "context_edit",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "targetId": target,
+    }
     entry.update(replacement)
     return entry
 
@@ -214,8 +219,11 @@ def test_js_get_reads_like_javascript():
 
 def test_no_module_keeps_its_own_truthiness_helper():
     pkg = Path(__file__).parent.parent.parent / "python" / "sessiontree"
-    own = [p.name for p in pkg.rglob("*.py") if p.name != "_jsjson.py"
-           and ("def _truthy(" in p.read_text() or "def _js_truthy(" in p.read_text())]
+    own = [
+        p.name
+        for p in pkg.rglob("*.py")
+        if p.name != "_jsjson.py" and ("def _truthy(" in p.read_text() or "def _js_truthy(" in p.read_text())
+    ]
     assert own == []
 
 

@@ -1,4 +1,5 @@
 """Pi's ``estimateTokens``: per-role character counts, UTF-16 units, and where Pi throws."""
+
 from __future__ import annotations
 
 import math
@@ -103,7 +104,10 @@ def test_unknown_roles_and_non_dicts_count_zero():
             {"role": "user", "content": [None]},
             "TypeError: Cannot read properties of null (reading 'type')",
         ),
-        ({"role": "bashExecution", "command": "ls"}, "TypeError: Cannot read properties of undefined (reading 'length')"),
+        (
+            {"role": "bashExecution", "command": "ls"},
+            "TypeError: Cannot read properties of undefined (reading 'length')",
+        ),
         (None, "TypeError: Cannot read properties of null (reading 'role')"),
     ],
 )

@@ -2,6 +2,7 @@
 ``_extractUserMessageText``: the editor text after navigating to a user message, and RPC
 ``get_fork_messages``): :func:`sessiontree.orchestration.user_message_text`. The RPC server and
 tree navigation had a copy each (``_user_text``)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,16 +11,19 @@ from sessiontree import orchestration, rpc
 from sessiontree.orchestration import user_message_text
 
 
-@pytest.mark.parametrize("content,want", [
-    ("plain", "plain"),
-    ("", ""),
-    ([{"type": "text", "text": "a"}, {"type": "image", "data": "x"}, {"type": "text", "text": "b"}], "ab"),
-    ([{"type": "text", "text": 5}, {"type": "text"}, None, "s", {"type": "text", "text": "c"}], "c"),
-    ([], ""),
-    (None, ""),
-    (7, ""),
-    ({"type": "text", "text": "x"}, ""),
-])
+@pytest.mark.parametrize(
+    "content,want",
+    [
+        ("plain", "plain"),
+        ("", ""),
+        ([{"type": "text", "text": "a"}, {"type": "image", "data": "x"}, {"type": "text", "text": "b"}], "ab"),
+        ([{"type": "text", "text": 5}, {"type": "text"}, None, "s", {"type": "text", "text": "c"}], "c"),
+        ([], ""),
+        (None, ""),
+        (7, ""),
+        ({"type": "text", "text": "x"}, ""),
+    ],
+)
 def test_the_rule(content, want):
     assert user_message_text(content) == want
 

@@ -14,6 +14,7 @@ error), the ``compaction_start``/``compaction_end`` events, every HTTP request b
 appended compaction entry (all but ``id``/``timestamp``), ``get_messages`` after compaction,
 ``get_session_stats`` (tokens, cost and ``contextUsage`` including the summary usage).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,6 +49,7 @@ class _KindHandler(_Handler):
         n = fake.kinds.index(kind) + 1 if kind in fake.kinds else 99
         openai_sse(f"SUMMARY for request {n}", fake.usage)(self)
 
+
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 50000))
 
 
@@ -64,7 +66,9 @@ def _params() -> list:
         golden = json.loads(path.read_text(encoding="utf-8"))
         for name, v in golden.items():
             if isinstance(v, dict) and "exchanges" in v:
-                out.append(pytest.param(path, name, id=f"{path.parent.name}/{path.name[:-len('.jsonl.compact.json')]}:{name}"))
+                out.append(
+                    pytest.param(path, name, id=f"{path.parent.name}/{path.name[: -len('.jsonl.compact.json')]}:{name}")
+                )
     return out
 
 
@@ -101,8 +105,9 @@ def test_rpc_compact_matches_pi(rec_path: Path, variant_name: str, tmp_path: Pat
     variant = golden[variant_name]
     usage = golden["fake_llm"]["usage"]
     fake.usage = usage
-    fake.kinds = [parse_pi_user_text(r["body"]["messages"][1]["content"][0]["text"])["kind"]
-                  for r in variant["llm_requests"]]
+    fake.kinds = [
+        parse_pi_user_text(r["body"]["messages"][1]["content"][0]["text"])["kind"] for r in variant["llm_requests"]
+    ]
     port_re = re.compile(r"127\.0\.0\.1:\d+")
 
     src = rec_path.with_name(rec_path.name[: -len(".compact.json")])
@@ -123,8 +128,9 @@ def test_rpc_compact_matches_pi(rec_path: Path, variant_name: str, tmp_path: Pat
     s.close()
     pi_model_change = variant["last_id_before_compact"]
 
-    client = PiRpcClient(["--mode", "rpc", "--session", str(copy)], env={"PI_CODING_AGENT_DIR": str(agent)},
-                         check_version=False)  # the version handshake is checked by test_rpc_replay
+    client = PiRpcClient(
+        ["--mode", "rpc", "--session", str(copy)], env={"PI_CODING_AGENT_DIR": str(agent)}, check_version=False
+    )  # the version handshake is checked by test_rpc_replay
     mask = lambda v: _mask(v, port_re, str(work))  # noqa: E731
 
     def ours(ctype: str, **extra) -> dict:
@@ -170,8 +176,9 @@ def test_rpc_compact_matches_pi(rec_path: Path, variant_name: str, tmp_path: Pat
         if window >= 200000 or pi_b["max_completion_tokens"] == 1:
             assert ours_b["max_completion_tokens"] == pi_b["max_completion_tokens"]
         assert [m["role"] for m in ours_b["messages"]] == [m["role"] for m in pi_b["messages"]]
-        assert parse_pi_user_text(ours_b["messages"][1]["content"][0]["text"]) == \
-            parse_pi_user_text(pi_b["messages"][1]["content"][0]["text"])
+        assert parse_pi_user_text(ours_b["messages"][1]["content"][0]["text"]) == parse_pi_user_text(
+            pi_b["messages"][1]["content"][0]["text"]
+        )
 
     # the events
     events = [mask(e) for e in client.events]
@@ -184,13 +191,16 @@ def test_rpc_compact_matches_pi(rec_path: Path, variant_name: str, tmp_path: Pat
     for a, b in zip(r["data"]["entries"], pi_r["data"]["entries"]):
         assert list(a) == list(b), "key order"
         assert a["parentId"] == model_change and b["parentId"] == pi_model_change
-        assert {k: v for k, v in a.items() if k not in ("id", "timestamp", "parentId")} == \
-               {k: v for k, v in b.items() if k not in ("id", "timestamp", "parentId")}
+        assert {k: v for k, v in a.items() if k not in ("id", "timestamp", "parentId")} == {
+            k: v for k, v in b.items() if k not in ("id", "timestamp", "parentId")
+        }
 
     # the context after compaction (a compaction summary's timestamp is its entry's, ours)
     def no_summary_ts(resp: dict) -> dict:
-        msgs = [{k: v for k, v in m.items() if not (m.get("role") == "compactionSummary" and k == "timestamp")}
-                for m in resp["data"]["messages"]]
+        msgs = [
+            {k: v for k, v in m.items() if not (m.get("role") == "compactionSummary" and k == "timestamp")}
+            for m in resp["data"]["messages"]
+        ]
         return dict(resp, id=None, data={"messages": msgs})
 
     assert no_summary_ts(ours("get_messages")) == no_summary_ts(pi("get_messages"))

@@ -16,6 +16,7 @@ write nothing on start: docs/divergences.md):
   ``id``/``timestamp``;
 * where Pi answered with a JavaScript TypeError (its crash inside a command), ours succeeds.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,7 @@ def rpc_recordings() -> list[Path]:
 
 
 def _params() -> list:
-    return [pytest.param(p, id=f"{p.parent.name}/{p.name[:-len('.jsonl.rpc.json')]}") for p in rpc_recordings()]
+    return [pytest.param(p, id=f"{p.parent.name}/{p.name[: -len('.jsonl.rpc.json')]}") for p in rpc_recordings()]
 
 
 def is_pi_crash(resp: dict) -> bool:
@@ -108,7 +109,7 @@ class Normalizer:
                 if v in self.ours_to_pi:
                     container[key] = self.ours_to_pi[v]
                 elif v.startswith(self.dir + "/"):
-                    container[key] = "<dir>" + v[len(self.dir):]
+                    container[key] = "<dir>" + v[len(self.dir) :]
         return root[0]
 
 
@@ -133,8 +134,12 @@ def _mask_generated(norm: Normalizer, ctype: str, resp: dict) -> dict:
 
 
 def _strip_info(entries: list) -> list:
-    return [{k: v for k, v in e.items() if k not in ("id", "timestamp")} if isinstance(e, dict)
-            and e.get("type") == "session_info" else e for e in entries]
+    return [
+        {k: v for k, v in e.items() if k not in ("id", "timestamp")}
+        if isinstance(e, dict) and e.get("type") == "session_info"
+        else e
+        for e in entries
+    ]
 
 
 @pytest.mark.parametrize("rec_path", _params())
@@ -160,10 +165,16 @@ def test_rpc_replay_matches_pi(rec_path: Path, tmp_path: Path) -> None:
             return
         # Pi crashed at start (a parent cycle on the leaf path: RangeError). We start and
         # answer every command; the ones that need the looping path fail with a clear error.
-        client = PiRpcClient(["--mode", "rpc", "--session", str(copy)], env=isolated_env(tmp_path),
-                             check_version=False)
-        for ctype in ("get_entries", "get_tree", "get_messages", "get_state", "get_session_stats",
-                      "get_fork_messages", "get_last_assistant_text"):
+        client = PiRpcClient(["--mode", "rpc", "--session", str(copy)], env=isolated_env(tmp_path), check_version=False)
+        for ctype in (
+            "get_entries",
+            "get_tree",
+            "get_messages",
+            "get_state",
+            "get_session_stats",
+            "get_fork_messages",
+            "get_last_assistant_text",
+        ):
             r = client.request({"type": ctype})
             assert r["command"] == ctype
             assert r["success"] or "cycle" in r["error"], r
@@ -189,7 +200,12 @@ def test_rpc_replay_matches_pi(rec_path: Path, tmp_path: Path) -> None:
             pi_entries = norm.pi_entries(ex["response"]["data"]["entries"])
             assert len(ours["data"]["entries"]) == len(pi_entries)
             for a, b in zip(ours["data"]["entries"], pi_entries):
-                if isinstance(a, dict) and isinstance(b, dict) and isinstance(a.get("id"), str) and a["id"] != b.get("id"):
+                if (
+                    isinstance(a, dict)
+                    and isinstance(b, dict)
+                    and isinstance(a.get("id"), str)
+                    and a["id"] != b.get("id")
+                ):
                     norm.ours_to_pi[a["id"]] = b.get("id")
                     pi_to_ours[b.get("id")] = a["id"]
         got = _mask_generated(norm, ctype, norm.ours(ours))
@@ -225,7 +241,7 @@ def test_rpc_replay_matches_pi(rec_path: Path, tmp_path: Path) -> None:
     # nothing written but the session_info entry of set_session_name
     after = copy.read_bytes()
     assert after.startswith(before) or not before.endswith(b"\n")
-    added = after[len(before):].splitlines()
+    added = after[len(before) :].splitlines()
     if before and not before.endswith(b"\n"):
         added = [ln for ln in added if ln]  # a torn last line is completed before appending
     infos = [json.loads(ln) for ln in added if ln.strip().startswith(b"{") and b'"session_info"' in ln]

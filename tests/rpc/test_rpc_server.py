@@ -1,5 +1,6 @@
 """``sessiontree rpc`` beyond the recordings: the embeddable :class:`RpcServer`, bad input,
 launch flags, the beyond-Pi commands (after ``hello``), and the Session methods it relies on."""
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,14 @@ def _copy(tmp_path: Path, name: str) -> Path:
 def test_get_entries_since_a_repeated_id_starts_after_its_first_occurrence(tmp_path: Path) -> None:
     # Pi's get_entries uses entries.findIndex: the first entry carrying the id
     p = tmp_path / "dup.jsonl"
-    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"},
-             {"type": "custom", "id": "a", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z", "customType": "x"},
-             {"type": "custom", "id": "dup", "parentId": "a", "timestamp": "2026-01-01T00:00:02.000Z", "customType": "x"},
-             {"type": "custom", "id": "b", "parentId": "dup", "timestamp": "2026-01-01T00:00:03.000Z", "customType": "x"},
-             {"type": "custom", "id": "dup", "parentId": "b", "timestamp": "2026-01-01T00:00:04.000Z", "customType": "x"},
-             {"type": "custom", "id": "c", "parentId": "dup", "timestamp": "2026-01-01T00:00:05.000Z", "customType": "x"}]
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"},
+        {"type": "custom", "id": "a", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z", "customType": "x"},
+        {"type": "custom", "id": "dup", "parentId": "a", "timestamp": "2026-01-01T00:00:02.000Z", "customType": "x"},
+        {"type": "custom", "id": "b", "parentId": "dup", "timestamp": "2026-01-01T00:00:03.000Z", "customType": "x"},
+        {"type": "custom", "id": "dup", "parentId": "b", "timestamp": "2026-01-01T00:00:04.000Z", "customType": "x"},
+        {"type": "custom", "id": "c", "parentId": "dup", "timestamp": "2026-01-01T00:00:05.000Z", "customType": "x"},
+    ]
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
     s = Session.open(p)
     assert [e.id for e in s.get_entries("dup")] == ["b", "dup", "c"]
@@ -81,23 +84,26 @@ def test_embedded_server_answers_and_emits_events(tmp_path: Path) -> None:
     other.close()
 
 
-@pytest.mark.parametrize("command,needle", [
-    ({"type": "prompt", "message": "hi"}, "not an agent"),
-    ({"type": "bash", "command": "ls"}, "not an agent"),
-    ({"type": "set_model", "provider": "x", "modelId": "y"}, "not an agent"),
-    ({"type": "steer", "message": "x"}, "not an agent"),
-    ({"type": "no_such_thing"}, "Unknown command: no_such_thing"),
-    ({"type": "navigate_tree", "targetId": "x"}, "Unknown command: navigate_tree"),  # needs hello
-    ({"type": 5}, "\"type\" must be a string"),
-    ({"type": "get_entries", "since": 12}, "Entry not found: 12"),
-    ({"type": "set_session_name", "name": ["x"]}, "must be a string"),
-    ({"type": "set_session_name", "name": "   "}, "Session name cannot be empty"),
-    ({"type": "compact", "customInstructions": 3}, "must be a string"),
-    ({"type": "compact"}, "No model configured"),
-    ({"type": "fork", "entryId": "nope"}, "Invalid entry ID for forking"),
-    ({"type": "switch_session", "sessionPath": 7}, "sessionPath"),
-    ({"type": "switch_session", "sessionPath": "/no/such/file.jsonl"}, "not found"),
-])
+@pytest.mark.parametrize(
+    "command,needle",
+    [
+        ({"type": "prompt", "message": "hi"}, "not an agent"),
+        ({"type": "bash", "command": "ls"}, "not an agent"),
+        ({"type": "set_model", "provider": "x", "modelId": "y"}, "not an agent"),
+        ({"type": "steer", "message": "x"}, "not an agent"),
+        ({"type": "no_such_thing"}, "Unknown command: no_such_thing"),
+        ({"type": "navigate_tree", "targetId": "x"}, "Unknown command: navigate_tree"),  # needs hello
+        ({"type": 5}, '"type" must be a string'),
+        ({"type": "get_entries", "since": 12}, "Entry not found: 12"),
+        ({"type": "set_session_name", "name": ["x"]}, "must be a string"),
+        ({"type": "set_session_name", "name": "   "}, "Session name cannot be empty"),
+        ({"type": "compact", "customInstructions": 3}, "must be a string"),
+        ({"type": "compact"}, "No model configured"),
+        ({"type": "fork", "entryId": "nope"}, "Invalid entry ID for forking"),
+        ({"type": "switch_session", "sessionPath": 7}, "sessionPath"),
+        ({"type": "switch_session", "sessionPath": "/no/such/file.jsonl"}, "not found"),
+    ],
+)
 def test_bad_commands_get_clear_errors(tmp_path: Path, command: dict, needle: str) -> None:
     server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
     before = (tmp_path / "linear_short.jsonl").read_bytes()
@@ -130,8 +136,16 @@ def test_stdio_bad_input_keeps_serving(tmp_path: Path) -> None:
     import io
 
     server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
-    lines = [b"not json", b"[1,2]", b'{"type":"get_state","x":NaN}', b'{"type":"get_state"', b"{" * 100000 + b"}" * 100000,
-             b'"just a string"', b"x" * 5000, b'{"id":"ok","type":"get_last_assistant_text"}']
+    lines = [
+        b"not json",
+        b"[1,2]",
+        b'{"type":"get_state","x":NaN}',
+        b'{"type":"get_state"',
+        b"{" * 100000 + b"}" * 100000,
+        b'"just a string"',
+        b"x" * 5000,
+        b'{"id":"ok","type":"get_last_assistant_text"}',
+    ]
     out = io.BytesIO()
     serve_stdio(server, io.BytesIO(b"\n".join(lines) + b"\n"), out, max_bytes=300000)
     replies = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -158,9 +172,26 @@ def test_version_and_launch_flags(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout == b"1.6.0\n"
     path = _copy(tmp_path, "linear_short.jsonl")
     before = path.read_bytes()
-    out = subprocess.run([*EXE, "--mode", "rpc", "--session", str(path), "--provider", "anthropic",
-                          "--model", "claude-x", "--thinking", "high", "--no-tools"],
-                         input=b'{"type":"get_state"}\n', capture_output=True, env=env, timeout=60)
+    out = subprocess.run(
+        [
+            *EXE,
+            "--mode",
+            "rpc",
+            "--session",
+            str(path),
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-x",
+            "--thinking",
+            "high",
+            "--no-tools",
+        ],
+        input=b'{"type":"get_state"}\n',
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0
     r = json.loads(out.stdout)
     assert r["success"] and r["data"]["sessionFile"] == str(path)
@@ -242,8 +273,13 @@ def test_an_unexpected_failure_in_a_command_is_an_answer_not_a_crash(tmp_path: P
     monkeypatch.setitem(rpc._PI_COMMANDS, "get_tree", boom)
     server = RpcServer(Session.open(_copy(tmp_path, "linear_short.jsonl")))
     r = server.handle({"id": 9, "type": "get_tree"})
-    assert r == {"id": 9, "type": "response", "command": "get_tree", "success": False,
-                 "error": "internal error in get_tree: RuntimeError: exploded"}
+    assert r == {
+        "id": 9,
+        "type": "response",
+        "command": "get_tree",
+        "success": False,
+        "error": "internal error in get_tree: RuntimeError: exploded",
+    }
     assert server.handle({"type": "get_messages"})["success"]
 
 

@@ -6,6 +6,7 @@ while a client resumes from its ``since`` cursor (nothing missed, nothing double
 writer refused (another process holding the session lock, and a second client writing while a
 first one's write runs); ``follow`` pushing entries appended by another process.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,12 @@ def served(tmp_path: Path):
     shutil.copyfile(CORPUS / "pi-generated" / "linear_tools.jsonl", session)
     sock = tmp_path / "rpc.sock"
     env = dict(os.environ, **isolated_env(tmp_path))
-    proc = subprocess.Popen([*EXE, "--listen", f"unix:{sock}", "--session", str(session)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*EXE, "--listen", f"unix:{sock}", "--session", str(session)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not sock.exists():
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -125,7 +130,7 @@ def test_socket_is_private_and_serves_many_clients(served) -> None:
     assert results and all(results)
     s = Session.open(session)
     assert s.session_name == "name 9"
-    assert [e.type for e in s.entries()][len(expected):] == ["session_info"] * 10
+    assert [e.type for e in s.entries()][len(expected) :] == ["session_info"] * 10
 
 
 def test_client_killed_mid_line_writes_nothing_and_others_continue(served) -> None:
@@ -254,8 +259,9 @@ def test_one_writer_at_a_time_between_clients(tmp_path: Path) -> None:
 
     gate = _WriterGate()
     shared = SharedSession(Session.open(path))
-    a = RpcServer(None, session_ref=shared, write_lock=gate, summarizer=Slow(),
-                  settings={"compaction": {"keepRecentTokens": 100}})
+    a = RpcServer(
+        None, session_ref=shared, write_lock=gate, summarizer=Slow(), settings={"compaction": {"keepRecentTokens": 100}}
+    )
     b = RpcServer(None, session_ref=shared, write_lock=gate)
     out: dict = {}
     t = threading.Thread(target=lambda: out.setdefault("a", a.handle({"type": "compact"})))
@@ -290,13 +296,15 @@ def test_half_a_line_and_silence_or_a_disconnect_mid_answer_block_no_one(served)
 def test_listen_never_replaces_a_file_or_a_live_server(served, tmp_path: Path) -> None:
     session, sock, _ = served
     env = dict(os.environ, **isolated_env(tmp_path))
-    out = subprocess.run([*EXE, "--listen", f"unix:{sock}", "--session", str(session)], env=env,
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        [*EXE, "--listen", f"unix:{sock}", "--session", str(session)], env=env, capture_output=True, timeout=60
+    )
     assert out.returncode == 1 and b"another server is listening" in out.stderr
     plain = tmp_path / "not-a-socket"
     plain.write_text("keep me")
-    out = subprocess.run([*EXE, "--listen", f"unix:{plain}", "--session", str(session)], env=env,
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        [*EXE, "--listen", f"unix:{plain}", "--session", str(session)], env=env, capture_output=True, timeout=60
+    )
     assert out.returncode == 1 and b"not a socket" in out.stderr
     assert plain.read_text() == "keep me"
     c = SockClient(sock)  # the first server is untouched

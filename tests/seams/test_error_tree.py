@@ -1,5 +1,6 @@
 """One error tree: everything the package defines derives from ``sessiontree.SessionTreeError``;
 errors raised from an entry's content name the entry."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,5 +1,6 @@
 """The package's modules import on their own, import each other without cycles, and the
 ``Session`` facade's methods carry real return types."""
+
 from __future__ import annotations
 
 import ast
@@ -39,7 +40,8 @@ def test_module_imports_alone_in_a_fresh_interpreter(name):
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _runtime_imports(name: str, path: Path) -> set[str]:
@@ -93,7 +95,7 @@ def test_no_import_cycles_between_package_modules():
         stack.append(node)
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
+                cycles.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 dfs(dep, stack)
         stack.pop()
@@ -106,10 +108,16 @@ def test_no_import_cycles_between_package_modules():
 
 
 def test_session_facade_methods_have_real_return_types():
-    hints = {m: typing.get_type_hints(getattr(Session, m)).get("return")
-             for m in ("compact", "acompact", "navigate_tree", "anavigate_tree", "usage_totals",
-                       "build_provider_context")}
-    assert hints == {"compact": CompactionResult, "acompact": CompactionResult, "navigate_tree": NavigationResult,
-                     "anavigate_tree": NavigationResult, "usage_totals": UsageTotals,
-                     "build_provider_context": ProviderContext}
+    hints = {
+        m: typing.get_type_hints(getattr(Session, m)).get("return")
+        for m in ("compact", "acompact", "navigate_tree", "anavigate_tree", "usage_totals", "build_provider_context")
+    }
+    assert hints == {
+        "compact": CompactionResult,
+        "acompact": CompactionResult,
+        "navigate_tree": NavigationResult,
+        "anavigate_tree": NavigationResult,
+        "usage_totals": UsageTotals,
+        "build_provider_context": ProviderContext,
+    }
     assert typing.get_type_hints(Session.hooks.fget)["return"] is SessionHooks

@@ -1,5 +1,6 @@
 """The CLI is a client of the public API: only the modules that own the Rust core touch it, and
 nothing outside ``Session``'s own modules reaches into a ``Session``'s private members."""
+
 from __future__ import annotations
 
 import io
@@ -39,8 +40,12 @@ def test_no_core_use_outside_the_modules_that_own_it():
 
 #: Clients of the public API: the CLIs, the RPC server and the fleet package (which must scale
 #: through the public batch views, never through the facade's internals).
-CLIENTS = ["cli.py", "rpc.py", "_fleet_cli.py", *sorted(f.relative_to(PKG).as_posix()
-                                                     for f in (PKG / "fleet").rglob("*.py"))]
+CLIENTS = [
+    "cli.py",
+    "rpc.py",
+    "_fleet_cli.py",
+    *sorted(f.relative_to(PKG).as_posix() for f in (PKG / "fleet").rglob("*.py")),
+]
 
 
 def test_the_fleet_is_among_the_clients_checked():
@@ -48,7 +53,10 @@ def test_the_fleet_is_among_the_clients_checked():
 
 
 def test_clients_use_no_private_session_members():
-    private = [f"{client}:{line}: {before}{name}" for client in CLIENTS
-               for line, name, before in _names(PKG / client)
-               if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")]
+    private = [
+        f"{client}:{line}: {before}{name}"
+        for client in CLIENTS
+        for line, name, before in _names(PKG / client)
+        if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")
+    ]
     assert private == []

@@ -6,6 +6,7 @@ is a temporary folder holding the bundled ``examples/session.jsonl`` at the path
 substitution, documented in the README: ``<uuid>`` becomes the example's session id. The
 tiktoken block runs only when ``o200k_base.tiktoken`` is at hand (no network in tests).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,10 +45,10 @@ def test_the_readme_api_tour_runs_as_written(tmp_path):
     tiktoken_file = Path("o200k_base.tiktoken")
     if len(blocks) > 2 and tiktoken_file.exists():
         code += "\n" + "\n".join(blocks[2:])
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PI_CODING_AGENT", "OPENAI_", "ANTHROPIC_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_CODING_AGENT", "OPENAI_", "ANTHROPIC_"))}
     env["HOME"] = str(home)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TOUR-OK 2 True" in proc.stdout, proc.stdout  # the example and the clone the tour made

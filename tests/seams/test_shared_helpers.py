@@ -1,6 +1,7 @@
 """Small helpers that used to be written twice, now with one home each: ``hooks._camel``
 (also used by ``rpc.py``), ``fleet._rows._num`` (also used by ``fleet._compact``) and
 ``cli._pos_int`` (also used by ``_fleet_cli.py``, with its own text for a negative value)."""
+
 from __future__ import annotations
 
 import argparse

@@ -19,6 +19,7 @@ response data (``estimatedTokensAfter`` included), ``get_messages`` after compac
 content of ``build_context()``), the session totals after compaction (``get_session_stats``), and
 for failed variants the error text.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,9 @@ def _variants() -> list:
         golden = json.loads(path.read_text(encoding="utf-8"))
         for name, variant in golden.items():
             if isinstance(variant, dict) and "exchanges" in variant:
-                params.append(pytest.param(path, name, id=f"{path.parent.name}/{path.name[:-len('.jsonl.compact.json')]}:{name}"))
+                params.append(
+                    pytest.param(path, name, id=f"{path.parent.name}/{path.name[: -len('.jsonl.compact.json')]}:{name}")
+                )
     return params
 
 
@@ -159,8 +162,9 @@ def test_compact_matches_pi(golden_path: Path, variant_name: str, session_copy) 
 
     if not response["success"]:
         with pytest.raises(NothingToCompactError) as info:
-            session.compact(summarizer, settings=_settings(variant),
-                            custom_instructions=command.get("customInstructions"))
+            session.compact(
+                summarizer, settings=_settings(variant), custom_instructions=command.get("customInstructions")
+            )
         assert str(info.value) == response["error"]
         assert len(session) == before, "a failed compact must append nothing"
         assert summarizer.requests == [] == variant["llm_requests"]
@@ -171,16 +175,24 @@ def test_compact_matches_pi(golden_path: Path, variant_name: str, session_copy) 
         # Divergence (docs/divergences.md, "summary output budget"): Pi asks for a summary in
         # as little as 1 token; we refuse before sending anything and append nothing.
         with pytest.raises(SummaryBudgetError):
-            session.compact(summarizer, settings=_settings(variant),
-                            custom_instructions=command.get("customInstructions"),
-                            context_window=model["contextWindow"], max_tokens=model["maxTokens"])
+            session.compact(
+                summarizer,
+                settings=_settings(variant),
+                custom_instructions=command.get("customInstructions"),
+                context_window=model["contextWindow"],
+                max_tokens=model["maxTokens"],
+            )
         assert len(session) == before
         assert all(r.max_tokens >= MIN_SUMMARY_OUTPUT_TOKENS for r in summarizer.requests)
         return
 
-    result = session.compact(summarizer, settings=_settings(variant),
-                             custom_instructions=command.get("customInstructions"),
-                             context_window=model["contextWindow"], max_tokens=model["maxTokens"])
+    result = session.compact(
+        summarizer,
+        settings=_settings(variant),
+        custom_instructions=command.get("customInstructions"),
+        context_window=model["contextWindow"],
+        max_tokens=model["maxTokens"],
+    )
 
     # the appended entry, field by field (ids/timestamps are Pi's own)
     (pi_entry,) = compact["appended_entries"]

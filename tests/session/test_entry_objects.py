@@ -8,6 +8,7 @@
   first kept entry" (read from the index) agrees with :func:`sessiontree.context.latest_compaction`.
 * The session's abandoned-branch collection (index walk) agrees with the pure rule.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,10 +19,21 @@ import pytest
 
 from sessiontree import Session
 from sessiontree.branch_summary import collect_entries_for_branch_summary, prepare_branch_entries
-from sessiontree.compaction import (collect_context_edits, entry_context_messages, find_cut_point,
-                                    find_turn_start_index, find_valid_cut_points, prepare_compaction)
-from sessiontree.context import (build_context_entries, build_session_context, entry_to_context_messages,
-                                 estimate_projected_context_tokens, latest_compaction)
+from sessiontree.compaction import (
+    collect_context_edits,
+    entry_context_messages,
+    find_cut_point,
+    find_turn_start_index,
+    find_valid_cut_points,
+    prepare_compaction,
+)
+from sessiontree.context import (
+    build_context_entries,
+    build_session_context,
+    entry_to_context_messages,
+    estimate_projected_context_tokens,
+    latest_compaction,
+)
 from sessiontree.entries import Entry
 from sessiontree.orchestration import _collect_abandoned
 from sessiontree.settings import CompactionSettings
@@ -77,8 +89,12 @@ def test_pure_functions_answer_the_same_for_entries_and_dicts(path):
         ("entry_to_context_messages", lambda p: [entry_to_context_messages(e) for e in p]),
         ("entry_context_messages", lambda p: [entry_context_messages(e) for e in p]),
         ("usage_totals_of_entries", lambda p: usage_totals_of_entries(p)),
-        ("estimate_projected_context_tokens", lambda p: estimate_projected_context_tokens(
-            build_session_context(p).messages, build_session_context(p).sources, p)),
+        (
+            "estimate_projected_context_tokens",
+            lambda p: estimate_projected_context_tokens(
+                build_session_context(p).messages, build_session_context(p).sources, p
+            ),
+        ),
     ]
     for keep in KEEPS:
         settings = CompactionSettings(keep_recent_tokens=keep)
@@ -94,12 +110,15 @@ def test_pure_functions_answer_the_same_for_entries_and_dicts(path):
     # the abandoned-branch collection, with callables handing out Entry objects or dicts
     old = branch[-1].id
     for target in {branch[0].id, branch[n // 2].id, s.entries()[len(s) // 3].id} - {None}:
+
         def by_entry(get_entry, get_branch):
             return _outcome(lambda: collect_entries_for_branch_summary(get_entry, get_branch, old, target))
 
         got = by_entry(s.get_entry, s.get_branch)
-        want = by_entry(lambda i: None if s.get_entry(i) is None else copy.deepcopy(s.get_entry(i).raw),
-                        lambda i: _dicts(s.get_branch(i)))
+        want = by_entry(
+            lambda i: None if s.get_entry(i) is None else copy.deepcopy(s.get_entry(i).raw),
+            lambda i: _dicts(s.get_branch(i)),
+        )
         assert got == want
 
 
@@ -167,8 +186,14 @@ def _user(text):
 
 
 def _assistant(text, usage=None):
-    m = {"role": "assistant", "content": [{"type": "text", "text": text}], "provider": "p", "model": "m",
-         "stopReason": "stop", "timestamp": 2}
+    m = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "provider": "p",
+        "model": "m",
+        "stopReason": "stop",
+        "timestamp": 2,
+    }
     if usage is not None:
         m["usage"] = usage
     return m
@@ -244,9 +269,10 @@ def test_first_kept_entry_after_the_compaction_is_summarized_from_the_compaction
     in_context = [m for m in ctx.messages if m.get("role") == "user" and "between" in str(m.get("content"))]
     assert in_context, "context building keeps the entries after the compaction"
     prep = prepare_compaction(raw, CompactionSettings(keep_recent_tokens=10))
-    summarized = [m for m in prep.messages_to_summarize + prep.turn_prefix_messages
-                  if "between" in str(m.get("content"))]
-    kept_ids = [e["id"] for e in raw[[e["id"] for e in raw].index(prep.first_kept_entry_id):]]
+    summarized = [
+        m for m in prep.messages_to_summarize + prep.turn_prefix_messages if "between" in str(m.get("content"))
+    ]
+    kept_ids = [e["id"] for e in raw[[e["id"] for e in raw].index(prep.first_kept_entry_id) :]]
     assert summarized or between in kept_ids, "a message in the context is neither summarized nor kept"
 
 
@@ -255,8 +281,22 @@ def test_span_and_abandoned_branches_on_a_generated_branchy_session(tmp_path):
     import sys
 
     p = tmp_path / "gen.jsonl"
-    subprocess.run([sys.executable, str(Path(__file__).parent.parent / "tools" / "gen_session.py"), "--megabytes", "1",
-                    "--branchiness", "0.2", "--seed", "11", "--out", str(p)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parent.parent / "tools" / "gen_session.py"),
+            "--megabytes",
+            "1",
+            "--branchiness",
+            "0.2",
+            "--seed",
+            "11",
+            "--out",
+            str(p),
+        ],
+        check=True,
+        capture_output=True,
+    )
     s = Session.open(p)
     entries = s.entries()
     compactions = [e.id for e in entries if e.type == "compaction"]
@@ -272,7 +312,10 @@ def test_span_and_abandoned_branches_on_a_generated_branchy_session(tmp_path):
     def pure(target):
         return collect_entries_for_branch_summary(
             lambda i: None if s.get_entry(i) is None else s.get_entry(i).raw,
-            lambda i: [e.raw for e in s.get_branch(i)], old, target)
+            lambda i: [e.raw for e in s.get_branch(i)],
+            old,
+            target,
+        )
 
     for e in entries[:: max(1, len(entries) // 25)]:
         assert _outcome(lambda: _collect_abandoned(s, old, e.id)) == _outcome(lambda: pure(e.id))
@@ -282,8 +325,14 @@ def test_the_running_usage_total_equals_a_full_recount(tmp_path):
     import os
 
     s = Session.create("/p", session_dir=tmp_path)
-    usage = {"input": 10, "output": 3, "cacheRead": 1, "cacheWrite": 0, "totalTokens": 14,
-             "cost": {"input": 0.1, "output": 0.03, "cacheRead": 0.001, "cacheWrite": 0, "total": 0.131}}
+    usage = {
+        "input": 10,
+        "output": 3,
+        "cacheRead": 1,
+        "cacheWrite": 0,
+        "totalTokens": 14,
+        "cost": {"input": 0.1, "output": 0.03, "cacheRead": 0.001, "cacheWrite": 0, "total": 0.131},
+    }
 
     def full(sess):
         return usage_totals_of_entries(e.raw for e in sess.entries())
@@ -297,8 +346,13 @@ def test_the_running_usage_total_equals_a_full_recount(tmp_path):
     # another process appends: a complete line, then a torn one (never folded in), then its end
     reader = Session.open(s.path)
     assert reader.usage_totals() == full(reader)
-    line = {"type": "message", "id": "ext1", "parentId": s.leaf_id, "timestamp": "2026-01-01T00:00:00.000Z",
-            "message": _assistant("x", usage=usage)}
+    line = {
+        "type": "message",
+        "id": "ext1",
+        "parentId": s.leaf_id,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": _assistant("x", usage=usage),
+    }
     import json as _json
 
     text = _json.dumps(line)

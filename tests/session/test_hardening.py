@@ -3,6 +3,7 @@
 Inputs are small and generated at run time. Anything that could kill the interpreter with a
 signal (SIGBUS) runs in a child process, so a regression fails the test instead of pytest.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,19 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00
 
 
 def _msg(i, parent, content="t", ts="2026-01-01T00:00:01.000Z") -> bytes:
-    return json.dumps({"type": "message", "id": i, "parentId": parent, "timestamp": ts,
-                       "message": {"role": "user", "content": content, "timestamp": 1}},
-                      separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "type": "message",
+                "id": i,
+                "parentId": parent,
+                "timestamp": ts,
+                "message": {"role": "user", "content": content, "timestamp": 1},
+            },
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
 
 
 def _chain(n: int, size: int = 100) -> bytes:
@@ -30,8 +41,9 @@ def _chain(n: int, size: int = 100) -> bytes:
 
 
 def _child(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 # ==== 7: no SIGBUS, ever ===========================================================
@@ -88,8 +100,18 @@ def test_a_file_truncated_while_listed_is_not_a_signal(tmp_path):
     d = tmp_path / "d"
     d.mkdir()
     p = d / "s.jsonl"
-    info = json.dumps({"type": "session_info", "id": "n1", "parentId": "e0", "timestamp": "2026-01-01T00:00:02.000Z",
-                       "name": "nm"}).encode() + b"\n"
+    info = (
+        json.dumps(
+            {
+                "type": "session_info",
+                "id": "n1",
+                "parentId": "e0",
+                "timestamp": "2026-01-01T00:00:02.000Z",
+                "name": "nm",
+            }
+        ).encode()
+        + b"\n"
+    )
     p.write_bytes(_chain(4000)[:200000].rsplit(b"\n", 1)[0] + b"\n" + info + b"x" * 300000 + b"\n")
     code = f"""
         import os
@@ -116,6 +138,7 @@ def test_open_through_reads_indexes_lines_across_block_boundaries(tmp_path):
     whole. Over 20 MiB of lines of every length (one of 10 MiB, a torn last line) the index
     is the one a line-by-line reading gives."""
     import random
+
     rnd = random.Random(7)
     parts, ids, parent = [HEADER], [], None
     i = 0
@@ -151,6 +174,7 @@ def _v2_file(path: Path) -> Path:
 @pytest.mark.parametrize("how", ["migrate", "first_write"])
 def test_a_legacy_file_replaced_by_rename_is_not_rewritten_with_the_stale_view(tmp_path, how):
     from sessiontree import SessionFileChangedError
+
     p = _v2_file(tmp_path / "s.jsonl")
     s = Session.open(p)
     assert s.needs_migration
@@ -243,12 +267,14 @@ def test_create_on_a_full_disk_leaves_no_empty_file(tmp_path):
 
 def test_create_in_fsync_mode_fsyncs_the_folder(tmp_path, monkeypatch):
     import stat
+
     synced = []
     real = os.fsync
 
     def spy(fd):
         synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
         return real(fd)
+
     monkeypatch.setattr(os, "fsync", spy)
     Session.create("/p", session_dir=tmp_path, durability="fsync").close()
     assert True in synced and False in synced
@@ -266,9 +292,14 @@ def test_threads_sharing_a_session_never_see_already_borrowed_on_a_cycle_error(t
     borrowed``."""
     import threading
     from sessiontree import SessionCycleError
+
     p = tmp_path / "s.jsonl"
-    p.write_bytes(HEADER + _msg("a", "b") + _msg("b", "a") + b"".join(
-        _msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(200)))
+    p.write_bytes(
+        HEADER
+        + _msg("a", "b")
+        + _msg("b", "a")
+        + b"".join(_msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(200))
+    )
     s = Session.open(p)
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -295,10 +326,13 @@ def test_threads_sharing_a_session_never_see_already_borrowed_on_a_cycle_error(t
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=cycles) for _ in range(2)] + [threading.Thread(target=movers) for _ in range(2)]
+        threads = [threading.Thread(target=cycles) for _ in range(2)] + [
+            threading.Thread(target=movers) for _ in range(2)
+        ]
         for t in threads:
             t.start()
         import time
+
         time.sleep(1.5)
         stop.set()
         for t in threads:
@@ -362,6 +396,7 @@ def test_a_file_starting_with_a_bom_says_so(tmp_path, rest):
     """Issue 11 item 30: a BOM before the header (one line, or more) is refused as Pi refuses
     it, and the error names the BOM instead of "no JSON value in 1 lines"."""
     from sessiontree import SessionFormatError
+
     p = tmp_path / "s.jsonl"
     p.write_bytes(b"\xef\xbb\xbf" + HEADER.rstrip(b"\n") + rest)
     with pytest.raises(SessionFormatError, match=r"UTF-8 BOM at byte 0 \(Pi rejects it\)") as info:
@@ -381,46 +416,85 @@ def test_open_expands_a_leading_tilde(tmp_path, monkeypatch):
 
 
 def _assistant(**over):
-    m = {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "openai-completions",
-         "provider": "openai", "model": "m", "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0,
-         "totalTokens": 3, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-         "stopReason": "stop", "timestamp": 1767225600000}
+    m = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "api": "openai-completions",
+        "provider": "openai",
+        "model": "m",
+        "usage": {
+            "input": 1,
+            "output": 2,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 3,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        },
+        "stopReason": "stop",
+        "timestamp": 1767225600000,
+    }
     m.update(over)
     return m
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"content": "no role", "timestamp": 1}, "role"),
-    ({"role": "robot", "content": "x", "timestamp": 1}, "role"),
-    ({"role": "user", "content": float("nan"), "timestamp": 1}, "content"),
-    ({"role": "user", "content": [{"type": "text", "text": "x", "n": float("inf")}], "timestamp": 1}, "content[0].n"),
-    ({"role": "user", "content": "x", "timestamp": "2026-01-01T00:00:00Z"}, "timestamp"),
-    ({"role": "user", "content": "x", "timestamp": 1.5}, "timestamp"),
-    ({"role": "user", "content": "x"}, "timestamp"),
-    ({"role": "user", "content": [{"type": "toolCall", "id": "a", "name": "b", "arguments": {}}], "timestamp": 1},
-     "content[0].type"),
-    ({"role": "user", "content": [{"type": "text"}], "timestamp": 1}, "content[0].text"),
-    (_assistant(content="a string"), "content"),
-    (_assistant(stopReason="pending"), "stopReason"),
-    (_assistant(usage={"input": 1}), "usage"),
-    ({"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [], "isError": "no", "timestamp": 1},
-     "isError"),
-    ({"role": "bashExecution", "command": "ls", "output": "", "exitCode": "0", "cancelled": False,
-      "truncated": False, "timestamp": 1}, "exitCode"),
-    ({"role": "custom", "customType": "x", "content": "c", "timestamp": 1}, "display"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"content": "no role", "timestamp": 1}, "role"),
+        ({"role": "robot", "content": "x", "timestamp": 1}, "role"),
+        ({"role": "user", "content": float("nan"), "timestamp": 1}, "content"),
+        (
+            {"role": "user", "content": [{"type": "text", "text": "x", "n": float("inf")}], "timestamp": 1},
+            "content[0].n",
+        ),
+        ({"role": "user", "content": "x", "timestamp": "2026-01-01T00:00:00Z"}, "timestamp"),
+        ({"role": "user", "content": "x", "timestamp": 1.5}, "timestamp"),
+        ({"role": "user", "content": "x"}, "timestamp"),
+        (
+            {
+                "role": "user",
+                "content": [{"type": "toolCall", "id": "a", "name": "b", "arguments": {}}],
+                "timestamp": 1,
+            },
+            "content[0].type",
+        ),
+        ({"role": "user", "content": [{"type": "text"}], "timestamp": 1}, "content[0].text"),
+        (_assistant(content="a string"), "content"),
+        (_assistant(stopReason="pending"), "stopReason"),
+        (_assistant(usage={"input": 1}), "usage"),
+        (
+            {"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [], "isError": "no", "timestamp": 1},
+            "isError",
+        ),
+        (
+            {
+                "role": "bashExecution",
+                "command": "ls",
+                "output": "",
+                "exitCode": "0",
+                "cancelled": False,
+                "truncated": False,
+                "timestamp": 1,
+            },
+            "exitCode",
+        ),
+        ({"role": "custom", "customType": "x", "content": "c", "timestamp": 1}, "display"),
+    ],
+)
 def test_strict_append_message_checks_pis_message_shapes(tmp_path, bad, field):
     """Issue 11 item 29: ``strict=True`` refuses what Pi's types do not allow, naming the
     field; nothing is appended. Non-strict appends stay as permissive as Pi's."""
     import datetime
     from sessiontree import MessageShapeError
+
     s = Session.create("/p", session_dir=tmp_path)
     with pytest.raises(MessageShapeError, match=field.replace("[", r"\[").replace("]", r"\]")):
         s.append_message(bad, strict=True)
     assert len(s) == 0
     with pytest.raises(MessageShapeError, match="datetime"):
-        s.append_message({"role": "user", "content": "x", "timestamp": 1,
-                          "when": datetime.datetime(2026, 1, 1)}, strict=True)
+        s.append_message(
+            {"role": "user", "content": "x", "timestamp": 1, "when": datetime.datetime(2026, 1, 1)}, strict=True
+        )
     assert len(Session.open(s.path)) == 0
 
 
@@ -428,15 +502,35 @@ def test_strict_append_message_accepts_pis_own_shapes(tmp_path):
     s = Session.create("/p", session_dir=tmp_path)
     good = [
         {"role": "user", "content": "hi", "timestamp": 1},
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AA==",
-                                                                    "mimeType": "image/png"}], "timestamp": 2},
-        _assistant(content=[{"type": "thinking", "thinking": "t"},
-                            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}],
-                   stopReason="toolUse"),
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "x"}],
-         "isError": False, "timestamp": 3},
-        {"role": "bashExecution", "command": "ls", "output": "a", "exitCode": None, "cancelled": False,
-         "truncated": False, "timestamp": 4},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}],
+            "timestamp": 2,
+        },
+        _assistant(
+            content=[
+                {"type": "thinking", "thinking": "t"},
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}},
+            ],
+            stopReason="toolUse",
+        ),
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "x"}],
+            "isError": False,
+            "timestamp": 3,
+        },
+        {
+            "role": "bashExecution",
+            "command": "ls",
+            "output": "a",
+            "exitCode": None,
+            "cancelled": False,
+            "truncated": False,
+            "timestamp": 4,
+        },
         {"role": "custom", "customType": "note", "content": "c", "display": True, "timestamp": 5},
         {"role": "system", "content": "be brief", "timestamp": 6},
     ]
@@ -454,16 +548,37 @@ def test_install_hints_name_the_extra_for_pypi_and_for_a_source_checkout():
     from sessiontree.summarizers import anthropic, openai_compat
     from sessiontree import token_counter
     import inspect
+
     for module, extra in ((openai_compat, "openai"), (anthropic, "anthropic"), (token_counter, "tiktoken")):
         text = inspect.getsource(module)
         assert f"pip install 'sessiontree[{extra}]'" in text and f"pip install '.[{extra}]'" in text, extra
     readme = (Path(__file__).resolve().parent.parent.parent / "README.md").read_text()
-    for needle in ("pip install 'sessiontree[openai]'", "pip install '.[openai]'", "pip install '.[anthropic]'",
-                   "pip install '.[tiktoken]'", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PI_CODING_AGENT_DIR",
-                   "PI_CODING_AGENT_SESSION_DIR", "TIKTOKEN_CACHE_DIR", "SessionFormatError",
-                   "SessionFileChangedError", "SessionLockedError", "SummarizerError", "MessageShapeError"):
+    for needle in (
+        "pip install 'sessiontree[openai]'",
+        "pip install '.[openai]'",
+        "pip install '.[anthropic]'",
+        "pip install '.[tiktoken]'",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "PI_CODING_AGENT_DIR",
+        "PI_CODING_AGENT_SESSION_DIR",
+        "TIKTOKEN_CACHE_DIR",
+        "SessionFormatError",
+        "SessionFileChangedError",
+        "SessionLockedError",
+        "SummarizerError",
+        "MessageShapeError",
+    ):
         assert needle in readme, needle
     import sessiontree
-    for name in ("SessionFormatError", "SessionFileChangedError", "SessionLockedError", "SessionCycleError",
-                 "EntryNotFoundError", "SessionArgumentError", "MessageShapeError"):
+
+    for name in (
+        "SessionFormatError",
+        "SessionFileChangedError",
+        "SessionLockedError",
+        "SessionCycleError",
+        "EntryNotFoundError",
+        "SessionArgumentError",
+        "MessageShapeError",
+    ):
         assert issubclass(getattr(sessiontree, name), sessiontree.SessionError), name

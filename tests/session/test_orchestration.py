@@ -6,6 +6,7 @@ protocol; no code path of the library is mocked). The last section is a hypothes
 random sessions and settings: after compaction the provider context is valid and the kept region
 never starts at a tool result.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,31 +39,58 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 KEEP = CompactionSettings(keep_recent_tokens=500)
 #: Usage that gives no context-token count, so Pi's estimate falls back to chars/4.
-NO_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
-            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
-USAGE = {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 110,
-         "cost": {"input": 0.1, "output": 0.02, "cacheRead": 0, "cacheWrite": 0, "total": 0.12}}
+NO_USAGE = {
+    "input": 0,
+    "output": 0,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 0,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+}
+USAGE = {
+    "input": 100,
+    "output": 10,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 110,
+    "cost": {"input": 0.1, "output": 0.02, "cacheRead": 0, "cacheWrite": 0, "total": 0.12},
+}
 
 
 def user(text: str) -> dict:
     return {"role": "user", "content": text, "timestamp": 0}
 
 
-def assistant(text: str | None = "ok", calls: tuple = (), stop: str = "stop", usage: dict | None = None,
-              error: str | None = None) -> dict:
+def assistant(
+    text: str | None = "ok", calls: tuple = (), stop: str = "stop", usage: dict | None = None, error: str | None = None
+) -> dict:
     content = ([{"type": "text", "text": text}] if text is not None else []) + [
         {"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in calls
     ]
-    m = {"role": "assistant", "content": content, "api": "fake", "provider": "fake", "model": "m",
-         "usage": usage or USAGE, "stopReason": stop, "timestamp": 0}
+    m = {
+        "role": "assistant",
+        "content": content,
+        "api": "fake",
+        "provider": "fake",
+        "model": "m",
+        "usage": usage or USAGE,
+        "stopReason": stop,
+        "timestamp": 0,
+    }
     if error is not None:
         m["errorMessage"] = error
     return m
 
 
 def tool_result(call_id: str, text: str, name: str = "read") -> dict:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": name,
-            "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 0}
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": text}],
+        "isError": False,
+        "timestamp": 0,
+    }
 
 
 class Recorder:
@@ -78,8 +106,12 @@ class Recorder:
     async def summarize(self, request):
         self.requests.append(request)
         n = len(self.requests)
-        usage = SummaryUsage(input=50, output=5, total_tokens=55,
-                             cost={"input": 0.5, "output": 0.25, "cacheRead": 0, "cacheWrite": 0, "total": 0.75})
+        usage = SummaryUsage(
+            input=50,
+            output=5,
+            total_tokens=55,
+            cost={"input": 0.5, "output": 0.25, "cacheRead": 0, "cacheWrite": 0, "total": 0.75},
+        )
         return SummaryResult(self.text or f"{request.kind} summary {n}", usage)
 
 
@@ -89,8 +121,11 @@ def long_session(turns: int = 6, size: int = 2000) -> tuple[Session, list]:
     ids = []
     for t in range(turns):
         ids.append(s.append_message(user(f"task {t} " + "u" * size)))
-        ids.append(s.append_message(assistant("looking", calls=((f"c{t}", "read", {"path": f"f{t}.py"}),),
-                                              stop="toolUse", usage=NO_USAGE)))
+        ids.append(
+            s.append_message(
+                assistant("looking", calls=((f"c{t}", "read", {"path": f"f{t}.py"}),), stop="toolUse", usage=NO_USAGE)
+            )
+        )
         ids.append(s.append_message(tool_result(f"c{t}", "r" * size)))
         ids.append(s.append_message(assistant(f"done {t} " + "a" * size, usage=NO_USAGE)))
     return s, ids
@@ -106,8 +141,13 @@ def small_tree() -> tuple[Session, dict]:
     ids["a1"] = s.append_message(assistant("first answer", calls=(("k1", "read", {"path": "a.py"}),), stop="toolUse"))
     ids["t1"] = s.append_message(tool_result("k1", "contents of a"))
     ids["a1b"] = s.append_message(assistant("read it"))
-    ids["u2"] = s.append_message({"role": "user", "content": [{"type": "text", "text": "second "},
-                                                              {"type": "text", "text": "question"}], "timestamp": 0})
+    ids["u2"] = s.append_message(
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "second "}, {"type": "text", "text": "question"}],
+            "timestamp": 0,
+        }
+    )
     ids["a2"] = s.append_message(assistant("second answer", calls=(("k2", "edit", {"path": "b.py"}),), stop="toolUse"))
     ids["t2"] = s.append_message(tool_result("k2", "edited", name="edit"))
     ids["a2b"] = s.append_message(assistant("edited b"))
@@ -157,15 +197,17 @@ def test_navigating_to_an_unknown_entry_raises():
 def test_summarize_appends_a_branch_summary_of_the_abandoned_branch():
     s, ids = small_tree()
     summarizer = Recorder()
-    result = s.navigate_tree(ids["u2"], summarize=True, summarizer=summarizer,
-                             custom_instructions="keep paths", replace_instructions=True)
+    result = s.navigate_tree(
+        ids["u2"], summarize=True, summarizer=summarizer, custom_instructions="keep paths", replace_instructions=True
+    )
     entry = result.summary_entry
     assert entry is not None and entry.type == "branch_summary"
     raw = entry.raw
     assert list(raw) == ["type", "id", "parentId", "timestamp", "fromId", "summary", "details", "usage", "fromHook"]
     assert raw["parentId"] == ids["a1b"] and raw["fromId"] == ids["a2b"]
-    assert raw["summary"] == (BRANCH_SUMMARY_PREAMBLE + "branch summary 1"
-                              + "\n\n<modified-files>\nb.py\n</modified-files>")
+    assert raw["summary"] == (
+        BRANCH_SUMMARY_PREAMBLE + "branch summary 1" + "\n\n<modified-files>\nb.py\n</modified-files>"
+    )
     assert raw["details"] == {"readFiles": [], "modifiedFiles": ["b.py"]}
     assert raw["usage"]["totalTokens"] == 55 and raw["fromHook"] is False
     assert s.leaf_id == entry.id and result.new_leaf_id == entry.id
@@ -223,10 +265,21 @@ def test_async_before_compact_hook_supplies_the_compaction():
 
     async def hook(event):
         await asyncio.sleep(0)
-        return CompactHookResult(compaction=HookCompaction(
-            summary="custom summary", first_kept_entry_id=ids[-4], details={"mine": 1},
-            usage={"input": 7, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 8,
-                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0.01}}))
+        return CompactHookResult(
+            compaction=HookCompaction(
+                summary="custom summary",
+                first_kept_entry_id=ids[-4],
+                details={"mine": 1},
+                usage={
+                    "input": 7,
+                    "output": 1,
+                    "cacheRead": 0,
+                    "cacheWrite": 0,
+                    "totalTokens": 8,
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0.01},
+                },
+            )
+        )
 
     s.hooks.before_compact.append(hook)
     result = s.compact(summarizer, settings=CompactionSettings(keep_recent_tokens=500))
@@ -258,8 +311,15 @@ def test_hook_first_kept_entry_at_a_tool_result_is_rejected():
     assert len(s) == n
 
 
-@pytest.mark.parametrize("bad", [{"compaction": {"summary": ""}}, {"compaction": "text"}, 42,
-                                 {"compaction": {"summary": "s", "tokensBefore": "many"}}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"compaction": {"summary": ""}},
+        {"compaction": "text"},
+        42,
+        {"compaction": {"summary": "s", "tokensBefore": "many"}},
+    ],
+)
 def test_malformed_hook_results_are_rejected(bad):
     s, _ = long_session()
     s.hooks.before_compact.append(lambda e: bad)
@@ -393,8 +453,11 @@ def test_rolling_compaction_passes_the_previous_summary():
         s.append_message(user(f"more {t} " + "m" * 2000))
         s.append_message(assistant("fine " + "n" * 2000))
     second = s.compact(rec, settings=CompactionSettings(keep_recent_tokens=600))
-    history = [r for r in rec.requests[len(rec.requests) - (2 if TURN_CONTEXT_SEPARATOR in second.summary else 1):]
-               if r.kind == "compaction"]
+    history = [
+        r
+        for r in rec.requests[len(rec.requests) - (2 if TURN_CONTEXT_SEPARATOR in second.summary else 1) :]
+        if r.kind == "compaction"
+    ]
     assert [r.previous_summary for r in history] == [first.summary]
     assert second.entry.raw["firstKeptEntryId"] != first.first_kept_entry_id
 
@@ -440,8 +503,9 @@ def test_before_prompt_compacts_only_over_the_threshold():
     s, _ = long_session()
     big = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=500), context_window=200_000)
     assert big.before_prompt() is False
-    small = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000),
-                          context_window=2000)
+    small = AutoCompactor(
+        s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000), context_window=2000
+    )
     assert small.needs_compaction()
     assert small.before_prompt() is True
     assert small.last_result.reason == "threshold"
@@ -450,8 +514,9 @@ def test_before_prompt_compacts_only_over_the_threshold():
 
 def test_after_tool_results_is_skipped_when_no_model_call_follows():
     s, _ = long_session()
-    auto = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000),
-                         context_window=2000)
+    auto = AutoCompactor(
+        s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000), context_window=2000
+    )
     n = len(s)
     assert auto.after_tool_results(will_call_model=False) is False and len(s) == n
     assert auto.after_tool_results(will_call_model=True) is True and len(s) == n + 1
@@ -460,8 +525,9 @@ def test_after_tool_results_is_skipped_when_no_model_call_follows():
 def test_after_run_skips_aborted_answers_and_respects_enabled():
     s, _ = long_session()
     s.append_message(assistant("partial", stop="aborted", usage=NO_USAGE))
-    auto = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000),
-                         context_window=2000)
+    auto = AutoCompactor(
+        s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000), context_window=2000
+    )
     assert auto.after_run() is False
     s.append_message(user("go on"))
     s.append_message(assistant("fine", usage=NO_USAGE))
@@ -516,8 +582,9 @@ def test_second_overflow_right_after_recovery_stops():
 
 def test_after_run_leaves_overflow_failures_to_recovery():
     s, _ = overflowed_session()
-    auto = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000),
-                         context_window=2000)
+    auto = AutoCompactor(
+        s, Recorder(), CompactionSettings(keep_recent_tokens=500, reserve_tokens=1000), context_window=2000
+    )
     n = len(s)
     assert auto.after_run() is False and len(s) == n
 
@@ -606,12 +673,16 @@ def test_overflow_recognition():
 def test_unanswered_tool_calls_and_empty_failed_attempts_are_dropped():
     s = Session.in_memory()
     s.append_message(user("q"))
-    a = s.append_message(assistant("let me look", calls=(("c1", "read", {"path": "x"}), ("c2", "read", {"path": "y"})),
-                                   stop="toolUse"))
+    a = s.append_message(
+        assistant("let me look", calls=(("c1", "read", {"path": "x"}), ("c2", "read", {"path": "y"})), stop="toolUse")
+    )
     s.append_message(tool_result("c1", "x contents"))
     e = s.append_message(assistant(None, stop="aborted"))
     ctx = s.build_provider_context()
-    assert [(d.reason, d.entry_id) for d in ctx.dropped] == [("empty_failed_assistant", e), ("tool_call_without_result", a)]
+    assert [(d.reason, d.entry_id) for d in ctx.dropped] == [
+        ("empty_failed_assistant", e),
+        ("tool_call_without_result", a),
+    ]
     calls = [b["id"] for b in ctx.messages[1]["content"] if b["type"] == "toolCall"]
     assert calls == ["c1"] and is_provider_valid(ctx.messages)
     # the stored entry is untouched
@@ -634,11 +705,19 @@ def test_tool_results_whose_call_is_omitted_are_dropped():
 
 
 def test_duplicate_results_and_an_assistant_left_empty_are_dropped():
-    msgs = [user("q"), assistant(None, calls=(("c1", "ls", {}),), stop="toolUse"), tool_result("c1", "a"),
-            tool_result("c1", "b"), assistant(None, calls=(("c9", "ls", {}),), stop="toolUse")]
+    msgs = [
+        user("q"),
+        assistant(None, calls=(("c1", "ls", {}),), stop="toolUse"),
+        tool_result("c1", "a"),
+        tool_result("c1", "b"),
+        assistant(None, calls=(("c9", "ls", {}),), stop="toolUse"),
+    ]
     ctx = repair_for_provider(msgs)
-    assert [d.reason for d in ctx.dropped] == ["duplicate_tool_result", "tool_call_without_result",
-                                               "empty_assistant_after_repair"]
+    assert [d.reason for d in ctx.dropped] == [
+        "duplicate_tool_result",
+        "tool_call_without_result",
+        "empty_assistant_after_repair",
+    ]
     assert [m["role"] for m in ctx.messages] == ["user", "assistant", "toolResult"]
     assert is_provider_valid(ctx.messages)
 
@@ -653,7 +732,9 @@ def _rpc_goldens() -> list:
     return out
 
 
-@pytest.mark.parametrize("rpc_path", _rpc_goldens(), ids=lambda p: f"{p.parent.name}/{p.name[:-len('.jsonl.rpc.json')]}")
+@pytest.mark.parametrize(
+    "rpc_path", _rpc_goldens(), ids=lambda p: f"{p.parent.name}/{p.name[: -len('.jsonl.rpc.json')]}"
+)
 def test_usage_totals_match_pi_session_stats(rpc_path: Path):
     golden = json.loads(rpc_path.read_text(encoding="utf-8"))
     if not golden.get("started"):
@@ -719,24 +800,33 @@ def _build(ops, summarizer) -> tuple[Session, bool]:
             _, n, size, answered = op
             ids = [f"call{call + k}" for k in range(n)]
             call += n
-            s.append_message(assistant("using tools", calls=tuple((i, "read", {"path": f"{i}.py"}) for i in ids),
-                                       stop="toolUse"))
+            s.append_message(
+                assistant("using tools", calls=tuple((i, "read", {"path": f"{i}.py"}) for i in ids), stop="toolUse")
+            )
             for k, i in enumerate(ids):
                 if answered or k < n - 1:
                     s.append_message(tool_result(i, "r" * size))
                 else:
                     well_formed = False
         elif kind == "bash":
-            s.append_message({"role": "bashExecution", "command": "ls", "output": "o" * op[1], "exitCode": 0,
-                              "cancelled": False, "truncated": False, "timestamp": 0})
+            s.append_message(
+                {
+                    "role": "bashExecution",
+                    "command": "ls",
+                    "output": "o" * op[1],
+                    "exitCode": 0,
+                    "cancelled": False,
+                    "truncated": False,
+                    "timestamp": 0,
+                }
+            )
         elif kind == "custom":
             s.append_custom_message_entry("note", "c" * op[1], True)
         elif kind == "failed":
             s.append_message(assistant("half" if op[1] else None, stop="error", error="boom"))
             well_formed = False
         elif kind == "omit":
-            targets = [e.id for e in s.get_branch() if e.type == "message"
-                       and e["message"].get("role") == "assistant"]
+            targets = [e.id for e in s.get_branch() if e.type == "message" and e["message"].get("role") == "assistant"]
             if targets:
                 e = s._base("context_edit")
                 e.update(targetId=targets[op[1] % len(targets)], replacement=None)

@@ -3,6 +3,7 @@ request or retrying forever (issue 9): a "length" stop with no output is an over
 over the window after compacting is a no-progress error; a new user prompt starts a new run;
 over the threshold with nothing Pi's cut rule would compact falls back to the latest cut point
 (or raises CannotCompactError); tokens before/after are compared like with like."""
+
 from __future__ import annotations
 
 import pytest
@@ -82,8 +83,9 @@ def test_over_the_threshold_with_nothing_pi_would_compact_falls_back_to_the_late
 def test_over_the_threshold_with_no_cut_point_at_all_is_an_explicit_outcome():
     s = Session.in_memory("/p")
     s.append_message(user("one enormous prompt " + "u" * 80000))
-    auto = AutoCompactor(s, Recorder(), CompactionSettings(keep_recent_tokens=2000, reserve_tokens=1000),
-                         context_window=10_000)
+    auto = AutoCompactor(
+        s, Recorder(), CompactionSettings(keep_recent_tokens=2000, reserve_tokens=1000), context_window=10_000
+    )
     n = len(s)
     with pytest.raises(CannotCompactError):
         auto.before_prompt()

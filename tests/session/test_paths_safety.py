@@ -4,6 +4,7 @@ Values read out of a file (the header's session id, cwd, ``parentSession``) neve
 path; ``parentSession`` is never opened (it names a FIFO below: opening it would hang);
 listing reads only regular ``*.jsonl`` files directly inside the folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,20 @@ from sessiontree import Session
 from sessiontree.paths import default_session_dir, encode_cwd, inside, sessions_root
 
 EVIL_IDS = ["../../evil", "/etc/passwd", "..", ".", "a/b", "a\\b", "a\x00b", "C:evil", "x\n", ""]
-EVIL_CWDS = ["../../x", "..", ".", "/", "", "a\x00b", "/a/../../b", "C:\\x", "x/../../../etc", "\\\\server\\share",
-             "~", "/" + "x" * 300]
+EVIL_CWDS = [
+    "../../x",
+    "..",
+    ".",
+    "/",
+    "",
+    "a\x00b",
+    "/a/../../b",
+    "C:\\x",
+    "x/../../../etc",
+    "\\\\server\\share",
+    "~",
+    "/" + "x" * 300,
+]
 
 
 def _all_files(root: Path) -> set[Path]:
@@ -38,8 +51,15 @@ def _write(path: Path, header: dict, n: int = 2) -> Path:
     rows = [header]
     parent = None
     for i in range(n):
-        rows.append({"type": "message", "id": f"m{i}", "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z",
-                     "message": {"role": "user", "content": f"hello {i}", "timestamp": 1}})
+        rows.append(
+            {
+                "type": "message",
+                "id": f"m{i}",
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": {"role": "user", "content": f"hello {i}", "timestamp": 1},
+            }
+        )
         parent = f"m{i}"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -104,15 +124,20 @@ def test_a_hostile_header_never_decides_where_clones_and_forks_go(tmp_path, sess
         s = Session.open({str(src)!r})
         assert s.session_id == "../../evil" and s.cwd == "../../x"
         clone = s.create_branched_session("m0")
-        fork_here = Session.fork_from({str(src)!r}, s.cwd, session_dir={str(tmp_path / 'forks')!r})
+        fork_here = Session.fork_from({str(src)!r}, s.cwd, session_dir={str(tmp_path / "forks")!r})
         fork_default = Session.fork_from({str(src)!r}, s.cwd)
         listed = list_sessions(session_dir={str(src_dir)!r})
         print(json.dumps([str(clone.path), str(fork_here.path), str(fork_default.path),
                           sorted(i.parent_session for i in listed)]))
     """)
     # in a child with a timeout: opening parentSession (a FIFO) would block forever
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PI_CODING_AGENT_SESSION_DIR=str(sessions_env)))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PI_CODING_AGENT_SESSION_DIR=str(sessions_env)),
+    )
     assert proc.returncode == 0, proc.stderr
     clone, fork_here, fork_default, parents = json.loads(proc.stdout)
     assert Path(clone).parent == src_dir

@@ -1,4 +1,5 @@
 """The Session API: writing, reopening, refresh, legacy files and the field's bug shapes."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,23 @@ def _user(text: str, ts: int = 1) -> dict:
 
 
 def _assistant(text: str, ts: int = 2) -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "api": "x", "provider": "p",
-            "model": "m", "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
-                                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-            "stopReason": "stop", "timestamp": ts}
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "x",
+        "provider": "p",
+        "model": "m",
+        "usage": {
+            "input": 1,
+            "output": 1,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 2,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        },
+        "stopReason": "stop",
+        "timestamp": ts,
+    }
 
 
 def _write(path: Path, lines: list) -> Path:
@@ -65,8 +79,15 @@ def test_appends_become_children_of_the_leaf_and_survive_reopen(tmp_path):
     s.append_custom_message_entry("ext", "injected", True, {"d": 1})
     s.append_session_info("  My session  ")
     s2 = Session.open(s.path)
-    assert [e.type for e in s2.entries()] == ["message", "message", "model_change", "thinking_level_change",
-                                              "custom", "custom_message", "session_info"]
+    assert [e.type for e in s2.entries()] == [
+        "message",
+        "message",
+        "model_change",
+        "thinking_level_change",
+        "custom",
+        "custom_message",
+        "session_info",
+    ]
     assert s2.session_name == "My session"
     ctx = s2.build_context()
     assert ctx.thinking_level == "high" and ctx.model == {"provider": "openai", "modelId": "gpt-4o"}
@@ -88,8 +109,17 @@ def test_written_json_keeps_pis_key_order(tmp_path):
     assert list(lines[1]) == ["type", "id", "parentId", "timestamp", "message"]
     assert list(lines[2]) == ["type", "customType", "data", "id", "parentId", "timestamp"]
     assert list(lines[3]) == ["type", "id", "parentId", "timestamp", "targetId", "label"]
-    assert list(lines[4]) == ["type", "id", "parentId", "timestamp", "summary", "firstKeptEntryId", "tokensBefore",
-                              "details", "fromHook"]
+    assert list(lines[4]) == [
+        "type",
+        "id",
+        "parentId",
+        "timestamp",
+        "summary",
+        "firstKeptEntryId",
+        "tokensBefore",
+        "details",
+        "fromHook",
+    ]
 
 
 def test_branch_reset_and_branch_with_summary(tmp_path):
@@ -169,8 +199,14 @@ def test_refresh_detects_a_truncated_file(tmp_path):
 
 
 def test_open_never_modifies_the_file(tmp_path):
-    for name in ["edge_no_trailing_newline", "edge_v1_legacy", "edge_v2_hookmessage", "edge_empty",
-                 "edge_truncated_last_line", "edge_crlf"]:
+    for name in [
+        "edge_no_trailing_newline",
+        "edge_v1_legacy",
+        "edge_v2_hookmessage",
+        "edge_empty",
+        "edge_truncated_last_line",
+        "edge_crlf",
+    ]:
         src = CORPUS / "pi-generated" / f"{name}.jsonl"
         copy = tmp_path / src.name
         copy.write_bytes(src.read_bytes())
@@ -185,17 +221,32 @@ def test_open_never_modifies_the_file(tmp_path):
 
 def test_clone_drops_label_entries_without_leaving_orphans(tmp_path):
     # a label entry in the middle of the path: its child must be re-attached (Pi issue 5669)
-    f = _write(tmp_path / "s.jsonl", [
-        HEADER,
-        _msg("a", None),
-        _msg("b", "a", "assistant"),
-        {"type": "label", "id": "L1", "parentId": "b", "timestamp": "2026-01-01T00:00:02.000Z", "targetId": "a",
-         "label": "start"},
-        {"type": "label", "id": "L2", "parentId": "L1", "timestamp": "2026-01-01T00:00:03.000Z", "targetId": "zz",
-         "label": "off-path"},
-        _msg("c", "L2"),
-        _msg("d", "c", "assistant"),
-    ])
+    f = _write(
+        tmp_path / "s.jsonl",
+        [
+            HEADER,
+            _msg("a", None),
+            _msg("b", "a", "assistant"),
+            {
+                "type": "label",
+                "id": "L1",
+                "parentId": "b",
+                "timestamp": "2026-01-01T00:00:02.000Z",
+                "targetId": "a",
+                "label": "start",
+            },
+            {
+                "type": "label",
+                "id": "L2",
+                "parentId": "L1",
+                "timestamp": "2026-01-01T00:00:03.000Z",
+                "targetId": "zz",
+                "label": "off-path",
+            },
+            _msg("c", "L2"),
+            _msg("d", "c", "assistant"),
+        ],
+    )
     s = Session.open(f)
     clone = s.create_branched_session("d")
     ents = clone.entries()
@@ -246,44 +297,74 @@ def test_writing_to_a_legacy_file_migrates_it_atomically_and_keeps_ids(tmp_path)
 
 
 def test_compaction_with_unknown_first_kept_entry_keeps_nothing_before_it(tmp_path):
-    f = _write(tmp_path / "s.jsonl", [
-        HEADER,
-        _msg("a", None),
-        _msg("b", "a", "assistant"),
-        {"type": "compaction", "id": "c", "parentId": "b", "timestamp": "2026-01-01T00:00:05.000Z",
-         "summary": "S", "firstKeptEntryId": "missing", "tokensBefore": 5},
-        _msg("d", "c"),
-    ])
+    f = _write(
+        tmp_path / "s.jsonl",
+        [
+            HEADER,
+            _msg("a", None),
+            _msg("b", "a", "assistant"),
+            {
+                "type": "compaction",
+                "id": "c",
+                "parentId": "b",
+                "timestamp": "2026-01-01T00:00:05.000Z",
+                "summary": "S",
+                "firstKeptEntryId": "missing",
+                "tokensBefore": 5,
+            },
+            _msg("d", "c"),
+        ],
+    )
     ctx = Session.open(f).build_context()
     assert [m["role"] for m in ctx.messages] == ["compactionSummary", "user"]
     assert [src["id"] for src in ctx.sources] == ["c", "d"]
 
 
 def test_session_of_only_model_and_thinking_changes_has_a_tree(tmp_path):
-    f = _write(tmp_path / "s.jsonl", [
-        HEADER,
-        {"type": "model_change", "id": "m", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
-         "provider": "anthropic", "modelId": "claude"},
-        {"type": "thinking_level_change", "id": "t", "parentId": "m", "timestamp": "2026-01-01T00:00:02.000Z",
-         "thinkingLevel": "high"},
-    ])
+    f = _write(
+        tmp_path / "s.jsonl",
+        [
+            HEADER,
+            {
+                "type": "model_change",
+                "id": "m",
+                "parentId": None,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "provider": "anthropic",
+                "modelId": "claude",
+            },
+            {
+                "type": "thinking_level_change",
+                "id": "t",
+                "parentId": "m",
+                "timestamp": "2026-01-01T00:00:02.000Z",
+                "thinkingLevel": "high",
+            },
+        ],
+    )
     s = Session.open(f)
     tree = s.get_tree()
     assert [n.entry.id for n in tree] == ["m"] and [n.entry.id for n in tree[0].children] == ["t"]
     ctx = s.build_context()
-    assert ctx.messages == [] and ctx.thinking_level == "high" and ctx.model == {"provider": "anthropic",
-                                                                                 "modelId": "claude"}
+    assert (
+        ctx.messages == []
+        and ctx.thinking_level == "high"
+        and ctx.model == {"provider": "anthropic", "modelId": "claude"}
+    )
 
 
 def test_nul_line_and_torn_line_mid_file_are_skipped_and_reported(tmp_path):
-    f = _write(tmp_path / "s.jsonl", [
-        HEADER,
-        _msg("a", None),
-        b"\x00" * 64,
-        b'{"type":"message","id":"torn","parentId":"a","timest',
-        _msg("b", "a", "assistant"),
-        _msg("c", "b"),
-    ])
+    f = _write(
+        tmp_path / "s.jsonl",
+        [
+            HEADER,
+            _msg("a", None),
+            b"\x00" * 64,
+            b'{"type":"message","id":"torn","parentId":"a","timest',
+            _msg("b", "a", "assistant"),
+            _msg("c", "b"),
+        ],
+    )
     s = Session.open(f)
     assert [e.id for e in s.entries()] == ["a", "b", "c"]
     assert [(p.line, p.kind) for p in s.problems] == [(3, "malformed_json"), (4, "malformed_json")]
@@ -356,7 +437,7 @@ def test_self_parent_is_a_cycle_for_walks_and_a_root_for_the_tree(tmp_path):
 
 def test_deep_chain_does_not_recurse(tmp_path):
     n = 200_000
-    lines = [HEADER] + [_msg(f"e{i}", f"e{i-1}" if i else None) for i in range(n)]
+    lines = [HEADER] + [_msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(n)]
     f = _write(tmp_path / "deep.jsonl", lines)
     s = Session.open(f)
     assert len(s.get_branch()) == n
@@ -424,11 +505,13 @@ def test_context_edit_omits_or_replaces_without_touching_the_target(tmp_path):
 def test_many_siblings_with_invalid_timestamps_sort_without_quadratic_cost(tmp_path):
     n = 100_000
     lines = [HEADER, _msg("root", None)]
-    lines += [dict(_msg(f"c{i}", "root"), timestamp="not a date" if i % 2 else f"2026-01-01T00:00:{i % 60:02d}.000Z")
-              for i in range(n)]
+    lines += [
+        dict(_msg(f"c{i}", "root"), timestamp="not a date" if i % 2 else f"2026-01-01T00:00:{i % 60:02d}.000Z")
+        for i in range(n)
+    ]
     s = Session.open(_write(tmp_path / "wide.jsonl", lines))
     kids = s._core.children(s._core.index_of("root"))
     assert len(kids) == n
     ts = [s._core.timestamp_ms(k) for k in kids]
     valid = [t for t in ts if t == t]
-    assert valid == sorted(valid) and all(t != t for t in ts[len(valid):])  # invalid dates last
+    assert valid == sorted(valid) and all(t != t for t in ts[len(valid) :])  # invalid dates last

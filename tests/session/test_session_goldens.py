@@ -4,6 +4,7 @@ Parametrized by globbing ``tests/corpus/{pi-generated,real}/*.jsonl.golden.json`
 hidden files are picked up. Legacy v1 files get ids from the migration (random in Pi): those
 goldens are compared by position, mapping Pi's ids to ours through the ``entries`` list.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -181,7 +182,9 @@ def test_context_through_session_matches_pi(case):
     assert ctx.thinking_level == gc["thinkingLevel"]
     assert ctx.model == gc["model"]
     assert [m.get("role") for m in ctx.messages] == [m["role"] for m in gc["messages"]]
-    assert [_id_or_none(_raw_field_d(src, "id")) for src in ctx.sources] == idm([m["source_id"] for m in gc["messages"]])
+    assert [_id_or_none(_raw_field_d(src, "id")) for src in ctx.sources] == idm(
+        [m["source_id"] for m in gc["messages"]]
+    )
     if not golden["open"].get("ids_generated_by_pi"):
         assert [fingerprint(m) for m in ctx.messages] == [m["sha"] for m in gc["messages"]]
 

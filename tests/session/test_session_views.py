@@ -1,5 +1,6 @@
 """The batch views the CLI reads (``entry_table``, ``branch_table``, ``tree_roots``,
 ``tree_table``) say what the per-entry views say, on every corpus file."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,9 +39,11 @@ def test_batch_views_agree_with_entries(path):
 
 def test_file_header_is_the_header_as_written(tmp_path):
     p = tmp_path / "v1.jsonl"
-    p.write_text('{"type":"session","id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
-                 '{"type":"message","timestamp":"2026-01-01T00:00:01.000Z",'
-                 '"message":{"role":"user","content":"hi","timestamp":1}}\n')
+    p.write_text(
+        '{"type":"session","id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+        '{"type":"message","timestamp":"2026-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hi","timestamp":1}}\n'
+    )
     s = Session.open(p)
     assert "version" not in s.file_header and s.header["version"] == 3  # migrated in memory only
     assert Session.in_memory().entry_table([]).index == []
@@ -72,7 +75,7 @@ def test_fleet_views_agree_with_entries(path):
     m = s.entry_metrics()
     assert m.index == list(range(len(s)))
     for e, size, ms, tokens in zip(s.entries(), m.bytes, m.timestamp_ms, m.tokens):
-        text = data[e.offset:e.offset + size]
+        text = data[e.offset : e.offset + size]
         assert size > 0 and text == text.strip() and b"\n" not in text
         t = js_date_parse(e.raw["timestamp"]) if isinstance(e.raw, dict) and "timestamp" in e.raw else None
         assert ms == (t if t == t else None)  # new Date(undefined) is NaN: None
@@ -108,11 +111,13 @@ def test_context_table_follows_an_unknown_leaf_to_the_last_entry(tmp_path):
     assert s.context_table().index == [] and s.branch_table().index == []
     # the last entry has no id: the leaf names no entry, the context still ends there
     p = tmp_path / "s.jsonl"
-    p.write_text('{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'
-                 '{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:00Z",'
-                 '"message":{"role":"user","content":"hi","timestamp":0}}\n'
-                 '{"type":"message","parentId":"a","timestamp":"2025-01-01T00:00:01Z",'
-                 '"message":{"role":"user","content":"again","timestamp":1}}\n')
+    p.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n'
+        '{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:00Z",'
+        '"message":{"role":"user","content":"hi","timestamp":0}}\n'
+        '{"type":"message","parentId":"a","timestamp":"2025-01-01T00:00:01Z",'
+        '"message":{"role":"user","content":"again","timestamp":1}}\n'
+    )
     s = Session.open(p)
     assert s.leaf_entry is None and s.branch_table().index == []
     assert s.context_table().index == [0, 1]

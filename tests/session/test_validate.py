@@ -1,4 +1,5 @@
 """``Session.validate()`` is the library's check; ``sessiontree validate`` prints exactly it."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def test_cli_validate_prints_what_session_validate_returns(capsys, path):
     assert rc == (1 if any(p["severity"] == "error" for p in want) else 0)
     # every line problem of Session.problems is among them, unchanged
     line_problems = [(p.line, p.offset, p.kind, p.message) for p in s.problems]
-    assert [x for x in line_problems if x not in {(p["line"], p["offset"], p["kind"], p["message"]) for p in want}] == []
+    assert [
+        x for x in line_problems if x not in {(p["line"], p["offset"], p["kind"], p["message"]) for p in want}
+    ] == []
 
 
 def test_validate_reports_content_that_would_make_compaction_fail_naming_the_entry(tmp_path, capsys):
@@ -40,7 +43,10 @@ def test_validate_reports_content_that_would_make_compaction_fail_naming_the_ent
     line = s.get_entry(bad).line
     (problem,) = s.validate()
     assert problem["kind"] == "content_error" and problem["line"] == line and problem["severity"] == "error"
-    assert repr(bad) in problem["message"] and "Cannot read properties of undefined (reading 'length')" in problem["message"]
+    assert (
+        repr(bad) in problem["message"]
+        and "Cannot read properties of undefined (reading 'length')" in problem["message"]
+    )
     assert s.validate(content=False) == []
 
 
@@ -57,7 +63,8 @@ def test_validate_notes_an_entry_too_deep_for_python_without_failing(tmp_path):
     p.write_text(
         '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
         '{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
-        '"message":{"role":"user","content":' + deep + ',"timestamp":1}}\n')
+        '"message":{"role":"user","content":' + deep + ',"timestamp":1}}\n'
+    )
     (problem,) = Session.open(p).validate()
     assert (problem["kind"], problem["severity"], problem["line"]) == ("too_deep", "note", 2)
     assert main(["validate", str(p)]) == 0

@@ -7,6 +7,7 @@ exhausted retries, overflow errors (no retry), timeouts, cancellation, usage and
 tests replay every ``tests/corpus/pi-generated/*.compact.json`` request Pi 1.6 sent and compare
 our request body's shape with it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,14 +25,28 @@ import pytest
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
-from sessiontree.summarizers import (AnthropicSummarizer, ContextOverflowError, OpenAICompatSummarizer, Pricing,
-                                     RetriesExhaustedError, RetryPolicy, SummarizerError, SummaryRequest,
-                                     SummaryUsage, estimate_request_tokens, output_budget)
+from sessiontree.summarizers import (
+    AnthropicSummarizer,
+    ContextOverflowError,
+    OpenAICompatSummarizer,
+    Pricing,
+    RetriesExhaustedError,
+    RetryPolicy,
+    SummarizerError,
+    SummaryRequest,
+    SummaryUsage,
+    estimate_request_tokens,
+    output_budget,
+)
 from sessiontree.summarizers.prompts import SYSTEM_PROMPT, build_user_text
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "pi-generated"
-FAKE_USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290,
-              "prompt_tokens_details": {"cached_tokens": 0}}
+FAKE_USAGE = {
+    "prompt_tokens": 1234,
+    "completion_tokens": 56,
+    "total_tokens": 1290,
+    "prompt_tokens_details": {"cached_tokens": 0},
+}
 FAST = RetryPolicy(max_retries=3, base_delay=0.01, max_delay=0.05, timeout=5.0)
 
 # ==== A fake LLM server ====
@@ -48,8 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         fake: FakeLLM = self.server.fake  # type: ignore[attr-defined]
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                  "body": json.loads(raw) if raw else None, "time": time.monotonic()}
+        record = {
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body": json.loads(raw) if raw else None,
+            "time": time.monotonic(),
+        }
         with fake.lock:
             fake.requests.append(record)
             action = fake.script.pop(0) if fake.script else fake.default
@@ -81,8 +100,7 @@ class FakeLLM:
         self.server.daemon_threads = True
         self.server.block_on_close = False
         self.server.fake = self  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -112,14 +130,28 @@ def openai_sse(text: str, usage: dict | None = None, model: str = "fake-model", 
     def act(h: _Handler) -> None:
         h.send_sse_headers()
         base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model}
-        h.write("data: " + json.dumps({**base, "choices": [
-            {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}) + "\n\n")
+        h.write(
+            "data: "
+            + json.dumps(
+                {
+                    **base,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                }
+            )
+            + "\n\n"
+        )
         step = max(1, len(text) // pieces)
         for i in range(0, len(text), step):
-            h.write("data: " + json.dumps({**base, "choices": [
-                {"index": 0, "delta": {"content": text[i:i + step]}, "finish_reason": None}]}) + "\n\n")
-        h.write("data: " + json.dumps({**base, "choices": [
-            {"index": 0, "delta": {}, "finish_reason": "stop"}]}) + "\n\n")
+            h.write(
+                "data: "
+                + json.dumps(
+                    {**base, "choices": [{"index": 0, "delta": {"content": text[i : i + step]}, "finish_reason": None}]}
+                )
+                + "\n\n"
+            )
+        h.write(
+            "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + "\n\n"
+        )
         h.write("data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n")
         h.write("data: [DONE]\n\n")
 
@@ -151,9 +183,19 @@ def slow_sse(h: _Handler) -> None:
     fake: FakeLLM = h.server.fake  # type: ignore[attr-defined]
     try:
         h.send_sse_headers()
-        h.write("data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "created": 1,
-                                        "model": "m", "choices": [{"index": 0, "delta": {"content": "part"},
-                                                                   "finish_reason": None}]}) + "\n\n")
+        h.write(
+            "data: "
+            + json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": "part"}, "finish_reason": None}],
+                }
+            )
+            + "\n\n"
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             time.sleep(0.02)
@@ -168,8 +210,12 @@ def hang(h: _Handler) -> None:
 
 
 def anthropic_sse(text: str, usage: dict | None = None, model: str = "claude-test") -> Action:
-    usage = usage or {"input_tokens": 1000, "output_tokens": 1, "cache_read_input_tokens": 200,
-                      "cache_creation_input_tokens": 0}
+    usage = usage or {
+        "input_tokens": 1000,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 200,
+        "cache_creation_input_tokens": 0,
+    }
 
     def act(h: _Handler) -> None:
         h.send_sse_headers()
@@ -177,18 +223,41 @@ def anthropic_sse(text: str, usage: dict | None = None, model: str = "claude-tes
         def event(name: str, data: dict) -> None:
             h.write(f"event: {name}\ndata: {json.dumps(data)}\n\n")
 
-        event("message_start", {"type": "message_start", "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": usage}})
-        event("content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": {"type": "text", "text": ""}})
+        event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        )
+        event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        )
         event("ping", {"type": "ping"})
         for i in range(0, len(text), 4):
-            event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                          "delta": {"type": "text_delta", "text": text[i:i + 4]}})
+            event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[i : i + 4]}},
+            )
         event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                "usage": {"output_tokens": 42}})
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 42},
+            },
+        )
         event("message_stop", {"type": "message_stop"})
 
     return act
@@ -221,9 +290,21 @@ def test_openai_summary_streams_text_and_reports_usage_and_cost(fake):
     assert result.text == "## Goal\nFix the build"
     assert result.model == "fake-model"
     assert result.usage.to_pi() == {
-        "input": 1234, "output": 56, "cacheRead": 0, "cacheWrite": 0, "reasoning": 0, "totalTokens": 1290,
-        "cost": {"input": 0.0012339999999999999, "output": 0.000112, "cacheRead": 0.0, "cacheWrite": 0.0,
-                 "total": 0.0013459999999999998, "totalFromProvider": False}}
+        "input": 1234,
+        "output": 56,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "reasoning": 0,
+        "totalTokens": 1290,
+        "cost": {
+            "input": 0.0012339999999999999,
+            "output": 0.000112,
+            "cacheRead": 0.0,
+            "cacheWrite": 0.0,
+            "total": 0.0013459999999999998,
+            "totalFromProvider": False,
+        },
+    }
     (req,) = fake.requests
     assert req["path"] == "/v1/chat/completions"
     assert list(req["body"]) == ["model", "messages", "stream", "stream_options", "store", "max_completion_tokens"]
@@ -234,12 +315,27 @@ def test_openai_summary_streams_text_and_reports_usage_and_cost(fake):
 
 
 def test_openai_cached_tokens_are_counted_apart_from_input(fake):
-    fake.script = [openai_sse("S", usage={"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010,
-                                          "prompt_tokens_details": {"cached_tokens": 600},
-                                          "completion_tokens_details": {"reasoning_tokens": 4}})]
+    fake.script = [
+        openai_sse(
+            "S",
+            usage={
+                "prompt_tokens": 1000,
+                "completion_tokens": 10,
+                "total_tokens": 1010,
+                "prompt_tokens_details": {"cached_tokens": 600},
+                "completion_tokens_details": {"reasoning_tokens": 4},
+            },
+        )
+    ]
     usage = asyncio.run(make_openai(fake, pricing=PI_PRICES).summarize(REQ)).usage
-    assert (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.reasoning, usage.total_tokens) == \
-        (400, 10, 600, 0, 4, 1010)
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.reasoning, usage.total_tokens) == (
+        400,
+        10,
+        600,
+        0,
+        4,
+        1010,
+    )
     assert usage.cost["cacheRead"] == (0.1 / 1000000) * 600
     assert usage.cost["total"] == usage.cost["input"] + usage.cost["output"] + usage.cost["cacheRead"] + 0.0
 
@@ -261,9 +357,14 @@ def test_each_call_sends_a_fresh_request_id_never_reused(fake):
 
 
 def test_rate_limit_waits_for_retry_after_then_succeeds(fake):
-    fake.script = [json_error(429, {"error": {"message": "Rate limit reached", "type": "requests"}},
-                              {"retry-after-ms": "300", "retry-after": "1"}),
-                   openai_sse("ok")]
+    fake.script = [
+        json_error(
+            429,
+            {"error": {"message": "Rate limit reached", "type": "requests"}},
+            {"retry-after-ms": "300", "retry-after": "1"},
+        ),
+        openai_sse("ok"),
+    ]
     result = asyncio.run(make_openai(fake).summarize(REQ))
     assert result.text == "ok"
     assert len(fake.requests) == 2
@@ -289,8 +390,12 @@ def test_retry_after_longer_than_the_limit_fails_without_waiting(fake):
 
 
 def test_server_errors_are_retried_with_backoff_then_succeed(fake):
-    fake.script = [json_error(500, {"error": {"message": "boom"}}), json_error(503, {"error": {"message": "busy"}}),
-                   json_error(502, {"error": {"message": "bad gateway"}}), openai_sse("ok")]
+    fake.script = [
+        json_error(500, {"error": {"message": "boom"}}),
+        json_error(503, {"error": {"message": "busy"}}),
+        json_error(502, {"error": {"message": "bad gateway"}}),
+        openai_sse("ok"),
+    ]
     assert asyncio.run(make_openai(fake).summarize(REQ)).text == "ok"
     assert len(fake.requests) == 4
 
@@ -304,9 +409,19 @@ def test_dropped_connection_is_retried(fake):
 def test_stream_cut_mid_answer_is_retried(fake):
     def truncated(h: _Handler) -> None:
         h.send_sse_headers()
-        h.write("data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                                        "choices": [{"index": 0, "delta": {"content": "## Go"},
-                                                     "finish_reason": None}]}) + "\n\n")
+        h.write(
+            "data: "
+            + json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": "## Go"}, "finish_reason": None}],
+                }
+            )
+            + "\n\n"
+        )
 
     fake.script = [truncated, openai_sse("complete")]
     assert asyncio.run(make_openai(fake).summarize(REQ)).text == "complete"
@@ -331,15 +446,37 @@ def test_client_errors_are_not_retried(fake):
     assert len(fake.requests) == 1
 
 
-@pytest.mark.parametrize("status,body", [
-    (400, {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
-                                "resulted in 9000 tokens.", "type": "invalid_request_error",
-                     "code": "context_length_exceeded"}}),  # OpenAI / vLLM
-    (400, {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                     "type": "exceed_context_size_error"}}),  # llama.cpp server
-    (500, {"error": {"message": "exceeded max context length", "type": "api_error"}}),  # Ollama
-    (400, {"error": {"message": "This endpoint's maximum context length is 8192 tokens", "code": 400}}),  # OpenRouter
-])
+@pytest.mark.parametrize(
+    "status,body",
+    [
+        (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8192 tokens. However, your messages "
+                    "resulted in 9000 tokens.",
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),  # OpenAI / vLLM
+        (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                }
+            },
+        ),  # llama.cpp server
+        (500, {"error": {"message": "exceeded max context length", "type": "api_error"}}),  # Ollama
+        (
+            400,
+            {"error": {"message": "This endpoint's maximum context length is 8192 tokens", "code": 400}},
+        ),  # OpenRouter
+    ],
+)
 def test_context_overflow_raises_at_once_without_retry(fake, status, body):
     fake.default = json_error(status, body)
     with pytest.raises(ContextOverflowError):
@@ -430,9 +567,11 @@ def test_anthropic_summary_streams_text_with_usage_and_no_cache_control(fake):
 
 
 def test_anthropic_overloaded_is_retried_then_succeeds(fake):
-    fake.script = [anthropic_error(529, "overloaded_error", "Overloaded"),
-                   anthropic_error(429, "rate_limit_error", "slow down", {"retry-after": "0"}),
-                   anthropic_sse("ok")]
+    fake.script = [
+        anthropic_error(529, "overloaded_error", "Overloaded"),
+        anthropic_error(429, "rate_limit_error", "slow down", {"retry-after": "0"}),
+        anthropic_sse("ok"),
+    ]
     assert asyncio.run(make_anthropic(fake).summarize(REQ)).text == "ok"
     assert len(fake.requests) == 3
     ids = {r["body"]["metadata"]["user_id"] for r in fake.requests}
@@ -449,8 +588,11 @@ def test_anthropic_prompt_too_long_is_context_overflow(fake):
 def test_anthropic_error_event_mid_stream_is_retried(fake):
     def overloaded_event(h: _Handler) -> None:
         h.send_sse_headers()
-        h.write("event: error\ndata: " + json.dumps(
-            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}) + "\n\n")
+        h.write(
+            "event: error\ndata: "
+            + json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            + "\n\n"
+        )
 
     fake.script = [overloaded_event, anthropic_sse("ok")]
     assert asyncio.run(make_anthropic(fake).summarize(REQ)).text == "ok"
@@ -460,9 +602,25 @@ def test_anthropic_error_event_mid_stream_is_retried(fake):
 def test_anthropic_stream_cut_mid_answer_is_retried(fake):
     def truncated(h: _Handler) -> None:
         h.send_sse_headers()
-        h.write("event: message_start\ndata: " + json.dumps({"type": "message_start", "message": {
-            "id": "m", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}}) + "\n\n")
+        h.write(
+            "event: message_start\ndata: "
+            + json.dumps(
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "m",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-test",
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 1, "output_tokens": 1},
+                    },
+                }
+            )
+            + "\n\n"
+        )
 
     fake.script = [truncated, anthropic_sse("complete")]
     assert asyncio.run(make_anthropic(fake).summarize(REQ)).text == "complete"
@@ -519,18 +677,26 @@ def parse_pi_user_text(text: str) -> dict:
         text, custom = text.rsplit("\n\nAdditional focus: ", 1)
     if text.startswith("# Conversation\n"):
         end = text.rfind("\n\n# Instructions\n")
-        return {"kind": "turn_prefix", "conversation": text[len("# Conversation\n"):end], "previous_summary": None,
-                "custom_instructions": custom}
+        return {
+            "kind": "turn_prefix",
+            "conversation": text[len("# Conversation\n") : end],
+            "previous_summary": None,
+            "custom_instructions": custom,
+        }
     assert text.startswith("<conversation>\n")
     end = text.find("\n</conversation>\n\n<previous-summary>\n")
     previous = None
     if end >= 0:
         start = end + len("\n</conversation>\n\n<previous-summary>\n")
-        previous = text[start:text.rfind("\n</previous-summary>\n\n")]
+        previous = text[start : text.rfind("\n</previous-summary>\n\n")]
     else:
         end = text.rfind("\n</conversation>\n\n")
-    return {"kind": "compaction", "conversation": text[len("<conversation>\n"):end], "previous_summary": previous,
-            "custom_instructions": custom}
+    return {
+        "kind": "compaction",
+        "conversation": text[len("<conversation>\n") : end],
+        "previous_summary": previous,
+        "custom_instructions": custom,
+    }
 
 
 @pytest.mark.skipif(not GOLDEN_CASES, reason="no compaction goldens with llm_requests")
@@ -540,8 +706,13 @@ def test_request_bodies_have_pis_shape_for_every_golden_request():
         for name, variant, _, v, data in GOLDEN_CASES:
             model = v["models_json"]["providers"]["fake"]["models"][0]
             window, max_tokens = model["contextWindow"], model["maxTokens"]
-            summarizer = OpenAICompatSummarizer(model["id"], api_key="fake-key", base_url=server.openai_url,
-                                                pricing=Pricing.from_pi(model["cost"]), retry=FAST)
+            summarizer = OpenAICompatSummarizer(
+                model["id"],
+                api_key="fake-key",
+                base_url=server.openai_url,
+                pricing=Pricing.from_pi(model["cost"]),
+                retry=FAST,
+            )
             total = SummaryUsage()
             for n, pi_req in enumerate(v["llm_requests"], 1):
                 pi_body = pi_req["body"]
@@ -551,11 +722,21 @@ def test_request_bodies_have_pis_shape_for_every_golden_request():
                 where = f"{name} {variant} request {n}"
                 assert budget == pi_body["max_completion_tokens"], where
                 parsed = parse_pi_user_text(pi_user)
-                req = SummaryRequest(parsed["kind"], parsed["conversation"], parsed["previous_summary"],
-                                     parsed["custom_instructions"], max_tokens=budget)
-                server.script = [openai_sse(data["fake_llm"].get("text", f"SUMMARY for request {n}")
-                                            if isinstance(data.get("fake_llm"), dict) else f"SUMMARY for request {n}",
-                                            usage=FAKE_USAGE)]
+                req = SummaryRequest(
+                    parsed["kind"],
+                    parsed["conversation"],
+                    parsed["previous_summary"],
+                    parsed["custom_instructions"],
+                    max_tokens=budget,
+                )
+                server.script = [
+                    openai_sse(
+                        data["fake_llm"].get("text", f"SUMMARY for request {n}")
+                        if isinstance(data.get("fake_llm"), dict)
+                        else f"SUMMARY for request {n}",
+                        usage=FAKE_USAGE,
+                    )
+                ]
                 result = await summarizer.summarize(req)
                 total = total + result.usage
                 ours = server.requests[-1]["body"]
@@ -604,12 +785,19 @@ def test_an_api_key_echoed_by_the_server_never_appears_in_errors(fake, provider,
     """A server quoting the request's credentials in its error body (some proxies echo the
     ``Authorization`` header): the exception text, the errors it wraps and its cause chain are
     redacted, through the real SDKs. 500 is retried first (the echo is in every attempt)."""
-    echo = (f"invalid credentials: Authorization: Bearer {SECRET}; x-api-key={SECRET}; "
-            f"also bearer tok-987654321 and key {SECRET[:-6]}")
+    echo = (
+        f"invalid credentials: Authorization: Bearer {SECRET}; x-api-key={SECRET}; "
+        f"also bearer tok-987654321 and key {SECRET[:-6]}"
+    )
     if provider == "openai":
         fake.default = json_error(status, {"error": {"message": echo, "code": "invalid_api_key"}})
-        summ = OpenAICompatSummarizer("fake-model", api_key=SECRET, base_url=fake.openai_url, retry=FAST,
-                                      default_headers={"X-Api-Key": "hdr-secret-value"})
+        summ = OpenAICompatSummarizer(
+            "fake-model",
+            api_key=SECRET,
+            base_url=fake.openai_url,
+            retry=FAST,
+            default_headers={"X-Api-Key": "hdr-secret-value"},
+        )
     else:
         fake.default = anthropic_error(status, "authentication_error", echo)
         summ = AnthropicSummarizer("claude-test", api_key=SECRET, base_url=fake.root, retry=FAST)
@@ -626,5 +814,6 @@ def test_an_api_key_echoed_by_the_server_never_appears_in_errors(fake, provider,
     for leaked in (SECRET, SECRET[:-6], "tok-987654321", "hdr-secret-value"):
         assert leaked not in text, text
     import traceback
+
     shown = "".join(traceback.format_exception(info.value))
     assert SECRET[:-6] not in shown and "tok-987654321" not in shown

@@ -4,6 +4,7 @@ Pi 1.6 output budget, the overflow matcher, the retry policy, usage/cost mapping
 The HTTP behaviour of the OpenAI-compatible and Anthropic summarizers is in
 ``test_summarizer_http.py``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,16 +21,37 @@ from tests.support.goldens import reference_entries
 from sessiontree._jsjson import js_stringify
 from sessiontree.compaction import serialize_conversation
 from sessiontree.context import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX, convert_to_llm
-from sessiontree.summarizers import (ContextOverflowError, OfflineSummarizer, Pricing, RetriesExhaustedError,
-                                     RetryPolicy, Summarizer, SummarizerError, SummaryRequest, SummaryUsage,
-                                     TransientError, estimate_request_tokens, get_summarizer, is_context_overflow,
-                                     merge_split_turn, output_budget, run_sync)
+from sessiontree.summarizers import (
+    ContextOverflowError,
+    OfflineSummarizer,
+    Pricing,
+    RetriesExhaustedError,
+    RetryPolicy,
+    Summarizer,
+    SummarizerError,
+    SummaryRequest,
+    SummaryUsage,
+    TransientError,
+    estimate_request_tokens,
+    get_summarizer,
+    is_context_overflow,
+    merge_split_turn,
+    output_budget,
+    run_sync,
+)
 from sessiontree.summarizers.anthropic import usage_from_anthropic
 from sessiontree.summarizers.offline import parse_conversation, parse_summary, parse_tool_calls
 from sessiontree.summarizers.openai_compat import usage_from_openai
-from sessiontree.summarizers.prompts import (BRANCH_SECTIONS, COMPACTION_INSTRUCTIONS, COMPACTION_SECTIONS,
-                                             SYSTEM_PROMPT, TURN_PREFIX_INSTRUCTIONS, TURN_PREFIX_SECTIONS,
-                                             UPDATE_INSTRUCTIONS, build_user_text)
+from sessiontree.summarizers.prompts import (
+    BRANCH_SECTIONS,
+    COMPACTION_INSTRUCTIONS,
+    COMPACTION_SECTIONS,
+    SYSTEM_PROMPT,
+    TURN_PREFIX_INSTRUCTIONS,
+    TURN_PREFIX_SECTIONS,
+    UPDATE_INSTRUCTIONS,
+    build_user_text,
+)
 from sessiontree.summarizers.retry import parse_retry_after, retry_call
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -56,9 +78,16 @@ def _budget_cases() -> list[tuple[str, int, int, str, str, int]]:
             model = v["models_json"]["providers"]["fake"]["models"][0]
             for r in v["llm_requests"]:
                 body = r["body"]
-                cases.append((f"{Path(path).name}:{variant}:{r['n']}", model["maxTokens"], model["contextWindow"],
-                              body["messages"][0]["content"], body["messages"][1]["content"][0]["text"],
-                              body["max_completion_tokens"]))
+                cases.append(
+                    (
+                        f"{Path(path).name}:{variant}:{r['n']}",
+                        model["maxTokens"],
+                        model["contextWindow"],
+                        body["messages"][0]["content"],
+                        body["messages"][1]["content"][0]["text"],
+                        body["max_completion_tokens"],
+                    )
+                )
     return cases
 
 
@@ -87,23 +116,34 @@ def test_output_budget_edges():
 def test_user_text_layout_follows_pi():
     plain = build_user_text(SummaryRequest("compaction", "[User]: a"))
     assert plain == "<conversation>\n[User]: a\n</conversation>\n\n" + COMPACTION_INSTRUCTIONS
-    rolling = build_user_text(SummaryRequest("compaction", "[User]: a", previous_summary="PREV",
-                                             custom_instructions="focus on tests"))
-    assert rolling == ("<conversation>\n[User]: a\n</conversation>\n\n<previous-summary>\nPREV\n</previous-summary>\n\n"
-                       + UPDATE_INSTRUCTIONS + "\n\nAdditional focus: focus on tests")
+    rolling = build_user_text(
+        SummaryRequest("compaction", "[User]: a", previous_summary="PREV", custom_instructions="focus on tests")
+    )
+    assert rolling == (
+        "<conversation>\n[User]: a\n</conversation>\n\n<previous-summary>\nPREV\n</previous-summary>\n\n"
+        + UPDATE_INSTRUCTIONS
+        + "\n\nAdditional focus: focus on tests"
+    )
     prefix = build_user_text(SummaryRequest("turn_prefix", "[User]: a", custom_instructions="x"))
-    assert prefix == "# Conversation\n[User]: a\n\n# Instructions\n" + TURN_PREFIX_INSTRUCTIONS + "\n\nAdditional focus: x"
-    replaced = build_user_text(SummaryRequest("branch", "[User]: a", custom_instructions="ONLY THIS",
-                                              replace_instructions=True))
+    assert (
+        prefix == "# Conversation\n[User]: a\n\n# Instructions\n" + TURN_PREFIX_INSTRUCTIONS + "\n\nAdditional focus: x"
+    )
+    replaced = build_user_text(
+        SummaryRequest("branch", "[User]: a", custom_instructions="ONLY THIS", replace_instructions=True)
+    )
     assert replaced == "<conversation>\n[User]: a\n</conversation>\n\nONLY THIS"
     # empty strings count as absent (JavaScript truthiness, as in Pi)
-    assert build_user_text(SummaryRequest("compaction", "c", previous_summary="", custom_instructions="")) == \
-        build_user_text(SummaryRequest("compaction", "c"))
+    assert build_user_text(
+        SummaryRequest("compaction", "c", previous_summary="", custom_instructions="")
+    ) == build_user_text(SummaryRequest("compaction", "c"))
 
 
 def test_prompts_ask_for_pis_exact_sections():
-    for text, sections in ((COMPACTION_INSTRUCTIONS, COMPACTION_SECTIONS), (UPDATE_INSTRUCTIONS, COMPACTION_SECTIONS),
-                           (TURN_PREFIX_INSTRUCTIONS, TURN_PREFIX_SECTIONS)):
+    for text, sections in (
+        (COMPACTION_INSTRUCTIONS, COMPACTION_SECTIONS),
+        (UPDATE_INSTRUCTIONS, COMPACTION_SECTIONS),
+        (TURN_PREFIX_INSTRUCTIONS, TURN_PREFIX_SECTIONS),
+    ):
         assert _headings(text) == list(sections)
     branch = build_user_text(SummaryRequest("branch", "c"))
     assert _headings(branch) == list(BRANCH_SECTIONS)  # stops after Next Steps
@@ -120,7 +160,7 @@ def test_prompts_are_our_own_wording():
                 for r in v.get("llm_requests") or ():
                     pi_texts.add(r["body"]["messages"][0]["content"])
                     text = r["body"]["messages"][1]["content"][0]["text"]
-                    pi_texts.add(text[text.rfind("</conversation>\n\n") + 1:][-400:])
+                    pi_texts.add(text[text.rfind("</conversation>\n\n") + 1 :][-400:])
     ours = [SYSTEM_PROMPT, COMPACTION_INSTRUCTIONS, UPDATE_INSTRUCTIONS, TURN_PREFIX_INSTRUCTIONS]
     for pi in pi_texts:
         for mine in ours:
@@ -138,28 +178,37 @@ def test_split_turn_merge_is_pis_stored_form():
 # ==== Overflow matcher ====
 
 
-@pytest.mark.parametrize("status,message", [
-    (400, "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"),
-    (400, "Error code: 400 - {'error': {'code': 'context_length_exceeded'}}"),
-    (400, "prompt is too long: 210000 tokens > 200000 maximum"),
-    (500, "exceeded max context length"),
-    (400, "the request exceeds the available context size, try increasing it"),
-    (400, "Your input exceeds the context window of this model"),
-    (None, "This endpoint's maximum context length is 4096 tokens"),
-    (413, ""),
-    (400, "Trying to keep the first 9000 tokens when context the overflows. greater than the context length"),
-])
+@pytest.mark.parametrize(
+    "status,message",
+    [
+        (400, "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"),
+        (400, "Error code: 400 - {'error': {'code': 'context_length_exceeded'}}"),
+        (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+        (500, "exceeded max context length"),
+        (400, "the request exceeds the available context size, try increasing it"),
+        (400, "Your input exceeds the context window of this model"),
+        (None, "This endpoint's maximum context length is 4096 tokens"),
+        (413, ""),
+        (400, "Trying to keep the first 9000 tokens when context the overflows. greater than the context length"),
+    ],
+)
 def test_overflow_messages_are_recognised(status, message):
     assert is_context_overflow(status, message)
 
 
-@pytest.mark.parametrize("status,message", [
-    (429, "Request too large for gpt-4o: Limit 30000, Requested 50000 tokens per min (TPM). maximum context length"),
-    (400, "Invalid API key"),
-    (500, "Internal server error"),
-    (None, ""),
-    (400, "Rate limit: too many tokens per minute"),
-])
+@pytest.mark.parametrize(
+    "status,message",
+    [
+        (
+            429,
+            "Request too large for gpt-4o: Limit 30000, Requested 50000 tokens per min (TPM). maximum context length",
+        ),
+        (400, "Invalid API key"),
+        (500, "Internal server error"),
+        (None, ""),
+        (400, "Rate limit: too many tokens per minute"),
+    ],
+)
 def test_non_overflow_messages_are_not(status, message):
     assert not is_context_overflow(status, message)
 
@@ -256,12 +305,18 @@ def test_openai_usage_maps_to_pis_stored_usage():
 
 
 def test_anthropic_usage_mapping_and_cost():
-    u = usage_from_anthropic({"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 1000,
-                              "cache_creation_input_tokens": 50}, Pricing(3, 15, 0.3, 3.75))
+    u = usage_from_anthropic(
+        {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 50},
+        Pricing(3, 15, 0.3, 3.75),
+    )
     assert (u.input, u.output, u.cache_read, u.cache_write, u.total_tokens) == (100, 20, 1000, 50, 1170)
-    assert u.cost == {"input": (3 / 1e6) * 100, "output": (15 / 1e6) * 20, "cacheRead": (0.3 / 1e6) * 1000,
-                      "cacheWrite": (3.75 / 1e6) * 50,
-                      "total": (3 / 1e6) * 100 + (15 / 1e6) * 20 + (0.3 / 1e6) * 1000 + (3.75 / 1e6) * 50}
+    assert u.cost == {
+        "input": (3 / 1e6) * 100,
+        "output": (15 / 1e6) * 20,
+        "cacheRead": (0.3 / 1e6) * 1000,
+        "cacheWrite": (3.75 / 1e6) * 50,
+        "total": (3 / 1e6) * 100 + (15 / 1e6) * 20 + (0.3 / 1e6) * 1000 + (3.75 / 1e6) * 50,
+    }
     assert usage_from_anthropic(None).cost is None  # no price table: cost unknown
 
 
@@ -291,10 +346,12 @@ def test_factory_defaults_to_offline_and_reads_the_environment(monkeypatch):
 
 def test_missing_sdk_names_the_extra(monkeypatch):
     import sessiontree.summarizers.openai_compat as oc
+
     monkeypatch.setitem(sys.modules, "openai", None)  # import openai -> ImportError
     with pytest.raises(ImportError, match=r"pip install 'sessiontree\[openai\]'"):
         oc.OpenAICompatSummarizer("m", api_key="k")
     import sessiontree.summarizers.anthropic as an
+
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(ImportError, match=r"pip install 'sessiontree\[anthropic\]'"):
         an.AnthropicSummarizer("m", api_key="k")
@@ -317,25 +374,29 @@ def test_run_sync_refuses_inside_a_running_loop():
 
 def test_tool_calls_are_parsed_from_pis_rendering():
     text = 'read(path="a; b.ts", limit=5); bash(command="echo \\"x, y\\"", timeout=30); edit(path="z.py", edits=[{"old":")"}])'
-    assert parse_tool_calls(text) == [("read", {"path": "a; b.ts", "limit": 5}),
-                                      ("bash", {"command": 'echo "x, y"', "timeout": 30}),
-                                      ("edit", {"path": "z.py", "edits": [{"old": ")"}]})]
+    assert parse_tool_calls(text) == [
+        ("read", {"path": "a; b.ts", "limit": 5}),
+        ("bash", {"command": 'echo "x, y"', "timeout": 30}),
+        ("edit", {"path": "z.py", "edits": [{"old": ")"}]}),
+    ]
     assert parse_tool_calls("weird(") == [("weird", {})]
     assert parse_tool_calls("") == []
 
 
-CONVERSATION = "\n\n".join([
-    "[User]: Add a --json flag to the CLI. Do not change the default text output.",
-    '[Assistant tool calls]: read(path="src/cli.py"); bash(command="pytest -q tests/test_cli.py")',
-    "[Tool result]: def main(): ...",
-    "[Tool result]: FAILED tests/test_cli.py::test_json - AssertionError: expected json\n1 failed",
-    "[Assistant]: I'll use json.dumps instead of a template because it escapes strings correctly. Next I will add a test.",
-    '[Assistant tool calls]: edit(path="src/cli.py", oldText="a", newText="b"); write(path="tests/test_json.py", content="x")',
-    "[Tool result]: ok",
-    "[User]: Also document the flag in README.md",
-    '[Assistant tool calls]: bash(command="npm run docs")',
-    "[Tool result]: Error: docs generator not installed",
-])
+CONVERSATION = "\n\n".join(
+    [
+        "[User]: Add a --json flag to the CLI. Do not change the default text output.",
+        '[Assistant tool calls]: read(path="src/cli.py"); bash(command="pytest -q tests/test_cli.py")',
+        "[Tool result]: def main(): ...",
+        "[Tool result]: FAILED tests/test_cli.py::test_json - AssertionError: expected json\n1 failed",
+        "[Assistant]: I'll use json.dumps instead of a template because it escapes strings correctly. Next I will add a test.",
+        '[Assistant tool calls]: edit(path="src/cli.py", oldText="a", newText="b"); write(path="tests/test_json.py", content="x")',
+        "[Tool result]: ok",
+        "[User]: Also document the flag in README.md",
+        '[Assistant tool calls]: bash(command="npm run docs")',
+        "[Tool result]: Error: docs generator not installed",
+    ]
+)
 
 
 def test_offline_fills_every_section_from_the_conversation():
@@ -349,7 +410,8 @@ def test_offline_fills_every_section_from_the_conversation():
     assert sections["in_progress"] == ["Also document the flag in README.md"]
     assert sections["blocked"] == ["Error: docs generator not installed"]
     assert sections["decisions"] == [
-        "**I'll use json.dumps instead of a template**: because it escapes strings correctly."]
+        "**I'll use json.dumps instead of a template**: because it escapes strings correctly."
+    ]
     assert sections["next"][0] == "Resolve: Error: docs generator not installed"
     assert any("README.md" in n for n in sections["next"])
     critical = "\n".join(sections["critical"])
@@ -370,12 +432,14 @@ def test_offline_update_keeps_earlier_done_items_and_goal():
     s = OfflineSummarizer()
     first = s.summarize_sync(SummaryRequest("compaction", CONVERSATION)).text
     previous = first + "\n\n<read-files>\nsrc/cli.py\n</read-files>"
-    later = "\n\n".join([
-        "[User]: Now release it. Never push on Fridays.",
-        '[Assistant tool calls]: bash(command="git tag v1.2.0")',
-        "[Tool result]: ",
-        "[Assistant]: Tagged v1.2.0.",
-    ])
+    later = "\n\n".join(
+        [
+            "[User]: Now release it. Never push on Fridays.",
+            '[Assistant tool calls]: bash(command="git tag v1.2.0")',
+            "[Tool result]: ",
+            "[Assistant]: Tagged v1.2.0.",
+        ]
+    )
     updated = s.summarize_sync(SummaryRequest("compaction", later, previous_summary=previous)).text
     assert _headings(updated) == list(COMPACTION_SECTIONS)
     old, new = parse_summary(first), parse_summary(updated)
@@ -392,8 +456,11 @@ def test_offline_update_keeps_earlier_done_items_and_goal():
 
 
 def test_offline_merges_summaries_embedded_in_the_conversation():
-    embedded = COMPACTION_SUMMARY_PREFIX + "## Goal\nPort the TUI\n\n## Progress\n### Done\n- [x] Ported footer" + \
-        COMPACTION_SUMMARY_SUFFIX
+    embedded = (
+        COMPACTION_SUMMARY_PREFIX
+        + "## Goal\nPort the TUI\n\n## Progress\n### Done\n- [x] Ported footer"
+        + COMPACTION_SUMMARY_SUFFIX
+    )
     conv = f"[User]: {embedded}\n\n[User]: now port the header"
     sections = parse_summary(OfflineSummarizer().summarize_sync(SummaryRequest("compaction", conv)).text)
     assert sections["goal"] == ["Port the TUI"] and "Ported footer" in sections["done"]
@@ -401,8 +468,11 @@ def test_offline_merges_summaries_embedded_in_the_conversation():
 
 
 def test_offline_unstructured_previous_summary_is_not_lost():
-    text = OfflineSummarizer().summarize_sync(
-        SummaryRequest("compaction", "[User]: go on", previous_summary="SUMMARY for request 1")).text
+    text = (
+        OfflineSummarizer()
+        .summarize_sync(SummaryRequest("compaction", "[User]: go on", previous_summary="SUMMARY for request 1"))
+        .text
+    )
     assert "SUMMARY for request 1" in text
 
 
@@ -420,8 +490,11 @@ def _corpus_conversations() -> list[tuple[str, str]]:
             loaded = reference_entries(path)
             if loaded is None:
                 continue
-            messages = [e["message"] for e in loaded[1]
-                        if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict)]
+            messages = [
+                e["message"]
+                for e in loaded[1]
+                if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict)
+            ]
             try:
                 text = serialize_conversation(convert_to_llm(messages))
             except (ValueError, TypeError, AttributeError):
@@ -438,8 +511,11 @@ CORPUS_CONVERSATIONS = _corpus_conversations()
 def test_offline_summarizes_every_corpus_file_deterministically():
     s = OfflineSummarizer()
     for name, conv in CORPUS_CONVERSATIONS:
-        for kind, sections in (("compaction", COMPACTION_SECTIONS), ("branch", BRANCH_SECTIONS),
-                               ("turn_prefix", TURN_PREFIX_SECTIONS)):
+        for kind, sections in (
+            ("compaction", COMPACTION_SECTIONS),
+            ("branch", BRANCH_SECTIONS),
+            ("turn_prefix", TURN_PREFIX_SECTIONS),
+        ):
             req = SummaryRequest(kind, conv, custom_instructions="focus on tests")
             a = s.summarize_sync(req).text
             assert _headings(a) == list(sections), name

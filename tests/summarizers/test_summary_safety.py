@@ -3,6 +3,7 @@ loopback server (tests/summarizers/test_summarizer_http.py's FakeLLM): a summary
 empty one, a far oversized one, a budget too small to ask for, a leaf that moved while the
 summary was written, and two compactions of one session at once. In every refused case nothing
 is appended."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,13 @@ from tests.summarizers.test_summarizer_http import FakeLLM, _Handler, make_anthr
 from sessiontree import CompactionSettings, Session  # noqa: E402
 from sessiontree.errors import LeafMovedError  # noqa: E402
 from sessiontree.orchestration import AlreadyCompactedError  # noqa: E402
-from sessiontree.summarizers import (EmptySummaryError, OversizedSummaryError, SummarizerError,  # noqa: E402
-                                     SummaryBudgetError, TruncatedSummaryError)
+from sessiontree.summarizers import (
+    EmptySummaryError,
+    OversizedSummaryError,
+    SummarizerError,  # noqa: E402
+    SummaryBudgetError,
+    TruncatedSummaryError,
+)
 
 KEEP = CompactionSettings(keep_recent_tokens=300)
 
@@ -35,23 +41,50 @@ def _session(tmp_path, turns: int = 12) -> Session:
     s = Session.create("/work", session_dir=tmp_path)
     for i in range(turns):
         s.append_message({"role": "user", "content": f"question {i} " + "q" * 300, "timestamp": i})
-        s.append_message({"role": "assistant", "content": [{"type": "text", "text": f"answer {i} " + "a" * 300}],
-                          "provider": "p", "model": "m", "stopReason": "stop", "timestamp": i})
+        s.append_message(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"answer {i} " + "a" * 300}],
+                "provider": "p",
+                "model": "m",
+                "stopReason": "stop",
+                "timestamp": i,
+            }
+        )
     return s
 
 
 def openai_stop(text: str, finish_reason: str) -> object:
     """An OpenAI stream whose last choice ends with ``finish_reason``."""
+
     def act(h: _Handler) -> None:
         h.send_sse_headers()
         base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "fake-model"}
         if text:
-            h.write("data: " + json.dumps({**base, "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]}) + "\n\n")
-        h.write("data: " + json.dumps({**base, "choices": [
-            {"index": 0, "delta": {}, "finish_reason": finish_reason}]}) + "\n\n")
-        h.write("data: " + json.dumps({**base, "choices": [], "usage": {
-            "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}) + "\n\n")
+            h.write(
+                "data: "
+                + json.dumps(
+                    {
+                        **base,
+                        "choices": [
+                            {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}
+                        ],
+                    }
+                )
+                + "\n\n"
+            )
+        h.write(
+            "data: "
+            + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
+            + "\n\n"
+        )
+        h.write(
+            "data: "
+            + json.dumps(
+                {**base, "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+            )
+            + "\n\n"
+        )
         h.write("data: [DONE]\n\n")
 
     return act
@@ -64,17 +97,40 @@ def anthropic_stop(text: str, stop_reason: str) -> object:
         def event(name: str, data: dict) -> None:
             h.write(f"event: {name}\ndata: {json.dumps(data)}\n\n")
 
-        event("message_start", {"type": "message_start", "message": {
-            "id": "m", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}})
-        event("content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": {"type": "text", "text": ""}})
+        event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-test",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 1},
+                },
+            },
+        )
+        event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        )
         if text:
-            event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                          "delta": {"type": "text_delta", "text": text}})
+            event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            )
         event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                                "usage": {"output_tokens": 42}})
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": 42},
+            },
+        )
         event("message_stop", {"type": "message_stop"})
 
     return act
@@ -131,8 +187,11 @@ def test_a_huge_streamed_reply_is_not_read_to_the_end(fake, tmp_path):
     def huge(h: _Handler) -> None:
         h.send_sse_headers()
         base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "fake-model"}
-        chunk = "data: " + json.dumps({**base, "choices": [
-            {"index": 0, "delta": {"content": "x" * 65536}, "finish_reason": None}]}) + "\n\n"
+        chunk = (
+            "data: "
+            + json.dumps({**base, "choices": [{"index": 0, "delta": {"content": "x" * 65536}, "finish_reason": None}]})
+            + "\n\n"
+        )
         try:
             for _ in range(1600):
                 h.write(chunk)
@@ -185,8 +244,9 @@ def test_two_concurrent_compactions_pay_and_append_once(fake, tmp_path, sdk):
 
     async def both():
         summarizer = make(fake)
-        return await asyncio.gather(s.acompact(summarizer, settings=KEEP), s.acompact(summarizer, settings=KEEP),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            s.acompact(summarizer, settings=KEEP), s.acompact(summarizer, settings=KEEP), return_exceptions=True
+        )
 
     results = asyncio.run(both())
     assert sum(isinstance(r, AlreadyCompactedError) for r in results) == 1

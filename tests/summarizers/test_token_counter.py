@@ -1,4 +1,5 @@
 """Pluggable token counters: Pi's estimate by default, tiktoken exact counts offline."""
+
 from __future__ import annotations
 
 import base64
@@ -50,8 +51,17 @@ def test_counter_drives_the_cut_point(tmp_path):
     s = Session.in_memory()
     for i in range(6):
         s.append_message({"role": "user", "content": f"q{i} " + "x" * 400, "timestamp": i})
-        s.append_message({"role": "assistant", "content": [{"type": "text", "text": "y" * 400}],
-                          "provider": "p", "model": "m", "usage": {}, "stopReason": "stop", "timestamp": i})
+        s.append_message(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "y" * 400}],
+                "provider": "p",
+                "model": "m",
+                "usage": {},
+                "stopReason": "stop",
+                "timestamp": i,
+            }
+        )
     path = [e.raw for e in s.get_branch()]
     pi = prepare_compaction(path, CompactionSettings(keep_recent_tokens=800))
     exact = prepare_compaction(path, CompactionSettings(keep_recent_tokens=800, token_counter=byte_counter))

@@ -4,6 +4,7 @@ with ``tests/tools/gen_session.py``; nothing stored in the repo).
 ``make_store(root, count)``: ``root/--home-dev-p<k>--/<timestamp>_<id>.jsonl``, sizes from 6 to
 90 entries (mostly linear, some branches and compactions), every 25th session forked from an
 earlier one (its header names the earlier file as ``parentSession``), every 40th named."""
+
 from __future__ import annotations
 
 import copy
@@ -57,8 +58,13 @@ def make_store(root: Path, count: int, seed: int = 13) -> list[Path]:
             lines[0] = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
         if i % 40 == 7:
             last = json.loads(lines[-1])
-            info = {"type": "session_info", "id": f"n{i:07x}", "parentId": last["id"],
-                    "timestamp": last["timestamp"], "name": f"  session {i}  "}
+            info = {
+                "type": "session_info",
+                "id": f"n{i:07x}",
+                "parentId": last["id"],
+                "timestamp": last["timestamp"],
+                "name": f"  session {i}  ",
+            }
             lines.append(json.dumps(info, separators=(",", ":")))
         ts = header["timestamp"].replace(":", "-").replace(".", "-")
         path = folder / f"{ts}_{sid}.jsonl"
@@ -98,8 +104,14 @@ class LoopbackS3:
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
         self.bucket = bucket
-        self.fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", scheme="http", region="us-east-1",
-                                    endpoint_override=f"127.0.0.1:{self.port}", allow_bucket_creation=True)
+        self.fs = pafs.S3FileSystem(
+            access_key="testing",
+            secret_key="testing",
+            scheme="http",
+            region="us-east-1",
+            endpoint_override=f"127.0.0.1:{self.port}",
+            allow_bucket_creation=True,
+        )
         self.fs.create_dir(bucket)
 
     def uri(self, prefix: str) -> str:

@@ -8,6 +8,7 @@ The path entries come from :func:`reference_entries`, the reference model's load
 context tests do not depend on the scanner. The golden's own ``path.ids`` decide which entries
 form the branch.
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,8 +57,22 @@ def session_file(folder: str, stem: str) -> Path:
         if not m:
             raise ValueError(f"unknown scale session name {stem}")
         tmp = out.with_suffix(".tmp")
-        subprocess.run([sys.executable, str(GENERATOR), "--megabytes", m.group(1), "--seed", m.group(2),
-                        "--branchiness", "0.03", "--out", str(tmp)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(GENERATOR),
+                "--megabytes",
+                m.group(1),
+                "--seed",
+                m.group(2),
+                "--branchiness",
+                "0.03",
+                "--out",
+                str(tmp),
+            ],
+            check=True,
+            capture_output=True,
+        )
         if hashlib.sha256(tmp.read_bytes()).hexdigest() != golden["file_sha256"]:
             raise AssertionError(f"regenerated {stem} does not match its golden's file_sha256")
         tmp.replace(out)

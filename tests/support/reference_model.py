@@ -21,6 +21,7 @@ Rules (Pi 1.6 session-manager.ts):
   ``Date.parse(timestamp)``, ties in file order; labels are replayed in file order (a truthy
   label sets, anything else clears).
 """
+
 from __future__ import annotations
 
 import json
@@ -148,8 +149,11 @@ class ReferenceSession:
 
     def roots(self) -> list:
         by_id = self.by_id
-        return [e.get("id") for e in self.entries
-                if e.get("parentId") is None or e.get("parentId") == e.get("id") or e.get("parentId") not in by_id]
+        return [
+            e.get("id")
+            for e in self.entries
+            if e.get("parentId") is None or e.get("parentId") == e.get("id") or e.get("parentId") not in by_id
+        ]
 
     def labels(self) -> dict:
         out: dict = {}

@@ -5,6 +5,7 @@ No Pi RPC client library installs from PyPI (checked: none speaks ``pi --mode rp
 the stand-in: it splits stdout on LF only (never on U+2028/U+2029, which JSON.stringify leaves
 raw), matches responses to requests by ``id`` and keeps every other line as an event.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,16 +29,29 @@ def loads(line: bytes) -> Any:
 class PiRpcClient:
     """Spawn ``EXE`` like a Pi client; ``request(cmd)`` sends one command and returns its response."""
 
-    def __init__(self, args: list[str], *, exe: list[str] | None = None, env: dict | None = None,
-                 cwd: str | os.PathLike | None = None, check_version: bool = True):
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        exe: list[str] | None = None,
+        env: dict | None = None,
+        cwd: str | os.PathLike | None = None,
+        check_version: bool = True,
+    ):
         self.exe = exe or EXE
         full_env = dict(os.environ)
         full_env.update(env or {})
         if check_version:
             out = subprocess.run([*self.exe, "--version"], capture_output=True, env=full_env, timeout=60, cwd=cwd)
             self.version = out.stdout.decode().strip()
-        self.proc = subprocess.Popen([*self.exe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=full_env, cwd=cwd)
+        self.proc = subprocess.Popen(
+            [*self.exe, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            cwd=cwd,
+        )
         self.lines: "queue.Queue[bytes | None]" = queue.Queue()
         self.events: list = []
         self._n = 0

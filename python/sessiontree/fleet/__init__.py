@@ -22,6 +22,7 @@ row whose ``error_kind`` says why (``not_found``, ``not_a_file`` for a directory
 Needs the ``fleet`` extra (``pip install 'sessiontree[fleet]'``: pyarrow, duckdb, ray[data]);
 imported lazily, so the core keeps its own dependencies.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,15 +33,26 @@ from ._compact import compact_sessions, outcomes_schema
 from ._rows import PROBLEM_KINDS, ROLES, Options
 from ._sources import Item, resolve_source
 
-__all__ = ["session_stats", "entries_table", "compact_sessions", "stats_schema", "entries_schema",
-           "outcomes_schema", "resolve_source", "Item", "write_parquet"]
+__all__ = [
+    "session_stats",
+    "entries_table",
+    "compact_sessions",
+    "stats_schema",
+    "entries_schema",
+    "outcomes_schema",
+    "resolve_source",
+    "Item",
+    "write_parquet",
+]
 
 
 def _pa() -> Any:
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("sessiontree.fleet needs pyarrow: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')") from exc
+        raise ImportError(
+            "sessiontree.fleet needs pyarrow: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')"
+        ) from exc
     return pa
 
 
@@ -79,18 +91,48 @@ def stats_schema() -> Any:
     ts = pa.timestamp("ms", tz="UTC")
     i64, f64, s = pa.int64(), pa.float64(), pa.string()
     fields = [
-        ("path", s), ("session_id", s), ("cwd", s), ("parent_session", s), ("parent_session_id", s),
-        ("name", s), ("created", ts), ("modified", ts), ("file_modified", ts), ("bytes", i64),
-        ("entries", i64), ("distinct_ids", i64), ("messages", i64),
-        *[(f"messages_{col}", i64) for _, col in ROLES], ("messages_other", i64),
-        ("tool_calls", i64), ("compactions", i64), ("branch_summaries", i64), ("labels", i64),
-        ("leaves", i64), ("leaf_id", s), ("leaf_type", s), ("active_path_length", i64),
-        ("context_messages", i64), ("context_tokens", f64), ("should_compact", pa.bool_()),
-        ("context_window", i64), ("context_error", s),
-        ("input_tokens", f64), ("output_tokens", f64), ("cache_read_tokens", f64), ("cache_write_tokens", f64),
-        ("total_tokens", f64), ("cost", f64), ("summary_tokens", f64), ("summary_cost", f64),
-        ("problems", i64), *[(f"problems_{k}", i64) for k in PROBLEM_KINDS], ("problems_other", i64),
-        ("needs_migration", pa.bool_()), ("error_kind", s), ("error", s),
+        ("path", s),
+        ("session_id", s),
+        ("cwd", s),
+        ("parent_session", s),
+        ("parent_session_id", s),
+        ("name", s),
+        ("created", ts),
+        ("modified", ts),
+        ("file_modified", ts),
+        ("bytes", i64),
+        ("entries", i64),
+        ("distinct_ids", i64),
+        ("messages", i64),
+        *[(f"messages_{col}", i64) for _, col in ROLES],
+        ("messages_other", i64),
+        ("tool_calls", i64),
+        ("compactions", i64),
+        ("branch_summaries", i64),
+        ("labels", i64),
+        ("leaves", i64),
+        ("leaf_id", s),
+        ("leaf_type", s),
+        ("active_path_length", i64),
+        ("context_messages", i64),
+        ("context_tokens", f64),
+        ("should_compact", pa.bool_()),
+        ("context_window", i64),
+        ("context_error", s),
+        ("input_tokens", f64),
+        ("output_tokens", f64),
+        ("cache_read_tokens", f64),
+        ("cache_write_tokens", f64),
+        ("total_tokens", f64),
+        ("cost", f64),
+        ("summary_tokens", f64),
+        ("summary_cost", f64),
+        ("problems", i64),
+        *[(f"problems_{k}", i64) for k in PROBLEM_KINDS],
+        ("problems_other", i64),
+        ("needs_migration", pa.bool_()),
+        ("error_kind", s),
+        ("error", s),
     ]
     return pa.schema(fields)
 
@@ -109,13 +151,31 @@ def entries_schema() -> Any:
     """
     pa = _pa()
     i64, f64, s = pa.int64(), pa.float64(), pa.string()
-    return pa.schema([
-        ("path", s), ("session_id", s), ("entry_index", i64), ("entry_id", s), ("parent_id", s), ("type", s),
-        ("role", s), ("timestamp", pa.timestamp("ms", tz="UTC")), ("line", i64), ("offset", i64), ("bytes", i64),
-        ("tokens", f64), ("input_tokens", f64), ("output_tokens", f64), ("cache_read_tokens", f64),
-        ("cache_write_tokens", f64), ("cost", f64), ("on_active_path", pa.bool_()), ("label", s),
-        ("error_kind", s), ("error", s),
-    ])
+    return pa.schema(
+        [
+            ("path", s),
+            ("session_id", s),
+            ("entry_index", i64),
+            ("entry_id", s),
+            ("parent_id", s),
+            ("type", s),
+            ("role", s),
+            ("timestamp", pa.timestamp("ms", tz="UTC")),
+            ("line", i64),
+            ("offset", i64),
+            ("bytes", i64),
+            ("tokens", f64),
+            ("input_tokens", f64),
+            ("output_tokens", f64),
+            ("cache_read_tokens", f64),
+            ("cache_write_tokens", f64),
+            ("cost", f64),
+            ("on_active_path", pa.bool_()),
+            ("label", s),
+            ("error_kind", s),
+            ("error", s),
+        ]
+    )
 
 
 #: JavaScript's Date range (ms): a time outside it (a hostile ``timestamp: 1e300``) is null.
@@ -172,10 +232,20 @@ def _resolve_parents(rows: list[dict]) -> None:
         r["parent_session_id"] = sid
 
 
-def session_stats(source: Any, *, parquet: str | os.PathLike | None = None, engine: str = "local",
-                  context_window: int = 200_000, settings: CompactionSettings | None = None,
-                  workers: int | None = None, address: str | None = None, num_cpus: int | None = None,
-                  filesystem: Any = None, max_bytes: int | None = None, progress: bool = False) -> Any:
+def session_stats(
+    source: Any,
+    *,
+    parquet: str | os.PathLike | None = None,
+    engine: str = "local",
+    context_window: int = 200_000,
+    settings: CompactionSettings | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    filesystem: Any = None,
+    max_bytes: int | None = None,
+    progress: bool = False,
+) -> Any:
     """One row per session of ``source`` (:func:`stats_schema`), as a ``pyarrow.Table`` in
     path order; written to ``parquet`` too when given.
 
@@ -196,8 +266,16 @@ def session_stats(source: Any, *, parquet: str | os.PathLike | None = None, engi
 
     items = resolve_source(source, filesystem=filesystem)
     opts = Options(context_window, settings, max_bytes)
-    rows = _engine.run(_rows.stats_rows, items, opts, engine=engine, workers=workers, address=address,
-                       num_cpus=num_cpus, progress=progress)
+    rows = _engine.run(
+        _rows.stats_rows,
+        items,
+        opts,
+        engine=engine,
+        workers=workers,
+        address=address,
+        num_cpus=num_cpus,
+        progress=progress,
+    )
     rows.sort(key=lambda r: r["path"])
     _resolve_parents(rows)
     table = _table(rows, stats_schema())
@@ -206,9 +284,18 @@ def session_stats(source: Any, *, parquet: str | os.PathLike | None = None, engi
     return table
 
 
-def entries_table(source: Any, *, parquet: str | os.PathLike | None = None, engine: str = "local",
-                  workers: int | None = None, address: str | None = None, num_cpus: int | None = None,
-                  filesystem: Any = None, max_bytes: int | None = None, progress: bool = False) -> Any:
+def entries_table(
+    source: Any,
+    *,
+    parquet: str | os.PathLike | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    filesystem: Any = None,
+    max_bytes: int | None = None,
+    progress: bool = False,
+) -> Any:
     """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then
     file order, as a ``pyarrow.Table``; written to ``parquet`` too when given. Arguments as
     :func:`session_stats`."""
@@ -216,8 +303,16 @@ def entries_table(source: Any, *, parquet: str | os.PathLike | None = None, engi
 
     items = resolve_source(source, filesystem=filesystem)
     opts = Options(max_bytes=max_bytes)
-    rows = _engine.run(_rows.entries_rows, items, opts, engine=engine, workers=workers, address=address,
-                       num_cpus=num_cpus, progress=progress)
+    rows = _engine.run(
+        _rows.entries_rows,
+        items,
+        opts,
+        engine=engine,
+        workers=workers,
+        address=address,
+        num_cpus=num_cpus,
+        progress=progress,
+    )
     rows.sort(key=lambda r: (r["path"], r.get("entry_index") if r.get("entry_index") is not None else -1))
     table = _table(rows, entries_schema())
     if parquet is not None:

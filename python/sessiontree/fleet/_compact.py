@@ -10,6 +10,7 @@ appends one JSON line to the outcomes file (flushed and fsynced), so a rerun wit
 ``outcomes`` skips what is done; a session killed between its append and its outcome line is
 found compacted at its leaf on the rerun and skipped: none gets two.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,27 @@ from ._sources import resolve_source
 #: Outcomes after which a rerun does not look at the session again.
 FINAL = ("compacted", "already_compacted", "under_threshold", "nothing_to_compact", "not_a_session", "not_a_file")
 
-OUTCOME_FIELDS = ("path", "session_id", "outcome", "detail", "context_tokens", "tokens_before",
-                  "estimated_tokens_after", "compaction_entry_id", "first_kept_entry_id", "summarizer",
-                  "model", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                  "total_tokens", "cost", "started", "finished")
+OUTCOME_FIELDS = (
+    "path",
+    "session_id",
+    "outcome",
+    "detail",
+    "context_tokens",
+    "tokens_before",
+    "estimated_tokens_after",
+    "compaction_entry_id",
+    "first_kept_entry_id",
+    "summarizer",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "total_tokens",
+    "cost",
+    "started",
+    "finished",
+)
 
 
 def outcomes_schema() -> Any:
@@ -47,18 +65,33 @@ def outcomes_schema() -> Any:
 
     s, f64, i64 = pa.string(), pa.float64(), pa.int64()
     ts = pa.timestamp("ms", tz="UTC")
-    types = {"context_tokens": f64, "tokens_before": f64, "estimated_tokens_after": f64,
-             "input_tokens": i64, "output_tokens": i64, "cache_read_tokens": i64, "cache_write_tokens": i64,
-             "total_tokens": i64, "cost": f64, "started": ts, "finished": ts}
+    types = {
+        "context_tokens": f64,
+        "tokens_before": f64,
+        "estimated_tokens_after": f64,
+        "input_tokens": i64,
+        "output_tokens": i64,
+        "cache_read_tokens": i64,
+        "cache_write_tokens": i64,
+        "total_tokens": i64,
+        "cost": f64,
+        "started": ts,
+        "finished": ts,
+    }
     return pa.schema([(name, types.get(name, s)) for name in OUTCOME_FIELDS])
 
 
 class CompactOptions:
     """What :func:`compact_one` needs besides the path (picklable)."""
 
-    def __init__(self, context_window: int, settings: CompactionSettings | None = None,
-                 lock_timeout: float | None = None, max_tokens: int | None = None,
-                 custom_instructions: str | None = None):
+    def __init__(
+        self,
+        context_window: int,
+        settings: CompactionSettings | None = None,
+        lock_timeout: float | None = None,
+        max_tokens: int | None = None,
+        custom_instructions: str | None = None,
+    ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.lock_timeout = lock_timeout
@@ -112,8 +145,10 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         return row
 
     if not os.path.isfile(path):
-        return done("not_a_file" if os.path.exists(path) else "error",
-                    f"{path}: not a regular file" if os.path.exists(path) else f"{path}: no such file")
+        return done(
+            "not_a_file" if os.path.exists(path) else "error",
+            f"{path}: not a regular file" if os.path.exists(path) else f"{path}: no such file",
+        )
     try:
         s = Session.open(path, lock_timeout=opts.lock_timeout)
     except SessionFormatError as exc:
@@ -142,9 +177,14 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         s.lock()
         if (outcome := not_needed()) is not None:
             return outcome
-        result = s.compact(summarizer, settings=opts.settings, reason="threshold",
-                           custom_instructions=opts.custom_instructions,
-                           context_window=opts.context_window, max_tokens=opts.max_tokens)
+        result = s.compact(
+            summarizer,
+            settings=opts.settings,
+            reason="threshold",
+            custom_instructions=opts.custom_instructions,
+            context_window=opts.context_window,
+            max_tokens=opts.max_tokens,
+        )
         s.flush()
         row["tokens_before"] = _num(result.tokens_before)
         row["estimated_tokens_after"] = _num(result.estimated_tokens_after)
@@ -158,9 +198,14 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         row["model"] = model if isinstance(model, str) else None
         u = result.usage
         if u is not None:
-            row.update(input_tokens=u.input, output_tokens=u.output, cache_read_tokens=u.cache_read,
-                       cache_write_tokens=u.cache_write, total_tokens=u.total_tokens,
-                       cost=_num((u.cost or {}).get("total")) if u.cost else None)
+            row.update(
+                input_tokens=u.input,
+                output_tokens=u.output,
+                cache_read_tokens=u.cache_read,
+                cache_write_tokens=u.cache_write,
+                total_tokens=u.total_tokens,
+                cost=_num((u.cost or {}).get("total")) if u.cost else None,
+            )
         return done("compacted")
     except AlreadyCompactedError as exc:
         return done("already_compacted", str(exc))
@@ -235,8 +280,9 @@ def _table(rows: Iterable[dict]) -> Any:
     return pa.table(cols, schema=schema)
 
 
-def _run_local(paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger,
-               progress: Any) -> list[dict]:
+def _run_local(
+    paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger, progress: Any
+) -> list[dict]:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     out: list[dict] = []
@@ -251,8 +297,16 @@ def _run_local(paths: list[str], summarizer: Any, opts: CompactOptions, concurre
     return out
 
 
-def _run_ray(paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger,
-             address: str | None, num_cpus: int | None, progress: Any) -> list[dict]:
+def _run_ray(
+    paths: list[str],
+    summarizer: Any,
+    opts: CompactOptions,
+    concurrency: int,
+    ledger: _Ledger,
+    address: str | None,
+    num_cpus: int | None,
+    progress: Any,
+) -> list[dict]:
     from ._engine import ray_init
 
     ray = ray_init(address, num_cpus)
@@ -283,12 +337,23 @@ def _run_ray(paths: list[str], summarizer: Any, opts: CompactOptions, concurrenc
     return out
 
 
-def compact_sessions(source: Any, summarizer: Any, *, context_window: int, concurrency: int = 4,
-                     settings: CompactionSettings | None = None, outcomes: str | os.PathLike | None = None,
-                     engine: str = "local", address: str | None = None, num_cpus: int | None = None,
-                     lock_timeout: float | None = None, max_tokens: int | None = None,
-                     custom_instructions: str | None = None, parquet: str | os.PathLike | None = None,
-                     progress: bool = False) -> Any:
+def compact_sessions(
+    source: Any,
+    summarizer: Any,
+    *,
+    context_window: int,
+    concurrency: int = 4,
+    settings: CompactionSettings | None = None,
+    outcomes: str | os.PathLike | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    num_cpus: int | None = None,
+    lock_timeout: float | None = None,
+    max_tokens: int | None = None,
+    custom_instructions: str | None = None,
+    parquet: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> Any:
     """Compact every session of ``source`` whose context is over Pi's threshold.
 
     Args:

@@ -7,6 +7,7 @@ process that runs threads), items sent in chunks; with one worker or few items, 
 existing cluster (``address``) or one started here (``ray.init``). Rows come back in item
 order from both, so both write the same Parquet.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ AUTO_POOL_MIN = 2000
 
 
 def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [seq[k:k + size] for k in range(0, len(seq), size)]
+    return [seq[k : k + size] for k in range(0, len(seq), size)]
 
 
 def _progress_bar(total: int, enabled: bool) -> Callable[[int], None]:
@@ -41,8 +42,15 @@ def _progress_bar(total: int, enabled: bool) -> Callable[[int], None]:
     return tick
 
 
-def run_local(fn: Callable[[Sequence[Item], Any], list], items: Sequence[Item], opts: Any, *,
-              workers: int | None = None, chunk: int = 0, progress: bool = False) -> list:
+def run_local(
+    fn: Callable[[Sequence[Item], Any], list],
+    items: Sequence[Item],
+    opts: Any,
+    *,
+    workers: int | None = None,
+    chunk: int = 0,
+    progress: bool = False,
+) -> list:
     """``fn(chunk_of_items, opts)`` over chunks in a process pool; results in item order,
     concatenated."""
     if workers is None:
@@ -76,7 +84,9 @@ def ray_init(address: str | None, num_cpus: int | None) -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("engine='ray' needs Ray Data: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')") from exc
+        raise ImportError(
+            "engine='ray' needs Ray Data: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')"
+        ) from exc
     if not ray.is_initialized():
         kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if address:
@@ -100,9 +110,17 @@ def _ray_batch(fn: Callable, opts: Any) -> Callable:
     return apply
 
 
-def run_ray(fn: Callable[[Sequence[Item], Any], list], items: Sequence[Item], opts: Any, *,
-            address: str | None = None, num_cpus: int | None = None, batch_size: int = 64,
-            concurrency: int | None = None, progress: bool = False) -> list:
+def run_ray(
+    fn: Callable[[Sequence[Item], Any], list],
+    items: Sequence[Item],
+    opts: Any,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    batch_size: int = 64,
+    concurrency: int | None = None,
+    progress: bool = False,
+) -> list:
     """``fn`` over ``items`` with Ray Data ``map_batches`` (rows in item order)."""
     import pickle
 
@@ -115,8 +133,7 @@ def run_ray(fn: Callable[[Sequence[Item], Any], list], items: Sequence[Item], op
     import pyarrow as pa
 
     table = pa.table({"item": pa.array([pickle.dumps(it) for it in items], pa.large_binary())})
-    ds = ray.data.from_arrow(table).repartition(
-        max(1, (len(items) + batch_size - 1) // batch_size))
+    ds = ray.data.from_arrow(table).repartition(max(1, (len(items) + batch_size - 1) // batch_size))
     kwargs: dict = {"batch_size": batch_size, "batch_format": "pyarrow"}
     if concurrency:
         kwargs["concurrency"] = concurrency
@@ -127,8 +144,17 @@ def run_ray(fn: Callable[[Sequence[Item], Any], list], items: Sequence[Item], op
     return out
 
 
-def run(fn: Callable, items: Sequence[Item], opts: Any, *, engine: str = "local", workers: int | None = None,
-        address: str | None = None, num_cpus: int | None = None, progress: bool = False) -> list:
+def run(
+    fn: Callable,
+    items: Sequence[Item],
+    opts: Any,
+    *,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    progress: bool = False,
+) -> list:
     if engine == "local":
         return run_local(fn, items, opts, workers=workers, progress=progress)
     if engine == "ray":

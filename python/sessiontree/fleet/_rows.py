@@ -3,6 +3,7 @@ entry rows out. Pure Python over the public :class:`~sessiontree.Session` (no py
 so a worker imports only what it needs). A failure to read or open a file becomes a row with
 ``error_kind`` and ``error``; nothing raised here escapes to fail a job.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,12 +22,24 @@ from ._sources import Item
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
 
 #: The problem kinds the Rust scanner records (``Problem.kind``), one count column each.
-PROBLEM_KINDS = ("blank_line", "line_too_long", "malformed_json", "torn_last_line", "skipped_value",
-                 "invalid_utf8", "extra_header")
+PROBLEM_KINDS = (
+    "blank_line",
+    "line_too_long",
+    "malformed_json",
+    "torn_last_line",
+    "skipped_value",
+    "invalid_utf8",
+    "extra_header",
+)
 
 #: Message roles with a column of their own (``messages_<role>``); others count as ``other``.
-ROLES = (("user", "user"), ("assistant", "assistant"), ("toolResult", "tool_result"),
-         ("bashExecution", "bash_execution"), ("custom", "custom"))
+ROLES = (
+    ("user", "user"),
+    ("assistant", "assistant"),
+    ("toolResult", "tool_result"),
+    ("bashExecution", "bash_execution"),
+    ("custom", "custom"),
+)
 
 _USAGE_TYPES = ("compaction", "branch_summary", "usage")
 _SUMMARY_TYPES = ("compaction", "branch_summary")
@@ -35,8 +48,9 @@ _SUMMARY_TYPES = ("compaction", "branch_summary")
 class Options:
     """What the per-file functions need besides the item (picklable)."""
 
-    def __init__(self, context_window: int = 200_000, settings: CompactionSettings | None = None,
-                 max_bytes: int | None = None):
+    def __init__(
+        self, context_window: int = 200_000, settings: CompactionSettings | None = None, max_bytes: int | None = None
+    ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.max_bytes = max_bytes
@@ -90,13 +104,17 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         except FileNotFoundError:
             raise _Unopenable("not_found", f"no such file: {item.path}") from None
         if not stat.S_ISREG(st.st_mode):
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+            what = (
+                "a directory"
+                if stat.S_ISDIR(st.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
                 else "not a regular file"
+            )
             raise _Unopenable("not_a_file", f"{item.path}: {what}")
         mtime = st.st_mtime * 1000
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
-            raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}",
-                              st.st_size, mtime)
+            raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
         s = Session.open(item.path)
         return s, s.indexed_bytes, mtime
     except _Unopenable:
@@ -141,8 +159,13 @@ def _last_activity_ms(s: Session, n: int, types: list, roles: list) -> float | N
 
 
 def _error_row(item: Item, exc: _Unopenable) -> dict:
-    return {"path": item.path, "error_kind": exc.kind, "error": str(exc), "bytes": exc.size,
-            "file_modified": exc.mtime_ms}
+    return {
+        "path": item.path,
+        "error_kind": exc.kind,
+        "error": str(exc),
+        "bytes": exc.size,
+        "file_modified": exc.mtime_ms,
+    }
 
 
 def stats_row(item: Item, opts: Options) -> dict:
@@ -154,8 +177,13 @@ def stats_row(item: Item, opts: Options) -> dict:
     try:
         return _stats_of(s, item, size, mtime, opts)
     except Exception as exc:  # never fail the job: a row with the problem instead
-        return {"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}",
-                "bytes": size, "file_modified": mtime}
+        return {
+            "path": item.path,
+            "error_kind": "error",
+            "error": f"{type(exc).__name__}: {exc}",
+            "bytes": size,
+            "file_modified": mtime,
+        }
 
 
 def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict:
@@ -250,8 +278,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "error": None,
     }
     last = _last_activity_ms(s, n, types, roles)
-    row["modified"] = last if last is not None and last > 0 else row["created"] if row["created"] is not None \
-        else mtime
+    row["modified"] = last if last is not None and last > 0 else row["created"] if row["created"] is not None else mtime
     try:
         row["active_path_length"] = len(s.context_table().index)
     except SessionCycleError:
@@ -331,29 +358,31 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
         usage = None
         if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
             usage = usage_totals_of_entries([s.entry_at(i).raw])
-        rows.append({
-            "path": item.path,
-            "session_id": sid,
-            "entry_index": i,
-            "entry_id": ids[i],
-            "parent_id": table.parent_id[i],
-            "type": t,
-            "role": role,
-            "timestamp": metrics.timestamp_ms[i],
-            "line": table.line[i],
-            "offset": table.offset[i],
-            "bytes": metrics.bytes[i],
-            "tokens": metrics.tokens[i],
-            "input_tokens": _num(usage.input) if usage else None,
-            "output_tokens": _num(usage.output) if usage else None,
-            "cache_read_tokens": _num(usage.cache_read) if usage else None,
-            "cache_write_tokens": _num(usage.cache_write) if usage else None,
-            "cost": _num(usage.cost) if usage else None,
-            "on_active_path": i in on_path,
-            "label": label_of.get(ids[i]) if ids[i] is not None else None,
-            "error_kind": None,
-            "error": None,
-        })
+        rows.append(
+            {
+                "path": item.path,
+                "session_id": sid,
+                "entry_index": i,
+                "entry_id": ids[i],
+                "parent_id": table.parent_id[i],
+                "type": t,
+                "role": role,
+                "timestamp": metrics.timestamp_ms[i],
+                "line": table.line[i],
+                "offset": table.offset[i],
+                "bytes": metrics.bytes[i],
+                "tokens": metrics.tokens[i],
+                "input_tokens": _num(usage.input) if usage else None,
+                "output_tokens": _num(usage.output) if usage else None,
+                "cache_read_tokens": _num(usage.cache_read) if usage else None,
+                "cache_write_tokens": _num(usage.cache_write) if usage else None,
+                "cost": _num(usage.cost) if usage else None,
+                "on_active_path": i in on_path,
+                "label": label_of.get(ids[i]) if ids[i] is not None else None,
+                "error_kind": None,
+                "error": None,
+            }
+        )
     return rows
 
 

@@ -7,6 +7,7 @@ tree of ``.jsonl`` files), a glob, a list of paths, or a filesystem URL (``s3://
 keeps every name ending in ``.jsonl``, whatever it is (a directory, a FIFO, a dangling or
 looping symlink): the per-file function turns each into a row with its problem.
 """
+
 from __future__ import annotations
 
 import glob as _glob
@@ -78,8 +79,11 @@ def _resolve_url(url: str, filesystem: Any) -> list[Item]:
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.Directory:
         sel = pafs.FileSelector(root.rstrip("/"), recursive=True)
-        keys = sorted(i.path for i in filesystem.get_file_info(sel)
-                      if i.path.endswith(".jsonl") and i.type != pafs.FileType.Directory)
+        keys = sorted(
+            i.path
+            for i in filesystem.get_file_info(sel)
+            if i.path.endswith(".jsonl") and i.type != pafs.FileType.Directory
+        )
     else:
         keys = [root]
     return [Item(prefix + k, k, filesystem) for k in keys]
@@ -112,7 +116,7 @@ def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
                 items.setdefault(it.path, it)
             continue
         if text.startswith("file://"):
-            text = text[len("file://"):]
+            text = text[len("file://") :]
         if filesystem is not None:
             for it in _resolve_url(text, filesystem):
                 items.setdefault(it.path, it)

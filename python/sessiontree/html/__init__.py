@@ -21,6 +21,7 @@ is untrusted: it reaches the page only inside base64 or escaped JSON (``<``, ``>
 U+2028/9 as ``\\uXXXX``), and the script sets it as ``textContent`` only; markdown is not
 rendered.
 """
+
 from __future__ import annotations
 
 import base64
@@ -71,8 +72,13 @@ def json_for_script(value: object) -> bytes:
     """JSON that cannot end or comment out the ``<script>`` element holding it: ``<``, ``>``,
     ``&`` and U+2028/U+2029 are written as ``\\uXXXX`` escapes (they occur only in strings)."""
     raw = orjson.dumps(value)
-    return (raw.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
-            .replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029"))
+    return (
+        raw.replace(b"<", b"\\u003c")
+        .replace(b">", b"\\u003e")
+        .replace(b"&", b"\\u0026")
+        .replace("\u2028".encode(), b"\\u2028")
+        .replace("\u2029".encode(), b"\\u2029")
+    )
 
 
 def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
@@ -172,19 +178,26 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         "labels": labels,
         "problems": session._core.problem_count(),
     }
-    csp = ("default-src 'none'; script-src " + _csp_hash(js) + "; style-src " + _csp_hash(css)
-           + "; img-src blob:; base-uri 'none'; form-action 'none'")
+    csp = (
+        "default-src 'none'; script-src "
+        + _csp_hash(js)
+        + "; style-src "
+        + _csp_hash(css)
+        + "; img-src blob:; base-uri 'none'; form-action 'none'"
+    )
     tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "wb") as fh, ThreadPoolExecutor(max_workers=2) as pool:
             w = fh.write
-            w(b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
-              b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
-              b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-              b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
-              b"<style>" + css.encode() + b"</style></head>\n<body>\n"
-              b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
-              b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n")
+            w(
+                b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+                b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
+                b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+                b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
+                b"<style>" + css.encode() + b"</style></head>\n<body>\n"
+                b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
+                b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n"
+            )
             w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
             roots, start, kids = core.tree_table()
             tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
@@ -206,8 +219,11 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             inflight: list = []
 
             def put(k: int, fut) -> None:
-                w(b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, bounds[k][0])
-                  + fut.result() + b"</script>\n")
+                w(
+                    b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, bounds[k][0])
+                    + fut.result()
+                    + b"</script>\n"
+                )
 
             def read(k: int) -> bytes:
                 src.seek(bounds[k][0])
@@ -222,8 +238,10 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
                     put(*inflight.pop(0))
             for k, fut in inflight:
                 put(k, fut)
-            w(b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
-              b"</body></html>\n" % (len(bounds), end))
+            w(
+                b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
+                b"</body></html>\n" % (len(bounds), end)
+            )
         os.replace(tmp, out)
     except BaseException:
         try:

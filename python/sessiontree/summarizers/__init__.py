@@ -11,27 +11,78 @@
 
 The provider classes are imported lazily, so this package imports without the SDKs.
 """
+
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from .base import (MIN_SUMMARY_OUTPUT_TOKENS, OVERSIZED_SUMMARY_FACTOR, ContextOverflowError, EmptySummaryError,
-                   OversizedSummaryError, Pricing, Summarizer, SummarizerError, SummaryBudgetError, SummaryKind,
-                   SummaryRequest, SummaryResult, SummaryUsage, TruncatedSummaryError, UnsafeSummaryError, run_sync)
+from .base import (
+    MIN_SUMMARY_OUTPUT_TOKENS,
+    OVERSIZED_SUMMARY_FACTOR,
+    ContextOverflowError,
+    EmptySummaryError,
+    OversizedSummaryError,
+    Pricing,
+    Summarizer,
+    SummarizerError,
+    SummaryBudgetError,
+    SummaryKind,
+    SummaryRequest,
+    SummaryResult,
+    SummaryUsage,
+    TruncatedSummaryError,
+    UnsafeSummaryError,
+    run_sync,
+)
 from .offline import OfflineSummarizer
 from .overflow import is_context_overflow
-from .prompts import (SYSTEM_PROMPT, TURN_CONTEXT_SEPARATOR, build_prompt, build_user_text,
-                      estimate_request_tokens, estimate_text_tokens, merge_split_turn, output_budget)
+from .prompts import (
+    SYSTEM_PROMPT,
+    TURN_CONTEXT_SEPARATOR,
+    build_prompt,
+    build_user_text,
+    estimate_request_tokens,
+    estimate_text_tokens,
+    merge_split_turn,
+    output_budget,
+)
 from .retry import RetriesExhaustedError, RetryPolicy, TransientError
 
 __all__ = [
-    "SummaryKind", "SummaryUsage", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
-    "ContextOverflowError", "SummaryBudgetError", "UnsafeSummaryError", "TruncatedSummaryError", "EmptySummaryError",
-    "OversizedSummaryError", "MIN_SUMMARY_OUTPUT_TOKENS", "OVERSIZED_SUMMARY_FACTOR", "RetriesExhaustedError", "TransientError", "Pricing", "RetryPolicy", "run_sync",
-    "OfflineSummarizer", "OpenAICompatSummarizer", "AnthropicSummarizer", "get_summarizer", "SUMMARIZER_NAMES",
-    "is_context_overflow", "output_budget", "estimate_request_tokens", "estimate_text_tokens", "build_prompt",
-    "build_user_text", "merge_split_turn", "SYSTEM_PROMPT", "TURN_CONTEXT_SEPARATOR",
+    "SummaryKind",
+    "SummaryUsage",
+    "SummaryRequest",
+    "SummaryResult",
+    "Summarizer",
+    "SummarizerError",
+    "ContextOverflowError",
+    "SummaryBudgetError",
+    "UnsafeSummaryError",
+    "TruncatedSummaryError",
+    "EmptySummaryError",
+    "OversizedSummaryError",
+    "MIN_SUMMARY_OUTPUT_TOKENS",
+    "OVERSIZED_SUMMARY_FACTOR",
+    "RetriesExhaustedError",
+    "TransientError",
+    "Pricing",
+    "RetryPolicy",
+    "run_sync",
+    "OfflineSummarizer",
+    "OpenAICompatSummarizer",
+    "AnthropicSummarizer",
+    "get_summarizer",
+    "SUMMARIZER_NAMES",
+    "is_context_overflow",
+    "output_budget",
+    "estimate_request_tokens",
+    "estimate_text_tokens",
+    "build_prompt",
+    "build_user_text",
+    "merge_split_turn",
+    "SYSTEM_PROMPT",
+    "TURN_CONTEXT_SEPARATOR",
 ]
 
 #: Names accepted by :func:`get_summarizer`.
@@ -41,9 +92,11 @@ SUMMARIZER_NAMES = ("offline", "openai", "anthropic")
 def __getattr__(name: str) -> Any:  # lazy provider classes (their SDKs are optional)
     if name == "OpenAICompatSummarizer":
         from .openai_compat import OpenAICompatSummarizer
+
         return OpenAICompatSummarizer
     if name == "AnthropicSummarizer":
         from .anthropic import AnthropicSummarizer
+
         return AnthropicSummarizer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

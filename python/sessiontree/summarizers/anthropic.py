@@ -17,23 +17,38 @@ overflow texts, :mod:`.overflow`) raise
 Requires the optional extra: ``pip install 'sessiontree[anthropic]'``
 (from a source checkout: ``pip install '.[anthropic]'``).
 """
+
 from __future__ import annotations
 
 import os
 import uuid
 from typing import Any, Mapping
 
-from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, StreamedText, import_sdk, redact_error, run_sync,
-                   secrets_of, token_count)
+from .base import (
+    ContextOverflowError,
+    Pricing,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResult,
+    SummaryUsage,
+    EmptySummaryError,
+    StreamedText,
+    import_sdk,
+    redact_error,
+    run_sync,
+    secrets_of,
+    token_count,
+)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
 
 __all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
 
-_INSTALL_HINT = ("the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]' "
-                 "(from a source checkout: pip install '.[anthropic]')")
+_INSTALL_HINT = (
+    "the Anthropic summarizer needs the anthropic package: pip install 'sessiontree[anthropic]' "
+    "(from a source checkout: pip install '.[anthropic]')"
+)
 # Error types Anthropic sends (also as stream ``error`` events) that are worth a retry.
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
@@ -55,8 +70,9 @@ def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) ->
     raw = raw or {}
     inp, out = token_count(raw.get("input_tokens")), token_count(raw.get("output_tokens"))
     read, write = token_count(raw.get("cache_read_input_tokens")), token_count(raw.get("cache_creation_input_tokens"))
-    return SummaryUsage(input=inp, output=out, cache_read=read, cache_write=write,
-                        total_tokens=inp + out + read + write).priced(pricing)
+    return SummaryUsage(
+        input=inp, output=out, cache_read=read, cache_write=write, total_tokens=inp + out + read + write
+    ).priced(pricing)
 
 
 def _as_dict(obj: Any) -> dict:
@@ -125,10 +141,18 @@ class AnthropicSummarizer:
 
     name = "anthropic"
 
-    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 pricing: Pricing | None = None, retry: RetryPolicy | None = None,
-                 max_output_tokens: int | None = None, context_window: int | None = None,
-                 default_headers: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        pricing: Pricing | None = None,
+        retry: RetryPolicy | None = None,
+        max_output_tokens: int | None = None,
+        context_window: int | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ):
         self._anthropic = import_anthropic()
         if not model:
             raise ValueError("AnthropicSummarizer needs a model id (model=...)")
@@ -181,8 +205,12 @@ class AnthropicSummarizer:
         except SummarizerError as exc:
             # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
             raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
-        return SummaryResult(text, usage_from_anthropic(raw_usage, self.pricing), model or self.model,
-                             stop_reason="length" if stop == "max_tokens" else "stop" if stop == "end_turn" else stop)
+        return SummaryResult(
+            text,
+            usage_from_anthropic(raw_usage, self.pricing),
+            model or self.model,
+            stop_reason="length" if stop == "max_tokens" else "stop" if stop == "end_turn" else stop,
+        )
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
@@ -205,8 +233,9 @@ class AnthropicSummarizer:
                     if etype == "message_start":
                         message = getattr(event, "message", None)
                         model = getattr(message, "model", None) or model
-                        usage.update({k: v for k, v in _as_dict(getattr(message, "usage", None)).items()
-                                      if v is not None})
+                        usage.update(
+                            {k: v for k, v in _as_dict(getattr(message, "usage", None)).items() if v is not None}
+                        )
                     elif etype == "content_block_delta":
                         delta = getattr(event, "delta", None)
                         if getattr(delta, "type", None) == "text_delta":
@@ -218,8 +247,9 @@ class AnthropicSummarizer:
                         finished = finished or reason is not None
                         stop = reason if isinstance(reason, str) else stop
                         # Cumulative counts; newer API versions also restate input/cache counts here.
-                        usage.update({k: v for k, v in _as_dict(getattr(event, "usage", None)).items()
-                                      if v is not None})
+                        usage.update(
+                            {k: v for k, v in _as_dict(getattr(event, "usage", None)).items() if v is not None}
+                        )
             finally:
                 await stream.close()
         except SummarizerError:

@@ -8,6 +8,7 @@ structured summary. Implementations: :mod:`.offline` (extractive, no model, the 
 Summarizers are async (``await summarizer.summarize(request)``); :func:`run_sync` is a sync
 facade. Cancelling the awaiting task must abort the HTTP request.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,19 +49,34 @@ class SummaryUsage:
         if self.cost is not None or other.cost is not None:
             a, b = self.cost or {}, other.cost or {}
             cost = {k: a.get(k, 0) + b.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
-        return SummaryUsage(self.input + other.input, self.output + other.output,
-                            self.cache_read + other.cache_read, self.cache_write + other.cache_write,
-                            self.reasoning + other.reasoning, self.total_tokens + other.total_tokens, cost,
-                            self.cost_from_provider and other.cost_from_provider)
+        return SummaryUsage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.reasoning + other.reasoning,
+            self.total_tokens + other.total_tokens,
+            cost,
+            self.cost_from_provider and other.cost_from_provider,
+        )
 
     def to_pi(self) -> dict:
         """Pi's on-disk ``usage`` object (camelCase; ``cost`` zeros when unknown)."""
-        cost = dict(self.cost) if self.cost is not None else {
-            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        cost = (
+            dict(self.cost)
+            if self.cost is not None
+            else {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        )
         cost["totalFromProvider"] = self.cost_from_provider
-        return {"input": self.input, "output": self.output, "cacheRead": self.cache_read,
-                "cacheWrite": self.cache_write, "reasoning": self.reasoning,
-                "totalTokens": self.total_tokens, "cost": cost}
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "reasoning": self.reasoning,
+            "totalTokens": self.total_tokens,
+            "cost": cost,
+        }
 
     @classmethod
     def from_pi(cls, usage: dict | None) -> "SummaryUsage":
@@ -73,9 +89,16 @@ class SummaryUsage:
             v = usage.get(k)
             return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
-        return cls(n("input"), n("output"), n("cacheRead"), n("cacheWrite"), n("reasoning"), n("totalTokens"),
-                   {k: v for k, v in cost.items() if k != "totalFromProvider"} if cost else None,
-                   bool(cost.get("totalFromProvider")) if cost else False)
+        return cls(
+            n("input"),
+            n("output"),
+            n("cacheRead"),
+            n("cacheWrite"),
+            n("reasoning"),
+            n("totalTokens"),
+            {k: v for k, v in cost.items() if k != "totalFromProvider"} if cost else None,
+            bool(cost.get("totalFromProvider")) if cost else False,
+        )
 
     def priced(self, pricing: "Pricing | None", provider_total: float | None = None) -> "SummaryUsage":
         """This usage with ``cost`` filled from ``pricing`` (unchanged when ``pricing`` is None).
@@ -89,8 +112,11 @@ class SummaryUsage:
         """
         if pricing is None and provider_total is None:
             return self
-        cost = pricing.cost(self) if pricing is not None else {
-            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        cost = (
+            pricing.cost(self)
+            if pricing is not None
+            else {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        )
         if provider_total is not None:
             cost["total"] = provider_total
         return replace(self, cost=cost, cost_from_provider=provider_total is not None)
@@ -114,8 +140,12 @@ class Pricing:
         """From a Pi model's ``cost`` object (``input``, ``output``, ``cacheRead``, ``cacheWrite``:
         dollars per million tokens); missing or falsy fields are 0."""
         cost = cost or {}
-        return cls(cost.get("input", 0) or 0, cost.get("output", 0) or 0,
-                   cost.get("cacheRead", 0) or 0, cost.get("cacheWrite", 0) or 0)
+        return cls(
+            cost.get("input", 0) or 0,
+            cost.get("output", 0) or 0,
+            cost.get("cacheRead", 0) or 0,
+            cost.get("cacheWrite", 0) or 0,
+        )
 
     def cost(self, usage: SummaryUsage) -> dict:
         """Pi's ``calculateCost``: each part is ``(price / 1e6) * tokens`` (plain float, in
@@ -256,8 +286,9 @@ class StreamedText:
             raise SummarizerError(f"the model streamed a {type(piece).__name__} as {what}")
         self.chars += len(piece)
         if self.chars > self.cap:
-            raise OversizedSummaryError(f"the summary grew past {self.cap} characters for a budget of "
-                                        f"{self.budget} tokens; stopped reading it")
+            raise OversizedSummaryError(
+                f"the summary grew past {self.cap} characters for a budget of {self.budget} tokens; stopped reading it"
+            )
         self.pieces.append(piece)
 
     def text(self) -> str:
@@ -276,8 +307,10 @@ REDACTED = "[REDACTED]"
 # the value after an Authorization / x-api-key / api-key name, a bearer token, and key-shaped
 # words (``sk-...``). Bounded repeats with no nested quantifiers: linear on any text.
 _SECRET_PATTERNS = (
-    re.compile(r"(?i)((?:authorization|proxy-authorization|x-api-key|api[-_]key)[\"']?\s{0,8}[:=]\s{0,8}[\"']?)"
-               r"(?:bearer\s{1,8}|basic\s{1,8})?[^\s\"',;}]+"),
+    re.compile(
+        r"(?i)((?:authorization|proxy-authorization|x-api-key|api[-_]key)[\"']?\s{0,8}[:=]\s{0,8}[\"']?)"
+        r"(?:bearer\s{1,8}|basic\s{1,8})?[^\s\"',;}]+"
+    ),
     re.compile(r"(?i)(\b(?:bearer|basic)\s{1,8})[A-Za-z0-9._~+/=-]+"),
     re.compile(r"()\bsk-[A-Za-z0-9_-]{6,}"),
 )
@@ -385,7 +418,25 @@ def run_sync(coro: Any) -> Any:
     raise RuntimeError("run_sync() called inside a running event loop; await the coroutine instead")
 
 
-__all__ = ["SummaryKind", "SummaryUsage", "Pricing", "SummaryRequest", "SummaryResult", "Summarizer", "SummarizerError",
-           "ContextOverflowError", "SummaryBudgetError", "UnsafeSummaryError", "TruncatedSummaryError",
-           "EmptySummaryError", "OversizedSummaryError", "MIN_SUMMARY_OUTPUT_TOKENS", "OVERSIZED_SUMMARY_FACTOR",
-           "max_reply_chars", "run_sync", "token_count", "import_sdk", "replace"]
+__all__ = [
+    "SummaryKind",
+    "SummaryUsage",
+    "Pricing",
+    "SummaryRequest",
+    "SummaryResult",
+    "Summarizer",
+    "SummarizerError",
+    "ContextOverflowError",
+    "SummaryBudgetError",
+    "UnsafeSummaryError",
+    "TruncatedSummaryError",
+    "EmptySummaryError",
+    "OversizedSummaryError",
+    "MIN_SUMMARY_OUTPUT_TOKENS",
+    "OVERSIZED_SUMMARY_FACTOR",
+    "max_reply_chars",
+    "run_sync",
+    "token_count",
+    "import_sdk",
+    "replace",
+]

@@ -21,6 +21,7 @@ Done when the new span has moved on. Summaries embedded in the conversation (Pi'
 Deterministic (no clock, no randomness) and linear in the text size: every part is scanned once
 and long messages are only scanned up to :data:`SCAN_CHARS`.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,14 @@ from typing import Iterable
 from ..context import BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX
 from .base import SummaryRequest, SummaryResult, SummaryUsage, run_sync
 
-__all__ = ["OfflineSummarizer", "parse_conversation", "parse_tool_calls", "parse_summary", "ConversationPart",
-           "SCAN_CHARS"]
+__all__ = [
+    "OfflineSummarizer",
+    "parse_conversation",
+    "parse_tool_calls",
+    "parse_summary",
+    "ConversationPart",
+    "SCAN_CHARS",
+]
 
 #: Characters of one message that are scanned for sentences and errors.
 SCAN_CHARS = 4000
@@ -41,8 +48,7 @@ _MAX_CRITICAL = 40
 
 _PART_SPLIT = re.compile(r"\n\n(?=\[(?:User|Assistant|Assistant tool calls|Tool result)\]: )")
 _PART_TAG = re.compile(r"\[(User|Assistant|Assistant tool calls|Tool result)\]: ")
-_ROLE = {"User": "user", "Assistant": "assistant", "Assistant tool calls": "tool_calls",
-         "Tool result": "tool_result"}
+_ROLE = {"User": "user", "Assistant": "assistant", "Assistant tool calls": "tool_calls", "Tool result": "tool_result"}
 
 
 # ==== Parsing the serialized conversation ====
@@ -75,7 +81,7 @@ def parse_conversation(text: str) -> list[ConversationPart]:
                 parts.append(ConversationPart("user", chunk))
             continue
         role = _ROLE[m.group(1)]
-        body = chunk[m.end():]
+        body = chunk[m.end() :]
         part = ConversationPart(role, body)
         if role == "tool_calls":
             part.calls = parse_tool_calls(body)
@@ -128,11 +134,20 @@ def parse_tool_calls(text: str) -> list[tuple[str, dict]]:
 # ==== Parsing a previous summary ====
 
 _SECTION_KEYS = {
-    "goal": "goal", "constraints & preferences": "constraints", "constraints": "constraints",
-    "progress": None, "done": "done", "in progress": "in_progress", "blocked": "blocked",
-    "key decisions": "decisions", "next steps": "next", "critical context": "critical",
+    "goal": "goal",
+    "constraints & preferences": "constraints",
+    "constraints": "constraints",
+    "progress": None,
+    "done": "done",
+    "in progress": "in_progress",
+    "blocked": "blocked",
+    "key decisions": "decisions",
+    "next steps": "next",
+    "critical context": "critical",
     # turn-prefix headings
-    "original request": "goal", "progress so far": "done", "context needed to continue": "critical",
+    "original request": "goal",
+    "progress so far": "done",
+    "context needed to continue": "critical",
 }
 _FILE_BLOCK_OPEN = re.compile(r"<(read-files|modified-files)>\n")
 
@@ -153,7 +168,7 @@ def _strip_file_blocks(text: str) -> str:
         if end < 0:
             no_closer.add(m.group(1))  # no later opener of this kind can close either
             continue
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         pos = end + len(close)
     out.append(text[pos:])
     return "".join(out)
@@ -175,9 +190,9 @@ def parse_summary(text: str) -> dict[str, list[str]]:
         >>> parse_summary("## Goal\\nShip it\\n\\n## Progress\\n### Done\\n- [x] A\\n\\n### Blocked\\n- (none)")
         {'goal': ['Ship it'], 'constraints': [], 'done': ['A'], 'in_progress': [], 'blocked': [], 'decisions': [], 'next': [], 'critical': []}
     """
-    out: dict[str, list[str]] = {k: [] for k in
-                                 ("goal", "constraints", "done", "in_progress", "blocked", "decisions", "next",
-                                  "critical")}
+    out: dict[str, list[str]] = {
+        k: [] for k in ("goal", "constraints", "done", "in_progress", "blocked", "decisions", "next", "critical")
+    }
     text = _strip_file_blocks(text or "")
     current: str | None = "critical"
     for raw in text.splitlines():
@@ -203,25 +218,38 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _LEAD = re.compile(r"^(?:[-*+>]\s+|\d+[.)]\s+|#+\s+)+")
 _CONSTRAINT = re.compile(
     r"\b(must|mustn't|should(?:n't| not)?|never|always|don't|do not|avoid|prefer(?:ably)?|without|only use|"
-    r"make sure|ensure|required?|no more than|at most|at least|keep (?:it|them|the)|stick to)\b", re.IGNORECASE)
+    r"make sure|ensure|required?|no more than|at most|at least|keep (?:it|them|the)|stick to)\b",
+    re.IGNORECASE,
+)
 _DECISION = re.compile(
     r"\b(decided|decide to|instead of|instead|rather than|chose|choose|going with|go with|opted|opt for|"
     r"switch(?:ed)? to|because|so that|the (?:fix|approach|plan) is|I'll use|we'll use|let's use)\b",
-    re.IGNORECASE)
-_NEXT = re.compile(r"\b(next|then|I'll|I will|we'll|we will|need to|needs to|todo|remaining|still have to|"
-                   r"let me|going to)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_NEXT = re.compile(
+    r"\b(next|then|I'll|I will|we'll|we will|need to|needs to|todo|remaining|still have to|"
+    r"let me|going to)\b",
+    re.IGNORECASE,
+)
 _ERROR_LINE = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)\b|\bERR!|\bFAIL(?:ED)?\b|Traceback \(most recent call last\)|"
     r"(?i:\berror(?:\[\w+\])?:|\berror TS\d+|panicked at|\bfatal:|command not found|no such file or directory|"
     r"permission denied|(?:exited with|exit) code [1-9]|segmentation fault|\bfailed:|\bfailed with\b|"
-    r"\bcannot find module\b|\bundefined reference\b)")
+    r"\bcannot find module\b|\bundefined reference\b)"
+)
 _SLASH_COMMAND = re.compile(r"^/[\w:-]+(\s+\S.*)?$", re.DOTALL)
 _BASH_RUN = re.compile(r"^Ran `([^`]*)`")
 _WS = re.compile(r"\s+")
 _WORD = re.compile(r"[\w./-]{4,}")
 
-_MODIFY_TOOLS = {"write": "Wrote", "edit": "Edited", "multiedit": "Edited", "apply_patch": "Patched",
-                 "str_replace": "Edited", "create": "Created"}
+_MODIFY_TOOLS = {
+    "write": "Wrote",
+    "edit": "Edited",
+    "multiedit": "Edited",
+    "apply_patch": "Patched",
+    "str_replace": "Edited",
+    "create": "Created",
+}
 _SHELL_TOOLS = {"bash", "shell", "exec", "run", "terminal", "sh"}
 
 
@@ -268,19 +296,19 @@ def _first_error_line(text: str) -> str | None:
 class _Facts:
     """Everything extracted from one conversation, in order of appearance."""
 
-    requests: list[str] = field(default_factory=list)          # real user requests
+    requests: list[str] = field(default_factory=list)  # real user requests
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
-    modified: dict = field(default_factory=dict)                # path -> verb
-    read: dict = field(default_factory=dict)                    # path -> None
+    modified: dict = field(default_factory=dict)  # path -> verb
+    read: dict = field(default_factory=dict)  # path -> None
     commands: list[str] = field(default_factory=list)
     tool_counts: dict = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)             # distinct, in order
-    open_errors: dict = field(default_factory=dict)             # error -> None, after the last assistant text
+    errors: list[str] = field(default_factory=list)  # distinct, in order
+    open_errors: dict = field(default_factory=dict)  # error -> None, after the last assistant text
     last_assistant: str | None = None
     last_part_role: str | None = None
-    embedded: list[str] = field(default_factory=list)           # summaries inside the conversation
-    requests_answered: bool = False                             # assistant spoke after the last request
+    embedded: list[str] = field(default_factory=list)  # summaries inside the conversation
+    requests_answered: bool = False  # assistant spoke after the last request
     focus: list[str] = field(default_factory=list)
 
 
@@ -298,7 +326,7 @@ def _extract(parts: list[ConversationPart], focus_words: set[str]) -> _Facts:
             bash = _BASH_RUN.match(text)
             if bash:
                 f.commands.append(_clip(bash.group(1), 120))
-                err = _first_error_line(text[bash.end():])
+                err = _first_error_line(text[bash.end() :])
                 if err:
                     _note_error(f, err, errors_seen)
                 continue
@@ -356,7 +384,7 @@ def _decision_item(sentence: str) -> str:
     s = _clip(sentence.replace("**", ""), 240)
     m = re.search(r"\s(because|since|so that)\s", s, re.IGNORECASE)
     if m and m.start() > 10:
-        return f"**{s[:m.start()].rstrip(' ,')}**: {s[m.start():].strip()}"
+        return f"**{s[: m.start()].rstrip(' ,')}**: {s[m.start() :].strip()}"
     return f"**{s.rstrip('.')}**: (rationale not stated)"
 
 
@@ -454,7 +482,7 @@ def _counted(text: str) -> list[tuple[str, str]]:
             j = e + 1
             while j < len(tok) and tok[j].isdecimal():
                 j += 1
-            out.append((tok[:e], tok[e + 1:j]))
+            out.append((tok[:e], tok[e + 1 : j]))
     return out
 
 
@@ -484,7 +512,8 @@ def _merge_context(old: list[str], new: list[str]) -> list[str]:
             _add_counts(counts, item)
     if counts is not None:
         out[first["Tool calls:"]] = "Tool calls: " + ", ".join(
-            f"{name}×{n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            f"{name}×{n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
     return _dedupe(out)
 
 
@@ -509,14 +538,27 @@ def _numbered(items: list[str]) -> str:
 def _render(s: _Sections, kind: str) -> str:
     goal = "\n".join(s.goal) if s.goal else "(not stated in the summarized messages)"
     out = [
-        "## Goal", goal, "",
-        "## Constraints & Preferences", _bullets(s.constraints), "",
+        "## Goal",
+        goal,
+        "",
+        "## Constraints & Preferences",
+        _bullets(s.constraints),
+        "",
         "## Progress",
-        "### Done", _bullets(s.done, "- [x] "), "",
-        "### In Progress", _bullets(s.in_progress, "- [ ] "), "",
-        "### Blocked", _bullets(s.blocked), "",
-        "## Key Decisions", _bullets(s.decisions), "",
-        "## Next Steps", _numbered(s.next),
+        "### Done",
+        _bullets(s.done, "- [x] "),
+        "",
+        "### In Progress",
+        _bullets(s.in_progress, "- [ ] "),
+        "",
+        "### Blocked",
+        _bullets(s.blocked),
+        "",
+        "## Key Decisions",
+        _bullets(s.decisions),
+        "",
+        "## Next Steps",
+        _numbered(s.next),
     ]
     if kind != "branch":
         out += ["", "## Critical Context", _bullets(s.critical)]
@@ -528,9 +570,18 @@ def _render_turn_prefix(s: _Sections) -> str:
     progress = s.done + [f"Decision {d}" for d in s.decisions] + [f"In progress: {i}" for i in s.in_progress]
     context = [f"Open error: {e}" for e in s.blocked]
     context += [c for c in s.critical if not (c.startswith("Error seen: ") and c[12:] in s.blocked)]
-    return "\n".join(["## Original Request", original, "",
-                      "## Progress So Far", _bullets(progress), "",
-                      "## Context Needed to Continue", _bullets(context)])
+    return "\n".join(
+        [
+            "## Original Request",
+            original,
+            "",
+            "## Progress So Far",
+            _bullets(progress),
+            "",
+            "## Context Needed to Continue",
+            _bullets(context),
+        ]
+    )
 
 
 # ==== Summarizer ====
@@ -568,8 +619,9 @@ class OfflineSummarizer:
         previous = [request.previous_summary] if request.previous_summary and request.kind != "turn_prefix" else []
         for prev_text in facts.embedded + previous:  # oldest first: embedded ones precede the span
             prev = parse_summary(prev_text)
-            had_activity = bool(facts.requests or facts.commands or facts.modified or facts.tool_counts
-                                or facts.last_assistant)
+            had_activity = bool(
+                facts.requests or facts.commands or facts.modified or facts.tool_counts or facts.last_assistant
+            )
             sections = _merge(prev, sections, had_activity)
         if request.kind == "turn_prefix":
             return _render_turn_prefix(sections)

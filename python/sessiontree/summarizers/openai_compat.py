@@ -20,6 +20,7 @@ errors raise :class:`~sessiontree.summarizers.base.ContextOverflowError` at once
 Requires the optional extra: ``pip install 'sessiontree[openai]'``
 (from a source checkout: ``pip install '.[openai]'``).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,17 +28,32 @@ import os
 import uuid
 from typing import Any, Mapping
 
-from .base import (ContextOverflowError, Pricing, SummarizerError, SummaryRequest, SummaryResult, SummaryUsage,
-                   EmptySummaryError, StreamedText, import_sdk, redact_error, run_sync,
-                   secrets_of, token_count, usage_object)
+from .base import (
+    ContextOverflowError,
+    Pricing,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResult,
+    SummaryUsage,
+    EmptySummaryError,
+    StreamedText,
+    import_sdk,
+    redact_error,
+    run_sync,
+    secrets_of,
+    token_count,
+    usage_object,
+)
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
 from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
-_INSTALL_HINT = ("the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]' "
-                 "(from a source checkout: pip install '.[openai]')")
+_INSTALL_HINT = (
+    "the OpenAI-compatible summarizer needs the openai package: pip install 'sessiontree[openai]' "
+    "(from a source checkout: pip install '.[openai]')"
+)
 
 
 def import_openai() -> Any:
@@ -71,15 +87,25 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     details = usage_object(raw.get("prompt_tokens_details"), "prompt_tokens_details")
     cached = token_count(details.get("cached_tokens"))
     cache_write = token_count(details.get("cache_write_tokens"))
-    reasoning = token_count(usage_object(raw.get("completion_tokens_details"), "completion_tokens_details")
-                            .get("reasoning_tokens"))
+    reasoning = token_count(
+        usage_object(raw.get("completion_tokens_details"), "completion_tokens_details").get("reasoning_tokens")
+    )
     inp = max(0, token_count(raw.get("prompt_tokens")) - cached - cache_write)
     out = token_count(raw.get("completion_tokens"))
-    usage = SummaryUsage(input=inp, output=out, cache_read=cached, cache_write=cache_write, reasoning=reasoning,
-                         total_tokens=inp + out + cached + cache_write)
+    usage = SummaryUsage(
+        input=inp,
+        output=out,
+        cache_read=cached,
+        cache_write=cache_write,
+        reasoning=reasoning,
+        total_tokens=inp + out + cached + cache_write,
+    )
     provider_cost = raw.get("cost")
-    provider_total = float(provider_cost) if isinstance(provider_cost, (int, float)) and not isinstance(
-        provider_cost, bool) else None
+    provider_total = (
+        float(provider_cost)
+        if isinstance(provider_cost, (int, float)) and not isinstance(provider_cost, bool)
+        else None
+    )
     if provider_total is not None and not math.isfinite(provider_total):
         raise SummarizerError(f"the reply's usage holds an impossible cost: {provider_cost!r}")
     return usage.priced(pricing, provider_total)
@@ -164,13 +190,23 @@ class OpenAICompatSummarizer:
 
     name = "openai"
 
-    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 pricing: Pricing | None = None, retry: RetryPolicy | None = None,
-                 max_output_tokens: int | None = None, context_window: int | None = None,
-                 request_id_header: str | None = "x-client-request-id",
-                 max_tokens_field: str = "max_completion_tokens", send_store: bool = True,
-                 system_role: str = "system", default_headers: Mapping[str, str] | None = None,
-                 organization: str | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        pricing: Pricing | None = None,
+        retry: RetryPolicy | None = None,
+        max_output_tokens: int | None = None,
+        context_window: int | None = None,
+        request_id_header: str | None = "x-client-request-id",
+        max_tokens_field: str = "max_completion_tokens",
+        send_store: bool = True,
+        system_role: str = "system",
+        default_headers: Mapping[str, str] | None = None,
+        organization: str | None = None,
+    ):
         self._openai = import_openai()
         if not model:
             raise ValueError("OpenAICompatSummarizer needs a model id (model=...)")
@@ -179,8 +215,9 @@ class OpenAICompatSummarizer:
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             if not self.base_url:
-                raise ValueError("no API key: pass api_key=... or set OPENAI_API_KEY "
-                                 "(or give a base_url for a local server)")
+                raise ValueError(
+                    "no API key: pass api_key=... or set OPENAI_API_KEY (or give a base_url for a local server)"
+                )
             key = "sk-no-key-required"
         self._api_key = key
         self.pricing = pricing
@@ -242,7 +279,9 @@ class OpenAICompatSummarizer:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
         try:
             async with self._client() as client:
-                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, body, headers), self.retry)
+                text, raw_usage, model, stop = await retry_call(
+                    lambda: self._attempt(client, body, headers), self.retry
+                )
         except SummarizerError as exc:
             # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
             raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
@@ -265,8 +304,14 @@ class OpenAICompatSummarizer:
         finished = False
         stop = None
         try:
-            stream = await client.post("/chat/completions", body=body, cast_to=ChatCompletion, options=options,
-                                       stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
+            stream = await client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                options=options,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
             try:
                 async for chunk in stream:
                     model = getattr(chunk, "model", None) or model

@@ -11,6 +11,7 @@ orchestration (which checks the agent model's own errors).
     >>> is_context_overflow(429, "Request too large for gpt-4o on tokens per min (TPM)")
     False
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ __all__ = ["is_context_overflow", "OVERFLOW_PATTERNS"]
 #: that send them. Matched case-insensitively anywhere in the message.
 OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"context[_ ]length[_ ]exceeded", "OpenAI error code, generic"),
-    (r"maximum context length", "OpenAI, vLLM (\"This model's maximum context length is\"), Mistral, OpenRouter"),
+    (r"maximum context length", 'OpenAI, vLLM ("This model\'s maximum context length is"), Mistral, OpenRouter'),
     (r"prompt is too long", "Anthropic"),
     (r"exceed(?:s|ed)? (?:the )?max(?:imum)? context length", "Ollama"),
     (r"exceeds the available context size", "llama.cpp server"),
@@ -45,8 +46,9 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
 # took 22 s).
 _SIMPLE = [p for p, _ in OVERFLOW_PATTERNS if ".*" not in p]
 _OVERFLOW_RE = re.compile("|".join(f"(?:{p})" for p in _SIMPLE), re.IGNORECASE | re.DOTALL)
-_SEQUENCES = [[re.compile(part, re.IGNORECASE | re.DOTALL) for part in p.split(".*")]
-              for p, _ in OVERFLOW_PATTERNS if ".*" in p]
+_SEQUENCES = [
+    [re.compile(part, re.IGNORECASE | re.DOTALL) for part in p.split(".*")] for p, _ in OVERFLOW_PATTERNS if ".*" in p
+]
 
 
 def _matches_overflow(message: str) -> bool:
@@ -62,6 +64,7 @@ def _matches_overflow(message: str) -> bool:
         else:
             return True
     return False
+
 
 # Messages about throughput limits that mention tokens; they are rate limits, never overflow.
 _RATE_LIMIT_RE = re.compile(r"rate[ _-]?limit|per min(?:ute)?|\bTPM\b|\bRPM\b|tokens per day|quota", re.IGNORECASE)

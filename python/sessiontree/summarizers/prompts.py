@@ -21,6 +21,7 @@ Budget (Pi 1.6, read off the goldens): the summary request asks for the model's 
 reduced so that the estimated input plus the output plus a 4096-token margin fit the context
 window, and never below 1 (:func:`output_budget`, :func:`estimate_request_tokens`).
 """
+
 from __future__ import annotations
 
 from .._jsjson import js_len
@@ -89,7 +90,7 @@ COMPACTION_INSTRUCTIONS = (
     "[The user's objective; list several if the session covered separate tasks.]\n\n"
     "## Constraints & Preferences\n"
     "- [Requirements, limits and preferences the user stated]\n"
-    "- [Write \"(none)\" when there are none]\n\n"
+    '- [Write "(none)" when there are none]\n\n'
     "## Progress\n"
     "### Done\n"
     "- [x] [Finished tasks and changes]\n\n"
@@ -103,8 +104,7 @@ COMPACTION_INSTRUCTIONS = (
     "1. [What to do next, in order]\n\n"
     "## Critical Context\n"
     "- [Facts, values, examples or references needed to continue]\n"
-    "- [Write \"(none)\" when nothing applies]\n\n"
-    + _STYLE_NOTE
+    '- [Write "(none)" when nothing applies]\n\n' + _STYLE_NOTE
 )
 
 UPDATE_INSTRUCTIONS = (
@@ -113,8 +113,8 @@ UPDATE_INSTRUCTIONS = (
     "Write one updated summary that covers both:\n"
     "- keep every fact from the previous summary unless the new messages make it obsolete\n"
     "- add the new progress, decisions and context\n"
-    "- move items that are now finished from \"In Progress\" to \"Done\"\n"
-    "- rewrite \"Next Steps\" for the current state\n"
+    '- move items that are now finished from "In Progress" to "Done"\n'
+    '- rewrite "Next Steps" for the current state\n'
     "- keep file paths, function names and error messages exactly as written\n\n"
     "Answer in exactly this format:\n\n"
     "## Goal\n"
@@ -133,8 +133,7 @@ UPDATE_INSTRUCTIONS = (
     "## Next Steps\n"
     "1. [What to do next, given the current state]\n\n"
     "## Critical Context\n"
-    "- [Earlier context that still matters, plus new context]\n\n"
-    + _STYLE_NOTE
+    "- [Earlier context that still matters, plus new context]\n\n" + _STYLE_NOTE
 )
 
 TURN_PREFIX_INSTRUCTIONS = (
@@ -169,8 +168,7 @@ BRANCH_INSTRUCTIONS = (
     "## Key Decisions\n"
     "- **[Decision]**: [Why it was made]\n\n"
     "## Next Steps\n"
-    "1. [What would have come next]\n\n"
-    + _STYLE_NOTE
+    "1. [What would have come next]\n\n" + _STYLE_NOTE
 )
 
 
@@ -246,8 +244,9 @@ def estimate_request_tokens(system: str, *user_texts: str) -> int:
     return estimate_text_tokens(system) + sum(estimate_text_tokens(t) for t in user_texts)
 
 
-def output_budget(max_tokens: int, context_window: int | None, estimated_input_tokens: int,
-                  safety_margin: int = OUTPUT_SAFETY_MARGIN) -> int:
+def output_budget(
+    max_tokens: int, context_window: int | None, estimated_input_tokens: int, safety_margin: int = OUTPUT_SAFETY_MARGIN
+) -> int:
     """``max_completion_tokens`` for a summary call (Pi 1.6).
 
     ``max_tokens``: the summarizing model's output limit (Pi model ``maxTokens``);

@@ -15,6 +15,7 @@ request) or the sleep between attempts; :class:`asyncio.CancelledError` is never
 Pi's agent loop retries overloaded/rate-limited model calls the same way (``retry.enabled``,
 ``maxRetries``, ``baseDelayMs`` settings), with the delay doubling each attempt.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -89,17 +90,16 @@ class RetryPolicy:
     def backoff(self, retry_index: int, rng: random.Random | None = None) -> float:
         """Delay in seconds before retry number ``retry_index`` (0-based), jitter applied.
 
-            >>> RetryPolicy(base_delay=1, jitter=0).backoff(3)
-            8.0
+        >>> RetryPolicy(base_delay=1, jitter=0).backoff(3)
+        8.0
         """
-        delay = min(self.max_delay, self.base_delay * (self.multiplier ** retry_index))
+        delay = min(self.max_delay, self.base_delay * (self.multiplier**retry_index))
         if self.jitter:
             r = (rng or random).random()
             delay *= 1.0 - self.jitter * r
         return max(0.0, float(delay))
 
-    def delay_for(self, retry_index: int, retry_after: float | None,
-                  rng: random.Random | None = None) -> float | None:
+    def delay_for(self, retry_index: int, retry_after: float | None, rng: random.Random | None = None) -> float | None:
         """Seconds to wait before the next attempt: the server's Retry-After when given (never
         less), else :meth:`backoff`. None when Retry-After exceeds ``max_retry_after``."""
         if retry_after is not None:
@@ -176,10 +176,14 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-async def retry_call(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                     rng: random.Random | None = None,
-                     on_retry: Callable[[int, TransientError, float], Any] | None = None) -> T:
+async def retry_call(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    rng: random.Random | None = None,
+    on_retry: Callable[[int, TransientError, float], Any] | None = None,
+) -> T:
     """Run ``attempt()`` until it succeeds, retrying :class:`TransientError` per ``policy``.
 
     Each attempt runs under ``policy.timeout`` (a :class:`TimeoutError` is transient).
@@ -205,13 +209,17 @@ async def retry_call(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, *
         if retry_index >= policy.max_retries:
             raise RetriesExhaustedError(
                 f"summary call failed after {attempts} attempt{'s' if attempts != 1 else ''}: {error}",
-                attempts=attempts, last_error=error) from error
+                attempts=attempts,
+                last_error=error,
+            ) from error
         delay = policy.delay_for(retry_index, error.retry_after, rng)
         if delay is None:
             raise RetriesExhaustedError(
                 f"summary call rate-limited: the server asked to wait {error.retry_after:.0f}s "
                 f"(more than max_retry_after={policy.max_retry_after:g}s): {error}",
-                attempts=attempts, last_error=error) from error
+                attempts=attempts,
+                last_error=error,
+            ) from error
         if on_retry is not None:
             on_retry(retry_index, error, delay)
         await sleep(delay)

@@ -199,6 +199,13 @@ def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_resu
     return st
 
 
+def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
+    try:
+        return os.stat(path) if path is not None else None
+    except OSError:
+        return None
+
+
 def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, int] | None:
     if source is None:
         return None
@@ -661,7 +668,8 @@ class Session:
             "parentSession": os.path.abspath(src._path),
         }  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
-        atomic_write(path, src._entry_lines(with_header=header))
+        # the copy holds the source's entries: no more readable than the source
+        atomic_write(path, src._entry_lines(with_header=header), like=_stat_or_none(src._path))
         return cls.open(path, session_dir=sdir)
 
     @classmethod
@@ -1603,7 +1611,7 @@ class Session:
         sdir = self._session_dir or self._path.parent
         sdir.mkdir(parents=True, exist_ok=True)
         new_path = inside(sdir, session_file_name(ts, sid))
-        atomic_write(new_path, [head, *lines])
+        atomic_write(new_path, [head, *lines], like=_stat_or_none(self._path))  # no wider than the source
         return Session.open(new_path, session_dir=sdir, durability=self._durability)
 
     # ==== cut point (Rust) =========================================================

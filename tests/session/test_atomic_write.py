@@ -260,3 +260,25 @@ def test_the_file_and_the_folder_are_fsynced(tmp_path, monkeypatch):
     monkeypatch.setattr(session_mod.os, "fsync", spy)
     atomic_write(tmp_path / "f", [b"x"])
     assert synced == [False, True]  # the file before the rename, the folder after
+
+
+def test_forks_and_clones_of_a_private_session_stay_private(tmp_path):
+    # a fork or a clone holds the source's entries: no more readable than the source
+    from sessiontree import Session
+
+    s = Session.create("/p", session_dir=tmp_path)
+    s.append_message({"role": "user", "content": "secret", "timestamp": 1})
+    s.append_message({"role": "assistant", "content": [{"type": "text", "text": "ok"}], "timestamp": 2})
+    s.close()
+    os.chmod(s.path, 0o600)
+    fork = Session.fork_from(s.path, "/p", session_dir=tmp_path / "forks")
+    assert _mode(fork.path) == 0o600
+    src = Session.open(s.path)
+    clone = src.create_branched_session(src.leaf_id)
+    assert clone.path != src.path and _mode(clone.path) == 0o600
+    os.chmod(s.path, 0o644)
+    old = os.umask(0o022)
+    try:
+        assert _mode(Session.fork_from(s.path, "/p", session_dir=tmp_path / "f2").path) == 0o644
+    finally:
+        os.umask(old)

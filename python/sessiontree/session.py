@@ -253,6 +253,8 @@ class AtomicWriter:
                 except OSError:
                     pass  # not permitted: the owner stays ours (the mode below still applies)
                 mode = stat.S_IMODE(existing.st_mode)
+                if like is None or (like.st_dev, like.st_ino) != (existing.st_dev, existing.st_ino):
+                    mode &= 0o777  # setuid/setgid/sticky stay only on a rewrite of the file itself
             else:
                 mode = stat.S_IMODE(os.fstat(fd).st_mode)
                 if like is not None and os.fstat(fd).st_gid != like.st_gid:

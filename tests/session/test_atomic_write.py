@@ -282,3 +282,13 @@ def test_forks_and_clones_of_a_private_session_stay_private(tmp_path):
         assert _mode(Session.fork_from(s.path, "/p", session_dir=tmp_path / "f2").path) == 0o644
     finally:
         os.umask(old)
+
+
+def test_special_bits_stay_only_on_a_rewrite_of_the_file_itself(tmp_path):
+    out = tmp_path / "f"
+    out.write_bytes(b"x")
+    os.chmod(out, 0o4755)
+    atomic_write(out, [b"rewritten"], like=os.stat(out))  # a migration: the file itself
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o4755
+    atomic_write(out, [b"a page"])  # something else written over it
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o755

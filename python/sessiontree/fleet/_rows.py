@@ -16,7 +16,7 @@ from ..context import estimate_projected_context_tokens, should_compact
 from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
-from ..usage import usage_totals_of_entries
+from ..usage import UsageAccumulator, usage_totals_of_entries
 from ._sources import Item
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
@@ -66,6 +66,14 @@ class _Unopenable(SessionTreeError):
         self.mtime_ms = mtime_ms
 
 
+def _read_capped(fh: Any, max_bytes: int | None) -> bytes:
+    """The bytes of an open object, at most ``max_bytes`` + 1 of them read (the limit holds on
+    the bytes read, whatever a size check said before: the object may have been replaced)."""
+    if max_bytes is None:
+        return fh.read()
+    return fh.read(max_bytes + 1)
+
+
 def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
     fs = item.fs
     if hasattr(fs, "open_input_file"):  # pyarrow.fs
@@ -79,18 +87,31 @@ def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float |
             raise _Unopenable("not_a_file", f"not a file: {item.path}")
         if max_bytes is not None and info.size is not None and info.size > max_bytes:
             raise _Unopenable("too_large", f"{info.size} bytes, over max_bytes={max_bytes}", info.size, mtime)
-        with fs.open_input_file(item.key) as fh:
-            data = fh.readall()
-        return data, len(data), mtime
-    # fsspec
-    info = fs.info(item.key)
-    size = info.get("size")
-    if info.get("type") == "directory":
-        raise _Unopenable("not_a_file", f"not a file: {item.path}")
-    if max_bytes is not None and size is not None and size > max_bytes:
-        raise _Unopenable("too_large", f"{size} bytes, over max_bytes={max_bytes}", size, None)
-    data = fs.cat_file(item.key)
-    return data, len(data), None
+        with fs.open_input_stream(item.key) as fh:
+            data = _read_capped(fh, max_bytes)
+    else:  # fsspec
+        info = fs.info(item.key)
+        size = info.get("size")
+        mtime = None
+        if info.get("type") == "directory":
+            raise _Unopenable("not_a_file", f"not a file: {item.path}")
+        if max_bytes is not None and size is not None and size > max_bytes:
+            raise _Unopenable("too_large", f"{size} bytes, over max_bytes={max_bytes}", size, None)
+        with fs.open(item.key, "rb") as fh:
+            data = _read_capped(fh, max_bytes)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _Unopenable(
+            "too_large", f"over max_bytes={max_bytes} (read {len(data)} bytes, then stopped)", None, mtime
+        )
+    return data, len(data), mtime
+
+
+def _check_not_empty(s: Session, item: Item, size: int, mtime: float | None) -> None:
+    """An empty file (or one of blank lines: no header) is no session: Pi would start a new one
+    with a random id, the caller's cwd and "now" as its times, all invented."""
+    if s.file_header is None:
+        s.close()
+        raise _Unopenable("empty", f"{item.path}: empty file (no session header)", size, mtime)
 
 
 def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
@@ -98,7 +119,9 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
     try:
         if item.fs is not None:
             data, size, mtime = _read_object(item, opts.max_bytes)
-            return Session.from_bytes(data, name=item.path), size, mtime
+            s = Session.from_bytes(data, name=item.path)
+            _check_not_empty(s, item, size, mtime)
+            return s, size, mtime
         try:
             st = os.stat(item.path)  # follows symlinks: a loop is ELOOP, a dangling one ENOENT
         except FileNotFoundError:
@@ -116,6 +139,11 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
         s = Session.open(item.path)
+        if opts.max_bytes is not None and s.indexed_bytes > opts.max_bytes:  # grew after the check
+            size = s.indexed_bytes
+            s.close()
+            raise _Unopenable("too_large", f"{size} bytes, over max_bytes={opts.max_bytes}", size, mtime)
+        _check_not_empty(s, item, s.indexed_bytes, mtime)
         return s, s.indexed_bytes, mtime
     except _Unopenable:
         raise
@@ -210,17 +238,24 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
                 usage_idx.append(i)
         elif t in _USAGE_TYPES:
             usage_idx.append(i)
-    # only the entries that carry usage (or tool calls) are parsed
-    raws = [s.entry_at(i).raw for i in usage_idx]
-    usage = usage_totals_of_entries(raws)
-    summary = usage_totals_of_entries(r for i, r in zip(usage_idx, raws) if types[i] in _SUMMARY_TYPES)
+    # only the entries that carry usage (or tool calls) are parsed, one at a time (never all
+    # held at once: a long session has tens of thousands of them)
+    usage_acc = UsageAccumulator(skip_missing=True)
+    summary_acc = UsageAccumulator(skip_missing=True)
     tool_calls = 0
-    for i, r in zip(usage_idx, raws):
-        if roles[i] == "assistant":
+    for i in usage_idx:
+        r = s.entry_at(i).raw
+        usage_acc.add((r,))
+        if types[i] in _SUMMARY_TYPES:
+            summary_acc.add((r,))
+        elif roles[i] == "assistant":
             m = r.get("message") if isinstance(r, dict) else None
             content = m.get("content") if isinstance(m, dict) else None
             if isinstance(content, list):
                 tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
+        del r
+    usage = usage_acc.totals()
+    summary = summary_acc.totals()
     problems = {k: 0 for k in PROBLEM_KINDS}
     problems_other = 0
     found = s.problems
@@ -357,7 +392,7 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
         role = table.role[i] if t == "message" else None
         usage = None
         if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
-            usage = usage_totals_of_entries([s.entry_at(i).raw])
+            usage = usage_totals_of_entries([s.entry_at(i).raw], skip_missing=True)
         rows.append(
             {
                 "path": item.path,

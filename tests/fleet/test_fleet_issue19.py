@@ -265,3 +265,187 @@ def test_offline_summarizer_is_not_held_to_a_model_window(tmp_path):
     for name, summarizer in (("a.jsonl", None), ("b.jsonl", OfflineSummarizer())):
         out = compact_sessions([tmp_path / name], summarizer, context_window=60_000, settings=settings).to_pylist()
         assert [r["outcome"] for r in out] == ["compacted"], out
+
+
+# ==== 14, 15, 16, 17: object stores ====
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    pytest.importorskip("moto.server")
+    pytest.importorskip("boto3")
+    from tests.support.fleet_store import LoopbackS3
+
+    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server = LoopbackS3()
+    try:
+        yield server
+    finally:
+        server.close()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _boto(server):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{server.port}", region_name="us-east-1")
+
+
+def test_s3_keys_read_exactly_as_listed(s3_server, tmp_path):
+    """Empty, ``.`` and ``..`` segments are part of an S3 key: one row per object, each read by
+    its own key (pyarrow.fs would refuse ``a//b`` and read ``p/../x`` as the bucket's ``x``)."""
+    c = _boto(s3_server)
+    keys = [
+        "odd/a.jsonl",
+        "odd//b.jsonl",
+        "odd/./y.jsonl",
+        "odd/y.jsonl",
+        "x.jsonl",
+        "odd/../x.jsonl",
+        "odd/c/../x.jsonl",
+        "odd/.",
+    ]
+    sid = {}
+    for i, k in enumerate(keys):
+        sid[k] = f"sid-{i}"
+        c.put_object(Bucket=s3_server.bucket, Key=k, Body=_session_bytes(1, sid=f"sid-{i}"))
+    out = tmp_path / "s.parquet"
+    table = session_stats(s3_server.uri("odd"), workers=1, parquet=out)
+    rows = {r["path"]: r for r in table.to_pylist()}
+    listed = [k for k in keys if k.startswith("odd/") and k.endswith(".jsonl")]
+    assert sorted(rows) == sorted(f"s3://fleet/{k}" for k in listed)
+    for k in listed:
+        r = rows[f"s3://fleet/{k}"]
+        assert r["error_kind"] is None, r
+        assert r["session_id"] == sid[k], k  # that object, not another
+    assert pq.read_table(out).num_rows == len(listed)
+    # the CLI writes its Parquet too
+    assert main(["stats", s3_server.uri("odd"), "--parquet", str(tmp_path / "c.parquet")]) == 0
+    # a list of object URLs with such keys, and max_bytes on them
+    some = [f"s3://fleet/{k}" for k in ("odd//b.jsonl", "odd/../x.jsonl")]
+    got = session_stats(some, filesystem=s3_server.fs, workers=1, max_bytes=64).to_pylist()
+    assert [r["error_kind"] for r in got] == ["too_large", "too_large"]
+    got = {r["path"]: r["session_id"] for r in session_stats(some, filesystem=s3_server.fs, workers=1).to_pylist()}
+    assert got == {f"s3://fleet/{k}": sid[k] for k in ("odd//b.jsonl", "odd/../x.jsonl")}
+
+
+def _handler_base():
+    from pyarrow import fs as pafs
+
+    class Handler(pafs.FileSystemHandler):
+        """A read-only pyarrow filesystem handler; subclasses answer what a test needs."""
+
+        def get_type_name(self):
+            return "test"
+
+        def normalize_path(self, path):
+            return path
+
+        def get_file_info(self, paths):
+            return [pafs.FileInfo(p, pafs.FileType.NotFound) for p in paths]
+
+        def get_file_info_selector(self, selector):
+            return []
+
+        def _refuse(self, *a, **k):
+            raise OSError("read-only test filesystem")
+
+        create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _refuse
+        move = copy_file = open_output_stream = open_append_stream = _refuse
+
+        def open_input_stream(self, path):
+            raise FileNotFoundError(path)
+
+        def open_input_file(self, path):
+            raise FileNotFoundError(path)
+
+        def __eq__(self, other):
+            return self is other
+
+        def __ne__(self, other):
+            return self is not other
+
+    return Handler
+
+
+def _swapping(data: bytes):
+    """A filesystem serving objects whose reported size (1 KiB) is not what a read gets: the
+    object was swapped after its size check."""
+    from pyarrow import fs as pafs
+
+    class Swapping(_handler_base()):
+        def get_file_info(self, paths):
+            return [pafs.FileInfo(p, pafs.FileType.File, size=1024) for p in paths]
+
+        def get_file_info_selector(self, selector):
+            return [pafs.FileInfo(selector.base_dir + "/s.jsonl", pafs.FileType.File, size=1024)]
+
+        def open_input_stream(self, path):
+            return pa.BufferReader(data)
+
+        open_input_file = open_input_stream
+
+    return pafs.PyFileSystem(Swapping())
+
+
+def test_max_bytes_is_enforced_on_the_bytes_read(tmp_path):
+    big = _session_bytes(1) + b"x" * (26 << 20)
+    fs = _swapping(big)
+    rows = session_stats("mem://bucket/p", filesystem=fs, workers=1, max_bytes=1 << 20).to_pylist()
+    assert [r["error_kind"] for r in rows] == ["too_large"]
+    # fsspec: a size check that lies the same way
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    mem.pipe_file("/swap/s.jsonl", big)
+    real_info = mem.info
+
+    def lying_info(path, **kw):
+        d = dict(real_info(path, **kw))
+        d["size"] = 1024
+        return d
+
+    mem.info = lying_info
+    try:
+        rows = session_stats("memory://swap", filesystem=mem, workers=1, max_bytes=1 << 20).to_pylist()
+    finally:
+        del mem.info
+        mem.rm("/swap/s.jsonl")
+    assert [r["error_kind"] for r in rows] == ["too_large"]
+
+
+def test_read_failures_are_reported_as_read_failures(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: the endpoint refuses
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"s3://nobucket/p?endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1&connect_timeout=1&request_timeout=1"
+    out = tmp_path / "s.parquet"
+    assert main(["stats", url, "--parquet", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read s3://nobucket/p" in err and "cannot write" not in err
+    assert "endpoint_override" not in err  # the query (it may hold credentials) is not echoed
+
+    class Denied(_handler_base()):
+        def get_file_info(self, paths):
+            return [pafs.FileInfo(p, pafs.FileType.Directory) for p in paths]
+
+        def get_file_info_selector(self, selector):
+            raise PermissionError(13, "Access Denied", selector.base_dir)
+
+    from pyarrow import fs as pafs
+
+    from sessiontree.errors import SessionTreeError
+
+    with pytest.raises(SessionTreeError, match="cannot read mem://b/p: .*Access Denied"):
+        session_stats("mem://b/p", filesystem=pafs.PyFileSystem(Denied()), workers=1)
+    # a write failure is one
+    (tmp_path / "ok.jsonl").write_bytes(_session_bytes(1))
+    assert main(["stats", str(tmp_path / "ok.jsonl"), "--parquet", str(tmp_path / "no-dir" / "s.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write" in err

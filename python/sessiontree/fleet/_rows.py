@@ -74,8 +74,95 @@ def _read_capped(fh: Any, max_bytes: int | None) -> bytes:
     return fh.read(max_bytes + 1)
 
 
+def _normalised_by_pyarrow(key: str) -> bool:
+    """Whether pyarrow.fs would read another object than ``key`` names (or refuse it): it
+    normalises paths, so an empty segment (``a//b``) is an error and ``.``/``..`` segments
+    are resolved (``p/../x`` reads the bucket's ``x``, ``p/./y`` reads ``p/y``). Object keys are
+    opaque strings: each is read as listed."""
+    return any(seg in ("", ".", "..") for seg in key.split("/")[1:])
+
+
+#: boto3 clients by the pyarrow S3FileSystem's settings (one per worker process)
+_S3_CLIENTS: dict[str, Any] = {}
+
+
+def _s3_client(fs: Any) -> Any:
+    """A boto3 S3 client with the settings of a ``pyarrow.fs.S3FileSystem`` (endpoint, scheme,
+    region, explicit credentials, anonymous); credentials it does not name come from boto3's
+    own chain (the environment, ``~/.aws``), as pyarrow's do."""
+    kw = dict(fs.__reduce__()[1][0])
+    key = repr(sorted((k, str(v)) for k, v in kw.items()))
+    client = _S3_CLIENTS.get(key)
+    if client is not None:
+        return client
+    try:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+    except ImportError:  # pragma: no cover - the fleet extra brings boto3
+        raise _Unopenable(
+            "unreadable", "reading an S3 key with empty, '.' or '..' segments exactly needs boto3 (the fleet extra)"
+        ) from None
+    if kw.get("role_arn"):
+        raise _Unopenable("unreadable", "an S3 key with empty, '.' or '..' segments under role_arn: not supported")
+    args: dict[str, Any] = {}
+    if kw.get("endpoint_override"):
+        args["endpoint_url"] = f"{kw.get('scheme') or 'https'}://{kw['endpoint_override']}"
+    if kw.get("region"):
+        args["region_name"] = kw["region"]
+    if kw.get("access_key"):
+        args["aws_access_key_id"] = kw["access_key"]
+        args["aws_secret_access_key"] = kw.get("secret_key")
+        if kw.get("session_token"):
+            args["aws_session_token"] = kw["session_token"]
+    if kw.get("anonymous"):
+        args["config"] = Config(signature_version=UNSIGNED)
+    client = boto3.client("s3", **args)
+    _S3_CLIENTS[key] = client
+    return client
+
+
+def _read_s3_exact(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
+    """One S3 object by its exact key (through boto3, which sends the key as it is)."""
+    from pyarrow import fs as pafs
+
+    if not isinstance(item.fs, pafs.S3FileSystem):
+        raise _Unopenable(
+            "unreadable",
+            f"{item.path}: a key with empty, '.' or '..' segments: this filesystem would read another object",
+        )
+    bucket, key = item.key.split("/", 1)
+    client = _s3_client(item.fs)
+    args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+    if max_bytes is not None:
+        args["Range"] = f"bytes=0-{max_bytes}"  # one byte over: enough to tell it is too large
+    try:
+        resp = client.get_object(**args)
+    except Exception as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise _Unopenable("not_found", f"no such object: {item.path}") from None
+        if code == "InvalidRange":  # an empty object
+            return b"", 0, None
+        raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
+    modified = resp.get("LastModified")
+    mtime = modified.timestamp() * 1000 if modified is not None else None
+    body = resp["Body"]
+    try:
+        data = _read_capped(body, max_bytes)
+    finally:
+        body.close()
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _Unopenable(
+            "too_large", f"over max_bytes={max_bytes} (read {len(data)} bytes, then stopped)", None, mtime
+        )
+    return data, len(data), mtime
+
+
 def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
     fs = item.fs
+    if hasattr(fs, "open_input_file") and _normalised_by_pyarrow(item.key):
+        return _read_s3_exact(item, max_bytes)
     if hasattr(fs, "open_input_file"):  # pyarrow.fs
         from pyarrow import fs as pafs
 
@@ -118,7 +205,12 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
     """``(session, bytes, file mtime ms)`` for one item; raises :class:`_Unopenable`."""
     try:
         if item.fs is not None:
-            data, size, mtime = _read_object(item, opts.max_bytes)
+            try:
+                data, size, mtime = _read_object(item, opts.max_bytes)
+            except (_Unopenable, SessionError):
+                raise
+            except Exception as exc:  # a storage client's error (ArrowInvalid, botocore...): a row
+                raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
             s = Session.from_bytes(data, name=item.path)
             _check_not_empty(s, item, size, mtime)
             return s, size, mtime

@@ -84,6 +84,8 @@ def _resolve_url(url: str, filesystem: Any) -> list[Item]:
         return [Item(prefix + k.lstrip("/") if not k.startswith(prefix) else k, k, filesystem) for k in keys]
     from pyarrow import fs as pafs
 
+    if any(seg in ("", ".", "..") for seg in root.split("/")[1:-1]) or root.endswith(("/.", "/..")):
+        return [Item(prefix + root, root, filesystem)]  # one object by its exact key (pyarrow would normalise it)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.Directory:
         sel = pafs.FileSelector(root.rstrip("/"), recursive=True)

@@ -449,3 +449,80 @@ def test_read_failures_are_reported_as_read_failures(tmp_path, capsys):
     assert main(["stats", str(tmp_path / "ok.jsonl"), "--parquet", str(tmp_path / "no-dir" / "s.parquet")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot write" in err
+
+
+# ==== 25: SIGINT/SIGTERM on compact-all ====
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_compact_all_signal_sends_nothing_new_and_records_every_compaction(tmp_path_factory, tmp_path, signum):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("openai")
+    from tests.fleet.test_fleet_compact import WINDOW, CountingLLM, _compactions, _copy_store
+
+    _, paths = shared_store(tmp_path_factory)
+    root = tmp_path / "sessions"
+    mine = _copy_store(paths[:40], root)
+    before = {str(p): _compactions(p) for p in mine}
+    outcomes = tmp_path / "outcomes.jsonl"
+    fake = CountingLLM(delay=1.5)
+    try:
+        cmd = [
+            sys.executable,
+            "-m",
+            "sessiontree",
+            "compact-all",
+            str(root),
+            "--context-window",
+            str(WINDOW),
+            "--keep-recent-tokens",
+            "2000",
+            "--summarizer",
+            "openai",
+            "--model",
+            "fake-model",
+            "--base-url",
+            fake.openai_url,
+            "--concurrency",
+            "2",
+            "--outcomes",
+            str(outcomes),
+            "--json",
+        ]
+        env = dict(os.environ, OPENAI_API_KEY="test-key")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(fake.requests) < 3 and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None and len(fake.requests) >= 3, "the run ended before it could be signalled"
+        with fake.count_lock:
+            in_flight = fake.in_flight
+        sent_before = len(fake.requests)
+        signalled = time.monotonic()
+        proc.send_signal(getattr(signal, signum))
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        fake.close()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert took < 10, took  # what was in flight (1.5 s per request) finished; nothing queued ran
+    late = [r for r in fake.requests if r["time"] > signalled + 0.05]
+    assert not late, f"{len(late)} summary requests sent after {signum}"
+    assert len(fake.requests) <= sent_before + in_flight
+    doc = json.loads(out)
+    assert doc["interrupted"] is True
+    rows = [json.loads(x) for x in outcomes.read_text().splitlines() if x.strip()]
+    by_path = {r["path"]: r for r in rows}
+    appended = [p for p in mine if _compactions(p) > before[str(p)]]
+    assert appended, "nothing in flight was finished"
+    for p in appended:  # every appended compaction is in the outcomes, with its usage
+        r = by_path.get(str(p))
+        assert r is not None and r["outcome"] == "compacted", (p, r)
+        assert r["input_tokens"] and r["compaction_entry_id"] == Session.open(p).leaf_id
+    assert doc["outcomes"].get("compacted", 0) == len(appended)
+    # sessions never reached are not final: a rerun picks them up
+    assert len(rows) < len(mine)

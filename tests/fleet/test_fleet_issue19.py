@@ -526,3 +526,87 @@ def test_compact_all_signal_sends_nothing_new_and_records_every_compaction(tmp_p
     assert doc["outcomes"].get("compacted", 0) == len(appended)
     # sessions never reached are not final: a rerun picks them up
     assert len(rows) < len(mine)
+
+
+# ==== 27: progress on a terminal, a summary, --json, unreadable files named ====
+
+
+def test_stats_summary_json_and_unreadable_files_named(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "ok.jsonl").write_bytes(_session_bytes(2, usage=USAGE))
+    (store / "garbage.jsonl").write_bytes(b"\x00\x01 not json\n")
+    (store / "empty.jsonl").write_bytes(b"")
+    (store / "dir.jsonl").mkdir()
+    out = tmp_path / "s.parquet"
+    assert main(["stats", str(store), "--parquet", str(out), "--json"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["sessions"] == 4 and doc["readable"] == 1
+    assert doc["errors"] == {"empty": 1, "not_a_file": 1, "not_a_session": 1}
+    assert doc["entries"] == 4 and doc["cost"] == 1.0 and doc["parquet"] == str(out)
+    for name in ("garbage.jsonl", "empty.jsonl", "dir.jsonl"):
+        assert str(store / name) in cap.err
+    assert str(store / "ok.jsonl") not in cap.err
+    assert main(["stats", str(store), "--parquet", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("4 sessions (3 unreadable: empty 1, not_a_file 1, not_a_session 1, ")
+
+
+def test_compact_all_summary_json(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "ok.jsonl").write_bytes(_session_bytes(2))
+    (store / "garbage.jsonl").write_bytes(b"\x00\x01 not json\n")
+    assert main(["compact-all", str(store), "--context-window", "100000", "--json"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["sessions"] == 2 and doc["outcomes"] == {"not_a_session": 1, "under_threshold": 1}
+    assert doc["errors"] == {"not_a_session": 1} and doc["skipped"] == {} and doc["summary_cost"] == 0
+    assert str(store / "garbage.jsonl") in cap.err
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """On a terminal (a pty as stderr) `stats` and `compact-all` draw tqdm's bar; piped, none."""
+    import pty
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    store.mkdir()
+    for i in range(5):
+        (store / f"s{i}.jsonl").write_bytes(_session_bytes(2, sid=f"s-{i}"))
+    for cmd in (
+        ["stats", str(store), "--parquet", str(tmp_path / "s.parquet")],
+        ["compact-all", str(store), "--context-window", "100000"],
+    ):
+        master, slave = pty.openpty()
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal's size
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "sessiontree", *cmd], stderr=slave, stdout=subprocess.PIPE, timeout=120
+            )
+            os.close(slave)
+            slave = -1
+            chunks = []
+            while True:
+                try:
+                    b = os.read(master, 65536)
+                except OSError:
+                    break
+                if not b:
+                    break
+                chunks.append(b)
+        finally:
+            if slave >= 0:
+                os.close(slave)
+            os.close(master)
+        err = b"".join(chunks).decode("utf-8", "replace")
+        assert proc.returncode == 0
+        assert "5/5" in err and "100%" in err, (cmd, err)
+        piped = subprocess.run([sys.executable, "-m", "sessiontree", *cmd], capture_output=True, text=True, timeout=120)
+        assert piped.returncode == 0 and "5/5" not in piped.stderr

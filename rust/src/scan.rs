@@ -529,8 +529,11 @@ const READ_PAST: usize = 8 << 10;
 /// before it is held (a line longer than [`MAX_LINE`] never is).
 const LONG_LINE: u64 = 16 << 20;
 /// Bytes read ahead of the indexing, at most (besides the range being indexed): what the read
-/// buffers may hold when the indexing thread is held up.
-const READ_AHEAD: u64 = 8 << 20;
+/// buffers may hold when the indexing thread is held up. (8 MiB cost a third more system time
+/// than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
+const READ_AHEAD: u64 = 2 << 20;
+/// Parsed lines waiting to be indexed in a file scan, at most this many bytes of them.
+const FILE_QUEUE: usize = 1 << 20;
 /// Read buffers larger than this (a long line was read into one) are freed, not reused.
 const KEEP_BUFFER: usize = 4 * FILE_MAX_CHUNK;
 
@@ -1040,13 +1043,17 @@ where
         return Ok(());
     }
     let len = (to - from) as usize;
-    index.reserve(len / 1024);
+    // a guess on the low side: tables grow by doubling, and one reserved for more lines than
+    // the file has (a tiny-line guess, 1 KiB a line, on ~1.3 KiB lines) doubles the key table
+    index.reserve(len / 4096);
     let threads = if parallel && len > PARALLEL_MIN {
         rayon::current_num_threads()
     } else {
         1
     };
-    let queue = (len / QUEUE_SHARE).clamp(MIN_QUEUE, MAX_QUEUE) / std::mem::size_of::<ParsedLine>();
+    // (what `READ_AHEAD` bytes of realistic lines parse to; tiny lines stop at this instead)
+    let queue =
+        (len / QUEUE_SHARE).clamp(MIN_QUEUE, FILE_QUEUE) / std::mem::size_of::<ParsedLine>();
     let shared = FileShared {
         read,
         from,

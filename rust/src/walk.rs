@@ -724,6 +724,47 @@ mod span_tests {
         );
     }
 
+    /// A first kept entry that is not above the compaction keeps nothing before it; the memo
+    /// answers later calls, and is dropped when the root above gains a parent (here one that
+    /// makes the entry an ancestor after all).
+    #[test]
+    fn an_off_path_first_kept_entry_keeps_nothing_and_the_memo_follows_appends() {
+        let side = r#"{"type":"message","id":"side","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;
+        let mut lines = vec![side.to_string(), msg("m0", "late", "user")];
+        lines.push(msg("m1", "m0", "assistant"));
+        lines.push(compaction("c", "m1", "side"));
+        lines.push(msg("after", "c", "user"));
+        let mut st = store(&lines);
+        let memo = crate::walk::SpanMemo::default();
+        let ids = |ix: &Index, v: &[u32]| {
+            v.iter()
+                .map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..2 {
+            let leaf = (st.index.recs.len() - 1) as u32;
+            let span = st.index.context_span_with(leaf, false, &memo).unwrap();
+            assert_eq!(ids(&st.index, &span), ["c", "after"]);
+            assert!(memo.0.lock().unwrap().is_some());
+        }
+        // "late" arrives, under "side": side is above the compaction now
+        let late = r#"{"type":"message","id":"late","parentId":"side","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;
+        let end = st.end();
+        st.append_bytes(end, format!("{late}\n").as_bytes())
+            .unwrap();
+        let leaf = st
+            .index
+            .lookup_str("after")
+            .map(|k| st.index.winner(k))
+            .unwrap();
+        let span = st.index.context_span_with(leaf, false, &memo).unwrap();
+        assert_eq!(
+            ids(&st.index, &span),
+            ["side", "late", "m0", "m1", "c", "after"]
+        );
+        assert_eq!(span, st.index.context_span(leaf, false).unwrap());
+    }
+
     #[test]
     fn the_near_common_ancestor_is_the_common_ancestor() {
         let mut lines = chain(12);

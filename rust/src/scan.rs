@@ -11,6 +11,10 @@
 //! too, so no pass over the data runs on one core. Parsed skeletons borrow the mapped bytes;
 //! how many parsed lines may wait to be indexed is bounded (a small share of the data's
 //! size), so memory stays bounded however large the file.
+//!
+//! A file is scanned the same way without ever being mapped ([`scan_file`]): each thread reads
+//! the ranges it is handed with `pread` into a buffer of its own and parses them there; the
+//! indexing thread checks that the ranges' lines meet end to start.
 
 use crate::index::{parse_one, pre_of, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::LineParser;

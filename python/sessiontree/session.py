@@ -1078,14 +1078,20 @@ class Session:
         return self._writer
 
     def _lock(self) -> None:
-        """Take the writer lock; on first taking it, index what others appended meanwhile
-        (our leaf stays where the caller put it) and hand the core the descriptor to write to."""
+        """Take the writer lock; on first taking it, index what others appended meanwhile and
+        hand the core the descriptor to write to. The leaf is then the file's current leaf (its
+        last entry, so writers taking turns build one chain), unless the caller had moved it
+        away from the file's last entry (``branch``, ``reset_leaf``): that choice is kept."""
         writer = self._get_writer()
         if writer.acquire():
             try:
                 leaf_null = self._core.leaf_is_null()
                 leaf = self._core.leaf()
-                if self._core.refresh():
+                n = len(self._core)
+                # the leaf a scan leaves (the last entry in file order; a last entry with an
+                # id that names nothing leaves a leaf that names nothing)
+                follows_file = n == 0 or (leaf == n - 1 if leaf is not None else not leaf_null)
+                if self._core.refresh() and not follows_file:
                     self._core.set_leaf(None if leaf_null or leaf is None else leaf)
                 self._core.attach_writer(writer.fd, self._durability)
                 _WRITING.add(self)

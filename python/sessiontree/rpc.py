@@ -22,7 +22,16 @@ this server holds sessions, not an agent.
 
 Beyond Pi, only after the client sent ``{"type": "hello"}`` (so a Pi client sees nothing new):
 ``navigate_tree``, ``set_label``, ``get_entries`` with ``limit``, ``get_entry``,
-``list_sessions`` and ``follow``.
+``list_sessions``, ``follow`` (``entry_appended`` events; a ``follow_end`` event when the file is
+deleted, replaced or rewritten, and the follow ends) and ``get_tree`` with ``format: "flat"``
+(paged nodes with ``parentId``, ``childCount`` and labels, for JSON parsers with a depth limit).
+
+Launch flags (:func:`main`) are Pi's session flags, honoured as Pi does: ``--session FILE|ID``,
+``--fork FILE|ID``, ``--session-id``, ``--session-dir``, ``--continue``, ``--no-session``,
+``--name``; any other Pi flag is refused (one line, exit 2). A new session is written with its
+first entry, at the path ``get_state`` reports from the start. On ``--listen`` each connection
+has its own current session; connections on one file share its index and writer
+(:class:`SessionRegistry`).
 
 Deliberate differences from Pi (``docs/divergences.md``): nothing is written on start (Pi appends
 a ``thinking_level_change``, a missing newline, or rewrites v1/v2 files); legacy files are

@@ -635,7 +635,7 @@ class RpcServer:
                 parent[k] = i
             stack.extend(~k for k in reversed(ch))
         page = order[offset : offset + limit]
-        stamps = self._label_timestamps() if page else {}
+        stamps: dict | None = None  # read only when a node of the page has a label
         nodes = []
         for i in page:
             e = s.entry_at(i)
@@ -645,6 +645,8 @@ class RpcServer:
             label = s.get_label(e.id) if isinstance(e.id, str) else None
             if label is not None:
                 d["label"] = label
+                if stamps is None:
+                    stamps = self._label_timestamps()
                 ts = stamps.get(e.id)
                 if ts is not None:
                     d["labelTimestamp"] = ts
@@ -1564,8 +1566,8 @@ class _WriterGate:
 SESSION_FLAGS = "--session, --fork, --session-id, --session-dir, --continue, --no-session, --name"
 
 
-class _UsageError(Exception):
-    pass
+class _UsageError(RpcError):
+    """A launch flag refused (one line, exit 2)."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -444,7 +444,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         out(f"active branch:   parentId cycle ({' -> '.join(_shown_id(i) for i in cycle.ids)}); Pi cannot open it")
     else:
         shown = ", ".join(f"{safe_text(r)} {n}" for r, n in sorted(roles.items())) or "no messages"
-        out(f"active branch:   {len(path)} entries; messages: {shown}")
+        out(f"active branch:   {len(path.index)} entries; messages: {shown}")
     if context_error is not None:
         out(f"context:         error: {safe_text(context_error)}")
     elif context_count is not None:
@@ -740,7 +740,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     if args.since is not None:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
-            raise EntryNotFoundError(f"Entry not found: {args.since}")
+            raise EntryNotFoundError.of(args.since)
         entries = s.entry_table(range(since.index + 1, len(s)))
     else:
         entries = s.entry_table()
@@ -1236,7 +1236,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 
     target = s.get_entry(args.target_id)
     if target is None:
-        raise EntryNotFoundError(f"Entry not found: {args.target_id}")
+        raise EntryNotFoundError.of(args.target_id)
     if not (args.summarize or args.label is not None or args.dry_run):
         print(
             "sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "

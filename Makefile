@@ -30,7 +30,7 @@ dev: $(PY)  ## build the extension into .venv (dev-fast profile: no LTO, increme
 	$(PY) -m maturin develop --profile dev-fast --extras test,release,dev -q
 
 test:  ## the fast loop: every test not marked slow, on $(JOBS) workers (at most 90 s here)
-	$(PY) -m pytest -q -m "not slow" -n $(JOBS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -m "not slow" -n $(JOBS)
 
 test-all:  ## every test, as CI runs them (pytest, slow ones included, then cargo test)
 	$(PY) -m pytest -q

@@ -133,7 +133,9 @@ def load_models(path: Path | None) -> list[dict]:
         for m in p.get("models") or []:
             if not isinstance(m, dict) or not isinstance(m.get("id"), str):
                 continue
-            cost = m.get("cost") if isinstance(m.get("cost"), dict) else {}
+            cost = m.get("cost")
+            if not isinstance(cost, dict):
+                cost = {}
             out.append(
                 {
                     "id": m["id"],
@@ -165,8 +167,10 @@ def load_settings(path: Path | None) -> dict:
 
 def compaction_settings(settings: dict) -> CompactionSettings:
     """``settings["compaction"]`` (``reserveTokens``, ``keepRecentTokens``) as CompactionSettings."""
-    raw = settings.get("compaction") if isinstance(settings.get("compaction"), dict) else {}
-    kw = {}
+    raw = settings.get("compaction")
+    if not isinstance(raw, dict):
+        raw = {}
+    kw: dict[str, Any] = {}
     for src, dst in (("keepRecentTokens", "keep_recent_tokens"), ("reserveTokens", "reserve_tokens")):
         v = raw.get(src)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
@@ -354,13 +358,10 @@ class RpcServer:
         self.release_after_write = release_after_write
         self.hello = False
         self.is_compacting = False
-        self._shared = session_ref or SharedSession(None)
         if session_ref is None:
-            self._shared.session = session
-            self._shared.pending_parent = None
-            if session is None:
-                self._shared.session = Session.in_memory(self.cwd)
-                self._shared.pending = persist
+            session_ref = SharedSession(session if session is not None else Session.in_memory(self.cwd))
+            session_ref.pending = session is None and persist
+        self._shared = session_ref
         self._followers: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -482,6 +483,7 @@ class RpcServer:
             raise RpcError(f"Entry not found: {_js_string(since)}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise RpcError("limit must be a non-negative integer")
+        data: dict[str, Any]
         if limit is None:
             entries = s.get_entries(since)
             data = {"entries": [e.raw for e in entries], "leafId": s.leaf_id}
@@ -850,7 +852,7 @@ class RpcServer:
         out = []
         for i in infos:
             d = {}
-            for k, v in vars(i).items() if hasattr(i, "__dict__") else i._asdict().items():
+            for k, v in vars(i).items():  # SessionInfo is a dataclass
                 d[_camel(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
             out.append(d)
         return response(cmd_id, ctype, {"sessions": out})
@@ -896,7 +898,7 @@ class RpcServer:
 class SharedSession:
     """The session several :class:`RpcServer` s (one per socket client) share."""
 
-    def __init__(self, session: Session | None):
+    def __init__(self, session: Session):
         self.session = session
         self.pending = False
         self.pending_parent: str | None = None

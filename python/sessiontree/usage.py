@@ -91,6 +91,11 @@ class UsageAccumulator:
     keeps one, so each call costs the entries appended since the last one."""
 
     __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count")
+    # tokens as UsageTotals holds them: floats where Pi's sums are (NaN for a missing field)
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
 
     def __init__(self) -> None:
         self.input = self.output = self.cache_read = self.cache_write = 0

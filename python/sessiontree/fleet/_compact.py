@@ -128,7 +128,7 @@ class BoundedSummarizer:
         return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["inner"], state["limit"])
+        BoundedSummarizer.__init__(self, state["inner"], state["limit"])
 
 
 def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
@@ -323,7 +323,8 @@ def _run_ray(
         def run(self, path: str) -> dict:
             return compact_one(path, self.summarizer, self.opts)
 
-    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]
+    # ray.remote(...) makes an actor class; ray's typing gives the decorated class back unchanged
+    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]  # type: ignore[attr-defined]
     pool = ActorPool(actors)
     out: list[dict] = []
     try:

@@ -24,9 +24,9 @@ help:  ## list the targets
 
 $(PY):
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q -U pip 'maturin>=1.7,<2'
 
 dev: $(PY)  ## build the extension into .venv (dev-fast profile: no LTO, incremental) with the test, release and dev extras
+	$(PY) -m maturin --version >/dev/null 2>&1 || $(PY) -m pip install -q -U pip 'maturin>=1.7,<2'
 	$(PY) -m maturin develop --profile dev-fast --extras test,release,dev -q
 
 test:  ## the fast loop: every test not marked slow, on $(JOBS) workers (at most 90 s here)

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SLOW_PATHS = (
     "tests/perf/",  # ratios measured in one run; every benchmark once; the report script
-    "tests/html/test_html_export.py",  # headless Chromium
+    "tests/html/",  # headless Chromium
     "tests/fleet/",  # a generated 1,000-session store, process pools, a local Ray, a moto S3 server
     "tests/core/test_fuzz_short.py",  # the fuzz pass (atheris)
     "tests/rpc/test_rpc_replay.py",  # every *.rpc.json through the real process

@@ -77,7 +77,13 @@ class SessionCycleError(SessionError):
 class EntryNotFoundError(SessionError, KeyError):
     """No entry has the given id. Its one wording is :meth:`of`'s, Pi's RPC text
     ``Entry not found: <id>`` (Pi's ``SessionManager.branch`` says ``Entry <id> not found``;
-    every sessiontree surface uses the one text)."""
+    every sessiontree surface uses the one text).
+
+    Attributes:
+        entry_id: the id looked up (any JSON value), when made by :meth:`of`; else ``None``.
+    """
+
+    entry_id: Any = None
 
     @classmethod
     def of(cls, entry_id: Any) -> "EntryNotFoundError":

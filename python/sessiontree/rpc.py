@@ -165,7 +165,9 @@ def load_models(path: Path | None) -> list[dict]:
         for m in p.get("models") or []:
             if not isinstance(m, dict) or not isinstance(m.get("id"), str):
                 continue
-            cost = m.get("cost") if isinstance(m.get("cost"), dict) else {}
+            cost = m.get("cost")
+            if not isinstance(cost, dict):
+                cost = {}
             out.append(
                 {
                     "id": m["id"],
@@ -197,8 +199,10 @@ def load_settings(path: Path | None) -> dict:
 
 def compaction_settings(settings: dict) -> CompactionSettings:
     """``settings["compaction"]`` (``reserveTokens``, ``keepRecentTokens``) as CompactionSettings."""
-    raw = settings.get("compaction") if isinstance(settings.get("compaction"), dict) else {}
-    kw = {}
+    raw = settings.get("compaction")
+    if not isinstance(raw, dict):
+        raw = {}
+    kw: dict[str, Any] = {}
     for src, dst in (("keepRecentTokens", "keep_recent_tokens"), ("reserveTokens", "reserve_tokens")):
         v = raw.get(src)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
@@ -563,6 +567,7 @@ class RpcServer:
             raise RpcError(str(EntryNotFoundError.of(_js_string(since))))
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise RpcError("limit must be a non-negative integer")
+        data: dict[str, Any]
         if limit is None:
             entries = s.get_entries(since)
             data = {"entries": [e.raw for e in entries], "leafId": s.leaf_id}
@@ -989,7 +994,7 @@ class RpcServer:
         out = []
         for i in infos:
             d = {}
-            for k, v in vars(i).items() if hasattr(i, "__dict__") else i._asdict().items():
+            for k, v in vars(i).items():  # SessionInfo is a dataclass
                 d[_camel(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
             out.append(d)
         return response(cmd_id, ctype, {"sessions": out})

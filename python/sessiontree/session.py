@@ -151,7 +151,7 @@ def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
     ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
     of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
     writer that died. Other names are never touched. Returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -704,6 +704,7 @@ class Session:
         """
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         src = cls.open(source_path)
+        assert src._path is not None  # opened from a file
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(target_cwd)
         sdir.mkdir(parents=True, exist_ok=True)
         ts = iso_now()
@@ -744,8 +745,9 @@ class Session:
         return self._session_dir
 
     @property
-    def session_id(self) -> str:
-        """The header's ``id`` as written."""
+    def session_id(self) -> Any:
+        """The header's ``id`` as written (a str in every file Pi writes; any JSON value, or None
+        when missing, in a hand-made one)."""
         return self._header.get("id")
 
     @property
@@ -1181,7 +1183,7 @@ class Session:
             size.append(self._core.location(i)[2])
             t = self._core.timestamp_ms(i)
             when.append(t if t == t else None)
-        tokens: list[int | None] = list(self._core.estimate_tokens(idx))
+        tokens: list[int | float | None] = list(self._core.estimate_tokens(idx))
         for k, t in enumerate(tokens):
             if t is None:  # the exact (Python) rules decide
                 try:
@@ -1298,6 +1300,7 @@ class Session:
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
+            assert self._path is not None  # only file sessions write through a writer
             self._writer = SessionWriter(self._path, self._lock_timeout)
         return self._writer
 
@@ -2090,7 +2093,7 @@ class EntryTable(NamedTuple):
     ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
     byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
 
-    index: list[int]
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     id: list[str | None]
     parent_id: list[str | None]
     parent_is_null: list[bool]
@@ -2106,10 +2109,10 @@ class EntryMetrics(NamedTuple):
     since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
     throws)."""
 
-    index: list[int]
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     bytes: list[int]
     timestamp_ms: list[float | None]
-    tokens: list[int | None]
+    tokens: list[int | float | None]
 
 
 class TreeTable(NamedTuple):

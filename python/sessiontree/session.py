@@ -50,6 +50,8 @@ from . import orchestration
 from .compaction import collect_context_edits, entry_context_messages, kept_boundary
 from .compaction import find_cut_point as py_find_cut_point
 from .hooks import SessionHooks
+from .index_cache import IndexCache
+from .index_cache import open_kwargs as index_cache_open_kwargs
 from .listing import most_recent_session
 from .orchestration import CompactionResult, NavigationResult
 from .provider_context import ProviderContext, repair_for_provider
@@ -268,6 +270,7 @@ class Session:
         session_dir: str | os.PathLike | None = None,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
+        index_cache: IndexCache = None,
     ) -> "Session":
         """Open an existing session file. Never modifies the file.
 
@@ -283,6 +286,11 @@ class Session:
                 the process until :meth:`flush`/:meth:`close`); see :mod:`sessiontree.writer`.
             lock_timeout: seconds the first write waits for another writer's lock (None:
                 fail at once with :class:`SessionLockedError`). Reading never locks.
+            index_cache: where saved indexes are read and written (:mod:`sessiontree.index_cache`):
+                None for the default (``$SESSIONTREE_INDEX_CACHE``, else
+                ``$XDG_CACHE_HOME/sessiontree``), a folder, or ``False``/``"off"``. A saved index
+                that passes its checks is loaded and only bytes appended since are scanned; the
+                answers are the cold scan's either way. The session file is never written.
 
         Raises:
             FileNotFoundError: no such file.
@@ -292,6 +300,7 @@ class Session:
             SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
         check_lock_timeout(lock_timeout)
+        cache = index_cache_open_kwargs(index_cache)
         p = Path(path).expanduser()
         if session_dir is not None:
             session_dir = Path(session_dir).expanduser()
@@ -299,7 +308,7 @@ class Session:
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
-        core = _core.Index.open(str(p))
+        core = _core.Index.open(str(p), **cache)
         # the folder the caller named (lexically, like Node's path.resolve), not where a
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
@@ -1053,6 +1062,14 @@ class Session:
             return 0
         self.flush()
         return self._core.refresh()
+
+    def index_cache_state(self) -> tuple[str, int, str]:
+        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was
+        opened: ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes
+        after ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because
+        ``why``, then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved:
+        e.g. below the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        return self._core.cache_state()
 
     # ==== writing ==================================================================
 

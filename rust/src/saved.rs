@@ -29,7 +29,7 @@
 //! at once each rename a whole file; a symlink planted at the name is replaced, never
 //! followed). A failed save (full disk, unwritable folder) only means the next open is cold.
 
-use crate::index::{recs_bytes, Index, Rec};
+use crate::index::{advise_huge_range, recs_bytes, Index, Rec};
 use std::ffi::CString;
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
@@ -259,28 +259,28 @@ const SUM_AT: usize = 24 + 8 * 9;
 
 /// Reads `len` bytes at `at` of `f` into a fresh vector (the length checked by the caller).
 fn read_vec(f: &File, at: u64, len: usize) -> io::Result<Vec<u8>> {
-    let mut v = vec![0u8; len];
-    f.read_exact_at(&mut v, at)?;
+    let mut v: Vec<u8> = Vec::with_capacity(len);
+    read_into(f, at, v.as_mut_ptr(), len)?;
+    // SAFETY: `read_into` wrote all `len` bytes.
+    unsafe { v.set_len(len) };
     Ok(v)
 }
 
-/// Reads `n` records at `at` of `f` straight into a records array.
-fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
-    let bytes = n
-        .checked_mul(std::mem::size_of::<Rec>())
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-    let mut v: Vec<Rec> = Vec::with_capacity(n);
-    let base = v.as_mut_ptr() as *mut u8;
+/// Reads exactly `len` bytes at `at` of `f` into the allocation at `base` (room for `len`
+/// bytes), on transparent huge pages where the allocation is large (a 4 KiB page fault per
+/// page of a fresh 40 MiB array costs more than the copy).
+fn read_into(f: &File, at: u64, base: *mut u8, len: usize) -> io::Result<()> {
+    advise_huge_range(base as usize, len);
     let mut done = 0usize;
-    while done < bytes {
-        // SAFETY: `base[done..bytes]` lies inside the vector's allocation (capacity `n`
-        // records); the kernel writes into it through a raw pointer, no reference to
-        // uninitialised memory is made.
+    while done < len {
+        // SAFETY: `base[done..len]` lies inside an allocation of at least `len` bytes; the
+        // kernel writes into it through a raw pointer, no reference to uninitialised memory is
+        // made.
         let r = unsafe {
             libc::pread(
                 f.as_raw_fd(),
                 base.add(done) as *mut libc::c_void,
-                bytes - done,
+                len - done,
                 (at + done as u64) as libc::off_t,
             )
         };
@@ -296,6 +296,16 @@ fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
         }
         done += r as usize;
     }
+    Ok(())
+}
+
+/// Reads `n` records at `at` of `f` straight into a records array.
+fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
+    let bytes = n
+        .checked_mul(std::mem::size_of::<Rec>())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut v: Vec<Rec> = Vec::with_capacity(n);
+    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
     // SAFETY: every byte of the first `n` records was written above, and any bit pattern is a
     // valid `Rec` (integers, floats and a byte array).
     unsafe { v.set_len(n) };

@@ -388,6 +388,13 @@ impl Store {
         };
         let f = File::open(path)?;
         let meta = f.metadata()?;
+        if meta.len() < cfg.min_bytes {
+            // a small file: its scan costs about what a load would; the cache is not looked at
+            drop(f);
+            let why = "below the size saved".to_string();
+            let st = Store::open(path, parallel)?;
+            return Ok((st, saved::CacheState::Cold { why, saved: false }));
+        }
         let why = match saved::load(cfg, &f, &meta) {
             Ok((index, covered)) => {
                 let (map, map_len) = load(&f, meta.len())?;

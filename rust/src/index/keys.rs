@@ -130,7 +130,7 @@ fn advise_huge_pages(v: &[u64]) {
 /// transparent huge pages. (Room reserved is address space only until used. Arrays this large
 /// get fresh pages from the OS whatever we do; smaller ones are left to grow, which lets the
 /// allocator reuse memory it already has.)
-fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
+pub(crate) fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
     const RESERVE_MIN: usize = 8 << 20;
     if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more
     {
@@ -163,7 +163,7 @@ fn populate_range(start: usize, len: usize) {
 }
 
 /// `MADV_HUGEPAGE` on the whole 2 MiB pages inside `[start, start + len)`.
-fn advise_huge_range(start: usize, len: usize) {
+pub(crate) fn advise_huge_range(start: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;

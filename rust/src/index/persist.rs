@@ -229,7 +229,8 @@ impl Index {
         if tags[0] != K_UNDEFINED || tags[1] != K_NULL {
             return None;
         }
-        let mut key_recs = Vec::with_capacity(nkeys);
+        let mut key_recs = Vec::new();
+        super::keys::reserve_large(&mut key_recs, nkeys);
         let (mut off, mut si) = (0u64, 0usize);
         for (i, &tag) in tags.iter().enumerate() {
             let len = u32::from_ne_bytes(lens[i * 4..i * 4 + 4].try_into().ok()?);
@@ -336,7 +337,9 @@ impl Index {
         }
         // records: in file order, inside the covered bytes, with known keys and codes
         let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
-        let mut by_id = vec![NONE; nkeys];
+        let mut by_id = Vec::new();
+        super::keys::reserve_large(&mut by_id, nkeys);
+        by_id.resize(nkeys, NONE);
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
         let (mut prev_line, mut prev_vpos) = (0u32, 0u32);
@@ -369,7 +372,10 @@ impl Index {
         let _ = KID_NULL;
         ix.recs = recs;
         ix.key_recs = key_recs;
-        ix.key_bytes = key_str.as_bytes().to_vec();
+        let mut kb = Vec::new();
+        super::keys::reserve_large(&mut kb, key_str.len());
+        kb.extend_from_slice(key_str.as_bytes());
+        ix.key_bytes = kb;
         ix.by_id = by_id;
         ix.dup_ids = dup;
         ix.leaf = leaf;

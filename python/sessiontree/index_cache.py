@@ -1,0 +1,157 @@
+"""Where saved indexes live, and the ``sessiontree cache`` commands (issue 17).
+
+After a cold scan of a session file the core saves the index it built in a cache folder of
+ours; the next open, in any process, checks that saved index against the file, loads it and
+scans only the bytes appended since (``rust/src/saved.rs`` describes the file and its checks;
+``docs/reliability.md`` what the check catches and what it cannot). A saved index is derived
+data: it is never authoritative, and any doubt means a cold scan with the same answers.
+
+Where: ``$SESSIONTREE_INDEX_CACHE`` when set (a folder, or ``off``), else
+``$XDG_CACHE_HOME/sessiontree`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG spec says),
+else ``~/.cache/sessiontree``. Never beside the session files unless that folder is named.
+``index_cache=`` on :meth:`Session.open`, :func:`list_sessions` and the fleet functions
+overrides it per call: a folder, or ``False``/``"off"`` for no cache.
+
+Files smaller than :data:`DEFAULT_MIN_BYTES` (``$SESSIONTREE_INDEX_CACHE_MIN_BYTES``) are not
+saved: their scan costs about what loading a saved index does.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+from .errors import SessionArgumentError
+
+#: Below this file size (bytes) no index is saved (1 MiB: a cold open of 1 MiB takes about a
+#: millisecond, no more than checking and loading a saved index).
+DEFAULT_MIN_BYTES = 1 << 20
+
+#: What ``index_cache=`` accepts: None (the default place), a folder, or False / "off".
+IndexCache = Union[None, bool, str, "os.PathLike[str]"]
+
+_SUFFIX = ".stidx"
+
+
+def default_dir() -> Path:
+    """``$XDG_CACHE_HOME/sessiontree`` (when absolute), else ``~/.cache/sessiontree``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "sessiontree"
+    return Path.home() / ".cache" / "sessiontree"
+
+
+def _is_off(v: object) -> bool:
+    return v is False or (isinstance(v, str) and v.strip().lower() in ("off", "0", "false", "no", ""))
+
+
+def resolve(index_cache: IndexCache = None) -> Path | None:
+    """The cache folder for ``index_cache`` (see the module docs), or None when off.
+
+    Raises:
+        SessionArgumentError: ``index_cache`` is not None, a bool, a str or a path.
+    """
+    if index_cache is None or index_cache is True:
+        env = os.environ.get("SESSIONTREE_INDEX_CACHE")
+        if env is not None:
+            return None if _is_off(env) else Path(env).expanduser()
+        return default_dir()
+    if _is_off(index_cache):
+        return None
+    if isinstance(index_cache, (str, os.PathLike)):
+        return Path(index_cache).expanduser()
+    raise SessionArgumentError(f"index_cache must be None, False, 'off' or a folder, not {index_cache!r}")
+
+
+def min_bytes() -> int:
+    """Files below this size (bytes) are not saved: ``$SESSIONTREE_INDEX_CACHE_MIN_BYTES`` or
+    :data:`DEFAULT_MIN_BYTES`."""
+    v = os.environ.get("SESSIONTREE_INDEX_CACHE_MIN_BYTES")
+    if v is None:
+        return DEFAULT_MIN_BYTES
+    try:
+        n = int(v)
+    except ValueError:
+        return DEFAULT_MIN_BYTES
+    return max(n, 0)
+
+
+def open_kwargs(index_cache: IndexCache = None) -> dict[str, object]:
+    """Keyword arguments for the core's ``Index.open`` (``cache_dir``, ``cache_min``)."""
+    d = resolve(index_cache)
+    if d is None:
+        return {}
+    return {"cache_dir": str(d), "cache_min": min_bytes()}
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What ``sessiontree cache info`` shows: the folder (None when the cache is off), whether it
+    exists, how many saved indexes it holds and their total size in bytes, and leftover temp
+    files of interrupted saves."""
+
+    folder: Path | None
+    exists: bool
+    files: int
+    bytes: int
+    temp_files: int
+
+
+def _ours(name: str) -> bool:
+    return name.endswith(_SUFFIX) or (name.startswith(".") and name.endswith(".tmp") and _SUFFIX in name)
+
+
+def info(index_cache: IndexCache = None) -> CacheInfo:
+    """The cache folder's state (read only; symlinks in it are neither followed nor counted)."""
+    d = resolve(index_cache)
+    if d is None:
+        return CacheInfo(None, False, 0, 0, 0)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return CacheInfo(d, False, 0, 0, 0)
+    files = size = temps = 0
+    for n in names:
+        if not _ours(n):
+            continue
+        try:
+            st = os.lstat(d / n)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if n.endswith(".tmp"):
+            temps += 1
+        else:
+            files += 1
+            size += st.st_size
+    return CacheInfo(d, True, files, size, temps)
+
+
+def clear(index_cache: IndexCache = None) -> int:
+    """Removes every saved index (and leftover temp file) from the cache folder; returns how
+    many files were removed. Only our own names are touched (a symlink with such a name is
+    removed as a link, its target left alone); other files and the folder stay."""
+    d = resolve(index_cache)
+    if d is None:
+        return 0
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return 0
+    n = 0
+    for name in names:
+        if not _ours(name):
+            continue
+        p = d / name
+        try:
+            if stat.S_ISDIR(os.lstat(p).st_mode):
+                continue
+            os.unlink(p)
+            n += 1
+        except OSError:
+            continue
+    return n

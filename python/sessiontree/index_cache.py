@@ -90,8 +90,8 @@ def open_kwargs(index_cache: IndexCache = None) -> dict[str, object]:
 @dataclass(frozen=True)
 class CacheInfo:
     """What ``sessiontree cache info`` shows: the folder (None when the cache is off), whether it
-    exists, how many saved indexes it holds and their total size in bytes, and leftover temp
-    files of interrupted saves."""
+    exists, how many saved indexes and saved rows it holds and their total size in bytes, and
+    leftover temp files of interrupted saves."""
 
     folder: Path | None
     exists: bool
@@ -101,7 +101,11 @@ class CacheInfo:
 
 
 def _ours(name: str) -> bool:
-    return name.endswith(_SUFFIX) or (name.startswith(".") and name.endswith(".tmp") and _SUFFIX in name)
+    return (
+        name.endswith(_SUFFIX)
+        or name.endswith(".row")
+        or (name.startswith(".") and name.endswith(".tmp") and _SUFFIX in name)
+    )
 
 
 def info(index_cache: IndexCache = None) -> CacheInfo:
@@ -155,3 +159,124 @@ def clear(index_cache: IndexCache = None) -> int:
         except OSError:
             continue
     return n
+
+
+# ---------------------------------------------------------------- saved rows
+#
+# A saved row is a small answer about one whole file (a ``sessiontree stats`` row, a listing
+# entry), kept beside the saved indexes and reused while the file is the one it was computed
+# from: the same (device, inode, size, mtime ns, ctime ns). The kernel sets ctime to the current
+# time on every write, truncate, rename or chmod, and no program can set it back (only the
+# system clock can), so an equal stamp means the file was not written since. Rows are JSON,
+# written like saved indexes (O_EXCL temp file 0600 in a folder we own, renamed; symlinks
+# neither followed nor written through); anything odd reads as "no row".
+
+_ROW_SUFFIX = ".row"
+_ROW_MAX = 1 << 20
+_ROW_VERSION = 1
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _row_name(st: os.stat_result, kind: str) -> str:
+    return f"{st.st_dev:016x}-{st.st_ino:016x}.{kind}{_ROW_SUFFIX}"
+
+
+def _open_folder(d: Path, create: bool) -> int | None:
+    """The cache folder's descriptor (created 0700 when ``create``), or None when it is a
+    symlink, not ours, writable by others, or cannot be opened."""
+    try:
+        if create:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        return None
+    return fd
+
+
+def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict | None:
+    """The row saved for the file whose ``os.stat`` is ``st``, computed with options ``key``;
+    None when there is none, or it was saved for another state of the file or other options."""
+    import json
+
+    d = resolve(index_cache)
+    if d is None:
+        return None
+    dfd = _open_folder(d, False)
+    if dfd is None:
+        return None
+    try:
+        fd = os.open(_row_name(st, kind), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        os.close(dfd)
+        return None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode) or fst.st_size > _ROW_MAX:
+            return None
+        data = os.read(fd, _ROW_MAX + 1)
+        v = json.loads(data)
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+        os.close(dfd)
+    if (
+        not isinstance(v, dict)
+        or v.get("v") != _ROW_VERSION
+        or v.get("stamp") != _stamp(st)
+        or v.get("key") != key
+        or not isinstance(v.get("row"), dict)
+    ):
+        return None
+    return v["row"]
+
+
+def save_row(kind: str, st: os.stat_result, key: str, row: dict, index_cache: IndexCache = None) -> bool:
+    """Saves ``row`` for the file whose ``os.stat`` (taken before the row was computed) is
+    ``st``. False (nothing written) when the cache is off or unusable; never raises for that."""
+    import json
+    import secrets
+
+    d = resolve(index_cache)
+    if d is None:
+        return False
+    try:
+        data = json.dumps({"v": _ROW_VERSION, "stamp": _stamp(st), "key": key, "row": row}).encode()
+    except (TypeError, ValueError):
+        return False
+    if len(data) > _ROW_MAX:
+        return False
+    dfd = _open_folder(d, True)
+    if dfd is None:
+        return False
+    name = _row_name(st, kind)
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(6)}{_SUFFIX}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+    except OSError:
+        os.close(dfd)
+        return False
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        return False
+    finally:
+        os.close(dfd)

@@ -54,7 +54,9 @@ def answers(s: Session) -> dict:
         except SessionError as e:  # the cold open raises the same
             out[name] = ("raises", type(e).__name__, str(e))
     if out["entries"]:
-        out["new_id_known"] = s.get_entry(out["entries"][-1][0]) is not None if isinstance(out["entries"][-1][0], str) else None
+        out["new_id_known"] = (
+            s.get_entry(out["entries"][-1][0]) is not None if isinstance(out["entries"][-1][0], str) else None
+        )
     return out
 
 
@@ -69,7 +71,9 @@ def _write(p: Path, lines: list[dict]) -> None:
 
 
 def _session(n: int, sid: str = "s1", word: str = "hello") -> list[dict]:
-    out: list[dict] = [{"type": "session", "version": 3, "id": sid, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}]
+    out: list[dict] = [
+        {"type": "session", "version": 3, "id": sid, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+    ]
     parent = None
     for i in range(n):
         eid = f"{sid[:2]}{i:06x}"
@@ -84,7 +88,14 @@ def _session(n: int, sid: str = "s1", word: str = "hello") -> list[dict]:
         )
         if i % 7 == 3:
             out.append(
-                {"type": "label", "id": f"lb{i:06x}", "parentId": eid, "timestamp": "2026-01-01T00:00:02.000Z", "targetId": eid, "label": f"L{i}"}
+                {
+                    "type": "label",
+                    "id": f"lb{i:06x}",
+                    "parentId": eid,
+                    "timestamp": "2026-01-01T00:00:02.000Z",
+                    "targetId": eid,
+                    "label": f"L{i}",
+                }
             )
             eid = f"lb{i:06x}"
         parent = eid
@@ -353,7 +364,9 @@ def test_processes_and_threads_saving_at_once_leave_one_whole_saved_index(tmp_pa
         "print(s.index_cache_state()[0], len(s))\n"
     )
     env = dict(os.environ, SESSIONTREE_INDEX_CACHE_MIN_BYTES="0")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(4)
+    ]
     results: list = []
 
     def one() -> None:
@@ -385,7 +398,9 @@ def _bytes(lines: list[dict]) -> bytes:
     return b"".join(orjson.dumps(x) + b"\n" for x in lines)
 
 
-@pytest.mark.parametrize("how", ["same_length_mtime_restored", "longer", "shorter", "truncated_regrown", "renamed_over"])
+@pytest.mark.parametrize(
+    "how", ["same_length_mtime_restored", "longer", "shorter", "truncated_regrown", "renamed_over"]
+)
 def test_a_rewritten_file_is_scanned_cold_never_with_the_stale_index(tmp_path, how):
     p = tmp_path / "s.jsonl"
     old = _bytes(_session(300, sid="s1", word="aaaa"))
@@ -428,3 +443,32 @@ def test_cache_info_and_clear(tmp_path, monkeypatch):
     assert (inf.folder, inf.exists, inf.files) == (folder, True, 3) and inf.bytes > 0
     assert ic.clear() == 3
     assert ic.info().files == 0 and other.read_text() == "not ours"
+
+
+def test_listing_reuses_saved_rows_only_while_files_are_unchanged(tmp_path):
+    from sessiontree import list_sessions
+
+    d = tmp_path / "sessions"
+    d.mkdir()
+    for i in range(3):
+        _write(d / f"s{i}.jsonl", _session(40 + i, sid=f"s{i}"))
+    cold = list_sessions(session_dir=d, index_cache=False)
+    first = list_sessions(session_dir=d)
+    assert len(list(ic.resolve().glob("*.list.row"))) == 3
+    assert list_sessions(session_dir=d) == first == cold
+    with open(d / "s1.jsonl", "ab") as f:
+        f.write(
+            orjson.dumps(
+                {
+                    "type": "session_info",
+                    "id": "nm",
+                    "parentId": None,
+                    "timestamp": "2026-01-02T00:00:00.000Z",
+                    "name": "renamed",
+                }
+            )
+            + b"\n"
+        )
+    again = list_sessions(session_dir=d)
+    assert again == list_sessions(session_dir=d, index_cache=False)
+    assert {i.name for i in again} == {None, "renamed"}

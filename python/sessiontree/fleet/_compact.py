@@ -91,12 +91,14 @@ class CompactOptions:
         lock_timeout: float | None = None,
         max_tokens: int | None = None,
         custom_instructions: str | None = None,
+        index_cache: Any = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.lock_timeout = lock_timeout
         self.max_tokens = max_tokens
         self.custom_instructions = custom_instructions
+        self.index_cache = index_cache
 
 
 class BoundedSummarizer:
@@ -150,14 +152,14 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
             f"{path}: not a regular file" if os.path.exists(path) else f"{path}: no such file",
         )
     try:
-        s = Session.open(path, lock_timeout=opts.lock_timeout)
+        s = Session.open(path, lock_timeout=opts.lock_timeout, index_cache=getattr(opts, "index_cache", None))
     except SessionFormatError as exc:
         return done("not_a_session", str(exc))
     except (OSError, SessionError) as exc:
         return done("error", str(exc))
     try:
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
-        sopts = Options(opts.context_window, opts.settings)
+        sopts = Options(opts.context_window, opts.settings, index_cache=getattr(opts, "index_cache", None))
 
         def not_needed() -> dict | None:
             """The outcome row when this session needs no compaction now, else None."""
@@ -353,6 +355,7 @@ def compact_sessions(
     custom_instructions: str | None = None,
     parquet: str | os.PathLike | None = None,
     progress: bool = False,
+    index_cache: Any = None,
 ) -> Any:
     """Compact every session of ``source`` whose context is over Pi's threshold.
 
@@ -372,6 +375,8 @@ def compact_sessions(
             though sessions compacted at their leaf are skipped all the same.
         lock_timeout: seconds to wait for another writer's lock (None: record ``locked``).
         parquet: also write this run's outcomes table there.
+        index_cache: where sessions' saved indexes are read and written
+            (:mod:`sessiontree.index_cache`; None: each worker's default folder, on its machine).
 
     Returns the outcomes of this run as a ``pyarrow.Table`` (:func:`outcomes_schema`, one row
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
@@ -384,7 +389,7 @@ def compact_sessions(
     items = resolve_source(source)
     if any(it.fs is not None for it in items):
         raise ValueError("compact_sessions appends to session files: give local paths, not object URLs")
-    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions)
+    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions, index_cache)
     ledger = _Ledger(outcomes)
     try:
         done = ledger.done_paths()

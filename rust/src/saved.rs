@@ -57,6 +57,9 @@ pub const SUFFIX: &str = ".stidx";
 /// A warm open saves again when at least this much (and a quarter of what was covered) was
 /// appended since the save.
 pub const RESAVE_MIN: u64 = 8 << 20;
+/// A warm open scans the bytes appended after the saved index on the calling thread below this
+/// many (the pool's threads cost more to start in a new process than a few MiB cost to scan).
+pub const PARALLEL_REST: u64 = 8 << 20;
 
 /// Where saved indexes go, and from what file size on.
 #[derive(Clone, Debug)]
@@ -470,4 +473,157 @@ pub fn save(
         return Err(format!("cache rename: {e}"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn sample() -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        let mut parent = "null".to_string();
+        for i in 0..400 {
+            let id = format!("e{i:05}");
+            if i % 9 == 4 {
+                d.extend_from_slice(format!("{{\"type\":\"label\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"targetId\":{parent},\"label\":\"x\"}}\n").as_bytes());
+            } else if i % 50 == 7 {
+                d.extend_from_slice(b"not json\n\n");
+                d.extend_from_slice(format!("{{\"type\":\"compaction\",\"id\":{i},\"parentId\":{parent},\"timestamp\":\"bad\",\"firstKeptEntryId\":true,\"summary\":\"s\"}}\n").as_bytes());
+                continue;
+            } else {
+                d.extend_from_slice(format!("{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{{\"role\":\"r{}\",\"content\":\"hi\"}}}}\n", i % 3).as_bytes());
+            }
+            parent = format!("\"{id}\"");
+        }
+        d
+    }
+
+    /// A tiny deterministic PRNG (xorshift) for the mutations.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Forged inputs with a valid checksum (what only someone who can write our folder could
+    /// make): random bytes changed in the meta section and in the records, or lengths cut,
+    /// never panic; a restore that succeeds gives an index every query can run on.
+    #[test]
+    fn forged_meta_and_records_never_panic() {
+        let st = Store::from_bytes(sample(), false);
+        let ix = &st.index;
+        assert!(ix.can_persist());
+        let covered = ix.scanned_to;
+        let mut meta = Vec::new();
+        ix.persist_meta(&mut meta);
+        let recs = ix.recs.clone();
+        // the untouched input restores to the same index
+        let back = Index::restore(&meta, recs.clone(), covered).expect("restores");
+        assert_eq!(back.recs.len(), ix.recs.len());
+        assert_eq!(back.labels(), ix.labels());
+        assert_eq!(back.problems.len(), ix.problems.len());
+        assert_eq!(back.entry_count(), ix.entry_count());
+        for r in &ix.recs {
+            let s = ix.key_string(r.id).map(str::to_string);
+            assert_eq!(back.key_string(r.id).map(str::to_string), s);
+            if let Some(s) = s {
+                assert_eq!(back.index_of_str(&s), ix.index_of_str(&s));
+            }
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut restored = 0;
+        for round in 0..3000 {
+            let mut m = meta.clone();
+            let mut rs = recs.clone();
+            let flips = 1 + rng.next() % 4;
+            for _ in 0..flips {
+                if rng.next() % 2 == 0 && !m.is_empty() {
+                    let at = (rng.next() % m.len() as u64) as usize;
+                    m[at] = rng.next() as u8;
+                } else {
+                    let i = (rng.next() % rs.len() as u64) as usize;
+                    let v = rng.next();
+                    match rng.next() % 9 {
+                        0 => rs[i].offset = v,
+                        1 => rs[i].len = v as u32,
+                        2 => rs[i].id = v as u32,
+                        3 => rs[i].parent = v as u32,
+                        4 => rs[i].target = v as u32,
+                        5 => rs[i].etype = v as u16,
+                        6 => rs[i].role = v as u16,
+                        7 => rs[i].vpos = v as u32,
+                        _ => rs[i].line = v as u32,
+                    }
+                }
+            }
+            if round % 10 == 0 {
+                let cut = (rng.next() % (m.len() as u64 + 1)) as usize;
+                m.truncate(cut);
+            }
+            if let Some(mut bad) = Index::restore(&m, rs, covered) {
+                restored += 1;
+                // every query over the whole index runs without a panic
+                let _ = bad.labels();
+                let _ = bad.problems.iter().count();
+                for i in 0..bad.recs.len() {
+                    let r = bad.recs[i];
+                    let _ = (
+                        bad.key_string(r.id),
+                        bad.winner(r.parent),
+                        bad.type_name(r.etype),
+                        bad.role_name(r.role),
+                    );
+                    let _ = bad.label_entry(r.id);
+                }
+                let _ = bad.lookup_str("e00001");
+                let _ = bad.intern_str("new-id");
+            }
+        }
+        // most forgeries are refused; some (a changed timestamp, say) restore
+        assert!(restored < 3000);
+    }
+
+    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error.
+    #[test]
+    fn a_damaged_saved_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("sessiontree-saved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("s.jsonl");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+        };
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(
+            matches!(state, CacheState::Cold { saved: true, .. }),
+            "{state:?}"
+        );
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(matches!(state, CacheState::Warm { .. }), "{state:?}");
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let good = std::fs::read(&saved_path).unwrap();
+        let mut rng = Rng(12345);
+        for k in 0..200 {
+            let mut bad = good.clone();
+            if k % 4 == 0 {
+                bad.truncate((rng.next() % good.len() as u64) as usize);
+            } else {
+                let at = (rng.next() % good.len() as u64) as usize;
+                bad[at] ^= 1 << (rng.next() % 8);
+            }
+            std::fs::write(&saved_path, &bad).unwrap();
+            assert!(load(&cfg, &f, &meta).is_err(), "damage {k} accepted");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -402,12 +402,15 @@ impl Store {
                     let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
                     st.ident = Some(ident_of(&meta));
                     st.index = index;
+                    // a few appended lines are scanned on this thread: starting the pool's
+                    // threads in a new process costs more than their scan
+                    let par = parallel && map_len - covered >= saved::PARALLEL_REST;
                     match &st.map {
                         Mapped::Buf(b) => {
                             let b = &b[covered as usize..];
-                            scan::scan_into(&mut st.index, b, covered, parallel);
+                            scan::scan_into(&mut st.index, b, covered, par);
                         }
-                        _ => scan_file(&mut st.index, &f, covered, map_len, parallel)?,
+                        _ => scan_file(&mut st.index, &f, covered, map_len, par)?,
                     }
                     // much appended since the save: save again (a few appended lines are not
                     // worth rewriting the saved index for)
@@ -437,7 +440,7 @@ impl Store {
     fn set_guard(&mut self, stamp: (u64, i64, i64)) {
         let end = self.index.scanned_to.min(self.map_len);
         let hl = match self.index.header_span {
-            Some((o, l)) if o == 0 => (l + 1).min(GUARD_BYTES).min(end),
+            Some((0, l)) => (l + 1).min(GUARD_BYTES).min(end),
             _ => GUARD_BYTES.min(end),
         };
         let tail_at = end.saturating_sub(GUARD_BYTES);

@@ -195,7 +195,7 @@ impl Problems {
                 .offset
                 .checked_add(run.stride as u64 * (run.count as u64).checked_sub(1)?)?;
             if run.first as usize != total
-                || run.kind >= P_EXTRA_HEADER + 1
+                || run.kind > P_EXTRA_HEADER
                 || run.reason as usize >= nreasons.max(1)
                 || run.offset < prev_end
                 || last > covered

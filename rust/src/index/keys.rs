@@ -130,7 +130,7 @@ fn advise_huge_pages(v: &[u64]) {
 /// transparent huge pages. (Room reserved is address space only until used. Arrays this large
 /// get fresh pages from the OS whatever we do; smaller ones are left to grow, which lets the
 /// allocator reuse memory it already has.)
-pub(crate) fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
+fn reserve_large<T>(v: &mut Vec<T>, more: usize) {
     const RESERVE_MIN: usize = 8 << 20;
     if more.saturating_mul(std::mem::size_of::<T>()) < RESERVE_MIN || v.capacity() - v.len() >= more
     {
@@ -163,7 +163,7 @@ fn populate_range(start: usize, len: usize) {
 }
 
 /// `MADV_HUGEPAGE` on the whole 2 MiB pages inside `[start, start + len)`.
-pub(crate) fn advise_huge_range(start: usize, len: usize) {
+fn advise_huge_range(start: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
@@ -258,12 +258,28 @@ impl Index {
             .filter(|k| matches!(k.tag, K_STR | K_NUM | K_BOOL))
             .count();
         t.reserve(n, |k| Self::key_hash(hasher, recs, bytes, k));
+        // each key's slot is prefetched AHEAD keys before it is written: the table is far
+        // larger than the cache, and a miss per key would dominate the rebuild
+        const AHEAD: usize = 16;
+        let mut ring = [(0u64, 0u32); AHEAD];
+        let mut pending = 0usize;
         for (kid, k) in recs.iter().enumerate() {
             if matches!(k.tag, K_STR | K_NUM | K_BOOL) {
-                t.put(Self::key_hash(hasher, recs, bytes, kid as u32), kid as u32);
-                t.len += 1;
+                let h = Self::key_hash(hasher, recs, bytes, kid as u32);
+                t.prefetch(h);
+                let slot = &mut ring[pending % AHEAD];
+                if pending >= AHEAD {
+                    t.put(slot.0, slot.1);
+                }
+                *slot = (h, kid as u32);
+                pending += 1;
             }
         }
+        for j in pending.saturating_sub(AHEAD)..pending {
+            let (h, kid) = ring[j % AHEAD];
+            t.put(h, kid);
+        }
+        t.len = n;
         t
     }
 

@@ -25,7 +25,6 @@ mod persist;
 mod problems;
 
 pub use codes::*;
-pub(crate) use keys::advise_huge_range;
 pub use line::*;
 pub use persist::recs_bytes;
 pub use problems::{Problem, Problems};

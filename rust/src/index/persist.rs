@@ -211,6 +211,14 @@ impl Index {
     /// first `covered` bytes are the ones indexed. None when anything is out of bounds or
     /// inconsistent.
     pub fn restore(meta: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
+        let mut ix = Index::restore_checked(meta, &recs, covered)?;
+        ix.recs = recs;
+        Some(ix)
+    }
+
+    /// [`Index::restore`] without taking the records: they are checked, and the caller puts
+    /// them in `recs` (so another thread may read them meanwhile, e.g. to checksum them).
+    pub fn restore_checked(meta: &[u8], recs: &[Rec], covered: u64) -> Option<Index> {
         let mut ix = Index::new();
         let mut r = In::new(meta);
         // keys
@@ -229,8 +237,8 @@ impl Index {
         if tags[0] != K_UNDEFINED || tags[1] != K_NULL {
             return None;
         }
-        let mut key_recs = Vec::new();
-        super::keys::reserve_large(&mut key_recs, nkeys);
+        // (plain allocations: see `saved::read_into` on huge pages)
+        let mut key_recs = Vec::with_capacity(nkeys);
         let (mut off, mut si) = (0u64, 0usize);
         for (i, &tag) in tags.iter().enumerate() {
             let len = u32::from_ne_bytes(lens[i * 4..i * 4 + 4].try_into().ok()?);
@@ -337,9 +345,7 @@ impl Index {
         }
         // records: in file order, inside the covered bytes, with known keys and codes
         let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
-        let mut by_id = Vec::new();
-        super::keys::reserve_large(&mut by_id, nkeys);
-        by_id.resize(nkeys, NONE);
+        let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
         let (mut prev_line, mut prev_vpos) = (0u32, 0u32);
@@ -370,12 +376,8 @@ impl Index {
             *slot = i as u32;
         }
         let _ = KID_NULL;
-        ix.recs = recs;
         ix.key_recs = key_recs;
-        let mut kb = Vec::new();
-        super::keys::reserve_large(&mut kb, key_str.len());
-        kb.extend_from_slice(key_str.as_bytes());
-        ix.key_bytes = kb;
+        ix.key_bytes = key_str.as_bytes().to_vec();
         ix.by_id = by_id;
         ix.dup_ids = dup;
         ix.leaf = leaf;

@@ -375,14 +375,14 @@ def _listed(p: Path, index_cache: Any) -> SessionInfo | None:
         st = os.stat(p)
     except OSError:
         return None
-    if stat.S_ISREG(st.st_mode) and ic.resolve(index_cache) is not None:
+    if stat.S_ISREG(st.st_mode) and st.st_size >= ic.min_bytes() and ic.resolve(index_cache) is not None:
         row = ic.load_row("list", st, "1", index_cache)
         if row is not None:
             hit = _info_of_row(p, row)
             if hit is not None:
                 return hit
         info = session_info(p)
-        if info is not None and st.st_size >= ic.min_bytes():
+        if info is not None:
             ic.save_row("list", st, "1", _info_row(info), index_cache)
         return info
     return session_info(p)

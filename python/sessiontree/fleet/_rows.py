@@ -194,13 +194,15 @@ def _local_stat(item: Item) -> os.stat_result | None:
 def stats_row(item: Item, opts: Options) -> dict:
     """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields).
 
-    A local file's row is saved in the index cache (:func:`sessiontree.index_cache.save_row`)
-    and reused while the file is unchanged (same device, inode, size, mtime and ctime in ns)
+    A local file's row (files of at least :func:`sessiontree.index_cache.min_bytes`) is saved in
+    the index cache (:func:`sessiontree.index_cache.save_row`) and reused while the file is unchanged (same device, inode, size, mtime and ctime in ns)
     and the options are the same: a rerun over an unchanged store reads no session file."""
     from .. import index_cache
 
     cache = getattr(opts, "index_cache", None)
     st = _local_stat(item)
+    if st is not None and st.st_size < index_cache.min_bytes():
+        st = None  # a small file: computing its row costs about what reading a saved one does
     if st is not None:
         saved = index_cache.load_row("stats", st, _stats_key(opts), cache)
         if saved is not None:

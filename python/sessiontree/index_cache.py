@@ -66,6 +66,16 @@ def resolve(index_cache: IndexCache = None) -> Path | None:
     raise SessionArgumentError(f"index_cache must be None, False, 'off' or a folder, not {index_cache!r}")
 
 
+def for_workers(index_cache: IndexCache = None) -> IndexCache:
+    """What a whole-store job hands its workers: ``index_cache`` when given; else the caller's
+    ``$SESSIONTREE_INDEX_CACHE`` when set (an explicit setting follows the job to its workers,
+    which may have been started with another environment, e.g. a Ray cluster's); else None, so
+    that each worker uses its own machine's default folder."""
+    if index_cache is not None:
+        return index_cache
+    return os.environ.get("SESSIONTREE_INDEX_CACHE")
+
+
 def min_bytes() -> int:
     """Files below this size (bytes) are not saved: ``$SESSIONTREE_INDEX_CACHE_MIN_BYTES`` or
     :data:`DEFAULT_MIN_BYTES`."""

@@ -263,13 +263,16 @@ def session_stats(
         max_bytes: files larger than this become ``too_large`` rows without being read.
         progress: a progress bar on stderr (local engine) or Ray's bars.
         index_cache: where sessions' saved indexes are read and written
-            (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: each worker's
-            default folder, on its own machine). Objects read from storage are never saved.
+            (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: the caller's
+            ``$SESSIONTREE_INDEX_CACHE`` when set, else each worker's default folder on its own
+            machine). Objects read from storage are never saved.
     """
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(context_window, settings, max_bytes, index_cache)
+    from ..index_cache import for_workers
+
+    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
     rows = _engine.run(
         _rows.stats_rows,
         items,
@@ -307,7 +310,9 @@ def entries_table(
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(max_bytes=max_bytes, index_cache=index_cache)
+    from ..index_cache import for_workers
+
+    opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache))
     rows = _engine.run(
         _rows.entries_rows,
         items,

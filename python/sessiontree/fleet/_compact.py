@@ -376,7 +376,8 @@ def compact_sessions(
         lock_timeout: seconds to wait for another writer's lock (None: record ``locked``).
         parquet: also write this run's outcomes table there.
         index_cache: where sessions' saved indexes are read and written
-            (:mod:`sessiontree.index_cache`; None: each worker's default folder, on its machine).
+            (:mod:`sessiontree.index_cache`; None: the caller's ``$SESSIONTREE_INDEX_CACHE`` when
+            set, else each worker's default folder, on its machine).
 
     Returns the outcomes of this run as a ``pyarrow.Table`` (:func:`outcomes_schema`, one row
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
@@ -389,7 +390,11 @@ def compact_sessions(
     items = resolve_source(source)
     if any(it.fs is not None for it in items):
         raise ValueError("compact_sessions appends to session files: give local paths, not object URLs")
-    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions, index_cache)
+    from ..index_cache import for_workers
+
+    opts = CompactOptions(
+        context_window, settings, lock_timeout, max_tokens, custom_instructions, for_workers(index_cache)
+    )
     ledger = _Ledger(outcomes)
     try:
         done = ledger.done_paths()

@@ -169,7 +169,7 @@ impl Index {
     /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
     /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1 << 20))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576))]
     fn open(
         py: Python<'_>,
         path: PathBuf,

@@ -12,10 +12,13 @@ Slow tests are marked here, by path, so the test files themselves stay as they a
 
 A test may also say ``@pytest.mark.slow`` itself. ``tests/seams/test_slow_marker.py`` checks that
 every name here still names a test.
+
+And one suite-wide concern: no test reads or writes the real index cache (the fixtures below).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -134,3 +137,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _suite_index_cache(tmp_path_factory):
+    """The whole run's saved-index folder (``SESSIONTREE_INDEX_CACHE``), set before any fixture
+    of a wider scope than a test opens a session (module fixtures run before function ones)."""
+    old = os.environ.get("SESSIONTREE_INDEX_CACHE")
+    os.environ["SESSIONTREE_INDEX_CACHE"] = str(tmp_path_factory.mktemp("suite-index-cache"))
+    yield
+    if old is None:
+        os.environ.pop("SESSIONTREE_INDEX_CACHE", None)
+    else:
+        os.environ["SESSIONTREE_INDEX_CACHE"] = old
+
+
+@pytest.fixture(autouse=True)
+def _private_index_cache(_suite_index_cache, tmp_path_factory, monkeypatch):
+    """Every test gets its own saved-index folder, so none reads or pollutes
+    ``~/.cache/sessiontree`` or another test's saved indexes."""
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", str(tmp_path_factory.mktemp("index-cache")))

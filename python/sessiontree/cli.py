@@ -1590,12 +1590,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    p = sub.add_parser(
+        "cache",
+        help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",
+        description="Saved indexes make a second open of a large session cheap. They live in "
+        "$SESSIONTREE_INDEX_CACHE (a folder, or 'off'), else $XDG_CACHE_HOME/sessiontree, else "
+        "~/.cache/sessiontree. Clearing only removes our own files; nothing is ever needed there.",
+    )
+    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument("--json", action="store_true", help="one JSON document")
     # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/_fleet_cli.py ---
     from ._fleet_cli import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
     # ---
     return parser
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """``sessiontree cache info|clear``: the folder, its saved indexes and rows; or remove them."""
+    from . import index_cache
+
+    if args.action == "clear":
+        n = index_cache.clear()
+        folder = index_cache.resolve()
+        if args.json:
+            _write_out(json_document({"folder": str(folder) if folder else None, "removed": n}) + "\n", flush=True)
+        else:
+            _write_out(f"removed {n} files from {folder if folder else '(cache off)'}\n", flush=True)
+        return 0
+    inf = index_cache.info()
+    doc = {
+        "folder": str(inf.folder) if inf.folder else None,
+        "enabled": inf.folder is not None,
+        "exists": inf.exists,
+        "files": inf.files,
+        "bytes": inf.bytes,
+        "temp_files": inf.temp_files,
+        "min_bytes": index_cache.min_bytes(),
+    }
+    if args.json:
+        _write_out(json_document(doc) + "\n", flush=True)
+    elif inf.folder is None:
+        _write_out("index cache: off (SESSIONTREE_INDEX_CACHE=off)\n", flush=True)
+    else:
+        _write_out(
+            f"index cache: {inf.folder}{'' if inf.exists else ' (not created yet)'}\n"
+            f"files: {inf.files} ({inf.bytes} bytes){f', {inf.temp_files} temp' if inf.temp_files else ''}\n"
+            f"saved for files of at least {doc['min_bytes']} bytes\n",
+            flush=True,
+        )
+    return 0
 
 
 def _fail(message: str, code: int = 2, as_json: bool = False) -> int:
@@ -1655,6 +1700,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("--max-preview must be >= 0")
     if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
         return fail("standard output is closed; nothing done")
+    if args.command == "cache":
+        return _cmd_cache(args)
     # --- fleet commands take a SOURCE, not one FILE ---
     from ._fleet_cli import COMMANDS as FLEET_COMMANDS, run as run_fleet
 

@@ -51,6 +51,8 @@ from . import orchestration
 from .compaction import collect_context_edits, entry_context_messages, kept_boundary
 from .compaction import find_cut_point as py_find_cut_point
 from .hooks import SessionHooks
+from .index_cache import IndexCache
+from .index_cache import open_kwargs as index_cache_open_kwargs
 from .listing import most_recent_session
 from .orchestration import BRANCH_SUMMARY_RESERVE_TOKENS, CompactionResult, NavigationResult
 from .provider_context import ProviderContext, repair_for_provider
@@ -441,6 +443,7 @@ class Session:
         session_dir: str | os.PathLike | None = None,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
+        index_cache: IndexCache = None,
     ) -> "Session":
         """Open an existing session file. Never modifies the file.
 
@@ -456,6 +459,11 @@ class Session:
                 the process until :meth:`flush`/:meth:`close`); see :mod:`sessiontree.writer`.
             lock_timeout: seconds the first write waits for another writer's lock (None:
                 fail at once with :class:`SessionLockedError`). Reading never locks.
+            index_cache: where saved indexes are read and written (:mod:`sessiontree.index_cache`):
+                None for the default (``$SESSIONTREE_INDEX_CACHE``, else
+                ``$XDG_CACHE_HOME/sessiontree``), a folder, or ``False``/``"off"``. A saved index
+                that passes its checks is loaded and only bytes appended since are scanned; the
+                answers are the cold scan's either way. The session file is never written.
 
         Raises:
             FileNotFoundError: no such file.
@@ -465,6 +473,7 @@ class Session:
             SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
         check_lock_timeout(lock_timeout)
+        cache = index_cache_open_kwargs(index_cache)
         p = Path(path).expanduser()
         if session_dir is not None:
             session_dir = Path(session_dir).expanduser()
@@ -472,7 +481,7 @@ class Session:
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
-        core = _core.Index.open(str(p))
+        core = _core.Index.open(str(p), **cache)
         if core.end == 0 and _file_head(p, 1):
             # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
             # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
@@ -1279,6 +1288,14 @@ class Session:
             return 0
         self.flush()
         return self._core.refresh()
+
+    def index_cache_state(self) -> tuple[str, int, str]:
+        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was
+        opened: ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes
+        after ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because
+        ``why``, then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved:
+        e.g. below the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        return self._core.cache_state()
 
     # ==== writing ==================================================================
 

@@ -95,6 +95,8 @@ pub struct Index {
     tree: TreeCache,
     span_memo: SpanMemo,
     rng: crate::append::IdRng,
+    /// what the saved index did when this index was opened
+    cache: crate::saved::CacheState,
 }
 
 impl Index {
@@ -165,18 +167,43 @@ impl Index {
 #[pymethods]
 impl Index {
     /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
+    /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
+    /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true))]
-    fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
-        let st = py
-            .detach(|| Store::open(&path, parallel))
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        parallel: bool,
+        cache_dir: Option<PathBuf>,
+        cache_min: u64,
+    ) -> PyResult<Self> {
+        let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
+            dir,
+            min_bytes: cache_min,
+        });
+        let (st, cache) = py
+            .detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))
             .map_err(|e| store_err(py, e))?;
         Ok(Index {
             st,
             tree: TreeCache::default(),
             span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache,
         })
+    }
+
+    /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
+    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`.
+    fn cache_state(&self) -> (&'static str, u64, String) {
+        use crate::saved::CacheState;
+        match &self.cache {
+            CacheState::Off => ("off", 0, String::new()),
+            CacheState::Warm { covered } => ("warm", *covered, String::new()),
+            CacheState::Cold { why, saved: true } => ("saved", 0, why.clone()),
+            CacheState::Cold { why, saved: false } => ("cold", 0, why.clone()),
+        }
     }
 
     /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
@@ -194,6 +221,7 @@ impl Index {
             tree: TreeCache::default(),
             span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache: crate::saved::CacheState::Off,
         })
     }
 
@@ -205,6 +233,7 @@ impl Index {
             tree: TreeCache::default(),
             span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache: crate::saved::CacheState::Off,
         }
     }
 

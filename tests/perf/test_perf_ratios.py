@@ -33,6 +33,13 @@ from inputs import (
 from sessiontree import Session  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _cold_opens(monkeypatch):
+    """These ratios are about the scan: every open here is cold (no saved index), except in
+    the saved-index tests below, which name their cache folder."""
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", "off")
+
+
 def best_pair(a, b, rounds: int) -> tuple[float, float]:
     """``inputs.best_pair`` on CPU time (``time.process_time``, every thread of this process):
     other jobs sharing CI's two cores inflate wall time, not this."""
@@ -244,3 +251,33 @@ def test_the_per_turn_checks_stay_bounded_when_the_first_kept_entry_is_off_the_p
         if max(b, floor) / max(s, floor) > 2.0
     }
     assert not slow, f"ratios 50 MB / 5 MB above 2x (first kept entry off the path): {slow}"
+
+
+# ==== the saved index (issue 17) ====================================================
+
+
+def test_a_warm_open_is_a_small_fraction_of_a_cold_open_and_saving_is_cheap(tmp_path):
+    # Targets at 1 GiB (benches/saved_index.py, docs/benchmarks.md "Saved index"): a warm open
+    # <= 2% of the cold open, saving adds <= 10%, the saved index <= 5% of the file. Here, at
+    # 12 MB, fixed costs weigh more: floors that catch a warm open that scans, a save that
+    # rewrites much more than the index, or an index that grew.
+    path = session_file(12)
+    cache = tmp_path / "cache"
+    s = Session.open(path, index_cache=cache)
+    assert s.index_cache_state()[0] == "saved"
+    saved = sum(f.stat().st_size for f in cache.glob("*.stidx"))
+    assert saved <= 0.06 * path.stat().st_size, f"saved index {saved} bytes for {path.stat().st_size}"
+    t_warm, t_cold = best_pair(
+        lambda: Session.open(path, index_cache=cache), lambda: Session.open(path, index_cache=False), 7
+    )
+    assert Session.open(path, index_cache=cache).index_cache_state()[0] == "warm"
+    assert t_warm <= 0.15 * t_cold, f"warm open {t_warm:.5f}s vs cold {t_cold:.5f}s"
+    empty = tmp_path / "empty"
+
+    def cold_and_save():
+        for f in empty.glob("*"):
+            f.unlink()
+        Session.open(path, index_cache=empty)
+
+    t_save, t_cold = best_pair(cold_and_save, lambda: Session.open(path, index_cache=False), 7)
+    assert t_save <= 1.3 * t_cold, f"cold open + save {t_save:.5f}s vs cold open {t_cold:.5f}s"

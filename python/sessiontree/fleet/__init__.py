@@ -333,6 +333,7 @@ def session_stats(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
+    index_cache: Any = None,
 ) -> Any:
     """One row per session of ``source`` (:func:`stats_schema`), as a ``pyarrow.Table`` in
     path order; written to ``parquet`` too when given.
@@ -349,11 +350,17 @@ def session_stats(
         filesystem: a ``pyarrow.fs`` or fsspec filesystem for URLs/keys.
         max_bytes: files larger than this become ``too_large`` rows without being read.
         progress: a progress bar on stderr (local engine) or Ray's bars.
+        index_cache: where sessions' saved indexes are read and written
+            (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: the caller's
+            ``$SESSIONTREE_INDEX_CACHE`` when set, else each worker's default folder on its own
+            machine). Objects read from storage are never saved.
     """
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(context_window, settings, max_bytes)
+    from ..index_cache import for_workers
+
+    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
     rows = _engine.run(
         _rows.stats_rows,
         items,
@@ -383,6 +390,7 @@ def entries_table(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
+    index_cache: Any = None,
 ) -> Any:
     """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then
     file order, as a ``pyarrow.Table``; written to ``parquet`` too when given. Arguments as
@@ -390,7 +398,9 @@ def entries_table(
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(max_bytes=max_bytes)
+    from ..index_cache import for_workers
+
+    opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache))
     rows = _engine.run(
         _rows.entries_rows,
         items,

@@ -102,12 +102,14 @@ class CompactOptions:
         lock_timeout: float | None = None,
         max_tokens: int | None = None,
         custom_instructions: str | None = None,
+        index_cache: Any = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.lock_timeout = lock_timeout
         self.max_tokens = max_tokens
         self.custom_instructions = custom_instructions
+        self.index_cache = index_cache
 
 
 class Interrupted(SessionTreeError):
@@ -185,7 +187,7 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threadin
     if stop is not None and stop.is_set():
         return done("interrupted", "the run was interrupted before this session")
     try:
-        s = Session.open(path, lock_timeout=opts.lock_timeout)
+        s = Session.open(path, lock_timeout=opts.lock_timeout, index_cache=getattr(opts, "index_cache", None))
     except SessionFormatError as exc:
         return done("not_a_session", str(exc))
     except (OSError, SessionError) as exc:
@@ -194,7 +196,7 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threadin
         if s.file_header is None:  # Pi would write a new header (random id, "now") into it
             return done("empty", f"{path}: empty file (no session header): nothing written")
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
-        sopts = Options(opts.context_window, opts.settings)
+        sopts = Options(opts.context_window, opts.settings, index_cache=getattr(opts, "index_cache", None))
 
         def not_needed() -> dict | None:
             """The outcome row when this session needs no compaction now, else None."""
@@ -521,6 +523,7 @@ def compact_sessions(
     parquet: str | os.PathLike | None = None,
     progress: Any = False,
     stop: threading.Event | None = None,
+    index_cache: Any = None,
 ) -> Any:
     """Compact every session of ``source`` whose context is over Pi's threshold.
 
@@ -548,6 +551,9 @@ def compact_sessions(
             in flight finish, every appended compaction is recorded with its cost (outcomes
             file and ``parquet``), and :class:`RunInterrupted` is raised (``rows`` and
             ``table`` on it); sessions not reached are ``interrupted`` or not in the table.
+        index_cache: where sessions' saved indexes are read and written
+            (:mod:`sessiontree.index_cache`; None: the caller's ``$SESSIONTREE_INDEX_CACHE`` when
+            set, else each worker's default folder, on its machine).
 
     Returns the outcomes of this run as a ``pyarrow.Table`` (:func:`outcomes_schema`, one row
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
@@ -564,7 +570,11 @@ def compact_sessions(
         from ..summarizers import OfflineSummarizer
 
         summarizer = OfflineSummarizer()
-    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions)
+    from ..index_cache import for_workers
+
+    opts = CompactOptions(
+        context_window, settings, lock_timeout, max_tokens, custom_instructions, for_workers(index_cache)
+    )
     ledger = _Ledger(outcomes)
     skipped: dict[str, int] = {}
     try:

@@ -49,11 +49,17 @@ class Options:
     """What the per-file functions need besides the item (picklable)."""
 
     def __init__(
-        self, context_window: int = 200_000, settings: CompactionSettings | None = None, max_bytes: int | None = None
+        self,
+        context_window: int = 200_000,
+        settings: CompactionSettings | None = None,
+        max_bytes: int | None = None,
+        index_cache: Any = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.max_bytes = max_bytes
+        # resolved where the file is opened (a worker's own machine), not by the caller
+        self.index_cache = index_cache
 
 
 class _Unopenable(SessionTreeError):
@@ -232,7 +238,7 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         mtime = st.st_mtime * 1000
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
-        s = Session.open(item.path)
+        s = Session.open(item.path, index_cache=getattr(opts, "index_cache", None))
         if opts.max_bytes is not None and s.indexed_bytes > opts.max_bytes:  # grew after the check
             size = s.indexed_bytes
             s.close()
@@ -290,14 +296,49 @@ def _error_row(item: Item, exc: _Unopenable) -> dict:
     }
 
 
+def _stats_key(opts: Options) -> str:
+    """What a saved stats row depends on besides the file: the package version and options."""
+    from .. import __version__
+
+    return f"{__version__}|{opts.context_window}|{opts.settings!r}|{opts.max_bytes}"
+
+
+def _local_stat(item: Item) -> os.stat_result | None:
+    if item.fs is not None or item.key is not None:
+        return None
+    try:
+        st = os.stat(item.path)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def stats_row(item: Item, opts: Options) -> dict:
-    """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields)."""
+    """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields).
+
+    A local file's row (files of at least :func:`sessiontree.index_cache.min_bytes`) is saved in
+    the index cache (:func:`sessiontree.index_cache.save_row`) and reused while the file is unchanged (same device, inode, size, mtime and ctime in ns)
+    and the options are the same: a rerun over an unchanged store reads no session file."""
+    from .. import index_cache
+
+    cache = getattr(opts, "index_cache", None)
+    st = _local_stat(item)
+    if st is not None and st.st_size < index_cache.min_bytes():
+        st = None  # a small file: computing its row costs about what reading a saved one does
+    if st is not None:
+        saved = index_cache.load_row("stats", st, _stats_key(opts), cache)
+        if saved is not None:
+            saved["path"] = item.path  # the same file under another name (a hard link)
+            return saved
     try:
         s, size, mtime = open_item(item, opts)
     except _Unopenable as exc:
         return _error_row(item, exc)
     try:
-        return _stats_of(s, item, size, mtime, opts)
+        row = _stats_of(s, item, size, mtime, opts)
+        if st is not None and row.get("error_kind") is None:
+            index_cache.save_row("stats", st, _stats_key(opts), row, cache)
+        return row
     except Exception as exc:  # never fail the job: a row with the problem instead
         return {
             "path": item.path,

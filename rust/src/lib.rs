@@ -10,6 +10,7 @@ pub mod jsdate;
 pub mod json;
 pub mod jstext;
 pub mod scan;
+pub mod scrub;
 pub mod store;
 pub mod tokens;
 pub mod walk;

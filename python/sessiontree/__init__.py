@@ -40,6 +40,7 @@ from .orchestration import (
 )
 from .provider_context import ProviderContext
 from .session import Session
+from .scrub import ScrubFinding, ScrubReport
 from .settings import CompactionSettings
 from .summarizers.base import SummarizerError
 from .token_counter import TokenCounterError
@@ -50,6 +51,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Session",
+    "ScrubReport",
+    "ScrubFinding",
     "SessionContext",
     "SessionInfo",
     "Entry",

@@ -1378,7 +1378,7 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
 
     out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
     try:
-        written = session.export_html(out)
+        written = session.export_html(out, scrub=args.scrub, replay=args.replay)
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:
@@ -1588,10 +1588,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
+    p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
     # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/_fleet_cli.py ---
     from ._fleet_cli import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
+    # --- scrub commands (issue 20): sessiontree/_scrub_cli.py ---
+    from ._scrub_cli import add_parsers as add_scrub_parsers
+
+    add_scrub_parsers(sub)
     # ---
     return parser
 
@@ -1658,6 +1664,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in FLEET_COMMANDS:
         return run_fleet(args)
+    from ._scrub_cli import COMMANDS as SCRUB_COMMANDS, run as run_scrub
+
+    if args.command in SCRUB_COMMANDS:
+        return run_scrub(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

@@ -207,7 +207,7 @@ pub fn placeholder_like(v: &[u8]) -> bool {
         return true;
     }
     let l = lower(v);
-    const WORDS: [&[u8]; 22] = [
+    const WORDS: [&[u8]; 23] = [
         b"example",
         b"placeholder",
         b"your_",
@@ -217,7 +217,8 @@ pub fn placeholder_like(v: &[u8]) -> bool {
         b"yourpass",
         b"xxxx",
         b"****",
-        b"....",
+        b"...",
+        "\u{2026}".as_bytes(),
         b"redacted",
         b"dummy",
         b"sample",

@@ -776,13 +776,23 @@ impl Scrubber {
         }
     }
 
+    /// The RFC 6901 pointer of the current string. A key that is itself a secret is written
+    /// as its placeholder, so a pointer never holds a value.
     fn pointer(line: &[u8], stack: &[Frame], scratch: &mut Vec<u8>) -> String {
+        let e = engine();
         let mut p = String::new();
+        let mut hits = Vec::new();
         for f in stack {
             match f {
                 Frame::Obj { key, .. } => {
                     decode(&line[key.0..key.1], scratch);
-                    pointer_escape(scratch, &mut p);
+                    search(e, scratch, ALL, &mut hits);
+                    if hits.is_empty() {
+                        pointer_escape(scratch, &mut p);
+                    } else {
+                        let clean = replace(scratch, &hits, &mut Vec::new());
+                        pointer_escape(&clean, &mut p);
+                    }
                 }
                 Frame::Arr { idx } => {
                     p.push('/');

@@ -144,3 +144,17 @@ fn profile() {
         );
     }
 }
+
+#[test]
+fn a_secret_key_is_replaced_and_never_in_a_pointer() {
+    let tok = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let line =
+        format!("{{\"type\":\"custom\",\"id\":\"c\",\"data\":{{\"{tok}\":{{\"x\":\"{tok}\"}}}}}}");
+    let (out, f) = run(&line);
+    assert!(!out.contains(tok));
+    assert_eq!(f.len(), 2);
+    for x in &f {
+        assert!(!x.pointer.as_deref().unwrap().contains(tok), "{x:?}");
+    }
+    assert!(f.iter().any(|x| x.in_key));
+}

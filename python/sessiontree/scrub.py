@@ -161,6 +161,21 @@ def _blocks(fh: Any) -> Iterator[bytes]:
         yield b
 
 
+def _open_source(src: Path) -> Any:
+    """Open ``src`` for reading without blocking on a FIFO, and refuse anything that is not a
+    regular file (a FIFO would hang the reader, a device never end)."""
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SessionArgumentError(f"{src}: not a regular file (nothing was read or written)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _check_output(out: Path, source_st: os.stat_result | None) -> None:
     """Refuse an output that is a symlink, not a regular file, or the source itself."""
     try:
@@ -208,7 +223,7 @@ def scrub_file(
     src = Path(source)
     report = ScrubReport(str(src), None, False, replay, bool(header))
     if check:
-        with open(src, "rb") as fh:
+        with _open_source(src) as fh:
             for _ in _stream(_blocks(fh), sc):
                 pass
         return _fill(report, sc)
@@ -217,7 +232,7 @@ def scrub_file(
         writer = SessionWriter(target, lock_timeout)
         writer.acquire()
         try:
-            with open(target, "rb") as fh:
+            with _open_source(target) as fh:
                 done = rewrite_open_file(fh, target, os.fstat(fh.fileno()), header=header, replay=replay, record=record)
         finally:
             writer.close()
@@ -225,10 +240,8 @@ def scrub_file(
         return done
     assert out is not None
     dest = Path(out)
-    with open(src, "rb") as fh:
+    with _open_source(src) as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise SessionArgumentError(f"{src}: not a regular file")
         _check_output(dest, st)
         atomic_write(dest, _stream(_blocks(fh), sc), like=st)
     report.output, report.written = str(dest), True

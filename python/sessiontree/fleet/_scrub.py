@@ -33,13 +33,18 @@ def scrub_sessions(
     filesystem: Any = None,
 ) -> list[dict]:
     """Scrub every session of ``source`` (see :func:`resolve_source`) into ``out_dir``, keeping
-    each file's path below the sources' common directory (objects: their key). Returns one
+    each file's path below the source directory (files and globs: below their common
+    directory; objects: their key). Returns one
     row per session, in path order: ``path``, ``output``, ``found``, ``kinds`` (secrets per
     kind), ``replay_fields``, ``error`` (None, or why it was not written). Outputs are written
     atomically with the source's mode; nothing is written for a failed session."""
     items = resolve_source(source, filesystem=filesystem)
     local = [os.path.abspath(it.path) for it in items if it.fs is None]
-    base = os.path.commonpath([os.path.dirname(p) for p in local]) if local else None
+    srcs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if srcs and all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in srcs):
+        base: str | None = os.path.commonpath([os.path.abspath(x) for x in srcs])  # below the directories given
+    else:
+        base = os.path.commonpath([os.path.dirname(p) for p in local]) if local else None
     root = Path(out_dir)
     rows = []
     for it in items:

@@ -591,8 +591,8 @@ enum Frame {
         comma: Option<usize>,
         /// the current member is being dropped
         dropping: Option<usize>,
-        /// depth of this object (1 = the line's top-level object)
-        depth: usize,
+        /// the current key had a literal hit (only such a key can be a secret)
+        key_hit: bool,
     },
     Arr {
         idx: u64,
@@ -784,9 +784,12 @@ impl Scrubber {
         let mut hits = Vec::new();
         for f in stack {
             match f {
-                Frame::Obj { key, .. } => {
+                Frame::Obj { key, key_hit, .. } => {
                     decode(&line[key.0..key.1], scratch);
-                    search(e, scratch, ALL, &mut hits);
+                    hits.clear();
+                    if *key_hit {
+                        search(e, scratch, ALL, &mut hits);
+                    }
                     if hits.is_empty() {
                         pointer_escape(scratch, &mut p);
                     } else {
@@ -844,17 +847,12 @@ impl Scrubber {
                         keyed = None;
                         continue;
                     } else {
-                        let depth = stack
-                            .iter()
-                            .filter(|f| matches!(f, Frame::Obj { .. }))
-                            .count()
-                            + 1;
                         stack.push(Frame::Obj {
                             key: (0, 0),
                             kept_any: false,
                             comma: None,
                             dropping: None,
-                            depth,
+                            key_hit: false,
                         });
                         keyed = None;
                         // the first key
@@ -1012,18 +1010,18 @@ impl Scrubber {
         }
         *i += 1; // the colon
         let depth_len = stack.len();
-        let depth = match stack.last_mut() {
-            Some(Frame::Obj { key, depth, .. }) => {
+        match stack.last_mut() {
+            Some(Frame::Obj { key, key_hit, .. }) => {
                 *key = body;
-                *depth
+                *key_hit = false;
             }
             _ => return false,
-        };
+        }
         if skip_to.is_some() {
             return true;
         }
         let k = &line[body.0..body.1];
-        let top = depth == 1 && depth_len == 1;
+        let top = depth_len == 1;
         if top
             && (TREE_KEYS.contains(&k)
                 || (header
@@ -1039,7 +1037,7 @@ impl Scrubber {
             let _ = take_mask(&self.lit_hits, hit_at, body.0, body.1);
             return true;
         }
-        if depth >= 2 && REPLAY_KEYS.contains(&k) {
+        if depth_len >= 2 && REPLAY_KEYS.contains(&k) {
             *skip_to = Some(depth_len);
             let _ = take_mask(&self.lit_hits, hit_at, body.0, body.1);
             match self.opts.replay {
@@ -1065,6 +1063,9 @@ impl Scrubber {
         // the key itself is searched; a secret-named key makes its value searched
         let mask = take_mask(&self.lit_hits, hit_at, body.0, body.1);
         if mask != 0 {
+            if let Some(Frame::Obj { key_hit, .. }) = stack.last_mut() {
+                *key_hit = true;
+            }
             decode(k, &mut self.scratch);
             let name = std::mem::take(&mut self.scratch);
             if e.secret_name.is_match(&name) {

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import subprocess
 import sys
 import time
@@ -107,7 +106,6 @@ def run(path: str, out: str | None) -> None:
             for line in fh:
                 longest = max(longest, len(line))
         print(f"  peak RSS of scrub_file alone: {rss / 1024:.0f} MiB (longest line {longest / 1e6:.2f} MB)")
-    del resource
 
 
 def main() -> None:

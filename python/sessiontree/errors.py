@@ -85,6 +85,18 @@ class SessionFileChangedError(SessionError):
     """The session file shrank or was replaced under us; the index no longer describes it."""
 
 
+class OutputPathError(SessionError, OSError):
+    """An output path we refuse to write (:func:`sessiontree.session.atomic_write`): it names
+    something that is not a regular file (a FIFO, a device, a directory, a socket), a symbolic
+    link (we never write through one: pass its target), or the file being read (the same
+    device and inode: the path itself or a hard link). Nothing was written. It is an
+    ``OSError`` (``errno`` ``EEXIST``, ``filename`` the path) so ``except OSError`` callers see
+    a write that failed."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}" if self.filename is not None else str(self.strerror or "")
+
+
 class SessionLockedError(SessionError):
     """Another writer holds the session file's lock."""
 

@@ -43,6 +43,7 @@ from .errors import (
     SessionError,
     SessionFileChangedError,
     SessionFormatError,
+    OutputPathError,
     PiError,
     SessionArgumentError,
     SessionReadOnlyError,
@@ -168,37 +169,203 @@ def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
     return removed
 
 
-def atomic_write(path: Path, chunks: Iterator[bytes] | list[bytes], *, like: os.stat_result | None = None) -> None:
-    """Write ``path`` atomically: a temp file in the same directory, fsync, rename, fsync
-    of the directory. Readers see the old file or the new one, never half of one.
+def _target_kind(st: os.stat_result) -> str:
+    m = st.st_mode
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(m):
+            return name
+    return "not a regular file"  # pragma: no cover - door, whiteout, event port
 
-    With ``like`` (the ``os.stat`` of the file being replaced), the new file gets its
-    permission bits, and its owner and group where the process may set them; else it is
-    created 0644 (less the umask). ``path`` must not be a symbolic link (pass its target):
-    the rename would replace the link itself."""
-    path = Path(path)
-    tmp = _temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if like is not None else 0o644)
+
+def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_result | None:
+    """The ``lstat`` of the regular file at ``path`` (None: nothing there), or
+    :class:`OutputPathError` for what :func:`atomic_write` never replaces."""
     try:
-        if like is not None:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputPathError(
+            errno.EEXIST, "is a symbolic link; nothing is written through one (name its target)", str(path)
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(
+            errno.EEXIST, f"is not a regular file ({_target_kind(st)}); only a regular file is replaced", str(path)
+        )
+    if source_id is not None and (st.st_dev, st.st_ino) == source_id:
+        raise OutputPathError(errno.EEXIST, "is the file being read; it is never written over", str(path))
+    return st
+
+
+def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
+    try:
+        return os.stat(path) if path is not None else None
+    except OSError:
+        return None
+
+
+def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, int] | None:
+    if source is None:
+        return None
+    if not isinstance(source, os.stat_result):
+        try:
+            source = os.stat(source)
+        except FileNotFoundError:
+            return None
+    return (source.st_dev, source.st_ino)
+
+
+class AtomicWriter:
+    """The context manager :func:`atomic_writer` returns: ``with`` yields a binary file
+    object (``write(bytes-like)``) on the temp copy; a clean exit makes it ``path``, an
+    exception discards it. See :func:`atomic_write` for the rules."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        like: os.stat_result | None = None,
+        source: os.stat_result | str | os.PathLike | None = None,
+    ):
+        self.path = Path(path)
+        self._like = like
+        self._source = _source_id(source)
+        self._tmp: Path | None = None
+        self._fh: Any = None
+
+    def __enter__(self) -> Any:
+        path, like = self.path, self._like
+        existing = _check_target(path, self._source)
+        tmp = _temp_name(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # a new path: created with like's bits (or 0644), less the umask (the kernel applies it);
+        # a replaced file: created 0600, then given its mode (and like's bound) below
+        create_mode = 0o600 if existing is not None else (stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644)
+        fd = os.open(tmp, flags, create_mode)
+        self._tmp = tmp
+        try:
+            bounds = [b for b in (existing, like) if b is not None]
+            if existing is not None:
+                try:
+                    os.fchown(fd, existing.st_uid, existing.st_gid)
+                except OSError:
+                    pass  # not permitted: the owner stays ours (the mode below still applies)
+                mode = stat.S_IMODE(existing.st_mode)
+                if like is None or (like.st_dev, like.st_ino) != (existing.st_dev, existing.st_ino):
+                    mode &= 0o777  # setuid/setgid/sticky stay only on a rewrite of the file itself
+            else:
+                mode = stat.S_IMODE(os.fstat(fd).st_mode)
+                if like is not None and os.fstat(fd).st_gid != like.st_gid:
+                    try:
+                        os.fchown(fd, -1, like.st_gid)
+                    except OSError:
+                        pass  # not in that group: its bits are dropped below
+            if like is not None:
+                mode &= stat.S_IMODE(like.st_mode)
+            gid = os.fstat(fd).st_gid
+            if any(b.st_gid != gid for b in bounds):
+                mode &= ~0o070  # our group is not the group the bits were granted to
+            os.fchmod(fd, mode)
+            self._fh = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            self._discard()
+            raise
+        return self._fh
+
+    def _discard(self) -> None:
+        if self._tmp is not None:
             try:
-                os.fchown(fd, like.st_uid, like.st_gid)
+                os.unlink(self._tmp)
             except OSError:
-                pass  # not permitted: the owner stays ours (the mode below still applies)
-            os.fchmod(fd, stat.S_IMODE(like.st_mode))
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
+                pass
+            self._tmp = None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        fh, tmp = self._fh, self._tmp
+        try:
+            if exc_type is not None:
+                fh.close()
+                return
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
+            fh.close()
+            # again just before the rename: a FIFO, a link or the source put there meanwhile
+            _check_target(self.path, self._source)
+            os.replace(tmp, self.path)  # type: ignore[arg-type]
+            self._tmp = None
+        except BaseException:
+            if not fh.closed:
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+            raise
+        finally:
+            self._discard()
+        _fsync_dir(self.path.parent)
+
+
+def atomic_writer(
+    path: str | os.PathLike,
+    *,
+    like: os.stat_result | None = None,
+    source: os.stat_result | str | os.PathLike | None = None,
+) -> AtomicWriter:
+    """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
+    fh: fh.write(chunk)...`` (``fh`` is a binary file object on the temp copy). The checks of
+    the target run on entering and again before the rename; an exception in the block
+    discards the temp copy and leaves ``path`` as it was.
+
+    Raises:
+        OutputPathError: as :func:`atomic_write`.
+        OSError: the folder cannot be written (on entering), the disk is full (in the block or
+            on leaving it).
+    """
+    return AtomicWriter(path, like=like, source=source)
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    chunks: Iterator[bytes] | Sequence[bytes],
+    *,
+    like: os.stat_result | None = None,
+    source: os.stat_result | str | os.PathLike | None = None,
+) -> None:
+    """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the
+    same folder, the chunks, fsync, rename over ``path``, fsync of the folder. Readers see the
+    old file or the new one, never half of one; a failure (here or in the producer of
+    ``chunks``) removes the temp file and leaves ``path`` as it was. Every file the package
+    writes whole goes through here (rewrites, forks and clones, the HTML export); the rules:
+
+    * ``path`` is a new path or a regular file. A symbolic link there is refused, whatever it
+      points at: nothing is written through one (pass the target, as a migration does). A
+      FIFO, a device, a directory or a socket is refused: never replaced by a regular file.
+    * ``source`` (the file being read: its ``os.stat`` or its path) is never replaced: a
+      ``path`` with its device and inode (the path itself, a hard link) is refused.
+    * The new file is never more readable than ``like`` (the source's ``os.stat``) nor than the
+      file it replaces. Replacing a file keeps its permission bits (narrowed to ``like``'s) and
+      its owner and group where the process may set them (root, or a group the user is in); a
+      new path gets ``like``'s bits (or 0644) less the umask, and ``like``'s group where
+      permitted. Group bits are dropped when the group could not be kept.
+
+    The checks run before the temp file is made and again just before the rename; what another
+    program renames into place between that check and the rename (microseconds) is replaced.
+
+    Raises:
+        OutputPathError: ``path`` is a symbolic link, not a regular file, or the source
+            (nothing written; an ``OSError`` too).
+        OSError: the folder cannot be written, the disk is full.
+    """
+    with atomic_writer(path, like=like, source=source) as fh:
+        for chunk in chunks:
+            fh.write(chunk)
 
 
 # Sessions holding a writer lock: a child process forked from ours drops their writers (see
@@ -507,7 +674,8 @@ class Session:
             "parentSession": os.path.abspath(src._path),
         }  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
-        atomic_write(path, src._entry_lines(with_header=header))
+        # the copy holds the source's entries: no more readable than the source
+        atomic_write(path, src._entry_lines(with_header=header), like=_stat_or_none(src._path))
         return cls.open(path, session_dir=sdir)
 
     @classmethod
@@ -1449,7 +1617,7 @@ class Session:
         sdir = self._session_dir or self._path.parent
         sdir.mkdir(parents=True, exist_ok=True)
         new_path = inside(sdir, session_file_name(ts, sid))
-        atomic_write(new_path, [head, *lines])
+        atomic_write(new_path, [head, *lines], like=_stat_or_none(self._path))  # no wider than the source
         return Session.open(new_path, session_dir=sdir, durability=self._durability)
 
     # ==== cut point (Rust) =========================================================
@@ -1655,13 +1823,17 @@ class Session:
     def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
-        Streams from the index; see :func:`sessiontree.html.export_html`.
+        Streams from the index; see :func:`sessiontree.html.export_html`. Written by
+        :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
+        a symbolic link; never more readable than the session file or the page it replaces.
 
         With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
         there) in a private temporary directory, removed afterwards: no secret the rules know
         reaches the page.
 
         Raises:
+            OutputPathError: ``path`` is this session's file, a symbolic link, or not a
+                regular file (nothing written).
             SessionFileChangedError: the file shrank or was replaced under the index.
             SessionArgumentError: ``scrub`` on a session with no file.
             OSError: ``path`` cannot be written.
@@ -1947,4 +2119,12 @@ def _is_header_line(line: bytes) -> bool:
     return isinstance(v, dict) and v.get("type") == "session" and isinstance(v.get("id"), str)
 
 
-__all__ = ["Session", "atomic_write", "dumps_entry", "SessionCycleError", "SessionError"]
+__all__ = [
+    "Session",
+    "atomic_write",
+    "atomic_writer",
+    "AtomicWriter",
+    "dumps_entry",
+    "SessionCycleError",
+    "SessionError",
+]

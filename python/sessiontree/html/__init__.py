@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import secrets
 import sys
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -120,14 +119,19 @@ def _u32(values: list[int]) -> bytes:
 
 
 def export_html(session: "Session", path: str | os.PathLike) -> Path:
-    """Write the HTML view of ``session`` to ``path`` (atomically: a temp file renamed into
-    place) and return the path written.
+    """Write the HTML view of ``session`` to ``path`` and return the path written, through
+    :func:`sessiontree.session.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
+    never over the session itself, a FIFO, a device or through a symbolic link, and never more
+    readable than the session file or the page it replaces.
 
     Cost: one pass of the Rust core over the entries (digests, in parallel batches) and one
     read of the file's bytes (gzip level 1 in two threads); memory: one index batch and a few
     segments at a time, plus the tree table (three integers per entry).
 
     Raises:
+        OutputPathError: ``path`` is the session file (or a hard link to it), a symbolic link,
+            or exists and is not a regular file (checked before the session is read; nothing
+            is written).
         SessionFileChangedError: the file shrank or was replaced under the index (nothing is
             written; no temporary file is left).
         OSError: ``path`` cannot be written.
@@ -150,34 +154,21 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             value = raw.get("label") if isinstance(raw, dict) else None
             labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
+    from ..session import atomic_writer  # looked up per call (tests watch it)
+
     # the pieces of the file, known before anything is written: the page gets their offsets up
     # front and the pieces last-first, so the leaf's messages (near the end of the file, where
     # Pi's leaf is) can be shown before the browser has parsed the rest
+    st: os.stat_result | None = None
     if session.path is not None:
         src: BinaryIO = open(session.path, "rb")
         end = core.end
+        st = os.fstat(src.fileno())
     else:
         import io
 
         mem = _memory_bytes(session)
         src, end = io.BytesIO(mem), len(mem)
-    try:
-        bounds = _segment_bounds(src, end)
-    except BaseException:
-        src.close()
-        raise
-    meta = {
-        "v": 1,
-        "segments": [off for off, _ in bounds],
-        "n": n,
-        "leaf": leaf,
-        "leafIsNull": core.leaf_is_null(),
-        "header": session.header,
-        "name": session.session_name,
-        "file": src_name,
-        "labels": labels,
-        "problems": session._core.problem_count(),
-    }
     csp = (
         "default-src 'none'; script-src "
         + _csp_hash(js)
@@ -185,9 +176,23 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         + _csp_hash(css)
         + "; img-src blob:; base-uri 'none'; form-action 'none'"
     )
-    tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "wb") as fh, ThreadPoolExecutor(max_workers=2) as pool:
+        # the page: never over the session (source), never wider than it (like); the target is
+        # checked before the file is read, and again before the rename
+        with atomic_writer(out, like=st, source=st) as fh, ThreadPoolExecutor(max_workers=2) as pool:
+            bounds = _segment_bounds(src, end)
+            meta = {
+                "v": 1,
+                "segments": [off for off, _ in bounds],
+                "n": n,
+                "leaf": leaf,
+                "leafIsNull": core.leaf_is_null(),
+                "header": session.header,
+                "name": session.session_name,
+                "file": src_name,
+                "labels": labels,
+                "problems": session._core.problem_count(),
+            }
             w = fh.write
             w(
                 b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -242,13 +247,6 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
                 b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
                 b"</body></html>\n" % (len(bounds), end)
             )
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     finally:
         src.close()
     return out

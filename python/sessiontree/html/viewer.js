@@ -77,8 +77,11 @@
     return k.replace(/[^a-z_]/gi, '_');
   }
   const SHORT = { 'message:user': 'user', 'message:assistant': 'assistant', 'message:toolResult': 'tool result',
-    'message:bashExecution': 'bash', 'branch_summary': 'branch summary', 'thinking_level_change': 'thinking',
-    'model_change': 'model', 'session_info': 'name', 'custom_message': 'custom msg' };
+    'message:bashExecution': 'bash', 'branch_summary': 'branch summary', 'thinking_level_change': 'thinking level',
+    'model_change': 'model', 'session_info': 'name', 'custom_message': 'custom msg', 'context_edit': 'context edit' };
+  // what a settings entry's preview is, in words: "thinking level: high", "model: anthropic/claude-…"
+  const META = { thinking_level_change: 'thinking level', model_change: 'model', session_info: 'session name',
+    label: 'label', custom: 'custom', context_edit: 'context edit' };
   const shortKind = (i) => SHORT[kind(i)] || kind(i);
 
   // ---- tree order, sums, paths ---------------------------------------------------------
@@ -188,7 +191,16 @@
   const treeBox = el('nav'); treeBox.id = 'st-tree';
   const inner = el('div'); inner.id = 'st-tree-inner'; treeBox.appendChild(inner);
   const right = el('section'); right.id = 'st-right';
+  // the search results sit above the message pane, outside its scroller: always in view
   const results = el('div'); results.id = 'st-results'; results.hidden = true;
+  const hitBar = el('div', 'hitbar'); hitBar.id = 'st-hitbar';
+  const hitHead = el('span', 'h'); hitHead.id = 'st-hithead';
+  const bHitPrev = el('button', null, '◀ previous'); bHitPrev.id = 'st-hitprev'; bHitPrev.title = 'previous hit (Shift+Enter in the search box)';
+  const bHitNext = el('button', null, 'next ▶'); bHitNext.id = 'st-hitnext'; bHitNext.title = 'next hit (Enter in the search box)';
+  const hitPos = el('span', 'pos'); hitPos.id = 'st-hitpos';
+  hitBar.append(bHitPrev, hitPos, bHitNext, hitHead);
+  const hitList = el('div', 'hitlist'); hitList.id = 'st-hitlist';
+  results.append(hitBar, hitList);
   const msgs = el('div'); msgs.id = 'st-msgs';
   right.append(results, msgs);
   main.append(treeBox, right);
@@ -197,6 +209,7 @@
 
   // ---- tree pane (virtualized) -----------------------------------------------------------
   let rows = new Int32Array(0), nrows = 0;
+  const ROWOF = new Int32Array(N).fill(-1);
   function buildRows() {
     const out = new Int32Array(PRE.length + 16); let m = 0;
     for (let k = 0; k < PRE.length;) {
@@ -211,8 +224,28 @@
       k++;
     }
     rows = out; nrows = m;
+    ROWOF.fill(-1);
+    for (let r = 0; r < m; r++) if (out[r] >= 0) ROWOF[out[r]] = r;
     inner.style.height = (nrows * ROWH) + 'px';
   }
+  // the row showing entry i: its own, else the folded chain or subtree holding it
+  function rowShowing(i) {
+    if (ROWOF[i] >= 0) return ROWOF[i];
+    for (let p = PARENT[i], g = 0; p >= 0 && g < N; p = PARENT[p], g++) {
+      const r = ROWOF[p];
+      if (r >= 0) return r + 1 < nrows && rows[r + 1] < 0 && !FOLD[p] ? r + 1 : r;
+    }
+    return -1;
+  }
+  function scrollToRow(m) {
+    if (m < 0) return;
+    const y = m * ROWH;
+    if (y < treeBox.scrollTop || y > treeBox.scrollTop + treeBox.clientHeight - ROWH) treeBox.scrollTop = Math.max(0, y - treeBox.clientHeight / 3);
+  }
+  // indentation: one step per branch point (as Pi's /tree), capped so that a fifth of the pane
+  // at most goes to it; deeper rows show their depth instead of moving further right
+  const INDENT = 12;
+  const indentCap = () => Math.max(3, Math.floor(((treeBox.clientWidth || 600) * 0.2) / INDENT));
   const pool = [];
   function rowFor(r, i) {
     let d = pool[r];
@@ -220,7 +253,8 @@
     return d;
   }
   function renderTree() {
-    const first = Math.max(0, Math.floor(treeBox.scrollTop / ROWH) - 8);
+    const first = Math.max(0, Math.floor(treeBox.scrollTop / ROWH) - 8), cap = indentCap();
+    const selRow = selected >= 0 ? rowShowing(selected) : -1;
     const count = Math.ceil((treeBox.clientHeight || 600) / ROWH) + 16;
     let r = 0;
     for (let m = first; m < Math.min(nrows, first + count); m++, r++) {
@@ -228,8 +262,8 @@
       d.hidden = false; d.style.top = (m * ROWH) + 'px'; d.textContent = '';
       if (i < 0) {
         const prevNode = rows[m - 1];
-        d.className = 'row chain'; d.dataset.i = ''; d.dataset.chain = String(prevNode); d.title = '';
-        d.style.paddingLeft = (6 + Math.min(IND[prevNode], 40) * 12 + 14) + 'px';
+        d.className = 'row chain' + (m === selRow ? ' sel' : ''); d.dataset.i = ''; d.dataset.chain = String(prevNode); d.title = '';
+        d.style.paddingLeft = (6 + Math.min(IND[prevNode], cap) * INDENT + 14) + 'px';
         d.textContent = '⋯ ' + (-i - 1) + ' entries in a single-child chain (click to unfold)';
         continue;
       }
@@ -240,7 +274,7 @@
       if (i === selected) cls += ' sel';
       if (KEPT.has(i)) cls += ' kept-b';
       d.className = cls; d.dataset.i = String(i); delete d.dataset.chain;
-      d.style.paddingLeft = (6 + Math.min(IND[i], 40) * 12) + 'px';
+      d.style.paddingLeft = (6 + Math.min(IND[i], cap) * INDENT) + 'px';
       const tg = el('span', 'tg');
       if (nKids(i) > 1 || (FOLD[i] && nKids(i) > 0)) { tg.textContent = FOLD[i] ? '▸' : '▾'; tg.dataset.fold = String(i); tg.title = 'fold this subtree'; }
       else if (CHL[i] >= 3 && (PARENT[i] < 0 || nKids(PARENT[i]) !== 1)) { tg.textContent = CFOLD[i] ? '⋯' : '⋮'; tg.dataset.cfold = String(i); tg.title = 'fold this single-child chain'; }
@@ -257,6 +291,7 @@
       tip += '\nsubtree: ' + SUBN[i] + ' entries · ~' + fmtInt(SUM.est[i]) + ' tok · ' + usageText(Array.from(SUM.u.subarray(i * 5, i * 5 + 5)));
       d.title = tip;
       d.append(num, tg);
+      if (IND[i] > cap) { const dp = el('span', 'dep', '↳' + IND[i]); dp.title = 'branch depth ' + IND[i] + ' (indentation stops at ' + cap + ')'; d.append(dp); }
       if (i === activeLeaf) d.append(el('span', 'lab', 'leaf'));
       const lab = typeof ID[i] === 'string' && Object.prototype.hasOwnProperty.call(meta.labels, ID[i]) ? meta.labels[ID[i]] : null;
       if (lab !== null && lab !== undefined && lab !== '') d.append(el('span', 'lab', String(lab)));
@@ -280,12 +315,7 @@
   function reveal(i) {
     for (let p = i, g = 0; p >= 0 && g < N; p = PARENT[p], g++) { if (p !== i) FOLD[p] = 0; CFOLD[p] = 0; }
     buildRows();
-    let m = -1;
-    for (let k = 0; k < nrows; k++) if (rows[k] === i) { m = k; break; }
-    if (m >= 0) {
-      const y = m * ROWH;
-      if (y < treeBox.scrollTop || y > treeBox.scrollTop + treeBox.clientHeight - ROWH) treeBox.scrollTop = Math.max(0, y - treeBox.clientHeight / 3);
-    }
+    scrollToRow(ROWOF[i]);
     renderTree();
   }
 
@@ -335,11 +365,26 @@
 
   // ---- message pane --------------------------------------------------------------------
   let win = [0, 0];
+  // the search hit being shown: its needle (lower case) and entry; texts holding the needle past
+  // the clip are shown whole while that entry is on screen, and the first match is marked
+  const HIT = { needle: '', entry: -1, rendering: false };
+  function markText(box, needle) {
+    const walk = doc.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const p = n.nodeValue.toLowerCase().indexOf(needle);
+      if (p < 0) continue;
+      const mid = n.splitText(p); mid.splitText(Math.min(needle.length, mid.nodeValue.length));
+      const mk = el('mark', 'st-hit'); mid.replaceWith(mk); mk.append(mid);
+      for (let d = mk.parentElement; d && d !== box; d = d.parentElement) if (d.tagName === 'DETAILS') d.open = true;
+      return mk;
+    }
+    return null;
+  }
   function clipped(text, cls) {
     const box = el(cls === 'pre' ? 'pre' : 'div', 'txt');
     const s = typeof text === 'string' ? text : JSON.stringify(text, null, 2);
     if (s === undefined) return box;
-    if (s.length <= CLIP) { box.textContent = s; return box; }
+    if (s.length <= CLIP || (HIT.rendering && s.toLowerCase().indexOf(HIT.needle, CLIP - HIT.needle.length) >= 0 && s.toLowerCase().slice(0, CLIP).indexOf(HIT.needle) < 0)) { box.textContent = s; return box; }
     box.textContent = s.slice(0, CLIP);
     const wrap = el('div');
     const b = el('button', 'more', 'show all (' + s.length.toLocaleString() + ' characters)');
@@ -415,7 +460,7 @@
           if (r >= 0) {
             pairedShown.add(r);
             const re = await entry(r), rm = re && re.message ? re.message : {};
-            const res = el('div', 'res' + (rm.isError ? ' err' : ''));
+            const res = el('div', 'res' + (rm.isError ? ' err' : '')); res.dataset.r = String(r);
             const rh = el('div', 'h', (rm.isError ? 'error' : 'result') + ' · ' + (typeof ID[r] === 'string' ? ID[r] : ''));
             const j = el('a', 'jump', ' (go)'); j.dataset.jump = String(r); rh.append(j);
             res.append(rh); contentInto(res, rm.content); c.append(res);
@@ -425,10 +470,10 @@
       }
       if (m.errorMessage) box.append(clipped('error: ' + String(m.errorMessage)));
     } else if (k === 'message:toolResult') {
+      if (pairedShown.has(i)) return null;  // shown inside its call's card above: no second card
       box.classList.add('tool');
       box.append(header(i, e, 'tool result · ' + String(m.toolName)));
-      if (pairedShown.has(i)) box.append(el('div', 'h', 'shown with its call above'));
-      else contentInto(box, m.content);
+      contentInto(box, m.content);
     } else if (k === 'message:bashExecution') {
       box.classList.add('tool'); box.append(header(i, e, 'bash'));
       box.append(clipped('$ ' + String(m.command), 'pre'), clipped(m.output === undefined ? '' : m.output, 'pre'));
@@ -445,7 +490,11 @@
       h.append(j); box.append(h, clipped(e.summary));
     } else if (k === 'custom_message') { box.append(header(i, e, 'custom message · ' + String(e.customType))); contentInto(box, e.content); }
     else if (m) { box.append(header(i, e, String(m.role))); contentInto(box, m.content); }
-    else { box.classList.add('meta'); box.append(header(i, e, shortKind(i)), el('span', 'txt', PREV[i])); }
+    else {
+      box.classList.add('meta'); box.append(header(i, e, shortKind(i)));
+      const what = META[k];
+      box.append(el('span', 'txt', what ? what + ': ' + String(PREV[i]) : PREV[i]));
+    }
     return box;
   }
   let renderSeq = 0;
@@ -459,6 +508,7 @@
     const es = await Promise.all(ids.map(entry));
     if (seq !== renderSeq) return;
     pairedShown.clear();
+    HIT.rendering = HIT.entry >= 0 && ids.indexOf(HIT.entry) >= 0;
     const frag = doc.createDocumentFragment();
     const info = el('div', 'pathinfo', 'Path to ' + (typeof ID[viewLeaf] === 'string' ? ID[viewLeaf] : '—') + ': ' + viewPath.length + ' entries, showing ' + (win[0] + 1) + '–' + win[1] + (viewLeaf === activeLeaf ? ' (the active path)' : ' (not the active path)'));
     frag.append(info);
@@ -473,13 +523,22 @@
         box.append(el('div', 'h', shortKind(i) + ' · ' + String(ID[i]) + ' · shown raw (' + String(err && err.message || err) + ')'));
         try { box.append(clipped(await rawText(i), 'pre')); } catch (e2) { /* segment unreadable */ }
       }
-      frag.append(box);
+      if (box) frag.append(box);
     }
     if (win[1] < viewPath.length) { const b = el('button', 'more', '▼ show ' + Math.min(100, viewPath.length - win[1]) + ' later'); b.dataset.more = '1'; frag.append(b); }
+    HIT.rendering = false;
     if (seq !== renderSeq) return;
     msgs.textContent = ''; msgs.append(frag);
-    const t = msgs.querySelector('.m[data-i="' + target + '"]');
-    if (t) { t.classList.add('sel'); t.scrollIntoView({ block: 'center' }); }
+    // the target's top in view (a tall message is not centred mid-output); a search hit: the
+    // matched text, highlighted, in view
+    const t = msgs.querySelector('.m[data-i="' + target + '"]') || msgs.querySelector('.res[data-r="' + target + '"]');
+    if (t) {
+      t.classList.add('sel');
+      const mk = HIT.entry === target && HIT.needle ? markText(t, HIT.needle) : null;
+      const top = msgs.getBoundingClientRect().top;
+      if (mk) msgs.scrollTop += mk.getBoundingClientRect().top - top - msgs.clientHeight / 3;
+      else msgs.scrollTop += t.getBoundingClientRect().top - msgs.getBoundingClientRect().top - 6;
+    }
     S.rendered = target;
   }
   msgs.addEventListener('click', (ev) => {
@@ -502,6 +561,7 @@
   function select(i, opt) {
     opt = opt || {};
     if (!(i >= 0 && i < N)) return;
+    if (!opt.hit) HIT.entry = -1;  // another entry chosen: no hit to mark
     if (!ONVIEW[i]) { setView(opt.leaf !== undefined ? opt.leaf : leafBelow(i)); win = [0, 0]; }
     selected = i;
     if (opt.scrollTree !== false) reveal(i); else renderTree();
@@ -528,15 +588,31 @@
     }
     return out;
   }
-  let searchSeq = 0;
+  let searchSeq = 0, HITS = [], hitAt = -1, lastQuery = null;
+  function goHit(k) {
+    if (!HITS.length) return;
+    hitAt = ((k % HITS.length) + HITS.length) % HITS.length;
+    for (const b of hitList.querySelectorAll('.hit.cur')) b.classList.remove('cur');
+    const b = hitList.children[hitAt];
+    if (b) { b.classList.add('cur'); const top = b.offsetTop - hitList.offsetTop; if (top < hitList.scrollTop || top > hitList.scrollTop + hitList.clientHeight - b.offsetHeight) hitList.scrollTop = top - 4; }
+    hitPos.textContent = (hitAt + 1) + ' / ' + HITS.length;
+    HIT.needle = lastQuery ? lastQuery.needle : ''; HIT.entry = HITS[hitAt];
+    S.hitAt = hitAt;
+    return select(HITS[hitAt], { hit: true });
+  }
+  bHitNext.addEventListener('click', () => goHit(hitAt + 1));
+  bHitPrev.addEventListener('click', () => goHit(hitAt - 1));
   async function runSearch() {
     const seq = ++searchSeq;
     const needle = q.value.trim().toLowerCase();
-    results.textContent = ''; results.hidden = !needle;
+    hitList.textContent = ''; results.hidden = !needle; HITS = []; hitAt = -1; hitPos.textContent = '';
+    HIT.needle = ''; HIT.entry = -1;
+    lastQuery = needle ? { needle, scope: scope.value } : null;
+    bHitPrev.disabled = bHitNext.disabled = false;
     if (!needle) return;
     const sc = scope.value;
     const esc = JSON.stringify(needle).slice(1, -1);
-    const head = el('div', 'h', 'searching…'); results.append(head);
+    const head = hitHead; head.textContent = 'searching…';
     await segOffsets();
     let hits = 0, scanned = 0;
     let i = 0;
@@ -560,22 +636,32 @@
         if (!found) continue;
         hits++;
         const [s, p] = found;
-        const btn = el('button', 'hit'); btn.dataset.jump = String(i);
+        const btn = el('button', 'hit'); btn.dataset.hit = String(HITS.length); HITS.push(i);
         const tag = ONACT[i] ? 'active' : 'abandoned';
         btn.append(el('span', 'lab', shortKind(i)), el('span', 'h', (typeof ID[i] === 'string' ? ID[i] : '') + ' · ' + tag + (BEFORE[i] ? ' · before compaction' : '') + ' — '));
         btn.append(doc.createTextNode((p > 60 ? '…' : '') + s.slice(Math.max(0, p - 60), p)), el('mark', null, s.slice(p, p + needle.length)), doc.createTextNode(s.slice(p + needle.length, p + needle.length + 80)));
-        results.append(btn);
+        hitList.append(btn);
+        if (HITS.length === 1) goHit(0);  // the first hit at once: the search visibly does something
+        else hitPos.textContent = (hitAt + 1) + ' / ' + HITS.length;
       }
       head.textContent = 'searching… ' + hits + ' found';
       await nextFrame();
       if (seq !== searchSeq) return;
     }
+    bHitPrev.disabled = bHitNext.disabled = hits < 2;
+    if (!hits) hitPos.textContent = '0 / 0';
     head.textContent = hits + (hits >= RESULTS_MAX ? '+' : '') + ' result' + (hits === 1 ? '' : 's') + ' for “' + q.value.trim() + '” in ' + scope.options[scope.selectedIndex].text + ' (' + scanned + ' entries searched)';
     S.searchDone = seq;
   }
   bSearch.addEventListener('click', runSearch);
-  q.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') runSearch(); });
-  results.addEventListener('click', (ev) => { const b = ev.target.closest('[data-jump]'); if (b) select(+b.dataset.jump); });
+  // Enter: search, or the next hit of the same search (Shift+Enter: the previous one)
+  q.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'Enter') return;
+    const needle = q.value.trim().toLowerCase();
+    if (lastQuery && lastQuery.needle === needle && lastQuery.scope === scope.value && HITS.length) goHit(hitAt + (ev.shiftKey ? -1 : 1));
+    else runSearch();
+  });
+  hitList.addEventListener('click', (ev) => { const b = ev.target.closest('[data-hit]'); if (b) goHit(+b.dataset.hit); });
 
   // ---- download, folding buttons ---------------------------------------------------------
   bDl.addEventListener('click', async () => {
@@ -587,11 +673,16 @@
     doc.body.appendChild(a); a.click(); a.remove();
     setStatus('');
   });
+  // folds every single-child chain of 3+ entries, the selected entry's too (it is then shown
+  // by its chain's "⋯ N entries" row, scrolled into view): nothing is unfolded again
   bFold.addEventListener('click', () => {
     for (let k = 0; k < PRE.length; k++) { const i = PRE[k]; if (CHL[i] >= 3 && (PARENT[i] < 0 || nKids(PARENT[i]) !== 1)) CFOLD[i] = 1; }
-    if (selected >= 0) reveal(selected); else { buildRows(); renderTree(); }
+    buildRows();
+    if (selected >= 0) scrollToRow(rowShowing(selected));
+    renderTree();
+    setStatus('folded: ' + nrows + ' rows for ' + PRE.length + ' entries');
   });
-  bExpand.addEventListener('click', () => { FOLD.fill(0); CFOLD.fill(0); buildRows(); renderTree(); });
+  bExpand.addEventListener('click', () => { FOLD.fill(0); CFOLD.fill(0); buildRows(); if (selected >= 0) scrollToRow(ROWOF[selected]); renderTree(); setStatus(''); });
   bLeaf.addEventListener('click', () => { if (activeLeaf >= 0) select(activeLeaf, { leaf: activeLeaf }); });
   function jumpPrompt(dir) {
     let k = viewPath.indexOf(selected);

@@ -243,7 +243,7 @@ def scrub_file(
     with _open_source(src) as fh:
         st = os.fstat(fh.fileno())
         _check_output(dest, st)
-        atomic_write(dest, _stream(_blocks(fh), sc), like=st)
+        atomic_write(dest, _stream(_blocks(fh), sc), like=st, source=st)
     report.output, report.written = str(dest), True
     return _fill(report, sc)
 

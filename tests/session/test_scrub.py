@@ -236,3 +236,12 @@ def test_session_scrub_api(tmp_path):
         s.scrub()
     with pytest.raises(SessionArgumentError):
         Session.in_memory().scrub(check=True)
+
+
+def test_tokens_whose_last_character_is_a_dash_or_underscore_are_caught_whole():
+    sg = "SG." + "aB3dE6gH9jK2mN5pQ8sT0u" + "." + "x" * 21 + "Y7z" * 7 + "-"  # 22 . 43
+    dc = "M" + "Tk4NzY1NDMyMTIzNDU2Nzg5MA" + ".Gh7K2p." + "aZ" * 18 + "_"
+    out, rep = scrub_bytes(_session(sg, f"discord token {dc}"))
+    assert sg.encode() not in out and dc.encode() not in out
+    assert [f.kind for f in rep.findings] == ["sendgrid_api_key", "discord_bot_token"]
+    assert [f.end - f.start for f in rep.findings] == [len(sg), len(dc)]

@@ -234,8 +234,8 @@ pub const RULES: &[Rule] = &[
     rule!(
         "sendgrid_api_key",
         ["SG."],
-        r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b",
-        0,
+        r"\b(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(
@@ -269,7 +269,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "discord_bot_token",
         ["discord", "Discord", "DISCORD"],
-        r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}\b",
+        r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
         0,
         Shape
     ),

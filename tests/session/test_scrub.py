@@ -245,3 +245,17 @@ def test_tokens_whose_last_character_is_a_dash_or_underscore_are_caught_whole():
     assert sg.encode() not in out and dc.encode() not in out
     assert [f.kind for f in rep.findings] == ["sendgrid_api_key", "discord_bot_token"]
     assert [f.end - f.start for f in rep.findings] == [len(sg), len(dc)]
+
+
+def test_the_readme_scrub_example_runs(tmp_path, monkeypatch):
+    text = (Path(__file__).resolve().parent.parent.parent / "README.md").read_text()
+    start = text.index("\n## Scrubbing secrets")
+    block = re.findall(r"```python\n(.*?)```", text[start : text.index("\n## ", start + 1)], re.S)[0]
+    gh = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlc2lnbmF0dXJl"
+    (tmp_path / "session.jsonl").write_bytes(_session(f"use {gh}", f"again {gh} and {jwt}"))
+    monkeypatch.chdir(tmp_path)
+    printed: list[str] = []
+    exec(compile(block, "README", "exec"), {"print": lambda *a: printed.append(" ".join(map(str, a)))})
+    assert printed == ["3 {'github_token': 2, 'jwt': 1} keep"]
+    assert gh.encode() not in (tmp_path / "shared.jsonl").read_bytes()

@@ -259,3 +259,27 @@ def test_the_readme_scrub_example_runs(tmp_path, monkeypatch):
     exec(compile(block, "README", "exec"), {"print": lambda *a: printed.append(" ".join(map(str, a)))})
     assert printed == ["3 {'github_token': 2, 'jwt': 1} keep"]
     assert gh.encode() not in (tmp_path / "shared.jsonl").read_bytes()
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="node is not installed")
+def test_node_reads_and_writes_the_scrubbed_lines_byte_for_byte():
+    """Every line the scrubber rewrote is what node's JSON.stringify(JSON.parse(line)) writes,
+    lone surrogates and control characters included (Pi reads and writes with those)."""
+    import subprocess
+
+    from tests.support.secrets import planted_corpus
+
+    files, _ = planted_corpus(seed=5, per_kind=4)
+    gh = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
+    odd = _session(f'\ud800 \x01 \u2028 "q" \\ {gh} é 😀')
+    changed: list[bytes] = []
+    for data in [*files.values(), odd]:
+        out, _ = scrub_bytes(data)
+        changed += [b for a, b in zip(data.split(b"\n"), out.split(b"\n"), strict=True) if a != b]
+    assert len(changed) > 100
+    script = (
+        "const ls=require('fs').readFileSync(0,'utf8').split('\\n');"
+        "process.stdout.write(ls.map(l=>JSON.stringify(JSON.parse(l))).join('\\n'))"
+    )
+    got = subprocess.run(["node", "-e", script], input=b"\n".join(changed), capture_output=True, check=True).stdout
+    assert got.split(b"\n") == changed

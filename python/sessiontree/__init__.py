@@ -48,7 +48,8 @@ from .token_counter import TokenCounterError
 from .tokens import estimate_tokens
 from .usage import UsageTotals
 
-__version__ = "0.1.0"
+# The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
+from ._core import __version__ as __version__
 
 __all__ = [
     "Session",

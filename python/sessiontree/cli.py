@@ -78,13 +78,13 @@ def _escape_char(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
-def safe_text(s: str) -> str:
+def safe_text(s: object) -> str:
     """``s`` with every character that could drive a terminal made visible as an escape.
 
     C0/C1 controls, DEL and ESC become ``\\xNN``; bidi controls (U+202A–U+202E,
     U+2066–U+2069, LRM/RLM/ALM), U+2028/U+2029 and lone surrogates become ``\\uNNNN``.
     Everything else (CJK, emoji, combining marks) passes unchanged. Non-strings are
-    converted with ``str()`` first.
+    converted with ``str()`` first (None becomes ``""``).
 
         >>> safe_text("\\x1b[31mred\\x1b[0m")
         '\\\\x1b[31mred\\\\x1b[0m'
@@ -444,7 +444,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         out(f"active branch:   parentId cycle ({' -> '.join(_shown_id(i) for i in cycle.ids)}); Pi cannot open it")
     else:
         shown = ", ".join(f"{safe_text(r)} {n}" for r, n in sorted(roles.items())) or "no messages"
-        out(f"active branch:   {len(path)} entries; messages: {shown}")
+        out(f"active branch:   {len(path.index)} entries; messages: {shown}")
     if context_error is not None:
         out(f"context:         error: {safe_text(context_error)}")
     elif context_count is not None:
@@ -740,7 +740,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     if args.since is not None:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
-            raise EntryNotFoundError(f"Entry not found: {args.since}")
+            raise EntryNotFoundError.of(args.since)
         entries = s.entry_table(range(since.index + 1, len(s)))
     else:
         entries = s.entry_table()
@@ -1236,7 +1236,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 
     target = s.get_entry(args.target_id)
     if target is None:
-        raise EntryNotFoundError(f"Entry not found: {args.target_id}")
+        raise EntryNotFoundError.of(args.target_id)
     if not (args.summarize or args.label is not None or args.dry_run):
         print(
             "sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "
@@ -1290,11 +1290,13 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         s.hooks.before_tree.remove(on_prepared)
     s.flush()
     new_entries = [s.entry_at(i) for i in range(first_new, len(s))] if write else []
-    written = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
+    written: list[dict[str, Any]] = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
     label_entry = next((w for w in written if w["type"] == "label"), None)
     summary_entry = result.summary_entry
     if label_entry is not None:
-        position = s.get_entry(label_entry["id"]).parent_id
+        label = s.get_entry(label_entry["id"])
+        assert label is not None  # appended above
+        position = label.parent_id
     else:
         position = result.new_leaf_id
     prep = captured.get("prep")

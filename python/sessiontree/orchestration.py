@@ -829,7 +829,7 @@ async def anavigate_tree(
         return NavigationResult(new_leaf_id=old_leaf)
     target = session.get_entry(target_id)
     if target is None:
-        raise EntryNotFoundError(f"Entry {target_id} not found")
+        raise EntryNotFoundError.of(target_id)
 
     collected = _collect_abandoned(session, old_leaf, target_id)
     preparation = TreePreparation(

@@ -2,7 +2,7 @@
 
 use crate::index::{HeaderState, Leaf, NONE};
 use crate::store::{Store, StoreError};
-use crate::walk::{Cycle, PreorderError, TreeCache};
+use crate::walk::{Cycle, PreorderError, SpanMemo, TreeCache};
 use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -93,6 +93,7 @@ fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) 
 pub struct Index {
     st: Store,
     tree: TreeCache,
+    span_memo: SpanMemo,
     rng: crate::append::IdRng,
 }
 
@@ -173,6 +174,7 @@ impl Index {
         Ok(Index {
             st,
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
         })
     }
@@ -190,6 +192,7 @@ impl Index {
         Ok(Index {
             st,
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
         })
     }
@@ -200,6 +203,7 @@ impl Index {
         Index {
             st: Store::in_memory(),
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
         }
     }
@@ -535,7 +539,7 @@ impl Index {
         // thread's append fail with "Already borrowed"
         self.st
             .index
-            .context_span(leaf as u32, with_settings)
+            .context_span_with(leaf as u32, with_settings, &self.span_memo)
             .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).

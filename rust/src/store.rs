@@ -15,13 +15,6 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const MMAP_MIN: u64 = 64 << 10;
-/// The open scan reads the file in blocks of this size, into two buffers (the partial line
-/// after a block's last line end is carried into the other); a line longer than this is read
-/// whole into a larger one, then the buffer shrinks back. Small enough that a block just read
-/// is still in the cache when it is parsed: 1 MiB blocks read and scanned in turn cost less
-/// CPU and wall time than 8 MiB blocks read by a helper thread while the previous one is
-/// scanned (docs/benchmarks.md, "Reading with pread").
-const SCAN_BLOCK: usize = 1 << 20;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
 const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
@@ -191,13 +184,10 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
     }
 }
 
-/// Scans bytes `[from, to)` of `f` into `index` through two bounded buffers, cut at line ends
-/// (only the last piece may end inside a line: the index keeps it provisional, as before).
-/// Each block is scanned right after it is read, while its bytes are in the cache (a block
-/// read ahead by another thread had left it by then). A line longer than a block is read whole
-/// into a buffer of its size (its end found first, through a bounded one); a line longer than
-/// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
-/// (it shrank meanwhile).
+/// Scans bytes `[from, to)` of `f` into `index` ([`scan::scan_file`]: both cores read and
+/// scan at once, each its own ranges through `pread`). Errs when the file ends before `to` (it
+/// shrank meanwhile: [`StoreError::Shrunk`]) or two reads of it disagree (it was rewritten
+/// meanwhile: [`StoreError::Rewritten`]).
 fn scan_file(
     index: &mut Index,
     f: &File,
@@ -205,82 +195,11 @@ fn scan_file(
     to: u64,
     parallel: bool,
 ) -> Result<(), StoreError> {
-    let mut a: Vec<u8> = Vec::new();
-    let mut b: Vec<u8> = Vec::new();
-    // `a[..filled]` holds the file's bytes from `pos`
-    let mut pos = from;
-    let first = ((to - from) as usize).min(SCAN_BLOCK);
-    a.resize(first, 0);
-    pread_exact(f, &mut a, pos, to)?;
-    let mut filled = first;
-    while filled > 0 {
-        let last = pos + filled as u64 == to;
-        let cut = if last {
-            Some(filled)
-        } else {
-            memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1)
-        };
-        let Some(c) = cut else {
-            // one line longer than the buffer: where does it end?
-            let nl = find_newline(f, pos + filled as u64, to)?;
-            let stop = nl.unwrap_or(to);
-            let next = nl.map_or(to, |n| n + 1);
-            if stop - pos > MAX_LINE {
-                index.ingest(&ParsedLine {
-                    offset: pos,
-                    len: stop - pos,
-                    line: index.lines + 1,
-                    terminated: nl.is_some(),
-                    end: next,
-                    result: LineResult::TooLong,
-                });
-                pos = next;
-                a = Vec::new();
-                let n = ((to - pos) as usize).min(SCAN_BLOCK);
-                a.resize(n, 0);
-                pread_exact(f, &mut a, pos, to)?;
-                filled = n;
-            } else {
-                // read the rest of the line (and nothing more) after what we hold
-                let want = (next - pos) as usize;
-                a.resize(want, 0);
-                pread_exact(f, &mut a[filled..want], pos + filled as u64, to)?;
-                filled = want;
-            }
-            continue;
-        };
-        scan::scan_into(index, &a[..c], pos, parallel);
-        // the next buffer: the partial line after the cut, then the next block
-        let carry = filled - c;
-        let read_from = pos + filled as u64;
-        let want = ((to - read_from) as usize).min(SCAN_BLOCK);
-        // (bytes already in the buffer are overwritten, never zeroed first: only growth is)
-        b.resize(carry + want, 0);
-        b[..carry].copy_from_slice(&a[c..filled]);
-        pread_exact(f, &mut b[carry..], read_from, to)?;
-        std::mem::swap(&mut a, &mut b);
-        pos += c as u64;
-        filled = carry + want;
-        if a.capacity() > 2 * SCAN_BLOCK && filled <= SCAN_BLOCK {
-            a.shrink_to(SCAN_BLOCK);
-        }
-    }
-    Ok(())
-}
-
-/// The offset of the first `\n` in `[from, to)` of `f`, read through a bounded buffer.
-fn find_newline(f: &File, from: u64, to: u64) -> Result<Option<u64>, StoreError> {
-    let mut buf = vec![0u8; SCAN_BLOCK.min((to - from) as usize)];
-    let mut pos = from;
-    while pos < to {
-        let n = ((to - pos) as usize).min(buf.len());
-        pread_exact(f, &mut buf[..n], pos, to)?;
-        if let Some(k) = memchr::memchr(b'\n', &buf[..n]) {
-            return Ok(Some(pos + k as u64));
-        }
-        pos += n as u64;
-    }
-    Ok(None)
+    let read = |buf: &mut [u8], offset: u64| pread_exact(f, buf, offset, to);
+    scan::scan_file(index, &read, from, to, parallel).map_err(|e| match e {
+        scan::FileScanError::Read(e) => e,
+        scan::FileScanError::Changed { offset } => StoreError::Rewritten { offset },
+    })
 }
 
 impl Store {

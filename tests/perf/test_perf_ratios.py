@@ -219,3 +219,28 @@ def test_compaction_costs_the_same_and_holds_no_copy_of_the_file(main_job_inputs
     size = big.stat().st_size
     # peak RSS within 1.3x the file (the issue's target), plus the interpreter's own ~60 MiB
     assert hwm <= 1.3 * size + (60 << 20), f"peak RSS {hwm >> 20} MiB for a {size >> 20} MiB file"
+
+
+@pytest.fixture(scope="module")
+def odd_main_job_inputs():
+    """(5 MB, 50 MB) main-job inputs whose compaction names an entry off the path before it."""
+    from inputs import compacted_with_tail
+
+    return compacted_with_tail(5, "off_path"), compacted_with_tail(50, "off_path")
+
+
+def test_the_per_turn_checks_stay_bounded_when_the_first_kept_entry_is_off_the_path(odd_main_job_inputs):
+    # A compaction whose firstKeptEntryId is not on the path before it (files get edited) sent
+    # every per-turn check back to the whole branch: 72 ms at 10 MB, 1.0 s at 100 MB for
+    # context_tokens() (14x / 600x the normal shape). Now the index remembers the compaction's
+    # answer (rust/src/walk.rs SpanMemo): the same ratio bound as the normal shape.
+    from main_job import time_reads
+
+    best = time_reads(list(odd_main_job_inputs), rounds=9)
+    floor = 3e-4
+    slow = {
+        name: round(max(b, floor) / max(s, floor), 2)
+        for name, (s, b) in best.items()
+        if max(b, floor) / max(s, floor) > 2.0
+    }
+    assert not slow, f"ratios 50 MB / 5 MB above 2x (first kept entry off the path): {slow}"

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from ..errors import SessionError, SessionFormatError, SessionLockedError
+from ..errors import SessionError, SessionFormatError, SessionLockedError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
 from ._rows import Options, _num, context_estimate
@@ -110,7 +110,7 @@ class CompactOptions:
         self.custom_instructions = custom_instructions
 
 
-class Interrupted(Exception):
+class Interrupted(SessionTreeError):
     """The run was interrupted (SIGINT/SIGTERM) before this summary request was sent."""
 
 
@@ -157,7 +157,7 @@ class BoundedSummarizer:
         return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["inner"], state["limit"])
+        BoundedSummarizer.__init__(self, state["inner"], state["limit"])
 
 
 def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threading.Event | None = None) -> dict:
@@ -423,9 +423,13 @@ def _run_local(
     return out
 
 
-class RunInterrupted(KeyboardInterrupt):
+class RunInterrupted(SessionTreeError, KeyboardInterrupt):
     """A run stopped by SIGINT/SIGTERM after recording what was in flight; ``rows`` are the
-    outcome rows of this run (also in the outcomes file), ``table`` their table once built."""
+    outcome rows of this run (also in the outcomes file), ``table`` their table once built.
+
+    In the package's one error tree (a :class:`SessionTreeError`) and also a
+    ``KeyboardInterrupt``, so ``except KeyboardInterrupt`` around a run catches it as it
+    catches a Ctrl-C."""
 
     def __init__(self, rows: list[dict]):
         super().__init__("interrupted")
@@ -460,7 +464,8 @@ def _run_ray(
         def run(self, path: str) -> dict:
             return compact_one(path, self.summarizer, self.opts)
 
-    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]
+    # ray.remote(...) makes an actor class; ray's typing gives the decorated class back unchanged
+    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]  # type: ignore[attr-defined]
     pool = ActorPool(actors)
     out: list[dict] = []
 

@@ -137,6 +137,7 @@ def _read_s3_exact(item: Item, max_bytes: int | None) -> tuple[bytes, int, float
             "unreadable",
             f"{item.path}: a key with empty, '.' or '..' segments: this filesystem would read another object",
         )
+    assert item.key is not None  # an object in a filesystem has a key
     bucket, key = item.key.split("/", 1)
     client = _s3_client(item.fs)
     args: dict[str, Any] = {"Bucket": bucket, "Key": key}
@@ -167,6 +168,7 @@ def _read_s3_exact(item: Item, max_bytes: int | None) -> tuple[bytes, int, float
 
 def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
     fs = item.fs
+    assert item.key is not None  # an object in a filesystem has a key
     if hasattr(fs, "open_input_file") and _normalised_by_pyarrow(item.key):
         return _read_s3_exact(item, max_bytes)
     if hasattr(fs, "open_input_file"):  # pyarrow.fs
@@ -317,12 +319,12 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     n = len(table.index)
     types = table.type
     roles = [r if t == "message" else None for t, r in zip(types, table.role)]
-    counts: dict[str, int] = {}
+    counts: dict[str | None, int] = {}  # None: a type that is not a string
     for t in types:
         counts[t] = counts.get(t, 0) + 1
     by_role = {col: 0 for _, col in ROLES}
     other = 0
-    role_cols = dict(ROLES)
+    role_cols: dict[str | None, str] = dict(ROLES)
     usage_idx: list[int] = []
     for i, t in enumerate(types):
         if t == "message":
@@ -531,7 +533,7 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
                 "cache_write_tokens": _num(usage.cache_write) if usage else None,
                 "cost": _num(usage.cost) if usage else None,
                 "on_active_path": i in on_path,
-                "label": label_of.get(ids[i]) if ids[i] is not None else None,
+                "label": label_of.get(eid) if (eid := ids[i]) is not None else None,
                 "error_kind": None,
                 "error": None,
             }

@@ -41,6 +41,7 @@ from .orchestration import (
 )
 from .provider_context import ProviderContext
 from .session import Session
+from .scrub import ScrubFinding, ScrubReport
 from .settings import CompactionSettings
 from .summarizers.base import SummarizerError
 from .token_counter import TokenCounterError
@@ -52,6 +53,8 @@ from ._core import __version__ as __version__
 
 __all__ = [
     "Session",
+    "ScrubReport",
+    "ScrubFinding",
     "SessionContext",
     "SessionInfo",
     "Entry",

@@ -1380,7 +1380,7 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
 
     out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
     try:
-        written = session.export_html(out)
+        written = session.export_html(out, scrub=args.scrub, replay=args.replay)
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:
@@ -1590,6 +1590,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
+    p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
     p = sub.add_parser(
         "cache",
         help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",
@@ -1603,6 +1605,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ._fleet_cli import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
+    # --- scrub commands (issue 20): sessiontree/_scrub_cli.py ---
+    from ._scrub_cli import add_parsers as add_scrub_parsers
+
+    add_scrub_parsers(sub)
     # ---
     return parser
 
@@ -1707,6 +1713,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in FLEET_COMMANDS:
         return run_fleet(args)
+    from ._scrub_cli import COMMANDS as SCRUB_COMMANDS, run as run_scrub
+
+    if args.command in SCRUB_COMMANDS:
+        return run_scrub(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -45,6 +45,7 @@ from .errors import (
     SessionFormatError,
     OutputPathError,
     PiError,
+    SessionArgumentError,
     SessionReadOnlyError,
 )
 from . import orchestration
@@ -62,6 +63,9 @@ from .validation import content_problems, entry_content_error, structural_proble
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
+
+if TYPE_CHECKING:
+    from .scrub import ScrubReport
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -1950,22 +1954,103 @@ class Session:
         return repair_for_provider(ctx.messages, ctx.sources)
 
     # ---- HTML view (issue 12) ----
-    def export_html(self, path: str | os.PathLike) -> Path:
+    def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
         Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
 
+        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
+        there) in a private temporary directory, removed afterwards: no secret the rules know
+        reaches the page.
+
         Raises:
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a
                 regular file (nothing written).
             SessionFileChangedError: the file shrank or was replaced under the index.
+            SessionArgumentError: ``scrub`` on a session with no file.
             OSError: ``path`` cannot be written.
         """
         from .html import export_html
 
-        return export_html(self, path)
+        if not scrub:
+            return export_html(self, path)
+        if self._path is None:
+            raise SessionArgumentError("export_html(scrub=True) needs a session file")
+        from .scrub import scrubbed_copy
+
+        self.flush()
+        copy, tmp = scrubbed_copy(self._path, replay=replay)
+        try:
+            clean = Session.open(copy)
+            try:
+                if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
+                    clean.branch(self.leaf_id)  # the view shows our leaf
+                return export_html(clean, path)
+            finally:
+                clean.close()
+        finally:
+            tmp.cleanup()
+
+    def scrub(
+        self,
+        out: str | os.PathLike | None = None,
+        *,
+        in_place: bool = False,
+        check: bool = False,
+        header: bool = False,
+        replay: str = "keep",
+    ) -> "ScrubReport":
+        """Scrub secrets from this session's file (see :mod:`sessiontree.scrub`): into ``out``,
+        rewriting the file (``in_place``), or only finding them (``check``). Returns the
+        :class:`~sessiontree.scrub.ScrubReport` (kinds, JSON pointers, offsets, hashes: never a
+        value). ``header`` also searches the header's ``cwd`` and ``parentSession``; ``replay``
+        (``keep``/``drop``) is the policy for provider replay fields.
+
+        ``in_place`` takes this session's writer lock, rewrites the file atomically (mode and
+        owner kept; a symlink's target rewritten), then re-indexes it with the same leaf, and
+        closes the writer (as :meth:`migrate`).
+
+        Raises:
+            SessionArgumentError: not exactly one of ``out``/``in_place``/``check``; ``out`` is
+                this file, a symlink or not a regular file; an in-memory session.
+            SessionLockedError: ``in_place`` and another writer holds the lock.
+            SessionFileChangedError: ``in_place`` and the file was replaced since it was opened.
+            OSError: reading or writing failed (no partial output is left).
+        """
+        from . import scrub as _scrub
+
+        if self._path is None:
+            raise SessionArgumentError("scrub needs a session file (in memory: sessiontree.scrub.scrub_bytes)")
+        self.flush()
+        if not in_place:
+            return _scrub.scrub_file(self._path, out, check=check, header=header, replay=replay)
+        if out is not None or check:
+            raise SessionArgumentError("give exactly one of out, in_place or check")
+        leaf_null = self._core.leaf_is_null()
+        leaf_id = self._core.leaf_id()
+        writer = self._get_writer()
+        writer.acquire()
+        try:
+            self._core.refresh()
+            target = Path(os.path.realpath(self._path))
+            with open(target, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_dev, st.st_ino) != self._core.file_identity():
+                    raise SessionFileChangedError(
+                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
+                    )
+                report = _scrub.rewrite_open_file(fh, target, st, header=header, replay=replay)
+            report.source = report.output = str(self._path)
+        finally:
+            self.close()
+        self._core = _core.Index.open(str(self._path))
+        if leaf_null:
+            self._core.set_leaf(None)
+        elif leaf_id is not None and self._core.index_of(leaf_id) is not None:
+            self._core.set_leaf(self._core.index_of(leaf_id))
+        return report
 
     # ---- end HTML view ----
 

@@ -11,6 +11,7 @@ pub mod json;
 pub mod jstext;
 pub mod saved;
 pub mod scan;
+pub mod scrub;
 pub mod store;
 pub mod tokens;
 pub mod walk;

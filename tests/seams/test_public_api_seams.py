@@ -14,7 +14,8 @@ PKG = Path(sessiontree.__file__).parent
 #: two JS rules Python takes from Rust (Date parsing, the ISO clock), and the HTML export, which
 #: streams the index in batches (``Index.html_digest``) instead of building entries; and the
 #: package's ``__init__.py``, whose ``__version__`` is the core's (Cargo.toml's, issue 22).
-CORE_OWNERS = {"__init__.py", "session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py"}
+#: ``scrub.py`` streams a file through the core's scrubber (``_core.Scrubber``) in blocks.
+CORE_OWNERS = {"__init__.py", "session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py", "scrub.py"}
 
 
 def _names(path: Path) -> list[tuple[int, str, str]]:
@@ -45,6 +46,7 @@ CLIENTS = [
     "cli.py",
     "rpc.py",
     "_fleet_cli.py",
+    "_scrub_cli.py",
     *sorted(f.relative_to(PKG).as_posix() for f in (PKG / "fleet").rglob("*.py")),
 ]
 

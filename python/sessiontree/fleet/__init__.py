@@ -32,12 +32,14 @@ from typing import Any
 from ..settings import CompactionSettings
 from ._compact import compact_sessions, outcomes_schema
 from ._rows import PROBLEM_KINDS, ROLES, Options
+from ._scrub import scrub_sessions
 from ._sources import Item, resolve_source
 
 __all__ = [
     "session_stats",
     "entries_table",
     "compact_sessions",
+    "scrub_sessions",
     "stats_schema",
     "entries_schema",
     "outcomes_schema",
@@ -142,7 +144,7 @@ def stats_schema() -> Any:
     return pa.schema(fields)
 
 
-def entries_schema() -> Any:
+def entries_schema(scrub: bool = False) -> Any:
     """The Arrow schema of :func:`entries_table` (one row per entry, file order).
 
     ``path``, ``path_bytes`` (as in :func:`stats_schema`), ``session_id``, ``entry_index`` (0-based, file order), ``entry_id``,
@@ -152,10 +154,13 @@ def entries_schema() -> Any:
     (``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``, ``cost``:
     set for assistant/tool-result messages, compactions, branch summaries and usage entries),
     ``on_active_path``, ``label`` (the label on the entry, when a string), ``error_kind`` and
-    ``error`` (one row with no entry for a file that could not be opened).
+    ``error`` (one row with no entry for a file that could not be opened). With ``scrub``,
+    also ``secrets``: how many secrets were replaced in the entry's line.
     """
     pa = _pa()
     i64, f64, s = pa.int64(), pa.float64(), pa.string()
+    if scrub:
+        return pa.schema(list(entries_schema()) + [pa.field("secrets", i64)])
     return pa.schema(
         [
             ("path", s),
@@ -391,16 +396,19 @@ def entries_table(
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: Any = None,
+    scrub: bool = False,
 ) -> Any:
     """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then
     file order, as a ``pyarrow.Table``; written to ``parquet`` too when given. Arguments as
-    :func:`session_stats`."""
+    :func:`session_stats`. With ``scrub``, each session is read from its scrubbed bytes
+    (:func:`sessiontree.scrub.scrub_bytes`: labels and every other string column hold
+    placeholders, never secrets) and a ``secrets`` column counts the secrets of each entry."""
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
 
-    opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache))
+    opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache), scrub=scrub)
     rows = _engine.run(
         _rows.entries_rows,
         items,
@@ -412,7 +420,7 @@ def entries_table(
         progress=progress,
     )
     rows.sort(key=lambda r: (r["path"], r.get("entry_index") if r.get("entry_index") is not None else -1))
-    table = _table(rows, entries_schema())
+    table = _table(rows, entries_schema(scrub))
     if parquet is not None:
         write_parquet(table, parquet)
     return table

@@ -54,12 +54,15 @@ class Options:
         settings: CompactionSettings | None = None,
         max_bytes: int | None = None,
         index_cache: Any = None,
+        scrub: bool = False,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.max_bytes = max_bytes
         # resolved where the file is opened (a worker's own machine), not by the caller
         self.index_cache = index_cache
+        #: open each session from its scrubbed bytes (``entries_table(scrub=True)``)
+        self.scrub = bool(scrub)
 
 
 class _Unopenable(SessionTreeError):
@@ -497,14 +500,34 @@ def stats_rows(items: Iterable[Item], opts: Options) -> list[dict]:
 def entry_rows(item: Item, opts: Options) -> list[dict]:
     """One row per entry of one session (see :func:`sessiontree.fleet.entries_schema`); a file
     that cannot be opened gives one row with ``error_kind`` and no entry."""
+    secrets: dict[int, int] | None = None
     try:
         s, _size, _mtime = open_item(item, opts)
+        if opts.scrub:
+            from ._scrub import open_scrubbed
+
+            s, secrets = open_scrubbed(_item_bytes(item, s), item.path)
     except _Unopenable as exc:
         return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
+    except OSError as exc:
+        return [{"path": item.path, "error_kind": "unreadable", "error": f"{item.path}: {exc.strerror or exc}"}]
     try:
-        return _entries_of(s, item)
+        rows = _entries_of(s, item)
+        if secrets is not None:
+            for r in rows:
+                r["secrets"] = secrets.get(r["line"], 0)
+        return rows
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
+
+
+def _item_bytes(item: Item, opened: Session) -> bytes:
+    """The bytes of an item already checked by :func:`open_item` (then closed)."""
+    opened.close()
+    if item.fs is not None:
+        return _read_object(item, None)[0]
+    with open(item.path, "rb") as fh:
+        return fh.read()
 
 
 def _entries_of(s: Session, item: Item) -> list[dict]:

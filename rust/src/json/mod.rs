@@ -235,6 +235,7 @@ fn top_field(key: &[u8]) -> Option<Field> {
 mod strings;
 
 pub use strings::find_special;
+pub use strings::skip_body as skip_string_body;
 use strings::{check_escape, first_special16, skip_body};
 
 // ---------------------------------------------------------------------------- the parser

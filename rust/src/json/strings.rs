@@ -241,7 +241,7 @@ unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {
 
 /// [`skip_body_with`] with the widest scanner this CPU has.
 #[inline]
-pub(super) fn skip_body(b: &[u8], i: usize) -> R<usize> {
+pub fn skip_body(b: &[u8], i: usize) -> R<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {

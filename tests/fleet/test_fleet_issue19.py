@@ -509,8 +509,11 @@ def test_compact_all_signal_sends_nothing_new_and_records_every_compaction(tmp_p
     finally:
         fake.close()
     assert proc.returncode == 130, (proc.returncode, err)
-    assert took < 10, took  # what was in flight (1.5 s per request) finished; nothing queued ran
-    late = [r for r in fake.requests if r["time"] > signalled + 0.05]
+    assert took < 30, took  # what was in flight (1.5 s per request) finished; nothing queued ran
+    # a request the run had already started sending when the signal arrived may land a moment
+    # later on a loaded machine (the signal is handled when the process is next scheduled); a
+    # queued one would start only when an in-flight one ends, 1.5 s on
+    late = [r for r in fake.requests if r["time"] > signalled + 0.5]
     assert not late, f"{len(late)} summary requests sent after {signum}"
     assert len(fake.requests) <= sent_before + in_flight
     doc = json.loads(out)

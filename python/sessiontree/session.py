@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import stat
 import threading
 import time
@@ -47,19 +46,18 @@ from .errors import (
     PiError,
     SessionReadOnlyError,
 )
-from . import orchestration
-from .compaction import collect_context_edits, entry_context_messages, kept_boundary
-from .compaction import find_cut_point as py_find_cut_point
-from .hooks import SessionHooks
-from .listing import most_recent_session
-from .orchestration import CompactionResult, NavigationResult
-from .provider_context import ProviderContext, repair_for_provider
 from .tokens import estimate_tokens
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # light import (issue 18): these load on first use, inside the methods below
+    from .hooks import SessionHooks
+    from .orchestration import CompactionResult, NavigationResult
+    from .provider_context import ProviderContext
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -136,7 +134,7 @@ _TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
 def _temp_name(path: Path) -> Path:
     """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
     ``.<name>.<8 hex digits>.tmp`` in the same folder."""
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    return path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")  # secrets.token_hex(4), lighter
 
 
 def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
@@ -679,6 +677,8 @@ class Session:
         """Open the most recently modified valid session of ``cwd``'s session directory, or
         create a new one there (Pi ``SessionManager.continueRecent``)."""
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        from .listing import most_recent_session
+
         recent = most_recent_session(sdir)
         if recent is not None:
             return cls.open(recent, session_dir=sdir)
@@ -1129,6 +1129,8 @@ class Session:
         for k, t in enumerate(tokens):
             if t is None:  # the exact (Python) rules decide
                 try:
+                    from .compaction import entry_context_messages
+
                     tokens[k] = sum(estimate_tokens(m) for m in entry_context_messages(self._load_raw(idx[k])))
                 except (SessionError, ValueError):
                     tokens[k] = None
@@ -1664,6 +1666,9 @@ class Session:
         path = self._span()
         if not path:
             return CutPoint(None, None, False)
+        from .compaction import collect_context_edits, kept_boundary
+        from .compaction import find_cut_point as py_find_cut_point
+
         start, dropped = kept_boundary(self._latest_compaction(path))
         if dropped is not None:
             path = path[:dropped] + path[dropped + 1 :]
@@ -1695,6 +1700,8 @@ class Session:
         ``before_tree`` lists of sync or async callables)."""
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
+            from .hooks import SessionHooks
+
             hooks = self._hooks = SessionHooks()
         return hooks
 
@@ -1718,6 +1725,8 @@ class Session:
                 refused (nothing appended).
             LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
+        from . import orchestration
+
         try:
             return await orchestration.acompact(
                 self, summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
@@ -1736,6 +1745,8 @@ class Session:
         **kwargs: Any,
     ) -> CompactionResult:
         """Sync :meth:`acompact` (not from inside a running event loop)."""
+        from . import orchestration
+
         return orchestration.run_blocking(
             self.acompact(
                 summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
@@ -1746,6 +1757,8 @@ class Session:
         """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
         (keywords ``summarize``, ``summarizer``, ``custom_instructions``, ``replace_instructions``,
         ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
+        from . import orchestration
+
         try:
             return await orchestration.anavigate_tree(self, target_id, **kwargs)
         except PiError as exc:
@@ -1770,6 +1783,8 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
+        from . import orchestration
+
         return orchestration.run_blocking(
             self.anavigate_tree(
                 target_id,
@@ -1813,6 +1828,8 @@ class Session:
         calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
         Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
         ctx = self.build_context()
+        from .provider_context import repair_for_provider
+
         return repair_for_provider(ctx.messages, ctx.sources)
 
     # ---- HTML view (issue 12) ----

@@ -34,7 +34,7 @@ import orjson
 from . import _core
 from ._jsjson import js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
-from .entries import Entry, ProblemList, TreeNode, parse_json_line
+from .entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
 from .errors import (
     EntryNotFoundError,
     LeafMovedError,
@@ -1155,19 +1155,8 @@ class Session:
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        nodes: dict[int, TreeNode] = {}
-
-        def node(i: int) -> TreeNode:
-            n = nodes.get(i)
-            if n is None:
-                n = nodes[i] = TreeNode(Entry(self, i), [], label_of.get(i))
-            return n
-
-        for p in range(len(start) - 1):
-            s, e = start[p], start[p + 1]
-            if e > s:
-                node(p).children = [node(c) for c in kids[s:e]]
-        return [node(r) for r in roots]
+        src = _TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:
         """The label on an entry, or None."""

@@ -252,7 +252,7 @@ class _TreeSource:
     def node(self, i: int) -> TreeNode:
         n = self.nodes.get(i)
         if n is None:
-            n = self.nodes.setdefault(i, _LazyTreeNode(self, i))  # one node per position, threads too
+            n = self.nodes.setdefault(i, _LazyTreeNode._made(self, i))  # one node per position, threads too
         return n
 
 
@@ -263,12 +263,23 @@ class _LazyTreeNode(TreeNode):
 
     __slots__ = ("_src", "_i", "_entry", "_children", "label")
 
-    def __init__(self, src: _TreeSource, i: int) -> None:  # not the dataclass __init__
-        self._src = src
-        self._i = i
-        self._entry: Any = _UNSET
-        self._children: Any = _UNSET
-        self.label = src.label_of.get(i)
+    def __init__(self, entry: Entry, children: list[TreeNode] | None = None, label: Any = None) -> None:
+        # TreeNode's own signature, for dataclasses.replace() and copies; get_tree uses _made()
+        self._src: Any = None
+        self._i = -1
+        self._entry = entry
+        self._children = [] if children is None else children
+        self.label = label
+
+    @classmethod
+    def _made(cls, src: _TreeSource, i: int) -> "_LazyTreeNode":
+        n = cls.__new__(cls)
+        n._src = src
+        n._i = i
+        n._entry = _UNSET
+        n._children = _UNSET
+        n.label = src.label_of.get(i)
+        return n
 
     @property  # type: ignore[override]
     def entry(self) -> Entry:

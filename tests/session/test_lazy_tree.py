@@ -4,6 +4,7 @@ made on access from the core's tree table, and the tree equals the eager oracle'
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 from pathlib import Path
@@ -85,6 +86,11 @@ def test_lazy_nodes_keep_the_treenode_shape(tmp_path):
     new = TreeNode(root.entry)
     assert new.children == [] and new.label is None and new.entry is root.entry
     assert root != TreeNode(root.entry, root.children, root.label)  # identity, as before
+    # dataclasses.replace and copies work as on the dataclass
+    r = dataclasses.replace(c, label="x")
+    assert isinstance(r, TreeNode) and r.entry is c.entry and r.children is c.children and r.label == "x"
+    k = copy.copy(b)
+    assert k is not b and k.entry is b.entry and k.label == b.label and k.children == b.children
 
 
 def test_tree_is_a_snapshot(tmp_path):

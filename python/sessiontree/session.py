@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -52,7 +52,6 @@ from .validation import content_problems, entry_content_error, structural_proble
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # light import (issue 18): these load on first use, inside the methods below
     from .hooks import SessionHooks

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -53,10 +53,9 @@ from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
 
-if TYPE_CHECKING:  # light import (issue 18): these load on first use, inside the methods below
-    from .hooks import SessionHooks
-    from .orchestration import CompactionResult, NavigationResult
-    from .provider_context import ProviderContext
+from .hooks import SessionHooks
+from .provider_context import ProviderContext
+from .results import CompactionResult, NavigationResult  # orchestration itself loads on first use
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -1688,8 +1687,6 @@ class Session:
         ``before_tree`` lists of sync or async callables)."""
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
-            from .hooks import SessionHooks
-
             hooks = self._hooks = SessionHooks()
         return hooks
 

@@ -107,14 +107,20 @@ def _main_job_tail() -> list:
     return messages[:MAIN_JOB_TAIL_ENTRIES]
 
 
-def compacted_with_tail(mb: float) -> Path:
+def compacted_with_tail(mb: float, odd: str | None = None) -> Path:
     """The main job's input: a generated session of about ``mb`` MiB of history, then one
     compaction that keeps nothing before it (its ``firstKeptEntryId`` is its own id) and the
     fixed tail (:func:`_main_job_tail`). The context, the cut search and the summarized span
-    are the same at every size; only the history before the compaction grows. Cached."""
+    are the same at every size; only the history before the compaction grows. Cached.
+
+    ``odd`` gives the compaction a ``firstKeptEntryId`` Pi never writes (files get edited), with
+    the same context (Pi keeps nothing before the compaction then either): ``"off_path"`` names
+    an entry that is not on the path before it (a side entry branched off the first one),
+    ``"missing"`` names no entry."""
     from sessiontree import Session
 
-    out = bench_dir() / f"main-job-{mb:g}mb.jsonl"
+    suffix = f"-{odd}" if odd else ""
+    out = bench_dir() / f"main-job-{mb:g}mb{suffix}.jsonl"
     if out.exists():
         return out
     tmp = out.with_name(out.name + ".tmp")
@@ -123,7 +129,33 @@ def compacted_with_tail(mb: float) -> Path:
         while block := src.read(16 << 20):
             dst.write(block)
     s = Session.open(tmp, durability="none")
-    s.append_compaction("The earlier history, summarized.", None, 150000)
+    first_kept = None
+    if odd == "off_path":
+        leaf = s.leaf_id
+        s.branch(s.get_branch()[0].id)
+        first_kept = s.append_custom_entry("side", {"n": 1})
+        s.branch(leaf)
+    elif odd is not None and odd != "missing":
+        raise ValueError(f"odd must be None, 'off_path' or 'missing', not {odd!r}")
+    if odd == "missing":
+        # (append_compaction refuses an id that names no entry: the line is written as an
+        # editor would leave it)
+        leaf = s.leaf_id
+        s.close()
+        line = {
+            "type": "compaction",
+            "id": "0dd0c0de",
+            "parentId": leaf,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "summary": "The earlier history, summarized.",
+            "firstKeptEntryId": "no-such-entry",
+            "tokensBefore": 150000,
+        }
+        with open(tmp, "ab") as f:
+            f.write(orjson.dumps(line) + b"\n")
+        s = Session.open(tmp, durability="none")
+    else:
+        s.append_compaction("The earlier history, summarized.", first_kept, 150000)
     for message in _main_job_tail():
         s.append_message(message)
     s.close()

@@ -2,7 +2,9 @@
 
 Inputs (:func:`inputs.compacted_with_tail`): a generated session of N MiB of history, then one
 compaction and one fixed tail, so the context, the cut search and the summarized span are the
-same at every size and only the history before the compaction grows. Each operation is timed
+same at every size and only the history before the compaction grows. The per-turn checks are
+also timed on the odd shape (``compacted_with_tail(mb, "off_path")``: the compaction's
+``firstKeptEntryId`` names an entry that is not on the path before it). Each operation is timed
 on every size in one process, interleaved, best of several rounds; the writing operations
 (``compact``, ``navigate_tree(summarize=True)``) run once per fresh process (the file is
 truncated back afterwards), best of a few processes, and that process's peak RSS (VmHWM:
@@ -118,12 +120,26 @@ def time_writes(paths: list[Path], rounds: int = 3) -> dict[str, list[dict]]:
     return out
 
 
+#: The per-turn checks of the odd shape (a compaction whose firstKeptEntryId is off the path).
+ODD_OPS = (
+    "AutoCompactor.context_tokens()",
+    "AutoCompactor.before_prompt(), nothing to compact",
+    "plan_compaction() (compact --dry-run's plan)",
+    "Session.build_context()",
+    "Session.find_cut_point(20000)",
+)
+
+
 def measure(sizes: list[float], rounds: int = 7, write_rounds: int = 3) -> dict:
     paths = [compacted_with_tail(mb) for mb in sizes]
+    odd = time_reads([compacted_with_tail(mb, "off_path") for mb in sizes], rounds)
+    reads = time_reads(paths, rounds)
+    for name in ODD_OPS:
+        reads[f"{name}, first kept entry off the path"] = odd[name]
     return {
         "sizes": sizes,
         "bytes": [p.stat().st_size for p in paths],
-        "reads": time_reads(paths, rounds),
+        "reads": reads,
         "writes": time_writes(paths, write_rounds),
         "load": os.getloadavg()[0],
     }
@@ -158,7 +174,9 @@ def markdown(m: dict) -> list[str]:
         "",
         "`benches/main_job.py`: a generated session of N MiB of history, then one compaction that keeps "
         "nothing before it and the same 280-entry tail (`benches/inputs.py` `compacted_with_tail`), so "
-        "every operation below has the same work at every size. Reading operations: best of interleaved "
+        'every operation below has the same work at every size. Rows marked "first kept entry off the '
+        "path\": the same input with the compaction's `firstKeptEntryId` naming an entry that is not on "
+        "the path before it (Pi never writes one; files get edited), which keeps nothing before it too. Reading operations: best of interleaved "
         "rounds in one process (open excluded); writing operations: one run per fresh process, best of "
         "3, file truncated back after each. Target: every ratio at most 2x, compaction peak RSS at most "
         f"1.3x the file. Load average while measuring: {m['load']:.2f} (2 shared cores).",

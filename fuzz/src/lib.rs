@@ -225,6 +225,50 @@ pub fn check_scan(data: &[u8]) {
         "scanning in two pieces (split at {k}) differs"
     );
 
+    // the same through reads of the file (what `Store::open` and `refresh` do), in ranges of
+    // every size, one thread and two, whole and in the two pieces above
+    let read = |buf: &mut [u8], off: u64| -> Result<(), ()> {
+        let o = off as usize;
+        buf.copy_from_slice(data.get(o..o + buf.len()).ok_or(())?);
+        Ok(())
+    };
+    let h = split_point(data) as u64;
+    let sizes: Vec<usize> = if data.len() <= 64 << 10 {
+        vec![
+            1 + (h % 5) as usize,
+            1,
+            2 + (h % 97) as usize,
+            3,
+            64 + (h % 301) as usize,
+        ]
+    } else {
+        vec![997, 4096 + (h % 4096) as usize, 1 << 16]
+    };
+    for parallel in [false, true] {
+        for sz in [&sizes[..], &[]] {
+            let mut ix = Index::new();
+            scan::scan_file_in_ranges(&mut ix, &read, 0, data.len() as u64, parallel, sz).unwrap();
+            assert_eq!(
+                snapshot(&ix),
+                expected,
+                "read in ranges {sz:?} (parallel: {parallel}) differs"
+            );
+            let mut inc = Index::new();
+            scan::scan_file_in_ranges(&mut inc, &read, 0, k as u64, parallel, sz).unwrap();
+            let start = match inc.rollback_provisional() {
+                Some((line_start, _)) => line_start,
+                None => inc.scanned_to,
+            };
+            scan::scan_file_in_ranges(&mut inc, &read, start, data.len() as u64, parallel, sz)
+                .unwrap();
+            assert_eq!(
+                snapshot(&inc),
+                expected,
+                "read in ranges {sz:?} (parallel: {parallel}) in two pieces (split at {k}) differs"
+            );
+        }
+    }
+
     // the same through the store's append path (in-memory session)
     let mut st = Store::in_memory();
     st.append_bytes(0, &data[..k]).unwrap();

@@ -88,7 +88,8 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__version__ = "0.1.0"
+# The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
+from ._core import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

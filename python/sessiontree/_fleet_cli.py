@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from typing import Any
 
+from .cli import _nonneg_float
 from .cli import _pos_int as _cli_pos_int
 
 COMMANDS = ("stats", "compact-all")
@@ -17,18 +19,30 @@ _STATS_EPILOG = """SOURCE: a directory (Pi's layout, e.g. ~/.pi/agent/sessions),
 or a URL (s3://bucket/prefix; credentials and endpoint from the environment or the URL's query,
 as pyarrow.fs reads them). Files that cannot be read become rows with error_kind set.
 
-exit codes: 0 written; 2 bad options, missing extra (pip install 'sessiontree[fleet]'), or the
-output could not be written"""
+At the end: a summary (sessions, rows, errors by kind, cost; --json for it as one JSON object on
+stdout) and, on stderr, the files that could not be read, each with its error. A progress bar
+on stderr when it is a terminal (--progress / --no-progress to choose).
+
+exit codes: 0 written; 2 bad options, a SOURCE that does not exist or cannot be listed
+("cannot read"), missing extra (pip install 'sessiontree[fleet]'), or the output could not be
+written ("cannot write")"""
 
 _COMPACT_ALL_EPILOG = """Compacts each session whose context is over the threshold (tokens > --context-window minus
 --reserve-tokens) and not already compacted at its leaf: one compaction entry per session,
 appended under the session's writer lock. --outcomes FILE records one JSON line per session as
 it finishes; rerunning with the same FILE skips what is done (a killed run resumes).
 
-Summarizers: offline (default), openai, anthropic (as `sessiontree compact`).
+A rerun with the same FILE skips only the sessions an earlier run compacted (and says how many);
+every other session is decided again under the rerun's options.
 
-exit codes: 0 done (see the outcomes; sessions that failed are listed); 2 bad options or
-summarizer misconfigured"""
+Summarizers: offline (default), openai, anthropic (as `sessiontree compact`). The output-budget
+rules (the summarizing model's window) apply to model summarizers, not to the offline one.
+
+SIGINT/SIGTERM: no new summary request is sent; the sessions in flight finish and every
+appended compaction is recorded (FILE, --parquet) with its cost; then exit 130.
+
+exit codes: 0 done (see the outcomes; sessions that failed are listed); 2 bad options, a SOURCE
+that does not exist, or summarizer misconfigured; 130 interrupted"""
 
 
 #: argparse type for an integer > 0: the one home is ``cli._pos_int``; this CLI says
@@ -68,6 +82,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--max-bytes", type=_pos_int, metavar="N", help="files larger than this become too_large rows")
     p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     p = sub.add_parser(
         "compact-all",
@@ -98,13 +113,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--instructions", metavar="TEXT", help="extra focus for the summaries")
     p.add_argument(
         "--lock-timeout",
-        type=float,
+        type=_nonneg_float,
         metavar="SECONDS",
         default=None,
         help="wait this long for a session's writer lock (default: record it as locked)",
     )
-    p.add_argument("--json", action="store_true", help="print the outcome counts as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -133,63 +149,153 @@ def _fail(message: str) -> int:
     return 2
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        from . import fleet
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        return _fail(f"{exc}")
-    source = args.source[0] if len(args.source) == 1 else args.source
-    try:
-        if args.command == "stats":
-            progress = (args.progress or _tty()) and not args.no_progress
-            table = fleet.session_stats(
-                source,
-                parquet=args.parquet,
-                engine=args.engine,
-                address=args.address,
-                workers=args.workers,
-                context_window=args.context_window,
-                settings=_settings(args),
-                max_bytes=args.max_bytes,
-                progress=progress,
-            )
-            if args.entries_parquet:
-                fleet.entries_table(
-                    source,
-                    parquet=args.entries_parquet,
-                    engine=args.engine,
-                    address=args.address,
-                    workers=args.workers,
-                    max_bytes=args.max_bytes,
-                    progress=progress,
-                )
-            errors = sum(1 for k in table.column("error_kind").to_pylist() if k is not None)
-            over = sum(1 for v in table.column("should_compact").to_pylist() if v)
-            from .cli import safe_text
+def _missing_source(sources: list[str]) -> str | None:
+    """The first local SOURCE that does not exist (a glob matching nothing is not missing: it
+    names no sessions; URLs are checked by listing them)."""
+    from .fleet._sources import _is_url
 
+    for src in sources:
+        text = src[len("file://") :] if src.startswith("file://") else src
+        if _is_url(text) or any(c in text for c in "*?["):
+            continue
+        if not os.path.lexists(text):
+            return text
+    return None
+
+
+#: at most this many unreadable files are named on stderr (the Parquet has every one)
+_NAMED = 20
+
+
+def _name_errors(rows: list[tuple[str, str, str]], what: str) -> None:
+    """``(path, kind, error)`` of the files that could not be read, on stderr."""
+    from .cli import safe_text
+
+    for path, kind, err in rows[:_NAMED]:
+        print(f"  {kind}: {safe_text(path)}: {safe_text(err)}", file=sys.stderr)
+    if len(rows) > _NAMED:
+        print(f"  ... and {len(rows) - _NAMED} more {what} (see error_kind in the output)", file=sys.stderr)
+
+
+def _count(values: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        if v is not None:
+            out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
+    from .cli import safe_text
+
+    progress = (args.progress or _tty()) and not args.no_progress
+    table = fleet.session_stats(
+        source,
+        parquet=args.parquet,
+        engine=args.engine,
+        address=args.address,
+        workers=args.workers,
+        context_window=args.context_window,
+        settings=_settings(args),
+        max_bytes=args.max_bytes,
+        progress=progress,
+    )
+    entry_rows = None
+    if args.entries_parquet:
+        entry_rows = fleet.entries_table(
+            source,
+            parquet=args.entries_parquet,
+            engine=args.engine,
+            address=args.address,
+            workers=args.workers,
+            max_bytes=args.max_bytes,
+            progress=progress,
+        ).num_rows
+    kinds = table.column("error_kind").to_pylist()
+    errors = _count(kinds)
+    over = sum(1 for v in table.column("should_compact").to_pylist() if v)
+    costs = [c for c in table.column("cost").to_pylist() if c is not None]
+    cost = sum(costs) if costs else None
+    summary = {
+        "sessions": table.num_rows,
+        "readable": table.num_rows - sum(errors.values()),
+        "errors": errors,
+        "over_threshold": over,
+        "entries": sum(e or 0 for e in table.column("entries").to_pylist()),
+        "entry_rows": entry_rows,
+        "cost": cost,
+        "parquet": str(args.parquet),
+        "entries_parquet": str(args.entries_parquet) if args.entries_parquet else None,
+    }
+    bad = [
+        (p, k, e)
+        for p, k, e in zip(table.column("path").to_pylist(), kinds, table.column("error").to_pylist())
+        if k is not None
+    ]
+    if args.json:
+        import json
+
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        shown = ", ".join(f"{k} {v}" for k, v in errors.items())
+        print(
+            f"{table.num_rows} sessions ({sum(errors.values())} unreadable{': ' + shown if shown else ''}, "
+            f"{over} over the compaction threshold), {summary['entries']} entries"
+            + (f", ${cost:.4f}" if cost is not None else "")
+            + f" -> {safe_text(str(args.parquet))}"
+            + (
+                f" ({entry_rows} entry rows -> {safe_text(str(args.entries_parquet))})"
+                if entry_rows is not None
+                else ""
+            )
+        )
+    if bad:
+        print(f"sessiontree: {len(bad)} files could not be read:", file=sys.stderr)
+        _name_errors(bad, "files")
+    return 0
+
+
+def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
+    import signal
+    import threading
+
+    from .fleet._compact import RunInterrupted
+    from .summarizers import get_summarizer
+
+    name = args.summarizer or "offline"
+    kw: dict = {}
+    if name != "offline":
+        if args.model:
+            kw["model"] = args.model
+        if args.base_url:
+            kw["base_url"] = args.base_url
+        kw["context_window"] = args.context_window
+        if args.max_tokens is not None:
+            kw["max_output_tokens"] = args.max_tokens
+    elif args.model or args.base_url:
+        return _fail("--model and --base-url need --summarizer openai or anthropic")
+    try:
+        summarizer = get_summarizer(name, **kw)
+    except (ImportError, ValueError) as exc:
+        return _fail(f"summarizer {name!r}: {exc}")
+    stop = threading.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not stop.is_set():
             print(
-                f"{table.num_rows} sessions ({errors} unreadable, {over} over the compaction threshold) "
-                f"-> {safe_text(str(args.parquet))}"
+                f"sessiontree: {signal.Signals(signum).name}: stopping (no new summary requests; "
+                "waiting for those in flight)",
+                file=sys.stderr,
             )
-            return 0
-        from .summarizers import get_summarizer
+        stop.set()
 
-        name = args.summarizer or "offline"
-        kw: dict = {}
-        if name != "offline":
-            if args.model:
-                kw["model"] = args.model
-            if args.base_url:
-                kw["base_url"] = args.base_url
-            kw["context_window"] = args.context_window
-            if args.max_tokens is not None:
-                kw["max_output_tokens"] = args.max_tokens
-        elif args.model or args.base_url:
-            return _fail("--model and --base-url need --summarizer openai or anthropic")
-        try:
-            summarizer = get_summarizer(name, **kw)
-        except (ImportError, ValueError) as exc:
-            return _fail(f"summarizer {name!r}: {exc}")
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            previous[sig] = signal.signal(sig, on_signal)
+    interrupted = False
+    try:
         out = fleet.compact_sessions(
             source,
             summarizer,
@@ -203,32 +309,84 @@ def run(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             custom_instructions=args.instructions,
             parquet=args.parquet,
-            progress=args.progress or _tty(),
+            progress=(args.progress or _tty()) and not args.no_progress,
+            stop=stop,
         )
-        rows = out.to_pylist()
-        counts: dict[str, int] = {}
-        for r in rows:
-            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-        cost = sum(r["cost"] or 0 for r in rows if r["outcome"] == "compacted")
-        if args.json:
-            import json
+    except RunInterrupted as exc:
+        out = exc.table
+        interrupted = True
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    _report_outcomes(args, out, interrupted)
+    return 130 if interrupted else 0
 
-            print(json.dumps({"sessions": len(rows), "outcomes": counts, "summary_cost": cost}))
-        else:
-            shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to do"
-            print(f"{len(rows)} sessions: {shown}; summary cost ${cost:.4f}")
-            from .cli import safe_text  # file names and error texts may hold terminal escapes
 
-            for r in rows:
-                if r["outcome"] in ("error", "summarizer_error", "locked"):
-                    print(f"  {r['outcome']}: {safe_text(r['path'])}: {safe_text(str(r['detail']))}", file=sys.stderr)
-        return 0
+def _report_outcomes(args: argparse.Namespace, out: Any, interrupted: bool) -> None:
+    import json
+
+    rows = out.to_pylist()
+    counts = _count([r["outcome"] for r in rows])
+    skipped = json.loads((out.schema.metadata or {}).get(b"sessiontree.skipped", b"{}"))
+    costs = [r["cost"] for r in rows if r["outcome"] == "compacted" and r["cost"] is not None]
+    cost = sum(costs)
+    failed = {k: v for k, v in counts.items() if k in _FAILED}
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "sessions": len(rows),
+                    "outcomes": counts,
+                    "errors": failed,
+                    "skipped": skipped,
+                    "summary_cost": cost,
+                    "interrupted": interrupted,
+                }
+            )
+        )
+    else:
+        shown = ", ".join(f"{k} {v}" for k, v in counts.items()) or "nothing to do"
+        skip = "; skipped " + ", ".join(f"{v} {k} in an earlier run" for k, v in skipped.items()) if skipped else ""
+        print(
+            f"{len(rows)} sessions: {shown}{skip}; summary cost ${cost:.4f}" + ("; interrupted" if interrupted else "")
+        )
+    bad = [(r["path"], r["outcome"], str(r["detail"])) for r in rows if r["outcome"] in _FAILED]
+    if bad:
+        print(f"sessiontree: {len(bad)} sessions failed:", file=sys.stderr)
+        _name_errors(bad, "sessions")
+    if interrupted:
+        print("sessiontree: interrupted", file=sys.stderr)
+
+
+#: the outcomes that are failures (named on stderr)
+_FAILED = ("error", "summarizer_error", "locked", "not_a_session", "not_a_file", "empty")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from . import fleet
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        return _fail(f"{exc}")
+    from .errors import SessionTreeError
+    from .fleet._sources import SourceError
+
+    missing = _missing_source(args.source)
+    if missing is not None:
+        return _fail(f"cannot read {missing}: no such file or directory")
+    source = args.source[0] if len(args.source) == 1 else args.source
+    try:
+        if args.command == "stats":
+            return _stats(args, fleet, source)
+        return _compact_all(args, fleet, source)
     except ImportError as exc:  # the fleet extra (pyarrow, ray[data]) is not installed
         return _fail(str(exc))
-    except ValueError as exc:
+    except SourceError as exc:  # listing the source failed: a read failure
         return _fail(str(exc))
     except OSError as exc:
-        return _fail(f"cannot write: {exc}")
+        where = getattr(exc, "filename", None)
+        return _fail(f"cannot write{' ' + str(where) if where else ''}: {exc.strerror or exc}")
+    except (ValueError, SessionTreeError) as exc:
+        return _fail(str(exc))
     except KeyboardInterrupt:
         print("sessiontree: interrupted", file=sys.stderr)
         return 130

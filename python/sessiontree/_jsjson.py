@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import math
 import re
+from types import ModuleType
 from typing import Any
-
-try:  # C-speed fast path; the pure-Python writer below is always correct on its own.
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a hard dependency, but stay importable
-    _orjson = None
 
 from json.encoder import encode_basestring as _encode_str  # C implementation, non-ASCII kept raw
 
 from . import _core
+
+_orjson: ModuleType | None
+try:  # C-speed fast path; the pure-Python writer below is always correct on its own.
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a hard dependency, but stay importable
+    _orjson = None
 
 __all__ = [
     "JS_UNDEFINED",

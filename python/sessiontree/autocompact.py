@@ -360,8 +360,9 @@ class AutoCompactor:
             SummarizerError: the summary call failed (the omission stays).
         """
         probe = error
-        if isinstance(error, str) and self.session.get_entry(error) is not None:
-            probe = self.session.get_entry(error).get("message")
+        entry = self.session.get_entry(error) if isinstance(error, str) else None
+        if entry is not None:
+            probe = entry.get("message")
         if not is_overflow_error(probe, self.context_window):
             return RecoveryResult(retry=False, outcome="not_overflow")
         failed = self._failed_attempt(error)

@@ -85,7 +85,7 @@ class BranchPreparation:
 
     messages: list
     file_ops: FileOperations
-    total_tokens: int
+    total_tokens: int | float
 
 
 def collect_entries_for_branch_summary(
@@ -117,7 +117,7 @@ def collect_entries_for_branch_summary(
 
     entries: list = []
     seen: dict = {}  # id -> position in the walk
-    current = old_leaf_id
+    current: Optional[str] = old_leaf_id
     while current and current != common_ancestor_id:
         if current in seen:
             cycle = list(seen)[seen[current] :]
@@ -196,7 +196,7 @@ def prepare_branch_entries(entries: Sequence[Entry], token_budget: int = 0) -> B
     """
     messages: list = []
     file_ops = FileOperations()
-    total = 0
+    total: int | float = 0
 
     entries = entry_values(entries)
     for entry in entries:

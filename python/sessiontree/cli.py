@@ -78,13 +78,13 @@ def _escape_char(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
-def safe_text(s: str) -> str:
+def safe_text(s: object) -> str:
     """``s`` with every character that could drive a terminal made visible as an escape.
 
     C0/C1 controls, DEL and ESC become ``\\xNN``; bidi controls (U+202A–U+202E,
     U+2066–U+2069, LRM/RLM/ALM), U+2028/U+2029 and lone surrogates become ``\\uNNNN``.
     Everything else (CJK, emoji, combining marks) passes unchanged. Non-strings are
-    converted with ``str()`` first.
+    converted with ``str()`` first (None becomes ``""``).
 
         >>> safe_text("\\x1b[31mred\\x1b[0m")
         '\\\\x1b[31mred\\\\x1b[0m'
@@ -444,7 +444,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         out(f"active branch:   parentId cycle ({' -> '.join(_shown_id(i) for i in cycle.ids)}); Pi cannot open it")
     else:
         shown = ", ".join(f"{safe_text(r)} {n}" for r, n in sorted(roles.items())) or "no messages"
-        out(f"active branch:   {len(path)} entries; messages: {shown}")
+        out(f"active branch:   {len(path.index)} entries; messages: {shown}")
     if context_error is not None:
         out(f"context:         error: {safe_text(context_error)}")
     elif context_count is not None:
@@ -740,7 +740,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     if args.since is not None:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
-            raise EntryNotFoundError(f"Entry not found: {args.since}")
+            raise EntryNotFoundError.of(args.since)
         entries = s.entry_table(range(since.index + 1, len(s)))
     else:
         entries = s.entry_table()
@@ -1236,7 +1236,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 
     target = s.get_entry(args.target_id)
     if target is None:
-        raise EntryNotFoundError(f"Entry not found: {args.target_id}")
+        raise EntryNotFoundError.of(args.target_id)
     if not (args.summarize or args.label is not None or args.dry_run):
         print(
             "sessiontree: navigate without --summarize or --label writes nothing (Pi reopens a session at "
@@ -1290,11 +1290,13 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         s.hooks.before_tree.remove(on_prepared)
     s.flush()
     new_entries = [s.entry_at(i) for i in range(first_new, len(s))] if write else []
-    written = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
+    written: list[dict[str, Any]] = [{"id": e.id, "line": e.line, "type": e.type} for e in new_entries]
     label_entry = next((w for w in written if w["type"] == "label"), None)
     summary_entry = result.summary_entry
     if label_entry is not None:
-        position = s.get_entry(label_entry["id"]).parent_id
+        label = s.get_entry(label_entry["id"])
+        assert label is not None  # appended above
+        position = label.parent_id
     else:
         position = result.new_leaf_id
     prep = captured.get("prep")
@@ -1588,12 +1590,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
     p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    p = sub.add_parser(
+        "cache",
+        help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",
+        description="Saved indexes make a second open of a large session cheap. They live in "
+        "$SESSIONTREE_INDEX_CACHE (a folder, or 'off'), else $XDG_CACHE_HOME/sessiontree, else "
+        "~/.cache/sessiontree. Clearing only removes our own files; nothing is ever needed there.",
+    )
+    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument("--json", action="store_true", help="one JSON document")
     # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/_fleet_cli.py ---
     from ._fleet_cli import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
     # ---
     return parser
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """``sessiontree cache info|clear``: the folder, its saved indexes and rows; or remove them."""
+    from . import index_cache
+
+    if args.action == "clear":
+        n = index_cache.clear()
+        folder = index_cache.resolve()
+        if args.json:
+            _write_out(json_document({"folder": str(folder) if folder else None, "removed": n}) + "\n", flush=True)
+        else:
+            _write_out(f"removed {n} files from {folder if folder else '(cache off)'}\n", flush=True)
+        return 0
+    inf = index_cache.info()
+    doc = {
+        "folder": str(inf.folder) if inf.folder else None,
+        "enabled": inf.folder is not None,
+        "exists": inf.exists,
+        "files": inf.files,
+        "bytes": inf.bytes,
+        "temp_files": inf.temp_files,
+        "min_bytes": index_cache.min_bytes(),
+    }
+    if args.json:
+        _write_out(json_document(doc) + "\n", flush=True)
+    elif inf.folder is None:
+        _write_out("index cache: off (SESSIONTREE_INDEX_CACHE=off)\n", flush=True)
+    else:
+        _write_out(
+            f"index cache: {inf.folder}{'' if inf.exists else ' (not created yet)'}\n"
+            f"files: {inf.files} ({inf.bytes} bytes){f', {inf.temp_files} temp' if inf.temp_files else ''}\n"
+            f"saved for files of at least {doc['min_bytes']} bytes\n",
+            flush=True,
+        )
+    return 0
 
 
 def _fail(message: str, code: int = 2, as_json: bool = False) -> int:
@@ -1653,6 +1700,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("--max-preview must be >= 0")
     if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
         return fail("standard output is closed; nothing done")
+    if args.command == "cache":
+        return _cmd_cache(args)
     # --- fleet commands take a SOURCE, not one FILE ---
     from ._fleet_cli import COMMANDS as FLEET_COMMANDS, run as run_fleet
 

@@ -615,7 +615,9 @@ def _cut_range(path: list) -> tuple:
     return path[:dropped] + path[dropped + 1 :], boundary_start, path[dropped]
 
 
-def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS) -> Optional[int]:
+def latest_cut_keep(
+    path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS
+) -> Optional[int | float]:
     """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the **latest** valid cut point
     of the path (after the previous kept boundary), or ``None`` when no cut point after the
     first one exists (then nothing can be freed).
@@ -633,7 +635,7 @@ def latest_cut_keep(path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPA
     if len(points) < 2:
         return None
     count = getattr(settings, "token_counter", None) or estimate_tokens
-    keep = 0
+    keep: int | float = 0
     for i in range(points[-1], len(path)):
         for message in messages_of(i):
             keep += count(message)

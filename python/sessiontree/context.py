@@ -262,7 +262,7 @@ def build_context_entries(path: Sequence[dict]) -> list:
     return out
 
 
-def entry_to_context_messages(entry: dict) -> list:
+def entry_to_context_messages(entry: Any) -> list:
     """Pi's ``sessionEntryToContextMessages``: the messages one entry contributes.
 
     * ``message``: the stored message; user/assistant/toolResult with null or missing
@@ -580,11 +580,11 @@ def estimate_context_tokens(messages: Sequence[dict]) -> ContextTokenEstimate:
         usage = _assistant_usage(messages[i])
         if usage is not None:
             usage_tokens = calculate_context_tokens(usage)
-            trailing = 0
+            trailing: int | float = 0  # NaN where Pi's estimate is
             for m in messages[i + 1 :]:
                 trailing += estimate_tokens(m)
             return ContextTokenEstimate(usage_tokens + trailing, usage_tokens, trailing, i)
-    total = 0
+    total: int | float = 0
     for m in messages:
         total += estimate_tokens(m)
     return ContextTokenEstimate(total, 0, total, None)

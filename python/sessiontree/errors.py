@@ -75,7 +75,22 @@ class SessionCycleError(SessionError):
 
 
 class EntryNotFoundError(SessionError, KeyError):
-    """No entry has the given id (Pi: ``Entry <id> not found``)."""
+    """No entry has the given id. Its one wording is :meth:`of`'s, Pi's RPC text
+    ``Entry not found: <id>`` (Pi's ``SessionManager.branch`` says ``Entry <id> not found``;
+    every sessiontree surface uses the one text).
+
+    Attributes:
+        entry_id: the id looked up (any JSON value), when made by :meth:`of`; else ``None``.
+    """
+
+    entry_id: Any = None
+
+    @classmethod
+    def of(cls, entry_id: Any) -> "EntryNotFoundError":
+        """The error for ``entry_id``: ``Entry not found: <id>`` (``entry_id`` kept)."""
+        err = cls(f"Entry not found: {entry_id}")
+        err.entry_id = entry_id
+        return err
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
         return str(self.args[0]) if self.args else ""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, Sequence, Union
 
 from .errors import SessionError
 
@@ -70,7 +70,7 @@ class BeforeCompactEvent:
     """
 
     preparation: Any
-    branch_entries: list
+    branch_entries: Sequence
     custom_instructions: Optional[str]
     reason: str
     will_retry: bool = False

@@ -334,7 +334,63 @@ def _session_info_fd(path: Path, fd: int) -> SessionInfo | None:
     )
 
 
-def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | None = None) -> list[SessionInfo]:
+def _info_row(info: SessionInfo) -> dict:
+    return {
+        "id": info.id,
+        "cwd": info.cwd,
+        "name": info.name,
+        "parent_session": info.parent_session,
+        "created": info.created.isoformat() if info.created is not None else None,
+        "modified": info.modified.isoformat(),
+        "first_message": info.first_message,
+        "size": info.size,
+        "modified_ms": info.modified_ms,
+    }
+
+
+def _info_of_row(path: Path, r: dict) -> SessionInfo | None:
+    try:
+        return SessionInfo(
+            path=path,
+            id=r["id"],
+            cwd=r["cwd"],
+            name=r["name"],
+            parent_session=r["parent_session"],
+            created=datetime.fromisoformat(r["created"]) if r["created"] is not None else None,
+            modified=datetime.fromisoformat(r["modified"]),
+            first_message=r["first_message"],
+            size=r["size"],
+            modified_ms=r["modified_ms"],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _listed(p: Path, index_cache: Any) -> SessionInfo | None:
+    """``session_info(p)``, through a saved row (``sessiontree.index_cache``) when the file is
+    unchanged since it was listed."""
+    from . import index_cache as ic
+
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_size >= ic.min_bytes() and ic.resolve(index_cache) is not None:
+        row = ic.load_row("list", st, "1", index_cache)
+        if row is not None:
+            hit = _info_of_row(p, row)
+            if hit is not None:
+                return hit
+        info = session_info(p)
+        if info is not None:
+            ic.save_row("list", st, "1", _info_row(info), index_cache)
+        return info
+    return session_info(p)
+
+
+def list_sessions(
+    cwd: str | None = None, *, session_dir: str | os.PathLike | None = None, index_cache: Any = None
+) -> list[SessionInfo]:
     """Sessions newest first (by ``modified_ms``).
 
     With ``session_dir``: the ``*.jsonl`` files in that folder. Else with ``cwd``: Pi's
@@ -342,6 +398,11 @@ def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | No
     Files that are not Pi sessions (by the rule :meth:`Session.open` applies) are left out.
     Only files directly inside the folders are read; links are followed only if they point
     at regular files.
+
+    ``index_cache`` (:mod:`sessiontree.index_cache`: None for the default folder, a folder, or
+    ``False``/``"off"``): a file of at least the saved size is listed from a saved row while it
+    is unchanged (same device, inode, size, mtime and ctime in ns), else read as above and its
+    row saved. Listing never needs a saved index: it reads bounded bytes of each file.
     """
     if session_dir is not None:
         dirs = [Path(session_dir)]
@@ -366,7 +427,7 @@ def list_sessions(cwd: str | None = None, *, session_dir: str | os.PathLike | No
             if not p.is_file():
                 continue
             try:
-                info = session_info(p)
+                info = _listed(p, index_cache)
             except (OSError, ValueError):
                 continue
             if info is not None:

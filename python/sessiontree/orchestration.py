@@ -137,8 +137,7 @@ NO_CONTENT_TO_SUMMARIZE = "No content to summarize"
 DEFAULT_MODEL_MAX_TOKENS = 16384
 #: Context window Pi assumes for branch summaries when the model names none.
 DEFAULT_BRANCH_CONTEXT_WINDOW = 128000
-#: Pi ``branchSummary.reserveTokens`` default: budget = context window - this.
-BRANCH_SUMMARY_RESERVE_TOKENS = 16384
+from .results import BRANCH_SUMMARY_RESERVE_TOKENS  # noqa: E402 (its home: the light module, for Session's defaults)
 
 
 # ==== Errors ====================================================================
@@ -770,7 +769,7 @@ async def anavigate_tree(
         return NavigationResult(new_leaf_id=old_leaf)
     target = session.get_entry(target_id)
     if target is None:
-        raise EntryNotFoundError(f"Entry {target_id} not found")
+        raise EntryNotFoundError.of(target_id)
 
     collected = _collect_abandoned(session, old_leaf, target_id)
     preparation = TreePreparation(

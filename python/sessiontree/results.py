@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from .entries import Entry
     from .summarizers.base import SummaryUsage
 
+#: Pi ``branchSummary.reserveTokens`` default: budget = context window - this.
+BRANCH_SUMMARY_RESERVE_TOKENS = 16384
+
 
 @dataclass(frozen=True)
 class CompactionResult:

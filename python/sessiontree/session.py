@@ -46,6 +46,8 @@ from .errors import (
     PiError,
     SessionReadOnlyError,
 )
+from .index_cache import IndexCache
+from .index_cache import open_kwargs as index_cache_open_kwargs
 from .tokens import estimate_tokens
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
@@ -55,7 +57,11 @@ from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_time
 
 from .hooks import SessionHooks
 from .provider_context import ProviderContext
-from .results import CompactionResult, NavigationResult  # orchestration itself loads on first use
+from .results import (
+    BRANCH_SUMMARY_RESERVE_TOKENS,
+    CompactionResult,
+    NavigationResult,
+)  # orchestration itself loads on first use
 from .paths import (
     check_session_id,
     default_session_dir,
@@ -101,16 +107,22 @@ def _require_str(**values: Any) -> None:
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
 
 
-def _bom_reason(path: Path) -> str | None:
-    """Why a file that starts with a UTF-8 byte order mark is not a session, or None when it
-    does not start with one. (Pi's ``JSON.parse`` refuses the BOM, so the header line is not
-    JSON to Pi either: acceptance stays Pi's, only the message names the cause.)"""
+def _bom_reason(head: bytes) -> str | None:
+    """Why session bytes that start with a UTF-8 byte order mark are not a session, or None
+    when ``head`` (the first bytes) does not start with one: the one text, for a local file
+    and for bytes from storage (:meth:`Session.from_bytes`, the fleet's S3 reads) alike. (Pi's
+    ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
+    stays Pi's, only the message names the cause.)"""
+    return "UTF-8 BOM at byte 0 (Pi rejects it)" if bytes(head[:3]) == b"\xef\xbb\xbf" else None
+
+
+def _file_head(path: Path, n: int = 3) -> bytes:
+    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(3)
+            return fh.read(n)
     except OSError:
-        return None
-    return "UTF-8 BOM at byte 0 (Pi rejects it)" if head == b"\xef\xbb\xbf" else None
+        return b""
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -141,7 +153,7 @@ def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
     ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
     of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
     writer that died. Other names are never touched. Returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -431,6 +443,7 @@ class Session:
         session_dir: str | os.PathLike | None = None,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
+        index_cache: IndexCache = None,
     ) -> "Session":
         """Open an existing session file. Never modifies the file.
 
@@ -446,6 +459,11 @@ class Session:
                 the process until :meth:`flush`/:meth:`close`); see :mod:`sessiontree.writer`.
             lock_timeout: seconds the first write waits for another writer's lock (None:
                 fail at once with :class:`SessionLockedError`). Reading never locks.
+            index_cache: where saved indexes are read and written (:mod:`sessiontree.index_cache`):
+                None for the default (``$SESSIONTREE_INDEX_CACHE``, else
+                ``$XDG_CACHE_HOME/sessiontree``), a folder, or ``False``/``"off"``. A saved index
+                that passes its checks is loaded and only bytes appended since are scanned; the
+                answers are the cold scan's either way. The session file is never written.
 
         Raises:
             FileNotFoundError: no such file.
@@ -455,6 +473,7 @@ class Session:
             SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
         check_lock_timeout(lock_timeout)
+        cache = index_cache_open_kwargs(index_cache)
         p = Path(path).expanduser()
         if session_dir is not None:
             session_dir = Path(session_dir).expanduser()
@@ -462,11 +481,18 @@ class Session:
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
-        core = _core.Index.open(str(p))
+        core = _core.Index.open(str(p), **cache)
+        if core.end == 0 and _file_head(p, 1):
+            # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
+            # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
+            raise SessionFormatError(
+                f"Session file is not a valid pi session: {p} (the system reports size 0 but the file holds "
+                "bytes: a /proc or other pseudo file, not a session file)"
+            )
         # the folder the caller named (lexically, like Node's path.resolve), not where a
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
-        return cls._over_core(core, p, p, sdir, durability=durability, lock_timeout=lock_timeout)
+        return cls._over_core(core, p, p, sdir, lambda: _file_head(p), durability=durability, lock_timeout=lock_timeout)
 
     @classmethod
     def _over_core(
@@ -475,19 +501,21 @@ class Session:
         path: Path | None,
         shown: Any,
         sdir: Path | None,
+        head: Callable[[], bytes],
         *,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
     ) -> "Session":
         """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
-        checks, migration in memory, a header in memory for an empty file."""
+        checks, migration in memory, a header in memory for an empty file. ``head()`` gives the
+        first bytes (read only to explain a refusal)."""
         p = shown
         state, reason = core.header_state()
         if state == "invalid":
-            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(p) or reason})")
+            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(head()) or reason})")
         if state == "empty":
             if core.line_count and any(core.problem(k)[2] != "blank_line" for k in range(core.problem_count())):
-                bom = _bom_reason(p)
+                bom = _bom_reason(head())
                 if bom:
                     raise SessionFormatError(f"Session file is not a valid pi session: {p} ({bom})")
                 raise SessionFormatError(
@@ -548,7 +576,14 @@ class Session:
             raise TypeError("Session.from_bytes needs bytes (or a buffer), not str")
         core = _core.Index.from_bytes(data)
         shown = name if name is not None else "<bytes>"
-        s = cls._over_core(core, None, shown, None)
+
+        def head() -> bytes:
+            try:
+                return bytes(memoryview(data).cast("B")[:3])
+            except (TypeError, ValueError):
+                return b""
+
+        s = cls._over_core(core, None, shown, None, head)
         s._read_only = True
         s._source_name = name
         return s
@@ -572,6 +607,7 @@ class Session:
         session_dir: str | os.PathLike | None = None,
         session_id: str | None = None,
         parent_session: str | None = None,
+        timestamp: str | None = None,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
     ) -> "Session":
@@ -580,17 +616,25 @@ class Session:
         ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
         missing). Pi defers writing the file until the first assistant message; we write the
         header at once so nothing appended later can be lost (a header-only file opens in Pi).
+        ``timestamp`` (an ISO string as ``new Date().toISOString()`` writes, default now) is the
+        header's and the file name's: a caller that announced the path before writing (RPC
+        ``new_session``) passes the one it announced.
 
         Raises:
-            ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL).
+            ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL), or
+                ``timestamp`` is not a valid date.
             FileExistsError: a file of that name already exists.
             SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
         """
         check_lock_timeout(lock_timeout)
         sdir = Path(session_dir).expanduser() if session_dir is not None else default_session_dir(cwd)
-        sdir.mkdir(parents=True, exist_ok=True)
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
-        ts = iso_now()
+        if timestamp is not None:
+            ms = _core.date_parse(timestamp) if isinstance(timestamp, str) else float("nan")
+            if ms != ms:  # NaN: new Date(timestamp) is an invalid date
+                raise ValueError(f"timestamp must be an ISO date string, not {timestamp!r}")
+        sdir.mkdir(parents=True, exist_ok=True)
+        ts = timestamp if timestamp is not None else iso_now()
         header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts, "cwd": cwd}
         if parent_session is not None:
             header["parentSession"] = str(parent_session)
@@ -626,13 +670,20 @@ class Session:
         )
 
     @classmethod
-    def in_memory(cls, cwd: str = ".") -> "Session":
-        """A session that lives only in memory (Pi ``SessionManager.inMemory``)."""
+    def in_memory(cls, cwd: str = ".", *, session_id: str | None = None) -> "Session":
+        """A session that lives only in memory (Pi ``SessionManager.inMemory``); ``session_id``
+        default a new UUID.
+
+        Raises:
+            TypeError: ``session_id`` is not a str.
+        """
+        if session_id is not None:
+            _require_str(session_id=session_id)
         core = _core.Index.in_memory()
         header = {
             "type": "session",
             "version": CURRENT_SESSION_VERSION,
-            "id": new_session_id(),
+            "id": session_id if session_id is not None else new_session_id(),
             "timestamp": iso_now(),
             "cwd": cwd,
         }
@@ -641,21 +692,30 @@ class Session:
 
     @classmethod
     def fork_from(
-        cls, source_path: str | os.PathLike, target_cwd: str, *, session_dir: str | os.PathLike | None = None
+        cls,
+        source_path: str | os.PathLike,
+        target_cwd: str,
+        *,
+        session_dir: str | os.PathLike | None = None,
+        session_id: str | None = None,
     ) -> "Session":
         """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
-        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``).
+        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``);
+        ``session_id`` is the new session's (default a new UUID; Pi ``--fork`` with
+        ``--session-id``).
 
         Entries are copied byte for byte; a legacy v1/v2 source is migrated first, so the
         new v3 file never holds unmigrated entries. The file appears atomically.
 
         Raises:
             FileNotFoundError, SessionFormatError: as :meth:`open` for the source.
+            ValueError: ``session_id`` is unsafe as a file name.
         """
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
         src = cls.open(source_path)
+        assert src._path is not None  # opened from a file
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(target_cwd)
         sdir.mkdir(parents=True, exist_ok=True)
-        sid = new_session_id()
         ts = iso_now()
         header = {
             "type": "session",
@@ -696,8 +756,9 @@ class Session:
         return self._session_dir
 
     @property
-    def session_id(self) -> str:
-        """The header's ``id`` as written."""
+    def session_id(self) -> Any:
+        """The header's ``id`` as written (a str in every file Pi writes; any JSON value, or None
+        when missing, in a hand-made one)."""
         return self._header.get("id")
 
     @property
@@ -786,6 +847,16 @@ class Session:
             []
         """
         out = structural_problems(self._core, self._load_raw)
+        if not self._header_on_disk and (self._path is not None or self._read_only):
+            out.append(
+                {
+                    "line": 1,
+                    "offset": 0,
+                    "kind": "empty_file",
+                    "message": "no session header: the file holds no entry (Pi writes a new header when it opens it)",
+                    "severity": "error",
+                }
+            )
         if content:
             out += content_problems(self._core, self._load_raw)
         out.sort(key=lambda p: (p["line"], p["offset"]))
@@ -866,7 +937,7 @@ class Session:
             raise TypeError(f"entry id must be a str, not {type(entry_id).__name__}")
         i = self._lookup(entry_id)
         if i is None:
-            raise EntryNotFoundError(f"Entry {entry_id} not found")
+            raise EntryNotFoundError.of(entry_id)
         return i
 
     def entries(self) -> list[Entry]:
@@ -895,7 +966,7 @@ class Session:
         the file repeats ids."""
         i = self._lookup(since) if isinstance(since, str) else None
         if i is None:
-            raise EntryNotFoundError(f"Entry not found: {since}")
+            raise EntryNotFoundError.of(since)
         if self._core.entry_count() != len(self._core):
             key = self._core.id(i)
             i = next(k for k in range(i + 1) if self._core.id(k) == key)
@@ -1123,7 +1194,7 @@ class Session:
             size.append(self._core.location(i)[2])
             t = self._core.timestamp_ms(i)
             when.append(t if t == t else None)
-        tokens: list[int | None] = list(self._core.estimate_tokens(idx))
+        tokens: list[int | float | None] = list(self._core.estimate_tokens(idx))
         for k, t in enumerate(tokens):
             if t is None:  # the exact (Python) rules decide
                 try:
@@ -1211,6 +1282,14 @@ class Session:
         self.flush()
         return self._core.refresh()
 
+    def index_cache_state(self) -> tuple[str, int, str]:
+        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was
+        opened: ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes
+        after ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because
+        ``why``, then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved:
+        e.g. below the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        return self._core.cache_state()
+
     # ==== writing ==================================================================
 
     def _generate_id(self) -> str:
@@ -1231,18 +1310,25 @@ class Session:
 
     def _get_writer(self) -> SessionWriter:
         if self._writer is None:
+            assert self._path is not None  # only file sessions write through a writer
             self._writer = SessionWriter(self._path, self._lock_timeout)
         return self._writer
 
     def _lock(self) -> None:
-        """Take the writer lock; on first taking it, index what others appended meanwhile
-        (our leaf stays where the caller put it) and hand the core the descriptor to write to."""
+        """Take the writer lock; on first taking it, index what others appended meanwhile and
+        hand the core the descriptor to write to. The leaf is then the file's current leaf (its
+        last entry, so writers taking turns build one chain), unless the caller had moved it
+        away from the file's last entry (``branch``, ``reset_leaf``): that choice is kept."""
         writer = self._get_writer()
         if writer.acquire():
             try:
                 leaf_null = self._core.leaf_is_null()
                 leaf = self._core.leaf()
-                if self._core.refresh():
+                n = len(self._core)
+                # the leaf a scan leaves (the last entry in file order; a last entry with an
+                # id that names nothing leaves a leaf that names nothing)
+                follows_file = n == 0 or (leaf == n - 1 if leaf is not None else not leaf_null)
+                if self._core.refresh() and not follows_file:
                     self._core.set_leaf(None if leaf_null or leaf is None else leaf)
                 self._core.attach_writer(writer.fd, self._durability)
                 _WRITING.add(self)
@@ -1397,7 +1483,7 @@ class Session:
             LeafMovedError: the leaf is not ``expected_leaf_id`` (nothing appended).
         """
         if first_kept_entry_id is not None and self._lookup(first_kept_entry_id) is None:
-            raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
+            raise EntryNotFoundError.of(first_kept_entry_id)
 
         def build() -> dict:
             if expected_leaf_id is not _ANY_LEAF and self._core.leaf_id() != expected_leaf_id:
@@ -1697,12 +1783,16 @@ class Session:
         settings: Any = None,
         custom_instructions: str | None = None,
         reason: str = "manual",
-        **kwargs: Any,
+        context_window: int | None = None,
+        max_tokens: int | None = None,
+        will_retry: bool = False,
+        accept_suspect_summary: bool = False,
     ) -> CompactionResult:
         """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
-        (extra keywords: ``context_window``, ``max_tokens``, ``will_retry``,
-        ``accept_suspect_summary``). Reads only the context span (:meth:`get_context_entries`).
-        Returns a :class:`~sessiontree.orchestration.CompactionResult`.
+        for every parameter (``context_window``/``max_tokens``: the summarizing model's window
+        and output limit in tokens; ``will_retry``: recorded for hooks; ``accept_suspect_summary``:
+        append a summary the safety checks flag). Reads only the context span
+        (:meth:`get_context_entries`). Returns a :class:`~sessiontree.orchestration.CompactionResult`.
 
         Raises:
             NothingToCompactError: ``"Nothing to compact (session too small)"``.
@@ -1714,7 +1804,15 @@ class Session:
 
         try:
             return await orchestration.acompact(
-                self, summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
+                self,
+                summarizer,
+                settings=settings,
+                custom_instructions=custom_instructions,
+                reason=reason,
+                context_window=context_window,
+                max_tokens=max_tokens,
+                will_retry=will_retry,
+                accept_suspect_summary=accept_suspect_summary,
             )
         except PiError as exc:
             self._name_entry(exc)
@@ -1727,25 +1825,61 @@ class Session:
         settings: Any = None,
         custom_instructions: str | None = None,
         reason: str = "manual",
-        **kwargs: Any,
+        context_window: int | None = None,
+        max_tokens: int | None = None,
+        will_retry: bool = False,
+        accept_suspect_summary: bool = False,
     ) -> CompactionResult:
-        """Sync :meth:`acompact` (not from inside a running event loop)."""
+        """Sync :meth:`acompact` (not from inside a running event loop); the same parameters."""
         from . import orchestration
 
         return orchestration.run_blocking(
             self.acompact(
-                summarizer, settings=settings, custom_instructions=custom_instructions, reason=reason, **kwargs
+                summarizer,
+                settings=settings,
+                custom_instructions=custom_instructions,
+                reason=reason,
+                context_window=context_window,
+                max_tokens=max_tokens,
+                will_retry=will_retry,
+                accept_suspect_summary=accept_suspect_summary,
             )
         )
 
-    async def anavigate_tree(self, target_id: str, **kwargs: Any) -> NavigationResult:
+    async def anavigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        summarizer: Any = None,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+        context_window: int | None = None,
+        max_tokens: int | None = None,
+        reserve_tokens: int = BRANCH_SUMMARY_RESERVE_TOKENS,
+    ) -> NavigationResult:
         """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
-        (keywords ``summarize``, ``summarizer``, ``custom_instructions``, ``replace_instructions``,
-        ``label``, ``context_window``...). Returns a :class:`~sessiontree.orchestration.NavigationResult`."""
+        for every parameter. Returns a :class:`~sessiontree.orchestration.NavigationResult`.
+
+        Raises:
+            EntryNotFoundError: ``target_id`` names no entry.
+        """
         from . import orchestration
 
         try:
-            return await orchestration.anavigate_tree(self, target_id, **kwargs)
+            return await orchestration.anavigate_tree(
+                self,
+                target_id,
+                summarize=summarize,
+                summarizer=summarizer,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+                label=label,
+                context_window=context_window,
+                max_tokens=max_tokens,
+                reserve_tokens=reserve_tokens,
+            )
         except PiError as exc:
             self._name_entry(exc)
             raise
@@ -1759,7 +1893,9 @@ class Session:
         custom_instructions: str | None = None,
         replace_instructions: bool = False,
         label: str | None = None,
-        **kwargs: Any,
+        context_window: int | None = None,
+        max_tokens: int | None = None,
+        reserve_tokens: int = BRANCH_SUMMARY_RESERVE_TOKENS,
     ) -> NavigationResult:
         """Sync :meth:`anavigate_tree`: selecting a user message moves the leaf to its parent and
         returns its text (``editor_text``); anything else becomes the leaf; ``summarize=True``
@@ -1778,7 +1914,9 @@ class Session:
                 custom_instructions=custom_instructions,
                 replace_instructions=replace_instructions,
                 label=label,
-                **kwargs,
+                context_window=context_window,
+                max_tokens=max_tokens,
+                reserve_tokens=reserve_tokens,
             )
         )
 
@@ -1978,7 +2116,7 @@ class EntryTable(NamedTuple):
     ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
     byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
 
-    index: list[int]
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     id: list[str | None]
     parent_id: list[str | None]
     parent_is_null: list[bool]
@@ -1994,10 +2132,10 @@ class EntryMetrics(NamedTuple):
     since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
     throws)."""
 
-    index: list[int]
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     bytes: list[int]
     timestamp_ms: list[float | None]
-    tokens: list[int | None]
+    tokens: list[int | float | None]
 
 
 class TreeTable(NamedTuple):

@@ -29,7 +29,7 @@ class CompactionSettings:
 
     enabled: bool = True
     reserve_tokens: int = 16384
-    keep_recent_tokens: int = 20000
+    keep_recent_tokens: int | float = 20000  # tokens (a counter may count in floats)
     token_counter: Callable[[dict], Any] | None = field(default=None, repr=False, compare=False)
 
 

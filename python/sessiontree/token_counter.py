@@ -48,7 +48,7 @@ class TokenCounterError(SessionError):
     """A token counter could not be set up (missing package, missing encoding file)."""
 
 
-def pi_estimate(message: dict) -> int:
+def pi_estimate(message: dict) -> int | float:
     """Pi's estimate: ``ceil(UTF-16 code units / 4)`` per role (see :func:`sessiontree.estimate_tokens`)."""
     return estimate_tokens(message)
 

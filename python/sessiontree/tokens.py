@@ -121,7 +121,7 @@ def _system_chars(message: dict) -> float:
     return chars
 
 
-def estimate_tokens(message: Any) -> int:
+def estimate_tokens(message: Any) -> int | float:
     """Pi's ``estimateTokens(message)``: ``ceil(chars / 4)`` with chars in UTF-16 code units.
 
     ``message`` is an ``AgentMessage`` dict as Pi holds it (the ``message`` of a message

@@ -90,16 +90,32 @@ class UsageAccumulator:
     :func:`usage_totals_of_entries` over all of them. :meth:`sessiontree.Session.usage_totals`
     keeps one, so each call costs the entries appended since the last one."""
 
-    __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count")
+    __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count", "skip_missing", "_seen", "_carriers")
 
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_write = 0
+    def __init__(self, *, skip_missing: bool = False) -> None:
+        """``skip_missing=False``: Pi's arithmetic (a missing or non-number field makes its
+        sum NaN). ``skip_missing=True``: SQL's ``sum`` instead, for tables (the fleet's
+        Arrow columns): a field that is missing or not a finite number adds nothing, and a
+        sum that usages were added to but none gave a number is ``None`` in :meth:`totals`
+        (with no usage at all, the sums are 0, as Pi's)."""
+        self.input: float = 0
+        self.output: float = 0
+        self.cache_read: float = 0
+        self.cache_write: float = 0
         self.cost: float = 0
         #: how many entries were added (a cursor for the caller)
         self.count = 0
+        self.skip_missing = skip_missing
+        #: which sums got a number (skip_missing): input, output, cacheRead, cacheWrite, cost
+        self._seen = [False] * 5
+        #: how many usages were added (skip_missing)
+        self._carriers = 0
 
     def add(self, entries: Iterable[Any]) -> None:
         """Add the usage ``entries`` carry (entry dicts or :class:`~sessiontree.entries.Entry`)."""
+        if self.skip_missing:
+            self._add_skipping(entries)
+            return
         i, o, cr, cw, cost = self.input, self.output, self.cache_read, self.cache_write, self.cost
         for entry in entries:
             usage = _carries_usage(entry_value(entry))
@@ -114,22 +130,56 @@ class UsageAccumulator:
                 cost += js_usage_number(c.get("total", JS_UNDEFINED))
         self.input, self.output, self.cache_read, self.cache_write, self.cost = i, o, cr, cw, cost
 
+    def _add_skipping(self, entries: Iterable[Any]) -> None:
+        sums = [self.input, self.output, self.cache_read, self.cache_write, self.cost]
+        seen = self._seen
+        for entry in entries:
+            usage = _carries_usage(entry_value(entry))
+            if usage is None:
+                continue
+            self._carriers += 1
+            c = usage.get("cost")
+            values = (
+                usage.get("input", JS_UNDEFINED),
+                usage.get("output", JS_UNDEFINED),
+                usage.get("cacheRead", JS_UNDEFINED),
+                usage.get("cacheWrite", JS_UNDEFINED),
+                c.get("total", JS_UNDEFINED) if isinstance(c, dict) else JS_UNDEFINED,
+            )
+            for k, v in enumerate(values):
+                if v is JS_UNDEFINED:
+                    continue
+                n = js_usage_number(v)
+                if math.isfinite(n):
+                    sums[k] += n
+                    seen[k] = True
+        self.input, self.output, self.cache_read, self.cache_write, self.cost = sums
+
     def totals(self) -> UsageTotals:
         """The sums so far (tokens; ``cost`` in dollars); ``total`` is input + output + cache reads
-        + cache writes, as Pi's ``get_session_stats`` reports it."""
+        + cache writes, as Pi's ``get_session_stats`` reports it. With ``skip_missing``, a sum
+        the usages added gave no number to is ``None`` (``total``: the sum of the four that are
+        not)."""
         i, o, cr, cw = self.input, self.output, self.cache_read, self.cache_write
+        if self.skip_missing:
+            parts = [
+                v if seen or not self._carriers else None for v, seen in zip((i, o, cr, cw, self.cost), self._seen)
+            ]
+            tokens = [v for v in parts[:4] if v is not None]
+            total = sum(tokens) if tokens else None
+            return UsageTotals(parts[0], parts[1], parts[2], parts[3], total, parts[4])  # type: ignore[arg-type]
         return UsageTotals(i, o, cr, cw, i + o + cr + cw, self.cost)
 
 
-def usage_totals_of_entries(entries: Iterable[Any]) -> UsageTotals:
+def usage_totals_of_entries(entries: Iterable[Any], *, skip_missing: bool = False) -> UsageTotals:
     """Sum the usage of ``entries`` (entry dicts or :class:`~sessiontree.entries.Entry`, file
-    order) by the rules of this module.
+    order) by the rules of this module (``skip_missing``: see :class:`UsageAccumulator`).
 
         >>> u = {"input": 10, "output": 2, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}
         >>> usage_totals_of_entries([{"type": "usage", "usage": u},
         ...     {"type": "message", "message": {"role": "assistant", "usage": u}}]).to_pi()
         {'tokens': {'input': 20, 'output': 4, 'cacheRead': 0, 'cacheWrite': 0, 'total': 24}, 'cost': 1.0}
     """
-    acc = UsageAccumulator()
+    acc = UsageAccumulator(skip_missing=skip_missing)
     acc.add(entries)
     return acc.totals()

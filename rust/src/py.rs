@@ -2,7 +2,7 @@
 
 use crate::index::{HeaderState, Leaf, NONE};
 use crate::store::{Store, StoreError};
-use crate::walk::{Cycle, PreorderError, TreeCache};
+use crate::walk::{Cycle, PreorderError, SpanMemo, TreeCache};
 use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -93,7 +93,10 @@ fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) 
 pub struct Index {
     st: Store,
     tree: TreeCache,
+    span_memo: SpanMemo,
     rng: crate::append::IdRng,
+    /// what the saved index did when this index was opened
+    cache: crate::saved::CacheState,
 }
 
 impl Index {
@@ -164,17 +167,43 @@ impl Index {
 #[pymethods]
 impl Index {
     /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
+    /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
+    /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true))]
-    fn open(py: Python<'_>, path: PathBuf, parallel: bool) -> PyResult<Self> {
-        let st = py
-            .detach(|| Store::open(&path, parallel))
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        parallel: bool,
+        cache_dir: Option<PathBuf>,
+        cache_min: u64,
+    ) -> PyResult<Self> {
+        let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
+            dir,
+            min_bytes: cache_min,
+        });
+        let (st, cache) = py
+            .detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))
             .map_err(|e| store_err(py, e))?;
         Ok(Index {
             st,
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache,
         })
+    }
+
+    /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
+    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`.
+    fn cache_state(&self) -> (&'static str, u64, String) {
+        use crate::saved::CacheState;
+        match &self.cache {
+            CacheState::Off => ("off", 0, String::new()),
+            CacheState::Warm { covered } => ("warm", *covered, String::new()),
+            CacheState::Cold { why, saved: true } => ("saved", 0, why.clone()),
+            CacheState::Cold { why, saved: false } => ("cold", 0, why.clone()),
+        }
     }
 
     /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
@@ -190,7 +219,9 @@ impl Index {
         Ok(Index {
             st,
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache: crate::saved::CacheState::Off,
         })
     }
 
@@ -200,7 +231,9 @@ impl Index {
         Index {
             st: Store::in_memory(),
             tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
             rng: crate::append::IdRng::seeded(),
+            cache: crate::saved::CacheState::Off,
         }
     }
 
@@ -535,7 +568,7 @@ impl Index {
         // thread's append fail with "Already borrowed"
         self.st
             .index
-            .context_span(leaf as u32, with_settings)
+            .context_span_with(leaf as u32, with_settings, &self.span_memo)
             .map_err(|c| cycle_err(py, self.cycle_info(c)))
     }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).

@@ -11,6 +11,10 @@
 //! too, so no pass over the data runs on one core. Parsed skeletons borrow the mapped bytes;
 //! how many parsed lines may wait to be indexed is bounded (a small share of the data's
 //! size), so memory stays bounded however large the file.
+//!
+//! A file is scanned the same way without ever being mapped ([`scan_file`]): each thread reads
+//! the ranges it is handed with `pread` into a buffer of its own and parses them there; the
+//! indexing thread checks that the ranges' lines meet end to start.
 
 use crate::index::{parse_one, pre_of, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::LineParser;
@@ -517,6 +521,587 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
     index.recs.len() - before
 }
 
+// ------------------------------------------------------------------ scanning through reads
+
+/// A file scan hands out byte ranges of about this many bytes at most (a range holds about
+/// `TARGET_LINES` lines of the length seen last, as chunks of data in memory do).
+const FILE_MAX_CHUNK: usize = 256 << 10;
+/// Each range is read together with this many bytes after it: the rest of its last line,
+/// almost always (a longer line is read on in steps).
+const READ_PAST: usize = 8 << 10;
+/// A line still unfinished after this many bytes is looked for through a bounded buffer
+/// before it is held (a line longer than [`MAX_LINE`] never is).
+const LONG_LINE: u64 = 16 << 20;
+/// Bytes read ahead of the indexing, at most (besides the range being indexed): what the read
+/// buffers may hold when the indexing thread is held up. (8 MiB cost a third more system time
+/// than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
+const READ_AHEAD: u64 = 2 << 20;
+/// Parsed lines waiting to be indexed in a file scan, at most this many bytes of them.
+const FILE_QUEUE: usize = 1 << 20;
+/// Read buffers larger than this (a long line was read into one) are freed, not reused.
+const KEEP_BUFFER: usize = 4 * FILE_MAX_CHUNK;
+
+/// Why a file scan stopped.
+#[derive(Debug)]
+pub enum FileScanError<E> {
+    /// A read failed (the file may have shrunk).
+    Read(E),
+    /// Two reads disagree about where a line ends: the file changed while it was read. The
+    /// offset is where the index expected the next line to start.
+    Changed { offset: u64 },
+}
+
+/// Lines parsed from one range `[s, e)` of a file: the lines that start in it, read into a
+/// buffer of their own.
+struct FilePart<'a> {
+    /// `None`: no line starts in the range (a longer line spans it)
+    part: Option<Part<'a>>,
+    /// a line longer than [`MAX_LINE`] that starts in the range, last: recorded, never held
+    too_long: Option<ParsedLine<'static>>,
+    /// the buffer's bytes as `part` borrows them
+    data: &'a [u8],
+    /// the file offset of `data[0]`
+    base: u64,
+    /// where the first line starts and where the last one ends (file offsets)
+    first: u64,
+    next: u64,
+    /// the range's end
+    range_end: u64,
+    /// the buffer (after `part` and `data`, which borrow it: they go first)
+    buf: Vec<u8>,
+}
+
+/// Read buffers for reuse.
+#[derive(Default)]
+struct Buffers(Mutex<Vec<Vec<u8>>>);
+
+impl Buffers {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+    fn give(&self, b: Vec<u8>) {
+        if b.len() <= KEEP_BUFFER {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+        }
+    }
+}
+
+/// The offset of the first `\n` in `[from, to)`, read through a bounded buffer.
+fn find_newline_in<E>(
+    read: &(impl Fn(&mut [u8], u64) -> Result<(), E> + Sync),
+    from: u64,
+    to: u64,
+) -> Result<Option<u64>, E> {
+    let mut buf = vec![0u8; (1usize << 20).min((to - from) as usize)];
+    let mut pos = from;
+    while pos < to {
+        let n = ((to - pos) as usize).min(buf.len());
+        read(&mut buf[..n], pos)?;
+        if let Some(k) = memchr::memchr(b'\n', &buf[..n]) {
+            return Ok(Some(pos + k as u64));
+        }
+        pos += n as u64;
+    }
+    Ok(None)
+}
+
+/// `buf[..n]` readable (grown, never shrunk: bytes already there are overwritten by the read,
+/// never zeroed first).
+fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    &mut buf[..n]
+}
+
+/// What the threads of a file scan share.
+struct FileShared<'a, R, E> {
+    read: &'a R,
+    /// the scan covers `[from, to)`; `from` is a line start
+    from: u64,
+    to: u64,
+    /// most parsed lines `slots` may hold
+    queue: usize,
+    state: Mutex<FileState<'a, E>>,
+    cv: Condvar,
+    pool: Pool<'a>,
+    bufs: Buffers,
+    knobs: Knobs<'a>,
+}
+
+/// The limits of a file scan, smaller in tests (so the rare paths run on small data).
+#[derive(Clone, Copy)]
+struct Knobs<'a> {
+    /// range sizes to hand out in turn instead of ones fitted to the line length
+    sizes: Option<&'a [usize]>,
+    max_line: u64,
+    long_line: u64,
+    read_past: usize,
+}
+
+const KNOBS: Knobs<'static> = Knobs {
+    sizes: None,
+    max_line: MAX_LINE,
+    long_line: LONG_LINE,
+    read_past: READ_PAST,
+};
+
+struct FileState<'a, E> {
+    /// where the next range handed out starts
+    next: u64,
+    claimed: usize,
+    done: usize,
+    /// where the last range indexed ends
+    indexed_to: u64,
+    chunk: usize,
+    slots: Vec<Option<FilePart<'a>>>,
+    queued: usize,
+    waiting: usize,
+    failed: bool,
+    error: Option<FileScanError<E>>,
+}
+
+impl<'a, R, E> FileShared<'a, R, E>
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send,
+{
+    fn lock(&self) -> MutexGuard<'_, FileState<'a, E>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn claim(&self, st: &mut FileState<'a, E>) -> Claim {
+        if st.failed || st.next >= self.to {
+            return Claim::Done;
+        }
+        if st.claimed >= st.done + RING
+            || st.queued >= self.queue
+            || (st.claimed > st.done && st.next - st.indexed_to > READ_AHEAD)
+        {
+            return Claim::Full;
+        }
+        let s = st.next;
+        let size = match self.knobs.sizes {
+            Some(v) => v[st.claimed % v.len()].max(1),
+            None => st.chunk,
+        };
+        let e = (s + size as u64).min(self.to);
+        st.next = e;
+        st.claimed += 1;
+        Claim::Chunk(st.claimed - 1, s as usize, e as usize)
+    }
+
+    fn wait<'g>(
+        &self,
+        mut g: MutexGuard<'g, FileState<'a, E>>,
+    ) -> MutexGuard<'g, FileState<'a, E>> {
+        g.waiting += 1;
+        g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.waiting -= 1;
+        g
+    }
+
+    fn fail(&self, g: &mut FileState<'a, E>, e: FileScanError<E>) {
+        g.failed = true;
+        if g.error.is_none() {
+            g.error = Some(e);
+        }
+        self.cv.notify_all();
+    }
+
+    fn put(&self, g: &mut FileState<'a, E>, i: usize, part: FilePart<'a>) {
+        g.queued += part.part.as_ref().map_or(0, |p| p.lines.len());
+        g.slots[i % RING] = Some(part);
+        if g.waiting > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Reads range `[s, e)` (and as far past `e` as its last line goes) and parses the lines
+    /// that start in it: the first starts after the first `\n` at or after `s - 1` (at `s`
+    /// itself when `s` is where the scan starts).
+    fn fetch(&self, s: u64, e: u64) -> Result<FilePart<'a>, E> {
+        let lead = u64::from(s > self.from);
+        let base = s - lead;
+        let range = (e - base) as usize;
+        let want = range + self.knobs.read_past.min(range).min((self.to - e) as usize);
+        let mut buf = self.bufs.take();
+        (self.read)(room(&mut buf, want), base)?;
+        let first = if lead == 1 {
+            memchr::memchr(b'\n', &buf[..range]).map_or(range, |j| j + 1)
+        } else {
+            0
+        };
+        if first >= range {
+            // no line starts in the range
+            self.bufs.give(buf);
+            return Ok(FilePart {
+                part: None,
+                too_long: None,
+                data: &[],
+                base,
+                first: e,
+                next: e,
+                range_end: e,
+                buf: Vec::new(),
+            });
+        }
+        // the last line that starts in the range ends at the first `\n` at or after `e - 1`
+        let mut held = want;
+        let mut too_long = None;
+        if buf[range - 1] != b'\n' {
+            match memchr::memchr(b'\n', &buf[range..want]) {
+                Some(k) => held = range + k + 1,
+                None if base + want as u64 == self.to => {}
+                None => {
+                    let ls =
+                        memchr::memrchr(b'\n', &buf[first..range]).map_or(first, |k| first + k + 1);
+                    let line_start = base + ls as u64;
+                    // read on in growing steps, up to `LONG_LINE` of the line
+                    let mut nl = None;
+                    let mut step = FILE_MAX_CHUNK;
+                    while nl.is_none()
+                        && (base + held as u64) < self.to
+                        && (base + held as u64 - line_start) < self.knobs.long_line
+                    {
+                        let line_so_far = base + held as u64 - line_start;
+                        let n = step
+                            .min((self.to - base) as usize - held)
+                            .min((self.knobs.long_line - line_so_far) as usize);
+                        (self.read)(&mut room(&mut buf, held + n)[held..], base + held as u64)?;
+                        nl = memchr::memchr(b'\n', &buf[held..held + n]).map(|k| held + k);
+                        held += n;
+                        step *= 2;
+                    }
+                    match nl {
+                        Some(k) => held = k + 1,
+                        None if base + held as u64 == self.to => {}
+                        None => {
+                            // a very long line: where does it end?
+                            let found = find_newline_in(self.read, base + held as u64, self.to)?;
+                            let stop = found.unwrap_or(self.to);
+                            let next = found.map_or(self.to, |n| n + 1);
+                            if stop - line_start > self.knobs.max_line {
+                                too_long = Some(ParsedLine {
+                                    offset: line_start,
+                                    len: stop - line_start,
+                                    line: 0,
+                                    terminated: found.is_some(),
+                                    end: next,
+                                    result: LineResult::TooLong,
+                                });
+                                held = ls;
+                            } else {
+                                let upto = (next - base) as usize;
+                                (self.read)(&mut room(&mut buf, upto)[held..], base + held as u64)?;
+                                held = upto;
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            held = range;
+        }
+        // SAFETY: `data` points into `buf`'s heap block, which moves with the part (moving a
+        // `Vec` does not move its elements) and is neither written nor freed while lines
+        // borrowing `data` live: the part's lines are indexed and dropped (`ingest_file_part`)
+        // before `buf` goes back to the pool, and on every other path `part` is dropped before
+        // `buf` (field order).
+        let data: &'a [u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), held) };
+        let next = too_long.as_ref().map_or(base + held as u64, |t| t.end);
+        let part = if first < held {
+            Some(parse_chunk(data, first, held, base, &self.pool))
+        } else {
+            None
+        };
+        Ok(FilePart {
+            part,
+            too_long,
+            data,
+            base,
+            first: base + first as u64,
+            next,
+            range_end: e,
+            buf,
+        })
+    }
+
+    fn fetch_or_fail(&self, s: usize, e: usize) -> Option<FilePart<'a>> {
+        match self.fetch(s as u64, e as u64) {
+            Ok(p) => Some(p),
+            Err(err) => {
+                let mut g = self.lock();
+                self.fail(&mut g, FileScanError::Read(err));
+                None
+            }
+        }
+    }
+
+    /// A reading thread: reads and parses the ranges it is handed until none are left.
+    fn parse_loop(&self) {
+        let _guard = FileFailed(self);
+        let mut g = self.lock();
+        loop {
+            match self.claim(&mut g) {
+                Claim::Done => return,
+                Claim::Full => g = self.wait(g),
+                Claim::Chunk(i, s, e) => {
+                    drop(g);
+                    let part = self.fetch_or_fail(s, e);
+                    g = self.lock();
+                    match part {
+                        Some(p) => self.put(&mut g, i, p),
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The indexing thread: indexes the ranges in file order as they are ready (checking that
+    /// each starts where the one before ended), and reads ranges itself while the next one is
+    /// not ready.
+    fn index_loop(&self, index: &mut Index) {
+        let _guard = FileFailed(self);
+        let mut expect = self.from;
+        let mut g = self.lock();
+        loop {
+            if g.failed {
+                return;
+            }
+            let slot = g.done % RING;
+            let fp = match g.slots[slot].take() {
+                Some(fp) => {
+                    g.queued -= fp.part.as_ref().map_or(0, |p| p.lines.len());
+                    fp
+                }
+                None => match self.claim(&mut g) {
+                    Claim::Chunk(i, s, e) => {
+                        drop(g);
+                        let part = self.fetch_or_fail(s, e);
+                        g = self.lock();
+                        let Some(fp) = part else { return };
+                        if i != g.done {
+                            self.put(&mut g, i, fp);
+                            continue;
+                        }
+                        fp
+                    }
+                    Claim::Done if g.failed || g.done == g.claimed => return,
+                    Claim::Full | Claim::Done => {
+                        g = self.wait(g);
+                        continue;
+                    }
+                },
+            };
+            drop(g);
+            // lines cover the file without gaps or overlaps: a range holding no line start
+            // lies inside a line that started before it, else its first line starts where
+            // the last one ended
+            let agrees = if fp.part.is_some() || fp.too_long.is_some() {
+                fp.first == expect
+            } else {
+                expect >= fp.range_end
+            };
+            if !agrees {
+                let mut g = self.lock();
+                self.fail(&mut g, FileScanError::Changed { offset: expect });
+                return;
+            }
+            let range_end = fp.range_end;
+            let (bytes, lines) = self.ingest_file_part(index, fp, &mut expect);
+            g = self.lock();
+            g.done += 1;
+            g.indexed_to = g.indexed_to.max(expect).max(range_end);
+            if let Some(avg) = bytes.checked_div(lines) {
+                g.chunk = chunk_size(avg).min(FILE_MAX_CHUNK);
+            }
+            if g.waiting > 0 {
+                self.cv.notify_all();
+            }
+        }
+    }
+
+    /// Indexes a part's lines and gives its buffer back. Returns its (bytes, lines).
+    fn ingest_file_part(
+        &self,
+        index: &mut Index,
+        fp: FilePart<'a>,
+        expect: &mut u64,
+    ) -> (usize, usize) {
+        let FilePart {
+            part,
+            too_long,
+            data,
+            base,
+            first,
+            next,
+            buf,
+            ..
+        } = fp;
+        let mut lines = 0;
+        if let Some(p) = part {
+            lines = ingest_part(index, data, base, p, &self.pool).1;
+        }
+        if let Some(mut t) = too_long {
+            t.line = index.lines + 1;
+            index.ingest(&t);
+            lines += 1;
+        }
+        if lines > 0 {
+            *expect = next;
+        }
+        self.bufs.give(buf);
+        ((next - first) as usize, lines)
+    }
+}
+
+/// As [`Failed`], for a file scan.
+struct FileFailed<'s, 'a, R, E>(&'s FileShared<'a, R, E>)
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send;
+
+impl<R, E> Drop for FileFailed<'_, '_, R, E>
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send,
+{
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut g = self.0.lock();
+            g.failed = true;
+            self.0.cv.notify_all();
+        }
+    }
+}
+
+/// Scans bytes `[from, to)` of a file into `index`, reading them with `read(buf, offset)`
+/// (which fills `buf` with the bytes at `offset`, or errs). `from` is a line start; only the
+/// last line may end inside a line at `to` (the index keeps it provisional).
+///
+/// Reading and scanning go on at once on every pool thread (with `parallel`): each thread
+/// reads a range of the file into a buffer of its own (in the cache when it is parsed), finds
+/// the lines that start in it (the first after the first `\n` at or after the range's first
+/// byte minus one, the last read on until its `\n`), and parses them; one thread indexes the
+/// parsed ranges in file order, reading and parsing ranges itself whenever the next one is not
+/// ready. Each range must start exactly where the one before ended (two reads of the same
+/// bytes must agree): a file that changes meanwhile gives [`FileScanError::Changed`] and a read
+/// that fails [`FileScanError::Read`]. Read buffers ahead of the indexing are bounded
+/// (`READ_AHEAD`), as are parsed lines; a line longer than [`MAX_LINE`] is never held, only
+/// recorded as too long. The index is the one [`scan_into`] builds from the same bytes.
+pub fn scan_file<R, E>(
+    index: &mut Index,
+    read: &R,
+    from: u64,
+    to: u64,
+    parallel: bool,
+) -> Result<(), FileScanError<E>>
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send,
+{
+    scan_file_with(index, read, from, to, parallel, KNOBS)
+}
+
+/// [`scan_file`] with the given range sizes handed out in turn (instead of sizes fitted to
+/// the line length): for tests that cut a file at arbitrary places (`fuzz/src/lib.rs`).
+#[doc(hidden)]
+pub fn scan_file_in_ranges<R, E>(
+    index: &mut Index,
+    read: &R,
+    from: u64,
+    to: u64,
+    parallel: bool,
+    sizes: &[usize],
+) -> Result<(), FileScanError<E>>
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send,
+{
+    let knobs = Knobs {
+        sizes: (!sizes.is_empty()).then_some(sizes),
+        ..KNOBS
+    };
+    scan_file_with(index, read, from, to, parallel, knobs)
+}
+
+fn scan_file_with<R, E>(
+    index: &mut Index,
+    read: &R,
+    from: u64,
+    to: u64,
+    parallel: bool,
+    knobs: Knobs<'_>,
+) -> Result<(), FileScanError<E>>
+where
+    R: Fn(&mut [u8], u64) -> Result<(), E> + Sync,
+    E: Send,
+{
+    if to <= from {
+        return Ok(());
+    }
+    let len = (to - from) as usize;
+    // a guess on the low side: tables grow by doubling, and one reserved for more lines than
+    // the file has (a tiny-line guess, 1 KiB a line, on ~1.3 KiB lines) doubles the key table
+    index.reserve(len / 4096);
+    let threads = if parallel && len > PARALLEL_MIN {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    // (what `READ_AHEAD` bytes of realistic lines parse to; tiny lines stop at this instead)
+    let queue =
+        (len / QUEUE_SHARE).clamp(MIN_QUEUE, FILE_QUEUE) / std::mem::size_of::<ParsedLine>();
+    let shared = FileShared {
+        read,
+        from,
+        to,
+        queue,
+        state: Mutex::new(FileState {
+            next: from,
+            claimed: 0,
+            done: 0,
+            indexed_to: from,
+            chunk: 64 << 10,
+            slots: (0..RING).map(|_| None).collect(),
+            queued: 0,
+            waiting: 0,
+            failed: false,
+            error: None,
+        }),
+        cv: Condvar::new(),
+        pool: Pool::default(),
+        bufs: Buffers::default(),
+        knobs,
+    };
+    let sh = &shared;
+    if threads <= 1 {
+        sh.index_loop(index);
+    } else {
+        rayon::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(move |_| sh.parse_loop());
+            }
+            sh.index_loop(index);
+        });
+    }
+    let mut g = shared.lock();
+    // parts left in the ring (after a failure) drop their lines before their buffers
+    for slot in g.slots.iter_mut() {
+        slot.take();
+    }
+    match g.error.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// What the start of a file says about its header, by the rule `Index` applies when it opens
 /// the file (the first JSON value, blank, damaged and falsy lines skipped, must be an object
 /// with `type:"session"` and a string `id`): one rule for opening and for listing.
@@ -852,6 +1437,249 @@ mod tests {
                 data.extend_from_slice(pieces[(next() % pieces.len() as u64) as usize]);
             }
             check(&data);
+        }
+    }
+
+    fn mem_read(data: &[u8]) -> impl Fn(&mut [u8], u64) -> Result<(), ()> + Sync + '_ {
+        move |buf: &mut [u8], off: u64| {
+            let o = off as usize;
+            buf.copy_from_slice(data.get(o..o + buf.len()).ok_or(())?);
+            Ok(())
+        }
+    }
+
+    /// What a file scan must match: [`reference`], with lines longer than `max` recorded as
+    /// too long (as [`MAX_LINE`] is for real).
+    fn reference_max(data: &[u8], max: u64) -> Index {
+        let mut ix = Index::new();
+        let mut parser = LineParser::new();
+        let mut start = 0;
+        while start < data.len() {
+            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
+            let stop = nl.unwrap_or(data.len());
+            let end = if stop > start && data[stop - 1] == b'\r' {
+                stop - 1
+            } else {
+                stop
+            };
+            // (a too-long line is measured to its `\n`, as the file scan measures it)
+            let too_long = (stop - start) as u64 > max;
+            let pl = ParsedLine {
+                offset: start as u64,
+                len: if too_long { stop - start } else { end - start } as u64,
+                line: ix.lines + 1,
+                terminated: nl.is_some(),
+                end: nl.map_or(data.len(), |n| n + 1) as u64,
+                result: if too_long {
+                    LineResult::TooLong
+                } else {
+                    parse_one(&mut parser, &data[start..end])
+                },
+            };
+            ix.ingest(&pl);
+            start = nl.map_or(data.len(), |n| n + 1);
+        }
+        ix
+    }
+
+    fn file_snapshot(ix: &Index) -> Vec<String> {
+        let mut v = vec![format!(
+            "{} {} {:?} {:?} {:?}",
+            ix.lines, ix.scanned_to, ix.leaf, ix.header, ix.header_span
+        )];
+        v.extend(ix.recs.iter().map(|r| format!("{r:?}")));
+        v.extend(
+            ix.problems
+                .iter()
+                .map(|p| format!("{} {} {} {}", p.line, p.offset, p.kind, p.message)),
+        );
+        v
+    }
+
+    /// The first difference of two snapshots (a short message, not the whole index).
+    fn same_snapshot(got: &[String], want: &[String], what: &str) {
+        if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+            panic!(
+                "{what}: item {i}: got {:?}, want {:?}",
+                got.get(i),
+                want.get(i)
+            );
+        }
+    }
+
+    /// Lines longer than a range, than the read-on step and than the "long line" limit, and
+    /// lines too long to hold, at every place against range boundaries: the file scan gives
+    /// the line-at-a-time index, in one thread and two.
+    #[test]
+    fn file_scan_of_long_and_too_long_lines_matches_a_line_at_a_time() {
+        let mut data = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..400 {
+            let n = match next() % 10 {
+                0 => 3000 + next() % 9000, // too long (> 2500)
+                1 => 600 + next() % 1800,  // long (> 500), held
+                2 => 0,
+                _ => next() % 200,
+            } as usize;
+            let text = "w".repeat(n);
+            data.extend_from_slice(
+                format!("{{\"type\":\"custom\",\"id\":\"e{i}\",\"parentId\":\"e{}\",\"data\":\"{text}\"}}", i.max(1) - 1)
+                    .as_bytes(),
+            );
+            data.extend_from_slice(if i % 7 == 3 { b"\r\n" } else { b"\n" });
+        }
+        data.extend_from_slice(&vec![b'z'; 4000]); // unterminated and too long
+        let want = file_snapshot(&reference_max(&data, 2500));
+        let read = mem_read(&data);
+        for sizes in [&[1usize, 7, 64][..], &[100, 3], &[513], &[2000, 1]] {
+            for parallel in [false, true] {
+                let knobs = Knobs {
+                    sizes: Some(sizes),
+                    max_line: 2500,
+                    long_line: 500,
+                    read_past: 64,
+                };
+                let mut ix = Index::new();
+                scan_file_with(&mut ix, &read, 0, data.len() as u64, parallel, knobs).unwrap();
+                assert_eq!(
+                    file_snapshot(&ix),
+                    want,
+                    "sizes {sizes:?}, parallel {parallel}"
+                );
+            }
+        }
+    }
+
+    /// Two reads that disagree about where a line ends (the file changed between them) stop
+    /// the scan with `Changed`; a read that fails stops it with that error. Neither hangs,
+    /// in one thread or two.
+    #[test]
+    fn file_scan_stops_when_reads_disagree_or_fail() {
+        let mut a = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
+        for i in 0..2000 {
+            a.extend_from_slice(
+                format!(
+                    "{{\"type\":\"custom\",\"id\":\"e{i}\",\"parentId\":null,\"data\":\"{}\"}}\n",
+                    "x".repeat(i % 90)
+                )
+                .as_bytes(),
+            );
+        }
+        // the same length, its line ends moved: a rewrite in place
+        let mut b = a.clone();
+        for (i, c) in b.iter_mut().enumerate() {
+            if *c == b'\n' && i % 3 == 0 {
+                *c = b' ';
+            } else if *c == b'x' && i % 5 == 0 {
+                *c = b'\n';
+            }
+        }
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        // the first reads see `a`, later ones `b`
+        let changing = |buf: &mut [u8], off: u64| -> Result<(), ()> {
+            let src = if reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3 {
+                &a
+            } else {
+                &b
+            };
+            buf.copy_from_slice(&src[off as usize..off as usize + buf.len()]);
+            Ok(())
+        };
+        for parallel in [false, true] {
+            reads.store(0, std::sync::atomic::Ordering::SeqCst);
+            let mut ix = Index::new();
+            let r = scan_file_in_ranges(&mut ix, &changing, 0, a.len() as u64, parallel, &[1000]);
+            assert!(matches!(r, Err(FileScanError::Changed { .. })), "{r:?}");
+        }
+        let failing = |buf: &mut [u8], off: u64| -> Result<(), &'static str> {
+            if off > 50_000 {
+                return Err("shrunk");
+            }
+            buf.copy_from_slice(&a[off as usize..off as usize + buf.len()]);
+            Ok(())
+        };
+        for parallel in [false, true] {
+            let mut ix = Index::new();
+            let r = scan_file_in_ranges(&mut ix, &failing, 0, a.len() as u64, parallel, &[4096]);
+            assert!(matches!(r, Err(FileScanError::Read("shrunk"))), "{r:?}");
+        }
+        // unchanged reads: the serial scan's index
+        let mut want = Index::new();
+        scan_into(&mut want, &a, 0, false);
+        let mut ix = Index::new();
+        scan_file(&mut ix, &mem_read(&a), 0, a.len() as u64, true).unwrap();
+        same_snapshot(&file_snapshot(&ix), &file_snapshot(&want), "unchanged");
+    }
+
+    /// The corpus, scanned through reads in ranges of many sizes (and fitted ones), from the
+    /// start and in two pieces: the serial in-memory scan's index every time.
+    #[test]
+    fn file_scan_matches_the_serial_scan_on_the_corpus() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+        let mut files = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "jsonl") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 20, "the corpus is missing");
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for f in files {
+            let data = std::fs::read(&f).unwrap();
+            let mut want = Index::new();
+            scan_into(&mut want, &data, 0, false);
+            let want = file_snapshot(&want);
+            let read = mem_read(&data);
+            for round in 0..4 {
+                let sizes: Vec<usize> = if round == 0 {
+                    Vec::new()
+                } else {
+                    (0..5)
+                        .map(|_| 1 + (next() % (1 << (4 * round))) as usize)
+                        .collect()
+                };
+                let parallel = round % 2 == 0;
+                let mut ix = Index::new();
+                scan_file_in_ranges(&mut ix, &read, 0, data.len() as u64, parallel, &sizes)
+                    .unwrap();
+                same_snapshot(
+                    &file_snapshot(&ix),
+                    &want,
+                    &format!("{f:?} sizes {sizes:?}"),
+                );
+                let k = (next() % (data.len() as u64 + 1)) as usize;
+                let mut inc = Index::new();
+                scan_file_in_ranges(&mut inc, &read, 0, k as u64, parallel, &sizes).unwrap();
+                let start = match inc.rollback_provisional() {
+                    Some((s, _)) => s,
+                    None => inc.scanned_to,
+                };
+                scan_file_in_ranges(&mut inc, &read, start, data.len() as u64, !parallel, &sizes)
+                    .unwrap();
+                assert_eq!(
+                    file_snapshot(&inc),
+                    want,
+                    "{f:?} split at {k}, sizes {sizes:?}"
+                );
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 use crate::append::{build_line_into, Body, Durability, IdRng, Sink, BUFFER_LIMIT};
 use crate::index::{pre_of, HeaderState, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::{LineParser, Skel, TopKind, Val};
+use crate::saved;
 use crate::scan;
 use std::borrow::Cow;
 use std::fs::File;
@@ -15,13 +16,6 @@ use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const MMAP_MIN: u64 = 64 << 10;
-/// The open scan reads the file in blocks of this size, into two buffers (the partial line
-/// after a block's last line end is carried into the other); a line longer than this is read
-/// whole into a larger one, then the buffer shrinks back. Small enough that a block just read
-/// is still in the cache when it is parsed: 1 MiB blocks read and scanned in turn cost less
-/// CPU and wall time than 8 MiB blocks read by a helper thread while the previous one is
-/// scanned (docs/benchmarks.md, "Reading with pread").
-const SCAN_BLOCK: usize = 1 << 20;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
 const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
@@ -146,6 +140,32 @@ pub struct Store {
     checked_to: u64,
     /// set for a store over a byte buffer ([`Store::from_bytes`]): every append fails
     read_only: bool,
+    /// what `refresh` checks before it trusts that the file only grew (see [`Guard`])
+    guard: Option<Guard>,
+}
+
+/// Bytes of the file kept when it was last scanned, compared with the file when `refresh` sees
+/// it grown or its mtime/ctime changed: the header line's first bytes and the last bytes before
+/// the end then scanned. A file rewritten in place (longer, same length, truncated and regrown)
+/// has other bytes there; an append does not touch them.
+struct Guard {
+    head: Vec<u8>,
+    tail_at: u64,
+    tail: Vec<u8>,
+    /// (size, mtime ns, ctime ns) when last checked
+    stamp: (u64, i64, i64),
+}
+
+/// Bytes kept at each end for [`Guard`] (one `pread` of each when the file changed).
+const GUARD_BYTES: u64 = 4096;
+
+fn stamp_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (
+        m.len(),
+        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    )
 }
 
 /// The file's identity (device, inode): a file renamed over ours has another.
@@ -191,13 +211,10 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
     }
 }
 
-/// Scans bytes `[from, to)` of `f` into `index` through two bounded buffers, cut at line ends
-/// (only the last piece may end inside a line: the index keeps it provisional, as before).
-/// Each block is scanned right after it is read, while its bytes are in the cache (a block
-/// read ahead by another thread had left it by then). A line longer than a block is read whole
-/// into a buffer of its size (its end found first, through a bounded one); a line longer than
-/// [`MAX_LINE`] is never held, only recorded as too long. Errs when the file ends before `to`
-/// (it shrank meanwhile).
+/// Scans bytes `[from, to)` of `f` into `index` ([`scan::scan_file`]: both cores read and
+/// scan at once, each its own ranges through `pread`). Errs when the file ends before `to` (it
+/// shrank meanwhile: [`StoreError::Shrunk`]) or two reads of it disagree (it was rewritten
+/// meanwhile: [`StoreError::Rewritten`]).
 fn scan_file(
     index: &mut Index,
     f: &File,
@@ -205,82 +222,11 @@ fn scan_file(
     to: u64,
     parallel: bool,
 ) -> Result<(), StoreError> {
-    let mut a: Vec<u8> = Vec::new();
-    let mut b: Vec<u8> = Vec::new();
-    // `a[..filled]` holds the file's bytes from `pos`
-    let mut pos = from;
-    let first = ((to - from) as usize).min(SCAN_BLOCK);
-    a.resize(first, 0);
-    pread_exact(f, &mut a, pos, to)?;
-    let mut filled = first;
-    while filled > 0 {
-        let last = pos + filled as u64 == to;
-        let cut = if last {
-            Some(filled)
-        } else {
-            memchr::memrchr(b'\n', &a[..filled]).map(|k| k + 1)
-        };
-        let Some(c) = cut else {
-            // one line longer than the buffer: where does it end?
-            let nl = find_newline(f, pos + filled as u64, to)?;
-            let stop = nl.unwrap_or(to);
-            let next = nl.map_or(to, |n| n + 1);
-            if stop - pos > MAX_LINE {
-                index.ingest(&ParsedLine {
-                    offset: pos,
-                    len: stop - pos,
-                    line: index.lines + 1,
-                    terminated: nl.is_some(),
-                    end: next,
-                    result: LineResult::TooLong,
-                });
-                pos = next;
-                a = Vec::new();
-                let n = ((to - pos) as usize).min(SCAN_BLOCK);
-                a.resize(n, 0);
-                pread_exact(f, &mut a, pos, to)?;
-                filled = n;
-            } else {
-                // read the rest of the line (and nothing more) after what we hold
-                let want = (next - pos) as usize;
-                a.resize(want, 0);
-                pread_exact(f, &mut a[filled..want], pos + filled as u64, to)?;
-                filled = want;
-            }
-            continue;
-        };
-        scan::scan_into(index, &a[..c], pos, parallel);
-        // the next buffer: the partial line after the cut, then the next block
-        let carry = filled - c;
-        let read_from = pos + filled as u64;
-        let want = ((to - read_from) as usize).min(SCAN_BLOCK);
-        // (bytes already in the buffer are overwritten, never zeroed first: only growth is)
-        b.resize(carry + want, 0);
-        b[..carry].copy_from_slice(&a[c..filled]);
-        pread_exact(f, &mut b[carry..], read_from, to)?;
-        std::mem::swap(&mut a, &mut b);
-        pos += c as u64;
-        filled = carry + want;
-        if a.capacity() > 2 * SCAN_BLOCK && filled <= SCAN_BLOCK {
-            a.shrink_to(SCAN_BLOCK);
-        }
-    }
-    Ok(())
-}
-
-/// The offset of the first `\n` in `[from, to)` of `f`, read through a bounded buffer.
-fn find_newline(f: &File, from: u64, to: u64) -> Result<Option<u64>, StoreError> {
-    let mut buf = vec![0u8; SCAN_BLOCK.min((to - from) as usize)];
-    let mut pos = from;
-    while pos < to {
-        let n = ((to - pos) as usize).min(buf.len());
-        pread_exact(f, &mut buf[..n], pos, to)?;
-        if let Some(k) = memchr::memchr(b'\n', &buf[..n]) {
-            return Ok(Some(pos + k as u64));
-        }
-        pos += n as u64;
-    }
-    Ok(None)
+    let read = |buf: &mut [u8], offset: u64| pread_exact(f, buf, offset, to);
+    scan::scan_file(index, &read, from, to, parallel).map_err(|e| match e {
+        scan::FileScanError::Read(e) => e,
+        scan::FileScanError::Changed { offset } => StoreError::Rewritten { offset },
+    })
 }
 
 impl Store {
@@ -307,6 +253,7 @@ impl Store {
             replaced: false,
             checked_to: 0,
             read_only: false,
+            guard: None,
         }
     }
 
@@ -342,7 +289,117 @@ impl Store {
             _ => scan_file(&mut st.index, &f, 0, map_len, parallel)?,
         }
         st.file = Some(f);
+        st.set_guard(stamp_of(&meta));
         Ok(st)
+    }
+
+    /// [`Store::open`] through the saved index in `cache` (see `crate::saved`, the storage
+    /// seam): a saved index that passes its checks is loaded and only the bytes after it are
+    /// scanned; otherwise the file is scanned cold and, when it may be, its index saved. The
+    /// answers are the cold open's either way. `None`: [`Store::open`].
+    pub fn open_cached(
+        path: &Path,
+        parallel: bool,
+        cache: Option<&saved::CacheCfg>,
+    ) -> Result<(Self, saved::CacheState), StoreError> {
+        let Some(cfg) = cache else {
+            return Ok((Store::open(path, parallel)?, saved::CacheState::Off));
+        };
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        if meta.len() < cfg.min_bytes {
+            // a small file: its scan costs about what a load would; the cache is not looked at
+            drop(f);
+            let why = "below the size saved".to_string();
+            let st = Store::open(path, parallel)?;
+            return Ok((st, saved::CacheState::Cold { why, saved: false }));
+        }
+        let why = match saved::load(cfg, &f, &meta) {
+            Ok((index, covered)) => {
+                let (map, map_len) = load(&f, meta.len())?;
+                if map_len >= covered {
+                    let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
+                    st.ident = Some(ident_of(&meta));
+                    st.index = index;
+                    // a few appended lines are scanned on this thread: starting the pool's
+                    // threads in a new process costs more than their scan
+                    let par = parallel && map_len - covered >= saved::PARALLEL_REST;
+                    match &st.map {
+                        Mapped::Buf(b) => {
+                            let b = &b[covered as usize..];
+                            scan::scan_into(&mut st.index, b, covered, par);
+                        }
+                        _ => scan_file(&mut st.index, &f, covered, map_len, par)?,
+                    }
+                    // much appended since the save: save again (a few appended lines are not
+                    // worth rewriting the saved index for)
+                    if map_len - covered >= saved::RESAVE_MIN.max(covered / 4) {
+                        let _ = saved::save(cfg, &st.index, &f, &meta);
+                    }
+                    st.file = Some(f);
+                    st.set_guard(stamp_of(&meta));
+                    return Ok((st, saved::CacheState::Warm { covered }));
+                }
+                "the file shrank while it was opened".to_string()
+            }
+            Err(why) => why,
+        };
+        drop(f);
+        let st = Store::open(path, parallel)?;
+        let file = st.file.as_ref().expect("opened from a file");
+        let same = file
+            .metadata()
+            .is_ok_and(|m| ident_of(&m) == ident_of(&meta));
+        let saved = same && saved::save(cfg, &st.index, file, &meta).is_ok();
+        Ok((st, saved::CacheState::Cold { why, saved }))
+    }
+
+    /// Keeps the bytes [`Guard`] compares (read from what the index covers; nothing when they
+    /// cannot be read, and then `refresh` checks nothing more than before).
+    fn set_guard(&mut self, stamp: (u64, i64, i64)) {
+        let end = self.index.scanned_to.min(self.map_len);
+        let hl = match self.index.header_span {
+            Some((0, l)) => (l + 1).min(GUARD_BYTES).min(end),
+            _ => GUARD_BYTES.min(end),
+        };
+        let tail_at = end.saturating_sub(GUARD_BYTES);
+        let head = self.read(0, hl).map(|b| b.into_owned());
+        let tail = self.read(tail_at, end - tail_at).map(|b| b.into_owned());
+        self.guard = match (head, tail) {
+            (Ok(head), Ok(tail)) => Some(Guard {
+                head,
+                tail_at,
+                tail,
+                stamp,
+            }),
+            _ => None,
+        };
+    }
+
+    /// Errs when the file's bytes under the guard are not the ones kept: the file was rewritten
+    /// (in place, or truncated and regrown). Checked only when the file's size, mtime or ctime
+    /// changed since the last check (an append changes them too, and costs two small reads).
+    fn check_guard(&mut self, f: &File, meta: &std::fs::Metadata) -> Result<(), StoreError> {
+        let stamp = stamp_of(meta);
+        let Some(g) = &self.guard else { return Ok(()) };
+        if g.stamp == stamp {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; g.head.len().max(g.tail.len())];
+        let same = |at: u64, want: &[u8], buf: &mut [u8]| -> bool {
+            let b = &mut buf[..want.len()];
+            f.read_exact_at(b, at).is_ok() && b == want
+        };
+        if !same(0, &g.head, &mut buf) {
+            return Err(StoreError::Rewritten { offset: 0 });
+        }
+        if !same(g.tail_at, &g.tail, &mut buf) {
+            return Err(StoreError::Rewritten { offset: g.tail_at });
+        }
+        if let Some(g) = &mut self.guard {
+            g.stamp = stamp;
+        }
+        Ok(())
     }
 
     /// The (device, inode) of the file opened, None in memory.
@@ -504,18 +561,22 @@ impl Store {
             Some(f) => f,
             None => self.reopen(&path)?,
         };
-        let len = match file.metadata() {
-            Ok(m) => m.len(),
+        let fmeta = match file.metadata() {
+            Ok(m) => m,
             Err(e) => {
                 self.file = Some(file);
                 return Err(e.into());
             }
         };
+        let len = fmeta.len();
         let known = self.end();
-        self.file = Some(file);
         if len < known {
+            self.file = Some(file);
             return Err(self.poison(known, len));
         }
+        let checked = self.check_guard(&file, &fmeta);
+        self.file = Some(file);
+        checked?;
         if len == known {
             return Ok(0);
         }
@@ -559,6 +620,7 @@ impl Store {
         if let Some(sink) = &mut self.sink {
             sink.flushed_to = map_len;
         }
+        self.set_guard(stamp_of(&fmeta));
         Ok(self.index.recs.len().saturating_sub(before))
     }
 
@@ -597,6 +659,11 @@ impl Store {
         self.rescan = false;
         if let Some(sink) = &mut self.sink {
             sink.flushed_to = map_len;
+        }
+        if let Some(f) = &self.file {
+            if let Ok(m) = f.metadata() {
+                self.set_guard(stamp_of(&m));
+            }
         }
         Ok(self.index.recs.len().saturating_sub(before))
     }

@@ -97,10 +97,31 @@ impl Index {
     /// decides what to read (tests/session/test_entry_objects.py checks the answers over the corpus).
     ///
     /// Cost: the walk from the leaf back to the first kept entry (the context), not the branch.
-    /// The whole branch is walked only when the rule needs it: a file with duplicate ids or a
-    /// legacy (v1/v2) header, a `firstKeptEntryId` that is not a string or names no entry on
-    /// the branch, a needed setting that is not in the context, or a file with `context_edit`s.
+    /// The whole branch is read only when the rule needs it: a file with duplicate ids or a
+    /// legacy (v1/v2) header, a `firstKeptEntryId` that is not a string, a needed setting that
+    /// is not in the context, or a file with `context_edit`s. A `firstKeptEntryId` that names
+    /// no entry, or one that is not on the branch before the compaction, keeps nothing before
+    /// it (the span is the compaction on); telling the second walks the index above the
+    /// compaction once, remembered by [`Index::context_span_with`]
+    /// (tests/parity/test_odd_first_kept.py).
     pub fn context_span(&self, leaf: u32, with_settings: bool) -> Result<Vec<u32>, Cycle> {
+        self.context_span_with(leaf, with_settings, &SpanMemo::default())
+    }
+
+    /// [`Index::context_span`], remembering in `memo` that a compaction's first kept entry is
+    /// not one of its ancestors (Pi never writes such a compaction, but files get edited):
+    /// learning it walks the branch above the compaction once (the index only, no line is
+    /// read); later calls, after any appends, take the memo's word while it still holds. It
+    /// holds while the compaction's ancestors cannot have changed: without duplicate ids
+    /// (checked first) an entry's parent, once found, is fixed; only a root whose `parentId`
+    /// names no entry yet may gain ancestors, so the memo keeps that id and is dropped once an
+    /// entry has it.
+    pub fn context_span_with(
+        &self,
+        leaf: u32,
+        with_settings: bool,
+        memo: &SpanMemo,
+    ) -> Result<Vec<u32>, Cycle> {
         if self.has_duplicate_ids() || self.needs_migration() {
             return self.branch(leaf);
         }
@@ -133,13 +154,16 @@ impl Index {
         // entry has that id, or the compaction names itself (keep nothing), nothing before the
         // compaction is kept and no walk is needed.
         let owner = self.winner(fk);
-        let head_from = if owner == NONE || owner == compaction {
+        let keeps_nothing = owner == NONE
+            || owner == compaction
+            || !self.is_above(compaction, owner, memo, leaf)?;
+        let head_from = if keeps_nothing {
             self.walk_parent(compaction)
         } else {
             c = self.walk_parent(compaction);
             loop {
                 if c == NONE {
-                    return self.branch(leaf); // not on the branch: rare, read it all
+                    return self.branch(leaf); // (is_above found it: unreachable)
                 }
                 rev.push(c);
                 if rev.len() > limit {
@@ -183,6 +207,67 @@ impl Index {
         rev.reverse();
         head.extend(rev);
         Ok(head)
+    }
+
+    /// Whether `owner` is an ancestor of `compaction` (walking up from it, or by `memo`).
+    /// A cycle met on the way is reported from `leaf`, as the span's other walks report it.
+    fn is_above(
+        &self,
+        compaction: u32,
+        owner: u32,
+        memo: &SpanMemo,
+        leaf: u32,
+    ) -> Result<bool, Cycle> {
+        let rec = &self.recs[compaction as usize];
+        let fk = self.key_string(rec.target);
+        let mut m = memo.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = m.as_ref() {
+            let still = k.compaction == compaction
+                && k.offset == rec.offset
+                && fk == Some(k.first_kept.as_str())
+                && k.dangling.as_deref().is_none_or(|d| {
+                    self.lookup_str(d)
+                        .is_none_or(|kid| self.winner(kid) == NONE)
+                });
+            if still {
+                return Ok(false);
+            }
+            *m = None;
+        }
+        let limit = self.recs.len();
+        let mut steps = 0;
+        let mut last = compaction;
+        let mut c = self.walk_parent(compaction);
+        while c != NONE {
+            if c == owner {
+                return Ok(true);
+            }
+            steps += 1;
+            if steps > limit {
+                return Err(self.find_cycle(leaf).unwrap_or(Cycle(vec![])));
+            }
+            last = c;
+            c = self.walk_parent(c);
+        }
+        // `last` is the root: its parent is null, or an id no entry has (yet)
+        let p = self.recs[last as usize].parent;
+        let dangling = if self.key_is_truthy(p) {
+            match self.key_string(p) {
+                Some(d) => Some(d.to_string()),
+                None => return Ok(false), // (not remembered: a parent id that is not a string)
+            }
+        } else {
+            None
+        };
+        if let Some(fk) = fk {
+            *m = Some(NotAbove {
+                compaction,
+                offset: rec.offset,
+                first_kept: fk.to_string(),
+                dangling,
+            });
+        }
+        Ok(false)
     }
 
     /// The newest entry at or above `from` on its branch whose type is `etype` (and whose
@@ -367,6 +452,20 @@ impl Index {
         }
         Tree { roots, start, kids }
     }
+}
+
+/// What [`Index::context_span_with`] learnt: the latest compaction it met whose first kept
+/// entry is not one of its ancestors. One per session (the binding keeps it beside the index).
+#[derive(Default)]
+pub struct SpanMemo(std::sync::Mutex<Option<NotAbove>>);
+
+struct NotAbove {
+    /// the compaction (entry index and line offset) and its `firstKeptEntryId`
+    compaction: u32,
+    offset: u64,
+    first_kept: String,
+    /// the `parentId` of the root above it when no entry has that id yet (it may come)
+    dangling: Option<String>,
 }
 
 /// The children table of one index, built on first use and rebuilt only once the index has
@@ -623,6 +722,47 @@ mod span_tests {
             st.index.context_span(leaf, false).unwrap(),
             st.index.branch(leaf).unwrap()
         );
+    }
+
+    /// A first kept entry that is not above the compaction keeps nothing before it; the memo
+    /// answers later calls, and is dropped when the root above gains a parent (here one that
+    /// makes the entry an ancestor after all).
+    #[test]
+    fn an_off_path_first_kept_entry_keeps_nothing_and_the_memo_follows_appends() {
+        let side = r#"{"type":"message","id":"side","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;
+        let mut lines = vec![side.to_string(), msg("m0", "late", "user")];
+        lines.push(msg("m1", "m0", "assistant"));
+        lines.push(compaction("c", "m1", "side"));
+        lines.push(msg("after", "c", "user"));
+        let mut st = store(&lines);
+        let memo = crate::walk::SpanMemo::default();
+        let ids = |ix: &Index, v: &[u32]| {
+            v.iter()
+                .map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..2 {
+            let leaf = (st.index.recs.len() - 1) as u32;
+            let span = st.index.context_span_with(leaf, false, &memo).unwrap();
+            assert_eq!(ids(&st.index, &span), ["c", "after"]);
+            assert!(memo.0.lock().unwrap().is_some());
+        }
+        // "late" arrives, under "side": side is above the compaction now
+        let late = r#"{"type":"message","id":"late","parentId":"side","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;
+        let end = st.end();
+        st.append_bytes(end, format!("{late}\n").as_bytes())
+            .unwrap();
+        let leaf = st
+            .index
+            .lookup_str("after")
+            .map(|k| st.index.winner(k))
+            .unwrap();
+        let span = st.index.context_span_with(leaf, false, &memo).unwrap();
+        assert_eq!(
+            ids(&st.index, &span),
+            ["side", "late", "m0", "m1", "c", "after"]
+        );
+        assert_eq!(span, st.index.context_span(leaf, false).unwrap());
     }
 
     #[test]

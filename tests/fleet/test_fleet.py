@@ -255,7 +255,7 @@ def _hostile_store(root: Path, paths: list[Path]) -> dict[str, str]:
     want[str(d / "pipe.jsonl")] = "not_a_file"
     (d / "dirloop").symlink_to(root)  # never followed
     (d / "empty.jsonl").write_bytes(b"")
-    want[str(d / "empty.jsonl")] = None
+    want[str(d / "empty.jsonl")] = "empty"  # no invented session (issue 19, item 22)
     (d / "binary.jsonl").write_bytes(os.urandom(4096).replace(b"\n", b"x"))
     want[str(d / "binary.jsonl")] = "not_a_session"
     cyc = d / "cycle.jsonl"
@@ -293,7 +293,7 @@ def test_hostile_store_rows_not_failures(fleet_store, tmp_path, engine_workers):
     assert capped[str(d / "huge.jsonl")]["bytes"] == 1 << 30
     # the entries table survives the same store
     et = entries_table(tmp_path / "hostile", workers=engine_workers, max_bytes=1 << 20).to_pylist()
-    assert {r["path"] for r in et} == set(want) - {str(d / "empty.jsonl")}  # no entries, no rows
+    assert {r["path"] for r in et} == set(want)  # an empty file: one row saying so
     assert {r["path"]: r["error_kind"] for r in et if r["error_kind"]}[str(d / "pipe.jsonl")] == "not_a_file"
 
 
@@ -314,7 +314,8 @@ def test_odd_json_values_do_not_break_the_tables(tmp_path):
     p.write_bytes(head + body)
     row = session_stats([p], workers=1).to_pylist()[0]
     assert row["error_kind"] is None and row["name"] is None and row["labels"] == 1
-    assert math.isnan(row["input_tokens"])  # Pi's sum is NaN: a usage with a non-number field
+    # Pi's sum is NaN (a usage with a non-number field): the table has null (issue 19, item 20)
+    assert row["input_tokens"] is None and row["output_tokens"] is None
     assert row["modified"] is None  # message.timestamp 1e300: beyond any date
     rows = entries_table([p], workers=1).to_pylist()
     assert len(rows) == 5 and rows[0]["label"] is None and rows[3]["entry_id"] is None

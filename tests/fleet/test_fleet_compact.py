@@ -123,7 +123,14 @@ def test_compacts_each_needing_session_once_with_usage(small_store, tmp_path):
         again = compact_sessions(
             root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3, outcomes=tmp_path / "o.jsonl"
         )
-        assert again.num_rows == 0
+        # only the compacted sessions are skipped (issue 19, item 24); the others are looked at again
+        assert again.num_rows == len(paths) - len(compacted)
+        assert {r["outcome"] for r in again.to_pylist()} <= {
+            "already_compacted",
+            "under_threshold",
+            "nothing_to_compact",
+        }
+        assert json.loads(again.schema.metadata[b"sessiontree.skipped"]) == {"compacted": len(compacted)}
         # without the outcomes file every session is looked at, and none compacted again
         fresh = compact_sessions(root, summ, context_window=WINDOW, settings=SETTINGS, concurrency=3).to_pylist()
         assert not fake.requests
@@ -168,8 +175,8 @@ def test_killed_mid_run_and_restarted_none_gets_two(small_store, tmp_path):
         ).to_pylist()
     finally:
         fake.close()
-    done_first = {r["path"] for r in first}
-    assert not done_first & {r["path"] for r in rest}  # the rerun did only what was left
+    done_first = {r["path"] for r in first if r["outcome"] == "compacted"}
+    assert not done_first & {r["path"] for r in rest}  # the rerun skipped what was compacted
     all_rows = first + rest
     assert {r["path"] for r in all_rows} == {str(p) for p in paths}
     outcome = {r["path"]: r["outcome"] for r in all_rows}

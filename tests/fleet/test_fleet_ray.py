@@ -141,7 +141,7 @@ def test_ray_reads_objects_from_s3(ray_cluster, store, monkeypatch):
     local = {r["path"]: r for r in session_stats(some, workers=1, context_window=WINDOW).to_pylist()}
     rows = remote.to_pylist()
     assert [r["path"] for r in rows] == sorted(mapping)
-    where = ("path", "file_modified", "parent_session_id")
+    where = ("path", "path_bytes", "file_modified", "parent_session_id")
     for r in rows:
         want = local[str(mapping[r["path"]])]
         assert {k: v for k, v in r.items() if k not in where} == {k: v for k, v in want.items() if k not in where}

@@ -19,7 +19,7 @@ from sessiontree import Session  # noqa: E402
 from sessiontree.fleet import entries_table, resolve_source, session_stats  # noqa: E402
 
 # fields that name where a row came from (the rest must be equal)
-WHERE = ("path", "file_modified")
+WHERE = ("path", "path_bytes", "file_modified")
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_s3_entries_equal_local(s3):
     back = {str(v): k for k, v in mapping.items()}
     for a, b in zip(remote, local):
         assert a["path"] == back[b["path"]]
-        assert {k: v for k, v in a.items() if k != "path"} == {k: v for k, v in b.items() if k != "path"}
+        assert {k: v for k, v in a.items() if k not in WHERE} == {k: v for k, v in b.items() if k not in WHERE}
 
 
 def test_s3_hostile_objects(s3):

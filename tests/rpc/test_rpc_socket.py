@@ -26,7 +26,7 @@ from tests.support.goldens import CORPUS
 from tests.support.rpc_client import EXE, isolated_env
 
 from sessiontree import Session
-from sessiontree.rpc import RpcServer, SharedSession, _WriterGate
+from sessiontree.rpc import RpcServer, SessionRegistry, _WriterGate
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 50000))
 
@@ -257,12 +257,16 @@ def test_one_writer_at_a_time_between_clients(tmp_path: Path) -> None:
                 await asyncio.sleep(0.01)
             return SummaryResult("slow summary", None, "slow")
 
-    gate = _WriterGate()
-    shared = SharedSession(Session.open(path))
+    registry = SessionRegistry(_WriterGate)
+    shared = registry.adopt(Session.open(path))
     a = RpcServer(
-        None, session_ref=shared, write_lock=gate, summarizer=Slow(), settings={"compaction": {"keepRecentTokens": 100}}
+        None,
+        registry=registry,
+        session_ref=shared,
+        summarizer=Slow(),
+        settings={"compaction": {"keepRecentTokens": 100}},
     )
-    b = RpcServer(None, session_ref=shared, write_lock=gate)
+    b = RpcServer(None, registry=registry, session_ref=shared)
     out: dict = {}
     t = threading.Thread(target=lambda: out.setdefault("a", a.handle({"type": "compact"})))
     t.start()
@@ -299,13 +303,13 @@ def test_listen_never_replaces_a_file_or_a_live_server(served, tmp_path: Path) -
     out = subprocess.run(
         [*EXE, "--listen", f"unix:{sock}", "--session", str(session)], env=env, capture_output=True, timeout=60
     )
-    assert out.returncode == 1 and b"another server is listening" in out.stderr
+    assert out.returncode == 2 and b"another server is listening" in out.stderr  # the CLI's exit code
     plain = tmp_path / "not-a-socket"
     plain.write_text("keep me")
     out = subprocess.run(
         [*EXE, "--listen", f"unix:{plain}", "--session", str(session)], env=env, capture_output=True, timeout=60
     )
-    assert out.returncode == 1 and b"not a socket" in out.stderr
+    assert out.returncode == 2 and b"not a socket" in out.stderr
     assert plain.read_text() == "keep me"
     c = SockClient(sock)  # the first server is untouched
     assert c.request({"type": "get_state"})["success"]

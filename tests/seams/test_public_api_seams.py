@@ -12,8 +12,9 @@ import sessiontree
 PKG = Path(sessiontree.__file__).parent
 #: The package internals that own the core: the Session facade and its entry views, and the
 #: two JS rules Python takes from Rust (Date parsing, the ISO clock), and the HTML export, which
-#: streams the index in batches (``Index.html_digest``) instead of building entries.
-CORE_OWNERS = {"session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py"}
+#: streams the index in batches (``Index.html_digest``) instead of building entries; and the
+#: package's ``__init__.py``, whose ``__version__`` is the core's (Cargo.toml's, issue 22).
+CORE_OWNERS = {"__init__.py", "session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py"}
 
 
 def _names(path: Path) -> list[tuple[int, str, str]]:

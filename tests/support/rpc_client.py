@@ -1,9 +1,11 @@
 """A minimal Pi RPC client for the tests, launching its executable the way Pi RPC clients do:
 ``EXE --version`` first, then ``EXE --mode rpc --session FILE ...``, JSON lines over pipes.
 
-No Pi RPC client library installs from PyPI (checked: none speaks ``pi --mode rpc``), so this is
-the stand-in: it splits stdout on LF only (never on U+2028/U+2029, which JSON.stringify leaves
-raw), matches responses to requests by ``id`` and keeps every other line as an event.
+The replays use this byte-exact stand-in (raw lines, any command, any id); the real Pi client,
+``pi-agent-python-sdk`` from PyPI, drives ``sessiontree rpc`` unmodified in
+``tests/rpc/test_rpc_sdk.py``. This one splits stdout on LF only (never on U+2028/U+2029, which
+JSON.stringify leaves raw), matches responses to requests by ``id`` and keeps every other line as
+an event.
 """
 
 from __future__ import annotations

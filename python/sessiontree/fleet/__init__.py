@@ -26,6 +26,7 @@ imported lazily, so the core keeps its own dependencies.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from ..settings import CompactionSettings
@@ -43,6 +44,7 @@ __all__ = [
     "resolve_source",
     "Item",
     "write_parquet",
+    "path_text",
 ]
 
 
@@ -62,7 +64,9 @@ def stats_schema() -> Any:
     Times are UTC ``timestamp[ms]``; tokens are Pi's units (float64: Pi's sums can be NaN
     when a usage lacks a field); cost in dollars.
 
-    * ``path``: the file path or object URL. ``session_id``, ``cwd``, ``parent_session``
+    * ``path``: the file path or object URL, as text (see :func:`path_text`: a byte of the name
+      that is not UTF-8 is written ``\\xNN``); ``path_bytes``: the name's exact bytes (a local
+      path as the OS gives it, ``os.fsencode``; an object URL in UTF-8). ``session_id``, ``cwd``, ``parent_session``
       (header ``parentSession`` as written), ``parent_session_id`` (that session's id when it
       is among the rows, else null), ``name`` (latest ``session_info``, Pi's
       ``getSessionName``).
@@ -92,6 +96,7 @@ def stats_schema() -> Any:
     i64, f64, s = pa.int64(), pa.float64(), pa.string()
     fields = [
         ("path", s),
+        ("path_bytes", pa.binary()),
         ("session_id", s),
         ("cwd", s),
         ("parent_session", s),
@@ -140,7 +145,7 @@ def stats_schema() -> Any:
 def entries_schema() -> Any:
     """The Arrow schema of :func:`entries_table` (one row per entry, file order).
 
-    ``path``, ``session_id``, ``entry_index`` (0-based, file order), ``entry_id``,
+    ``path``, ``path_bytes`` (as in :func:`stats_schema`), ``session_id``, ``entry_index`` (0-based, file order), ``entry_id``,
     ``parent_id`` (null when not a string), ``type``, ``role`` (messages), ``timestamp``
     (UTC ms), ``line`` (1-based), ``offset`` and ``bytes`` (the line's byte span), ``tokens``
     (Pi's estimate of the context messages the entry contributes), the entry's own usage
@@ -154,6 +159,7 @@ def entries_schema() -> Any:
     return pa.schema(
         [
             ("path", s),
+            ("path_bytes", pa.binary()),
             ("session_id", s),
             ("entry_index", i64),
             ("entry_id", s),
@@ -188,23 +194,105 @@ def _ms_or_none(v: Any) -> int | None:
     return int(v)
 
 
+def path_text(path: str) -> str:
+    """A path as the text of a ``path`` column: the name's bytes decoded as UTF-8, a byte that
+    is not UTF-8 written ``\\xNN`` (Python's ``backslashreplace``). ``path_bytes`` keeps the
+    bytes themselves; a name that is valid UTF-8 is its own text."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def path_bytes(path: str) -> bytes:
+    """The exact bytes of a ``path`` as listed: ``os.fsencode`` (a URL is text: its UTF-8)."""
+    return os.fsencode(path)
+
+
+def arrow_text(v: Any) -> Any:
+    """A string for an Arrow ``string`` column: one that is not valid UTF-8 (a lone surrogate,
+    from a non-UTF-8 file name in an error message or an ``\\ud800`` escape in the JSON) has
+    those characters written ``\\udcNN``; anything else is returned as it is."""
+    if not isinstance(v, str):
+        return v
+    try:
+        v.encode("utf-8")
+        return v
+    except UnicodeEncodeError:
+        return v.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _table(rows: list[dict], schema: Any) -> Any:
     pa = _pa()
     cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    if "path_bytes" in cols:
+        cols["path_bytes"] = [path_bytes(r["path"]) for r in rows]
+        cols["path"] = [path_text(r["path"]) for r in rows]
     for f in schema:
         if pa.types.is_timestamp(f.type):
             cols[f.name] = [_ms_or_none(v) for v in cols[f.name]]
+        elif pa.types.is_string(f.type):
+            cols[f.name] = [arrow_text(v) for v in cols[f.name]]
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
 
 
-def write_parquet(table: Any, path: str | os.PathLike) -> None:
-    """Write ``table`` to one Parquet file (zstd), atomically (a temp file renamed)."""
+class _Chunks:
+    """A write-only file object for pyarrow's writer that hands what it is given to a generator
+    (so the Parquet bytes stream into :func:`sessiontree.session.atomic_write`)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.closed = False
+        self.pos = 0
+
+    def write(self, data: Any) -> int:
+        b = bytes(data)
+        self.parts.append(b)
+        self.pos += len(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def take(self) -> list[bytes]:
+        out, self.parts = self.parts, []
+        return out
+
+
+def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
     import pyarrow.parquet as pq
 
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    sink = _Chunks()
+    writer = pq.ParquetWriter(sink, table.schema, compression="zstd")
+    try:
+        for batch in table.to_batches(max_chunksize=row_group):
+            writer.write_batch(batch)
+            yield from sink.take()
+    finally:
+        writer.close()
+    yield from sink.take()
+
+
+def write_parquet(table: Any, path: str | os.PathLike) -> None:
+    """Write ``table`` to one Parquet file (zstd) through the package's atomic write
+    (:func:`sessiontree.session.atomic_write`: a new ``O_EXCL`` temp file with a random name
+    beside ``path``, fsynced, renamed over it): never through a planted symlink, never half a
+    file. The bytes stream out row group by row group (no copy of the whole file in memory).
+
+    Raises :class:`OSError` when it cannot be written (nothing is left behind)."""
+    from .. import session as _session
+
+    _session.atomic_write(Path(os.fspath(path)), _parquet_chunks(table))
 
 
 def _resolve_parents(rows: list[dict]) -> None:
@@ -245,6 +333,7 @@ def session_stats(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
+    index_cache: Any = None,
 ) -> Any:
     """One row per session of ``source`` (:func:`stats_schema`), as a ``pyarrow.Table`` in
     path order; written to ``parquet`` too when given.
@@ -261,11 +350,17 @@ def session_stats(
         filesystem: a ``pyarrow.fs`` or fsspec filesystem for URLs/keys.
         max_bytes: files larger than this become ``too_large`` rows without being read.
         progress: a progress bar on stderr (local engine) or Ray's bars.
+        index_cache: where sessions' saved indexes are read and written
+            (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: the caller's
+            ``$SESSIONTREE_INDEX_CACHE`` when set, else each worker's default folder on its own
+            machine). Objects read from storage are never saved.
     """
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(context_window, settings, max_bytes)
+    from ..index_cache import for_workers
+
+    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
     rows = _engine.run(
         _rows.stats_rows,
         items,
@@ -295,6 +390,7 @@ def entries_table(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
+    index_cache: Any = None,
 ) -> Any:
     """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then
     file order, as a ``pyarrow.Table``; written to ``parquet`` too when given. Arguments as
@@ -302,7 +398,9 @@ def entries_table(
     from . import _engine, _rows
 
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(max_bytes=max_bytes)
+    from ..index_cache import for_workers
+
+    opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache))
     rows = _engine.run(
         _rows.entries_rows,
         items,

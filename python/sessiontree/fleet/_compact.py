@@ -19,17 +19,20 @@ import threading
 import time
 from typing import Any, Iterable
 
-from ..errors import SessionError, SessionFormatError, SessionLockedError
+from ..errors import SessionError, SessionFormatError, SessionLockedError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
 from ._rows import Options, _num, context_estimate
 from ._sources import resolve_source
 
-#: Outcomes after which a rerun does not look at the session again.
-FINAL = ("compacted", "already_compacted", "under_threshold", "nothing_to_compact", "not_a_session", "not_a_file")
+#: Outcomes after which a rerun with the same outcomes file does not look at the session
+#: again: only a finished compaction. Everything else (under the threshold, nothing to compact,
+#: not a session...) depends on the file and the run's settings, so a rerun decides again.
+FINAL = ("compacted",)
 
 OUTCOME_FIELDS = (
     "path",
+    "path_bytes",
     "session_id",
     "outcome",
     "detail",
@@ -59,13 +62,21 @@ def outcomes_schema() -> Any:
     summarizer's price is unknown), ``already_compacted`` (the leaf is a compaction),
     ``under_threshold`` (``context_tokens`` ≤ window − reserve), ``nothing_to_compact``
     (Pi's "session too small"), ``locked`` (another writer holds the file), ``not_a_session``,
-    ``not_a_file``, ``summarizer_error`` or ``error`` (``detail`` says what). Times are UTC ms.
+    ``not_a_file``, ``empty`` (an empty file: nothing to compact, nothing written), ``interrupted``
+    (the run was stopped before this session's summary was asked for), ``summarizer_error`` or
+    ``error`` (``detail`` says what). Times are UTC ms. ``path`` is text and ``path_bytes`` the
+    name's exact bytes, as in :func:`sessiontree.fleet.stats_schema` (in the JSON-lines file,
+    ``path_bytes`` is their hex).
+
+    The table's schema metadata ``sessiontree.skipped`` is a JSON object: how many sessions of
+    the source this run skipped, by the outcome an earlier run recorded (only ``compacted``).
     """
     import pyarrow as pa
 
     s, f64, i64 = pa.string(), pa.float64(), pa.int64()
     ts = pa.timestamp("ms", tz="UTC")
     types = {
+        "path_bytes": pa.binary(),
         "context_tokens": f64,
         "tokens_before": f64,
         "estimated_tokens_after": f64,
@@ -91,12 +102,26 @@ class CompactOptions:
         lock_timeout: float | None = None,
         max_tokens: int | None = None,
         custom_instructions: str | None = None,
+        index_cache: Any = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.lock_timeout = lock_timeout
         self.max_tokens = max_tokens
         self.custom_instructions = custom_instructions
+        self.index_cache = index_cache
+
+
+class Interrupted(SessionTreeError):
+    """The run was interrupted (SIGINT/SIGTERM) before this summary request was sent."""
+
+
+def _is_offline(summarizer: Any) -> bool:
+    from ..summarizers import OfflineSummarizer
+
+    if isinstance(summarizer, BoundedSummarizer):
+        summarizer = summarizer._inner
+    return summarizer is None or isinstance(summarizer, OfflineSummarizer)
 
 
 class BoundedSummarizer:
@@ -104,10 +129,12 @@ class BoundedSummarizer:
     thread and event loop of the process (a compaction with a split turn makes two calls at
     once: the bound is on calls, not sessions). Waiting never blocks an event loop."""
 
-    def __init__(self, summarizer: Any, limit: int):
+    def __init__(self, summarizer: Any, limit: int, stop: threading.Event | None = None):
         self._inner = summarizer
         self._sem = threading.BoundedSemaphore(max(1, int(limit)))
         self.name = getattr(summarizer, "name", type(summarizer).__name__)
+        #: set when the run is interrupted: calls not yet sent are refused (:class:`Interrupted`)
+        self.stop = stop
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -117,9 +144,13 @@ class BoundedSummarizer:
 
         delay = 0.002
         while not self._sem.acquire(blocking=False):
+            if self.stop is not None and self.stop.is_set():
+                raise Interrupted("interrupted before the summary request was sent")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
         try:
+            if self.stop is not None and self.stop.is_set():
+                raise Interrupted("interrupted before the summary request was sent")
             return await self._inner.summarize(request)
         finally:
             self._sem.release()
@@ -128,11 +159,15 @@ class BoundedSummarizer:
         return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["inner"], state["limit"])
+        BoundedSummarizer.__init__(self, state["inner"], state["limit"])
 
 
-def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
-    """Handle one session file; returns its outcome row (never raises for a bad file)."""
+def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threading.Event | None = None) -> dict:
+    """Handle one session file; returns its outcome row (never raises for a bad file).
+
+    ``stop`` (set on SIGINT/SIGTERM): checked before the lock and again before the summary is
+    asked for; a session stopped there is ``interrupted`` and its file untouched. A summary
+    request already sent is finished and its compaction appended (its cost is recorded)."""
     from ..orchestration import AlreadyCompactedError, NothingToCompactError
     from ..summarizers import SummarizerError
 
@@ -149,15 +184,19 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
             "not_a_file" if os.path.exists(path) else "error",
             f"{path}: not a regular file" if os.path.exists(path) else f"{path}: no such file",
         )
+    if stop is not None and stop.is_set():
+        return done("interrupted", "the run was interrupted before this session")
     try:
-        s = Session.open(path, lock_timeout=opts.lock_timeout)
+        s = Session.open(path, lock_timeout=opts.lock_timeout, index_cache=getattr(opts, "index_cache", None))
     except SessionFormatError as exc:
         return done("not_a_session", str(exc))
     except (OSError, SessionError) as exc:
         return done("error", str(exc))
     try:
+        if s.file_header is None:  # Pi would write a new header (random id, "now") into it
+            return done("empty", f"{path}: empty file (no session header): nothing written")
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
-        sopts = Options(opts.context_window, opts.settings)
+        sopts = Options(opts.context_window, opts.settings, index_cache=getattr(opts, "index_cache", None))
 
         def not_needed() -> dict | None:
             """The outcome row when this session needs no compaction now, else None."""
@@ -177,13 +216,18 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         s.lock()
         if (outcome := not_needed()) is not None:
             return outcome
+        if stop is not None and stop.is_set():
+            return done("interrupted", "the run was interrupted before this session's summary was asked for")
+        # the output-budget rules (window - 4096 - input) are a model's: the offline summarizer
+        # has no window and no output limit, so it is never held to the conversation model's
+        offline = _is_offline(summarizer)
         result = s.compact(
             summarizer,
             settings=opts.settings,
             reason="threshold",
             custom_instructions=opts.custom_instructions,
-            context_window=opts.context_window,
-            max_tokens=opts.max_tokens,
+            context_window=None if offline else opts.context_window,
+            max_tokens=None if offline else opts.max_tokens,
         )
         s.flush()
         row["tokens_before"] = _num(result.tokens_before)
@@ -213,9 +257,15 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions) -> dict:
         return done("nothing_to_compact", str(exc))
     except SessionLockedError as exc:
         return done("locked", str(exc))
+    except Interrupted as exc:
+        return done("interrupted", str(exc))
     except SummarizerError as exc:
+        if stop is not None and stop.is_set() and isinstance(exc.__cause__, Interrupted):
+            return done("interrupted", str(exc.__cause__))
         return done("summarizer_error", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # never fail the whole run for one session
+        if stop is not None and stop.is_set() and isinstance(exc.__cause__, Interrupted):
+            return done("interrupted", str(exc.__cause__))
         return done("error", f"{type(exc).__name__}: {exc}")
     finally:
         try:
@@ -249,13 +299,32 @@ class _Ledger:
                     fh.write(b"\n")
         self.fh = open(self.path, "ab")
 
-    def done_paths(self) -> set[str]:
-        return {r["path"] for r in self.previous if r.get("outcome") in FINAL}
+    def done(self) -> dict[bytes, str]:
+        """``{path bytes: outcome}`` of the sessions an earlier run finished (:data:`FINAL`),
+        matched by the name's exact bytes (``path_bytes``; rows written before it existed: the
+        ``path`` text)."""
+        out: dict[bytes, str] = {}
+        for r in self.previous:
+            if r.get("outcome") not in FINAL:
+                continue
+            key = None
+            if isinstance(r.get("path_bytes"), str):
+                try:
+                    key = bytes.fromhex(r["path_bytes"])
+                except ValueError:
+                    key = None
+            out[key if key is not None else os.fsencode(r["path"])] = r["outcome"]
+        return out
 
     def write(self, row: dict) -> None:
         if self.fh is None:
             return
-        line = json.dumps({k: row.get(k) for k in OUTCOME_FIELDS}, ensure_ascii=False).encode() + b"\n"
+        from . import arrow_text, path_text
+
+        rec = {k: arrow_text(row.get(k)) for k in OUTCOME_FIELDS}
+        rec["path"] = path_text(row["path"])
+        rec["path_bytes"] = os.fsencode(row["path"]).hex()
+        line = json.dumps(rec, ensure_ascii=False).encode() + b"\n"
         with self.lock:
             self.fh.write(line)
             self.fh.flush()
@@ -266,35 +335,108 @@ class _Ledger:
             self.fh.close()
 
 
-def _table(rows: Iterable[dict]) -> Any:
+def _table(rows: Iterable[dict], skipped: dict[str, int] | None = None) -> Any:
     import pyarrow as pa
+
+    from . import arrow_text, path_text
 
     schema = outcomes_schema()
     rows = list(rows)
     cols = {}
     for f in schema:
-        vals = [r.get(f.name) for r in rows]
+        vals: list[Any]
+        if f.name == "path_bytes":
+            vals = [os.fsencode(r["path"]) for r in rows]
+        elif f.name == "path":
+            vals = [path_text(r["path"]) for r in rows]
+        else:
+            vals = [r.get(f.name) for r in rows]
         if pa.types.is_timestamp(f.type):
             vals = [None if v is None else int(v) for v in vals]  # our own clock readings
+        elif pa.types.is_string(f.type):
+            vals = [arrow_text(v) for v in vals]
         cols[f.name] = pa.array(vals, f.type)
-    return pa.table(cols, schema=schema)
+    meta = {b"sessiontree.skipped": json.dumps(skipped or {}, sort_keys=True).encode()}
+    return pa.table(cols, schema=schema.with_metadata(meta))
 
 
 def _run_local(
-    paths: list[str], summarizer: Any, opts: CompactOptions, concurrency: int, ledger: _Ledger, progress: Any
+    paths: list[str],
+    summarizer: Any,
+    opts: CompactOptions,
+    concurrency: int,
+    ledger: _Ledger,
+    progress: Any,
+    stop: threading.Event,
 ) -> list[dict]:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+    """Threads over ``paths``, a few sessions queued at a time. When ``stop`` is set (the CLI's
+    SIGINT/SIGTERM handler) or a ``KeyboardInterrupt`` arrives: nothing new is started or sent,
+    the sessions in flight finish (a summary already asked for is appended and recorded with
+    its cost), every row is written, then :class:`RunInterrupted` is raised with the rows."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     out: list[dict] = []
-    bounded = BoundedSummarizer(summarizer, concurrency)
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(compact_one, p, bounded, opts) for p in paths]
-        for fut in as_completed(futures):
-            row = fut.result()
-            ledger.write(row)
-            out.append(row)
-            progress(1)
+    bounded = BoundedSummarizer(summarizer, concurrency, stop)
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    pending: set = set()
+    it = iter(paths)
+    limit = max(1, concurrency) * 2  # queued at once: never every session of the store
+
+    def record(fut: Any) -> None:
+        row = fut.result()
+        ledger.write(row)
+        out.append(row)
+        progress(1)
+
+    try:
+        while True:
+            try:
+                while not stop.is_set() and len(pending) < limit:
+                    nxt = next(it, None)
+                    if nxt is None:
+                        break
+                    pending.add(pool.submit(compact_one, nxt, bounded, opts, stop))
+                if not pending:
+                    break
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    record(fut)
+                if stop.is_set():
+                    break
+            except KeyboardInterrupt:
+                stop.set()
+                break
+        # stopped (or done): what is in flight finishes or stops before sending; record it,
+        # through further signals too
+        for fut in pending:
+            fut.cancel()
+        while pending:
+            try:
+                finished, pending = wait(pending, timeout=0.2)
+                for fut in finished:
+                    if not fut.cancelled():
+                        record(fut)
+            except KeyboardInterrupt:
+                continue
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    if stop.is_set():
+        raise RunInterrupted(out)
     return out
+
+
+class RunInterrupted(SessionTreeError, KeyboardInterrupt):
+    """A run stopped by SIGINT/SIGTERM after recording what was in flight; ``rows`` are the
+    outcome rows of this run (also in the outcomes file), ``table`` their table once built.
+
+    In the package's one error tree (a :class:`SessionTreeError`) and also a
+    ``KeyboardInterrupt``, so ``except KeyboardInterrupt`` around a run catches it as it
+    catches a Ctrl-C."""
+
+    def __init__(self, rows: list[dict]):
+        super().__init__("interrupted")
+        self.rows = rows
+        self.table: Any = None
 
 
 def _run_ray(
@@ -306,6 +448,7 @@ def _run_ray(
     address: str | None,
     num_cpus: int | None,
     progress: Any,
+    stop: threading.Event,
 ) -> list[dict]:
     from ._engine import ray_init
 
@@ -323,17 +466,43 @@ def _run_ray(
         def run(self, path: str) -> dict:
             return compact_one(path, self.summarizer, self.opts)
 
-    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]
+    # ray.remote(...) makes an actor class; ray's typing gives the decorated class back unchanged
+    actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]  # type: ignore[attr-defined]
     pool = ActorPool(actors)
     out: list[dict] = []
+
+    def call(a: Any, p: str) -> Any:
+        return a.run.remote(p)
+
+    it = iter(paths)
     try:
-        for row in pool.map_unordered(lambda a, p: a.run.remote(p), paths):
+        # one session per actor at a time, the next submitted only as one finishes: when
+        # stopped nothing is queued, and what is in flight is waited for and recorded
+        for _ in range(len(actors)):
+            nxt = next(it, None)
+            if nxt is None:
+                break
+            pool.submit(call, nxt)
+        while pool.has_next():
+            try:
+                row = pool.get_next_unordered(timeout=0.2)
+            except TimeoutError:
+                continue
+            except KeyboardInterrupt:
+                stop.set()
+                continue
             ledger.write(row)
             out.append(row)
             progress(1)
+            if not stop.is_set():
+                nxt = next(it, None)
+                if nxt is not None:
+                    pool.submit(call, nxt)
     finally:
         for a in actors:
             ray.kill(a)
+    if stop.is_set():
+        raise RunInterrupted(out)
     return out
 
 
@@ -352,7 +521,9 @@ def compact_sessions(
     max_tokens: int | None = None,
     custom_instructions: str | None = None,
     parquet: str | os.PathLike | None = None,
-    progress: bool = False,
+    progress: Any = False,
+    stop: threading.Event | None = None,
+    index_cache: Any = None,
 ) -> Any:
     """Compact every session of ``source`` whose context is over Pi's threshold.
 
@@ -367,11 +538,22 @@ def compact_sessions(
             threads, sharing one bound on calls; under ``engine="ray"``: an actor pool of this
             size, one call at a time per actor).
         outcomes: a JSON-lines file of outcome rows, appended as sessions finish; a rerun with
-            the same file skips sessions with a final outcome (everything but ``locked``,
-            ``summarizer_error`` and ``error``). Without it, nothing is skipped by memory,
-            though sessions compacted at their leaf are skipped all the same.
+            the same file skips the sessions an earlier run compacted (only ``compacted`` is
+            final: a session under the threshold, locked or failed is considered again, under
+            the rerun's settings), and says how many in the table's ``sessiontree.skipped``
+            metadata. Without it, nothing is skipped by memory, though sessions compacted at
+            their leaf are found so (``already_compacted``) all the same.
         lock_timeout: seconds to wait for another writer's lock (None: record ``locked``).
         parquet: also write this run's outcomes table there.
+        progress: a progress bar on stderr (``True``), or a callable given each finished row.
+        stop: an event that stops the run when set (the CLI sets it on SIGINT/SIGTERM); a
+            ``KeyboardInterrupt`` does the same. Stopped, nothing new is sent, the sessions
+            in flight finish, every appended compaction is recorded with its cost (outcomes
+            file and ``parquet``), and :class:`RunInterrupted` is raised (``rows`` and
+            ``table`` on it); sessions not reached are ``interrupted`` or not in the table.
+        index_cache: where sessions' saved indexes are read and written
+            (:mod:`sessiontree.index_cache`; None: the caller's ``$SESSIONTREE_INDEX_CACHE`` when
+            set, else each worker's default folder, on its machine).
 
     Returns the outcomes of this run as a ``pyarrow.Table`` (:func:`outcomes_schema`, one row
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
@@ -384,20 +566,49 @@ def compact_sessions(
     items = resolve_source(source)
     if any(it.fs is not None for it in items):
         raise ValueError("compact_sessions appends to session files: give local paths, not object URLs")
-    opts = CompactOptions(context_window, settings, lock_timeout, max_tokens, custom_instructions)
+    if summarizer is None:
+        from ..summarizers import OfflineSummarizer
+
+        summarizer = OfflineSummarizer()
+    from ..index_cache import for_workers
+
+    opts = CompactOptions(
+        context_window, settings, lock_timeout, max_tokens, custom_instructions, for_workers(index_cache)
+    )
     ledger = _Ledger(outcomes)
+    skipped: dict[str, int] = {}
     try:
-        done = ledger.done_paths()
-        paths = [it.path for it in items if it.path not in done]
-        tick = _progress_bar(len(paths), progress)
-        if engine == "local":
-            rows = _run_local(paths, summarizer, opts, concurrency, ledger, tick)
-        else:
-            rows = _run_ray(paths, summarizer, opts, concurrency, ledger, address, num_cpus, tick)
+        done = ledger.done()
+        paths = []
+        for it in items:
+            why = done.get(os.fsencode(it.path))
+            if why is None:
+                paths.append(it.path)
+            else:
+                skipped[why] = skipped.get(why, 0) + 1
+        stop = stop if stop is not None else threading.Event()
+        bar = progress if callable(progress) else _progress_bar(len(paths), bool(progress), "sessions")
+        try:
+            if engine == "local":
+                rows = _run_local(paths, summarizer, opts, concurrency, ledger, bar, stop)
+            else:
+                rows = _run_ray(paths, summarizer, opts, concurrency, ledger, address, num_cpus, bar, stop)
+        except RunInterrupted as exc:
+            exc.rows.sort(key=lambda r: r["path"])
+            exc.table = _table(exc.rows, skipped)
+            if parquet is not None:
+                from . import write_parquet
+
+                write_parquet(exc.table, parquet)
+            raise
+        finally:
+            close = getattr(bar, "close", None)
+            if close is not None:
+                close()
     finally:
         ledger.close()
     rows.sort(key=lambda r: r["path"])
-    table = _table(rows)
+    table = _table(rows, skipped)
     if parquet is not None:
         from . import write_parquet
 

@@ -25,21 +25,32 @@ def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [seq[k : k + size] for k in range(0, len(seq), size)]
 
 
-def _progress_bar(total: int, enabled: bool) -> Callable[[int], None]:
+class _Bar:
+    """A ``tqdm`` progress bar on stderr: ``bar(n)`` advances it by ``n`` items; ``close()``."""
+
+    def __init__(self, total: int, unit: str):
+        from tqdm import tqdm  # type: ignore[import-untyped]
+
+        self._bar = tqdm(total=total, unit=f" {unit}", file=sys.stderr, dynamic_ncols=True, leave=True)
+
+    def __call__(self, n: int) -> None:
+        self._bar.update(n)
+        if self._bar.n >= (self._bar.total or 0):
+            self.close()
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _progress_bar(total: int, enabled: bool, unit: str = "sessions") -> Callable[[int], None]:
+    """A progress bar of ``total`` items when ``enabled`` (tqdm, on stderr), else a no-op.
+    Without tqdm installed (it comes with the ``fleet`` extra), no bar."""
     if not enabled or total == 0:
         return lambda n: None
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        width = 30
-        filled = width * done[0] // total
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done[0]}/{total} sessions")
-        if done[0] >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return tick
+    try:
+        return _Bar(total, unit)
+    except ImportError:  # pragma: no cover - the fleet extra brings tqdm
+        return lambda n: None
 
 
 def run_local(
@@ -57,7 +68,7 @@ def run_local(
         # starting a pool (forkserver, imports in each worker) costs about a second on a busy
         # 2-core machine: worth it only for stores large enough to amortize it
         workers = (os.cpu_count() or 1) if len(items) >= AUTO_POOL_MIN else 1
-    tick = _progress_bar(len(items), progress)
+    tick = progress if callable(progress) else _progress_bar(len(items), bool(progress))
     if workers <= 1 or len(items) <= 8:
         out: list = []
         for part in _chunks(items, 64):

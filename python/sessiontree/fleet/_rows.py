@@ -16,7 +16,7 @@ from ..context import estimate_projected_context_tokens, should_compact
 from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
-from ..usage import usage_totals_of_entries
+from ..usage import UsageAccumulator, usage_totals_of_entries
 from ._sources import Item
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
@@ -49,11 +49,17 @@ class Options:
     """What the per-file functions need besides the item (picklable)."""
 
     def __init__(
-        self, context_window: int = 200_000, settings: CompactionSettings | None = None, max_bytes: int | None = None
+        self,
+        context_window: int = 200_000,
+        settings: CompactionSettings | None = None,
+        max_bytes: int | None = None,
+        index_cache: Any = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
         self.max_bytes = max_bytes
+        # resolved where the file is opened (a worker's own machine), not by the caller
+        self.index_cache = index_cache
 
 
 class _Unopenable(SessionTreeError):
@@ -66,8 +72,105 @@ class _Unopenable(SessionTreeError):
         self.mtime_ms = mtime_ms
 
 
+def _read_capped(fh: Any, max_bytes: int | None) -> bytes:
+    """The bytes of an open object, at most ``max_bytes`` + 1 of them read (the limit holds on
+    the bytes read, whatever a size check said before: the object may have been replaced)."""
+    if max_bytes is None:
+        return fh.read()
+    return fh.read(max_bytes + 1)
+
+
+def _normalised_by_pyarrow(key: str) -> bool:
+    """Whether pyarrow.fs would read another object than ``key`` names (or refuse it): it
+    normalises paths, so an empty segment (``a//b``) is an error and ``.``/``..`` segments
+    are resolved (``p/../x`` reads the bucket's ``x``, ``p/./y`` reads ``p/y``). Object keys are
+    opaque strings: each is read as listed."""
+    return any(seg in ("", ".", "..") for seg in key.split("/")[1:])
+
+
+#: boto3 clients by the pyarrow S3FileSystem's settings (one per worker process)
+_S3_CLIENTS: dict[str, Any] = {}
+
+
+def _s3_client(fs: Any) -> Any:
+    """A boto3 S3 client with the settings of a ``pyarrow.fs.S3FileSystem`` (endpoint, scheme,
+    region, explicit credentials, anonymous); credentials it does not name come from boto3's
+    own chain (the environment, ``~/.aws``), as pyarrow's do."""
+    kw = dict(fs.__reduce__()[1][0])
+    key = repr(sorted((k, str(v)) for k, v in kw.items()))
+    client = _S3_CLIENTS.get(key)
+    if client is not None:
+        return client
+    try:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+    except ImportError:  # pragma: no cover - the fleet extra brings boto3
+        raise _Unopenable(
+            "unreadable", "reading an S3 key with empty, '.' or '..' segments exactly needs boto3 (the fleet extra)"
+        ) from None
+    if kw.get("role_arn"):
+        raise _Unopenable("unreadable", "an S3 key with empty, '.' or '..' segments under role_arn: not supported")
+    args: dict[str, Any] = {}
+    if kw.get("endpoint_override"):
+        args["endpoint_url"] = f"{kw.get('scheme') or 'https'}://{kw['endpoint_override']}"
+    if kw.get("region"):
+        args["region_name"] = kw["region"]
+    if kw.get("access_key"):
+        args["aws_access_key_id"] = kw["access_key"]
+        args["aws_secret_access_key"] = kw.get("secret_key")
+        if kw.get("session_token"):
+            args["aws_session_token"] = kw["session_token"]
+    if kw.get("anonymous"):
+        args["config"] = Config(signature_version=UNSIGNED)
+    client = boto3.client("s3", **args)
+    _S3_CLIENTS[key] = client
+    return client
+
+
+def _read_s3_exact(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
+    """One S3 object by its exact key (through boto3, which sends the key as it is)."""
+    from pyarrow import fs as pafs
+
+    if not isinstance(item.fs, pafs.S3FileSystem):
+        raise _Unopenable(
+            "unreadable",
+            f"{item.path}: a key with empty, '.' or '..' segments: this filesystem would read another object",
+        )
+    assert item.key is not None  # an object in a filesystem has a key
+    bucket, key = item.key.split("/", 1)
+    client = _s3_client(item.fs)
+    args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+    if max_bytes is not None:
+        args["Range"] = f"bytes=0-{max_bytes}"  # one byte over: enough to tell it is too large
+    try:
+        resp = client.get_object(**args)
+    except Exception as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise _Unopenable("not_found", f"no such object: {item.path}") from None
+        if code == "InvalidRange":  # an empty object
+            return b"", 0, None
+        raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
+    modified = resp.get("LastModified")
+    mtime = modified.timestamp() * 1000 if modified is not None else None
+    body = resp["Body"]
+    try:
+        data = _read_capped(body, max_bytes)
+    finally:
+        body.close()
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _Unopenable(
+            "too_large", f"over max_bytes={max_bytes} (read {len(data)} bytes, then stopped)", None, mtime
+        )
+    return data, len(data), mtime
+
+
 def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
     fs = item.fs
+    assert item.key is not None  # an object in a filesystem has a key
+    if hasattr(fs, "open_input_file") and _normalised_by_pyarrow(item.key):
+        return _read_s3_exact(item, max_bytes)
     if hasattr(fs, "open_input_file"):  # pyarrow.fs
         from pyarrow import fs as pafs
 
@@ -79,26 +182,46 @@ def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float |
             raise _Unopenable("not_a_file", f"not a file: {item.path}")
         if max_bytes is not None and info.size is not None and info.size > max_bytes:
             raise _Unopenable("too_large", f"{info.size} bytes, over max_bytes={max_bytes}", info.size, mtime)
-        with fs.open_input_file(item.key) as fh:
-            data = fh.readall()
-        return data, len(data), mtime
-    # fsspec
-    info = fs.info(item.key)
-    size = info.get("size")
-    if info.get("type") == "directory":
-        raise _Unopenable("not_a_file", f"not a file: {item.path}")
-    if max_bytes is not None and size is not None and size > max_bytes:
-        raise _Unopenable("too_large", f"{size} bytes, over max_bytes={max_bytes}", size, None)
-    data = fs.cat_file(item.key)
-    return data, len(data), None
+        with fs.open_input_stream(item.key) as fh:
+            data = _read_capped(fh, max_bytes)
+    else:  # fsspec
+        info = fs.info(item.key)
+        size = info.get("size")
+        mtime = None
+        if info.get("type") == "directory":
+            raise _Unopenable("not_a_file", f"not a file: {item.path}")
+        if max_bytes is not None and size is not None and size > max_bytes:
+            raise _Unopenable("too_large", f"{size} bytes, over max_bytes={max_bytes}", size, None)
+        with fs.open(item.key, "rb") as fh:
+            data = _read_capped(fh, max_bytes)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _Unopenable(
+            "too_large", f"over max_bytes={max_bytes} (read {len(data)} bytes, then stopped)", None, mtime
+        )
+    return data, len(data), mtime
+
+
+def _check_not_empty(s: Session, item: Item, size: int, mtime: float | None) -> None:
+    """An empty file (or one of blank lines: no header) is no session: Pi would start a new one
+    with a random id, the caller's cwd and "now" as its times, all invented."""
+    if s.file_header is None:
+        s.close()
+        raise _Unopenable("empty", f"{item.path}: empty file (no session header)", size, mtime)
 
 
 def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
     """``(session, bytes, file mtime ms)`` for one item; raises :class:`_Unopenable`."""
     try:
         if item.fs is not None:
-            data, size, mtime = _read_object(item, opts.max_bytes)
-            return Session.from_bytes(data, name=item.path), size, mtime
+            try:
+                data, size, mtime = _read_object(item, opts.max_bytes)
+            except (_Unopenable, SessionError):
+                raise
+            except Exception as exc:  # a storage client's error (ArrowInvalid, botocore...): a row
+                raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
+            s = Session.from_bytes(data, name=item.path)
+            _check_not_empty(s, item, size, mtime)
+            return s, size, mtime
         try:
             st = os.stat(item.path)  # follows symlinks: a loop is ELOOP, a dangling one ENOENT
         except FileNotFoundError:
@@ -115,7 +238,12 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         mtime = st.st_mtime * 1000
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
-        s = Session.open(item.path)
+        s = Session.open(item.path, index_cache=getattr(opts, "index_cache", None))
+        if opts.max_bytes is not None and s.indexed_bytes > opts.max_bytes:  # grew after the check
+            size = s.indexed_bytes
+            s.close()
+            raise _Unopenable("too_large", f"{size} bytes, over max_bytes={opts.max_bytes}", size, mtime)
+        _check_not_empty(s, item, s.indexed_bytes, mtime)
         return s, s.indexed_bytes, mtime
     except _Unopenable:
         raise
@@ -168,14 +296,49 @@ def _error_row(item: Item, exc: _Unopenable) -> dict:
     }
 
 
+def _stats_key(opts: Options) -> str:
+    """What a saved stats row depends on besides the file: the package version and options."""
+    from .. import __version__
+
+    return f"{__version__}|{opts.context_window}|{opts.settings!r}|{opts.max_bytes}"
+
+
+def _local_stat(item: Item) -> os.stat_result | None:
+    if item.fs is not None or item.key is not None:
+        return None
+    try:
+        st = os.stat(item.path)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def stats_row(item: Item, opts: Options) -> dict:
-    """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields)."""
+    """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields).
+
+    A local file's row (files of at least :func:`sessiontree.index_cache.min_bytes`) is saved in
+    the index cache (:func:`sessiontree.index_cache.save_row`) and reused while the file is unchanged (same device, inode, size, mtime and ctime in ns)
+    and the options are the same: a rerun over an unchanged store reads no session file."""
+    from .. import index_cache
+
+    cache = getattr(opts, "index_cache", None)
+    st = _local_stat(item)
+    if st is not None and st.st_size < index_cache.min_bytes():
+        st = None  # a small file: computing its row costs about what reading a saved one does
+    if st is not None:
+        saved = index_cache.load_row("stats", st, _stats_key(opts), cache)
+        if saved is not None:
+            saved["path"] = item.path  # the same file under another name (a hard link)
+            return saved
     try:
         s, size, mtime = open_item(item, opts)
     except _Unopenable as exc:
         return _error_row(item, exc)
     try:
-        return _stats_of(s, item, size, mtime, opts)
+        row = _stats_of(s, item, size, mtime, opts)
+        if st is not None and row.get("error_kind") is None:
+            index_cache.save_row("stats", st, _stats_key(opts), row, cache)
+        return row
     except Exception as exc:  # never fail the job: a row with the problem instead
         return {
             "path": item.path,
@@ -191,12 +354,12 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     n = len(table.index)
     types = table.type
     roles = [r if t == "message" else None for t, r in zip(types, table.role)]
-    counts: dict[str, int] = {}
+    counts: dict[str | None, int] = {}  # None: a type that is not a string
     for t in types:
         counts[t] = counts.get(t, 0) + 1
     by_role = {col: 0 for _, col in ROLES}
     other = 0
-    role_cols = dict(ROLES)
+    role_cols: dict[str | None, str] = dict(ROLES)
     usage_idx: list[int] = []
     for i, t in enumerate(types):
         if t == "message":
@@ -210,17 +373,24 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
                 usage_idx.append(i)
         elif t in _USAGE_TYPES:
             usage_idx.append(i)
-    # only the entries that carry usage (or tool calls) are parsed
-    raws = [s.entry_at(i).raw for i in usage_idx]
-    usage = usage_totals_of_entries(raws)
-    summary = usage_totals_of_entries(r for i, r in zip(usage_idx, raws) if types[i] in _SUMMARY_TYPES)
+    # only the entries that carry usage (or tool calls) are parsed, one at a time (never all
+    # held at once: a long session has tens of thousands of them)
+    usage_acc = UsageAccumulator(skip_missing=True)
+    summary_acc = UsageAccumulator(skip_missing=True)
     tool_calls = 0
-    for i, r in zip(usage_idx, raws):
-        if roles[i] == "assistant":
+    for i in usage_idx:
+        r = s.entry_at(i).raw
+        usage_acc.add((r,))
+        if types[i] in _SUMMARY_TYPES:
+            summary_acc.add((r,))
+        elif roles[i] == "assistant":
             m = r.get("message") if isinstance(r, dict) else None
             content = m.get("content") if isinstance(m, dict) else None
             if isinstance(content, list):
                 tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
+        del r
+    usage = usage_acc.totals()
+    summary = summary_acc.totals()
     problems = {k: 0 for k in PROBLEM_KINDS}
     problems_other = 0
     found = s.problems
@@ -357,7 +527,7 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
         role = table.role[i] if t == "message" else None
         usage = None
         if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
-            usage = usage_totals_of_entries([s.entry_at(i).raw])
+            usage = usage_totals_of_entries([s.entry_at(i).raw], skip_missing=True)
         rows.append(
             {
                 "path": item.path,
@@ -378,7 +548,7 @@ def _entries_of(s: Session, item: Item) -> list[dict]:
                 "cache_write_tokens": _num(usage.cache_write) if usage else None,
                 "cost": _num(usage.cost) if usage else None,
                 "on_active_path": i in on_path,
-                "label": label_of.get(ids[i]) if ids[i] is not None else None,
+                "label": label_of.get(eid) if (eid := ids[i]) is not None else None,
                 "error_kind": None,
                 "error": None,
             }

@@ -16,7 +16,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-__all__ = ["Item", "resolve_source"]
+from ..errors import SessionTreeError
+
+__all__ = ["Item", "resolve_source", "SourceError"]
+
+
+class SourceError(SessionTreeError, OSError):
+    """A source could not be listed (a refused endpoint, access denied, no such bucket, a
+    local path that does not exist): ``str(err)`` is ``cannot read SOURCE: why``. A read
+    failure, never reported as a write failure."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ def _resolve_url(url: str, filesystem: Any) -> list[Item]:
         return [Item(prefix + k.lstrip("/") if not k.startswith(prefix) else k, k, filesystem) for k in keys]
     from pyarrow import fs as pafs
 
+    if any(seg in ("", ".", "..") for seg in root.split("/")[1:-1]) or root.endswith(("/.", "/..")):
+        return [Item(prefix + root, root, filesystem)]  # one object by its exact key (pyarrow would normalise it)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.Directory:
         sel = pafs.FileSelector(root.rstrip("/"), recursive=True)
@@ -87,6 +97,26 @@ def _resolve_url(url: str, filesystem: Any) -> list[Item]:
     else:
         keys = [root]
     return [Item(prefix + k, k, filesystem) for k in keys]
+
+
+def _listed(url: str, filesystem: Any) -> list[Item]:
+    """:func:`_resolve_url`, its failures (pyarrow's ``OSError``/``ArrowInvalid``, fsspec's
+    ``OSError``, botocore's errors) as :class:`SourceError`."""
+    try:
+        return _resolve_url(url, filesystem)
+    except SourceError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot read {_shown(url)}: {exc}") from exc
+    except Exception as exc:  # an fsspec backend's own errors (botocore's ClientError...)
+        if type(exc).__module__.split(".")[0] in ("botocore", "s3fs", "gcsfs", "adlfs", "aiohttp", "fsspec"):
+            raise SourceError(f"cannot read {_shown(url)}: {type(exc).__name__}: {exc}") from exc
+        raise
+
+
+def _shown(url: str) -> str:
+    """A URL for a message, without its query (it may hold credentials)."""
+    return url.split("?", 1)[0]
 
 
 def _is_fsspec(filesystem: Any) -> bool:
@@ -111,14 +141,16 @@ def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
     items: dict[str, Item] = {}
     for src in sources:
         text = os.fspath(src)
+        if isinstance(text, bytes):
+            text = os.fsdecode(text)
         if _is_url(text) and not text.startswith("file://"):
-            for it in _resolve_url(text, filesystem):
+            for it in _listed(text, filesystem):
                 items.setdefault(it.path, it)
             continue
         if text.startswith("file://"):
             text = text[len("file://") :]
         if filesystem is not None:
-            for it in _resolve_url(text, filesystem):
+            for it in _listed(text, filesystem):
                 items.setdefault(it.path, it)
             continue
         if any(c in text for c in "*?["):

@@ -102,6 +102,9 @@ def __getattr__(name: str) -> Any:  # lazy provider classes (their SDKs are opti
 
 
 # name -> (module, class, environment variable prefix)
+#: the function of each provider module that imports its SDK (ImportError naming the pip extra)
+_SDK_IMPORT = {"openai_compat": "import_openai", "anthropic": "import_anthropic"}
+
 _PROVIDERS = {
     "openai": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
     "openai-compatible": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
@@ -133,7 +136,10 @@ def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
         module, cls_name, env = provider
         import importlib
 
-        cls = getattr(importlib.import_module(f".{module}", __name__), cls_name)
+        mod = importlib.import_module(f".{module}", __name__)
+        # the provider's SDK first: a missing package is the error to fix before any setting
+        getattr(mod, _SDK_IMPORT[module])()
+        cls = getattr(mod, cls_name)
         kw.setdefault("api_key", os.environ.get(f"{env}_API_KEY"))
         kw.setdefault("base_url", os.environ.get(f"{env}_BASE_URL"))
         model = kw.pop("model", None) or os.environ.get(f"{env}_MODEL")

@@ -89,7 +89,8 @@ def _error_type_and_text(exc: Any) -> tuple[str | None, str]:
     etype = None
     parts = [str(getattr(exc, "message", "") or exc)]
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        err = body.get("error")
+        inner = err if isinstance(err, dict) else body
         etype = inner.get("type") if isinstance(inner.get("type"), str) else None
         if inner.get("message") is not None:
             parts.append(str(inner["message"]))

@@ -33,12 +33,12 @@ class SummaryUsage:
     ``cost_from_provider`` is True when the provider reported the cost itself.
     """
 
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    reasoning: int = 0
-    total_tokens: int = 0
+    input: int | float = 0
+    output: int | float = 0
+    cache_read: int | float = 0
+    cache_write: int | float = 0
+    reasoning: int | float = 0
+    total_tokens: int | float = 0
     cost: dict | None = None
     cost_from_provider: bool = False
 
@@ -85,7 +85,7 @@ class SummaryUsage:
             return cls()
         cost = usage.get("cost") if isinstance(usage.get("cost"), dict) else None
 
-        def n(k: str) -> int:
+        def n(k: str) -> int | float:  # Pi's numbers as they are (a float stays a float)
             v = usage.get(k)
             return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 

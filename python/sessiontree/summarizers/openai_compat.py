@@ -125,7 +125,8 @@ def _error_text(exc: Any) -> str:
     parts = [str(getattr(exc, "message", "") or exc)]
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        err = body.get("error")
+        inner = err if isinstance(err, dict) else body
         for key in ("message", "code", "type"):
             if inner.get(key) is not None:
                 parts.append(str(inner[key]))

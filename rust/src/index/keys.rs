@@ -10,11 +10,22 @@ use std::hash::BuildHasher;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct KeyRec {
     /// string: offset in `key_bytes`; number: the f64 bits (-0 as 0); bool: 0 or 1
-    data: u64,
+    pub(super) data: u64,
     /// string: byte length
-    len: u32,
-    tag: u8,
+    pub(super) len: u32,
+    pub(super) tag: u8,
     truthy: bool,
+}
+
+impl KeyRec {
+    pub(super) fn new(data: u64, len: u32, tag: u8, truthy: bool) -> Self {
+        KeyRec {
+            data,
+            len,
+            tag,
+            truthy,
+        }
+    }
 }
 
 pub(super) const K_UNDEFINED: u8 = 0;
@@ -222,10 +233,60 @@ impl Index {
         &self.key_bytes[k.data as usize..k.data as usize + k.len as usize]
     }
 
+    /// The key table, built from the keys on first use after a restore from a saved index
+    /// (`persist.rs`): a warm open that never looks an id up never pays for it.
+    #[inline]
+    fn table(&self) -> &KeyTable {
+        self.keys.get_or_init(|| self.rebuild_table())
+    }
+
+    /// Makes sure the key table exists (see [`Index::table`]) before it is changed.
+    #[inline]
+    fn ensure_table(&mut self) {
+        if self.keys.get().is_none() {
+            let t = self.rebuild_table();
+            let _ = self.keys.set(t);
+        }
+    }
+
+    /// The table of every interned (string, number, boolean) key, from `key_recs`.
+    fn rebuild_table(&self) -> KeyTable {
+        let mut t = KeyTable::default();
+        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        let n = recs
+            .iter()
+            .filter(|k| matches!(k.tag, K_STR | K_NUM | K_BOOL))
+            .count();
+        t.reserve(n, |k| Self::key_hash(hasher, recs, bytes, k));
+        // each key's slot is prefetched AHEAD keys before it is written: the table is far
+        // larger than the cache, and a miss per key would dominate the rebuild
+        const AHEAD: usize = 16;
+        let mut ring = [(0u64, 0u32); AHEAD];
+        let mut pending = 0usize;
+        for (kid, k) in recs.iter().enumerate() {
+            if matches!(k.tag, K_STR | K_NUM | K_BOOL) {
+                let h = Self::key_hash(hasher, recs, bytes, kid as u32);
+                t.prefetch(h);
+                let slot = &mut ring[pending % AHEAD];
+                if pending >= AHEAD {
+                    t.put(slot.0, slot.1);
+                }
+                *slot = (h, kid as u32);
+                pending += 1;
+            }
+        }
+        for j in pending.saturating_sub(AHEAD)..pending {
+            let (h, kid) = ring[j % AHEAD];
+            t.put(h, kid);
+        }
+        t.len = n;
+        t
+    }
+
     /// Key id of a string, without interning.
     #[inline]
     pub(super) fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
-        self.keys.find(h, |kid| {
+        self.table().find(h, |kid| {
             let k = &self.key_recs[kid as usize];
             k.tag == K_STR && k.len as usize == s.len() && same_bytes(self.key_str_bytes(k), s)
         })
@@ -235,11 +296,12 @@ impl Index {
     #[inline]
     pub fn prefetch_keys(&self, pl: &ParsedLine<'_>) {
         if let LineResult::Value(sk, _) = &pl.result {
+            let Some(t) = self.keys.get() else { return };
             if let Val::Str(s) = &sk.id {
-                self.keys.prefetch(self.hash_str(s.as_bytes()));
+                t.prefetch(self.hash_str(s.as_bytes()));
             }
             if let Val::Str(s) = &sk.parent_id {
-                self.keys.prefetch(self.hash_str(s.as_bytes()));
+                t.prefetch(self.hash_str(s.as_bytes()));
             }
         }
     }
@@ -247,7 +309,9 @@ impl Index {
     /// Hints the cache about the key-table slot where string key `s` would be looked up.
     #[inline]
     pub fn prefetch_str(&self, s: &[u8]) {
-        self.keys.prefetch(self.hash_str(s));
+        if let Some(t) = self.keys.get() {
+            t.prefetch(self.hash_str(s));
+        }
     }
 
     pub(super) fn intern_bytes_str(&mut self, s: &str) -> u32 {
@@ -263,15 +327,16 @@ impl Index {
             tag: K_STR,
             truthy: !s.is_empty(),
         });
+        self.ensure_table();
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys
-            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        let keys = self.keys.get_mut().expect("just built");
+        keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
         kid
     }
 
     pub(super) fn intern_scalar(&mut self, tag: u8, data: u64, truthy: bool) -> u32 {
         let h = self.hash_scalar(tag, data);
-        if let Some(k) = self.keys.find(h, |kid| {
+        if let Some(k) = self.table().find(h, |kid| {
             let k = &self.key_recs[kid as usize];
             k.tag == tag && k.data == data
         }) {
@@ -283,9 +348,10 @@ impl Index {
             tag,
             truthy,
         });
+        self.ensure_table();
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys
-            .insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        let keys = self.keys.get_mut().expect("just built");
+        keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
         kid
     }
 
@@ -334,9 +400,10 @@ impl Index {
     /// scanned), so the key table does not rehash as it fills, and the large arrays that grow
     /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
+        self.ensure_table();
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        self.keys
-            .reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
+        let keys = self.keys.get_mut().expect("just built");
+        keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
         reserve_large(&mut self.recs, entries);
         // about one new key (its id) per entry; Pi ids are 8 bytes
         reserve_large(&mut self.key_recs, entries);

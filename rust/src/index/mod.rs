@@ -21,10 +21,12 @@ mod keys;
 mod labels;
 mod legacy;
 mod line;
+mod persist;
 mod problems;
 
 pub use codes::*;
 pub use line::*;
+pub use persist::recs_bytes;
 pub use problems::{Problem, Problems};
 
 use crate::json::{JsVal, TopKind, Val};
@@ -42,7 +44,9 @@ pub const KID_UNDEFINED: u32 = 0;
 pub const KID_NULL: u32 = 1;
 
 /// One entry's skeleton. `offset`/`len` locate the line's JSON text (without `\r\n`).
+/// `repr(C)` with no implicit padding (48 bytes): a saved index stores records as their bytes.
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 pub struct Rec {
     pub offset: u64,
     /// at most [`MAX_LINE`]
@@ -60,7 +64,10 @@ pub struct Rec {
     pub etype: u16,
     pub role: u16,
     pub flags: u8,
+    /// always zero (explicit padding, so a record's bytes are all initialised)
+    pub pad: [u8; 3],
 }
+const _: () = assert!(std::mem::size_of::<Rec>() == 48);
 
 /// Why a file is not a Pi session.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,8 +111,9 @@ struct Provisional {
 #[derive(Default)]
 pub struct Index {
     pub recs: Vec<Rec>,
-    /// interned keys by value (strings, numbers, booleans); the table holds key ids
-    keys: KeyTable,
+    /// interned keys by value (strings, numbers, booleans); the table holds key ids (built
+    /// lazily after a restore from a saved index)
+    keys: std::sync::OnceLock<KeyTable>,
     hasher: Hasher,
     key_recs: Vec<KeyRec>,
     /// the bytes of every string key, back to back
@@ -363,6 +371,7 @@ impl Index {
             etype,
             role,
             flags,
+            pad: [0; 3],
         };
         self.recs.push(rec);
         if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {

@@ -144,6 +144,75 @@ impl Problems {
             reason,
         });
     }
+    /// The runs as bytes, for a saved index (`persist.rs`).
+    pub(super) fn persist(&self, o: &mut super::persist::Out) {
+        o.u64(self.n as u64);
+        o.u64(self.reasons.len() as u64);
+        for r in &self.reasons {
+            o.bytes(r.as_bytes());
+        }
+        o.u64(self.runs.len() as u64);
+        for r in &self.runs {
+            o.u64(r.offset);
+            o.u64(r.arg);
+            o.u32(r.line);
+            o.u32(r.first);
+            o.u32(r.count);
+            o.u16(r.stride);
+            o.u8(r.kind);
+            o.u8(r.reason);
+        }
+    }
+
+    /// What [`Problems::persist`] wrote, checked: runs in file order inside the first
+    /// `covered` bytes, counts that add up, known kinds and reasons. None otherwise.
+    pub(super) fn restore(r: &mut super::persist::In, covered: u64) -> Option<Problems> {
+        let n = usize::try_from(r.u64()?).ok()?;
+        let nreasons = r.count(8)?;
+        if nreasons > 256 {
+            return None;
+        }
+        let mut reasons = Vec::with_capacity(nreasons);
+        for _ in 0..nreasons {
+            reasons.push(static_reason(r.str()?)?);
+        }
+        let nruns = r.count(32)?;
+        let mut runs = Vec::with_capacity(nruns);
+        let mut total = 0usize;
+        let mut prev_end = 0u64;
+        for _ in 0..nruns {
+            let run = ProblemRun {
+                offset: r.u64()?,
+                arg: r.u64()?,
+                line: r.u32()?,
+                first: r.u32()?,
+                count: r.u32()?,
+                stride: r.u16()?,
+                kind: r.u8()?,
+                reason: r.u8()?,
+            };
+            let last = run
+                .offset
+                .checked_add(run.stride as u64 * (run.count as u64).checked_sub(1)?)?;
+            if run.first as usize != total
+                || run.kind > P_EXTRA_HEADER
+                || run.reason as usize >= nreasons.max(1)
+                || run.offset < prev_end
+                || last > covered
+                || (run.count > 1 && run.stride == 0)
+            {
+                return None;
+            }
+            prev_end = last;
+            total = total.checked_add(run.count as usize)?;
+            runs.push(run);
+        }
+        if total != n || n > u32::MAX as usize {
+            return None;
+        }
+        Some(Problems { runs, n, reasons })
+    }
+
     fn expand(&self, r: &ProblemRun, k: u32) -> Problem {
         let message = match r.kind {
             P_BLANK => "blank line (skipped)".to_string(),
@@ -180,4 +249,26 @@ impl Problems {
         let r = &self.runs[k];
         Some(self.expand(r, (i - r.first as usize) as u32))
     }
+}
+
+/// The JSON error reasons a saved index names, as the `&'static str`s problems hold: each
+/// distinct text is kept once per process, and at most `MAX_REASONS` texts of at most 200
+/// bytes (the parser has a handful), so no input can make this grow without bound.
+fn static_reason(s: &str) -> Option<&'static str> {
+    use std::sync::Mutex;
+    const MAX_REASONS: usize = 64;
+    static SEEN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    if s.len() > 200 {
+        return None;
+    }
+    let mut seen = SEEN.lock().ok()?;
+    if let Some(&r) = seen.iter().find(|&&r| r == s) {
+        return Some(r);
+    }
+    if seen.len() >= MAX_REASONS {
+        return None;
+    }
+    let r: &'static str = Box::leak(s.to_string().into_boxed_str());
+    seen.push(r);
+    Some(r)
 }

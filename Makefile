@@ -1,0 +1,77 @@
+# sessiontree: the developer loop. `make help` lists the targets; CONTRIBUTING.md explains them.
+#
+# Everything runs in the project's virtual environment .venv (made by `make dev` when missing).
+# A release build (LTO) is only for wheels; `make dev` builds with Cargo's dev-fast profile.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# maturin, ruff, mypy and zig are found on the venv's PATH (maturin runs `python -m ziglang`)
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+# pytest-xdist workers for `make test` (the machine has 2 cores)
+JOBS ?= 2
+# the wheels `make wheel` builds: this machine's target, plus aarch64 where its Rust target is installed
+AARCH64 := aarch64-unknown-linux-gnu
+HAVE_AARCH64 := $(shell rustup target list --installed 2>/dev/null | grep -qx $(AARCH64) && echo yes)
+
+.PHONY: help dev test test-all lint fmt bench wheel sdist sdist-check ci clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+$(PY):
+	python3 -m venv $(VENV)
+
+dev: $(PY)  ## build the extension into .venv (dev-fast profile: no LTO, incremental) with the test, release and dev extras
+	$(PY) -m maturin --version >/dev/null 2>&1 || $(PY) -m pip install -q -U pip 'maturin>=1.7,<2'
+	$(PY) -m maturin develop --profile dev-fast --extras test,release,dev -q
+
+test:  ## the fast loop: every test not marked slow, on $(JOBS) workers (at most 90 s here)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -m "not slow" -n $(JOBS)
+
+test-all:  ## every test, as CI runs them (pytest, slow ones included, then cargo test)
+	$(PY) -m pytest -q
+	cargo test
+
+lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	cargo fmt --check
+	cargo clippy --all-targets --features python -- -D warnings
+	$(PY) -m mypy.stubtest sessiontree._core
+	$(PY) -m mypy python/sessiontree
+
+fmt:  ## format Python and Rust in place
+	$(PY) -m ruff format .
+	cargo fmt
+
+bench:  ## the pytest-benchmark suite (sizes up to SESSIONTREE_BENCH_MAX_MB, default 50)
+	$(PY) -m pytest -c benches/pytest.ini benches --benchmark-only
+
+wheel:  ## abi3 manylinux2014 wheels into dist/ (zig as the linker), each checked with auditwheel
+	rm -f dist/*.whl
+	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --out dist
+ifeq ($(HAVE_AARCH64),yes)
+	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --target $(AARCH64) --out dist
+else
+	@echo "no aarch64 wheel: the Rust target $(AARCH64) is not installed (rustup target add $(AARCH64))"
+endif
+	$(PY) .ci/check_wheel.py dist/*.whl
+
+sdist:  ## the source distribution into dist/
+	rm -f dist/*.tar.gz
+	$(PY) -m maturin sdist --out dist
+
+sdist-check: sdist  ## build a wheel from dist/'s sdist in an isolated build (as pip does from an index)
+	rm -rf target/sdist-check
+	MATURIN_PEP517_ARGS="--profile dev-fast" $(PY) -m pip wheel -q --no-deps -w target/sdist-check dist/sessiontree-*.tar.gz
+	ls target/sdist-check/sessiontree-*.whl
+
+ci:  ## what CI runs, from scratch (.ci/run)
+	bash .ci/run
+
+clean:  ## remove build outputs (target/, dist/)
+	rm -rf target dist

@@ -1,0 +1,270 @@
+"""The saved index (issue 17): cold vs warm opens in new processes, ratios measured in one run.
+
+Contenders are interleaved round by round (the machine is shared); each figure is the best and
+the median of ``--rounds`` rounds. Every open runs in a fresh ``python`` process and is timed
+inside it (import excluded) unless the row says "whole process".
+
+    python benches/saved_index.py --sizes 10,100,1024 --rounds 5
+
+Rows (per size): cold open (cache off); cold open + save (empty cache folder); warm open (file
+unchanged); warm open + build_context() + AutoCompactor.context_tokens(); warm open with 1 MiB
+appended since the save, and the refresh() of that 1 MiB in a warm session (the scan of 1 MiB);
+the saved index's size; RssAnon after a cold open. Then ``sessiontree rpc --session`` (whole
+process, spawn to first answer) against ``python -c "import sessiontree"``, and ``sessiontree
+stats`` over a store of N copies of the 10 MiB session, first run vs rerun (whole process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA", "/work/bench-data"))
+
+CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+from sessiontree import Session, AutoCompactor
+t1 = time.perf_counter()
+path, mode, cache = sys.argv[1], sys.argv[2], sys.argv[3]
+ic = False if cache == "off" else cache
+out = {"import": t1 - t0}
+t = time.perf_counter()
+s = Session.open(path, index_cache=ic)
+out["open"] = time.perf_counter() - t
+out["state"] = s.index_cache_state()[0]
+n = len(s)
+if mode == "context":
+    t = time.perf_counter()
+    s.build_context()
+    AutoCompactor(s).context_tokens()
+    out["context"] = time.perf_counter() - t
+    out["open+context"] = out["open"] + out["context"]
+if mode == "refresh":
+    extra = sys.argv[4]
+    with open(path, "ab") as f:
+        f.write(open(extra, "rb").read())
+    t = time.perf_counter()
+    s.refresh()
+    out["refresh"] = time.perf_counter() - t
+if mode == "rss":
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon"):
+            out["rss_anon"] = int(line.split()[1]) * 1024
+print(json.dumps(out))
+"""
+
+
+def child(path: Path, mode: str, cache: str, *extra: str) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), mode, cache, *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, SESSIONTREE_INDEX_CACHE_MIN_BYTES="0"),
+    )
+    return json.loads(r.stdout)
+
+
+def stats(xs: list[float]) -> tuple[float, float]:
+    return min(xs), statistics.median(xs)
+
+
+def fmt_ms(x: float) -> str:
+    return f"{x * 1000:.1f}" if x >= 0.01 else f"{x * 1000:.2f}"
+
+
+def tail_lines(src: Path, nbytes: int) -> bytes:
+    """About ``nbytes`` of whole entry lines from the end of ``src`` (appended again: other
+    ids are not needed for a scan-cost figure, and duplicates are what Pi files can hold)."""
+    with open(src, "rb") as f:
+        f.seek(max(0, src.stat().st_size - nbytes - (1 << 20)))
+        data = f.read()
+    lines = data.split(b"\n")[1:-1]
+    out, total = [], 0
+    for ln in reversed(lines):
+        out.append(ln + b"\n")
+        total += len(ln) + 1
+        if total >= nbytes:
+            break
+    return b"".join(reversed(out))
+
+
+def bench_size(mb: int, rounds: int, work: Path) -> dict:
+    src = DATA / f"gen-{mb}MiB.jsonl"
+    cache = work / f"cache-{mb}"
+    res: dict[str, list[float]] = {}
+    add = lambda k, v: res.setdefault(k, []).append(v)  # noqa: E731
+    extra = work / "append-1MiB.bin"
+    extra.write_bytes(tail_lines(src, 1 << 20))
+    grown = work / f"grown-{mb}.jsonl"
+    for r in range(rounds):
+        # cold, cold + save, warm, warm + context: interleaved
+        add("cold open", child(src, "open", "off")["open"])
+        shutil.rmtree(cache, ignore_errors=True)
+        o = child(src, "open", str(cache))
+        assert o["state"] == "saved", o
+        add("cold open + save", o["open"])
+        o = child(src, "open", str(cache))
+        assert o["state"] == "warm", o
+        add("warm open (unchanged)", o["open"])
+        add("import sessiontree", o["import"])
+        o = child(src, "context", str(cache))
+        assert o["state"] == "warm", o
+        add("warm open + build_context + context_tokens", o["open+context"])
+        if r == 0:
+            add("RssAnon after cold open", child(src, "rss", "off")["rss_anon"])
+            add("RssAnon after warm open", child(src, "rss", str(cache))["rss_anon"])
+            saved = sorted(cache.glob("*.stidx"))
+            res["saved index bytes"] = [sum(f.stat().st_size for f in saved)]
+    # 1 MiB appended since the save: a copy of the file, saved, then grown
+    shutil.copyfile(src, grown)
+    gcache = work / f"gcache-{mb}"
+    shutil.rmtree(gcache, ignore_errors=True)
+    assert child(grown, "open", str(gcache))["state"] == "saved"
+    o = child(grown, "refresh", str(gcache), str(extra))  # warm, then 1 MiB appended and refreshed
+    for _ in range(rounds):
+        o = child(grown, "open", str(gcache))
+        assert o["state"] == "warm", o
+        add("warm open, 1 MiB appended since the save", o["open"])
+        # the scan of 1 MiB: refresh() of 1 MiB appended to a warm session (file grows each round)
+        o2 = child(grown, "refresh", str(gcache), str(extra))
+        add("refresh() of 1 MiB appended (the scan of 1 MiB)", o2["refresh"])
+        # put the grown file back to 'save + 1 MiB' for the next round
+        with open(grown, "r+b") as f:
+            f.truncate(src.stat().st_size)
+        shutil.rmtree(gcache, ignore_errors=True)
+        assert child(grown, "open", str(gcache))["state"] == "saved"
+        with open(grown, "ab") as f:
+            f.write(extra.read_bytes())
+    grown.unlink()
+    shutil.rmtree(gcache, ignore_errors=True)
+    return {"mb": mb, "bytes": src.stat().st_size, "res": res}
+
+
+def bench_rpc(mb: int, rounds: int, work: Path) -> dict:
+    src = DATA / f"gen-{mb}MiB.jsonl"
+    cache = work / f"cache-{mb}"
+    env = dict(os.environ, SESSIONTREE_INDEX_CACHE=str(cache), PI_CODING_AGENT_DIR=str(work / "agent"))
+    (work / "agent").mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "sessiontree", "info", str(src)], env=env, capture_output=True, check=True)
+    res: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import sessiontree"], check=True)
+        res.setdefault('python -c "import sessiontree"', []).append(time.perf_counter() - t)
+        t = time.perf_counter()
+        p = subprocess.Popen(
+            [sys.executable, "-m", "sessiontree", "rpc", "--mode", "rpc", "--session", str(src)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert p.stdin is not None and p.stdout is not None
+        p.stdin.write(b'{"id":"1","type":"get_state"}\n')
+        p.stdin.flush()
+        line = p.stdout.readline()
+        res.setdefault("rpc --session, warm: spawn to first answer", []).append(time.perf_counter() - t)
+        assert b'"success":true' in line, line[:200]
+        p.stdin.close()
+        p.wait()
+    return {"mb": mb, "res": res}
+
+
+def bench_stats(copies: int, rounds: int, work: Path) -> dict:
+    src = DATA / "gen-10MiB.jsonl"
+    store = work / "store"
+    store.mkdir(exist_ok=True)
+    for i in range(copies):
+        dst = store / f"s{i:03d}.jsonl"
+        if not dst.exists():
+            shutil.copyfile(src, dst)
+    cache = work / "stats-cache"
+    res: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        shutil.rmtree(cache, ignore_errors=True)
+        env = dict(os.environ, SESSIONTREE_INDEX_CACHE=str(cache))
+        for label in ("stats, first run (empty cache)", "stats, rerun (unchanged store)"):
+            t = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "sessiontree", "stats", str(store), "--parquet", str(work / "out.parquet")],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+            res.setdefault(label, []).append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "sessiontree", "stats", str(store), "--parquet", str(work / "out.parquet")],
+            env=dict(os.environ, SESSIONTREE_INDEX_CACHE="off"),
+            check=True,
+            capture_output=True,
+        )
+        res.setdefault("stats, cache off", []).append(time.perf_counter() - t)
+    return {"copies": copies, "res": res}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10,100,1024", help="MiB sizes of /work/bench-data/gen-{N}MiB.jsonl")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rpc-mb", type=int, default=1024)
+    ap.add_argument("--stats-copies", type=int, default=40)
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: sizes,rpc,stats")
+    ap.add_argument("--work", default=None, help="scratch folder (default: a temp folder, removed)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="stidx-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    skip = set(filter(None, args.skip.split(",")))
+    out: dict = {"sizes": [], "rpc": None, "stats": None}
+    try:
+        if "sizes" not in skip:
+            for mb in [int(x) for x in args.sizes.split(",")]:
+                out["sizes"].append(bench_size(mb, args.rounds, work))
+                report_size(out["sizes"][-1])
+        if "rpc" not in skip:
+            out["rpc"] = bench_rpc(args.rpc_mb, args.rounds, work)
+            report_plain(out["rpc"]["res"], f"rpc, {args.rpc_mb} MiB")
+        if "stats" not in skip:
+            out["stats"] = bench_stats(args.stats_copies, max(1, args.rounds // 2), work)
+            report_plain(out["stats"]["res"], f"stats, {args.stats_copies} x 10 MiB")
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out))
+
+
+def report_size(r: dict) -> None:
+    res = r["res"]
+    cold = stats(res["cold open"])
+    print(f"\n## {r['mb']} MiB ({r['bytes']} bytes): best / median ms, ratio of best to the cold open's best")
+    for k, v in res.items():
+        if k.startswith("RssAnon"):
+            print(f"{k}: {v[0] / 2**20:.1f} MiB = {100 * v[0] / r['bytes']:.2f}% of the file")
+            continue
+        if k == "saved index bytes":
+            print(f"saved index: {v[0] / 2**20:.1f} MiB = {100 * v[0] / r['bytes']:.2f}% of the file")
+            continue
+        b, m = stats(v)
+        print(f"{k}: {fmt_ms(b)} / {fmt_ms(m)} ms ({100 * b / cold[0]:.2f}% of cold)")
+
+
+def report_plain(res: dict, title: str) -> None:
+    print(f"\n## {title}: best / median ms")
+    for k, v in res.items():
+        b, m = stats(v)
+        print(f"{k}: {fmt_ms(b)} / {fmt_ms(m)} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+//! The index as bytes and back, for the saved index (`crate::saved`, which owns the file, its
+//! checks and its folder). Only what cannot be derived is written: records (as their bytes),
+//! key tags, lengths and bytes, scalar key values, extra type and role names, labels, problem
+//! runs and the header state. The by-id map and the duplicate count are rebuilt from the
+//! records; the key table is rebuilt on first use (a warm open that looks no id up never pays
+//! for it).
+//!
+//! Restoring trusts nothing: every length is checked against the bytes left before anything
+//! is allocated, and every key id, entry index, offset, type and role code is bounds-checked,
+//! so a damaged or forged input gives `None` (the caller then scans the file), never a panic,
+//! an out-of-bounds index later, or an allocation larger than the input.
+
+use super::keys::{KeyRec, K_BOOL, K_NULL, K_NUM, K_OBJECT, K_STR, K_UNDEFINED};
+use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, KID_NULL, NONE};
+use crate::json::JsVal;
+
+/// Appends native-endian values (the saved file records the byte order it was written in).
+pub(crate) struct Out<'a>(pub &'a mut Vec<u8>);
+
+impl Out<'_> {
+    pub fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    pub fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_ne_bytes());
+    }
+    pub fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_ne_bytes());
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_ne_bytes());
+    }
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+}
+
+/// Reads what [`Out`] wrote; every read is bounds-checked (None past the end).
+pub(crate) struct In<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> In<'a> {
+    pub fn new(b: &'a [u8]) -> Self {
+        In { b, pos: 0 }
+    }
+    pub fn left(&self) -> usize {
+        self.b.len() - self.pos
+    }
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.left() {
+            return None;
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Some(s)
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    pub fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_ne_bytes(self.take(2)?.try_into().ok()?))
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_ne_bytes(self.take(4)?.try_into().ok()?))
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_ne_bytes(self.take(8)?.try_into().ok()?))
+    }
+    /// A count of items of at least `min_size` bytes each that must still fit in the input.
+    pub fn count(&mut self, min_size: usize) -> Option<usize> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        (n.checked_mul(min_size.max(1))? <= self.left()).then_some(n)
+    }
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.count(1)?;
+        self.take(n)
+    }
+    pub fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+    pub fn at_end(&self) -> bool {
+        self.pos == self.b.len()
+    }
+}
+
+fn put_jsval(o: &mut Out, v: &JsVal) {
+    match v {
+        JsVal::Missing => o.u8(0),
+        JsVal::Null => o.u8(1),
+        JsVal::Bool(b) => {
+            o.u8(2);
+            o.u8(*b as u8);
+        }
+        JsVal::Num(n) => {
+            o.u8(3);
+            o.u64(n.to_bits());
+        }
+        JsVal::Str(s) => {
+            o.u8(4);
+            o.bytes(s.as_bytes());
+        }
+        JsVal::Composite => o.u8(5),
+    }
+}
+
+fn get_jsval(r: &mut In) -> Option<JsVal> {
+    Some(match r.u8()? {
+        0 => JsVal::Missing,
+        1 => JsVal::Null,
+        2 => JsVal::Bool(r.u8()? != 0),
+        3 => JsVal::Num(f64::from_bits(r.u64()?)),
+        4 => JsVal::Str(r.str()?.to_string()),
+        5 => JsVal::Composite,
+        _ => return None,
+    })
+}
+
+/// The records as bytes (`Rec` is `repr(C)` with explicit padding: every byte is initialised).
+pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
+    // SAFETY: `Rec` is `repr(C)`, 48 bytes, made of integers and floats and an explicit
+    // padding array, so its memory holds no uninitialised bytes; the length is exact.
+    unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const u8, std::mem::size_of_val(recs)) }
+}
+
+impl Index {
+    /// Whether this index can be saved: a valid v3 header, no provisional (torn) last line,
+    /// no legacy migration state (v1/v2 files are small and rare; they are always scanned).
+    pub fn can_persist(&self) -> bool {
+        self.provisional.is_none()
+            && !self.legacy_v1
+            && !self.legacy_v2
+            && self.header.0 == HeaderState::Valid
+            && self.last_v1_id == NONE
+    }
+
+    /// Everything but the records, for [`Index::restore`]. Call only when
+    /// [`Index::can_persist`].
+    pub fn persist_meta(&self, out: &mut Vec<u8>) {
+        let mut o = Out(out);
+        // keys: tags, string lengths, scalar data, string bytes
+        o.u64(self.key_recs.len() as u64);
+        for k in &self.key_recs {
+            o.u8(k.tag);
+        }
+        for k in &self.key_recs {
+            o.u32(if k.tag == K_STR { k.len } else { 0 });
+        }
+        let scalars: Vec<u64> = self
+            .key_recs
+            .iter()
+            .filter(|k| matches!(k.tag, K_NUM | K_BOOL))
+            .map(|k| k.data)
+            .collect();
+        o.u64(scalars.len() as u64);
+        for d in scalars {
+            o.u64(d);
+        }
+        o.bytes(&self.key_bytes);
+        // type and role names beyond the fixed ones
+        for names in [&self.types, &self.roles] {
+            let fixed = if std::ptr::eq(names, &self.types) {
+                super::TYPE_NAMES.len()
+            } else {
+                super::ROLE_NAMES.len()
+            };
+            o.u64((names.len() - fixed) as u64);
+            for n in &names[fixed..] {
+                o.bytes(n.as_bytes());
+            }
+        }
+        // labels (Map order by insertion sequence)
+        o.u64(self.labels.len() as u64);
+        o.u64(self.label_seq);
+        let mut labels: Vec<(u64, u32, u32)> =
+            self.labels.iter().map(|(&t, &(s, e))| (s, t, e)).collect();
+        labels.sort_unstable();
+        for (s, t, e) in labels {
+            o.u64(s);
+            o.u32(t);
+            o.u32(e);
+        }
+        self.problems.persist(&mut o);
+        // the rest of the state
+        o.u32(self.session_info);
+        match self.leaf {
+            Leaf::Null => {
+                o.u8(0);
+                o.u32(0);
+            }
+            Leaf::Key(k) => {
+                o.u8(1);
+                o.u32(k);
+            }
+        }
+        let (hs, hl) = self.header_span.unwrap_or((0, 0));
+        o.u8(self.header_span.is_some() as u8);
+        o.u64(hs);
+        o.u64(hl);
+        put_jsval(&mut o, &self.header_version);
+        o.u32(self.values);
+        o.u32(self.lines);
+        o.u64(self.scanned_to);
+        o.u32(self.first_context_edit);
+        o.u64(self.v1_seed);
+    }
+
+    /// The index that [`Index::persist_meta`] and the records describe, over a file whose
+    /// first `covered` bytes are the ones indexed. None when anything is out of bounds or
+    /// inconsistent.
+    pub fn restore(meta: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
+        let mut ix = Index::restore_checked(meta, &recs, covered)?;
+        ix.recs = recs;
+        Some(ix)
+    }
+
+    /// [`Index::restore`] without taking the records: they are checked, and the caller puts
+    /// them in `recs` (so another thread may read them meanwhile, e.g. to checksum them).
+    pub fn restore_checked(meta: &[u8], recs: &[Rec], covered: u64) -> Option<Index> {
+        let mut ix = Index::new();
+        let mut r = In::new(meta);
+        // keys
+        let nkeys = r.count(5)?;
+        if nkeys < 2 || nkeys > u32::MAX as usize - 1 {
+            return None;
+        }
+        let tags = r.take(nkeys)?;
+        let lens = r.take(nkeys * 4)?;
+        let nscalars = r.count(8)?;
+        let mut scalars = Vec::with_capacity(nscalars);
+        for _ in 0..nscalars {
+            scalars.push(r.u64()?);
+        }
+        let key_str = simdutf8::basic::from_utf8(r.bytes()?).ok()?;
+        if tags[0] != K_UNDEFINED || tags[1] != K_NULL {
+            return None;
+        }
+        // (plain allocations: see `saved::read_into` on huge pages)
+        let mut key_recs = Vec::with_capacity(nkeys);
+        let (mut off, mut si) = (0u64, 0usize);
+        for (i, &tag) in tags.iter().enumerate() {
+            let len = u32::from_ne_bytes(lens[i * 4..i * 4 + 4].try_into().ok()?);
+            let k = match tag {
+                K_UNDEFINED | K_NULL if i < 2 => KeyRec::new(0, 0, tag, false),
+                K_STR => {
+                    let start = off;
+                    off = off.checked_add(len as u64)?;
+                    if off > key_str.len() as u64
+                        || !key_str.is_char_boundary(start as usize)
+                        || !key_str.is_char_boundary(off as usize)
+                    {
+                        return None;
+                    }
+                    KeyRec::new(start, len, tag, len > 0)
+                }
+                K_NUM => {
+                    let d = *scalars.get(si)?;
+                    si += 1;
+                    let n = f64::from_bits(d);
+                    if n.is_nan() || (n == 0.0 && d != 0) {
+                        return None;
+                    }
+                    KeyRec::new(d, 0, tag, n != 0.0)
+                }
+                K_BOOL => {
+                    let d = *scalars.get(si)?;
+                    si += 1;
+                    if d > 1 {
+                        return None;
+                    }
+                    KeyRec::new(d, 0, tag, d != 0)
+                }
+                K_OBJECT => KeyRec::new(0, 0, tag, true),
+                _ => return None,
+            };
+            if tag != K_STR && len != 0 {
+                return None;
+            }
+            key_recs.push(k);
+        }
+        if off != key_str.len() as u64 || si != scalars.len() {
+            return None;
+        }
+        // names
+        for which in 0..2 {
+            let n = r.count(8)?;
+            for _ in 0..n {
+                let name = r.str()?;
+                let (names, codes) = if which == 0 {
+                    (&mut ix.types, &mut ix.type_codes)
+                } else {
+                    (&mut ix.roles, &mut ix.role_codes)
+                };
+                if names.len() >= u16::MAX as usize || codes.contains_key(name) {
+                    return None;
+                }
+                codes.insert(name.to_string(), names.len() as u16);
+                names.push(name.to_string());
+            }
+        }
+        let nrecs = recs.len();
+        if nrecs >= NONE as usize {
+            return None;
+        }
+        // labels
+        let nlabels = r.count(16)?;
+        ix.label_seq = r.u64()?;
+        for _ in 0..nlabels {
+            let (s, t, e) = (r.u64()?, r.u32()?, r.u32()?);
+            if t as usize >= nkeys || e as usize >= nrecs || s > ix.label_seq {
+                return None;
+            }
+            if ix.labels.insert(t, (s, e)).is_some() {
+                return None;
+            }
+        }
+        ix.problems = super::Problems::restore(&mut r, covered)?;
+        ix.session_info = r.u32()?;
+        let leaf = match (r.u8()?, r.u32()?) {
+            (0, _) => Leaf::Null,
+            (1, k) if (k as usize) < nkeys => Leaf::Key(k),
+            _ => return None,
+        };
+        let has_span = r.u8()?;
+        let (hs, hl) = (r.u64()?, r.u64()?);
+        if has_span != 1 || hs.checked_add(hl)? > covered {
+            return None;
+        }
+        ix.header_version = get_jsval(&mut r)?;
+        ix.values = r.u32()?;
+        ix.lines = r.u32()?;
+        ix.scanned_to = r.u64()?;
+        ix.first_context_edit = r.u32()?;
+        ix.v1_seed = r.u64()?;
+        if !r.at_end() || ix.scanned_to != covered {
+            return None;
+        }
+        if ix.session_info != NONE && ix.session_info as usize >= nrecs {
+            return None;
+        }
+        if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
+            return None;
+        }
+        // records: in file order, inside the covered bytes, with known keys and codes
+        let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
+        let mut by_id = vec![NONE; nkeys];
+        let mut dup = 0u32;
+        let mut prev_end = hs + hl;
+        let (mut prev_line, mut prev_vpos) = (0u32, 0u32);
+        for (i, rec) in recs.iter().enumerate() {
+            let end = rec.offset.checked_add(rec.len as u64)?;
+            if rec.offset < prev_end
+                || end > covered
+                || rec.line <= prev_line
+                || rec.line > ix.lines
+                || rec.vpos <= prev_vpos
+                || rec.vpos >= ix.values
+                || rec.id as usize >= nkeys
+                || rec.parent as usize >= nkeys
+                || (rec.target != NONE && rec.target as usize >= nkeys)
+                || rec.etype as usize >= ntypes
+                || rec.role as usize >= nroles
+                || rec.pad != [0; 3]
+            {
+                return None;
+            }
+            prev_end = end;
+            prev_line = rec.line;
+            prev_vpos = rec.vpos;
+            let slot = &mut by_id[rec.id as usize];
+            if *slot != NONE {
+                dup += 1;
+            }
+            *slot = i as u32;
+        }
+        let _ = KID_NULL;
+        ix.key_recs = key_recs;
+        ix.key_bytes = key_str.as_bytes().to_vec();
+        ix.by_id = by_id;
+        ix.dup_ids = dup;
+        ix.leaf = leaf;
+        ix.header = HeaderStateBox(HeaderState::Valid);
+        ix.header_span = Some((hs, hl));
+        // the key table (hashed with this index's own random seed) is rebuilt on first use
+        ix.keys = std::sync::OnceLock::new();
+        Some(ix)
+    }
+}

@@ -1,0 +1,635 @@
+//! The saved index: the storage seam between a cold scan and a warm open. After a cold scan
+//! the index can be written to a cache folder of ours; a later open (any process) checks the
+//! saved file against the session file, loads it, and scans only the bytes appended since.
+//! [`crate::store::Store::open_cached`] calls [`load`] and [`save`]; nothing else in the core
+//! knows the cache exists.
+//!
+//! One file per session file, named after the file's identity (`{dev:016x}-{ino:016x}.stidx`).
+//! Layout (native byte order; the header names the order, the record size and the format
+//! version, and a file of another kind is ignored):
+//!
+//! * a fixed 128-byte header: magic, format version, byte-order mark, record size, pointer
+//!   width, then what the index covers (device, inode, indexed length, the file's size, mtime
+//!   and ctime in nanoseconds as they were at the scan, a fingerprint of sampled blocks), the
+//!   lengths of the two sections and a checksum of all of it;
+//! * the index's meta section (`index::persist`): keys, names, labels, problems, header state;
+//! * the records, as their bytes (48 each), read straight into the records array.
+//!
+//! The check (see docs/reliability.md): same (device, inode); the file at least the indexed
+//! length; if it is exactly that long, the same mtime and ctime (ctime cannot be set back by a
+//! program); the fingerprint of [`FP_BLOCKS`] blocks of [`FP_BLOCK`] bytes (the first, the
+//! last before the indexed end, the others evenly spaced) equal; the checksum equal; then
+//! every length, offset, key id and code bounds-checked while restoring. Any doubt: the cold
+//! scan. Nothing here panics on input, reads past what it checked, or allocates more than a
+//! bounded multiple of the session file's size.
+//!
+//! Writes: the folder is created 0700 and opened `O_DIRECTORY|O_NOFOLLOW` (a symlink, a folder
+//! owned by another user or writable by others is refused); files are written to an `O_EXCL`
+//! temp file (mode 0600) in that folder and renamed over the final name (two processes saving
+//! at once each rename a whole file; a symlink planted at the name is replaced, never
+//! followed). A failed save (full disk, unwritable folder) only means the next open is cold.
+
+use crate::index::{recs_bytes, Index, Rec};
+use std::ffi::CString;
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
+/// Bumped whenever the layout or the meaning of any field changes (also covers the
+/// fingerprint and checksum hash, foldhash 0.2's fixed state).
+pub const FORMAT_VERSION: u32 = 1;
+const ORDER_MARK: u32 = 0x0102_0304;
+const HEADER_LEN: usize = 128;
+/// Bytes per sampled block of the fingerprint.
+pub const FP_BLOCK: u64 = 4096;
+/// Blocks sampled: the first, the last before the indexed end, and the rest evenly spaced.
+pub const FP_BLOCKS: u64 = 16;
+const SEED: u64 = 0x5e55_1017_7ee5_0001;
+/// A saved index is at most this many times the session file's size (plus 1 MiB): a file
+/// claiming more is not read (a real index is well under half the file).
+const MAX_RATIO: u64 = 32;
+pub const SUFFIX: &str = ".stidx";
+/// A warm open saves again when at least this much (and a quarter of what was covered) was
+/// appended since the save.
+pub const RESAVE_MIN: u64 = 8 << 20;
+/// A warm open scans the bytes appended after the saved index on the calling thread below this
+/// many (the pool's threads cost more to start in a new process than a few MiB cost to scan).
+pub const PARALLEL_REST: u64 = 8 << 20;
+
+/// Where saved indexes go, and from what file size on.
+#[derive(Clone, Debug)]
+pub struct CacheCfg {
+    pub dir: PathBuf,
+    /// files smaller than this are not saved (a scan of them is about as fast as a load)
+    pub min_bytes: u64,
+}
+
+/// What the cache did on an open (for `Index.cache_state()`, tests and `sessiontree cache`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CacheState {
+    Off,
+    /// loaded a saved index covering `covered` bytes (and scanned the rest)
+    Warm {
+        covered: u64,
+    },
+    /// scanned the whole file; `saved` whether the index was saved; `why` a cold open's cause
+    Cold {
+        why: String,
+        saved: bool,
+    },
+}
+
+/// The coverage record: what the saved index was built from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cover {
+    dev: u64,
+    ino: u64,
+    covered: u64,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    fp: u64,
+}
+
+fn stat_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
+    (
+        m.len(),
+        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    )
+}
+
+/// The saved file's name for a session file of this identity.
+pub fn file_name(dev: u64, ino: u64) -> String {
+    format!("{dev:016x}-{ino:016x}{SUFFIX}")
+}
+
+fn hasher() -> foldhash::fast::FoldHasher<'static> {
+    foldhash::fast::FixedState::with_seed(SEED).build_hasher()
+}
+
+/// The fingerprint of the first `covered` bytes of `f`: the hash of [`FP_BLOCKS`] blocks of
+/// [`FP_BLOCK`] bytes and their positions (the first, the last before `covered`, the others
+/// evenly spaced between). Errs when the file ends before `covered`.
+pub fn fingerprint(f: &File, covered: u64) -> io::Result<u64> {
+    let mut h = hasher();
+    h.write_u64(covered);
+    let mut buf = vec![0u8; FP_BLOCK as usize];
+    let last = covered.saturating_sub(FP_BLOCK);
+    for k in 0..FP_BLOCKS {
+        let at = if k == FP_BLOCKS - 1 {
+            last
+        } else {
+            last / (FP_BLOCKS - 1) * k
+        };
+        let n = FP_BLOCK.min(covered - at) as usize;
+        f.read_exact_at(&mut buf[..n], at)?;
+        h.write_u64(at);
+        h.write(&buf[..n]);
+    }
+    Ok(h.finish())
+}
+
+fn checksum(head: &[u8], meta: &[u8], recs: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write(head);
+    h.write(meta);
+    h.write(recs);
+    h.finish()
+}
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn cname(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn last_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// Opens the cache folder (creating it and its parents 0700 when `create`): never a
+/// symlink, owned by us, not writable by group or others.
+pub fn open_dir(dir: &Path, create: bool) -> io::Result<OwnedFd> {
+    if create {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let c = cstr(dir)?;
+    // SAFETY: a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: `fd` is a descriptor we just opened and nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on our descriptor into a zeroed stat.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(last_err());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if st.st_uid != me || st.st_mode & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the index cache folder is owned by another user or writable by others",
+        ));
+    }
+    Ok(fd)
+}
+
+/// Opens `name` in the folder `dir` for reading: a regular file, never through a symlink,
+/// never blocking on a FIFO.
+fn open_in(dir: &OwnedFd, name: &str) -> io::Result<File> {
+    let c = cname(name)?;
+    // SAFETY: openat on our folder descriptor with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: we own the new descriptor.
+    let f = unsafe { File::from_raw_fd(fd) };
+    if !f.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The header: fields at fixed places (see the module docs). `sums` is the checksum slot.
+fn header(cover: &Cover, meta_len: u64, nrecs: u64, sum: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    let mut put32 = |at: usize, v: u32| h[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    put32(8, FORMAT_VERSION);
+    put32(12, ORDER_MARK);
+    put32(16, std::mem::size_of::<Rec>() as u32);
+    put32(20, usize::BITS);
+    let vals = [
+        cover.dev,
+        cover.ino,
+        cover.covered,
+        cover.size,
+        cover.mtime_ns as u64,
+        cover.ctime_ns as u64,
+        cover.fp,
+        meta_len,
+        nrecs,
+        sum,
+    ];
+    for (i, v) in vals.iter().enumerate() {
+        h[24 + 8 * i..32 + 8 * i].copy_from_slice(&v.to_ne_bytes());
+    }
+    h
+}
+const SUM_AT: usize = 24 + 8 * 9;
+
+/// Reads `len` bytes at `at` of `f` into a fresh vector (the length checked by the caller).
+fn read_vec(f: &File, at: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut v: Vec<u8> = Vec::with_capacity(len);
+    read_into(f, at, v.as_mut_ptr(), len)?;
+    // SAFETY: `read_into` wrote all `len` bytes.
+    unsafe { v.set_len(len) };
+    Ok(v)
+}
+
+/// Reads exactly `len` bytes at `at` of `f` into the allocation at `base` (room for `len`
+/// bytes). (No transparent-huge-page advice: with `defrag=madvise` a huge page fault may
+/// compact memory synchronously, which on a machine whose memory is full of page cache cost
+/// more than the 4 KiB faults it saves: 50-100 ms more for a 1 GiB session's index.)
+fn read_into(f: &File, at: u64, base: *mut u8, len: usize) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
+        // SAFETY: `base[done..len]` lies inside an allocation of at least `len` bytes; the
+        // kernel writes into it through a raw pointer, no reference to uninitialised memory is
+        // made.
+        let r = unsafe {
+            libc::pread(
+                f.as_raw_fd(),
+                base.add(done) as *mut libc::c_void,
+                len - done,
+                (at + done as u64) as libc::off_t,
+            )
+        };
+        if r < 0 {
+            let e = last_err();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        done += r as usize;
+    }
+    Ok(())
+}
+
+/// Reads `n` records at `at` of `f` straight into a records array.
+fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
+    let bytes = n
+        .checked_mul(std::mem::size_of::<Rec>())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut v: Vec<Rec> = Vec::with_capacity(n);
+    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
+    // SAFETY: every byte of the first `n` records was written above, and any bit pattern is a
+    // valid `Rec` (integers, floats and a byte array).
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
+/// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder:
+/// the index and how many bytes of the file it covers, or why not (then scan cold).
+pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index, u64), String> {
+    let dir = open_dir(&cfg.dir, false).map_err(|e| format!("no cache folder ({e})"))?;
+    let name = file_name(meta.dev(), meta.ino());
+    let c = open_in(&dir, &name).map_err(|e| format!("no saved index ({e})"))?;
+    let clen = c.metadata().map_err(|e| e.to_string())?.len();
+    let limit = meta.len().saturating_mul(MAX_RATIO).saturating_add(1 << 20);
+    if clen < HEADER_LEN as u64 || clen > limit {
+        return Err("saved index of a wrong size".into());
+    }
+    let mut head = [0u8; HEADER_LEN];
+    c.read_exact_at(&mut head, 0).map_err(|e| e.to_string())?;
+    if head[..8] != MAGIC
+        || get_u32(&head, 8) != FORMAT_VERSION
+        || get_u32(&head, 12) != ORDER_MARK
+        || get_u32(&head, 16) != std::mem::size_of::<Rec>() as u32
+        || get_u32(&head, 20) != usize::BITS
+    {
+        return Err("saved index of another format, version or architecture".into());
+    }
+    let v = |i: usize| get_u64(&head, 24 + 8 * i);
+    let cover = Cover {
+        dev: v(0),
+        ino: v(1),
+        covered: v(2),
+        size: v(3),
+        mtime_ns: v(4) as i64,
+        ctime_ns: v(5) as i64,
+        fp: v(6),
+    };
+    let (meta_len, nrecs, sum) = (v(7), v(8), v(9));
+    let (size, mtime, ctime) = stat_of(meta);
+    if (cover.dev, cover.ino) != (meta.dev(), meta.ino()) {
+        return Err("saved index of another file".into());
+    }
+    if size < cover.covered || cover.size != cover.covered {
+        return Err("the file is shorter than what was indexed".into());
+    }
+    if size == cover.covered && (mtime, ctime) != (cover.mtime_ns, cover.ctime_ns) {
+        return Err("the file was changed (same length, other mtime or ctime)".into());
+    }
+    let rec_bytes = nrecs
+        .checked_mul(std::mem::size_of::<Rec>() as u64)
+        .ok_or("saved index of a wrong size")?;
+    if (HEADER_LEN as u64)
+        .checked_add(meta_len)
+        .and_then(|x| x.checked_add(rec_bytes))
+        != Some(clen)
+    {
+        return Err("saved index of a wrong size".into());
+    }
+    let fp = fingerprint(f, cover.covered).map_err(|e| e.to_string())?;
+    if fp != cover.fp {
+        return Err("the file's indexed bytes changed (fingerprint)".into());
+    }
+    let meta_b = read_vec(&c, HEADER_LEN as u64, meta_len as usize).map_err(|e| e.to_string())?;
+    let recs =
+        read_recs(&c, HEADER_LEN as u64 + meta_len, nrecs as usize).map_err(|e| e.to_string())?;
+    let mut h0 = head;
+    h0[SUM_AT..SUM_AT + 8].fill(0);
+    // the checksum on a second thread while the records are checked and the rest restored
+    let (sum_ok, ix) = std::thread::scope(|sc| {
+        let summing = sc.spawn(|| checksum(&h0, &meta_b, recs_bytes(&recs)) == sum);
+        let ix = Index::restore_checked(&meta_b, &recs, cover.covered);
+        (summing.join().unwrap_or(false), ix)
+    });
+    if !sum_ok {
+        return Err("saved index damaged (checksum)".into());
+    }
+    let mut ix = ix.ok_or_else(|| "saved index inconsistent".to_string())?;
+    ix.recs = recs;
+    Ok((ix, cover.covered))
+}
+
+static TMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Saves `index`, built from all `index.scanned_to` bytes of `f` whose metadata before the
+/// scan was `before`, unless the file changed meanwhile. Never writes outside the folder.
+pub fn save(
+    cfg: &CacheCfg,
+    index: &Index,
+    f: &File,
+    before: &std::fs::Metadata,
+) -> Result<(), String> {
+    if !index.can_persist() {
+        return Err("index not saveable (torn last line, legacy format or no header)".into());
+    }
+    let after = f.metadata().map_err(|e| e.to_string())?;
+    let covered = index.scanned_to;
+    if stat_of(&after) != stat_of(before) || after.ino() != before.ino() || covered != after.len() {
+        return Err("the file changed while it was scanned".into());
+    }
+    if covered < cfg.min_bytes {
+        return Err("below the size saved".into());
+    }
+    let (size, mtime_ns, ctime_ns) = stat_of(before);
+    let cover = Cover {
+        dev: before.dev(),
+        ino: before.ino(),
+        covered,
+        size,
+        mtime_ns,
+        ctime_ns,
+        fp: fingerprint(f, covered).map_err(|e| e.to_string())?,
+    };
+    let mut meta = Vec::new();
+    index.persist_meta(&mut meta);
+    let recs = recs_bytes(&index.recs);
+    let h0 = header(&cover, meta.len() as u64, index.recs.len() as u64, 0);
+    let sum = checksum(&h0, &meta, recs);
+    let head = header(&cover, meta.len() as u64, index.recs.len() as u64, sum);
+    let dir = open_dir(&cfg.dir, true).map_err(|e| format!("cache folder: {e}"))?;
+    let name = file_name(cover.dev, cover.ino);
+    let seq = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = format!(".{name}.{}.{seq}.{nanos:x}.tmp", std::process::id());
+    let ctmp = cname(&tmp).map_err(|e| e.to_string())?;
+    // SAFETY: openat on our folder descriptor, NUL-terminated name, a new file only.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            ctmp.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(format!("cache file: {}", last_err()));
+    }
+    // SAFETY: we own the new descriptor.
+    let mut out = unsafe { File::from_raw_fd(fd) };
+    let unlink = || {
+        // SAFETY: unlinkat of our own temp name in our folder.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), ctmp.as_ptr(), 0) };
+    };
+    let w = out
+        .write_all(&head)
+        .and_then(|_| out.write_all(&meta))
+        .and_then(|_| out.write_all(recs));
+    drop(out);
+    if let Err(e) = w {
+        unlink();
+        return Err(format!("cache write: {e}"));
+    }
+    let cfinal = cname(&name).map_err(|e| e.to_string())?;
+    // SAFETY: renameat within our folder, both names NUL-terminated.
+    let r = unsafe {
+        libc::renameat(
+            dir.as_raw_fd(),
+            ctmp.as_ptr(),
+            dir.as_raw_fd(),
+            cfinal.as_ptr(),
+        )
+    };
+    if r != 0 {
+        let e = last_err();
+        unlink();
+        return Err(format!("cache rename: {e}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn sample() -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        let mut parent = "null".to_string();
+        for i in 0..400 {
+            let id = format!("e{i:05}");
+            if i % 9 == 4 {
+                d.extend_from_slice(format!("{{\"type\":\"label\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"targetId\":{parent},\"label\":\"x\"}}\n").as_bytes());
+            } else if i % 50 == 7 {
+                d.extend_from_slice(b"not json\n\n");
+                d.extend_from_slice(format!("{{\"type\":\"compaction\",\"id\":{i},\"parentId\":{parent},\"timestamp\":\"bad\",\"firstKeptEntryId\":true,\"summary\":\"s\"}}\n").as_bytes());
+                continue;
+            } else {
+                d.extend_from_slice(format!("{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{{\"role\":\"r{}\",\"content\":\"hi\"}}}}\n", i % 3).as_bytes());
+            }
+            parent = format!("\"{id}\"");
+        }
+        d
+    }
+
+    /// A tiny deterministic PRNG (xorshift) for the mutations.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Forged inputs with a valid checksum (what only someone who can write our folder could
+    /// make): random bytes changed in the meta section and in the records, or lengths cut,
+    /// never panic; a restore that succeeds gives an index every query can run on.
+    #[test]
+    fn forged_meta_and_records_never_panic() {
+        let st = Store::from_bytes(sample(), false);
+        let ix = &st.index;
+        assert!(ix.can_persist());
+        let covered = ix.scanned_to;
+        let mut meta = Vec::new();
+        ix.persist_meta(&mut meta);
+        let recs = ix.recs.clone();
+        // the untouched input restores to the same index
+        let back = Index::restore(&meta, recs.clone(), covered).expect("restores");
+        assert_eq!(back.recs.len(), ix.recs.len());
+        assert_eq!(back.labels(), ix.labels());
+        assert_eq!(back.problems.len(), ix.problems.len());
+        assert_eq!(back.entry_count(), ix.entry_count());
+        for r in &ix.recs {
+            let s = ix.key_string(r.id).map(str::to_string);
+            assert_eq!(back.key_string(r.id).map(str::to_string), s);
+            if let Some(s) = s {
+                assert_eq!(back.index_of_str(&s), ix.index_of_str(&s));
+            }
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut restored = 0;
+        for round in 0..3000 {
+            let mut m = meta.clone();
+            let mut rs = recs.clone();
+            let flips = 1 + rng.next() % 4;
+            for _ in 0..flips {
+                if rng.next() % 2 == 0 && !m.is_empty() {
+                    let at = (rng.next() % m.len() as u64) as usize;
+                    m[at] = rng.next() as u8;
+                } else {
+                    let i = (rng.next() % rs.len() as u64) as usize;
+                    let v = rng.next();
+                    match rng.next() % 9 {
+                        0 => rs[i].offset = v,
+                        1 => rs[i].len = v as u32,
+                        2 => rs[i].id = v as u32,
+                        3 => rs[i].parent = v as u32,
+                        4 => rs[i].target = v as u32,
+                        5 => rs[i].etype = v as u16,
+                        6 => rs[i].role = v as u16,
+                        7 => rs[i].vpos = v as u32,
+                        _ => rs[i].line = v as u32,
+                    }
+                }
+            }
+            if round % 10 == 0 {
+                let cut = (rng.next() % (m.len() as u64 + 1)) as usize;
+                m.truncate(cut);
+            }
+            if let Some(mut bad) = Index::restore(&m, rs, covered) {
+                restored += 1;
+                // every query over the whole index runs without a panic
+                let _ = bad.labels();
+                let _ = bad.problems.iter().count();
+                for i in 0..bad.recs.len() {
+                    let r = bad.recs[i];
+                    let _ = (
+                        bad.key_string(r.id),
+                        bad.winner(r.parent),
+                        bad.type_name(r.etype),
+                        bad.role_name(r.role),
+                    );
+                    let _ = bad.label_entry(r.id);
+                }
+                let _ = bad.lookup_str("e00001");
+                let _ = bad.intern_str("new-id");
+            }
+        }
+        // most forgeries are refused; some (a changed timestamp, say) restore
+        assert!(restored < 3000);
+    }
+
+    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error.
+    #[test]
+    fn a_damaged_saved_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("sessiontree-saved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("s.jsonl");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+        };
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(
+            matches!(state, CacheState::Cold { saved: true, .. }),
+            "{state:?}"
+        );
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(matches!(state, CacheState::Warm { .. }), "{state:?}");
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let good = std::fs::read(&saved_path).unwrap();
+        let mut rng = Rng(12345);
+        for k in 0..200 {
+            let mut bad = good.clone();
+            if k % 4 == 0 {
+                bad.truncate((rng.next() % good.len() as u64) as usize);
+            } else {
+                let at = (rng.next() % good.len() as u64) as usize;
+                bad[at] ^= 1 << (rng.next() % 8);
+            }
+            std::fs::write(&saved_path, &bad).unwrap();
+            assert!(load(&cfg, &f, &meta).is_err(), "damage {k} accepted");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

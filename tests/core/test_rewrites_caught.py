@@ -1,0 +1,110 @@
+"""Rewrites of a session file under an open Session are caught (issue 17, item 3).
+
+A file rewritten in place (shorter, the same length with its mtime restored, or longer), renamed
+over, or truncated and regrown gives ``SessionFileChangedError`` on ``refresh()``, never the new
+bytes indexed as if they had been appended; and a later open never uses a saved index of the old
+bytes (a cold scan). Each case failed before the check on refresh existed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sessiontree import Session
+from sessiontree.errors import SessionFileChangedError
+
+
+def _lines(sid: str, n: int, word: str) -> bytes:
+    out = [
+        {"type": "session", "version": 3, "id": sid, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"},
+    ]
+    parent = None
+    for i in range(n):
+        eid = f"{word[:2]}{i:06d}"
+        out.append(
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": {"role": "user", "content": f"{word} {i}"},
+            }
+        )
+        parent = eid
+    return b"".join(orjson.dumps(x) + b"\n" for x in out)
+
+
+def _rewrite_in_place(path: Path, data: bytes) -> None:
+    """Truncate-and-write, as an editor or `cat > file` does (same inode)."""
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(data)
+
+
+def test_a_longer_rewrite_in_place_is_caught_on_refresh(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(_lines("s1", 50, "old"))
+    s = Session.open(p)
+    assert len(s.entries()) == 50
+    _rewrite_in_place(p, _lines("s2", 80, "new-and-longer"))
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()
+
+
+def test_a_same_length_rewrite_with_mtime_restored_is_caught_on_refresh(tmp_path):
+    p = tmp_path / "s.jsonl"
+    old = _lines("s1", 50, "aaa")
+    p.write_bytes(old)
+    st = os.stat(p)
+    s = Session.open(p)
+    new = _lines("s9", 50, "bbb")
+    assert len(new) == len(old) and new != old
+    _rewrite_in_place(p, new)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()
+
+
+def test_truncated_and_regrown_is_caught_on_refresh(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(_lines("s1", 50, "old"))
+    s = Session.open(p)
+    _rewrite_in_place(p, b"")
+    with open(p, "ab") as f:
+        f.write(_lines("s3", 120, "regrown"))
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()
+
+
+def test_a_shorter_rewrite_and_a_rename_over_are_caught_on_refresh(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(_lines("s1", 50, "old"))
+    s = Session.open(p)
+    _rewrite_in_place(p, _lines("s2", 10, "new"))
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()
+    q = tmp_path / "t.jsonl"
+    q.write_bytes(_lines("s1", 50, "old"))
+    t = Session.open(q)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(_lines("s1", 60, "old"))
+    os.replace(other, q)
+    with pytest.raises(SessionFileChangedError):
+        t.refresh()
+
+
+def test_appends_by_another_process_still_refresh(tmp_path):
+    p = tmp_path / "s.jsonl"
+    data = _lines("s1", 50, "old")
+    p.write_bytes(data)
+    s = Session.open(p)
+    longer = _lines("s1", 70, "old")
+    assert longer.startswith(data)
+    with open(p, "ab") as f:
+        f.write(longer[len(data) :])
+    assert s.refresh() == 20
+    assert len(s.entries()) == 70

@@ -12,6 +12,8 @@ The heavy lifting (scanning, indexing, walking) lives in the Rust extension
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .context import SessionContext
 from .entries import Entry, Problem, TreeNode
 from .errors import (
@@ -28,28 +30,69 @@ from .errors import (
     SessionReadOnlyError,
     SessionTreeError,
 )
-from .autocompact import AutoCompactor, RecoveryResult
-from .hooks import HookResultError, SessionHooks
-from .listing import SessionInfo, list_sessions
-from .orchestration import (
-    AlreadyCompactedError,
-    CompactionCancelledError,
-    CompactionNoProgressError,
-    CompactionResult,
-    NavigationResult,
-    NothingToCompactError,
-)
-from .provider_context import ProviderContext
 from .session import Session
-from .scrub import ScrubFinding, ScrubReport
 from .settings import CompactionSettings
-from .summarizers.base import SummarizerError
-from .token_counter import TokenCounterError
 from .tokens import estimate_tokens
 from .usage import UsageTotals
 
+if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
+    from .autocompact import AutoCompactor, RecoveryResult
+    from .hooks import HookResultError, SessionHooks
+    from .listing import SessionInfo, list_sessions
+    from .orchestration import (
+        AlreadyCompactedError,
+        CompactionCancelledError,
+        CompactionNoProgressError,
+        CompactionResult,
+        NavigationResult,
+        NothingToCompactError,
+    )
+    from .provider_context import ProviderContext
+    from .scrub import ScrubFinding, ScrubReport
+    from .summarizers.base import SummarizerError
+    from .token_counter import TokenCounterError
+
+# A light import (issue 18): ``import sessiontree`` loads what ``Session`` needs; the names
+# below (summarizers, asyncio through orchestration, hooks, listing, the token counter's
+# sockets, the scrubber's tempfile) load on first use through the module ``__getattr__`` (PEP 562).
+_LAZY: dict[str, str] = {
+    "AutoCompactor": ".autocompact",
+    "RecoveryResult": ".autocompact",
+    "HookResultError": ".hooks",
+    "SessionHooks": ".hooks",
+    "SessionInfo": ".listing",
+    "list_sessions": ".listing",
+    "AlreadyCompactedError": ".orchestration",
+    "CompactionCancelledError": ".orchestration",
+    "CompactionNoProgressError": ".orchestration",
+    "CompactionResult": ".orchestration",
+    "NavigationResult": ".orchestration",
+    "NothingToCompactError": ".orchestration",
+    "ProviderContext": ".provider_context",
+    "ScrubFinding": ".scrub",
+    "ScrubReport": ".scrub",
+    "SummarizerError": ".summarizers.base",
+    "TokenCounterError": ".token_counter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 # The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from ._core import __version__ as __version__
+from ._core import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

@@ -29,7 +29,6 @@ ceil(UTF-16 code units / 4)) or provider-reported usage.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -711,4 +710,6 @@ def fingerprint(message: Any) -> str:
         >>> fingerprint({"role": "user", "content": "hi"})
         'ae760f5ba03c31ac'
     """
+    import hashlib  # on first use (a light import, issue 18)
+
     return hashlib.sha256(js_stringify_bytes(message)).hexdigest()[:16]

@@ -234,6 +234,78 @@ class TreeNode:
         return f"TreeNode(id={self.entry.id!r}, children={len(self.children)}, label={self.label!r})"
 
 
+class _TreeSource:
+    """What the nodes of one :meth:`Session.get_tree` call share: the core's tree table taken
+    at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are node ``i``'s children), the
+    labels resolved at the call, and the nodes made so far (one per position, so a repeated id
+    is one node listed once per occurrence, as the eager tree had it)."""
+
+    __slots__ = ("session", "start", "kids", "label_of", "nodes")
+
+    def __init__(self, session: "Session", start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
+        self.session = session
+        self.start = start
+        self.kids = kids
+        self.label_of = label_of
+        self.nodes: dict[int, TreeNode] = {}
+
+    def node(self, i: int) -> TreeNode:
+        n = self.nodes.get(i)
+        if n is None:
+            n = self.nodes.setdefault(i, _LazyTreeNode._made(self, i))  # one node per position, threads too
+        return n
+
+
+class _LazyTreeNode(TreeNode):
+    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access (issue 18): its ``entry``
+    is made when first read, its ``children`` list when first read (their nodes then, not
+    their subtrees); both are kept once made, and may be reassigned as on any ``TreeNode``."""
+
+    __slots__ = ("_src", "_i", "_entry", "_children", "label")
+
+    def __init__(self, entry: Entry, children: list[TreeNode] | None = None, label: Any = None) -> None:
+        # TreeNode's own signature, for dataclasses.replace() and copies; get_tree uses _made()
+        self._src: Any = None
+        self._i = -1
+        self._entry = entry
+        self._children = [] if children is None else children
+        self.label = label
+
+    @classmethod
+    def _made(cls, src: _TreeSource, i: int) -> "_LazyTreeNode":
+        n = cls.__new__(cls)
+        n._src = src
+        n._i = i
+        n._entry = _UNSET
+        n._children = _UNSET
+        n.label = src.label_of.get(i)
+        return n
+
+    @property  # type: ignore[override]
+    def entry(self) -> Entry:
+        e = self._entry
+        if e is _UNSET:
+            e = self._entry = Entry(self._src.session, self._i)
+        return e
+
+    @entry.setter
+    def entry(self, value: Entry) -> None:
+        self._entry = value
+
+    @property  # type: ignore[override]
+    def children(self) -> list[TreeNode]:
+        c = self._children
+        if c is _UNSET:
+            src, i = self._src, self._i
+            node = src.node
+            c = self._children = [node(k) for k in src.kids[src.start[i] : src.start[i + 1]]]
+        return c
+
+    @children.setter
+    def children(self, value: list[TreeNode]) -> None:
+        self._children = value
+
+
 def entry_value(entry: Any) -> Any:
     """The parsed value behind one entry, for the pure functions: an :class:`Entry` gives its
     :attr:`Entry.raw` (parsed now if it was not yet), a plain ``dict`` (or any non-mapping value)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from pathlib import Path
 
 from . import _core
@@ -57,6 +56,8 @@ def iso_now() -> str:
 
 def new_session_id() -> str:
     """A fresh session id (a UUID, as Pi's ``randomUUID()``)."""
+    import uuid  # on first use: uuid imports platform (a light import, issue 18)
+
     return str(uuid.uuid4())
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import stat
 import threading
 import time
@@ -35,7 +34,7 @@ import orjson
 from . import _core
 from ._jsjson import js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
-from .entries import Entry, ProblemList, TreeNode, parse_json_line
+from .entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
 from .errors import (
     EntryNotFoundError,
     LeafMovedError,
@@ -48,21 +47,22 @@ from .errors import (
     SessionArgumentError,
     SessionReadOnlyError,
 )
-from . import orchestration
-from .compaction import collect_context_edits, entry_context_messages, kept_boundary
-from .compaction import find_cut_point as py_find_cut_point
-from .hooks import SessionHooks
 from .index_cache import IndexCache
 from .index_cache import open_kwargs as index_cache_open_kwargs
-from .listing import most_recent_session
-from .orchestration import BRANCH_SUMMARY_RESERVE_TOKENS, CompactionResult, NavigationResult
-from .provider_context import ProviderContext, repair_for_provider
 from .tokens import estimate_tokens
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
+
+from .hooks import SessionHooks
+from .provider_context import ProviderContext
+from .results import (
+    BRANCH_SUMMARY_RESERVE_TOKENS,
+    CompactionResult,
+    NavigationResult,
+)  # orchestration itself loads on first use
 
 if TYPE_CHECKING:
     from .scrub import ScrubReport
@@ -148,7 +148,7 @@ _TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
 def _temp_name(path: Path) -> Path:
     """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
     ``.<name>.<8 hex digits>.tmp`` in the same folder."""
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    return path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")  # secrets.token_hex(4), lighter
 
 
 def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
@@ -739,6 +739,8 @@ class Session:
         """Open the most recently modified valid session of ``cwd``'s session directory, or
         create a new one there (Pi ``SessionManager.continueRecent``)."""
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        from .listing import most_recent_session
+
         recent = most_recent_session(sdir)
         if recent is not None:
             return cls.open(recent, session_dir=sdir)
@@ -1200,6 +1202,8 @@ class Session:
         for k, t in enumerate(tokens):
             if t is None:  # the exact (Python) rules decide
                 try:
+                    from .compaction import entry_context_messages
+
                     tokens[k] = sum(estimate_tokens(m) for m in entry_context_messages(self._load_raw(idx[k])))
                 except (SessionError, ValueError):
                     tokens[k] = None
@@ -1224,19 +1228,8 @@ class Session:
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        nodes: dict[int, TreeNode] = {}
-
-        def node(i: int) -> TreeNode:
-            n = nodes.get(i)
-            if n is None:
-                n = nodes[i] = TreeNode(Entry(self, i), [], label_of.get(i))
-            return n
-
-        for p in range(len(start) - 1):
-            s, e = start[p], start[p + 1]
-            if e > s:
-                node(p).children = [node(c) for c in kids[s:e]]
-        return [node(r) for r in roots]
+        src = _TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:
         """The label on an entry, or None."""
@@ -1750,6 +1743,9 @@ class Session:
         path = self._span()
         if not path:
             return CutPoint(None, None, False)
+        from .compaction import collect_context_edits, kept_boundary
+        from .compaction import find_cut_point as py_find_cut_point
+
         start, dropped = kept_boundary(self._latest_compaction(path))
         if dropped is not None:
             path = path[:dropped] + path[dropped + 1 :]
@@ -1808,6 +1804,8 @@ class Session:
                 refused (nothing appended).
             LeafMovedError: the leaf moved while the summary was written (nothing appended).
         """
+        from . import orchestration
+
         try:
             return await orchestration.acompact(
                 self,
@@ -1837,6 +1835,8 @@ class Session:
         accept_suspect_summary: bool = False,
     ) -> CompactionResult:
         """Sync :meth:`acompact` (not from inside a running event loop); the same parameters."""
+        from . import orchestration
+
         return orchestration.run_blocking(
             self.acompact(
                 summarizer,
@@ -1869,6 +1869,8 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
+        from . import orchestration
+
         try:
             return await orchestration.anavigate_tree(
                 self,
@@ -1906,6 +1908,8 @@ class Session:
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
         """
+        from . import orchestration
+
         return orchestration.run_blocking(
             self.anavigate_tree(
                 target_id,
@@ -1951,6 +1955,8 @@ class Session:
         calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
         Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
         ctx = self.build_context()
+        from .provider_context import repair_for_provider
+
         return repair_for_provider(ctx.messages, ctx.sources)
 
     # ---- HTML view (issue 12) ----

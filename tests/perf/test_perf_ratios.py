@@ -228,6 +228,20 @@ def test_compaction_costs_the_same_and_holds_no_copy_of_the_file(main_job_inputs
     assert hwm <= 1.3 * size + (60 << 20), f"peak RSS {hwm >> 20} MiB for a {size >> 20} MiB file"
 
 
+# ==== the tree (issue 18) ========================================================
+
+
+def test_get_tree_costs_at_most_what_the_open_costs():
+    # Target at 1 GiB: get_tree() at most 1.3x Session.open (docs/benchmarks.md: 0.11x, it was
+    # 3.45x when it made a TreeNode and an Entry per entry, ~1.1x already at 10 MiB). Here:
+    # 12 MB, GC on as callers run; 0.5x leaves a wide margin over the lazy tree's ~0.01x and
+    # fails the eager one.
+    path = session_file(12)
+    s = Session.open(path)
+    t_tree, t_open = best_pair(s.get_tree, lambda: Session.open(path), 5)
+    assert t_tree <= 0.5 * t_open, f"get_tree {t_tree:.4f}s vs open {t_open:.4f}s"
+
+
 @pytest.fixture(scope="module")
 def odd_main_job_inputs():
     """(5 MB, 50 MB) main-job inputs whose compaction names an entry off the path before it."""

@@ -680,7 +680,7 @@ where
         }
         if st.claimed >= st.done + RING
             || st.queued >= self.queue
-            || (st.claimed > st.done && st.next - st.indexed_to > READ_AHEAD)
+            || (st.claimed > st.done && st.next.saturating_sub(st.indexed_to) > READ_AHEAD)
         {
             return Claim::Full;
         }

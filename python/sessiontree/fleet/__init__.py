@@ -261,7 +261,8 @@ class _Chunks:
         return self.pos
 
     def flush(self) -> None:
-        pass
+        """Nothing to do: what pyarrow wrote is already in ``parts``, handed on by :meth:`take`
+        (durability is :func:`~sessiontree.session.atomic_write`'s fsync of the whole file)."""
 
     def close(self) -> None:
         self.closed = True

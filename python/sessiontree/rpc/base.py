@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from ..paths import default_session_dir
 from ..session import Session
+from .protocol import Text, encode, response
 from .sessions import PendingSession, SessionRegistry, SharedSession
 
 
@@ -52,6 +53,7 @@ class ServerBase:
         self._pending: PendingSession | None = None
         self._followers: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._text_ok = False  # handle_line(text_ok=True): answers may come as Text
         if session_ref is not None:
             self._cur = self.registry.acquire(session_ref)
         elif session is not None:
@@ -153,6 +155,27 @@ class ServerBase:
             finally:
                 if self.release_after_write:
                     s.close()
+
+    def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
+        """The current session's answer ``name``, computed once per state of its bytes and
+        leaf (:class:`~sessiontree.rpc.sessions.AnswerCache`, shared by the connections on
+        its file). Only for values that depend on nothing but the session."""
+        return self._cur.cache.get(self.session, name, compute)
+
+    def _reply(
+        self, cmd_id: Any, ctype: str, name: str, build: Callable[[], dict], text: Callable[[], bytes] | None = None
+    ) -> dict:
+        """A success response whose ``data`` (``build()``) depends only on the session: cached;
+        for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
+        directly, when given, without building the value)."""
+        if self._text_ok:
+            data_text = self._cached(name + ":text", text or (lambda: encode(self._cached(name, build))))
+            return Text(cmd_id, ctype, data_text)
+        return response(cmd_id, ctype, dict(self._cached(name, build)))
+
+    def _context(self) -> Any:
+        """The current session's :meth:`Session.build_context` (cached)."""
+        return self._cached("context", self.session.build_context)
 
     def _switch_to(self, shared: "SharedSession") -> None:
         """Make ``shared`` this connection's session (other connections stay where they are)

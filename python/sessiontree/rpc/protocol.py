@@ -74,6 +74,16 @@ def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = Tr
     return r
 
 
+class Text(dict):
+    """A success response already written as its JSON line (``text``, no newline), for the
+    transports: the dict holds the envelope without ``data``. :meth:`RpcServer.handle_line`
+    returns one only when asked (``text_ok``); :meth:`RpcServer.handle` never does."""
+
+    def __init__(self, cmd_id: Any, command: Any, data_text: bytes):
+        super().__init__(response(cmd_id, command, has_data=False))
+        self.text = encode(dict(self))[:-1] + b',"data":' + data_text + b"}"
+
+
 def error_response(cmd_id: Any, command: Any, message: str) -> dict:
     """Pi's failed-command response: ``{"id"?, "type": "response", "command", "success": false,
     "error": message}`` (``id`` only when the command had one, as Pi's ``rpc-mode.ts`` does)."""

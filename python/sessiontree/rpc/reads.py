@@ -14,7 +14,7 @@ from ..orchestration import user_message_text
 from ..paths import default_session_dir
 from .base import ServerBase
 from .config import public_model
-from .protocol import RpcError, _js_string, _json_type, response
+from .protocol import RpcError, _js_string, _json_type, encode, response
 
 
 def last_assistant_text(messages: Iterable[dict]) -> Optional[str]:
@@ -67,29 +67,84 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, data)
 
     def _get_tree(self, c: dict, cmd_id: Any, ctype: str) -> dict:
-        s = self.session
         fmt = c.get("format", "nested") if self.hello else "nested"
         if fmt == "flat":
             return self._get_tree_flat(c, cmd_id, ctype)
         if fmt != "nested":
             raise RpcError(f'get_tree: "format" must be "nested" or "flat", not {_js_string(fmt)}')
-        roots = s.get_tree()
-        stamps = self._label_timestamps()
+        return self._reply(cmd_id, ctype, "tree", self._tree_value, self._tree_text)
+
+    def _tree_table(self) -> tuple[list[int], list[int], list[int], list[int], dict]:
+        """Pi's tree from the core's columns: ``(roots, start, kids, preorder, labels)`` (node
+        positions; the children of ``i`` are ``kids[start[i]:start[i + 1]]``; ``labels``:
+        :meth:`Session.tree_labels`). No node or entry object is made."""
+        s = self.session
+        s.get_tree()  # Pi's checks (duplicate ids putting a node below itself raise); its nodes are lazy
+        roots, start, kids = s.tree_table()
+        order: list[int] = []
+        stack = list(reversed(roots))
+        while stack:  # pre-order without recursion
+            i = stack.pop()
+            order.append(i)
+            stack.extend(reversed(kids[start[i] : start[i + 1]]))
+        return roots, start, kids, order, s.tree_labels()
+
+    def _tree_value(self) -> dict:
+        """``get_tree``'s data as Python values (for :meth:`handle`): ``{"tree": [{"entry",
+        "children", "label"?, "labelTimestamp"?}...], "leafId"}``."""
+        s = self.session
+        roots, start, kids, order, labels = self._tree_table()
+        raw_of = dict(zip(order, s.raw_entries(order)))
         out_roots: list = []
-        # iterative build (a path can be thousands of entries deep)
-        pending: list = [(n, out_roots) for n in reversed(roots)]
-        while pending:
-            node, into = pending.pop()
-            d: dict = {"entry": node.entry.raw, "children": []}
-            if node.label is not None:
-                d["label"] = node.label
-                ts = stamps.get(node.entry.id)
-                if ts is not None:
-                    d["labelTimestamp"] = ts
+        pending: list = [(r, out_roots) for r in reversed(roots)]
+        while pending:  # iterative build (a path can be thousands of entries deep)
+            i, into = pending.pop()
+            d: dict = {"entry": raw_of[i], "children": []}
+            lab = labels.get(i)
+            if lab is not None and lab[0] is not None:
+                d["label"] = lab[0]
+                if lab[1] is not None:
+                    d["labelTimestamp"] = lab[1]
             into.append(d)
-            for ch in reversed(node.children):
-                pending.append((ch, d["children"]))
-        return response(cmd_id, ctype, {"tree": out_roots, "leafId": s.leaf_id})
+            for k in reversed(kids[start[i] : start[i + 1]]):
+                pending.append((k, d["children"]))
+        return {"tree": out_roots, "leafId": s.leaf_id}
+
+    def _tree_text(self) -> bytes:
+        """``get_tree``'s data as its JSON text, written node by node from the core's columns
+        and each entry's JSON (entries read in batches, never all held as Python values):
+        the same bytes as encoding :meth:`_tree_value`."""
+        s = self.session
+        roots, start, kids, order, labels = self._tree_table()
+        out: list[bytes] = [b'{"tree":[']
+        texts: list[bytes] = []
+        nxt = 0  # position in ``order`` of the next entry text to read
+        batch = 4096
+        stack: list[int] = [~r for r in reversed(roots)]  # ~i opens node i, i closes it
+        first = True
+        while stack:
+            i = stack.pop()
+            if i >= 0:
+                tail = b"]"
+                lab = labels.get(i)
+                if lab is not None and lab[0] is not None:
+                    tail += b',"label":' + encode(lab[0])
+                    if lab[1] is not None:
+                        tail += b',"labelTimestamp":' + encode(lab[1])
+                out.append(tail + b"}")
+                first = False
+                continue
+            i = ~i
+            if not texts:
+                texts = [encode(v) for v in s.raw_entries(order[nxt : nxt + batch])]
+                texts.reverse()
+                nxt += batch
+            out.append((b'{"entry":' if first else b',{"entry":') + texts.pop() + b',"children":[')
+            first = True
+            stack.append(i)
+            stack.extend(~k for k in reversed(kids[start[i] : start[i + 1]]))
+        out.append(b'],"leafId":' + encode(s.leaf_id) + b"}")
+        return b"".join(out)
 
     def _get_tree_flat(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         """``get_tree`` with ``format: "flat"`` (after ``hello``): the nodes of Pi's tree in
@@ -149,30 +204,44 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, data)
 
     def _label_timestamps(self) -> dict:
-        """Target id -> timestamp of the label entry that set its current label (file order)."""
-        out: dict = {}
-        for e in self.session.iter_entries():
-            if e.type != "label":
-                continue
-            raw = e.raw
-            if not isinstance(raw, dict):
-                continue
-            target = raw.get("targetId")
-            if raw.get("label"):
-                out[target] = raw.get("timestamp")
-            else:
-                out.pop(target, None)
-        return out
+        """Node id -> timestamp of the label entry that set its current label (cached; from
+        :meth:`Session.tree_labels`, the label entries only)."""
+
+        def build() -> dict:
+            s = self.session
+            labels = s.tree_labels()
+            pos = list(labels)
+            ids = s.entry_table(pos).id if pos else []
+            return {eid: labels[p][1] for eid, p in zip(ids, pos) if labels[p][1] is not None}
+
+        return self._cached("label_timestamps", build)
 
     def _get_messages(self, c: dict, cmd_id: Any, ctype: str) -> dict:
-        return response(cmd_id, ctype, {"messages": self.session.build_context().messages})
+        return self._reply(cmd_id, ctype, "messages", lambda: {"messages": self._context().messages})
 
     def _counts(self) -> dict:
+        """Pi's message counts of ``get_session_stats`` (cached): roles from the index, only the
+        assistant messages (tool calls) and messages without a role in the index are parsed."""
+        return dict(self._cached("counts", self._count_messages))
+
+    def _count_messages(self) -> dict:
+        s = self.session
+        table = s.entry_table()
         user = assistant = tool_calls = tool_results = total = 0
-        for e in self.session.iter_entries():
-            if e.type != "message":
+        parse: list[int] = []
+        for i, etype, role in zip(table.index, table.type, table.role):
+            if etype != "message":
                 continue
-            m = e.raw.get("message") if isinstance(e.raw, dict) else None
+            if role == "user":
+                user += 1
+            elif role == "toolResult":
+                tool_results += 1
+            elif role is None or role == "assistant":
+                parse.append(i)  # no role in the index: the message may not be an object
+                continue
+            total += 1
+        for raw in s.raw_entries(parse):
+            m = raw.get("message") if isinstance(raw, dict) else None
             if not isinstance(m, dict):
                 continue
             total += 1
@@ -225,18 +294,19 @@ class ReadCommands(ServerBase):
             data["sessionFile"] = f
         data["sessionId"] = s.session_id
         data.update(self._counts())
-        totals = s.usage_totals().to_pi()
+        totals = self._cached("usage_totals", lambda: s.usage_totals().to_pi())
         data["tokens"] = totals["tokens"]
         data["cost"] = totals["cost"]
         if self.model is not None:
-            usage = self._context_usage(s.build_context().messages)
+            window = self.model.get("contextWindow")
+            usage = self._cached(f"context_usage:{window!r}", lambda: self._context_usage(self._context().messages))
             if usage is not None:
                 data["contextUsage"] = usage
         return response(cmd_id, ctype, data)
 
     def _get_state(self, c: dict, cmd_id: Any, ctype: str) -> dict:
         s = self.session
-        ctx = s.build_context()
+        ctx = self._context()
         model = public_model(self.model)
         thinking = ctx.thinking_level if model.get("reasoning") else "off"
         data: dict = {
@@ -264,17 +334,24 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, data)
 
     def _get_fork_messages(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+        return self._reply(cmd_id, ctype, "fork_messages", self._fork_messages)
+
+    def _fork_messages(self) -> dict:
+        s = self.session
+        table = s.entry_table()
+        users = [
+            i for i, etype, role in zip(table.index, table.type, table.role) if etype == "message" and role == "user"
+        ]
         out = []
-        for e in self.session.iter_entries():
-            if e.type != "message" or e.role != "user":
-                continue
-            text = user_message_text(e.raw["message"].get("content"))
+        ids = s.entry_table(users).id if users else []
+        for eid, raw in zip(ids, s.raw_entries(users)):
+            text = user_message_text(raw["message"].get("content"))
             if text:
-                out.append({"entryId": e.id, "text": text})
-        return response(cmd_id, ctype, {"messages": out})
+                out.append({"entryId": eid, "text": text})
+        return {"messages": out}
 
     def _get_last_assistant_text(self, c: dict, cmd_id: Any, ctype: str) -> dict:
-        text = last_assistant_text(self.session.build_context().messages)
+        text = self._cached("last_assistant_text", lambda: last_assistant_text(self._context().messages))
         return response(cmd_id, ctype, {} if text is None else {"text": text})
 
     def _get_entry(self, c: dict, cmd_id: Any, ctype: str) -> dict:

@@ -58,8 +58,17 @@ class RpcServer(ReadCommands, WriteCommands):
     ``follow_end {reason, sessionFile, message}``.
     """
 
-    def handle_line(self, line: bytes | str) -> dict:
-        """Answer one raw command line (``command: "parse"`` when it is not a JSON object)."""
+    def handle_line(self, line: bytes | str, *, text_ok: bool = False) -> dict:
+        """Answer one raw command line (``command: "parse"`` when it is not a JSON object).
+        ``text_ok``: the answer may be a :class:`~sessiontree.rpc.protocol.Text` (its JSON line
+        in ``.text``, cached for answers that depend only on the session), as the transports
+        write it."""
+        if text_ok:
+            self._text_ok = True
+            try:
+                return self.handle_line(line)
+            finally:
+                self._text_ok = False
         try:
             if isinstance(line, bytes):
                 line = line.decode("utf-8")

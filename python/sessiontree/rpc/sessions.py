@@ -14,15 +14,49 @@ from ..session import Session
 from .protocol import RpcError
 
 
+class AnswerCache:
+    """Answers that depend only on a session's bytes and leaf, kept until they change: each
+    value is stored under the session's :attr:`Session.state_key` read before it was computed,
+    and kept only if the key is the same after (a write or leaf move while computing leaves
+    nothing behind), so a cached answer always equals the answer computed now (never stale).
+    Shared by every connection on one file; thread-safe (two threads may compute one answer
+    at once: both get it, one is kept)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: Any = None
+        self._values: dict[str, Any] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, session: Session, name: str, compute: Callable[[], Any]) -> Any:
+        """The answer ``name`` of ``session`` now: cached, or ``compute()`` (then cached)."""
+        key = session.state_key
+        with self._lock:
+            if self._key == key and name in self._values:
+                self.hits += 1
+                return self._values[name]
+            self.misses += 1
+        value = compute()
+        if session.state_key == key:
+            with self._lock:
+                if self._key != key:
+                    self._key = key
+                    self._values = {}
+                self._values[name] = value
+        return value
+
+
 class SharedSession:
     """One session as the connections serving it share it: the :class:`Session` (one index),
-    its writer ``gate`` and how many connections hold it (``refs``)."""
+    its writer ``gate``, how many connections hold it (``refs``) and its :class:`AnswerCache`."""
 
     def __init__(self, session: Session, gate: Any = None, key: Any = None):
         self.session = session
         self.gate = gate if gate is not None else threading.RLock()
         self.key = key
         self.refs = 1
+        self.cache = AnswerCache()
 
 
 class PendingSession:

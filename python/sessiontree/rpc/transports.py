@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from ..errors import SessionError
-from .protocol import MAX_LINE_BYTES, RpcError, encode, error_response
+from .protocol import MAX_LINE_BYTES, RpcError, Text, encode, error_response
 from .server import RpcServer
 
 #: the one line a connection gets when the server is out of file descriptors
@@ -61,7 +61,7 @@ class _LineWriter:
         self.broken = False
 
     def __call__(self, obj: dict) -> None:
-        data = encode(obj) + b"\n"
+        data = (obj.text if isinstance(obj, Text) else encode(obj)) + b"\n"
         with self.lock:
             if self.broken:
                 return
@@ -80,7 +80,7 @@ def serve_stdio(server: RpcServer, stdin: Any = None, stdout: Any = None, max_by
     server.on_event = out
     try:
         for line in read_lines(stdin, max_bytes):
-            out(_too_long_response(max_bytes) if line is _TOO_LONG else server.handle_line(line))
+            out(_too_long_response(max_bytes) if line is _TOO_LONG else server.handle_line(line, text_ok=True))
             if out.broken:
                 break
     finally:
@@ -200,8 +200,11 @@ class UnixServer:
         delay = 0.0
         try:
             while not self._closing.is_set():
+                sock = self.sock
+                if sock is None:  # closed by another thread
+                    break
                 try:
-                    conn, _ = self.sock.accept()
+                    conn, _ = sock.accept()
                 except OSError as exc:
                     if self._closing.is_set() or self.sock is None:
                         break
@@ -244,20 +247,28 @@ class UnixServer:
             self.close()
 
     def close(self) -> None:
-        """Stop accepting, close the socket and remove its file; never raises."""
+        """Stop accepting, close the socket and remove its file; never raises. A
+        :meth:`serve_forever` blocked in ``accept()`` in another thread returns (the socket is
+        shut down first: closing it alone does not wake ``accept()`` on Linux). Safe to call
+        from two threads at once: one of them closes."""
         self._closing.set()
-        if self._spare is not None:
+        with self._active_lock:  # the spare descriptor and the socket are closed once
+            spare, self._spare = self._spare, None
+            sock, self.sock = self.sock, None
+        if spare is not None:
             try:
-                os.close(self._spare)
+                os.close(spare)
             except OSError:
                 pass
-            self._spare = None
-        if self.sock is not None:
+        if sock is not None:
             try:
-                self.sock.close()
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            self.sock = None
+            try:
+                sock.close()
+            except OSError:
+                pass
             try:
                 os.unlink(self.path)
             except OSError:
@@ -277,7 +288,7 @@ class UnixServer:
         try:
             server = self.make_server(on_event=out)
             for line in read_lines(rfile, self.max_bytes):
-                out(_too_long_response(self.max_bytes) if line is _TOO_LONG else server.handle_line(line))
+                out(_too_long_response(self.max_bytes) if line is _TOO_LONG else server.handle_line(line, text_ok=True))
                 if out.broken:
                     break
         except (ConnectionError, OSError):

@@ -81,7 +81,14 @@ class Text(dict):
 
     def __init__(self, cmd_id: Any, command: Any, data_text: bytes):
         super().__init__(response(cmd_id, command, has_data=False))
-        self.text = encode(dict(self))[:-1] + b',"data":' + data_text + b"}"
+        #: the line in three parts, written one after the other (a large cached ``data`` is
+        #: not copied into a new line for each answer)
+        self.parts = (encode(dict(self))[:-1] + b',"data":', data_text, b"}")
+
+    @property
+    def text(self) -> bytes:
+        """The whole JSON line (no newline)."""
+        return b"".join(self.parts)
 
 
 def error_response(cmd_id: Any, command: Any, message: str) -> dict:

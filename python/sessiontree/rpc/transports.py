@@ -61,12 +61,17 @@ class _LineWriter:
         self.broken = False
 
     def __call__(self, obj: dict) -> None:
-        data = (obj.text if isinstance(obj, Text) else encode(obj)) + b"\n"
+        if isinstance(obj, Text):
+            head, data, tail = obj.parts
+            parts: tuple[bytes, ...] = (head, data, tail + b"\n")
+        else:
+            parts = (encode(obj) + b"\n",)
         with self.lock:
             if self.broken:
                 return
             try:
-                self.stream.write(data)
+                for part in parts:
+                    self.stream.write(part)
                 self.stream.flush()
             except (BrokenPipeError, ConnectionError, OSError, ValueError):
                 self.broken = True

@@ -216,3 +216,26 @@ def test_raw_entries_and_tree_labels_equal_the_per_entry_views(name: str):
     assert {i: lab for i, (lab, _ts) in got.items()} == want
     for _lab, ts in got.values():
         assert ts is None or isinstance(ts, str)
+
+
+def test_paging_the_flat_tree_walks_it_once_per_state(tmp_path: Path):
+    # each page used to walk the whole tree again: paging a tree of n nodes cost n * n / limit
+    server = RpcServer(Session.open(_copy(tmp_path, "deep_branching.jsonl")))
+    try:
+        server.handle({"type": "hello"})
+        s = server.session
+        walks = []
+        table = s.tree_table
+        s.tree_table = lambda: walks.append(1) or table()  # type: ignore[method-assign]
+        whole = server.handle({"type": "get_tree", "format": "flat", "limit": 10**6})["data"]
+        pages, offset = [], 0
+        while True:
+            d = server.handle({"type": "get_tree", "format": "flat", "offset": offset, "limit": 3})["data"]
+            pages += d["nodes"]
+            if not d["hasMore"]:
+                break
+            offset = d["nextOffset"]
+        assert len(walks) == 1  # no page walked the tree again
+        assert pages == whole["nodes"] and len(pages) == whole["total"] > 3
+    finally:
+        server.close()

@@ -159,26 +159,34 @@ class ReadCommands(ServerBase):
         for name, v in (("offset", offset), ("limit", limit)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise RpcError(f'get_tree: "{name}" must be a non-negative integer, not {_js_string(v)}')
-        roots, start, kids = s.tree_table()
-        order: list[int] = []
-        parent: dict[int, int] = {}
-        on_path: set[int] = set()
-        stack: list[int] = [~r for r in reversed(roots)]
-        while stack:  # pre-order without recursion; ~i enters node i, i leaves it
-            i = stack.pop()
-            if i >= 0:
-                on_path.discard(i)
-                continue
-            i = ~i
-            if i in on_path:  # duplicate ids put a node below itself (as get_tree refuses)
-                raise SessionCycleError("the tree loops through duplicate ids: a node is below itself", [])
-            on_path.add(i)
-            order.append(i)
-            stack.append(i)
-            ch = kids[start[i] : start[i + 1]]
-            for k in ch:
-                parent[k] = i
-            stack.extend(~k for k in reversed(ch))
+
+        def walk() -> tuple[list[int], dict[int, int], list[int]]:
+            """Pre-order, tree parents and the children table: one walk per state of the
+            file and leaf (cached), not one per page."""
+            roots, start, kids = s.tree_table()
+            order: list[int] = []
+            parent: dict[int, int] = {}
+            on_path: set[int] = set()
+            stack: list[int] = [~r for r in reversed(roots)]
+            while stack:  # pre-order without recursion; ~i enters node i, i leaves it
+                i = stack.pop()
+                if i >= 0:
+                    on_path.discard(i)
+                    continue
+                i = ~i
+                if i in on_path:  # duplicate ids put a node below itself (as get_tree refuses)
+                    raise SessionCycleError("the tree loops through duplicate ids: a node is below itself", [])
+                on_path.add(i)
+                order.append(i)
+                stack.append(i)
+                ch = kids[start[i] : start[i + 1]]
+                for k in ch:
+                    parent[k] = i
+                stack.extend(~k for k in reversed(ch))
+            return order, parent, start
+
+        order, parent, start = self._cached("tree_flat", walk)
+
         page = order[offset : offset + limit]
         stamps: dict | None = None  # read only when a node of the page has a label
         nodes = []

@@ -2177,6 +2177,22 @@ class Session:
         """
         return self._load_raws(list(indices))
 
+    def entry_texts(self, indices: Sequence[int]) -> list[bytes | None]:
+        """The JSON text of each entry at ``indices`` as ``JSON.stringify`` writes its value (the
+        bytes :func:`dumps_entry` gives for :attr:`Entry.raw`) where the file's line already is
+        that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
+        repeated keys), so it is copied without a parse; None for the other entries (and for
+        every entry of a legacy file, which is migrated in memory): read those with
+        :meth:`raw_entries`.
+
+        Raises:
+            IndexError: a position is out of range.
+        """
+        idx = list(indices)
+        if self._core.needs_migration:
+            return [None] * len(idx)
+        return self._core.stringify_lines(idx)
+
     def tree_labels(self) -> dict[int, tuple[Any, Any]]:
         """The labels :meth:`get_tree` puts on its nodes, by node position: ``{position:
         (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the label entry

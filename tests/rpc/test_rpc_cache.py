@@ -239,3 +239,48 @@ def test_paging_the_flat_tree_walks_it_once_per_state(tmp_path: Path):
         assert pages == whole["nodes"] and len(pages) == whole["total"] > 3
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_entry_texts_are_the_stringify_text_of_each_entry(path: Path):
+    from sessiontree.session import dumps_entry
+
+    try:
+        s = Session.open(path)
+    except Exception:
+        pytest.skip("not a session that opens")
+    idx = list(range(len(s)))
+    texts = s.entry_texts(idx)
+    raws = s.raw_entries(idx)
+    for i, text, raw in zip(idx, texts, raws):
+        if text is not None:
+            assert text == dumps_entry(raw), i
+
+
+def test_lines_pi_writes_are_copied_and_the_others_rewritten(tmp_path: Path):
+    from sessiontree.session import dumps_entry
+
+    head = '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}'
+    body = [
+        '{"type":"custom","customType":"x","data":{"n":[1,0.5,1e+21,0.000009]},"id":"a","parentId":null,'
+        '"timestamp":"2026-01-01T00:00:01.000Z"}',
+        '{"type": "custom", "customType": "x", "id": "b", "parentId": "a", "timestamp": "2026-01-01T00:00:02.000Z"}',
+        '{"type":"custom","customType":"\\u00e9\\/","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z"}',
+        '{"type":"custom","customType":"x","data":1.0,"id":"d","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z"}',
+        '{"type":"custom","customType":"x","data":{"k":1,"k":2},"id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z"}',
+        '{"type":"custom","customType":"x","data":{"1":1,"a":2},"id":"f","parentId":"e","timestamp":"2026-01-01T00:00:06.000Z"}',
+        '{"type":"custom","customType":"\\t\\u001f\\ud83d\\ude00","id":"g","parentId":"f","timestamp":"2026-01-01T00:00:07.000Z"}',
+        '{"type":"custom","customType":"x","data":-0,"id":"h","parentId":"g","timestamp":"2026-01-01T00:00:08.000Z"}',
+    ]
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
+    s = Session.open(p)
+    texts = s.entry_texts(range(len(s)))
+    assert [t is not None for t in texts] == [True, False, False, False, False, False, False, False]
+    assert texts[0] == dumps_entry(s.entry_at(0).raw)
+    server = RpcServer(s)
+    try:
+        got = server.handle_line(b'{"type":"get_tree"}', text_ok=True)
+        assert got.text == encode(server.handle({"type": "get_tree"}))
+    finally:
+        server.close()

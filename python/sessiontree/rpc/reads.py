@@ -112,8 +112,9 @@ class ReadCommands(ServerBase):
 
     def _tree_text(self) -> bytes:
         """``get_tree``'s data as its JSON text, written node by node from the core's columns
-        and each entry's JSON (entries read in batches, never all held as Python values):
-        the same bytes as encoding :meth:`_tree_value`."""
+        and each entry's JSON (read in batches; a line already in ``JSON.stringify``'s form is
+        copied, only the others are parsed and written again; never all held as Python
+        values): the same bytes as encoding :meth:`_tree_value`."""
         s = self.session
         roots, start, kids, order, labels = self._tree_table()
         out: list[bytes] = [b'{"tree":[']
@@ -136,7 +137,12 @@ class ReadCommands(ServerBase):
                 continue
             i = ~i
             if not texts:
-                texts = [encode(v) for v in s.raw_entries(order[nxt : nxt + batch])]
+                chunk = order[nxt : nxt + batch]
+                got = s.entry_texts(chunk)  # lines copied as they are when already Pi's text
+                redo = [k for k, b in enumerate(got) if b is None]
+                for k, v in zip(redo, s.raw_entries([chunk[k] for k in redo])):
+                    got[k] = encode(v)
+                texts = [b for b in got if b is not None]
                 texts.reverse()
                 nxt += batch
             out.append((b'{"entry":' if first else b',{"entry":') + texts.pop() + b',"children":[')

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.
@@ -555,15 +555,18 @@ mod tests {
                 } else {
                     let i = (rng.next() % rs.len() as u64) as usize;
                     let v = rng.next();
-                    match rng.next() % 9 {
-                        0 => rs[i].offset = v,
-                        1 => rs[i].len = v as u32,
-                        2 => rs[i].id = v as u32,
-                        3 => rs[i].parent = v as u32,
-                        4 => rs[i].target = v as u32,
+                    match rng.next() % 8 {
+                        0 | 1 => {
+                            // any byte of the record: the packed offset and timestamp too
+                            let mut b = recs_bytes(&rs[i..i + 1]).to_vec();
+                            b[(v % 32) as usize] = (v >> 8) as u8;
+                            rs[i] = crate::index::recs_from_bytes(&b).expect("one record")[0];
+                        }
+                        2 => rs[i].len = v as u32,
+                        3 => rs[i].id = v as u32,
+                        4 => rs[i].parent = v as u32,
                         5 => rs[i].etype = v as u16,
                         6 => rs[i].role = v as u16,
-                        7 => rs[i].vpos = v as u32,
                         _ => rs[i].line = v as u32,
                     }
                 }
@@ -630,6 +633,65 @@ mod tests {
             std::fs::write(&saved_path, &bad).unwrap();
             assert!(load(&cfg, &f, &meta).is_err(), "damage {k} accepted");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A saved index of the previous layout (format 1: 48-byte records with the value
+    /// position and the target inside), even with a valid checksum, is refused: a cold open.
+    #[test]
+    fn an_index_saved_by_the_previous_layout_is_refused() {
+        let dir = std::env::temp_dir().join(format!("st-saved-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+        };
+        let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let good = std::fs::read(&saved_path).unwrap();
+        let meta_len = get_u64(&good, 24 + 8 * 7) as usize;
+        let ix = &cold.index;
+        // the records as format 1 wrote them
+        let mut old_recs = Vec::new();
+        for (i, r) in ix.recs.iter().enumerate() {
+            let i = i as u32;
+            old_recs.extend_from_slice(&r.offset().to_ne_bytes());
+            for v in [r.len, r.line, ix.vpos(i), r.id, r.parent, ix.target(i)] {
+                old_recs.extend_from_slice(&v.to_ne_bytes());
+            }
+            old_recs.extend_from_slice(&r.ts().to_ne_bytes());
+            old_recs.extend_from_slice(&r.etype.to_ne_bytes());
+            old_recs.extend_from_slice(&r.role.to_ne_bytes());
+            old_recs.extend_from_slice(&[0u8; 4]);
+        }
+        assert_eq!(old_recs.len(), ix.recs.len() * 48);
+        let mut head: [u8; HEADER_LEN] = good[..HEADER_LEN].try_into().unwrap();
+        head[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        head[16..20].copy_from_slice(&48u32.to_ne_bytes());
+        head[SUM_AT..SUM_AT + 8].fill(0);
+        let meta_b = &good[HEADER_LEN..HEADER_LEN + meta_len];
+        let sum = checksum(&head, meta_b, &old_recs);
+        head[SUM_AT..SUM_AT + 8].copy_from_slice(&sum.to_ne_bytes());
+        let mut old = head.to_vec();
+        old.extend_from_slice(meta_b);
+        old.extend_from_slice(&old_recs);
+        std::fs::write(&saved_path, &old).unwrap();
+        let err = load(&cfg, &f, &meta).err().expect("refused");
+        assert!(err.contains("another format"), "{err}");
+        // and the open is cold, with the cold answers, and saves the current layout again
+        let (again, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(
+            matches!(state, CacheState::Cold { saved: true, .. }),
+            "{state:?}"
+        );
+        assert_eq!(again.index.recs.len(), ix.recs.len());
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(matches!(state, CacheState::Warm { .. }), "{state:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

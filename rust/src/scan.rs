@@ -1267,7 +1267,7 @@ mod tests {
             (
                 ix.lines,
                 ix.recs.len(),
-                ix.recs.last().map(|r| (r.line, r.offset)),
+                ix.recs.last().map(|r| (r.line, r.offset())),
                 probs,
             )
         };

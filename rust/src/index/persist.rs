@@ -118,11 +118,29 @@ fn get_jsval(r: &mut In) -> Option<JsVal> {
     })
 }
 
-/// The records as bytes (`Rec` is `repr(C)` with explicit padding: every byte is initialised).
+/// The records as bytes (`Rec` is `repr(C)` with no padding: every byte is initialised).
 pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
-    // SAFETY: `Rec` is `repr(C)`, 48 bytes, made of integers and floats and an explicit
-    // padding array, so its memory holds no uninitialised bytes; the length is exact.
+    // SAFETY: `Rec` is `repr(C)`, 32 bytes, made of integers with no padding between or after
+    // them, so its memory holds no uninitialised bytes; the length is exact.
     unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const u8, std::mem::size_of_val(recs)) }
+}
+
+/// Records from their bytes (as [`recs_bytes`] gives them); None unless a whole number of
+/// records. Any bytes make a record; [`Index::restore`] checks them.
+pub fn recs_from_bytes(b: &[u8]) -> Option<Vec<Rec>> {
+    let size = std::mem::size_of::<Rec>();
+    if b.len() % size != 0 {
+        return None;
+    }
+    let n = b.len() / size;
+    let mut v: Vec<Rec> = Vec::with_capacity(n);
+    // SAFETY: the allocation holds `n` records, `b` is exactly that many bytes, and any bit
+    // pattern is a valid `Rec` (integers only).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, b.len());
+        v.set_len(n);
+    }
+    Some(v)
 }
 
 impl Index {
@@ -183,6 +201,16 @@ impl Index {
             o.u32(e);
         }
         self.problems.persist(&mut o);
+        // label and compaction targets, extra headers
+        o.u64(self.targets.len() as u64);
+        for &(e, k) in &self.targets {
+            o.u32(e);
+            o.u32(k);
+        }
+        o.u64(self.extra_headers.len() as u64);
+        for &n in &self.extra_headers {
+            o.u32(n);
+        }
         // the rest of the state
         o.u32(self.session_info);
         match self.leaf {
@@ -317,6 +345,30 @@ impl Index {
             }
         }
         ix.problems = super::Problems::restore(&mut r, covered)?;
+        let ntargets = r.count(8)?;
+        if ntargets > nrecs {
+            return None;
+        }
+        let mut targets = Vec::with_capacity(ntargets);
+        for _ in 0..ntargets {
+            let (e, k) = (r.u32()?, r.u32()?);
+            if e as usize >= nrecs
+                || k as usize >= nkeys
+                || targets.last().is_some_and(|&(p, _)| p >= e)
+            {
+                return None;
+            }
+            targets.push((e, k));
+        }
+        let nextra = r.count(4)?;
+        let mut extra_headers = Vec::with_capacity(nextra);
+        for _ in 0..nextra {
+            let n = r.u32()?;
+            if n as usize > nrecs || extra_headers.last().is_some_and(|&p| p > n) {
+                return None;
+            }
+            extra_headers.push(n);
+        }
         ix.session_info = r.u32()?;
         let leaf = match (r.u8()?, r.u32()?) {
             (0, _) => Leaf::Null,
@@ -334,7 +386,10 @@ impl Index {
         ix.scanned_to = r.u64()?;
         ix.first_context_edit = r.u32()?;
         ix.v1_seed = r.u64()?;
-        if !r.at_end() || ix.scanned_to != covered {
+        if !r.at_end()
+            || ix.scanned_to != covered
+            || ix.values as u64 != 1 + nrecs as u64 + nextra as u64
+        {
             return None;
         }
         if ix.session_info != NONE && ix.session_info as usize >= nrecs {
@@ -348,27 +403,28 @@ impl Index {
         let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
-        let (mut prev_line, mut prev_vpos) = (0u32, 0u32);
+        let mut prev_line = 0u32;
+        // labels and compactions have a target, other entries none
+        let mut next_target = targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
-            let end = rec.offset.checked_add(rec.len as u64)?;
-            if rec.offset < prev_end
+            let offset = rec.offset();
+            let end = offset + rec.len as u64;
+            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
+            if offset < prev_end
                 || end > covered
                 || rec.line <= prev_line
                 || rec.line > ix.lines
-                || rec.vpos <= prev_vpos
-                || rec.vpos >= ix.values
                 || rec.id as usize >= nkeys
                 || rec.parent as usize >= nkeys
-                || (rec.target != NONE && rec.target as usize >= nkeys)
                 || rec.etype as usize >= ntypes
                 || rec.role as usize >= nroles
-                || rec.pad != [0; 3]
+                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
+                || !rec.well_formed()
             {
                 return None;
             }
             prev_end = end;
             prev_line = rec.line;
-            prev_vpos = rec.vpos;
             let slot = &mut by_id[rec.id as usize];
             if *slot != NONE {
                 dup += 1;
@@ -379,6 +435,8 @@ impl Index {
         ix.key_recs = key_recs;
         ix.key_bytes = key_str.as_bytes().to_vec();
         ix.by_id = by_id;
+        ix.targets = targets;
+        ix.extra_headers = extra_headers;
         ix.dup_ids = dup;
         ix.leaf = leaf;
         ix.header = HeaderStateBox(HeaderState::Valid);

@@ -125,6 +125,73 @@ pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const u8, std::mem::size_of_val(recs)) }
 }
 
+/// The key records from their saved bytes, checked against the key bytes: tags known (the
+/// fixed `undefined` and `null` first and only there), starts in order and inside the bytes,
+/// each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64 (0
+/// as +0), a boolean one byte 0 or 1, nothing for the others.
+fn restore_keys(raw: &[u8], bytes: &[u8]) -> Option<Vec<KeyRec>> {
+    let n = raw.len() / 8;
+    let at = |i: usize| {
+        KeyRec(u64::from_ne_bytes(
+            raw[i * 8..i * 8 + 8].try_into().expect("8"),
+        ))
+    };
+    let mut out = Vec::with_capacity(n);
+    // strings are checked as UTF-8 in runs (between the bytes of scalar keys), and each
+    // string's start must be a character boundary
+    let mut run_start = 0usize;
+    let total = bytes.len() as u64;
+    let mut next = at(0);
+    for i in 0..n {
+        let k = next;
+        next = if i + 1 < n {
+            at(i + 1)
+        } else {
+            KeyRec::new(K_OBJECT, total)
+        };
+        let (tag, start, end) = (k.tag(), k.start(), next.start());
+        if end < start || end > total || (i < 2) != matches!(tag, K_UNDEFINED | K_NULL) {
+            return None;
+        }
+        if i < 2 && tag != [K_UNDEFINED, K_NULL][i] {
+            return None;
+        }
+        let d = &bytes[start as usize..end as usize];
+        match tag {
+            K_STR => {
+                if d.first().is_some_and(|&b| b & 0xC0 == 0x80) {
+                    return None;
+                }
+            }
+            K_NUM => {
+                let bits = u64::from_ne_bytes(d.try_into().ok()?);
+                let v = f64::from_bits(bits);
+                if v.is_nan() || (v == 0.0 && bits != 0) {
+                    return None;
+                }
+            }
+            K_BOOL => {
+                if d.len() != 1 || d[0] > 1 {
+                    return None;
+                }
+            }
+            K_UNDEFINED | K_NULL | K_OBJECT => {
+                if !d.is_empty() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        if matches!(tag, K_NUM | K_BOOL) {
+            simdutf8::basic::from_utf8(&bytes[run_start..start as usize]).ok()?;
+            run_start = end as usize;
+        }
+        out.push(k);
+    }
+    simdutf8::basic::from_utf8(&bytes[run_start..]).ok()?;
+    Some(out)
+}
+
 /// Records from their bytes (as [`recs_bytes`] gives them); None unless a whole number of
 /// records. Any bytes make a record; [`Index::restore`] checks them.
 pub fn recs_from_bytes(b: &[u8]) -> Option<Vec<Rec>> {
@@ -158,23 +225,10 @@ impl Index {
     /// [`Index::can_persist`].
     pub fn persist_meta(&self, out: &mut Vec<u8>) {
         let mut o = Out(out);
-        // keys: tags, string lengths, scalar data, string bytes
+        // keys: their 8-byte records (tag and start) as they are, then their bytes
         o.u64(self.key_recs.len() as u64);
         for k in &self.key_recs {
-            o.u8(k.tag);
-        }
-        for k in &self.key_recs {
-            o.u32(if k.tag == K_STR { k.len } else { 0 });
-        }
-        let scalars: Vec<u64> = self
-            .key_recs
-            .iter()
-            .filter(|k| matches!(k.tag, K_NUM | K_BOOL))
-            .map(|k| k.data)
-            .collect();
-        o.u64(scalars.len() as u64);
-        for d in scalars {
-            o.u64(d);
+            o.u64(k.0);
         }
         o.bytes(&self.key_bytes);
         // type and role names beyond the fixed ones
@@ -249,68 +303,14 @@ impl Index {
     pub fn restore_checked(meta: &[u8], recs: &[Rec], covered: u64) -> Option<Index> {
         let mut ix = Index::new();
         let mut r = In::new(meta);
-        // keys
-        let nkeys = r.count(5)?;
+        // keys: tags and starts in order, each key's bytes of its kind (see `KeyRec`)
+        let nkeys = r.count(8)?;
         if nkeys < 2 || nkeys > u32::MAX as usize - 1 {
             return None;
         }
-        let tags = r.take(nkeys)?;
-        let lens = r.take(nkeys * 4)?;
-        let nscalars = r.count(8)?;
-        let mut scalars = Vec::with_capacity(nscalars);
-        for _ in 0..nscalars {
-            scalars.push(r.u64()?);
-        }
-        let key_str = simdutf8::basic::from_utf8(r.bytes()?).ok()?;
-        if tags[0] != K_UNDEFINED || tags[1] != K_NULL {
-            return None;
-        }
-        // (plain allocations: see `saved::read_into` on huge pages)
-        let mut key_recs = Vec::with_capacity(nkeys);
-        let (mut off, mut si) = (0u64, 0usize);
-        for (i, &tag) in tags.iter().enumerate() {
-            let len = u32::from_ne_bytes(lens[i * 4..i * 4 + 4].try_into().ok()?);
-            let k = match tag {
-                K_UNDEFINED | K_NULL if i < 2 => KeyRec::new(0, 0, tag, false),
-                K_STR => {
-                    let start = off;
-                    off = off.checked_add(len as u64)?;
-                    if off > key_str.len() as u64
-                        || !key_str.is_char_boundary(start as usize)
-                        || !key_str.is_char_boundary(off as usize)
-                    {
-                        return None;
-                    }
-                    KeyRec::new(start, len, tag, len > 0)
-                }
-                K_NUM => {
-                    let d = *scalars.get(si)?;
-                    si += 1;
-                    let n = f64::from_bits(d);
-                    if n.is_nan() || (n == 0.0 && d != 0) {
-                        return None;
-                    }
-                    KeyRec::new(d, 0, tag, n != 0.0)
-                }
-                K_BOOL => {
-                    let d = *scalars.get(si)?;
-                    si += 1;
-                    if d > 1 {
-                        return None;
-                    }
-                    KeyRec::new(d, 0, tag, d != 0)
-                }
-                K_OBJECT => KeyRec::new(0, 0, tag, true),
-                _ => return None,
-            };
-            if tag != K_STR && len != 0 {
-                return None;
-            }
-            key_recs.push(k);
-        }
-        if off != key_str.len() as u64 || si != scalars.len() {
-            return None;
-        }
+        let raw = r.take(nkeys * 8)?;
+        let key_bytes = r.bytes()?;
+        let key_recs = restore_keys(raw, key_bytes)?;
         // names
         for which in 0..2 {
             let n = r.count(8)?;
@@ -433,7 +433,7 @@ impl Index {
         }
         let _ = KID_NULL;
         ix.key_recs = key_recs;
-        ix.key_bytes = key_str.as_bytes().to_vec();
+        ix.key_bytes = key_bytes.to_vec();
         ix.by_id = by_id;
         ix.targets = targets;
         ix.extra_headers = extra_headers;

@@ -63,7 +63,7 @@ fn snapshot(ix: &Index) -> Snapshot {
                 "{} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
                 r.offset(),
                 r.len,
-                r.line,
+                ix.line_of(i),
                 ix.vpos(i),
                 ix.type_name(r.etype),
                 ix.role_name(r.role),

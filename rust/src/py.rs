@@ -492,7 +492,7 @@ impl Index {
             cols.2.push(r.parent == crate::index::KID_NULL);
             cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
             cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
-            cols.5.push(r.line);
+            cols.5.push(ix.line_of(i as u32));
             cols.6.push(r.offset());
         }
         Ok(cols)
@@ -502,7 +502,7 @@ impl Index {
         self.check(i)?;
         let r = &self.st.index.recs[i];
         Ok((
-            r.line,
+            self.st.index.line_of(i as u32),
             r.offset(),
             r.len as u64,
             self.st.index.vpos(i as u32),

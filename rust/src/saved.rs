@@ -555,19 +555,18 @@ mod tests {
                 } else {
                     let i = (rng.next() % rs.len() as u64) as usize;
                     let v = rng.next();
-                    match rng.next() % 8 {
+                    match rng.next() % 7 {
                         0 | 1 => {
                             // any byte of the record: the packed offset and timestamp too
                             let mut b = recs_bytes(&rs[i..i + 1]).to_vec();
-                            b[(v % 32) as usize] = (v >> 8) as u8;
+                            b[(v % 28) as usize] = (v >> 8) as u8;
                             rs[i] = crate::index::recs_from_bytes(&b).expect("one record")[0];
                         }
                         2 => rs[i].len = v as u32,
                         3 => rs[i].id = v as u32,
                         4 => rs[i].parent = v as u32,
                         5 => rs[i].etype = v as u16,
-                        6 => rs[i].role = v as u16,
-                        _ => rs[i].line = v as u32,
+                        _ => rs[i].role = v as u16,
                     }
                 }
             }
@@ -661,7 +660,14 @@ mod tests {
         for (i, r) in ix.recs.iter().enumerate() {
             let i = i as u32;
             old_recs.extend_from_slice(&r.offset().to_ne_bytes());
-            for v in [r.len, r.line, ix.vpos(i), r.id, r.parent, ix.target(i)] {
+            for v in [
+                r.len,
+                ix.line_of(i),
+                ix.vpos(i),
+                r.id,
+                r.parent,
+                ix.target(i),
+            ] {
                 old_recs.extend_from_slice(&v.to_ne_bytes());
             }
             old_recs.extend_from_slice(&r.ts().to_ne_bytes());

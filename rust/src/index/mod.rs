@@ -43,15 +43,17 @@ pub const KID_UNDEFINED: u32 = 0;
 /// Key id of `null`.
 pub const KID_NULL: u32 = 1;
 
-/// One entry's skeleton, 32 bytes. `offset()`/`len` locate the line's JSON text (without
+/// One entry's skeleton, 28 bytes. `offset()`/`len` locate the line's JSON text (without
 /// `\r\n`). `repr(C)` with no padding: a saved index stores records as their bytes.
 ///
-/// What is not here: the value position (Pi's `fileEntries` index) is derived
+/// What is not here: the line number is derived ([`Index::line_of`]: entries on consecutive
+/// lines share one run); the value position (Pi's `fileEntries` index) too
 /// ([`Index::vpos`]: the entry's index, the header and the extra headers before it); the label
 /// target or `firstKeptEntryId` lives in a side table ([`Index::target`]), since only labels
 /// and compactions have one. The offset takes 40 bits (a line starting 1 TiB or more into a
 /// file is a `line_too_long` problem, see [`MAX_OFFSET`]) and the timestamp 54 bits (every
-/// `Date` value is an integer of at most 8.64e15 in magnitude, or NaN), packed in `hi`.
+/// `Date` value is an integer of at most 8.64e15 in magnitude, or NaN), packed in `hi` (two
+/// 32-bit halves, so that records align on 4 bytes).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct Rec {
@@ -59,17 +61,15 @@ pub struct Rec {
     pub parent: u32,
     /// at most [`MAX_LINE`]
     pub len: u32,
-    /// 1-based line number in the file.
-    pub line: u32,
     pub etype: u16,
     pub role: u16,
     /// the offset's low 32 bits
     off_lo: u32,
-    /// bits 0..54: the timestamp as a signed integer ([`TS_NAN`]: NaN); 54..56: zero;
-    /// 56..64: the offset's bits 32..40
-    hi: u64,
+    /// as one u64 (low half first): bits 0..54 the timestamp as a signed integer
+    /// ([`TS_NAN`]: NaN); 54..56 zero; 56..64 the offset's bits 32..40
+    hi: [u32; 2],
 }
-const _: () = assert!(std::mem::size_of::<Rec>() == 32);
+const _: () = assert!(std::mem::size_of::<Rec>() == 28);
 
 /// Lines starting at this byte offset or later cannot be recorded (40-bit offsets).
 pub const MAX_OFFSET: u64 = 1 << 40;
@@ -86,7 +86,6 @@ impl Rec {
     pub fn new(
         offset: u64,
         len: u32,
-        line: u32,
         id: u32,
         parent: u32,
         ts: f64,
@@ -96,26 +95,30 @@ impl Rec {
         if offset >= MAX_OFFSET {
             return None;
         }
+        let hi = (offset >> 32) << 56 | (ts_code(ts) as u64 & TS_MASK);
         Some(Rec {
             id,
             parent,
             len,
-            line,
             etype,
             role,
             off_lo: offset as u32,
-            hi: (offset >> 32) << 56 | (ts_code(ts) as u64 & TS_MASK),
+            hi: [hi as u32, (hi >> 32) as u32],
         })
+    }
+    #[inline]
+    fn hi(&self) -> u64 {
+        (self.hi[1] as u64) << 32 | self.hi[0] as u64
     }
     /// Byte offset of the line's JSON text.
     #[inline]
     pub fn offset(&self) -> u64 {
-        (self.hi >> 56) << 32 | self.off_lo as u64
+        (self.hi() >> 56) << 32 | self.off_lo as u64
     }
     /// `new Date(timestamp).getTime()`, NaN when invalid.
     #[inline]
     pub fn ts(&self) -> f64 {
-        let v = ((self.hi << (64 - TS_BITS)) as i64) >> (64 - TS_BITS);
+        let v = ((self.hi() << (64 - TS_BITS)) as i64) >> (64 - TS_BITS);
         if v == TS_NAN {
             f64::NAN
         } else {
@@ -127,7 +130,7 @@ impl Rec {
     #[inline]
     pub(crate) fn well_formed(&self) -> bool {
         let ts = self.ts();
-        self.hi >> TS_BITS & 3 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
+        self.hi() >> TS_BITS & 3 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
     }
 }
 
@@ -192,6 +195,9 @@ pub struct Index {
     /// (entry index, key id) of each label's target and each compaction's
     /// `firstKeptEntryId`, in entry order (see [`Index::target`])
     targets: Vec<(u32, u32)>,
+    /// (entry index, its 1-based line number) of each entry whose line does not follow the
+    /// previous entry's: what [`Index::line_of`] derives line numbers from
+    line_runs: Vec<(u32, u32)>,
     /// for each extra header line (a later `type:"session"` value), the number of entries
     /// before it: what [`Index::vpos`] derives value positions from
     extra_headers: Vec<u32>,
@@ -284,6 +290,10 @@ impl Index {
             .targets
             .partition_point(|&(i, _)| (i as usize) < p.entries_len);
         self.targets.truncate(t);
+        let t = self
+            .line_runs
+            .partition_point(|&(i, _)| (i as usize) < p.entries_len);
+        self.line_runs.truncate(t);
         self.extra_headers.truncate(p.extra_len);
         if self.first_context_edit != NONE && self.first_context_edit as usize >= p.entries_len {
             self.first_context_edit = NONE;
@@ -451,17 +461,11 @@ impl Index {
         } else {
             NONE
         };
-        let rec = Rec::new(
-            pl.offset,
-            pl.len as u32,
-            pl.line,
-            id,
-            parent,
-            pre.ts,
-            etype,
-            role,
-        )
-        .expect("offset checked above");
+        if self.line_of_next() != pl.line {
+            self.line_runs.push((idx, pl.line));
+        }
+        let rec = Rec::new(pl.offset, pl.len as u32, id, parent, pre.ts, etype, role)
+            .expect("offset checked above");
         self.recs.push(rec);
         if target != NONE {
             self.targets.push((idx, target));
@@ -484,6 +488,27 @@ impl Index {
         }
         self.generation += 1;
         Some(idx)
+    }
+
+    /// Entry `i`'s 1-based line number in the file.
+    #[inline]
+    pub fn line_of(&self, i: u32) -> u32 {
+        let k = self.line_runs.partition_point(|&(e, _)| e <= i);
+        match k.checked_sub(1) {
+            Some(k) => {
+                let (e, line) = self.line_runs[k];
+                line + (i - e)
+            }
+            None => 0, // (no entry yet)
+        }
+    }
+
+    /// The line the next entry would have if it followed the last one (0 before any).
+    fn line_of_next(&self) -> u32 {
+        match self.line_runs.last() {
+            Some(&(e, line)) => line + (self.recs.len() as u32 - e),
+            None => 0,
+        }
     }
 
     /// Entry `i`'s position among parsed values, the header being 0 (Pi's `fileEntries`

@@ -261,6 +261,11 @@ impl Index {
             o.u32(e);
             o.u32(k);
         }
+        o.u64(self.line_runs.len() as u64);
+        for &(e, l) in &self.line_runs {
+            o.u32(e);
+            o.u32(l);
+        }
         o.u64(self.extra_headers.len() as u64);
         for &n in &self.extra_headers {
             o.u32(n);
@@ -360,6 +365,23 @@ impl Index {
             }
             targets.push((e, k));
         }
+        // line runs: the first at entry 0, entries in order, lines increasing through them
+        let nruns = r.count(8)?;
+        if nruns > nrecs || (nruns == 0) != (nrecs == 0) {
+            return None;
+        }
+        let mut line_runs: Vec<(u32, u32)> = Vec::with_capacity(nruns);
+        for _ in 0..nruns {
+            let (e, l) = (r.u32()?, r.u32()?);
+            let ok = match line_runs.last() {
+                None => e == 0 && l > 0,
+                Some(&(pe, pl)) => e > pe && l as u64 > pl as u64 + (e - pe - 1) as u64,
+            };
+            if !ok || e as usize >= nrecs {
+                return None;
+            }
+            line_runs.push((e, l));
+        }
         let nextra = r.count(4)?;
         let mut extra_headers = Vec::with_capacity(nextra);
         for _ in 0..nextra {
@@ -386,7 +408,11 @@ impl Index {
         ix.scanned_to = r.u64()?;
         ix.first_context_edit = r.u32()?;
         ix.v1_seed = r.u64()?;
+        let last_line = line_runs
+            .last()
+            .map_or(0, |&(e, l)| l as u64 + (nrecs as u64 - 1 - e as u64));
         if !r.at_end()
+            || last_line > ix.lines as u64
             || ix.scanned_to != covered
             || ix.values as u64 != 1 + nrecs as u64 + nextra as u64
         {
@@ -403,7 +429,6 @@ impl Index {
         let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
-        let mut prev_line = 0u32;
         // labels and compactions have a target, other entries none
         let mut next_target = targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
@@ -412,8 +437,6 @@ impl Index {
             let has_target = next_target.next_if_eq(&(i as u32)).is_some();
             if offset < prev_end
                 || end > covered
-                || rec.line <= prev_line
-                || rec.line > ix.lines
                 || rec.id as usize >= nkeys
                 || rec.parent as usize >= nkeys
                 || rec.etype as usize >= ntypes
@@ -424,7 +447,6 @@ impl Index {
                 return None;
             }
             prev_end = end;
-            prev_line = rec.line;
             let slot = &mut by_id[rec.id as usize];
             if *slot != NONE {
                 dup += 1;
@@ -437,6 +459,7 @@ impl Index {
         ix.by_id = by_id;
         ix.targets = targets;
         ix.extra_headers = extra_headers;
+        ix.line_runs = line_runs;
         ix.dup_ids = dup;
         ix.leaf = leaf;
         ix.header = HeaderStateBox(HeaderState::Valid);

@@ -159,16 +159,16 @@ fn a_record_keeps_offsets_past_4_gib_and_every_date_value() {
             -8.64e15,
             f64::NAN,
         ] {
-            let r = Rec::new(off, 7, 3, 11, 12, ts, T_MESSAGE, R_ASSISTANT).unwrap();
+            let r = Rec::new(off, 7, 11, 12, ts, T_MESSAGE, R_ASSISTANT).unwrap();
             assert_eq!(r.offset(), off);
             assert!(r.ts() == ts || (r.ts().is_nan() && ts.is_nan()), "{ts}");
             assert!(r.ts().is_nan() || r.ts().is_sign_positive() || ts < 0.0);
-            assert_eq!((r.len, r.line, r.id, r.parent), (7, 3, 11, 12));
+            assert_eq!((r.len, r.id, r.parent), (7, 11, 12));
             assert_eq!((r.etype, r.role), (T_MESSAGE, R_ASSISTANT));
             assert!(r.well_formed());
         }
     }
-    assert!(Rec::new(MAX_OFFSET, 1, 1, 2, 1, 0.0, T_MESSAGE, 0).is_none());
+    assert!(Rec::new(MAX_OFFSET, 1, 2, 1, 0.0, T_MESSAGE, 0).is_none());
 }
 
 /// Lines at logical offsets past 4 GiB (as in a file of more than 4 GiB) index with their
@@ -243,6 +243,9 @@ fn value_positions_count_extra_headers() {
     assert_eq!(ix.recs.len(), 3);
     // values: header 0, a 1, extra 2, extra 3, (null is not a value), b 4, extra 5, c 6
     assert_eq!((ix.vpos(0), ix.vpos(1), ix.vpos(2)), (1, 4, 6));
+    // line numbers are derived too: entries on consecutive lines share a run
+    assert_eq!((ix.line_of(0), ix.line_of(1), ix.line_of(2)), (2, 6, 8));
+    assert_eq!(ix.line_runs.len(), 3);
     for (v, want) in [
         (0, None),
         (1, Some(0)),
@@ -255,4 +258,37 @@ fn value_positions_count_extra_headers() {
     ] {
         assert_eq!(ix.entry_at_vpos(v), want, "{v}");
     }
+}
+
+/// Line numbers after blank, malformed and torn lines, and after a torn last line is rolled
+/// back and completed.
+#[test]
+fn line_numbers_follow_skipped_lines_and_rollbacks() {
+    let mut st = crate::store::Store::in_memory();
+    let h = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
+    let m = |id: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"x"}}}}"#
+        )
+    };
+    let data = format!(
+        "\n{h}\n{}\n{}\n\n  \nnot json\n{}\n{}",
+        m("a"),
+        m("b"),
+        m("c"),
+        &m("d")[..20]
+    );
+    st.append_bytes(0, data.as_bytes()).unwrap();
+    let lines: Vec<u32> = (0..st.index.recs.len() as u32)
+        .map(|i| st.index.line_of(i))
+        .collect();
+    assert_eq!(lines, [3, 4, 8]);
+    // the torn line completes: rolled back and indexed again on the same line
+    let end = data.len() as u64;
+    let rest = format!("{}\n{}\n", &m("d")[20..], m("e"));
+    st.append_bytes(end, rest.as_bytes()).unwrap();
+    let lines: Vec<u32> = (0..st.index.recs.len() as u32)
+        .map(|i| st.index.line_of(i))
+        .collect();
+    assert_eq!(lines, [3, 4, 8, 9, 10]);
 }

@@ -245,6 +245,8 @@ pub struct Index {
     prev_label_scratch: Option<(u64, u32)>,
     /// seed for v1 ids: a hash of the header id, so ids are stable across opens
     v1_seed: u64,
+    /// records announced to [`Index::restore_records`] (0 otherwise)
+    pending_recs: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

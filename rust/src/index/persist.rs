@@ -1,17 +1,20 @@
 //! The index as bytes and back, for the saved index (`crate::saved`, which owns the file, its
-//! checks and its folder). Only what cannot be derived is written: records (as their bytes),
-//! key tags, lengths and bytes, scalar key values, extra type and role names, labels, problem
-//! runs and the header state. The by-id map and the duplicate count are rebuilt from the
-//! records; the key table is rebuilt on first use (a warm open that looks no id up never pays
-//! for it).
+//! checks and its folder). Only what cannot be derived is written: the meta (extra type and
+//! role names, labels, problem runs, line runs, label/compaction targets, extra headers, the
+//! header state), the key records and key bytes as they are, and the records as their bytes.
+//! The by-id map and the duplicate count are rebuilt from the records; the key table is
+//! rebuilt on first use (a warm open that looks no id up never pays for it).
 //!
 //! Restoring trusts nothing: every length is checked against the bytes left before anything
-//! is allocated, and every key id, entry index, offset, type and role code is bounds-checked,
-//! so a damaged or forged input gives `None` (the caller then scans the file), never a panic,
-//! an out-of-bounds index later, or an allocation larger than the input.
+//! is allocated, and every key (tag, start, the bytes of its kind, UTF-8 for strings), key
+//! id, entry index, offset, line, type and role code is bounds-checked, so a damaged or
+//! forged input gives `None` (the caller then scans the file), never a panic, an
+//! out-of-bounds index later, or an allocation larger than the input. It comes in two halves
+//! ([`Index::restore_meta`], [`Index::restore_records`]) so that the records can be read on
+//! another thread meanwhile.
 
 use super::keys::{KeyRec, K_BOOL, K_NULL, K_NUM, K_OBJECT, K_STR, K_UNDEFINED};
-use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, KID_NULL, NONE};
+use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, NONE};
 use crate::json::JsVal;
 
 /// Appends native-endian values (the saved file records the byte order it was written in).
@@ -129,26 +132,18 @@ pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
 /// fixed `undefined` and `null` first and only there), starts in order and inside the bytes,
 /// each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64 (0
 /// as +0), a boolean one byte 0 or 1, nothing for the others.
-fn restore_keys(raw: &[u8], bytes: &[u8]) -> Option<Vec<KeyRec>> {
-    let n = raw.len() / 8;
-    let at = |i: usize| {
-        KeyRec(u64::from_ne_bytes(
-            raw[i * 8..i * 8 + 8].try_into().expect("8"),
-        ))
-    };
-    let mut out = Vec::with_capacity(n);
+fn check_keys(keys: &[KeyRec], bytes: &[u8]) -> Option<()> {
+    let n = keys.len();
     // strings are checked as UTF-8 in runs (between the bytes of scalar keys), and each
     // string's start must be a character boundary
     let mut run_start = 0usize;
     let total = bytes.len() as u64;
-    let mut next = at(0);
     for i in 0..n {
-        let k = next;
-        next = if i + 1 < n {
-            at(i + 1)
-        } else {
-            KeyRec::new(K_OBJECT, total)
-        };
+        let k = keys[i];
+        let next = keys
+            .get(i + 1)
+            .copied()
+            .unwrap_or(KeyRec::new(K_OBJECT, total));
         let (tag, start, end) = (k.tag(), k.start(), next.start());
         if end < start || end > total || (i < 2) != matches!(tag, K_UNDEFINED | K_NULL) {
             return None;
@@ -186,10 +181,9 @@ fn restore_keys(raw: &[u8], bytes: &[u8]) -> Option<Vec<KeyRec>> {
             simdutf8::basic::from_utf8(&bytes[run_start..start as usize]).ok()?;
             run_start = end as usize;
         }
-        out.push(k);
     }
     simdutf8::basic::from_utf8(&bytes[run_start..]).ok()?;
-    Some(out)
+    Some(())
 }
 
 /// Records from their bytes (as [`recs_bytes`] gives them); None unless a whole number of
@@ -225,12 +219,6 @@ impl Index {
     /// [`Index::can_persist`].
     pub fn persist_meta(&self, out: &mut Vec<u8>) {
         let mut o = Out(out);
-        // keys: their 8-byte records (tag and start) as they are, then their bytes
-        o.u64(self.key_recs.len() as u64);
-        for k in &self.key_recs {
-            o.u64(k.0);
-        }
-        o.bytes(&self.key_bytes);
         // type and role names beyond the fixed ones
         for names in [&self.types, &self.roles] {
             let fixed = if std::ptr::eq(names, &self.types) {
@@ -294,28 +282,71 @@ impl Index {
         o.u64(self.v1_seed);
     }
 
-    /// The index that [`Index::persist_meta`] and the records describe, over a file whose
-    /// first `covered` bytes are the ones indexed. None when anything is out of bounds or
-    /// inconsistent.
-    pub fn restore(meta: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
-        let mut ix = Index::restore_checked(meta, &recs, covered)?;
-        ix.recs = recs;
-        Some(ix)
+    /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes: the two
+    /// sections a saved index stores besides the meta and the records.
+    pub fn key_sections(&self) -> (&[u8], &[u8]) {
+        // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.
+        let recs = unsafe {
+            std::slice::from_raw_parts(
+                self.key_recs.as_ptr() as *const u8,
+                std::mem::size_of_val(&self.key_recs[..]),
+            )
+        };
+        (recs, &self.key_bytes)
     }
 
-    /// [`Index::restore`] without taking the records: they are checked, and the caller puts
-    /// them in `recs` (so another thread may read them meanwhile, e.g. to checksum them).
-    pub fn restore_checked(meta: &[u8], recs: &[Rec], covered: u64) -> Option<Index> {
+    /// For tests: the meta and the key sections in one buffer, for [`Index::restore`].
+    #[cfg(test)]
+    pub fn persist_all(&self) -> Vec<u8> {
+        let mut meta = Vec::new();
+        self.persist_meta(&mut meta);
+        let (k, b) = self.key_sections();
+        let mut out = Vec::new();
+        let mut o = Out(&mut out);
+        o.bytes(&meta);
+        o.bytes(k);
+        o.bytes(b);
+        out
+    }
+
+    /// For tests: the index that [`Index::persist_all`] and the records describe (None when
+    /// anything is out of bounds or inconsistent), as a saved index's load restores it.
+    #[cfg(test)]
+    pub fn restore(all: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
+        let mut r = In::new(all);
+        let (meta, k, b) = (r.bytes()?, r.bytes()?, r.bytes()?);
+        if !r.at_end() || k.len() % 8 != 0 {
+            return None;
+        }
+        let keys = k
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8")))
+            .collect();
+        Index::restore_meta(meta, keys, b.to_vec(), recs.len(), covered)?.restore_records(recs)
+    }
+
+    /// The first half of restoring a saved index: everything but the records, which another
+    /// thread may be reading meanwhile. `keys` and `key_bytes` are the key sections (moved
+    /// into the index as they are, after they are checked), `nrecs` the number of records
+    /// that will follow, `covered` the bytes of the file indexed. None when anything is out
+    /// of bounds or inconsistent. [`Index::restore_records`] completes it.
+    pub fn restore_meta(
+        meta: &[u8],
+        keys: Vec<u64>,
+        key_bytes: Vec<u8>,
+        nrecs: usize,
+        covered: u64,
+    ) -> Option<Index> {
         let mut ix = Index::new();
         let mut r = In::new(meta);
-        // keys: tags and starts in order, each key's bytes of its kind (see `KeyRec`)
-        let nkeys = r.count(8)?;
+        // keys: tags and starts in order, each key's bytes of its kind (see `KeyRec`); the
+        // vector is reused as it is (`KeyRec` is a transparent u64)
+        let nkeys = keys.len();
         if nkeys < 2 || nkeys > u32::MAX as usize - 1 {
             return None;
         }
-        let raw = r.take(nkeys * 8)?;
-        let key_bytes = r.bytes()?;
-        let key_recs = restore_keys(raw, key_bytes)?;
+        let key_recs: Vec<KeyRec> = keys.into_iter().map(KeyRec).collect();
+        check_keys(&key_recs, &key_bytes)?;
         // names
         for which in 0..2 {
             let n = r.count(8)?;
@@ -333,7 +364,6 @@ impl Index {
                 names.push(name.to_string());
             }
         }
-        let nrecs = recs.len();
         if nrecs >= NONE as usize {
             return None;
         }
@@ -424,13 +454,38 @@ impl Index {
         if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
             return None;
         }
-        // records: in file order, inside the covered bytes, with known keys and codes
+        ix.key_recs = key_recs;
+        ix.key_bytes = key_bytes;
+        ix.targets = targets;
+        ix.extra_headers = extra_headers;
+        ix.line_runs = line_runs;
+        ix.leaf = leaf;
+        ix.header = HeaderStateBox(HeaderState::Valid);
+        ix.header_span = Some((hs, hl));
+        // the key table (hashed with this index's own random seed) is rebuilt on first use
+        ix.keys = std::sync::OnceLock::new();
+        ix.pending_recs = nrecs as u32;
+        Some(ix)
+    }
+
+    /// The second half of restoring a saved index ([`Index::restore_meta`]): the records,
+    /// checked (in file order, inside the covered bytes, with known keys and codes) and the
+    /// by-id map built from them. None when they are not the records announced or anything
+    /// is out of bounds.
+    pub fn restore_records(mut self, recs: Vec<Rec>) -> Option<Index> {
+        let ix = &mut self;
+        if recs.len() != ix.pending_recs as usize || !ix.recs.is_empty() {
+            return None;
+        }
+        let (hs, hl) = ix.header_span?;
+        let covered = ix.scanned_to;
+        let nkeys = ix.key_recs.len();
         let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
         let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
         // labels and compactions have a target, other entries none
-        let mut next_target = targets.iter().map(|&(e, _)| e).peekable();
+        let mut next_target = ix.targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
             let offset = rec.offset();
             let end = offset + rec.len as u64;
@@ -453,19 +508,10 @@ impl Index {
             }
             *slot = i as u32;
         }
-        let _ = KID_NULL;
-        ix.key_recs = key_recs;
-        ix.key_bytes = key_bytes.to_vec();
         ix.by_id = by_id;
-        ix.targets = targets;
-        ix.extra_headers = extra_headers;
-        ix.line_runs = line_runs;
         ix.dup_ids = dup;
-        ix.leaf = leaf;
-        ix.header = HeaderStateBox(HeaderState::Valid);
-        ix.header_span = Some((hs, hl));
-        // the key table (hashed with this index's own random seed) is rebuilt on first use
-        ix.keys = std::sync::OnceLock::new();
-        Some(ix)
+        ix.pending_recs = 0;
+        ix.recs = recs;
+        Some(self)
     }
 }

@@ -208,8 +208,7 @@ fn lines_past_4_gib_index_with_exact_offsets() {
         ("line_too_long", 4, MAX_OFFSET)
     );
     // and through a saved index's bytes and back
-    let mut meta = Vec::new();
-    ix.persist_meta(&mut meta);
+    let meta = ix.persist_all();
     let covered = ix.scanned_to;
     let back = Index::restore(&meta, ix.recs.clone(), covered).expect("restores");
     assert_eq!(back.recs[1].offset(), (1 << 33) + 77);

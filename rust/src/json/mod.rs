@@ -232,7 +232,6 @@ fn top_field(key: &[u8]) -> Option<Field> {
     })
 }
 
-pub mod skim;
 mod strings;
 
 pub use strings::find_special;
@@ -753,30 +752,6 @@ impl LineParser {
         buf: &'a [u8],
         sk: &mut Skel<'a>,
     ) -> Option<usize> {
-        if buf.first() != Some(&b'{') {
-            return None;
-        }
-        if let Some(end) = skim::skim_fast(buf, sk, &mut self.stack) {
-            return Some(end);
-        }
-        // the skim was unsure (or the line is not JSON): the exact reader decides
-        *sk = Skel::new(TopKind::Object);
-        self.parse_object_line_exact(buf, sk)
-    }
-
-    /// The skim alone (`skim.rs`): [`LineParser::parse_object_line_into_no_utf8`]'s answer
-    /// when Some; None when the skim is unsure or the line is not JSON (`sk` then holds
-    /// garbage). For tests and benchmarks.
-    pub fn parse_object_line_skim<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
-        if buf.first() != Some(&b'{') {
-            return None;
-        }
-        skim::skim_fast(buf, sk, &mut self.stack)
-    }
-
-    /// [`LineParser::parse_object_line_into_no_utf8`] by the exact reader alone (no skim):
-    /// the reference the skim is checked against.
-    pub fn parse_object_line_exact<'a>(&mut self, buf: &'a [u8], sk: &mut Skel<'a>) -> Option<usize> {
         if buf.first() != Some(&b'{') {
             return None;
         }

@@ -438,6 +438,29 @@ impl Index {
             .collect())
     }
 
+    // ---- RPC get_tree (sessiontree.rpc): lines already in JSON.stringify's form ----
+
+    /// The lines of entries `idx` that are already `JSON.stringify(JSON.parse(line))`'s text
+    /// (`jstext::is_stringify_text`), None for the others (the caller writes those itself).
+    fn stringify_lines<'py>(
+        &self,
+        py: Python<'py>,
+        idx: Vec<usize>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        self.st
+            .with_lines(&idx, |k, b| {
+                if crate::jstext::is_stringify_text(b) {
+                    out[k] = Some(PyBytes::new(py, b));
+                }
+            })
+            .map_err(|e| store_err(py, e))?;
+        Ok(out)
+    }
+
     /// The entry's id when it is a string, else None.
     fn id(&self, i: usize) -> PyResult<Option<String>> {
         self.check(i)?;

@@ -3,6 +3,7 @@
 the "HTML view" section of docs/benchmarks.md.
 
     python benches/html_report.py --sizes 10,100,1024
+    python benches/html_report.py --export-only --sizes 10,100,1024   # the export vs pigz
 
 For each size: the export (``Session.export_html`` in a fresh process: time, peak RssAnon, output
 size), then both pages in headless Chromium (Debian's, via Playwright ``executable_path``): time
@@ -377,6 +378,80 @@ def screenshot(out: Path, work: Path) -> Path:
     return out
 
 
+# ---- --export-only (issue 18): the export against `pigz -1 -p 2` of the same file -----------
+
+EXPORT_ONLY_CHILD = textwrap.dedent(r"""
+    import json, sys, time
+    t0 = time.perf_counter()
+    from sessiontree import Session
+    s = Session.open(sys.argv[1])
+    t1 = time.perf_counter()
+    s.export_html(sys.argv[2])
+    t2 = time.perf_counter()
+    print(json.dumps({"open": t1 - t0, "export": t2 - t1}))
+""")
+
+
+def _timed(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, str]:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, check=True, stdout=stdout, text=stdout is subprocess.PIPE)
+    return time.perf_counter() - t, (r.stdout or "")
+
+
+def export_only(files: list[tuple[str, Path]], work: Path, rounds: int) -> list[dict]:
+    """For each file: ``rounds`` rounds, each running (in this order, fresh processes) the
+    export (``Session.open`` + ``export_html``; the child reports both), the CLI
+    ``python -m sessiontree export-html`` (the whole process) and ``pigz -1 -p 2 -c``; the
+    best of each. Ratios are to pigz's best in the same run."""
+    pigz = shutil.which("pigz")
+    if pigz is None:
+        raise SystemExit("pigz is not installed (apt-get install -y pigz)")
+    rows = []
+    for label, src in files:
+        out = work / f"export-only-{src.stem}.html"
+        gz = work / f"export-only-{src.stem}.gz"
+        best = {"export": float("inf"), "open": float("inf"), "cli": float("inf"), "pigz": float("inf")}
+        for _ in range(rounds):
+            _, text = _timed([sys.executable, "-c", EXPORT_ONLY_CHILD, str(src), str(out)], stdout=subprocess.PIPE)
+            child = json.loads(text)
+            best["export"] = min(best["export"], child["export"])
+            best["open"] = min(best["open"], child["open"])
+            best["cli"] = min(
+                best["cli"], _timed([sys.executable, "-m", "sessiontree", "export-html", str(src), "-o", str(out)])[0]
+            )
+            with open(gz, "wb") as fh:
+                best["pigz"] = min(best["pigz"], _timed([pigz, "-1", "-p", "2", "-c", str(src)], stdout=fh)[0])
+        rows.append(
+            {
+                "label": label,
+                "bytes": src.stat().st_size,
+                "html": out.stat().st_size,
+                "gz": gz.stat().st_size,
+                **best,
+                "load": os.getloadavg(),
+            }
+        )
+        out.unlink()
+        gz.unlink()
+    return rows
+
+
+def export_only_table(rows: list[dict]) -> str:
+    head = (
+        "| session | export_html (after open) | ratio to pigz | CLI `export-html` (whole process) | ratio to pigz "
+        "| `pigz -1 -p 2` | HTML / file | gzip / file | load average (1, 5, 15 min) |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+    )
+    lines = [
+        f"| {r['label']} | {r['export']:.2f} s | {r['export'] / r['pigz']:.2f}x | {r['cli']:.2f} s | "
+        f"{r['cli'] / r['pigz']:.2f}x | {r['pigz']:.2f} s | {r['html'] / r['bytes']:.3f} | {r['gz'] / r['bytes']:.3f} | "
+        + ", ".join(f"{x:.1f}" for x in r["load"])
+        + " |"
+        for r in rows
+    ]
+    return head + "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10,100", help="MiB, comma-separated (default 10,100; add 1024 for 1 GB)")
@@ -386,6 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--screenshot", type=Path, default=None, help="only write the README picture (the example's view) to this PNG"
     )
+    ap.add_argument(
+        "--export-only",
+        action="store_true",
+        help="only time the export against `pigz -1 -p 2` (interleaved, best of --rounds) and print the table",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of --export-only (default 3)")
+    ap.add_argument(
+        "--files", default="", help="--export-only: these session files (comma-separated) instead of generated ones"
+    )
     args = ap.parse_args(argv)
     from inputs import bench_dir
 
@@ -393,6 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     if args.screenshot:
         print(f"wrote {screenshot(args.screenshot, work)}")
+        return 0
+    if args.export_only:
+        if args.files:
+            files = [(Path(f).name, Path(f)) for f in args.files.split(",") if f]
+        else:
+            files = [(f"{float(x):g} MiB", session_file(float(x))) for x in args.sizes.split(",") if x]
+        print(export_only_table(export_only(files, work, args.rounds)), end="")
         return 0
     rows = run([float(x) for x in args.sizes.split(",") if x], work, args.timeout)
     write_section(section(rows), args.out)

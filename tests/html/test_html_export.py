@@ -208,6 +208,37 @@ def test_every_corpus_file_exports(tmp_path, path):
     assert html.count(b"</script") == html.count(b"<script")
 
 
+@pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
+def test_the_core_export_writes_the_digests_and_bytes_of_the_index(tmp_path, path, monkeypatch):
+    """Issue 18: the export's index chunks (digested and compressed by the core, several batches
+    in flight) are, in order, exactly ``Index.html_digest`` of each batch, and its segments
+    (cut at entries' line starts from the index, compressed by the core, written last-first)
+    are whole gzip members that together are the file's bytes, each starting where an entry's
+    line starts. Small batches and pieces make many of each."""
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "INDEX_BATCH", 5)
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 2048)
+    try:
+        s = Session.open(path)
+    except Exception as exc:
+        pytest.skip(f"not openable: {type(exc).__name__}")
+    html = s.export_html(tmp_path / "c.html").read_bytes()
+    chunks = [gzip.decompress(base64.b64decode(b, validate=True)) for _, b in _blocks(html, b"st-ix")]
+    n = len(s)
+    want = [s._core.html_digest(b0, min(n, b0 + 5), h.PREVIEW_CHARS) for b0 in range(0, n, 5)]
+    assert chunks == want
+    segs = _segment_members(html)
+    data = path.read_bytes()
+    assert b"".join(d for _, d in segs) == data[: s.indexed_bytes]
+    starts = {0} | {s._core.location(i)[1] for i in range(n)}
+    assert all(o in starts for o, _ in segs)
+    meta = orjson.loads(re.search(rb'id="st-meta">([^<]*)</script>', html).group(1))
+    assert meta["segments"] == [o for o, _ in segs]
+    order = [int(re.search(rb'data-o="(\d+)"', a).group(1)) for a, _ in _blocks(html, b"st-seg")]
+    assert order == sorted(order, reverse=True)
+
+
 # ==== the page, in Chromium ==========================================================
 
 CHROMIUM = _chromium()

@@ -298,6 +298,72 @@ mod fast {
         }
     }
 
+    /// Non-whitespace characters of a text kept for its preview when the text had to be copied
+    /// (it has escapes): [`clip`] never reads past the `max + 1`-th, so previews of fewer
+    /// characters are exact (longer ones go to `digest_value`).
+    pub(super) const HEAD_CHARS: usize = 1024;
+
+    /// A text block's or a content string's UTF-16 length and (a head of) its text: borrowed
+    /// when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace characters
+    /// copied (a tool output of megabytes is not).
+    struct Txt<'a> {
+        head: Cow<'a, str>,
+        units: u64,
+    }
+
+    fn head_of(s: &str) -> &str {
+        let mut k = 0;
+        for (i, c) in s.char_indices() {
+            if !c.is_whitespace() {
+                k += 1;
+                if k > HEAD_CHARS {
+                    return &s[..i + c.len_utf8()];
+                }
+            }
+        }
+        s
+    }
+
+    impl<'a> Txt<'a> {
+        fn borrowed(s: &'a str) -> Self {
+            Txt {
+                units: utf16_len(s),
+                head: Cow::Borrowed(s),
+            }
+        }
+        fn copied(s: &str) -> Self {
+            Txt {
+                units: utf16_len(s),
+                head: Cow::Owned(head_of(s).to_owned()),
+            }
+        }
+    }
+
+    /// A [`Txt`] or `null` (None).
+    struct NTxt<'a>(Option<Txt<'a>>);
+
+    impl<'de> Deserialize<'de> for NTxt<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = NTxt<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string or null")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                    Ok(NTxt(Some(Txt::borrowed(s))))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                    Ok(NTxt(Some(Txt::copied(s))))
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(NTxt(None))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
     /// Any JSON value, parsed (so what `Value` rejects is rejected) and dropped.
     struct Skip;
 
@@ -373,8 +439,8 @@ mod fast {
     #[derive(Default)]
     struct Block<'a> {
         btype: Option<Option<Cow<'a, str>>>,
-        text: Option<Option<Cow<'a, str>>>,
-        thinking: Option<Option<Cow<'a, str>>>,
+        text: Option<Option<Txt<'a>>>,
+        thinking: Option<Option<Txt<'a>>>,
         name: Option<Option<Cow<'a, str>>>,
         arguments: Option<Value>,
     }
@@ -392,8 +458,8 @@ mod fast {
                     while let Some(Key(k)) = a.next_key::<Key>()? {
                         match &*k {
                             "type" => set(&mut b.btype, a.next_value::<NStr>()?.0)?,
-                            "text" => set(&mut b.text, a.next_value::<NStr>()?.0)?,
-                            "thinking" => set(&mut b.thinking, a.next_value::<NStr>()?.0)?,
+                            "text" => set(&mut b.text, a.next_value::<NTxt>()?.0)?,
+                            "thinking" => set(&mut b.thinking, a.next_value::<NTxt>()?.0)?,
                             "name" => set(&mut b.name, a.next_value::<NStr>()?.0)?,
                             "arguments" => set(&mut b.arguments, a.next_value::<Value>()?)?,
                             _ => {
@@ -409,7 +475,7 @@ mod fast {
     }
 
     enum Content<'a> {
-        Text(Cow<'a, str>),
+        Text(Txt<'a>),
         Blocks(Vec<Block<'a>>),
     }
 
@@ -422,10 +488,10 @@ mod fast {
                     f.write_str("a string or an array of blocks")
                 }
                 fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
-                    Ok(Content::Text(Cow::Borrowed(s)))
+                    Ok(Content::Text(Txt::borrowed(s)))
                 }
                 fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-                    Ok(Content::Text(Cow::Owned(s.to_owned())))
+                    Ok(Content::Text(Txt::copied(s)))
                 }
                 fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
                     let mut v = Vec::new();
@@ -512,7 +578,7 @@ mod fast {
     /// `super::content_text` over typed blocks.
     fn content_text(c: &Content<'_>, max: usize, out: &mut String) {
         match c {
-            Content::Text(s) => clip(s, max, out),
+            Content::Text(s) => clip(&s.head, max, out),
             Content::Blocks(blocks) => {
                 for b in blocks {
                     if out.chars().count() >= max {
@@ -521,7 +587,7 @@ mod fast {
                     match b.btype.as_ref().and_then(|t| t.as_deref()) {
                         Some("text") => {
                             if let Some(Some(t)) = &b.text {
-                                clip(t, max, out)
+                                clip(&t.head, max, out)
                             }
                         }
                         Some("toolCall") => {
@@ -536,12 +602,19 @@ mod fast {
                 if out.is_empty() {
                     for b in blocks {
                         if let Some(Some(t)) = &b.thinking {
-                            clip(t, max, out);
+                            clip(&t.head, max, out);
                             break;
                         }
                     }
                 }
             }
+        }
+    }
+
+    fn t_len(v: &Option<Option<Txt<'_>>>) -> Option<u64> {
+        match v {
+            Some(Some(t)) => Some(t.units),
+            _ => None,
         }
     }
 
@@ -555,12 +628,12 @@ mod fast {
     /// `tokens::content_chars` (user, toolResult) over typed content.
     fn content_chars(c: &Content<'_>) -> Option<u64> {
         match c {
-            Content::Text(s) => Some(utf16_len(s)),
+            Content::Text(s) => Some(s.units),
             Content::Blocks(blocks) => {
                 let mut n = 0u64;
                 for b in blocks {
                     match b.btype.as_ref().and_then(|t| t.as_deref()) {
-                        Some("text") => n += s_len(&b.text).unwrap_or(0),
+                        Some("text") => n += t_len(&b.text).unwrap_or(0),
                         Some("image") => n += IMAGE_CHARS,
                         _ => {}
                     }
@@ -578,8 +651,8 @@ mod fast {
         let mut n = 0u64;
         for b in blocks {
             match b.btype.as_ref().and_then(|t| t.as_deref()) {
-                Some("text") => n += s_len(&b.text)?,
-                Some("thinking") => n += s_len(&b.thinking)?,
+                Some("text") => n += t_len(&b.text)?,
+                Some("thinking") => n += t_len(&b.thinking)?,
                 Some("toolCall") => {
                     n += s_len(&b.name)?;
                     n += stringify_len(b.arguments.as_ref()?);
@@ -591,6 +664,9 @@ mod fast {
     }
 
     pub(super) fn digest(line: &[u8], preview_chars: usize) -> Option<Digest> {
+        if preview_chars >= HEAD_CHARS {
+            return None;
+        }
         // one SIMD check of the whole line, then `from_str` (no check per string); a line that
         // is not UTF-8 is one `Value` rejects too
         let text = simdutf8::basic::from_utf8(line).ok()?;
@@ -800,6 +876,19 @@ mod tests {
         let odd = [
             m(r#""role":"user","content":"plain""#),
             m(r#""role":"user","content":"esc\n\u00e9\ud83d\ude00 x""#),
+            m(&format!(
+                r#""role":"user","content":"{}""#,
+                "a\\n \\t".repeat(3000)
+            )),
+            m(&format!(
+                r#""role":"assistant","content":[{{"type":"text","text":"{}"}},{{"type":"thinking","thinking":"\\n{}"}}]"#,
+                "\\u00e9 ".repeat(2000),
+                "b".repeat(5000)
+            )),
+            m(&format!(
+                r#""role":"toolResult","content":[{{"type":"text","text":"{}x"}}]"#,
+                "\\n".repeat(5000)
+            )),
             m(
                 r#""role":"user","content":[{"type":"text","text":null},{"type":"image"},{"type":"x"}]"#,
             ),

@@ -5,8 +5,8 @@ Content-Security-Policy forbids any: scripts and styles run only by hash, images
 ``blob:`` URLs the page makes from image blocks). It streams from the index, so a 1 GB session exports in time and memory
 proportional to what it writes:
 
-* **segments**: the session file's own bytes, cut at line ends into ~2 MiB pieces, each gzip-
-  compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
+* **segments**: the session file's own bytes, cut at line ends (entries' line starts, from the
+  index) into ~2 MiB pieces, each gzip-compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
   last-first (the leaf is usually near the end; the meta lists every piece's offset). The page
   decompresses a segment (``DecompressionStream``) only when it needs an entry in it (the message
   pane, search, the download of the original JSONL, which is the concatenation of all segments);
@@ -48,7 +48,8 @@ SEGMENT_BYTES = 2 << 20
 INDEX_BATCH = 32768
 #: Characters of preview per tree row.
 PREVIEW_CHARS = 80
-#: gzip level of segments and index chunks (1: fastest; JSON still shrinks ~5x).
+#: gzip level of the tree data (1: fastest); segments and index chunks are compressed by the
+#: core at the same level (``rust/src/export.rs`` ``GZIP_LEVEL``).
 GZIP_LEVEL = 1
 
 
@@ -123,9 +124,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     never over the session itself, a FIFO, a device or through a symbolic link, and never more
     readable than the session file or the page it replaces.
 
-    Cost: one pass of the Rust core over the entries (digests, in parallel batches) and one
-    read of the file's bytes (gzip level 1 in two threads); memory: one index batch and a few
-    segments at a time, plus the tree table (three integers per entry).
+    Cost (issue 18): the segment bounds come from the index (no read); the core then reads
+    each entry's line once for the index chunks (digested, gzip-compressed with libdeflate and
+    base64-encoded in batches on every core, written in order while later ones are worked on)
+    and each segment's bytes once (compressed the same way, with the GIL released, written
+    last-first while later ones are compressed; ``rust/src/export.rs``). Memory: a few index
+    batches and a few segments in flight, plus the tree table (three integers per entry).
 
     Raises:
         OutputPathError: ``path`` is the session file (or a hard link to it), a symbolic link,

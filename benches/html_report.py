@@ -436,6 +436,39 @@ def export_only(files: list[tuple[str, Path]], work: Path, rounds: int) -> list[
     return rows
 
 
+EXPORT_BEGIN, EXPORT_END = "<!-- html-export -->", "<!-- /html-export -->"
+
+
+def write_export_section(table: str, path: Path) -> None:
+    """The ``--export-only`` table between its own markers, after the HTML view section."""
+    text = (
+        EXPORT_BEGIN
+        + "\n### Export at compression speed (issue 18): `python benches/html_report.py --export-only --sizes 10,100,1024`\n\n"
+        + table
+        + "\n"
+        + EXPORT_NOTES
+        + EXPORT_END
+    )
+    old = path.read_text()
+    if EXPORT_BEGIN in old and EXPORT_END in old:
+        new = old[: old.index(EXPORT_BEGIN)] + text + old[old.index(EXPORT_END) + len(EXPORT_END) :]
+    elif END in old:
+        k = old.index(END) + len(END)
+        new = old[:k] + "\n\n" + text + old[k:]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
+
+
+EXPORT_NOTES = (
+    "Each row: best of `--rounds` rounds, each running in turn (fresh processes) `Session.open` +"
+    " `export_html` (the time of `export_html` alone), the CLI `python -m sessiontree export-html"
+    " FILE -o OUT` (the whole process: interpreter, import, open, export) and `pigz -1 -p 2 -c"
+    " FILE > OUT.gz`; the ratios are to pigz's best in the same run. Page cache warm (each file"
+    " is read by every contender every round). Load average at the end of each row.\n"
+)
+
+
 def export_only_table(rows: list[dict]) -> str:
     head = (
         "| session | export_html (after open) | ratio to pigz | CLI `export-html` (whole process) | ratio to pigz "
@@ -467,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only time the export against `pigz -1 -p 2` (interleaved, best of --rounds) and print the table",
     )
     ap.add_argument("--rounds", type=int, default=3, help="rounds of --export-only (default 3)")
+    ap.add_argument("--write", action="store_true", help="--export-only: also write its section of --out")
     ap.add_argument(
         "--files", default="", help="--export-only: these session files (comma-separated) instead of generated ones"
     )
@@ -483,7 +517,11 @@ def main(argv: list[str] | None = None) -> int:
             files = [(Path(f).name, Path(f)) for f in args.files.split(",") if f]
         else:
             files = [(f"{float(x):g} MiB", session_file(float(x))) for x in args.sizes.split(",") if x]
-        print(export_only_table(export_only(files, work, args.rounds)), end="")
+        table = export_only_table(export_only(files, work, args.rounds))
+        print(table, end="")
+        if args.write:
+            write_export_section(table, args.out)
+            print(f"wrote the export section of {args.out}")
         return 0
     rows = run([float(x) for x in args.sizes.split(",") if x], work, args.timeout)
     write_section(section(rows), args.out)

@@ -837,3 +837,27 @@ def test_a_segment_still_being_parsed_is_waited_for(tmp_path, browser, monkeypat
     finally:
         p.close()
         srv.close()
+
+
+@pytest.mark.skipif(shutil.which("pigz") is None, reason="pigz is not installed (apt-get install -y pigz)")
+def test_the_export_only_benchmark_runs_and_writes_its_section(tmp_path, capsys):
+    """``benches/html_report.py --export-only`` (issue 18) on the example: one round of each
+    contender, the table printed with its ratios, and its own marked section written after the
+    HTML view's (the rest of the file kept)."""
+    sys.path.insert(0, str(ROOT / "benches"))
+    try:
+        import html_report
+    finally:
+        sys.path.pop(0)
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n<!-- html-view -->\nview\n<!-- /html-view -->\n\n## Other\nkept\n")
+    args = ["--export-only", "--rounds", "1", "--files", str(EXAMPLE), "--work", str(tmp_path), "--write"]
+    assert html_report.main(args + ["--out", str(doc)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| session.jsonl |"))
+    assert re.search(r"\| [\d.]+x \|", row)
+    text = doc.read_text()
+    assert text.index("<!-- /html-view -->") < text.index("<!-- html-export -->") < text.index("## Other")
+    assert "| session.jsonl |" in text and "kept" in text
+    assert html_report.main(args + ["--out", str(doc)]) == 0  # rewritten in place, not added twice
+    assert doc.read_text().count("<!-- html-export -->") == 1

@@ -428,7 +428,7 @@ mod fast {
         }
     }
 
-    fn set<'a, T, E: de::Error>(slot: &mut Option<T>, v: T) -> Result<(), E> {
+    fn set<T, E: de::Error>(slot: &mut Option<T>, v: T) -> Result<(), E> {
         if slot.is_some() {
             return Err(E::custom("a key given twice")); // Value keeps the last: ask it
         }

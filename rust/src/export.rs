@@ -328,7 +328,7 @@ mod tests {
         let mut out = vec![0u8; data.len()];
         assert_eq!(d.gzip_decompress(&gz, &mut out).unwrap(), data.len());
         assert_eq!(out, data);
-        assert!(gz_b64(b"").len() > 0);
+        assert!(!gz_b64(b"").is_empty());
     }
 
     #[test]

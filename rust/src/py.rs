@@ -804,6 +804,7 @@ impl Index {
     /// `tail`, to the file descriptor `fd` at its offset: of the session's known bytes, or of
     /// `data` when given (an in-memory session's lines). Reading, compressing and writing run
     /// with the GIL released, on a reader that does not hold the index.
+    #[allow(clippy::too_many_arguments)]
     fn html_write_segments(
         &self,
         py: Python<'_>,

@@ -398,11 +398,13 @@ def _timed(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, str]:
     return time.perf_counter() - t, (r.stdout or "")
 
 
-def export_only(files: list[tuple[str, Path]], work: Path, rounds: int) -> list[dict]:
+def export_only(files: list[tuple[str, Path]], work: Path, rounds: int, baseline: str | None = None) -> list[dict]:
     """For each file: ``rounds`` rounds, each running (in this order, fresh processes) the
     export (``Session.open`` + ``export_html``; the child reports both), the CLI
     ``python -m sessiontree export-html`` (the whole process) and ``pigz -1 -p 2 -c``; the
-    best of each. Ratios are to pigz's best in the same run."""
+    best of each. Ratios are to pigz's best in the same run. ``baseline``: another interpreter
+    (one whose ``sessiontree`` is an older checkout) whose export is timed the same way, first
+    in each round."""
     pigz = shutil.which("pigz")
     if pigz is None:
         raise SystemExit("pigz is not installed (apt-get install -y pigz)")
@@ -411,7 +413,12 @@ def export_only(files: list[tuple[str, Path]], work: Path, rounds: int) -> list[
         out = work / f"export-only-{src.stem}.html"
         gz = work / f"export-only-{src.stem}.gz"
         best = {"export": float("inf"), "open": float("inf"), "cli": float("inf"), "pigz": float("inf")}
+        if baseline:
+            best["baseline"] = float("inf")
         for _ in range(rounds):
+            if baseline:
+                _, text = _timed([baseline, "-c", EXPORT_ONLY_CHILD, str(src), str(out)], stdout=subprocess.PIPE)
+                best["baseline"] = min(best["baseline"], json.loads(text)["export"])
             _, text = _timed([sys.executable, "-c", EXPORT_ONLY_CHILD, str(src), str(out)], stdout=subprocess.PIPE)
             child = json.loads(text)
             best["export"] = min(best["export"], child["export"])
@@ -470,14 +477,25 @@ EXPORT_NOTES = (
 
 
 def export_only_table(rows: list[dict]) -> str:
-    head = (
-        "| session | export_html (after open) | ratio to pigz | CLI `export-html` (whole process) | ratio to pigz "
-        "| `pigz -1 -p 2` | HTML / file | gzip / file | load average (1, 5, 15 min) |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
-    )
+    cols = [
+        "session",
+        "export_html (after open)",
+        "ratio to pigz",
+        "CLI `export-html` (whole process)",
+        "ratio to pigz",
+        "`pigz -1 -p 2`",
+        "HTML / file",
+        "gzip / file",
+    ]
+    base = any("baseline" in r for r in rows)
+    if base:
+        cols += ["baseline export_html", "its ratio to pigz"]
+    cols.append("load average (1, 5, 15 min)")
+    head = "| " + " | ".join(cols) + " |\n|" + "---:|" * (len(cols) - 1) + "---|\n"
     lines = [
         f"| {r['label']} | {r['export']:.2f} s | {r['export'] / r['pigz']:.2f}x | {r['cli']:.2f} s | "
         f"{r['cli'] / r['pigz']:.2f}x | {r['pigz']:.2f} s | {r['html'] / r['bytes']:.3f} | {r['gz'] / r['bytes']:.3f} | "
+        + (f"{r['baseline']:.2f} s | {r['baseline'] / r['pigz']:.2f}x | " if base else "")
         + ", ".join(f"{x:.1f}" for x in r["load"])
         + " |"
         for r in rows
@@ -502,6 +520,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds of --export-only (default 3)")
     ap.add_argument("--write", action="store_true", help="--export-only: also write its section of --out")
     ap.add_argument(
+        "--baseline",
+        default=None,
+        help="--export-only: also time the export of this interpreter's sessiontree (an older checkout's venv python)",
+    )
+    ap.add_argument(
         "--files", default="", help="--export-only: these session files (comma-separated) instead of generated ones"
     )
     args = ap.parse_args(argv)
@@ -517,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
             files = [(Path(f).name, Path(f)) for f in args.files.split(",") if f]
         else:
             files = [(f"{float(x):g} MiB", session_file(float(x))) for x in args.sizes.split(",") if x]
-        table = export_only_table(export_only(files, work, args.rounds))
+        table = export_only_table(export_only(files, work, args.rounds, args.baseline))
         print(table, end="")
         if args.write:
             write_export_section(table, args.out)

@@ -333,8 +333,10 @@ def section(rows: list[dict]) -> str:
         )
     lines += [
         "",
-        "The export reads each line twice (the Rust digest in parallel batches; the file's bytes for the "
-        "gzip segments, level 1, two threads) and holds one batch and a few segments at a time. The page "
+        "The export reads each line twice, both in the core (issue 18): the digests (index chunks) and the "
+        "gzip segments (libdeflate level 1), each worked on both cores with a few in flight while earlier "
+        "ones are written (the segments with the GIL released); the segment bounds come from the index. "
+        "The export section below times it against `pigz -1 -p 2`. The page "
         "decodes the index (ids, kinds, previews, usage) before the first tree paint and a 2 MiB segment "
         "only when an entry in it is shown or searched, so time to the tree grows with the entry count, "
         "not with the bytes of content.",

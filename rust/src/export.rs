@@ -120,7 +120,11 @@ pub fn cut_at_line_starts(
 /// knows where every entry's line starts). Lines that are not entries (blank, damaged) stay
 /// inside a piece.
 pub fn segment_bounds(st: &Store, seg_bytes: u64) -> Vec<(u64, u64)> {
-    cut_at_line_starts(st.index.recs.iter().map(|r| r.offset), st.end(), seg_bytes)
+    cut_at_line_starts(
+        st.index.recs.iter().map(|r| r.offset()),
+        st.end(),
+        seg_bytes,
+    )
 }
 
 /// The pieces of bytes held in memory, cut after the last `\n` within each `seg_bytes` (a

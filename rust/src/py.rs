@@ -482,6 +482,81 @@ impl Index {
         Ok(out)
     }
 
+    /// RPC `get_tree` (nested): the text of Pi's `"tree"` array, `[{"entry":...,"children":[...]
+    /// ...}...]`, written by [`crate::treejson::write_nested`]. Each entry's line is copied when
+    /// `check` and it is already `JSON.stringify`'s text (checked with the GIL released, on a copy
+    /// of the batch's lines: no borrow of this index is held meanwhile); the others are written
+    /// by `fallback(positions) -> list[bytes]` (the exact Python writer). `tails`: node position ->
+    /// the text after its children (`,"label":...`). Raises what `check_tree` raises.
+    #[pyo3(signature = (tails, fallback, check = true))]
+    fn tree_json<'py>(
+        slf: &Bound<'py, Self>,
+        tails: std::collections::HashMap<u32, Vec<u8>>,
+        fallback: &Bound<'py, PyAny>,
+        check: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let py = slf.py();
+        let (roots, start, kids, order) = {
+            let mut this = slf.borrow_mut();
+            let this = &mut *this;
+            let order = this
+                .tree
+                .preorder(&this.st.index)
+                .map_err(|e| this.walk_err(e));
+            let t = this.tree.get(&this.st.index);
+            (t.roots.clone(), t.start.clone(), t.kids.clone(), order)
+        };
+        let order = order.map_err(|e| e.into_py(py))?;
+        let mut out = Vec::new();
+        crate::treejson::write_nested(
+            &roots,
+            &start,
+            &kids,
+            &order,
+            |p| tails.get(&p).cloned(),
+            |batch, into| -> PyResult<()> {
+                let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
+                let mut lines: Vec<Vec<u8>> = vec![Vec::new(); idx.len()];
+                {
+                    let this = slf.borrow();
+                    for &i in &idx {
+                        this.check(i)?;
+                    }
+                    this.st
+                        .with_lines(&idx, |k, b| lines[k] = b.to_vec())
+                        .map_err(|e| store_err(py, e))?;
+                }
+                let ok: Vec<bool> = if check {
+                    py.detach(|| {
+                        lines
+                            .iter()
+                            .map(|l| crate::jstext::is_stringify_text(l))
+                            .collect()
+                    })
+                } else {
+                    vec![false; lines.len()]
+                };
+                let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
+                if !redo.is_empty() {
+                    let want: Vec<usize> = redo.iter().map(|&k| idx[k]).collect();
+                    let got: Vec<Vec<u8>> = fallback.call1((want,))?.extract()?;
+                    if got.len() != redo.len() {
+                        return Err(PyValueError::new_err(
+                            "tree_json: fallback gave a wrong count",
+                        ));
+                    }
+                    for (k, text) in redo.into_iter().zip(got) {
+                        lines[k] = text;
+                    }
+                }
+                into.extend(lines);
+                Ok(())
+            },
+            &mut out,
+        )?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// The entry's id when it is a string, else None.
     fn id(&self, i: usize) -> PyResult<Option<String>> {
         self.check(i)?;

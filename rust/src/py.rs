@@ -496,7 +496,7 @@ impl Index {
         check: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let py = slf.py();
-        let (roots, start, kids, order) = {
+        let (roots, start, kids, order, guess) = {
             let mut this = slf.borrow_mut();
             let this = &mut *this;
             let order = this
@@ -504,39 +504,53 @@ impl Index {
                 .preorder(&this.st.index)
                 .map_err(|e| this.walk_err(e));
             let t = this.tree.get(&this.st.index);
-            (t.roots.clone(), t.start.clone(), t.kids.clone(), order)
+            let guess = usize::try_from(this.st.end()).unwrap_or(0);
+            (
+                t.roots.clone(),
+                t.start.clone(),
+                t.kids.clone(),
+                order,
+                guess,
+            )
         };
         let order = order.map_err(|e| e.into_py(py))?;
-        let mut out = Vec::new();
+        // the lines plus about 30 bytes of nesting per node, so `out` is not copied as it grows
+        let mut out = Vec::with_capacity(guess.saturating_add(order.len().saturating_mul(32)));
         crate::treejson::write_nested(
             &roots,
             &start,
             &kids,
             &order,
             |p| tails.get(&p).cloned(),
-            |batch, into| -> PyResult<()> {
+            |batch, buf, ends| -> PyResult<()> {
+                use rayon::prelude::*;
                 let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
-                let mut lines: Vec<Vec<u8>> = vec![Vec::new(); idx.len()];
+                let mut raw: Vec<u8> = Vec::new();
+                let mut span: Vec<(usize, usize)> = vec![(0, 0); idx.len()];
                 {
                     let this = slf.borrow();
                     for &i in &idx {
                         this.check(i)?;
                     }
                     this.st
-                        .with_lines(&idx, |k, b| lines[k] = b.to_vec())
+                        .with_lines(&idx, |k, b| {
+                            span[k] = (raw.len(), raw.len() + b.len());
+                            raw.extend_from_slice(b);
+                        })
                         .map_err(|e| store_err(py, e))?;
                 }
+                // the check on a copy, with no borrow of this index held while others run
                 let ok: Vec<bool> = if check {
                     py.detach(|| {
-                        lines
-                            .iter()
-                            .map(|l| crate::jstext::is_stringify_text(l))
+                        span.par_iter()
+                            .map(|&(a, b)| crate::jstext::is_stringify_text(&raw[a..b]))
                             .collect()
                     })
                 } else {
-                    vec![false; lines.len()]
+                    vec![false; idx.len()]
                 };
                 let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
+                let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
                 if !redo.is_empty() {
                     let want: Vec<usize> = redo.iter().map(|&k| idx[k]).collect();
                     let got: Vec<Vec<u8>> = fallback.call1((want,))?.extract()?;
@@ -546,10 +560,17 @@ impl Index {
                         ));
                     }
                     for (k, text) in redo.into_iter().zip(got) {
-                        lines[k] = text;
+                        again[k] = Some(text);
                     }
                 }
-                into.extend(lines);
+                buf.reserve(raw.len());
+                for (k, &(a, b)) in span.iter().enumerate() {
+                    match &again[k] {
+                        Some(t) => buf.extend_from_slice(t),
+                        None => buf.extend_from_slice(&raw[a..b]),
+                    }
+                    ends.push(buf.len());
+                }
                 Ok(())
             },
             &mut out,

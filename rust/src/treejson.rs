@@ -14,8 +14,8 @@ pub const BATCH: usize = 4096;
 /// Appends `[` + the nested nodes + `]` to `out` for the tree `(roots, start, kids)` (node `p`'s
 /// children are `kids[start[p]..start[p + 1]]`), whose pre-order is `order` (from
 /// [`crate::walk::Tree::preorder`], which refuses cycles and bounds repeats).
-/// `texts(batch, into)` appends the JSON text of each entry of `batch` (a slice of `order`, in
-/// that order) to `into`; `tail(p)` is the text written after node `p`'s children array and
+/// `texts(batch, buf, ends)` appends the JSON text of each entry of `batch` (a slice of `order`,
+/// in that order) to `buf` (empty on the call) and its end in `buf` to `ends`; `tail(p)` is the text written after node `p`'s children array and
 /// before its closing brace (`,"label":...,"labelTimestamp":...` or empty).
 ///
 /// Errors: the first error of `texts`. Panics if `order` is not the pre-order of the tree (a
@@ -26,15 +26,16 @@ pub fn write_nested<E>(
     kids: &[u32],
     order: &[u32],
     mut tail: impl FnMut(u32) -> Option<Vec<u8>>,
-    mut texts: impl FnMut(&[u32], &mut Vec<Vec<u8>>) -> Result<(), E>,
+    mut texts: impl FnMut(&[u32], &mut Vec<u8>, &mut Vec<usize>) -> Result<(), E>,
     out: &mut Vec<u8>,
 ) -> Result<(), E> {
     out.push(b'[');
     // a node to open is pushed as `p`, a node to close as `!p` (pushed with the high bit set)
     const CLOSE: u64 = 1 << 32;
     let mut stack: Vec<u64> = roots.iter().rev().map(|&r| u64::from(r)).collect();
-    let mut batch: Vec<Vec<u8>> = Vec::new();
-    let mut taken = 0; // texts of `batch` already written
+    let mut buf: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut taken = 0; // texts of the batch already written
     let mut next = 0; // position in `order` of the next batch
     let mut first = true;
     while let Some(top) = stack.pop() {
@@ -48,16 +49,17 @@ pub fn write_nested<E>(
             first = false;
             continue;
         }
-        if taken == batch.len() {
-            batch.clear();
+        if taken == ends.len() {
+            buf.clear();
+            ends.clear();
             taken = 0;
             let end = (next + BATCH).min(order.len());
-            texts(&order[next..end], &mut batch)?;
-            assert_eq!(batch.len(), end - next, "one text per entry of the batch");
+            texts(&order[next..end], &mut buf, &mut ends)?;
+            assert_eq!(ends.len(), end - next, "one text per entry of the batch");
             next = end;
         }
         debug_assert_eq!(
-            order[next - batch.len() + taken],
+            order[next - ends.len() + taken],
             p,
             "order is the tree's pre-order"
         );
@@ -66,7 +68,8 @@ pub fn write_nested<E>(
         } else {
             b",{\"entry\":"
         });
-        out.extend_from_slice(&std::mem::take(&mut batch[taken]));
+        let a = if taken == 0 { 0 } else { ends[taken - 1] };
+        out.extend_from_slice(&buf[a..ends[taken]]);
         taken += 1;
         out.extend_from_slice(b",\"children\":[");
         first = true;
@@ -82,8 +85,11 @@ pub fn write_nested<E>(
 mod tests {
     use super::*;
 
-    fn text_of(b: &[u32], into: &mut Vec<Vec<u8>>) -> Result<(), ()> {
-        into.extend(b.iter().map(|i| format!("{i}").into_bytes()));
+    fn text_of(b: &[u32], buf: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<(), ()> {
+        for i in b {
+            buf.extend_from_slice(format!("{i}").as_bytes());
+            ends.push(buf.len());
+        }
         Ok(())
     }
 

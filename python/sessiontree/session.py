@@ -2193,9 +2193,9 @@ class Session:
             return [None] * len(idx)
         return self._core.stringify_lines(idx)
 
-    def tree_json(self, write: Callable[[Any], bytes]) -> bytes:
+    def tree_json(self, write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b"") -> bytes:
         """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``:
-        ``[{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...]`` (the nodes of
+        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` (the nodes of
         :meth:`get_tree` in its order), written by the core in one iterative pass (no recursion
         on depth). Each entry's line is copied where it already is ``JSON.stringify``'s text (as
         :meth:`entry_texts` checks); the others, labels and label timestamps are ``write(value)``
@@ -2217,6 +2217,8 @@ class Session:
             tails,
             lambda idx: [write(v) for v in self._load_raws(idx)],
             not self._core.needs_migration,
+            head,
+            foot,
         )
 
     def tree_labels(self) -> dict[int, tuple[Any, Any]]:

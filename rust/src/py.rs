@@ -488,12 +488,16 @@ impl Index {
     /// of the batch's lines: no borrow of this index is held meanwhile); the others are written
     /// by `fallback(positions) -> list[bytes]` (the exact Python writer). `tails`: node position ->
     /// the text after its children (`,"label":...`). Raises what `check_tree` raises.
-    #[pyo3(signature = (tails, fallback, check = true))]
+    /// `head` and `foot` are written before and after the array (so the whole answer is one
+    /// buffer, copied once into the returned bytes).
+    #[pyo3(signature = (tails, fallback, check = true, head = b"".to_vec(), foot = b"".to_vec()))]
     fn tree_json<'py>(
         slf: &Bound<'py, Self>,
         tails: std::collections::HashMap<u32, Vec<u8>>,
         fallback: &Bound<'py, PyAny>,
         check: bool,
+        head: Vec<u8>,
+        foot: Vec<u8>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let py = slf.py();
         let (roots, start, kids, order, guess) = {
@@ -515,7 +519,12 @@ impl Index {
         };
         let order = order.map_err(|e| e.into_py(py))?;
         // the lines plus about 30 bytes of nesting per node, so `out` is not copied as it grows
-        let mut out = Vec::with_capacity(guess.saturating_add(order.len().saturating_mul(32)));
+        let mut out = Vec::with_capacity(
+            guess
+                .saturating_add(order.len().saturating_mul(32))
+                .saturating_add(head.len() + foot.len()),
+        );
+        out.extend_from_slice(&head);
         crate::treejson::write_nested(
             &roots,
             &start,
@@ -575,6 +584,7 @@ impl Index {
             },
             &mut out,
         )?;
+        out.extend_from_slice(&foot);
         Ok(PyBytes::new(py, &out))
     }
 

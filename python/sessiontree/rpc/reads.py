@@ -114,7 +114,7 @@ class ReadCommands(ServerBase):
         """``get_tree``'s data as its JSON text, the tree written by the core
         (:meth:`Session.tree_json`); the same bytes as :meth:`_tree_text_py` (its test oracle)."""
         s = self.session
-        return b'{"tree":' + s.tree_json(encode) + b',"leafId":' + encode(s.leaf_id) + b"}"
+        return s.tree_json(encode, b'{"tree":', b',"leafId":' + encode(s.leaf_id) + b"}")
 
     def _tree_text_py(self) -> bytes:
         """Test oracle of :meth:`_tree_text`: the same text written node by node from the core's columns

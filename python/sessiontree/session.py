@@ -438,6 +438,10 @@ class Session:
         self._prepare_lock = threading.RLock()
         self._read_only = False
         self._source_name: str | None = None
+        # state the facade's friends use, declared here (never set in ``__dict__`` from outside)
+        self._compaction_lock = threading.Lock()
+        self._hooks: SessionHooks | None = None
+        self._usage_acc: tuple[Any, UsageAccumulator] | None = None
 
     @classmethod
     def open(
@@ -850,7 +854,7 @@ class Session:
             >>> Session.in_memory().validate()
             []
         """
-        out = structural_problems(self._core, self._load_raw)
+        out = structural_problems(self)
         if not self._header_on_disk and (self._path is not None or self._read_only):
             out.append(
                 {
@@ -862,7 +866,7 @@ class Session:
                 }
             )
         if content:
-            out += content_problems(self._core, self._load_raw)
+            out += content_problems(self)
         out.sort(key=lambda p: (p["line"], p["offset"]))
         return out
 
@@ -1064,6 +1068,121 @@ class Session:
         ancestor = core.common_ancestor_near(a, b)
         below = core.branch_since(a, ancestor) or []
         return below, None if ancestor is None else core.id(ancestor)
+
+    # ==== batch views for the package's own layers (issue 21) =========================
+    # Orchestration, auto-compaction, validation and the HTML view read a session through these
+    # public methods only (tests/seams/test_public_api_seams.py rejects private use above the
+    # facade). Each is batch-shaped: positions in, lists out, one core call where it can be.
+
+    def context_span(self, *, with_settings: bool = True, context_rule: bool = True) -> list[int]:
+        """Entry positions (:attr:`Entry.index`) of the context span, root first: what context
+        building and compaction read of the active branch (the index's ``context_span``,
+        rust/src/walk.rs; :meth:`get_context_entries` as positions). ``with_settings``: include
+        the few earlier entries whose values still count (the latest thinking-level and model
+        entries before the latest compaction, every ``context_edit``); ``context_rule``: the
+        leaf as :meth:`build_context` resolves it (an unknown leaf id reads as the last entry),
+        else as :meth:`get_branch` does (it gives nothing). Empty when the leaf is null. Cost:
+        the walk back from the leaf to the latest compaction; nothing parsed.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return self._span(with_settings=with_settings, context_rule=context_rule)
+
+    def raw_values(self, indices: Sequence[int]) -> list:
+        """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
+        for a legacy file) of the entries at positions ``indices``, in that order: one batch
+        read of their lines, no :class:`Entry` made.
+
+        Raises:
+            IndexError: a position names no entry.
+            SessionError: an entry nests too deeply to load in Python.
+        """
+        return self._load_raws(list(indices))
+
+    def entry_index(self, entry_id: Any) -> int | None:
+        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns for
+        ``entry_id`` (the last one if the id repeats), or None (no such entry, or not a str).
+        Cost: one by-id lookup."""
+        return self._lookup(entry_id) if isinstance(entry_id, str) else None
+
+    def parent_positions(self, indices: Sequence[int]) -> list[int | None]:
+        """For each position in ``indices``, the position the walk up from it goes to next (Pi's
+        ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
+        missing, not a string, or naming no entry). Cost: one lookup per position.
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        core = self._core
+        return [core.walk_parent(i) for i in indices]
+
+    @property
+    def leaf_is_null(self) -> bool:
+        """True when the leaf is before the first entry (Pi's null leaf: a new session,
+        :meth:`reset_leaf`, a branch summary at the root), as opposed to a leaf naming an entry
+        or an id that names none."""
+        return self._core.leaf_is_null()
+
+    def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
+        """The newest entry of type ``etype`` (and, given ``role``, message role ``role``) on the
+        active branch, or None: the index walks back from the leaf only as far as it is.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops before one is found.
+        """
+        return self._last_on_branch(etype, role)
+
+    def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
+        """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
+        :class:`AbandonedBranch` ``(indices, ancestor_id)``, the entry positions from just below
+        the common ancestor down to ``old_leaf`` (root first) and the ancestor's id (None: no
+        common ancestor). Both branches are walked up only as far as their common ancestor.
+        None when the pure rule (:func:`sessiontree.branch_summary.collect_entries_for_branch_summary`)
+        must decide: no old leaf, an unknown id, duplicate ids, a legacy file.
+
+        Raises:
+            SessionCycleError: a parent chain loops.
+        """
+        found = self._abandoned_since(old_leaf, target_id)
+        return None if found is None else AbandonedBranch(*found)
+
+    def check_tree(self) -> None:
+        """Check that Pi's tree (:meth:`get_tree`) can be walked, without building it.
+
+        Raises:
+            SessionCycleError: a ``parentId`` cycle is reachable from a root (through duplicate
+                ids); ``ids`` names it.
+            SessionError: the walk would repeat whole subtrees past a size limit.
+        """
+        self._core.check_tree()
+
+    def to_bytes(self) -> bytes:
+        """The session as the index holds it: the header line, then each entry's line as it is
+        in the file (not migrated), each ending in ``\n``. For an in-memory session, the file it
+        would be; for a file session, the indexed lines (problem lines such as malformed or blank
+        ones are left out). Cost: every line read once."""
+        core = self._core
+        return b"".join(
+            [(core.header_line() or b"") + b"\n"] + [line + b"\n" for line in core.lines(list(range(len(core))))]
+        )
+
+    def html_digest(self, start: int, stop: int, preview_chars: int) -> bytes:
+        """The HTML view's index chunk for entries ``start:stop`` (rust/src/digest.rs: per entry
+        id, kind, preview of at most ``preview_chars`` characters, reference id, offset and
+        length, timestamp, token estimate, usage), as the JSON bytes :mod:`sessiontree.html`
+        compresses into the page. Cost: those entries' lines, read and digested by the core.
+
+        Raises:
+            IndexError: ``start:stop`` is not a range of entry positions.
+        """
+        return self._core.html_digest(start, stop, preview_chars)
+
+    @property
+    def compaction_lock(self) -> threading.Lock:
+        """The lock one compaction of this session at a time holds
+        (:func:`sessiontree.orchestration.acompact` takes it, without blocking the event loop)."""
+        return self._compaction_lock
 
     def get_context_entries(self) -> list[Entry]:
         """The entries of the active branch that context building and compaction read, root
@@ -1775,7 +1894,7 @@ class Session:
     def hooks(self) -> SessionHooks:
         """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
         ``before_tree`` lists of sync or async callables)."""
-        hooks = self.__dict__.get("_hooks")
+        hooks = self._hooks
         if hooks is None:
             hooks = self._hooks = SessionHooks()
         return hooks
@@ -1932,7 +2051,7 @@ class Session:
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
         stable = n - 1 if n and self._core.ends_without_newline() else n
-        acc = self.__dict__.get("_usage_acc")
+        acc = self._usage_acc
         if acc is None or acc[0] is not self._core or acc[1].count > stable:
             acc = self._usage_acc = (self._core, UsageAccumulator())
         run = acc[1]
@@ -2230,6 +2349,15 @@ class TreeTable(NamedTuple):
     roots: list[int]
     start: list[int]
     kids: list[int]
+
+
+class AbandonedBranch(NamedTuple):
+    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`): the entry positions
+    from just below the common ancestor down to the old leaf, root first, and the ancestor's
+    id (None: the branches share no ancestor)."""
+
+    indices: list[int]
+    ancestor_id: str | None
 
 
 class CutPoint(NamedTuple):

@@ -101,12 +101,6 @@ def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _memory_bytes(session: "Session") -> bytes:
-    """An in-memory session's bytes as the core holds them: the header line, then each line."""
-    core = session._core
-    return b"".join([(core.header_line() or b"") + b"\n"] + [core.line(i) + b"\n" for i in range(len(core))])
-
-
 def _u32(values: list[int]) -> bytes:
     from array import array
 
@@ -137,21 +131,19 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         OSError: ``path`` cannot be written.
     """
     out = Path(path)
-    core = session._core
     session.flush()
-    n = len(core)
+    n = len(session)
     css = _asset("viewer.css")
     js = _asset("viewer.js")
-    leaf = core.leaf()
-    if leaf is None and not core.leaf_is_null() and n:
+    leaf_entry = session.leaf_entry
+    leaf = None if leaf_entry is None else leaf_entry.index
+    if leaf is None and not session.leaf_is_null and n:
         leaf = n - 1  # Pi: an unknown leaf id reads as the last entry
     # label entries replayed in the core's order; only string targets can name an entry (the
     # index resolves which entry holds the current label of each target)
     labels: dict[str, object] = {}
-    for target, e in core.labels():
+    for target, value in session.labels.items():
         if isinstance(target, str):
-            raw = session._load_raw(e)
-            value = raw.get("label") if isinstance(raw, dict) else None
             labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
     from ..session import atomic_writer  # looked up per call (tests watch it)
@@ -162,12 +154,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     st: os.stat_result | None = None
     if session.path is not None:
         src: BinaryIO = open(session.path, "rb")
-        end = core.end
+        end = session.indexed_bytes
         st = os.fstat(src.fileno())
     else:
         import io
 
-        mem = _memory_bytes(session)
+        mem = session.to_bytes()
         src, end = io.BytesIO(mem), len(mem)
     csp = (
         "default-src 'none'; script-src "
@@ -186,12 +178,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
                 "segments": [off for off, _ in bounds],
                 "n": n,
                 "leaf": leaf,
-                "leafIsNull": core.leaf_is_null(),
+                "leafIsNull": session.leaf_is_null,
                 "header": session.header,
                 "name": session.session_name,
                 "file": src_name,
                 "labels": labels,
-                "problems": session._core.problem_count(),
+                "problems": len(session.problems),
             }
             w = fh.write
             w(
@@ -204,7 +196,7 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
                 b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n"
             )
             w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
-            roots, start, kids = core.tree_table()
+            roots, start, kids = session.tree_table()
             tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
             del roots, start, kids
             w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
@@ -212,7 +204,7 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             # index chunks: one Rust call per batch; compress the previous batch meanwhile
             pending = None
             for b0 in range(0, n, INDEX_BATCH):
-                doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
+                doc = session.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
                 fut = pool.submit(_gz_b64, doc)
                 if pending is not None:
                     w(pending.result() + b"</script>\n")

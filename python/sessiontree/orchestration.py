@@ -141,24 +141,14 @@ from .results import BRANCH_SUMMARY_RESERVE_TOKENS  # noqa: E402 (its home: the 
 
 
 # ==== Errors ====================================================================
-
-
-class NothingToCompactError(SessionError):
-    """Pi's ``prepareCompaction`` found nothing to summarize: ``"Nothing to compact (session too
-    small)"`` (Pi's exact text). Nothing was appended."""
-
-
-class AlreadyCompactedError(NothingToCompactError):
-    """The leaf is already a compaction (Pi: ``"Already compacted"``). Nothing was appended."""
-
-
-class CompactionCancelledError(SessionError):
-    """A ``before_compact`` hook cancelled the compaction (Pi: ``"Compaction cancelled"``)."""
-
-
-class CompactionNoProgressError(SessionError):
-    """Compaction did not shrink the context (tokens after >= before), or the model overflowed
-    again right after an overflow recovery: retrying would loop."""
+# Their home is the light module results.py (the bottom floor: Session's own return types and
+# errors resolve without this module); imported here so ``sessiontree.orchestration.X`` stays.
+from .results import (  # noqa: E402
+    AlreadyCompactedError,
+    CompactionCancelledError,
+    CompactionNoProgressError,
+    NothingToCompactError,
+)
 
 
 # ==== Results ===================================================================

@@ -56,13 +56,13 @@ from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
 from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
 
-from .hooks import SessionHooks
 from .provider_context import ProviderContext
 from .results import (
     BRANCH_SUMMARY_RESERVE_TOKENS,
     CompactionResult,
     NavigationResult,
-)  # orchestration itself loads on first use
+    SessionHooks,
+)  # the bottom floor: orchestration, hooks and the HTML view load inside the methods that delegate
 
 if TYPE_CHECKING:
     from .scrub import ScrubReport

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import SessionError
-from .provider_context import ProviderContext
 
 if TYPE_CHECKING:
     from .entries import Entry
+    from .provider_context import ProviderContext
     from .summarizers.base import SummaryUsage
 
 # ==== Errors ====================================================================

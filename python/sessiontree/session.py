@@ -76,6 +76,25 @@ from .paths import (
 )
 
 
+# ==== the core's other objects, for the layers above (issue 21) ====================
+# Only session.py, entries.py, _jsjson.py and paths.py import ``_core``
+# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out here.
+
+#: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``).
+__version__: str = _core.__version__
+
+#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
+SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+
+
+def new_scrubber(header: bool, replay: str, record: bool) -> Any:
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
+    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
+    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
+    return _core.Scrubber(bool(header), replay, bool(record))
+
+
 # Entry ids need uniqueness within a file (collision-checked), not secrecy: a fast generator
 # seeded from the OS (Pi uses randomUUID().slice(0, 8)).
 

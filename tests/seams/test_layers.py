@@ -37,7 +37,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("streaming views", {"listing", "scrub", "html", "html.*"}),
     (
         "clients",
-        {"cli", "cli.*", "rpc", "rpc.*", "_fleet_cli", "_scrub_cli", "fleet", "fleet.*", "__main__", ""},
+        {"cli", "cli.*", "rpc", "rpc.*", "_scrub_cli", "fleet", "fleet.*", "__main__", ""},
     ),
 ]
 FACADE = next(k for k, (name, _) in enumerate(FLOORS) if name == "facade")
@@ -83,3 +83,12 @@ def test_pure_rules_import_no_settings_or_summarizer_module_above_them():
         deps = _runtime_imports(f"sessiontree.{name}", MODULES[f"sessiontree.{name}"])
         assert not {d for d in deps if d.startswith("sessiontree.summarizers")}, name
     assert floor_of("sessiontree.settings") == 0, "settings is on the bottom floor, under the pure rules"
+
+
+def test_no_cli_module_is_over_600_lines_and_the_fleet_cli_is_inside():
+    from tests.seams.test_module_layout import PKG
+
+    sizes = {f.name: len(f.read_text().splitlines()) for f in (PKG / "cli").glob("*.py")}
+    assert {"render.py", "read.py", "compact.py", "write.py", "fleet.py", "args.py", "app.py"} <= set(sizes)
+    assert {k: v for k, v in sizes.items() if v > 600} == {}
+    assert not (PKG / "cli.py").exists() and not (PKG / "_fleet_cli.py").exists()

@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Any
 
-from .cli import _nonneg_float
-from .cli import _pos_int as _cli_pos_int
+from .args import _nonneg_float
+from .args import _pos_int as _cli_pos_int
 
 COMMANDS = ("stats", "compact-all")
 
@@ -124,7 +124,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
+    from ..settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 
     d = DEFAULT_COMPACTION_SETTINGS
     keep = getattr(args, "keep_recent_tokens", None)
@@ -143,7 +143,7 @@ def _tty() -> bool:
 
 
 def _fail(message: str) -> int:
-    from .cli import safe_text
+    from ..cli import safe_text
 
     print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
     return 2
@@ -152,7 +152,7 @@ def _fail(message: str) -> int:
 def _missing_source(sources: list[str]) -> str | None:
     """The first local SOURCE that does not exist (a glob matching nothing is not missing: it
     names no sessions; URLs are checked by listing them)."""
-    from .fleet._sources import _is_url
+    from ..fleet._sources import _is_url
 
     for src in sources:
         text = src[len("file://") :] if src.startswith("file://") else src
@@ -169,7 +169,7 @@ _NAMED = 20
 
 def _name_errors(rows: list[tuple[str, str, str]], what: str) -> None:
     """``(path, kind, error)`` of the files that could not be read, on stderr."""
-    from .cli import safe_text
+    from ..cli import safe_text
 
     for path, kind, err in rows[:_NAMED]:
         print(f"  {kind}: {safe_text(path)}: {safe_text(err)}", file=sys.stderr)
@@ -186,7 +186,7 @@ def _count(values: list[Any]) -> dict[str, int]:
 
 
 def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
-    from .cli import safe_text
+    from ..cli import safe_text
 
     progress = (args.progress or _tty()) and not args.no_progress
     table = fleet.session_stats(
@@ -259,8 +259,8 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
     import signal
     import threading
 
-    from .fleet._compact import RunInterrupted
-    from .summarizers import get_summarizer
+    from ..fleet._compact import RunInterrupted
+    from ..summarizers import get_summarizer
 
     name = args.summarizer or "offline"
     kw: dict = {}
@@ -364,11 +364,11 @@ _FAILED = ("error", "summarizer_error", "locked", "not_a_session", "not_a_file",
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from . import fleet
+        from .. import fleet
     except ImportError as exc:  # pragma: no cover - depends on the environment
         return _fail(f"{exc}")
-    from .errors import SessionTreeError
-    from .fleet._sources import SourceError
+    from ..errors import SessionTreeError
+    from ..fleet._sources import SourceError
 
     missing = _missing_source(args.source)
     if missing is not None:

@@ -92,3 +92,19 @@ def test_no_cli_module_is_over_600_lines_and_the_fleet_cli_is_inside():
     assert {"render.py", "read.py", "compact.py", "write.py", "fleet.py", "args.py", "app.py"} <= set(sizes)
     assert {k: v for k, v in sizes.items() if v > 600} == {}
     assert not (PKG / "cli.py").exists() and not (PKG / "_fleet_cli.py").exists()
+
+
+def test_session_has_two_append_paths_and_no_file_io_of_its_own():
+    import ast
+
+    from tests.seams.test_module_layout import PKG
+
+    tree = ast.parse((PKG / "session.py").read_text())
+    methods = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert sorted(m for m in methods if m.startswith("_append")) == ["_append_built", "_append_field"]
+    # the atomic writes, temp-file cleanup, rewrites and copies live in writer.py
+    assert not {"atomic_write", "atomic_writer", "remove_stale_temp_files", "_fsync_dir", "_check_target"} & methods
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "AtomicWriter"]
+    from sessiontree import session, writer
+
+    assert session.atomic_write is writer.atomic_write and session.atomic_writer is writer.atomic_writer

@@ -27,6 +27,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "message_shape",
             "index_cache",
             "writer",
+            "providers",
         },
     ),
     ("entry views", {"entries"}),

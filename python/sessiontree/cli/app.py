@@ -18,6 +18,7 @@ from ..errors import (
 )
 from ..session import Session
 
+from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int
 from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, safe_text
 from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_tree, cmd_validate
@@ -79,17 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
     g = summ.add_argument_group("summarizer")
     g.add_argument(
         "--summarizer",
-        choices=("offline", "openai", "anthropic"),
+        choices=SUMMARIZER_NAMES,
         default=None,
         help="who writes the summary (default offline: extractive, no model, no network)",
     )
     g.add_argument(
-        "--model", metavar="M", help="model id for openai/anthropic (default $OPENAI_MODEL / $ANTHROPIC_MODEL)"
+        "--model",
+        metavar="M",
+        help=f"model id for {names_text('/')} (default {names_text(' / ', '${env}_MODEL')})",
     )
     g.add_argument(
         "--base-url",
         metavar="URL",
-        help="API base URL for openai/anthropic (default $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)",
+        help=f"API base URL for {names_text('/')} (default {names_text(' / ', '${env}_BASE_URL')})",
     )
     g.add_argument("--instructions", metavar="TEXT", help="extra focus for the summary (Pi's custom instructions)")
     g.add_argument(

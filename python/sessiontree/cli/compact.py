@@ -16,6 +16,7 @@ from ..errors import (
 )
 from ..session import Session
 
+from ..providers import names_text, provider
 from .render import _Out, _fmt_tokens, _kind_from, _print_json, _shown_id, _tokens_or_none, safe_text
 
 
@@ -92,7 +93,7 @@ def _make_summarizer(args: argparse.Namespace) -> Any:
     if name == "offline":
         given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url)) if value]
         if given:
-            raise _CliFailure(f"{' and '.join(given)} need --summarizer openai or anthropic")
+            raise _CliFailure(f"{' and '.join(given)} need --summarizer {names_text()}")
     else:
         if args.model:
             kw["model"] = args.model
@@ -107,7 +108,8 @@ def _make_summarizer(args: argparse.Namespace) -> Any:
     except ImportError as exc:
         raise _CliFailure(f"summarizer {name!r} is not available: {exc}") from None
     except ValueError as exc:
-        env = "OPENAI" if name == "openai" else "ANTHROPIC"
+        p = provider(name)
+        env = p.env if p is not None else "OPENAI"
         raise _CliFailure(f"{exc} (use --model M, or set ${env}_MODEL / ${env}_API_KEY)") from None
 
 
@@ -338,7 +340,7 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
     progress = _Progress(_progress_enabled(args) and not args.dry_run)
     if args.dry_run:
         if args.summarizer in (None, "offline") and (args.model or args.base_url):
-            raise _CliFailure("--model and --base-url need --summarizer openai or anthropic")
+            raise _CliFailure(f"--model and --base-url need --summarizer {names_text()}")
         plan = _compact_plan(s, args, settings)
         if plan["preparation"] is None:
             message = "Already compacted" if plan["already"] else "Nothing to compact (session too small)"

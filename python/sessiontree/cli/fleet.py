@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any
 
+from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _nonneg_float
 from .args import _pos_int as _cli_pos_int
 
@@ -106,9 +107,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--parquet", metavar="OUT", help="also write this run's outcomes table")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
-    p.add_argument("--summarizer", choices=("offline", "openai", "anthropic"), default=None)
-    p.add_argument("--model", metavar="M", help="model id for openai/anthropic")
-    p.add_argument("--base-url", metavar="URL", help="API base URL for openai/anthropic")
+    p.add_argument("--summarizer", choices=SUMMARIZER_NAMES, default=None)
+    p.add_argument("--model", metavar="M", help=f"model id for {names_text('/')}")
+    p.add_argument("--base-url", metavar="URL", help=f"API base URL for {names_text('/')}")
     p.add_argument("--max-tokens", type=_pos_int, metavar="N", help="the summarizing model's output limit")
     p.add_argument("--instructions", metavar="TEXT", help="extra focus for the summaries")
     p.add_argument(
@@ -273,7 +274,7 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         if args.max_tokens is not None:
             kw["max_output_tokens"] = args.max_tokens
     elif args.model or args.base_url:
-        return _fail("--model and --base-url need --summarizer openai or anthropic")
+        return _fail(f"--model and --base-url need --summarizer {names_text()}")
     try:
         summarizer = get_summarizer(name, **kw)
     except (ImportError, ValueError) as exc:

@@ -13,6 +13,7 @@ from ..errors import (
 )
 from ..session import Session
 
+from ..providers import names_text
 from .render import _Out, _print_json, _shown_id, safe_text
 from .compact import (
     _CliFailure,
@@ -52,7 +53,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         )
         return 1
     if args.dry_run and args.summarizer in (None, "offline") and (args.model or args.base_url):
-        raise _CliFailure("--model and --base-url need --summarizer openai or anthropic")
+        raise _CliFailure(f"--model and --base-url need --summarizer {names_text()}")
     progress = _Progress(_progress_enabled(args) and not args.dry_run)
     summarizer = None
     if args.summarize and not args.dry_run:

@@ -32,6 +32,7 @@ from . import _core
 from ._jsjson import js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
 from .entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
+from .entry_types import USAGE_TYPES
 from .errors import (
     EntryNotFoundError,
     LeafMovedError,
@@ -1797,7 +1798,7 @@ class Session:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
-        types = ("message", "compaction", "branch_summary", "usage")
+        types = USAGE_TYPES  # the entry-type table: message, compaction, branch_summary, usage
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
         stable = n - 1 if n and self._core.ends_without_newline() else n

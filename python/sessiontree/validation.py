@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .entry_types import CONTENT_TYPES
 from .errors import PiError, SessionCycleError, SessionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,7 @@ __all__ = ["NOTE_KINDS", "entry_content_error", "structural_problems", "content_
 NOTE_KINDS = frozenset({"blank_line", "too_deep"})
 
 #: Entry types whose content reaches Pi's context building, estimates and serialization.
-_CONTENT_TYPES = ("message", "custom_message", "branch_summary", "compaction")
+_CONTENT_TYPES = CONTENT_TYPES  # the entry-type table (entry_types.py)
 
 
 def entry_content_error(raw: Any) -> PiError | None:

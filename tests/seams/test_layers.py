@@ -28,6 +28,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "index_cache",
             "writer",
             "providers",
+            "entry_types",
         },
     ),
     ("entry views", {"entries"}),

@@ -74,3 +74,11 @@ def test_rpc_summarizes_every_pi_api_of_the_rows_with_the_rows_class(api, monkey
         pytest.skip(f"the {p.extra} SDK is not installed")
     assert type(got).__name__ == p.cls
     assert providers.provider_for_pi_api("no-such-api") is None
+
+
+def test_sdk_errors_are_classified_in_one_module():
+    # the SDK exception shapes are read in summarizers/sdk.py only (convert_sdk_error)
+    pkg = Path(summarizers.__file__).parent
+    names = ("APIStatusError", "APITimeoutError", "APIConnectionError")
+    readers = sorted(f.name for f in pkg.glob("*.py") if any(n in f.read_text() for n in names))
+    assert readers == ["sdk.py"]

@@ -909,6 +909,23 @@ class Session:
         found = self._abandoned_since(old_leaf, target_id)
         return None if found is None else AbandonedBranch(*found)
 
+    def branch_positions(self, from_id: str | None = None) -> list[int]:
+        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first, without
+        building entries or columns: the index's walk up from ``from_id`` (default: the leaf).
+        Empty when the leaf is null or names no entry.
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops.
+        """
+        if from_id is None:
+            start = self._core.leaf()
+            if start is None:
+                return []
+        else:
+            start = self._index_of(from_id)
+        return self._walk(start)
+
     def check_tree(self) -> None:
         """Check that Pi's tree (:meth:`get_tree`) can be walked, without building it.
 

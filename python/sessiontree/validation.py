@@ -18,7 +18,7 @@ views only (entry table, problems, walks), never the core index. Users call
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .entry_types import CONTENT_TYPES
@@ -183,7 +183,7 @@ def structural_problems(session: "Session") -> list[dict]:
     leaf = session.leaf_entry
     if leaf is not None:
         try:
-            session.branch_table()  # walks the leaf's parent chain
+            session.branch_positions()  # walks the leaf's parent chain
         except SessionCycleError as exc:
             add(
                 leaf.index,
@@ -206,13 +206,11 @@ def content_problems(session: "Session") -> list[dict]:
     the four content-carrying types."""
     out: list[dict] = []
     table = session.entry_table()
-    for i, etype in enumerate(table.type):
-        if etype not in _CONTENT_TYPES:
-            continue
+    todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
+    for i, raw in _raw_values(session, todo):
         line, offset = table.line[i], table.offset[i]
-        try:
-            raw = session.raw_values([i])[0]
-        except SessionError as exc:  # nested too deeply for Python's parser
+        if isinstance(raw, SessionError):  # nested too deeply for Python's parser
+            exc = raw
             out.append(
                 _problem(
                     line,
@@ -235,3 +233,18 @@ def content_problems(session: "Session") -> list[dict]:
                 )
             )
     return out
+
+
+def _raw_values(session: "Session", idx: list[int], batch: int = 1024) -> Iterator[tuple[int, Any]]:
+    """``(i, parsed value)`` for each position of ``idx``, read in batches; a value that cannot
+    be loaded (:class:`SessionError`: nested too deeply) comes as its error, alone."""
+    for b0 in range(0, len(idx), batch):
+        part = idx[b0 : b0 + batch]
+        try:
+            yield from zip(part, session.raw_values(part))
+        except SessionError:
+            for i in part:
+                try:
+                    yield i, session.raw_values([i])[0]
+                except SessionError as exc:
+                    yield i, exc

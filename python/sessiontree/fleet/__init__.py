@@ -31,7 +31,8 @@ from typing import Any
 
 from ..settings import CompactionSettings
 from ._compact import compact_sessions, outcomes_schema
-from ._rows import PROBLEM_KINDS, ROLES, Options
+from ._rows import Options
+from .columns import STATS_COLUMNS
 from ._scrub import scrub_sessions
 from ._sources import Item, resolve_source
 
@@ -61,7 +62,8 @@ def _pa() -> Any:
 
 
 def stats_schema() -> Any:
-    """The Arrow schema of :func:`session_stats` (one row per session file).
+    """The Arrow schema of :func:`session_stats` (one row per session file), built from the one
+    column list :data:`sessiontree.fleet.columns.STATS_COLUMNS`.
 
     Times are UTC ``timestamp[ms]``; tokens are Pi's units (float64: Pi's sums can be NaN
     when a usage lacks a field); cost in dollars.
@@ -76,7 +78,7 @@ def stats_schema() -> Any:
       message time, else created, else file time), ``file_modified`` (mtime), ``bytes``.
     * ``entries`` (lines holding entries, duplicates included), ``distinct_ids``,
       ``messages`` and ``messages_<role>`` (user, assistant, tool_result, bash_execution,
-      custom, other), ``tool_calls`` (``toolCall`` blocks of assistant messages),
+      custom), ``messages_other``, ``tool_calls`` (``toolCall`` blocks of assistant messages),
       ``compactions``, ``branch_summaries``, ``labels``, ``leaves`` (tree nodes without
       children: the branches), ``leaf_id``, ``leaf_type`` (``compaction`` when the session
       was compacted at its leaf).
@@ -88,59 +90,21 @@ def stats_schema() -> Any:
       ``total_tokens``, ``cost``: Pi's ``get_session_stats`` totals over the whole file,
       summaries included; ``summary_tokens``, ``summary_cost``: the compaction and branch
       summary part of them.
-    * ``problems`` and ``problems_<kind>`` (one per scanner problem kind, plus ``other``),
+    * ``problems`` and ``problems_<kind>`` (one per scanner problem kind), ``problems_other``,
       ``needs_migration`` (a v1/v2 file).
     * ``error_kind``, ``error``: set when the file could not be opened (then only ``path``,
       ``bytes`` and ``file_modified`` may be set).
     """
     pa = _pa()
-    ts = pa.timestamp("ms", tz="UTC")
-    i64, f64, s = pa.int64(), pa.float64(), pa.string()
-    fields = [
-        ("path", s),
-        ("path_bytes", pa.binary()),
-        ("session_id", s),
-        ("cwd", s),
-        ("parent_session", s),
-        ("parent_session_id", s),
-        ("name", s),
-        ("created", ts),
-        ("modified", ts),
-        ("file_modified", ts),
-        ("bytes", i64),
-        ("entries", i64),
-        ("distinct_ids", i64),
-        ("messages", i64),
-        *[(f"messages_{col}", i64) for _, col in ROLES],
-        ("messages_other", i64),
-        ("tool_calls", i64),
-        ("compactions", i64),
-        ("branch_summaries", i64),
-        ("labels", i64),
-        ("leaves", i64),
-        ("leaf_id", s),
-        ("leaf_type", s),
-        ("active_path_length", i64),
-        ("context_messages", i64),
-        ("context_tokens", f64),
-        ("should_compact", pa.bool_()),
-        ("context_window", i64),
-        ("context_error", s),
-        ("input_tokens", f64),
-        ("output_tokens", f64),
-        ("cache_read_tokens", f64),
-        ("cache_write_tokens", f64),
-        ("total_tokens", f64),
-        ("cost", f64),
-        ("summary_tokens", f64),
-        ("summary_cost", f64),
-        ("problems", i64),
-        *[(f"problems_{k}", i64) for k in PROBLEM_KINDS],
-        ("problems_other", i64),
-        ("needs_migration", pa.bool_()),
-        ("error_kind", s),
-        ("error", s),
-    ]
+    types = {
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("ms", tz="UTC"),
+    }
+    fields = [(name, types[kind]) for name, kind in STATS_COLUMNS]  # the one column list (fleet/columns.py)
     return pa.schema(fields)
 
 

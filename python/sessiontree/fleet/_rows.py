@@ -18,28 +18,9 @@ from ..session import Session
 from ..settings import CompactionSettings
 from ..usage import UsageAccumulator, usage_totals_of_entries
 from ._sources import Item
+from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
-
-#: The problem kinds the Rust scanner records (``Problem.kind``), one count column each.
-PROBLEM_KINDS = (
-    "blank_line",
-    "line_too_long",
-    "malformed_json",
-    "torn_last_line",
-    "skipped_value",
-    "invalid_utf8",
-    "extra_header",
-)
-
-#: Message roles with a column of their own (``messages_<role>``); others count as ``other``.
-ROLES = (
-    ("user", "user"),
-    ("assistant", "assistant"),
-    ("toolResult", "tool_result"),
-    ("bashExecution", "bash_execution"),
-    ("custom", "custom"),
-)
 
 _USAGE_TYPES = ("compaction", "branch_summary", "usage")
 _SUMMARY_TYPES = ("compaction", "branch_summary")

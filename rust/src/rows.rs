@@ -1,0 +1,851 @@
+//! Fleet rows from the core (issue 18): what `sessiontree.fleet`'s per-session stats row and
+//! per-entry table need from an entry's raw line, computed without a Python object per entry.
+//!
+//! A fast path in the manner of `tokens.rs`: it reads only what the row needs from each line
+//! (`usage` and `message.{role, usage, content, timestamp}`, the `type` of content blocks, one
+//! usage's `cost.total`) with a linear, iterative scan that skips every other value (strings
+//! through the core's SIMD string scanner), and reports **undecided** for anything it cannot
+//! settle exactly (escaped keys or names, integers beyond 128 bits, an array timestamp, a
+//! line that does not scan). The rules are `sessiontree.usage`'s (`UsageAccumulator` with
+//! `skip_missing=True`, Python's int/float arithmetic included: integers add exactly, a float
+//! turns the sum into a float) and `fleet/_rows.py`'s (tool calls, Pi's `modified`); the
+//! Python rules stay the oracle, `tests/fleet/test_core_rows_parity.py` runs both over the
+//! corpus and generated stores, and the session answers for undecided entries from them.
+
+use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION, T_MESSAGE};
+use crate::json::skip_string_body;
+use crate::store::{Store, StoreError};
+use rayon::prelude::*;
+
+/// `usage` entries (cache warming and other model work outside the conversation).
+fn is_usage_type(st: &Store, etype: u16) -> bool {
+    etype != 0 && st.index.type_name(etype) == "usage"
+}
+
+/// A scalar JSON value as the rules need it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Scalar {
+    #[default]
+    Missing,
+    Null,
+    Bool(bool),
+    /// an integer literal (no fraction, no exponent), exactly
+    Int(i128),
+    Float(f64),
+    Str {
+        empty: bool,
+    },
+    Obj {
+        empty: bool,
+    },
+    Arr,
+}
+
+impl Scalar {
+    /// Python truthiness of the parsed value (a dict or list is truthy when not empty).
+    fn truthy(&self) -> bool {
+        match *self {
+            Scalar::Missing | Scalar::Null => false,
+            Scalar::Bool(b) => b,
+            Scalar::Int(n) => n != 0,
+            Scalar::Float(f) => f != 0.0,
+            Scalar::Str { empty } | Scalar::Obj { empty } => !empty,
+            Scalar::Arr => true, // only `content` arrays are told apart; truthiness unused
+        }
+    }
+}
+
+/// A number as Python holds it after the JSON parse: an `int` or a `float`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Num::Int(n) => n as f64,
+            Num::Float(f) => f,
+        }
+    }
+    /// `self + other` with Python's semantics (None: an int sum over 128 bits, undecided).
+    fn add(self, other: Num) -> Option<Num> {
+        Some(match (self, other) {
+            (Num::Int(a), Num::Int(b)) => Num::Int(a.checked_add(b)?),
+            (a, b) => Num::Float(a.to_f64() + b.to_f64()),
+        })
+    }
+}
+
+/// What `sessiontree.usage` adds for a usage field with `skip_missing` (`js_usage_number`,
+/// then SQL's `sum`): a missing field or one that is not a finite number adds nothing.
+fn usage_number(v: Scalar) -> Option<Num> {
+    match v {
+        Scalar::Null => Some(Num::Int(0)),
+        Scalar::Bool(b) => Some(Num::Int(i128::from(b))),
+        Scalar::Int(n) => Some(Num::Int(n)),
+        Scalar::Float(f) if f.is_finite() => Some(Num::Float(f)),
+        _ => None,
+    }
+}
+
+/// A `usage` value: whether it is an object, how many keys, and the fields the sums read.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Usage {
+    pub value: Scalar,
+    /// input, output, cacheRead, cacheWrite, cost.total (Missing when `cost` is no object)
+    pub fields: [Scalar; 5],
+    pub total_tokens: Scalar,
+}
+
+/// A short name (`role`, a block's `type`, `stopReason`): its bytes when a string without
+/// escapes, else how it differs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Name<'a> {
+    #[default]
+    Missing,
+    Str(&'a [u8]),
+    Other,
+}
+
+/// What the row needs from one entry line.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LineFacts<'a> {
+    /// the entry's `usage`
+    pub usage: Usage,
+    /// `message` is an object
+    pub message_obj: bool,
+    pub role: Name<'a>,
+    pub stop_reason: Name<'a>,
+    /// `message.usage`
+    pub msg_usage: Usage,
+    /// `"content" in message`
+    pub has_content: bool,
+    /// `message.content` is an array: its `toolCall` blocks (objects whose `type` is that)
+    pub content_array: bool,
+    pub tool_calls: u32,
+    /// `message.timestamp`
+    pub msg_timestamp: Scalar,
+    /// the entry's own `timestamp` is an array (`new Date([..])` parses its `String()`)
+    pub timestamp_array: bool,
+}
+
+/// The scan of one line; every method returns None where the line is not settled here.
+struct W<'a> {
+    b: &'a [u8],
+    i: usize,
+    /// nesting of the containers being read (not skipped)
+    d: usize,
+}
+
+/// Deeper lines are decided by Python (`entries.MAX_DEPTH`: it refuses to load them).
+const MAX_DEPTH: usize = 1000;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Obj {
+    Top,
+    Message,
+    TopUsage,
+    MsgUsage,
+    Cost,
+    Block,
+}
+
+impl<'a> W<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+    #[inline]
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+    /// A string at `"`: (body, holds an escape).
+    fn string(&mut self) -> Option<(&'a [u8], bool)> {
+        debug_assert_eq!(self.peek(), Some(b'"'));
+        let start = self.i + 1;
+        let end = skip_string_body(self.b, start).ok()?;
+        self.i = end;
+        let body = &self.b[start..end - 1];
+        Some((body, memchr::memchr(b'\\', body).is_some()))
+    }
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.b.get(self.i..self.i + word.len())? == word {
+            self.i += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+    fn number(&mut self) -> Option<Scalar> {
+        let start = self.i;
+        let mut int = true;
+        while let Some(c) = self.peek() {
+            match c {
+                b'0'..=b'9' | b'-' | b'+' => {}
+                b'.' | b'e' | b'E' => int = false,
+                _ => break,
+            }
+            self.i += 1;
+        }
+        let text = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        if int {
+            if text.len() > 40 {
+                return None; // beyond 128 bits, or nearly: Python's int decides
+            }
+            return text.parse::<i128>().ok().map(Scalar::Int);
+        }
+        text.parse::<f64>().ok().map(Scalar::Float)
+    }
+    /// Skips any composite value at `{`/`[` (iteratively; strings by the SIMD scanner).
+    fn skip_composite(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            let c = self.peek()?;
+            match c {
+                b'"' => {
+                    self.string()?;
+                    continue;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    if self.d + depth > MAX_DEPTH {
+                        return None;
+                    }
+                }
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        self.i += 1;
+                        return Some(());
+                    }
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+    }
+    /// Whether the composite at `{`/`[` is empty (`{}`), then skips it.
+    fn skip_value(&mut self) -> Option<Scalar> {
+        self.ws();
+        match self.peek()? {
+            b'"' => {
+                let (body, _) = self.string()?;
+                Some(Scalar::Str {
+                    empty: body.is_empty(),
+                })
+            }
+            b'{' => {
+                let save = self.i;
+                self.i += 1;
+                self.ws();
+                let empty = self.peek()? == b'}';
+                self.i = save;
+                self.skip_composite()?;
+                Some(Scalar::Obj { empty })
+            }
+            b'[' => {
+                self.skip_composite()?;
+                Some(Scalar::Arr)
+            }
+            b't' => self.literal(b"true").map(|_| Scalar::Bool(true)),
+            b'f' => self.literal(b"false").map(|_| Scalar::Bool(false)),
+            b'n' => self.literal(b"null").map(|_| Scalar::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+    fn name(&mut self) -> Option<Name<'a>> {
+        self.ws();
+        if self.peek()? == b'"' {
+            let (body, esc) = self.string()?;
+            if esc {
+                return None; // an escaped name might spell one we compare with
+            }
+            Some(Name::Str(body))
+        } else {
+            self.skip_value()?;
+            Some(Name::Other)
+        }
+    }
+    /// An object at `{` in role `what`, its fields stored into `f` (the last of a repeated key
+    /// wins, as in `JSON.parse`). Returns how many keys it had.
+    fn object(
+        &mut self,
+        what: Obj,
+        f: &mut LineFacts<'a>,
+        block_type: &mut Name<'a>,
+    ) -> Option<u32> {
+        self.eat(b'{')?;
+        self.d += 1;
+        let mut n = 0u32;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            self.d -= 1;
+            return Some(0);
+        }
+        loop {
+            self.ws();
+            if self.peek()? != b'"' {
+                return None;
+            }
+            let (key, esc) = self.string()?;
+            if esc {
+                return None; // `"us\u0061ge"` is `usage`
+            }
+            self.eat(b':')?;
+            self.ws();
+            n += 1;
+            self.field(what, key, f, block_type)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    self.d -= 1;
+                    return Some(n);
+                }
+                _ => return None,
+            }
+        }
+    }
+    fn usage(&mut self, what: Obj) -> Option<Usage> {
+        if self.peek()? == b'{' {
+            let mut u = LineFacts::default();
+            let n = self.object(what, &mut u, &mut Name::Missing)?;
+            let mut out = u.usage;
+            out.value = Scalar::Obj { empty: n == 0 };
+            Some(out)
+        } else {
+            Some(Usage {
+                value: self.skip_value()?,
+                ..Usage::default()
+            })
+        }
+    }
+    fn field(
+        &mut self,
+        what: Obj,
+        key: &'a [u8],
+        f: &mut LineFacts<'a>,
+        bt: &mut Name<'a>,
+    ) -> Option<()> {
+        match (what, key) {
+            (Obj::Top, b"usage") => f.usage = self.usage(Obj::TopUsage)?,
+            (Obj::Top, b"message") => {
+                // a repeated `message`: the last one is the message
+                let keep_usage = f.usage;
+                let keep_ts = f.timestamp_array;
+                *f = LineFacts {
+                    usage: keep_usage,
+                    timestamp_array: keep_ts,
+                    ..LineFacts::default()
+                };
+                if self.peek()? == b'{' {
+                    f.message_obj = true;
+                    self.object(Obj::Message, f, bt)?;
+                } else {
+                    self.skip_value()?;
+                }
+            }
+            (Obj::Top, b"timestamp") => f.timestamp_array = self.skip_value()? == Scalar::Arr,
+            (Obj::Message, b"role") => f.role = self.name()?,
+            (Obj::Message, b"stopReason") => f.stop_reason = self.name()?,
+            (Obj::Message, b"usage") => f.msg_usage = self.usage(Obj::MsgUsage)?,
+            (Obj::Message, b"timestamp") => f.msg_timestamp = self.skip_value()?,
+            (Obj::Message, b"content") => {
+                f.has_content = true;
+                f.tool_calls = 0;
+                f.content_array = false;
+                if self.peek()? == b'[' {
+                    f.content_array = true;
+                    f.tool_calls = self.content()?;
+                } else {
+                    self.skip_value()?;
+                }
+            }
+            (Obj::TopUsage | Obj::MsgUsage, k) => {
+                let slot = match k {
+                    b"input" => Some(0),
+                    b"output" => Some(1),
+                    b"cacheRead" => Some(2),
+                    b"cacheWrite" => Some(3),
+                    _ => None,
+                };
+                if let Some(s) = slot {
+                    f.usage.fields[s] = self.skip_value()?;
+                } else if k == b"totalTokens" {
+                    f.usage.total_tokens = self.skip_value()?;
+                } else if k == b"cost" {
+                    f.usage.fields[4] = Scalar::Missing;
+                    if self.peek()? == b'{' {
+                        let mut c = LineFacts::default();
+                        self.object(Obj::Cost, &mut c, &mut Name::Missing)?;
+                        f.usage.fields[4] = c.usage.fields[4];
+                    } else {
+                        self.skip_value()?;
+                    }
+                } else {
+                    self.skip_value()?;
+                }
+            }
+            (Obj::Cost, b"total") => f.usage.fields[4] = self.skip_value()?,
+            (Obj::Block, b"type") => *bt = self.name()?,
+            _ => {
+                self.skip_value()?;
+            }
+        }
+        Some(())
+    }
+    /// `message.content` at `[`: how many of its elements are objects with `type: "toolCall"`.
+    fn content(&mut self) -> Option<u32> {
+        self.eat(b'[')?;
+        self.d += 1;
+        let mut calls = 0u32;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            self.d -= 1;
+            return Some(0);
+        }
+        loop {
+            self.ws();
+            if self.peek()? == b'{' {
+                let mut bt = Name::Missing;
+                let mut scratch = LineFacts::default();
+                self.object(Obj::Block, &mut scratch, &mut bt)?;
+                if bt == Name::Str(b"toolCall") {
+                    calls += 1;
+                }
+            } else {
+                self.skip_value()?;
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    self.d -= 1;
+                    return Some(calls);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// The facts of one entry line, or None where the exact (Python) rules must decide.
+pub fn line_facts(line: &[u8]) -> Option<LineFacts<'_>> {
+    let mut w = W {
+        b: line,
+        i: 0,
+        d: 0,
+    };
+    let mut f = LineFacts::default();
+    w.ws();
+    if w.peek()? != b'{' {
+        return None;
+    }
+    w.object(Obj::Top, &mut f, &mut Name::Missing)?;
+    w.ws();
+    (w.i == line.len()).then_some(f)
+}
+
+/// The usage an entry carries by `sessiontree.usage._carries_usage` (None: none).
+fn carried(etype_message: bool, summary_or_usage_type: bool, f: &LineFacts<'_>) -> Option<Usage> {
+    if etype_message {
+        if !f.message_obj {
+            return None;
+        }
+        let u = f.msg_usage;
+        let is_obj = matches!(u.value, Scalar::Obj { .. });
+        match f.role {
+            Name::Str(b"assistant") => is_obj.then_some(u),
+            Name::Str(b"toolResult") => (u.value.truthy() && is_obj).then_some(u),
+            _ => None,
+        }
+    } else if summary_or_usage_type {
+        let u = f.usage;
+        matches!(u.value, Scalar::Obj { empty: false }).then_some(u)
+    } else {
+        None
+    }
+}
+
+/// Running sums of `UsageAccumulator(skip_missing=True)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sums {
+    pub sums: [Num; 5],
+    pub seen: [bool; 5],
+    pub carriers: u64,
+}
+
+impl Default for Sums {
+    fn default() -> Self {
+        Sums {
+            sums: [Num::Int(0); 5],
+            seen: [false; 5],
+            carriers: 0,
+        }
+    }
+}
+
+impl Sums {
+    /// Adds one carried usage's numbers (None: a sum beyond 128-bit integers, undecided).
+    fn add(&mut self, vals: &[Option<Num>; 5]) -> Option<()> {
+        self.carriers += 1;
+        for k in 0..5 {
+            if let Some(v) = vals[k] {
+                self.sums[k] = self.sums[k].add(v)?;
+                self.seen[k] = true;
+            }
+        }
+        Some(())
+    }
+    /// `UsageAccumulator.totals()`: input, output, cacheRead, cacheWrite, total, cost (None:
+    /// a sum the usages gave no number to; `total` the sum of the four that are not None).
+    pub fn totals(&self) -> Option<[Option<f64>; 6]> {
+        let part = |k: usize| (self.seen[k] || self.carriers == 0).then_some(self.sums[k]);
+        let mut total: Option<Num> = None;
+        for k in 0..4 {
+            if let Some(v) = part(k) {
+                total = Some(total.unwrap_or(Num::Int(0)).add(v)?);
+            }
+        }
+        Some([
+            part(0).map(Num::to_f64),
+            part(1).map(Num::to_f64),
+            part(2).map(Num::to_f64),
+            part(3).map(Num::to_f64),
+            total.map(Num::to_f64),
+            part(4).map(Num::to_f64),
+        ])
+    }
+}
+
+/// One entry's usage as the per-entry table shows it (`usage_totals_of_entries([raw],
+/// skip_missing=True)`): input, output, cacheRead, cacheWrite, cost (None: missing or not a
+/// finite number).
+pub type EntryUsage = [Option<f64>; 5];
+
+/// The columns and sums of a whole session.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    /// per entry: the usage it carries (None: it carries none)
+    pub usage: Vec<Option<EntryUsage>>,
+    /// entries the exact (Python) rules must decide (file order)
+    pub undecided: Vec<u32>,
+    /// `usage.py` totals over every entry, summaries included / summaries only (None when an
+    /// entry is undecided or an integer sum overflowed)
+    pub totals: Option<[Option<f64>; 6]>,
+    pub summary_totals: Option<[Option<f64>; 6]>,
+    /// `toolCall` blocks of assistant messages
+    pub tool_calls: u64,
+}
+
+/// Lines are read and scanned in batches of about this many bytes (bounded memory).
+const BATCH_BYTES: u64 = 8 << 20;
+
+/// Usage candidates of the index: message entries whose role is assistant or toolResult,
+/// compactions, branch summaries and `usage` entries (what `fleet/_rows.py` parses).
+fn candidates(st: &Store) -> Vec<usize> {
+    let ix = &st.index;
+    (0..ix.recs.len())
+        .filter(|&i| {
+            let r = &ix.recs[i];
+            match r.etype {
+                T_MESSAGE => {
+                    r.role != 0 && matches!(ix.role_name(r.role), "assistant" | "toolResult")
+                }
+                T_COMPACTION | T_BRANCH_SUMMARY => true,
+                t => is_usage_type(st, t),
+            }
+        })
+        .collect()
+}
+
+/// Per-entry facts of `idx`, read in batches and scanned on every core; `f(k, facts)` in
+/// the order of `idx` (None: undecided).
+fn scan_lines<T: Send>(
+    st: &Store,
+    idx: &[usize],
+    each: impl Fn(usize, Option<LineFacts<'_>>) -> T + Sync,
+) -> Result<Vec<T>, StoreError> {
+    let mut out: Vec<T> = Vec::with_capacity(idx.len());
+    let recs = &st.index.recs;
+    let mut a = 0;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    while a < idx.len() {
+        let mut b = a;
+        let mut bytes = 0u64;
+        while b < idx.len() && (b == a || bytes + recs[idx[b]].len as u64 <= BATCH_BYTES) {
+            bytes += recs[idx[b]].len as u64;
+            b += 1;
+        }
+        buf.clear();
+        spans.clear();
+        spans.resize(b - a, (0, 0));
+        st.with_lines(&idx[a..b], |k, line| {
+            let s = buf.len();
+            buf.extend_from_slice(line);
+            spans[k] = (s, buf.len());
+        })?;
+        let part: Vec<T> = spans
+            .par_iter()
+            .enumerate()
+            .map(|(k, &(s, e))| each(a + k, line_facts(&buf[s..e])))
+            .collect();
+        out.extend(part);
+        a = b;
+    }
+    Ok(out)
+}
+
+/// The usage columns and sums of a session (see [`Rows`]).
+pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
+    let ix = &st.index;
+    let n = ix.recs.len();
+    let idx = candidates(st);
+    // (usage numbers, tool calls) per candidate; None: undecided
+    type One = Option<(Option<[Option<Num>; 5]>, u32)>;
+    let per: Vec<One> = scan_lines(st, &idx, |k, facts| {
+        let f = facts?;
+        let r = &ix.recs[idx[k]];
+        let is_msg = r.etype == T_MESSAGE;
+        let u = carried(is_msg, !is_msg, &f);
+        let nums = u.map(|u| u.fields.map(usage_number));
+        let calls =
+            if is_msg && ix.role_name(r.role) == "assistant" && f.message_obj && f.content_array {
+                f.tool_calls
+            } else {
+                0
+            };
+        Some((nums, calls))
+    })?;
+    let mut rows = Rows {
+        usage: vec![None; n],
+        ..Rows::default()
+    };
+    let mut all = Some(Sums::default());
+    let mut summary = Some(Sums::default());
+    for (k, one) in per.into_iter().enumerate() {
+        let i = idx[k];
+        let Some((nums, calls)) = one else {
+            rows.undecided.push(i as u32);
+            all = None;
+            summary = None;
+            continue;
+        };
+        rows.tool_calls += u64::from(calls);
+        let Some(nums) = nums else { continue };
+        rows.usage[i] =
+            Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
+        if let Some(s) = all.as_mut() {
+            if s.add(&nums).is_none() {
+                all = None;
+            }
+        }
+        if matches!(ix.recs[i].etype, T_COMPACTION | T_BRANCH_SUMMARY) {
+            if let Some(s) = summary.as_mut() {
+                if s.add(&nums).is_none() {
+                    summary = None;
+                }
+            }
+        }
+    }
+    rows.totals = all.and_then(|s| s.totals());
+    rows.summary_totals = summary.and_then(|s| s.totals());
+    Ok(rows)
+}
+
+/// Pi's `modified` rule as `fleet/_rows.py` applies it: the last user or assistant message
+/// that has `content`, its `message.timestamp` when a number, else its entry's timestamp when
+/// a valid date. `Ok(Err(i))`: entry `i` must be decided by the exact (Python) rules (the
+/// scan stops there); `Ok(Ok(None))`: no such message.
+pub fn last_activity(st: &Store) -> Result<Result<Option<f64>, u32>, StoreError> {
+    let ix = &st.index;
+    for i in (0..ix.recs.len()).rev() {
+        let r = &ix.recs[i];
+        if r.etype != T_MESSAGE
+            || r.role == 0
+            || !matches!(ix.role_name(r.role), "user" | "assistant")
+        {
+            continue;
+        }
+        let line = st.line(i)?;
+        let Some(f) = line_facts(&line) else {
+            return Ok(Err(i as u32));
+        };
+        if !f.message_obj || !f.has_content {
+            continue;
+        }
+        match f.msg_timestamp {
+            Scalar::Int(t) => return Ok(Ok(Some(t as f64))),
+            Scalar::Float(t) => return Ok(Ok(Some(t))),
+            _ => {}
+        }
+        if f.timestamp_array {
+            return Ok(Err(i as u32));
+        }
+        if r.ts.is_finite() {
+            return Ok(Ok(Some(r.ts)));
+        }
+    }
+    Ok(Ok(None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(s: &str) -> LineFacts<'_> {
+        line_facts(s.as_bytes()).expect("decided")
+    }
+
+    #[test]
+    fn reads_message_usage_and_tool_calls() {
+        let f = facts(
+            r#"{"type":"message","id":"a","message":{"role":"assistant","content":[{"type":"text","text":"x\"}"},{"type":"toolCall","name":"r","arguments":{"type":"toolCall"}},"s",{"type":"toolCall"}],"usage":{"input":10,"output":2.5,"cacheRead":null,"cacheWrite":true,"totalTokens":9,"cost":{"total":0.25,"input":1}},"timestamp":5}}"#,
+        );
+        assert!(f.message_obj && f.has_content && f.content_array);
+        assert_eq!(f.role, Name::Str(b"assistant"));
+        assert_eq!(f.tool_calls, 2);
+        assert_eq!(
+            f.msg_usage.fields,
+            [
+                Scalar::Int(10),
+                Scalar::Float(2.5),
+                Scalar::Null,
+                Scalar::Bool(true),
+                Scalar::Float(0.25)
+            ]
+        );
+        assert_eq!(f.msg_usage.total_tokens, Scalar::Int(9));
+        assert_eq!(f.msg_timestamp, Scalar::Int(5));
+    }
+
+    #[test]
+    fn the_last_repeated_key_wins_and_cost_must_be_an_object() {
+        let f = facts(
+            r#"{"usage":{"input":1},"message":{"role":"user"},"usage":{"input":2,"cost":{"total":1},"cost":3},"message":{"role":"toolResult","content":"x"}}"#,
+        );
+        assert_eq!(f.usage.fields[0], Scalar::Int(2));
+        assert_eq!(f.usage.fields[4], Scalar::Missing);
+        assert_eq!(f.role, Name::Str(b"toolResult"));
+        assert!(f.has_content && !f.content_array);
+    }
+
+    #[test]
+    fn undecided_where_python_must_decide() {
+        for line in [
+            r#"{"message":{"r\u006fle":"assistant"}}"#,
+            r#"{"message":{"role":"assist\u0061nt"}}"#,
+            r#"{"usage":{"input":123456789012345678901234567890123456789012345}}"#,
+            r#"{"message":{"role":"assistant"}"#,
+            r#"[1]"#,
+            r#"{"a":1} x"#,
+        ] {
+            assert_eq!(line_facts(line.as_bytes()), None, "{line}");
+        }
+        // escapes elsewhere are skipped
+        let f = facts(r#"{"x":{"k\u0041":"\ud800"},"message":{"role":"user","content":"\n"}}"#);
+        assert_eq!(f.role, Name::Str(b"user"));
+    }
+
+    #[test]
+    fn sums_follow_python_int_and_float_arithmetic() {
+        let mut s = Sums::default();
+        let big = Num::Int(1 << 60);
+        s.add(&[
+            Some(big),
+            Some(Num::Float(0.1)),
+            None,
+            Some(Num::Int(0)),
+            None,
+        ])
+        .unwrap();
+        s.add(&[Some(Num::Int(1)), Some(Num::Float(0.2)), None, None, None])
+            .unwrap();
+        let t = s.totals().unwrap();
+        // ints add exactly before the one conversion to float
+        assert_eq!(t[0], Some(((1i128 << 60) + 1) as f64));
+        assert_eq!(t[1], Some(0.1 + 0.2));
+        assert_eq!(t[2], None); // usages were added, none gave a number
+        assert_eq!(t[3], Some(0.0));
+        assert_eq!(t[5], None);
+        // total: 0 + input + output + cacheWrite (the parts that are not None)
+        assert_eq!(t[4], Some(((1i128 << 60) + 1) as f64 + (0.1 + 0.2) + 0.0));
+        assert_eq!(Sums::default().totals().unwrap(), [Some(0.0); 6]);
+    }
+
+    #[test]
+    fn carried_usage_follows_usage_py() {
+        let carried_of = |line: &str, msg: bool| {
+            let f = line_facts(line.as_bytes()).unwrap();
+            carried(msg, !msg, &f).is_some()
+        };
+        assert!(carried_of(
+            r#"{"message":{"role":"assistant","usage":{}}}"#,
+            true
+        ));
+        assert!(!carried_of(
+            r#"{"message":{"role":"toolResult","usage":{}}}"#,
+            true
+        ));
+        assert!(carried_of(
+            r#"{"message":{"role":"toolResult","usage":{"input":1}}}"#,
+            true
+        ));
+        assert!(!carried_of(
+            r#"{"message":{"role":"assistant","usage":5}}"#,
+            true
+        ));
+        assert!(!carried_of(
+            r#"{"message":{"role":"user","usage":{"input":1}}}"#,
+            true
+        ));
+        assert!(!carried_of(r#"{"type":"compaction","usage":{}}"#, false));
+        assert!(carried_of(
+            r#"{"type":"compaction","usage":{"x":1}}"#,
+            false
+        ));
+    }
+
+    #[test]
+    fn hostile_lines_never_panic() {
+        let cases = [
+            "",
+            "{",
+            "{\"",
+            "{\"a\"",
+            "{\"a\":",
+            "{\"a\":[",
+            "{\"message\":{\"content\":[{",
+            "{\"usage\":{\"input\":-}}",
+            "{\"usage\":{\"input\":1e999}}",
+            "}}}}",
+            "{\"a\":tru}",
+        ];
+        for c in cases {
+            let _ = line_facts(c.as_bytes());
+        }
+        let deep = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        assert!(line_facts(deep(900).as_bytes()).is_some());
+        // deeper than Python loads: its rules decide (they raise)
+        assert!(line_facts(deep(100_000).as_bytes()).is_none());
+    }
+}

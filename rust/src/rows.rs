@@ -507,8 +507,8 @@ impl Sums {
     /// Adds one carried usage's numbers (None: a sum beyond 128-bit integers, undecided).
     fn add(&mut self, vals: &[Option<Num>; 5]) -> Option<()> {
         self.carriers += 1;
-        for k in 0..5 {
-            if let Some(v) = vals[k] {
+        for (k, v) in vals.iter().enumerate() {
+            if let Some(v) = *v {
                 self.sums[k] = self.sums[k].add(v)?;
                 self.seen[k] = true;
             }
@@ -544,7 +544,8 @@ pub type EntryUsage = [Option<f64>; 5];
 /// The columns and sums of a whole session.
 #[derive(Debug, Clone, Default)]
 pub struct Rows {
-    /// per entry: the usage it carries (None: it carries none)
+    /// per entry: the usage sums of that entry alone (None: not an entry that may carry one;
+    /// zeros for one that carries none)
     pub usage: Vec<Option<EntryUsage>>,
     /// entries the exact (Python) rules must decide (file order)
     pub undecided: Vec<u32>,
@@ -651,7 +652,11 @@ pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
             continue;
         };
         rows.tool_calls += u64::from(calls);
-        let Some(nums) = nums else { continue };
+        let Some(nums) = nums else {
+            // a candidate without a usage: the per-entry sums of nothing, zeros
+            rows.usage[i] = Some([Some(0.0); 5]);
+            continue;
+        };
         rows.usage[i] =
             Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
         if let Some(s) = all.as_mut() {
@@ -670,6 +675,51 @@ pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
     rows.totals = all.and_then(|s| s.totals());
     rows.summary_totals = summary.and_then(|s| s.totals());
     Ok(rows)
+}
+
+/// Entry counts of the stats row, from the index: message entries, those by role (user,
+/// assistant, toolResult, bashExecution, custom, then any other), compactions and branch
+/// summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Counts {
+    pub messages: u64,
+    pub roles: [u64; 6],
+    pub compactions: u64,
+    pub branch_summaries: u64,
+}
+
+/// The roles with a column of their own, in [`Counts::roles`] order (`other` last).
+pub const ROLE_COLUMNS: [&str; 5] = ["user", "assistant", "toolResult", "bashExecution", "custom"];
+
+pub fn counts(st: &Store) -> Counts {
+    let ix = &st.index;
+    let mut c = Counts::default();
+    let mut by_code: Vec<u64> = Vec::new();
+    for r in &ix.recs {
+        match r.etype {
+            T_MESSAGE => {
+                c.messages += 1;
+                let k = r.role as usize;
+                if by_code.len() <= k {
+                    by_code.resize(k + 1, 0);
+                }
+                by_code[k] += 1;
+            }
+            T_COMPACTION => c.compactions += 1,
+            T_BRANCH_SUMMARY => c.branch_summaries += 1,
+            _ => {}
+        }
+    }
+    for (code, &count) in by_code.iter().enumerate() {
+        let name = if code == 0 {
+            ""
+        } else {
+            ix.role_name(code as u16)
+        };
+        let col = ROLE_COLUMNS.iter().position(|&r| r == name).unwrap_or(5);
+        c.roles[col] += count;
+    }
+    c
 }
 
 /// Pi's `modified` rule as `fleet/_rows.py` applies it: the last user or assistant message
@@ -706,6 +756,191 @@ pub fn last_activity(st: &Store) -> Result<Result<Option<f64>, u32>, StoreError>
         }
     }
     Ok(Ok(None))
+}
+
+/// JavaScript truthiness of a parsed value (an object or array is truthy even when empty).
+fn js_truthy(v: Scalar) -> bool {
+    match v {
+        Scalar::Missing | Scalar::Null => false,
+        Scalar::Bool(b) => b,
+        Scalar::Int(n) => n != 0,
+        Scalar::Float(f) => f != 0.0 && !f.is_nan(),
+        Scalar::Str { empty } => !empty,
+        Scalar::Obj { .. } | Scalar::Arr => true,
+    }
+}
+
+/// `js_usage_number` (`_jsjson.py`): null 0, booleans 0/1, numbers themselves, else NaN (None).
+fn js_usage_number(v: Scalar) -> Option<Num> {
+    match v {
+        Scalar::Null => Some(Num::Int(0)),
+        Scalar::Bool(b) => Some(Num::Int(i128::from(b))),
+        Scalar::Int(n) => Some(Num::Int(n)),
+        Scalar::Float(f) if !f.is_nan() => Some(Num::Float(f)),
+        _ => None,
+    }
+}
+
+/// Pi's `calculateContextTokens` as `context.calculate_context_tokens` computes it (None: NaN).
+fn context_tokens_of(u: &Usage) -> Option<Num> {
+    if !matches!(u.value, Scalar::Obj { .. }) {
+        return None;
+    }
+    if js_truthy(u.total_tokens) {
+        return match u.total_tokens {
+            Scalar::Int(n) => Some(Num::Int(n)),
+            Scalar::Float(f) => Some(Num::Float(f)),
+            other => js_usage_number(other),
+        };
+    }
+    let mut sum = js_usage_number(u.fields[0])?;
+    for k in 1..4 {
+        sum = sum.add(js_usage_number(u.fields[k])?)?;
+    }
+    Some(sum)
+}
+
+fn positive(n: Num) -> bool {
+    match n {
+        Num::Int(i) => i > 0,
+        Num::Float(f) => f > 0.0,
+    }
+}
+
+/// Pi's projected estimate of the context at `leaf` (`context.estimate_projected_context_tokens`
+/// over `buildSessionContext`, as `fleet/_rows.py` computes it): (tokens, context messages),
+/// reading only the lines it needs: the latest compaction, the assistant messages from the
+/// end back to the last one with a usable usage, and the token estimates after it (all of
+/// them when that usage does not count). None where the exact (Python) rules must decide:
+/// repeated or non-string ids, a legacy file, any `context_edit`, a system message, a
+/// compaction's `systemMessage`, content the estimate leaves to Python, a cycle, no leaf.
+pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
+    use crate::index::{NONE, T_CUSTOM_MESSAGE};
+    let ix = &st.index;
+    let leaf = leaf?;
+    if ix.has_duplicate_ids() || ix.needs_migration() || ix.first_context_edit != NONE {
+        return None;
+    }
+    let path = ix.branch(leaf).ok()?;
+    let rec = |i: u32| &ix.recs[i as usize];
+    if path.iter().any(|&i| ix.key_string(rec(i).id).is_none()) {
+        return None;
+    }
+    let cpos = path.iter().rposition(|&i| rec(i).etype == T_COMPACTION);
+    // (entry, is the leading compaction) of the context, in order
+    let mut entries: Vec<(u32, bool)> = Vec::new();
+    if let Some(c) = cpos {
+        entries.push((path[c], true));
+        let fk = rec(path[c]).target;
+        if let Some(kept) = path[..c].iter().position(|&i| rec(i).id == fk) {
+            entries.extend(path[kept..c].iter().map(|&i| (i, false)));
+        }
+        entries.extend(path[c + 1..].iter().map(|&i| (i, false)));
+    } else {
+        entries.extend(path.iter().map(|&i| (i, false)));
+    }
+    // the entries that contribute a message, each with its estimate when already known
+    let mut msgs: Vec<(u32, Option<u64>)> = Vec::new();
+    for &(i, leading) in &entries {
+        let r = rec(i);
+        match r.etype {
+            T_COMPACTION if leading => {
+                let line = st.line(i as usize).ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&line).ok()?;
+                let sys = v.get("systemMessage");
+                let sys_truthy = match sys {
+                    None | Some(serde_json::Value::Null) => false,
+                    Some(serde_json::Value::Bool(b)) => *b,
+                    Some(serde_json::Value::Number(n)) => n.as_f64().is_none_or(|f| f != 0.0),
+                    Some(serde_json::Value::String(s)) => !s.is_empty(),
+                    Some(_) => true,
+                };
+                if sys_truthy {
+                    return None;
+                }
+                let summary = v.get("summary")?.as_str()?;
+                let msg = serde_json::json!({"role": "compactionSummary", "summary": summary});
+                let crate::tokens::Estimate::Tokens(t) = crate::tokens::estimate_message(&msg)
+                else {
+                    return None;
+                };
+                msgs.push((i, Some(t)));
+            }
+            T_COMPACTION => {} // only the latest compaction contributes
+            T_MESSAGE => {
+                if r.role == 0 || ix.role_name(r.role) == "system" {
+                    return None;
+                }
+                msgs.push((i, None));
+            }
+            T_CUSTOM_MESSAGE => msgs.push((i, None)),
+            T_BRANCH_SUMMARY => {
+                let info = crate::cut::entry_info(st, i)?;
+                if info.has_message {
+                    msgs.push((i, Some(info.tokens)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let estimate = |k: usize| -> Option<u64> {
+        match msgs[k].1 {
+            Some(t) => Some(t),
+            None => {
+                let info = crate::cut::entry_info(st, msgs[k].0)?;
+                info.has_message.then_some(info.tokens)
+            }
+        }
+    };
+    let sum_all = || -> Option<Num> {
+        let mut t = 0u64;
+        for k in 0..msgs.len() {
+            t = t.checked_add(estimate(k)?)?;
+        }
+        Some(Num::Int(i128::from(t)))
+    };
+    let n = msgs.len() as u64;
+    // the last assistant message with a usable usage (Pi `getAssistantUsage`)
+    for k in (0..msgs.len()).rev() {
+        let i = msgs[k].0;
+        let r = rec(i);
+        if r.etype != T_MESSAGE || ix.role_name(r.role) != "assistant" {
+            continue;
+        }
+        let line = st.line(i as usize).ok()?;
+        let f = line_facts(&line)?;
+        if !f.message_obj || f.role != Name::Str(b"assistant") {
+            return None; // the index and the line disagree: let Python read it
+        }
+        if f.msg_usage.value == Scalar::Missing {
+            continue; // `"usage" in message` is false
+        }
+        if matches!(f.stop_reason, Name::Str(b"aborted") | Name::Str(b"error")) {
+            continue;
+        }
+        if !js_truthy(f.msg_usage.value) {
+            continue;
+        }
+        let Some(usage_tokens) = context_tokens_of(&f.msg_usage) else {
+            continue; // NaN: not > 0
+        };
+        if !positive(usage_tokens) {
+            continue;
+        }
+        // the usage counts when its entry comes after every compaction on the path
+        let pos = path.iter().position(|&p| p == i)?;
+        let id_truthy = ix.key_string(r.id).is_some_and(|s| !s.is_empty());
+        let counts = id_truthy && cpos.is_none_or(|c| pos > c);
+        if !counts {
+            return Some((sum_all()?, n));
+        }
+        let mut trailing = 0u64;
+        for j in k + 1..msgs.len() {
+            trailing = trailing.checked_add(estimate(j)?)?;
+        }
+        return Some((usage_tokens.add(Num::Int(i128::from(trailing)))?, n));
+    }
+    Some((sum_all()?, n))
 }
 
 #[cfg(test)]

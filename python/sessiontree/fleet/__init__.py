@@ -239,7 +239,9 @@ def _table(rows: list[dict], schema: Any) -> Any:
             cols[f.name] = [_ms_or_none(v) for v in cols[f.name]]
         elif pa.types.is_string(f.type):
             cols[f.name] = [arrow_text(v) for v in cols[f.name]]
-    return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
+    from ._arrow import from_list  # buffers, not pa.array() on lists (that imports pandas)
+
+    return pa.Table.from_arrays([from_list(pa, f.type, cols[f.name]) for f in schema], schema=schema)
 
 
 class _Chunks:
@@ -326,6 +328,24 @@ def _resolve_parents(rows: list[dict]) -> None:
         r["parent_session_id"] = sid
 
 
+def _entry_parts_table(parts: list, schema: Any) -> Any:
+    """One table of the per-session entry tables and error rows the workers made
+    (:func:`sessiontree.fleet._rows.entry_rows`), in path order (then file order)."""
+    pa = _pa()
+    keyed = []
+    for k, part in enumerate(parts):
+        if isinstance(part, dict):
+            keyed.append((part["path"], k, _table([part], schema)))
+        elif part.num_rows:
+            keyed.append((part.column("path_bytes")[0].as_py(), k, part))
+    # a session table's path is its first row's; error rows carry theirs as written
+    keyed = [(p if isinstance(p, str) else os.fsdecode(p), k, t) for p, k, t in keyed]
+    keyed.sort(key=lambda x: (x[0], x[1]))
+    if not keyed:
+        return schema.empty_table()
+    return pa.concat_tables([t for _, _, t in keyed])
+
+
 def session_stats(
     source: Any,
     *,
@@ -347,8 +367,9 @@ def session_stats(
     Args:
         source: directory, glob, path list or URL (see :func:`resolve_source`).
         engine: ``"local"`` (process pool of ``workers`` processes; default: in this process
-            below 2,000 sessions, where starting a pool costs more than it saves, else one
-            process per CPU) or
+            below 384 MiB of work counted in bytes (each session's bytes plus 160 KiB),
+            where starting a pool costs more than it saves, else one process per CPU, the
+            sessions sent in batches of about equal bytes) or
             ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
             ``num_cpus``; ``workers`` bounds its concurrency).
         context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context
@@ -420,8 +441,7 @@ def entries_table(
         num_cpus=num_cpus,
         progress=progress,
     )
-    rows.sort(key=lambda r: (r["path"], r.get("entry_index") if r.get("entry_index") is not None else -1))
-    table = _table(rows, entries_schema(scrub))
+    table = _entry_parts_table(rows, entries_schema(scrub))
     if parquet is not None:
         write_parquet(table, parquet)
     return table

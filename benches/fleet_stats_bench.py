@@ -58,7 +58,6 @@ COPY (
              WHEN type IN ('compaction', 'branch_summary', 'usage') THEN usage.cost.total END) AS cost,
     count(*) AS lines
   FROM read_json('{glob}', format = 'newline_delimited', filename = true, ignore_errors = true,
-                 maximum_object_size = 536870912,
                  columns = {{type: 'VARCHAR', message: 'STRUCT(role VARCHAR, usage {u})', usage: '{u}'}})
   GROUP BY filename
 ) TO '{out}' (FORMAT parquet)

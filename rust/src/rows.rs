@@ -1083,4 +1083,52 @@ mod tests {
         // deeper than Python loads: its rules decide (they raise)
         assert!(line_facts(deep(100_000).as_bytes()).is_none());
     }
+
+    /// `ROWS_PROFILE=FILE cargo test --profile dev-fast --lib rows::tests::profile -- --ignored
+    /// --nocapture`: the open, the line scan alone and the whole session rows, one file.
+    #[test]
+    #[ignore]
+    fn profile() {
+        let Ok(p) = std::env::var("ROWS_PROFILE") else {
+            return;
+        };
+        let t = std::time::Instant::now();
+        let st = Store::open(std::path::Path::new(&p), true).unwrap();
+        let open = t.elapsed();
+        let data = std::fs::read(&p).unwrap();
+        let t = std::time::Instant::now();
+        let mut k = 0usize;
+        for line in data.split(|&b| b == b'\n') {
+            k += usize::from(line_facts(line).is_some());
+        }
+        let facts = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut p2 = crate::json::LineParser::new();
+        for line in data.split(|&b| b == b'\n') {
+            let _ = p2.parse(line);
+        }
+        let parse = t.elapsed();
+        let t = std::time::Instant::now();
+        let idx = candidates(&st);
+        let mut total = 0usize;
+        st.with_lines(&idx, |_, l| total += l.len()).unwrap();
+        eprintln!(
+            "with_lines of {} candidates, {total} bytes: {:?}",
+            idx.len(),
+            t.elapsed()
+        );
+        let t = std::time::Instant::now();
+        let rows = session_rows(&st).unwrap();
+        let whole = t.elapsed();
+        let t = std::time::Instant::now();
+        let ctx = context_estimate(&st, st.index.recs.len().checked_sub(1).map(|l| l as u32));
+        let cx = t.elapsed();
+        let mb = data.len() as f64 / 1e6;
+        eprintln!(
+            "open {open:?}; facts (one core) {:.0} MB/s ({k} lines); skeleton parse {:.0} MB/s; session_rows {whole:?} ({} undecided); context {cx:?} {ctx:?}",
+            mb / facts.as_secs_f64(),
+            mb / parse.as_secs_f64(),
+            rows.undecided.len()
+        );
+    }
 }

@@ -205,7 +205,13 @@ def test_the_local_engine_splits_work_by_bytes(tmp_path):
     assert [x for p in parts for x in p] == items  # every item once, in order
     assert parts[0] == [0]  # the large session is a batch of its own
     work = [_engine.work_bytes([sizes[i] for i in p]) for p in parts]
-    assert max(work[1:]) <= 64 << 20
-    # the pool is chosen by bytes: many tiny files stay inline, a few large ones do not
+    assert max(work[1:]) <= 256 << 20
+    assert len(parts) >= 4  # the small ones are spread over several batches too
+    even = _engine.byte_chunks(list(range(64)), [1 << 20] * 64, 8)
+    assert [len(p) for p in even] == [8] * 8
+    # the pool is chosen by bytes of work: 1,000 small files or 50 x 20 MiB stay in this
+    # process (the core reads each file on every core already), 2,000 small ones or 4 GiB do not
     assert _engine.work_bytes([60 << 10] * 1000) < _engine.AUTO_POOL_MIN_BYTES
-    assert _engine.work_bytes([20 << 20] * 50) >= _engine.AUTO_POOL_MIN_BYTES
+    assert _engine.work_bytes([20 << 20] * 50) < _engine.AUTO_POOL_MIN_BYTES
+    assert _engine.work_bytes([60 << 10] * 2000) >= _engine.AUTO_POOL_MIN_BYTES
+    assert _engine.work_bytes([100 << 20] * 41) >= _engine.AUTO_POOL_MIN_BYTES

@@ -367,9 +367,9 @@ def session_stats(
     Args:
         source: directory, glob, path list or URL (see :func:`resolve_source`).
         engine: ``"local"`` (process pool of ``workers`` processes; default: in this process
-            below 384 MiB of work counted in bytes (each session's bytes plus 160 KiB),
-            where starting a pool costs more than it saves, else one process per CPU, the
-            sessions sent in batches of about equal bytes) or
+            below 4 GiB of work counted in bytes (each session's bytes plus 2 MiB), where
+            starting a pool costs more than it saves, else one process per CPU, the sessions
+            sent in batches of about equal bytes) or
             ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
             ``num_cpus``; ``workers`` bounds its concurrency).
         context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context

@@ -19,12 +19,15 @@ from ._sources import Item
 
 ENGINES = ("local", "ray")
 #: With ``workers=None``, the local engine runs in this process below this much work, counted
-#: in bytes (:func:`work_bytes`): starting a pool (forkserver, the imports in each worker)
-#: costs about a second on a busy 2-core machine, what the core reads and rows in roughly
-#: this many bytes.
-AUTO_POOL_MIN_BYTES = 384 << 20
-#: What one session costs besides its bytes (opening it, the row's Python part), in bytes.
-SESSION_COST_BYTES = 160 << 10
+#: in bytes (:func:`work_bytes`). In one process the core already reads and scans each file
+#: on every core, so a pool only spreads the rows' serial Python part, and starting one
+#: (forkserver, the imports in each worker) costs about a second on a busy 2-core machine:
+#: there, 50 x 20 MiB ran 6.3-7.9 s in one process and 8.4-8.7 s with 2 workers, 1,000 x 50 KB
+#: 1.2-1.6 s against 2.0-2.2 s (docs/benchmarks.md, Fleet).
+AUTO_POOL_MIN_BYTES = 4 << 30
+#: What one session costs besides its bytes (opening it, the row's serial Python part), in
+#: bytes of work: 2,000 small sessions reach :data:`AUTO_POOL_MIN_BYTES`, as 4 GiB of files do.
+SESSION_COST_BYTES = 2 << 20
 #: The size assumed for an object in storage (not stat-ed before it is read).
 OBJECT_BYTES_GUESS = 1 << 20
 
@@ -49,10 +52,11 @@ def work_bytes(sizes: Sequence[int]) -> int:
     return sum(sizes) + SESSION_COST_BYTES * len(sizes)
 
 
-def byte_chunks(items: Sequence[Any], sizes: Sequence[int], parts: int, cap: int = 64 << 20) -> list[Sequence[Any]]:
-    """``items`` in order, cut into runs of about equal work (:func:`work_bytes`): at least
-    ``parts`` runs when there are that many items, none over ``cap`` bytes of work unless it
-    is a single item. Splitting by bytes, not by count, keeps one 500 MB session from
+def byte_chunks(items: Sequence[Any], sizes: Sequence[int], parts: int, cap: int = 256 << 20) -> list[Sequence[Any]]:
+    """``items`` in order, cut into runs of about ``1/parts`` of the work each
+    (:func:`work_bytes`; fewer runs when one item is larger than a share), none over ``cap``
+    bytes of work unless it is a single item (a session counts its bytes plus
+    :data:`SESSION_COST_BYTES`). Splitting by bytes, not by count, keeps one 500 MB session from
     sharing a batch with a hundred others while a worker idles."""
     total = work_bytes(sizes)
     target = max(1, min(cap, -(-total // max(1, parts))))
@@ -116,7 +120,7 @@ def run_local(
     tick = progress if callable(progress) else _progress_bar(len(items), bool(progress))
     if workers <= 1 or len(items) < 2:
         out: list = []
-        for part in byte_chunks(items, sizes, 1, cap=32 << 20):
+        for part in byte_chunks(items, sizes, 1, cap=128 << 20):
             out.extend(fn(part, opts))
             tick(len(part))
         return out

@@ -199,10 +199,13 @@ def main() -> None:
             d_open = peaks["open"][1] - peaks["open"][0]
             d_stats = peaks["stats"][1] - peaks["stats"][0]
             print(
-                f"\npeak RSS on {peak_file.name} ({peak_file.stat().st_size / 2**20:.0f} MiB): open +{d_open:.0f} MiB, "
-                f"stats +{d_stats:.0f} MiB over the imports ({d_stats / max(d_open, 1):.2f}x the open)"
+                f"\npeak RSS on {peak_file.name} ({peak_file.stat().st_size / 2**20:.0f} MiB): "
+                f"open {peaks['open'][1]:.0f} MiB, stats {peaks['stats'][1]:.0f} MiB "
+                f"({peaks['stats'][1] / peaks['open'][1]:.2f}x); over the imports "
+                f"({peaks['open'][0]:.0f} MiB) open +{d_open:.0f} MiB, stats +{d_stats:.0f} MiB "
+                f"({d_stats / max(d_open, 1):.2f}x)"
             )
-            result["peak"] = {"open_mib": d_open, "stats_mib": d_stats}
+            result["peak"] = {"open": peaks["open"], "stats": peaks["stats"]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result["load_after"] = load()

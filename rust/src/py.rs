@@ -987,7 +987,7 @@ fn fleet_rows<'py>(
     if let Some(l) = leaf {
         index.check(l)?;
     }
-    let rows = crate::rows::session_rows(st).map_err(|e| store_err(py, e))?;
+    let rows = crate::rows::session_rows(st, per_entry).map_err(|e| store_err(py, e))?;
     let last = crate::rows::last_activity(st).map_err(|e| store_err(py, e))?;
     let path = leaf.map(|l| st.index.branch(l as u32));
     let out = PyDict::new(py);

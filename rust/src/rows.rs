@@ -578,12 +578,12 @@ fn candidates(st: &Store) -> Vec<usize> {
         .collect()
 }
 
-/// Per-entry facts of `idx`, read in batches and scanned on every core; `f(k, facts)` in
-/// the order of `idx` (None: undecided).
+/// `each(k, line)` for the lines of entries `idx`, read in batches of about [`BATCH_BYTES`]
+/// and run on every core; the results in the order of `idx`.
 fn scan_lines<T: Send>(
     st: &Store,
     idx: &[usize],
-    each: impl Fn(usize, Option<LineFacts<'_>>) -> T + Sync,
+    each: impl Fn(usize, &[u8]) -> T + Sync,
 ) -> Result<Vec<T>, StoreError> {
     let mut out: Vec<T> = Vec::with_capacity(idx.len());
     let recs = &st.index.recs;
@@ -608,7 +608,7 @@ fn scan_lines<T: Send>(
         let part: Vec<T> = spans
             .par_iter()
             .enumerate()
-            .map(|(k, &(s, e))| each(a + k, line_facts(&buf[s..e])))
+            .map(|(k, &(s, e))| each(a + k, &buf[s..e]))
             .collect();
         out.extend(part);
         a = b;
@@ -617,16 +617,31 @@ fn scan_lines<T: Send>(
 }
 
 /// The usage columns and sums of a session (see [`Rows`]).
-pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
+/// A line that cannot hold a `usage` key, nor nest deeper than Python loads: no `"usage"` in
+/// its bytes, no `\u` escape (the only way to spell those letters otherwise), fewer than
+/// [`MAX_DEPTH`] opening brackets. Tool results rarely carry a usage and are much of a
+/// session's bytes: this finds most of them out at memory speed instead of scanning them.
+fn surely_without_usage(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"\"usage\"").is_none()
+        && memchr::memmem::find(line, b"\\u").is_none()
+        && line.iter().filter(|&&b| b == b'{' || b == b'[').count() < MAX_DEPTH
+}
+
+/// The usage sums of a session and, with `per_entry`, its per-entry usage column (else
+/// `usage` is empty).
+pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     let ix = &st.index;
     let n = ix.recs.len();
     let idx = candidates(st);
     // (usage numbers, tool calls) per candidate; None: undecided
     type One = Option<(Option<[Option<Num>; 5]>, u32)>;
-    let per: Vec<One> = scan_lines(st, &idx, |k, facts| {
-        let f = facts?;
+    let per: Vec<One> = scan_lines(st, &idx, |k, line| {
         let r = &ix.recs[idx[k]];
         let is_msg = r.etype == T_MESSAGE;
+        if is_msg && ix.role_name(r.role) == "toolResult" && surely_without_usage(line) {
+            return Some((None, 0));
+        }
+        let f = line_facts(line)?;
         let u = carried(is_msg, !is_msg, &f);
         let nums = u.map(|u| u.fields.map(usage_number));
         let calls =
@@ -638,7 +653,7 @@ pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
         Some((nums, calls))
     })?;
     let mut rows = Rows {
-        usage: vec![None; n],
+        usage: if per_entry { vec![None; n] } else { Vec::new() },
         ..Rows::default()
     };
     let mut all = Some(Sums::default());
@@ -654,11 +669,15 @@ pub fn session_rows(st: &Store) -> Result<Rows, StoreError> {
         rows.tool_calls += u64::from(calls);
         let Some(nums) = nums else {
             // a candidate without a usage: the per-entry sums of nothing, zeros
-            rows.usage[i] = Some([Some(0.0); 5]);
+            if per_entry {
+                rows.usage[i] = Some([Some(0.0); 5]);
+            }
             continue;
         };
-        rows.usage[i] =
-            Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
+        if per_entry {
+            rows.usage[i] =
+                Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
+        }
         if let Some(s) = all.as_mut() {
             if s.add(&nums).is_none() {
                 all = None;
@@ -1061,6 +1080,17 @@ mod tests {
     }
 
     #[test]
+    fn tool_results_without_usage_are_told_by_their_bytes() {
+        assert!(surely_without_usage(
+            br#"{"message":{"role":"toolResult","content":"x"}}"#
+        ));
+        assert!(!surely_without_usage(br#"{"message":{"usage":{}}}"#));
+        assert!(!surely_without_usage(br#"{"message":{"us\u0061ge":{}}}"#));
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+        assert!(!surely_without_usage(deep.as_bytes()));
+    }
+
+    #[test]
     fn hostile_lines_never_panic() {
         let cases = [
             "",
@@ -1118,7 +1148,7 @@ mod tests {
             t.elapsed()
         );
         let t = std::time::Instant::now();
-        let rows = session_rows(&st).unwrap();
+        let rows = session_rows(&st, false).unwrap();
         let whole = t.elapsed();
         let t = std::time::Instant::now();
         let ctx = context_estimate(&st, st.index.recs.len().checked_sub(1).map(|l| l as u32));

@@ -165,6 +165,12 @@ HOSTILE = {
         '{"type":"message","message":{"role":"user","content":"a"}}',
         '{"type":"message","timestamp":["2026-02-01"],"message":{"role":"user","content":"b"}}',
     ],
+    "tool_results_told_by_their_bytes": [
+        '{"type":"message","message":{"role":"toolResult","content":"no usage here \\u001b[0m"}}',
+        '{"type":"message","message":{"role":"toolResult","content":"x","us\\u0061ge":{"input":7}}}',
+        '{"type":"message","message":{"role":"toolResult","content":"says \\"usage\\" in text"}}',
+        '{"type":"message","message":{"role":"toolResult","content":[' + "[" * 1001 + "]" * 1001 + "]}}",
+    ],
     "deep_nesting": [
         '{"type":"message","message":{"role":"assistant","content":[],"usage":{"input":1}},"x":'
         + "[" * 1100

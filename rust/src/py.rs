@@ -1045,6 +1045,7 @@ fn fleet_rows<'py>(
     .map(|c| (c, ArrowCol::default()))
     .collect();
     let mut tokens_undecided: Vec<u32> = Vec::new();
+    let tokens_of = crate::rows::entry_tokens(st);
     for i in 0..n {
         let r = &ix.recs[i];
         let id = ix.key_string(r.id);
@@ -1062,7 +1063,7 @@ fn fleet_rows<'py>(
         cols[6].1.i64(Some(i64::from(r.line)));
         cols[7].1.i64(Some(r.offset as i64));
         cols[8].1.i64(Some(i64::from(r.len)));
-        let tokens = crate::cut::entry_info(st, i as u32).map(|info| info.tokens as f64);
+        let tokens = tokens_of[i].map(|t| t as f64);
         if tokens.is_none() {
             tokens_undecided.push(i as u32);
         }

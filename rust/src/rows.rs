@@ -624,7 +624,10 @@ fn scan_lines<T: Send>(
 fn surely_without_usage(line: &[u8]) -> bool {
     memchr::memmem::find(line, b"\"usage\"").is_none()
         && memchr::memmem::find(line, b"\\u").is_none()
-        && line.iter().filter(|&&b| b == b'{' || b == b'[').count() < MAX_DEPTH
+        && memchr::memchr2_iter(b'{', b'[', line)
+            .take(MAX_DEPTH)
+            .count()
+            < MAX_DEPTH
 }
 
 /// The usage sums of a session and, with `per_entry`, its per-entry usage column (else
@@ -694,6 +697,16 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     rows.totals = all.and_then(|s| s.totals());
     rows.summary_totals = summary.and_then(|s| s.totals());
     Ok(rows)
+}
+
+/// Pi's token estimate of every entry's context messages (`cut::entry_info`, what
+/// `Session.entry_metrics` reads), on every core; None where Python decides.
+pub fn entry_tokens(st: &Store) -> Vec<Option<u64>> {
+    (0..st.index.recs.len() as u32)
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|i| crate::cut::entry_info(st, i).map(|info| info.tokens))
+        .collect()
 }
 
 /// Entry counts of the stats row, from the index: message entries, those by role (user,
@@ -1145,6 +1158,15 @@ mod tests {
         eprintln!(
             "with_lines of {} candidates, {total} bytes: {:?}",
             idx.len(),
+            t.elapsed()
+        );
+        let t = std::time::Instant::now();
+        let mut skipped = 0usize;
+        for line in data.split(|&b| b == b'\n') {
+            skipped += usize::from(surely_without_usage(line));
+        }
+        eprintln!(
+            "prefilter over all lines: {:?} ({skipped} would be skipped)",
             t.elapsed()
         );
         let t = std::time::Instant::now();

@@ -1046,8 +1046,7 @@ fn fleet_rows<'py>(
     .collect();
     let mut tokens_undecided: Vec<u32> = Vec::new();
     let tokens_of = crate::rows::entry_tokens(st);
-    for i in 0..n {
-        let r = &ix.recs[i];
+    for (i, r) in ix.recs.iter().enumerate() {
         let id = ix.key_string(r.id);
         let tname = (r.etype != 0).then(|| ix.type_name(r.etype));
         cols[0].1.str(id)?;

@@ -1103,6 +1103,64 @@ mod tests {
         assert!(!surely_without_usage(deep.as_bytes()));
     }
 
+    fn store(lines: &[&str]) -> Store {
+        let mut text = String::from(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}"#,
+        );
+        for l in lines {
+            text.push('\n');
+            text.push_str(l);
+        }
+        text.push('\n');
+        Store::from_bytes(text.into_bytes(), false)
+    }
+
+    #[test]
+    fn context_estimate_trusts_a_usage_after_the_latest_compaction_only() {
+        let u = r#"{"input":100,"output":20,"cacheRead":0,"cacheWrite":0,"totalTokens":0}"#;
+        let lines = [
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"abcdefgh"}}"#.to_string(),
+            format!(r#"{{"type":"message","id":"b","parentId":"a","message":{{"role":"assistant","content":[],"usage":{u}}}}}"#),
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"abcd"}}"#.to_string(),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let st = store(&refs);
+        // usage 120 (totalTokens 0 is falsy: the four fields) + "abcd" (1 token) after it
+        assert_eq!(context_estimate(&st, Some(2)), Some((Num::Int(121), 3)));
+        // a compaction after the usage: the estimate of every message instead
+        let mut more = refs.clone();
+        let comp = r#"{"type":"compaction","id":"d","parentId":"c","summary":"abcdefghijkl","firstKeptEntryId":"c","tokensBefore":5}"#;
+        more.push(comp);
+        let st = store(&more);
+        // compaction summary (3 tokens) + kept "abcd" (1)
+        assert_eq!(context_estimate(&st, Some(3)), Some((Num::Int(4), 2)));
+        // an aborted reply's usage is not used; a system message is left to Python
+        let aborted = format!(
+            r#"{{"type":"message","id":"b","parentId":"a","message":{{"role":"assistant","stopReason":"aborted","content":[],"usage":{u}}}}}"#
+        );
+        let st = store(&[refs[0], &aborted, refs[2]]);
+        assert_eq!(context_estimate(&st, Some(2)), Some((Num::Int(3), 3)));
+        let sys = r#"{"type":"message","id":"z","parentId":"c","message":{"role":"system","content":"x"}}"#;
+        let st = store(&[refs[0], refs[1], refs[2], sys]);
+        assert_eq!(context_estimate(&st, Some(3)), None);
+        assert_eq!(context_estimate(&st, None), None);
+    }
+
+    #[test]
+    fn counts_by_type_and_role() {
+        let st = store(&[
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"planner","content":"x"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":5}"#,
+            r#"{"type":"compaction","id":"d","parentId":"c","summary":"s","firstKeptEntryId":"c"}"#,
+            r#"{"type":"branch_summary","id":"e","parentId":"d","summary":"s","fromId":"a"}"#,
+        ]);
+        let c = counts(&st);
+        assert_eq!(c.messages, 3);
+        assert_eq!(c.roles, [1, 0, 0, 0, 0, 2]);
+        assert_eq!((c.compactions, c.branch_summaries), (1, 1));
+    }
+
     #[test]
     fn hostile_lines_never_panic() {
         let cases = [

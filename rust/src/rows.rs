@@ -558,7 +558,7 @@ pub struct Rows {
 }
 
 /// Lines are read and scanned in batches of about this many bytes (bounded memory).
-const BATCH_BYTES: u64 = 8 << 20;
+const BATCH_BYTES: u64 = 2 << 20;
 
 /// Usage candidates of the index: message entries whose role is assistant or toolResult,
 /// compactions, branch summaries and `usage` entries (what `fleet/_rows.py` parses).

@@ -221,3 +221,35 @@ def test_the_local_engine_splits_work_by_bytes(tmp_path):
     assert _engine.work_bytes([20 << 20] * 50) < _engine.AUTO_POOL_MIN_BYTES
     assert _engine.work_bytes([60 << 10] * 2000) >= _engine.AUTO_POOL_MIN_BYTES
     assert _engine.work_bytes([100 << 20] * 41) >= _engine.AUTO_POOL_MIN_BYTES
+
+
+def test_rows_equal_the_python_rules_on_a_long_generated_session(tmp_path):
+    """A long, mostly linear session compacted now and then, with branches (what the core's
+    context estimate and tool-result prefilter see most)."""
+    import subprocess
+    import sys
+
+    for seed, branchiness in ((5, "0.05"), (11, "0.3")):
+        p = tmp_path / f"long{seed}.jsonl"
+        gen = TESTS / "tools" / "gen_session.py"
+        subprocess.run(
+            [
+                sys.executable,
+                str(gen),
+                "--megabytes",
+                "3",
+                "--branchiness",
+                branchiness,
+                "--seed",
+                str(seed),
+                "--out",
+                str(p),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        got, want = _stats_pair(p)
+        assert _diff(got, want) == {}
+        with Session.open(p, index_cache="off") as s:
+            assert s.fleet_columns()["context"] is not None  # the core decided it
+        _check_entries(p)

@@ -591,6 +591,8 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
     labels = [(k, v) for k, v in labels if _utf8(k)]
     cols = s.fleet_columns(per_entry=True, labels=labels)
     n = cols["n"]
+    if n == 0:
+        return schema.empty_table()
     core = cols["columns"]
     sid = s.session_id if isinstance(s.session_id, str) else None
     arrays: dict[str, Any] = {

@@ -492,8 +492,8 @@ impl Index {
             cols.2.push(r.parent == crate::index::KID_NULL);
             cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
             cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
-            cols.5.push(r.line);
-            cols.6.push(r.offset);
+            cols.5.push(ix.line_of(i as u32));
+            cols.6.push(r.offset());
         }
         Ok(cols)
     }
@@ -501,12 +501,17 @@ impl Index {
     fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {
         self.check(i)?;
         let r = &self.st.index.recs[i];
-        Ok((r.line, r.offset, r.len as u64, r.vpos))
+        Ok((
+            self.st.index.line_of(i as u32),
+            r.offset(),
+            r.len as u64,
+            self.st.index.vpos(i as u32),
+        ))
     }
     /// `new Date(timestamp).getTime()` (NaN when invalid).
     fn timestamp_ms(&self, i: usize) -> PyResult<f64> {
         self.check(i)?;
-        Ok(self.st.index.recs[i].ts)
+        Ok(self.st.index.recs[i].ts())
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.

@@ -1062,10 +1062,11 @@ fn fleet_rows<'py>(
         cols[3].1.str(role)?;
         cols[4].1.str(id.and_then(|k| label_of.get(k).copied()))?;
         // `new Date(...)` in JavaScript's range, as an integer of ms (TimeClip made it one)
-        let ts = (r.ts.is_finite() && r.ts.abs() <= 8.64e15).then_some(r.ts as i64);
+        let t = r.ts();
+        let ts = (t.is_finite() && t.abs() <= 8.64e15).then_some(t as i64);
         cols[5].1.i64(ts);
-        cols[6].1.i64(Some(i64::from(r.line)));
-        cols[7].1.i64(Some(r.offset as i64));
+        cols[6].1.i64(Some(i64::from(ix.line_of(i as u32))));
+        cols[7].1.i64(Some(r.offset() as i64));
         cols[8].1.i64(Some(i64::from(r.len)));
         let tokens = tokens_of[i].map(|t| t as f64);
         if tokens.is_none() {

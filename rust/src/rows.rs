@@ -783,8 +783,8 @@ pub fn last_activity(st: &Store) -> Result<Result<Option<f64>, u32>, StoreError>
         if f.timestamp_array {
             return Ok(Err(i as u32));
         }
-        if r.ts.is_finite() {
-            return Ok(Ok(Some(r.ts)));
+        if r.ts().is_finite() {
+            return Ok(Ok(Some(r.ts())));
         }
     }
     Ok(Ok(None))
@@ -863,7 +863,7 @@ pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
     let mut entries: Vec<(u32, bool)> = Vec::new();
     if let Some(c) = cpos {
         entries.push((path[c], true));
-        let fk = rec(path[c]).target;
+        let fk = ix.target(path[c]);
         if let Some(kept) = path[..c].iter().position(|&i| rec(i).id == fk) {
             entries.extend(path[kept..c].iter().map(|&i| (i, false)));
         }

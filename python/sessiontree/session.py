@@ -2157,6 +2157,47 @@ class Session:
         except Exception:
             pass
 
+    # ---- fleet rows (issue 18): a whole session's row facts as columns, from the core ----
+
+    def fleet_columns(self, *, per_entry: bool = False, labels: Sequence[tuple[str, str]] = ()) -> dict:
+        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
+        the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
+        entry. A dict:
+
+        * ``totals``, ``summary_totals``: usage sums over every entry / over compactions and
+          branch summaries (``(input, output, cache_read, cache_write, total, cost)``, tokens
+          and dollars, by :class:`~sessiontree.usage.UsageAccumulator` with
+          ``skip_missing=True``: an item is None when usages were added but none gave it a
+          number); None when ``undecided`` is not empty;
+        * ``undecided``: entry positions whose usage or tool calls the core left to the Python
+          rules (escaped names, huge integers, deep nesting: ``sessiontree.usage`` decides);
+        * ``tool_calls``: ``toolCall`` blocks of assistant messages (undecided entries left out);
+        * ``last_activity``: ms of the last user/assistant message with ``content``
+          (``message.timestamp`` when a number, else a valid entry timestamp), or None;
+          ``last_activity_undecided``: the entry where the core stopped instead (or None);
+        * ``path_length``: entries root to the context leaf (:meth:`build_context`'s leaf;
+          None: a ``parentId`` cycle);
+        * ``context``: ``(tokens, messages)`` of the context at that leaf, Pi's projected
+          estimate (:func:`sessiontree.context.estimate_projected_context_tokens` over
+          :meth:`build_context`), or None where the core leaves it to those rules (repeated
+          ids, legacy files, context edits, system messages, content the estimate leaves to
+          Python, a cycle);
+        * ``messages``, ``messages_by_role`` (user, assistant, toolResult, bashExecution,
+          custom, any other role), ``compactions``, ``branch_summaries``: entry counts.
+
+        With ``per_entry``: ``n`` and ``columns``, a dict of Arrow buffers per column (strings:
+        ``(int32 offsets, data, validity or None, null count)``; ``timestamp``, ``line``,
+        ``offset``, ``bytes``: int64; ``tokens`` (:meth:`entry_metrics`), ``input_tokens``,
+        ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``, ``cost``: float64,
+        each ``(values, b"", validity or None, null count)``; ``on_active_path``: the bits),
+        and ``tokens_undecided`` (positions whose ``tokens`` :meth:`entry_metrics` decides).
+        ``labels``: ``(entry id, label)`` pairs for the ``label`` column.
+
+        Raises:
+            SessionFileChangedError: the file was rewritten under the index.
+        """
+        return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels))
+
 
 class EntryTable(NamedTuple):
     """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same

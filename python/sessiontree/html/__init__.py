@@ -217,7 +217,9 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             for k, (o, _) in enumerate(bounds)
         ]
         fh.flush()
-        session.html_write_segments(fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem)
+        session.html_write_segments(
+            fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem
+        )
         if session.path is not None and os.stat(session.path).st_size < end:
             # a small file is read once into memory by the core: it still holds the bytes
             raise SessionFileChangedError("the session file shrank while it was exported")

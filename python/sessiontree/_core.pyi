@@ -62,9 +62,9 @@ class Index:
         self,
         tails: dict[int, bytes],
         fallback: Callable[[list[int]], list[bytes]],
-        check: bool = True,
-        head: bytes = b"",
-        foot: bytes = b"",
+        check: bool,
+        head: bytes,
+        foot: bytes,
     ) -> bytes: ...
     def id(self, i: int) -> str | None: ...
     def ids(self, idx: list[int]) -> list[str | None]: ...

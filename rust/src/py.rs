@@ -490,7 +490,6 @@ impl Index {
     /// the text after its children (`,"label":...`). Raises what `check_tree` raises.
     /// `head` and `foot` are written before and after the array (so the whole answer is one
     /// buffer, copied once into the returned bytes).
-    #[pyo3(signature = (tails, fallback, check = true, head = b"".to_vec(), foot = b"".to_vec()))]
     fn tree_json<'py>(
         slf: &Bound<'py, Self>,
         tails: std::collections::HashMap<u32, Vec<u8>>,

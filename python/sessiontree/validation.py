@@ -127,30 +127,30 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
     ``label`` entries.
     """
     out: list[dict] = []
+    n = len(index)
+    cols = index.table(list(range(n)))
+    ids = cols.ids
 
     def add(i: int | None, kind: str, message: str, line: int = 0, offset: int = 0) -> None:
         if i is not None:
-            line, offset = index.location(i)[:2]
+            line, offset = cols.lines[i], cols.offsets[i]
         out.append(_problem(line, offset, kind, message))
 
     for k in range(index.problem_count()):
         line, offset, kind, message = index.problem(k)
         add(None, kind, message, line, offset)
-    n = len(index)
-    ids = index.ids(list(range(n)))
     first_line: dict[str, int] = {}
     for i in range(n):
         eid = ids[i]
-        _id_str, parent_str, parent_null = index.key_kinds(i)
+        pid = cols.parent_ids[i]
         if eid is None:
             add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
             continue
         if eid in first_line:
             add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; this later entry wins lookups")
         else:
-            first_line[eid] = index.location(i)[0]
-        if parent_str:
-            pid = index.parent_id(i)
+            first_line[eid] = cols.lines[i]
+        if pid is not None:
             if pid == eid:
                 add(
                     i,
@@ -159,7 +159,7 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
                 )
             elif index.index_of(pid) is None:
                 add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
-        elif not parent_null:
+        elif not cols.parent_is_null[i]:
             add(i, "bad_parent_id", f"entry {eid!r} has no parentId or a non-string one (Pi treats it as a root)")
     try:
         index.preorder()
@@ -172,13 +172,13 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
     cycles = _cycles(index, unreachable)
     on_cycle = {i for c in cycles for i in c}
     for c in cycles:
-        if len(c) == 1 and index.parent_id(c[0]) == index.id(c[0]):
+        if len(c) == 1 and cols.parent_ids[c[0]] == ids[c[0]]:
             continue  # already reported as self_parent
-        names = " -> ".join(repr(index.id(i)) for i in c)
-        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {index.id(c[0])!r}")
+        names = " -> ".join(repr(ids[i]) for i in c)
+        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {ids[c[0]]!r}")
     for i in unreachable:
         if i not in on_cycle:
-            add(i, "unreachable", f"entry {index.id(i)!r} hangs off a parentId cycle (not reachable from any root)")
+            add(i, "unreachable", f"entry {ids[i]!r} hangs off a parentId cycle (not reachable from any root)")
     if not index.leaf_is_null() and index.leaf() is not None:
         try:
             index.branch(index.leaf())
@@ -189,7 +189,7 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
                 f"the active leaf's parent chain loops ({' -> '.join(map(str, exc.ids))}): Pi cannot open this session",
             )
     for i in range(n):
-        if index.type_name(i) != "label":
+        if cols.types[i] != "label":
             continue
         raw = load_raw(i)
         target = raw.get("targetId") if isinstance(raw, dict) else None
@@ -212,27 +212,26 @@ def content_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
         try:
             raw = load_raw(i)
         except SessionError as exc:  # nested too deeply for Python's parser
-            line, offset = index.location(i)[:2]
+            rec = index.record(i)
             out.append(
                 _problem(
-                    line,
-                    offset,
+                    rec.line,
+                    rec.offset,
                     "too_deep",
-                    f"entry {index.id(i)!r}: {exc} (Pi reads it; "
-                    "building the context or compacting over it here fails)",
+                    f"entry {rec.id!r}: {exc} (Pi reads it; building the context or compacting over it here fails)",
                 )
             )
             continue
         found = _content_check(raw)
         if found is not None:
             stage, err = found
-            line, offset = index.location(i)[:2]
+            rec = index.record(i)
             out.append(
                 _problem(
-                    line,
-                    offset,
+                    rec.line,
+                    rec.offset,
                     "content_error",
-                    f"entry {index.id(i)!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
+                    f"entry {rec.id!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
                 )
             )
     return out

@@ -1,80 +1,19 @@
 //! The PyO3 binding: type conversion, error mapping and GIL release only.
 
+//! Errors map with `?` (`py/errors.rs`); entries are read through the core's views
+//! (`crate::index::view`); results are the stub's named tuples and `Literal` codes.
+
+mod errors;
+
 use crate::index::{HeaderState, Leaf, NONE};
 use crate::store::{Store, StoreError};
-use crate::walk::{Cycle, PreorderError, SpanMemo, TreeCache};
-use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
+use crate::walk::{SpanMemo, TreeCache};
+use errors::os_err;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyString, PyTuple, PyType};
 use std::path::PathBuf;
-
-// The package's exception classes, each looked up once per interpreter (PyO3 caches the type
-// object) instead of importing `sessiontree.errors` and naming a class at every error.
-pyo3::import_exception!(sessiontree.errors, SessionError);
-pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
-pyo3::import_exception!(sessiontree.errors, SessionCycleError);
-pyo3::import_exception!(sessiontree.errors, SessionReadOnlyError);
-
-/// Columns of [`Index::table`]: ids, parent ids, parentId is null, types, roles, lines, offsets.
-type EntryColumns = (
-    Vec<Option<String>>,
-    Vec<Option<String>>,
-    Vec<bool>,
-    Vec<Option<String>>,
-    Vec<Option<String>>,
-    Vec<u32>,
-    Vec<u64>,
-);
-
-/// A SessionCycleError's message and ids, to build once no borrow of the index is held.
-struct CycleInfo(String, Vec<Option<String>>);
-
-enum WalkErr {
-    Cycle(CycleInfo),
-    TooLarge(usize),
-}
-
-impl WalkErr {
-    fn into_py(self, py: Python<'_>) -> PyErr {
-        match self {
-            WalkErr::Cycle(c) => cycle_err(py, c),
-            WalkErr::TooLarge(n) => SessionError::new_err(format!(
-                "tree walk exceeded {n} nodes (duplicate ids repeat whole subtrees)"
-            )),
-        }
-    }
-}
-
-fn cycle_err(_py: Python<'_>, c: CycleInfo) -> PyErr {
-    SessionCycleError::new_err((c.0, c.1))
-}
-
-/// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
-fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
-    match e.raw_os_error() {
-        Some(code) => {
-            let text = e.to_string();
-            let text = text
-                .strip_suffix(&format!(" (os error {code})"))
-                .unwrap_or(&text)
-                .to_string();
-            PyOSError::new_err((code, format!("{prefix}{text}")))
-        }
-        None => PyOSError::new_err(format!("{prefix}{e}")),
-    }
-}
-
-fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
-    match e {
-        StoreError::Io(io) => os_err(&io, ""),
-        StoreError::BadLine(_) | StoreError::KeyOrder => PyValueError::new_err(e.to_string()),
-        StoreError::NoWriter => SessionError::new_err(e.to_string()),
-        StoreError::Replaced => SessionFileChangedError::new_err(e.to_string()),
-        StoreError::Unwritten(_) => SessionError::new_err(e.to_string()),
-        StoreError::ReadOnly => SessionReadOnlyError::new_err(e.to_string()),
-        other => SessionFileChangedError::new_err(other.to_string()),
-    }
-}
 
 /// `fsync` of a duplicate descriptor with the GIL released (nothing of the index is borrowed, so
 /// other threads may use the session meanwhile).
@@ -82,6 +21,29 @@ fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) 
     let Some(fd) = fd else { return Ok(()) };
     py.detach(|| crate::append::fsync_fd(&fd))
         .map_err(|e| os_err(&e, what))
+}
+
+static RECORD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static PROBLEM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static PROBE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The named tuple `name` of `sessiontree.entries` (looked up once, in `cell`) holding `items`,
+/// made as `tuple.__new__(cls, items)` (what its `_make` does, without Python code).
+fn named<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+    items: impl IntoPyObject<'py, Target = PyTuple, Output = Bound<'py, PyTuple>, Error = PyErr>,
+) -> PyResult<Bound<'py, PyAny>> {
+    static NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let cls = cell.import(py, "sessiontree.entries", name)?;
+    let new = NEW.get_or_try_init(py, || {
+        py.get_type::<PyTuple>()
+            .getattr("__new__")
+            .map(Bound::unbind)
+    })?;
+    new.bind(py).call1((cls, items.into_pyobject(py)?))
 }
 
 /// The index over one session's lines. Indices are entry positions in file order.
@@ -100,41 +62,17 @@ pub struct Index {
 }
 
 impl Index {
+    fn new(st: Store, cache: crate::saved::CacheState) -> Self {
+        Index {
+            st,
+            tree: TreeCache::default(),
+            span_memo: SpanMemo::default(),
+            rng: crate::append::IdRng::seeded(),
+            cache,
+        }
+    }
     fn check(&self, i: usize) -> PyResult<()> {
-        if i < self.st.index.recs.len() {
-            Ok(())
-        } else {
-            Err(PyIndexError::new_err(format!(
-                "entry index {i} out of range"
-            )))
-        }
-    }
-    fn id_str(&self, kid: u32) -> Option<String> {
-        self.st.index.key_string(kid).map(str::to_string)
-    }
-    /// What a SessionCycleError says (message, ids), taken from the index. The exception is
-    /// built by [`cycle_err`] only after the index is let go: its `__init__` is Python code,
-    /// during which another thread may run and use the session.
-    fn cycle_info(&self, c: Cycle) -> CycleInfo {
-        let ids: Vec<Option<String>> =
-            c.0.iter()
-                .map(|&i| self.id_str(self.st.index.recs[i as usize].id))
-                .collect();
-        let shown: Vec<String> = ids
-            .iter()
-            .map(|s| s.clone().unwrap_or_else(|| "<non-string id>".into()))
-            .collect();
-        CycleInfo(
-            format!("parentId cycle through entries: {}", shown.join(" -> ")),
-            ids,
-        )
-    }
-    /// A pre-order walk's error as a [`WalkErr`], to raise once the index is let go.
-    fn walk_err(&self, e: PreorderError) -> WalkErr {
-        match e {
-            PreorderError::Cycle(c) => WalkErr::Cycle(self.cycle_info(Cycle(c))),
-            PreorderError::TooLarge(n) => WalkErr::TooLarge(n),
-        }
+        Ok(self.st.index.check_pos(i)?)
     }
     /// Runs a write on the store, then (in "fsync" mode, when it wrote) the fsync with the GIL
     /// released and the index let go. None: nothing was written.
@@ -142,21 +80,15 @@ impl Index {
         slf: &Bound<'_, Self>,
         write: impl FnOnce(&mut Store) -> Result<Option<Option<u32>>, StoreError>,
     ) -> PyResult<Option<Option<u32>>> {
-        let py = slf.py();
         let (r, fd) = {
             let mut this = slf.borrow_mut();
-            let r = write(&mut this.st).map_err(|e| store_err(py, e))?;
+            let r = write(&mut this.st)?;
             if r.is_none() {
                 return Ok(None);
             }
-            (
-                r,
-                this.st
-                    .sync_handle_if_durable()
-                    .map_err(|e| store_err(py, e))?,
-            )
+            (r, this.st.sync_handle_if_durable()?)
         };
-        fsync_detached(py, fd, "the lines were written but fsync failed: ")?;
+        fsync_detached(slf.py(), fd, "the lines were written but fsync failed: ")?;
         Ok(r)
     }
     fn opt(i: u32) -> Option<u32> {
@@ -182,16 +114,8 @@ impl Index {
             dir,
             min_bytes: cache_min,
         });
-        let (st, cache) = py
-            .detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))
-            .map_err(|e| store_err(py, e))?;
-        Ok(Index {
-            st,
-            tree: TreeCache::default(),
-            span_memo: SpanMemo::default(),
-            rng: crate::append::IdRng::seeded(),
-            cache,
-        })
+        let (st, cache) = py.detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))?;
+        Ok(Index::new(st, cache))
     }
 
     /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
@@ -216,69 +140,54 @@ impl Index {
         let bytes = buf.to_vec(py)?;
         drop(buf);
         let st = py.detach(|| Store::from_bytes(bytes, parallel));
-        Ok(Index {
-            st,
-            tree: TreeCache::default(),
-            span_memo: SpanMemo::default(),
-            rng: crate::append::IdRng::seeded(),
-            cache: crate::saved::CacheState::Off,
-        })
+        Ok(Index::new(st, crate::saved::CacheState::Off))
     }
 
     /// An empty in-memory index (for sessions that are never written to a file).
     #[staticmethod]
     fn in_memory() -> Self {
-        Index {
-            st: Store::in_memory(),
-            tree: TreeCache::default(),
-            span_memo: SpanMemo::default(),
-            rng: crate::append::IdRng::seeded(),
-            cache: crate::saved::CacheState::Off,
-        }
+        Index::new(Store::in_memory(), crate::saved::CacheState::Off)
     }
 
     /// Scans bytes appended to the file since the last scan; returns how many entries appeared.
-    fn refresh(&mut self, py: Python<'_>) -> PyResult<usize> {
-        self.st.refresh().map_err(|e| store_err(py, e))
+    fn refresh(&mut self) -> PyResult<usize> {
+        Ok(self.st.refresh()?)
     }
 
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
-    fn append(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
-        self.st
-            .append_bytes(offset, data)
-            .map_err(|e| store_err(py, e))
+    fn append(&mut self, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
+        Ok(self.st.append_bytes(offset, data)?)
     }
 
     /// Appends from now on are written to the file open on `fd` (`O_APPEND`, with the writer
     /// lock held by the caller), per `durability` ("none" | "flush" | "fsync"). The index keeps
     /// its own duplicate of the descriptor until `detach_writer`.
-    fn attach_writer(&mut self, py: Python<'_>, fd: i32, durability: &str) -> PyResult<()> {
+    fn attach_writer(&mut self, fd: i32, durability: &str) -> PyResult<()> {
         let mode = crate::append::Durability::parse(durability).ok_or_else(|| {
             PyValueError::new_err(format!("unknown durability mode {durability:?}"))
         })?;
-        self.st.attach_sink(fd, mode).map_err(|e| store_err(py, e))
+        Ok(self.st.attach_sink(fd, mode)?)
     }
 
     /// Writes out what is buffered and closes the duplicate descriptor (always, even when the
     /// write fails and the error is raised).
-    fn detach_writer(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.st.detach_sink().map_err(|e| store_err(py, e))
+    fn detach_writer(&mut self) -> PyResult<()> {
+        Ok(self.st.detach_sink()?)
     }
 
     /// Writes out what durability "none" buffered.
-    fn flush_writes(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.st.flush_pending().map_err(|e| store_err(py, e))
+    fn flush_writes(&mut self) -> PyResult<()> {
+        Ok(self.st.flush_pending()?)
     }
 
     /// Flush, then fsync the file (with the GIL released and the index free for other threads).
     fn sync_writes(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
         let fd = {
             let mut this = slf.borrow_mut();
-            this.st.flush_pending().map_err(|e| store_err(py, e))?;
-            this.st.sync_handle().map_err(|e| store_err(py, e))?
+            this.st.flush_pending()?;
+            this.st.sync_handle()?
         };
-        fsync_detached(py, fd, "")
+        fsync_detached(slf.py(), fd, "")
     }
 
     /// Writes whole lines (per the durability mode) and indexes them; nothing is indexed when
@@ -334,14 +243,9 @@ impl Index {
             let id = match this.st.append_entry(&mut this.rng, etype, body, js, ms) {
                 Ok(id) => id,
                 Err(StoreError::KeyOrder) => return Ok(None),
-                Err(e) => return Err(store_err(py, e)),
+                Err(e) => return Err(e.into()),
             };
-            (
-                id,
-                this.st
-                    .sync_handle_if_durable()
-                    .map_err(|e| store_err(py, e))?,
-            )
+            (id, this.st.sync_handle_if_durable()?)
         };
         fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
         // hex digits: always ASCII
@@ -381,8 +285,8 @@ impl Index {
     fn end(&self) -> u64 {
         self.st.end()
     }
-    fn ends_without_newline(&self, py: Python<'_>) -> PyResult<bool> {
-        self.st.ends_without_newline().map_err(|e| store_err(py, e))
+    fn ends_without_newline(&self) -> PyResult<bool> {
+        Ok(self.st.ends_without_newline()?)
     }
 
     /// ("empty" | "valid" | "invalid", reason or None).
@@ -394,11 +298,7 @@ impl Index {
         }
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self
-            .st
-            .header_bytes()
-            .map_err(|e| store_err(py, e))?
-            .map(|b| PyBytes::new(py, &b)))
+        Ok(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
     }
     #[getter]
     fn needs_migration(&self) -> bool {
@@ -410,7 +310,7 @@ impl Index {
     }
 
     fn __len__(&self) -> usize {
-        self.st.index.recs.len()
+        self.st.index.len()
     }
     /// Distinct ids (Pi getEntryCount).
     fn entry_count(&self) -> usize {
@@ -419,94 +319,68 @@ impl Index {
 
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
-        let line = self.st.line(i).map_err(|e| store_err(py, e))?;
+        let line = self.st.line(i)?;
         Ok(PyBytes::new(py, &line))
     }
     /// The lines of entries `idx`, in that order (lines close together in the file are read
     /// with one `pread`).
     fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        for &i in &idx {
-            self.check(i)?;
-        }
+        self.st.index.check_all(idx.iter().copied())?;
         let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
         self.st
-            .with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))
-            .map_err(|e| store_err(py, e))?;
+            .with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))?;
         Ok(out
             .into_iter()
             .map(|b| b.expect("every line was read"))
             .collect())
     }
 
-    /// The entry's id when it is a string, else None.
-    fn id(&self, i: usize) -> PyResult<Option<String>> {
-        self.check(i)?;
-        Ok(self.id_str(self.st.index.recs[i].id))
+    /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
+    fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        let v = self.st.index.view(i)?;
+        let items = (
+            v.id,
+            v.parent_id,
+            v.parent_is_null,
+            v.type_name,
+            v.role,
+            v.line,
+            v.offset,
+            v.len,
+            v.vpos,
+            v.ts,
+        );
+        named(py, &RECORD, "EntryRecord", items)
     }
-    fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
-        idx.iter().map(|&i| self.id(i)).collect()
+    /// The ids of entries `idx` (when strings, else None).
+    fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
+        Ok(self.st.index.ids_of(&idx)?)
     }
-    /// The entry's parentId when it is a string, else None.
-    fn parent_id(&self, i: usize) -> PyResult<Option<String>> {
-        self.check(i)?;
-        Ok(self.id_str(self.st.index.recs[i].parent))
+    /// The type names of entries `idx` (when strings, else None).
+    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
+        Ok(self.st.index.types_of(&idx)?)
     }
-    /// (id is a string, parentId is a string, parentId is null)
-    fn key_kinds(&self, i: usize) -> PyResult<(bool, bool, bool)> {
-        self.check(i)?;
-        let r = &self.st.index.recs[i];
-        Ok((
-            self.st.index.key_string(r.id).is_some(),
-            self.st.index.key_string(r.parent).is_some(),
-            r.parent == crate::index::KID_NULL,
-        ))
+    /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
+    /// null, types, roles, lines 1-based, byte offsets. Ids, types and roles only when strings.
+    fn table<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let c = self.st.index.columns(&idx)?;
+        let items = (
+            c.ids,
+            c.parent_ids,
+            c.parent_is_null,
+            c.types,
+            c.roles,
+            c.lines,
+            c.offsets,
+        );
+        named(py, &COLUMNS, "EntryColumns", items)
     }
-    /// The entry's `type` when it is a string, else None.
-    fn type_name(&self, i: usize) -> PyResult<Option<String>> {
-        self.check(i)?;
-        let t = self.st.index.recs[i].etype;
-        Ok((t != 0).then(|| self.st.index.type_name(t).to_string()))
-    }
-    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
-        idx.iter().map(|&i| self.type_name(i)).collect()
-    }
-    /// `message.role` of a message entry when it is a string (v2 `hookMessage` reads `custom`).
-    fn role(&self, i: usize) -> PyResult<Option<String>> {
-        self.check(i)?;
-        let r = self.st.index.recs[i].role;
-        Ok((r != 0).then(|| self.st.index.role_name(r).to_string()))
-    }
-    /// What listings show of entries `idx`, as columns: (ids, parent ids, parentId is null,
-    /// types, roles, lines 1-based, byte offsets). Ids, types and roles only when strings.
-    fn table(&self, idx: Vec<usize>) -> PyResult<EntryColumns> {
-        for &i in &idx {
-            self.check(i)?;
-        }
-        let ix = &self.st.index;
-        let name = |t: u16, f: &dyn Fn(u16) -> String| (t != 0).then(|| f(t));
-        let mut cols: EntryColumns = Default::default();
-        for &i in &idx {
-            let r = &ix.recs[i];
-            cols.0.push(self.id_str(r.id));
-            cols.1.push(self.id_str(r.parent));
-            cols.2.push(r.parent == crate::index::KID_NULL);
-            cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
-            cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
-            cols.5.push(r.line);
-            cols.6.push(r.offset);
-        }
-        Ok(cols)
-    }
-    /// (line number 1-based, byte offset, byte length of the JSON text, value position)
-    fn location(&self, i: usize) -> PyResult<(u32, u64, u64, u32)> {
-        self.check(i)?;
-        let r = &self.st.index.recs[i];
-        Ok((r.line, r.offset, r.len as u64, r.vpos))
-    }
-    /// `new Date(timestamp).getTime()` (NaN when invalid).
-    fn timestamp_ms(&self, i: usize) -> PyResult<f64> {
-        self.check(i)?;
-        Ok(self.st.index.recs[i].ts)
+    /// (byte lengths, times or None where `new Date` is NaN, token estimates as
+    /// `estimate_tokens` gives them) of entries `idx`: what `Session.entry_metrics` shows.
+    #[allow(clippy::type_complexity)]
+    fn metrics(&self, idx: Vec<usize>) -> PyResult<(Vec<u32>, Vec<Option<f64>>, Vec<Option<u64>>)> {
+        let (lens, times) = self.st.index.sizes_and_times(&idx)?;
+        Ok((lens, times, self.estimate_tokens(idx)?))
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.
@@ -526,10 +400,10 @@ impl Index {
         self.st.index.leaf == Leaf::Null
     }
     /// The leaf id when it is a string.
-    fn leaf_id(&self) -> Option<String> {
+    fn leaf_id(&self) -> Option<&str> {
         match self.st.index.leaf {
             Leaf::Null => None,
-            Leaf::Key(k) => self.id_str(k),
+            Leaf::Key(k) => self.st.index.key_string(k),
         }
     }
     /// Moves the leaf to entry `i` (its id), or to null with None.
@@ -548,53 +422,36 @@ impl Index {
         Ok(Self::opt(self.st.index.walk_parent(i as u32)))
     }
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
-    fn branch(slf: &Bound<'_, Self>, i: usize) -> PyResult<Vec<u32>> {
-        let r = {
-            let this = slf.borrow();
-            this.check(i)?;
-            this.st
-                .index
-                .branch(i as u32)
-                .map_err(|c| this.cycle_info(c))
-        };
-        r.map_err(|c| cycle_err(slf.py(), c))
+    fn branch(&self, i: usize) -> PyResult<Vec<u32>> {
+        self.check(i)?;
+        let ix = &self.st.index;
+        Ok(ix.branch(i as u32).map_err(|c| ix.cycle_error(c))?)
     }
     /// Pi's context span of the branch ending at `leaf` (see `Index::context_span`): entry
     /// indices root first. Raises SessionCycleError.
     #[pyo3(signature = (leaf, with_settings = false))]
-    fn context_span(&self, py: Python<'_>, leaf: usize, with_settings: bool) -> PyResult<Vec<u32>> {
+    fn context_span(&self, leaf: usize, with_settings: bool) -> PyResult<Vec<u32>> {
         self.check(leaf)?;
         // the GIL is kept: the walk is short, and a borrow held without it would make another
         // thread's append fail with "Already borrowed"
         self.st
             .index
             .context_span_with(leaf as u32, with_settings, &self.span_memo)
-            .map_err(|c| cycle_err(py, self.cycle_info(c)))
+            .map_err(|c| self.st.index.cycle_error(c).into())
     }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).
     #[pyo3(signature = (i, etype, role = None))]
-    fn find_back(
-        &self,
-        py: Python<'_>,
-        i: usize,
-        etype: &str,
-        role: Option<&str>,
-    ) -> PyResult<Option<u32>> {
+    fn find_back(&self, i: usize, etype: &str, role: Option<&str>) -> PyResult<Option<u32>> {
         self.check(i)?;
         self.st
             .index
             .find_back_named(i as u32, etype, role)
-            .map_err(|c| cycle_err(py, self.cycle_info(c)))
+            .map_err(|c| self.st.index.cycle_error(c).into())
     }
     /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
     /// None when `to` is not an ancestor of `i`.
     #[pyo3(signature = (i, to = None))]
-    fn branch_since(
-        &self,
-        py: Python<'_>,
-        i: usize,
-        to: Option<usize>,
-    ) -> PyResult<Option<Vec<u32>>> {
+    fn branch_since(&self, i: usize, to: Option<usize>) -> PyResult<Option<Vec<u32>>> {
         self.check(i)?;
         if let Some(t) = to {
             self.check(t)?;
@@ -602,16 +459,16 @@ impl Index {
         self.st
             .index
             .branch_since(i as u32, to.map_or(NONE, |t| t as u32))
-            .map_err(|c| cycle_err(py, self.cycle_info(c)))
+            .map_err(|c| self.st.index.cycle_error(c).into())
     }
     /// Deepest common ancestor of `a` and `b`, walking only as far as it is.
-    fn common_ancestor_near(&self, py: Python<'_>, a: usize, b: usize) -> PyResult<Option<u32>> {
+    fn common_ancestor_near(&self, a: usize, b: usize) -> PyResult<Option<u32>> {
         self.check(a)?;
         self.check(b)?;
         self.st
             .index
             .common_ancestor_near(a as u32, b as u32)
-            .map_err(|c| cycle_err(py, self.cycle_info(c)))
+            .map_err(|c| self.st.index.cycle_error(c).into())
     }
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
@@ -634,40 +491,27 @@ impl Index {
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
-    fn preorder(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
-        let r = {
-            let mut this = slf.borrow_mut();
-            let this = &mut *this;
-            this.tree
-                .preorder(&this.st.index)
-                .map_err(|e| this.walk_err(e))
-        };
-        r.map_err(|e| e.into_py(slf.py()))
+    fn preorder(&mut self) -> PyResult<Vec<u32>> {
+        let ix = &self.st.index;
+        Ok(self.tree.preorder(ix).map_err(|e| ix.walk_error(e))?)
     }
     /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
     /// root), without handing the order to Python.
-    fn check_tree(slf: &Bound<'_, Self>) -> PyResult<()> {
-        Self::preorder(slf).map(|_| ())
+    fn check_tree(&mut self) -> PyResult<()> {
+        self.preorder().map(|_| ())
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
-    fn unreachable(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
-        let r = {
-            let mut this = slf.borrow_mut();
-            let this = &mut *this;
-            this.tree
-                .unreachable(&this.st.index)
-                .map_err(|e| this.walk_err(e))
-        };
-        r.map_err(|e| e.into_py(slf.py()))
+    fn unreachable(&mut self) -> PyResult<Vec<u32>> {
+        let ix = &self.st.index;
+        Ok(self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?)
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
-    fn labels(&self) -> Vec<(Option<String>, u32)> {
-        self.st
-            .index
-            .labels()
+    fn labels(&self) -> Vec<(Option<&str>, u32)> {
+        let ix = &self.st.index;
+        ix.labels()
             .into_iter()
-            .map(|(t, e)| (self.id_str(t), e))
+            .map(|(t, e)| (ix.key_string(t), e))
             .collect()
     }
     /// Index of the label entry currently labelling id `id`, or None.
@@ -682,22 +526,25 @@ impl Index {
     fn problem_count(&self) -> usize {
         self.st.index.problems.len()
     }
-    /// Problem `i` (file order): (line 1-based, byte offset, kind, message).
-    fn problem(&self, i: usize) -> PyResult<(u32, u64, &'static str, String)> {
-        self.st
-            .index
-            .problems
-            .get(i)
-            .map(|p| (p.line, p.offset, p.kind, p.message))
-            .ok_or_else(|| PyIndexError::new_err(format!("problem index {i} out of range")))
+    /// Problem `i` (file order), a `Problem`: line 1-based, byte offset, kind, message.
+    fn problem<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        let Some(p) = self.st.index.problems.get(i) else {
+            return Err(PyIndexError::new_err(format!(
+                "problem index {i} out of range"
+            )));
+        };
+        named(
+            py,
+            &PROBLEM,
+            "Problem",
+            (p.line, p.offset, p.kind, p.message),
+        )
     }
     /// Pi's token estimate of each entry's context message, computed from its raw line:
     /// 0 for entries without one, None where the exact (Python) rules must decide.
-    fn estimate_tokens(&self, py: Python<'_>, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        for &i in &idx {
-            self.check(i)?;
-        }
+    fn estimate_tokens(&self, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
+        self.st.check_live()?;
+        self.st.index.check_all(idx.iter().copied())?;
         Ok(idx
             .iter()
             .map(|&i| crate::cut::entry_info(&self.st, i as u32).map(|info| info.tokens))
@@ -708,16 +555,13 @@ impl Index {
     /// when the exact (Python) rules must decide. Touches only the entries it needs.
     fn find_cut_point(
         &self,
-        py: Python<'_>,
         path: Vec<u32>,
         start: usize,
         end: usize,
         keep_recent_tokens: u64,
     ) -> PyResult<Option<(usize, isize, bool)>> {
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        for &i in &path {
-            self.check(i as usize)?;
-        }
+        self.st.check_live()?;
+        self.st.index.check_all(path.iter().map(|&i| i as usize))?;
         Ok(crate::cut::find_cut_point(
             &self.st,
             &path,
@@ -736,13 +580,12 @@ impl Index {
         end: usize,
         preview_chars: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.st.check_live().map_err(|e| store_err(py, e))?;
-        let end = end.min(self.st.index.recs.len());
+        self.st.check_live()?;
+        let ix = &self.st.index;
+        let end = end.min(ix.len());
         let start = start.min(end);
-        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars, |i| {
-            self.id_str(self.st.index.recs[i].id)
-        })
-        .map_err(|e| store_err(py, e))?;
+        let id_of = |i| ix.id_at(i).map(str::to_string);
+        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars, id_of)?;
         Ok(PyBytes::new(py, &doc))
     }
     /// Total lines seen.
@@ -793,14 +636,15 @@ fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
 /// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
 /// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
 #[pyfunction]
-fn header_probe(py: Python<'_>, buf: &[u8], eof: bool) -> (&'static str, Option<String>, u64, u64) {
+fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bound<'py, PyAny>> {
     use crate::scan::HeaderProbe;
-    match py.detach(|| crate::scan::probe_header(buf, eof)) {
+    let items = match py.detach(|| crate::scan::probe_header(buf, eof)) {
         HeaderProbe::NeedMore => ("more", None, 0, 0),
         HeaderProbe::NoValue => ("none", None, 0, 0),
         HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
         HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
-    }
+    };
+    named(py, &PROBE, "HeaderProbe", items)
 }
 
 /// One finding of [`Scrubber`]: line (1-based), entry id, JSON pointer (None: the line is not

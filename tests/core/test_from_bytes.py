@@ -40,9 +40,9 @@ def _answers(s: Session) -> dict:
         "leaf": s.leaf_id,
         "ids": core.ids(idx),
         "types": core.types(idx),
-        "parents": [core.parent_id(i) for i in idx],
-        "locations": [core.location(i) for i in idx],
-        "timestamps": [_nan_safe(core.timestamp_ms(i)) for i in idx],
+        "parents": [core.record(i).parent_id for i in idx],
+        "locations": [core.record(i)[5:9] for i in idx],  # line, offset, length, value position
+        "timestamps": [_nan_safe(core.record(i).timestamp_ms) for i in idx],
         "lines": [core.line(i) for i in idx],
         "estimates": core.estimate_tokens(idx),
         "problems": [(p.line, p.offset, p.kind, p.message) for p in s.problems],

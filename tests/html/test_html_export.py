@@ -193,7 +193,8 @@ def test_in_memory_session_exports(tmp_path):
     data = _segments(html)
     assert data.splitlines()[1] == s._core.line(0) and first.encode() in data
     for i in range(len(s)):  # the page finds each entry at the core's offset
-        _line, off, length, _v = s._core.location(i)
+        rec = s._core.record(i)
+        off, length = rec.offset, rec.length
         assert data[off : off + length] == s._core.line(i)
 
 

@@ -58,7 +58,7 @@ def test_date_parse_index_and_python_agree_on_every_corpus_timestamp():
             raw = e.raw
             if not isinstance(raw, dict):
                 continue
-            want = s._core.timestamp_ms(e.index)
+            want = s._core.record(e.index).timestamp_ms
             got = js_date_parse(raw["timestamp"]) if "timestamp" in raw else math.nan
             assert _same(want, got), (f.name, e.line, raw.get("timestamp"))
             checked += 1
@@ -91,7 +91,7 @@ def test_date_parse_index_and_python_agree_on_generated_values(tmp_path_factory,
     path = _timestamps_file(tmp_path_factory.mktemp("d") / "s.jsonl", stamps)
     s = Session.open(path)
     for k, ts in enumerate(stamps):
-        assert _same(s._core.timestamp_ms(k), js_date_parse(ts)), ts
+        assert _same(s._core.record(k).timestamp_ms, js_date_parse(ts)), ts
 
 
 def test_leading_space_date_is_a_date_in_the_context_as_in_node():

@@ -4,6 +4,7 @@
 //! (`crate::index::view`); results are the stub's named tuples and `Literal` codes.
 
 mod errors;
+mod record;
 
 use crate::index::{HeaderState, Leaf, NONE};
 use crate::store::{Store, StoreError};
@@ -23,7 +24,6 @@ fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) 
         .map_err(|e| os_err(&e, what))
 }
 
-static RECORD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static PROBLEM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static PROBE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -336,21 +336,8 @@ impl Index {
     }
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
-    fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        let v = self.st.index.view(i)?;
-        let items = (
-            v.id,
-            v.parent_id,
-            v.parent_is_null,
-            v.type_name,
-            v.role,
-            v.line,
-            v.offset,
-            v.len,
-            v.vpos,
-            v.ts,
-        );
-        named(py, &RECORD, "EntryRecord", items)
+    fn record(&self, i: usize) -> PyResult<record::Record> {
+        Ok(self.st.index.view(i)?.into())
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
@@ -732,6 +719,7 @@ impl Scrubber {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(header_probe, m)?)?;
     m.add_class::<Index>()?;
+    m.add_class::<record::Record>()?;
     m.add_class::<Scrubber>()?;
     m.add_function(wrap_pyfunction!(date_parse, m)?)?;
     m.add_function(wrap_pyfunction!(iso_now, m)?)?;

@@ -41,7 +41,7 @@ def _answers(s: Session) -> dict:
         "ids": core.ids(idx),
         "types": core.types(idx),
         "parents": [core.record(i).parent_id for i in idx],
-        "locations": [core.record(i)[5:9] for i in idx],  # line, offset, length, value position
+        "locations": [(r.line, r.offset, r.length, r.value_pos) for r in map(core.record, idx)],
         "timestamps": [_nan_safe(core.record(i).timestamp_ms) for i in idx],
         "lines": [core.line(i) for i in idx],
         "estimates": core.estimate_tokens(idx),

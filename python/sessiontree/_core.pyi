@@ -7,47 +7,12 @@ when they are strings (None otherwise). Byte offsets and lengths are in bytes of
 from os import PathLike
 from typing import Literal, final
 
-from sessiontree.entries import EntryColumns, HeaderProbe, Problem
+from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem
 
-__all__ = [
-    "EntryRecord",
-    "Index",
-    "Scrubber",
-    "date_parse",
-    "header_probe",
-    "iso_now",
-    "js_text",
-    "json_check",
-    "__version__",
-]
+__all__ = ["Index", "Scrubber", "date_parse", "header_probe", "iso_now", "js_text", "json_check", "__version__"]
 
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...
-
-@final
-class EntryRecord:
-    """One entry's facts from the index (``Index.record``); strings only when the JSON value is one."""
-
-    @property
-    def id(self) -> str | None: ...
-    @property
-    def parent_id(self) -> str | None: ...
-    @property
-    def parent_is_null(self) -> bool: ...
-    @property
-    def type(self) -> str | None: ...
-    @property
-    def role(self) -> str | None: ...
-    @property
-    def line(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def length(self) -> int: ...
-    @property
-    def value_pos(self) -> int: ...
-    @property
-    def timestamp_ms(self) -> float: ...
 
 @final
 class Index:

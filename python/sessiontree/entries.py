@@ -87,9 +87,29 @@ class Problem(NamedTuple):
     message: str
 
 
+class EntryRecord(NamedTuple):
+    """One entry's facts from the index, without parsing its line (``_core.Index.record``;
+    :class:`Entry` takes its attributes from it): ``id``, ``parent_id``, ``type`` and ``role``
+    (``message.role``; v2 ``hookMessage`` reads ``custom``) when strings, else None;
+    ``parent_is_null`` (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` and
+    ``length`` of the line's JSON text; ``value_pos`` (Pi's ``fileEntries`` position, the
+    header being 0); ``timestamp_ms`` (``new Date(timestamp).getTime()``, NaN when invalid)."""
+
+    id: str | None
+    parent_id: str | None
+    parent_is_null: bool
+    type: str | None
+    role: str | None
+    line: int
+    offset: int
+    length: int
+    value_pos: int
+    timestamp_ms: float
+
+
 class EntryColumns(NamedTuple):
     """What listings show of many entries, one list per field (``_core.Index.table``; the
-    facts of ``_core.EntryRecord``)."""
+    facts of :class:`EntryRecord`)."""
 
     ids: list[str | None]
     parent_ids: list[str | None]
@@ -160,9 +180,9 @@ class Entry(Mapping[str, Any]):
         self._raw: Any = _UNSET
         self._rec_core: Any = None
 
-    def _record(self) -> _core.EntryRecord:
-        # one call for all the index's facts, kept while the session keeps the same index (a
-        # rewrite, such as migrate(), opens a new one: the record is taken again from it)
+    def _record(self) -> EntryRecord:
+        # one call for all the index's facts, kept while the session holds the same index (a
+        # rewrite such as migrate() opens a new one: the record is taken again from it)
         core = self._session._core
         rec = self._rec = core.record(self.index)
         self._rec_core = core
@@ -170,49 +190,49 @@ class Entry(Mapping[str, Any]):
 
     @property
     def id(self) -> str | None:
-        if self._rec_core is self._session._core:
-            return self._rec.id
-        return self._record().id
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.id
 
     @property
     def parent_id(self) -> str | None:
-        if self._rec_core is self._session._core:
-            return self._rec.parent_id
-        return self._record().parent_id
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.parent_id
 
     @property
     def parent_is_null(self) -> bool:
         """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
         not a string (``parent_id`` is None in all three cases)."""
-        if self._rec_core is self._session._core:
-            return self._rec.parent_is_null
-        return self._record().parent_is_null
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.parent_is_null
 
     @property
     def type(self) -> str | None:
-        if self._rec_core is self._session._core:
-            return self._rec.type
-        return self._record().type
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.type
 
     @property
     def role(self) -> str | None:
         """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
-        if self._rec_core is self._session._core:
-            return self._rec.role
-        return self._record().role
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.role
 
     @property
     def line(self) -> int:
-        if self._rec_core is self._session._core:
-            return self._rec.line
-        return self._record().line
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.line
 
     @property
     def offset(self) -> int:
         """Byte offset of the line in the file."""
-        if self._rec_core is self._session._core:
-            return self._rec.offset
-        return self._record().offset
+        if self._rec_core is not self._session._core:
+            self._record()
+        return self._rec.offset
 
     @property
     def timestamp(self) -> Any:

@@ -1,50 +1,26 @@
 //! The PyO3 binding: type conversion, error mapping and GIL release only.
-
-//! Errors map with `?` (`py/errors.rs`); entries are read through the core's views
-//! (`crate::index::view`); results are the stub's named tuples and `Literal` codes.
+//!
+//! This file holds `Index`; `py/` the rest: `errors.rs` (the core's errors as the package's
+//! exceptions, so that they map with `?`), `results.rs` (the named
+//! tuples), `functions.rs` (the module's functions), `scrub.rs` (`Scrubber`),
+//! `write.rs` (the write path's GIL release). Entries are read
+//! through the core's views (`crate::index::view`), never from the records themselves.
 
 mod errors;
-mod record;
+mod functions;
+mod results;
+mod scrub;
+mod write;
 
-use crate::index::{HeaderState, Leaf, NONE};
-use crate::store::{Store, StoreError};
+use crate::index::{Leaf, NONE};
+use crate::store::Store;
 use crate::walk::{SpanMemo, TreeCache};
-use errors::os_err;
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyString};
+use results::{named, COLUMNS, PROBLEM, RECORD};
 use std::path::PathBuf;
-
-/// `fsync` of a duplicate descriptor with the GIL released (nothing of the index is borrowed, so
-/// other threads may use the session meanwhile).
-fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) -> PyResult<()> {
-    let Some(fd) = fd else { return Ok(()) };
-    py.detach(|| crate::append::fsync_fd(&fd))
-        .map_err(|e| os_err(&e, what))
-}
-
-static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static PROBLEM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static PROBE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-
-/// The named tuple `name` of `sessiontree.entries` (looked up once, in `cell`) holding `items`,
-/// made as `tuple.__new__(cls, items)` (what its `_make` does, without Python code).
-fn named<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyType>>,
-    name: &str,
-    items: impl IntoPyObject<'py, Target = PyTuple, Output = Bound<'py, PyTuple>, Error = PyErr>,
-) -> PyResult<Bound<'py, PyAny>> {
-    static NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let cls = cell.import(py, "sessiontree.entries", name)?;
-    let new = NEW.get_or_try_init(py, || {
-        py.get_type::<PyTuple>()
-            .getattr("__new__")
-            .map(Bound::unbind)
-    })?;
-    new.bind(py).call1((cls, items.into_pyobject(py)?))
-}
+use write::fsync_detached;
 
 /// The index over one session's lines. Indices are entry positions in file order.
 ///
@@ -73,23 +49,6 @@ impl Index {
     }
     fn check(&self, i: usize) -> PyResult<()> {
         Ok(self.st.index.check_pos(i)?)
-    }
-    /// Runs a write on the store, then (in "fsync" mode, when it wrote) the fsync with the GIL
-    /// released and the index let go. None: nothing was written.
-    fn write_detached_fsync(
-        slf: &Bound<'_, Self>,
-        write: impl FnOnce(&mut Store) -> Result<Option<Option<u32>>, StoreError>,
-    ) -> PyResult<Option<Option<u32>>> {
-        let (r, fd) = {
-            let mut this = slf.borrow_mut();
-            let r = write(&mut this.st)?;
-            if r.is_none() {
-                return Ok(None);
-            }
-            (r, this.st.sync_handle_if_durable()?)
-        };
-        fsync_detached(slf.py(), fd, "the lines were written but fsync failed: ")?;
-        Ok(r)
     }
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
@@ -120,14 +79,8 @@ impl Index {
 
     /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
     /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`.
-    fn cache_state(&self) -> (&'static str, u64, String) {
-        use crate::saved::CacheState;
-        match &self.cache {
-            CacheState::Off => ("off", 0, String::new()),
-            CacheState::Warm { covered } => ("warm", *covered, String::new()),
-            CacheState::Cold { why, saved: true } => ("saved", 0, why.clone()),
-            CacheState::Cold { why, saved: false } => ("cold", 0, why.clone()),
-        }
+    fn cache_state(&self) -> (&'static str, u64, &str) {
+        self.cache.parts()
     }
 
     /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
@@ -231,28 +184,11 @@ impl Index {
         field: Option<&str>,
         js: bool,
     ) -> PyResult<Option<Bound<'py, PyString>>> {
-        let py = slf.py();
-        let ms = crate::append::now_ms();
         let body = match field {
             Some(name) => crate::append::Body::Field(name, body),
             None => crate::append::Body::Members(body),
         };
-        let (id, fd) = {
-            let mut this = slf.borrow_mut();
-            let this = &mut *this;
-            let id = match this.st.append_entry(&mut this.rng, etype, body, js, ms) {
-                Ok(id) => id,
-                Err(StoreError::KeyOrder) => return Ok(None),
-                Err(e) => return Err(e.into()),
-            };
-            (id, this.st.sync_handle_if_durable()?)
-        };
-        fsync_detached(py, fd, "the entry was written but fsync failed: ")?;
-        // hex digits: always ASCII
-        Ok(Some(PyString::new(
-            py,
-            std::str::from_utf8(&id).unwrap_or_default(),
-        )))
+        Self::append_detached(slf, etype, body, js)
     }
 
     /// A fresh entry id for an entry built in Python (Pi `generateId`: 8 hex digits not used in
@@ -290,12 +226,8 @@ impl Index {
     }
 
     /// ("empty" | "valid" | "invalid", reason or None).
-    fn header_state(&self) -> (&'static str, Option<String>) {
-        match &self.st.index.header.0 {
-            HeaderState::Empty => ("empty", None),
-            HeaderState::Valid => ("valid", None),
-            HeaderState::Invalid(r) => ("invalid", Some(r.clone())),
-        }
+    fn header_state(&self) -> (&'static str, Option<&str>) {
+        self.st.index.header.0.parts()
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         Ok(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
@@ -336,8 +268,14 @@ impl Index {
     }
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
-    fn record(&self, i: usize) -> PyResult<record::Record> {
-        Ok(self.st.index.view(i)?.into())
+    fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        named(
+            py,
+            &RECORD,
+            "EntryRecord",
+            true,
+            self.st.index.view(i)?.parts(),
+        )
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
@@ -350,17 +288,8 @@ impl Index {
     /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
     /// null, types, roles, lines 1-based, byte offsets. Ids, types and roles only when strings.
     fn table<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
-        let c = self.st.index.columns(&idx)?;
-        let items = (
-            c.ids,
-            c.parent_ids,
-            c.parent_is_null,
-            c.types,
-            c.roles,
-            c.lines,
-            c.offsets,
-        );
-        named(py, &COLUMNS, "EntryColumns", items)
+        let items = self.st.index.columns(&idx)?.into_parts();
+        named(py, &COLUMNS, "EntryColumns", false, items)
     }
     /// (byte lengths, times or None where `new Date` is NaN, token estimates as
     /// `estimate_tokens` gives them) of entries `idx`: what `Session.entry_metrics` shows.
@@ -524,6 +453,7 @@ impl Index {
             py,
             &PROBLEM,
             "Problem",
+            true,
             (p.line, p.offset, p.kind, p.message),
         )
     }
@@ -582,149 +512,15 @@ impl Index {
     }
 }
 
-/// JavaScript `Date.parse(s)` (`new Date(s).getTime()` of a string) in epoch milliseconds, NaN
-/// when invalid: the one date rule, also used by the index for sibling order. A string that is
-/// not valid UTF-8 (a lone surrogate) is never a date.
-#[pyfunction]
-fn date_parse(s: &Bound<'_, PyString>) -> f64 {
-    s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
-}
-
-/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`): the clock of appended
-/// entries, also used for headers and entries built in Python.
-#[pyfunction]
-fn iso_now() -> String {
-    crate::append::iso_from_ms(crate::append::now_ms())
-}
-
-/// Compact JSON `json` (orjson's) as `JSON.stringify` writes it: the same object when nothing
-/// differs, new bytes with JavaScript's number spelling, or None when an object has an
-/// array-index key (JavaScript enumerates those first: the exact Python writer orders them).
-#[pyfunction]
-fn js_text<'py>(json: &Bound<'py, PyBytes>) -> Option<Bound<'py, PyBytes>> {
-    match crate::jstext::js_text(json.as_bytes()) {
-        crate::jstext::JsText::Same => Some(json.clone()),
-        crate::jstext::JsText::Rewritten(v) => Some(PyBytes::new(json.py(), &v)),
-        crate::jstext::JsText::NeedsKeyOrder => None,
-    }
-}
-
-/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
-/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
-#[pyfunction]
-fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
-    match py.detach(|| crate::json::check_value(line)) {
-        Ok(depth) => (depth, None),
-        Err(e) => (e.pos, Some(e.msg)),
-    }
-}
-
-/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
-/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
-/// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
-#[pyfunction]
-fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bound<'py, PyAny>> {
-    use crate::scan::HeaderProbe;
-    let items = match py.detach(|| crate::scan::probe_header(buf, eof)) {
-        HeaderProbe::NeedMore => ("more", None, 0, 0),
-        HeaderProbe::NoValue => ("none", None, 0, 0),
-        HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
-        HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
-    };
-    named(py, &PROBE, "HeaderProbe", items)
-}
-
-/// One finding of [`Scrubber`]: line (1-based), entry id, JSON pointer (None: the line is not
-/// JSON), in a key, kind, start and end (code points in the decoded string), hash6.
-type FindingRow = (
-    u64,
-    Option<String>,
-    Option<String>,
-    bool,
-    &'static str,
-    usize,
-    usize,
-    String,
-);
-
-/// The secret scrubber of `crate::scrub` over a byte stream: `feed` returns the scrubbed whole
-/// lines, `finish` the last line without `\n`. Values never cross this boundary.
-#[pyclass(module = "sessiontree._core")]
-struct Scrubber {
-    inner: crate::scrub::Scrubber,
-}
-
-#[pymethods]
-impl Scrubber {
-    /// `replay`: "keep" or "drop"; `header`: also search the header's cwd and parentSession;
-    /// `record`: keep the findings (else only count them).
-    #[new]
-    #[pyo3(signature = (header=false, replay="keep", record=true))]
-    fn new(header: bool, replay: &str, record: bool) -> PyResult<Self> {
-        let replay = match replay {
-            "keep" => crate::scrub::Replay::Keep,
-            "drop" => crate::scrub::Replay::Drop,
-            _ => return Err(PyValueError::new_err("replay must be 'keep' or 'drop'")),
-        };
-        let mut inner = crate::scrub::Scrubber::new(crate::scrub::Options { header, replay });
-        inner.record = record;
-        Ok(Scrubber { inner })
-    }
-
-    /// The scrubbed bytes of the whole lines now complete (GIL released).
-    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
-        let inner = &mut self.inner;
-        let out = py.detach(|| {
-            let mut out = Vec::with_capacity(data.len() + 64);
-            inner.feed(data, &mut out);
-            out
-        });
-        PyBytes::new(py, &out)
-    }
-
-    /// The last line when the input did not end with a newline (b"" otherwise).
-    fn finish<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let mut out = Vec::new();
-        let inner = &mut self.inner;
-        py.detach(|| inner.finish(&mut out));
-        PyBytes::new(py, &out)
-    }
-
-    /// The findings so far, removed from the scrubber.
-    fn take_findings(&mut self) -> Vec<FindingRow> {
-        std::mem::take(&mut self.inner.findings)
-            .into_iter()
-            .map(|f| {
-                (
-                    f.line, f.entry_id, f.pointer, f.in_key, f.kind, f.start, f.end, f.hash,
-                )
-            })
-            .collect()
-    }
-
-    /// (bytes fed, lines changed, secrets found, replay fields kept or dropped)
-    fn stats(&self) -> (u64, u64, u64, u64) {
-        let s = &self.inner;
-        (s.bytes_in, s.lines_changed, s.found, s.replay_fields)
-    }
-
-    /// The kinds the rules detect, in table order.
-    #[staticmethod]
-    fn kinds() -> Vec<&'static str> {
-        crate::scrub::kinds()
-    }
-}
-
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(header_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
     m.add_class::<Index>()?;
-    m.add_class::<record::Record>()?;
-    m.add_class::<Scrubber>()?;
-    m.add_function(wrap_pyfunction!(date_parse, m)?)?;
-    m.add_function(wrap_pyfunction!(iso_now, m)?)?;
-    m.add_function(wrap_pyfunction!(json_check, m)?)?;
-    m.add_function(wrap_pyfunction!(js_text, m)?)?;
+    m.add_class::<scrub::Scrubber>()?;
+    m.add_function(wrap_pyfunction!(functions::date_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::iso_now, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::json_check, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::js_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -12,6 +12,7 @@ by ``Entry``), the columns of ``Index.table`` and ``Index.metrics``, and the nam
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from sessiontree import Session, _core
-from sessiontree.entries import EntryColumns, HeaderProbe, Problem
+from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "corpus").rglob("*.jsonl"))
@@ -108,9 +109,9 @@ def test_positions_that_name_no_entry_raise_index_error():
             call()
     r = core.record(0)
     assert (r.id, r.parent_id, r.parent_is_null, r.type, r.role, r.line) == ("a", None, True, "message", "user", 2)
-    assert repr(r) == 'EntryRecord(id="a", parent_id=None, type="message", line=2)'
-    with pytest.raises(AttributeError):
-        r.id = "b"  # type: ignore[misc]
+    assert isinstance(r, EntryRecord) and r == core.record(0) and not gc.is_tracked(r)  # atomic items only
+    assert (r.length, r.value_pos, r.timestamp_ms) == (len(core.line(0)), 1, 1735689601000.0)
+    assert gc.is_tracked(core.table([0]))  # lists inside: the collector keeps it
     p = core.problem(0)
     assert isinstance(p, Problem) and (p.line, p.kind) == (3, "malformed_json")
     with pytest.raises(IndexError, match="problem index 1 out of range"):

@@ -38,6 +38,40 @@ pub struct EntryView<'a> {
     pub ts: f64,
 }
 
+/// The fields of an [`EntryView`] in their order (see [`EntryView::parts`]).
+pub type ViewParts<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    bool,
+    Option<&'a str>,
+    Option<&'a str>,
+    u32,
+    u64,
+    u32,
+    u32,
+    f64,
+);
+
+impl<'a> EntryView<'a> {
+    /// (id, parent id, parentId is null, type, role, line, offset, length, value position,
+    /// time), for a caller that hands them on as one tuple.
+    pub fn parts(self) -> ViewParts<'a> {
+        let v = self;
+        (
+            v.id,
+            v.parent_id,
+            v.parent_is_null,
+            v.type_name,
+            v.role,
+            v.line,
+            v.offset,
+            v.len,
+            v.vpos,
+            v.ts,
+        )
+    }
+}
+
 /// What listings show of many entries, one column per fact (see [`Index::columns`]).
 #[derive(Debug, Default, PartialEq)]
 pub struct EntryColumns<'a> {
@@ -48,6 +82,58 @@ pub struct EntryColumns<'a> {
     pub roles: Vec<Option<&'a str>>,
     pub lines: Vec<u32>,
     pub offsets: Vec<u64>,
+}
+
+/// The columns of a [`EntryColumns`] in their order, for a caller that hands them on as one tuple.
+pub type ColumnParts<'a> = (
+    Vec<Option<&'a str>>,
+    Vec<Option<&'a str>>,
+    Vec<bool>,
+    Vec<Option<&'a str>>,
+    Vec<Option<&'a str>>,
+    Vec<u32>,
+    Vec<u64>,
+);
+
+impl<'a> EntryColumns<'a> {
+    /// (ids, parent ids, parentId is null, types, roles, lines, offsets)
+    pub fn into_parts(self) -> ColumnParts<'a> {
+        let c = self;
+        (
+            c.ids,
+            c.parent_ids,
+            c.parent_is_null,
+            c.types,
+            c.roles,
+            c.lines,
+            c.offsets,
+        )
+    }
+}
+
+impl super::HeaderState {
+    /// `("empty" | "valid" | "invalid", reason)`: the state as a code.
+    pub fn parts(&self) -> (&'static str, Option<&str>) {
+        match self {
+            super::HeaderState::Empty => ("empty", None),
+            super::HeaderState::Valid => ("valid", None),
+            super::HeaderState::Invalid(r) => ("invalid", Some(r)),
+        }
+    }
+}
+
+impl crate::saved::CacheState {
+    /// What the saved index did at open as a code: `("off", 0, "")`, `("warm", covered
+    /// bytes, "")`, `("saved", 0, why cold)` or `("cold", 0, why cold)`.
+    pub fn parts(&self) -> (&'static str, u64, &str) {
+        use crate::saved::CacheState;
+        match self {
+            CacheState::Off => ("off", 0, ""),
+            CacheState::Warm { covered } => ("warm", *covered, ""),
+            CacheState::Cold { why, saved: true } => ("saved", 0, why),
+            CacheState::Cold { why, saved: false } => ("cold", 0, why),
+        }
+    }
 }
 
 /// A walk's error with the ids it names resolved: what `SessionCycleError` says.

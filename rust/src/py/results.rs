@@ -1,0 +1,67 @@
+//! Results with names: the named tuples of `sessiontree.entries` (`EntryRecord`,
+//! `EntryColumns`, `Problem`, `HeaderProbe`), made here from Rust tuples.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
+
+pub static RECORD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static PROBLEM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static PROBE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The named tuple `name` of `sessiontree.entries` (looked up once, in `cell`) holding `items`.
+/// Made as `tuple.__new__(cls, items)` makes it, without its argument parsing (that costs
+/// more than the tuple: `Entry` takes one record per entry): the class's own `tp_alloc` with
+/// `len(items)` slots, each set once.
+///
+/// With `atomic` (every item a string, number, bool or None: nothing that can hold a
+/// reference), the tuple is untracked by the garbage collector, as CPython untracks such plain
+/// tuples itself: a record kept by each of a million `Entry` objects then adds no work to the
+/// collections.
+pub fn named<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+    atomic: bool,
+    items: impl IntoPyObject<'py, Target = PyTuple, Output = Bound<'py, PyTuple>, Error = PyErr>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let cls = cell
+        .get_or_try_init(py, || {
+            let c = py
+                .import("sessiontree.entries")?
+                .getattr(name)?
+                .cast_into::<PyType>()?;
+            if !c.is_subclass_of::<PyTuple>()? {
+                return Err(PyTypeError::new_err(format!(
+                    "sessiontree.entries.{name} is not a tuple"
+                )));
+            }
+            Ok::<_, PyErr>(c.unbind())
+        })?
+        .bind(py);
+    let items = items.into_pyobject(py)?;
+    let n = items.len();
+    let tp = cls.as_type_ptr();
+    // SAFETY: `cls` is a type deriving from `tuple` (a NamedTuple class, checked when it was
+    // looked up; a tuple subclass's `tp_alloc` makes a tuple of `n` empty
+    // slots). Each slot of the new tuple, whose only reference we hold, is set once with an
+    // owned reference, as `PyTuple_SetItem` requires.
+    unsafe {
+        let alloc = pyo3::ffi::PyType_GetSlot(tp, pyo3::ffi::Py_tp_alloc);
+        let alloc: pyo3::ffi::allocfunc = std::mem::transmute(alloc);
+        let obj = Bound::from_owned_ptr_or_err(py, alloc(tp, n as pyo3::ffi::Py_ssize_t))?;
+        for (k, item) in items.iter().enumerate() {
+            if pyo3::ffi::PyTuple_SetItem(obj.as_ptr(), k as pyo3::ffi::Py_ssize_t, item.into_ptr())
+                != 0
+            {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        if atomic {
+            pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
+        }
+        Ok(obj)
+    }
+}

@@ -128,6 +128,10 @@ pub struct Store {
     unwritten: Option<u64>,
     /// Set once the file was seen to shrink: every later read fails.
     pub shrunk: Option<(u64, u64)>,
+    /// Set once a refresh's scan saw the bytes change under it (two reads disagreed): the
+    /// entries it had indexed by then may come from either version, so every later read fails
+    /// (with [`StoreError::Rewritten`] at this offset) until the file is opened again.
+    rewritten: Option<u64>,
     /// where appends are written (none for a reader or an in-memory session)
     sink: Option<Sink>,
     /// reused for lines appended one at a time
@@ -245,6 +249,7 @@ impl Store {
             index: Index::new(),
             parallel,
             shrunk: None,
+            rewritten: None,
             sink: None,
             parser: LineParser::new(),
             ident: None,
@@ -544,9 +549,7 @@ impl Store {
         let Some(path) = self.path.clone() else {
             return Ok(0);
         };
-        if let Some((had, now)) = self.shrunk {
-            return Err(StoreError::Shrunk { had, now });
-        }
+        self.check_live()?;
         if let Some(n) = self.unwritten {
             return Err(StoreError::Unwritten(n));
         }
@@ -613,10 +616,7 @@ impl Store {
                 self.parallel,
             ),
         };
-        if let Err(StoreError::Shrunk { had, now }) = r {
-            return Err(self.poison(had, now));
-        }
-        r?;
+        self.after_refresh_scan(r)?;
         if let Some(sink) = &mut self.sink {
             sink.flushed_to = map_len;
         }
@@ -689,10 +689,31 @@ impl Store {
         StoreError::Shrunk { had, now }
     }
 
-    /// The error to raise for any read once the file shrank.
+    /// What a refresh does with its scan's outcome. A file that shrank or changed during the
+    /// scan leaves the entries indexed before it noticed in the index, and those may be half
+    /// of one version and half of another: the store is poisoned, so that no answer is built
+    /// from them (every later read and refresh errs; the caller opens the file again).
+    fn after_refresh_scan(&mut self, r: Result<(), StoreError>) -> Result<(), StoreError> {
+        match r {
+            Err(StoreError::Shrunk { had, now }) => Err(self.poison(had, now)),
+            Err(StoreError::Rewritten { offset }) => {
+                self.rewritten = Some(offset);
+                self.map = Mapped::None;
+                self.map_len = 0;
+                self.tail.clear();
+                Err(StoreError::Rewritten { offset })
+            }
+            r => r,
+        }
+    }
+
+    /// The error to raise for any read once the file shrank, or changed under a refresh.
     pub fn check_live(&self) -> Result<(), StoreError> {
-        match self.shrunk {
-            Some((had, now)) => Err(StoreError::Shrunk { had, now }),
+        if let Some((had, now)) = self.shrunk {
+            return Err(StoreError::Shrunk { had, now });
+        }
+        match self.rewritten {
+            Some(offset) => Err(StoreError::Rewritten { offset }),
             None => Ok(()),
         }
     }
@@ -1158,5 +1179,52 @@ mod from_bytes_tests {
         assert_eq!(mem.refresh().unwrap(), 0);
         let empty = Store::from_bytes(Vec::new(), false);
         assert_eq!((empty.end(), empty.index.recs.len()), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod refresh_poison_tests {
+    use super::*;
+
+    const HEAD: &[u8] = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n";
+    const A: &[u8] = b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
+
+    /// A refresh whose scan saw the file change under it (`scan_file`'s `Changed`, raised as
+    /// `Rewritten`) has indexed entries of an unknown mix of versions: the store must answer
+    /// nothing more from them. Before the fix, reads and a later refresh went on as if the
+    /// half-scanned entries were sound.
+    #[test]
+    fn a_change_seen_mid_scan_poisons_the_store() {
+        let path = std::env::temp_dir().join(format!(
+            "sessiontree-refresh-poison-{}.jsonl",
+            std::process::id()
+        ));
+        let mut data = HEAD.to_vec();
+        data.extend_from_slice(A);
+        std::fs::write(&path, &data).unwrap();
+        let mut st = Store::open(&path, false).unwrap();
+        assert_eq!(st.index.recs.len(), 1);
+        assert_eq!(&*st.line(0).unwrap(), A.strip_suffix(b"\n").unwrap());
+        // what `refresh` does when its scan reports the change
+        let r = st.after_refresh_scan(Err(StoreError::Rewritten { offset: 7 }));
+        assert!(
+            matches!(r, Err(StoreError::Rewritten { offset: 7 })),
+            "{r:?}"
+        );
+        assert!(matches!(
+            st.line(0),
+            Err(StoreError::Rewritten { offset: 7 })
+        ));
+        assert!(matches!(
+            st.refresh(),
+            Err(StoreError::Rewritten { offset: 7 })
+        ));
+        let end = st.end();
+        assert!(st.append_bytes(end, A).is_err());
+        // other outcomes pass through and poison nothing
+        let mut ok = Store::open(&path, false).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(ok.after_refresh_scan(Ok(())).is_ok());
+        assert!(ok.line(0).is_ok());
     }
 }

@@ -88,12 +88,10 @@ class Problem(NamedTuple):
 
 
 class EntryRecord(NamedTuple):
-    """One entry's facts from the index, without parsing its line (``_core.Index.record``;
-    :class:`Entry` takes its attributes from it): ``id``, ``parent_id``, ``type`` and ``role``
-    (``message.role``; v2 ``hookMessage`` reads ``custom``) when strings, else None;
-    ``parent_is_null`` (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` and
-    ``length`` of the line's JSON text; ``value_pos`` (Pi's ``fileEntries`` position, the
-    header being 0); ``timestamp_ms`` (``new Date(timestamp).getTime()``, NaN when invalid)."""
+    """One entry's facts from the index, what :class:`Entry` shows without parsing its line
+    (``_core.Index.record``): ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
+    v2 ``hookMessage`` reads ``custom``) when strings, else None; ``parent_is_null``
+    (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` of the line."""
 
     id: str | None
     parent_id: str | None
@@ -102,9 +100,6 @@ class EntryRecord(NamedTuple):
     role: str | None
     line: int
     offset: int
-    length: int
-    value_pos: int
-    timestamp_ms: float
 
 
 class EntryColumns(NamedTuple):

@@ -18,7 +18,7 @@ use crate::walk::{SpanMemo, TreeCache};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
-use results::{named, COLUMNS, PROBLEM, RECORD};
+use results::{named, COLUMNS, PROBLEM};
 use std::path::PathBuf;
 use write::fsync_detached;
 
@@ -269,13 +269,7 @@ impl Index {
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        named(
-            py,
-            &RECORD,
-            "EntryRecord",
-            true,
-            self.st.index.view(i)?.parts(),
-        )
+        results::record(py, self.st.index.view(i)?)
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {

@@ -26,10 +26,7 @@ def _user(text: str, ts: int = 0) -> dict:
 
 def _shape(s: Session) -> list[tuple]:
     core = s._core
-    return [
-        (r.id, r.parent_id, r.type, r.role, r.timestamp_ms, (r.line, r.offset, r.length, r.value_pos))
-        for r in map(core.record, range(len(core)))
-    ]
+    return [(*core.record(i), *(column[0] for column in core.metrics([i]))) for i in range(len(core))]
 
 
 def _assert_same_as_reopened(s: Session) -> None:

@@ -193,8 +193,7 @@ def test_in_memory_session_exports(tmp_path):
     data = _segments(html)
     assert data.splitlines()[1] == s._core.line(0) and first.encode() in data
     for i in range(len(s)):  # the page finds each entry at the core's offset
-        rec = s._core.record(i)
-        off, length = rec.offset, rec.length
+        off, length = s._core.record(i).offset, s._core.metrics([i])[0][0]
         assert data[off : off + length] == s._core.line(i)
 
 

@@ -26,6 +26,10 @@ pub struct EntryView<'a> {
     pub type_name: Option<&'a str>,
     /// `message.role` of a message entry (v2 `hookMessage` reads `custom`)
     pub role: Option<&'a str>,
+    /// the codes of `type_name` and `role` (`codes.rs`: below the lengths of `TYPE_NAMES`
+    /// and `ROLE_NAMES`, a fixed name)
+    pub type_code: u16,
+    pub role_code: u16,
     /// 1-based line number
     pub line: u32,
     /// byte offset of the line's JSON text
@@ -36,40 +40,6 @@ pub struct EntryView<'a> {
     pub vpos: u32,
     /// `new Date(timestamp).getTime()`, NaN when invalid
     pub ts: f64,
-}
-
-/// The fields of an [`EntryView`] in their order (see [`EntryView::parts`]).
-pub type ViewParts<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    bool,
-    Option<&'a str>,
-    Option<&'a str>,
-    u32,
-    u64,
-    u32,
-    u32,
-    f64,
-);
-
-impl<'a> EntryView<'a> {
-    /// (id, parent id, parentId is null, type, role, line, offset, length, value position,
-    /// time), for a caller that hands them on as one tuple.
-    pub fn parts(self) -> ViewParts<'a> {
-        let v = self;
-        (
-            v.id,
-            v.parent_id,
-            v.parent_is_null,
-            v.type_name,
-            v.role,
-            v.line,
-            v.offset,
-            v.len,
-            v.vpos,
-            v.ts,
-        )
-    }
 }
 
 /// What listings show of many entries, one column per fact (see [`Index::columns`]).
@@ -190,6 +160,8 @@ impl Index {
             parent_is_null: r.parent == KID_NULL,
             type_name: (r.etype != 0).then(|| self.type_name(r.etype)),
             role: (r.role != 0).then(|| self.role_name(r.role)),
+            type_code: r.etype,
+            role_code: r.role,
             line: r.line,
             offset: r.offset,
             len: r.len,

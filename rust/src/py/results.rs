@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyString, PyTuple, PyType};
 
 pub static RECORD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -64,4 +64,39 @@ pub fn named<'py>(
         }
         Ok(obj)
     }
+}
+
+/// Python strings of the fixed type and role names of `codes.rs`, made once per interpreter:
+/// nearly every record names one of them.
+static TYPES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+static ROLES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+
+fn name<'py>(
+    py: Python<'py>,
+    cell: &PyOnceLock<Vec<Py<PyString>>>,
+    fixed: &[&str],
+    code: u16,
+    name: Option<&str>,
+) -> Option<Bound<'py, PyString>> {
+    let name = name?;
+    let made = cell.get_or_init(py, || {
+        fixed
+            .iter()
+            .map(|s| PyString::new(py, s).unbind())
+            .collect()
+    });
+    match made.get(code as usize) {
+        Some(s) if fixed[code as usize] == name => Some(s.bind(py).clone()),
+        _ => Some(PyString::new(py, name)),
+    }
+}
+
+/// An `EntryRecord` (what `Entry` shows: id, parent id, parentId is null, type, role, line,
+/// offset) of one entry's view.
+pub fn record<'py>(py: Python<'py>, v: crate::index::EntryView<'_>) -> PyResult<Bound<'py, PyAny>> {
+    use crate::index::{ROLE_NAMES, TYPE_NAMES};
+    let t = name(py, &TYPES, &TYPE_NAMES, v.type_code, v.type_name);
+    let r = name(py, &ROLES, &ROLE_NAMES, v.role_code, v.role);
+    let items = (v.id, v.parent_id, v.parent_is_null, t, r, v.line, v.offset);
+    named(py, &RECORD, "EntryRecord", true, items)
 }

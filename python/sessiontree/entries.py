@@ -175,58 +175,61 @@ class Entry(Mapping[str, Any]):
         self._raw: Any = _UNSET
         self._rec_core: Any = None
 
-    def _record(self) -> EntryRecord:
-        # one call for all the index's facts, kept while the session holds the same index (a
-        # rewrite such as migrate() opens a new one: the record is taken again from it)
-        core = self._session._core
-        rec = self._rec = core.record(self.index)
-        self._rec_core = core
-        return rec
+    # Each attribute takes the entry's record (one call for all the index's facts) on first
+    # use and keeps it while the session holds the same index (a rewrite such as migrate()
+    # opens a new one: the record is taken again from it).
 
     @property
     def id(self) -> str | None:
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.id
 
     @property
     def parent_id(self) -> str | None:
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_id
 
     @property
     def parent_is_null(self) -> bool:
         """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
         not a string (``parent_id`` is None in all three cases)."""
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_is_null
 
     @property
     def type(self) -> str | None:
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.type
 
     @property
     def role(self) -> str | None:
         """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.role
 
     @property
     def line(self) -> int:
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.line
 
     @property
     def offset(self) -> int:
         """Byte offset of the line in the file."""
-        if self._rec_core is not self._session._core:
-            self._record()
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
         return self._rec.offset
 
     @property

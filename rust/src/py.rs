@@ -12,13 +12,14 @@ mod results;
 mod scrub;
 mod write;
 
+use crate::cut;
 use crate::index::{Leaf, NONE};
 use crate::store::Store;
 use crate::walk::{SpanMemo, TreeCache};
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
-use results::{named, COLUMNS, PROBLEM};
+use results::{named, COLUMNS};
 use std::path::PathBuf;
 use write::fsync_detached;
 
@@ -258,13 +259,10 @@ impl Index {
     /// with one `pread`).
     fn lines<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         self.st.index.check_all(idx.iter().copied())?;
-        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        let mut out = vec![None; idx.len()];
         self.st
             .with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))?;
-        Ok(out
-            .into_iter()
-            .map(|b| b.expect("every line was read"))
-            .collect())
+        Ok(out.into_iter().flatten().collect()) // every line was read
     }
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
@@ -438,28 +436,15 @@ impl Index {
     }
     /// Problem `i` (file order), a `Problem`: line 1-based, byte offset, kind, message.
     fn problem<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        let Some(p) = self.st.index.problems.get(i) else {
-            return Err(PyIndexError::new_err(format!(
-                "problem index {i} out of range"
-            )));
-        };
-        named(
-            py,
-            &PROBLEM,
-            "Problem",
-            true,
-            (p.line, p.offset, p.kind, p.message),
-        )
+        results::problem(py, self.st.index.problems.get(i), i)
     }
     /// Pi's token estimate of each entry's context message, computed from its raw line:
     /// 0 for entries without one, None where the exact (Python) rules must decide.
     fn estimate_tokens(&self, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
         self.st.check_live()?;
         self.st.index.check_all(idx.iter().copied())?;
-        Ok(idx
-            .iter()
-            .map(|&i| crate::cut::entry_info(&self.st, i as u32).map(|info| info.tokens))
-            .collect())
+        let tokens = |&i: &usize| cut::entry_info(&self.st, i as u32).map(|info| info.tokens);
+        Ok(idx.iter().map(tokens).collect())
     }
     /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
     /// by the caller): (first kept position, turn start position or -1, split turn), or None
@@ -473,13 +458,8 @@ impl Index {
     ) -> PyResult<Option<(usize, isize, bool)>> {
         self.st.check_live()?;
         self.st.index.check_all(path.iter().map(|&i| i as usize))?;
-        Ok(crate::cut::find_cut_point(
-            &self.st,
-            &path,
-            start,
-            end,
-            keep_recent_tokens,
-        ))
+        let keep = keep_recent_tokens;
+        Ok(cut::find_cut_point(&self.st, &path, start, end, keep))
     }
     /// Entries `start..end` as one JSON document of columns for the HTML view (see
     /// `crate::digest::digest_columns`): ids, kinds, previews, references, offsets, lengths,

@@ -27,6 +27,18 @@ pub fn named<'py>(
     atomic: bool,
     items: impl IntoPyObject<'py, Target = PyTuple, Output = Bound<'py, PyTuple>, Error = PyErr>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let items = items.into_pyobject(py)?;
+    named_of(py, cell, name, atomic, items.iter())
+}
+
+/// [`named`] of items already made (no intermediate tuple).
+pub fn named_of<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+    atomic: bool,
+    items: impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let cls = cell
         .get_or_try_init(py, || {
             let c = py
@@ -41,23 +53,29 @@ pub fn named<'py>(
             Ok::<_, PyErr>(c.unbind())
         })?
         .bind(py);
-    let items = items.into_pyobject(py)?;
     let n = items.len();
     let tp = cls.as_type_ptr();
     // SAFETY: `cls` is a type deriving from `tuple` (a NamedTuple class, checked when it was
-    // looked up; a tuple subclass's `tp_alloc` makes a tuple of `n` empty
-    // slots). Each slot of the new tuple, whose only reference we hold, is set once with an
-    // owned reference, as `PyTuple_SetItem` requires.
+    // looked up; a tuple subclass's `tp_alloc` makes a tuple of `n` empty slots). Each slot of
+    // the new tuple, whose only reference we hold, is set once with an owned reference, as
+    // `PyTuple_SetItem` requires (it refuses an index out of range); a tuple left with an
+    // empty slot is an error, and its deallocation skips empty slots.
     unsafe {
         let alloc = pyo3::ffi::PyType_GetSlot(tp, pyo3::ffi::Py_tp_alloc);
         let alloc: pyo3::ffi::allocfunc = std::mem::transmute(alloc);
         let obj = Bound::from_owned_ptr_or_err(py, alloc(tp, n as pyo3::ffi::Py_ssize_t))?;
-        for (k, item) in items.iter().enumerate() {
+        let mut set = 0;
+        for (k, item) in items.enumerate() {
             if pyo3::ffi::PyTuple_SetItem(obj.as_ptr(), k as pyo3::ffi::Py_ssize_t, item.into_ptr())
                 != 0
             {
                 return Err(PyErr::fetch(py));
             }
+            set += 1;
+        }
+        if set != n {
+            // never left with an empty slot: a tuple's readers assume none
+            return Err(PyTypeError::new_err(format!("{name}: {set} of {n} items")));
         }
         if atomic {
             pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
@@ -97,6 +115,34 @@ pub fn record<'py>(py: Python<'py>, v: crate::index::EntryView<'_>) -> PyResult<
     use crate::index::{ROLE_NAMES, TYPE_NAMES};
     let t = name(py, &TYPES, &TYPE_NAMES, v.type_code, v.type_name);
     let r = name(py, &ROLES, &ROLE_NAMES, v.role_code, v.role);
-    let items = (v.id, v.parent_id, v.parent_is_null, t, r, v.line, v.offset);
-    named(py, &RECORD, "EntryRecord", true, items)
+    let items = [
+        v.id.into_pyobject(py)?.into_any(),
+        v.parent_id.into_pyobject(py)?.into_any(),
+        v.parent_is_null.into_pyobject(py)?.to_owned().into_any(),
+        t.into_pyobject(py)?.into_any(),
+        r.into_pyobject(py)?.into_any(),
+        v.line.into_pyobject(py)?.into_any(),
+        v.offset.into_pyobject(py)?.into_any(),
+    ];
+    named_of(py, &RECORD, "EntryRecord", true, items.into_iter())
+}
+
+/// Problem `i` of the index (`p`) as a `Problem`: line 1-based, byte offset, kind, message.
+pub fn problem<'py>(
+    py: Python<'py>,
+    p: Option<crate::index::Problem>,
+    i: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Some(p) = p else {
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+            "problem index {i} out of range"
+        )));
+    };
+    named(
+        py,
+        &PROBLEM,
+        "Problem",
+        true,
+        (p.line, p.offset, p.kind, p.message),
+    )
 }

@@ -60,25 +60,24 @@ fn snapshot(ix: &Index) -> Snapshot {
         .map(|(i, r)| {
             let i = i as u32;
             format!(
-                "{} {} {} {} {:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-                r.offset,
+                "{} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                r.offset(),
                 r.len,
-                r.line,
-                r.vpos,
+                ix.line_of(i),
+                ix.vpos(i),
                 ix.type_name(r.etype),
                 ix.role_name(r.role),
-                r.flags,
-                if r.ts.is_nan() {
+                if r.ts().is_nan() {
                     None
                 } else {
-                    Some(r.ts.to_bits())
+                    Some(r.ts().to_bits())
                 },
                 key(ix, r.id),
                 key(ix, r.parent),
-                if r.target == NONE {
+                if ix.target(i) == NONE {
                     None
                 } else {
-                    Some(key(ix, r.target))
+                    Some(key(ix, ix.target(i)))
                 },
                 opt(ix.walk_parent(i)),
                 opt(ix.tree_parent(i)),
@@ -125,16 +124,16 @@ fn sample(n: usize) -> Vec<u32> {
 fn check_walks(ix: &Index, data: &[u8]) {
     let n = ix.recs.len();
     for (i, r) in ix.recs.iter().enumerate() {
-        let end = r.offset + r.len as u64;
+        let end = r.offset() + r.len as u64;
         assert!(end <= data.len() as u64, "entry {i} spans past the data");
-        let line = &data[r.offset as usize..end as usize];
+        let line = &data[r.offset() as usize..end as usize];
         assert!(
             json::parse_line(line).is_ok(),
             "entry {i} is not a JSON line"
         );
         assert!(!line.contains(&b'\n'), "entry {i} holds a newline");
         assert_eq!(
-            ix.entry_at_vpos(r.vpos),
+            ix.entry_at_vpos(ix.vpos(i as u32)),
             Some(i as u32),
             "value position of entry {i}"
         );
@@ -174,7 +173,7 @@ fn check_walks(ix: &Index, data: &[u8]) {
     assert_eq!(tree.roots.len(), n - non_roots);
     for p in 0..n as u32 {
         let ch = tree.children(p);
-        let ts: Vec<f64> = ch.iter().map(|&c| ix.recs[c as usize].ts).collect();
+        let ts: Vec<f64> = ch.iter().map(|&c| ix.recs[c as usize].ts()).collect();
         if !ts.iter().any(|t| t.is_nan()) {
             assert!(
                 ts.windows(2).all(|w| w[0] <= w[1]),
@@ -282,7 +281,7 @@ pub fn check_scan(data: &[u8]) {
         let r = st.index.recs[i];
         assert_eq!(
             &*st.line(i).expect("the file is unchanged"),
-            &data[r.offset as usize..(r.offset + r.len as u64) as usize]
+            &data[r.offset() as usize..(r.offset() + r.len as u64) as usize]
         );
     }
 }

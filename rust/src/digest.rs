@@ -297,13 +297,13 @@ pub fn digest_columns(
     );
     cols.insert(
         "o".into(),
-        recs.iter().map(|r| Value::from(r.offset)).collect(),
+        recs.iter().map(|r| Value::from(r.offset())).collect(),
     );
     cols.insert(
         "l".into(),
         recs.iter().map(|r| Value::from(r.len as u64)).collect(),
     );
-    cols.insert("t".into(), recs.iter().map(|r| num(r.ts)).collect());
+    cols.insert("t".into(), recs.iter().map(|r| num(r.ts())).collect());
     cols.insert(
         "e".into(),
         ds.iter()

@@ -11,9 +11,16 @@
 //! * a fixed 128-byte header: magic, format version, byte-order mark, record size, pointer
 //!   width, then what the index covers (device, inode, indexed length, the file's size, mtime
 //!   and ctime in nanoseconds as they were at the scan, a fingerprint of sampled blocks), the
-//!   lengths of the two sections and a checksum of all of it;
-//! * the index's meta section (`index::persist`): keys, names, labels, problems, header state;
-//! * the records, as their bytes (48 each), read straight into the records array.
+//!   lengths of the four sections and a checksum of all of it (the header and a hash of each
+//!   section);
+//! * the index's meta section (`index::persist`): names, labels, problems, line runs, targets,
+//!   header state;
+//! * the key records (8 bytes each) and the key bytes, each read straight into its final array;
+//! * the records, as their bytes (28 each), read straight into the records array.
+//!
+//! A load reads on two threads: this one the meta and the keys (hashing and checking them),
+//! the other the records (hashing them); then the records are checked and the by-id map
+//! built from them. Nothing is used before it is checked.
 //!
 //! The check (see docs/reliability.md): same (device, inode); the file at least the indexed
 //! length; if it is exactly that long, the same mtime and ctime (ctime cannot be set back by a
@@ -42,7 +49,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.
@@ -135,11 +142,21 @@ pub fn fingerprint(f: &File, covered: u64) -> io::Result<u64> {
     Ok(h.finish())
 }
 
-fn checksum(head: &[u8], meta: &[u8], recs: &[u8]) -> u64 {
+/// The hash of one section (each on the thread that read it).
+fn section_sum(b: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write(b);
+    h.finish()
+}
+
+/// The checksum: the header (its checksum slot zero) and the hashes of the sections (meta,
+/// key records, key bytes, records).
+fn checksum(head: &[u8], sections: [u64; 4]) -> u64 {
     let mut h = hasher();
     h.write(head);
-    h.write(meta);
-    h.write(recs);
+    for s in sections {
+        h.write_u64(s);
+    }
     h.finish()
 }
 
@@ -233,7 +250,8 @@ fn get_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// The header: fields at fixed places (see the module docs). `sums` is the checksum slot.
-fn header(cover: &Cover, meta_len: u64, nrecs: u64, sum: u64) -> [u8; HEADER_LEN] {
+fn header(cover: &Cover, lens: [u64; 4], sum: u64) -> [u8; HEADER_LEN] {
+    let [meta_len, nrecs, nkeys, key_bytes] = lens;
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     let mut put32 = |at: usize, v: u32| h[at..at + 4].copy_from_slice(&v.to_ne_bytes());
@@ -252,6 +270,8 @@ fn header(cover: &Cover, meta_len: u64, nrecs: u64, sum: u64) -> [u8; HEADER_LEN
         meta_len,
         nrecs,
         sum,
+        nkeys,
+        key_bytes,
     ];
     for (i, v) in vals.iter().enumerate() {
         h[24 + 8 * i..32 + 8 * i].copy_from_slice(&v.to_ne_bytes());
@@ -315,6 +335,18 @@ fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
     Ok(v)
 }
 
+/// Reads `n` key records (8 bytes each) at `at` of `f` into a vector of their words.
+fn read_u64s(f: &File, at: u64, n: usize) -> io::Result<Vec<u64>> {
+    let bytes = n
+        .checked_mul(8)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut v: Vec<u64> = Vec::with_capacity(n);
+    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
+    // SAFETY: every byte of the first `n` words was written above.
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
 /// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder:
 /// the index and how many bytes of the file it covers, or why not (then scan cold).
 pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index, u64), String> {
@@ -346,7 +378,7 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         ctime_ns: v(5) as i64,
         fp: v(6),
     };
-    let (meta_len, nrecs, sum) = (v(7), v(8), v(9));
+    let (meta_len, nrecs, sum, nkeys, kb_len) = (v(7), v(8), v(9), v(10), v(11));
     let (size, mtime, ctime) = stat_of(meta);
     if (cover.dev, cover.ino) != (meta.dev(), meta.ino()) {
         return Err("saved index of another file".into());
@@ -357,36 +389,59 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     if size == cover.covered && (mtime, ctime) != (cover.mtime_ns, cover.ctime_ns) {
         return Err("the file was changed (same length, other mtime or ctime)".into());
     }
+    // the sections: meta, key records, key bytes, records, exactly filling the file
+    let wrong = || "saved index of a wrong size".to_string();
     let rec_bytes = nrecs
         .checked_mul(std::mem::size_of::<Rec>() as u64)
-        .ok_or("saved index of a wrong size")?;
-    if (HEADER_LEN as u64)
+        .ok_or_else(wrong)?;
+    let at_keys = (HEADER_LEN as u64)
         .checked_add(meta_len)
-        .and_then(|x| x.checked_add(rec_bytes))
-        != Some(clen)
-    {
-        return Err("saved index of a wrong size".into());
+        .ok_or_else(wrong)?;
+    let at_kb = nkeys
+        .checked_mul(8)
+        .and_then(|x| x.checked_add(at_keys))
+        .ok_or_else(wrong)?;
+    let at_recs = at_kb.checked_add(kb_len).ok_or_else(wrong)?;
+    if at_recs.checked_add(rec_bytes) != Some(clen) {
+        return Err(wrong());
     }
     let fp = fingerprint(f, cover.covered).map_err(|e| e.to_string())?;
     if fp != cover.fp {
         return Err("the file's indexed bytes changed (fingerprint)".into());
     }
-    let meta_b = read_vec(&c, HEADER_LEN as u64, meta_len as usize).map_err(|e| e.to_string())?;
-    let recs =
-        read_recs(&c, HEADER_LEN as u64 + meta_len, nrecs as usize).map_err(|e| e.to_string())?;
     let mut h0 = head;
     h0[SUM_AT..SUM_AT + 8].fill(0);
-    // the checksum on a second thread while the records are checked and the rest restored
-    let (sum_ok, ix) = std::thread::scope(|sc| {
-        let summing = sc.spawn(|| checksum(&h0, &meta_b, recs_bytes(&recs)) == sum);
-        let ix = Index::restore_checked(&meta_b, &recs, cover.covered);
-        (summing.join().unwrap_or(false), ix)
-    });
-    if !sum_ok {
+    // two threads: this one reads, hashes and checks the meta and the keys while the other
+    // reads and hashes the records; then the records are checked here
+    let (ix, sums) = std::thread::scope(|sc| {
+        let reading = sc.spawn(|| {
+            let recs = read_recs(&c, at_recs, nrecs as usize)?;
+            let h = section_sum(recs_bytes(&recs));
+            Ok::<_, io::Error>((recs, h))
+        });
+        let first = (|| {
+            let meta_b = read_vec(&c, HEADER_LEN as u64, meta_len as usize)?;
+            let keys = read_u64s(&c, at_keys, nkeys as usize)?;
+            let kb = read_vec(&c, at_kb, kb_len as usize)?;
+            // SAFETY: a view of the words' initialised bytes, exactly their length.
+            let keys_b =
+                unsafe { std::slice::from_raw_parts(keys.as_ptr() as *const u8, keys.len() * 8) };
+            let sums = [section_sum(&meta_b), section_sum(keys_b), section_sum(&kb)];
+            let ix = Index::restore_meta(&meta_b, keys, kb, nrecs as usize, cover.covered);
+            Ok::<_, io::Error>((ix, sums))
+        })();
+        let read = reading
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the reading thread panicked")));
+        let ((ix, [a, b, c]), (recs, d)) = (first?, read?);
+        let ix = ix.and_then(|ix| ix.restore_records(recs));
+        Ok::<_, io::Error>((ix, [a, b, c, d]))
+    })
+    .map_err(|e| e.to_string())?;
+    if checksum(&h0, sums) != sum {
         return Err("saved index damaged (checksum)".into());
     }
-    let mut ix = ix.ok_or_else(|| "saved index inconsistent".to_string())?;
-    ix.recs = recs;
+    let ix = ix.ok_or_else(|| "saved index inconsistent".to_string())?;
     Ok((ix, cover.covered))
 }
 
@@ -424,9 +479,16 @@ pub fn save(
     let mut meta = Vec::new();
     index.persist_meta(&mut meta);
     let recs = recs_bytes(&index.recs);
-    let h0 = header(&cover, meta.len() as u64, index.recs.len() as u64, 0);
-    let sum = checksum(&h0, &meta, recs);
-    let head = header(&cover, meta.len() as u64, index.recs.len() as u64, sum);
+    let (keys, kb) = index.key_sections();
+    let lens = [
+        meta.len() as u64,
+        index.recs.len() as u64,
+        keys.len() as u64 / 8,
+        kb.len() as u64,
+    ];
+    let h0 = header(&cover, lens, 0);
+    let sums = [meta.as_slice(), keys, kb, recs].map(section_sum);
+    let head = header(&cover, lens, checksum(&h0, sums));
     let dir = open_dir(&cfg.dir, true).map_err(|e| format!("cache folder: {e}"))?;
     let name = file_name(cover.dev, cover.ino);
     let seq = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -457,6 +519,8 @@ pub fn save(
     let w = out
         .write_all(&head)
         .and_then(|_| out.write_all(&meta))
+        .and_then(|_| out.write_all(keys))
+        .and_then(|_| out.write_all(kb))
         .and_then(|_| out.write_all(recs));
     drop(out);
     if let Err(e) = w {
@@ -526,8 +590,7 @@ mod tests {
         let ix = &st.index;
         assert!(ix.can_persist());
         let covered = ix.scanned_to;
-        let mut meta = Vec::new();
-        ix.persist_meta(&mut meta);
+        let meta = ix.persist_all();
         let recs = ix.recs.clone();
         // the untouched input restores to the same index
         let back = Index::restore(&meta, recs.clone(), covered).expect("restores");
@@ -555,16 +618,18 @@ mod tests {
                 } else {
                     let i = (rng.next() % rs.len() as u64) as usize;
                     let v = rng.next();
-                    match rng.next() % 9 {
-                        0 => rs[i].offset = v,
-                        1 => rs[i].len = v as u32,
-                        2 => rs[i].id = v as u32,
-                        3 => rs[i].parent = v as u32,
-                        4 => rs[i].target = v as u32,
+                    match rng.next() % 7 {
+                        0 | 1 => {
+                            // any byte of the record: the packed offset and timestamp too
+                            let mut b = recs_bytes(&rs[i..i + 1]).to_vec();
+                            b[(v % 28) as usize] = (v >> 8) as u8;
+                            rs[i] = crate::index::recs_from_bytes(&b).expect("one record")[0];
+                        }
+                        2 => rs[i].len = v as u32,
+                        3 => rs[i].id = v as u32,
+                        4 => rs[i].parent = v as u32,
                         5 => rs[i].etype = v as u16,
-                        6 => rs[i].role = v as u16,
-                        7 => rs[i].vpos = v as u32,
-                        _ => rs[i].line = v as u32,
+                        _ => rs[i].role = v as u16,
                     }
                 }
             }
@@ -630,6 +695,74 @@ mod tests {
             std::fs::write(&saved_path, &bad).unwrap();
             assert!(load(&cfg, &f, &meta).is_err(), "damage {k} accepted");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A saved index of the previous layout (format 1: 48-byte records with the value
+    /// position and the target inside), even with a checksum that adds up, is refused: a
+    /// cold open.
+    #[test]
+    fn an_index_saved_by_the_previous_layout_is_refused() {
+        let dir = std::env::temp_dir().join(format!("st-saved-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+        };
+        let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let good = std::fs::read(&saved_path).unwrap();
+        // the meta and key sections, as one section before the records
+        let before_recs = good.len() - cold.index.recs.len() * std::mem::size_of::<Rec>();
+        let ix = &cold.index;
+        // the records as format 1 wrote them
+        let mut old_recs = Vec::new();
+        for (i, r) in ix.recs.iter().enumerate() {
+            let i = i as u32;
+            old_recs.extend_from_slice(&r.offset().to_ne_bytes());
+            for v in [
+                r.len,
+                ix.line_of(i),
+                ix.vpos(i),
+                r.id,
+                r.parent,
+                ix.target(i),
+            ] {
+                old_recs.extend_from_slice(&v.to_ne_bytes());
+            }
+            old_recs.extend_from_slice(&r.ts().to_ne_bytes());
+            old_recs.extend_from_slice(&r.etype.to_ne_bytes());
+            old_recs.extend_from_slice(&r.role.to_ne_bytes());
+            old_recs.extend_from_slice(&[0u8; 4]);
+        }
+        assert_eq!(old_recs.len(), ix.recs.len() * 48);
+        let mut head: [u8; HEADER_LEN] = good[..HEADER_LEN].try_into().unwrap();
+        head[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        head[16..20].copy_from_slice(&48u32.to_ne_bytes());
+        head[SUM_AT..SUM_AT + 8].fill(0);
+        let meta_b = &good[HEADER_LEN..before_recs];
+        let sum = checksum(&head, [section_sum(meta_b), 0, 0, section_sum(&old_recs)]);
+        head[SUM_AT..SUM_AT + 8].copy_from_slice(&sum.to_ne_bytes());
+        let mut old = head.to_vec();
+        old.extend_from_slice(meta_b);
+        old.extend_from_slice(&old_recs);
+        std::fs::write(&saved_path, &old).unwrap();
+        let err = load(&cfg, &f, &meta).err().expect("refused");
+        assert!(err.contains("another format"), "{err}");
+        // and the open is cold, with the cold answers, and saves the current layout again
+        let (again, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(
+            matches!(state, CacheState::Cold { saved: true, .. }),
+            "{state:?}"
+        );
+        assert_eq!(again.index.recs.len(), ix.recs.len());
+        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        assert!(matches!(state, CacheState::Warm { .. }), "{state:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1267,7 +1267,9 @@ mod tests {
             (
                 ix.lines,
                 ix.recs.len(),
-                ix.recs.last().map(|r| (r.line, r.offset)),
+                ix.recs
+                    .last()
+                    .map(|r| (ix.line_of(ix.recs.len() as u32 - 1), r.offset())),
                 probs,
             )
         };

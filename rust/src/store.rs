@@ -477,7 +477,7 @@ impl Store {
         self.check_live()?;
         let end = self.end();
         let recs = &self.index.recs;
-        let span = |i: usize| (recs[i].offset, recs[i].len as u64);
+        let span = |i: usize| (recs[i].offset(), recs[i].len as u64);
         let on_disk = matches!(self.base, Base::Disk);
         if !on_disk {
             for (k, &i) in idx.iter().enumerate() {
@@ -487,7 +487,7 @@ impl Store {
             return Ok(());
         }
         let mut order: Vec<usize> = (0..idx.len()).collect();
-        order.sort_unstable_by_key(|&k| recs[idx[k]].offset);
+        order.sort_unstable_by_key(|&k| recs[idx[k]].offset());
         let mut buf: Vec<u8> = Vec::new();
         let mut a = 0;
         while a < order.len() {

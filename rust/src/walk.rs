@@ -146,7 +146,7 @@ impl Index {
             rev.reverse();
             return Ok(rev);
         }
-        let fk = rec(compaction).target;
+        let fk = self.target(compaction);
         if self.key_string(fk).is_none() {
             return self.branch(leaf);
         }
@@ -219,11 +219,11 @@ impl Index {
         leaf: u32,
     ) -> Result<bool, Cycle> {
         let rec = &self.recs[compaction as usize];
-        let fk = self.key_string(rec.target);
+        let fk = self.key_string(self.target(compaction));
         let mut m = memo.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = m.as_ref() {
             let still = k.compaction == compaction
-                && k.offset == rec.offset
+                && k.offset == rec.offset()
                 && fk == Some(k.first_kept.as_str())
                 && k.dangling.as_deref().is_none_or(|d| {
                     self.lookup_str(d)
@@ -262,7 +262,7 @@ impl Index {
         if let Some(fk) = fk {
             *m = Some(NotAbove {
                 compaction,
-                offset: rec.offset,
+                offset: rec.offset(),
                 first_kept: fk.to_string(),
                 dangling,
             });
@@ -447,7 +447,7 @@ impl Index {
         for p in 0..n {
             let (s, e) = (start[p] as usize, start[p + 1] as usize);
             if e - s > 1 {
-                sort_like_v8(&mut kids[s..e], |&c| self.recs[c as usize].ts);
+                sort_like_v8(&mut kids[s..e], |&c| self.recs[c as usize].ts());
             }
         }
         Tree { roots, start, kids }

@@ -219,6 +219,12 @@ def _damage_cases(good: bytes) -> dict[str, bytes]:
         "random": os.urandom(n),
         "zeros": bytes(n),
         "other_version": good[:8] + (999).to_bytes(4, sys.byteorder) + good[12:],
+        # the previous layout (format 1, 48-byte records with the value position and target)
+        "previous_layout": good[:8]
+        + (1).to_bytes(4, sys.byteorder)
+        + good[12:16]
+        + (48).to_bytes(4, sys.byteorder)
+        + good[20:],
         "other_byte_order": good[:12] + bytes(reversed(good[12:16])) + good[16:],
         "other_record_size": good[:16] + (40).to_bytes(4, sys.byteorder) + good[20:],
         "other_word_size": good[:20] + (32).to_bytes(4, sys.byteorder) + good[24:],

@@ -1,5 +1,5 @@
 //! Entry type and message role codes: the well-known names with fixed codes (`T_*`, `R_*`),
-//! the record flags, and the interning of other names.
+//! and the interning of other names.
 
 use super::Index;
 use crate::json::Val;
@@ -47,10 +47,6 @@ pub const ROLE_NAMES: [&str; 10] = [
 pub const R_ASSISTANT: u16 = 2;
 pub const R_CUSTOM: u16 = 5;
 pub const R_HOOK: u16 = 9;
-
-/// Flags on a record.
-pub const F_LABEL_TRUTHY: u8 = 1;
-pub const F_NOT_OBJECT: u8 = 2;
 
 /// The fixed code of a well-known name (`""` at 0 never matches a string).
 #[inline]

@@ -6,25 +6,31 @@ use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE
 use crate::json::{JsVal, Val};
 use std::hash::BuildHasher;
 
-/// What a key id stands for: a JavaScript `Map` key (see [`Index::key_of`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct KeyRec {
-    /// string: offset in `key_bytes`; number: the f64 bits (-0 as 0); bool: 0 or 1
-    pub(super) data: u64,
-    /// string: byte length
-    pub(super) len: u32,
-    pub(super) tag: u8,
-    truthy: bool,
-}
+/// What a key id stands for: a JavaScript `Map` key (see [`Index::key_of`]), 8 bytes: its
+/// tag (top 3 bits) and where its bytes start in `key_bytes` (the rest). A key's bytes end
+/// where the next key's start (the last key's at the end of `key_bytes`): a string's UTF-8, a
+/// number's f64 bits (8 bytes, native order, -0 as 0), a boolean's one byte (0 or 1), nothing
+/// for `undefined`, `null` and objects. Its truthiness follows from those.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(transparent)]
+pub(super) struct KeyRec(pub(super) u64);
+
+const TAG_SHIFT: u32 = 61;
+pub(super) const KEY_START_MAX: u64 = (1 << TAG_SHIFT) - 1;
 
 impl KeyRec {
-    pub(super) fn new(data: u64, len: u32, tag: u8, truthy: bool) -> Self {
-        KeyRec {
-            data,
-            len,
-            tag,
-            truthy,
-        }
+    #[inline]
+    pub(super) fn new(tag: u8, start: u64) -> Self {
+        debug_assert!(start <= KEY_START_MAX && tag <= K_OBJECT);
+        KeyRec((tag as u64) << TAG_SHIFT | start)
+    }
+    #[inline]
+    pub(super) fn tag(self) -> u8 {
+        (self.0 >> TAG_SHIFT) as u8
+    }
+    #[inline]
+    pub(super) fn start(self) -> u64 {
+        self.0 & KEY_START_MAX
     }
 }
 
@@ -36,9 +42,14 @@ pub(super) const K_BOOL: u8 = 4;
 pub(super) const K_OBJECT: u8 = 5;
 
 /// Key ids by hash: open addressing with linear probing, each slot `(hash >> 32) << 32 |
-/// (key id + 1)` (0 = empty), at most half full. Our own rather than a library map so the
+/// (key id + 1)` (0 = empty), at most [`MAX_LOAD_NUM`]/[`MAX_LOAD_DEN`] full (a probe that
+/// misses compares 32-bit hash tags in the slots, which share cache lines, and touches no key
+/// until a tag matches). Our own rather than a library map so the
 /// sequential indexing pass can prefetch the slots of the lines it is about to index: with a
 /// million ids the table no longer fits in cache while the file streams through it.
+pub(super) const MAX_LOAD_NUM: usize = 7;
+pub(super) const MAX_LOAD_DEN: usize = 8;
+
 #[derive(Default)]
 pub(super) struct KeyTable {
     slots: Vec<u64>,
@@ -85,7 +96,7 @@ impl KeyTable {
     }
 
     fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
-        let need = (self.len + more) * 2;
+        let need = ((self.len + more) * MAX_LOAD_DEN).div_ceil(MAX_LOAD_NUM);
         if need <= self.slots.len() {
             return;
         }
@@ -194,21 +205,48 @@ impl Index {
     /// ([`KID_NULL`]).
     pub(super) fn push_fixed_keys(&mut self) {
         for tag in [K_UNDEFINED, K_NULL] {
-            self.push_key(KeyRec {
-                data: 0,
-                len: 0,
-                tag,
-                truthy: false,
-            });
+            self.push_key(tag, &[]);
         }
         debug_assert_eq!(self.key_recs.len() as u32, KID_NULL + 1);
     }
 
-    pub(super) fn push_key(&mut self, k: KeyRec) -> u32 {
+    /// A new key of `tag` whose bytes are `data` (see [`KeyRec`]).
+    pub(super) fn push_key(&mut self, tag: u8, data: &[u8]) -> u32 {
         let kid = self.key_recs.len() as u32;
-        self.key_recs.push(k);
+        self.key_recs
+            .push(KeyRec::new(tag, self.key_bytes.len() as u64));
+        self.key_bytes.extend_from_slice(data);
         self.by_id.push(NONE);
         kid
+    }
+
+    /// The bytes of key `kid` (see [`KeyRec`]).
+    #[inline]
+    pub(super) fn key_data_in(
+        recs: &[KeyRec],
+        bytes: &[u8],
+        kid: u32,
+    ) -> (u8, std::ops::Range<usize>) {
+        let k = recs[kid as usize];
+        let end = match recs.get(kid as usize + 1) {
+            Some(n) => n.start(),
+            None => bytes.len() as u64,
+        };
+        (k.tag(), k.start() as usize..end as usize)
+    }
+    #[inline]
+    fn key_data(&self, kid: u32) -> (u8, &[u8]) {
+        let (tag, r) = Self::key_data_in(&self.key_recs, &self.key_bytes, kid);
+        (tag, &self.key_bytes[r])
+    }
+    /// A scalar key's value as the table hashes it: a number's f64 bits, a boolean's 0 or 1.
+    #[inline]
+    fn scalar_bits(data: &[u8]) -> u64 {
+        match data.len() {
+            8 => u64::from_ne_bytes(data.try_into().expect("8 bytes")),
+            1 => data[0] as u64,
+            _ => 0,
+        }
     }
 
     #[inline]
@@ -221,16 +259,12 @@ impl Index {
     }
     #[inline]
     pub(super) fn key_hash(hasher: &Hasher, recs: &[KeyRec], bytes: &[u8], kid: u32) -> u64 {
-        let k = recs[kid as usize];
-        if k.tag == K_STR {
-            hasher.hash_one(&bytes[k.data as usize..k.data as usize + k.len as usize])
+        let (tag, r) = Self::key_data_in(recs, bytes, kid);
+        if tag == K_STR {
+            hasher.hash_one(&bytes[r])
         } else {
-            hasher.hash_one((k.tag, k.data))
+            hasher.hash_one((tag, Self::scalar_bits(&bytes[r])))
         }
-    }
-    #[inline]
-    pub(super) fn key_str_bytes(&self, k: &KeyRec) -> &[u8] {
-        &self.key_bytes[k.data as usize..k.data as usize + k.len as usize]
     }
 
     /// The key table, built from the keys on first use after a restore from a saved index
@@ -255,7 +289,7 @@ impl Index {
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
         let n = recs
             .iter()
-            .filter(|k| matches!(k.tag, K_STR | K_NUM | K_BOOL))
+            .filter(|k| matches!(k.tag(), K_STR | K_NUM | K_BOOL))
             .count();
         t.reserve(n, |k| Self::key_hash(hasher, recs, bytes, k));
         // each key's slot is prefetched AHEAD keys before it is written: the table is far
@@ -264,7 +298,7 @@ impl Index {
         let mut ring = [(0u64, 0u32); AHEAD];
         let mut pending = 0usize;
         for (kid, k) in recs.iter().enumerate() {
-            if matches!(k.tag, K_STR | K_NUM | K_BOOL) {
+            if matches!(k.tag(), K_STR | K_NUM | K_BOOL) {
                 let h = Self::key_hash(hasher, recs, bytes, kid as u32);
                 t.prefetch(h);
                 let slot = &mut ring[pending % AHEAD];
@@ -287,8 +321,8 @@ impl Index {
     #[inline]
     pub(super) fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
         self.table().find(h, |kid| {
-            let k = &self.key_recs[kid as usize];
-            k.tag == K_STR && k.len as usize == s.len() && same_bytes(self.key_str_bytes(k), s)
+            let (tag, r) = Self::key_data_in(&self.key_recs, &self.key_bytes, kid);
+            tag == K_STR && r.len() == s.len() && same_bytes(&self.key_bytes[r], s)
         })
     }
 
@@ -319,14 +353,7 @@ impl Index {
         if let Some(k) = self.find_str(s.as_bytes(), h) {
             return k;
         }
-        let off = self.key_bytes.len() as u64;
-        self.key_bytes.extend_from_slice(s.as_bytes());
-        let kid = self.push_key(KeyRec {
-            data: off,
-            len: s.len() as u32,
-            tag: K_STR,
-            truthy: !s.is_empty(),
-        });
+        let kid = self.push_key(K_STR, s.as_bytes());
         self.ensure_table();
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
         let keys = self.keys.get_mut().expect("just built");
@@ -334,20 +361,19 @@ impl Index {
         kid
     }
 
-    pub(super) fn intern_scalar(&mut self, tag: u8, data: u64, truthy: bool) -> u32 {
+    pub(super) fn intern_scalar(&mut self, tag: u8, data: u64) -> u32 {
         let h = self.hash_scalar(tag, data);
         if let Some(k) = self.table().find(h, |kid| {
-            let k = &self.key_recs[kid as usize];
-            k.tag == tag && k.data == data
+            let (t, d) = self.key_data(kid);
+            t == tag && Self::scalar_bits(d) == data
         }) {
             return k;
         }
-        let kid = self.push_key(KeyRec {
-            data,
-            len: 0,
-            tag,
-            truthy,
-        });
+        let kid = if tag == K_BOOL {
+            self.push_key(tag, &[data as u8])
+        } else {
+            self.push_key(tag, &data.to_ne_bytes())
+        };
         self.ensure_table();
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
         let keys = self.keys.get_mut().expect("just built");
@@ -360,22 +386,17 @@ impl Index {
         match v {
             JsVal::Missing => KID_UNDEFINED,
             JsVal::Null => KID_NULL,
-            JsVal::Composite => self.push_key(KeyRec {
-                data: 0,
-                len: 0,
-                tag: K_OBJECT,
-                truthy: true,
-            }),
+            JsVal::Composite => self.push_key(K_OBJECT, &[]),
             JsVal::Str(s) => self.intern_bytes_str(s),
             JsVal::Num(n) => self.key_of_num(*n),
-            JsVal::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
+            JsVal::Bool(b) => self.intern_scalar(K_BOOL, *b as u64),
         }
     }
 
     pub(super) fn key_of_num(&mut self, n: f64) -> u32 {
         // Map keys use SameValueZero: -0 and 0 are one key (NaN cannot come from JSON)
         let n = if n == 0.0 { 0.0 } else { n };
-        self.intern_scalar(K_NUM, n.to_bits(), n != 0.0 && !n.is_nan())
+        self.intern_scalar(K_NUM, n.to_bits())
     }
 
     /// [`Index::key_of`] for a borrowed value.
@@ -386,13 +407,8 @@ impl Index {
             Val::Null => KID_NULL,
             Val::Str(s) => self.intern_bytes_str(s),
             Val::Num(n) => self.key_of_num(*n),
-            Val::Bool(b) => self.intern_scalar(K_BOOL, *b as u64, *b),
-            Val::Composite => self.push_key(KeyRec {
-                data: 0,
-                len: 0,
-                tag: K_OBJECT,
-                truthy: true,
-            }),
+            Val::Bool(b) => self.intern_scalar(K_BOOL, *b as u64),
+            Val::Composite => self.push_key(K_OBJECT, &[]),
         }
     }
 
@@ -422,19 +438,30 @@ impl Index {
 
     #[inline]
     pub fn key_is_truthy(&self, kid: u32) -> bool {
-        self.key_recs[kid as usize].truthy
+        let (tag, d) = self.key_data(kid);
+        match tag {
+            K_STR => !d.is_empty(),
+            K_NUM => f64::from_bits(Self::scalar_bits(d)) != 0.0, // (NaN is never a key)
+            K_BOOL => Self::scalar_bits(d) != 0,
+            K_OBJECT => true,
+            _ => false,
+        }
     }
     /// The JSON text `JSON.stringify` gives a non-string scalar key (a number or boolean id, as
     /// hostile files have), or None for strings, objects and missing values.
     pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
-        let k = self.key_recs.get(kid as usize)?;
-        match k.tag {
+        if kid as usize >= self.key_recs.len() {
+            return None;
+        }
+        let (tag, d) = self.key_data(kid);
+        let data = Self::scalar_bits(d);
+        match tag {
             K_NUM => Some(
                 ryu_js::Buffer::new()
-                    .format(f64::from_bits(k.data))
+                    .format(f64::from_bits(data))
                     .to_string(),
             ),
-            K_BOOL => Some(if k.data != 0 { "true" } else { "false" }.to_string()),
+            K_BOOL => Some(if data != 0 { "true" } else { "false" }.to_string()),
             K_NULL => Some("null".to_string()),
             _ => None,
         }
@@ -442,10 +469,14 @@ impl Index {
 
     /// A non-string scalar key (number, boolean, null) as a skeleton value, or None.
     pub fn scalar_key(&self, kid: u32) -> Option<Val<'static>> {
-        let k = self.key_recs.get(kid as usize)?;
-        match k.tag {
-            K_NUM => Some(Val::Num(f64::from_bits(k.data))),
-            K_BOOL => Some(Val::Bool(k.data != 0)),
+        if kid as usize >= self.key_recs.len() {
+            return None;
+        }
+        let (tag, d) = self.key_data(kid);
+        let data = Self::scalar_bits(d);
+        match tag {
+            K_NUM => Some(Val::Num(f64::from_bits(data))),
+            K_BOOL => Some(Val::Bool(data != 0)),
             K_NULL => Some(Val::Null),
             _ => None,
         }
@@ -453,12 +484,15 @@ impl Index {
 
     /// The string behind a key id, if the key is a string.
     pub fn key_string(&self, kid: u32) -> Option<&str> {
-        let k = self.key_recs.get(kid as usize)?;
-        if k.tag != K_STR {
+        if kid as usize >= self.key_recs.len() {
             return None;
         }
-        // SAFETY: string keys are copied from `&str`s only.
-        Some(unsafe { std::str::from_utf8_unchecked(self.key_str_bytes(k)) })
+        let (tag, d) = self.key_data(kid);
+        if tag != K_STR {
+            return None;
+        }
+        // SAFETY: string keys are copied from `&str`s only (a restored index checks each one).
+        Some(unsafe { std::str::from_utf8_unchecked(d) })
     }
     /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
     pub fn winner(&self, kid: u32) -> u32 {

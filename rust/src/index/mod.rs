@@ -27,7 +27,7 @@ mod view;
 
 pub use codes::*;
 pub use line::*;
-pub use persist::recs_bytes;
+pub use persist::{recs_bytes, recs_from_bytes};
 pub use problems::{Problem, Problems};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
@@ -45,31 +45,111 @@ pub const KID_UNDEFINED: u32 = 0;
 /// Key id of `null`.
 pub const KID_NULL: u32 = 1;
 
-/// One entry's skeleton. `offset`/`len` locate the line's JSON text (without `\r\n`).
-/// `repr(C)` with no implicit padding (48 bytes): a saved index stores records as their bytes.
+/// One entry's skeleton, 28 bytes. `offset()`/`len` locate the line's JSON text (without
+/// `\r\n`). `repr(C)` with no padding: a saved index stores records as their bytes.
+///
+/// What is not here: the line number is derived ([`Index::line_of`]: entries on consecutive
+/// lines share one run); the value position (Pi's `fileEntries` index) too
+/// ([`Index::vpos`]: the entry's index, the header and the extra headers before it); the label
+/// target or `firstKeptEntryId` lives in a side table ([`Index::target`]), since only labels
+/// and compactions have one. The offset takes 40 bits (a line starting 1 TiB or more into a
+/// file is a `line_too_long` problem, see [`MAX_OFFSET`]) and the timestamp 54 bits (every
+/// `Date` value is an integer of at most 8.64e15 in magnitude, or NaN), packed in `hi` (two
+/// 32-bit halves, so that records align on 4 bytes).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct Rec {
-    pub offset: u64,
-    /// at most [`MAX_LINE`]
-    pub len: u32,
-    /// 1-based line number in the file.
-    pub line: u32,
-    /// Position among parsed values, the header being 0 (Pi's `fileEntries` index).
-    pub vpos: u32,
     pub id: u32,
     pub parent: u32,
-    /// Label target (labels) or `firstKeptEntryId` (compactions), as a key id.
-    pub target: u32,
-    /// `new Date(timestamp).getTime()`, NaN when invalid.
-    pub ts: f64,
+    /// at most [`MAX_LINE`]
+    pub len: u32,
     pub etype: u16,
     pub role: u16,
-    pub flags: u8,
-    /// always zero (explicit padding, so a record's bytes are all initialised)
-    pub pad: [u8; 3],
+    /// the offset's low 32 bits
+    off_lo: u32,
+    /// as one u64 (low half first): bits 0..54 the timestamp as a signed integer
+    /// ([`TS_NAN`]: NaN); 54..56 zero; 56..64 the offset's bits 32..40
+    hi: [u32; 2],
 }
-const _: () = assert!(std::mem::size_of::<Rec>() == 48);
+const _: () = assert!(std::mem::size_of::<Rec>() == 28);
+
+/// Lines starting at this byte offset or later cannot be recorded (40-bit offsets).
+pub const MAX_OFFSET: u64 = 1 << 40;
+const TS_BITS: u32 = 54;
+const TS_MASK: u64 = (1 << TS_BITS) - 1;
+/// The timestamp code of NaN (below every `Date` value, -8.64e15).
+const TS_NAN: i64 = -(1 << (TS_BITS - 1));
+
+impl Rec {
+    /// A record; None when `offset` is [`MAX_OFFSET`] or more. `ts` is a `Date` value (an
+    /// integer of at most 8.64e15 in magnitude, +0 for zero) or NaN; anything else is kept as
+    /// NaN (debug builds assert).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        offset: u64,
+        len: u32,
+        id: u32,
+        parent: u32,
+        ts: f64,
+        etype: u16,
+        role: u16,
+    ) -> Option<Rec> {
+        if offset >= MAX_OFFSET {
+            return None;
+        }
+        let hi = (offset >> 32) << 56 | (ts_code(ts) as u64 & TS_MASK);
+        Some(Rec {
+            id,
+            parent,
+            len,
+            etype,
+            role,
+            off_lo: offset as u32,
+            hi: [hi as u32, (hi >> 32) as u32],
+        })
+    }
+    #[inline]
+    fn hi(&self) -> u64 {
+        (self.hi[1] as u64) << 32 | self.hi[0] as u64
+    }
+    /// Byte offset of the line's JSON text.
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        (self.hi() >> 56) << 32 | self.off_lo as u64
+    }
+    /// `new Date(timestamp).getTime()`, NaN when invalid.
+    #[inline]
+    pub fn ts(&self) -> f64 {
+        let v = ((self.hi() << (64 - TS_BITS)) as i64) >> (64 - TS_BITS);
+        if v == TS_NAN {
+            f64::NAN
+        } else {
+            v as f64
+        }
+    }
+    /// Whether the bits a record never sets are zero and the timestamp is a `Date` value
+    /// (checked on every record of a saved index).
+    #[inline]
+    pub(crate) fn well_formed(&self) -> bool {
+        let ts = self.ts();
+        self.hi() >> TS_BITS & 3 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
+    }
+}
+
+/// The 54-bit code of a `Date` value (see [`Rec`]).
+#[inline]
+fn ts_code(ts: f64) -> i64 {
+    if ts.is_nan() {
+        return TS_NAN;
+    }
+    let ok = ts.abs() <= 8.64e15 && ts.trunc() == ts && !(ts == 0.0 && ts.is_sign_negative());
+    debug_assert!(ok, "not a Date value: {ts}");
+    if ok {
+        ts as i64
+    } else {
+        TS_NAN
+    }
+}
 
 /// Why a file is not a Pi session.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +178,7 @@ struct Provisional {
     line_no: u32,
     problems_len: usize,
     entries_len: usize,
+    extra_len: usize,
     values: u32,
     by_id_prev: Option<(u32, u32)>,
     label_prev: Option<(u32, Option<(u64, u32)>)>,
@@ -113,6 +194,15 @@ struct Provisional {
 #[derive(Default)]
 pub struct Index {
     pub recs: Vec<Rec>,
+    /// (entry index, key id) of each label's target and each compaction's
+    /// `firstKeptEntryId`, in entry order (see [`Index::target`])
+    targets: Vec<(u32, u32)>,
+    /// (entry index, its 1-based line number) of each entry whose line does not follow the
+    /// previous entry's: what [`Index::line_of`] derives line numbers from
+    line_runs: Vec<(u32, u32)>,
+    /// for each extra header line (a later `type:"session"` value), the number of entries
+    /// before it: what [`Index::vpos`] derives value positions from
+    extra_headers: Vec<u32>,
     /// interned keys by value (strings, numbers, booleans); the table holds key ids (built
     /// lazily after a restore from a saved index)
     keys: std::sync::OnceLock<KeyTable>,
@@ -157,6 +247,8 @@ pub struct Index {
     prev_label_scratch: Option<(u64, u32)>,
     /// seed for v1 ids: a hash of the header id, so ids are stable across opens
     v1_seed: u64,
+    /// records announced to [`Index::restore_records`] (0 otherwise)
+    pending_recs: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +290,15 @@ impl Index {
         let p = self.provisional.take()?;
         self.problems.truncate(p.problems_len);
         self.recs.truncate(p.entries_len);
+        let t = self
+            .targets
+            .partition_point(|&(i, _)| (i as usize) < p.entries_len);
+        self.targets.truncate(t);
+        let t = self
+            .line_runs
+            .partition_point(|&(i, _)| (i as usize) < p.entries_len);
+        self.line_runs.truncate(t);
+        self.extra_headers.truncate(p.extra_len);
         if self.first_context_edit != NONE && self.first_context_edit as usize >= p.entries_len {
             self.first_context_edit = NONE;
         }
@@ -240,6 +341,7 @@ impl Index {
                 line_no: pl.line,
                 problems_len: self.problems.len(),
                 entries_len: self.recs.len(),
+                extra_len: self.extra_headers.len(),
                 values: self.values,
                 by_id_prev: None,
                 label_prev: None,
@@ -260,7 +362,7 @@ impl Index {
                 let rec = self.recs[i as usize];
                 p.by_id_prev = Some((rec.id, self.prev_winner_scratch));
                 if rec.etype == T_LABEL {
-                    p.label_prev = Some((rec.target, self.prev_label_scratch));
+                    p.label_prev = Some((self.target(i), self.prev_label_scratch));
                 }
             }
             self.provisional = Some(p);
@@ -300,6 +402,13 @@ impl Index {
         if sk.invalid_utf8 {
             self.problem(pl, P_UTF8);
         }
+        if pl.offset >= MAX_OFFSET {
+            // a record keeps 40-bit offsets: a line starting 1 TiB or more into the file is
+            // not indexed (reported as too long)
+            self.problems
+                .push(pl.line, pl.offset, P_TOO_LONG, pl.len, "");
+            return None;
+        }
         let vpos = self.values;
         self.values += 1;
         // an unknown name is not "session"; it is interned below, only for entries
@@ -326,8 +435,10 @@ impl Index {
         }
         if is_session {
             self.problem(pl, P_EXTRA_HEADER);
+            self.extra_headers.push(self.recs.len() as u32);
             return None;
         }
+
         self.detect_unmigrated_fork(vpos, sk);
         let idx = self.recs.len() as u32;
         let (id, parent) = if self.legacy_v1 {
@@ -347,35 +458,22 @@ impl Index {
         if self.legacy_v2 && role == R_HOOK {
             role = R_CUSTOM; // Pi migrateV2ToV3
         }
-        let mut flags = 0u8;
-        if sk.top != TopKind::Object {
-            flags |= F_NOT_OBJECT;
-        }
         let target = if etype == T_LABEL {
-            if sk.label.truthy() {
-                flags |= F_LABEL_TRUTHY;
-            }
             self.key_of_val(&sk.target_id)
         } else if etype == T_COMPACTION {
             self.key_of_val(&sk.first_kept_entry_id)
         } else {
             NONE
         };
-        let rec = Rec {
-            offset: pl.offset,
-            len: pl.len as u32,
-            line: pl.line,
-            vpos,
-            id,
-            parent,
-            target,
-            ts: pre.ts,
-            etype,
-            role,
-            flags,
-            pad: [0; 3],
-        };
+        if self.line_of_next() != pl.line {
+            self.line_runs.push((idx, pl.line));
+        }
+        let rec = Rec::new(pl.offset, pl.len as u32, id, parent, pre.ts, etype, role)
+            .expect("offset checked above");
         self.recs.push(rec);
+        if target != NONE {
+            self.targets.push((idx, target));
+        }
         if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {
             self.first_context_edit = idx;
         }
@@ -388,7 +486,7 @@ impl Index {
         self.leaf = Leaf::Key(id);
         self.leaf_version += 1;
         if etype == T_LABEL {
-            self.replay_label(target, idx, flags & F_LABEL_TRUTHY != 0);
+            self.replay_label(target, idx, sk.label.truthy());
         } else if etype == T_SESSION_INFO {
             self.session_info = idx;
         }
@@ -396,12 +494,57 @@ impl Index {
         Some(idx)
     }
 
+    /// Entry `i`'s 1-based line number in the file.
+    #[inline]
+    pub fn line_of(&self, i: u32) -> u32 {
+        let k = self.line_runs.partition_point(|&(e, _)| e <= i);
+        match k.checked_sub(1) {
+            Some(k) => {
+                let (e, line) = self.line_runs[k];
+                line + (i - e)
+            }
+            None => 0, // (no entry yet)
+        }
+    }
+
+    /// The line the next entry would have if it followed the last one (0 before any).
+    fn line_of_next(&self) -> u32 {
+        match self.line_runs.last() {
+            Some(&(e, line)) => line + (self.recs.len() as u32 - e),
+            None => 0,
+        }
+    }
+
+    /// Entry `i`'s position among parsed values, the header being 0 (Pi's `fileEntries`
+    /// index): the header, the entries before it and the extra headers before it.
+    pub fn vpos(&self, i: u32) -> u32 {
+        let extra = self.extra_headers.partition_point(|&n| n <= i) as u32;
+        1 + i + extra
+    }
+
     /// Entry index whose parsed-value position is `vpos` (for v1 `firstKeptEntryIndex`).
     pub fn entry_at_vpos(&self, vpos: u32) -> Option<u32> {
-        self.recs
-            .binary_search_by_key(&vpos, |r| r.vpos)
-            .ok()
-            .map(|i| i as u32)
+        let n = self.recs.len() as u32;
+        // vpos is strictly increasing in the entry index
+        let (mut lo, mut hi) = (0u32, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.vpos(mid) < vpos {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < n && self.vpos(lo) == vpos).then_some(lo)
+    }
+
+    /// Entry `i`'s label target (a label) or `firstKeptEntryId` (a compaction) as a key id;
+    /// NONE for other entries.
+    pub fn target(&self, i: u32) -> u32 {
+        match self.targets.binary_search_by_key(&i, |&(e, _)| e) {
+            Ok(k) => self.targets[k].1,
+            Err(_) => NONE,
+        }
     }
 }
 

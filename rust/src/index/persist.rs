@@ -1,17 +1,20 @@
 //! The index as bytes and back, for the saved index (`crate::saved`, which owns the file, its
-//! checks and its folder). Only what cannot be derived is written: records (as their bytes),
-//! key tags, lengths and bytes, scalar key values, extra type and role names, labels, problem
-//! runs and the header state. The by-id map and the duplicate count are rebuilt from the
-//! records; the key table is rebuilt on first use (a warm open that looks no id up never pays
-//! for it).
+//! checks and its folder). Only what cannot be derived is written: the meta (extra type and
+//! role names, labels, problem runs, line runs, label/compaction targets, extra headers, the
+//! header state), the key records and key bytes as they are, and the records as their bytes.
+//! The by-id map and the duplicate count are rebuilt from the records; the key table is
+//! rebuilt on first use (a warm open that looks no id up never pays for it).
 //!
 //! Restoring trusts nothing: every length is checked against the bytes left before anything
-//! is allocated, and every key id, entry index, offset, type and role code is bounds-checked,
-//! so a damaged or forged input gives `None` (the caller then scans the file), never a panic,
-//! an out-of-bounds index later, or an allocation larger than the input.
+//! is allocated, and every key (tag, start, the bytes of its kind, UTF-8 for strings), key
+//! id, entry index, offset, line, type and role code is bounds-checked, so a damaged or
+//! forged input gives `None` (the caller then scans the file), never a panic, an
+//! out-of-bounds index later, or an allocation larger than the input. It comes in two halves
+//! ([`Index::restore_meta`], [`Index::restore_records`]) so that the records can be read on
+//! another thread meanwhile.
 
 use super::keys::{KeyRec, K_BOOL, K_NULL, K_NUM, K_OBJECT, K_STR, K_UNDEFINED};
-use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, KID_NULL, NONE};
+use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, NONE};
 use crate::json::JsVal;
 
 /// Appends native-endian values (the saved file records the byte order it was written in).
@@ -118,11 +121,87 @@ fn get_jsval(r: &mut In) -> Option<JsVal> {
     })
 }
 
-/// The records as bytes (`Rec` is `repr(C)` with explicit padding: every byte is initialised).
+/// The records as bytes (`Rec` is `repr(C)` with no padding: every byte is initialised).
 pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
-    // SAFETY: `Rec` is `repr(C)`, 48 bytes, made of integers and floats and an explicit
-    // padding array, so its memory holds no uninitialised bytes; the length is exact.
+    // SAFETY: `Rec` is `repr(C)`, 32 bytes, made of integers with no padding between or after
+    // them, so its memory holds no uninitialised bytes; the length is exact.
     unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const u8, std::mem::size_of_val(recs)) }
+}
+
+/// The key records from their saved bytes, checked against the key bytes: tags known (the
+/// fixed `undefined` and `null` first and only there), starts in order and inside the bytes,
+/// each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64 (0
+/// as +0), a boolean one byte 0 or 1, nothing for the others.
+fn check_keys(keys: &[KeyRec], bytes: &[u8]) -> Option<()> {
+    let n = keys.len();
+    // strings are checked as UTF-8 in runs (between the bytes of scalar keys), and each
+    // string's start must be a character boundary
+    let mut run_start = 0usize;
+    let total = bytes.len() as u64;
+    for i in 0..n {
+        let k = keys[i];
+        let next = keys
+            .get(i + 1)
+            .copied()
+            .unwrap_or(KeyRec::new(K_OBJECT, total));
+        let (tag, start, end) = (k.tag(), k.start(), next.start());
+        if end < start || end > total || (i < 2) != matches!(tag, K_UNDEFINED | K_NULL) {
+            return None;
+        }
+        if i < 2 && tag != [K_UNDEFINED, K_NULL][i] {
+            return None;
+        }
+        let d = &bytes[start as usize..end as usize];
+        match tag {
+            K_STR => {
+                if d.first().is_some_and(|&b| b & 0xC0 == 0x80) {
+                    return None;
+                }
+            }
+            K_NUM => {
+                let bits = u64::from_ne_bytes(d.try_into().ok()?);
+                let v = f64::from_bits(bits);
+                if v.is_nan() || (v == 0.0 && bits != 0) {
+                    return None;
+                }
+            }
+            K_BOOL => {
+                if d.len() != 1 || d[0] > 1 {
+                    return None;
+                }
+            }
+            K_UNDEFINED | K_NULL | K_OBJECT => {
+                if !d.is_empty() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        if matches!(tag, K_NUM | K_BOOL) {
+            simdutf8::basic::from_utf8(&bytes[run_start..start as usize]).ok()?;
+            run_start = end as usize;
+        }
+    }
+    simdutf8::basic::from_utf8(&bytes[run_start..]).ok()?;
+    Some(())
+}
+
+/// Records from their bytes (as [`recs_bytes`] gives them); None unless a whole number of
+/// records. Any bytes make a record; [`Index::restore`] checks them.
+pub fn recs_from_bytes(b: &[u8]) -> Option<Vec<Rec>> {
+    let size = std::mem::size_of::<Rec>();
+    if b.len() % size != 0 {
+        return None;
+    }
+    let n = b.len() / size;
+    let mut v: Vec<Rec> = Vec::with_capacity(n);
+    // SAFETY: the allocation holds `n` records, `b` is exactly that many bytes, and any bit
+    // pattern is a valid `Rec` (integers only).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, b.len());
+        v.set_len(n);
+    }
+    Some(v)
 }
 
 impl Index {
@@ -140,25 +219,6 @@ impl Index {
     /// [`Index::can_persist`].
     pub fn persist_meta(&self, out: &mut Vec<u8>) {
         let mut o = Out(out);
-        // keys: tags, string lengths, scalar data, string bytes
-        o.u64(self.key_recs.len() as u64);
-        for k in &self.key_recs {
-            o.u8(k.tag);
-        }
-        for k in &self.key_recs {
-            o.u32(if k.tag == K_STR { k.len } else { 0 });
-        }
-        let scalars: Vec<u64> = self
-            .key_recs
-            .iter()
-            .filter(|k| matches!(k.tag, K_NUM | K_BOOL))
-            .map(|k| k.data)
-            .collect();
-        o.u64(scalars.len() as u64);
-        for d in scalars {
-            o.u64(d);
-        }
-        o.bytes(&self.key_bytes);
         // type and role names beyond the fixed ones
         for names in [&self.types, &self.roles] {
             let fixed = if std::ptr::eq(names, &self.types) {
@@ -183,6 +243,21 @@ impl Index {
             o.u32(e);
         }
         self.problems.persist(&mut o);
+        // label and compaction targets, extra headers
+        o.u64(self.targets.len() as u64);
+        for &(e, k) in &self.targets {
+            o.u32(e);
+            o.u32(k);
+        }
+        o.u64(self.line_runs.len() as u64);
+        for &(e, l) in &self.line_runs {
+            o.u32(e);
+            o.u32(l);
+        }
+        o.u64(self.extra_headers.len() as u64);
+        for &n in &self.extra_headers {
+            o.u32(n);
+        }
         // the rest of the state
         o.u32(self.session_info);
         match self.leaf {
@@ -207,82 +282,71 @@ impl Index {
         o.u64(self.v1_seed);
     }
 
-    /// The index that [`Index::persist_meta`] and the records describe, over a file whose
-    /// first `covered` bytes are the ones indexed. None when anything is out of bounds or
-    /// inconsistent.
-    pub fn restore(meta: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
-        let mut ix = Index::restore_checked(meta, &recs, covered)?;
-        ix.recs = recs;
-        Some(ix)
+    /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes: the two
+    /// sections a saved index stores besides the meta and the records.
+    pub fn key_sections(&self) -> (&[u8], &[u8]) {
+        // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.
+        let recs = unsafe {
+            std::slice::from_raw_parts(
+                self.key_recs.as_ptr() as *const u8,
+                std::mem::size_of_val(&self.key_recs[..]),
+            )
+        };
+        (recs, &self.key_bytes)
     }
 
-    /// [`Index::restore`] without taking the records: they are checked, and the caller puts
-    /// them in `recs` (so another thread may read them meanwhile, e.g. to checksum them).
-    pub fn restore_checked(meta: &[u8], recs: &[Rec], covered: u64) -> Option<Index> {
+    /// For tests: the meta and the key sections in one buffer, for [`Index::restore`].
+    #[cfg(test)]
+    pub fn persist_all(&self) -> Vec<u8> {
+        let mut meta = Vec::new();
+        self.persist_meta(&mut meta);
+        let (k, b) = self.key_sections();
+        let mut out = Vec::new();
+        let mut o = Out(&mut out);
+        o.bytes(&meta);
+        o.bytes(k);
+        o.bytes(b);
+        out
+    }
+
+    /// For tests: the index that [`Index::persist_all`] and the records describe (None when
+    /// anything is out of bounds or inconsistent), as a saved index's load restores it.
+    #[cfg(test)]
+    pub fn restore(all: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
+        let mut r = In::new(all);
+        let (meta, k, b) = (r.bytes()?, r.bytes()?, r.bytes()?);
+        if !r.at_end() || k.len() % 8 != 0 {
+            return None;
+        }
+        let keys = k
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8")))
+            .collect();
+        Index::restore_meta(meta, keys, b.to_vec(), recs.len(), covered)?.restore_records(recs)
+    }
+
+    /// The first half of restoring a saved index: everything but the records, which another
+    /// thread may be reading meanwhile. `keys` and `key_bytes` are the key sections (moved
+    /// into the index as they are, after they are checked), `nrecs` the number of records
+    /// that will follow, `covered` the bytes of the file indexed. None when anything is out
+    /// of bounds or inconsistent. [`Index::restore_records`] completes it.
+    pub fn restore_meta(
+        meta: &[u8],
+        keys: Vec<u64>,
+        key_bytes: Vec<u8>,
+        nrecs: usize,
+        covered: u64,
+    ) -> Option<Index> {
         let mut ix = Index::new();
         let mut r = In::new(meta);
-        // keys
-        let nkeys = r.count(5)?;
+        // keys: tags and starts in order, each key's bytes of its kind (see `KeyRec`); the
+        // vector is reused as it is (`KeyRec` is a transparent u64)
+        let nkeys = keys.len();
         if nkeys < 2 || nkeys > u32::MAX as usize - 1 {
             return None;
         }
-        let tags = r.take(nkeys)?;
-        let lens = r.take(nkeys * 4)?;
-        let nscalars = r.count(8)?;
-        let mut scalars = Vec::with_capacity(nscalars);
-        for _ in 0..nscalars {
-            scalars.push(r.u64()?);
-        }
-        let key_str = simdutf8::basic::from_utf8(r.bytes()?).ok()?;
-        if tags[0] != K_UNDEFINED || tags[1] != K_NULL {
-            return None;
-        }
-        // (plain allocations: see `saved::read_into` on huge pages)
-        let mut key_recs = Vec::with_capacity(nkeys);
-        let (mut off, mut si) = (0u64, 0usize);
-        for (i, &tag) in tags.iter().enumerate() {
-            let len = u32::from_ne_bytes(lens[i * 4..i * 4 + 4].try_into().ok()?);
-            let k = match tag {
-                K_UNDEFINED | K_NULL if i < 2 => KeyRec::new(0, 0, tag, false),
-                K_STR => {
-                    let start = off;
-                    off = off.checked_add(len as u64)?;
-                    if off > key_str.len() as u64
-                        || !key_str.is_char_boundary(start as usize)
-                        || !key_str.is_char_boundary(off as usize)
-                    {
-                        return None;
-                    }
-                    KeyRec::new(start, len, tag, len > 0)
-                }
-                K_NUM => {
-                    let d = *scalars.get(si)?;
-                    si += 1;
-                    let n = f64::from_bits(d);
-                    if n.is_nan() || (n == 0.0 && d != 0) {
-                        return None;
-                    }
-                    KeyRec::new(d, 0, tag, n != 0.0)
-                }
-                K_BOOL => {
-                    let d = *scalars.get(si)?;
-                    si += 1;
-                    if d > 1 {
-                        return None;
-                    }
-                    KeyRec::new(d, 0, tag, d != 0)
-                }
-                K_OBJECT => KeyRec::new(0, 0, tag, true),
-                _ => return None,
-            };
-            if tag != K_STR && len != 0 {
-                return None;
-            }
-            key_recs.push(k);
-        }
-        if off != key_str.len() as u64 || si != scalars.len() {
-            return None;
-        }
+        let key_recs: Vec<KeyRec> = keys.into_iter().map(KeyRec).collect();
+        check_keys(&key_recs, &key_bytes)?;
         // names
         for which in 0..2 {
             let n = r.count(8)?;
@@ -300,7 +364,6 @@ impl Index {
                 names.push(name.to_string());
             }
         }
-        let nrecs = recs.len();
         if nrecs >= NONE as usize {
             return None;
         }
@@ -317,6 +380,47 @@ impl Index {
             }
         }
         ix.problems = super::Problems::restore(&mut r, covered)?;
+        let ntargets = r.count(8)?;
+        if ntargets > nrecs {
+            return None;
+        }
+        let mut targets = Vec::with_capacity(ntargets);
+        for _ in 0..ntargets {
+            let (e, k) = (r.u32()?, r.u32()?);
+            if e as usize >= nrecs
+                || k as usize >= nkeys
+                || targets.last().is_some_and(|&(p, _)| p >= e)
+            {
+                return None;
+            }
+            targets.push((e, k));
+        }
+        // line runs: the first at entry 0, entries in order, lines increasing through them
+        let nruns = r.count(8)?;
+        if nruns > nrecs || (nruns == 0) != (nrecs == 0) {
+            return None;
+        }
+        let mut line_runs: Vec<(u32, u32)> = Vec::with_capacity(nruns);
+        for _ in 0..nruns {
+            let (e, l) = (r.u32()?, r.u32()?);
+            let ok = match line_runs.last() {
+                None => e == 0 && l > 0,
+                Some(&(pe, pl)) => e > pe && l as u64 > pl as u64 + (e - pe - 1) as u64,
+            };
+            if !ok || e as usize >= nrecs {
+                return None;
+            }
+            line_runs.push((e, l));
+        }
+        let nextra = r.count(4)?;
+        let mut extra_headers = Vec::with_capacity(nextra);
+        for _ in 0..nextra {
+            let n = r.u32()?;
+            if n as usize > nrecs || extra_headers.last().is_some_and(|&p| p > n) {
+                return None;
+            }
+            extra_headers.push(n);
+        }
         ix.session_info = r.u32()?;
         let leaf = match (r.u8()?, r.u32()?) {
             (0, _) => Leaf::Null,
@@ -334,7 +438,14 @@ impl Index {
         ix.scanned_to = r.u64()?;
         ix.first_context_edit = r.u32()?;
         ix.v1_seed = r.u64()?;
-        if !r.at_end() || ix.scanned_to != covered {
+        let last_line = line_runs
+            .last()
+            .map_or(0, |&(e, l)| l as u64 + (nrecs as u64 - 1 - e as u64));
+        if !r.at_end()
+            || last_line > ix.lines as u64
+            || ix.scanned_to != covered
+            || ix.values as u64 != 1 + nrecs as u64 + nextra as u64
+        {
             return None;
         }
         if ix.session_info != NONE && ix.session_info as usize >= nrecs {
@@ -343,48 +454,64 @@ impl Index {
         if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
             return None;
         }
-        // records: in file order, inside the covered bytes, with known keys and codes
+        ix.key_recs = key_recs;
+        ix.key_bytes = key_bytes;
+        ix.targets = targets;
+        ix.extra_headers = extra_headers;
+        ix.line_runs = line_runs;
+        ix.leaf = leaf;
+        ix.header = HeaderStateBox(HeaderState::Valid);
+        ix.header_span = Some((hs, hl));
+        // the key table (hashed with this index's own random seed) is rebuilt on first use
+        ix.keys = std::sync::OnceLock::new();
+        ix.pending_recs = nrecs as u32;
+        Some(ix)
+    }
+
+    /// The second half of restoring a saved index ([`Index::restore_meta`]): the records,
+    /// checked (in file order, inside the covered bytes, with known keys and codes) and the
+    /// by-id map built from them. None when they are not the records announced or anything
+    /// is out of bounds.
+    pub fn restore_records(mut self, recs: Vec<Rec>) -> Option<Index> {
+        let ix = &mut self;
+        if recs.len() != ix.pending_recs as usize || !ix.recs.is_empty() {
+            return None;
+        }
+        let (hs, hl) = ix.header_span?;
+        let covered = ix.scanned_to;
+        let nkeys = ix.key_recs.len();
         let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
         let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
-        let (mut prev_line, mut prev_vpos) = (0u32, 0u32);
+        // labels and compactions have a target, other entries none
+        let mut next_target = ix.targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
-            let end = rec.offset.checked_add(rec.len as u64)?;
-            if rec.offset < prev_end
+            let offset = rec.offset();
+            let end = offset + rec.len as u64;
+            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
+            if offset < prev_end
                 || end > covered
-                || rec.line <= prev_line
-                || rec.line > ix.lines
-                || rec.vpos <= prev_vpos
-                || rec.vpos >= ix.values
                 || rec.id as usize >= nkeys
                 || rec.parent as usize >= nkeys
-                || (rec.target != NONE && rec.target as usize >= nkeys)
                 || rec.etype as usize >= ntypes
                 || rec.role as usize >= nroles
-                || rec.pad != [0; 3]
+                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
+                || !rec.well_formed()
             {
                 return None;
             }
             prev_end = end;
-            prev_line = rec.line;
-            prev_vpos = rec.vpos;
             let slot = &mut by_id[rec.id as usize];
             if *slot != NONE {
                 dup += 1;
             }
             *slot = i as u32;
         }
-        let _ = KID_NULL;
-        ix.key_recs = key_recs;
-        ix.key_bytes = key_str.as_bytes().to_vec();
         ix.by_id = by_id;
         ix.dup_ids = dup;
-        ix.leaf = leaf;
-        ix.header = HeaderStateBox(HeaderState::Valid);
-        ix.header_span = Some((hs, hl));
-        // the key table (hashed with this index's own random seed) is rebuilt on first use
-        ix.keys = std::sync::OnceLock::new();
-        Some(ix)
+        ix.pending_recs = 0;
+        ix.recs = recs;
+        Some(self)
     }
 }

@@ -138,3 +138,156 @@ fn label_entry_of_looks_up_the_target_id() {
     assert_eq!(st.index.label_entry_of("l"), None);
     assert_eq!(st.index.label_entry_of("zz"), None);
 }
+
+#[test]
+fn a_record_keeps_offsets_past_4_gib_and_every_date_value() {
+    for off in [
+        0u64,
+        1,
+        (1 << 32) - 1,
+        1 << 32,
+        (5 << 30) + 12_345,
+        MAX_OFFSET - 1,
+    ] {
+        for ts in [
+            0.0,
+            1.0,
+            -1.0,
+            1_767_225_600_000.0,
+            -62_198_755_200_000.0,
+            8.64e15,
+            -8.64e15,
+            f64::NAN,
+        ] {
+            let r = Rec::new(off, 7, 11, 12, ts, T_MESSAGE, R_ASSISTANT).unwrap();
+            assert_eq!(r.offset(), off);
+            assert!(r.ts() == ts || (r.ts().is_nan() && ts.is_nan()), "{ts}");
+            assert!(r.ts().is_nan() || r.ts().is_sign_positive() || ts < 0.0);
+            assert_eq!((r.len, r.id, r.parent), (7, 11, 12));
+            assert_eq!((r.etype, r.role), (T_MESSAGE, R_ASSISTANT));
+            assert!(r.well_formed());
+        }
+    }
+    assert!(Rec::new(MAX_OFFSET, 1, 2, 1, 0.0, T_MESSAGE, 0).is_none());
+}
+
+/// Lines at logical offsets past 4 GiB (as in a file of more than 4 GiB) index with their
+/// offsets exact; one starting 1 TiB or more in is a `line_too_long` problem, not a record.
+#[test]
+fn lines_past_4_gib_index_with_exact_offsets() {
+    let header = br#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
+    let a = br#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;
+    let b = br#"{"type":"compaction","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:01.000Z","firstKeptEntryId":"a","summary":"s"}"#;
+    let c = br#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user","content":"y"}}"#;
+    let mut ix = Index::new();
+    let mut parser = crate::json::LineParser::new();
+    let at = [0u64, (6 << 30) + 3, (1 << 33) + 77, MAX_OFFSET];
+    for (k, (bytes, &offset)) in [&header[..], a, b, c].iter().zip(&at).enumerate() {
+        let result = parse_one(&mut parser, bytes);
+        let pl = ParsedLine {
+            offset,
+            len: bytes.len() as u64,
+            line: k as u32 + 1,
+            terminated: true,
+            end: offset + bytes.len() as u64 + 1,
+            result,
+        };
+        ix.ingest(&pl);
+    }
+    assert_eq!(ix.recs.len(), 2);
+    assert_eq!(ix.recs[0].offset(), (6 << 30) + 3);
+    assert_eq!(ix.recs[1].offset(), (1 << 33) + 77);
+    assert_eq!(ix.recs[1].ts(), 1_767_225_601_000.0);
+    assert_eq!(ix.key_string(ix.target(1)), Some("a"));
+    assert_eq!(ix.target(0), NONE);
+    assert_eq!((ix.vpos(0), ix.vpos(1)), (1, 2));
+    let p: Vec<_> = ix.problems.iter().collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(
+        (p[0].kind, p[0].line, p[0].offset),
+        ("line_too_long", 4, MAX_OFFSET)
+    );
+    // and through a saved index's bytes and back
+    let meta = ix.persist_all();
+    let covered = ix.scanned_to;
+    let back = Index::restore(&meta, ix.recs.clone(), covered).expect("restores");
+    assert_eq!(back.recs[1].offset(), (1 << 33) + 77);
+    assert_eq!(back.key_string(back.target(1)), Some("a"));
+}
+
+/// Value positions are derived: the header, the entries and the extra headers before an entry.
+#[test]
+fn value_positions_count_extra_headers() {
+    let mut st = crate::store::Store::in_memory();
+    let h = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
+    let m = |id: &str, p: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":"{p}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"x"}}}}"#
+        )
+    };
+    let data = [
+        h.to_string(),
+        m("a", "x"),
+        h.to_string(),
+        h.to_string(),
+        "null".to_string(),
+        m("b", "a"),
+        h.to_string(),
+        m("c", "b"),
+    ]
+    .join("\n")
+        + "\n";
+    st.append_bytes(0, data.as_bytes()).unwrap();
+    let ix = &st.index;
+    assert_eq!(ix.recs.len(), 3);
+    // values: header 0, a 1, extra 2, extra 3, (null is not a value), b 4, extra 5, c 6
+    assert_eq!((ix.vpos(0), ix.vpos(1), ix.vpos(2)), (1, 4, 6));
+    // line numbers are derived too: entries on consecutive lines share a run
+    assert_eq!((ix.line_of(0), ix.line_of(1), ix.line_of(2)), (2, 6, 8));
+    assert_eq!(ix.line_runs.len(), 3);
+    for (v, want) in [
+        (0, None),
+        (1, Some(0)),
+        (2, None),
+        (3, None),
+        (4, Some(1)),
+        (5, None),
+        (6, Some(2)),
+        (7, None),
+    ] {
+        assert_eq!(ix.entry_at_vpos(v), want, "{v}");
+    }
+}
+
+/// Line numbers after blank, malformed and torn lines, and after a torn last line is rolled
+/// back and completed.
+#[test]
+fn line_numbers_follow_skipped_lines_and_rollbacks() {
+    let mut st = crate::store::Store::in_memory();
+    let h = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
+    let m = |id: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"x"}}}}"#
+        )
+    };
+    let data = format!(
+        "\n{h}\n{}\n{}\n\n  \nnot json\n{}\n{}",
+        m("a"),
+        m("b"),
+        m("c"),
+        &m("d")[..20]
+    );
+    st.append_bytes(0, data.as_bytes()).unwrap();
+    let lines: Vec<u32> = (0..st.index.recs.len() as u32)
+        .map(|i| st.index.line_of(i))
+        .collect();
+    assert_eq!(lines, [3, 4, 8]);
+    // the torn line completes: rolled back and indexed again on the same line
+    let end = data.len() as u64;
+    let rest = format!("{}\n{}\n", &m("d")[20..], m("e"));
+    st.append_bytes(end, rest.as_bytes()).unwrap();
+    let lines: Vec<u32> = (0..st.index.recs.len() as u32)
+        .map(|i| st.index.line_of(i))
+        .collect();
+    assert_eq!(lines, [3, 4, 8, 9, 10]);
+}

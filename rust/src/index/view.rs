@@ -162,11 +162,11 @@ impl Index {
             role: (r.role != 0).then(|| self.role_name(r.role)),
             type_code: r.etype,
             role_code: r.role,
-            line: r.line,
-            offset: r.offset,
+            line: self.line_of(i as u32),
+            offset: r.offset(),
             len: r.len,
-            vpos: r.vpos,
-            ts: r.ts,
+            vpos: self.vpos(i as u32),
+            ts: r.ts(),
         })
     }
 
@@ -214,7 +214,7 @@ impl Index {
             .iter()
             .map(|&i| {
                 let r = &self.recs[i];
-                (r.len, (!r.ts.is_nan()).then_some(r.ts))
+                (r.len, (!r.ts().is_nan()).then_some(r.ts()))
             })
             .unzip())
     }

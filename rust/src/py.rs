@@ -23,6 +23,20 @@ use results::{named, COLUMNS};
 use std::path::PathBuf;
 use write::fsync_detached;
 
+/// A duplicate of the caller's file descriptor `fd` (a Python file object's, kept open by the
+/// caller), written at the same offset (the HTML export).
+fn dup_fd(fd: i32) -> PyResult<std::fs::File> {
+    if fd < 0 {
+        return Err(PyValueError::new_err("not a file descriptor"));
+    }
+    // SAFETY: `fd` is only borrowed for the `dup` below, which fails cleanly (EBADF) when it is
+    // not open; the caller keeps its file open for the call.
+    let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    b.try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| errors::os_err(&e, ""))
+}
+
 /// The index over one session's lines. Indices are entry positions in file order.
 ///
 /// Threads: no method releases the GIL while it holds the index (only `open`, which has no
@@ -265,6 +279,25 @@ impl Index {
         Ok(out.into_iter().flatten().collect()) // every line was read
     }
 
+    // ---- RPC get_tree (sessiontree.rpc): lines already in JSON.stringify's form ----
+
+    /// The lines of entries `idx` that are already `JSON.stringify(JSON.parse(line))`'s text
+    /// (`jstext::is_stringify_text`), None for the others (the caller writes those itself).
+    fn stringify_lines<'py>(
+        &self,
+        py: Python<'py>,
+        idx: Vec<usize>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        self.st.index.check_all(idx.iter().copied())?;
+        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        self.st.with_lines(&idx, |k, b| {
+            if crate::jstext::is_stringify_text(b) {
+                out[k] = Some(PyBytes::new(py, b));
+            }
+        })?;
+        Ok(out)
+    }
+
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         results::record(py, self.st.index.view(i)?)
@@ -478,6 +511,67 @@ impl Index {
         let id_of = |i| ix.id_at(i).map(str::to_string);
         let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars, id_of)?;
         Ok(PyBytes::new(py, &doc))
+    }
+    // ---- the HTML export's bulk work (`crate::export`, issue 18) ----
+    /// `(offset, length)` of the pieces the known bytes are cut into for the HTML view: at
+    /// entries' line starts, each about `seg_bytes` long (no read: from the index).
+    fn html_segment_bounds(&self, seg_bytes: u64) -> PyResult<Vec<(u64, u64)>> {
+        self.st.check_live()?;
+        Ok(crate::export::segment_bounds(&self.st, seg_bytes))
+    }
+    /// Writes the index chunks (entries in batches of `batch`, each `head`, the gzip+base64 of
+    /// its `html_digest` document, `tail`) to the file descriptor `fd` at its offset; batches
+    /// are digested and compressed on every core. Holds the GIL (the digests read the index).
+    #[allow(clippy::too_many_arguments)]
+    fn html_write_index(
+        &self,
+        fd: i32,
+        batch: usize,
+        preview_chars: usize,
+        head: &[u8],
+        tail: &[u8],
+    ) -> PyResult<()> {
+        self.st.check_live()?;
+        let mut out = dup_fd(fd)?;
+        let ix = &self.st.index;
+        Ok(crate::export::write_index_chunks(
+            &self.st,
+            batch,
+            preview_chars,
+            |i| ix.id_at(i).map(str::to_string),
+            head,
+            tail,
+            &mut out,
+        )?)
+    }
+    /// Writes the pieces `bounds[k]` for `k` in `order`, each `heads[k]`, its gzip+base64,
+    /// `tail`, to the file descriptor `fd` at its offset: of the session's known bytes, or of
+    /// `data` when given (an in-memory session's lines). Reading, compressing and writing run
+    /// with the GIL released, on a reader that does not hold the index.
+    #[allow(clippy::too_many_arguments)]
+    fn html_write_segments(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        bounds: Vec<(u64, u64)>,
+        order: Vec<usize>,
+        heads: Vec<Vec<u8>>,
+        tail: Vec<u8>,
+        data: Option<Vec<u8>>,
+    ) -> PyResult<()> {
+        if heads.len() != bounds.len() || order.iter().any(|&k| k >= bounds.len()) {
+            return Err(PyValueError::new_err(
+                "heads must name every piece and order only pieces that exist",
+            ));
+        }
+        let src = match data {
+            Some(d) => crate::store::DetachedReader::from_bytes(d),
+            None => self.st.detached_reader()?,
+        };
+        let mut out = dup_fd(fd)?;
+        Ok(py.detach(|| {
+            crate::export::write_segments(&src, &bounds, &order, &heads, &tail, &mut out)
+        })?)
     }
     /// Total lines seen.
     #[getter]

@@ -228,7 +228,7 @@ mod strings;
 
 pub use strings::find_special;
 pub use strings::skip_body as skip_string_body;
-use strings::{check_escape, first_special16, skip_body};
+use strings::{check_escape, quote16, skip_body};
 
 // ---------------------------------------------------------------------------- the parser
 
@@ -286,11 +286,9 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         let b = self.b;
         let s = self.i + 1;
         // most strings are short: one 16-byte probe settles them without a call
-        if let Some(k) = first_special16(b, s) {
-            if b[k] == b'"' {
-                self.i = k + 1;
-                return Ok(());
-            }
+        if let Some((k, _)) = quote16(b, s) {
+            self.i = k + 1;
+            return Ok(());
         }
         match skip_body(b, s) {
             Ok(e) => {
@@ -308,20 +306,27 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
     fn string(&mut self) -> R<Cow<'a, str>> {
         let b = self.b;
         let s = self.i + 1;
-        let j = find_special(b, s);
-        if b.get(j) == Some(&b'"') {
-            self.i = j + 1;
-            let raw = &b[s..j];
-            if raw.len() <= 32 && raw.iter().all(|&c| c < 0x80) {
-                // SAFETY: ASCII is UTF-8.
-                return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }));
+        // a short string: one probe, which also tells whether it is ASCII
+        let (j, ascii) = match quote16(b, s) {
+            Some(found) => found,
+            None => {
+                let j = find_special(b, s);
+                if b.get(j) != Some(&b'"') {
+                    return self.string_slow(s);
+                }
+                (j, b[s..j].is_ascii())
             }
-            return Ok(match std::str::from_utf8(raw) {
-                Ok(t) => Cow::Borrowed(t),
-                Err(_) => Cow::Owned(String::from_utf8_lossy(raw).into_owned()),
-            });
+        };
+        self.i = j + 1;
+        let raw = &b[s..j];
+        if ascii {
+            // SAFETY: ASCII is UTF-8.
+            return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }));
         }
-        self.string_slow(s)
+        Ok(match std::str::from_utf8(raw) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => Cow::Owned(String::from_utf8_lossy(raw).into_owned()),
+        })
     }
 
     #[cold]
@@ -527,6 +532,10 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         }
         let b = self.b;
         let s = self.i + 1;
+        if let Some((j, _)) = quote16(b, s) {
+            self.i = j + 1;
+            return Ok(Cow::Borrowed(&b[s..j]));
+        }
         let j = find_special(b, s);
         if b.get(j) == Some(&b'"') {
             self.i = j + 1;

@@ -11,27 +11,33 @@ fn is_special(c: u8) -> bool {
 
 // ---------------------------------------------------------------------------- string bodies
 
-/// The first special byte among the 16 at `s`, in one SSE2 probe without a call; `None` when
-/// there is none among them, fewer than 16 bytes remain, or the target has no SSE2.
+/// One SSE2 probe of the 16 bytes at `s`, answered from its masks alone (the byte found is
+/// never loaded again, which keeps a load off the critical path of every short string): when
+/// the first special byte among them is a quote, its position and whether every byte before
+/// it is ASCII. `None` when the first special byte is something else, there is none among
+/// the 16, fewer than 16 bytes remain, or the target has no SSE2.
 #[inline(always)]
-pub(super) fn first_special16(b: &[u8], s: usize) -> Option<usize> {
+pub(super) fn quote16(b: &[u8], s: usize) -> Option<(usize, bool)> {
     #[cfg(target_arch = "x86_64")]
     if s + 16 <= b.len() {
         use std::arch::x86_64::*;
         // SAFETY: SSE2 is baseline on x86_64; the load is inside `b`.
-        let mask = unsafe {
+        let (q, m, high) = unsafe {
             let v = _mm_loadu_si128(b.as_ptr().add(s) as *const __m128i);
+            let q = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
             let m = _mm_or_si128(
-                _mm_or_si128(
-                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
-                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
-                ),
+                _mm_or_si128(q, _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8))),
                 _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
             );
-            _mm_movemask_epi8(m) as u32
+            (
+                _mm_movemask_epi8(q) as u32,
+                _mm_movemask_epi8(m) as u32,
+                _mm_movemask_epi8(v) as u32,
+            )
         };
-        if mask != 0 {
-            return Some(s + mask.trailing_zeros() as usize);
+        let low = m & m.wrapping_neg();
+        if low & q != 0 {
+            return Some((s + low.trailing_zeros() as usize, high & (low - 1) == 0));
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

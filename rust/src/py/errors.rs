@@ -56,3 +56,12 @@ impl From<WalkError> for PyErr {
         }
     }
 }
+
+impl From<crate::export::ExportError> for PyErr {
+    fn from(e: crate::export::ExportError) -> PyErr {
+        match e {
+            crate::export::ExportError::Read(e) => e.into(),
+            crate::export::ExportError::Write(e) => os_err(&e, ""),
+        }
+    }
+}

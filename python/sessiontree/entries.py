@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
@@ -21,11 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
 
-def probe_header(buf: bytes, eof: bool) -> tuple[str, str | None, int, int]:
+def probe_header(buf: bytes, eof: bool) -> "HeaderProbe":
     """The header of a file from its first bytes ``buf`` (``eof``: that is the whole file), by
-    the rule ``Session.open`` applies (the core's ``header_probe``): ``("more", None, 0, 0)``
-    (read more), ``("none", None, 0, 0)`` (no JSON value), ``("valid", None, offset, len)`` or
-    ``("invalid", reason, 0, 0)``. Listing uses it so that listing and opening agree."""
+    the rule ``Session.open`` applies (the core's ``header_probe``), as a :class:`HeaderProbe`:
+    ``("more", None, 0, 0)`` (read more), ``("none", None, 0, 0)`` (no JSON value),
+    ``("valid", None, offset, len)`` or ``("invalid", reason, 0, 0)``. Listing uses it so that
+    listing and opening agree."""
     return _core.header_probe(buf, eof)
 
 
@@ -86,6 +87,45 @@ class Problem(NamedTuple):
     message: str
 
 
+class EntryRecord(NamedTuple):
+    """One entry's facts from the index, what :class:`Entry` shows without parsing its line
+    (``_core.Index.record``): ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
+    v2 ``hookMessage`` reads ``custom``) when strings, else None; ``parent_is_null``
+    (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` of the line."""
+
+    id: str | None
+    parent_id: str | None
+    parent_is_null: bool
+    type: str | None
+    role: str | None
+    line: int
+    offset: int
+
+
+class EntryColumns(NamedTuple):
+    """What listings show of many entries, one list per field (``_core.Index.table``; the
+    facts of :class:`EntryRecord`)."""
+
+    ids: list[str | None]
+    parent_ids: list[str | None]
+    parent_is_null: list[bool]
+    types: list[str | None]
+    roles: list[str | None]
+    lines: list[int]
+    offsets: list[int]
+
+
+class HeaderProbe(NamedTuple):
+    """The header of a file from its first bytes (:func:`probe_header`): ``state`` ``"more"``
+    (read more), ``"none"`` (no JSON value), ``"valid"`` (the header's JSON text is ``length``
+    bytes at ``offset``) or ``"invalid"`` (``reason`` says why)."""
+
+    state: Literal["more", "none", "valid", "invalid"]
+    reason: str | None
+    offset: int
+    length: int
+
+
 class ProblemList(Sequence[Problem]):
     """The problems of a session, built one by one on access (a file of millions of bad lines
     costs a compact record per line in Rust, not a Python object per line)."""
@@ -106,7 +146,7 @@ class ProblemList(Sequence[Problem]):
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError("problem index out of range")
-        return Problem(*self._core.problem(i))
+        return self._core.problem(i)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, tuple, ProblemList)):
@@ -127,44 +167,70 @@ class Entry(Mapping[str, Any]):
     (normally a dict, with legacy v1/v2 migration applied in memory); mapping access reads it.
     """
 
-    __slots__ = ("_session", "index", "_raw")
+    __slots__ = ("_session", "index", "_raw", "_rec", "_rec_core")
 
     def __init__(self, session: "Session", index: int):
         self._session = session
         self.index = index
         self._raw: Any = _UNSET
+        self._rec_core: Any = None
+
+    # Each attribute takes the entry's record (one call for all the index's facts) on first
+    # use and keeps it while the session holds the same index (a rewrite such as migrate()
+    # opens a new one: the record is taken again from it).
 
     @property
     def id(self) -> str | None:
-        return self._session._core.id(self.index)
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.id
 
     @property
     def parent_id(self) -> str | None:
-        return self._session._core.parent_id(self.index)
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.parent_id
 
     @property
     def parent_is_null(self) -> bool:
         """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
         not a string (``parent_id`` is None in all three cases)."""
-        return self._session._core.key_kinds(self.index)[2]
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.parent_is_null
 
     @property
     def type(self) -> str | None:
-        return self._session._core.type_name(self.index)
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.type
 
     @property
     def role(self) -> str | None:
         """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
-        return self._session._core.role(self.index)
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.role
 
     @property
     def line(self) -> int:
-        return self._session._core.location(self.index)[0]
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.line
 
     @property
     def offset(self) -> int:
         """Byte offset of the line in the file."""
-        return self._session._core.location(self.index)[1]
+        core = self._session._core
+        if self._rec_core is not core:
+            self._rec, self._rec_core = core.record(self.index), core
+        return self._rec.offset
 
     @property
     def timestamp(self) -> Any:

@@ -675,12 +675,13 @@ class Session:
                 if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
                     t = self._core.entry_at_value_pos(fk)
                     if t is not None:
-                        first_kept = self._core.id(t)
+                        first_kept = self._core.record(t).id
+            rec = self._core.record(i)
             raw = migrate_entry(
                 raw,
                 legacy_v1=v1,
-                entry_id=self._core.id(i),
-                parent_id=self._core.parent_id(i),
+                entry_id=rec.id,
+                parent_id=rec.parent_id,
                 first_kept_id=first_kept,
             )
         return raw
@@ -738,8 +739,8 @@ class Session:
         if i is None:
             raise EntryNotFoundError.of(since)
         if self._core.entry_count() != len(self._core):
-            key = self._core.id(i)
-            i = next(k for k in range(i + 1) if self._core.id(k) == key)
+            key = self._core.record(i).id
+            i = self._core.ids(list(range(i + 1))).index(key)
         return i + 1
 
     def get_entries_page(self, since: str | None = None, limit: int | None = None) -> list[Entry]:
@@ -829,7 +830,7 @@ class Session:
             return None
         ancestor = core.common_ancestor_near(a, b)
         below = core.branch_since(a, ancestor) or []
-        return below, None if ancestor is None else core.id(ancestor)
+        return below, None if ancestor is None else core.record(ancestor).id
 
     # ==== batch views for the package's own layers (issue 21) =========================
     # Orchestration, auto-compaction, validation and the HTML view read a session through these
@@ -1125,15 +1126,11 @@ class Session:
         """
         n = len(self._core)
         idx = list(range(n)) if indices is None else list(indices)
-        size: list[int] = []
-        when: list[float | None] = []
-        for i in idx:
-            if not 0 <= i < n:
-                raise IndexError(f"entry index {i} out of range")
-            size.append(self._core.location(i)[2])
-            t = self._core.timestamp_ms(i)
-            when.append(t if t == t else None)
-        tokens: list[int | float | None] = list(self._core.estimate_tokens(idx))
+        if idx and not (0 <= min(idx) and max(idx) < n):  # negative ones too: the core takes none
+            bad = next(i for i in idx if not 0 <= i < n)
+            raise IndexError(f"entry index {bad} out of range")
+        size, when, estimates = self._core.metrics(idx)
+        tokens: list[int | float | None] = list(estimates)
         for k, t in enumerate(tokens):
             if t is None:  # the exact (Python) rules decide
                 try:
@@ -1204,7 +1201,8 @@ class Session:
         for i in [*path, *(k for k in range(len(self._core)) if k not in seen)]:
             err = entry_content_error(self._load_raw(i))
             if err is not None and err.pi_error == exc.pi_error:
-                return exc.at_entry(self._core.id(i), self._core.location(i)[0])
+                rec = self._core.record(i)
+                return exc.at_entry(rec.id, rec.line)
         return exc
 
     def refresh(self) -> int:
@@ -1631,7 +1629,7 @@ class Session:
             inexact: list[int] = []
 
             def id_of(i: int) -> Any:
-                got = core.id(path[i])
+                got = core.record(path[i]).id
                 if got is None:  # not a string: the index does not keep its value
                     inexact.append(i)
                     return object()
@@ -1691,7 +1689,9 @@ class Session:
         first, turn, split = got
         if first >= len(path):
             return CutPoint(None, None, False)
-        return CutPoint(self._core.id(path[first]), self._core.id(path[turn]) if turn >= 0 else None, split)
+        return CutPoint(
+            self._core.record(path[first]).id, self._core.record(path[turn]).id if turn >= 0 else None, split
+        )
 
     # ==== compaction and navigation ================================================
 
@@ -1870,7 +1870,7 @@ class Session:
         last = UsageAccumulator()
         for name in ("input", "output", "cache_read", "cache_write", "cost"):
             setattr(last, name, getattr(run, name))
-        if self._core.type_name(n - 1) in types:
+        if self._core.record(n - 1).type in types:
             last.add([self._load_raw(n - 1)])
         return last.totals()
 
@@ -2035,8 +2035,8 @@ class Session:
                     f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)"
                 )
             replacements: dict[int, bytes] = {}
-            for i in range(len(self._core)):
-                replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
+            for i, line_no in enumerate(self._core.table(list(range(len(self._core)))).lines):
+                replacements[line_no] = dumps_entry(self._load_raw(i))
             rewrite_lines(
                 target, data, replacements, dumps_entry(self._header), _is_header_line, like=st, locked_at=locked_at
             )

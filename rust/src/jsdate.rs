@@ -6,8 +6,11 @@
 //! UTC; date-times without an offset are local time in JavaScript, which we read as UTC (Pi
 //! itself writes `toISOString()`, always with `Z`). A space instead of `T` is accepted as V8's
 //! fallback parser does. Anything else is NaN.
+//!
+//! This module uses the JSON reader's value types; the reader knows nothing of dates (the
+//! date of a parsed value is [`Val::date_value`], defined here).
 
-use crate::json::JsVal;
+use crate::json::{JsVal, Val};
 
 const MS_PER_DAY: f64 = 86_400_000.0;
 
@@ -213,6 +216,17 @@ pub fn date_value(v: &JsVal) -> f64 {
         JsVal::Num(n) => time_clip(*n),
         JsVal::Str(s) => parse_iso(s),
         JsVal::Composite => f64::NAN,
+    }
+}
+
+impl Val<'_> {
+    /// `new Date(value).getTime()` (see [`date_value`]), without copying strings.
+    pub fn date_value(&self) -> f64 {
+        match self {
+            Val::Str(s) => parse_iso(s),
+            Val::Missing => f64::NAN,
+            other => date_value(&other.to_js()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
-const MMAP_MIN: u64 = 64 << 10;
+const WHOLE_MAX: u64 = 64 << 10;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
 const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
@@ -28,8 +28,8 @@ const IDENT_CHECK: u64 = 64 << 10;
 /// memory stays bounded and appends stop paying page faults for a growing buffer.
 const FOLD_AT: usize = 1 << 20;
 
-/// Where the bytes below `map_len` live.
-pub enum Mapped {
+/// Where the file's bytes below `base_len` live (the store never maps the file).
+pub enum Base {
     None,
     /// in the file `Store::file`, read with `pread`
     Disk,
@@ -113,11 +113,11 @@ impl From<io::Error> for StoreError {
 
 pub struct Store {
     pub path: Option<PathBuf>,
-    /// the file we opened (reads of `Mapped::Disk` bytes, and what `refresh` scans)
+    /// the file we opened (reads of `Base::Disk` bytes, and what `refresh` scans)
     file: Option<File>,
-    map: Mapped,
-    map_len: u64,
-    /// lines appended through us beyond `map_len`
+    base: Base,
+    base_len: u64,
+    /// lines appended through us beyond `base_len`
     tail: Vec<u8>,
     pub index: Index,
     pub parallel: bool,
@@ -181,11 +181,11 @@ fn ident_of(meta: &std::fs::Metadata) -> Ident {
 }
 
 /// The first `len` bytes of `f`: kept in memory for a small file, else left on disk.
-fn load(f: &File, len: u64) -> io::Result<(Mapped, u64)> {
+fn load(f: &File, len: u64) -> io::Result<(Base, u64)> {
     if len == 0 {
-        return Ok((Mapped::None, 0));
+        return Ok((Base::None, 0));
     }
-    if len < MMAP_MIN {
+    if len < WHOLE_MAX {
         // what the file holds now, up to `len` (it may have shrunk since its length was taken)
         let mut buf = vec![0u8; len as usize];
         let mut n = 0;
@@ -198,9 +198,9 @@ fn load(f: &File, len: u64) -> io::Result<(Mapped, u64)> {
             }
         }
         buf.truncate(n);
-        return Ok((Mapped::Buf(buf), n as u64));
+        return Ok((Base::Buf(buf), n as u64));
     }
-    Ok((Mapped::Disk, len))
+    Ok((Base::Disk, len))
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`; a file that ends first has shrunk.
@@ -236,15 +236,15 @@ fn scan_file(
 impl Store {
     /// An in-memory session: no file, lines only through `append_line`.
     pub fn in_memory() -> Self {
-        Store::with_map(None, Mapped::None, 0, true)
+        Store::with_base(None, Base::None, 0, true)
     }
 
-    fn with_map(path: Option<PathBuf>, map: Mapped, map_len: u64, parallel: bool) -> Self {
+    fn with_base(path: Option<PathBuf>, base: Base, base_len: u64, parallel: bool) -> Self {
         Store {
             path,
             file: None,
-            map,
-            map_len,
+            base,
+            base_len,
             tail: Vec::new(),
             index: Index::new(),
             parallel,
@@ -267,14 +267,14 @@ impl Store {
     /// every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
     pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
         let len = data.len() as u64;
-        let map = if data.is_empty() {
-            Mapped::None
+        let base = if data.is_empty() {
+            Base::None
         } else {
-            Mapped::Buf(data)
+            Base::Buf(data)
         };
-        let mut st = Store::with_map(None, map, len, parallel);
+        let mut st = Store::with_base(None, base, len, parallel);
         st.read_only = true;
-        if let Mapped::Buf(b) = &st.map {
+        if let Base::Buf(b) = &st.base {
             scan::scan_into(&mut st.index, &b[..len as usize], 0, parallel);
         }
         st
@@ -284,14 +284,14 @@ impl Store {
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
         let f = File::open(path)?;
         let meta = f.metadata()?;
-        let (map, map_len) = load(&f, meta.len())?;
-        let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
+        let (base, base_len) = load(&f, meta.len())?;
+        let mut st = Store::with_base(Some(path.to_path_buf()), base, base_len, parallel);
         st.ident = Some(ident_of(&meta));
-        match &st.map {
-            Mapped::Buf(b) => {
+        match &st.base {
+            Base::Buf(b) => {
                 scan::scan_into(&mut st.index, b, 0, parallel);
             }
-            _ => scan_file(&mut st.index, &f, 0, map_len, parallel)?,
+            _ => scan_file(&mut st.index, &f, 0, base_len, parallel)?,
         }
         st.file = Some(f);
         st.set_guard(stamp_of(&meta));
@@ -321,24 +321,25 @@ impl Store {
         }
         let why = match saved::load(cfg, &f, &meta) {
             Ok((index, covered)) => {
-                let (map, map_len) = load(&f, meta.len())?;
-                if map_len >= covered {
-                    let mut st = Store::with_map(Some(path.to_path_buf()), map, map_len, parallel);
+                let (base, base_len) = load(&f, meta.len())?;
+                if base_len >= covered {
+                    let mut st =
+                        Store::with_base(Some(path.to_path_buf()), base, base_len, parallel);
                     st.ident = Some(ident_of(&meta));
                     st.index = index;
                     // a few appended lines are scanned on this thread: starting the pool's
                     // threads in a new process costs more than their scan
-                    let par = parallel && map_len - covered >= saved::PARALLEL_REST;
-                    match &st.map {
-                        Mapped::Buf(b) => {
+                    let par = parallel && base_len - covered >= saved::PARALLEL_REST;
+                    match &st.base {
+                        Base::Buf(b) => {
                             let b = &b[covered as usize..];
                             scan::scan_into(&mut st.index, b, covered, par);
                         }
-                        _ => scan_file(&mut st.index, &f, covered, map_len, par)?,
+                        _ => scan_file(&mut st.index, &f, covered, base_len, par)?,
                     }
                     // much appended since the save: save again (a few appended lines are not
                     // worth rewriting the saved index for)
-                    if map_len - covered >= saved::RESAVE_MIN.max(covered / 4) {
+                    if base_len - covered >= saved::RESAVE_MIN.max(covered / 4) {
                         let _ = saved::save(cfg, &st.index, &f, &meta);
                     }
                     st.file = Some(f);
@@ -362,7 +363,7 @@ impl Store {
     /// Keeps the bytes [`Guard`] compares (read from what the index covers; nothing when they
     /// cannot be read, and then `refresh` checks nothing more than before).
     fn set_guard(&mut self, stamp: (u64, i64, i64)) {
-        let end = self.index.scanned_to.min(self.map_len);
+        let end = self.index.scanned_to.min(self.base_len);
         let hl = match self.index.header_span {
             Some((0, l)) => (l + 1).min(GUARD_BYTES).min(end),
             _ => GUARD_BYTES.min(end),
@@ -412,9 +413,9 @@ impl Store {
         self.ident
     }
 
-    /// Bytes known so far (mapped + appended through us).
+    /// Bytes known so far (the file as loaded + appended through us).
     pub fn end(&self) -> u64 {
-        self.map_len + self.tail.len() as u64
+        self.base_len + self.tail.len() as u64
     }
 
     /// The bytes of `[offset, offset+len)` of the known data (read from the file, or borrowed
@@ -422,35 +423,35 @@ impl Store {
     pub fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, StoreError> {
         self.check_live()?;
         let end = offset + len;
-        if offset >= self.map_len {
-            let s = (offset - self.map_len) as usize;
+        if offset >= self.base_len {
+            let s = (offset - self.base_len) as usize;
             return Ok(Cow::Borrowed(&self.tail[s..s + len as usize]));
         }
-        match &self.map {
-            Mapped::Buf(b) if end <= self.map_len => {
+        match &self.base {
+            Base::Buf(b) if end <= self.base_len => {
                 return Ok(Cow::Borrowed(&b[offset as usize..end as usize]))
             }
             _ => {}
         }
         let mut out = vec![0u8; len as usize];
-        let in_map = end.min(self.map_len);
-        match &self.map {
-            Mapped::Buf(b) => out[..(in_map - offset) as usize]
-                .copy_from_slice(&b[offset as usize..in_map as usize]),
-            Mapped::Disk => {
+        let in_base = end.min(self.base_len);
+        match &self.base {
+            Base::Buf(b) => out[..(in_base - offset) as usize]
+                .copy_from_slice(&b[offset as usize..in_base as usize]),
+            Base::Disk => {
                 let f = self.file.as_ref().expect("a store on disk holds its file");
                 pread_exact(
                     f,
-                    &mut out[..(in_map - offset) as usize],
+                    &mut out[..(in_base - offset) as usize],
                     offset,
                     self.end(),
                 )?;
             }
-            Mapped::None => unreachable!("no bytes below map_len"),
+            Base::None => unreachable!("no bytes below base_len"),
         }
-        if end > self.map_len {
-            let k = (in_map - offset) as usize;
-            out[k..].copy_from_slice(&self.tail[..(end - self.map_len) as usize]);
+        if end > self.base_len {
+            let k = (in_base - offset) as usize;
+            out[k..].copy_from_slice(&self.tail[..(end - self.base_len) as usize]);
         }
         Ok(Cow::Owned(out))
     }
@@ -477,7 +478,7 @@ impl Store {
         let end = self.end();
         let recs = &self.index.recs;
         let span = |i: usize| (recs[i].offset(), recs[i].len as u64);
-        let on_disk = matches!(self.map, Mapped::Disk);
+        let on_disk = matches!(self.base, Base::Disk);
         if !on_disk {
             for (k, &i) in idx.iter().enumerate() {
                 let (o, l) = span(i);
@@ -504,17 +505,22 @@ impl Store {
                 run_end = run_end.max(e2);
                 b += 1;
             }
-            let bytes: Cow<'_, [u8]> = if run_start >= self.map_len {
+            let bytes: Cow<'_, [u8]> = if run_start >= self.base_len {
                 self.read(run_start, run_end - run_start)?
             } else {
                 buf.clear();
                 buf.resize((run_end - run_start) as usize, 0);
-                let in_map = run_end.min(self.map_len);
+                let in_base = run_end.min(self.base_len);
                 let f = self.file.as_ref().expect("a store on disk holds its file");
-                pread_exact(f, &mut buf[..(in_map - run_start) as usize], run_start, end)?;
-                if run_end > self.map_len {
-                    let k = (in_map - run_start) as usize;
-                    buf[k..].copy_from_slice(&self.tail[..(run_end - self.map_len) as usize]);
+                pread_exact(
+                    f,
+                    &mut buf[..(in_base - run_start) as usize],
+                    run_start,
+                    end,
+                )?;
+                if run_end > self.base_len {
+                    let k = (in_base - run_start) as usize;
+                    buf[k..].copy_from_slice(&self.tail[..(run_end - self.base_len) as usize]);
                 }
                 Cow::Borrowed(&buf[..])
             };
@@ -586,23 +592,23 @@ impl Store {
         let file = self.file.take().expect("just set");
         let loaded = load(&file, len);
         self.file = Some(file);
-        let (map, map_len) = loaded?;
-        if map_len < known {
-            return Err(self.poison(known, map_len));
+        let (base, base_len) = loaded?;
+        if base_len < known {
+            return Err(self.poison(known, base_len));
         }
-        self.map = map;
-        self.map_len = map_len;
+        self.base = base;
+        self.base_len = base_len;
         self.tail.clear();
         let before = self.index.recs.len();
         let start = match self.index.rollback_provisional() {
             Some((line_start, _)) => line_start,
             None => self.index.scanned_to,
         };
-        let r = match &self.map {
-            Mapped::Buf(b) => {
+        let r = match &self.base {
+            Base::Buf(b) => {
                 scan::scan_into(
                     &mut self.index,
-                    &b[start as usize..map_len as usize],
+                    &b[start as usize..base_len as usize],
                     start,
                     self.parallel,
                 );
@@ -612,13 +618,13 @@ impl Store {
                 &mut self.index,
                 self.file.as_ref().expect("just set"),
                 start,
-                map_len,
+                base_len,
                 self.parallel,
             ),
         };
         self.after_refresh_scan(r)?;
         if let Some(sink) = &mut self.sink {
-            sink.flushed_to = map_len;
+            sink.flushed_to = base_len;
         }
         self.set_guard(stamp_of(&fmeta));
         Ok(self.index.recs.len().saturating_sub(before))
@@ -635,13 +641,13 @@ impl Store {
         let before = self.index.recs.len();
         let file = self.reopen(path)?;
         let len = file.metadata()?.len();
-        let (map, map_len) = load(&file, len)?;
+        let (base, base_len) = load(&file, len)?;
         let mut index = Index::new();
-        match &map {
-            Mapped::Buf(b) => {
+        match &base {
+            Base::Buf(b) => {
                 scan::scan_into(&mut index, b, 0, self.parallel);
             }
-            _ => scan_file(&mut index, &file, 0, map_len, self.parallel)?,
+            _ => scan_file(&mut index, &file, 0, base_len, self.parallel)?,
         }
         self.file = Some(file);
         if was_null {
@@ -653,12 +659,12 @@ impl Store {
         // caches keyed by the generation (the tree) must not take the new index for the old
         index.generation += self.index.generation + 1;
         self.index = index;
-        self.map = map;
-        self.map_len = map_len;
+        self.base = base;
+        self.base_len = base_len;
         self.tail.clear();
         self.rescan = false;
         if let Some(sink) = &mut self.sink {
-            sink.flushed_to = map_len;
+            sink.flushed_to = base_len;
         }
         if let Some(f) = &self.file {
             if let Ok(m) = f.metadata() {
@@ -683,8 +689,8 @@ impl Store {
     /// Forgets the bytes of a file that shrank under us: every later read errs.
     fn poison(&mut self, had: u64, now: u64) -> StoreError {
         self.shrunk = Some((had, now));
-        self.map = Mapped::None;
-        self.map_len = 0;
+        self.base = Base::None;
+        self.base_len = 0;
         self.tail.clear();
         StoreError::Shrunk { had, now }
     }
@@ -698,8 +704,8 @@ impl Store {
             Err(StoreError::Shrunk { had, now }) => Err(self.poison(had, now)),
             Err(StoreError::Rewritten { offset }) => {
                 self.rewritten = Some(offset);
-                self.map = Mapped::None;
-                self.map_len = 0;
+                self.base = Base::None;
+                self.base_len = 0;
                 self.tail.clear();
                 Err(StoreError::Rewritten { offset })
             }
@@ -740,9 +746,9 @@ impl Store {
         self.tail.extend_from_slice(data);
         // rescan from `start` (the start of a torn line we just completed, or `offset`)
         let scan_from = start;
-        if scan_from >= self.map_len {
+        if scan_from >= self.base_len {
             // all in the tail: scan it in place
-            let s = (scan_from - self.map_len) as usize;
+            let s = (scan_from - self.base_len) as usize;
             scan::scan_into(&mut self.index, &self.tail[s..], scan_from, false);
         } else {
             let bytes = self.read(scan_from, self.end() - scan_from)?.into_owned();
@@ -824,7 +830,7 @@ impl Store {
             return Ok(());
         };
         // buffered bytes always follow the mapped part (refresh flushes before it remaps)
-        let s = (sink.flushed_to.max(self.map_len) - self.map_len) as usize;
+        let s = (sink.flushed_to.max(self.base_len) - self.base_len) as usize;
         sink.write_all(&self.tail[s..])?;
         sink.flushed_to = end;
         Ok(())
@@ -865,12 +871,12 @@ impl Store {
             return;
         }
         let mut on_disk = vec![0u8; self.tail.len()];
-        if f.read_exact_at(&mut on_disk, self.map_len).is_err() || on_disk[..] != self.tail[..] {
+        if f.read_exact_at(&mut on_disk, self.base_len).is_err() || on_disk[..] != self.tail[..] {
             return;
         }
-        self.map = Mapped::Disk;
+        self.base = Base::Disk;
         self.file = Some(f);
-        self.map_len = end;
+        self.base_len = end;
         self.tail.clear();
     }
 
@@ -1137,18 +1143,18 @@ impl Store {
     /// A [`DetachedReader`] of what the store knows now.
     pub fn detached_reader(&self) -> Result<DetachedReader, StoreError> {
         self.check_live()?;
-        let (file, buf) = match &self.map {
-            Mapped::Disk => {
+        let (file, buf) = match &self.base {
+            Base::Disk => {
                 let f = self.file.as_ref().expect("a store on disk holds its file");
                 (Some(f.try_clone()?), Vec::new())
             }
-            Mapped::Buf(b) => (None, b[..self.map_len as usize].to_vec()),
-            Mapped::None => (None, Vec::new()),
+            Base::Buf(b) => (None, b[..self.base_len as usize].to_vec()),
+            Base::None => (None, Vec::new()),
         };
         Ok(DetachedReader {
             file,
             buf,
-            map_len: self.map_len,
+            map_len: self.base_len,
             tail: self.tail.clone(),
         })
     }

@@ -26,10 +26,7 @@ def _user(text: str, ts: int = 0) -> dict:
 
 def _shape(s: Session) -> list[tuple]:
     core = s._core
-    return [
-        (core.id(i), core.parent_id(i), core.type_name(i), core.role(i), core.timestamp_ms(i), core.location(i))
-        for i in range(len(core))
-    ]
+    return [(*core.record(i), *(column[0] for column in core.metrics([i]))) for i in range(len(core))]
 
 
 def _assert_same_as_reopened(s: Session) -> None:

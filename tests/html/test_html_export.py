@@ -193,7 +193,7 @@ def test_in_memory_session_exports(tmp_path):
     data = _segments(html)
     assert data.splitlines()[1] == s._core.line(0) and first.encode() in data
     for i in range(len(s)):  # the page finds each entry at the core's offset
-        _line, off, length, _v = s._core.location(i)
+        off, length = s._core.record(i).offset, s._core.metrics([i])[0][0]
         assert data[off : off + length] == s._core.line(i)
 
 
@@ -231,7 +231,7 @@ def test_the_core_export_writes_the_digests_and_bytes_of_the_index(tmp_path, pat
     segs = _segment_members(html)
     data = path.read_bytes()
     assert b"".join(d for _, d in segs) == data[: s.indexed_bytes]
-    starts = {0} | {s._core.location(i)[1] for i in range(n)}
+    starts = {0} | {s._core.record(i).offset for i in range(n)}
     assert all(o in starts for o, _ in segs)
     meta = orjson.loads(re.search(rb'id="st-meta">([^<]*)</script>', html).group(1))
     assert meta["segments"] == [o for o, _ in segs]

@@ -97,8 +97,8 @@ def _off_path(s: Session):
     except SessionCycleError:
         on = set()
     for i in range(len(s)):
-        if i not in on and isinstance(s._core.id(i), str):
-            return s._core.id(i)
+        if i not in on and isinstance(s._core.record(i).id, str):
+            return s._core.record(i).id
     return None
 
 

@@ -31,7 +31,7 @@ def test_rust_estimates_match_pis_path_message_tokens(golden_path):
     if s is None:
         pytest.skip("Pi opens no branch here")
     path = s._core.branch(s._core.leaf()) if s._core.leaf() is not None else []
-    msgs = [i for i in path if s._core.type_name(i) == "message"]
+    msgs = [i for i in path if s._core.record(i).type == "message"]
     rust = s._core.estimate_tokens(msgs)
     expected = golden["path_message_tokens"]
     assert len(expected) == len(msgs)
@@ -184,4 +184,4 @@ def test_cut_point_search_touches_only_the_tail(tmp_path):
     reopened = Session.open(s.path)
     path = reopened._core.branch(reopened._core.leaf())
     got = reopened._core.find_cut_point(path, 0, len(path), 500)
-    assert got is not None and reopened._core.id(path[got[0]]) in tail
+    assert got is not None and reopened._core.record(path[got[0]]).id in tail

@@ -119,9 +119,9 @@ def test_tree_matches_pi(case):
     gt = golden["tree"]
     roots = s.get_tree()
     assert [_id_or_none(r.entry.id) for r in roots] == idm(gt["roots"])
-    pre = [s._core.id(i) for i in s._core.preorder()]
+    pre = [s._core.record(i).id for i in s._core.preorder()]
     assert pre == idm(gt["preorder"])
-    unreachable = [s._core.id(i) for i in s._core.unreachable()]
+    unreachable = [s._core.record(i).id for i in s._core.unreachable()]
     assert unreachable == idm(gt["unreachable_ids"])
     # nodes: type, parentId, children order, labels
     seen = set()

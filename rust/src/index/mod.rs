@@ -23,11 +23,13 @@ mod legacy;
 mod line;
 mod persist;
 mod problems;
+mod view;
 
 pub use codes::*;
 pub use line::*;
 pub use persist::{recs_bytes, recs_from_bytes};
 pub use problems::{Problem, Problems};
+pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
 use crate::json::{JsVal, TopKind, Val};
 use keys::{KeyRec, KeyTable};

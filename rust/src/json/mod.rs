@@ -93,14 +93,6 @@ impl Val<'_> {
             Val::Composite => JsVal::Composite,
         }
     }
-    /// `new Date(value).getTime()` (see [`crate::jsdate::date_value`]), without copying strings.
-    pub fn date_value(&self) -> f64 {
-        match self {
-            Val::Str(s) => crate::jsdate::parse_iso(s),
-            Val::Missing => f64::NAN,
-            other => crate::jsdate::date_value(&other.to_js()),
-        }
-    }
 }
 
 /// What kind of top-level value a line holds.

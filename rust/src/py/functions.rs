@@ -1,0 +1,58 @@
+//! The module's functions: the one date rule, the clock, `JSON.stringify`'s text, the JSON
+//! check of a line and the header probe.
+
+use super::results::{named, PROBE};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+/// JavaScript `Date.parse(s)` (`new Date(s).getTime()` of a string) in epoch milliseconds, NaN
+/// when invalid: the one date rule, also used by the index for sibling order. A string that is
+/// not valid UTF-8 (a lone surrogate) is never a date.
+#[pyfunction]
+pub fn date_parse(s: &Bound<'_, PyString>) -> f64 {
+    s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
+}
+
+/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`): the clock of appended
+/// entries, also used for headers and entries built in Python.
+#[pyfunction]
+pub fn iso_now() -> String {
+    crate::append::iso_from_ms(crate::append::now_ms())
+}
+
+/// Compact JSON `json` (orjson's) as `JSON.stringify` writes it: the same object when nothing
+/// differs, new bytes with JavaScript's number spelling, or None when an object has an
+/// array-index key (JavaScript enumerates those first: the exact Python writer orders them).
+#[pyfunction]
+pub fn js_text<'py>(json: &Bound<'py, PyBytes>) -> Option<Bound<'py, PyBytes>> {
+    match crate::jstext::js_text(json.as_bytes()) {
+        crate::jstext::JsText::Same => Some(json.clone()),
+        crate::jstext::JsText::Rewritten(v) => Some(PyBytes::new(json.py(), &v)),
+        crate::jstext::JsText::NeedsKeyOrder => None,
+    }
+}
+
+/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
+/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
+#[pyfunction]
+pub fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
+    match py.detach(|| crate::json::check_value(line)) {
+        Ok(depth) => (depth, None),
+        Err(e) => (e.pos, Some(e.msg)),
+    }
+}
+
+/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
+/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
+/// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
+#[pyfunction]
+pub fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bound<'py, PyAny>> {
+    use crate::scan::HeaderProbe;
+    let items = match py.detach(|| crate::scan::probe_header(buf, eof)) {
+        HeaderProbe::NeedMore => ("more", None, 0, 0),
+        HeaderProbe::NoValue => ("none", None, 0, 0),
+        HeaderProbe::Valid { offset, len } => ("valid", None, offset, len),
+        HeaderProbe::Invalid(why) => ("invalid", Some(why), 0, 0),
+    };
+    named(py, &PROBE, "HeaderProbe", true, items)
+}

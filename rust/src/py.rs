@@ -462,23 +462,21 @@ impl Index {
         ))
     }
     /// The entry's `type` when it is a string, else None.
-    fn type_name(&self, i: usize) -> PyResult<Option<String>> {
+    fn type_name(&self, py: Python<'_>, i: usize) -> PyResult<Option<String>> {
         self.check(i)?;
-        let t = self.st.index.recs[i].etype;
-        Ok((t != 0).then(|| self.st.index.type_name(t).to_string()))
+        self.st.entry_type(i).map_err(|e| store_err(py, e))
     }
-    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
-        idx.iter().map(|&i| self.type_name(i)).collect()
+    fn types(&self, py: Python<'_>, idx: Vec<usize>) -> PyResult<Vec<Option<String>>> {
+        idx.iter().map(|&i| self.type_name(py, i)).collect()
     }
     /// `message.role` of a message entry when it is a string (v2 `hookMessage` reads `custom`).
-    fn role(&self, i: usize) -> PyResult<Option<String>> {
+    fn role(&self, py: Python<'_>, i: usize) -> PyResult<Option<String>> {
         self.check(i)?;
-        let r = self.st.index.recs[i].role;
-        Ok((r != 0).then(|| self.st.index.role_name(r).to_string()))
+        self.st.entry_role(i).map_err(|e| store_err(py, e))
     }
     /// What listings show of entries `idx`, as columns: (ids, parent ids, parentId is null,
     /// types, roles, lines 1-based, byte offsets). Ids, types and roles only when strings.
-    fn table(&self, idx: Vec<usize>) -> PyResult<EntryColumns> {
+    fn table(&self, py: Python<'_>, idx: Vec<usize>) -> PyResult<EntryColumns> {
         for &i in &idx {
             self.check(i)?;
         }
@@ -490,8 +488,16 @@ impl Index {
             cols.0.push(self.id_str(r.id));
             cols.1.push(self.id_str(r.parent));
             cols.2.push(r.parent == crate::index::KID_NULL);
-            cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
-            cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
+            if r.etype == crate::index::T_OTHER || r.role == crate::index::R_OTHER {
+                // a name past the full names table: read back from the line
+                cols.3
+                    .push(self.st.entry_type(i).map_err(|e| store_err(py, e))?);
+                cols.4
+                    .push(self.st.entry_role(i).map_err(|e| store_err(py, e))?);
+            } else {
+                cols.3.push(name(r.etype, &|t| ix.type_name(t).to_string()));
+                cols.4.push(name(r.role, &|t| ix.role_name(t).to_string()));
+            }
             cols.5.push(ix.line_of(i as u32));
             cols.6.push(r.offset());
         }

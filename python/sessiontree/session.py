@@ -2155,6 +2155,57 @@ class Session:
         if self._writer is not None:
             self._core.sync_writes()
 
+    # ==== batch views for servers answering many clients (sessiontree.rpc) ==========
+
+    @property
+    def state_key(self) -> tuple:
+        """A cheap key of everything this session's reads answer from: ``(file identity,
+        indexed bytes, entries, leaf id, leaf version)``. Equal keys (on one ``Session``) mean
+        equal answers from every read method; any append, :meth:`refresh` that found entries,
+        or leaf move changes it (the leaf version is bumped on each move, so moving away and
+        back changes it too). Cost: none (the index knows each part)."""
+        core = self._core
+        return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version)
+
+    def raw_entries(self, indices: Sequence[int]) -> list:
+        """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as
+        :meth:`entry_at` would give, migrated in memory for a legacy file), read in one batch
+        without an :class:`Entry` per entry.
+
+        Raises:
+            IndexError: a position is out of range.
+        """
+        return self._load_raws(list(indices))
+
+    def entry_texts(self, indices: Sequence[int]) -> list[bytes | None]:
+        """The JSON text of each entry at ``indices`` as ``JSON.stringify`` writes its value (the
+        bytes :func:`dumps_entry` gives for :attr:`Entry.raw`) where the file's line already is
+        that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
+        repeated keys), so it is copied without a parse; None for the other entries (and for
+        every entry of a legacy file, which is migrated in memory): read those with
+        :meth:`raw_entries`.
+
+        Raises:
+            IndexError: a position is out of range.
+        """
+        idx = list(indices)
+        if self._core.needs_migration:
+            return [None] * len(idx)
+        return self._core.stringify_lines(idx)
+
+    def tree_labels(self) -> dict[int, tuple[Any, Any]]:
+        """The labels :meth:`get_tree` puts on its nodes, by node position: ``{position:
+        (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the label entry
+        that set the label (Pi's ``labelTimestamp``). Cost: the label entries only."""
+        out: dict[int, tuple[Any, Any]] = {}
+        for target, e in self._core.labels():
+            if target is not None:
+                t = self._core.index_of(target)
+                if t is not None:
+                    raw = self._load_raw(e)
+                    out[t] = (raw.get("label"), raw.get("timestamp"))
+        return out
+
     def close(self) -> None:
         """Flush buffered entries and release the writer lock (the next write takes it again).
 

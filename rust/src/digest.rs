@@ -129,7 +129,17 @@ fn estimate(msg: &Value) -> Option<u64> {
 
 /// The digest of one entry line (`preview_chars` caps the preview). A line that is not a JSON
 /// object gives kind `"?"` and nothing else.
+///
+/// The common entries (user, assistant and tool-result messages of the usual shape) are read by
+/// [`fast::digest`] without building a JSON tree; anything else, and any line on which that
+/// reader stops, by [`digest_value`], which stays the rule (and the oracle of the parity test
+/// over the corpus).
 pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
+    fast::digest(line, preview_chars).unwrap_or_else(|| digest_value(line, preview_chars))
+}
+
+/// [`digest`] through a `serde_json::Value` of the whole line.
+pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
     let Ok(Value::Object(e)) = serde_json::from_slice::<Value>(line) else {
         return Digest {
             kind: "?".into(),
@@ -248,6 +258,460 @@ pub fn digest(line: &[u8], preview_chars: usize) -> Digest {
     d
 }
 
+/// [`digest`] without a JSON tree, for `message` entries of role `user`, `assistant` or
+/// `toolResult` whose fields have the usual types: one pass of `serde_json` over the line,
+/// strings borrowed where they have no escapes, fields the digest does not read checked as JSON
+/// (the same parser, so the same lines fail) but not kept. Returns None (ask
+/// [`digest_value`]) for any other entry, any field of an unexpected type, a key given twice,
+/// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over
+/// the corpus).
+mod fast {
+    use super::{clip, usage_of, Digest};
+    use crate::tokens::{stringify_len, utf16_len, IMAGE_CHARS};
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+    use std::borrow::Cow;
+    use std::fmt;
+
+    /// A string, borrowed from the line when it has no escapes; `null` is None.
+    struct NStr<'a>(Option<Cow<'a, str>>);
+
+    impl<'de> Deserialize<'de> for NStr<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = NStr<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string or null")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                    Ok(NStr(Some(Cow::Borrowed(s))))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                    Ok(NStr(Some(Cow::Owned(s.to_owned()))))
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(NStr(None))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// Non-whitespace characters of a text kept for its preview when the text had to be copied
+    /// (it has escapes): [`clip`] never reads past the `max + 1`-th, so previews of fewer
+    /// characters are exact (longer ones go to `digest_value`).
+    pub(super) const HEAD_CHARS: usize = 1024;
+
+    /// A text block's or a content string's UTF-16 length and (a head of) its text: borrowed
+    /// when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace characters
+    /// copied (a tool output of megabytes is not).
+    struct Txt<'a> {
+        head: Cow<'a, str>,
+        units: u64,
+    }
+
+    fn head_of(s: &str) -> &str {
+        let mut k = 0;
+        for (i, c) in s.char_indices() {
+            if !c.is_whitespace() {
+                k += 1;
+                if k > HEAD_CHARS {
+                    return &s[..i + c.len_utf8()];
+                }
+            }
+        }
+        s
+    }
+
+    impl<'a> Txt<'a> {
+        fn borrowed(s: &'a str) -> Self {
+            Txt {
+                units: utf16_len(s),
+                head: Cow::Borrowed(s),
+            }
+        }
+        fn copied(s: &str) -> Self {
+            Txt {
+                units: utf16_len(s),
+                head: Cow::Owned(head_of(s).to_owned()),
+            }
+        }
+    }
+
+    /// A [`Txt`] or `null` (None).
+    struct NTxt<'a>(Option<Txt<'a>>);
+
+    impl<'de> Deserialize<'de> for NTxt<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = NTxt<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string or null")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                    Ok(NTxt(Some(Txt::borrowed(s))))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                    Ok(NTxt(Some(Txt::copied(s))))
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(NTxt(None))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// Any JSON value, parsed (so what `Value` rejects is rejected) and dropped.
+    struct Skip;
+
+    impl<'de> Deserialize<'de> for Skip {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Skip;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_unit<E>(self) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Skip, A::Error> {
+                    while a.next_element::<Skip>()?.is_some() {}
+                    Ok(Skip)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Skip, A::Error> {
+                    while a.next_entry::<Skip, Skip>()?.is_some() {}
+                    Ok(Skip)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// A key (escapes decoded, as `Value` decodes them).
+    struct Key<'a>(Cow<'a, str>);
+
+    impl<'de> Deserialize<'de> for Key<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Key<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a key")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                    Ok(Key(Cow::Borrowed(s)))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                    Ok(Key(Cow::Owned(s.to_owned())))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+
+    fn set<T, E: de::Error>(slot: &mut Option<T>, v: T) -> Result<(), E> {
+        if slot.is_some() {
+            return Err(E::custom("a key given twice")); // Value keeps the last: ask it
+        }
+        *slot = Some(v);
+        Ok(())
+    }
+
+    #[derive(Default)]
+    struct Block<'a> {
+        btype: Option<Option<Cow<'a, str>>>,
+        text: Option<Option<Txt<'a>>>,
+        thinking: Option<Option<Txt<'a>>>,
+        name: Option<Option<Cow<'a, str>>>,
+        arguments: Option<Value>,
+    }
+
+    impl<'de> Deserialize<'de> for Block<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Block<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a content block")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut b = Block::default();
+                    while let Some(Key(k)) = a.next_key::<Key>()? {
+                        match &*k {
+                            "type" => set(&mut b.btype, a.next_value::<NStr>()?.0)?,
+                            "text" => set(&mut b.text, a.next_value::<NTxt>()?.0)?,
+                            "thinking" => set(&mut b.thinking, a.next_value::<NTxt>()?.0)?,
+                            "name" => set(&mut b.name, a.next_value::<NStr>()?.0)?,
+                            "arguments" => set(&mut b.arguments, a.next_value::<Value>()?)?,
+                            _ => {
+                                a.next_value::<Skip>()?;
+                            }
+                        }
+                    }
+                    Ok(b)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    enum Content<'a> {
+        Text(Txt<'a>),
+        Blocks(Vec<Block<'a>>),
+    }
+
+    impl<'de> Deserialize<'de> for Content<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Content<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string or an array of blocks")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                    Ok(Content::Text(Txt::borrowed(s)))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                    Ok(Content::Text(Txt::copied(s)))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut v = Vec::new();
+                    while let Some(b) = a.next_element::<Block>()? {
+                        v.push(b);
+                    }
+                    Ok(Content::Blocks(v))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    #[derive(Default)]
+    struct Msg<'a> {
+        role: Option<Option<Cow<'a, str>>>,
+        content: Option<Content<'a>>,
+        tool_name: Option<Option<Cow<'a, str>>>,
+        tool_call_id: Option<Option<Cow<'a, str>>>,
+        usage: Option<Value>,
+    }
+
+    impl<'de> Deserialize<'de> for Msg<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Msg<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a message")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut m = Msg::default();
+                    while let Some(Key(k)) = a.next_key::<Key>()? {
+                        match &*k {
+                            "role" => set(&mut m.role, a.next_value::<NStr>()?.0)?,
+                            "content" => set(&mut m.content, a.next_value::<Content>()?)?,
+                            "toolName" => set(&mut m.tool_name, a.next_value::<NStr>()?.0)?,
+                            "toolCallId" => set(&mut m.tool_call_id, a.next_value::<NStr>()?.0)?,
+                            "usage" => set(&mut m.usage, a.next_value::<Value>()?)?,
+                            _ => {
+                                a.next_value::<Skip>()?;
+                            }
+                        }
+                    }
+                    Ok(m)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    #[derive(Default)]
+    struct Line<'a> {
+        etype: Option<Option<Cow<'a, str>>>,
+        message: Option<Msg<'a>>,
+    }
+
+    impl<'de> Deserialize<'de> for Line<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Line<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("an entry")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut l = Line::default();
+                    while let Some(Key(k)) = a.next_key::<Key>()? {
+                        match &*k {
+                            "type" => set(&mut l.etype, a.next_value::<NStr>()?.0)?,
+                            "message" => set(&mut l.message, a.next_value::<Msg>()?)?,
+                            _ => {
+                                a.next_value::<Skip>()?;
+                            }
+                        }
+                    }
+                    Ok(l)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    /// `super::content_text` over typed blocks.
+    fn content_text(c: &Content<'_>, max: usize, out: &mut String) {
+        match c {
+            Content::Text(s) => clip(&s.head, max, out),
+            Content::Blocks(blocks) => {
+                for b in blocks {
+                    if out.chars().count() >= max {
+                        return;
+                    }
+                    match b.btype.as_ref().and_then(|t| t.as_deref()) {
+                        Some("text") => {
+                            if let Some(Some(t)) = &b.text {
+                                clip(&t.head, max, out)
+                            }
+                        }
+                        Some("toolCall") => {
+                            if let Some(Some(t)) = &b.name {
+                                clip(&format!("→ {t}"), max, out)
+                            }
+                        }
+                        Some("image") => clip("[image]", max, out),
+                        _ => {}
+                    }
+                }
+                if out.is_empty() {
+                    for b in blocks {
+                        if let Some(Some(t)) = &b.thinking {
+                            clip(&t.head, max, out);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn t_len(v: &Option<Option<Txt<'_>>>) -> Option<u64> {
+        match v {
+            Some(Some(t)) => Some(t.units),
+            _ => None,
+        }
+    }
+
+    fn s_len(v: &Option<Option<Cow<'_, str>>>) -> Option<u64> {
+        match v {
+            Some(Some(s)) => Some(utf16_len(s)),
+            _ => None,
+        }
+    }
+
+    /// `tokens::content_chars` (user, toolResult) over typed content.
+    fn content_chars(c: &Content<'_>) -> Option<u64> {
+        match c {
+            Content::Text(s) => Some(s.units),
+            Content::Blocks(blocks) => {
+                let mut n = 0u64;
+                for b in blocks {
+                    match b.btype.as_ref().and_then(|t| t.as_deref()) {
+                        Some("text") => n += t_len(&b.text).unwrap_or(0),
+                        Some("image") => n += IMAGE_CHARS,
+                        _ => {}
+                    }
+                }
+                Some(n)
+            }
+        }
+    }
+
+    /// `tokens::assistant_chars` over typed content.
+    fn assistant_chars(c: &Content<'_>) -> Option<u64> {
+        let Content::Blocks(blocks) = c else {
+            return None;
+        };
+        let mut n = 0u64;
+        for b in blocks {
+            match b.btype.as_ref().and_then(|t| t.as_deref()) {
+                Some("text") => n += t_len(&b.text)?,
+                Some("thinking") => n += t_len(&b.thinking)?,
+                Some("toolCall") => {
+                    n += s_len(&b.name)?;
+                    n += stringify_len(b.arguments.as_ref()?);
+                }
+                _ => {}
+            }
+        }
+        Some(n)
+    }
+
+    pub(super) fn digest(line: &[u8], preview_chars: usize) -> Option<Digest> {
+        if preview_chars >= HEAD_CHARS {
+            return None;
+        }
+        // one SIMD check of the whole line, then `from_str` (no check per string); a line that
+        // is not UTF-8 is one `Value` rejects too
+        let text = simdutf8::basic::from_utf8(line).ok()?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let l = Line::deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        if l.etype.as_ref()?.as_deref() != Some("message") {
+            return None;
+        }
+        let m = l.message?;
+        let role = m.role.as_ref()?.as_deref()?;
+        if !matches!(role, "user" | "assistant" | "toolResult") {
+            return None;
+        }
+        let content = m.content.as_ref()?;
+        let mut d = Digest {
+            kind: format!("message:{role}"),
+            ..Default::default()
+        };
+        let p = &mut d.preview;
+        if role == "toolResult" {
+            let name = m.tool_name.as_ref().and_then(|t| t.as_deref());
+            clip(&format!("{}: ", name.unwrap_or("tool")), preview_chars, p);
+            d.reference = m
+                .tool_call_id
+                .as_ref()
+                .and_then(|t| t.as_deref())
+                .map(str::to_string);
+        }
+        content_text(content, preview_chars, p);
+        d.tokens = match role {
+            "assistant" => assistant_chars(content),
+            _ => content_chars(content),
+        }
+        .map(|c| c.div_ceil(4));
+        if role == "assistant" || role == "toolResult" {
+            d.usage = m.usage.as_ref().and_then(usage_of);
+            if role == "assistant" && d.usage.is_none() && m.usage.is_some() {
+                d.usage = Some([f64::NAN; 5]);
+            }
+        }
+        Some(d)
+    }
+}
+
 fn num(v: f64) -> Value {
     serde_json::Number::from_f64(v)
         .map(Value::Number)
@@ -268,14 +732,19 @@ pub fn digest_columns(
     // the lines are read first (nearby lines in one `pread`; a file changed under the index
     // errs instead of faulting), then digested in parallel
     let idx: Vec<usize> = (start..end).collect();
-    let mut lines: Vec<Vec<u8>> = vec![Vec::new(); idx.len()];
-    st.with_lines(&idx, |k, b| lines[k] = b.to_vec())?;
-    let ds: Vec<Digest> = lines
+    // the batch's lines side by side in one buffer (no allocation per line)
+    let mut buf: Vec<u8> = Vec::new();
+    let mut spans: Vec<(usize, usize)> = vec![(0, 0); idx.len()];
+    st.with_lines(&idx, |k, b| {
+        spans[k] = (buf.len(), b.len());
+        buf.extend_from_slice(b);
+    })?;
+    let ds: Vec<Digest> = spans
         .par_iter()
         .enumerate()
-        .map(|(k, line)| {
+        .map(|(k, &(o, l))| {
             let i = start + k;
-            let mut d = digest(line, preview_chars);
+            let mut d = digest(&buf[o..o + l], preview_chars);
             if d.kind == "?" {
                 // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
                 // nesting past 128): keep the type the index read
@@ -368,6 +837,119 @@ mod tests {
         assert_eq!(c.preview, "abcd…");
         assert_eq!(c.tokens, Some(3));
         assert_eq!(c.usage, Some([3.0, 4.0, 0.0, 0.0, 0.0]));
+    }
+
+    fn same(line: &[u8]) -> bool {
+        for max in [80, 3] {
+            let a = format!("{:?}", digest(line, max));
+            let b = format!("{:?}", digest_value(line, max));
+            assert_eq!(a, b, "{}", String::from_utf8_lossy(line));
+        }
+        fast::digest(line, 80).is_some()
+    }
+
+    /// The fast reader answers as `digest_value` on every line of the corpus, on odd shapes of
+    /// the fields it reads, and on lines `serde_json` rejects only deep inside a field it skips.
+    #[test]
+    fn the_fast_digest_equals_the_value_digest() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
+        let mut stack = vec![std::path::PathBuf::from(root)];
+        let (mut lines, mut fast_hits) = (0, 0);
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "jsonl") {
+                    let data = std::fs::read(&p).unwrap();
+                    for line in data.split(|&c| c == b'\n') {
+                        let line = line.strip_suffix(b"\r").unwrap_or(line);
+                        fast_hits += usize::from(same(line));
+                        lines += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            lines > 1000 && fast_hits > lines / 4,
+            "{fast_hits} of {lines}"
+        );
+        let m = |body: &str| format!(r#"{{"type":"message","id":"a","message":{{{body}}}}}"#);
+        let odd = [
+            m(r#""role":"user","content":"plain""#),
+            m(r#""role":"user","content":"esc\n\u00e9\ud83d\ude00 x""#),
+            m(&format!(
+                r#""role":"user","content":"{}""#,
+                "a\\n \\t".repeat(3000)
+            )),
+            m(&format!(
+                r#""role":"assistant","content":[{{"type":"text","text":"{}"}},{{"type":"thinking","thinking":"\\n{}"}}]"#,
+                "\\u00e9 ".repeat(2000),
+                "b".repeat(5000)
+            )),
+            m(&format!(
+                r#""role":"toolResult","content":[{{"type":"text","text":"{}x"}}]"#,
+                "\\n".repeat(5000)
+            )),
+            m(
+                r#""role":"user","content":[{"type":"text","text":null},{"type":"image"},{"type":"x"}]"#,
+            ),
+            m(r#""role":"user","content":[{"type":null,"text":"a"},{"text":"b"}]"#),
+            m(r#""role":"user","content":[{"type":5,"text":"a"}]"#),
+            m(r#""role":"user","content":[{"type":"text","text":5}]"#),
+            m(r#""role":"user","content":[7,{"type":"text","text":"a"}]"#),
+            m(r#""role":"user","content":null"#),
+            m(r#""role":"user""#),
+            m(r#""role":"user","content":{"a":1}"#),
+            m(r#""role":"user","content":"a","content":"bb""#),
+            m(r#""role":"user","role":"assistant","content":"a""#),
+            m(r#""role":5,"content":"a""#),
+            m(r#""role":null,"content":"a""#),
+            m(r#""content":"a""#),
+            m(r#""role":"bashExecution","command":"ls","output":"x""#),
+            m(r#""role":"assistant","content":"text, not blocks","usage":{"input":1}"#),
+            m(r#""role":"assistant","content":[{"type":"thinking","thinking":"t"}],"usage":null"#),
+            m(r#""role":"assistant","content":[{"type":"thinking","thinking":null}],"usage":5"#),
+            m(r#""role":"assistant","content":[{"type":"toolCall","name":"ls","arguments":null}]"#),
+            m(r#""role":"assistant","content":[{"type":"toolCall","name":"ls"}]"#),
+            m(
+                r#""role":"assistant","content":[{"type":"toolCall","arguments":{"a":[1,2.50,"\u2028"]}}]"#,
+            ),
+            m(r#""role":"assistant","content":[{"type":"text","text":"a","type":"thinking"}]"#),
+            m(r#""role":"assistant","content":[{"type":"other","thinking":"only"}],"usage":{}"#),
+            m(
+                r#""role":"assistant","content":[],"usage":{"input":1,"output":null,"cacheRead":true,"cost":{"total":"x"}}"#,
+            ),
+            m(r#""role":"toolResult","toolCallId":"c","toolName":null,"content":"ok""#),
+            m(r#""role":"toolResult","toolCallId":5,"content":"ok""#),
+            m(
+                r#""role":"toolResult","content":[{"type":"text","text":"  spaced\t out  "}],"usage":{"input":2}"#,
+            ),
+            m(r#""r\u006fle":"user","content":"escaped key""#),
+            m(r#""role":"user","content":"a","extra":1e400"#),
+            m(r#""role":"user","content":"a","extra":"\ud800""#),
+            m(r#""role":"user","content":"a","extra":-0.0,"deep":[[[[{"x":[true,false,null]}]]]]"#),
+            format!(
+                r#"{{"type":"message","message":{{"role":"user","content":"a","d":{}{}}}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
+            r#"{"type":"message","message":{"role":"user","content":"a"}} trailing"#.to_string(),
+            r#"{"type":"message","type":"label","message":{"role":"user","content":"a"}}"#
+                .to_string(),
+            r#"{"type":"label","message":{"role":"user","content":"a"}}"#.to_string(),
+            r#"{"type":"message","message":"not an object"}"#.to_string(),
+            r#"{"message":{"role":"user","content":"a"},"type":"message","x":{"type":"y"}}"#
+                .to_string(),
+            r#"[{"type":"message"}]"#.to_string(),
+        ];
+        for line in &odd {
+            same(line.as_bytes());
+        }
+        assert!(same(m(r#""role":"user","content":"plain""#).as_bytes()));
     }
 
     #[test]

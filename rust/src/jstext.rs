@@ -147,6 +147,194 @@ pub fn push_js_text(out: &mut Vec<u8>, input: &[u8]) -> bool {
     ok
 }
 
+// ==== text already in JSON.stringify's form (RPC get_tree copies such lines verbatim) ====
+
+/// Whether `line` is exactly what `JSON.stringify(JSON.parse(line))` writes, so a caller may copy
+/// it instead of parsing and writing it again. Conservative: true only for one valid JSON value
+/// (`crate::json::check_value`) that is valid UTF-8, has no whitespace between tokens, escapes
+/// in strings only as `JSON.stringify` does (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase
+/// `\u00xx` for the other control characters; a lone surrogate escape is refused), numbers
+/// spelled as JavaScript spells them, and objects without repeated or array-index keys (JSON.parse
+/// keeps the last of repeated keys; JavaScript enumerates array-index keys first). Anything else
+/// is false (the caller's exact writer handles it). One linear pass, no recursion.
+pub fn is_stringify_text(line: &[u8]) -> bool {
+    if std::str::from_utf8(line).is_err() || crate::json::check_value(line).is_err() {
+        return false;
+    }
+    let mut buf = ryu_js::Buffer::new();
+    // keys seen in each open object (None for an array)
+    let mut open: Vec<Option<Keys>> = Vec::new();
+    let n = line.len();
+    let mut i = 0;
+    while i < n {
+        match line[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                loop {
+                    match line.get(j) {
+                        None => return false,
+                        Some(b'"') => break,
+                        Some(b'\\') => {
+                            match line.get(j + 1) {
+                                Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => j += 2,
+                                Some(b'u') => {
+                                    // only a control character without a short escape, lowercase
+                                    let Some(h) = line.get(j + 2..j + 6) else {
+                                        return false;
+                                    };
+                                    let ok_hex =
+                                        h.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+                                    if !ok_hex || &h[..2] != b"00" || !matches!(h[2], b'0' | b'1') {
+                                        return false;
+                                    }
+                                    let v = (h[2] - b'0') * 16
+                                        + (if h[3] <= b'9' {
+                                            h[3] - b'0'
+                                        } else {
+                                            h[3] - b'a' + 10
+                                        });
+                                    if matches!(v, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                                        return false;
+                                    }
+                                    j += 6;
+                                }
+                                _ => return false,
+                            }
+                        }
+                        Some(_) => j += 1,
+                    }
+                }
+                if line.get(j + 1) == Some(&b':') {
+                    let key = &line[start..j];
+                    if is_array_index(key) {
+                        return false;
+                    }
+                    match open.last_mut() {
+                        Some(Some(keys)) => {
+                            if !keys.insert(key) {
+                                return false; // a repeated key
+                            }
+                        }
+                        _ => return false,
+                    }
+                }
+                i = j + 1;
+            }
+            b'{' => {
+                open.push(Some(Keys::default()));
+                i += 1;
+            }
+            b'[' => {
+                open.push(None);
+                i += 1;
+            }
+            b'}' | b']' => {
+                open.pop();
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < n && matches!(line[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                    i += 1;
+                }
+                let tok = &line[start..i];
+                if may_differ(tok) {
+                    // SAFETY: the token is ASCII digits, signs, `.` and `e`
+                    let Ok(x) = unsafe { std::str::from_utf8_unchecked(tok) }.parse::<f64>() else {
+                        return false;
+                    };
+                    if js_number(x, &mut buf).as_bytes() != tok {
+                        return false;
+                    }
+                }
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => return false,
+            _ => i += 1,
+        }
+    }
+    true
+}
+
+/// The keys of one object: a short list searched in order (most objects have a few keys),
+/// a hash set once it is long (a hostile object with many keys stays linear).
+#[derive(Default)]
+struct Keys<'a> {
+    few: Vec<&'a [u8]>,
+    many: Option<std::collections::HashSet<&'a [u8]>>,
+}
+
+impl<'a> Keys<'a> {
+    /// False when `key` was already there.
+    fn insert(&mut self, key: &'a [u8]) -> bool {
+        if let Some(set) = &mut self.many {
+            return set.insert(key);
+        }
+        if self.few.contains(&key) {
+            return false;
+        }
+        self.few.push(key);
+        if self.few.len() > 16 {
+            self.many = Some(self.few.drain(..).collect());
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod stringify_text_tests {
+    use super::is_stringify_text;
+
+    #[test]
+    fn stringify_text_is_recognised() {
+        for s in [
+            r#"{"type":"message","id":"a1","parentId":null,"n":[1,-2,0.5,1e+21,0.000009],"ok":true}"#,
+            r#"{"s":"tab\tnl\nq\"b\\ \u001f \u0000 é ✓"}"#,
+            r#"[]"#,
+            r#""x""#,
+            r#"{"a":{"a":1},"b":[{"a":2}]}"#,
+        ] {
+            assert!(is_stringify_text(s.as_bytes()), "{s}");
+        }
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        for s in [
+            r#"{"a": 1}"#,
+            r#"{"a":1} "#,
+            "{\"a\":1}\r",
+            r#"{"a":"\/"}"#,
+            r#"{"a":"\u00e9"}"#,
+            r#"{"a":"\u001F"}"#,
+            r#"{"a":"\u0009"}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":1.0}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":1E5}"#,
+            r#"{"a":18446744073709551615}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"0":1}"#,
+            r#"{"a":1"#,
+        ] {
+            assert!(!is_stringify_text(s.as_bytes()), "{s}");
+        }
+        assert!(!is_stringify_text(b"{\"a\":\"\xff\"}"), "invalid UTF-8");
+        let many: Vec<String> = (0..100).map(|k| format!("\"k{k}\":{k}")).collect();
+        let obj = format!("{{{}}}", many.join(","));
+        assert!(is_stringify_text(obj.as_bytes()), "many keys");
+        let dup = format!("{{{},\"k50\":1}}", many.join(","));
+        assert!(
+            !is_stringify_text(dup.as_bytes()),
+            "a repeated key among many"
+        );
+        assert!(
+            is_stringify_text("{\"a\":\"\u{2028}\u{2029}\"}".as_bytes()),
+            "raw line separators"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

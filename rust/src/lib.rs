@@ -5,6 +5,7 @@
 pub mod append;
 pub mod cut;
 pub mod digest;
+pub mod export;
 pub mod index;
 pub mod jsdate;
 pub mod json;

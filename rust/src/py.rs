@@ -76,6 +76,27 @@ fn store_err(_py: Python<'_>, e: StoreError) -> PyErr {
     }
 }
 
+/// A duplicate of the caller's file descriptor `fd` (a Python file object's, kept open by the
+/// caller), written at the same offset (the HTML export).
+fn dup_fd(fd: i32) -> PyResult<std::fs::File> {
+    if fd < 0 {
+        return Err(PyValueError::new_err("not a file descriptor"));
+    }
+    // SAFETY: `fd` is only borrowed for the `dup` below, which fails cleanly (EBADF) when it is
+    // not open; the caller keeps its file open for the call.
+    let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    b.try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| os_err(&e, ""))
+}
+
+fn export_err(py: Python<'_>, e: crate::export::ExportError) -> PyErr {
+    match e {
+        crate::export::ExportError::Read(e) => store_err(py, e),
+        crate::export::ExportError::Write(e) => os_err(&e, ""),
+    }
+}
+
 /// `fsync` of a duplicate descriptor with the GIL released (nothing of the index is borrowed, so
 /// other threads may use the session meanwhile).
 fn fsync_detached(py: Python<'_>, fd: Option<std::os::fd::OwnedFd>, what: &str) -> PyResult<()> {
@@ -438,6 +459,29 @@ impl Index {
             .collect())
     }
 
+    // ---- RPC get_tree (sessiontree.rpc): lines already in JSON.stringify's form ----
+
+    /// The lines of entries `idx` that are already `JSON.stringify(JSON.parse(line))`'s text
+    /// (`jstext::is_stringify_text`), None for the others (the caller writes those itself).
+    fn stringify_lines<'py>(
+        &self,
+        py: Python<'py>,
+        idx: Vec<usize>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        for &i in &idx {
+            self.check(i)?;
+        }
+        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
+        self.st
+            .with_lines(&idx, |k, b| {
+                if crate::jstext::is_stringify_text(b) {
+                    out[k] = Some(PyBytes::new(py, b));
+                }
+            })
+            .map_err(|e| store_err(py, e))?;
+        Ok(out)
+    }
+
     /// The entry's id when it is a string, else None.
     fn id(&self, i: usize) -> PyResult<Option<String>> {
         self.check(i)?;
@@ -755,6 +799,68 @@ impl Index {
         })
         .map_err(|e| store_err(py, e))?;
         Ok(PyBytes::new(py, &doc))
+    }
+    // ---- the HTML export's bulk work (`crate::export`, issue 18) ----
+    /// `(offset, length)` of the pieces the known bytes are cut into for the HTML view: at
+    /// entries' line starts, each about `seg_bytes` long (no read: from the index).
+    fn html_segment_bounds(&self, py: Python<'_>, seg_bytes: u64) -> PyResult<Vec<(u64, u64)>> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
+        Ok(crate::export::segment_bounds(&self.st, seg_bytes))
+    }
+    /// Writes the index chunks (entries in batches of `batch`, each `head`, the gzip+base64 of
+    /// its `html_digest` document, `tail`) to the file descriptor `fd` at its offset; batches
+    /// are digested and compressed on every core. Holds the GIL (the digests read the index).
+    #[allow(clippy::too_many_arguments)]
+    fn html_write_index(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        batch: usize,
+        preview_chars: usize,
+        head: &[u8],
+        tail: &[u8],
+    ) -> PyResult<()> {
+        self.st.check_live().map_err(|e| store_err(py, e))?;
+        let mut out = dup_fd(fd)?;
+        let ix = &self.st.index;
+        crate::export::write_index_chunks(
+            &self.st,
+            batch,
+            preview_chars,
+            |i| ix.key_string(ix.recs[i].id).map(str::to_string),
+            head,
+            tail,
+            &mut out,
+        )
+        .map_err(|e| export_err(py, e))
+    }
+    /// Writes the pieces `bounds[k]` for `k` in `order`, each `heads[k]`, its gzip+base64,
+    /// `tail`, to the file descriptor `fd` at its offset: of the session's known bytes, or of
+    /// `data` when given (an in-memory session's lines). Reading, compressing and writing run
+    /// with the GIL released, on a reader that does not hold the index.
+    #[allow(clippy::too_many_arguments)]
+    fn html_write_segments(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        bounds: Vec<(u64, u64)>,
+        order: Vec<usize>,
+        heads: Vec<Vec<u8>>,
+        tail: Vec<u8>,
+        data: Option<Vec<u8>>,
+    ) -> PyResult<()> {
+        if heads.len() != bounds.len() || order.iter().any(|&k| k >= bounds.len()) {
+            return Err(PyValueError::new_err(
+                "heads must name every piece and order only pieces that exist",
+            ));
+        }
+        let src = match data {
+            Some(d) => crate::store::DetachedReader::from_bytes(d),
+            None => self.st.detached_reader().map_err(|e| store_err(py, e))?,
+        };
+        let mut out = dup_fd(fd)?;
+        py.detach(|| crate::export::write_segments(&src, &bounds, &order, &heads, &tail, &mut out))
+            .map_err(|e| export_err(py, e))
     }
     /// Total lines seen.
     #[getter]

@@ -18,7 +18,7 @@
 
 use crate::index::{parse_one, pre_of, Index, LineResult, ParsedLine, Pre, MAX_LINE};
 use crate::json::LineParser;
-use crate::json::{Skel, TopKind, Val};
+use crate::json::{Skel, TopKind};
 use rayon::prelude::*;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -40,6 +40,7 @@ const MAX_QUEUE: usize = 16 << 20;
 /// Below this many bytes one thread scans (handing work to others costs more than it saves).
 const PARALLEL_MIN: usize = 32 << 10;
 /// How far ahead of the parser the data is prefetched.
+#[cfg(target_arch = "x86_64")]
 const PREFETCH: usize = 16 << 10;
 
 /// Splits `data[s..e]` into lines and parses them, at most `CHUNK_LINES` of them. `e` is at a
@@ -81,6 +82,7 @@ fn parse_lines<'a>(
 ) -> usize {
     let mut parser = LineParser::new();
     let mut start = s;
+    #[cfg(target_arch = "x86_64")]
     let mut fetched = s;
     while start < e {
         if out.len() == CHUNK_LINES {
@@ -225,6 +227,7 @@ fn prefetch_ids(pl: &ParsedLine<'_>) {
     #[cfg(target_arch = "x86_64")]
     if let LineResult::Value(sk, _) = &pl.result {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use crate::json::Val;
         if let Val::Str(s) = &sk.id {
             // SAFETY: a prefetch is a hint.
             unsafe { _mm_prefetch(s.as_ptr() as *const i8, _MM_HINT_T0) };

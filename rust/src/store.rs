@@ -1156,6 +1156,86 @@ impl Store {
     }
 }
 
+// ---- a reader that does not hold the store (the HTML export, `crate::export`) ----------------
+
+/// The known bytes `[0, end)` of a store, readable without holding it (the HTML export reads
+/// its segments with the GIL released while the session stays usable): a duplicate of the
+/// file's descriptor (read with `pread`), or a copy of bytes held in memory, plus the bytes
+/// appended through the store. A file that shrinks under it errs ([`StoreError::Shrunk`]).
+pub struct DetachedReader {
+    file: Option<File>,
+    buf: Vec<u8>,
+    map_len: u64,
+    tail: Vec<u8>,
+}
+
+impl Store {
+    /// A [`DetachedReader`] of what the store knows now.
+    pub fn detached_reader(&self) -> Result<DetachedReader, StoreError> {
+        self.check_live()?;
+        let (file, buf) = match &self.map {
+            Mapped::Disk => {
+                let f = self.file.as_ref().expect("a store on disk holds its file");
+                (Some(f.try_clone()?), Vec::new())
+            }
+            Mapped::Buf(b) => (None, b[..self.map_len as usize].to_vec()),
+            Mapped::None => (None, Vec::new()),
+        };
+        Ok(DetachedReader {
+            file,
+            buf,
+            map_len: self.map_len,
+            tail: self.tail.clone(),
+        })
+    }
+}
+
+impl DetachedReader {
+    /// A reader over bytes in memory (an in-memory session's lines as the exporter lays them).
+    pub fn from_bytes(data: Vec<u8>) -> Self {
+        DetachedReader {
+            file: None,
+            map_len: data.len() as u64,
+            buf: data,
+            tail: Vec::new(),
+        }
+    }
+
+    /// Bytes known.
+    pub fn end(&self) -> u64 {
+        self.map_len + self.tail.len() as u64
+    }
+
+    /// Bytes `[offset, offset + len)` into `out` (cleared first). Errs past the known end.
+    pub fn read_into(&self, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.end());
+        let Some(end) = end else {
+            return Err(StoreError::Shrunk {
+                had: self.end(),
+                now: offset.saturating_add(len),
+            });
+        };
+        out.clear();
+        out.resize(len as usize, 0);
+        let in_map = end.min(self.map_len);
+        if offset < in_map {
+            let dst = &mut out[..(in_map - offset) as usize];
+            match &self.file {
+                Some(f) => pread_exact(f, dst, offset, self.map_len)?,
+                None => dst.copy_from_slice(&self.buf[offset as usize..in_map as usize]),
+            }
+        }
+        if end > self.map_len {
+            let from = offset.max(self.map_len);
+            let k = (from - offset) as usize;
+            out[k..].copy_from_slice(
+                &self.tail[(from - self.map_len) as usize..(end - self.map_len) as usize],
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Store {
     /// Best effort: what `Durability::None` still buffers is written when the store goes away
     /// (the Python layer flushes on `close()` and reports errors there).

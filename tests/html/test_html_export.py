@@ -208,6 +208,37 @@ def test_every_corpus_file_exports(tmp_path, path):
     assert html.count(b"</script") == html.count(b"<script")
 
 
+@pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
+def test_the_core_export_writes_the_digests_and_bytes_of_the_index(tmp_path, path, monkeypatch):
+    """Issue 18: the export's index chunks (digested and compressed by the core, several batches
+    in flight) are, in order, exactly ``Index.html_digest`` of each batch, and its segments
+    (cut at entries' line starts from the index, compressed by the core, written last-first)
+    are whole gzip members that together are the file's bytes, each starting where an entry's
+    line starts. Small batches and pieces make many of each."""
+    import sessiontree.html as h
+
+    monkeypatch.setattr(h, "INDEX_BATCH", 5)
+    monkeypatch.setattr(h, "SEGMENT_BYTES", 2048)
+    try:
+        s = Session.open(path)
+    except Exception as exc:
+        pytest.skip(f"not openable: {type(exc).__name__}")
+    html = s.export_html(tmp_path / "c.html").read_bytes()
+    chunks = [gzip.decompress(base64.b64decode(b, validate=True)) for _, b in _blocks(html, b"st-ix")]
+    n = len(s)
+    want = [s._core.html_digest(b0, min(n, b0 + 5), h.PREVIEW_CHARS) for b0 in range(0, n, 5)]
+    assert chunks == want
+    segs = _segment_members(html)
+    data = path.read_bytes()
+    assert b"".join(d for _, d in segs) == data[: s.indexed_bytes]
+    starts = {0} | {s._core.location(i)[1] for i in range(n)}
+    assert all(o in starts for o, _ in segs)
+    meta = orjson.loads(re.search(rb'id="st-meta">([^<]*)</script>', html).group(1))
+    assert meta["segments"] == [o for o, _ in segs]
+    order = [int(re.search(rb'data-o="(\d+)"', a).group(1)) for a, _ in _blocks(html, b"st-seg")]
+    assert order == sorted(order, reverse=True)
+
+
 # ==== the page, in Chromium ==========================================================
 
 CHROMIUM = _chromium()
@@ -806,3 +837,27 @@ def test_a_segment_still_being_parsed_is_waited_for(tmp_path, browser, monkeypat
     finally:
         p.close()
         srv.close()
+
+
+@pytest.mark.skipif(shutil.which("pigz") is None, reason="pigz is not installed (apt-get install -y pigz)")
+def test_the_export_only_benchmark_runs_and_writes_its_section(tmp_path, capsys):
+    """``benches/html_report.py --export-only`` (issue 18) on the example: one round of each
+    contender, the table printed with its ratios, and its own marked section written after the
+    HTML view's (the rest of the file kept)."""
+    sys.path.insert(0, str(ROOT / "benches"))
+    try:
+        import html_report
+    finally:
+        sys.path.pop(0)
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n<!-- html-view -->\nview\n<!-- /html-view -->\n\n## Other\nkept\n")
+    args = ["--export-only", "--rounds", "1", "--files", str(EXAMPLE), "--work", str(tmp_path), "--write"]
+    assert html_report.main(args + ["--out", str(doc)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| session.jsonl |"))
+    assert re.search(r"\| [\d.]+x \|", row)
+    text = doc.read_text()
+    assert text.index("<!-- /html-view -->") < text.index("<!-- html-export -->") < text.index("## Other")
+    assert "| session.jsonl |" in text and "kept" in text
+    assert html_report.main(args + ["--out", str(doc)]) == 0  # rewritten in place, not added twice
+    assert doc.read_text().count("<!-- html-export -->") == 1

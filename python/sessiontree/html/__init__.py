@@ -5,8 +5,8 @@ Content-Security-Policy forbids any: scripts and styles run only by hash, images
 ``blob:`` URLs the page makes from image blocks). It streams from the index, so a 1 GB session exports in time and memory
 proportional to what it writes:
 
-* **segments**: the session file's own bytes, cut at line ends into ~2 MiB pieces, each gzip-
-  compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
+* **segments**: the session file's own bytes, cut at line ends (entries' line starts, from the
+  index) into ~2 MiB pieces, each gzip-compressed and base64-encoded in an inert ``<script type="text/plain">`` block, written
   last-first (the leaf is usually near the end; the meta lists every piece's offset). The page
   decompresses a segment (``DecompressionStream``) only when it needs an entry in it (the message
   pane, search, the download of the original JSONL, which is the concatenation of all segments);
@@ -29,7 +29,6 @@ import hashlib
 import os
 import sys
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -49,7 +48,8 @@ SEGMENT_BYTES = 2 << 20
 INDEX_BATCH = 32768
 #: Characters of preview per tree row.
 PREVIEW_CHARS = 80
-#: gzip level of segments and index chunks (1: fastest; JSON still shrinks ~5x).
+#: gzip level of the tree data (1: fastest); segments and index chunks are compressed by the
+#: core at the same level (``rust/src/export.rs`` ``GZIP_LEVEL``).
 GZIP_LEVEL = 1
 
 
@@ -124,9 +124,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     never over the session itself, a FIFO, a device or through a symbolic link, and never more
     readable than the session file or the page it replaces.
 
-    Cost: one pass of the Rust core over the entries (digests, in parallel batches) and one
-    read of the file's bytes (gzip level 1 in two threads); memory: one index batch and a few
-    segments at a time, plus the tree table (three integers per entry).
+    Cost (issue 18): the segment bounds come from the index (no read); the core then reads
+    each entry's line once for the index chunks (digested, gzip-compressed with libdeflate and
+    base64-encoded in batches on every core, written in order while later ones are worked on)
+    and each segment's bytes once (compressed the same way, with the GIL released, written
+    last-first while later ones are compressed; ``rust/src/export.rs``). Memory: a few index
+    batches and a few segments in flight, plus the tree table (three integers per entry).
 
     Raises:
         OutputPathError: ``path`` is the session file (or a hard link to it), a symbolic link,
@@ -156,19 +159,21 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
     from ..session import atomic_writer  # looked up per call (tests watch it)
 
-    # the pieces of the file, known before anything is written: the page gets their offsets up
-    # front and the pieces last-first, so the leaf's messages (near the end of the file, where
-    # Pi's leaf is) can be shown before the browser has parsed the rest
+    # the pieces of the file, known before anything is written (from the index: no read): the
+    # page gets their offsets up front and the pieces last-first, so the leaf's messages (near
+    # the end of the file, where Pi's leaf is) can be shown before the browser has parsed the rest
     st: os.stat_result | None = None
+    mem: bytes | None = None
     if session.path is not None:
-        src: BinaryIO = open(session.path, "rb")
+        st = os.stat(session.path)
+        bounds = core.html_segment_bounds(SEGMENT_BYTES)
         end = core.end
-        st = os.fstat(src.fileno())
     else:
         import io
 
         mem = _memory_bytes(session)
-        src, end = io.BytesIO(mem), len(mem)
+        end = len(mem)
+        bounds = _segment_bounds(io.BytesIO(mem), end)
     csp = (
         "default-src 'none'; script-src "
         + _csp_hash(js)
@@ -176,77 +181,56 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         + _csp_hash(css)
         + "; img-src blob:; base-uri 'none'; form-action 'none'"
     )
-    try:
-        # the page: never over the session (source), never wider than it (like); the target is
-        # checked before the file is read, and again before the rename
-        with atomic_writer(out, like=st, source=st) as fh, ThreadPoolExecutor(max_workers=2) as pool:
-            bounds = _segment_bounds(src, end)
-            meta = {
-                "v": 1,
-                "segments": [off for off, _ in bounds],
-                "n": n,
-                "leaf": leaf,
-                "leafIsNull": core.leaf_is_null(),
-                "header": session.header,
-                "name": session.session_name,
-                "file": src_name,
-                "labels": labels,
-                "problems": session._core.problem_count(),
-            }
-            w = fh.write
-            w(
-                b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
-                b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
-                b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-                b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
-                b"<style>" + css.encode() + b"</style></head>\n<body>\n"
-                b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
-                b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n"
-            )
-            w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
-            roots, start, kids = core.tree_table()
-            tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
-            del roots, start, kids
-            w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
-            del tree
-            # index chunks: one Rust call per batch; compress the previous batch meanwhile
-            pending = None
-            for b0 in range(0, n, INDEX_BATCH):
-                doc = core.html_digest(b0, min(n, b0 + INDEX_BATCH), PREVIEW_CHARS)
-                fut = pool.submit(_gz_b64, doc)
-                if pending is not None:
-                    w(pending.result() + b"</script>\n")
-                w(b'<script type="text/plain" class="st-ix">')
-                pending = fut
-            if pending is not None:
-                w(pending.result() + b"</script>\n")
-            w(b"<script>" + js.encode() + b"</script>\n")
-            inflight: list = []
-
-            def put(k: int, fut) -> None:
-                w(
-                    b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, bounds[k][0])
-                    + fut.result()
-                    + b"</script>\n"
-                )
-
-            def read(k: int) -> bytes:
-                src.seek(bounds[k][0])
-                data = src.read(bounds[k][1])
-                if len(data) != bounds[k][1]:
-                    raise SessionFileChangedError("the session file shrank while it was exported")
-                return data
-
-            for k in range(len(bounds) - 1, -1, -1):
-                inflight.append((k, pool.submit(_gz_b64, read(k))))
-                while len(inflight) >= 3 or (inflight and inflight[0][1].done()):
-                    put(*inflight.pop(0))
-            for k, fut in inflight:
-                put(k, fut)
-            w(
-                b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
-                b"</body></html>\n" % (len(bounds), end)
-            )
-    finally:
-        src.close()
+    # the page: never over the session (source), never wider than it (like); the target is
+    # checked before the file is read, and again before the rename
+    with atomic_writer(out, like=st, source=st) as fh:
+        meta = {
+            "v": 1,
+            "segments": [off for off, _ in bounds],
+            "n": n,
+            "leaf": leaf,
+            "leafIsNull": core.leaf_is_null(),
+            "header": session.header,
+            "name": session.session_name,
+            "file": src_name,
+            "labels": labels,
+            "problems": session._core.problem_count(),
+        }
+        w = fh.write
+        w(
+            b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            b'<meta http-equiv="Content-Security-Policy" content="' + csp.encode() + b'">\n'
+            b'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            b'<meta name="generator" content="sessiontree">\n<title>session</title>\n'
+            b"<style>" + css.encode() + b"</style></head>\n<body>\n"
+            b'<div id="st-app" class="loading">Loading the session\xe2\x80\xa6 '
+            b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n"
+        )
+        w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
+        roots, start, kids = core.tree_table()
+        tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
+        del roots, start, kids
+        w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
+        del tree
+        # index chunks: digested and compressed by the core on every core, written in order
+        fh.flush()
+        core.html_write_index(
+            fh.fileno(), INDEX_BATCH, PREVIEW_CHARS, b'<script type="text/plain" class="st-ix">', b"</script>\n"
+        )
+        w(b"<script>" + js.encode() + b"</script>\n")
+        # segments, last-first: read, compressed and written by the core with the GIL released
+        # (a few in flight); a file that shrank under the index is a SessionFileChangedError
+        heads = [
+            b'<script type="text/plain" class="st-seg" id="g%d" data-o="%d">' % (k, o)
+            for k, (o, _) in enumerate(bounds)
+        ]
+        fh.flush()
+        core.html_write_segments(fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem)
+        if session.path is not None and os.stat(session.path).st_size < end:
+            # a small file is read once into memory by the core: it still holds the bytes
+            raise SessionFileChangedError("the session file shrank while it was exported")
+        w(
+            b'<script type="application/json" id="st-end">{"segments":%d,"bytes":%d}</script>\n'
+            b"</body></html>\n" % (len(bounds), end)
+        )
     return out

@@ -1,0 +1,159 @@
+"""Pi's agent directory as the RPC server reads it: ``models.json`` (the models a compaction
+summary may use), ``settings.json`` (``compaction.keepRecentTokens``/``reserveTokens``), which model
+is selected, and the summarizer that calls it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..session import Session
+from ..settings import CompactionSettings
+from .protocol import RpcError
+
+#: the model Pi reports in ``get_state`` when none is configured
+UNKNOWN_MODEL = {
+    "id": "unknown",
+    "name": "unknown",
+    "api": "unknown",
+    "provider": "unknown",
+    "baseUrl": "",
+    "reasoning": False,
+    "input": [],
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    "contextWindow": 0,
+    "maxTokens": 0,
+}
+
+
+# ==== models and settings (Pi's agent directory) ====================================
+
+
+def load_models(path: Path | None) -> list[dict]:
+    """Models of a Pi ``models.json`` (``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``)
+    as Pi's full model objects (keys in Pi's order) plus ``_apiKey``. Missing file: ``[]``.
+
+    Raises:
+        RpcError: the file is not valid JSON or not shaped like Pi's.
+    """
+    if path is None or not path.is_file():
+        return []
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RpcError(f"cannot read models file {path}: {exc}") from None
+    providers = doc.get("providers") if isinstance(doc, dict) else None
+    if not isinstance(providers, dict):
+        raise RpcError(f'models file {path}: no "providers" object')
+    out = []
+    for pname, p in providers.items():
+        if not isinstance(p, dict):
+            continue
+        for m in p.get("models") or []:
+            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+                continue
+            cost = m.get("cost")
+            if not isinstance(cost, dict):
+                cost = {}
+            out.append(
+                {
+                    "id": m["id"],
+                    "name": m.get("name", m["id"]),
+                    "api": m.get("api", p.get("api", "openai-completions")),
+                    "provider": pname,
+                    "baseUrl": m.get("baseUrl", p.get("baseUrl", "")),
+                    "reasoning": bool(m.get("reasoning", False)),
+                    "input": m.get("input", ["text"]),
+                    "cost": {k: cost.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite")},
+                    "contextWindow": m.get("contextWindow", 128000),
+                    "maxTokens": m.get("maxTokens", 16384),
+                    "_apiKey": m.get("apiKey", p.get("apiKey")),
+                }
+            )
+    return out
+
+
+def load_settings(path: Path | None) -> dict:
+    """Pi's ``settings.json`` as a dict (``{}`` when missing or unreadable)."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def compaction_settings(settings: dict) -> CompactionSettings:
+    """``settings["compaction"]`` (``reserveTokens``, ``keepRecentTokens``) as CompactionSettings."""
+    raw = settings.get("compaction")
+    if not isinstance(raw, dict):
+        raw = {}
+    kw: dict[str, Any] = {}
+    for src, dst in (("keepRecentTokens", "keep_recent_tokens"), ("reserveTokens", "reserve_tokens")):
+        v = raw.get(src)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            kw[dst] = v
+    return CompactionSettings(**kw)
+
+
+def public_model(model: dict | None) -> dict:
+    """The model object Pi shows (``get_state.model``): the configured one, else Pi's placeholder."""
+    if model is None:
+        return dict(UNKNOWN_MODEL)
+    return {k: v for k, v in model.items() if not k.startswith("_")}
+
+
+def summarizer_for(model: dict) -> Any:
+    """A summarizer calling ``model`` like Pi does (OpenAI-compatible chat completions or
+    Anthropic Messages), priced with the model's cost per million tokens."""
+    from ..summarizers import Pricing
+
+    key = model.get("_apiKey")
+    if isinstance(key, str) and key in os.environ:
+        key = os.environ[key]  # Pi resolves an environment variable's name
+    common = dict(
+        api_key=key or None,
+        base_url=model.get("baseUrl") or None,
+        pricing=Pricing.from_pi(model["cost"]),
+        max_output_tokens=model.get("maxTokens") or None,
+        context_window=model.get("contextWindow") or None,
+    )
+    api = model.get("api")
+    if api == "anthropic-messages":
+        from ..summarizers import AnthropicSummarizer
+
+        return AnthropicSummarizer(model["id"], **common)
+    if api in ("openai-completions", "openai-responses", None):
+        from ..summarizers import OpenAICompatSummarizer
+
+        return OpenAICompatSummarizer(model["id"], **common)
+    raise RpcError(f"model {model['provider']}/{model['id']}: api {api!r} is not supported for summaries")
+
+
+def _select_model(
+    models: list[dict], provider: str | None, model_id: str | None, session: Session | None, settings: dict
+) -> dict | None:
+    if model_id and "/" in model_id and provider is None:
+        provider, model_id = model_id.split("/", 1)
+
+    def find(p: Any, m: Any) -> dict | None:
+        return next((x for x in models if x["id"] == m and (p is None or x["provider"] == p)), None)
+
+    if model_id:
+        return find(provider, model_id)
+    if provider:
+        return next((x for x in models if x["provider"] == provider), None)
+    if session is not None:
+        try:
+            m = session.build_context().model
+        except Exception:
+            m = None
+        if isinstance(m, dict):
+            got = find(m.get("provider"), m.get("modelId"))
+            if got is not None:
+                return got
+    got = find(settings.get("defaultProvider"), settings.get("defaultModel")) if settings.get("defaultModel") else None
+    return got or (models[0] if models else None)

@@ -751,7 +751,7 @@ pub fn digest_columns(
                 let t = st.index.recs[i].etype;
                 if t == crate::index::T_OTHER {
                     // a name past the full names table: the core's parse of the line has it
-                    if let Some(n) = crate::index::type_of_line(line) {
+                    if let Some(n) = crate::index::type_of_line(&buf[o..o + l]) {
                         d.kind = n;
                     }
                 } else if t != 0 {

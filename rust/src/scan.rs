@@ -226,8 +226,8 @@ fn prefetch_record(pl: &ParsedLine<'_>) {
 fn prefetch_ids(pl: &ParsedLine<'_>) {
     #[cfg(target_arch = "x86_64")]
     if let LineResult::Value(sk, _) = &pl.result {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         use crate::json::Val;
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         if let Val::Str(s) = &sk.id {
             // SAFETY: a prefetch is a hint.
             unsafe { _mm_prefetch(s.as_ptr() as *const i8, _MM_HINT_T0) };

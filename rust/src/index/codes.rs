@@ -202,5 +202,31 @@ mod tests {
         assert_eq!(st.index.type_name(T_OTHER), "");
         // a type that is not a string still reads as none
         assert_eq!(st.entry_type(2 * n).unwrap(), None);
+        // the saved index keeps the "other" codes with the full tables
+        let ix = &st.index;
+        let back =
+            Index::restore(&ix.persist_all(), ix.recs.clone(), ix.scanned_to).expect("restores");
+        assert_eq!(back.recs[n - 1].etype, T_OTHER);
+        assert_eq!(back.recs[2 * n - 1].role, R_OTHER);
+        assert_eq!(back.type_code_of("x10"), ix.type_code_of("x10"));
+    }
+
+    /// A saved index is hostile: an "other" code while its table is not full is refused.
+    #[test]
+    fn a_saved_other_code_with_room_in_the_table_is_refused() {
+        let mut data = Vec::new();
+        data.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"odd\",\"content\":\"c\"}}\n");
+        data.extend_from_slice(b"{\"type\":\"odd\",\"id\":\"b\",\"parentId\":\"a\",\"timestamp\":\"2026-01-01T00:00:01.000Z\"}\n");
+        let st = Store::from_bytes(data, false);
+        let ix = &st.index;
+        let meta = ix.persist_all();
+        assert!(Index::restore(&meta, ix.recs.clone(), ix.scanned_to).is_some());
+        let mut recs = ix.recs.clone();
+        recs[1].etype = T_OTHER;
+        assert!(Index::restore(&meta, recs, ix.scanned_to).is_none());
+        let mut recs = ix.recs.clone();
+        recs[0].role = R_OTHER;
+        assert!(Index::restore(&meta, recs, ix.scanned_to).is_none());
     }
 }

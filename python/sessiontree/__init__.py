@@ -37,9 +37,10 @@ from .usage import UsageTotals
 
 if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
     from .autocompact import AutoCompactor, RecoveryResult
-    from .hooks import HookResultError, SessionHooks
+    from .hooks import HookResultError
+    from .results import SessionHooks
     from .listing import SessionInfo, list_sessions
-    from .orchestration import (
+    from .results import (
         AlreadyCompactedError,
         CompactionCancelledError,
         CompactionNoProgressError,
@@ -59,15 +60,15 @@ _LAZY: dict[str, str] = {
     "AutoCompactor": ".autocompact",
     "RecoveryResult": ".autocompact",
     "HookResultError": ".hooks",
-    "SessionHooks": ".hooks",
+    "SessionHooks": ".results",
     "SessionInfo": ".listing",
     "list_sessions": ".listing",
-    "AlreadyCompactedError": ".orchestration",
-    "CompactionCancelledError": ".orchestration",
-    "CompactionNoProgressError": ".orchestration",
-    "CompactionResult": ".orchestration",
-    "NavigationResult": ".orchestration",
-    "NothingToCompactError": ".orchestration",
+    "AlreadyCompactedError": ".results",
+    "CompactionCancelledError": ".results",
+    "CompactionNoProgressError": ".results",
+    "CompactionResult": ".results",
+    "NavigationResult": ".results",
+    "NothingToCompactError": ".results",
     "ProviderContext": ".provider_context",
     "ScrubFinding": ".scrub",
     "ScrubReport": ".scrub",
@@ -92,7 +93,7 @@ def __dir__() -> list[str]:
 
 
 # The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from ._core import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
+from .session import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

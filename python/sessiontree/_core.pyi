@@ -5,7 +5,7 @@ when they are strings (None otherwise). Byte offsets and lengths are in bytes of
 """
 
 from os import PathLike
-from typing import final
+from typing import Any, final
 
 __all__ = ["Index", "Scrubber", "date_parse", "header_probe", "iso_now", "js_text", "json_check", "__version__"]
 
@@ -116,6 +116,13 @@ class Index:
 def json_check(line: bytes) -> tuple[int, str | None]: ...
 def js_text(json: bytes) -> bytes | None: ...
 def header_probe(buf: bytes, eof: bool) -> tuple[str, str | None, int, int]: ...
+
+# fleet rows (issue 18, rust/src/rows.rs): see Session.fleet_columns
+__all__ += ["fleet_rows"]
+
+def fleet_rows(
+    index: Index, leaf: int | None, per_entry: bool, labels: list[tuple[str, str]] = ...
+) -> dict[str, Any]: ...
 
 __version__: str
 

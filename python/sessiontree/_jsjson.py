@@ -46,6 +46,10 @@ except ImportError:  # pragma: no cover - orjson is a hard dependency, but stay 
 
 __all__ = [
     "JS_UNDEFINED",
+    "js_field",
+    "entry_id",
+    "entry_type",
+    "message_role",
     "js_stringify",
     "js_stringify_bytes",
     "js_stringify_len",
@@ -122,6 +126,34 @@ def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
         if isinstance(obj, list):
             return len(obj)
     return JS_UNDEFINED
+
+
+# ==== Entry accessors (issue 21: one missing-value rule) =========================
+
+
+def js_field(value: Any, key: str) -> Any:
+    """``value?.[key]`` for a parsed entry or message, as Pi's code reads a field it does not
+    validate: the property when ``value`` is an object (dict) that has it, else
+    :data:`JS_UNDEFINED`. A missing field is ``undefined``, never ``None`` (JSON ``null`` stays
+    ``None``): Pi's ``undefined !== null``, so ids, types and roles keep the difference."""
+    return value.get(key, JS_UNDEFINED) if isinstance(value, dict) else JS_UNDEFINED
+
+
+def entry_id(entry: Any) -> Any:
+    """``entry.id`` (:func:`js_field`): :data:`JS_UNDEFINED` when missing."""
+    return js_field(entry, "id")
+
+
+def entry_type(entry: Any) -> Any:
+    """``entry.type`` (:func:`js_field`): :data:`JS_UNDEFINED` when missing."""
+    return js_field(entry, "type")
+
+
+def message_role(message: Any) -> Any:
+    """``message.role`` when it is a string, else :data:`JS_UNDEFINED`: a role of another type
+    (an object from a hostile file) equals no role name in Pi, and must not reach a set lookup."""
+    role = js_field(message, "role")
+    return role if isinstance(role, str) else JS_UNDEFINED
 
 
 # ==== JSON.stringify ==========================================================

@@ -286,7 +286,7 @@ class AutoCompactor:
     def _last_assistant(self) -> Optional[tuple]:
         """``(entry_id, message)`` of the newest assistant message on the branch (the index
         walks back from the leaf only as far as that message)."""
-        found = self.session._last_on_branch("message", "assistant")
+        found = self.session.last_on_branch("message", "assistant")
         if found is None:
             return None
         m = found.get("message")
@@ -315,10 +315,10 @@ class AutoCompactor:
         cid = self._recovery_compaction_id
         if cid is None:
             return False
-        span = self.session._span(context_rule=False)
-        ids = [self.session._entry(i).id for i in span]
+        span = self.session.context_span(with_settings=False, context_rule=False)
+        ids = self.session.entry_table(span).id
         if cid in ids:
-            entries = [self.session._entry(i) for i in span[ids.index(cid) + 1 :]]
+            entries = [self.session.entry_at(i) for i in span[ids.index(cid) + 1 :]]
         else:  # not the latest compaction: look over the whole branch
             branch = self.session.get_branch()
             at = next((k for k, e in enumerate(branch) if e.id == cid), None)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ._jsjson import JS_UNDEFINED
+from ._jsjson import JS_UNDEFINED, entry_id
 from .compaction import (
     FileOperations,
     extract_file_ops_from_message,
@@ -108,11 +108,13 @@ def collect_entries_for_branch_summary(
     if not old_leaf_id:
         return BranchSummaryCollection([], None)
 
-    old_path_ids = {_id(entry_value(entry)) for entry in get_branch(old_leaf_id)}
+    old_path_ids = {entry_id(entry_value(entry)) for entry in get_branch(old_leaf_id)}
     common_ancestor_id = None
     for entry in reversed(entry_values(get_branch(target_id))):
-        if _id(entry) in old_path_ids:
-            common_ancestor_id = _id(entry)
+        eid = entry_id(entry)
+        if eid in old_path_ids:
+            # a missing id matches only a missing id (Pi: undefined !== null); the result keeps None
+            common_ancestor_id = None if eid is JS_UNDEFINED else eid
             break
 
     entries: list = []
@@ -130,10 +132,6 @@ def collect_entries_for_branch_summary(
         current = entry.get("parentId") if isinstance(entry, dict) else None
     entries.reverse()
     return BranchSummaryCollection(entries, common_ancestor_id)
-
-
-def _id(entry: Any) -> Any:
-    return entry.get("id") if isinstance(entry, dict) else None
 
 
 def branch_entry_message(entry: Entry, edits: Optional[Mapping] = None) -> Any:

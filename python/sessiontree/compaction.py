@@ -41,6 +41,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from .errors import PiError
 from ._jsjson import (
     JS_UNDEFINED,
+    entry_id,
+    entry_type,
     js_len,
     js_object_entries,
     js_stringify,
@@ -48,6 +50,7 @@ from ._jsjson import (
     js_truthy,
     js_utf16_key,
     js_utf16_prefix,
+    message_role,
 )
 from .context import (
     NO_EDIT,
@@ -169,21 +172,6 @@ class CompactionPreparation:
 # ==== Entry projection ====
 
 
-def _role(message: Any) -> Any:
-    """``message.role`` when it is a string, else None: a role of another type (an object
-    from a hostile file) equals no role name in Pi, and must not reach a set lookup."""
-    role = message.get("role") if isinstance(message, dict) else None
-    return role if isinstance(role, str) else None
-
-
-def _etype(entry: Any) -> Any:
-    return entry.get("type") if isinstance(entry, dict) else None
-
-
-def _id(entry: Any) -> Any:
-    return entry.get("id", JS_UNDEFINED) if isinstance(entry, dict) else JS_UNDEFINED
-
-
 def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> list:
     """The context messages one entry contributes to compaction (Pi ``sessionEntryToContextMessages``).
 
@@ -195,11 +183,11 @@ def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> lis
     Raises :class:`sessiontree.context.ContextError` where Pi throws (a null ``message``).
     """
     entry = entry_value(entry)
-    if _etype(entry) == "compaction":
+    if entry_type(entry) == "compaction":
         return []
     messages = entry_to_context_messages(entry)
     if edits and messages:
-        replacement = context_edit_for(edits, _id(entry))
+        replacement = context_edit_for(edits, entry_id(entry))
         if replacement is not NO_EDIT:
             messages = apply_context_edit(messages, replacement)
     return messages
@@ -222,11 +210,11 @@ def _projector(entries: Sequence[Entry], edits: Optional[Mapping]) -> Callable[[
 
 
 def _is_cut_point(entry: Any, messages: list) -> bool:
-    return _etype(entry) != "compaction" and any(_role(m) in _CUT_POINT_ROLES for m in messages)
+    return entry_type(entry) != "compaction" and any(message_role(m) in _CUT_POINT_ROLES for m in messages)
 
 
 def _is_turn_start(entry: Any, messages: list) -> bool:
-    return _etype(entry) != "compaction" and any(_role(m) in _TURN_START_ROLES for m in messages)
+    return entry_type(entry) != "compaction" and any(message_role(m) in _TURN_START_ROLES for m in messages)
 
 
 def _turn_start(entries: Sequence[Entry], entry_index: int, start_index: int, messages_of) -> int:
@@ -331,7 +319,7 @@ def _find_cut_point(
 
     # Keep the metadata entries (settings changes, labels, ...) directly before the cut.
     while cut_index > start_index:
-        if _etype(entries[cut_index - 1]) == "compaction" or messages_of(cut_index - 1):
+        if entry_type(entries[cut_index - 1]) == "compaction" or messages_of(cut_index - 1):
             break
         cut_index -= 1
 
@@ -359,7 +347,7 @@ def extract_file_ops_from_message(message: Any, file_ops: FileOperations) -> Non
         >>> list(ops.edited)
         ['a.ts']
     """
-    if _role(message) != "assistant":
+    if message_role(message) != "assistant":
         return
     content = message.get("content")
     if not isinstance(content, list):
@@ -505,7 +493,7 @@ def serialize_conversation(llm_messages: Iterable[Any]) -> str:
     """
     parts = []
     for message in llm_messages:
-        role = _role(message)
+        role = message_role(message)
         if role == "user":
             content = message.get("content")
             text = content if isinstance(content, str) else _text_of_blocks(content)
@@ -539,10 +527,10 @@ def serialize_conversation(llm_messages: Iterable[Any]) -> str:
 def _summary_message(entry: Entry, messages: list) -> Any:
     """Pi ``getMessageFromEntryForCompaction``: an entry's first context message, except for
     compaction entries and system messages (prompt state, folded into the checkpoint)."""
-    if _etype(entry) == "compaction" or not messages:
+    if entry_type(entry) == "compaction" or not messages:
         return None
     first = messages[0]
-    return None if _role(first) == "system" else first
+    return None if message_role(first) == "system" else first
 
 
 def _summary_messages(path: Sequence[Entry], start: int, end: int, messages_of) -> list:
@@ -563,22 +551,22 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
     content in the span being summarized (``boundary_start`` up to the tail).
     """
     start = len(path)
-    while start > cut_index and _etype(path[start - 1]) != "compaction" and not messages_of(start - 1):
+    while start > cut_index and entry_type(path[start - 1]) != "compaction" and not messages_of(start - 1):
         start -= 1
     if start >= len(path) or start <= cut_index:
         return None
 
     def omitted_assistant(entry: Any) -> bool:
         return (
-            _etype(entry) == "message"
-            and _role(entry.get("message")) == "assistant"
-            and context_edit_for(edits, _id(entry)) is None
+            entry_type(entry) == "message"
+            and message_role(entry.get("message")) == "assistant"
+            and context_edit_for(edits, entry_id(entry)) is None
         )
 
     if not any(omitted_assistant(path[i]) for i in range(start, len(path))):
         return None
     for i in range(boundary_start, start):
-        if context_edit_for(edits, _id(path[i])) not in (None, NO_EDIT):
+        if context_edit_for(edits, entry_id(path[i])) not in (None, NO_EDIT):
             return None
     return start
 
@@ -683,7 +671,7 @@ def prepare_compaction(
         True
     """
     path = entry_values(path_entries)
-    if path and _etype(path[-1]) == "compaction":
+    if path and entry_type(path[-1]) == "compaction":
         return None
 
     tokens_before = _tokens_before(path)
@@ -707,7 +695,7 @@ def prepare_compaction(
 
     if cut.first_kept_entry_index >= len(path):
         return None
-    first_kept_id = _id(path[cut.first_kept_entry_index])
+    first_kept_id = entry_id(path[cut.first_kept_entry_index])
     if not isinstance(first_kept_id, str) or not first_kept_id:
         return None  # Pi: "Session needs migration"
 

@@ -24,7 +24,7 @@ string summary. A hook that raises propagates its exception; nothing is appended
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional, Sequence, Union
 
 from .errors import SessionError
@@ -157,18 +157,9 @@ class TreeHookResult:
     label: Any = _UNSET
 
 
-@dataclass
-class SessionHooks:
-    """The hook lists of one session: append sync or async callables.
-
-    * ``before_compact``: called with a :class:`BeforeCompactEvent` before every compaction
-      (manual, threshold or overflow);
-    * ``before_tree``: called with a :class:`BeforeTreeEvent` before every tree navigation that
-      moves the leaf (whether or not a summary was asked for).
-    """
-
-    before_compact: list = field(default_factory=list)
-    before_tree: list = field(default_factory=list)
+# SessionHooks (the hook lists a Session holds) lives in results.py, the bottom floor, so that
+# Session declares it without importing this module; ``sessiontree.hooks.SessionHooks`` stays.
+from .results import SessionHooks  # noqa: E402
 
 
 # ==== Running and normalizing ===================================================

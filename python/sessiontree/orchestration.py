@@ -141,24 +141,14 @@ from .results import BRANCH_SUMMARY_RESERVE_TOKENS  # noqa: E402 (its home: the 
 
 
 # ==== Errors ====================================================================
-
-
-class NothingToCompactError(SessionError):
-    """Pi's ``prepareCompaction`` found nothing to summarize: ``"Nothing to compact (session too
-    small)"`` (Pi's exact text). Nothing was appended."""
-
-
-class AlreadyCompactedError(NothingToCompactError):
-    """The leaf is already a compaction (Pi: ``"Already compacted"``). Nothing was appended."""
-
-
-class CompactionCancelledError(SessionError):
-    """A ``before_compact`` hook cancelled the compaction (Pi: ``"Compaction cancelled"``)."""
-
-
-class CompactionNoProgressError(SessionError):
-    """Compaction did not shrink the context (tokens after >= before), or the model overflowed
-    again right after an overflow recovery: retrying would loop."""
+# Their home is the light module results.py (the bottom floor: Session's own return types and
+# errors resolve without this module); imported here so ``sessiontree.orchestration.X`` stays.
+from .results import (  # noqa: E402
+    AlreadyCompactedError,
+    CompactionCancelledError,
+    CompactionNoProgressError,
+    NothingToCompactError,
+)
 
 
 # ==== Results ===================================================================
@@ -296,7 +286,7 @@ def _context_span(session: "Session") -> list:
     """The active branch as compaction reads it: :meth:`Session.get_context_entries` parsed (the
     leaf as :meth:`Session.get_branch` resolves it). Pure functions give the same answers on it
     as on the whole branch; its cost follows the context."""
-    return session._load_raws(session._span(with_settings=True, context_rule=False))
+    return session.raw_values(session.context_span(with_settings=True, context_rule=False))
 
 
 def _projected_tokens(path: list) -> Any:
@@ -519,13 +509,6 @@ async def _acquire(lock: threading.Lock) -> None:
 _COMPACTING: contextvars.ContextVar = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
 
 
-def _compaction_lock(session: "Session") -> threading.Lock:
-    lock = session.__dict__.get("_compaction_lock")
-    if lock is None:
-        lock = session.__dict__.setdefault("_compaction_lock", threading.Lock())
-    return lock
-
-
 # ==== Compaction ================================================================
 
 
@@ -576,7 +559,7 @@ async def acompact(
         raise SessionError(
             "compact() called from inside a compaction of the same session (a hook?): it would wait for itself"
         )
-    lock = _compaction_lock(session)
+    lock = session.compaction_lock
     await _acquire(lock)
     token = _COMPACTING.set(inside | {id(session)})
     try:
@@ -708,7 +691,7 @@ def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: s
     entries: the index finds the common ancestor walking both branches up only as far as it is
     and hands out the entries below it (a parity test checks it against the pure rule over the
     corpus). Files with duplicate ids or legacy headers use the pure rule over whole branches."""
-    fast = session._abandoned_since(old_leaf, target_id)
+    fast = session.abandoned_branch(old_leaf, target_id)
     if fast is None:
 
         def get_entry(entry_id: str) -> Any:
@@ -722,7 +705,7 @@ def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: s
     below, ancestor_id = fast
     from .branch_summary import BranchSummaryCollection
 
-    return BranchSummaryCollection(session._load_raws(below), ancestor_id)
+    return BranchSummaryCollection(session.raw_values(below), ancestor_id)
 
 
 async def anavigate_tree(

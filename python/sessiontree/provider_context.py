@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Sequence
 
+from ._jsjson import message_role
+
 __all__ = ["Drop", "ProviderContext", "repair_for_provider", "is_provider_valid", "provider_problems"]
 
 
@@ -55,10 +57,6 @@ class ProviderContext:
     messages: list
     dropped: list = field(default_factory=list)
     sources: list = field(default_factory=list)
-
-
-def _role(message: Any) -> Any:
-    return message.get("role") if isinstance(message, dict) else None
 
 
 def _source_id(source: Any) -> Optional[str]:
@@ -119,7 +117,7 @@ def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any
     # 1. empty failed attempts
     keep: list = []
     for m, s in zip(msgs, srcs):
-        if _role(m) == "assistant" and not _has_content(m):
+        if message_role(m) == "assistant" and not _has_content(m):
             reason = "empty_failed_assistant" if _is_failed(m) else "empty_assistant"
             dropped.append(Drop(reason, _source_id(s)))
             continue
@@ -157,7 +155,7 @@ def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any
         answered.clear()
 
     for m, s in keep:
-        role = _role(m)
+        role = message_role(m)
         if role == "assistant":
             close_turn()
             out.append([m, s])
@@ -198,7 +196,7 @@ def provider_problems(messages: Sequence[dict]) -> list:
             problems.append(("tool_call_without_result", turn))
 
     for i, m in enumerate(messages):
-        role = _role(m)
+        role = message_role(m)
         if role == "assistant":
             close()
             turn, pending = i, {}

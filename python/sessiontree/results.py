@@ -1,19 +1,63 @@
 """What :meth:`Session.compact` and :meth:`Session.navigate_tree` return
 (:class:`CompactionResult`, :class:`NavigationResult`; made by :mod:`sessiontree.orchestration`,
-which re-exports them). A light module: ``Session``'s return types resolve
-(``typing.get_type_hints``) without importing the orchestration, its asyncio and summarizers.
+which re-exports them), the errors they raise (:class:`NothingToCompactError` and its kin,
+re-exported by the orchestration too) and the hook lists a session holds
+(:class:`SessionHooks`, re-exported by :mod:`sessiontree.hooks`). A light module of the bottom
+floor: ``Session``'s return types resolve (``typing.get_type_hints``) without importing the
+orchestration, its asyncio and summarizers, or the hooks' runner.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from .provider_context import ProviderContext
+from .errors import SessionError
 
 if TYPE_CHECKING:
     from .entries import Entry
+    from .provider_context import ProviderContext
     from .summarizers.base import SummaryUsage
+
+# ==== Errors ====================================================================
+
+
+class NothingToCompactError(SessionError):
+    """Pi's ``prepareCompaction`` found nothing to summarize: ``"Nothing to compact (session too
+    small)"`` (Pi's exact text). Nothing was appended."""
+
+
+class AlreadyCompactedError(NothingToCompactError):
+    """The leaf is already a compaction (Pi: ``"Already compacted"``). Nothing was appended."""
+
+
+class CompactionCancelledError(SessionError):
+    """A ``before_compact`` hook cancelled the compaction (Pi: ``"Compaction cancelled"``)."""
+
+
+class CompactionNoProgressError(SessionError):
+    """Compaction did not shrink the context (tokens after >= before), or the model overflowed
+    again right after an overflow recovery: retrying would loop."""
+
+
+# ==== Hooks =====================================================================
+
+
+@dataclass
+class SessionHooks:
+    """The hook lists of one session: append sync or async callables.
+
+    * ``before_compact``: called with a :class:`~sessiontree.hooks.BeforeCompactEvent` before every compaction
+      (manual, threshold or overflow);
+    * ``before_tree``: called with a :class:`~sessiontree.hooks.BeforeTreeEvent` before every tree navigation that
+      moves the leaf (whether or not a summary was asked for).
+    """
+
+    before_compact: list = field(default_factory=list)
+    before_tree: list = field(default_factory=list)
+
+
+# ==== Results ===================================================================
 
 #: Pi ``branchSummary.reserveTokens`` default: budget = context window - this.
 BRANCH_SUMMARY_RESERVE_TOKENS = 16384

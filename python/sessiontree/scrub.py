@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
-from . import _core
 from .errors import SessionArgumentError
-from .session import atomic_write
+from .session import SCRUB_KINDS, atomic_write, new_scrubber
 from .writer import SessionWriter
 
 __all__ = ["KINDS", "REPLAY_POLICIES", "ScrubFinding", "ScrubReport", "scrub_bytes", "scrub_file"]
 
 #: The kinds the rules detect, in the rule table's order.
-KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+KINDS: tuple[str, ...] = SCRUB_KINDS
 #: ``keep`` (default) or ``drop``: what happens to provider replay fields.
 REPLAY_POLICIES = ("keep", "drop")
 #: Bytes read per block.
@@ -123,7 +122,7 @@ class ScrubReport:
 def _scrubber(header: bool, replay: str, record: bool) -> Any:
     if replay not in REPLAY_POLICIES:
         raise SessionArgumentError(f"replay must be one of {', '.join(REPLAY_POLICIES)}, not {replay!r}")
-    return _core.Scrubber(bool(header), replay, bool(record))
+    return new_scrubber(header, replay, record)
 
 
 def _stream(blocks: Iterable[bytes], sc: Any) -> Iterator[bytes]:

@@ -19,10 +19,7 @@ differences, each listed in ``docs/divergences.md``:
 
 from __future__ import annotations
 
-import errno
 import os
-import re
-import stat
 import threading
 import time
 import weakref
@@ -35,6 +32,7 @@ from . import _core
 from ._jsjson import js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
 from .entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
+from .entry_types import USAGE_TYPES
 from .errors import (
     EntryNotFoundError,
     LeafMovedError,
@@ -42,7 +40,6 @@ from .errors import (
     SessionError,
     SessionFileChangedError,
     SessionFormatError,
-    OutputPathError,
     PiError,
     SessionArgumentError,
     SessionReadOnlyError,
@@ -54,15 +51,26 @@ from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
 from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
 from .message_shape import check_message_shape
-from .writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_timeout
+from .writer import (
+    DURABILITY_MODES,
+    AtomicWriter,
+    Durability,
+    SessionWriter,
+    atomic_write,
+    atomic_writer,
+    check_lock_timeout,
+    create_new_file,
+    rewrite_lines,
+    write_copy,
+)  # the file I/O; atomic_write, atomic_writer and AtomicWriter stay importable from here
 
-from .hooks import SessionHooks
 from .provider_context import ProviderContext
 from .results import (
     BRANCH_SUMMARY_RESERVE_TOKENS,
     CompactionResult,
     NavigationResult,
-)  # orchestration itself loads on first use
+    SessionHooks,
+)  # the bottom floor: orchestration, hooks and the HTML view load inside the methods that delegate
 
 if TYPE_CHECKING:
     from .scrub import ScrubReport
@@ -74,6 +82,25 @@ from .paths import (
     new_session_id,
     session_file_name,
 )
+
+
+# ==== the core's other objects, for the layers above (issue 21) ====================
+# Only session.py, entries.py, _jsjson.py and paths.py import ``_core``
+# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out here.
+
+#: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``).
+__version__: str = _core.__version__
+
+#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
+SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+
+
+def new_scrubber(header: bool, replay: str, record: bool) -> Any:
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
+    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
+    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
+    return _core.Scrubber(bool(header), replay, bool(record))
 
 
 # Entry ids need uniqueness within a file (collision-checked), not secrecy: a fast generator
@@ -127,253 +154,6 @@ def _file_head(path: Path, n: int = 3) -> bytes:
             return fh.read(n)
     except OSError:
         return b""
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-_TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
-
-
-def _temp_name(path: Path) -> Path:
-    """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
-    ``.<name>.<8 hex digits>.tmp`` in the same folder."""
-    return path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")  # secrets.token_hex(4), lighter
-
-
-def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
-    """Remove the temp copies of ``path`` that an :func:`atomic_write` killed mid-way left
-    (``.<name>.<8 hex>.tmp`` beside it, last modified before ``older_than``, a
-    ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
-    of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
-    writer that died. Other names are never touched. Returns what was removed."""
-    removed: list[Path] = []
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return removed
-    for n in names:
-        m = _TMP_RE.match(n)
-        if m is None or m.group("name") != path.name:
-            continue
-        tmp = path.with_name(n)
-        try:
-            st = os.lstat(tmp)
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
-                os.unlink(tmp)
-                removed.append(tmp)
-        except OSError:
-            pass
-    return removed
-
-
-def _target_kind(st: os.stat_result) -> str:
-    m = st.st_mode
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(m):
-            return name
-    return "not a regular file"  # pragma: no cover - door, whiteout, event port
-
-
-def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_result | None:
-    """The ``lstat`` of the regular file at ``path`` (None: nothing there), or
-    :class:`OutputPathError` for what :func:`atomic_write` never replaces."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        raise OutputPathError(
-            errno.EEXIST, "is a symbolic link; nothing is written through one (name its target)", str(path)
-        )
-    if not stat.S_ISREG(st.st_mode):
-        raise OutputPathError(
-            errno.EEXIST, f"is not a regular file ({_target_kind(st)}); only a regular file is replaced", str(path)
-        )
-    if source_id is not None and (st.st_dev, st.st_ino) == source_id:
-        raise OutputPathError(errno.EEXIST, "is the file being read; it is never written over", str(path))
-    return st
-
-
-def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
-    try:
-        return os.stat(path) if path is not None else None
-    except OSError:
-        return None
-
-
-def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, int] | None:
-    if source is None:
-        return None
-    if not isinstance(source, os.stat_result):
-        try:
-            source = os.stat(source)
-        except FileNotFoundError:
-            return None
-    return (source.st_dev, source.st_ino)
-
-
-class AtomicWriter:
-    """The context manager :func:`atomic_writer` returns: ``with`` yields a binary file
-    object (``write(bytes-like)``) on the temp copy; a clean exit makes it ``path``, an
-    exception discards it. See :func:`atomic_write` for the rules."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        *,
-        like: os.stat_result | None = None,
-        source: os.stat_result | str | os.PathLike | None = None,
-    ):
-        self.path = Path(path)
-        self._like = like
-        self._source = _source_id(source)
-        self._tmp: Path | None = None
-        self._fh: Any = None
-
-    def __enter__(self) -> Any:
-        path, like = self.path, self._like
-        existing = _check_target(path, self._source)
-        tmp = _temp_name(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        # a new path: created with like's bits (or 0644), less the umask (the kernel applies it);
-        # a replaced file: created 0600, then given its mode (and like's bound) below
-        create_mode = 0o600 if existing is not None else (stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644)
-        fd = os.open(tmp, flags, create_mode)
-        self._tmp = tmp
-        try:
-            bounds = [b for b in (existing, like) if b is not None]
-            if existing is not None:
-                try:
-                    os.fchown(fd, existing.st_uid, existing.st_gid)
-                except OSError:
-                    pass  # not permitted: the owner stays ours (the mode below still applies)
-                mode = stat.S_IMODE(existing.st_mode)
-                if like is None or (like.st_dev, like.st_ino) != (existing.st_dev, existing.st_ino):
-                    mode &= 0o777  # setuid/setgid/sticky stay only on a rewrite of the file itself
-            else:
-                mode = stat.S_IMODE(os.fstat(fd).st_mode)
-                if like is not None and os.fstat(fd).st_gid != like.st_gid:
-                    try:
-                        os.fchown(fd, -1, like.st_gid)
-                    except OSError:
-                        pass  # not in that group: its bits are dropped below
-            if like is not None:
-                mode &= stat.S_IMODE(like.st_mode)
-            gid = os.fstat(fd).st_gid
-            if any(b.st_gid != gid for b in bounds):
-                mode &= ~0o070  # our group is not the group the bits were granted to
-            os.fchmod(fd, mode)
-            self._fh = os.fdopen(fd, "wb")
-        except BaseException:
-            os.close(fd)
-            self._discard()
-            raise
-        return self._fh
-
-    def _discard(self) -> None:
-        if self._tmp is not None:
-            try:
-                os.unlink(self._tmp)
-            except OSError:
-                pass
-            self._tmp = None
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        fh, tmp = self._fh, self._tmp
-        try:
-            if exc_type is not None:
-                fh.close()
-                return
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.close()
-            # again just before the rename: a FIFO, a link or the source put there meanwhile
-            _check_target(self.path, self._source)
-            os.replace(tmp, self.path)  # type: ignore[arg-type]
-            self._tmp = None
-        except BaseException:
-            if not fh.closed:
-                try:
-                    fh.close()
-                except OSError:
-                    pass
-            raise
-        finally:
-            self._discard()
-        _fsync_dir(self.path.parent)
-
-
-def atomic_writer(
-    path: str | os.PathLike,
-    *,
-    like: os.stat_result | None = None,
-    source: os.stat_result | str | os.PathLike | None = None,
-) -> AtomicWriter:
-    """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
-    fh: fh.write(chunk)...`` (``fh`` is a binary file object on the temp copy). The checks of
-    the target run on entering and again before the rename; an exception in the block
-    discards the temp copy and leaves ``path`` as it was.
-
-    Raises:
-        OutputPathError: as :func:`atomic_write`.
-        OSError: the folder cannot be written (on entering), the disk is full (in the block or
-            on leaving it).
-    """
-    return AtomicWriter(path, like=like, source=source)
-
-
-def atomic_write(
-    path: str | os.PathLike,
-    chunks: Iterator[bytes] | Sequence[bytes],
-    *,
-    like: os.stat_result | None = None,
-    source: os.stat_result | str | os.PathLike | None = None,
-) -> None:
-    """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the
-    same folder, the chunks, fsync, rename over ``path``, fsync of the folder. Readers see the
-    old file or the new one, never half of one; a failure (here or in the producer of
-    ``chunks``) removes the temp file and leaves ``path`` as it was. Every file the package
-    writes whole goes through here (rewrites, forks and clones, the HTML export); the rules:
-
-    * ``path`` is a new path or a regular file. A symbolic link there is refused, whatever it
-      points at: nothing is written through one (pass the target, as a migration does). A
-      FIFO, a device, a directory or a socket is refused: never replaced by a regular file.
-    * ``source`` (the file being read: its ``os.stat`` or its path) is never replaced: a
-      ``path`` with its device and inode (the path itself, a hard link) is refused.
-    * The new file is never more readable than ``like`` (the source's ``os.stat``) nor than the
-      file it replaces. Replacing a file keeps its permission bits (narrowed to ``like``'s) and
-      its owner and group where the process may set them (root, or a group the user is in); a
-      new path gets ``like``'s bits (or 0644) less the umask, and ``like``'s group where
-      permitted. Group bits are dropped when the group could not be kept.
-
-    The checks run before the temp file is made and again just before the rename; what another
-    program renames into place between that check and the rename (microseconds) is replaced.
-
-    Raises:
-        OutputPathError: ``path`` is a symbolic link, not a regular file, or the source
-            (nothing written; an ``OSError`` too).
-        OSError: the folder cannot be written, the disk is full.
-    """
-    with atomic_writer(path, like=like, source=source) as fh:
-        for chunk in chunks:
-            fh.write(chunk)
 
 
 # Sessions holding a writer lock: a child process forked from ours drops their writers (see
@@ -438,6 +218,10 @@ class Session:
         self._prepare_lock = threading.RLock()
         self._read_only = False
         self._source_name: str | None = None
+        # state the facade's friends use, declared here (never set in ``__dict__`` from outside)
+        self._compaction_lock = threading.Lock()
+        self._hooks: SessionHooks | None = None
+        self._usage_acc: tuple[Any, UsageAccumulator] | None = None
 
     @classmethod
     def open(
@@ -643,25 +427,7 @@ class Session:
         if parent_session is not None:
             header["parentSession"] = str(parent_session)
         path = inside(sdir, session_file_name(ts, sid))
-        line = dumps_entry(header) + b"\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            try:
-                if os.write(fd, line) != len(line):
-                    raise OSError(errno.ENOSPC, "the session header was written only in part", str(path))
-                if durability == "fsync":
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except BaseException:
-            # a full disk (or any failure) leaves no empty or partial session file behind
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise
-        if durability == "fsync":
-            _fsync_dir(sdir)  # the new name survives a power loss too
+        create_new_file(path, dumps_entry(header) + b"\n", fsync=durability == "fsync")
         core = _core.Index.open(str(path))
         return cls(
             core,
@@ -731,7 +497,7 @@ class Session:
         }  # absolute, as Pi writes it
         path = inside(sdir, session_file_name(ts, sid))
         # the copy holds the source's entries: no more readable than the source
-        atomic_write(path, src._entry_lines(with_header=header), like=_stat_or_none(src._path))
+        write_copy(path, src._entry_lines(with_header=header), source=src._path)
         return cls.open(path, session_dir=sdir)
 
     @classmethod
@@ -850,7 +616,7 @@ class Session:
             >>> Session.in_memory().validate()
             []
         """
-        out = structural_problems(self._core, self._load_raw)
+        out = structural_problems(self)
         if not self._header_on_disk and (self._path is not None or self._read_only):
             out.append(
                 {
@@ -862,7 +628,7 @@ class Session:
                 }
             )
         if content:
-            out += content_problems(self._core, self._load_raw)
+            out += content_problems(self)
         out.sort(key=lambda p: (p["line"], p["offset"]))
         return out
 
@@ -1064,6 +830,175 @@ class Session:
         ancestor = core.common_ancestor_near(a, b)
         below = core.branch_since(a, ancestor) or []
         return below, None if ancestor is None else core.id(ancestor)
+
+    # ==== batch views for the package's own layers (issue 21) =========================
+    # Orchestration, auto-compaction, validation and the HTML view read a session through these
+    # public methods only (tests/seams/test_public_api_seams.py rejects private use above the
+    # facade). Each is batch-shaped: positions in, lists out, one core call where it can be.
+
+    def context_span(self, *, with_settings: bool = True, context_rule: bool = True) -> list[int]:
+        """Entry positions (:attr:`Entry.index`) of the context span, root first: what context
+        building and compaction read of the active branch (the index's ``context_span``,
+        rust/src/walk.rs; :meth:`get_context_entries` as positions). ``with_settings``: include
+        the few earlier entries whose values still count (the latest thinking-level and model
+        entries before the latest compaction, every ``context_edit``); ``context_rule``: the
+        leaf as :meth:`build_context` resolves it (an unknown leaf id reads as the last entry),
+        else as :meth:`get_branch` does (it gives nothing). Empty when the leaf is null. Cost:
+        the walk back from the leaf to the latest compaction; nothing parsed.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return self._span(with_settings=with_settings, context_rule=context_rule)
+
+    def raw_values(self, indices: Sequence[int]) -> list:
+        """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
+        for a legacy file) of the entries at positions ``indices``, in that order: one batch
+        read of their lines, no :class:`Entry` made.
+
+        Raises:
+            IndexError: a position names no entry.
+            SessionError: an entry nests too deeply to load in Python.
+        """
+        return self._load_raws(list(indices))
+
+    def entry_index(self, entry_id: Any) -> int | None:
+        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns for
+        ``entry_id`` (the last one if the id repeats), or None (no such entry, or not a str).
+        Cost: one by-id lookup."""
+        return self._lookup(entry_id) if isinstance(entry_id, str) else None
+
+    def parent_positions(self, indices: Sequence[int]) -> list[int | None]:
+        """For each position in ``indices``, the position the walk up from it goes to next (Pi's
+        ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
+        missing, not a string, or naming no entry). Cost: one lookup per position.
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        core = self._core
+        return [core.walk_parent(i) for i in indices]
+
+    @property
+    def leaf_is_null(self) -> bool:
+        """True when the leaf is before the first entry (Pi's null leaf: a new session,
+        :meth:`reset_leaf`, a branch summary at the root), as opposed to a leaf naming an entry
+        or an id that names none."""
+        return self._core.leaf_is_null()
+
+    def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
+        """The newest entry of type ``etype`` (and, given ``role``, message role ``role``) on the
+        active branch, or None: the index walks back from the leaf only as far as it is.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops before one is found.
+        """
+        return self._last_on_branch(etype, role)
+
+    def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
+        """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
+        :class:`AbandonedBranch` ``(indices, ancestor_id)``, the entry positions from just below
+        the common ancestor down to ``old_leaf`` (root first) and the ancestor's id (None: no
+        common ancestor). Both branches are walked up only as far as their common ancestor.
+        None when the pure rule (:func:`sessiontree.branch_summary.collect_entries_for_branch_summary`)
+        must decide: no old leaf, an unknown id, duplicate ids, a legacy file.
+
+        Raises:
+            SessionCycleError: a parent chain loops.
+        """
+        found = self._abandoned_since(old_leaf, target_id)
+        return None if found is None else AbandonedBranch(*found)
+
+    def branch_positions(self, from_id: str | None = None) -> list[int]:
+        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first, without
+        building entries or columns: the index's walk up from ``from_id`` (default: the leaf).
+        Empty when the leaf is null or names no entry.
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops.
+        """
+        if from_id is None:
+            start = self._core.leaf()
+            if start is None:
+                return []
+        else:
+            start = self._index_of(from_id)
+        return self._walk(start)
+
+    def check_tree(self) -> None:
+        """Check that Pi's tree (:meth:`get_tree`) can be walked, without building it.
+
+        Raises:
+            SessionCycleError: a ``parentId`` cycle is reachable from a root (through duplicate
+                ids); ``ids`` names it.
+            SessionError: the walk would repeat whole subtrees past a size limit.
+        """
+        self._core.check_tree()
+
+    def to_bytes(self) -> bytes:
+        """The session as the index holds it: the header line, then each entry's line as it is
+        in the file (not migrated), each ending in ``\n``. For an in-memory session, the file it
+        would be; for a file session, the indexed lines (problem lines such as malformed or blank
+        ones are left out). Cost: every line read once."""
+        core = self._core
+        return b"".join(
+            [(core.header_line() or b"") + b"\n"] + [line + b"\n" for line in core.lines(list(range(len(core))))]
+        )
+
+    def html_digest(self, start: int, stop: int, preview_chars: int) -> bytes:
+        """The HTML view's index chunk for entries ``start:stop`` (rust/src/digest.rs: per entry
+        id, kind, preview of at most ``preview_chars`` characters, reference id, offset and
+        length, timestamp, token estimate, usage), as the JSON bytes :mod:`sessiontree.html`
+        compresses into the page. Cost: those entries' lines, read and digested by the core.
+
+        Raises:
+            IndexError: ``start:stop`` is not a range of entry positions.
+        """
+        return self._core.html_digest(start, stop, preview_chars)
+
+    def html_segment_bounds(self, seg_bytes: int) -> list[tuple[int, int]]:
+        """The HTML view's segments of a file session: ``[(offset, length)]`` covering the
+        indexed bytes, each cut where an entry's line starts and about ``seg_bytes`` long
+        (rust/src/export.rs ``segment_bounds``). Cost: the index only (no read)."""
+        return self._core.html_segment_bounds(seg_bytes)
+
+    def html_write_index(self, fd: int, batch: int, preview_chars: int, head: bytes, tail: bytes) -> None:
+        """Writes the HTML view's index chunks to descriptor ``fd``: for each ``batch`` entries,
+        ``head`` + base64(gzip(:meth:`html_digest` of them)) + ``tail``, in entry order
+        (digested and compressed by the core on every core, written while later batches are
+        worked on; rust/src/export.rs). Cost: every entry's line read once.
+
+        Raises:
+            OSError: writing ``fd`` failed.
+        """
+        self._core.html_write_index(fd, batch, preview_chars, head, tail)
+
+    def html_write_segments(
+        self,
+        fd: int,
+        bounds: list[tuple[int, int]],
+        order: list[int],
+        heads: list[bytes],
+        tail: bytes,
+        data: bytes | None,
+    ) -> None:
+        """Writes the HTML view's segments to descriptor ``fd`` in ``order``: for segment ``k``,
+        ``heads[k]`` + base64(gzip(the bytes of ``bounds[k]``)) + ``tail``; the bytes are the
+        file's (read by the core with the GIL released), or ``data``'s for an in-memory session
+        (rust/src/export.rs). Cost: each segment's bytes read and compressed once.
+
+        Raises:
+            SessionFileChangedError: the file shrank under the index.
+            OSError: reading the file or writing ``fd`` failed.
+        """
+        self._core.html_write_segments(fd, bounds, order, heads, tail, data)
+
+    @property
+    def compaction_lock(self) -> threading.Lock:
+        """The lock one compaction of this session at a time holds
+        (:func:`sessiontree.orchestration.acompact` takes it, without blocking the event loop)."""
+        return self._compaction_lock
 
     def get_context_entries(self) -> list[Entry]:
         """The entries of the active branch that context building and compaction read, root
@@ -1367,12 +1302,8 @@ class Session:
             self._core.write_lines(b"\n")
         self._ready = True  # lock held, header written, file ends with a newline
 
-    def _append(self, entry: dict) -> str:
-        self._append_line(dumps_entry(entry) + b"\n")
-        return entry["id"]
-
     def _append_built(self, build: Callable[[], dict]) -> str:
-        """Append the entry ``build()`` makes from the leaf (via :meth:`_base`). Should another
+        """Append the entry ``build()`` makes (from the leaf, via :meth:`_base`, or whole). Should another
         thread append or branch between reading the leaf and writing, nothing is written and
         the entry is built again from the new leaf, so appends from several threads still form
         one chain. Returns the entry's id."""
@@ -1384,17 +1315,16 @@ class Session:
             if self._core.write_lines_if(dumps_entry(entry) + b"\n", version):
                 return entry["id"]
 
-    def _append_fields(self, type_: str, fields: dict) -> str:
-        """Append ``{type, id, parentId: leaf, timestamp, **fields}`` (Pi's key order) in one
+    def _append_field(self, type_: str, name: str | None, value: Any) -> str:
+        """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one
         core call: the Rust core picks the id and timestamp, builds (giving orjson's text
         ``JSON.stringify``'s number spelling), writes (per the durability mode) and indexes the
-        line. Returns the new id."""
-        return self._append_field(type_, None, fields)
+        line; ``value`` is serialized alone and the core writes ``"name":`` before it. ``name``
+        None: ``value`` is the dict of fields, written after the four. Returns the new id.
 
-    def _append_field(self, type_: str, name: str | None, value: Any) -> str:
-        """:meth:`_append_fields` with one field: its value is serialized alone and the core
-        writes ``"name":`` before it (one dict and one serializer pass fewer). ``name`` None:
-        ``value`` is the dict of fields.
+        One of the two append paths (issue 21); the other, :meth:`_append_built`, is for entries
+        Python builds whole (a compaction checked against the leaf, a branch summary, custom
+        entries).
 
         The hot path of append_message: orjson's text, made ``JSON.stringify``'s by the core as
         it builds the line; the exact Python writer when orjson cannot write the value, or when
@@ -1408,12 +1338,6 @@ class Session:
         if entry_id is None:
             entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
         return entry_id
-
-    def _append_line(self, line: bytes) -> None:
-        """Write one whole line (per the durability mode), then index it."""
-        if not self._ready:
-            self._prepare_write()
-        self._core.write_lines(line)
 
     def _base(self, type_: str) -> dict:
         return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(), "timestamp": iso_now()}
@@ -1461,7 +1385,7 @@ class Session:
             TypeError: ``provider`` or ``model_id`` is not a str.
         """
         _require_str(provider=provider, model_id=model_id)
-        return self._append_fields("model_change", {"provider": provider, "modelId": model_id})
+        return self._append_field("model_change", None, {"provider": provider, "modelId": model_id})
 
     def append_compaction(
         self,
@@ -1542,8 +1466,8 @@ class Session:
         if label is not None:
             _require_str(label=label)
         self._index_of(target_id)
-        return self._append_fields(
-            "label", {"targetId": target_id} if label is None else {"targetId": target_id, "label": label}
+        return self._append_field(
+            "label", None, {"targetId": target_id} if label is None else {"targetId": target_id, "label": label}
         )
 
     def append_context_edit(self, target_id: str, replacement: dict | None) -> str:
@@ -1559,7 +1483,7 @@ class Session:
         self._index_of(target_id)
         if replacement is not None and not isinstance(replacement, dict):
             raise TypeError("replacement must be None or a dict such as {'content': ...}")
-        return self._append_fields("context_edit", {"targetId": target_id, "replacement": replacement})
+        return self._append_field("context_edit", None, {"targetId": target_id, "replacement": replacement})
 
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry naming the session (``name`` is trimmed). Returns its id.
@@ -1616,7 +1540,7 @@ class Session:
             self._core.set_leaf(None)
         else:
             self._core.set_leaf(self._index_of(entry_id))
-        return self._append(e)
+        return self._append_built(lambda: e)  # the leaf is set: e names its parent itself
 
     def create_branched_session(self, leaf_id: str) -> "Session":
         """Clone: a new session holding only the path from the root to ``leaf_id`` (Pi
@@ -1692,7 +1616,7 @@ class Session:
         sdir = self._session_dir or self._path.parent
         sdir.mkdir(parents=True, exist_ok=True)
         new_path = inside(sdir, session_file_name(ts, sid))
-        atomic_write(new_path, [head, *lines], like=_stat_or_none(self._path))  # no wider than the source
+        write_copy(new_path, [head, *lines], source=self._path)  # no wider than the source
         return Session.open(new_path, session_dir=sdir, durability=self._durability)
 
     # ==== cut point (Rust) =========================================================
@@ -1775,7 +1699,7 @@ class Session:
     def hooks(self) -> SessionHooks:
         """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
         ``before_tree`` lists of sync or async callables)."""
-        hooks = self.__dict__.get("_hooks")
+        hooks = self._hooks
         if hooks is None:
             hooks = self._hooks = SessionHooks()
         return hooks
@@ -1928,11 +1852,11 @@ class Session:
         """Token and cost totals over every entry of the file (Pi ``get_session_stats``
         ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
         :class:`~sessiontree.usage.UsageTotals`."""
-        types = ("message", "compaction", "branch_summary", "usage")
+        types = USAGE_TYPES  # the entry-type table: message, compaction, branch_summary, usage
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
         stable = n - 1 if n and self._core.ends_without_newline() else n
-        acc = self.__dict__.get("_usage_acc")
+        acc = self._usage_acc
         if acc is None or acc[0] is not self._core or acc[1].count > stable:
             acc = self._usage_acc = (self._core, UsageAccumulator())
         run = acc[1]
@@ -2113,21 +2037,9 @@ class Session:
             replacements: dict[int, bytes] = {}
             for i in range(len(self._core)):
                 replacements[self._core.location(i)[0]] = dumps_entry(self._load_raw(i))
-            raw_lines = data.split(b"\n")
-            if data.endswith(b"\n"):
-                raw_lines.pop()
-            out: list[bytes] = []
-            header_done = False
-            for n, line in enumerate(raw_lines, start=1):
-                if n in replacements:
-                    out.append(replacements[n] + b"\n")
-                elif not header_done and line.strip().startswith(b"{") and _is_header_line(line):
-                    out.append(dumps_entry(self._header) + b"\n")
-                    header_done = True
-                else:
-                    out.append(line + b"\n")
-            remove_stale_temp_files(target, locked_at)
-            atomic_write(target, out, like=st)
+            rewrite_lines(
+                target, data, replacements, dumps_entry(self._header), _is_header_line, like=st, locked_at=locked_at
+            )
         finally:
             self.close()
         self._core = _core.Index.open(str(self._path))
@@ -2245,6 +2157,47 @@ class Session:
         except Exception:
             pass
 
+    # ---- fleet rows (issue 18): a whole session's row facts as columns, from the core ----
+
+    def fleet_columns(self, *, per_entry: bool = False, labels: Sequence[tuple[str, str]] = ()) -> dict:
+        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
+        the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
+        entry. A dict:
+
+        * ``totals``, ``summary_totals``: usage sums over every entry / over compactions and
+          branch summaries (``(input, output, cache_read, cache_write, total, cost)``, tokens
+          and dollars, by :class:`~sessiontree.usage.UsageAccumulator` with
+          ``skip_missing=True``: an item is None when usages were added but none gave it a
+          number); None when ``undecided`` is not empty;
+        * ``undecided``: entry positions whose usage or tool calls the core left to the Python
+          rules (escaped names, huge integers, deep nesting: ``sessiontree.usage`` decides);
+        * ``tool_calls``: ``toolCall`` blocks of assistant messages (undecided entries left out);
+        * ``last_activity``: ms of the last user/assistant message with ``content``
+          (``message.timestamp`` when a number, else a valid entry timestamp), or None;
+          ``last_activity_undecided``: the entry where the core stopped instead (or None);
+        * ``path_length``: entries root to the context leaf (:meth:`build_context`'s leaf;
+          None: a ``parentId`` cycle);
+        * ``context``: ``(tokens, messages)`` of the context at that leaf, Pi's projected
+          estimate (:func:`sessiontree.context.estimate_projected_context_tokens` over
+          :meth:`build_context`), or None where the core leaves it to those rules (repeated
+          ids, legacy files, context edits, system messages, content the estimate leaves to
+          Python, a cycle);
+        * ``messages``, ``messages_by_role`` (user, assistant, toolResult, bashExecution,
+          custom, any other role), ``compactions``, ``branch_summaries``: entry counts.
+
+        With ``per_entry``: ``n`` and ``columns``, a dict of Arrow buffers per column (strings:
+        ``(int32 offsets, data, validity or None, null count)``; ``timestamp``, ``line``,
+        ``offset``, ``bytes``: int64; ``tokens`` (:meth:`entry_metrics`), ``input_tokens``,
+        ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``, ``cost``: float64,
+        each ``(values, b"", validity or None, null count)``; ``on_active_path``: the bits),
+        and ``tokens_undecided`` (positions whose ``tokens`` :meth:`entry_metrics` decides).
+        ``labels``: ``(entry id, label)`` pairs for the ``label`` column.
+
+        Raises:
+            SessionFileChangedError: the file was rewritten under the index.
+        """
+        return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels))
+
 
 class EntryTable(NamedTuple):
     """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
@@ -2281,6 +2234,15 @@ class TreeTable(NamedTuple):
     roots: list[int]
     start: list[int]
     kids: list[int]
+
+
+class AbandonedBranch(NamedTuple):
+    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`): the entry positions
+    from just below the common ancestor down to the old leaf, root first, and the ancestor's
+    id (None: the branches share no ancestor)."""
+
+    indices: list[int]
+    ancestor_id: str | None
 
 
 class CutPoint(NamedTuple):

@@ -24,10 +24,12 @@ from typing import Any, Iterable
 
 from ._jsjson import JS_UNDEFINED, js_usage_number
 from .entries import entry_value
+from .entry_types import USAGE_TYPES
 
 __all__ = ["UsageTotals", "UsageAccumulator", "usage_totals_of_entries"]
 
-_USAGE_ENTRY_TYPES = ("compaction", "branch_summary", "usage")
+#: the entry-type table's usage types other than ``message`` (whose usage sits in the message)
+_USAGE_ENTRY_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
 
 
 @dataclass(frozen=True)

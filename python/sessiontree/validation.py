@@ -11,17 +11,21 @@ returns, so the library and the CLI agree on every file. Two kinds:
 Each problem is a dict ``{line, offset, kind, message, severity}``, severity ``"error"`` or
 ``"note"`` (blank lines), as the CLI has always printed them.
 
-This module is the Session's own: :func:`structural_problems` reads the core index that
-:meth:`Session.validate` hands it (entry positions, ids, parent links, walks); users call
+:meth:`Session.validate` hands these functions itself; they read it through its public batch
+views only (entry table, problems, walks), never the core index. Users call
 :meth:`Session.validate`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
+from .entry_types import CONTENT_TYPES
 from .errors import PiError, SessionCycleError, SessionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
 
 __all__ = ["NOTE_KINDS", "entry_content_error", "structural_problems", "content_problems"]
 
@@ -31,7 +35,7 @@ __all__ = ["NOTE_KINDS", "entry_content_error", "structural_problems", "content_
 NOTE_KINDS = frozenset({"blank_line", "too_deep"})
 
 #: Entry types whose content reaches Pi's context building, estimates and serialization.
-_CONTENT_TYPES = ("message", "custom_message", "branch_summary", "compaction")
+_CONTENT_TYPES = CONTENT_TYPES  # the entry-type table (entry_types.py)
 
 
 def entry_content_error(raw: Any) -> PiError | None:
@@ -93,7 +97,7 @@ def _problem(line: int, offset: int, kind: str, message: str) -> dict:
     }
 
 
-def _cycles(index: Any, candidates: Iterable[int]) -> list[list[int]]:
+def _cycles(session: "Session", candidates: Iterable[int]) -> list[list[int]]:
     """Parent cycles among ``candidates`` (entries unreachable from any root): each cycle
     once, as entry indices in walk order (child to parent). Iterative."""
     state: dict[int, int] = {}  # 1 = on the current walk, 2 = done
@@ -106,7 +110,7 @@ def _cycles(index: Any, candidates: Iterable[int]) -> list[list[int]]:
         while i is not None and i not in state:
             state[i] = 1
             walk.append(i)
-            i = index.walk_parent(i)
+            i = session.parent_positions([i])[0]
         if i is not None and state.get(i) == 1:
             cycles.append(walk[walk.index(i) :])
         for j in walk:
@@ -114,7 +118,7 @@ def _cycles(index: Any, candidates: Iterable[int]) -> list[list[int]]:
     return cycles
 
 
-def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
+def structural_problems(session: "Session") -> list[dict]:
     """The scanner's line problems (``malformed_json``, ``torn_last_line``, ``skipped_value``,
     ``blank_line``, ``extra_header``, ...) plus structural ones: ``missing_id``,
     ``duplicate_id``, ``orphan`` (parentId names no entry: Pi makes it a root),
@@ -122,103 +126,97 @@ def structural_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict
     returns from it), ``parent_cycle``, ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the
     leaf's path loops: Pi cannot open the file), ``label_target_missing``. Unsorted.
 
-    ``index`` is the session's core index (``sessiontree._core.Index``), ``load_raw(i)`` entry
-    ``i`` parsed (migrated for legacy files). Cost: every entry's index record, plus the parsed
-    ``label`` entries.
+    Reads ``session`` through its public batch views (:meth:`Session.entry_table`,
+    :attr:`Session.problems`, :meth:`Session.check_tree`, :meth:`Session.unreachable_entries`,
+    :meth:`Session.parent_positions`, :meth:`Session.raw_values`). Cost: every entry's index
+    record, plus the parsed ``label`` entries.
     """
     out: list[dict] = []
+    table = session.entry_table()
+    ids, lines, offsets = table.id, table.line, table.offset
 
     def add(i: int | None, kind: str, message: str, line: int = 0, offset: int = 0) -> None:
         if i is not None:
-            line, offset = index.location(i)[:2]
+            line, offset = lines[i], offsets[i]
         out.append(_problem(line, offset, kind, message))
 
-    for k in range(index.problem_count()):
-        line, offset, kind, message = index.problem(k)
-        add(None, kind, message, line, offset)
-    n = len(index)
-    ids = index.ids(list(range(n)))
+    for p in session.problems:
+        add(None, p.kind, p.message, p.line, p.offset)
+    n = len(ids)
     first_line: dict[str, int] = {}
     for i in range(n):
         eid = ids[i]
-        _id_str, parent_str, parent_null = index.key_kinds(i)
         if eid is None:
             add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
             continue
         if eid in first_line:
             add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; this later entry wins lookups")
         else:
-            first_line[eid] = index.location(i)[0]
-        if parent_str:
-            pid = index.parent_id(i)
+            first_line[eid] = lines[i]
+        pid = table.parent_id[i]
+        if pid is not None:
             if pid == eid:
                 add(
                     i,
                     "self_parent",
                     f"entry {eid!r} is its own parent (a root in Pi's tree; Pi's getBranch never returns from it)",
                 )
-            elif index.index_of(pid) is None:
+            elif session.entry_index(pid) is None:
                 add(i, "orphan", f"parentId {pid!r} names no entry (Pi treats {eid!r} as a root)")
-        elif not parent_null:
+        elif not table.parent_is_null[i]:
             add(i, "bad_parent_id", f"entry {eid!r} has no parentId or a non-string one (Pi treats it as a root)")
     try:
-        index.preorder()
+        session.check_tree()
     except SessionCycleError as exc:
         add(None, "parent_cycle", f"parentId cycle reachable from a root: {' -> '.join(map(str, exc.ids))}")
-    try:
-        unreachable = list(index.unreachable())
-    except SessionCycleError:
-        unreachable = []  # the loop through duplicate ids was reported above
-    cycles = _cycles(index, unreachable)
+    unreachable = [e.index for e in session.unreachable_entries()]  # empty on a loop through duplicate ids
+    cycles = _cycles(session, unreachable)
     on_cycle = {i for c in cycles for i in c}
     for c in cycles:
-        if len(c) == 1 and index.parent_id(c[0]) == index.id(c[0]):
+        if len(c) == 1 and table.parent_id[c[0]] == ids[c[0]]:
             continue  # already reported as self_parent
-        names = " -> ".join(repr(index.id(i)) for i in c)
-        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {index.id(c[0])!r}")
+        names = " -> ".join(repr(ids[i]) for i in c)
+        add(min(c), "parent_cycle", f"parentId cycle: {names} -> {ids[c[0]]!r}")
     for i in unreachable:
         if i not in on_cycle:
-            add(i, "unreachable", f"entry {index.id(i)!r} hangs off a parentId cycle (not reachable from any root)")
-    if not index.leaf_is_null() and index.leaf() is not None:
+            add(i, "unreachable", f"entry {ids[i]!r} hangs off a parentId cycle (not reachable from any root)")
+    leaf = session.leaf_entry
+    if leaf is not None:
         try:
-            index.branch(index.leaf())
+            session.branch_positions()  # walks the leaf's parent chain
         except SessionCycleError as exc:
             add(
-                index.leaf(),
+                leaf.index,
                 "leaf_cycle",
                 f"the active leaf's parent chain loops ({' -> '.join(map(str, exc.ids))}): Pi cannot open this session",
             )
-    for i in range(n):
-        if index.type_name(i) != "label":
-            continue
-        raw = load_raw(i)
+    label_at = [i for i in range(n) if table.type[i] == "label"]
+    for i, raw in zip(label_at, session.raw_values(label_at)):
         target = raw.get("targetId") if isinstance(raw, dict) else None
-        if not isinstance(target, str) or index.index_of(target) is None:
+        if not isinstance(target, str) or session.entry_index(target) is None:
             add(i, "label_target_missing", f"label targets {target!r}, which names no entry")
     return out
 
 
-def content_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
+def content_problems(session: "Session") -> list[dict]:
     """``content_error`` for every entry whose content Pi would throw on when it builds the
     context, estimates tokens or serializes the conversation for a summary
     (:func:`entry_content_error`): compaction, branch summaries and ``should_compact`` fail on a
     branch holding one. The message names the entry and Pi's error. Cost: parses the entries of
     the four content-carrying types."""
     out: list[dict] = []
-    types = index.types(list(range(len(index))))
-    for i, etype in enumerate(types):
-        if etype not in _CONTENT_TYPES:
-            continue
-        try:
-            raw = load_raw(i)
-        except SessionError as exc:  # nested too deeply for Python's parser
-            line, offset = index.location(i)[:2]
+    table = session.entry_table()
+    todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
+    for i, raw in _raw_values(session, todo):
+        line, offset = table.line[i], table.offset[i]
+        if isinstance(raw, SessionError):  # nested too deeply for Python's parser
+            exc = raw
             out.append(
                 _problem(
                     line,
                     offset,
                     "too_deep",
-                    f"entry {index.id(i)!r}: {exc} (Pi reads it; "
+                    f"entry {table.id[i]!r}: {exc} (Pi reads it; "
                     "building the context or compacting over it here fails)",
                 )
             )
@@ -226,13 +224,27 @@ def content_problems(index: Any, load_raw: Callable[[int], Any]) -> list[dict]:
         found = _content_check(raw)
         if found is not None:
             stage, err = found
-            line, offset = index.location(i)[:2]
             out.append(
                 _problem(
                     line,
                     offset,
                     "content_error",
-                    f"entry {index.id(i)!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
+                    f"entry {table.id[i]!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
                 )
             )
     return out
+
+
+def _raw_values(session: "Session", idx: list[int], batch: int = 1024) -> Iterator[tuple[int, Any]]:
+    """``(i, parsed value)`` for each position of ``idx``, read in batches; a value that cannot
+    be loaded (:class:`SessionError`: nested too deeply) comes as its error, alone."""
+    for b0 in range(0, len(idx), batch):
+        part = idx[b0 : b0 + batch]
+        try:
+            yield from zip(part, session.raw_values(part))
+        except SessionError:
+            for i in part:
+                try:
+                    yield i, session.raw_values([i])[0]
+                except SessionError as exc:
+                    yield i, exc

@@ -32,14 +32,17 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import math
 import os
+import re
+import stat
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Callable, Iterator, Literal, Sequence
 
-from .errors import SessionArgumentError, SessionLockedError
+from .errors import OutputPathError, SessionArgumentError, SessionLockedError
 
 Durability = Literal["none", "flush", "fsync"]
 DURABILITY_MODES = ("none", "flush", "fsync")
@@ -124,3 +127,325 @@ class SessionWriter:
             return
         fd, self._fd = self._fd, None
         os.close(fd)  # closing the last descriptor of the open file releases the flock
+
+
+# ==== whole files: atomic writes, temp cleanup, rewrites, copies (issue 21: out of session.py) ====
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+_TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
+
+
+def _temp_name(path: Path) -> Path:
+    """The temp copy :func:`atomic_write` writes before renaming it over ``path``:
+    ``.<name>.<8 hex digits>.tmp`` in the same folder."""
+    return path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")  # secrets.token_hex(4), lighter
+
+
+def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
+    """Remove the temp copies of ``path`` that an :func:`atomic_write` killed mid-way left
+    (``.<name>.<8 hex>.tmp`` beside it, last modified before ``older_than``, a
+    ``time.time()`` value). Call it only while holding ``path``'s writer lock: every rewrite
+    of ``path`` holds that lock while its temp copy exists, so a copy found then belongs to a
+    writer that died. Other names are never touched. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for n in names:
+        m = _TMP_RE.match(n)
+        if m is None or m.group("name") != path.name:
+            continue
+        tmp = path.with_name(n)
+        try:
+            st = os.lstat(tmp)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass
+    return removed
+
+
+def _target_kind(st: os.stat_result) -> str:
+    m = st.st_mode
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(m):
+            return name
+    return "not a regular file"  # pragma: no cover - door, whiteout, event port
+
+
+def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_result | None:
+    """The ``lstat`` of the regular file at ``path`` (None: nothing there), or
+    :class:`OutputPathError` for what :func:`atomic_write` never replaces."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputPathError(
+            errno.EEXIST, "is a symbolic link; nothing is written through one (name its target)", str(path)
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(
+            errno.EEXIST, f"is not a regular file ({_target_kind(st)}); only a regular file is replaced", str(path)
+        )
+    if source_id is not None and (st.st_dev, st.st_ino) == source_id:
+        raise OutputPathError(errno.EEXIST, "is the file being read; it is never written over", str(path))
+    return st
+
+
+def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
+    try:
+        return os.stat(path) if path is not None else None
+    except OSError:
+        return None
+
+
+def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, int] | None:
+    if source is None:
+        return None
+    if not isinstance(source, os.stat_result):
+        try:
+            source = os.stat(source)
+        except FileNotFoundError:
+            return None
+    return (source.st_dev, source.st_ino)
+
+
+class AtomicWriter:
+    """The context manager :func:`atomic_writer` returns: ``with`` yields a binary file
+    object (``write(bytes-like)``) on the temp copy; a clean exit makes it ``path``, an
+    exception discards it. See :func:`atomic_write` for the rules."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        like: os.stat_result | None = None,
+        source: os.stat_result | str | os.PathLike | None = None,
+    ):
+        self.path = Path(path)
+        self._like = like
+        self._source = _source_id(source)
+        self._tmp: Path | None = None
+        self._fh: Any = None
+
+    def __enter__(self) -> Any:
+        path, like = self.path, self._like
+        existing = _check_target(path, self._source)
+        tmp = _temp_name(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # a new path: created with like's bits (or 0644), less the umask (the kernel applies it);
+        # a replaced file: created 0600, then given its mode (and like's bound) below
+        create_mode = 0o600 if existing is not None else (stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644)
+        fd = os.open(tmp, flags, create_mode)
+        self._tmp = tmp
+        try:
+            bounds = [b for b in (existing, like) if b is not None]
+            if existing is not None:
+                try:
+                    os.fchown(fd, existing.st_uid, existing.st_gid)
+                except OSError:
+                    pass  # not permitted: the owner stays ours (the mode below still applies)
+                mode = stat.S_IMODE(existing.st_mode)
+                if like is None or (like.st_dev, like.st_ino) != (existing.st_dev, existing.st_ino):
+                    mode &= 0o777  # setuid/setgid/sticky stay only on a rewrite of the file itself
+            else:
+                mode = stat.S_IMODE(os.fstat(fd).st_mode)
+                if like is not None and os.fstat(fd).st_gid != like.st_gid:
+                    try:
+                        os.fchown(fd, -1, like.st_gid)
+                    except OSError:
+                        pass  # not in that group: its bits are dropped below
+            if like is not None:
+                mode &= stat.S_IMODE(like.st_mode)
+            gid = os.fstat(fd).st_gid
+            if any(b.st_gid != gid for b in bounds):
+                mode &= ~0o070  # our group is not the group the bits were granted to
+            os.fchmod(fd, mode)
+            self._fh = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            self._discard()
+            raise
+        return self._fh
+
+    def _discard(self) -> None:
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        fh, tmp = self._fh, self._tmp
+        try:
+            if exc_type is not None:
+                fh.close()
+                return
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            # again just before the rename: a FIFO, a link or the source put there meanwhile
+            _check_target(self.path, self._source)
+            os.replace(tmp, self.path)  # type: ignore[arg-type]
+            self._tmp = None
+        except BaseException:
+            if not fh.closed:
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+            raise
+        finally:
+            self._discard()
+        _fsync_dir(self.path.parent)
+
+
+def atomic_writer(
+    path: str | os.PathLike,
+    *,
+    like: os.stat_result | None = None,
+    source: os.stat_result | str | os.PathLike | None = None,
+) -> AtomicWriter:
+    """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
+    fh: fh.write(chunk)...`` (``fh`` is a binary file object on the temp copy). The checks of
+    the target run on entering and again before the rename; an exception in the block
+    discards the temp copy and leaves ``path`` as it was.
+
+    Raises:
+        OutputPathError: as :func:`atomic_write`.
+        OSError: the folder cannot be written (on entering), the disk is full (in the block or
+            on leaving it).
+    """
+    return AtomicWriter(path, like=like, source=source)
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    chunks: Iterator[bytes] | Sequence[bytes],
+    *,
+    like: os.stat_result | None = None,
+    source: os.stat_result | str | os.PathLike | None = None,
+) -> None:
+    """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the
+    same folder, the chunks, fsync, rename over ``path``, fsync of the folder. Readers see the
+    old file or the new one, never half of one; a failure (here or in the producer of
+    ``chunks``) removes the temp file and leaves ``path`` as it was. Every file the package
+    writes whole goes through here (rewrites, forks and clones, the HTML export); the rules:
+
+    * ``path`` is a new path or a regular file. A symbolic link there is refused, whatever it
+      points at: nothing is written through one (pass the target, as a migration does). A
+      FIFO, a device, a directory or a socket is refused: never replaced by a regular file.
+    * ``source`` (the file being read: its ``os.stat`` or its path) is never replaced: a
+      ``path`` with its device and inode (the path itself, a hard link) is refused.
+    * The new file is never more readable than ``like`` (the source's ``os.stat``) nor than the
+      file it replaces. Replacing a file keeps its permission bits (narrowed to ``like``'s) and
+      its owner and group where the process may set them (root, or a group the user is in); a
+      new path gets ``like``'s bits (or 0644) less the umask, and ``like``'s group where
+      permitted. Group bits are dropped when the group could not be kept.
+
+    The checks run before the temp file is made and again just before the rename; what another
+    program renames into place between that check and the rename (microseconds) is replaced.
+
+    Raises:
+        OutputPathError: ``path`` is a symbolic link, not a regular file, or the source
+            (nothing written; an ``OSError`` too).
+        OSError: the folder cannot be written, the disk is full.
+    """
+    with atomic_writer(path, like=like, source=source) as fh:
+        for chunk in chunks:
+            fh.write(chunk)
+
+
+def create_new_file(path: Path, data: bytes, *, fsync: bool) -> None:
+    """Create ``path`` (``O_EXCL``, mode 0644 less the umask) holding ``data`` (a new session's
+    header line): one ``write()``; with ``fsync``, the file and its folder are fsynced (the new
+    name survives a power loss). A failure (a full disk, a short write) leaves no empty or
+    partial file behind.
+
+    Raises:
+        FileExistsError: ``path`` exists.
+        OSError: the folder cannot be written, the disk is full.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "the session header was written only in part", str(path))
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def write_copy(path: Path, chunks: Iterator[bytes] | Sequence[bytes], *, source: Path | None) -> None:
+    """Write a new session file holding a source's entries (a fork, a clone) with
+    :func:`atomic_write`: it appears whole or not at all, and is never more readable than
+    ``source`` (the session file read; None: in no file)."""
+    atomic_write(path, chunks, like=_stat_or_none(source))
+
+
+def rewrite_lines(
+    target: Path,
+    data: bytes,
+    replacements: dict[int, bytes],
+    header: bytes,
+    is_header: Callable[[bytes], bool],
+    *,
+    like: os.stat_result,
+    locked_at: float,
+) -> None:
+    """Rewrite ``target`` (a migration): ``data`` is its bytes, read under the writer lock; line
+    ``n`` (1-based) becomes ``replacements[n]`` where given, the first line ``is_header`` accepts
+    becomes ``header``, every other line is kept verbatim (so nothing is lost). Temp copies an
+    earlier rewrite killed mid-way left (older than ``locked_at``) are removed first; the write
+    is :func:`atomic_write` with ``like`` (the file's own stat: mode and owner kept).
+
+    Raises:
+        OutputPathError, OSError: as :func:`atomic_write` (the file is left as it was).
+    """
+    raw_lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        raw_lines.pop()
+    out: list[bytes] = []
+    header_done = False
+    for n, line in enumerate(raw_lines, start=1):
+        if n in replacements:
+            out.append(replacements[n] + b"\n")
+        elif not header_done and line.strip().startswith(b"{") and is_header(line):
+            out.append(header + b"\n")
+            header_done = True
+        else:
+            out.append(line + b"\n")
+    remove_stale_temp_files(target, locked_at)
+    atomic_write(target, out, like=like)

@@ -10,6 +10,7 @@ pub mod index;
 pub mod jsdate;
 pub mod json;
 pub mod jstext;
+pub mod rows;
 pub mod saved;
 pub mod scan;
 pub mod scrub;

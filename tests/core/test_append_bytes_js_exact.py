@@ -3,7 +3,7 @@
 orjson keeps Python's float spelling (``100.0``, ``-0.0``, ``1e+16``) and insertion key order;
 ``JSON.stringify`` writes ``100``, ``0``, ``10000000000000000`` and enumerates array-index keys
 (``"0"``, ``"42"``) first, ascending. Every path that turns a Python value into line bytes
-(``dumps_entry``, ``Session._append_field`` for ``append_message``, ``_append_fields``, entries
+(``dumps_entry``, ``Session._append_field`` for ``append_message`` and field dicts, entries
 built in Python) must write what :func:`sessiontree._jsjson.js_stringify_bytes` writes, which is
 what node writes. ``js_stringify_bytes`` is orjson's text through the Rust core's pass
 (``_core.js_text``, JavaScript number text by ``ryu_js``), or the pure-Python writer

@@ -266,3 +266,48 @@ def test_fleet_stats_created_missing_versus_null(tmp_path):
     rows = {Path(r["path"]).name: r for r in session_stats(tmp_path, workers=1).to_pylist()}
     assert rows[missing.name]["error_kind"] is None and rows[missing.name]["created"] is None
     assert rows[null.name]["created"] == datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# ==== entry accessors (issue 21): one missing-value rule, in _jsjson ====
+
+ACCESSOR_NAMES = {"_id", "_etype", "_type", "_role", "entry_id", "entry_type", "message_role", "js_field"}
+
+
+def test_entry_accessors_have_one_home():
+    import ast
+
+    import sessiontree
+
+    pkg = Path(sessiontree.__file__).parent
+    defined = sorted(
+        f"{f.relative_to(pkg).as_posix()}:{n.name}"
+        for f in pkg.rglob("*.py")
+        for n in ast.walk(ast.parse(f.read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name in ACCESSOR_NAMES
+    )
+    assert defined == [f"_jsjson.py:{n}" for n in ("entry_id", "entry_type", "js_field", "message_role")]
+
+
+def test_a_missing_field_is_undefined_and_null_stays_null():
+    from sessiontree._jsjson import entry_id, entry_type, js_field, message_role
+
+    assert entry_id({}) is JS_UNDEFINED and entry_type({}) is JS_UNDEFINED
+    assert entry_id({"id": None}) is None and entry_type({"type": None}) is None
+    assert entry_id("not an object") is JS_UNDEFINED and js_field(None, "id") is JS_UNDEFINED
+    assert entry_id({"id": "a"}) == "a" and entry_type({"type": "message"}) == "message"
+    # a role that is not a string equals no role name (and never reaches a set lookup unhashable)
+    assert message_role({"role": ["assistant"]}) is JS_UNDEFINED and message_role({}) is JS_UNDEFINED
+    assert message_role({"role": None}) is JS_UNDEFINED and message_role({"role": "user"}) == "user"
+
+
+def test_branch_summary_common_ancestor_keeps_undefined_apart_from_null():
+    from sessiontree.branch_summary import collect_entries_for_branch_summary
+
+    # the old path holds an entry whose id is null, the target path one whose id is missing:
+    # Pi's Set has null, not undefined, so they share no ancestor (undefined !== null)
+    old = [{"type": "message", "id": None}, {"type": "message", "id": "o", "parentId": None}]
+    target = [{"type": "message"}, {"type": "message", "id": "t"}]
+    by_id = {"o": old[1], "t": target[1]}
+    got = collect_entries_for_branch_summary(by_id.get, lambda eid: old if eid == "o" else target, "o", "t")
+    assert got.common_ancestor_id is None
+    assert [e["id"] for e in got.entries] == ["o"]

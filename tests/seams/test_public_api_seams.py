@@ -3,6 +3,7 @@ nothing outside ``Session``'s own modules reaches into a ``Session``'s private m
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from pathlib import Path
@@ -10,12 +11,11 @@ from pathlib import Path
 import sessiontree
 
 PKG = Path(sessiontree.__file__).parent
-#: The package internals that own the core: the Session facade and its entry views, and the
-#: two JS rules Python takes from Rust (Date parsing, the ISO clock), and the HTML export, which
-#: streams the index in batches (``Index.html_digest``) instead of building entries; and the
-#: package's ``__init__.py``, whose ``__version__`` is the core's (Cargo.toml's, issue 22).
-#: ``scrub.py`` streams a file through the core's scrubber (``_core.Scrubber``) in blocks.
-CORE_OWNERS = {"__init__.py", "session.py", "entries.py", "_jsjson.py", "paths.py", "html/__init__.py", "scrub.py"}
+#: The package internals that own the core (issue 21): the Session facade and its entry views,
+#: and the JavaScript rules and the clock Python takes from Rust (Date parsing, JS number text,
+#: the ISO clock). Everything else reaches the core through them (the version, the scrubber
+#: and the HTML digest are handed out by ``session.py``).
+CORE_OWNERS = {"session.py", "entries.py", "_jsjson.py", "paths.py"}
 
 
 def _names(path: Path) -> list[tuple[int, str, str]]:
@@ -42,17 +42,18 @@ def test_no_core_use_outside_the_modules_that_own_it():
 
 #: Clients of the public API: the CLIs, the RPC server and the fleet package (which must scale
 #: through the public batch views, never through the facade's internals).
-CLIENTS = [
-    "cli.py",
-    *sorted(f.relative_to(PKG).as_posix() for f in (PKG / "rpc").rglob("*.py")),
-    "_fleet_cli.py",
-    "_scrub_cli.py",
-    *sorted(f.relative_to(PKG).as_posix() for f in (PKG / "fleet").rglob("*.py")),
-]
+def _package(name: str) -> list[str]:
+    """A module of the package or, once it is a package, every module in it."""
+    if (PKG / f"{name}.py").exists():
+        return [f"{name}.py"]
+    return sorted(f.relative_to(PKG).as_posix() for f in (PKG / name).rglob("*.py"))
+
+
+CLIENTS = [*_package("cli"), *_package("rpc"), "_scrub_cli.py", *_package("fleet")]
 
 
 def test_the_fleet_is_among_the_clients_checked():
-    assert {"fleet/__init__.py", "fleet/_rows.py", "fleet/_compact.py", "_fleet_cli.py"} <= set(CLIENTS)
+    assert {"fleet/__init__.py", "fleet/_rows.py", "fleet/_compact.py", "cli/fleet.py", "cli/read.py"} <= set(CLIENTS)
 
 
 def test_clients_use_no_private_session_members():
@@ -63,3 +64,76 @@ def test_clients_use_no_private_session_members():
         if name.startswith("_") and not name.startswith("__") and before in ("s.", "session.")
     ]
     assert private == []
+
+
+def _private_uses(path: Path, text: str | None = None) -> list[str]:
+    """``x._name`` attribute accesses in ``path`` (found by AST; ``text``: its source, default
+    read) on anything but ``self``/``cls``, except names the module itself defines (its own
+    classes' members and module globals)."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    own: set[str] = set()
+    # classes defined here: their members, inherited ones included (a registry naming
+    # ``RpcServer._get_entries`` of its own mixins), are the module's own
+    classes: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            classes.add(node.name)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.alias):
+            own.add(node.asname or node.name.split(".")[0])
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in own:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", *classes):
+            continue
+        found.append(
+            f"{path.name if text is not None else path.relative_to(PKG).as_posix()}:{node.lineno}: {ast.unparse(node)}"
+        )
+    return found
+
+
+def _above_the_facade() -> list[Path]:
+    from tests.seams.test_layers import FACADE, floor_of
+    from tests.seams.test_module_layout import MODULES
+
+    return [p for m, p in sorted(MODULES.items()) if (floor_of(m) or 0) > FACADE]
+
+
+def test_modules_above_the_facade_use_no_private_members_of_others():
+    files = _above_the_facade()
+    assert {"orchestration.py", "autocompact.py", "html/__init__.py", "hooks.py"} <= {
+        f.relative_to(PKG).as_posix() for f in files
+    }
+    assert [u for f in files for u in _private_uses(f)] == []
+
+
+def test_the_private_use_check_finds_private_access():
+    probe = (
+        "class C:\n    def __init__(self):\n        self._mine = 1\n"
+        "def g(session, s, c):\n    return session._span(), s._core.leaf(), s._load_raws([]), c._mine, self._x\n"
+    )
+    got = _private_uses(Path("probe.py"), probe)
+    assert sorted(u.split(": ", 1)[1] for u in got) == ["s._core", "s._load_raws", "session._span"]
+
+
+def test_only_the_core_owners_import_the_core():
+    importers = []
+    for f in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module or ''}.{a.name}" for a in node.names] + [node.module or ""]
+            if any(n.split(".")[-1] == "_core" or n.endswith("._core") or n == "_core" for n in names):
+                importers.append(f.relative_to(PKG).as_posix())
+    assert sorted(set(importers)) == sorted(CORE_OWNERS)

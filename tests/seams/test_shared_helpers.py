@@ -1,6 +1,6 @@
 """Small helpers that used to be written twice, now with one home each: ``hooks._camel``
 (also used by ``rpc.py``), ``fleet._rows._num`` (also used by ``fleet._compact``) and
-``cli._pos_int`` (also used by ``_fleet_cli.py``, with its own text for a negative value)."""
+``cli._pos_int`` (also used by ``cli/fleet.py``, with its own text for a negative value)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import argparse
 
 import pytest
 
-from sessiontree import _fleet_cli, cli, hooks, rpc
+from sessiontree import cli, hooks, rpc
+from sessiontree.cli import fleet as _fleet_cli
 from sessiontree.fleet import _compact, _rows
 
 

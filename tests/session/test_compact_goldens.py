@@ -110,7 +110,7 @@ def _replay_startup(session: Session, variant: dict) -> None:
             continue
         e = session._base(entry["type"])
         e.update({k: v for k, v in entry.items() if k not in ("type", "id", "parentId", "timestamp")})
-        session._append(e)
+        session._append_built(lambda: e)
 
 
 def _pi_ids(golden_path: Path, session: Session) -> dict:

@@ -697,7 +697,7 @@ def test_tool_results_whose_call_is_omitted_are_dropped():
     s.append_message(assistant("answer"))
     e = s._base("context_edit")
     e.update(targetId=a, replacement=None)
-    s._append(e)
+    s._append_built(lambda: e)
     assert provider_problems(s.build_context().messages) == [("orphan_tool_result", 1)]
     ctx = s.build_provider_context()
     assert [(d.reason, d.entry_id) for d in ctx.dropped] == [("orphan_tool_result", r)]
@@ -758,7 +758,7 @@ def test_usage_totals_count_summaries_usage_entries_and_all_branches():
     s.navigate_tree(ids["a1b"], summarize=True, summarizer=Recorder())
     e = s._base("usage")
     e.update(kind="cache_warm", usage=dict(USAGE, input=1000, cost=dict(USAGE["cost"], total=1.0)))
-    s._append(e)
+    s._append_built(lambda: e)
     totals = s.usage_totals()
     n_assistant = 4
     assert totals.input == n_assistant * 100 + 50 + 1000
@@ -830,7 +830,7 @@ def _build(ops, summarizer) -> tuple[Session, bool]:
             if targets:
                 e = s._base("context_edit")
                 e.update(targetId=targets[op[1] % len(targets)], replacement=None)
-                s._append(e)
+                s._append_built(lambda: e)
                 well_formed = False
         elif kind == "compact":
             try:

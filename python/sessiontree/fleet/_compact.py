@@ -131,7 +131,8 @@ class BoundedSummarizer:
 
     def __init__(self, summarizer: Any, limit: int, stop: threading.Event | None = None):
         self._inner = summarizer
-        self._sem = threading.BoundedSemaphore(max(1, int(limit)))
+        self.limit = max(1, int(limit))
+        self._sem = threading.BoundedSemaphore(self.limit)
         self.name = getattr(summarizer, "name", type(summarizer).__name__)
         #: set when the run is interrupted: calls not yet sent are refused (:class:`Interrupted`)
         self.stop = stop
@@ -156,7 +157,7 @@ class BoundedSummarizer:
             self._sem.release()
 
     def __getstate__(self) -> dict:  # a semaphore does not pickle: each process gets its own
-        return {"inner": self._inner, "limit": self._sem._initial_value}  # type: ignore[attr-defined]
+        return {"inner": self._inner, "limit": self.limit}
 
     def __setstate__(self, state: dict) -> None:
         BoundedSummarizer.__init__(self, state["inner"], state["limit"])

@@ -18,28 +18,9 @@ from ..session import Session
 from ..settings import CompactionSettings
 from ..usage import UsageAccumulator, usage_totals_of_entries
 from ._sources import Item
+from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
-
-#: The problem kinds the Rust scanner records (``Problem.kind``), one count column each.
-PROBLEM_KINDS = (
-    "blank_line",
-    "line_too_long",
-    "malformed_json",
-    "torn_last_line",
-    "skipped_value",
-    "invalid_utf8",
-    "extra_header",
-)
-
-#: Message roles with a column of their own (``messages_<role>``); others count as ``other``.
-ROLES = (
-    ("user", "user"),
-    ("assistant", "assistant"),
-    ("toolResult", "tool_result"),
-    ("bashExecution", "bash_execution"),
-    ("custom", "custom"),
-)
 
 _USAGE_TYPES = ("compaction", "branch_summary", "usage")
 _SUMMARY_TYPES = ("compaction", "branch_summary")
@@ -353,47 +334,17 @@ def stats_row(item: Item, opts: Options) -> dict:
 
 
 def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict:
-    table = s.entry_table()  # ids, types and roles from the index, no entry parsed
-    n = len(table.index)
-    types = table.type
-    roles = [r if t == "message" else None for t, r in zip(types, table.role)]
-    counts: dict[str | None, int] = {}  # None: a type that is not a string
-    for t in types:
-        counts[t] = counts.get(t, 0) + 1
-    by_role = {col: 0 for _, col in ROLES}
-    other = 0
-    role_cols: dict[str | None, str] = dict(ROLES)
-    usage_idx: list[int] = []
-    for i, t in enumerate(types):
-        if t == "message":
-            r = roles[i]
-            col = role_cols.get(r)
-            if col is None:
-                other += 1
-            else:
-                by_role[col] += 1
-            if r in ("assistant", "toolResult"):
-                usage_idx.append(i)
-        elif t in _USAGE_TYPES:
-            usage_idx.append(i)
-    # only the entries that carry usage (or tool calls) are parsed, one at a time (never all
-    # held at once: a long session has tens of thousands of them)
-    usage_acc = UsageAccumulator(skip_missing=True)
-    summary_acc = UsageAccumulator(skip_missing=True)
-    tool_calls = 0
-    for i in usage_idx:
-        r = s.entry_at(i).raw
-        usage_acc.add((r,))
-        if types[i] in _SUMMARY_TYPES:
-            summary_acc.add((r,))
-        elif roles[i] == "assistant":
-            m = r.get("message") if isinstance(r, dict) else None
-            content = m.get("content") if isinstance(m, dict) else None
-            if isinstance(content, list):
-                tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
-        del r
-    usage = usage_acc.totals()
-    summary = summary_acc.totals()
+    """The row of an open session: counts, usage sums, tool calls and the last activity from
+    the core in one batch call (:meth:`Session.fleet_columns`, no entry parsed in Python);
+    entries the core leaves undecided are summed by :mod:`sessiontree.usage`'s rules
+    (:func:`_usage_by_rules`); the context estimate is :func:`_context`'s."""
+    cols = s.fleet_columns()
+    n = len(s)
+    if cols["undecided"]:
+        table = s.entry_table()
+        usage, summary, tool_calls = _usage_by_rules(s, table.type, table.role)
+    else:
+        usage, summary, tool_calls = cols["totals"], cols["summary_totals"], cols["tool_calls"]
     problems = {k: 0 for k in PROBLEM_KINDS}
     problems_other = 0
     found = s.problems
@@ -407,6 +358,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     leaves = len(s.tree_leaves())
     header = s.header
     leaf = s.leaf_entry
+    by_role = cols["messages_by_role"]
     row: dict[str, Any] = {
         "path": item.path,
         "session_id": header.get("id") if isinstance(header.get("id"), str) else None,
@@ -419,30 +371,30 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "bytes": size,
         "entries": n,
         "distinct_ids": s.entry_count(),
-        "messages": counts.get("message", 0),
-        **{f"messages_{col}": v for col, v in by_role.items()},
-        "messages_other": other,
+        "messages": cols["messages"],
+        **{f"messages_{col}": by_role[k] for k, (_, col) in enumerate(ROLES)},
+        "messages_other": by_role[len(ROLES)],
         "tool_calls": tool_calls,
-        "compactions": counts.get("compaction", 0),
-        "branch_summaries": counts.get("branch_summary", 0),
+        "compactions": cols["compactions"],
+        "branch_summaries": cols["branch_summaries"],
         "labels": len(s.labels),
         "leaves": leaves,
         "leaf_id": s.leaf_id,
         "leaf_type": leaf.type if leaf is not None else None,
-        "active_path_length": None,
+        "active_path_length": cols["path_length"],
         "context_messages": None,
         "context_tokens": None,
         "should_compact": None,
         "context_window": opts.context_window,
         "context_error": None,
-        "input_tokens": _num(usage.input),
-        "output_tokens": _num(usage.output),
-        "cache_read_tokens": _num(usage.cache_read),
-        "cache_write_tokens": _num(usage.cache_write),
-        "total_tokens": _num(usage.total),
-        "cost": _num(usage.cost),
-        "summary_tokens": _num(summary.total),
-        "summary_cost": _num(summary.cost),
+        "input_tokens": usage[0],
+        "output_tokens": usage[1],
+        "cache_read_tokens": usage[2],
+        "cache_write_tokens": usage[3],
+        "total_tokens": usage[4],
+        "cost": usage[5],
+        "summary_tokens": summary[4],
+        "summary_cost": summary[5],
         "problems": npro,
         **{f"problems_{k}": v for k, v in problems.items()},
         "problems_other": problems_other,
@@ -450,18 +402,54 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
         "error_kind": None,
         "error": None,
     }
-    last = _last_activity_ms(s, n, types, roles)
+    if cols["last_activity_undecided"] is not None:
+        table = s.entry_table()
+        last = _last_activity_ms(
+            s, n, table.type, [r if t == "message" else None for t, r in zip(table.type, table.role)]
+        )
+    else:
+        last = cols["last_activity"]
     row["modified"] = last if last is not None and last > 0 else row["created"] if row["created"] is not None else mtime
-    try:
-        row["active_path_length"] = len(s.context_table().index)
-    except SessionCycleError:
-        pass
-    tokens, should, err, nmsg = _context(s, opts)
+    should: bool | None
+    err: str | None
+    if cols["context"] is not None:  # the core's estimate; Pi's shouldCompact over it
+        tokens, nmsg = cols["context"]
+        should, err = bool(should_compact(tokens, opts.context_window, opts.settings)), None
+    else:
+        tokens, should, err, nmsg = _context(s, opts)
     row["context_messages"] = nmsg
     row["context_tokens"] = _num(tokens)
     row["should_compact"] = should
     row["context_error"] = err
     return row
+
+
+def _usage_by_rules(s: Session, types: list, index_roles: list) -> tuple[list, list, int]:
+    """Usage totals (all entries; summaries only) and tool calls by the Python rules
+    (:class:`sessiontree.usage.UsageAccumulator`), for a session whose lines the core left
+    undecided: only the entries that carry usage are parsed, one at a time."""
+    usage_acc = UsageAccumulator(skip_missing=True)
+    summary_acc = UsageAccumulator(skip_missing=True)
+    tool_calls = 0
+    for i, t in enumerate(types):
+        role = index_roles[i] if t == "message" else None
+        if not (t in _USAGE_TYPES or role in ("assistant", "toolResult")):
+            continue
+        r = s.entry_at(i).raw
+        usage_acc.add((r,))
+        if t in _SUMMARY_TYPES:
+            summary_acc.add((r,))
+        elif role == "assistant":
+            m = r.get("message") if isinstance(r, dict) else None
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, list):
+                tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
+        del r
+
+    def six(u: Any) -> list:
+        return [_num(u.input), _num(u.output), _num(u.cache_read), _num(u.cache_write), _num(u.total), _num(u.cost)]
+
+    return six(usage_acc.totals()), six(summary_acc.totals()), tool_calls
 
 
 def _context(s: Session, opts: Options) -> tuple[Any, bool | None, str | None, int | None]:
@@ -497,9 +485,10 @@ def stats_rows(items: Iterable[Item], opts: Options) -> list[dict]:
     return [stats_row(it, opts) for it in items]
 
 
-def entry_rows(item: Item, opts: Options) -> list[dict]:
-    """One row per entry of one session (see :func:`sessiontree.fleet.entries_schema`); a file
-    that cannot be opened gives one row with ``error_kind`` and no entry."""
+def entry_rows(item: Item, opts: Options) -> list:
+    """The entry table of one session (see :func:`sessiontree.fleet.entries_schema`): a list
+    holding one ``pyarrow.Table`` made from the core's columns, or, for a file that cannot be
+    opened, one row dict with ``error_kind`` and no entry."""
     secrets: dict[int, int] | None = None
     try:
         s, _size, _mtime = open_item(item, opts)
@@ -512,11 +501,7 @@ def entry_rows(item: Item, opts: Options) -> list[dict]:
     except OSError as exc:
         return [{"path": item.path, "error_kind": "unreadable", "error": f"{item.path}: {exc.strerror or exc}"}]
     try:
-        rows = _entries_of(s, item)
-        if secrets is not None:
-            for r in rows:
-                r["secrets"] = secrets.get(r["line"], 0)
-        return rows
+        return [_entries_of(s, item, secrets)]
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
 
@@ -530,53 +515,115 @@ def _item_bytes(item: Item, opened: Session) -> bytes:
         return fh.read()
 
 
-def _entries_of(s: Session, item: Item) -> list[dict]:
-    table = s.entry_table()
-    n = len(table.index)
-    if n == 0:
-        return []
-    metrics = s.entry_metrics()  # bytes, times and token estimates, from the index
-    try:
-        on_path = set(s.context_table().index)
-    except SessionCycleError:
-        on_path = set()
+#: entry-table columns the core gives as buffers, and their Arrow types (by name)
+_CORE_COLUMNS = (
+    "entry_id",
+    "parent_id",
+    "type",
+    "role",
+    "timestamp",
+    "line",
+    "offset",
+    "bytes",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "label",
+)
+_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
+
+
+def _patched(pa: Any, typ: Any, n: int, col: tuple, fixes: dict[int, Any]) -> Any:
+    """A float64 core column with the values at ``fixes`` (position -> float or None) set."""
+    from array import array
+
+    values, _data, valid, _nulls = col
+    vals = array("d")
+    vals.frombytes(values)
+    ok = [True] * n if valid is None else [bool(valid[i >> 3] >> (i & 7) & 1) for i in range(n)]
+    for i, v in fixes.items():
+        vals[i] = 0.0 if v is None else float(v)
+        ok[i] = v is not None
+    from ._arrow import validity
+
+    bits, nulls = validity(ok)
+    return pa.Array.from_buffers(
+        typ, n, [None if bits is None else pa.py_buffer(bits), pa.py_buffer(vals)], null_count=nulls
+    )
+
+
+def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -> Any:
+    """One session's entry table (``pyarrow.Table``, :func:`sessiontree.fleet.entries_schema`)
+    from the core's columns (:meth:`Session.fleet_columns` with ``per_entry``), wrapped
+    without a copy. Entries the core leaves undecided get their usage from
+    :mod:`sessiontree.usage` and their token estimate from :meth:`Session.entry_metrics`."""
+    import pyarrow as pa
+
+    from . import _arrow, entries_schema, path_bytes, path_text
+
+    schema = entries_schema(secrets is not None)
     # a label is any JSON value in the file: the column holds string labels only
-    label_of: dict[str, Any] = {k: v for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)}
+    from . import arrow_text
+
+    labels = [(k, arrow_text(v)) for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)]
+    labels = [(k, v) for k, v in labels if _utf8(k)]
+    cols = s.fleet_columns(per_entry=True, labels=labels)
+    n = cols["n"]
+    if n == 0:
+        return schema.empty_table()
+    core = cols["columns"]
     sid = s.session_id if isinstance(s.session_id, str) else None
-    ids = table.id
-    rows = []
-    for i in range(n):
-        t = table.type[i]
-        role = table.role[i] if t == "message" else None
-        usage = None
-        if t in _USAGE_TYPES or (t == "message" and role in ("assistant", "toolResult")):
-            usage = usage_totals_of_entries([s.entry_at(i).raw], skip_missing=True)
-        rows.append(
-            {
-                "path": item.path,
-                "session_id": sid,
-                "entry_index": i,
-                "entry_id": ids[i],
-                "parent_id": table.parent_id[i],
-                "type": t,
-                "role": role,
-                "timestamp": metrics.timestamp_ms[i],
-                "line": table.line[i],
-                "offset": table.offset[i],
-                "bytes": metrics.bytes[i],
-                "tokens": metrics.tokens[i],
-                "input_tokens": _num(usage.input) if usage else None,
-                "output_tokens": _num(usage.output) if usage else None,
-                "cache_read_tokens": _num(usage.cache_read) if usage else None,
-                "cache_write_tokens": _num(usage.cache_write) if usage else None,
-                "cost": _num(usage.cost) if usage else None,
-                "on_active_path": i in on_path,
-                "label": label_of.get(eid) if (eid := ids[i]) is not None else None,
-                "error_kind": None,
-                "error": None,
-            }
+    arrays: dict[str, Any] = {
+        "path": _arrow.repeated(pa, pa.string(), path_text(item.path), n),
+        "path_bytes": _arrow.repeated(pa, pa.binary(), path_bytes(item.path), n),
+        "session_id": _arrow.repeated(pa, pa.string(), arrow_text(sid), n),
+        "entry_index": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(_arange(n))], null_count=0),
+        "on_active_path": pa.Array.from_buffers(
+            pa.bool_(), n, [None, pa.py_buffer(core["on_active_path"])], null_count=0
+        ),
+        "error_kind": _arrow.repeated(pa, pa.string(), None, n),
+        "error": _arrow.repeated(pa, pa.string(), None, n),
+    }
+    fixes: dict[str, dict[int, Any]] = {}
+    for i in cols["undecided"]:
+        u = usage_totals_of_entries([s.entry_at(i).raw], skip_missing=True)
+        for name, v in zip(_USAGE_COLUMNS, (u.input, u.output, u.cache_read, u.cache_write, u.cost)):
+            fixes.setdefault(name, {})[i] = _num(v)
+    if cols["tokens_undecided"]:
+        idx = cols["tokens_undecided"]
+        fixes["tokens"] = dict(zip(idx, s.entry_metrics(idx).tokens))
+    for name in _CORE_COLUMNS:
+        typ = schema.field(name).type
+        if name in fixes:
+            arrays[name] = _patched(pa, typ, n, core[name], fixes[name])
+        else:
+            arrays[name] = _arrow.from_core(pa, typ, n, core[name])
+    if secrets is not None:
+        from array import array
+
+        line = array("q")
+        line.frombytes(core["line"][0])
+        arrays["secrets"] = pa.Array.from_buffers(
+            pa.int64(), n, [None, pa.py_buffer(array("q", [secrets.get(k, 0) for k in line]))], null_count=0
         )
-    return rows
+    return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _utf8(v: str) -> bool:
+    try:
+        v.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _arange(n: int) -> Any:
+    from array import array
+
+    return array("q", range(n))
 
 
 def entries_rows(items: Iterable[Item], opts: Options) -> list[dict]:

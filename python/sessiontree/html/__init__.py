@@ -101,12 +101,6 @@ def _segment_bounds(fh: BinaryIO, end: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _memory_bytes(session: "Session") -> bytes:
-    """An in-memory session's bytes as the core holds them: the header line, then each line."""
-    core = session._core
-    return b"".join([(core.header_line() or b"") + b"\n"] + [core.line(i) + b"\n" for i in range(len(core))])
-
-
 def _u32(values: list[int]) -> bytes:
     from array import array
 
@@ -140,21 +134,19 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         OSError: ``path`` cannot be written.
     """
     out = Path(path)
-    core = session._core
     session.flush()
-    n = len(core)
+    n = len(session)
     css = _asset("viewer.css")
     js = _asset("viewer.js")
-    leaf = core.leaf()
-    if leaf is None and not core.leaf_is_null() and n:
+    leaf_entry = session.leaf_entry
+    leaf = None if leaf_entry is None else leaf_entry.index
+    if leaf is None and not session.leaf_is_null and n:
         leaf = n - 1  # Pi: an unknown leaf id reads as the last entry
     # label entries replayed in the core's order; only string targets can name an entry (the
     # index resolves which entry holds the current label of each target)
     labels: dict[str, object] = {}
-    for target, e in core.labels():
+    for target, value in session.labels.items():
         if isinstance(target, str):
-            raw = session._load_raw(e)
-            value = raw.get("label") if isinstance(raw, dict) else None
             labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
     from ..session import atomic_writer  # looked up per call (tests watch it)
@@ -166,12 +158,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     mem: bytes | None = None
     if session.path is not None:
         st = os.stat(session.path)
-        bounds = core.html_segment_bounds(SEGMENT_BYTES)
-        end = core.end
+        bounds = session.html_segment_bounds(SEGMENT_BYTES)
+        end = session.indexed_bytes
     else:
         import io
 
-        mem = _memory_bytes(session)
+        mem = session.to_bytes()
         end = len(mem)
         bounds = _segment_bounds(io.BytesIO(mem), end)
     csp = (
@@ -189,12 +181,12 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             "segments": [off for off, _ in bounds],
             "n": n,
             "leaf": leaf,
-            "leafIsNull": core.leaf_is_null(),
+            "leafIsNull": session.leaf_is_null,
             "header": session.header,
             "name": session.session_name,
             "file": src_name,
             "labels": labels,
-            "problems": session._core.problem_count(),
+            "problems": len(session.problems),
         }
         w = fh.write
         w(
@@ -207,14 +199,14 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             b"(this page needs JavaScript and a browser with DecompressionStream)</div>\n"
         )
         w(b'<script type="application/json" id="st-meta">' + json_for_script(meta) + b"</script>\n")
-        roots, start, kids = core.tree_table()
+        roots, start, kids = session.tree_table()
         tree = _u32([len(roots), len(start), len(kids)]) + _u32(roots) + _u32(start) + _u32(kids)
         del roots, start, kids
         w(b'<script type="text/plain" id="st-treedata">' + _gz_b64(tree) + b"</script>\n")
         del tree
         # index chunks: digested and compressed by the core on every core, written in order
         fh.flush()
-        core.html_write_index(
+        session.html_write_index(
             fh.fileno(), INDEX_BATCH, PREVIEW_CHARS, b'<script type="text/plain" class="st-ix">', b"</script>\n"
         )
         w(b"<script>" + js.encode() + b"</script>\n")
@@ -225,7 +217,9 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             for k, (o, _) in enumerate(bounds)
         ]
         fh.flush()
-        core.html_write_segments(fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem)
+        session.html_write_segments(
+            fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem
+        )
         if session.path is not None and os.stat(session.path).st_size < end:
             # a small file is read once into memory by the core: it still holds the bytes
             raise SessionFileChangedError("the session file shrank while it was exported")

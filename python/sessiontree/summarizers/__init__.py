@@ -74,6 +74,11 @@ __all__ = [
     "AnthropicSummarizer",
     "get_summarizer",
     "SUMMARIZER_NAMES",
+    "PROVIDERS",
+    "Provider",
+    "provider",
+    "provider_for_pi_api",
+    "provider_class",
     "is_context_overflow",
     "output_budget",
     "estimate_request_tokens",
@@ -85,33 +90,25 @@ __all__ = [
     "TURN_CONTEXT_SEPARATOR",
 ]
 
-#: Names accepted by :func:`get_summarizer`.
-SUMMARIZER_NAMES = ("offline", "openai", "anthropic")
+from ..providers import PROVIDERS, SUMMARIZER_NAMES, Provider, provider, provider_for_pi_api  # noqa: E402
+
+_BY_NAME = {n: p for p in PROVIDERS for n in (p.name, *p.aliases)}
+_BY_CLASS = {p.cls: p for p in PROVIDERS}
+
+
+def provider_class(p: Provider) -> Any:
+    """The provider's summarizer class (imports its module; the SDK is imported when the class
+    is instantiated)."""
+    import importlib
+
+    return getattr(importlib.import_module(f".{p.module}", __name__), p.cls)
 
 
 def __getattr__(name: str) -> Any:  # lazy provider classes (their SDKs are optional)
-    if name == "OpenAICompatSummarizer":
-        from .openai_compat import OpenAICompatSummarizer
-
-        return OpenAICompatSummarizer
-    if name == "AnthropicSummarizer":
-        from .anthropic import AnthropicSummarizer
-
-        return AnthropicSummarizer
+    p = _BY_CLASS.get(name)
+    if p is not None:
+        return provider_class(p)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# name -> (module, class, environment variable prefix)
-#: the function of each provider module that imports its SDK (ImportError naming the pip extra)
-_SDK_IMPORT = {"openai_compat": "import_openai", "anthropic": "import_anthropic"}
-
-_PROVIDERS = {
-    "openai": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
-    "openai-compatible": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
-    "openai_compat": ("openai_compat", "OpenAICompatSummarizer", "OPENAI"),
-    "anthropic": ("anthropic", "AnthropicSummarizer", "ANTHROPIC"),
-    "claude": ("anthropic", "AnthropicSummarizer", "ANTHROPIC"),
-}
 
 
 def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
@@ -131,15 +128,14 @@ def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
     key = (name or "offline").strip().lower()
     if key == "offline":
         return OfflineSummarizer(**kw)
-    provider = _PROVIDERS.get(key)
-    if provider is not None:
-        module, cls_name, env = provider
+    p = _BY_NAME.get(key)
+    if p is not None:
         import importlib
 
-        mod = importlib.import_module(f".{module}", __name__)
+        mod = importlib.import_module(f".{p.module}", __name__)
         # the provider's SDK first: a missing package is the error to fix before any setting
-        getattr(mod, _SDK_IMPORT[module])()
-        cls = getattr(mod, cls_name)
+        getattr(mod, p.sdk_import)()
+        cls, env = getattr(mod, p.cls), p.env
         kw.setdefault("api_key", os.environ.get(f"{env}_API_KEY"))
         kw.setdefault("base_url", os.environ.get(f"{env}_BASE_URL"))
         model = kw.pop("model", None) or os.environ.get(f"{env}_MODEL")

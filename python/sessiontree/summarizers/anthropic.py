@@ -41,7 +41,8 @@ from .base import (
 )
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
-from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
+from .retry import RetryPolicy, TransientError, is_transient_status, retry_call
+from .sdk import convert_sdk_error
 
 __all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
 
@@ -101,28 +102,29 @@ def _error_type_and_text(exc: Any) -> tuple[str | None, str]:
     return etype, " | ".join(parts)
 
 
+def _transient(exc: Any, status: int, headers: Mapping[str, str] | None) -> bool:
+    # A stream ``error`` event arrives on a 200 response: its type decides.
+    etype, _ = _error_type_and_text(exc)
+    return etype in _TRANSIENT_TYPES or (status >= 400 and is_transient_status(status, headers))
+
+
+def _stream_error(exc: Any) -> SummarizerError:
+    _, text = _error_type_and_text(exc)
+    if is_context_overflow(None, text):
+        return ContextOverflowError(f"context overflow: {text}")
+    return TransientError(f"stream error: {text}")
+
+
 def _convert_error(exc: BaseException, anthropic: Any) -> SummarizerError:
-    """Classify an SDK/transport exception: overflow, transient (retry) or fatal."""
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        etype, text = _error_type_and_text(exc)
-        headers = exc.response.headers if getattr(exc, "response", None) is not None else None
-        if is_context_overflow(status, text):
-            return ContextOverflowError(f"context overflow (HTTP {status}): {text}")
-        # A stream ``error`` event arrives on a 200 response: its type decides.
-        if etype in _TRANSIENT_TYPES or (status >= 400 and is_transient_status(status, headers)):
-            return TransientError(f"HTTP {status}: {text}", status=status, retry_after=parse_retry_after(headers))
-        return SummarizerError(f"HTTP {status}: {text}")
-    if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError)):
-        return TransientError(f"connection error: {exc}")
-    if isinstance(exc, anthropic.APIError):
-        etype, text = _error_type_and_text(exc)
-        if is_context_overflow(None, text):
-            return ContextOverflowError(f"context overflow: {text}")
-        return TransientError(f"stream error: {text}")
-    if is_transport_error(exc):
-        return TransientError(f"connection error: {type(exc).__name__}: {exc}")
-    return SummarizerError(f"{type(exc).__name__}: {exc}")
+    """Classify an SDK/transport exception: overflow, transient (retry) or fatal
+    (:func:`.sdk.convert_sdk_error`)."""
+    return convert_sdk_error(
+        exc,
+        anthropic,
+        error_text=lambda e: _error_type_and_text(e)[1],
+        transient=_transient,
+        stream_error=_stream_error,
+    )
 
 
 class AnthropicSummarizer:

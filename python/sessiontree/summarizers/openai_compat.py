@@ -46,7 +46,8 @@ from .base import (
 )
 from .overflow import is_context_overflow
 from .prompts import build_prompt, estimate_request_tokens, output_budget
-from .retry import RetryPolicy, TransientError, is_transient_status, is_transport_error, parse_retry_after, retry_call
+from .retry import RetryPolicy, TransientError, is_transient_status, retry_call
+from .sdk import convert_sdk_error
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
@@ -135,32 +136,29 @@ def _error_text(exc: Any) -> str:
     return " | ".join(parts)
 
 
+def _stream_error(exc: Any) -> SummarizerError:
+    """An error event inside the stream: no HTTP status, but maybe a numeric ``code``."""
+    text = _error_text(exc)
+    body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    if is_context_overflow(status, text):
+        return ContextOverflowError(f"context overflow (stream error): {text}")
+    if status is not None and not is_transient_status(status):
+        return SummarizerError(f"stream error {status}: {text}")
+    return TransientError(f"stream error: {text}", status=status)
+
+
 def _convert_error(exc: BaseException, openai: Any) -> SummarizerError:
-    """Classify an SDK/transport exception: overflow, transient (retry) or fatal."""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        text = _error_text(exc)
-        headers = exc.response.headers if getattr(exc, "response", None) is not None else None
-        if is_context_overflow(status, text):
-            return ContextOverflowError(f"context overflow (HTTP {status}): {text}")
-        if is_transient_status(status, headers):
-            return TransientError(f"HTTP {status}: {text}", status=status, retry_after=parse_retry_after(headers))
-        return SummarizerError(f"HTTP {status}: {text}")
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
-        return TransientError(f"connection error: {exc}")
-    if isinstance(exc, openai.APIError):  # an error event inside the stream: no HTTP status
-        text = _error_text(exc)
-        body = getattr(exc, "body", None)
-        code = body.get("code") if isinstance(body, dict) else None
-        status = code if isinstance(code, int) and not isinstance(code, bool) else None
-        if is_context_overflow(status, text):
-            return ContextOverflowError(f"context overflow (stream error): {text}")
-        if status is not None and not is_transient_status(status):
-            return SummarizerError(f"stream error {status}: {text}")
-        return TransientError(f"stream error: {text}", status=status)
-    if is_transport_error(exc):
-        return TransientError(f"connection error: {type(exc).__name__}: {exc}")
-    return SummarizerError(f"{type(exc).__name__}: {exc}")
+    """Classify an SDK/transport exception: overflow, transient (retry) or fatal
+    (:func:`.sdk.convert_sdk_error`)."""
+    return convert_sdk_error(
+        exc,
+        openai,
+        error_text=_error_text,
+        transient=lambda _exc, status, headers: is_transient_status(status, headers),
+        stream_error=_stream_error,
+    )
 
 
 class OpenAICompatSummarizer:

@@ -10,8 +10,9 @@ import os
 import sys
 from typing import Any
 
-from .cli import _nonneg_float
-from .cli import _pos_int as _cli_pos_int
+from ..providers import SUMMARIZER_NAMES, names_text
+from .args import _nonneg_float
+from .args import _pos_int as _cli_pos_int
 
 COMMANDS = ("stats", "compact-all")
 
@@ -106,9 +107,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--parquet", metavar="OUT", help="also write this run's outcomes table")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
-    p.add_argument("--summarizer", choices=("offline", "openai", "anthropic"), default=None)
-    p.add_argument("--model", metavar="M", help="model id for openai/anthropic")
-    p.add_argument("--base-url", metavar="URL", help="API base URL for openai/anthropic")
+    p.add_argument("--summarizer", choices=SUMMARIZER_NAMES, default=None)
+    p.add_argument("--model", metavar="M", help=f"model id for {names_text('/')}")
+    p.add_argument("--base-url", metavar="URL", help=f"API base URL for {names_text('/')}")
     p.add_argument("--max-tokens", type=_pos_int, metavar="N", help="the summarizing model's output limit")
     p.add_argument("--instructions", metavar="TEXT", help="extra focus for the summaries")
     p.add_argument(
@@ -124,7 +125,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
+    from ..settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
 
     d = DEFAULT_COMPACTION_SETTINGS
     keep = getattr(args, "keep_recent_tokens", None)
@@ -143,7 +144,7 @@ def _tty() -> bool:
 
 
 def _fail(message: str) -> int:
-    from .cli import safe_text
+    from ..cli import safe_text
 
     print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
     return 2
@@ -152,7 +153,7 @@ def _fail(message: str) -> int:
 def _missing_source(sources: list[str]) -> str | None:
     """The first local SOURCE that does not exist (a glob matching nothing is not missing: it
     names no sessions; URLs are checked by listing them)."""
-    from .fleet._sources import _is_url
+    from ..fleet._sources import _is_url
 
     for src in sources:
         text = src[len("file://") :] if src.startswith("file://") else src
@@ -169,7 +170,7 @@ _NAMED = 20
 
 def _name_errors(rows: list[tuple[str, str, str]], what: str) -> None:
     """``(path, kind, error)`` of the files that could not be read, on stderr."""
-    from .cli import safe_text
+    from ..cli import safe_text
 
     for path, kind, err in rows[:_NAMED]:
         print(f"  {kind}: {safe_text(path)}: {safe_text(err)}", file=sys.stderr)
@@ -186,7 +187,7 @@ def _count(values: list[Any]) -> dict[str, int]:
 
 
 def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
-    from .cli import safe_text
+    from ..cli import safe_text
 
     progress = (args.progress or _tty()) and not args.no_progress
     table = fleet.session_stats(
@@ -259,8 +260,8 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
     import signal
     import threading
 
-    from .fleet._compact import RunInterrupted
-    from .summarizers import get_summarizer
+    from ..fleet._compact import RunInterrupted
+    from ..summarizers import get_summarizer
 
     name = args.summarizer or "offline"
     kw: dict = {}
@@ -273,7 +274,7 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         if args.max_tokens is not None:
             kw["max_output_tokens"] = args.max_tokens
     elif args.model or args.base_url:
-        return _fail("--model and --base-url need --summarizer openai or anthropic")
+        return _fail(f"--model and --base-url need --summarizer {names_text()}")
     try:
         summarizer = get_summarizer(name, **kw)
     except (ImportError, ValueError) as exc:
@@ -364,11 +365,11 @@ _FAILED = ("error", "summarizer_error", "locked", "not_a_session", "not_a_file",
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from . import fleet
+        from .. import fleet
     except ImportError as exc:  # pragma: no cover - depends on the environment
         return _fail(f"{exc}")
-    from .errors import SessionTreeError
-    from .fleet._sources import SourceError
+    from ..errors import SessionTreeError
+    from ..fleet._sources import SourceError
 
     missing = _missing_source(args.source)
     if missing is not None:

@@ -1,0 +1,346 @@
+"""The ``sessiontree`` entry point: the command table, the argparse parser (every
+subcommand, the fleet's and scrub's included) and :func:`main`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Sequence
+
+
+from ..errors import (
+    EntryNotFoundError,
+    SessionCycleError,
+    SessionError,
+    SessionFormatError,
+    SessionLockedError,
+)
+from ..session import Session
+
+from ..providers import SUMMARIZER_NAMES, names_text
+from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int
+from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, safe_text
+from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_tree, cmd_validate
+from .compact import _CliFailure, cmd_compact
+from .write import cmd_export_html, cmd_navigate
+
+
+COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
+    "info": cmd_info,
+    "tree": cmd_tree,
+    "branch": cmd_branch,
+    "context": cmd_context,
+    "entries": cmd_entries,
+    "validate": cmd_validate,
+    "compact": cmd_compact,
+    "navigate": cmd_navigate,
+    "export-html": cmd_export_html,  # issue 12
+}
+
+#: Commands that may write to the session file.
+WRITING_COMMANDS = frozenset({"compact", "navigate"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for ``sessiontree`` (one subparser per command)."""
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="sessiontree",
+        description="Inspect Pi coding-agent session files (JSONL v3). Only compact and navigate write "
+        "(appending entries); every other command only reads.",
+    )
+    parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("file", metavar="FILE", help="a Pi session file (.jsonl)")
+    common.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    previews = argparse.ArgumentParser(add_help=False)
+    previews.add_argument(
+        "--max-preview",
+        type=int,
+        default=DEFAULT_PREVIEW,
+        metavar="N",
+        help=f"characters of text shown per line (default {DEFAULT_PREVIEW})",
+    )
+    previews.add_argument("--no-preview", action="store_true", help="show no text previews")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("info", parents=[common], help="header, counts, leaf, context size")
+    sub.add_parser("tree", parents=[common, previews], help="the whole tree, like Pi's /tree")
+    p = sub.add_parser("branch", parents=[common, previews], help="the active branch, root to leaf")
+    p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
+    p = sub.add_parser("context", parents=[common, previews], help="the messages the model sees")
+    p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
+    p = sub.add_parser("entries", parents=[common], help="entries in file order")
+    p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
+    sub.add_parser("validate", parents=[common], help="list damaged lines and structural problems")
+    sub.add_parser("rpc", add_help=False, help="serve a session over Pi's RPC (JSON lines); see rpc --help")
+
+    summ = argparse.ArgumentParser(add_help=False)
+    g = summ.add_argument_group("summarizer")
+    g.add_argument(
+        "--summarizer",
+        choices=SUMMARIZER_NAMES,
+        default=None,
+        help="who writes the summary (default offline: extractive, no model, no network)",
+    )
+    g.add_argument(
+        "--model",
+        metavar="M",
+        help=f"model id for {names_text('/')} (default {names_text(' / ', '${env}_MODEL')})",
+    )
+    g.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"API base URL for {names_text('/')} (default {names_text(' / ', '${env}_BASE_URL')})",
+    )
+    g.add_argument("--instructions", metavar="TEXT", help="extra focus for the summary (Pi's custom instructions)")
+    g.add_argument(
+        "--context-window",
+        type=_pos_int,
+        metavar="N",
+        help="the summarizing model's context window in tokens (limits the output budget)",
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=_pos_int,
+        metavar="N",
+        help="the summarizing model's output limit in tokens (default 16384)",
+    )
+    w = summ.add_argument_group("writing")
+    w.add_argument("--dry-run", action="store_true", help="show what would happen; write nothing")
+    w.add_argument(
+        "--progress", action="store_true", help="print progress lines to stderr even when it is not a terminal"
+    )
+    w.add_argument(
+        "--lock-timeout",
+        type=_nonneg_float,
+        metavar="SECONDS",
+        default=None,
+        help="wait this long for another writer's lock (default: fail at once, exit 2)",
+    )
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "compact",
+        parents=[common, summ],
+        help="summarize old history into a compaction entry",
+        description="Compact the active branch like Pi's /compact.",
+        epilog=_COMPACT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--keep-recent-tokens",
+        type=_nonneg_int,
+        metavar="N",
+        help="tokens of recent context kept verbatim (default 20000)",
+    )
+    p.add_argument(
+        "--reserve-tokens",
+        type=_nonneg_int,
+        metavar="N",
+        help="Pi's reserveTokens (default 16384): with --context-window, --dry-run reports whether "
+        "Pi would auto-compact (tokens > window - reserve); it does not change where a manual "
+        "compaction cuts",
+    )
+    p = sub.add_parser(
+        "navigate",
+        parents=[common, summ],
+        help="move the leaf like Pi's /tree",
+        description="Move to another point of the tree like Pi's /tree.",
+        epilog=_NAVIGATE_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("target_id", metavar="TARGET_ID", help="the entry to go to")
+    p.add_argument(
+        "--summarize", action="store_true", help="append a branch_summary of the abandoned branch at the new position"
+    )
+    p.add_argument(
+        "--replace-instructions",
+        action="store_true",
+        help="--instructions replace the default summary prompt instead of adding to it",
+    )
+    p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
+    p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
+    p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
+    p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
+    p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
+    p = sub.add_parser(
+        "cache",
+        help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",
+        description="Saved indexes make a second open of a large session cheap. They live in "
+        "$SESSIONTREE_INDEX_CACHE (a folder, or 'off'), else $XDG_CACHE_HOME/sessiontree, else "
+        "~/.cache/sessiontree. Clearing only removes our own files; nothing is ever needed there.",
+    )
+    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/cli/fleet.py ---
+    from .fleet import add_parsers as add_fleet_parsers
+
+    add_fleet_parsers(sub)
+    # --- scrub commands (issue 20): sessiontree/_scrub_cli.py ---
+    from .._scrub_cli import add_parsers as add_scrub_parsers
+
+    add_scrub_parsers(sub)
+    # ---
+    return parser
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """``sessiontree cache info|clear``: the folder, its saved indexes and rows; or remove them."""
+    from .. import index_cache
+
+    if args.action == "clear":
+        n = index_cache.clear()
+        folder = index_cache.resolve()
+        if args.json:
+            _write_out(json_document({"folder": str(folder) if folder else None, "removed": n}) + "\n", flush=True)
+        else:
+            _write_out(f"removed {n} files from {folder if folder else '(cache off)'}\n", flush=True)
+        return 0
+    inf = index_cache.info()
+    doc = {
+        "folder": str(inf.folder) if inf.folder else None,
+        "enabled": inf.folder is not None,
+        "exists": inf.exists,
+        "files": inf.files,
+        "bytes": inf.bytes,
+        "temp_files": inf.temp_files,
+        "min_bytes": index_cache.min_bytes(),
+    }
+    if args.json:
+        _write_out(json_document(doc) + "\n", flush=True)
+    elif inf.folder is None:
+        _write_out("index cache: off (SESSIONTREE_INDEX_CACHE=off)\n", flush=True)
+    else:
+        _write_out(
+            f"index cache: {inf.folder}{'' if inf.exists else ' (not created yet)'}\n"
+            f"files: {inf.files} ({inf.bytes} bytes){f', {inf.temp_files} temp' if inf.temp_files else ''}\n"
+            f"saved for files of at least {doc['min_bytes']} bytes\n",
+            flush=True,
+        )
+    return 0
+
+
+def _fail(message: str, code: int = 2, as_json: bool = False) -> int:
+    """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
+    try:
+        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if as_json:
+        try:
+            _write_out(json_document({"error": True, "exit_code": code, "message": message}) + "\n", flush=True)
+        except (_OutputError, BrokenPipeError):
+            _silence_stdout()
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    0 success; 1 ``validate`` found problems, ``compact`` found nothing to compact, ``navigate``
+    would write nothing; 2 usage error / missing, unreadable or non-Pi file / unknown id / a
+    looping active branch where one is needed / locked file / summarizer misconfigured or
+    failed / an append failed (disk full, file too large) / standard output full or closed;
+    130 interrupted. Errors are one line on stderr, never a traceback; with ``--json`` every
+    failure also prints ``{"error": true, "exit_code": N, "message": ...}`` on stdout (when
+    stdout can be written).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if rest[:1] == ["rpc"]:  # Pi's RPC server takes Pi's launch flags: see sessiontree.rpc
+        from ..rpc import main as rpc_main
+
+        return rpc_main(rest[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):
+            try:  # argparse already explained on stderr
+                _write_out(
+                    json_document({"error": True, "exit_code": code, "message": "usage error"}) + "\n", flush=True
+                )
+            except (_OutputError, BrokenPipeError):
+                _silence_stdout()
+        return code
+    as_json = bool(getattr(args, "json", False))
+
+    def fail(message: str, code: int = 2) -> int:
+        return _fail(message, code, as_json)
+
+    if getattr(args, "max_preview", 0) < 0:
+        return fail("--max-preview must be >= 0")
+    if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
+        return fail("standard output is closed; nothing done")
+    if args.command == "cache":
+        return _cmd_cache(args)
+    # --- fleet commands take a SOURCE, not one FILE ---
+    from .fleet import COMMANDS as FLEET_COMMANDS, run as run_fleet
+
+    if args.command in FLEET_COMMANDS:
+        return run_fleet(args)
+    from .._scrub_cli import COMMANDS as SCRUB_COMMANDS, run as run_scrub
+
+    if args.command in SCRUB_COMMANDS:
+        return run_scrub(args)
+    # ---
+    try:
+        session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
+    except FileNotFoundError:
+        return fail(f"{args.file}: no such file")
+    except SessionFormatError as exc:
+        text = str(exc)
+        return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+    except (OSError, SessionError) as exc:
+        return fail(f"{args.file}: cannot read: {exc}")
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        return fail(f"{args.file}: cannot read: unexpected {type(exc).__name__}: {exc}")
+    entries_before = len(session)
+    try:
+        rc = COMMANDS[args.command](session, args)
+        _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
+        return rc
+    except SessionCycleError as exc:
+        return fail(f"{args.file}: parentId cycle ({exc}); Pi cannot open this session")
+    except EntryNotFoundError as exc:
+        return fail(str(exc))
+    except _CliFailure as exc:
+        return fail(str(exc), exc.code)
+    except SessionLockedError as exc:
+        return fail(f"{exc}; nothing written (retry later, or wait with --lock-timeout SECONDS)")
+    except _OutputError as exc:
+        _silence_stdout()
+        done = "; the session file was written" if len(session) != entries_before else ""
+        return _fail(f"{exc}{done}", 2, False)
+    except KeyboardInterrupt:
+        print("sessiontree: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+    except (SessionError, ValueError) as exc:  # ContextError, EstimateError are ValueErrors
+        return fail(f"{args.file}: {exc}")
+    except OSError as exc:  # an append failed: disk full, file too large, I/O error
+        return fail(f"{args.file}: cannot write: {exc.strerror or exc}")
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        return fail(f"{args.file}: unexpected {type(exc).__name__}: {exc}")
+    finally:
+        try:
+            session.close()
+        except Exception as exc:  # noqa: BLE001 - a failed final flush/close is an error, not a traceback
+            _fail(f"{args.file}: cannot close: {exc}", 2, False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The read commands: ``info``, ``tree``, ``branch``, ``context``, ``entries``, ``validate``
+(they never write to the session file)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Any, Sequence
+
+
+from ..errors import (
+    EntryNotFoundError,
+)
+from ..listing import parent_session_of
+from ..session import Session
+
+from .render import (
+    MAX_TREE_GUIDES,
+    _Out,
+    _active_path,
+    _entry_preview_of,
+    _fmt_tokens,
+    _kind_from,
+    _labels_by_id,
+    _print_json,
+    _safe_preview,
+    _shown_id,
+    _tokens_or_none,
+    message_preview,
+    safe_text,
+)
+
+
+# ==== info ============================================================================
+
+
+def cmd_info(s: Session, args: argparse.Namespace) -> int:
+    """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
+    context's size and the number of problem lines."""
+    disk = s.file_header
+    header = s.header
+    path, cycle = _active_path(s)
+    roles = Counter(role or "?" for etype, role in zip(path.type, path.role) if etype == "message")
+    context_count = context_tokens = None
+    context_error = None
+    if cycle is None:
+        try:
+            ctx = s.build_context()
+        except Exception as exc:  # Pi throws here too (e.g. a null message)
+            context_error = str(exc)
+        else:
+            from ..tokens import estimate_tokens
+
+            context_count = len(ctx.messages)
+            per = [_tokens_or_none(estimate_tokens, m) for m in ctx.messages]
+            context_tokens = None if any(t is None for t in per) else sum(per)
+    version = disk.get("version") if disk is not None else None
+    info = {
+        "path": str(s.path),
+        "session_id": header.get("id") if disk is not None else None,
+        "cwd": header.get("cwd") if disk is not None else None,
+        "version": version,
+        "legacy_migrated_in_memory": bool(s.needs_migration),
+        "parent_session": parent_session_of(header),
+        "empty_file": disk is None,
+        "entries": len(s),
+        "distinct_ids": s.entry_count(),
+        "leaf_id": s.leaf_id,
+        "session_name": s.session_name,
+        "labels": len(s.labels),
+        "roots": len(s.tree_roots()),
+        "active_branch_length": None if cycle else len(path.index),
+        "active_branch_cycle": list(cycle.ids) if cycle else None,
+        "message_roles": None if cycle else dict(sorted(roles.items())),
+        "context_messages": context_count,
+        "context_tokens": context_tokens,
+        "context_error": context_error,
+        "problems": len(s.problems),
+    }
+    if args.json:
+        _print_json(info)
+        return 0
+    out = _Out()
+    out(f"path:            {safe_text(info['path'])}")
+    if disk is None:
+        out("header:          none (empty file; Pi writes a new header when it opens it)")
+    else:
+        out(f"session id:      {safe_text(info['session_id'])}")
+        out(f"cwd:             {safe_text(info['cwd'])}")
+        legacy = " (legacy: migrated to v3 in memory, Pi rewrites the file)" if s.needs_migration else ""
+        out(f"version:         {safe_text(version if version is not None else 'none (v1)')}{legacy}")
+        if info["parent_session"] is not None:
+            out(f"parent session:  {safe_text(info['parent_session'])}")
+    out(f"entries:         {info['entries']} ({info['distinct_ids']} distinct ids)")
+    out(f"leaf:            {safe_text(info['leaf_id']) if info['leaf_id'] is not None else '-'}")
+    out(f"session name:    {safe_text(info['session_name']) if info['session_name'] is not None else '-'}")
+    out(f"labels:          {info['labels']}")
+    out(f"roots:           {info['roots']}")
+    if cycle is not None:
+        out(f"active branch:   parentId cycle ({' -> '.join(_shown_id(i) for i in cycle.ids)}); Pi cannot open it")
+    else:
+        shown = ", ".join(f"{safe_text(r)} {n}" for r, n in sorted(roles.items())) or "no messages"
+        out(f"active branch:   {len(path.index)} entries; messages: {shown}")
+    if context_error is not None:
+        out(f"context:         error: {safe_text(context_error)}")
+    elif context_count is not None:
+        out(f"context:         {context_count} messages, ~{_fmt_tokens(context_tokens)} tokens (estimated)")
+    out(f"problem lines:   {info['problems']} (run `sessiontree validate` for structural checks)")
+    out.flush()
+    return 0
+
+
+# ==== tree ============================================================================
+
+
+def cmd_tree(s: Session, args: argparse.Namespace) -> int:
+    """Draw the tree like Pi's /tree, without recursion.
+
+    One line per entry: ``•`` in the first column for entries on the active branch, branch
+    guides (``├─``, ``└─``, ``│``), the id, role or type, ``[label]``, a preview, and
+    ``← leaf`` on the leaf. A node with one child is followed by that child at the same
+    indentation (a linear run stays flat, as in Pi), so only real branch points indent;
+    beyond ``MAX_TREE_GUIDES`` levels older guides fold into ``⋯``. Entries not reachable
+    from any root (parentId cycles) are drawn after the tree. A node met a second time
+    (a duplicated id listed twice, or a loop through one) is shown once more with
+    ``(shown above)`` and not expanded again.
+    """
+    limit = 0 if args.no_preview else args.max_preview
+    roots, start, kids = s.tree_table()
+    labels = _labels_by_id(s)
+    path, cycle = _active_path(s)
+    on_path = set(path.index)
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
+    unreachable = [e.index for e in s.unreachable_entries()]
+    table = s.entry_table()
+    ids, parent_ids, types, roles, lines = table.id, table.parent_id, table.type, table.role, table.line
+
+    out = _Out()
+    records: list[dict] = []
+    seen: set[int] = set()
+    max_prefix = 3 * MAX_TREE_GUIDES
+
+    def children_of(i: int) -> list[int]:
+        return kids[start[i] : start[i + 1]] if i + 1 < len(start) else []
+
+    def walk(tops: Sequence[int], unreachable_part: bool) -> None:
+        # stack items: (node, prefix of this line, connector, prefix for its children, depth)
+        stack: list[tuple[int, str, str, str, int]] = []
+        many = len(tops) > 1
+        for k in range(len(tops) - 1, -1, -1):
+            last = k == len(tops) - 1
+            conn = ("└─ " if last else "├─ ") if many else ""
+            stack.append((tops[k], "", conn, ("   " if last else "│  ") if many else "", 0))
+        while stack:
+            i, prefix, conn, child_prefix, depth = stack.pop()
+            again = i in seen
+            eid = ids[i]
+            kind = _kind_from(types[i], roles[i])
+            label = labels.get(eid) if eid is not None else None
+            text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
+            if args.json:
+                if not again:
+                    ch = children_of(i)
+                    rec = {
+                        "index": i,
+                        "id": eid,
+                        "parent_id": parent_ids[i],
+                        "type": types[i],
+                        "role": roles[i],
+                        "line": lines[i],
+                        "depth": depth,
+                        "label": label,
+                        "children": [ids[c] for c in ch],
+                        "child_indices": list(ch),
+                        "on_active_branch": i in on_path,
+                        "is_leaf": i == leaf,
+                        "unreachable": unreachable_part,
+                    }
+                    if limit > 0:
+                        rec["preview"] = text
+                    records.append(rec)
+            else:
+                mark = "• " if i in on_path else "  "
+                parts = [mark, prefix, conn, _shown_id(eid), " ", safe_text(kind)]
+                if label is not None:
+                    parts.append(f" [{safe_text(label)}]")
+                if text:
+                    parts.append(": " + text)
+                if again:
+                    parts.append("  (shown above)")
+                if i == leaf and not again:
+                    parts.append("  ← leaf")
+                out("".join(parts))
+            if again:
+                continue
+            seen.add(i)
+            ch = children_of(i)
+            if not ch:
+                continue
+            if len(ch) == 1:
+                stack.append((ch[0], child_prefix, "", child_prefix, depth + 1))
+                continue
+            for k in range(len(ch) - 1, -1, -1):
+                last = k == len(ch) - 1
+                sub = child_prefix + ("   " if last else "│  ")
+                if len(sub) > max_prefix:
+                    sub = "⋯  " + sub[-(max_prefix - 3) :]
+                stack.append((ch[k], child_prefix, "└─ " if last else "├─ ", sub, depth + 1))
+
+    walk(roots, False)
+    rest = [i for i in unreachable if i not in seen]
+    if rest:
+        if not args.json:
+            out(f"-- {len(unreachable)} entries not reachable from any root (parentId cycle) --")
+        while rest:
+            walk([rest[0]], True)
+            rest = [i for i in rest if i not in seen]
+    if args.json:
+        _print_json(
+            {
+                "leaf_id": s.leaf_id,
+                "roots": [ids[r] for r in roots],
+                "unreachable_ids": [ids[i] for i in unreachable],
+                "active_branch_cycle": list(cycle.ids) if cycle else None,
+                "nodes": records,
+            }
+        )
+    else:
+        if not roots and not unreachable:
+            out("(no entries)")
+        out.flush()
+    if cycle is not None:
+        print(
+            f"sessiontree: warning: the active branch loops ({safe_text(str(cycle))}); Pi cannot open this session",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# ==== branch ==========================================================================
+
+
+def cmd_branch(s: Session, args: argparse.Namespace) -> int:
+    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview.
+
+    Raises:
+        EntryNotFoundError: ``--from`` names no entry.
+        SessionCycleError: the parent chain loops.
+    """
+    path, cycle = _active_path(s, args.from_id)
+    if cycle is not None:
+        raise cycle
+    limit = 0 if args.no_preview else args.max_preview
+    labels = _labels_by_id(s)
+    leaf_entry = s.leaf_entry
+    leaf = leaf_entry.index if leaf_entry is not None else None
+    rows = []
+    for depth, (i, eid, pid, _, etype, role, line, _) in enumerate(zip(*path)):
+        rows.append(
+            {
+                "depth": depth,
+                "id": eid,
+                "parent_id": pid,
+                "type": etype,
+                "role": role,
+                "line": line,
+                "label": labels.get(eid) if eid is not None else None,
+                "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
+                "is_leaf": i == leaf,
+            }
+        )
+    if args.json:
+        for row in rows:
+            if limit <= 0:
+                del row["preview"]
+        _print_json(
+            {
+                "from_id": args.from_id if args.from_id is not None else s.leaf_id,
+                "leaf_id": s.leaf_id,
+                "length": len(rows),
+                "entries": rows,
+            }
+        )
+        return 0
+    out = _Out()
+    width = len(str(max(len(rows) - 1, 0)))
+    for row in rows:
+        parts = [
+            f"{row['depth']:>{width}}  ",
+            _shown_id(row["id"]),
+            "  ",
+            safe_text(_kind_from(row["type"], row["role"])),
+        ]
+        if row["label"] is not None:
+            parts.append(f" [{safe_text(row['label'])}]")
+        if row["preview"]:
+            parts.append(": " + row["preview"])
+        if row["is_leaf"]:
+            parts.append("  ← leaf")
+        out("".join(parts))
+    if not rows:
+        out("(empty branch: no leaf)")
+    out.flush()
+    return 0
+
+
+# ==== context =========================================================================
+
+
+def cmd_context(s: Session, args: argparse.Namespace) -> int:
+    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``): index,
+    role, estimated tokens, source entry, preview; then thinking level, model, total.
+
+    Raises:
+        SessionCycleError: the active branch loops.
+        ContextError: Pi's context building throws on this branch.
+    """
+    from ..context import convert_to_llm
+    from ..tokens import estimate_tokens
+
+    ctx = s.build_context()
+    messages = list(ctx.messages)
+    sources: list[Any] = list(ctx.sources)
+    if args.llm:
+        messages = convert_to_llm(messages)
+        sources = [None] * len(messages)  # convert_to_llm drops and rewrites messages
+    limit = 0 if args.no_preview else args.max_preview
+    tokens = [_tokens_or_none(estimate_tokens, m) for m in messages]
+    total = None if any(t is None for t in tokens) else sum(tokens)
+
+    def source_of(k: int) -> tuple[Any, Any]:
+        src = sources[k] if k < len(sources) else None
+        if isinstance(src, dict):
+            return src.get("id"), src.get("type")
+        return None, None
+
+    if args.json:
+        rows = []
+        for k, m in enumerate(messages):
+            sid, stype = source_of(k)
+            row = {"index": k, "role": m.get("role") if isinstance(m, dict) else None, "tokens": tokens[k]}
+            if not args.llm:
+                row["source_id"] = sid
+                row["source_type"] = stype
+            if limit > 0:
+                row["preview"] = _safe_preview(message_preview, m, limit, escape=False)
+            row["message"] = m
+            rows.append(row)
+        _print_json(
+            {
+                "llm": bool(args.llm),
+                "thinking_level": ctx.thinking_level,
+                "model": ctx.model,
+                "total_tokens": total,
+                "count": len(rows),
+                "messages": rows,
+            }
+        )
+        return 0
+    out = _Out()
+    width = len(str(max(len(messages) - 1, 0)))
+    for k, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        sid, _ = source_of(k)
+        parts = [f"{k:>{width}}  ", f"{safe_text(role or '?'):<17} ", f"{_fmt_tokens(tokens[k]):>7} tok"]
+        if sid is not None:
+            parts.append(f"  ({_shown_id(sid)})")
+        text = _safe_preview(message_preview, m, limit)
+        if text:
+            parts.append("  " + text)
+        out("".join(parts))
+    if not messages:
+        out("(no messages)")
+    model = ctx.model
+    if isinstance(model, dict) and (model.get("provider") is not None or model.get("modelId") is not None):
+        model_text = f"{safe_text(model.get('provider'))}/{safe_text(model.get('modelId'))}"
+    else:
+        model_text = "-"
+    out(f"thinking level: {safe_text(ctx.thinking_level)}")
+    out(f"model:          {model_text}")
+    out(f"total:          {len(messages)} messages, ~{_fmt_tokens(total)} tokens (estimated)")
+    out.flush()
+    return 0
+
+
+# ==== entries =========================================================================
+
+
+def cmd_entries(s: Session, args: argparse.Namespace) -> int:
+    """Entries in file order (header excluded): line, id, parentId, role or type.
+
+    Raises:
+        EntryNotFoundError: ``--since`` names no entry.
+    """
+    if args.since is not None:
+        since = s.get_entry(args.since) if isinstance(args.since, str) else None
+        if since is None:
+            raise EntryNotFoundError.of(args.since)
+        entries = s.entry_table(range(since.index + 1, len(s)))
+    else:
+        entries = s.entry_table()
+    if args.json:
+        rows = [
+            {"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
+            for _, eid, pid, _, etype, role, line, offset in zip(*entries)
+        ]
+        _print_json({"since": args.since, "count": len(rows), "entries": rows})
+        return 0
+    out = _Out()
+    width = len(str(entries.line[-1])) if entries.line else 1
+    for _, eid, pid, pnull, etype, role, line, _ in zip(*entries):
+        parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
+        out(
+            f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
+            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}"
+        )
+    if not entries.line:
+        out("(no entries)")
+    out.flush()
+    return 0
+
+
+# ==== validate ========================================================================
+
+
+def validate_session(s: Session) -> list[dict]:
+    """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
+    return s.validate()
+
+
+def cmd_validate(s: Session, args: argparse.Namespace) -> int:
+    """Print every problem (line, byte offset, kind, message). Exit 0 when there is none
+    (notes such as blank lines do not count), 1 otherwise."""
+    problems = s.validate()
+    errors = sum(1 for p in problems if p["severity"] == "error")
+    if args.json:
+        _print_json(
+            {
+                "path": str(s.path),
+                "ok": errors == 0,
+                "errors": errors,
+                "notes": len(problems) - errors,
+                "problems": problems,
+            }
+        )
+        return 1 if errors else 0
+    out = _Out()
+    for p in problems:
+        tag = "" if p["severity"] == "error" else " (note)"
+        out(f"line {p['line']} (byte {p['offset']}): {safe_text(p['kind'])}{tag}: {safe_text(p['message'])}")
+    notes = len(problems) - errors
+    summary = "ok" if not errors else f"{errors} problem{'s' if errors != 1 else ''}"
+    if notes:
+        summary += f", {notes} note{'s' if notes != 1 else ''}"
+    out(f"{safe_text(str(s.path))}: {summary}")
+    out.flush()
+    return 1 if errors else 0

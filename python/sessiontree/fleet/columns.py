@@ -1,0 +1,83 @@
+"""The columns of the fleet's tables, one list each (issue 21): the stats table's Arrow schema
+(:func:`sessiontree.fleet.stats_schema`) is built from :data:`STATS_COLUMNS`, whichever path
+computes the rows (the Python rows of ``_rows.py`` or the core), and
+``tests/fleet/test_columns.py`` checks the rows, the schema's docstring and docs/fleet.md
+against it. A light module: no pyarrow, no Session. CONTRIBUTING.md lists the steps to add a
+column."""
+
+from __future__ import annotations
+
+__all__ = ["PROBLEM_KINDS", "ROLES", "STATS_COLUMNS", "column_names"]
+
+#: The scanner's problem kinds, one ``problems_<kind>`` column each (plus ``problems_other``).
+PROBLEM_KINDS = (
+    "blank_line",
+    "line_too_long",
+    "malformed_json",
+    "torn_last_line",
+    "skipped_value",
+    "invalid_utf8",
+    "extra_header",
+)
+
+#: Message roles counted in their own column: (Pi's role, the column's suffix).
+ROLES = (
+    ("user", "user"),
+    ("assistant", "assistant"),
+    ("toolResult", "tool_result"),
+    ("bashExecution", "bash_execution"),
+    ("custom", "custom"),
+)
+
+#: The stats table's columns in order: (name, type), the type one of ``string``, ``binary``,
+#: ``int64``, ``float64``, ``bool``, ``timestamp`` (UTC ms).
+STATS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "string"),
+    ("path_bytes", "binary"),
+    ("session_id", "string"),
+    ("cwd", "string"),
+    ("parent_session", "string"),
+    ("parent_session_id", "string"),
+    ("name", "string"),
+    ("created", "timestamp"),
+    ("modified", "timestamp"),
+    ("file_modified", "timestamp"),
+    ("bytes", "int64"),
+    ("entries", "int64"),
+    ("distinct_ids", "int64"),
+    ("messages", "int64"),
+    *[(f"messages_{col}", "int64") for _, col in ROLES],
+    ("messages_other", "int64"),
+    ("tool_calls", "int64"),
+    ("compactions", "int64"),
+    ("branch_summaries", "int64"),
+    ("labels", "int64"),
+    ("leaves", "int64"),
+    ("leaf_id", "string"),
+    ("leaf_type", "string"),
+    ("active_path_length", "int64"),
+    ("context_messages", "int64"),
+    ("context_tokens", "float64"),
+    ("should_compact", "bool"),
+    ("context_window", "int64"),
+    ("context_error", "string"),
+    ("input_tokens", "float64"),
+    ("output_tokens", "float64"),
+    ("cache_read_tokens", "float64"),
+    ("cache_write_tokens", "float64"),
+    ("total_tokens", "float64"),
+    ("cost", "float64"),
+    ("summary_tokens", "float64"),
+    ("summary_cost", "float64"),
+    ("problems", "int64"),
+    *[(f"problems_{k}", "int64") for k in PROBLEM_KINDS],
+    ("problems_other", "int64"),
+    ("needs_migration", "bool"),
+    ("error_kind", "string"),
+    ("error", "string"),
+)
+
+
+def column_names(columns: tuple[tuple[str, str], ...] = STATS_COLUMNS) -> list[str]:
+    """The names of ``columns``, in order."""
+    return [name for name, _ in columns]

@@ -1,0 +1,84 @@
+"""One row per summarizer provider (issue 21): ``sessiontree.providers.PROVIDERS``. Every place
+that names a provider is made from the row or checked against it here, so a provider added to
+one place and forgotten in another fails."""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sessiontree import providers, rpc, summarizers
+from sessiontree.cli import build_parser
+from sessiontree.cli.args import _COMPACT_EPILOG
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+ROWS = providers.PROVIDERS
+
+
+def test_names_are_the_rows():
+    assert summarizers.SUMMARIZER_NAMES == ("offline", *(p.name for p in ROWS))
+    assert providers.names_text() == " or ".join(p.name for p in ROWS)
+
+
+@pytest.mark.parametrize("p", ROWS, ids=[p.name for p in ROWS])
+def test_each_row_names_real_things(p):
+    mod = importlib.import_module(f"sessiontree.summarizers.{p.module}")
+    cls = getattr(mod, p.cls)
+    assert getattr(summarizers, p.cls) is cls and p.cls in summarizers.__all__
+    assert callable(getattr(mod, p.sdk_import))
+    assert cls.name == p.name
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert p.extra in extras
+    for alias in (p.name, *p.aliases, p.name.upper()):
+        assert providers.provider(alias) is p
+    assert f"${p.env}_API_KEY" in _COMPACT_EPILOG and f"${p.env}_MODEL" in _COMPACT_EPILOG
+
+
+@pytest.mark.parametrize("p", ROWS, ids=[p.name for p in ROWS])
+def test_get_summarizer_reads_the_rows_environment(p, monkeypatch):
+    monkeypatch.setenv(f"{p.env}_API_KEY", "k")
+    monkeypatch.setenv(f"{p.env}_MODEL", "m-from-env")
+    monkeypatch.setenv(f"{p.env}_BASE_URL", "http://127.0.0.1:9")
+    try:
+        s = summarizers.get_summarizer(p.name)
+    except ImportError:
+        pytest.skip(f"the {p.extra} SDK is not installed")
+    assert type(s).__name__ == p.cls and s.model == "m-from-env"
+
+
+def _choices(parser, command: str) -> tuple:
+    sub = next(a for a in parser._actions if a.dest == "command")
+    action = next(a for a in sub.choices[command]._actions if a.dest == "summarizer")
+    return tuple(action.choices)
+
+
+@pytest.mark.parametrize("command", ["compact", "navigate", "compact-all"])
+def test_the_cli_offers_every_provider(command):
+    assert _choices(build_parser(), command) == summarizers.SUMMARIZER_NAMES
+
+
+@pytest.mark.parametrize("api", [a for p in ROWS for a in p.pi_apis] + [None])
+def test_rpc_summarizes_every_pi_api_of_the_rows_with_the_rows_class(api, monkeypatch):
+    p = providers.provider_for_pi_api(api)
+    assert p is not None
+    model = {"id": "m", "provider": "x", "api": api, "baseUrl": "http://127.0.0.1:9", "_apiKey": "k"}
+    model["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    if api is None:
+        del model["api"]
+    try:
+        got = rpc.summarizer_for(model)
+    except ImportError:
+        pytest.skip(f"the {p.extra} SDK is not installed")
+    assert type(got).__name__ == p.cls
+    assert providers.provider_for_pi_api("no-such-api") is None
+
+
+def test_sdk_errors_are_classified_in_one_module():
+    # the SDK exception shapes are read in summarizers/sdk.py only (convert_sdk_error)
+    pkg = Path(summarizers.__file__).parent
+    names = ("APIStatusError", "APITimeoutError", "APIConnectionError")
+    readers = sorted(f.name for f in pkg.glob("*.py") if any(n in f.read_text() for n in names))
+    assert readers == ["sdk.py"]

@@ -105,6 +105,15 @@ def test_every_entry_reads_back_its_own_type_and_role(files):
     assert table.role[: 2 * N] == [e.role for e in es[: 2 * N]]
 
 
+def test_the_fleet_entries_table_shows_the_names(files):
+    from sessiontree.fleet import entries_table
+
+    big, _ = files
+    t = entries_table([str(big)], index_cache=False)
+    assert t.column("type").to_pylist()[: 2 * N] == [f"x{k}" for k in range(N)] + ["message"] * N
+    assert t.column("role").to_pylist()[N : 2 * N] == [f"role{k}" for k in range(N)]
+
+
 def test_names_past_the_table_behave_as_in_a_small_file(files):
     big, small = files
     want = _answers(Session.open(small, index_cache=False), list(range(2 * TAIL + 1)))

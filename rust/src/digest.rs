@@ -749,7 +749,12 @@ pub fn digest_columns(
                 // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
                 // nesting past 128): keep the type the index read
                 let t = st.index.recs[i].etype;
-                if t != 0 {
+                if t == crate::index::T_OTHER {
+                    // a name past the full names table: the core's parse of the line has it
+                    if let Some(n) = crate::index::type_of_line(&buf[o..o + l]) {
+                        d.kind = n;
+                    }
+                } else if t != 0 {
                     d.kind = st.index.type_name(t).to_string();
                 }
             }

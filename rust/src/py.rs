@@ -403,21 +403,74 @@ impl Index {
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        results::record(py, self.st.index.view(i)?)
+        use crate::index::{R_OTHER, T_OTHER};
+        let (t, r);
+        let mut v = self.st.index.view(i)?;
+        if v.type_code == T_OTHER || v.role_code == R_OTHER {
+            // a name past the full names table: read back from the entry's line
+            (t, r) = (self.st.entry_type(i)?, self.st.entry_role(i)?);
+            if v.type_code == T_OTHER {
+                v.type_name = t.as_deref();
+            }
+            if v.role_code == R_OTHER {
+                v.role = r.as_deref();
+            }
+        }
+        results::record(py, v)
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
         Ok(self.st.index.ids_of(&idx)?)
     }
     /// The type names of entries `idx` (when strings, else None).
-    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
-        Ok(self.st.index.types_of(&idx)?)
+    fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<std::borrow::Cow<'_, str>>>> {
+        let mut out: Vec<Option<std::borrow::Cow<'_, str>>> = self
+            .st
+            .index
+            .types_of(&idx)?
+            .into_iter()
+            .map(|t| t.map(std::borrow::Cow::Borrowed))
+            .collect();
+        if self.st.index.names_overflowed() {
+            for (k, &i) in idx.iter().enumerate() {
+                if self.st.index.view(i)?.type_code == crate::index::T_OTHER {
+                    out[k] = self.st.entry_type(i)?.map(std::borrow::Cow::Owned);
+                }
+            }
+        }
+        Ok(out)
     }
     /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
     /// null, types, roles, lines 1-based, byte offsets. Ids, types and roles only when strings.
     fn table<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
-        let items = self.st.index.columns(&idx)?.into_parts();
-        named(py, &COLUMNS, "EntryColumns", false, items)
+        use crate::index::{R_OTHER, T_OTHER};
+        let mut others: Vec<(usize, Option<String>, Option<String>)> = Vec::new();
+        if self.st.index.names_overflowed() {
+            // names past the full names tables: read back from the entries' lines
+            for (k, &i) in idx.iter().enumerate() {
+                let v = self.st.index.view(i)?;
+                if v.type_code == T_OTHER || v.role_code == R_OTHER {
+                    let t = (v.type_code == T_OTHER)
+                        .then(|| self.st.entry_type(i))
+                        .transpose()?;
+                    let r = (v.role_code == R_OTHER)
+                        .then(|| self.st.entry_role(i))
+                        .transpose()?;
+                    others.push((k, t.flatten(), r.flatten()));
+                }
+            }
+        }
+        let mut cols = self.st.index.columns(&idx)?;
+        for (k, t, r) in &others {
+            let v = self.st.index.view(idx[*k])?;
+            if v.type_code == T_OTHER {
+                cols.types[*k] = t.as_deref();
+            }
+            if v.role_code == R_OTHER {
+                cols.roles[*k] = r.as_deref();
+            }
+        }
+        named(py, &COLUMNS, "EntryColumns", false, cols.into_parts())
     }
     /// (byte lengths, times or None where `new Date` is NaN, token estimates as
     /// `estimate_tokens` gives them) of entries `idx`: what `Session.entry_metrics` shows.

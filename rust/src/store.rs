@@ -463,6 +463,42 @@ impl Store {
         Ok(Cow::Owned(out.unwrap_or_default()))
     }
 
+    /// Entry `i`'s `type` when it is a string, else None: the name of its code, or, for a
+    /// name past the full names table ([`crate::index::T_OTHER`]), the name on its line.
+    pub fn entry_type(&self, i: usize) -> Result<Option<String>, StoreError> {
+        match self.index.recs[i].etype {
+            crate::index::T_NONE => Ok(None),
+            crate::index::T_OTHER => self.name_on_line(i, crate::index::type_of_line),
+            t => Ok(Some(self.index.type_name(t).to_string())),
+        }
+    }
+
+    /// Entry `i`'s `message.role` when it is a message whose role is a string (v2
+    /// `hookMessage` reads `custom`), else None; [`crate::index::R_OTHER`] as in
+    /// [`Store::entry_type`].
+    pub fn entry_role(&self, i: usize) -> Result<Option<String>, StoreError> {
+        match self.index.recs[i].role {
+            0 => Ok(None),
+            crate::index::R_OTHER => self.name_on_line(i, crate::index::role_of_line),
+            r => Ok(Some(self.index.role_name(r).to_string())),
+        }
+    }
+
+    /// A name read back from entry `i`'s line; the line indexed with a string there that no
+    /// longer holds one was rewritten.
+    fn name_on_line(
+        &self,
+        i: usize,
+        get: fn(&[u8]) -> Option<String>,
+    ) -> Result<Option<String>, StoreError> {
+        match get(&self.line(i)?) {
+            Some(n) => Ok(Some(n)),
+            None => Err(StoreError::Rewritten {
+                offset: self.index.recs[i].offset(),
+            }),
+        }
+    }
+
     /// Calls `f(k, bytes)` with the bytes of the line of entry `idx[k]`, for every `k` (in file
     /// order, not in the order given). Lines close together in the file are read with one
     /// `pread`. Each line read from the file is checked to still be a line where the index

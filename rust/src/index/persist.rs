@@ -481,6 +481,8 @@ impl Index {
         let covered = ix.scanned_to;
         let nkeys = ix.key_recs.len();
         let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
+        // the "other" codes are given only once a names table is full (see `codes`)
+        let (types_full, roles_full) = (ntypes == u16::MAX as usize, nroles == u16::MAX as usize);
         let mut by_id = vec![NONE; nkeys];
         let mut dup = 0u32;
         let mut prev_end = hs + hl;
@@ -494,8 +496,9 @@ impl Index {
                 || end > covered
                 || rec.id as usize >= nkeys
                 || rec.parent as usize >= nkeys
-                || rec.etype as usize >= ntypes
-                || rec.role as usize >= nroles
+                || (rec.etype as usize >= ntypes && !(rec.etype == super::T_OTHER && types_full))
+                || (rec.role as usize >= nroles
+                    && !(rec.role == super::R_OTHER && roles_full && rec.etype == super::T_MESSAGE))
                 || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
                 || !rec.well_formed()
             {

@@ -167,12 +167,24 @@ pub fn fleet_rows<'py>(
     let tokens_of = crate::rows::entry_tokens(st);
     for (i, r) in ix.recs.iter().enumerate() {
         let id = ix.key_string(r.id);
-        let tname = (r.etype != 0).then(|| ix.type_name(r.etype));
+        // a name past the full names table is read back from the entry's line
+        let (t_other, r_other) =
+            if r.etype == crate::index::T_OTHER || r.role == crate::index::R_OTHER {
+                (st.entry_type(i)?, st.entry_role(i)?)
+            } else {
+                (None, None)
+            };
+        let tname = match r.etype {
+            crate::index::T_OTHER => t_other.as_deref(),
+            t => (t != 0).then(|| ix.type_name(t)),
+        };
         cols[0].1.str(id)?;
         cols[1].1.str(ix.key_string(r.parent))?;
         cols[2].1.str(tname)?;
-        let role =
-            (r.etype == crate::index::T_MESSAGE && r.role != 0).then(|| ix.role_name(r.role));
+        let role = match r.role {
+            crate::index::R_OTHER => r_other.as_deref(),
+            c => (r.etype == crate::index::T_MESSAGE && c != 0).then(|| ix.role_name(c)),
+        };
         cols[3].1.str(role)?;
         cols[4].1.str(id.and_then(|k| label_of.get(k).copied()))?;
         // `new Date(...)` in JavaScript's range, as an integer of ms (TimeClip made it one)

@@ -5,7 +5,7 @@ when they are strings (None otherwise). Byte offsets and lengths are in bytes of
 """
 
 from os import PathLike
-from typing import Any, Literal, final
+from typing import Any, Callable, Literal, final
 
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem
 
@@ -60,6 +60,14 @@ class Index:
     def line(self, i: int) -> bytes: ...
     def lines(self, idx: list[int]) -> list[bytes]: ...
     def stringify_lines(self, idx: list[int]) -> list[bytes | None]: ...
+    def tree_json(
+        self,
+        tails: dict[int, bytes],
+        fallback: Callable[[list[int]], list[bytes]],
+        check: bool,
+        head: bytes,
+        foot: bytes,
+    ) -> bytes: ...
     def record(self, i: int) -> EntryRecord: ...
     def ids(self, idx: list[int]) -> list[str | None]: ...
     def types(self, idx: list[int]) -> list[str | None]: ...

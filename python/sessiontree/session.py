@@ -2105,6 +2105,34 @@ class Session:
             return [None] * len(idx)
         return self._core.stringify_lines(idx)
 
+    def tree_json(self, write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b"") -> bytes:
+        """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``:
+        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` (the nodes of
+        :meth:`get_tree` in its order), written by the core in one iterative pass (no recursion
+        on depth). Each entry's line is copied where it already is ``JSON.stringify``'s text (as
+        :meth:`entry_texts` checks); the others, labels and label timestamps are ``write(value)``
+        of the parsed value (:attr:`Entry.raw`; ``write`` must give ``JSON.stringify``'s text).
+        Lines are read in batches of 4,096; the answer is one ``bytes``.
+
+        Raises:
+            SessionCycleError: duplicate ids put a node below itself (as :meth:`get_tree`).
+            SessionError: the walk would repeat whole subtrees past a size limit.
+        """
+        tails: dict[int, bytes] = {}
+        for i, (label, ts) in self.tree_labels().items():
+            if label is not None:
+                t = b',"label":' + write(label)
+                if ts is not None:
+                    t += b',"labelTimestamp":' + write(ts)
+                tails[i] = t
+        return self._core.tree_json(
+            tails,
+            lambda idx: [write(v) for v in self._load_raws(idx)],
+            not self._core.needs_migration,
+            head,
+            foot,
+        )
+
     def tree_labels(self) -> dict[int, tuple[Any, Any]]:
         """The labels :meth:`get_tree` puts on its nodes, by node position: ``{position:
         (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the label entry

@@ -16,6 +16,7 @@ pub mod scan;
 pub mod scrub;
 pub mod store;
 pub mod tokens;
+pub mod treejson;
 pub mod walk;
 
 #[cfg(feature = "python")]

@@ -299,6 +299,108 @@ impl Index {
         Ok(out)
     }
 
+    /// RPC `get_tree` (nested): the text of Pi's `"tree"` array, `[{"entry":...,"children":[...]
+    /// ...}...]`, written by [`crate::treejson::write_nested`]. Each entry's line is copied when
+    /// `check` and it is already `JSON.stringify`'s text (checked with the GIL released, on a copy
+    /// of the batch's lines: no borrow of this index is held meanwhile); the others are written
+    /// by `fallback(positions) -> list[bytes]` (the exact Python writer). `tails`: node position ->
+    /// the text after its children (`,"label":...`). Raises what `check_tree` raises.
+    /// `head` and `foot` are written before and after the array (so the whole answer is one
+    /// buffer, copied once into the returned bytes).
+    fn tree_json<'py>(
+        slf: &Bound<'py, Self>,
+        tails: std::collections::HashMap<u32, Vec<u8>>,
+        fallback: &Bound<'py, PyAny>,
+        check: bool,
+        head: Vec<u8>,
+        foot: Vec<u8>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let py = slf.py();
+        let (roots, start, kids, order, guess) = {
+            let mut this = slf.borrow_mut();
+            let this = &mut *this;
+            let ix = &this.st.index;
+            let order: PyResult<Vec<u32>> =
+                this.tree.preorder(ix).map_err(|e| ix.walk_error(e).into());
+            let t = this.tree.get(&this.st.index);
+            let guess = usize::try_from(this.st.end()).unwrap_or(0);
+            (
+                t.roots.clone(),
+                t.start.clone(),
+                t.kids.clone(),
+                order,
+                guess,
+            )
+        };
+        let order = order?;
+        // the lines plus about 30 bytes of nesting per node, so `out` is not copied as it grows
+        let mut out = Vec::with_capacity(
+            guess
+                .saturating_add(order.len().saturating_mul(32))
+                .saturating_add(head.len() + foot.len()),
+        );
+        out.extend_from_slice(&head);
+        crate::treejson::write_nested(
+            &roots,
+            &start,
+            &kids,
+            &order,
+            |p| tails.get(&p).cloned(),
+            |batch, buf, ends| -> PyResult<()> {
+                use rayon::prelude::*;
+                let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
+                let mut raw: Vec<u8> = Vec::new();
+                let mut span: Vec<(usize, usize)> = vec![(0, 0); idx.len()];
+                {
+                    let this = slf.borrow();
+                    for &i in &idx {
+                        this.check(i)?;
+                    }
+                    this.st.with_lines(&idx, |k, b| {
+                        span[k] = (raw.len(), raw.len() + b.len());
+                        raw.extend_from_slice(b);
+                    })?;
+                }
+                // the check on a copy, with no borrow of this index held while others run
+                let ok: Vec<bool> = if check {
+                    py.detach(|| {
+                        span.par_iter()
+                            .map(|&(a, b)| crate::jstext::is_stringify_text(&raw[a..b]))
+                            .collect()
+                    })
+                } else {
+                    vec![false; idx.len()]
+                };
+                let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
+                let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
+                if !redo.is_empty() {
+                    let want: Vec<usize> = redo.iter().map(|&k| idx[k]).collect();
+                    let got: Vec<Vec<u8>> = fallback.call1((want,))?.extract()?;
+                    if got.len() != redo.len() {
+                        return Err(PyValueError::new_err(
+                            "tree_json: fallback gave a wrong count",
+                        ));
+                    }
+                    for (k, text) in redo.into_iter().zip(got) {
+                        again[k] = Some(text);
+                    }
+                }
+                buf.reserve(raw.len());
+                for (k, &(a, b)) in span.iter().enumerate() {
+                    match &again[k] {
+                        Some(t) => buf.extend_from_slice(t),
+                        None => buf.extend_from_slice(&raw[a..b]),
+                    }
+                    ends.push(buf.len());
+                }
+                Ok(())
+            },
+            &mut out,
+        )?;
+        out.extend_from_slice(&foot);
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         use crate::index::{R_OTHER, T_OTHER};

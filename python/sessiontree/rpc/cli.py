@@ -14,7 +14,7 @@ from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, i
 from ..errors import SessionError, SessionLockedError
 from ..paths import agent_dir, check_session_id, default_session_dir, sessions_root
 from ..session import Session
-from .config import _select_model, load_models, load_settings
+from .config import _select_model, load_models, load_settings, merge_settings, settings_session_dir
 from .protocol import PI_VERSION, RpcError
 from .server import RpcServer
 from .sessions import PendingSession, SessionRegistry, _WriterGate
@@ -182,13 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     except _UsageError as exc:
         return fail(f"rpc: {exc}")
     adir = agent_dir()
+    cwd = os.getcwd()
     settings = load_settings(Path(args.settings) if args.settings else adir / "settings.json")
+    # Pi: <cwd>/.pi/settings.json over the global file (--settings FILE stands for the global one)
+    settings = merge_settings(settings, load_settings(Path(cwd) / ".pi" / "settings.json"))
     try:
         models = load_models(Path(args.models) if args.models else adir / "models.json")
     except RpcError as exc:
         return fail(f"rpc: {exc}")
-    cwd = os.getcwd()
-    sdir = Path(args.session_dir).expanduser() if args.session_dir else default_session_dir(cwd)
+    # Pi: --session-dir ?? PI_CODING_AGENT_SESSION_DIR ?? settings.sessionDir ?? the default folder
+    from_settings = None if os.environ.get("PI_CODING_AGENT_SESSION_DIR") else settings_session_dir(settings, cwd)
+    if args.session_dir:
+        sdir = Path(args.session_dir).expanduser()
+    else:
+        sdir = from_settings or default_session_dir(cwd)
     session: Session | None = None
     pending: PendingSession | None = None
     shown = args.session or args.fork
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.session:
             path = resolve_session_arg(args.session, sdir)
             shown = str(path)
-            session = Session.open(path, session_dir=sdir if args.session_dir else None)
+            session = Session.open(path, session_dir=sdir if args.session_dir or from_settings else None)
         elif args.fork:
             path = resolve_session_arg(args.fork, sdir)
             shown = str(path)

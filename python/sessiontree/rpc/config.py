@@ -86,6 +86,28 @@ def load_settings(path: Path | None) -> dict:
     return doc if isinstance(doc, dict) else {}
 
 
+def merge_settings(global_settings: dict, project_settings: dict) -> dict:
+    """Pi's SettingsManager merge: project keys over global ones, nested objects merged one level
+    deep (``{"compaction": {...}}`` from both files combine key by key)."""
+    out = dict(global_settings)
+    for k, v in project_settings.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def settings_session_dir(settings: dict, cwd: str) -> Path | None:
+    """Pi's ``sessionDir`` setting (``settings.getSessionDir()``) as a folder: ``~`` expanded,
+    relative to ``cwd`` when relative; None when absent, not a string or empty. It comes after
+    ``--session-dir`` and ``PI_CODING_AGENT_SESSION_DIR`` (sessions.md)."""
+    v = settings.get("sessionDir")
+    if not isinstance(v, str) or not v.strip() or "\x00" in v:
+        return None
+    return Path(cwd) / Path(v).expanduser()
+
+
 def compaction_settings(settings: dict) -> CompactionSettings:
     """``settings["compaction"]`` (``reserveTokens``, ``keepRecentTokens``) as CompactionSettings."""
     raw = settings.get("compaction")

@@ -111,7 +111,13 @@ class ReadCommands(ServerBase):
         return {"tree": out_roots, "leafId": s.leaf_id}
 
     def _tree_text(self) -> bytes:
-        """``get_tree``'s data as its JSON text, written node by node from the core's columns
+        """``get_tree``'s data as its JSON text, the tree written by the core
+        (:meth:`Session.tree_json`); the same bytes as :meth:`_tree_text_py` (its test oracle)."""
+        s = self.session
+        return s.tree_json(encode, b'{"tree":', b',"leafId":' + encode(s.leaf_id) + b"}")
+
+    def _tree_text_py(self) -> bytes:
+        """Test oracle of :meth:`_tree_text`: the same text written node by node from the core's columns
         and each entry's JSON (read in batches; a line already in ``JSON.stringify``'s form is
         copied, only the others are parsed and written again; never all held as Python
         values): the same bytes as encoding :meth:`_tree_value`."""

@@ -1,0 +1,98 @@
+"""RPC ``get_tree`` (nested) written by the core (``Session.tree_json``): byte for byte the text
+of the Python builder it replaced (``ReadCommands._tree_text_py``, kept as the oracle) on every
+corpus file, on lines that are not ``JSON.stringify``'s text, on a legacy file and on a
+100,000-deep chain (no recursion on depth)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.support.goldens import CORPUS
+
+from sessiontree import Session
+from sessiontree.errors import SessionError
+from sessiontree.rpc import RpcServer, encode
+
+FILES = sorted(p for p in CORPUS.rglob("*.jsonl") if p.stat().st_size < 4 << 20)
+
+
+def _both(s: Session) -> tuple[bytes, bytes]:
+    server = RpcServer(s)
+    try:
+        return server._tree_text(), server._tree_text_py()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_core_tree_text_equals_the_python_builder(path: Path):
+    try:
+        s = Session.open(path)
+    except Exception:
+        pytest.skip("not a session that opens")
+    try:
+        got, want = _both(s)
+    except SessionError as exc:  # a tree Pi's walk refuses: the core refuses it the same way
+        with pytest.raises(type(exc)):
+            s.tree_json(encode)
+        with pytest.raises(type(exc)):
+            RpcServer(s)._tree_text_py()
+        return
+    assert got == want
+
+
+def test_lines_not_in_stringify_form_and_labels(tmp_path: Path):
+    head = '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}'
+    body = [
+        '{"type":"custom","customType":"x","data":{"n":[1,0.5,1e+21]},"id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z"}',
+        '{"type": "custom", "customType": "x", "id": "b", "parentId": "a", "timestamp": "2026-01-01T00:00:02.000Z"}',
+        '{"type":"custom","customType":"\\u00e9\\/","id":"c","parentId":"a","timestamp":"2026-01-01T00:00:03.000Z"}',
+        '{"type":"custom","customType":"x","data":{"k":1,"k":2},"id":"e","parentId":"c","timestamp":"2026-01-01T00:00:05.000Z"}',
+        '{"type":"custom","customType":"x","data":{"1":1,"a":2},"id":"f","parentId":"zz","timestamp":"2026-01-01T00:00:06.000Z"}',
+        '{"type":"label","id":"l1","parentId":"f","timestamp":"2026-01-01T00:00:07.000Z","targetId":"c","label":"h\\u00e9"}',
+        '{"type":"label","id":"l2","parentId":"l1","timestamp":"2026-01-01T00:00:08.000Z","targetId":"a","label":"top"}',
+    ]
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
+    s = Session.open(p)
+    got, want = _both(s)
+    assert got == want
+    doc = json.loads(got)
+    assert doc["tree"][0]["label"] == "top" and doc["tree"][0]["labelTimestamp"] == "2026-01-01T00:00:08.000Z"
+    assert doc["tree"][0]["children"][1]["entry"]["customType"] == "é/"
+
+
+def test_legacy_file_is_written_from_migrated_values(tmp_path: Path):
+    legacy = FILES
+    opened = 0
+    for path in legacy:
+        try:
+            s = Session.open(path)
+            if not s._core.needs_migration:
+                continue
+            want = _both(s)[1]
+        except SessionError:
+            continue
+        opened += 1
+        assert s.tree_json(encode) == want[len(b'{"tree":') : want.rindex(b',"leafId":')]
+    if not opened:
+        pytest.skip("no legacy corpus file")
+
+
+def test_deep_chain(tmp_path: Path):
+    n = 100_000
+    lines = ['{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}']
+    parent = "null"
+    for i in range(n):
+        lines.append(
+            f'{{"type":"custom","customType":"x","id":"e{i}","parentId":{parent},"timestamp":"2026-01-01T00:00:01.000Z"}}'
+        )
+        parent = f'"e{i}"'
+    p = tmp_path / "deep.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    s = Session.open(p)
+    got, want = _both(s)
+    assert got == want
+    assert got.count(b'"children":[') == n

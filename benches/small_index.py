@@ -12,7 +12,9 @@ RssAnon after a cold open (the interpreter and the package included), after a wa
 the saved index's size. It prints the ratios the targets are stated in: RssAnon after a cold
 open over the file's size, the warm open over the cold open (both best), the warm open at
 the largest size over the warm open at the smallest, the saved index over the file, and each
-figure of this build over the baseline's. Inputs: ``$SESSIONTREE_BENCH_DATA/gen-{N}MiB.jsonl``
+figure of this build over the baseline's. ``SMALL_INDEX_PYTHONPATH``: where "this" build is
+imported from (default this checkout's ``python/``; e.g. a venv's ``site-packages`` holding a
+release wheel). Inputs: ``$SESSIONTREE_BENCH_DATA/gen-{N}MiB.jsonl``
 (default ``/work/bench-data``, made by ``tests/tools/gen_session.py``).
 """
 
@@ -65,7 +67,7 @@ def main() -> None:
     ap.add_argument("--baseline", default=None, help="another checkout's python/ folder (built)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    builds = {"this": HERE}
+    builds = {"this": Path(os.environ.get("SMALL_INDEX_PYTHONPATH", HERE))}
     if a.baseline:
         builds["baseline"] = Path(a.baseline)
     work = Path(tempfile.mkdtemp(prefix="small-index-"))

@@ -82,7 +82,10 @@ def same_tail():
 def test_path_operations_cost_the_same_on_a_big_file_with_the_same_path(same_tail, op):
     small, big = same_tail
     assert [e.id for e in small.get_branch()] == [e.id for e in big.get_branch()]
-    t_small, t_big = best_pair(getattr(small, op), getattr(big, op), 7)
+    # best of 15 (CPU time of every thread of the process: a neighbour thread left by an earlier
+    # test can inflate a few ~10 ms rounds; a fresh-clone CI run once read 1.54x at best of 7,
+    # where the same build measures 0.98-1.07x idle)
+    t_small, t_big = best_pair(getattr(small, op), getattr(big, op), 15)
     assert t_big / t_small <= 1.5, f"{op}: big {t_big:.5f}s vs small {t_small:.5f}s"
 
 

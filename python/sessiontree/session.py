@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
+from typing import BinaryIO, TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -1964,25 +1964,44 @@ class Session:
         writer.acquire()
         try:
             self._core.refresh()
-            target = Path(os.path.realpath(self._path))
-            with open(target, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if (st.st_dev, st.st_ino) != self._core.file_identity():
-                    raise SessionFileChangedError(
-                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
-                    )
+            target, fh, st = self._open_own_file()
+            with fh:
                 report = _scrub.rewrite_open_file(fh, target, st, header=header, replay=replay)
             report.source = report.output = str(self._path)
         finally:
             self.close()
+        self._reopen_keeping_leaf(leaf_null, leaf_id)
+        return report
+
+    # ---- end HTML view ----
+
+    def _open_own_file(self) -> tuple[Path, BinaryIO, os.stat_result]:
+        """(real path, open binary reader, its stat) of the file this session indexed, for a
+        rewrite in place under the writer lock.
+
+        Raises:
+            SessionError: an in-memory session (no file).
+            SessionFileChangedError: the path now names another file (renamed over, replaced).
+        """
+        if self._path is None:  # the callers refuse an in-memory session first
+            raise SessionError("an in-memory session has no file to rewrite")
+        target = Path(os.path.realpath(self._path))
+        fh = open(target, "rb")
+        st = os.fstat(fh.fileno())
+        if (st.st_dev, st.st_ino) != self._core.file_identity():
+            fh.close()
+            raise SessionFileChangedError(
+                f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
+            )
+        return target, fh, st
+
+    def _reopen_keeping_leaf(self, leaf_null: bool, leaf_id: str | None) -> None:
+        """Indexes the rewritten file afresh and puts the leaf back where it was (by id)."""
         self._core = _core.Index.open(str(self._path))
         if leaf_null:
             self._core.set_leaf(None)
         elif leaf_id is not None and self._core.index_of(leaf_id) is not None:
             self._core.set_leaf(self._core.index_of(leaf_id))
-        return report
-
-    # ---- end HTML view ----
 
     def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
         """Every entry as a line (migrated when the file is legacy), optionally after a header."""
@@ -2022,13 +2041,8 @@ class Session:
             # the path still names our file (else SessionFileChangedError); lines another
             # program appended meanwhile are indexed, so they are migrated too
             self._core.refresh()
-            target = Path(os.path.realpath(self._path))
-            with open(target, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if (st.st_dev, st.st_ino) != self._core.file_identity():
-                    raise SessionFileChangedError(
-                        f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
-                    )
+            target, fh, st = self._open_own_file()
+            with fh:
                 data = fh.read()
             if len(data) < self._core.end:
                 raise SessionFileChangedError(
@@ -2042,11 +2056,7 @@ class Session:
             )
         finally:
             self.close()
-        self._core = _core.Index.open(str(self._path))
-        if leaf_null:
-            self._core.set_leaf(None)
-        elif leaf_id is not None and self._core.index_of(leaf_id) is not None:
-            self._core.set_leaf(self._core.index_of(leaf_id))
+        self._reopen_keeping_leaf(leaf_null, leaf_id)
         return True
 
     def flush(self) -> None:

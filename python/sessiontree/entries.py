@@ -126,6 +126,59 @@ class HeaderProbe(NamedTuple):
     length: int
 
 
+class TreeTable(NamedTuple):
+    """Pi's tree as entry positions (:meth:`Session.tree_table`, ``_core.Index.tree_table``):
+    root nodes, and the children of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
+
+    roots: list[int]
+    start: list[int]
+    kids: list[int]
+
+
+class ScrubFinding(NamedTuple):
+    """One secret found (never its value), as the core's scrubber gives it
+    (``_core.Scrubber.take_findings``; :mod:`sessiontree.scrub` reports them).
+
+    ``line``: 1-based line number; ``entry_id``: the entry's id (None for the header, a line
+    that is not JSON or an entry without a string id); ``pointer``: RFC 6901 JSON pointer of the
+    string inside the line (None when the line is not JSON); ``in_key``: the secret was an
+    object key (the pointer names that member); ``kind``; ``start``/``end``: offsets in the
+    decoded string in Unicode code points; ``hash``: the placeholder's 6 hex digits."""
+
+    line: int
+    entry_id: str | None
+    pointer: str | None
+    in_key: bool
+    kind: str
+    start: int
+    end: int
+    hash: str
+
+    def to_json(self) -> dict:
+        """The finding as the JSON report writes it (Pi-style camelCase keys)."""
+        return {
+            "line": self.line,
+            "entryId": self.entry_id,
+            "pointer": self.pointer,
+            "inKey": self.in_key,
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "hash": self.hash,
+        }
+
+
+class ScrubStats(NamedTuple):
+    """What the core's scrubber counted so far (``_core.Scrubber.stats``): ``bytes_in`` fed,
+    ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off counted),
+    ``replay_fields`` kept or dropped."""
+
+    bytes_in: int
+    lines_changed: int
+    found: int
+    replay_fields: int
+
+
 class ProblemList(Sequence[Problem]):
     """The problems of a session, built one by one on access (a file of millions of bad lines
     costs a compact record per line in Rust, not a Python object per line)."""

@@ -25,8 +25,9 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator
 
+from .entries import ScrubFinding
 from .errors import SessionArgumentError
 from .session import SCRUB_KINDS, atomic_write, new_scrubber
 from .writer import SessionWriter
@@ -39,38 +40,6 @@ KINDS: tuple[str, ...] = SCRUB_KINDS
 REPLAY_POLICIES = ("keep", "drop")
 #: Bytes read per block.
 BLOCK = 8 << 20
-
-
-class ScrubFinding(NamedTuple):
-    """One secret found (never its value).
-
-    ``line``: 1-based line number; ``entry_id``: the entry's id (None for the header, a line
-    that is not JSON or an entry without a string id); ``pointer``: RFC 6901 JSON pointer of the
-    string inside the line (None when the line is not JSON); ``in_key``: the secret was an
-    object key (the pointer names that member); ``kind``; ``start``/``end``: offsets in the
-    decoded string in Unicode code points; ``hash``: the placeholder's 6 hex digits."""
-
-    line: int
-    entry_id: str | None
-    pointer: str | None
-    in_key: bool
-    kind: str
-    start: int
-    end: int
-    hash: str
-
-    def to_json(self) -> dict:
-        """The finding as the JSON report writes it (Pi-style camelCase keys)."""
-        return {
-            "line": self.line,
-            "entryId": self.entry_id,
-            "pointer": self.pointer,
-            "inKey": self.in_key,
-            "kind": self.kind,
-            "start": self.start,
-            "end": self.end,
-            "hash": self.hash,
-        }
 
 
 @dataclass
@@ -137,7 +106,7 @@ def _stream(blocks: Iterable[bytes], sc: Any) -> Iterator[bytes]:
 
 def _fill(report: ScrubReport, sc: Any) -> ScrubReport:
     report.bytes_in, report.lines_changed, report.found, report.replay_fields = sc.stats()
-    report.findings.extend(ScrubFinding(*row) for row in sc.take_findings())
+    report.findings.extend(sc.take_findings())  # ScrubFinding, made by the core
     return report
 
 

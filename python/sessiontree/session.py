@@ -31,7 +31,7 @@ import orjson
 from . import _core
 from ._jsjson import js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
-from .entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
+from .entries import Entry, ProblemList, TreeNode, TreeTable, _TreeSource, parse_json_line
 from .entry_types import USAGE_TYPES
 from .errors import (
     EntryNotFoundError,
@@ -956,13 +956,13 @@ class Session:
         Raises:
             IndexError: ``start:stop`` is not a range of entry positions.
         """
-        return self._core.html_digest(start, stop, preview_chars)
+        return _core.html_digest(self._core, start, stop, preview_chars)
 
     def html_segment_bounds(self, seg_bytes: int) -> list[tuple[int, int]]:
         """The HTML view's segments of a file session: ``[(offset, length)]`` covering the
         indexed bytes, each cut where an entry's line starts and about ``seg_bytes`` long
         (rust/src/export.rs ``segment_bounds``). Cost: the index only (no read)."""
-        return self._core.html_segment_bounds(seg_bytes)
+        return _core.html_segment_bounds(self._core, seg_bytes)
 
     def html_write_index(self, fd: int, batch: int, preview_chars: int, head: bytes, tail: bytes) -> None:
         """Writes the HTML view's index chunks to descriptor ``fd``: for each ``batch`` entries,
@@ -973,7 +973,7 @@ class Session:
         Raises:
             OSError: writing ``fd`` failed.
         """
-        self._core.html_write_index(fd, batch, preview_chars, head, tail)
+        _core.html_write_index(self._core, fd, batch, preview_chars, head, tail)
 
     def html_write_segments(
         self,
@@ -993,7 +993,7 @@ class Session:
             SessionFileChangedError: the file shrank under the index.
             OSError: reading the file or writing ``fd`` failed.
         """
-        self._core.html_write_segments(fd, bounds, order, heads, tail, data)
+        _core.html_write_segments(self._core, fd, bounds, order, heads, tail, data)
 
     @property
     def compaction_lock(self) -> threading.Lock:
@@ -1068,7 +1068,7 @@ class Session:
         without building objects: ``roots`` (node positions in Pi's order) and the children of
         node ``i`` in ``kids[start[i]:start[i + 1]]`` (sorted like Pi). Positions are
         :attr:`Entry.index` values (:meth:`entry_at`)."""
-        return TreeTable(*self._core.tree_table())
+        return self._core.tree_table()
 
     def unreachable_entries(self) -> list[Entry]:
         """Entries no root reaches (they hang off a ``parentId`` cycle), in file order; empty
@@ -2113,7 +2113,7 @@ class Session:
         idx = list(indices)
         if self._core.needs_migration:
             return [None] * len(idx)
-        return self._core.stringify_lines(idx)
+        return _core.stringify_lines(self._core, idx)
 
     def tree_json(self, write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b"") -> bytes:
         """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``:
@@ -2135,7 +2135,8 @@ class Session:
                 if ts is not None:
                     t += b',"labelTimestamp":' + write(ts)
                 tails[i] = t
-        return self._core.tree_json(
+        return _core.tree_json(
+            self._core,
             tails,
             lambda idx: [write(v) for v in self._load_raws(idx)],
             not self._core.needs_migration,
@@ -2197,7 +2198,13 @@ class Session:
 
     # ---- fleet rows (issue 18): a whole session's row facts as columns, from the core ----
 
-    def fleet_columns(self, *, per_entry: bool = False, labels: Sequence[tuple[str, str]] = ()) -> dict:
+    def fleet_columns(
+        self,
+        *,
+        per_entry: bool = False,
+        labels: Sequence[tuple[str, str]] = (),
+        columns: Sequence[str] | None = None,
+    ) -> dict:
         """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
         the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
         entry. A dict:
@@ -2229,12 +2236,17 @@ class Session:
         ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``, ``cost``: float64,
         each ``(values, b"", validity or None, null count)``; ``on_active_path``: the bits),
         and ``tokens_undecided`` (positions whose ``tokens`` :meth:`entry_metrics` decides).
-        ``labels``: ``(entry id, label)`` pairs for the ``label`` column.
+        ``labels``: ``(entry id, label)`` pairs for the ``label`` column. ``columns``: the
+        per-entry columns to make, in that order (the entry table's list,
+        :data:`sessiontree.fleet.columns.ENTRY_COLUMNS`, names those the core makes); None:
+        every one (``rust/src/columns.rs``).
 
         Raises:
             SessionFileChangedError: the file was rewritten under the index.
+            ValueError: ``columns`` names a column the core does not make, or one twice.
         """
-        return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels))
+        names = None if columns is None else list(columns)
+        return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels), names)
 
 
 class EntryTable(NamedTuple):
@@ -2263,15 +2275,6 @@ class EntryMetrics(NamedTuple):
     bytes: list[int]
     timestamp_ms: list[float | None]
     tokens: list[int | float | None]
-
-
-class TreeTable(NamedTuple):
-    """Pi's tree as entry positions (:meth:`Session.tree_table`): root nodes, and the children
-    of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
-
-    roots: list[int]
-    start: list[int]
-    kids: list[int]
 
 
 class AbandonedBranch(NamedTuple):

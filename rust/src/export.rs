@@ -29,6 +29,8 @@ pub const WINDOW: usize = 4;
 pub enum ExportError {
     Read(StoreError),
     Write(io::Error),
+    /// the pieces named do not match the markup given for them ([`check_pieces`])
+    Pieces,
 }
 
 impl From<StoreError> for ExportError {
@@ -267,6 +269,67 @@ pub fn write_index_chunks(
                 .map_err(ExportError::Write)
         },
     )
+}
+
+// ---- the export's calls on a session (what `Session.html_*` reach through the binding) ----
+
+/// The HTML view's index chunk of entries `start..end` (clamped to the entries there are):
+/// [`crate::digest::digest_columns`]' JSON document, ids as strings where they are.
+pub fn digest(
+    st: &Store,
+    start: usize,
+    end: usize,
+    preview_chars: usize,
+) -> Result<Vec<u8>, StoreError> {
+    st.check_live()?;
+    let ix = &st.index;
+    let end = end.min(ix.len());
+    let start = start.min(end);
+    let id_of = |i| ix.id_at(i).map(str::to_string);
+    crate::digest::digest_columns(st, start, end, preview_chars, id_of)
+}
+
+/// [`segment_bounds`] of a store whose file has not changed under it.
+pub fn live_segment_bounds(st: &Store, seg_bytes: u64) -> Result<Vec<(u64, u64)>, StoreError> {
+    st.check_live()?;
+    Ok(segment_bounds(st, seg_bytes))
+}
+
+/// [`write_index_chunks`] of every entry of `st`, ids as strings where they are.
+pub fn write_index(
+    st: &Store,
+    batch: usize,
+    preview_chars: usize,
+    head: &[u8],
+    tail: &[u8],
+    out: &mut impl Write,
+) -> Result<(), ExportError> {
+    st.check_live()?;
+    let ix = &st.index;
+    let id_of = |i| ix.id_at(i).map(str::to_string);
+    write_index_chunks(st, batch, preview_chars, id_of, head, tail, out)
+}
+
+/// `Ok` when `heads` has one head per piece of `bounds` and `order` names only pieces that
+/// exist (what [`write_segments`] needs), else [`ExportError::Pieces`].
+pub fn check_pieces(
+    bounds: &[(u64, u64)],
+    order: &[usize],
+    heads: &[Vec<u8>],
+) -> Result<(), ExportError> {
+    if heads.len() != bounds.len() || order.iter().any(|&k| k >= bounds.len()) {
+        return Err(ExportError::Pieces);
+    }
+    Ok(())
+}
+
+/// What the segments are read from: `data` when given (an in-memory session's lines), else
+/// the session's known bytes through a reader that does not hold the index.
+pub fn segment_source(st: &Store, data: Option<Vec<u8>>) -> Result<DetachedReader, StoreError> {
+    match data {
+        Some(d) => Ok(DetachedReader::from_bytes(d)),
+        None => st.detached_reader(),
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Pure Rust; the only module that knows Python is `py` (feature `python`).
 
 pub mod append;
+pub mod columns;
 pub mod cut;
 pub mod digest;
 pub mod export;
@@ -10,6 +11,7 @@ pub mod index;
 pub mod jsdate;
 pub mod json;
 pub mod jstext;
+pub mod reads;
 pub mod rows;
 pub mod saved;
 pub mod scan;

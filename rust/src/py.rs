@@ -1,20 +1,23 @@
 //! The PyO3 binding: type conversion, error mapping and GIL release only.
 //!
-//! This file holds `Index`; `py/` the rest: `errors.rs` (the core's errors as the package's
-//! exceptions, so that they map with `?`), `results.rs` (the named
-//! tuples), `functions.rs` (the module's functions), `scrub.rs` (`Scrubber`),
-//! `write.rs` (the write path's GIL release). Entries are read
-//! through the core's views (`crate::index::view`), never from the records themselves.
+//! This file holds `Index`, each method one call of the core; `py/` the rest: `errors.rs`
+//! (the core's errors as the package's exceptions, so that they map with `?`), `results.rs`
+//! (the named tuples), `functions.rs` (the module's functions), `export.rs` (the HTML
+//! export's calls) and `tree.rs` (RPC `get_tree`'s text), module functions taking an
+//! `Index`; `fleet.rs` (the fleet's columns), `scrub.rs` (`Scrubber`), `write.rs` (the write
+//! path's GIL release). Entries are read through the core's views (`crate::index::view`,
+//! `crate::reads`), never from the records themselves.
 
 mod errors;
+mod export;
 mod fleet;
 mod functions;
 mod results;
 mod scrub;
+mod tree;
 mod write;
 
-use crate::cut;
-use crate::index::{Leaf, NONE};
+use crate::index::NONE;
 use crate::store::Store;
 use crate::walk::{SpanMemo, TreeCache};
 use pyo3::exceptions::PyValueError;
@@ -23,20 +26,6 @@ use pyo3::types::{PyBytes, PyString};
 use results::{named, COLUMNS};
 use std::path::PathBuf;
 use write::fsync_detached;
-
-/// A duplicate of the caller's file descriptor `fd` (a Python file object's, kept open by the
-/// caller), written at the same offset (the HTML export).
-fn dup_fd(fd: i32) -> PyResult<std::fs::File> {
-    if fd < 0 {
-        return Err(PyValueError::new_err("not a file descriptor"));
-    }
-    // SAFETY: `fd` is only borrowed for the `dup` below, which fails cleanly (EBADF) when it is
-    // not open; the caller keeps its file open for the call.
-    let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    b.try_clone_to_owned()
-        .map(std::fs::File::from)
-        .map_err(|e| errors::os_err(&e, ""))
-}
 
 /// The index over one session's lines. Indices are entry positions in file order.
 ///
@@ -280,143 +269,9 @@ impl Index {
         Ok(out.into_iter().flatten().collect()) // every line was read
     }
 
-    // ---- RPC get_tree (sessiontree.rpc): lines already in JSON.stringify's form ----
-
-    /// The lines of entries `idx` that are already `JSON.stringify(JSON.parse(line))`'s text
-    /// (`jstext::is_stringify_text`), None for the others (the caller writes those itself).
-    fn stringify_lines<'py>(
-        &self,
-        py: Python<'py>,
-        idx: Vec<usize>,
-    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        self.st.index.check_all(idx.iter().copied())?;
-        let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
-        self.st.with_lines(&idx, |k, b| {
-            if crate::jstext::is_stringify_text(b) {
-                out[k] = Some(PyBytes::new(py, b));
-            }
-        })?;
-        Ok(out)
-    }
-
-    /// RPC `get_tree` (nested): the text of Pi's `"tree"` array, `[{"entry":...,"children":[...]
-    /// ...}...]`, written by [`crate::treejson::write_nested`]. Each entry's line is copied when
-    /// `check` and it is already `JSON.stringify`'s text (checked with the GIL released, on a copy
-    /// of the batch's lines: no borrow of this index is held meanwhile); the others are written
-    /// by `fallback(positions) -> list[bytes]` (the exact Python writer). `tails`: node position ->
-    /// the text after its children (`,"label":...`). Raises what `check_tree` raises.
-    /// `head` and `foot` are written before and after the array (so the whole answer is one
-    /// buffer, copied once into the returned bytes).
-    fn tree_json<'py>(
-        slf: &Bound<'py, Self>,
-        tails: std::collections::HashMap<u32, Vec<u8>>,
-        fallback: &Bound<'py, PyAny>,
-        check: bool,
-        head: Vec<u8>,
-        foot: Vec<u8>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let py = slf.py();
-        let (roots, start, kids, order, guess) = {
-            let mut this = slf.borrow_mut();
-            let this = &mut *this;
-            let ix = &this.st.index;
-            let order: PyResult<Vec<u32>> =
-                this.tree.preorder(ix).map_err(|e| ix.walk_error(e).into());
-            let t = this.tree.get(&this.st.index);
-            let guess = usize::try_from(this.st.end()).unwrap_or(0);
-            (
-                t.roots.clone(),
-                t.start.clone(),
-                t.kids.clone(),
-                order,
-                guess,
-            )
-        };
-        let order = order?;
-        // the lines plus about 30 bytes of nesting per node, so `out` is not copied as it grows
-        let mut out = Vec::with_capacity(
-            guess
-                .saturating_add(order.len().saturating_mul(32))
-                .saturating_add(head.len() + foot.len()),
-        );
-        out.extend_from_slice(&head);
-        crate::treejson::write_nested(
-            &roots,
-            &start,
-            &kids,
-            &order,
-            |p| tails.get(&p).cloned(),
-            |batch, buf, ends| -> PyResult<()> {
-                use rayon::prelude::*;
-                let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
-                let mut raw: Vec<u8> = Vec::new();
-                let mut span: Vec<(usize, usize)> = vec![(0, 0); idx.len()];
-                {
-                    let this = slf.borrow();
-                    for &i in &idx {
-                        this.check(i)?;
-                    }
-                    this.st.with_lines(&idx, |k, b| {
-                        span[k] = (raw.len(), raw.len() + b.len());
-                        raw.extend_from_slice(b);
-                    })?;
-                }
-                // the check on a copy, with no borrow of this index held while others run
-                let ok: Vec<bool> = if check {
-                    py.detach(|| {
-                        span.par_iter()
-                            .map(|&(a, b)| crate::jstext::is_stringify_text(&raw[a..b]))
-                            .collect()
-                    })
-                } else {
-                    vec![false; idx.len()]
-                };
-                let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
-                let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
-                if !redo.is_empty() {
-                    let want: Vec<usize> = redo.iter().map(|&k| idx[k]).collect();
-                    let got: Vec<Vec<u8>> = fallback.call1((want,))?.extract()?;
-                    if got.len() != redo.len() {
-                        return Err(PyValueError::new_err(
-                            "tree_json: fallback gave a wrong count",
-                        ));
-                    }
-                    for (k, text) in redo.into_iter().zip(got) {
-                        again[k] = Some(text);
-                    }
-                }
-                buf.reserve(raw.len());
-                for (k, &(a, b)) in span.iter().enumerate() {
-                    match &again[k] {
-                        Some(t) => buf.extend_from_slice(t),
-                        None => buf.extend_from_slice(&raw[a..b]),
-                    }
-                    ends.push(buf.len());
-                }
-                Ok(())
-            },
-            &mut out,
-        )?;
-        out.extend_from_slice(&foot);
-        Ok(PyBytes::new(py, &out))
-    }
-
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        use crate::index::{R_OTHER, T_OTHER};
-        let (t, r);
-        let mut v = self.st.index.view(i)?;
-        if v.type_code == T_OTHER || v.role_code == R_OTHER {
-            // a name past the full names table: read back from the entry's line
-            (t, r) = (self.st.entry_type(i)?, self.st.entry_role(i)?);
-            if v.type_code == T_OTHER {
-                v.type_name = t.as_deref();
-            }
-            if v.role_code == R_OTHER {
-                v.role = r.as_deref();
-            }
-        }
-        results::record(py, v)
+        self.st.with_record(i, |v| results::record(py, v))?
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
@@ -424,60 +279,20 @@ impl Index {
     }
     /// The type names of entries `idx` (when strings, else None).
     fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<std::borrow::Cow<'_, str>>>> {
-        let mut out: Vec<Option<std::borrow::Cow<'_, str>>> = self
-            .st
-            .index
-            .types_of(&idx)?
-            .into_iter()
-            .map(|t| t.map(std::borrow::Cow::Borrowed))
-            .collect();
-        if self.st.index.names_overflowed() {
-            for (k, &i) in idx.iter().enumerate() {
-                if self.st.index.view(i)?.type_code == crate::index::T_OTHER {
-                    out[k] = self.st.entry_type(i)?.map(std::borrow::Cow::Owned);
-                }
-            }
-        }
-        Ok(out)
+        Ok(self.st.type_names(&idx)?)
     }
     /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
     /// null, types, roles, lines 1-based, byte offsets. Ids, types and roles only when strings.
     fn table<'py>(&self, py: Python<'py>, idx: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
-        use crate::index::{R_OTHER, T_OTHER};
-        let mut others: Vec<(usize, Option<String>, Option<String>)> = Vec::new();
-        if self.st.index.names_overflowed() {
-            // names past the full names tables: read back from the entries' lines
-            for (k, &i) in idx.iter().enumerate() {
-                let v = self.st.index.view(i)?;
-                if v.type_code == T_OTHER || v.role_code == R_OTHER {
-                    let t = (v.type_code == T_OTHER)
-                        .then(|| self.st.entry_type(i))
-                        .transpose()?;
-                    let r = (v.role_code == R_OTHER)
-                        .then(|| self.st.entry_role(i))
-                        .transpose()?;
-                    others.push((k, t.flatten(), r.flatten()));
-                }
-            }
-        }
-        let mut cols = self.st.index.columns(&idx)?;
-        for (k, t, r) in &others {
-            let v = self.st.index.view(idx[*k])?;
-            if v.type_code == T_OTHER {
-                cols.types[*k] = t.as_deref();
-            }
-            if v.role_code == R_OTHER {
-                cols.roles[*k] = r.as_deref();
-            }
-        }
-        named(py, &COLUMNS, "EntryColumns", false, cols.into_parts())
+        let parts = |c: crate::index::EntryColumns<'_>| {
+            named(py, &COLUMNS, "EntryColumns", false, c.into_parts())
+        };
+        self.st.with_columns(&idx, parts)?
     }
     /// (byte lengths, times or None where `new Date` is NaN, token estimates as
     /// `estimate_tokens` gives them) of entries `idx`: what `Session.entry_metrics` shows.
-    #[allow(clippy::type_complexity)]
-    fn metrics(&self, idx: Vec<usize>) -> PyResult<(Vec<u32>, Vec<Option<f64>>, Vec<Option<u64>>)> {
-        let (lens, times) = self.st.index.sizes_and_times(&idx)?;
-        Ok((lens, times, self.estimate_tokens(idx)?))
+    fn metrics(&self, idx: Vec<usize>) -> PyResult<crate::reads::Metrics> {
+        Ok(self.st.metrics(&idx)?)
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.
@@ -494,14 +309,11 @@ impl Index {
         self.st.index.leaf_entry()
     }
     fn leaf_is_null(&self) -> bool {
-        self.st.index.leaf == Leaf::Null
+        self.st.index.leaf == crate::index::Leaf::Null
     }
     /// The leaf id when it is a string.
     fn leaf_id(&self) -> Option<&str> {
-        match self.st.index.leaf {
-            Leaf::Null => None,
-            Leaf::Key(k) => self.st.index.key_string(k),
-        }
+        self.st.index.leaf_id()
     }
     /// Moves the leaf to entry `i` (its id), or to null with None.
     #[pyo3(signature = (i))]
@@ -581,10 +393,9 @@ impl Index {
         self.check(i)?;
         Ok(self.tree.get(&self.st.index).children(i as u32).to_vec())
     }
-    /// (roots, start, kids): the whole children table in CSR form.
-    fn tree_table(&mut self) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-        let t = self.tree.get(&self.st.index);
-        (t.roots.clone(), t.start.clone(), t.kids.clone())
+    /// A `TreeTable` (roots, start, kids): the whole children table in CSR form.
+    fn tree_table<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        results::tree_table(py, self.tree.get(&self.st.index))
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
@@ -605,11 +416,7 @@ impl Index {
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
     fn labels(&self) -> Vec<(Option<&str>, u32)> {
-        let ix = &self.st.index;
-        ix.labels()
-            .into_iter()
-            .map(|(t, e)| (ix.key_string(t), e))
-            .collect()
+        self.st.index.label_ids()
     }
     /// Index of the label entry currently labelling id `id`, or None.
     fn label_entry(&self, id: &str) -> Option<u32> {
@@ -630,10 +437,7 @@ impl Index {
     /// Pi's token estimate of each entry's context message, computed from its raw line:
     /// 0 for entries without one, None where the exact (Python) rules must decide.
     fn estimate_tokens(&self, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
-        self.st.check_live()?;
-        self.st.index.check_all(idx.iter().copied())?;
-        let tokens = |&i: &usize| cut::entry_info(&self.st, i as u32).map(|info| info.tokens);
-        Ok(idx.iter().map(tokens).collect())
+        Ok(self.st.estimate_tokens(&idx)?)
     }
     /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
     /// by the caller): (first kept position, turn start position or -1, split turn), or None
@@ -645,89 +449,7 @@ impl Index {
         end: usize,
         keep_recent_tokens: u64,
     ) -> PyResult<Option<(usize, isize, bool)>> {
-        self.st.check_live()?;
-        self.st.index.check_all(path.iter().map(|&i| i as usize))?;
-        let keep = keep_recent_tokens;
-        Ok(cut::find_cut_point(&self.st, &path, start, end, keep))
-    }
-    /// Entries `start..end` as one JSON document of columns for the HTML view (see
-    /// `crate::digest::digest_columns`): ids, kinds, previews, references, offsets, lengths,
-    /// timestamps, token estimates, usage.
-    fn html_digest<'py>(
-        &self,
-        py: Python<'py>,
-        start: usize,
-        end: usize,
-        preview_chars: usize,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        self.st.check_live()?;
-        let ix = &self.st.index;
-        let end = end.min(ix.len());
-        let start = start.min(end);
-        let id_of = |i| ix.id_at(i).map(str::to_string);
-        let doc = crate::digest::digest_columns(&self.st, start, end, preview_chars, id_of)?;
-        Ok(PyBytes::new(py, &doc))
-    }
-    // ---- the HTML export's bulk work (`crate::export`, issue 18) ----
-    /// `(offset, length)` of the pieces the known bytes are cut into for the HTML view: at
-    /// entries' line starts, each about `seg_bytes` long (no read: from the index).
-    fn html_segment_bounds(&self, seg_bytes: u64) -> PyResult<Vec<(u64, u64)>> {
-        self.st.check_live()?;
-        Ok(crate::export::segment_bounds(&self.st, seg_bytes))
-    }
-    /// Writes the index chunks (entries in batches of `batch`, each `head`, the gzip+base64 of
-    /// its `html_digest` document, `tail`) to the file descriptor `fd` at its offset; batches
-    /// are digested and compressed on every core. Holds the GIL (the digests read the index).
-    #[allow(clippy::too_many_arguments)]
-    fn html_write_index(
-        &self,
-        fd: i32,
-        batch: usize,
-        preview_chars: usize,
-        head: &[u8],
-        tail: &[u8],
-    ) -> PyResult<()> {
-        self.st.check_live()?;
-        let mut out = dup_fd(fd)?;
-        let ix = &self.st.index;
-        Ok(crate::export::write_index_chunks(
-            &self.st,
-            batch,
-            preview_chars,
-            |i| ix.id_at(i).map(str::to_string),
-            head,
-            tail,
-            &mut out,
-        )?)
-    }
-    /// Writes the pieces `bounds[k]` for `k` in `order`, each `heads[k]`, its gzip+base64,
-    /// `tail`, to the file descriptor `fd` at its offset: of the session's known bytes, or of
-    /// `data` when given (an in-memory session's lines). Reading, compressing and writing run
-    /// with the GIL released, on a reader that does not hold the index.
-    #[allow(clippy::too_many_arguments)]
-    fn html_write_segments(
-        &self,
-        py: Python<'_>,
-        fd: i32,
-        bounds: Vec<(u64, u64)>,
-        order: Vec<usize>,
-        heads: Vec<Vec<u8>>,
-        tail: Vec<u8>,
-        data: Option<Vec<u8>>,
-    ) -> PyResult<()> {
-        if heads.len() != bounds.len() || order.iter().any(|&k| k >= bounds.len()) {
-            return Err(PyValueError::new_err(
-                "heads must name every piece and order only pieces that exist",
-            ));
-        }
-        let src = match data {
-            Some(d) => crate::store::DetachedReader::from_bytes(d),
-            None => self.st.detached_reader()?,
-        };
-        let mut out = dup_fd(fd)?;
-        Ok(py.detach(|| {
-            crate::export::write_segments(&src, &bounds, &order, &heads, &tail, &mut out)
-        })?)
+        Ok(self.st.cut_point(&path, start, end, keep_recent_tokens)?)
     }
     /// Total lines seen.
     #[getter]
@@ -740,6 +462,14 @@ impl Index {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::fleet_rows, m)?)?;
+    let names = pyo3::types::PyTuple::new(m.py(), crate::columns::ENTRY_COLUMNS)?;
+    m.add("FLEET_ENTRY_COLUMNS", names)?;
+    m.add_function(wrap_pyfunction!(export::html_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(export::html_segment_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(export::html_write_index, m)?)?;
+    m.add_function(wrap_pyfunction!(export::html_write_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(tree::stringify_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(tree::tree_json, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<scrub::Scrubber>()?;
     m.add_function(wrap_pyfunction!(functions::date_parse, m)?)?;

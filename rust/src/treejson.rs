@@ -81,6 +81,118 @@ pub fn write_nested<E>(
     Ok(())
 }
 
+/// A fallback writer that gave another count of texts than it was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallbackCount;
+
+impl std::fmt::Display for FallbackCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("tree_json: fallback gave a wrong count")
+    }
+}
+impl std::error::Error for FallbackCount {}
+
+/// The tree of `ix` (a copy of its children table, so the caller may let the index go) and
+/// its pre-order, as [`write_tree`] takes them.
+pub fn tree_and_order(
+    cache: &mut crate::walk::TreeCache,
+    ix: &crate::index::Index,
+) -> Result<(crate::walk::Tree, Vec<u32>), crate::index::WalkError> {
+    let order = cache.preorder(ix).map_err(|e| ix.walk_error(e));
+    let t = cache.get(ix);
+    let tree = crate::walk::Tree {
+        roots: t.roots.clone(),
+        start: t.start.clone(),
+        kids: t.kids.clone(),
+    };
+    Ok((tree, order?))
+}
+
+/// What [`write_tree`] writes around the tree and after each node.
+pub struct Frame<'a> {
+    /// written before and after the array (the whole answer is one buffer)
+    pub head: &'a [u8],
+    pub foot: &'a [u8],
+    /// node position -> the text after its children (`,"label":...`)
+    pub tails: &'a std::collections::HashMap<u32, Vec<u8>>,
+    /// about the bytes of the entries' lines (the buffer is sized for them and ~30 bytes of
+    /// nesting per node, so it is not copied as it grows)
+    pub size_guess: usize,
+}
+
+/// RPC `get_tree` (nested): `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]),
+/// `frame.foot`. The entries are read in batches by `read(idx, raw, span)` (their lines side by
+/// side in `raw`, as [`crate::store::Store::lines_into`] gives them); with `check`, each line
+/// that `flags(raw, span)` finds already `JSON.stringify`'s text
+/// ([`stringify_flags`]) is copied, and the others are written by `fallback(positions)` (the
+/// exact writer: one text per position, else [`FallbackCount`]).
+pub fn write_tree<E: From<FallbackCount>>(
+    tree: &crate::walk::Tree,
+    order: &[u32],
+    frame: Frame<'_>,
+    check: bool,
+    mut read: impl FnMut(&[usize], &mut Vec<u8>, &mut Vec<(usize, usize)>) -> Result<(), E>,
+    flags: impl Fn(&[u8], &[(usize, usize)]) -> Vec<bool>,
+    mut fallback: impl FnMut(Vec<usize>) -> Result<Vec<Vec<u8>>, E>,
+) -> Result<Vec<u8>, E> {
+    let mut out = Vec::with_capacity(
+        frame
+            .size_guess
+            .saturating_add(order.len().saturating_mul(32))
+            .saturating_add(frame.head.len() + frame.foot.len()),
+    );
+    out.extend_from_slice(frame.head);
+    let (mut raw, mut span) = (Vec::new(), Vec::new());
+    write_nested(
+        &tree.roots,
+        &tree.start,
+        &tree.kids,
+        order,
+        |p| frame.tails.get(&p).cloned(),
+        |batch, buf, ends| -> Result<(), E> {
+            let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
+            read(&idx, &mut raw, &mut span)?;
+            let ok = if check {
+                flags(&raw, &span)
+            } else {
+                vec![false; idx.len()]
+            };
+            let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
+            let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
+            if !redo.is_empty() {
+                let got = fallback(redo.iter().map(|&k| idx[k]).collect())?;
+                if got.len() != redo.len() {
+                    return Err(FallbackCount.into());
+                }
+                for (k, text) in redo.into_iter().zip(got) {
+                    again[k] = Some(text);
+                }
+            }
+            buf.reserve(raw.len());
+            for (k, &(a, b)) in span.iter().enumerate() {
+                match &again[k] {
+                    Some(t) => buf.extend_from_slice(t),
+                    None => buf.extend_from_slice(&raw[a..b]),
+                }
+                ends.push(buf.len());
+            }
+            Ok(())
+        },
+        &mut out,
+    )?;
+    out.extend_from_slice(frame.foot);
+    Ok(out)
+}
+
+/// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text
+/// ([`crate::jstext::is_stringify_text`]), checked on every core.
+pub fn stringify_flags(raw: &[u8], span: &[(usize, usize)]) -> Vec<bool> {
+    use rayon::prelude::*;
+    span.par_iter()
+        .map(|&(a, b)| crate::jstext::is_stringify_text(&raw[a..b]))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +243,60 @@ mod tests {
                 .chain(*b"]")
                 .collect::<Vec<u8>>()
         ));
+    }
+
+    #[test]
+    fn tree_text_copies_stringify_lines_and_asks_for_the_others() {
+        let st = crate::store::Store::from_bytes(
+            concat!(
+                "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2025-01-01T00:00:00Z\",\"cwd\":\"/\"}\n",
+                "{\"type\":\"label\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"t\"}\n",
+                "{\"type\":\"label\", \"id\":\"b\",\"parentId\":\"a\",\"timestamp\":\"t\"}\n",
+            )
+            .as_bytes()
+            .to_vec(),
+            false,
+        );
+        let mut cache = crate::walk::TreeCache::default();
+        let (tree, order) = tree_and_order(&mut cache, &st.index).unwrap();
+        let tails = std::collections::HashMap::from([(1u32, b",\"label\":1".to_vec())]);
+        let frame = |tails| Frame {
+            head: b"<",
+            foot: b">",
+            tails,
+            size_guess: 0,
+        };
+        let read = |idx: &[usize], raw: &mut Vec<u8>, span: &mut Vec<(usize, usize)>| {
+            st.lines_into(idx, raw, span).map_err(|_| FallbackCount)
+        };
+        let mut asked = Vec::new();
+        let got = write_tree(
+            &tree,
+            &order,
+            frame(&tails),
+            true,
+            read,
+            stringify_flags,
+            |p| {
+                asked.extend(p.iter().copied());
+                Ok(vec![b"B".to_vec(); p.len()])
+            },
+        )
+        .unwrap();
+        assert_eq!(asked, vec![1]);
+        let text = String::from_utf8(got).unwrap();
+        assert!(text.starts_with("<[{\"entry\":{\"type\":\"label\",\"id\":\"a\""));
+        assert!(text.ends_with(",\"children\":[{\"entry\":B,\"children\":[],\"label\":1}]}]>"));
+        let wrong = write_tree(
+            &tree,
+            &order,
+            frame(&tails),
+            false,
+            read,
+            stringify_flags,
+            |_| Ok(vec![]),
+        );
+        assert_eq!(wrong, Err(FallbackCount));
     }
 
     #[test]

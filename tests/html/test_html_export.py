@@ -211,7 +211,7 @@ def test_every_corpus_file_exports(tmp_path, path):
 @pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "tests" / "corpus")) for p in CORPUS])
 def test_the_core_export_writes_the_digests_and_bytes_of_the_index(tmp_path, path, monkeypatch):
     """Issue 18: the export's index chunks (digested and compressed by the core, several batches
-    in flight) are, in order, exactly ``Index.html_digest`` of each batch, and its segments
+    in flight) are, in order, exactly ``Session.html_digest`` of each batch, and its segments
     (cut at entries' line starts from the index, compressed by the core, written last-first)
     are whole gzip members that together are the file's bytes, each starting where an entry's
     line starts. Small batches and pieces make many of each."""
@@ -226,7 +226,7 @@ def test_the_core_export_writes_the_digests_and_bytes_of_the_index(tmp_path, pat
     html = s.export_html(tmp_path / "c.html").read_bytes()
     chunks = [gzip.decompress(base64.b64decode(b, validate=True)) for _, b in _blocks(html, b"st-ix")]
     n = len(s)
-    want = [s._core.html_digest(b0, min(n, b0 + 5), h.PREVIEW_CHARS) for b0 in range(0, n, 5)]
+    want = [s.html_digest(b0, min(n, b0 + 5), h.PREVIEW_CHARS) for b0 in range(0, n, 5)]
     assert chunks == want
     segs = _segment_members(html)
     data = path.read_bytes()
@@ -725,7 +725,7 @@ def test_digest_usage_matches_usage_totals(path):
     if s.needs_migration:
         pytest.skip("legacy file: entries are migrated in Python, the digest reads raw lines")
     n = len(s)
-    cols = json.loads(s._core.html_digest(0, n, 80))
+    cols = json.loads(s.html_digest(0, n, 80))
     assert len(cols["id"]) == n
     totals = s.usage_totals()
     sums = [0.0] * 5

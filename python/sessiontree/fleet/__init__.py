@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import CompactionSettings
 from ._rows import Options
-from .columns import STATS_COLUMNS
+from .columns import ENTRY_COLUMNS, STATS_COLUMNS
 from ._sources import Item, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,7 +113,14 @@ def stats_schema() -> Any:
       ``bytes`` and ``file_modified`` may be set).
     """
     pa = _pa()
-    types = {
+    types = _arrow_types(pa)
+    fields = [(name, types[kind]) for name, kind in STATS_COLUMNS]  # the one column list (fleet/columns.py)
+    return pa.schema(fields)
+
+
+def _arrow_types(pa: Any) -> dict[str, Any]:
+    """The Arrow type of each type name of the column lists (``fleet/columns.py``)."""
+    return {
         "string": pa.string(),
         "binary": pa.binary(),
         "int64": pa.int64(),
@@ -121,12 +128,11 @@ def stats_schema() -> Any:
         "bool": pa.bool_(),
         "timestamp": pa.timestamp("ms", tz="UTC"),
     }
-    fields = [(name, types[kind]) for name, kind in STATS_COLUMNS]  # the one column list (fleet/columns.py)
-    return pa.schema(fields)
 
 
 def entries_schema(scrub: bool = False) -> Any:
-    """The Arrow schema of :func:`entries_table` (one row per entry, file order).
+    """The Arrow schema of :func:`entries_table` (one row per entry, file order), built from
+    the one column list :data:`sessiontree.fleet.columns.ENTRY_COLUMNS`.
 
     ``path``, ``path_bytes`` (as in :func:`stats_schema`), ``session_id``, ``entry_index`` (0-based, file order), ``entry_id``,
     ``parent_id`` (null when not a string), ``type``, ``role`` (messages), ``timestamp``
@@ -139,35 +145,11 @@ def entries_schema(scrub: bool = False) -> Any:
     also ``secrets``: how many secrets were replaced in the entry's line.
     """
     pa = _pa()
-    i64, f64, s = pa.int64(), pa.float64(), pa.string()
     if scrub:
-        return pa.schema(list(entries_schema()) + [pa.field("secrets", i64)])
-    return pa.schema(
-        [
-            ("path", s),
-            ("path_bytes", pa.binary()),
-            ("session_id", s),
-            ("entry_index", i64),
-            ("entry_id", s),
-            ("parent_id", s),
-            ("type", s),
-            ("role", s),
-            ("timestamp", pa.timestamp("ms", tz="UTC")),
-            ("line", i64),
-            ("offset", i64),
-            ("bytes", i64),
-            ("tokens", f64),
-            ("input_tokens", f64),
-            ("output_tokens", f64),
-            ("cache_read_tokens", f64),
-            ("cache_write_tokens", f64),
-            ("cost", f64),
-            ("on_active_path", pa.bool_()),
-            ("label", s),
-            ("error_kind", s),
-            ("error", s),
-        ]
-    )
+        return pa.schema(list(entries_schema()) + [pa.field("secrets", pa.int64())])
+    types = _arrow_types(pa)
+    # the one column list (fleet/columns.py)
+    return pa.schema([(name, types[kind]) for name, kind, _by in ENTRY_COLUMNS])
 
 
 #: JavaScript's Date range (ms): a time outside it (a hostile ``timestamp: 1e300``) is null.

@@ -19,6 +19,7 @@ from ..settings import CompactionSettings
 from ..usage import UsageAccumulator, usage_totals_of_entries
 from ._sources import Item
 from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
+from .columns import core_entry_columns
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
 
@@ -515,24 +516,8 @@ def _item_bytes(item: Item, opened: Session) -> bytes:
         return fh.read()
 
 
-#: entry-table columns the core gives as buffers, and their Arrow types (by name)
-_CORE_COLUMNS = (
-    "entry_id",
-    "parent_id",
-    "type",
-    "role",
-    "timestamp",
-    "line",
-    "offset",
-    "bytes",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-    "label",
-)
+#: entry-table columns the core gives as buffers (their Arrow types from the schema)
+_CORE_COLUMNS = core_entry_columns()  # the one list: fleet/columns.py
 _USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 
 
@@ -570,7 +555,7 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
 
     labels = [(k, arrow_text(v)) for k, v in s.labels.items() if isinstance(k, str) and isinstance(v, str)]
     labels = [(k, v) for k, v in labels if _utf8(k)]
-    cols = s.fleet_columns(per_entry=True, labels=labels)
+    cols = s.fleet_columns(per_entry=True, labels=labels, columns=_CORE_COLUMNS)
     n = cols["n"]
     if n == 0:
         return schema.empty_table()

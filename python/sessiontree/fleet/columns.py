@@ -7,7 +7,7 @@ column."""
 
 from __future__ import annotations
 
-__all__ = ["PROBLEM_KINDS", "ROLES", "STATS_COLUMNS", "column_names"]
+__all__ = ["ENTRY_COLUMNS", "PROBLEM_KINDS", "ROLES", "STATS_COLUMNS", "column_names", "core_entry_columns"]
 
 #: The scanner's problem kinds, one ``problems_<kind>`` column each (plus ``problems_other``).
 PROBLEM_KINDS = (
@@ -80,4 +80,40 @@ STATS_COLUMNS: tuple[tuple[str, str], ...] = (
 
 def column_names(columns: tuple[tuple[str, str], ...] = STATS_COLUMNS) -> list[str]:
     """The names of ``columns``, in order."""
-    return [name for name, _ in columns]
+    return [c[0] for c in columns]
+
+
+#: The entry table's columns in order (:func:`sessiontree.fleet.entries_schema` is built from
+#: it): (name, type as in :data:`STATS_COLUMNS`, who makes it): ``core`` for a column the
+#: core makes (``rust/src/columns.rs``, asked for by name through ``Session.fleet_columns``,
+#: whose ``FLEET_ENTRY_COLUMNS`` must be these names), ``job`` for one the fleet job adds
+#: (``on_active_path`` from the core's bits). With ``scrub``, a ``secrets`` column follows.
+ENTRY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("path", "string", "job"),
+    ("path_bytes", "binary", "job"),
+    ("session_id", "string", "job"),
+    ("entry_index", "int64", "job"),
+    ("entry_id", "string", "core"),
+    ("parent_id", "string", "core"),
+    ("type", "string", "core"),
+    ("role", "string", "core"),
+    ("timestamp", "timestamp", "core"),
+    ("line", "int64", "core"),
+    ("offset", "int64", "core"),
+    ("bytes", "int64", "core"),
+    ("tokens", "float64", "core"),
+    ("input_tokens", "float64", "core"),
+    ("output_tokens", "float64", "core"),
+    ("cache_read_tokens", "float64", "core"),
+    ("cache_write_tokens", "float64", "core"),
+    ("cost", "float64", "core"),
+    ("on_active_path", "bool", "job"),
+    ("label", "string", "core"),
+    ("error_kind", "string", "job"),
+    ("error", "string", "job"),
+)
+
+
+def core_entry_columns() -> tuple[str, ...]:
+    """The entry table's columns the core makes, in :data:`ENTRY_COLUMNS` order."""
+    return tuple(name for name, _kind, by in ENTRY_COLUMNS if by == "core")

@@ -244,6 +244,25 @@ impl Index {
     }
 }
 
+/// The labels and the leaf with their ids as strings (what the binding hands out).
+impl Index {
+    /// Resolved labels in Pi's `Map` order: (target id if a string, label entry index).
+    pub fn label_ids(&self) -> Vec<(Option<&str>, u32)> {
+        self.labels()
+            .into_iter()
+            .map(|(t, e)| (self.key_string(t), e))
+            .collect()
+    }
+
+    /// The leaf's id when it is a string (None: the leaf is null, or its id is not a string).
+    pub fn leaf_id(&self) -> Option<&str> {
+        match self.leaf {
+            super::Leaf::Null => None,
+            super::Leaf::Key(k) => self.key_string(k),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::store::Store;

@@ -62,6 +62,35 @@ impl From<crate::export::ExportError> for PyErr {
         match e {
             crate::export::ExportError::Read(e) => e.into(),
             crate::export::ExportError::Write(e) => os_err(&e, ""),
+            crate::export::ExportError::Pieces => PyValueError::new_err(
+                "heads must name every piece and order only pieces that exist",
+            ),
         }
+    }
+}
+
+impl From<crate::reads::ReadError> for PyErr {
+    fn from(e: crate::reads::ReadError) -> PyErr {
+        match e {
+            crate::reads::ReadError::Range(e) => e.into(),
+            crate::reads::ReadError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::columns::ColumnError> for PyErr {
+    fn from(e: crate::columns::ColumnError) -> PyErr {
+        use crate::columns::ColumnError;
+        match e {
+            ColumnError::Store(e) => e.into(),
+            ColumnError::Range(e) => e.into(),
+            ColumnError::Unknown(_) | ColumnError::TooLong => PyValueError::new_err(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::treejson::FallbackCount> for PyErr {
+    fn from(e: crate::treejson::FallbackCount) -> PyErr {
+        PyValueError::new_err(e.to_string())
     }
 }

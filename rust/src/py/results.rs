@@ -1,5 +1,6 @@
 //! Results with names: the named tuples of `sessiontree.entries` (`EntryRecord`,
-//! `EntryColumns`, `Problem`, `HeaderProbe`), made here from Rust tuples.
+//! `EntryColumns`, `Problem`, `HeaderProbe`, `TreeTable`, `ScrubFinding`, `ScrubStats`), made
+//! here from Rust tuples.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -10,6 +11,9 @@ pub static RECORD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub static COLUMNS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub static PROBLEM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub static PROBE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static TREE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static FINDING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub static SCRUB_STATS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// The named tuple `name` of `sessiontree.entries` (looked up once, in `cell`) holding `items`.
 /// Made as `tuple.__new__(cls, items)` makes it, without its argument parsing (that costs
@@ -145,4 +149,29 @@ pub fn problem<'py>(
         true,
         (p.line, p.offset, p.kind, p.message),
     )
+}
+
+/// The children table `t` as a `TreeTable` (roots, start, kids: lists made from the table
+/// itself, no copy of it first).
+pub fn tree_table<'py>(py: Python<'py>, t: &crate::walk::Tree) -> PyResult<Bound<'py, PyAny>> {
+    named(py, &TREE, "TreeTable", false, (&t.roots, &t.start, &t.kids))
+}
+
+/// A scrubber's finding as a `ScrubFinding`: line, entry id, JSON pointer, in a key, kind,
+/// start, end, hash6.
+pub fn finding<'py>(py: Python<'py>, f: crate::scrub::Finding) -> PyResult<Bound<'py, PyAny>> {
+    let items = (
+        f.line, f.entry_id, f.pointer, f.in_key, f.kind, f.start, f.end, f.hash,
+    );
+    named(py, &FINDING, "ScrubFinding", true, items)
+}
+
+/// A scrubber's counts as a `ScrubStats`: bytes fed, lines changed, secrets found, replay
+/// fields kept or dropped.
+pub fn scrub_stats<'py>(
+    py: Python<'py>,
+    s: &crate::scrub::Scrubber,
+) -> PyResult<Bound<'py, PyAny>> {
+    let items = (s.bytes_in, s.lines_changed, s.found, s.replay_fields);
+    named(py, &SCRUB_STATS, "ScrubStats", true, items)
 }

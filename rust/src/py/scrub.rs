@@ -4,19 +4,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// One finding of [`Scrubber`]: line (1-based), entry id, JSON pointer (None: the line is not
-/// JSON), in a key, kind, start and end (code points in the decoded string), hash6.
-type FindingRow = (
-    u64,
-    Option<String>,
-    Option<String>,
-    bool,
-    &'static str,
-    usize,
-    usize,
-    String,
-);
-
 /// The secret scrubber of `crate::scrub` over a byte stream: `feed` returns the scrubbed whole
 /// lines, `finish` the last line without `\n`. Values never cross this boundary.
 #[pyclass(module = "sessiontree._core")]
@@ -60,22 +47,18 @@ impl Scrubber {
         PyBytes::new(py, &out)
     }
 
-    /// The findings so far, removed from the scrubber.
-    fn take_findings(&mut self) -> Vec<FindingRow> {
-        std::mem::take(&mut self.inner.findings)
+    /// The findings so far, removed from the scrubber: `ScrubFinding`s.
+    fn take_findings<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let found = std::mem::take(&mut self.inner.findings);
+        found
             .into_iter()
-            .map(|f| {
-                (
-                    f.line, f.entry_id, f.pointer, f.in_key, f.kind, f.start, f.end, f.hash,
-                )
-            })
+            .map(|f| super::results::finding(py, f))
             .collect()
     }
 
-    /// (bytes fed, lines changed, secrets found, replay fields kept or dropped)
-    fn stats(&self) -> (u64, u64, u64, u64) {
-        let s = &self.inner;
-        (s.bytes_in, s.lines_changed, s.found, s.replay_fields)
+    /// A `ScrubStats`: bytes fed, lines changed, secrets found, replay fields kept or dropped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::results::scrub_stats(py, &self.inner)
     }
 
     /// The kinds the rules detect, in table order.

@@ -66,3 +66,55 @@ def test_the_docs_name_every_column():
     missing_md = [g for g in _groups() if f"`{g}`" not in stats_bullet]
     missing_doc = [g for g in _groups() if f"``{g}``" not in fleet.stats_schema.__doc__]
     assert (missing_md, missing_doc) == ([], [])
+
+
+# ---- the entry table's one list (issue 21 step 4: the column assembly is the core's) ----
+
+
+def test_the_entries_schema_is_the_entry_list():
+    pa = pytest.importorskip("pyarrow")
+    from sessiontree.fleet import entries_schema
+
+    schema = entries_schema()
+    assert schema.names == columns.column_names(columns.ENTRY_COLUMNS)
+    kinds = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
+    for (name, kind, _by), field in zip(columns.ENTRY_COLUMNS, schema):
+        if kind in kinds:
+            assert field.type == kinds[kind], name
+    assert entries_schema(scrub=True).names == schema.names + ["secrets"]
+    # the docstring names every column
+    missing = [n for n in schema.names if f"``{n}``" not in entries_schema.__doc__]
+    assert missing == []
+
+
+def test_the_core_makes_exactly_the_columns_the_list_gives_it():
+    """A column added to ``rust/src/columns.rs`` and not to ``ENTRY_COLUMNS`` (or the other way
+    round) fails here; the core refuses a name it does not make."""
+    from sessiontree import _core
+
+    assert sorted(_core.FLEET_ENTRY_COLUMNS) == sorted(columns.core_entry_columns())
+    assert {by for _n, _k, by in columns.ENTRY_COLUMNS} == {"core", "job"}
+
+
+def test_the_core_gives_the_columns_asked_for_in_that_order():
+    from sessiontree import Session
+
+    s = Session.open(str(ROOT / "examples" / "session.jsonl"))
+    want = list(reversed(columns.core_entry_columns()))
+    cols = s.fleet_columns(per_entry=True, columns=want)
+    assert list(cols["columns"]) == [*want, "on_active_path"]
+    assert list(s.fleet_columns(per_entry=True)["columns"]) == [*_core_names(), "on_active_path"]
+    some = s.fleet_columns(per_entry=True, columns=["line"])
+    assert list(some["columns"]) == ["line", "on_active_path"]
+    assert some["columns"]["line"] == cols["columns"]["line"]
+    for bad in (["no_such_column"], ["line", "line"], ["path"]):
+        with pytest.raises(ValueError, match="no per-entry column"):
+            s.fleet_columns(per_entry=True, columns=bad)
+    # without per_entry no column is made, whatever is named
+    assert "columns" not in s.fleet_columns(columns=["no_such_column"])
+
+
+def _core_names() -> list[str]:
+    from sessiontree import _core
+
+    return list(_core.FLEET_ENTRY_COLUMNS)

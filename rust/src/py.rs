@@ -58,6 +58,10 @@ impl Index {
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
     }
+    /// A walk's result, its cycle as `SessionCycleError` (the ids resolved).
+    fn walked<T>(&self, r: Result<T, crate::walk::Cycle>) -> PyResult<T> {
+        r.map_err(|c| self.st.index.cycle_error(c).into())
+    }
 }
 
 #[pymethods]
@@ -333,8 +337,7 @@ impl Index {
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
     fn branch(&self, i: usize) -> PyResult<Vec<u32>> {
         self.check(i)?;
-        let ix = &self.st.index;
-        Ok(ix.branch(i as u32).map_err(|c| ix.cycle_error(c))?)
+        self.walked(self.st.index.branch(i as u32))
     }
     /// Pi's context span of the branch ending at `leaf` (see `Index::context_span`): entry
     /// indices root first. Raises SessionCycleError.
@@ -343,19 +346,14 @@ impl Index {
         self.check(leaf)?;
         // the GIL is kept: the walk is short, and a borrow held without it would make another
         // thread's append fail with "Already borrowed"
-        self.st
-            .index
-            .context_span_with(leaf as u32, with_settings, &self.span_memo)
-            .map_err(|c| self.st.index.cycle_error(c).into())
+        let ix = &self.st.index;
+        self.walked(ix.context_span_with(leaf as u32, with_settings, &self.span_memo))
     }
     /// The newest entry at or above `i` on its branch with type name `etype` (and role `role`).
     #[pyo3(signature = (i, etype, role = None))]
     fn find_back(&self, i: usize, etype: &str, role: Option<&str>) -> PyResult<Option<u32>> {
         self.check(i)?;
-        self.st
-            .index
-            .find_back_named(i as u32, etype, role)
-            .map_err(|c| self.st.index.cycle_error(c).into())
+        self.walked(self.st.index.find_back_named(i as u32, etype, role))
     }
     /// Entries strictly below ancestor `to` (None: from the root) down to `i`, root first;
     /// None when `to` is not an ancestor of `i`.
@@ -365,19 +363,14 @@ impl Index {
         if let Some(t) = to {
             self.check(t)?;
         }
-        self.st
-            .index
-            .branch_since(i as u32, to.map_or(NONE, |t| t as u32))
-            .map_err(|c| self.st.index.cycle_error(c).into())
+        let to = to.map_or(NONE, |t| t as u32);
+        self.walked(self.st.index.branch_since(i as u32, to))
     }
     /// Deepest common ancestor of `a` and `b`, walking only as far as it is.
     fn common_ancestor_near(&self, a: usize, b: usize) -> PyResult<Option<u32>> {
         self.check(a)?;
         self.check(b)?;
-        self.st
-            .index
-            .common_ancestor_near(a as u32, b as u32)
-            .map_err(|c| self.st.index.cycle_error(c).into())
+        self.walked(self.st.index.common_ancestor_near(a as u32, b as u32))
     }
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {

@@ -12,7 +12,7 @@ proportional to what it writes:
   pane, search, the download of the original JSONL, which is the concatenation of all segments);
 * **index chunks**: per entry, what a tree row shows and the page sums (id, kind, preview, a
   reference id, byte offset and length, timestamp, Pi's token estimate, provider usage), built by
-  the Rust core from the raw lines in batches (``_core.Index.html_digest``), never as Python dicts;
+  the Rust core from the raw lines in batches (``Session.html_digest``), never as Python dicts;
 * **the tree** as the core orders it (Pi's ``getTree`` child order), as little-endian ``uint32``
   arrays.
 

@@ -740,7 +740,7 @@ mod fast {
         }
         .map(|c| c.div_ceil(4));
         d.usage = page_usage(
-            entry_kind::type_row_of_name("message"),
+            entry_kind::type_row(crate::index::T_MESSAGE),
             Some(role),
             m.usage.as_ref(),
             None,

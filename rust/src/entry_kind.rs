@@ -346,4 +346,165 @@ mod tests {
         );
         assert_eq!(carried_usage(UNDECIDED_TYPE, asst, Object, Object), None);
     }
+
+    /// The Python registry's rows (`python/sessiontree/entry_types.py`, `ENTRY_TYPES`):
+    /// (name, contributes context messages, its usage is summed), in the table's order.
+    fn python_registry() -> Vec<(String, bool, bool)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/python/sessiontree/entry_types.py"
+        );
+        let text = std::fs::read_to_string(path).expect("the registry");
+        let start = text.find("ENTRY_TYPES: tuple").expect("ENTRY_TYPES");
+        let end = start + text[start..].find("\n)\n").expect("its end");
+        text[start..end]
+            .split("EntryType(")
+            .skip(1)
+            .map(|row| {
+                let name = row.split('"').nth(1).expect("a name").to_string();
+                let flag = |k: &str| {
+                    let at = row.find(&format!("{k}=")).expect(k) + k.len() + 1;
+                    row[at..].starts_with("True")
+                };
+                (name, flag("context"), flag("usage"))
+            })
+            .collect()
+    }
+
+    /// One well-formed entry of each type (the fields Pi writes; every one also carries an
+    /// entry-level `usage`, which only the usage types may count).
+    fn example(name: &str) -> String {
+        const U: &str =
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.5}}"#;
+        let body = match name {
+            "message" => format!(
+                r#""message":{{"role":"assistant","content":[{{"type":"text","text":"hi there"}}],"usage":{U}}}"#
+            ),
+            "model_change" => r#""provider":"p","modelId":"m""#.into(),
+            "thinking_level_change" => r#""thinkingLevel":"high""#.into(),
+            "compaction" => r#""summary":"sum","firstKeptEntryId":"u","tokensBefore":5"#.into(),
+            "branch_summary" => r#""fromId":"u","summary":"sum""#.into(),
+            "custom" => r#""customType":"ext","data":{}"#.into(),
+            "custom_message" => r#""customType":"ext","content":"text","display":true"#.into(),
+            "label" => r#""targetId":"u","label":"L""#.into(),
+            "session_info" => r#""name":"n""#.into(),
+            "context_edit" => r#""targetId":"u","replacement":null"#.into(),
+            "usage" => String::new(),
+            other => panic!("no example entry for the registry's type {other:?}: add one here"),
+        };
+        let sep = if body.is_empty() { "" } else { "," };
+        format!(
+            r#"{{"type":"{name}","id":"x","parentId":"u","timestamp":"2026-01-01T00:00:01.000Z",{body}{sep}"usage":{U}}}"#
+        )
+    }
+
+    fn store_of(line: &str) -> crate::store::Store {
+        let mut data = Vec::new();
+        data.extend_from_slice(b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n");
+        data.extend_from_slice(b"{\"type\":\"message\",\"id\":\"u\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hello\"}}\n");
+        data.extend_from_slice(line.as_bytes());
+        data.push(b'\n');
+        crate::store::Store::from_bytes(data, false)
+    }
+
+    /// Every name of `TYPE_NAMES` is the registry's (in order), its row says what the
+    /// registry says, and the cut-point search, the digest and the fleet rows handle an entry
+    /// of it as the row says. A type added to the registry without its name and row here, or
+    /// a row that disagrees with it, fails this test.
+    #[test]
+    fn every_type_is_handled_as_the_python_registry_says() {
+        let registry = python_registry();
+        let names: Vec<&str> = registry.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(TYPE_NAMES[..2], ["", "session"]);
+        assert_eq!(&TYPE_NAMES[2..], &names[..]);
+        for (name, context, usage) in &registry {
+            let row = type_row_of_name(name);
+            let makes_message = matches!(
+                row.context,
+                Context::Message
+                    | Context::CustomMessage
+                    | Context::BranchSummary
+                    | Context::CompactionSummary
+            );
+            assert_eq!(makes_message, *context, "{name}: context");
+            assert_eq!(row.may_carry_usage(), *usage, "{name}: usage");
+            let line = example(name);
+            let st = store_of(&line);
+            assert_eq!(st.index.recs.len(), 2, "{name}");
+            // the cut-point search
+            let info = crate::cut::entry_info(&st, 1);
+            match row.context {
+                Context::ContextEdit | Context::Undecided => assert_eq!(info, None, "{name}"),
+                Context::CompactionSummary => assert!(info.unwrap().compaction, "{name}"),
+                _ => {
+                    let info = info.expect(name);
+                    assert_eq!(info.has_message, *context, "{name}");
+                    assert_eq!(info.tokens > 0, *context, "{name}");
+                }
+            }
+            // the HTML digest
+            let d = crate::digest::digest(line.as_bytes(), 80);
+            assert_eq!(d.tokens.is_some(), *context, "{name}: digest estimate");
+            assert_eq!(d.usage.is_some(), *usage, "{name}: digest usage");
+            // the fleet rows' usage sums
+            let rows = crate::rows::session_rows(&st, true).unwrap();
+            assert!(rows.undecided.is_empty(), "{name}");
+            let output = rows.totals.unwrap()[1];
+            assert_eq!(output == Some(2.0), *usage, "{name}: fleet usage");
+            assert_eq!(rows.usage[1].is_some(), *usage, "{name}: a usage candidate");
+            let summary = rows.summary_totals.unwrap()[1] == Some(2.0);
+            assert_eq!(summary, row.is_summary(), "{name}: summary sums");
+        }
+        // a type the core does not know: undecided for the search, nothing for the others
+        for line in [
+            r#"{"type":"x_future","id":"x","parentId":"u","timestamp":"2026-01-01T00:00:01.000Z","summary":"s","usage":{"output":2}}"#,
+            r#"{"type":7,"id":"x","parentId":"u","timestamp":"2026-01-01T00:00:01.000Z","summary":"s","usage":{"output":2}}"#,
+        ] {
+            let st = store_of(line);
+            assert_eq!(crate::cut::entry_info(&st, 1), None, "{line}");
+            let d = crate::digest::digest(line.as_bytes(), 80);
+            assert!(d.tokens.is_none() && d.usage.is_none(), "{line}");
+            let rows = crate::rows::session_rows(&st, true).unwrap();
+            assert_eq!(rows.totals.unwrap()[1], Some(0.0), "{line}");
+            assert_eq!(crate::rows::context_estimate(&st, Some(1)), None, "{line}");
+        }
+    }
+
+    /// Every name of `ROLE_NAMES` is handled by the cut-point search and the fleet rows as its
+    /// row says (an undecided role leaves the search to Python).
+    #[test]
+    fn every_role_is_handled_as_its_row_says() {
+        for row in ROLE_ROWS.iter().skip(1).chain([&OTHER_ROLE]) {
+            let name = if row.name.is_empty() {
+                "x_role"
+            } else {
+                row.name
+            };
+            let content = if name == "assistant" {
+                r#"[{"type":"text","text":"text"}]"#
+            } else {
+                r#""text""#
+            };
+            let line = format!(
+                r#"{{"type":"message","id":"x","parentId":"u","timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"{name}","content":{content},"command":"ls","output":"o","summary":"s","usage":{{"output":2}}}}}}"#
+            );
+            let st = store_of(&line);
+            let info = crate::cut::entry_info(&st, 1);
+            match row.role {
+                Role::Undecided => assert_eq!(info, None, "{name}"),
+                Role::Known {
+                    cut_point,
+                    turn_start,
+                } => {
+                    let info = info.expect(name);
+                    assert_eq!((info.cut_point, info.turn_start), (cut_point, turn_start));
+                }
+            }
+            let rows = crate::rows::session_rows(&st, true).unwrap();
+            let carried = rows.totals.unwrap()[1] == Some(2.0);
+            assert_eq!(carried, row.usage != Carries::Never, "{name}: fleet usage");
+            let d = crate::digest::digest(line.as_bytes(), 80);
+            assert_eq!(d.usage.is_some(), row.usage != Carries::Never, "{name}");
+        }
+    }
 }

@@ -50,12 +50,13 @@ def test_the_python_rows_have_every_column_and_no_other():
     assert opened, "some corpus files open"
     names = set(columns.column_names())
     for row in opened:
-        assert set(row) <= names, sorted(set(row) - names)
+        assert set(row) <= names, f"STATS_COLUMNS (fleet/columns.py) lacks {sorted(set(row) - names)}"
         # every column but the error pair is set on a row of a file that opened
         # path_bytes is added as the table is built; the error columns only where there is one
-        assert names - set(row) <= {"path_bytes", "error_kind", "error", "context_error", "parent_session_id"} | {
+        unset = names - set(row)
+        assert unset <= {"path_bytes", "error_kind", "error", "context_error", "parent_session_id"} | {
             n for n in names if n.startswith(("messages_", "problems_"))
-        }
+        }, f"fleet/_rows.py (_stats_of) sets no {sorted(unset)}"
 
 
 def test_the_docs_name_every_column():
@@ -65,7 +66,7 @@ def test_the_docs_name_every_column():
     stats_bullet = re.search(r"\* \*\*stats\*\*.*?(?=\n\* \*\*)", doc, re.S).group(0)
     missing_md = [g for g in _groups() if f"`{g}`" not in stats_bullet]
     missing_doc = [g for g in _groups() if f"``{g}``" not in fleet.stats_schema.__doc__]
-    assert (missing_md, missing_doc) == ([], [])
+    assert (missing_md, missing_doc) == ([], []), "(docs/fleet.md's stats paragraph, stats_schema's docstring)"
 
 
 def test_the_problem_kinds_are_the_cores_and_the_docs_list_them():

@@ -49,8 +49,11 @@ def test_the_table_names_the_cores_fixed_types():
     # the core's own list (a module constant of the binding), not a parse of codes.rs
     core = entries.CORE_TYPE_NAMES
     assert core[:2] == ("", "session")  # "not a string", the header's type
-    assert [t.name for t in ROWS] == list(core[2:])
-    assert set(EXAMPLES) == {t.name for t in ROWS}
+    assert [t.name for t in ROWS] == list(core[2:]), (
+        "ENTRY_TYPES (python/sessiontree/entry_types.py) and TYPE_NAMES (rust/src/index/codes.rs) "
+        "name the same types in the same order"
+    )
+    assert set(EXAMPLES) == {t.name for t in ROWS}, "EXAMPLES in this test: one entry of each type"
 
 
 def test_the_derived_lists_are_the_tables():
@@ -62,18 +65,20 @@ def test_the_derived_lists_are_the_tables():
 @pytest.mark.parametrize("row", ROWS, ids=[t.name for t in ROWS])
 def test_each_layer_handles_the_type_as_the_table_says(row):
     e = _entry(row.name)
-    assert bool(entry_to_context_messages(e)) is row.context
+    assert bool(entry_to_context_messages(e)) is row.context, "context.py (entry_to_context_messages)"
     totals = usage_totals_of_entries([e])
-    assert (totals.output == 2) is row.usage
-    assert bool(entry_preview(e)) is row.preview
-    assert row.name in (Path(sessiontree.__file__).parent / "html" / "viewer.js").read_text()
+    assert (totals.output == 2) is row.usage, "usage.py"
+    assert bool(entry_preview(e)) is row.preview, "cli/render.py (entry_preview)"
+    viewer = (Path(sessiontree.__file__).parent / "html" / "viewer.js").read_text()
+    assert row.name in viewer, f"html/viewer.js: how the page shows a {row.name!r} entry"
 
 
 @pytest.mark.parametrize("row", [t for t in ROWS if t.appended_by], ids=[t.name for t in ROWS if t.appended_by])
 def test_the_session_appends_each_type_it_writes(row):
     s = Session.in_memory()
     first = s.append_message({"role": "user", "content": "hi", "timestamp": 0})
-    method = getattr(s, row.appended_by)
+    method = getattr(s, row.appended_by, None)
+    assert method is not None, f"Session.{row.appended_by} (session.py), named by ENTRY_TYPES"
     args = {
         "append_message": ({"role": "user", "content": "x", "timestamp": 1},),
         "append_model_change": ("p", "m"),
@@ -85,7 +90,8 @@ def test_the_session_appends_each_type_it_writes(row):
         "append_label_change": (first, "L"),
         "append_session_info": ("n",),
         "append_context_edit": (first, None),
-    }[row.appended_by]
+    }.get(row.appended_by)
+    assert args is not None, f"the arguments of {row.appended_by} in this test"
     new_id = method(*args)
     assert s.get_entry(new_id).type == row.name
 

@@ -2082,12 +2082,14 @@ class Session:
     @property
     def state_key(self) -> tuple:
         """A cheap key of everything this session's reads answer from: ``(file identity,
-        indexed bytes, entries, leaf id, leaf version)``. Equal keys (on one ``Session``) mean
-        equal answers from every read method; any append, :meth:`refresh` that found entries,
-        or leaf move changes it (the leaf version is bumped on each move, so moving away and
-        back changes it too). Cost: none (the index knows each part)."""
+        indexed bytes, entries, leaf id, leaf version, file changes)``. Equal keys (on one
+        ``Session``) mean equal answers from every read method; any append, :meth:`refresh` that
+        found entries, or leaf move changes it (the leaf version is bumped on each move, so
+        moving away and back changes it too), and so does a :meth:`refresh` that found the file's
+        size, mtime or ctime changed (a rewrite in place it could not see reads the new bytes).
+        Cost: none (the index knows each part)."""
         core = self._core
-        return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version)
+        return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version, core.file_changes)
 
     def raw_entries(self, indices: Sequence[int]) -> list:
         """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as

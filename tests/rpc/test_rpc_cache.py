@@ -16,6 +16,7 @@ import pytest
 from tests.support.goldens import CORPUS
 
 from sessiontree import Session
+from sessiontree._jsjson import JS_UNDEFINED
 from sessiontree.rpc import RpcServer, SessionRegistry, encode
 
 MODEL = {
@@ -253,7 +254,7 @@ def test_raw_entries_and_tree_labels_equal_the_per_entry_views(name: str):
     got = s.tree_labels()
     assert {i: lab for i, (lab, _ts) in got.items()} == want
     for _lab, ts in got.values():
-        assert ts is None or isinstance(ts, str)
+        assert ts is JS_UNDEFINED or ts is None or isinstance(ts, str)
 
 
 def test_paging_the_flat_tree_walks_it_once_per_state(tmp_path: Path):

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .._jsjson import JS_UNDEFINED, js_date_parse
 from ..context import estimate_projected_context_tokens, should_compact
+from ..entry_types import USAGE_TYPES
 from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
@@ -22,7 +23,8 @@ from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
 
-_USAGE_TYPES = ("compaction", "branch_summary", "usage")
+#: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
+_USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
 _SUMMARY_TYPES = ("compaction", "branch_summary")
 
 

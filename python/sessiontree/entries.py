@@ -37,8 +37,9 @@ def parse_json_line(line: bytes) -> Any:
     reader (``_core.json_check``: JavaScript's grammar, linear time, no recursion), which also
     measures their nesting; only then does the standard library parser build them. That covers
     what JavaScript accepts and orjson does not: lone UTF-16 surrogate escapes such as
-    ``"\\ud800"``, integers beyond 64 bits, bytes that are not UTF-8 inside strings (read as
-    U+FFFD, as Node reads them). Integers too long for Python's ``int`` (over 4,300 digits)
+    ``"\\ud800"``, integers beyond 64 bits (where orjson refuses them: 3.13 reads an integer
+    outside [-2**63, 2**64 - 1] as a float itself), bytes that are not UTF-8 inside strings (read
+    as U+FFFD, as Node reads them). Integers too long for Python's ``int`` (over 4,300 digits)
     become the float ``JSON.parse`` makes of them (usually ``inf``).
 
     Raises:

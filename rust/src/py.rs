@@ -232,6 +232,13 @@ impl Index {
         self.st.identity()
     }
 
+    /// How many times a refresh found the file changed (size, mtime or ctime) with the bytes
+    /// it checks unchanged (`Session.state_key`).
+    #[getter]
+    fn file_changes(&self) -> u64 {
+        self.st.file_changes
+    }
+
     /// Bytes known (the file length as of the last scan or append).
     #[getter]
     fn end(&self) -> u64 {

@@ -221,7 +221,14 @@ impl<'a> W<'a> {
             if text.len() > 40 {
                 return None; // beyond 128 bits, or nearly: Python's int decides
             }
-            return text.parse::<i128>().ok().map(Scalar::Int);
+            // outside [-2**63, 2**64 - 1] the Python reader's type depends on the orjson
+            // version (a float in 3.13, an exact int through the fallback in older ones):
+            // Python decides
+            return text
+                .parse::<i128>()
+                .ok()
+                .filter(|n| (i64::MIN as i128..=u64::MAX as i128).contains(n))
+                .map(Scalar::Int);
         }
         text.parse::<f64>().ok().map(Scalar::Float)
     }

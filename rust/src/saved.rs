@@ -655,6 +655,23 @@ mod tests {
                 }
                 let _ = bad.lookup_str("e00001");
                 let _ = bad.intern_str("new-id");
+                // walks over the forged parents and leaf: no panic either
+                let n = bad.recs.len() as u32;
+                if let Some(l) = bad.leaf_entry() {
+                    let _ = bad.branch(l);
+                    let _ = bad.context_span(l, true);
+                }
+                for i in (0..n).step_by(37) {
+                    let _ = bad.branch(i);
+                    let _ = bad.context_span(i, false);
+                    let _ = bad.walk_parent(i);
+                    let _ = bad.tree_parent(i);
+                    let _ = bad.find_back_named(i, "message", Some("assistant"));
+                }
+                let tree = bad.build_tree();
+                if let Ok(order) = tree.preorder(bad.preorder_limit()) {
+                    let _ = bad.unreachable(&order);
+                }
             }
         }
         // most forgeries are refused; some (a changed timestamp, say) restore

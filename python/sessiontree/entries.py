@@ -37,8 +37,9 @@ def parse_json_line(line: bytes) -> Any:
     reader (``_core.json_check``: JavaScript's grammar, linear time, no recursion), which also
     measures their nesting; only then does the standard library parser build them. That covers
     what JavaScript accepts and orjson does not: lone UTF-16 surrogate escapes such as
-    ``"\\ud800"``, integers beyond 64 bits, bytes that are not UTF-8 inside strings (read as
-    U+FFFD, as Node reads them). Integers too long for Python's ``int`` (over 4,300 digits)
+    ``"\\ud800"``, integers beyond 64 bits (where orjson refuses them: 3.13 reads an integer
+    outside [-2**63, 2**64 - 1] as a float itself), bytes that are not UTF-8 inside strings (read
+    as U+FFFD, as Node reads them). Integers too long for Python's ``int`` (over 4,300 digits)
     become the float ``JSON.parse`` makes of them (usually ``inf``).
 
     Raises:
@@ -74,6 +75,15 @@ def _js_int(text: str) -> int | float:
 #: Deepest nesting we hand to a Python JSON parser (orjson stops at 1024 too): deeper input
 #: could exhaust the C stack when a program raised Python's recursion limit.
 MAX_DEPTH = 1000
+
+
+#: The core's fixed entry types and message roles, in code order (``rust/src/index/codes.rs``;
+#: ``""`` at code 0 stands for "not a string"): each has its row in the core's projection
+#: (``rust/src/entry_kind.rs``); ``sessiontree.entry_types`` is checked against them.
+CORE_TYPE_NAMES: tuple[str, ...] = _core.TYPE_NAMES
+CORE_ROLE_NAMES: tuple[str, ...] = _core.ROLE_NAMES
+#: The scanner's problem kinds (:attr:`Problem.kind`; ``rust/src/index/problems.rs``).
+PROBLEM_KINDS: tuple[str, ...] = _core.PROBLEM_KINDS
 
 
 class Problem(NamedTuple):

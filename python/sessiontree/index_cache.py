@@ -184,17 +184,26 @@ def clear(index_cache: IndexCache = None) -> int:
 # entry), kept beside the saved indexes and reused while the file is the one it was computed
 # from: the same (device, inode, size, mtime ns, ctime ns). The kernel sets ctime to the current
 # time on every write, truncate, rename or chmod, and no program can set it back (only the
-# system clock can), so an equal stamp means the file was not written since. Rows are JSON,
-# written like saved indexes (O_EXCL temp file 0600 in a folder we own, renamed; symlinks
-# neither followed nor written through); anything odd reads as "no row".
+# system clock can), so an equal stamp means the file was not written since. Rows are JSON
+# after a checksum line (BLAKE2b-128 of the JSON bytes, hex: a flipped bit or a cut is never
+# read as a row, as the saved index's checksum does for it), written like saved indexes
+# (O_EXCL temp file 0600 in a folder we own, renamed; symlinks neither followed nor written
+# through); anything odd reads as "no row".
 
 _ROW_SUFFIX = ".row"
 _ROW_MAX = 1 << 20
-_ROW_VERSION = 1
+_ROW_VERSION = 2
 
 
 def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _row_sum(body: bytes) -> bytes:
+    """The checksum line of a saved row's JSON bytes: BLAKE2b-128, hex."""
+    import hashlib
+
+    return hashlib.blake2b(body, digest_size=16).hexdigest().encode()
 
 
 def _row_name(st: os.stat_result, kind: str) -> str:
@@ -238,7 +247,10 @@ def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = 
         if not stat.S_ISREG(fst.st_mode) or fst.st_size > _ROW_MAX:
             return None
         data = os.read(fd, _ROW_MAX + 1)
-        v = json.loads(data)
+        sum_line, _, body = data.partition(b"\n")
+        if sum_line != _row_sum(body):
+            return None
+        v = json.loads(body)
     except (OSError, ValueError, RecursionError):
         return None
     finally:
@@ -265,9 +277,10 @@ def save_row(kind: str, st: os.stat_result, key: str, row: dict, index_cache: In
     if d is None:
         return False
     try:
-        data = json.dumps({"v": _ROW_VERSION, "stamp": _stamp(st), "key": key, "row": row}).encode()
+        body = json.dumps({"v": _ROW_VERSION, "stamp": _stamp(st), "key": key, "row": row}).encode()
     except (TypeError, ValueError):
         return False
+    data = _row_sum(body) + b"\n" + body
     if len(data) > _ROW_MAX:
         return False
     dfd = _open_folder(d, True)

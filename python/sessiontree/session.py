@@ -29,7 +29,7 @@ from typing import BinaryIO, TYPE_CHECKING, Any, Callable, Iterator, NamedTuple,
 import orjson
 
 from . import _core
-from ._jsjson import js_get, js_stringify_bytes, js_trim
+from ._jsjson import JS_UNDEFINED, js_get, js_stringify_bytes, js_trim
 from .context import SessionContext, build_session_context, latest_compaction, latest_compaction_at
 from .entries import Entry, ProblemList, TreeNode, TreeTable, _TreeSource, parse_json_line
 from .entry_types import USAGE_TYPES
@@ -2082,12 +2082,14 @@ class Session:
     @property
     def state_key(self) -> tuple:
         """A cheap key of everything this session's reads answer from: ``(file identity,
-        indexed bytes, entries, leaf id, leaf version)``. Equal keys (on one ``Session``) mean
-        equal answers from every read method; any append, :meth:`refresh` that found entries,
-        or leaf move changes it (the leaf version is bumped on each move, so moving away and
-        back changes it too). Cost: none (the index knows each part)."""
+        indexed bytes, entries, leaf id, leaf version, file changes)``. Equal keys (on one
+        ``Session``) mean equal answers from every read method; any append, :meth:`refresh` that
+        found entries, or leaf move changes it (the leaf version is bumped on each move, so
+        moving away and back changes it too), and so does a :meth:`refresh` that found the file's
+        size, mtime or ctime changed (a rewrite in place it could not see reads the new bytes).
+        Cost: none (the index knows each part)."""
         core = self._core
-        return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version)
+        return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version, core.file_changes)
 
     def raw_entries(self, indices: Sequence[int]) -> list:
         """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as
@@ -2132,7 +2134,7 @@ class Session:
         for i, (label, ts) in self.tree_labels().items():
             if label is not None:
                 t = b',"label":' + write(label)
-                if ts is not None:
+                if ts is not JS_UNDEFINED:
                     t += b',"labelTimestamp":' + write(ts)
                 tails[i] = t
         return _core.tree_json(
@@ -2147,14 +2149,16 @@ class Session:
     def tree_labels(self) -> dict[int, tuple[Any, Any]]:
         """The labels :meth:`get_tree` puts on its nodes, by node position: ``{position:
         (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the label entry
-        that set the label (Pi's ``labelTimestamp``). Cost: the label entries only."""
+        that set the label as it is (Pi's ``labelTimestamp``: ``None`` for a JSON ``null``, which
+        Pi sends, :data:`~sessiontree._jsjson.JS_UNDEFINED` when the entry has none, which Pi
+        leaves out). Cost: the label entries only."""
         out: dict[int, tuple[Any, Any]] = {}
         for target, e in self._core.labels():
             if target is not None:
                 t = self._core.index_of(target)
                 if t is not None:
                     raw = self._load_raw(e)
-                    out[t] = (raw.get("label"), raw.get("timestamp"))
+                    out[t] = (raw.get("label"), raw.get("timestamp", JS_UNDEFINED))
         return out
 
     def close(self) -> None:
@@ -2225,8 +2229,8 @@ class Session:
         * ``context``: ``(tokens, messages)`` of the context at that leaf, Pi's projected
           estimate (:func:`sessiontree.context.estimate_projected_context_tokens` over
           :meth:`build_context`), or None where the core leaves it to those rules (repeated
-          ids, legacy files, context edits, system messages, content the estimate leaves to
-          Python, a cycle);
+          ids, legacy files, context edits, system messages, entry types the core does not
+          know, content the estimate leaves to Python, a cycle);
         * ``messages``, ``messages_by_role`` (user, assistant, toolResult, bashExecution,
           custom, any other role), ``compactions``, ``branch_summaries``: entry counts.
 

@@ -6,6 +6,7 @@ pub mod append;
 pub mod columns;
 pub mod cut;
 pub mod digest;
+pub mod entry_kind;
 pub mod export;
 pub mod index;
 pub mod jsdate;

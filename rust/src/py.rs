@@ -225,6 +225,13 @@ impl Index {
         self.st.identity()
     }
 
+    /// How many times a refresh found the file changed (size, mtime or ctime) with the bytes
+    /// it checks unchanged (`Session.state_key`).
+    #[getter]
+    fn file_changes(&self) -> u64 {
+        self.st.file_changes
+    }
+
     /// Bytes known (the file length as of the last scan or append).
     #[getter]
     fn end(&self) -> u64 {
@@ -470,5 +477,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::json_check, m)?)?;
     m.add_function(wrap_pyfunction!(functions::js_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    functions::add_names(m)?;
     Ok(())
 }

@@ -146,6 +146,10 @@ pub struct Store {
     read_only: bool,
     /// what `refresh` checks before it trusts that the file only grew (see [`Guard`])
     guard: Option<Guard>,
+    /// how many times `refresh` found the file's size, mtime or ctime changed (its bytes under
+    /// the guard unchanged): part of `Session.state_key`, so an answer cached before a rewrite
+    /// the guard cannot see is never given after it
+    pub file_changes: u64,
 }
 
 /// Bytes of the file kept when it was last scanned, compared with the file when `refresh` sees
@@ -259,6 +263,7 @@ impl Store {
             checked_to: 0,
             read_only: false,
             guard: None,
+            file_changes: 0,
         }
     }
 
@@ -402,6 +407,16 @@ impl Store {
         if !same(g.tail_at, &g.tail, &mut buf) {
             return Err(StoreError::Rewritten { offset: g.tail_at });
         }
+        // a file held in memory (below `WHOLE_MAX`) is compared whole: its reads answer from
+        // the bytes kept, so a rewrite between the two spans would otherwise never be seen
+        if let Base::Buf(b) = &self.base {
+            let mut now = vec![0u8; b.len()];
+            if f.read_exact_at(&mut now, 0).is_err() || now != *b {
+                let at = now.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
+                return Err(StoreError::Rewritten { offset: at as u64 });
+            }
+        }
+        self.file_changes += 1;
         if let Some(g) = &mut self.guard {
             g.stamp = stamp;
         }

@@ -108,3 +108,30 @@ def test_appends_by_another_process_still_refresh(tmp_path):
         f.write(longer[len(data) :])
     assert s.refresh() == 20
     assert len(s.entries()) == 70
+
+
+def _middle_rewrite(path: Path, data: bytes, old: bytes, new: bytes) -> None:
+    """Replaces ``old`` by ``new`` (same length) in the middle of the file, in place, with the
+    mtime restored: the header's first 4 KiB and the last 4 KiB stay as they were."""
+    st = os.stat(path)
+    at = data.index(old, len(data) // 2 - 200)
+    assert 8192 < at < len(data) - 8192
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(new)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_small_file_rewritten_between_its_ends_is_caught_on_refresh(tmp_path):
+    """A file small enough to be held in memory (below 64 KiB) rewritten in place only between
+    the spans the refresh check keeps: before, ``refresh()`` passed and every read answered from
+    the old bytes held in memory, forever (a cold open answered otherwise)."""
+    p = tmp_path / "s.jsonl"
+    data = _lines("s1", 400, "middle")
+    assert 20_000 < len(data) < 64 << 10
+    p.write_bytes(data)
+    s = Session.open(p, index_cache="off")
+    assert s.entries()[200].raw["message"]["content"] == "middle 200"
+    _middle_rewrite(p, data, b"middle 200", b"MIDDLE 200")
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()

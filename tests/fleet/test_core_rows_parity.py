@@ -156,6 +156,16 @@ HOSTILE = {
         '{"type":"message","message":{"role":"assistant","content":[{"type":"tool\\u0043all"}],"usage":{"input":1}}}',
         '{"type":"message","message":{"role":"assistant","content":"\\ud800","usage":{"input":2}}}',
     ],
+    # orjson reads an integer outside [-2**63, 2**64 - 1] as a float (older versions refused
+    # it, and the standard library then read it exactly): the sums differ from exact ones
+    "ints_beyond_64_bits": [
+        _asst(
+            '{"input":18446744073709551616,"output":-18446744073709551615,'
+            '"cacheRead":9223372036854775808,"cacheWrite":-9223372036854775809,"cost":{"total":1}}'
+        ),
+        _asst('{"input":1,"output":2,"totalTokens":-9223372036854775809}'),
+        '{"type":"usage","usage":{"input":-9223372036854775809,"output":9223372036854775808}}',
+    ],
     "last_activity_rules": [
         '{"type":"message","message":{"role":"user","content":"a","timestamp":1767225600123}}',
         '{"type":"message","message":{"role":"assistant","content":[],"timestamp":true}}',

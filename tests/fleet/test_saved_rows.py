@@ -85,3 +85,64 @@ def test_a_stats_rerun_reuses_rows_only_while_files_are_unchanged(tmp_path, monk
     fresh = session_stats(str(store), index_cache=False).to_pylist()
     assert third == fresh
     assert third[2]["entries"] == first[2]["entries"] + 1
+
+
+def test_a_damaged_saved_row_gives_the_cold_row(tmp_path, monkeypatch):
+    """A saved row is derived data: one flipped bit (a digit that is still a digit, a letter of
+    a key, a quote), a truncation or a row of another shape is never reused; every rerun gives
+    the cold rows. Before, a flipped digit was served as the session's count."""
+    import json
+
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", "0")
+    store = tmp_path / "store"
+    store.mkdir()
+    _write(store / "s0.jsonl", 57, "a0")
+    cold = session_stats(str(store), index_cache=False).to_pylist()
+    assert session_stats(str(store)).to_pylist() == cold
+    (row_path,) = ic.resolve().glob("*.stats.row")
+    good = row_path.read_bytes()
+    at = good.index(b'"entries": 57')
+    damaged = [
+        good[: at + 11] + b"6" + good[at + 12 :],  # 57 -> 47: a digit that is still a digit
+        good[: at + 1] + b"E" + good[at + 2 :],  # a key renamed
+        good[: len(good) // 2],  # truncated
+        # another row under the old checksum line
+        good.partition(b"\n")[0]
+        + b"\n"
+        + json.dumps({**json.loads(good.partition(b"\n")[2]), "row": {"path": "x", "entries": "many"}}).encode(),
+        good.partition(b"\n")[2],  # the JSON without its checksum line (as format 1 wrote it)
+    ]
+    for bad in damaged:
+        row_path.write_bytes(bad)
+        assert session_stats(str(store)).to_pylist() == cold, bad[at - 20 : at + 30]
+        row_path.write_bytes(bad)  # each damage tried on its own (the rerun saved a good row)
+        assert session_stats(str(store)).to_pylist() == cold
+
+
+def test_rows_saved_under_another_column_list_are_not_reused(tmp_path, monkeypatch):
+    # A column added to fleet/columns.py (CONTRIBUTING, "A fleet column") without a version bump,
+    # as in a dev build: rows saved before it lack the column, so they must not be served (they
+    # would give the new column as null where the cold row has a value).
+    from sessiontree.fleet import columns
+
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", "0")
+    store = tmp_path / "store"
+    store.mkdir()
+    for k in range(2):
+        _write(store / f"s{k}.jsonl", 20 + k, f"c{k}")
+    session_stats(str(store))
+    assert len(list(ic.resolve().glob("*.row"))) == 2
+    opened = []
+    real_open = Session.open
+
+    def counting_open(*a, **k):
+        opened.append(os.path.basename(a[0]))
+        return real_open(*a, **k)
+
+    monkeypatch.setattr(Session, "open", staticmethod(counting_open))
+    monkeypatch.setattr(columns, "STATS_COLUMNS", (*columns.STATS_COLUMNS, ("x_count", "int64")))
+    from sessiontree.fleet._rows import Options, stats_rows
+    from sessiontree.fleet._sources import resolve_source
+
+    stats_rows(resolve_source(str(store)), Options())
+    assert sorted(opened) == ["s0.jsonl", "s1.jsonl"]  # computed again, not the saved rows

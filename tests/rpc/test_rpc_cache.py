@@ -16,6 +16,7 @@ import pytest
 from tests.support.goldens import CORPUS
 
 from sessiontree import Session
+from sessiontree._jsjson import JS_UNDEFINED
 from sessiontree.rpc import RpcServer, SessionRegistry, encode
 
 MODEL = {
@@ -169,6 +170,44 @@ def _walk(tree: list) -> list:
     return out
 
 
+def test_a_rewrite_in_place_the_refresh_cannot_see_is_never_answered_from_the_cache(tmp_path: Path):
+    """A file read from disk (over 64 KiB) rewritten in place between two calls, with its size and
+    mtime kept and only bytes between the header's first 4 KiB and the last 4 KiB changed (what
+    the refresh check cannot see): the answers are the ones the session computes from the file
+    now (here: a cold open's), not the answers cached before (the cache key did not change)."""
+    import os
+
+    lines = ['{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}']
+    parent = None
+    for k in range(400):
+        role = "user" if k % 2 == 0 else "assistant"
+        body = '{"role":"%s","content":"%s %04d","timestamp":1}' % (role, "x" * 300, k)
+        pid = "null" if parent is None else f'"{parent}"'
+        lines.append(
+            f'{{"type":"message","id":"m{k:04d}","parentId":{pid},'
+            f'"timestamp":"2026-01-01T00:00:01.000Z","message":{body}}}'
+        )
+        parent = f"m{k:04d}"
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(data)
+    assert len(data) > 64 << 10
+    server = RpcServer(Session.open(path, index_cache="off"), model=MODEL)
+    try:
+        before = _answers(server)
+        st = os.stat(path)
+        at = data.index(b"x 0200")
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(b"y 0200")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        after = _answers(server)
+        assert after != before
+        assert after == _cold(path)
+    finally:
+        server.close()
+
+
 # ==== the Session methods the cache and the tree rely on ====
 
 
@@ -215,7 +254,7 @@ def test_raw_entries_and_tree_labels_equal_the_per_entry_views(name: str):
     got = s.tree_labels()
     assert {i: lab for i, (lab, _ts) in got.items()} == want
     for _lab, ts in got.values():
-        assert ts is None or isinstance(ts, str)
+        assert ts is JS_UNDEFINED or ts is None or isinstance(ts, str)
 
 
 def test_paging_the_flat_tree_walks_it_once_per_state(tmp_path: Path):

@@ -96,3 +96,39 @@ def test_deep_chain(tmp_path: Path):
     got, want = _both(s)
     assert got == want
     assert got.count(b'"children":[') == n
+
+
+def test_a_label_timestamp_that_is_null_is_sent_and_a_missing_one_left_out(tmp_path: Path):
+    """Pi keeps the label entry's ``timestamp`` as it is (``labelTimestampsById.set(targetId,
+    entry.timestamp)``) and ``getTree`` puts it on the node, so ``JSON.stringify`` writes a JSON
+    ``null`` as ``"labelTimestamp":null`` and leaves an absent one out. Before, both were left
+    out (the value was read with ``dict.get``, which makes ``null`` and absent one ``None``)."""
+    head = '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}'
+    body = [
+        '{"type":"custom","customType":"x","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z"}',
+        '{"type":"custom","customType":"x","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z"}',
+        '{"type":"custom","customType":"x","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z"}',
+        '{"type":"label","id":"l1","parentId":"c","timestamp":null,"targetId":"a","label":"null ts"}',
+        '{"type":"label","id":"l2","parentId":"l1","targetId":"b","label":"no ts"}',
+        '{"type":"label","id":"l3","parentId":"l2","timestamp":5,"targetId":"c","label":"number ts"}',
+    ]
+    p = tmp_path / "labels.jsonl"
+    p.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
+    s = Session.open(p, index_cache="off")
+    server = RpcServer(s)
+    try:
+        got, want = server._tree_text(), server._tree_text_py()
+        assert got == want == encode(server._tree_value())
+        a = json.loads(got)["tree"][0]
+        b = a["children"][0]
+        c = b["children"][0]
+        assert a["label"] == "null ts" and "labelTimestamp" in a and a["labelTimestamp"] is None
+        assert b["label"] == "no ts" and "labelTimestamp" not in b
+        assert c["label"] == "number ts" and c["labelTimestamp"] == 5
+        server.handle({"type": "hello"})
+        flat = server.handle({"type": "get_tree", "format": "flat"})["data"]["nodes"]
+        by_id = {n["id"]: n for n in flat}
+        assert "labelTimestamp" in by_id["a"] and by_id["a"]["labelTimestamp"] is None
+        assert "labelTimestamp" not in by_id["b"] and by_id["c"]["labelTimestamp"] == 5
+    finally:
+        server.close()

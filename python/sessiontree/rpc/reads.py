@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .._jsjson import JS_UNDEFINED
 from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 from ..context import calculate_context_tokens, estimate_context_tokens
 from ..errors import EntryNotFoundError, SessionCycleError
@@ -103,7 +104,7 @@ class ReadCommands(ServerBase):
             lab = labels.get(i)
             if lab is not None and lab[0] is not None:
                 d["label"] = lab[0]
-                if lab[1] is not None:
+                if lab[1] is not JS_UNDEFINED:
                     d["labelTimestamp"] = lab[1]
             into.append(d)
             for k in reversed(kids[start[i] : start[i + 1]]):
@@ -136,7 +137,7 @@ class ReadCommands(ServerBase):
                 lab = labels.get(i)
                 if lab is not None and lab[0] is not None:
                     tail += b',"label":' + encode(lab[0])
-                    if lab[1] is not None:
+                    if lab[1] is not JS_UNDEFINED:
                         tail += b',"labelTimestamp":' + encode(lab[1])
                 out.append(tail + b"}")
                 first = False
@@ -212,8 +213,8 @@ class ReadCommands(ServerBase):
                 d["label"] = label
                 if stamps is None:
                     stamps = self._label_timestamps()
-                ts = stamps.get(e.id)
-                if ts is not None:
+                ts = stamps.get(e.id, JS_UNDEFINED)
+                if ts is not JS_UNDEFINED:
                     d["labelTimestamp"] = ts
             d["entry"] = e.raw
             nodes.append(d)
@@ -232,7 +233,7 @@ class ReadCommands(ServerBase):
             labels = s.tree_labels()
             pos = list(labels)
             ids = s.entry_table(pos).id if pos else []
-            return {eid: labels[p][1] for eid, p in zip(ids, pos) if labels[p][1] is not None}
+            return {eid: labels[p][1] for eid, p in zip(ids, pos) if labels[p][1] is not JS_UNDEFINED}
 
         return self._cached("label_timestamps", build)
 

@@ -130,7 +130,7 @@ def test_the_cores_projection_handles_each_type_as_the_table_says(name, entry):
     s = _core_session(entry)
     assert len(s) == 2
     est = s._core.estimate_tokens([1])[0]
-    digest = json.loads(s._core.html_digest(1, 2, 80))
+    digest = json.loads(s.html_digest(1, 2, 80))
     cols = s.fleet_columns()
     py_tokens, _should, _err, py_messages = _python_context(s)
     if row is None:  # unknown to the registry and to the core

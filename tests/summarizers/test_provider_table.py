@@ -82,3 +82,23 @@ def test_sdk_errors_are_classified_in_one_module():
     names = ("APIStatusError", "APITimeoutError", "APIConnectionError")
     readers = sorted(f.name for f in pkg.glob("*.py") if any(n in f.read_text() for n in names))
     assert readers == ["sdk.py"]
+
+
+def test_rpc_reads_the_pi_api_names_from_the_rows(monkeypatch):
+    # summarizer_for maps a Pi ``api`` through providers.provider_for_pi_api, never a list of its own:
+    # a name added to a row is summarized with that row's class; an api no row names is an RpcError
+    # with the text the server has always sent
+    anthropic = next(p for p in ROWS if p.name == "anthropic")
+    grown = anthropic._replace(pi_apis=(*anthropic.pi_apis, "x-new-api"))
+    monkeypatch.setattr(providers, "PROVIDERS", tuple(grown if p is anthropic else p for p in ROWS))
+    model = {"id": "m", "provider": "x", "api": "x-new-api", "baseUrl": "http://127.0.0.1:9", "_apiKey": "k"}
+    model["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    try:
+        got = rpc.summarizer_for(model)
+    except ImportError:
+        pytest.skip("the anthropic SDK is not installed")
+    assert type(got).__name__ == anthropic.cls
+    model["api"] = "no-such-api"
+    with pytest.raises(rpc.RpcError) as err:
+        rpc.summarizer_for(model)
+    assert str(err.value) == "model x/m: api 'no-such-api' is not supported for summaries"

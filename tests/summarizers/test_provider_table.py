@@ -102,3 +102,16 @@ def test_rpc_reads_the_pi_api_names_from_the_rows(monkeypatch):
     with pytest.raises(rpc.RpcError) as err:
         rpc.summarizer_for(model)
     assert str(err.value) == "model x/m: api 'no-such-api' is not supported for summaries"
+
+
+def test_what_the_providers_share_about_their_sdks_is_in_one_module():
+    # the output budget, the client's options (no SDK retries, timeout, base URL, headers), the
+    # retried call with the key redacted and the SDK object -> dict step are written once, in
+    # summarizers/sdk.py; a provider module passes what differs
+    pkg = Path(summarizers.__file__).parent
+    shared = ("output_budget(", "retry_call(", "redact_error(", '"default_headers":', "model_dump")
+    for p in ROWS:
+        text = (pkg / f"{p.module}.py").read_text()
+        assert not [s for s in shared if s in text], p.module
+    sdk = (pkg / "sdk.py").read_text()
+    assert all(s in sdk for s in shared)

@@ -177,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .fleet import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
-    # --- scrub commands (issue 20): sessiontree/_scrub_cli.py ---
-    from .._scrub_cli import add_parsers as add_scrub_parsers
+    # --- scrub commands (issue 20): sessiontree/cli/scrub.py ---
+    from .scrub import add_parsers as add_scrub_parsers
 
     add_scrub_parsers(sub)
     # ---
@@ -285,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in FLEET_COMMANDS:
         return run_fleet(args)
-    from .._scrub_cli import COMMANDS as SCRUB_COMMANDS, run as run_scrub
+    from .scrub import COMMANDS as SCRUB_COMMANDS, run as run_scrub
 
     if args.command in SCRUB_COMMANDS:
         return run_scrub(args)

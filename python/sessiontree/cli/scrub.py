@@ -1,5 +1,5 @@
 """``sessiontree scrub`` and ``sessiontree scrub-all`` (issue 20), over the public
-:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`sessiontree.cli`."""
+:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`.app`."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _err(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scrub`` or ``scrub-all``; returns the exit code."""
-    from .errors import SessionError
+    from ..errors import SessionError
 
     try:
         if args.command == "scrub":
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _scrub(args: argparse.Namespace) -> int:
-    from .scrub import scrub_file
+    from ..scrub import scrub_file
 
     report = scrub_file(
         args.file,
@@ -108,7 +108,7 @@ def _scrub(args: argparse.Namespace) -> int:
         else:
             from pathlib import Path
 
-            from .session import atomic_write
+            from ..session import atomic_write
 
             atomic_write(Path(args.report), [doc])
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.kinds.items()))
@@ -120,7 +120,7 @@ def _scrub(args: argparse.Namespace) -> int:
 
 
 def _scrub_all(args: argparse.Namespace) -> int:
-    from .fleet import scrub_sessions
+    from ..fleet import scrub_sessions
 
     failed = 0
     for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header):

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from .args import documented_parser
+
 COMMANDS = ("scrub", "scrub-all")
 
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
@@ -32,13 +34,12 @@ exit codes: 0 done; 1 some sessions failed (see their lines); 2 bad options"""
 
 def add_parsers(sub: Any) -> None:
     """Register ``scrub`` and ``scrub-all`` on the CLI's subparsers."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "scrub",
         help="replace secrets in a session, keeping it a valid session",
         description="Scrub secrets from FILE (sessiontree.scrub.scrub_file).",
         epilog=_SCRUB_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("file", metavar="FILE")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -49,12 +50,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--report", metavar="PATH|-", help="write the JSON report to PATH (- for stdout)")
     p.add_argument("--lock-timeout", type=float, metavar="SECONDS", help="wait this long for the writer lock")
 
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "scrub-all",
         help="scrub every session of a store into a directory",
         description="Scrub every session of SOURCE into DIR (sessiontree.fleet.scrub_sessions).",
         epilog=_SCRUB_ALL_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
     p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")

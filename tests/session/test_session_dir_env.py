@@ -76,9 +76,11 @@ def test_list_sessions_reads_the_folder(env_dir, tmp_path):
     a = _session(env_dir, CWD)
     b = _session(env_dir, "/other/cwd")
     elsewhere = _session(tmp_path / "agent" / "sessions" / encode_cwd(CWD), CWD)
-    assert {i.path for i in list_sessions(CWD)} == {a.path, b.path}  # Pi list(cwd, sessionDir)
+    listed = {i.path for i in list_sessions(CWD)}  # Pi list(cwd, sessionDir): that folder
+    assert a.path in listed and elsewhere.path not in listed
+    # (whether b, another cwd's session in the same folder, is listed for CWD is left open:
+    # newer Pi sources filter list(cwd, sessionDir) by the header's cwd, older ones do not)
     assert {i.path for i in list_sessions()} == {a.path, b.path}  # Pi listAll(sessionDir): that folder
-    assert elsewhere.path not in {i.path for i in list_sessions()}
 
 
 def _rpc(args: list[str], env: dict, cwd: Path) -> str:

@@ -127,6 +127,13 @@ def fleet_rows(
 
 __version__: str
 
+# the core's fixed names (issue 21: rust/src/index/codes.rs, index/problems.rs; entries.py
+# re-exports them)
+__all__ += ["TYPE_NAMES", "ROLE_NAMES", "PROBLEM_KINDS"]
+TYPE_NAMES: tuple[str, ...]
+ROLE_NAMES: tuple[str, ...]
+PROBLEM_KINDS: tuple[str, ...]
+
 @final
 class Scrubber:
     def __new__(cls, header: bool = False, replay: str = "keep", record: bool = True) -> Scrubber: ...

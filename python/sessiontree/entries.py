@@ -76,6 +76,15 @@ def _js_int(text: str) -> int | float:
 MAX_DEPTH = 1000
 
 
+#: The core's fixed entry types and message roles, in code order (``rust/src/index/codes.rs``;
+#: ``""`` at code 0 stands for "not a string"): each has its row in the core's projection
+#: (``rust/src/entry_kind.rs``); ``sessiontree.entry_types`` is checked against them.
+CORE_TYPE_NAMES: tuple[str, ...] = _core.TYPE_NAMES
+CORE_ROLE_NAMES: tuple[str, ...] = _core.ROLE_NAMES
+#: The scanner's problem kinds (:attr:`Problem.kind`; ``rust/src/index/problems.rs``).
+PROBLEM_KINDS: tuple[str, ...] = _core.PROBLEM_KINDS
+
+
 class Problem(NamedTuple):
     """A skipped or odd line: 1-based ``line`` number, byte ``offset`` of the line, ``kind``
     (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,

@@ -1,9 +1,12 @@
 """The entry types, one row each (issue 21): what each layer does with a type, in one table.
 
 The Rust core has its own list (``TYPE_NAMES`` in rust/src/index/codes.rs: the types with fixed
-codes); ``tests/pi_rules/test_entry_types.py`` checks that the two name the same types and that
-every layer handles each row as it says (context building, content checks, usage sums, the
-``Session`` method that appends it, the CLI preview, the HTML view). A light module of the
+codes, ``sessiontree.entries.CORE_TYPE_NAMES``) and its projection of them (rust/src/entry_kind.rs:
+what the cut-point search, the HTML digest and the fleet rows do with each);
+``tests/pi_rules/test_entry_types.py`` checks that the two name the same types and that every
+layer handles each row as it says (context building, content checks, usage sums, the core's
+projection, the ``Session`` method that appends it, the CLI preview, the HTML view), and
+``cargo test`` reads this table to check the projection too. A light module of the
 bottom floor: it imports nothing. CONTRIBUTING.md lists the steps to add a type.
 """
 

@@ -2219,8 +2219,8 @@ class Session:
         * ``context``: ``(tokens, messages)`` of the context at that leaf, Pi's projected
           estimate (:func:`sessiontree.context.estimate_projected_context_tokens` over
           :meth:`build_context`), or None where the core leaves it to those rules (repeated
-          ids, legacy files, context edits, system messages, content the estimate leaves to
-          Python, a cycle);
+          ids, legacy files, context edits, system messages, entry types the core does not
+          know, content the estimate leaves to Python, a cycle);
         * ``messages``, ``messages_by_role`` (user, assistant, toolResult, bashExecution,
           custom, any other role), ``compactions``, ``branch_summaries``: entry counts.
 

@@ -5,10 +5,12 @@
 //! and whether it may start the kept region (user, assistant, bashExecution, custom,
 //! branchSummary, compactionSummary — never a tool result) or opens a turn (the same without
 //! assistant). Entries without a message (settings changes, labels, ...) right before the cut
-//! are kept with it. Anything unusual (a `context_edit` on the path, content on which Pi would
-//! throw) makes the search return `None`, and the caller uses the Python implementation.
+//! are kept with it. What an entry is to the rules comes from the projection
+//! (`entry_kind.rs`: its type's row, and its role's). Anything unusual (a `context_edit` on the
+//! path, a type or role the projection leaves undecided, content on which Pi would throw)
+//! makes the search return `None`, and the caller uses the Python implementation.
 
-use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION, T_CONTEXT_EDIT, T_CUSTOM_MESSAGE, T_MESSAGE};
+use crate::entry_kind::{self, Context, Role};
 use crate::store::Store;
 use crate::tokens::{self, Estimate};
 use serde::Deserialize;
@@ -44,33 +46,34 @@ struct Fields {
     summary: Option<Value>,
 }
 
-fn role_flags(role: &str) -> (bool, bool) {
-    match role {
-        "user" | "bashExecution" | "custom" | "branchSummary" | "compactionSummary" => (true, true),
-        "assistant" => (true, false),
-        _ => (false, false),
-    }
-}
-
 /// What entry `i` contributes to the cut-point search, or None when Python must decide.
 pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
     let rec = st.index.recs[i as usize];
-    match rec.etype {
-        T_COMPACTION => {
+    let kind = entry_kind::type_row(rec.etype).context;
+    match kind {
+        Context::CompactionSummary => {
             return Some(Info {
                 compaction: true,
                 ..Default::default()
             })
         }
-        T_CONTEXT_EDIT => return None,
-        T_MESSAGE | T_CUSTOM_MESSAGE | T_BRANCH_SUMMARY => {}
-        _ => return Some(Info::default()),
+        Context::ContextEdit | Context::Undecided => return None,
+        Context::Nothing => return Some(Info::default()),
+        Context::Message | Context::CustomMessage | Context::BranchSummary => {}
     }
     let f: Fields = serde_json::from_slice(&st.line(i as usize).ok()?).ok()?;
-    match rec.etype {
-        T_MESSAGE => {
+    match kind {
+        Context::Message => {
             let msg = f.message?;
             let role = msg.get("role")?.as_str()?.to_string();
+            // the index's role code (in a v2 file `hookMessage` is already `custom` there)
+            let Role::Known {
+                cut_point,
+                turn_start,
+            } = entry_kind::role_row(rec.role).role
+            else {
+                return None; // a role the projection leaves to Python
+            };
             if matches!(msg.get("content"), None | Some(Value::Null))
                 && role != "bashExecution"
                 && role != "branchSummary"
@@ -81,15 +84,9 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
             let Estimate::Tokens(t) = tokens::estimate_message(&msg) else {
                 return None;
             };
-            let role = if role == "hookMessage" {
-                "custom".to_string()
-            } else {
-                role
-            };
-            let (cut, turn) = role_flags(&role);
-            Some(Info::message(t, cut, turn))
+            Some(Info::message(t, cut_point, turn_start))
         }
-        T_CUSTOM_MESSAGE => {
+        Context::CustomMessage => {
             let content = match f.content {
                 None | Some(Value::Null) => Value::Array(vec![]),
                 Some(c) => c,
@@ -98,23 +95,41 @@ pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
             let Estimate::Tokens(t) = tokens::estimate_message(&msg) else {
                 return None;
             };
-            Some(Info::message(t, true, true))
+            let (cut_point, turn_start) = flags_of(b"custom")?;
+            Some(Info::message(t, cut_point, turn_start))
         }
-        _ => {
-            // branch_summary: a message only when `summary` is truthy
+        Context::BranchSummary => {
+            // a message only when `summary` is truthy
             match f.summary {
                 Some(Value::String(s)) if !s.is_empty() => {
                     let t = tokens::estimate_message(
                         &serde_json::json!({"role": "branchSummary", "summary": s}),
                     );
                     let Estimate::Tokens(t) = t else { return None };
-                    Some(Info::message(t, true, true))
+                    let (cut_point, turn_start) = flags_of(b"branchSummary")?;
+                    Some(Info::message(t, cut_point, turn_start))
                 }
                 None | Some(Value::Null) | Some(Value::Bool(false)) => Some(Info::default()),
                 Some(Value::String(_)) => Some(Info::default()),
                 Some(_) => None,
             }
         }
+        Context::CompactionSummary
+        | Context::Nothing
+        | Context::ContextEdit
+        | Context::Undecided => None,
+    }
+}
+
+/// (cut point, turn start) of the messages the projection gives role `name` (the messages
+/// that context building makes of `custom_message` and `branch_summary` entries).
+fn flags_of(name: &[u8]) -> Option<(bool, bool)> {
+    match entry_kind::role_row_of_name(name).role {
+        Role::Known {
+            cut_point,
+            turn_start,
+        } => Some((cut_point, turn_start)),
+        Role::Undecided => None,
     }
 }
 

@@ -7,7 +7,13 @@
 //! provider usage it carries (`sessiontree.usage` rules: assistant messages, tool results with a
 //! usage, compaction / branch_summary / usage entries). [`digest_columns`] writes a batch as one
 //! JSON document of columns, the form the page decodes.
+//!
+//! What an entry is to the rules (whether it has a context message to estimate, which usage it
+//! carries) is the projection's (`entry_kind.rs`: the row of the line's `type`), and a usage
+//! field's number is `rows::js_usage_number`'s; the previews are the page's own.
 
+use crate::entry_kind::{self, Carries, Context, Shape, TypeRow};
+use crate::rows::{js_usage_number, Num, Scalar};
 use crate::store::{Store, StoreError};
 use crate::tokens::{self, Estimate};
 use rayon::prelude::*;
@@ -26,33 +32,54 @@ pub struct Digest {
     pub usage: Option<[f64; 5]>,
 }
 
-/// `x += value` as JavaScript adds a usage field: numbers add, null 0, booleans 0/1, anything
-/// else (a missing field included) NaN.
+/// `x += value` as JavaScript adds a usage field (`rows::js_usage_number`: numbers add, null 0,
+/// booleans 0/1, anything else, a missing field included, NaN).
 fn js_num(v: Option<&Value>) -> f64 {
-    match v {
-        Some(Value::Null) => 0.0,
-        Some(Value::Bool(b)) => f64::from(u8::from(*b)),
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-        _ => f64::NAN,
-    }
+    js_usage_number(Scalar::of_value(v)).map_or(f64::NAN, Num::to_f64)
 }
 
-fn usage_of(u: &Value) -> Option<[f64; 5]> {
-    let Value::Object(u) = u else { return None };
-    if u.is_empty() {
-        return None;
-    }
+/// The numbers of a usage object as Pi's sums add them (cost 0 without a `cost` object).
+fn usage_numbers(u: &Map<String, Value>) -> [f64; 5] {
     let cost = match u.get("cost") {
         Some(Value::Object(c)) => js_num(c.get("total")),
         _ => 0.0,
     };
-    Some([
+    [
         js_num(u.get("input")),
         js_num(u.get("output")),
         js_num(u.get("cacheRead")),
         js_num(u.get("cacheWrite")),
         cost,
-    ])
+    ]
+}
+
+/// The usage the page shows for an entry of type row `t` (`role`: its message's role when a
+/// string; `msg_usage`, `entry_usage`: `message.usage` and its own `usage`): the numbers of the
+/// usage it carries by `entry_kind::carried_usage`, when that usage has a field. An assistant
+/// message whose `usage` is there but holds no field (`{}`, null, a number...) shows as a usage
+/// without numbers (NaN: Pi's sums over it are NaN or throw; `sessiontree.usage` adds NaN
+/// tokens for `{}` and skips the others).
+fn page_usage(
+    t: TypeRow,
+    role: Option<&str>,
+    msg_usage: Option<&Value>,
+    entry_usage: Option<&Value>,
+) -> Option<[f64; 5]> {
+    let role = role.map(|r| entry_kind::role_row_of_name(r.as_bytes()));
+    let (ms, es) = (Shape::of_value(msg_usage), Shape::of_value(entry_usage));
+    let carried = entry_kind::carried_usage(t, role, ms, es);
+    let u = match carried {
+        Some(true) => msg_usage,
+        Some(false) => entry_usage,
+        None => None,
+    };
+    match u {
+        Some(Value::Object(u)) if !u.is_empty() => Some(usage_numbers(u)),
+        _ if msg_usage.is_some() && role.is_some_and(|r| r.usage == Carries::Object) => {
+            Some([f64::NAN; 5])
+        }
+        _ => None,
+    }
 }
 
 /// Whitespace runs as one space, trimmed, at most `max` characters (an ellipsis marks a cut).
@@ -151,9 +178,10 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
         kind: etype.to_string(),
         ..Default::default()
     };
+    let row = entry_kind::type_row_of_name(etype);
     let p = &mut d.preview;
-    match etype {
-        "message" => {
+    match row.context {
+        Context::Message => {
             let Some(Value::Object(m)) = e.get("message") else {
                 return d;
             };
@@ -183,19 +211,14 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
             if !matches!(m.get("content"), None | Some(Value::Null)) || role == "bashExecution" {
                 d.tokens = estimate(msg);
             }
-            if role == "assistant" || role == "toolResult" {
-                d.usage = m.get("usage").and_then(usage_of);
-                if role == "assistant" && d.usage.is_none() && m.get("usage").is_some() {
-                    d.usage = Some([f64::NAN; 5]);
-                }
-            }
+            d.usage = page_usage(row, str_field(m, "role"), m.get("usage"), e.get("usage"));
         }
-        "compaction" | "branch_summary" => {
+        Context::CompactionSummary | Context::BranchSummary => {
             let summary = str_field(&e, "summary").unwrap_or("");
             clip(summary, preview_chars, p);
             d.reference = str_field(
                 &e,
-                if etype == "compaction" {
+                if row.context == Context::CompactionSummary {
                     "firstKeptEntryId"
                 } else {
                     "fromId"
@@ -206,10 +229,9 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
                 d.tokens =
                     estimate(&serde_json::json!({"role": "branchSummary", "summary": summary}));
             }
-            d.usage = e.get("usage").and_then(usage_of);
+            d.usage = page_usage(row, None, None, e.get("usage"));
         }
-        "usage" => d.usage = e.get("usage").and_then(usage_of),
-        "custom_message" => {
+        Context::CustomMessage => {
             let content = match e.get("content") {
                 None | Some(Value::Null) => Value::Array(vec![]),
                 Some(c) => c.clone(),
@@ -217,31 +239,7 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
             content_text(Some(&content), preview_chars, p);
             d.tokens = estimate(&serde_json::json!({"role": "custom", "content": content}));
         }
-        "label" => {
-            clip(
-                str_field(&e, "label").unwrap_or("(label cleared)"),
-                preview_chars,
-                p,
-            );
-            d.reference = str_field(&e, "targetId").map(str::to_string);
-        }
-        "session_info" => clip(str_field(&e, "name").unwrap_or(""), preview_chars, p),
-        "model_change" => clip(
-            &format!(
-                "{}/{}",
-                str_field(&e, "provider").unwrap_or("?"),
-                str_field(&e, "modelId").unwrap_or("?")
-            ),
-            preview_chars,
-            p,
-        ),
-        "thinking_level_change" => clip(
-            str_field(&e, "thinkingLevel").unwrap_or("?"),
-            preview_chars,
-            p,
-        ),
-        "custom" => clip(str_field(&e, "customType").unwrap_or(""), preview_chars, p),
-        "context_edit" => {
+        Context::ContextEdit => {
             d.reference = str_field(&e, "targetId").map(str::to_string);
             clip(
                 if matches!(e.get("replacement"), None | Some(Value::Null)) {
@@ -253,9 +251,47 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
                 p,
             );
         }
-        _ => {}
+        // no context message: what the page shows of each (and the usage an entry carries)
+        Context::Nothing => {
+            d.usage = page_usage(row, None, None, e.get("usage"));
+            nothing_preview(&e, etype, preview_chars, &mut d);
+        }
+        // a type the core does not know: its name only (Pi 1.6 ignores it; no usage)
+        Context::Undecided => {}
     }
     d
+}
+
+/// The preview of an entry that contributes no context message.
+fn nothing_preview(e: &Map<String, Value>, etype: &str, preview_chars: usize, d: &mut Digest) {
+    let p = &mut d.preview;
+    match etype {
+        "label" => {
+            clip(
+                str_field(e, "label").unwrap_or("(label cleared)"),
+                preview_chars,
+                p,
+            );
+            d.reference = str_field(e, "targetId").map(str::to_string);
+        }
+        "session_info" => clip(str_field(e, "name").unwrap_or(""), preview_chars, p),
+        "model_change" => clip(
+            &format!(
+                "{}/{}",
+                str_field(e, "provider").unwrap_or("?"),
+                str_field(e, "modelId").unwrap_or("?")
+            ),
+            preview_chars,
+            p,
+        ),
+        "thinking_level_change" => clip(
+            str_field(e, "thinkingLevel").unwrap_or("?"),
+            preview_chars,
+            p,
+        ),
+        "custom" => clip(str_field(e, "customType").unwrap_or(""), preview_chars, p),
+        _ => {} // `usage`, `session`: no preview
+    }
 }
 
 /// [`digest`] without a JSON tree, for `message` entries of role `user`, `assistant` or
@@ -266,7 +302,8 @@ pub fn digest_value(line: &[u8], preview_chars: usize) -> Digest {
 /// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over
 /// the corpus).
 mod fast {
-    use super::{clip, usage_of, Digest};
+    use super::{clip, page_usage, Digest};
+    use crate::entry_kind;
     use crate::tokens::{stringify_len, utf16_len, IMAGE_CHARS};
     use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
@@ -702,12 +739,12 @@ mod fast {
             _ => content_chars(content),
         }
         .map(|c| c.div_ceil(4));
-        if role == "assistant" || role == "toolResult" {
-            d.usage = m.usage.as_ref().and_then(usage_of);
-            if role == "assistant" && d.usage.is_none() && m.usage.is_some() {
-                d.usage = Some([f64::NAN; 5]);
-            }
-        }
+        d.usage = page_usage(
+            entry_kind::type_row(crate::index::T_MESSAGE),
+            Some(role),
+            m.usage.as_ref(),
+            None,
+        );
         Some(d)
     }
 }

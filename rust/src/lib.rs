@@ -5,6 +5,7 @@
 pub mod append;
 pub mod cut;
 pub mod digest;
+pub mod entry_kind;
 pub mod export;
 pub mod index;
 pub mod jsdate;

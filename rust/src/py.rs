@@ -747,5 +747,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::json_check, m)?)?;
     m.add_function(wrap_pyfunction!(functions::js_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    functions::add_names(m)?;
     Ok(())
 }

@@ -12,15 +12,11 @@
 //! Python rules stay the oracle, `tests/fleet/test_core_rows_parity.py` runs both over the
 //! corpus and generated stores, and the session answers for undecided entries from them.
 
+use crate::entry_kind::{self, Carries, Context, Shape, TypeRow, UsageAt};
 use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION, T_MESSAGE};
 use crate::json::skip_string_body;
 use crate::store::{Store, StoreError};
 use rayon::prelude::*;
-
-/// `usage` entries (cache warming and other model work outside the conversation).
-fn is_usage_type(st: &Store, etype: u16) -> bool {
-    etype != 0 && st.index.type_name(etype) == "usage"
-}
 
 /// A scalar JSON value as the rules need it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -42,15 +38,35 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    /// Python truthiness of the parsed value (a dict or list is truthy when not empty).
-    fn truthy(&self) -> bool {
+    /// A parsed value (None: missing) as a [`Scalar`] (an integer that fits 64 bits stays an
+    /// integer, as this scanner reads it; larger ones are floats, as `serde_json` parsed them).
+    pub fn of_value(v: Option<&serde_json::Value>) -> Scalar {
+        use serde_json::Value;
+        match v {
+            None => Scalar::Missing,
+            Some(Value::Null) => Scalar::Null,
+            Some(Value::Bool(b)) => Scalar::Bool(*b),
+            Some(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => Scalar::Int(i128::from(i)),
+                (None, Some(u)) => Scalar::Int(i128::from(u)),
+                _ => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Some(Value::String(s)) => Scalar::Str {
+                empty: s.is_empty(),
+            },
+            Some(Value::Object(m)) => Scalar::Obj {
+                empty: m.is_empty(),
+            },
+            Some(Value::Array(_)) => Scalar::Arr,
+        }
+    }
+    /// What the value is to the usage rule (`entry_kind::carried_usage`).
+    pub fn shape(&self) -> Shape {
         match *self {
-            Scalar::Missing | Scalar::Null => false,
-            Scalar::Bool(b) => b,
-            Scalar::Int(n) => n != 0,
-            Scalar::Float(f) => f != 0.0,
-            Scalar::Str { empty } | Scalar::Obj { empty } => !empty,
-            Scalar::Arr => true, // only `content` arrays are told apart; truthiness unused
+            Scalar::Missing => Shape::Missing,
+            Scalar::Obj { empty: true } => Shape::EmptyObject,
+            Scalar::Obj { empty: false } => Shape::Object,
+            _ => Shape::NotObject,
         }
     }
 }
@@ -464,25 +480,16 @@ pub fn line_facts(line: &[u8]) -> Option<LineFacts<'_>> {
     (w.i == line.len()).then_some(f)
 }
 
-/// The usage an entry carries by `sessiontree.usage._carries_usage` (None: none).
-fn carried(etype_message: bool, summary_or_usage_type: bool, f: &LineFacts<'_>) -> Option<Usage> {
-    if etype_message {
-        if !f.message_obj {
-            return None;
-        }
-        let u = f.msg_usage;
-        let is_obj = matches!(u.value, Scalar::Obj { .. });
-        match f.role {
-            Name::Str(b"assistant") => is_obj.then_some(u),
-            Name::Str(b"toolResult") => (u.value.truthy() && is_obj).then_some(u),
-            _ => None,
-        }
-    } else if summary_or_usage_type {
-        let u = f.usage;
-        matches!(u.value, Scalar::Obj { empty: false }).then_some(u)
-    } else {
-        None
-    }
+/// The usage an entry of type row `t` carries (`entry_kind::carried_usage`, the rule of
+/// `sessiontree.usage._carries_usage`; None: none).
+fn carried(t: TypeRow, f: &LineFacts<'_>) -> Option<Usage> {
+    let role = match (f.message_obj, f.role) {
+        (true, Name::Str(r)) => Some(entry_kind::role_row_of_name(r)),
+        _ => None,
+    };
+    let in_message =
+        entry_kind::carried_usage(t, role, f.msg_usage.value.shape(), f.usage.value.shape())?;
+    Some(if in_message { f.msg_usage } else { f.usage })
 }
 
 /// Running sums of `UsageAccumulator(skip_missing=True)`.
@@ -567,12 +574,10 @@ fn candidates(st: &Store) -> Vec<usize> {
     (0..ix.recs.len())
         .filter(|&i| {
             let r = &ix.recs[i];
-            match r.etype {
-                T_MESSAGE => {
-                    r.role != 0 && matches!(ix.role_name(r.role), "assistant" | "toolResult")
-                }
-                T_COMPACTION | T_BRANCH_SUMMARY => true,
-                t => is_usage_type(st, t),
+            match entry_kind::type_row(r.etype).usage {
+                UsageAt::Message => entry_kind::role_row(r.role).usage != Carries::Never,
+                UsageAt::Entry(_) => true,
+                UsageAt::Nowhere => false,
             }
         })
         .collect()
@@ -640,12 +645,13 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     type One = Option<(Option<[Option<Num>; 5]>, u32)>;
     let per: Vec<One> = scan_lines(st, &idx, |k, line| {
         let r = &ix.recs[idx[k]];
-        let is_msg = r.etype == T_MESSAGE;
+        let t = entry_kind::type_row(r.etype);
+        let is_msg = t.usage == UsageAt::Message;
         if is_msg && ix.role_name(r.role) == "toolResult" && surely_without_usage(line) {
             return Some((None, 0));
         }
         let f = line_facts(line)?;
-        let u = carried(is_msg, !is_msg, &f);
+        let u = carried(t, &f);
         let nums = u.map(|u| u.fields.map(usage_number));
         let calls =
             if is_msg && ix.role_name(r.role) == "assistant" && f.message_obj && f.content_array {
@@ -686,7 +692,7 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
                 all = None;
             }
         }
-        if matches!(ix.recs[i].etype, T_COMPACTION | T_BRANCH_SUMMARY) {
+        if entry_kind::type_row(ix.recs[i].etype).is_summary() {
             if let Some(s) = summary.as_mut() {
                 if s.add(&nums).is_none() {
                     summary = None;
@@ -802,8 +808,11 @@ fn js_truthy(v: Scalar) -> bool {
     }
 }
 
-/// `js_usage_number` (`_jsjson.py`): null 0, booleans 0/1, numbers themselves, else NaN (None).
-fn js_usage_number(v: Scalar) -> Option<Num> {
+/// How JavaScript adds a usage field (`x += value`; `_jsjson.js_usage_number`): null 0,
+/// booleans 0/1, numbers themselves, anything else (a missing field included) NaN (None). The
+/// one home of that rule in the core: the context estimate here and the HTML digest's sums
+/// (`digest.rs`, through [`Scalar::of_value`]) use it.
+pub fn js_usage_number(v: Scalar) -> Option<Num> {
     match v {
         Scalar::Null => Some(Num::Int(0)),
         Scalar::Bool(b) => Some(Num::Int(i128::from(b))),
@@ -845,9 +854,10 @@ fn positive(n: Num) -> bool {
 /// end back to the last one with a usable usage, and the token estimates after it (all of
 /// them when that usage does not count). None where the exact (Python) rules must decide:
 /// repeated or non-string ids, a legacy file, any `context_edit`, a system message, a
-/// compaction's `systemMessage`, content the estimate leaves to Python, a cycle, no leaf.
+/// compaction's `systemMessage`, a type the projection leaves undecided (`entry_kind.rs`) on
+/// the context path, content the estimate leaves to Python, a cycle, no leaf.
 pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
-    use crate::index::{NONE, T_CUSTOM_MESSAGE};
+    use crate::index::NONE;
     let ix = &st.index;
     let leaf = leaf?;
     if ix.has_duplicate_ids() || ix.needs_migration() || ix.first_context_edit != NONE {
@@ -875,8 +885,8 @@ pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
     let mut msgs: Vec<(u32, Option<u64>)> = Vec::new();
     for &(i, leading) in &entries {
         let r = rec(i);
-        match r.etype {
-            T_COMPACTION if leading => {
+        match entry_kind::type_row(r.etype).context {
+            Context::CompactionSummary if leading => {
                 let line = st.line(i as usize).ok()?;
                 let v: serde_json::Value = serde_json::from_slice(&line).ok()?;
                 let sys = v.get("systemMessage");
@@ -898,21 +908,23 @@ pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
                 };
                 msgs.push((i, Some(t)));
             }
-            T_COMPACTION => {} // only the latest compaction contributes
-            T_MESSAGE => {
+            Context::CompactionSummary => {} // only the latest compaction contributes
+            Context::Message => {
                 if r.role == 0 || ix.role_name(r.role) == "system" {
                     return None;
                 }
                 msgs.push((i, None));
             }
-            T_CUSTOM_MESSAGE => msgs.push((i, None)),
-            T_BRANCH_SUMMARY => {
+            Context::CustomMessage => msgs.push((i, None)),
+            Context::BranchSummary => {
                 let info = crate::cut::entry_info(st, i)?;
                 if info.has_message {
                     msgs.push((i, Some(info.tokens)));
                 }
             }
-            _ => {}
+            Context::Nothing => {}
+            // a type the projection leaves to Python (and edits, refused above)
+            Context::ContextEdit | Context::Undecided => return None,
         }
     }
     let estimate = |k: usize| -> Option<u64> {
@@ -1063,7 +1075,8 @@ mod tests {
     fn carried_usage_follows_usage_py() {
         let carried_of = |line: &str, msg: bool| {
             let f = line_facts(line.as_bytes()).unwrap();
-            carried(msg, !msg, &f).is_some()
+            let t = entry_kind::type_row_of_name(if msg { "message" } else { "usage" });
+            carried(t, &f).is_some()
         };
         assert!(carried_of(
             r#"{"message":{"role":"assistant","usage":{}}}"#,

@@ -13,8 +13,9 @@
 //!   and ctime in nanoseconds as they were at the scan, a fingerprint of sampled blocks), the
 //!   lengths of the four sections and a checksum of all of it (the header and a hash of each
 //!   section);
-//! * the index's meta section (`index::persist`): names, labels, problems, line runs, targets,
-//!   header state;
+//! * the index's meta section (`index::persist`): a stamp of the fixed type and role names
+//!   (an index saved by a build with other fixed names is refused), names, labels, problems,
+//!   line runs, targets, header state;
 //! * the key records (8 bytes each) and the key bytes, each read straight into its final array;
 //! * the records, as their bytes (28 each), read straight into the records array.
 //!
@@ -49,7 +50,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.

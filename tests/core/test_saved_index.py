@@ -219,6 +219,8 @@ def _damage_cases(good: bytes) -> dict[str, bytes]:
         "random": os.urandom(n),
         "zeros": bytes(n),
         "other_version": good[:8] + (999).to_bytes(4, sys.byteorder) + good[12:],
+        # format 2: the meta had no stamp of the fixed type and role names
+        "format_2": good[:8] + (2).to_bytes(4, sys.byteorder) + good[12:],
         # the previous layout (format 1, 48-byte records with the value position and target)
         "previous_layout": good[:8]
         + (1).to_bytes(4, sys.byteorder)

@@ -85,3 +85,32 @@ def test_a_stats_rerun_reuses_rows_only_while_files_are_unchanged(tmp_path, monk
     fresh = session_stats(str(store), index_cache=False).to_pylist()
     assert third == fresh
     assert third[2]["entries"] == first[2]["entries"] + 1
+
+
+def test_rows_saved_under_another_column_list_are_not_reused(tmp_path, monkeypatch):
+    # A column added to fleet/columns.py (CONTRIBUTING, "A fleet column") without a version bump,
+    # as in a dev build: rows saved before it lack the column, so they must not be served (they
+    # would give the new column as null where the cold row has a value).
+    from sessiontree.fleet import columns
+
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", "0")
+    store = tmp_path / "store"
+    store.mkdir()
+    for k in range(2):
+        _write(store / f"s{k}.jsonl", 20 + k, f"c{k}")
+    session_stats(str(store))
+    assert len(list(ic.resolve().glob("*.row"))) == 2
+    opened = []
+    real_open = Session.open
+
+    def counting_open(*a, **k):
+        opened.append(os.path.basename(a[0]))
+        return real_open(*a, **k)
+
+    monkeypatch.setattr(Session, "open", staticmethod(counting_open))
+    monkeypatch.setattr(columns, "STATS_COLUMNS", (*columns.STATS_COLUMNS, ("x_count", "int64")))
+    from sessiontree.fleet._rows import Options, stats_rows
+    from sessiontree.fleet._sources import resolve_source
+
+    stats_rows(resolve_source(str(store)), Options())
+    assert sorted(opened) == ["s0.jsonl", "s1.jsonl"]  # computed again, not the saved rows

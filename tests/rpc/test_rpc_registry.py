@@ -112,3 +112,39 @@ def test_each_kind_answers_as_its_row_says(tmp_path: Path, monkeypatch):
                 assert server.handle({"type": c.name}).get("error") != f"Unknown command: {c.name}", c.name
     finally:
         server.close()
+
+
+#: handler-shaped methods that are not commands: an option of a command, reached from its handler
+_NOT_COMMANDS = {"_get_tree_flat": "get_tree"}
+
+
+def test_every_command_method_has_a_row():
+    # CONTRIBUTING, "An RPC command", step 2: a method written and never registered is never
+    # served, and nothing else fails (a method of the handler's shape is a command)
+    import inspect
+
+    from sessiontree.rpc.reads import ReadCommands
+    from sessiontree.rpc.writes import WriteCommands
+
+    handlers = {c.handler for c in COMMANDS if c.handler is not None}
+    unregistered = []
+    for cls in (ReadCommands, WriteCommands):
+        for name, f in vars(cls).items():
+            if not (inspect.isfunction(f) and name.startswith("_") and not name.startswith("__")):
+                continue
+            if list(inspect.signature(f).parameters) != ["self", "c", "cmd_id", "ctype"]:
+                continue
+            if f not in handlers and name not in _NOT_COMMANDS:
+                unregistered.append(f"{cls.__name__}.{name}")
+    assert unregistered == [], f"add a row to COMMANDS in rpc/server.py for each of {unregistered}"
+
+
+def test_the_readme_names_every_command():
+    # CONTRIBUTING, "An RPC command", step 4: the README's RPC section lists the commands
+    readme = (HERE.parents[1] / "README.md").read_text()
+    start = readme.index("\n## Pi's RPC")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    pi_part, extra_part = section.split('After `{"type":"hello"}`', 1)
+    missing = [c.name for c in COMMANDS if c.kind == "pi" and f"`{c.name}`" not in pi_part]
+    missing += [c.name for c in COMMANDS if c.kind == "extra" and f"`{c.name}`" not in extra_part]
+    assert missing == [], f"README.md, section \"Pi's RPC\": name {missing} (Pi's before `hello`, extras after)"

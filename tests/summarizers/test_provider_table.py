@@ -115,3 +115,38 @@ def test_what_the_providers_share_about_their_sdks_is_in_one_module():
         assert not [s for s in shared if s in text], p.module
     sdk = (pkg / "sdk.py").read_text()
     assert all(s in sdk for s in shared)
+
+
+def test_every_provider_module_is_a_row():
+    # CONTRIBUTING, "A summarizer provider", step 2: a module whose summarizer class has no row
+    # is reachable from nowhere (get_summarizer, --summarizer, the RPC server), and nothing else fails
+    import inspect
+    import pkgutil
+
+    rows = {(p.module, p.cls) for p in ROWS}
+    found = set()
+    for info in pkgutil.iter_modules(summarizers.__path__):
+        mod = importlib.import_module(f"sessiontree.summarizers.{info.name}")  # SDKs load lazily
+        for cls_name, cls in inspect.getmembers(mod, inspect.isclass):
+            if cls.__module__ != mod.__name__ or inspect.isabstract(cls) or cls_name == "Summarizer":
+                continue
+            if isinstance(getattr(cls, "name", None), str) and inspect.iscoroutinefunction(
+                getattr(cls, "summarize", None)
+            ):  # the Summarizer protocol (base.py)
+                found.add((info.name, cls_name))
+    found.discard(("offline", "OfflineSummarizer"))  # needs no row: no SDK, no settings
+    assert rows <= found, "the scan finds the providers' classes"
+    assert found - rows == set(), f"add a row to PROVIDERS in providers.py for {sorted(found - rows)}"
+
+
+@pytest.mark.parametrize("p", ROWS, ids=[p.name for p in ROWS])
+def test_the_test_extra_and_the_readme_cover_each_row(p):
+    # CONTRIBUTING, "A summarizer provider", steps 2 and 3: the SDK in the `test` extra (so the
+    # suite tests it), the README's extras row and its environment variables
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    missing = [req for req in extras[p.extra] if req not in extras["test"]]
+    assert missing == [], f"pyproject.toml: add {missing} to the test extra"
+    readme = (ROOT / "README.md").read_text()
+    assert f"| `{p.extra}` |" in readme, f"README.md, 'Optional extras': a row for the {p.extra!r} extra"
+    for var in ("API_KEY", "BASE_URL", "MODEL"):
+        assert f"`{p.env}_{var}`" in readme, f"README.md, 'Environment variables': `{p.env}_{var}`"

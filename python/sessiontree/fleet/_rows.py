@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import os
 import stat
+import zlib
 from typing import Any, Iterable
 
 from .._jsjson import JS_UNDEFINED, js_date_parse
 from ..context import estimate_projected_context_tokens, should_compact
+from ..entry_types import USAGE_TYPES
 from ..errors import SessionCycleError, SessionError, SessionFormatError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
@@ -22,7 +24,8 @@ from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 
 __all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
 
-_USAGE_TYPES = ("compaction", "branch_summary", "usage")
+#: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
+_USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
 _SUMMARY_TYPES = ("compaction", "branch_summary")
 
 
@@ -281,10 +284,14 @@ def _error_row(item: Item, exc: _Unopenable) -> dict:
 
 
 def _stats_key(opts: Options) -> str:
-    """What a saved stats row depends on besides the file: the package version and options."""
+    """What a saved stats row depends on besides the file: the package version, the column list
+    (a column added without a version bump, as in a dev build, must not be served as null from
+    rows saved before it) and the options."""
     from .. import __version__
+    from . import columns
 
-    return f"{__version__}|{opts.context_window}|{opts.settings!r}|{opts.max_bytes}"
+    names = ",".join(columns.column_names(columns.STATS_COLUMNS))
+    return f"{__version__}|{zlib.crc32(names.encode()):08x}|{opts.context_window}|{opts.settings!r}|{opts.max_bytes}"
 
 
 def _local_stat(item: Item) -> os.stat_result | None:

@@ -2,23 +2,17 @@
 (:func:`sessiontree.fleet.stats_schema`) is built from :data:`STATS_COLUMNS`, whichever path
 computes the rows (the Python rows of ``_rows.py`` or the core), and
 ``tests/fleet/test_columns.py`` checks the rows, the schema's docstring and docs/fleet.md
-against it. A light module: no pyarrow, no Session. CONTRIBUTING.md lists the steps to add a
-column."""
+against it. A light module: no pyarrow, no Session (the problem kinds are the core's, through
+:mod:`sessiontree.entries`, which ``import sessiontree`` loads anyway). CONTRIBUTING.md lists
+the steps to add a column."""
 
 from __future__ import annotations
 
-__all__ = ["PROBLEM_KINDS", "ROLES", "STATS_COLUMNS", "column_names"]
+#: The scanner's problem kinds, one ``problems_<kind>`` column each (plus ``problems_other``):
+#: the core's list (``rust/src/index/problems.rs``, ``_core.PROBLEM_KINDS``).
+from ..entries import PROBLEM_KINDS
 
-#: The scanner's problem kinds, one ``problems_<kind>`` column each (plus ``problems_other``).
-PROBLEM_KINDS = (
-    "blank_line",
-    "line_too_long",
-    "malformed_json",
-    "torn_last_line",
-    "skipped_value",
-    "invalid_utf8",
-    "extra_header",
-)
+__all__ = ["PROBLEM_KINDS", "ROLES", "STATS_COLUMNS", "column_names"]
 
 #: Message roles counted in their own column: (Pi's role, the column's suffix).
 ROLES = (

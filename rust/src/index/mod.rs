@@ -27,7 +27,7 @@ mod view;
 
 pub use codes::*;
 pub use line::*;
-pub use persist::{recs_bytes, recs_from_bytes};
+pub use persist::{fixed_names_stamp, recs_bytes, recs_from_bytes};
 pub use problems::{Problem, Problems};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 

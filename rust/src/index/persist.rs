@@ -1,7 +1,8 @@
 //! The index as bytes and back, for the saved index (`crate::saved`, which owns the file, its
-//! checks and its folder). Only what cannot be derived is written: the meta (extra type and
-//! role names, labels, problem runs, line runs, label/compaction targets, extra headers, the
-//! header state), the key records and key bytes as they are, and the records as their bytes.
+//! checks and its folder). Only what cannot be derived is written: the meta (a stamp of the
+//! fixed type and role names, [`fixed_names_stamp`], then the extra type and role names,
+//! labels, problem runs, line runs, label/compaction targets, extra headers, the header
+//! state), the key records and key bytes as they are, and the records as their bytes.
 //! The by-id map and the duplicate count are rebuilt from the records; the key table is
 //! rebuilt on first use (a warm open that looks no id up never pays for it).
 //!
@@ -16,6 +17,29 @@
 use super::keys::{KeyRec, K_BOOL, K_NULL, K_NUM, K_OBJECT, K_STR, K_UNDEFINED};
 use super::{HeaderState, HeaderStateBox, Index, Leaf, Rec, NONE};
 use crate::json::JsVal;
+
+/// A stamp of the fixed names tables (`TYPE_NAMES`, `ROLE_NAMES`), the first value of the
+/// meta. Records hold codes, and an interned name's code is its position after the fixed names,
+/// so an index saved by a build with other fixed tables (a type appended to `TYPE_NAMES`, as
+/// CONTRIBUTING's entry-type steps do) would read back with other types: a restore under other
+/// tables is refused. FNV-1a over the names, each ended by 0xff (never a byte of UTF-8), each
+/// table by 0xfe: stable across builds and runs.
+pub fn fixed_names_stamp(types: &[&str], roles: &[&str]) -> u64 {
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    };
+    for names in [types, roles] {
+        for n in names {
+            n.bytes().for_each(&mut eat);
+            eat(0xff);
+        }
+        eat(0xfe);
+    }
+    h
+}
 
 /// Appends native-endian values (the saved file records the byte order it was written in).
 pub(crate) struct Out<'a>(pub &'a mut Vec<u8>);
@@ -219,6 +243,7 @@ impl Index {
     /// [`Index::can_persist`].
     pub fn persist_meta(&self, out: &mut Vec<u8>) {
         let mut o = Out(out);
+        o.u64(fixed_names_stamp(&super::TYPE_NAMES, &super::ROLE_NAMES));
         // type and role names beyond the fixed ones
         for names in [&self.types, &self.roles] {
             let fixed = if std::ptr::eq(names, &self.types) {
@@ -339,6 +364,9 @@ impl Index {
     ) -> Option<Index> {
         let mut ix = Index::new();
         let mut r = In::new(meta);
+        if r.u64()? != fixed_names_stamp(&super::TYPE_NAMES, &super::ROLE_NAMES) {
+            return None; // saved by a build with other fixed names: its codes mean other types
+        }
         // keys: tags and starts in order, each key's bytes of its kind (see `KeyRec`); the
         // vector is reused as it is (`KeyRec` is a transparent u64)
         let nkeys = keys.len();

@@ -60,6 +60,10 @@ pub(super) const P_UTF8: u8 = 5;
 pub(super) const P_EXTRA_HEADER: u8 = 6;
 
 impl Problems {
+    /// The problem kinds a scan records, in code order (what [`Problem::kind`] is).
+    pub fn kinds() -> &'static [&'static str] {
+        &PROBLEM_KINDS[..=P_EXTRA_HEADER as usize]
+    }
     pub fn len(&self) -> usize {
         self.n
     }

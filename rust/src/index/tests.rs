@@ -291,3 +291,51 @@ fn line_numbers_follow_skipped_lines_and_rollbacks() {
         .collect();
     assert_eq!(lines, [3, 4, 8, 9, 10]);
 }
+
+/// A saved index holds type and role codes, and an interned name's code is its position after
+/// the fixed names: restored by a build whose `TYPE_NAMES` has one more name (CONTRIBUTING's
+/// entry-type steps append one), every interned type would read back as another. The meta
+/// carries a stamp of the fixed tables, and a restore under other tables is refused.
+#[test]
+fn a_saved_index_of_other_fixed_names_is_refused() {
+    let mut more: Vec<&str> = TYPE_NAMES.to_vec();
+    more.push("x_note");
+    let stamp = fixed_names_stamp(&TYPE_NAMES, &ROLE_NAMES);
+    assert_ne!(stamp, fixed_names_stamp(&more, &ROLE_NAMES));
+    assert_ne!(
+        stamp,
+        fixed_names_stamp(&TYPE_NAMES, &ROLE_NAMES[..ROLE_NAMES.len() - 1])
+    );
+    // moving a name from one table to the other changes it too
+    assert_ne!(
+        fixed_names_stamp(&TYPE_NAMES[..2], &TYPE_NAMES[2..]),
+        fixed_names_stamp(&TYPE_NAMES[..3], &TYPE_NAMES[3..])
+    );
+    let mut ix = Index::new();
+    let h = br#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
+    let e = br#"{"type":"foo","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#;
+    let mut parser = crate::json::LineParser::new();
+    let mut offset = 0u64;
+    for (k, bytes) in [&h[..], &e[..]].iter().enumerate() {
+        let result = parse_one(&mut parser, bytes);
+        let end = offset + bytes.len() as u64 + 1;
+        let pl = ParsedLine {
+            offset,
+            len: bytes.len() as u64,
+            line: k as u32 + 1,
+            terminated: true,
+            end,
+            result,
+        };
+        ix.ingest(&pl);
+        offset = end;
+    }
+    let all = ix.persist_all();
+    let covered = ix.scanned_to;
+    let back = Index::restore(&all, ix.recs.clone(), covered).expect("restores");
+    assert_eq!(back.types[back.recs[0].etype as usize], "foo");
+    // the stamp is the meta's first u64 (after the section's length)
+    let mut other = all.clone();
+    other[8..16].copy_from_slice(&fixed_names_stamp(&more, &ROLE_NAMES).to_ne_bytes());
+    assert!(Index::restore(&other, ix.recs.clone(), covered).is_none());
+}

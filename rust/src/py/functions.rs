@@ -56,3 +56,20 @@ pub fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bou
     };
     named(py, &PROBE, "HeaderProbe", true, items)
 }
+
+/// The core's fixed names as module constants (issue 21): `TYPE_NAMES` and `ROLE_NAMES`, the
+/// entry types and message roles with fixed codes in code order (`index/codes.rs`; code 0,
+/// `""`, is "not a string"), each with its row in the projection `entry_kind.rs`; and
+/// `PROBLEM_KINDS`, the scanner's problem kinds (`index/problems.rs`). `entries.py` re-exports
+/// them for the registry's tests and the fleet's columns.
+pub fn add_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use pyo3::types::PyTuple;
+    let py = m.py();
+    m.add("TYPE_NAMES", PyTuple::new(py, crate::index::TYPE_NAMES)?)?;
+    m.add("ROLE_NAMES", PyTuple::new(py, crate::index::ROLE_NAMES)?)?;
+    m.add(
+        "PROBLEM_KINDS",
+        PyTuple::new(py, crate::index::Problems::kinds())?,
+    )?;
+    Ok(())
+}

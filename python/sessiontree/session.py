@@ -401,8 +401,9 @@ class Session:
     ) -> "Session":
         """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
 
-        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
-        missing). Pi defers writing the file until the first assistant message; we write the
+        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/``, or the folder
+        ``$PI_CODING_AGENT_SESSION_DIR`` names (:func:`~sessiontree.paths.default_session_dir`;
+        created if missing). Pi defers writing the file until the first assistant message; we write the
         header at once so nothing appended later can be lost (a header-only file opens in Pi).
         ``timestamp`` (an ISO string as ``new Date().toISOString()`` writes, default now) is the
         header's and the file name's: a caller that announced the path before writing (RPC

@@ -13,7 +13,13 @@ Slow tests are marked here, by path, so the test files themselves stay as they a
 A test may also say ``@pytest.mark.slow`` itself. ``tests/seams/test_slow_marker.py`` checks that
 every name here still names a test.
 
-And one suite-wide concern: no test reads or writes the real index cache (the fixtures below).
+And one suite-wide concern: no test reads or writes the user's real folders: the index cache
+(the fixtures below), Pi's agent folder (``~/.pi/agent``: settings, models, sessions), and what
+the real components the tests drive keep under the home folder (Ray's ``~/.ray/auth_token``,
+Chromium's ``~/.config/chromium`` and ``~/.cache/dconf``): ``_suite_home`` points ``HOME``, the XDG
+folders and ``PI_CODING_AGENT_DIR`` at temporary ones and unsets ``PI_CODING_AGENT_SESSION_DIR``
+for the whole run (``tests/seams/test_suite_hygiene.py``). A test that sets one itself
+(``monkeypatch.setenv``) still does.
 """
 
 from __future__ import annotations
@@ -139,8 +145,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+#: The variables ``_suite_home`` points at temporary folders for the whole run.
+SUITE_HOME_VARS = (
+    "HOME",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "PI_CODING_AGENT_DIR",
+)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _suite_index_cache(tmp_path_factory):
+def _suite_home(tmp_path_factory):
+    """A temporary home for the whole run (set before any other fixture opens a session or
+    starts a component): ``HOME``, the XDG folders below it, Pi's agent folder, and no
+    ``PI_CODING_AGENT_SESSION_DIR`` (a developer's own would receive the sessions tests create)."""
+    home = tmp_path_factory.mktemp("home")
+    values = {
+        "HOME": home,
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "PI_CODING_AGENT_DIR": home / ".pi" / "agent",
+    }
+    saved = {k: os.environ.get(k) for k in (*values, "PI_CODING_AGENT_SESSION_DIR")}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    os.environ.pop("PI_CODING_AGENT_SESSION_DIR", None)
+    yield home
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _suite_index_cache(_suite_home, tmp_path_factory):
     """The whole run's saved-index folder (``SESSIONTREE_INDEX_CACHE``), set before any fixture
     of a wider scope than a test opens a session (module fixtures run before function ones)."""
     old = os.environ.get("SESSIONTREE_INDEX_CACHE")

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from ._jsjson import JS_UNDEFINED, js_date_parse, js_trim
 from .entries import parse_json_line, probe_header
-from .paths import default_session_dir, sessions_root
+from .paths import default_session_dir, session_dir_env, sessions_root
 
 _BLOCK = 64 << 10  # bytes per read when looking for a header or a line end
 _TAIL_BYTES = 4 << 20
@@ -394,7 +394,9 @@ def list_sessions(
     """Sessions newest first (by ``modified_ms``).
 
     With ``session_dir``: the ``*.jsonl`` files in that folder. Else with ``cwd``: Pi's
-    folder for that cwd. With neither: every folder under Pi's sessions root (Pi ``listAll``).
+    folder for that cwd (:func:`~sessiontree.paths.default_session_dir`). With neither: every
+    folder under Pi's sessions root (Pi ``listAll``), or, with ``$PI_CODING_AGENT_SESSION_DIR``
+    set, that one folder (Pi ``listAll(sessionDir)``: the folder holds the files of every cwd).
     Files that are not Pi sessions (by the rule :meth:`Session.open` applies) are left out.
     Only files directly inside the folders are read; links are followed only if they point
     at regular files.
@@ -408,6 +410,8 @@ def list_sessions(
         dirs = [Path(session_dir)]
     elif cwd is not None:
         dirs = [default_session_dir(cwd)]
+    elif (env := session_dir_env()) is not None:
+        dirs = [env]
     else:
         root = sessions_root()
         try:

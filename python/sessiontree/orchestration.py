@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Concatenate, Optional, ParamSpec, TypeVar, cast
 
 from .branch_summary import collect_entries_for_branch_summary, prepare_branch_entries
 from .compaction import compute_file_lists, format_file_operations, prepare_compaction, serialize_conversation
@@ -90,6 +91,7 @@ from .summarizers.base import (
 from .summarizers.prompts import estimate_text_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .entries import Entry
     from .session import Session
 
 __all__ = [
@@ -508,10 +510,41 @@ async def _acquire(lock: threading.Lock) -> None:
 #: Sessions whose compaction the current task is running (a re-entrant call would wait forever).
 _COMPACTING: contextvars.ContextVar = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _one_compaction_at_a_time(
+    fn: Callable[Concatenate["Session", _P], Awaitable[_R]],
+) -> Callable[Concatenate["Session", _P], Awaitable[_R]]:
+    """``fn(session, ...)`` under the session's compaction lock (:attr:`Session.compaction_lock`,
+    taken without blocking the event loop), one at a time per session; a call from inside a
+    compaction of the same session (a hook) raises :class:`SessionError` instead of waiting
+    for itself. The signature and docstring stay ``fn``'s."""
+
+    @functools.wraps(fn)
+    async def guarded(session: "Session", /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        inside = _COMPACTING.get()
+        if id(session) in inside:
+            raise SessionError(
+                "compact() called from inside a compaction of the same session (a hook?): it would wait for itself"
+            )
+        lock = session.compaction_lock
+        await _acquire(lock)
+        token = _COMPACTING.set(inside | {id(session)})
+        try:
+            return await fn(session, *args, **kwargs)
+        finally:
+            _COMPACTING.reset(token)
+            lock.release()
+
+    return guarded
+
 
 # ==== Compaction ================================================================
 
 
+@_one_compaction_at_a_time
 async def acompact(
     session: "Session",
     summarizer: Any = None,
@@ -554,42 +587,6 @@ async def acompact(
         SummarizerError: a summary call failed (nothing appended).
         LeafMovedError: the leaf moved while the summary was written (nothing appended).
     """
-    inside = _COMPACTING.get()
-    if id(session) in inside:
-        raise SessionError(
-            "compact() called from inside a compaction of the same session (a hook?): it would wait for itself"
-        )
-    lock = session.compaction_lock
-    await _acquire(lock)
-    token = _COMPACTING.set(inside | {id(session)})
-    try:
-        return await _acompact_locked(
-            session,
-            summarizer,
-            settings,
-            custom_instructions,
-            reason,
-            context_window,
-            max_tokens,
-            will_retry,
-            accept_suspect_summary,
-        )
-    finally:
-        _COMPACTING.reset(token)
-        lock.release()
-
-
-async def _acompact_locked(
-    session,
-    summarizer,
-    settings,
-    custom_instructions,
-    reason,
-    context_window,
-    max_tokens,
-    will_retry,
-    accept_suspect_summary,
-) -> CompactionResult:
     plan = plan_compaction(session, settings, custom_instructions)
     preparation = plan.preparation
     path = plan.path
@@ -650,7 +647,7 @@ async def _acompact_locked(
     new_context = build_session_context(new_path)
     after = estimate_projected_context_tokens(new_context.messages, new_context.sources, new_path).tokens
     return CompactionResult(
-        entry=session.get_entry(entry_id),
+        entry=cast("Entry", session.get_entry(entry_id)),  # just appended: never None
         summary=summary,
         first_kept_entry_id=first_kept,
         tokens_before=tokens_before,

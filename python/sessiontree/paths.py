@@ -2,8 +2,10 @@
 
 Pi stores sessions as ``~/.pi/agent/sessions/--<cwd>--/<timestamp>_<session-id>.jsonl``
 (session-manager.ts ``getDefaultSessionDir``): the cwd loses its leading separator and every
-``/``, ``\\`` and ``:`` becomes ``-``. ``PI_CODING_AGENT_DIR`` moves the agent directory and
-``PI_CODING_AGENT_SESSION_DIR`` the sessions root, as in Pi.
+``/``, ``\\`` and ``:`` becomes ``-``. ``PI_CODING_AGENT_DIR`` moves the agent directory.
+``PI_CODING_AGENT_SESSION_DIR`` names the folder that holds the session files themselves, with
+no ``--<cwd>--`` folder below it, as Pi's ``main.ts`` uses it (it passes the value to
+``SessionManager.create(cwd, sessionDir)``, which takes the folder as it is).
 
 Everything we build from values read out of a file (a session id, a cwd) is checked so that it
 can never name a path outside the session directory it belongs to.
@@ -27,9 +29,17 @@ def agent_dir() -> Path:
 
 
 def sessions_root() -> Path:
-    """Root of all session directories: ``$PI_CODING_AGENT_SESSION_DIR`` or ``<agent>/sessions``."""
+    """Pi's folder of per-cwd session folders, ``<agent>/sessions`` (Pi ``getSessionsDir``). With
+    ``$PI_CODING_AGENT_SESSION_DIR`` set, sessions live in that folder instead
+    (:func:`session_dir_env`)."""
+    return agent_dir() / "sessions"
+
+
+def session_dir_env() -> Path | None:
+    """``$PI_CODING_AGENT_SESSION_DIR`` (``~`` expanded, as Pi's ``expandTildePath``): the folder
+    that holds the session files, all cwds together; None when unset or empty."""
     env = os.environ.get("PI_CODING_AGENT_SESSION_DIR")
-    return Path(env).expanduser() if env else agent_dir() / "sessions"
+    return Path(env).expanduser() if env else None
 
 
 def encode_cwd(cwd: str) -> str:
@@ -44,8 +54,12 @@ def encode_cwd(cwd: str) -> str:
 
 
 def default_session_dir(cwd: str) -> Path:
-    """The session directory Pi uses for ``cwd`` (not created here)."""
-    return sessions_root() / encode_cwd(cwd)
+    """The folder Pi puts ``cwd``'s new sessions in (not created here):
+    ``$PI_CODING_AGENT_SESSION_DIR`` itself when set (Pi ``main.ts``: ``--session-dir ?? env ??
+    settings``, the folder used as it is), else ``<agent>/sessions/--<cwd>--/`` (Pi
+    ``getDefaultSessionDir``)."""
+    env = session_dir_env()
+    return env if env is not None else sessions_root() / encode_cwd(cwd)
 
 
 def iso_now() -> str:

@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import BinaryIO, TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import orjson
 
@@ -60,6 +60,7 @@ from .writer import (
     atomic_writer,
     check_lock_timeout,
     create_new_file,
+    open_own_file,
     rewrite_lines,
     write_copy,
 )  # the file I/O; atomic_write, atomic_writer and AtomicWriter stay importable from here
@@ -401,8 +402,9 @@ class Session:
     ) -> "Session":
         """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
 
-        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/`` (created if
-        missing). Pi defers writing the file until the first assistant message; we write the
+        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/``, or the folder
+        ``$PI_CODING_AGENT_SESSION_DIR`` names (:func:`~sessiontree.paths.default_session_dir`;
+        created if missing). Pi defers writing the file until the first assistant message; we write the
         header at once so nothing appended later can be lost (a header-only file opens in Pi).
         ``timestamp`` (an ISO string as ``new Date().toISOString()`` writes, default now) is the
         header's and the file name's: a caller that announced the path before writing (RPC
@@ -1964,7 +1966,7 @@ class Session:
         writer.acquire()
         try:
             self._core.refresh()
-            target, fh, st = self._open_own_file()
+            target, fh, st = open_own_file(self._path, self._core.file_identity())
             with fh:
                 report = _scrub.rewrite_open_file(fh, target, st, header=header, replay=replay)
             report.source = report.output = str(self._path)
@@ -1974,26 +1976,6 @@ class Session:
         return report
 
     # ---- end HTML view ----
-
-    def _open_own_file(self) -> tuple[Path, BinaryIO, os.stat_result]:
-        """(real path, open binary reader, its stat) of the file this session indexed, for a
-        rewrite in place under the writer lock.
-
-        Raises:
-            SessionError: an in-memory session (no file).
-            SessionFileChangedError: the path now names another file (renamed over, replaced).
-        """
-        if self._path is None:  # the callers refuse an in-memory session first
-            raise SessionError("an in-memory session has no file to rewrite")
-        target = Path(os.path.realpath(self._path))
-        fh = open(target, "rb")
-        st = os.fstat(fh.fileno())
-        if (st.st_dev, st.st_ino) != self._core.file_identity():
-            fh.close()
-            raise SessionFileChangedError(
-                f"{self._path} was replaced since it was opened: open it again (nothing was rewritten)"
-            )
-        return target, fh, st
 
     def _reopen_keeping_leaf(self, leaf_null: bool, leaf_id: str | None) -> None:
         """Indexes the rewritten file afresh and puts the leaf back where it was (by id)."""
@@ -2041,7 +2023,7 @@ class Session:
             # the path still names our file (else SessionFileChangedError); lines another
             # program appended meanwhile are indexed, so they are migrated too
             self._core.refresh()
-            target, fh, st = self._open_own_file()
+            target, fh, st = open_own_file(self._path, self._core.file_identity())
             with fh:
                 data = fh.read()
             if len(data) < self._core.end:

@@ -40,9 +40,9 @@ import re
 import stat
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Literal, Sequence
 
-from .errors import OutputPathError, SessionArgumentError, SessionLockedError
+from .errors import OutputPathError, SessionArgumentError, SessionFileChangedError, SessionLockedError
 
 Durability = Literal["none", "flush", "fsync"]
 DURABILITY_MODES = ("none", "flush", "fsync")
@@ -413,6 +413,26 @@ def write_copy(path: Path, chunks: Iterator[bytes] | Sequence[bytes], *, source:
     :func:`atomic_write`: it appears whole or not at all, and is never more readable than
     ``source`` (the session file read; None: in no file)."""
     atomic_write(path, chunks, like=_stat_or_none(source))
+
+
+def open_own_file(
+    path: str | os.PathLike[str], identity: tuple[int, int] | None
+) -> tuple[Path, BinaryIO, os.stat_result]:
+    """(real path, open binary reader, its stat) of the file a session indexed, for a rewrite in
+    place under the writer lock (the migration rewrite, the in-place scrub).
+
+    ``identity`` is the ``(st_dev, st_ino)`` the session indexed (``Index.file_identity``).
+
+    Raises:
+        SessionFileChangedError: the path now names another file (renamed over, replaced).
+    """
+    target = Path(os.path.realpath(path))
+    fh = open(target, "rb")
+    st = os.fstat(fh.fileno())
+    if (st.st_dev, st.st_ino) != identity:
+        fh.close()
+        raise SessionFileChangedError(f"{path} was replaced since it was opened: open it again (nothing was rewritten)")
+    return target, fh, st
 
 
 def rewrite_lines(

@@ -1186,7 +1186,7 @@ impl Store {
 pub struct DetachedReader {
     file: Option<File>,
     buf: Vec<u8>,
-    map_len: u64,
+    base_len: u64,
     tail: Vec<u8>,
 }
 
@@ -1205,7 +1205,7 @@ impl Store {
         Ok(DetachedReader {
             file,
             buf,
-            map_len: self.base_len,
+            base_len: self.base_len,
             tail: self.tail.clone(),
         })
     }
@@ -1216,7 +1216,7 @@ impl DetachedReader {
     pub fn from_bytes(data: Vec<u8>) -> Self {
         DetachedReader {
             file: None,
-            map_len: data.len() as u64,
+            base_len: data.len() as u64,
             buf: data,
             tail: Vec::new(),
         }
@@ -1224,7 +1224,7 @@ impl DetachedReader {
 
     /// Bytes known.
     pub fn end(&self) -> u64 {
-        self.map_len + self.tail.len() as u64
+        self.base_len + self.tail.len() as u64
     }
 
     /// Bytes `[offset, offset + len)` into `out` (cleared first). Errs past the known end.
@@ -1238,19 +1238,19 @@ impl DetachedReader {
         };
         out.clear();
         out.resize(len as usize, 0);
-        let in_map = end.min(self.map_len);
-        if offset < in_map {
-            let dst = &mut out[..(in_map - offset) as usize];
+        let in_base = end.min(self.base_len);
+        if offset < in_base {
+            let dst = &mut out[..(in_base - offset) as usize];
             match &self.file {
-                Some(f) => pread_exact(f, dst, offset, self.map_len)?,
-                None => dst.copy_from_slice(&self.buf[offset as usize..in_map as usize]),
+                Some(f) => pread_exact(f, dst, offset, self.base_len)?,
+                None => dst.copy_from_slice(&self.buf[offset as usize..in_base as usize]),
             }
         }
-        if end > self.map_len {
-            let from = offset.max(self.map_len);
+        if end > self.base_len {
+            let from = offset.max(self.base_len);
             let k = (from - offset) as usize;
             out[k..].copy_from_slice(
-                &self.tail[(from - self.map_len) as usize..(end - self.map_len) as usize],
+                &self.tail[(from - self.base_len) as usize..(end - self.base_len) as usize],
             );
         }
         Ok(())

@@ -49,7 +49,7 @@ def _package(name: str) -> list[str]:
     return sorted(f.relative_to(PKG).as_posix() for f in (PKG / name).rglob("*.py"))
 
 
-CLIENTS = [*_package("cli"), *_package("rpc"), "_scrub_cli.py", *_package("fleet")]
+CLIENTS = [*_package("cli"), *_package("rpc"), *_package("fleet")]
 
 
 def test_the_fleet_is_among_the_clients_checked():

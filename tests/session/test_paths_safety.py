@@ -71,9 +71,12 @@ def _new_files(before: set[Path], root: Path) -> set[Path]:
 
 @pytest.fixture
 def sessions_env(tmp_path, monkeypatch):
-    root = tmp_path / "sessions-root"
-    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(root))
-    return root
+    # the sessions root <agent>/sessions, grouped by cwd below it ($PI_CODING_AGENT_SESSION_DIR
+    # would be the folder of the files itself: tests/session/test_session_dir_env.py)
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+    return agent / "sessions"
 
 
 # ==== file names and directory names ==========================================
@@ -136,7 +139,7 @@ def test_a_hostile_header_never_decides_where_clones_and_forks_go(tmp_path, sess
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, PI_CODING_AGENT_SESSION_DIR=str(sessions_env)),
+        env=dict(os.environ, PI_CODING_AGENT_DIR=str(sessions_env.parent)),
     )
     assert proc.returncode == 0, proc.stderr
     clone, fork_here, fork_default, parents = json.loads(proc.stdout)

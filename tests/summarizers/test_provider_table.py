@@ -84,6 +84,39 @@ def test_sdk_errors_are_classified_in_one_module():
     assert readers == ["sdk.py"]
 
 
+def test_rpc_reads_the_pi_api_names_from_the_rows(monkeypatch):
+    # summarizer_for maps a Pi ``api`` through providers.provider_for_pi_api, never a list of its own:
+    # a name added to a row is summarized with that row's class; an api no row names is an RpcError
+    # with the text the server has always sent
+    anthropic = next(p for p in ROWS if p.name == "anthropic")
+    grown = anthropic._replace(pi_apis=(*anthropic.pi_apis, "x-new-api"))
+    monkeypatch.setattr(providers, "PROVIDERS", tuple(grown if p is anthropic else p for p in ROWS))
+    model = {"id": "m", "provider": "x", "api": "x-new-api", "baseUrl": "http://127.0.0.1:9", "_apiKey": "k"}
+    model["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    try:
+        got = rpc.summarizer_for(model)
+    except ImportError:
+        pytest.skip("the anthropic SDK is not installed")
+    assert type(got).__name__ == anthropic.cls
+    model["api"] = "no-such-api"
+    with pytest.raises(rpc.RpcError) as err:
+        rpc.summarizer_for(model)
+    assert str(err.value) == "model x/m: api 'no-such-api' is not supported for summaries"
+
+
+def test_what_the_providers_share_about_their_sdks_is_in_one_module():
+    # the output budget, the client's options (no SDK retries, timeout, base URL, headers), the
+    # retried call with the key redacted and the SDK object -> dict step are written once, in
+    # summarizers/sdk.py; a provider module passes what differs
+    pkg = Path(summarizers.__file__).parent
+    shared = ("output_budget(", "retry_call(", "redact_error(", '"default_headers":', "model_dump")
+    for p in ROWS:
+        text = (pkg / f"{p.module}.py").read_text()
+        assert not [s for s in shared if s in text], p.module
+    sdk = (pkg / "sdk.py").read_text()
+    assert all(s in sdk for s in shared)
+
+
 def test_every_provider_module_is_a_row():
     # CONTRIBUTING, "A summarizer provider", step 2: a module whose summarizer class has no row
     # is reachable from nowhere (get_summarizer, --summarizer, the RPC server), and nothing else fails

@@ -29,8 +29,9 @@ from __future__ import annotations
 # The package (issue 21 step 2), by what each part does: ``render`` (safe text, JSON, previews,
 # the output stream), ``read`` (info, tree, branch, context, entries, validate), ``compact``
 # (compact and what the writing commands share), ``write`` (navigate, export-html), ``fleet``
-# (stats, compact-all over a SOURCE), ``args`` (argparse types, epilogs), ``app`` (the command
-# table, the parser, :func:`main`). The names below stay importable from ``sessiontree.cli``.
+# (stats, compact-all over a SOURCE), ``scrub`` (scrub, scrub-all), ``args`` (argparse types,
+# epilogs), ``app`` (the command table, the parser, :func:`main`). The names below stay
+# importable from ``sessiontree.cli``.
 from .app import (
     COMMANDS as COMMANDS,
     WRITING_COMMANDS as WRITING_COMMANDS,

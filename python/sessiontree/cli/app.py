@@ -19,7 +19,7 @@ from ..errors import (
 from ..session import Session
 
 from ..providers import SUMMARIZER_NAMES, names_text
-from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int
+from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
 from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, safe_text
 from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_tree, cmd_validate
 from .compact import _CliFailure, cmd_compact
@@ -119,14 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="wait this long for another writer's lock (default: fail at once, exit 2)",
     )
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "compact",
         parents=[common, summ],
         help="summarize old history into a compaction entry",
         description="Compact the active branch like Pi's /compact.",
         epilog=_COMPACT_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument(
         "--keep-recent-tokens",
@@ -142,13 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Pi would auto-compact (tokens > window - reserve); it does not change where a manual "
         "compaction cuts",
     )
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "navigate",
         parents=[common, summ],
         help="move the leaf like Pi's /tree",
         description="Move to another point of the tree like Pi's /tree.",
         epilog=_NAVIGATE_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("target_id", metavar="TARGET_ID", help="the entry to go to")
     p.add_argument(
@@ -177,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .fleet import add_parsers as add_fleet_parsers
 
     add_fleet_parsers(sub)
-    # --- scrub commands (issue 20): sessiontree/_scrub_cli.py ---
-    from .._scrub_cli import add_parsers as add_scrub_parsers
+    # --- scrub commands (issue 20): sessiontree/cli/scrub.py ---
+    from .scrub import add_parsers as add_scrub_parsers
 
     add_scrub_parsers(sub)
     # ---
@@ -285,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in FLEET_COMMANDS:
         return run_fleet(args)
-    from .._scrub_cli import COMMANDS as SCRUB_COMMANDS, run as run_scrub
+    from .scrub import COMMANDS as SCRUB_COMMANDS, run as run_scrub
 
     if args.command in SCRUB_COMMANDS:
         return run_scrub(args)

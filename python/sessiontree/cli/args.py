@@ -5,6 +5,29 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Sequence
+
+
+def documented_parser(
+    sub: Any,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    epilog: str,
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> argparse.ArgumentParser:
+    """The subparser of a command with a written help text: ``epilog`` (its rules and exit codes)
+    is shown as written, line for line (``RawDescriptionHelpFormatter``). Every such command of
+    both CLIs (compact, navigate, stats, compact-all, scrub, scrub-all) is made here."""
+    return sub.add_parser(
+        name,
+        parents=list(parents),
+        help=help,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _int(text: str) -> int:

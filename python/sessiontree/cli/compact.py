@@ -359,7 +359,14 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
                 print(note)
         return 0
 
-    summarizer = _ProgressSummarizer(_make_summarizer(args), progress)
+    from ..summarizers import OfflineSummarizer
+
+    made = _make_summarizer(args)
+    # the output-budget rules (window - 4096 - input, the output limit) are a model's: the offline
+    # summarizer sends nothing and has neither, so the window is only --dry-run's threshold for it
+    # (as compact-all treats it)
+    offline = isinstance(made, OfflineSummarizer)
+    summarizer = _ProgressSummarizer(made, progress)
     legacy = _legacy_version(s)
     _take_write_lock(s)
     progress("preparing…")
@@ -381,8 +388,8 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
             settings=settings,
             custom_instructions=args.instructions,
             reason="manual",
-            context_window=args.context_window,
-            max_tokens=args.max_tokens,
+            context_window=None if offline else args.context_window,
+            max_tokens=None if offline else args.max_tokens,
         )
     except NothingToCompactError as exc:
         return _nothing_to_compact(s, args, str(exc), isinstance(exc, AlreadyCompactedError))

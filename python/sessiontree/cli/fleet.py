@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ..providers import SUMMARIZER_NAMES, names_text
-from .args import _nonneg_float
+from .args import _nonneg_float, documented_parser
 from .args import _pos_int as _cli_pos_int
 
 COMMANDS = ("stats", "compact-all")
@@ -53,13 +53,12 @@ _pos_int = functools.partial(_cli_pos_int, negative="must be > 0")
 
 def add_parsers(sub: Any) -> None:
     """Register ``stats`` and ``compact-all`` on the CLI's subparsers."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "stats",
         help="one row per session of a whole store, to Parquet",
         description="Stats of every session of SOURCE (sessiontree.fleet.session_stats).",
         epilog=_STATS_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob, file or URL (several allowed)")
     p.add_argument("--parquet", metavar="OUT", required=True, help="the Parquet file to write")
@@ -85,12 +84,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "compact-all",
         help="compact every session over the threshold, in bulk",
         description="Bulk compaction of SOURCE (sessiontree.fleet.compact_sessions).",
         epilog=_COMPACT_ALL_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
     p.add_argument(

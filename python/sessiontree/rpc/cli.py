@@ -12,7 +12,7 @@ from typing import Any
 
 from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 from ..errors import SessionError, SessionLockedError
-from ..paths import agent_dir, check_session_id, default_session_dir, sessions_root
+from ..paths import agent_dir, check_session_id, default_session_dir, session_dir_env, sessions_root
 from ..session import Session
 from .config import _select_model, load_models, load_settings, merge_settings, settings_session_dir
 from .protocol import PI_VERSION, RpcError
@@ -190,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         models = load_models(Path(args.models) if args.models else adir / "models.json")
     except RpcError as exc:
         return fail(f"rpc: {exc}")
-    # Pi: --session-dir ?? PI_CODING_AGENT_SESSION_DIR ?? settings.sessionDir ?? the default folder
-    from_settings = None if os.environ.get("PI_CODING_AGENT_SESSION_DIR") else settings_session_dir(settings, cwd)
-    if args.session_dir:
-        sdir = Path(args.session_dir).expanduser()
-    else:
-        sdir = from_settings or default_session_dir(cwd)
+    # Pi: --session-dir ?? PI_CODING_AGENT_SESSION_DIR ?? settings.sessionDir, each the folder of
+    # the session files as it is (main.ts), ?? the default folder <agent>/sessions/--<cwd>--/
+    chosen = (
+        Path(args.session_dir).expanduser()
+        if args.session_dir
+        else session_dir_env() or settings_session_dir(settings, cwd)
+    )
+    sdir = chosen or default_session_dir(cwd)
     session: Session | None = None
     pending: PendingSession | None = None
     shown = args.session or args.fork
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.session:
             path = resolve_session_arg(args.session, sdir)
             shown = str(path)
-            session = Session.open(path, session_dir=sdir if args.session_dir or from_settings else None)
+            session = Session.open(path, session_dir=chosen)
         elif args.fork:
             path = resolve_session_arg(args.fork, sdir)
             shown = str(path)

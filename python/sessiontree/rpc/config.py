@@ -129,30 +129,33 @@ def public_model(model: dict | None) -> dict:
 
 
 def summarizer_for(model: dict) -> Any:
-    """A summarizer calling ``model`` like Pi does (OpenAI-compatible chat completions or
-    Anthropic Messages), priced with the model's cost per million tokens."""
-    from ..summarizers import Pricing
+    """A summarizer calling ``model`` like Pi does, priced with the model's cost per million
+    tokens: the provider whose row (:data:`sessiontree.providers.PROVIDERS`) names the model's Pi
+    ``api`` (:func:`~sessiontree.providers.provider_for_pi_api`; no ``api``: Pi's default,
+    ``openai-completions``).
 
+    Raises:
+        RpcError: no provider serves the model's ``api``.
+        ImportError: the provider's SDK is not installed.
+    """
+    from .. import providers
+    from ..summarizers import Pricing, provider_class
+
+    api = model.get("api")
+    row = providers.provider_for_pi_api(api)
+    if row is None:
+        raise RpcError(f"model {model['provider']}/{model['id']}: api {api!r} is not supported for summaries")
     key = model.get("_apiKey")
     if isinstance(key, str) and key in os.environ:
         key = os.environ[key]  # Pi resolves an environment variable's name
-    common = dict(
+    return provider_class(row)(
+        model["id"],
         api_key=key or None,
         base_url=model.get("baseUrl") or None,
         pricing=Pricing.from_pi(model["cost"]),
         max_output_tokens=model.get("maxTokens") or None,
         context_window=model.get("contextWindow") or None,
     )
-    api = model.get("api")
-    if api == "anthropic-messages":
-        from ..summarizers import AnthropicSummarizer
-
-        return AnthropicSummarizer(model["id"], **common)
-    if api in ("openai-completions", "openai-responses", None):
-        from ..summarizers import OpenAICompatSummarizer
-
-        return OpenAICompatSummarizer(model["id"], **common)
-    raise RpcError(f"model {model['provider']}/{model['id']}: api {api!r} is not supported for summaries")
 
 
 def _select_model(

@@ -34,15 +34,13 @@ from .base import (
     EmptySummaryError,
     StreamedText,
     import_sdk,
-    redact_error,
     run_sync,
-    secrets_of,
     token_count,
 )
 from .overflow import is_context_overflow
-from .prompts import build_prompt, estimate_request_tokens, output_budget
-from .retry import RetryPolicy, TransientError, is_transient_status, retry_call
-from .sdk import convert_sdk_error
+from .prompts import build_prompt
+from .retry import RetryPolicy, TransientError, is_transient_status
+from .sdk import as_dict, call_retried, client_options, convert_sdk_error, error_fields, output_tokens
 
 __all__ = ["AnthropicSummarizer", "usage_from_anthropic", "import_anthropic"]
 
@@ -76,29 +74,13 @@ def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) ->
     ).priced(pricing)
 
 
-def _as_dict(obj: Any) -> dict:
-    if obj is None:
-        return {}
-    if isinstance(obj, dict):
-        return obj
-    dump = getattr(obj, "model_dump", None) or getattr(obj, "dict", None)
-    return dump() if dump else dict(obj)
-
-
 def _error_type_and_text(exc: Any) -> tuple[str | None, str]:
-    body = getattr(exc, "body", None)
-    etype = None
-    parts = [str(getattr(exc, "message", "") or exc)]
-    if isinstance(body, dict):
-        err = body.get("error")
-        inner = err if isinstance(err, dict) else body
-        etype = inner.get("type") if isinstance(inner.get("type"), str) else None
-        if inner.get("message") is not None:
-            parts.append(str(inner["message"]))
-        if etype:
-            parts.append(etype)
-    elif isinstance(body, str):
-        parts.append(body)
+    """The error's Anthropic ``type`` (None when absent) and its text: the message, the body's
+    ``message``, then the type."""
+    inner, parts = error_fields(exc, ("message",))
+    etype = inner.get("type") if isinstance(inner.get("type"), str) else None
+    if etype:
+        parts.append(etype)
     return etype, " | ".join(parts)
 
 
@@ -172,13 +154,9 @@ class AnthropicSummarizer:
         self.default_headers = dict(default_headers or {})
 
     def max_tokens(self, request: SummaryRequest, system: str, user_text: str) -> int:
-        """Output budget, as :meth:`OpenAICompatSummarizer.max_completion_tokens`."""
-        cap = request.max_tokens
-        if self.max_output_tokens:
-            cap = min(cap, self.max_output_tokens)
-        if self.context_window:
-            return output_budget(cap, self.context_window, estimate_request_tokens(system, user_text))
-        return max(1, cap)
+        """Output budget, as :meth:`OpenAICompatSummarizer.max_completion_tokens`
+        (:func:`.sdk.output_tokens`)."""
+        return output_tokens(request, system, user_text, self.max_output_tokens, self.context_window)
 
     def build_params(self, request: SummaryRequest) -> dict:
         """Keyword arguments for ``client.messages.create`` (the request body)."""
@@ -193,21 +171,18 @@ class AnthropicSummarizer:
         }
 
     def _client(self) -> Any:
-        kwargs: dict = {"api_key": self._api_key, "max_retries": 0, "default_headers": self.default_headers or None}
-        if self.base_url:
-            kwargs["base_url"] = self.base_url
-        if self.retry.timeout is not None:
-            kwargs["timeout"] = self.retry.timeout
-        return self._anthropic.AsyncAnthropic(**kwargs)
+        options = client_options(self._api_key, self.base_url, self.default_headers, self.retry)
+        return self._anthropic.AsyncAnthropic(**options)
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         params = self.build_params(request)
-        try:
-            async with self._client() as client:
-                text, raw_usage, model, stop = await retry_call(lambda: self._attempt(client, params), self.retry)
-        except SummarizerError as exc:
-            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
-            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
+        text, raw_usage, model, stop = await call_retried(
+            self._client(),
+            lambda client: self._attempt(client, params),
+            self.retry,
+            self._api_key,
+            self.default_headers,
+        )
         return SummaryResult(
             text,
             usage_from_anthropic(raw_usage, self.pricing),
@@ -237,7 +212,7 @@ class AnthropicSummarizer:
                         message = getattr(event, "message", None)
                         model = getattr(message, "model", None) or model
                         usage.update(
-                            {k: v for k, v in _as_dict(getattr(message, "usage", None)).items() if v is not None}
+                            {k: v for k, v in as_dict(getattr(message, "usage", None)).items() if v is not None}
                         )
                     elif etype == "content_block_delta":
                         delta = getattr(event, "delta", None)
@@ -250,9 +225,7 @@ class AnthropicSummarizer:
                         finished = finished or reason is not None
                         stop = reason if isinstance(reason, str) else stop
                         # Cumulative counts; newer API versions also restate input/cache counts here.
-                        usage.update(
-                            {k: v for k, v in _as_dict(getattr(event, "usage", None)).items() if v is not None}
-                        )
+                        usage.update({k: v for k, v in as_dict(getattr(event, "usage", None)).items() if v is not None})
             finally:
                 await stream.close()
         except SummarizerError:

@@ -38,16 +38,14 @@ from .base import (
     EmptySummaryError,
     StreamedText,
     import_sdk,
-    redact_error,
     run_sync,
-    secrets_of,
     token_count,
     usage_object,
 )
 from .overflow import is_context_overflow
-from .prompts import build_prompt, estimate_request_tokens, output_budget
-from .retry import RetryPolicy, TransientError, is_transient_status, retry_call
-from .sdk import convert_sdk_error
+from .prompts import build_prompt
+from .retry import RetryPolicy, TransientError, is_transient_status
+from .sdk import as_dict, call_retried, client_options, convert_sdk_error, error_fields, output_tokens
 
 __all__ = ["OpenAICompatSummarizer", "usage_from_openai", "import_openai"]
 
@@ -112,28 +110,9 @@ def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> Su
     return usage.priced(pricing, provider_total)
 
 
-def _as_dict(obj: Any) -> dict:
-    if obj is None:
-        return {}
-    if isinstance(obj, dict):
-        return obj
-    dump = getattr(obj, "model_dump", None) or getattr(obj, "dict", None)
-    return dump() if dump else dict(obj)
-
-
 def _error_text(exc: Any) -> str:
     """Everything an SDK error says: its message plus the body's message, code and type."""
-    parts = [str(getattr(exc, "message", "") or exc)]
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error")
-        inner = err if isinstance(err, dict) else body
-        for key in ("message", "code", "type"):
-            if inner.get(key) is not None:
-                parts.append(str(inner[key]))
-    elif isinstance(body, str):
-        parts.append(body)
-    return " | ".join(parts)
+    return " | ".join(error_fields(exc, ("message", "code", "type"))[1])
 
 
 def _stream_error(exc: Any) -> SummarizerError:
@@ -234,13 +213,8 @@ class OpenAICompatSummarizer:
 
     def max_completion_tokens(self, request: SummaryRequest, system: str, user_text: str) -> int:
         """The output budget: ``request.max_tokens`` capped by ``max_output_tokens``, then reduced
-        to fit ``context_window`` when known (Pi 1.6 rule, :func:`output_budget`)."""
-        cap = request.max_tokens
-        if self.max_output_tokens:
-            cap = min(cap, self.max_output_tokens)
-        if self.context_window:
-            return output_budget(cap, self.context_window, estimate_request_tokens(system, user_text))
-        return max(1, cap)
+        to fit ``context_window`` when known (Pi 1.6 rule, :func:`.sdk.output_tokens`)."""
+        return output_tokens(request, system, user_text, self.max_output_tokens, self.context_window)
 
     def build_body(self, request: SummaryRequest) -> dict:
         """The exact JSON body sent for ``request`` (keys in Pi's order)."""
@@ -260,14 +234,10 @@ class OpenAICompatSummarizer:
         return body
 
     def _client(self) -> Any:
-        kwargs: dict = {"api_key": self._api_key, "max_retries": 0, "default_headers": self.default_headers or None}
-        if self.base_url:
-            kwargs["base_url"] = self.base_url
-        if self.organization:
-            kwargs["organization"] = self.organization
-        if self.retry.timeout is not None:
-            kwargs["timeout"] = self.retry.timeout
-        return self._openai.AsyncOpenAI(**kwargs)
+        options = client_options(
+            self._api_key, self.base_url, self.default_headers, self.retry, organization=self.organization
+        )
+        return self._openai.AsyncOpenAI(**options)
 
     # ==== Call ====
 
@@ -276,14 +246,13 @@ class OpenAICompatSummarizer:
         headers = {}
         if self.request_id_header:
             headers[self.request_id_header] = request.request_id or str(uuid.uuid4())
-        try:
-            async with self._client() as client:
-                text, raw_usage, model, stop = await retry_call(
-                    lambda: self._attempt(client, body, headers), self.retry
-                )
-        except SummarizerError as exc:
-            # a server may echo the key (a 401 body quoting "Bearer sk-..."): never show it
-            raise redact_error(exc, secrets_of(self._api_key, self.default_headers)) from None
+        text, raw_usage, model, stop = await call_retried(
+            self._client(),
+            lambda client: self._attempt(client, body, headers),
+            self.retry,
+            self._api_key,
+            self.default_headers,
+        )
         return SummaryResult(text, usage_from_openai(raw_usage, self.pricing), model or self.model, stop_reason=stop)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
@@ -316,7 +285,7 @@ class OpenAICompatSummarizer:
                     model = getattr(chunk, "model", None) or model
                     usage = getattr(chunk, "usage", None)
                     if usage is not None:
-                        raw_usage = _as_dict(usage)
+                        raw_usage = as_dict(usage)
                     for choice in getattr(chunk, "choices", None) or ():
                         reason = getattr(choice, "finish_reason", None)
                         finished = finished or reason is not None

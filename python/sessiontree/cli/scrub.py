@@ -1,5 +1,5 @@
 """``sessiontree scrub`` and ``sessiontree scrub-all`` (issue 20), over the public
-:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`sessiontree.cli`."""
+:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`.app`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from typing import Any
 
 import orjson
+
+from .args import documented_parser
 
 COMMANDS = ("scrub", "scrub-all")
 
@@ -32,13 +34,12 @@ exit codes: 0 done; 1 some sessions failed (see their lines); 2 bad options"""
 
 def add_parsers(sub: Any) -> None:
     """Register ``scrub`` and ``scrub-all`` on the CLI's subparsers."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "scrub",
         help="replace secrets in a session, keeping it a valid session",
         description="Scrub secrets from FILE (sessiontree.scrub.scrub_file).",
         epilog=_SCRUB_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("file", metavar="FILE")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -49,12 +50,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--report", metavar="PATH|-", help="write the JSON report to PATH (- for stdout)")
     p.add_argument("--lock-timeout", type=float, metavar="SECONDS", help="wait this long for the writer lock")
 
-    p = sub.add_parser(
+    p = documented_parser(
+        sub,
         "scrub-all",
         help="scrub every session of a store into a directory",
         description="Scrub every session of SOURCE into DIR (sessiontree.fleet.scrub_sessions).",
         epilog=_SCRUB_ALL_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
     p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
@@ -72,7 +73,7 @@ def _err(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scrub`` or ``scrub-all``; returns the exit code."""
-    from .errors import SessionError
+    from ..errors import SessionError
 
     try:
         if args.command == "scrub":
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _scrub(args: argparse.Namespace) -> int:
-    from .scrub import scrub_file
+    from ..scrub import scrub_file
 
     report = scrub_file(
         args.file,
@@ -108,7 +109,7 @@ def _scrub(args: argparse.Namespace) -> int:
         else:
             from pathlib import Path
 
-            from .session import atomic_write
+            from ..session import atomic_write
 
             atomic_write(Path(args.report), [doc])
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.kinds.items()))
@@ -120,7 +121,7 @@ def _scrub(args: argparse.Namespace) -> int:
 
 
 def _scrub_all(args: argparse.Namespace) -> int:
-    from .fleet import scrub_sessions
+    from ..fleet import scrub_sessions
 
     failed = 0
     for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header):

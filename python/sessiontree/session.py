@@ -2229,9 +2229,13 @@ class Session:
 
         Raises:
             SessionFileChangedError: the file was rewritten under the index.
-            ValueError: ``columns`` names a column the core does not make, or one twice.
+            SessionArgumentError: ``columns`` is not a sequence of names (a bare string is
+                refused), names a column the core does not make, or one twice.
+            SessionError: a string column would exceed 2 GiB (Arrow's int32 offsets).
         """
         names = None if columns is None else list(columns)
+        if isinstance(columns, (str, bytes)) or (names is not None and not all(isinstance(c, str) for c in names)):
+            raise SessionArgumentError(f"columns must be a list of column names (str), not {columns!r}")
         return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels), names)
 
 

@@ -91,3 +91,24 @@ def test_segment_write_lets_the_index_go_while_it_blocks(tmp_path):
     assert errors == []
     assert got.startswith(b"<") and got.endswith(b">") and len(got) > len(data)
     s.close()
+
+
+@pytest.mark.parametrize("columns", [["nope"], ["entry_id", "entry_id"], "entry_id", b"type", [1], ["type", None]])
+def test_fleet_columns_refuses_bad_column_names_with_the_packages_error(columns):
+    """``Session.fleet_columns(columns=...)`` is public: a name the core does not make, a name
+    given twice, a bare string (not a list of names) or a non-string name is a
+    ``SessionArgumentError`` (under ``SessionTreeError``, still a ``ValueError``), never a bare
+    ``ValueError``/``TypeError``, and a string is not read as its characters."""
+    from sessiontree.errors import SessionArgumentError, SessionTreeError
+
+    s = Session.from_bytes(
+        b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi"}}\n'
+    )
+    with pytest.raises(SessionArgumentError) as e:
+        s.fleet_columns(per_entry=True, columns=columns)
+    assert isinstance(e.value, SessionTreeError) and isinstance(e.value, ValueError)
+    # the good names still work, in the order asked (``on_active_path``, the bits, always comes)
+    cols = s.fleet_columns(per_entry=True, columns=["type", "entry_id"])
+    assert [c for c in cols["columns"] if c != "on_active_path"] == ["type", "entry_id"]

@@ -13,6 +13,7 @@ pyo3::import_exception!(sessiontree.errors, SessionError);
 pyo3::import_exception!(sessiontree.errors, SessionFileChangedError);
 pyo3::import_exception!(sessiontree.errors, SessionCycleError);
 pyo3::import_exception!(sessiontree.errors, SessionReadOnlyError);
+pyo3::import_exception!(sessiontree.errors, SessionArgumentError);
 
 /// `OSError(errno, strerror)` (Python picks the subclass from errno), or `OSError(message)`.
 pub fn os_err(e: &std::io::Error, prefix: &str) -> PyErr {
@@ -84,7 +85,9 @@ impl From<crate::columns::ColumnError> for PyErr {
         match e {
             ColumnError::Store(e) => e.into(),
             ColumnError::Range(e) => e.into(),
-            ColumnError::Unknown(_) | ColumnError::TooLong => PyValueError::new_err(e.to_string()),
+            // a name the core does not make (or one given twice): the caller's argument
+            ColumnError::Unknown(_) => SessionArgumentError::new_err(e.to_string()),
+            ColumnError::TooLong => SessionError::new_err(e.to_string()),
         }
     }
 }

@@ -127,3 +127,12 @@ def test_stats_without_the_fleet_extra_is_one_line_not_a_traceback(tmp_path):
     assert "pip install 'sessiontree[fleet]'" in proc.stderr and "pip install '.[fleet]'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_stats_counts_one_unreadable_file_in_the_singular(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "bad.jsonl").write_bytes(b"not a session\n")
+    assert main(["stats", str(store), "--parquet", str(tmp_path / "s.parquet")]) == 0
+    err = capsys.readouterr().err
+    assert "sessiontree: 1 file could not be read:" in err, err

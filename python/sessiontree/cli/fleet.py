@@ -250,7 +250,7 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
             )
         )
     if bad:
-        print(f"sessiontree: {len(bad)} files could not be read:", file=sys.stderr)
+        print(f"sessiontree: {len(bad)} {'file' if len(bad) == 1 else 'files'} could not be read:", file=sys.stderr)
         _name_errors(bad, "files")
     return 0
 

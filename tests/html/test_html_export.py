@@ -861,3 +861,21 @@ def test_the_export_only_benchmark_runs_and_writes_its_section(tmp_path, capsys)
     assert "| session.jsonl |" in text and "kept" in text
     assert html_report.main(args + ["--out", str(doc)]) == 0  # rewritten in place, not added twice
     assert doc.read_text().count("<!-- html-export -->") == 1
+
+
+@pytest.mark.parametrize("version,expected", [(3, 0), (2, 100)])
+def test_the_pages_estimate_of_a_hook_message_follows_the_files_version(version, expected):
+    """Pi 1.6 reads a v2 file's ``hookMessage`` message as ``custom`` (``migrateV2ToV3``: its
+    content counts); in a v3 file the role is one Pi's ``estimateTokens`` has no case for (0).
+    The page's estimate is the session's (``Session.entry_metrics``), by the file's version."""
+    header = {"type": "session", "version": version, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+    entries = [
+        {"type": "message", "id": "u", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z"}
+        | {"message": {"role": "user", "content": "hello there", "timestamp": 0}},
+        {"type": "message", "id": "h", "parentId": "u", "timestamp": "2026-01-01T00:00:01.000Z"}
+        | {"message": {"role": "hookMessage", "content": "x" * 400, "timestamp": 0}},
+    ]
+    s = Session.from_bytes(b"".join(orjson.dumps(e) + b"\n" for e in [header, *entries]))
+    page = orjson.loads(s.html_digest(0, len(s), 40))["e"]
+    assert s.entry_metrics().tokens == [3, expected]
+    assert page == [3, expected]

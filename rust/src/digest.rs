@@ -895,27 +895,8 @@ mod tests {
     /// the fields it reads, and on lines `serde_json` rejects only deep inside a field it skips.
     #[test]
     fn the_fast_digest_equals_the_value_digest() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
-        let mut stack = vec![std::path::PathBuf::from(root)];
-        let (mut lines, mut fast_hits) = (0, 0);
-        while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "jsonl") {
-                    let data = std::fs::read(&p).unwrap();
-                    for line in data.split(|&c| c == b'\n') {
-                        let line = line.strip_suffix(b"\r").unwrap_or(line);
-                        fast_hits += usize::from(same(line));
-                        lines += 1;
-                    }
-                }
-            }
-        }
+        let mut fast_hits = 0;
+        let lines = crate::for_each_corpus_line(|line| fast_hits += usize::from(same(line)));
         assert!(
             lines > 1000 && fast_hits > lines / 4,
             "{fast_hits} of {lines}"

@@ -24,3 +24,30 @@ pub mod walk;
 
 #[cfg(feature = "python")]
 mod py;
+
+/// Every line of every `.jsonl` file under `tests/corpus` (a trailing `\r` cut), for the tests
+/// that check a fast path against its rule over the whole corpus; returns how many lines.
+#[cfg(test)]
+pub(crate) fn for_each_corpus_line(mut f: impl FnMut(&[u8])) -> usize {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
+    let mut stack = vec![std::path::PathBuf::from(root)];
+    let mut lines = 0;
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                let data = std::fs::read(&p).unwrap();
+                for line in data.split(|&c| c == b'\n') {
+                    f(line.strip_suffix(b"\r").unwrap_or(line));
+                    lines += 1;
+                }
+            }
+        }
+    }
+    lines
+}

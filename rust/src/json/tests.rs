@@ -292,27 +292,7 @@ fn agrees_with_the_reference_reader_on_long_strings_full_of_escapes() {
 
 #[test]
 fn agrees_with_the_reference_reader_on_the_corpus() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
-    let mut stack = vec![std::path::PathBuf::from(root)];
-    let mut lines = 0;
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                let data = std::fs::read(&p).unwrap();
-                for line in data.split(|&c| c == b'\n') {
-                    let line = line.strip_suffix(b"\r").unwrap_or(line);
-                    same(line);
-                    lines += 1;
-                }
-            }
-        }
-    }
+    let lines = crate::for_each_corpus_line(same);
     assert!(lines > 0);
 }
 

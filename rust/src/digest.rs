@@ -776,16 +776,16 @@ pub fn digest_columns(
         spans[k] = (buf.len(), b.len());
         buf.extend_from_slice(b);
     })?;
-    // a `hookMessage` message is `custom` only in a file Pi migrates (`migrateV2ToV3`; the
-    // digest's estimate reads it so); in a v3 file Pi's estimateTokens has no case for it: 0
-    let v3 = !st.index.needs_migration();
     let ds: Vec<Digest> = spans
         .par_iter()
         .enumerate()
         .map(|(k, &(o, l))| {
             let i = start + k;
             let mut d = digest(&buf[o..o + l], preview_chars);
-            if v3 && d.tokens.is_some() && d.kind == "message:hookMessage" {
+            // the digest reads a `hookMessage` message as `custom` (what Pi's migrateV2ToV3
+            // makes of it); the index keeps the role as `hookMessage` only in a file Pi does
+            // not migrate (v3), where Pi's estimateTokens has no case for it: 0
+            if d.tokens.is_some() && st.index.recs[i].role == crate::index::R_HOOK {
                 d.tokens = Some(0);
             }
             if d.kind == "?" {

@@ -85,13 +85,15 @@ const TREE_KEYS: [&[u8]; 7] = [
 struct Engine {
     ac: AhoCorasick,
     /// per literal: the rules it makes candidates (a mask over [`RULES`])
-    lit_mask: Vec<u64>,
+    lit_mask: Vec<Mask>,
     res: Vec<Regex>,
     secret_name: Regex,
     password_name: Regex,
 }
 
-const ALL: u64 = u64::MAX;
+/// A set of rules: bit `r` is [`RULES`]`[r]`.
+pub type Mask = u128;
+const ALL: Mask = Mask::MAX;
 /// Escapes `JSON.stringify` never writes (an escaped printable ASCII byte, `\/`): text written
 /// by another tool may hide a literal behind them, so a string holding one is searched by all.
 const HIDING_ESCAPES: [&str; 7] = [
@@ -101,10 +103,10 @@ const HIDING_ESCAPES: [&str; 7] = [
 /// The prefilter's literals with the rules each makes candidates (a mask over [`RULES`]):
 /// the rules' literals, their names followed by each of [`rules::NAME_ENDS`], and the
 /// escapes that could hide a literal (which make every rule a candidate).
-fn literals() -> (Vec<String>, Vec<u64>) {
+fn literals() -> (Vec<String>, Vec<Mask>) {
     let mut lits: Vec<String> = Vec::new();
-    let mut masks: Vec<u64> = Vec::new();
-    let mut add = |l: String, m: u64| {
+    let mut masks: Vec<Mask> = Vec::new();
+    let mut add = |l: String, m: Mask| {
         if let Some(k) = lits.iter().position(|x| *x == l) {
             masks[k] |= m;
         } else {
@@ -114,11 +116,11 @@ fn literals() -> (Vec<String>, Vec<u64>) {
     };
     for (r, rule) in RULES.iter().enumerate() {
         for &l in rule.lits {
-            add(l.to_string(), 1u64 << r);
+            add(l.to_string(), 1 << r);
         }
         for &name in rule.names {
             for end in rules::NAME_ENDS {
-                add(format!("{name}{end}"), 1u64 << r);
+                add(format!("{name}{end}"), 1 << r);
             }
         }
     }
@@ -136,7 +138,7 @@ fn lit_names() -> Vec<String> {
 fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
     E.get_or_init(|| {
-        assert!(RULES.len() <= 64);
+        assert!(RULES.len() <= Mask::BITS as usize);
         let (lits, lit_mask) = literals();
         let ac = AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::Standard)
@@ -235,8 +237,8 @@ pub fn placeholder_like(v: &[u8]) -> bool {
     if WORDS.iter().any(|w| contains(&l, w)) {
         return true;
     }
-    // one repeated byte (`aaaaaaaa`, `00000000`)
-    v.iter().all(|&b| b == v[0])
+    // one repeated byte (`aaaaaaaa`, `00000000`), or mostly one (`xoxb-xxxxxxxxxxxx-…`)
+    v.iter().all(|&b| b == v[0]) || filler(v)
 }
 
 fn path_like(v: &[u8]) -> bool {
@@ -344,7 +346,21 @@ fn assigned_ok(v: &[u8]) -> bool {
         )
 }
 
+/// Filler, not a secret: one byte makes up half of the value or more (`ghp_xxxx…`,
+/// `AKIAXXXXXXXXXXXXXXXX`, `xoxb-xxxxxxxxxxxx-…`, `sk_live_000…`), as in the documented examples.
+fn filler(v: &[u8]) -> bool {
+    let mut counts = [0u32; 256];
+    for &b in v {
+        counts[b as usize] += 1;
+    }
+    let top = counts.iter().max().copied().unwrap_or(0) as usize;
+    v.len() >= 8 && top * 2 >= v.len()
+}
+
 fn check(c: Check, v: &[u8]) -> bool {
+    if filler(v) {
+        return false;
+    }
     match c {
         Check::Shape => true,
         Check::NotExample => !lower(v).ends_with(b"example") && !lower(v).ends_with(b"examplekey"),
@@ -356,6 +372,7 @@ fn check(c: Check, v: &[u8]) -> bool {
         Check::HasDigit => v.iter().any(u8::is_ascii_digit) && !placeholder_like(v),
         Check::Assigned => assigned_ok(v),
         Check::Password => password_ok(v),
+        Check::UrlPassword => !placeholder_like(v) && !v.contains(&b'$'),
         Check::Random => looks_random(v),
     }
 }
@@ -371,7 +388,7 @@ struct Hit {
 }
 
 /// The secrets in `text` by the rules in `mask`, non-overlapping, in order.
-fn search(e: &Engine, text: &[u8], mask: u64, out: &mut Vec<Hit>) {
+fn search(e: &Engine, text: &[u8], mask: Mask, out: &mut Vec<Hit>) {
     out.clear();
     let mut m = mask;
     while m != 0 {
@@ -619,7 +636,7 @@ pub struct Scrubber {
     parser: LineParser,
     scratch: Vec<u8>,
     hits: Vec<Hit>,
-    lit_hits: Vec<(usize, u64)>,
+    lit_hits: Vec<(usize, Mask)>,
     /// collect findings (off: count only)
     pub record: bool,
     pub found: u64,
@@ -741,7 +758,7 @@ impl Scrubber {
     /// A line that is not JSON: searched as text, matches replaced in place.
     fn raw_line(&mut self, line: &[u8], out: &mut Vec<u8>) {
         let e = engine();
-        let mask = self.lit_hits.iter().fold(0u64, |m, h| m | h.1);
+        let mask = self.lit_hits.iter().fold(0, |m: Mask, h| m | h.1);
         let mut hits = std::mem::take(&mut self.hits);
         search(e, line, mask, &mut hits);
         let mut kinds = Vec::new();
@@ -1083,7 +1100,7 @@ impl Scrubber {
         &mut self,
         line: &[u8],
         body: (usize, usize),
-        mask: u64,
+        mask: Mask,
         forced: Option<bool>,
         stack: &[Frame],
         edits: &mut Vec<Edit>,
@@ -1149,7 +1166,7 @@ fn finish_edits(mut edits: Vec<Edit>) -> Vec<Edit> {
 }
 
 /// The rules named by literal hits starting inside `[s, e)`; moves the cursor past them.
-fn take_mask(hits: &[(usize, u64)], at: &mut usize, s: usize, e: usize) -> u64 {
+fn take_mask(hits: &[(usize, Mask)], at: &mut usize, s: usize, e: usize) -> Mask {
     while *at < hits.len() && hits[*at].0 < s {
         *at += 1;
     }

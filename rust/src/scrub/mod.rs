@@ -262,7 +262,7 @@ fn dotted_identifier(v: &[u8]) -> bool {
         }
         parts += 1;
     }
-    parts >= 2
+    parts >= 2 && !v.split(|&b| b == b'.').any(|p| p.len() >= 16 && classes(p) >= 3)
 }
 
 fn words_only(v: &[u8]) -> bool {
@@ -289,7 +289,8 @@ pub fn looks_random(v: &[u8]) -> bool {
         return false;
     }
     if v.iter().all(u8::is_ascii_digit) {
-        return false;
+        // an id or secret of 16+ digits (client ids, numeric secrets); not a time or a count
+        return v.len() >= 16 && shannon(v) >= 2.5 && !sequence(v);
     }
     let need = (0.75 * (v.len() as f64).log2()).min(3.0);
     classes(v) >= 2 && v.iter().any(u8::is_ascii_digit) && shannon(v) >= need
@@ -357,12 +358,53 @@ fn filler(v: &[u8]) -> bool {
     v.len() >= 8 && top * 2 >= v.len()
 }
 
+/// A run of 5 consecutive ascending letters or digits (`abcde`, `12345`): typed, not drawn
+/// (used for numbers only: a typed token in a test must still go).
+fn sequence(v: &[u8]) -> bool {
+    let mut run = 1;
+    for w in v.windows(2) {
+        if w[1] == w[0] + 1 && w[1].is_ascii_alphanumeric() && w[0].is_ascii_alphanumeric() {
+            run += 1;
+            if run >= 5 {
+                return true;
+            }
+        } else {
+            run = 1;
+        }
+    }
+    false
+}
+
+/// Marks of a placeholder or a cut value a real token never holds.
+fn marked(v: &[u8]) -> bool {
+    contains(v, b"####") || contains(v, b"****") || contains(v, b"...") || v.ends_with(b"..")
+        || contains(&lower(v), b"example")
+}
+
+/// A private-key block with a body: 64 or more base64 characters between its armour lines.
+fn key_block(v: &[u8]) -> bool {
+    let Some(a) = memchr::memmem::find(v.get(5..).unwrap_or_default(), b"-----").map(|k| k + 10) else {
+        return false;
+    };
+    let b = memchr::memmem::find(&v[a.min(v.len())..], b"-----END").map_or(v.len(), |k| a + k);
+    v[a.min(b)..b]
+        .iter()
+        .filter(|c| c.is_ascii_alphanumeric() || **c == b'+' || **c == b'/')
+        .count()
+        >= 64
+}
+
 fn check(c: Check, v: &[u8]) -> bool {
-    if filler(v) {
+    match c {
+        Check::Exact => return true,
+        Check::KeyBlock => return key_block(v),
+        _ => {}
+    }
+    if filler(v) || marked(v) || (v.len() >= 20 && shannon(v) < 3.0) {
         return false;
     }
     match c {
-        Check::Shape => true,
+        Check::Shape | Check::Exact | Check::KeyBlock => true,
         Check::NotExample => !lower(v).ends_with(b"example") && !lower(v).ends_with(b"examplekey"),
         Check::MixedCase => {
             v.iter().any(u8::is_ascii_uppercase)
@@ -372,7 +414,7 @@ fn check(c: Check, v: &[u8]) -> bool {
         Check::HasDigit => v.iter().any(u8::is_ascii_digit) && !placeholder_like(v),
         Check::Assigned => assigned_ok(v),
         Check::Password => password_ok(v),
-        Check::UrlPassword => !placeholder_like(v) && !v.contains(&b'$'),
+        Check::UrlPassword => !placeholder_like(v) && !contains(v, b"${"),
         Check::Random => looks_random(v),
     }
 }

@@ -10,8 +10,12 @@
 /// What a match must also pass to count (see `super::checks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// the shape is enough
+    /// the shape, and not filler, a sequence, low entropy or a documented example
     Shape,
+    /// the shape alone (a checksummed or fixed-form shape: the peers' samples of it are filler)
+    Exact,
+    /// a private-key block with a body (64 or more base64 characters between its lines)
+    KeyBlock,
     /// not a documented example value (`...EXAMPLE`, `...EXAMPLEKEY`)
     NotExample,
     /// mixed upper and lower case (Hugging Face tokens)
@@ -65,7 +69,7 @@ macro_rules! rule {
 /// line); never a line end otherwise, so an empty value does not take the next line.
 macro_rules! assign {
     () => {
-        r#"(?:\\?["'])?(?:[ \t]+[A-Za-z_][A-Za-z0-9_]{0,20})?[ \t]*(?:\\?["'])?[ \t]*(?:==|:::=|::=|:=|\?=|\.=|\+=|=>|=|:|,|>[ \t\r\n]*)[ \t]*(?:\\?["'`])?"#
+        r#"(?:\\?["']|[ \t]+[A-Za-z_][A-Za-z0-9_]{0,20})?[ \t]*(?:\\?["'])?[ \t]*(?:==|:::=|::=|:=|\?=|\.=|\+=|=>|=|:|,|>[ \t\r\n]*)[ \t]*(?:\\?["'`])?"#
     };
 }
 
@@ -80,21 +84,21 @@ pub const RULES: &[Rule] = &[
         ["BEGIN OPENSSH PRIVATE KEY"],
         r"-----BEGIN OPENSSH PRIVATE KEY-----(?:[A-Za-z0-9+/=\s\x22',]|\\[rn])*(?:-----END OPENSSH PRIVATE KEY-----)?",
         0,
-        Shape
+        KeyBlock
     ),
     rule!(
         "pgp_private_key",
         ["BEGIN PGP PRIVATE KEY BLOCK"],
         r"-----BEGIN PGP PRIVATE KEY BLOCK-----(?:[A-Za-z0-9+/=\s\x22',]|\\[rn]|[A-Za-z-]+: [^\r\n\\]*)*(?:-----END PGP PRIVATE KEY BLOCK-----)?",
         0,
-        Shape
+        KeyBlock
     ),
     rule!(
         "pem_private_key",
         ["PRIVATE KEY-----"],
         r"-----BEGIN (?:RSA |EC |DSA |ENCRYPTED |ANY )?PRIVATE KEY-----(?:[A-Za-z0-9+/=\s\x22',]|\\[rn]|[A-Za-z-]+: [^\r\n\\]*)*(?:-----END (?:RSA |EC |DSA |ENCRYPTED |ANY )?PRIVATE KEY-----)?",
         0,
-        Shape
+        KeyBlock
     ),
     // --- cloud
     rule!(
@@ -186,16 +190,16 @@ pub const RULES: &[Rule] = &[
     rule!(
         "slack_webhook",
         ["hooks.slack.com/"],
-        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}",
+        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{20,}",
         0,
         Shape
     ),
     rule!(
         "slack_token",
-        ["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe"],
-        r"\bxox(?:[abprso]|e(?:\.xox[bp])?)-[0-9A-Za-z-]{10,}",
+        ["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxe"],
+        r"\bxox(?:[abprs]|e(?:\.xox[bp])?)-[0-9A-Za-z-]{10,}",
         0,
-        Shape
+        HasDigit
     ),
     rule!(
         "stripe_secret_key",
@@ -304,7 +308,7 @@ pub const RULES: &[Rule] = &[
         ["AGE-SECRET-KEY-1"],
         r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
         0,
-        Shape
+        Exact
     ),
     rule!(
         "putty_private_key",
@@ -435,7 +439,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "sidekiq_secret",
         ["CONTRIBSYS__COM", "contribsys__com"],
-        concat!(r"(?i)BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM", assign!(), r"([a-f0-9]{8}:[a-f0-9]{8})\b"),
+        concat!(r"(?i)BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[A-Za-z0-9_.-]*", assign!(), r"([a-f0-9]{8}:[a-f0-9]{8})\b"),
         1,
         Shape
     ),
@@ -553,9 +557,30 @@ pub const RULES: &[Rule] = &[
             "duffel_", "CLOJARS_", "p8e-", "AKCp", "cmVmd", "ATATT3", "4b1d", "_mmk", "v1.0-",
             "FLWSECK", "FLWPUBK", "s-s4t2", "sha256~", "gsk_", "lsv2_", "dnkey-", "tfp_", "API-", "rk_prod_", "sk_prod_"
         ],
-        r"\b(?:pplx-[A-Za-z0-9]{48}|pnu_[A-Za-z0-9]{36}|pul-[a-f0-9]{40}|rdme_[a-z0-9]{70}|rubygems_[a-f0-9]{48}|tk-us-[A-Za-z0-9_-]{48}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|shippo_(?:live|test)_[a-fA-F0-9]{40}|sm_[aps]at_[A-Za-z0-9]{16}|ico-[A-Za-z0-9]{32}|PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}|fio-u-[A-Za-z0-9_=-]{64}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|EZ[AT]K[A-Za-z0-9]{54}|duffel_(?:test|live)_[A-Za-z0-9_=-]{43}|CLOJARS_[A-Za-z0-9]{60}|p8e-[A-Za-z0-9]{32}|AKCp[A-Za-z0-9]{69}|cmVmd[A-Za-z0-9]{59}|ATATT3[A-Za-z0-9_=-]{186}|4b1d[A-Za-z0-9]{38}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|FLWSECK_TEST-[A-Ha-h0-9]{12}|FLW(?:SEC|PUB)K_TEST-[A-Ha-h0-9]{32}-X|s-s4t2(?:ud|af)-[A-Fa-f0-9]{64}|sha256~[A-Za-z0-9_-]{43}|gsk_[A-Za-z0-9]{52}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}|tfp_[A-Za-z0-9_.=-]{59}|API-[A-Z0-9]{26}|(?:sk|rk)_prod_[A-Za-z0-9]{10,99})(?:\b|$)",
-        0,
+        r"(?:^|[^A-Za-z0-9._/~-])((?:pplx-[A-Za-z0-9]{48}|pnu_[A-Za-z0-9]{36}|pul-[a-f0-9]{40}|rdme_[a-z0-9]{70}|rubygems_[a-f0-9]{48}|tk-us-[A-Za-z0-9_-]{48}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|shippo_(?:live|test)_[a-fA-F0-9]{40}|sm_[aps]at_[A-Za-z0-9]{16}|ico-[A-Za-z0-9]{32}|PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}|fio-u-[A-Za-z0-9_=-]{64}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|EZ[AT]K[A-Za-z0-9]{54}|duffel_(?:test|live)_[A-Za-z0-9_=-]{43}|CLOJARS_[A-Za-z0-9]{60}|p8e-[A-Za-z0-9]{32}|AKCp[A-Za-z0-9]{69}|cmVmd[A-Za-z0-9]{59}|ATATT3[A-Za-z0-9_=-]{186}|4b1d[A-Za-z0-9]{38}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|FLWSECK_TEST-[A-Ha-h0-9]{12}|FLW(?:SEC|PUB)K_TEST-[A-Ha-h0-9]{32}-X|s-s4t2(?:ud|af)-[A-Fa-f0-9]{64}|sha256~[A-Za-z0-9_-]{43}|gsk_[A-Za-z0-9]{52}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}|tfp_[A-Za-z0-9_.=-]{59}|API-[A-Z0-9]{26}|(?:sk|rk)_prod_[A-Za-z0-9]{10,99}))(?:\b|$)",
+        1,
         HasDigit
+    ),
+    rule!(
+        "curl_auth_user",
+        ["curl "],
+        r#"\bcurl\b(?:[^\r\n]|\\\r?\n)*?[ \t](?:-u|--user)(?:=|[ \t]+)["']?[^\s"':]*:([^\s"']{3,256})"#,
+        1,
+        UrlPassword
+    ),
+    rule!(
+        "authorization_header",
+        ["Authorization", "authorization", "AUTHORIZATION"],
+        r#"(?i)\bauthorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?:(?:token|api-token|apikey|api-key|key|bot|ssws|sso-key|digest)[ \t]+)?([A-Za-z0-9._~+/=:-]{16,})"#,
+        1,
+        Random
+    ),
+    rule!(
+        "facebook_access_token",
+        ["facebook", "Facebook", "FACEBOOK"],
+        r"\b([0-9]{15,16}(?:\||%7C)[0-9A-Za-z_-]{27,40})",
+        1,
+        Shape
     ),
     // --- passwords in URLs and connection strings
     rule!(

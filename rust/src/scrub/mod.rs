@@ -347,15 +347,18 @@ fn assigned_ok(v: &[u8]) -> bool {
         )
 }
 
-/// Filler, not a secret: one byte makes up half of the value or more (`ghp_xxxx…`,
-/// `AKIAXXXXXXXXXXXXXXXX`, `xoxb-xxxxxxxxxxxx-…`, `sk_live_000…`), as in the documented examples.
+/// Filler, not a secret: a placeholder byte (`x`, `X`, `*`, `#`, `0`, `.`) makes up half of the
+/// value or more (`ghp_xxxx…`, `AKIAXXXXXXXXXXXXXXXX`, `xoxb-xxxxxxxxxxxx-…`, `sk_live_000…`), as
+/// in the documented examples.
 fn filler(v: &[u8]) -> bool {
     let mut counts = [0u32; 256];
     for &b in v {
         counts[b as usize] += 1;
     }
-    let top = counts.iter().max().copied().unwrap_or(0) as usize;
-    v.len() >= 8 && top * 2 >= v.len()
+    v.len() >= 8
+        && b"xX*#0."
+            .iter()
+            .any(|&b| counts[b as usize] as usize * 2 >= v.len())
 }
 
 /// A run of 5 consecutive ascending letters or digits (`abcde`, `12345`): typed, not drawn
@@ -400,7 +403,7 @@ fn check(c: Check, v: &[u8]) -> bool {
         Check::KeyBlock => return key_block(v),
         _ => {}
     }
-    if filler(v) || marked(v) || (v.len() >= 20 && shannon(v) < 3.0) {
+    if filler(v) || marked(v) {
         return false;
     }
     match c {

@@ -313,7 +313,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "putty_private_key",
         ["Private-Lines:"],
-        r"Private-Lines:[ \t]*[0-9]+(?:[ \t]*(?:\r?\n|\\r?\\n)[ \t]*[A-Za-z0-9+/=]+)+(?:[ \t]*(?:\r?\n|\\r?\\n)[ \t]*Private-(?:MAC|Hash):[ \t]*[0-9A-Fa-f]+)?",
+        r"Private-Lines:[ \t]*[0-9]+[ \t]*(?:\r?\n|\\r?\\n)(?:[ \t]*[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\\r?\\n))*[ \t]*(?:Private-(?:MAC|Hash):[ \t]*[0-9A-Fa-f]+|[A-Za-z0-9+/=]+)",
         0,
         Shape
     ),
@@ -586,7 +586,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "url_password",
         ["://"],
-        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@"'<>\\]{0,128}:([^\s/?@"'<>\\]{1,256})@[A-Za-z0-9.\[\]_-]+"#,
+        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@"'<>\\\[\]]{0,128}:([^\s/?@"'<>\\]{1,256})@[A-Za-z0-9.\[\]_-]+"#,
         1,
         UrlPassword
     ),

@@ -61,9 +61,7 @@ UTILS = {
     "AlphaNumericExtendedLong": "[a-z0-9/=_+-]{%s}",
 }
 
-TOKEN = re.compile(
-    r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|[A-Za-z_][A-Za-z0-9_.]*|\.\.\.|[(){}\[\],+]|\s+|//[^\n]*|.', re.S
-)
+TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|[A-Za-z_][A-Za-z0-9_.]*|\.\.\.|[(){}\[\],+]|\s+|//[^\n]*|.', re.S)
 
 
 def go_string(tok: str) -> str:
@@ -319,9 +317,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests/support/peer_samples.json"))
     a = ap.parse_args()
     root = Path(a.checkout)
-    commit = a.commit or subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = (
+        a.commit
+        or subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    )
     rng = random.Random(30)
     samples: list[dict] = []
     for f in sorted((root / "cmd/generate/config/rules").glob("*.go")):
@@ -333,7 +332,9 @@ def main() -> None:
     doc = {"gitleaks_commit": commit, "samples": samples}
     Path(a.out).write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n")
     tp = sum(s["label"] == "tp" for s in samples)
-    print(f"{a.out}: {tp} true positives, {len(samples) - tp} false positives, {len({s['rule'] for s in samples})} rules")
+    print(
+        f"{a.out}: {tp} true positives, {len(samples) - tp} false positives, {len({s['rule'] for s in samples})} rules"
+    )
 
 
 if __name__ == "__main__":

@@ -150,8 +150,11 @@ def compare(path: str, peer_mb: float, before_python: str | None, before_mb: flo
     if gl:
         with tempfile.TemporaryDirectory() as d:
             t = time.perf_counter()
-            subprocess.run([gl, "dir", path, "--no-banner", "--report-path", os.path.join(d, "r.json"), "--exit-code", "0"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [gl, "dir", path, "--no-banner", "--report-path", os.path.join(d, "r.json"), "--exit-code", "0"],
+                check=True,
+                capture_output=True,
+            )
             g = time.perf_counter() - t
         print(f"  gitleaks dir (same file):        {g:7.2f} s  {_mbs(size, g):7.1f} MB/s  ours x{g / secs:.1f} faster")
     else:
@@ -168,7 +171,9 @@ def compare(path: str, peer_mb: float, before_python: str | None, before_mb: flo
             coll.scan_file(part)
         ds = time.perf_counter() - t
         ds_mbs = _mbs(n, ds)
-        print(f"  detect-secrets (first {n / 1e6:.1f} MB):  {ds:7.2f} s  {ds_mbs:7.2f} MB/s  ours x{ours / ds_mbs:.0f} faster")
+        print(
+            f"  detect-secrets (first {n / 1e6:.1f} MB):  {ds:7.2f} s  {ds_mbs:7.2f} MB/s  ours x{ours / ds_mbs:.0f} faster"
+        )
     if before_python:
         lim = int(before_mb * 1e6)
         code = (
@@ -176,12 +181,19 @@ def compare(path: str, peer_mb: float, before_python: str | None, before_mb: flo
             f"r = s._engine_secs({path!r}, {lim}); print(r[0], r[1], r[2])"
         )
         rows = []
-        for label, py in (("before", before_python), ("after", sys.executable), ("before", before_python), ("after", sys.executable)):
+        for label, py in (
+            ("before", before_python),
+            ("after", sys.executable),
+            ("before", before_python),
+            ("after", sys.executable),
+        ):
             out = subprocess.check_output([py, "-c", code], cwd=str(Path(__file__).resolve().parent.parent)).split()
             rows.append((label, float(out[0]), int(out[1]), int(out[2])))
         for label in ("before", "after"):
             best = min(r for r in rows if r[0] == label)
-            print(f"  {label:6s} ({best[2] / 1e6:.0f} MB, best of 2): {best[1]:6.2f} s {_mbs(best[2], best[1]):7.1f} MB/s ({best[3]} secrets)")
+            print(
+                f"  {label:6s} ({best[2] / 1e6:.0f} MB, best of 2): {best[1]:6.2f} s {_mbs(best[2], best[1]):7.1f} MB/s ({best[3]} secrets)"
+            )
 
 
 def main() -> None:

@@ -28,7 +28,11 @@ def test_ours_on_the_peers_samples_in_every_place_of_a_session(tmp_path):
         if s["label"] == "tp" and s["rule"].startswith("ours:"):
             per_kind[s["rule"]].append(line in found)
     assert {k for k, v in per_kind.items() if not all(v)} == set()
-    flagged = [s["text"] for s, line in zip(samples, where) if s["label"] == "fp" and s["rule"].startswith("ours:") and line in found]
+    flagged = [
+        s["text"]
+        for s, line in zip(samples, where)
+        if s["label"] == "fp" and s["rule"].startswith("ours:") and line in found
+    ]
     assert flagged == []
 
 

@@ -66,7 +66,14 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
     elif place == "tool_args":
         msg = {
             "role": "assistant",
-            "content": [{"type": "toolCall", "id": f"call_{i}", "name": "write", "arguments": {"path": "a.txt", "content": text}}],
+            "content": [
+                {
+                    "type": "toolCall",
+                    "id": f"call_{i}",
+                    "name": "write",
+                    "arguments": {"path": "a.txt", "content": text},
+                }
+            ],
             "timestamp": 1,
         }
     elif place == "tool_result":
@@ -84,15 +91,32 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "id": eid,
             "parentId": parent,
             "timestamp": ts,
-            "message": {"role": "bashExecution", "command": "cat config", "output": text, "exitCode": 0,
-                        "cancelled": False, "truncated": False, "timestamp": 1},
+            "message": {
+                "role": "bashExecution",
+                "command": "cat config",
+                "output": text,
+                "exitCode": 0,
+                "cancelled": False,
+                "truncated": False,
+                "timestamp": 1,
+            },
         }
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": msg}
 
 
 def build_session(samples: list[dict], path: Path) -> list[int]:
     """Writes a session with one sample per entry; returns each sample's line number (1-based)."""
-    lines = [orjson.dumps({"type": "session", "version": 3, "id": "peer-compare", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/work"})]
+    lines = [
+        orjson.dumps(
+            {
+                "type": "session",
+                "version": 3,
+                "id": "peer-compare",
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "cwd": "/work",
+            }
+        )
+    ]
     where: list[int] = []
     parent = None
     for i, s in enumerate(samples):
@@ -101,8 +125,18 @@ def build_session(samples: list[dict], path: Path) -> list[int]:
         lines.append(orjson.dumps(e))
         where.append(len(lines))
         if i % 50 == 49:
-            lines.append(orjson.dumps({"type": "label", "id": f"l{i:07x}", "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z",
-                                       "targetId": parent, "label": f"mark {i}"}))
+            lines.append(
+                orjson.dumps(
+                    {
+                        "type": "label",
+                        "id": f"l{i:07x}",
+                        "parentId": parent,
+                        "timestamp": "2026-01-01T00:00:00.000Z",
+                        "targetId": parent,
+                        "label": f"mark {i}",
+                    }
+                )
+            )
             parent = f"l{i:07x}"
     path.write_bytes(b"\n".join(lines) + b"\n")
     return where
@@ -113,7 +147,15 @@ def tree(data: bytes) -> list[tuple]:
     out = []
     for line in data.splitlines():
         e = orjson.loads(line)
-        out.append((e.get("type"), e.get("id"), e.get("parentId"), e.get("targetId"), e.get("label") if e.get("type") == "label" else None))
+        out.append(
+            (
+                e.get("type"),
+                e.get("id"),
+                e.get("parentId"),
+                e.get("targetId"),
+                e.get("label") if e.get("type") == "label" else None,
+            )
+        )
     return out
 
 
@@ -143,8 +185,20 @@ def gitleaks(path: Path) -> set[int]:
     with tempfile.TemporaryDirectory() as d:
         rep = os.path.join(d, "r.json")
         subprocess.run(
-            [gitleaks_binary() or "gitleaks", "dir", str(path), "--no-banner", "--report-format", "json", "--report-path", rep, "--exit-code", "0"],
-            check=True, capture_output=True,
+            [
+                gitleaks_binary() or "gitleaks",
+                "dir",
+                str(path),
+                "--no-banner",
+                "--report-format",
+                "json",
+                "--report-path",
+                rep,
+                "--exit-code",
+                "0",
+            ],
+            check=True,
+            capture_output=True,
         )
         return {f["StartLine"] for f in json.loads(Path(rep).read_text() or "[]")}
 

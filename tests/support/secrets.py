@@ -154,16 +154,15 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
         "AAAAC3NzaC1lZDI1NTE5AAAAIHbZXhhbXBsZQ\n{v}",
         lambda r: f"Private-Lines: 1\n{_r(r, B64, 44)}=\nPrivate-MAC: {_r(r, HEX, 64)}",
     ),
-    "ansible_vault": _same(
-        lambda r: "$ANSIBLE_VAULT;1.1;AES256\n" + "\n".join(_r(r, HEX, 80) for _ in range(4))
-    ),
+    "ansible_vault": _same(lambda r: "$ANSIBLE_VAULT;1.1;AES256\n" + "\n".join(_r(r, HEX, 80) for _ in range(4))),
     "onepassword_token": _same(
         lambda r: "A3-" + "-".join(_r(r, string.ascii_uppercase + string.digits, n) for n in (6, 11, 5, 5, 5))
     ),
     "aws_bedrock_api_key": _same(lambda r: "ABSK" + _r(r, ALNUM + "+/", 132)),
     "alibaba_access_key_id": _same(lambda r: "LTAI" + _mixed(r, 20)),
     "azure_ad_client_secret": _ctx(
-        "AZURE_CLIENT_SECRET: {v}", lambda r: _r(r, ALNUM, 3) + r.choice("0123456789") + "Q~" + _r(r, ALNUM + "_~.-", 34)
+        "AZURE_CLIENT_SECRET: {v}",
+        lambda r: _r(r, ALNUM, 3) + r.choice("0123456789") + "Q~" + _r(r, ALNUM + "_~.-", 34),
     ),
     "teams_webhook": _same(
         lambda r: (
@@ -182,9 +181,13 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "mapbox_token": _ctx("MAPBOX_ACCESS_TOKEN: {v}", lambda r: f"pk.eyJ1{_mixed(r, 60)}.{_mixed(r, 22)}"),
     "twitter_bearer_token": _same(lambda r: "A" * 22 + _mixed(r, 90)),
     "slack_app_token": _same(
-        lambda r: f"xapp-1-A{_r(r, string.ascii_uppercase + string.digits, 10)}-{_r(r, string.digits, 13)}-{_r(r, HEX, 64)}"
+        lambda r: (
+            f"xapp-1-A{_r(r, string.ascii_uppercase + string.digits, 10)}-{_r(r, string.digits, 13)}-{_r(r, HEX, 64)}"
+        )
     ),
-    "sidekiq_secret": _ctx("export BUNDLE_ENTERPRISE__CONTRIBSYS__COM={v}", lambda r: f"{_r(r, HEX, 8)}:{_r(r, HEX, 8)}"),
+    "sidekiq_secret": _ctx(
+        "export BUNDLE_ENTERPRISE__CONTRIBSYS__COM={v}", lambda r: f"{_r(r, HEX, 8)}:{_r(r, HEX, 8)}"
+    ),
     "sidekiq_sensitive_url": _ctx(
         "source 'https://{v}@enterprise.contribsys.com/'", lambda r: f"{_r(r, HEX, 8)}:{_r(r, HEX, 8)}"
     ),
@@ -220,9 +223,7 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     ),
     "curl_auth_user": _ctx("curl -u deploy:{v} https://ci.internal/api", _password),
     "authorization_header": _ctx('-H "Authorization: Token {v}"', lambda r: _mixed(r, 40)),
-    "facebook_access_token": _ctx(
-        "facebook app token {v}", lambda r: f"{r.randrange(10**14, 10**15)}|{_mixed(r, 27)}"
-    ),
+    "facebook_access_token": _ctx("facebook app token {v}", lambda r: f"{r.randrange(10**14, 10**15)}|{_mixed(r, 27)}"),
 }
 
 _PNG = base64.b64encode(

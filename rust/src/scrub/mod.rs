@@ -262,7 +262,10 @@ fn dotted_identifier(v: &[u8]) -> bool {
         }
         parts += 1;
     }
-    parts >= 2 && !v.split(|&b| b == b'.').any(|p| p.len() >= 16 && classes(p) >= 3)
+    parts >= 2
+        && !v
+            .split(|&b| b == b'.')
+            .any(|p| p.len() >= 16 && classes(p) >= 3)
 }
 
 fn words_only(v: &[u8]) -> bool {
@@ -380,13 +383,17 @@ fn sequence(v: &[u8]) -> bool {
 
 /// Marks of a placeholder or a cut value a real token never holds.
 fn marked(v: &[u8]) -> bool {
-    contains(v, b"####") || contains(v, b"****") || contains(v, b"...") || v.ends_with(b"..")
+    contains(v, b"####")
+        || contains(v, b"****")
+        || contains(v, b"...")
+        || v.ends_with(b"..")
         || contains(&lower(v), b"example")
 }
 
 /// A private-key block with a body: 64 or more base64 characters between its armour lines.
 fn key_block(v: &[u8]) -> bool {
-    let Some(a) = memchr::memmem::find(v.get(5..).unwrap_or_default(), b"-----").map(|k| k + 10) else {
+    let Some(a) = memchr::memmem::find(v.get(5..).unwrap_or_default(), b"-----").map(|k| k + 10)
+    else {
         return false;
     };
     let b = memchr::memmem::find(&v[a.min(v.len())..], b"-----END").map_or(v.len(), |k| a + k);

@@ -3,9 +3,13 @@
 //! syntax, linear time, run on a decoded JSON string with Unicode off: `\b`, `\s`, `\w` are
 //! ASCII), which capture group is the secret, and the check a match must pass.
 //!
-//! The shapes are written from the providers' own documentation of their token formats; where
-//! each comes from is listed in `docs/scrub.md`. Specific kinds come first: when two rules
-//! match the same span the earlier row names it.
+//! The shapes are written from the providers' own documentation of their token formats and
+//! from the peers' rules for the same kinds (gitleaks' default rule set, detect-secrets'
+//! plugins); each row's source, an example and what is kept are in `docs/scrub.md`, and each
+//! kind has its test (`tests/support/secrets.py`: a generator per kind; `tests.rs`; the peers'
+//! own samples in `tests/support/peer_samples.json`). Specific kinds come first: when two rules
+//! match the same span the earlier row names it. No pattern crosses a line end between a name
+//! and its value.
 
 /// What a match must also pass to count (see `super::checks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -410,7 +414,14 @@ pub const RULES: &[Rule] = &[
     ),
     rule!(
         "doppler_token",
-        ["dp.pt.", "dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."],
+        [
+            "dp.pt.",
+            "dp.st.",
+            "dp.sa.",
+            "dp.ct.",
+            "dp.scim.",
+            "dp.audit."
+        ],
         r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b",
         0,
         Shape
@@ -439,7 +450,11 @@ pub const RULES: &[Rule] = &[
     rule!(
         "sidekiq_secret",
         ["CONTRIBSYS__COM", "contribsys__com"],
-        concat!(r"(?i)BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[A-Za-z0-9_.-]*", assign!(), r"([a-f0-9]{8}:[a-f0-9]{8})\b"),
+        concat!(
+            r"(?i)BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[A-Za-z0-9_.-]*",
+            assign!(),
+            r"([a-f0-9]{8}:[a-f0-9]{8})\b"
+        ),
         1,
         Shape
     ),
@@ -530,7 +545,15 @@ pub const RULES: &[Rule] = &[
     ),
     rule!(
         "gitlab_other_token",
-        ["glsoat-", "glffct-", "glimt-", "glagent-", "GR1348941", "_gitlab_session=", "gltst-"],
+        [
+            "glsoat-",
+            "glffct-",
+            "glimt-",
+            "glagent-",
+            "GR1348941",
+            "_gitlab_session=",
+            "gltst-"
+        ],
         r"\bgl(?:soat|ffct|tst)-[A-Za-z0-9_-]{20,}|\bglimt-[A-Za-z0-9_-]{25}|\bglagent-[A-Za-z0-9_-]{50}|\bGR1348941[A-Za-z0-9_-]{20}|_gitlab_session=[0-9a-z]{32}",
         0,
         Shape
@@ -552,10 +575,43 @@ pub const RULES: &[Rule] = &[
     rule!(
         "prefixed_api_token",
         [
-            "pplx-", "pnu_", "pul-", "rdme_", "rubygems_", "tk-us-", "xkeysib-", "shippo_",
-            "sm_aat_", "sm_pat_", "sm_sat_", "ico-", "PMAK-", "fio-u-", "dt0c01.", "EZAK", "EZTK",
-            "duffel_", "CLOJARS_", "p8e-", "AKCp", "cmVmd", "ATATT3", "4b1d", "_mmk", "v1.0-",
-            "FLWSECK", "FLWPUBK", "s-s4t2", "sha256~", "gsk_", "lsv2_", "dnkey-", "tfp_", "API-", "rk_prod_", "sk_prod_"
+            "pplx-",
+            "pnu_",
+            "pul-",
+            "rdme_",
+            "rubygems_",
+            "tk-us-",
+            "xkeysib-",
+            "shippo_",
+            "sm_aat_",
+            "sm_pat_",
+            "sm_sat_",
+            "ico-",
+            "PMAK-",
+            "fio-u-",
+            "dt0c01.",
+            "EZAK",
+            "EZTK",
+            "duffel_",
+            "CLOJARS_",
+            "p8e-",
+            "AKCp",
+            "cmVmd",
+            "ATATT3",
+            "4b1d",
+            "_mmk",
+            "v1.0-",
+            "FLWSECK",
+            "FLWPUBK",
+            "s-s4t2",
+            "sha256~",
+            "gsk_",
+            "lsv2_",
+            "dnkey-",
+            "tfp_",
+            "API-",
+            "rk_prod_",
+            "sk_prod_"
         ],
         r"(?:^|[^A-Za-z0-9._/~-])((?:pplx-[A-Za-z0-9]{48}|pnu_[A-Za-z0-9]{36}|pul-[a-f0-9]{40}|rdme_[a-z0-9]{70}|rubygems_[a-f0-9]{48}|tk-us-[A-Za-z0-9_-]{48}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|shippo_(?:live|test)_[a-fA-F0-9]{40}|sm_[aps]at_[A-Za-z0-9]{16}|ico-[A-Za-z0-9]{32}|PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}|fio-u-[A-Za-z0-9_=-]{64}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|EZ[AT]K[A-Za-z0-9]{54}|duffel_(?:test|live)_[A-Za-z0-9_=-]{43}|CLOJARS_[A-Za-z0-9]{60}|p8e-[A-Za-z0-9]{32}|AKCp[A-Za-z0-9]{69}|cmVmd[A-Za-z0-9]{59}|ATATT3[A-Za-z0-9_=-]{186}|4b1d[A-Za-z0-9]{38}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|FLWSECK_TEST-[A-Ha-h0-9]{12}|FLW(?:SEC|PUB)K_TEST-[A-Ha-h0-9]{32}-X|s-s4t2(?:ud|af)-[A-Fa-f0-9]{64}|sha256~[A-Za-z0-9_-]{43}|gsk_[A-Za-z0-9]{52}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}|tfp_[A-Za-z0-9_.=-]{59}|API-[A-Z0-9]{26}|(?:sk|rk)_prod_[A-Za-z0-9]{10,99}))(?:\b|$)",
         1,

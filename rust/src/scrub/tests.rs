@@ -179,7 +179,8 @@ fn scrubbed(text: &str) -> String {
 #[test]
 fn an_empty_assignment_never_takes_the_next_line() {
     // `snowflake.password=` with nothing after it: the next line is not its value
-    let text = "snowflake.user=bob\nsnowflake.password=\nsnowflake.warehouse=COMPUTE_WH_ANALYTICS_2024";
+    let text =
+        "snowflake.user=bob\nsnowflake.password=\nsnowflake.warehouse=COMPUTE_WH_ANALYTICS_2024";
     assert_eq!(scrubbed(text), text);
     for t in [
         "password:\nnext_line_value_Xy12",
@@ -239,7 +240,10 @@ fn keyword_assignments_in_many_syntaxes() {
         format!("{{\n  \"api_token\": \"{v}\"\n}}"),
         format!("[default]\napi_token = {v}"),
     ] {
-        assert!(!scrubbed(&t).contains(v) && !scrubbed(&t).contains("hunter2"), "{t}");
+        assert!(
+            !scrubbed(&t).contains(v) && !scrubbed(&t).contains("hunter2"),
+            "{t}"
+        );
     }
     for t in [
         "password = os.environ['DB_PASSWORD']",

@@ -225,7 +225,7 @@ fn a_pem_key_written_one_quoted_string_per_line_loses_its_body() {
 fn keyword_assignments_in_many_syntaxes() {
     let v = "q8Zr2Lm5Xv9Tn3Wk7Bd4";
     for t in [
-        format!("password = \"hunter2-but-long\""),
+        "password = \"hunter2-but-long\"".to_string(),
         format!("var apiToken string = \"{v}\""),
         format!("apiToken := `{v}`"),
         format!("$apiToken .= \"{v}\""),

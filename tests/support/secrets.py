@@ -207,6 +207,7 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "flyio_token": _same(lambda r: "fo1_" + _r(r, URLSAFE, 43)),
     "gitlab_other_token": _same(lambda r: r.choice(["glsoat-", "glffct-"]) + _r(r, URLSAFE, 20)),
     "square_token": _same(lambda r: "sq0atp-" + _mixed(r, 22)),
+    "sumologic_access_id": _ctx("SUMO_ACCESS_ID={v}", lambda r: "su" + _mixed(r, 12)),
     "facebook_page_token": _same(lambda r: "EAAM" + _mixed(r, 120)),
     "prefixed_api_token": _same(
         lambda r: r.choice(

@@ -566,6 +566,13 @@ pub const RULES: &[Rule] = &[
         HasDigit
     ),
     rule!(
+        "sumologic_access_id",
+        ["sumo", "Sumo", "SUMO"],
+        concat!(r"(?i:sumo)[A-Za-z0-9_.-]*", assign!(), r"(su[A-Za-z0-9]{12})\b"),
+        1,
+        MixedCase
+    ),
+    rule!(
         "facebook_page_token",
         ["EAAM", "EAAC"],
         r"\bEAA[MC][A-Za-z0-9]{100,}",
@@ -620,9 +627,9 @@ pub const RULES: &[Rule] = &[
     rule!(
         "curl_auth_user",
         ["curl "],
-        r#"\bcurl\b(?:[^\r\n]|\\\r?\n)*?[ \t](?:-u|--user)(?:=|[ \t]+)["']?[^\s"':]*:([^\s"']{3,256})"#,
+        r#"\bcurl\b(?:[^\r\n]|\\\r?\n)*?[ \t](?:-u|--user)(?:=|[ \t]+)["']?[^\s"':]*:([^\s"'<>]{3,256})"#,
         1,
-        UrlPassword
+        Password
     ),
     rule!(
         "authorization_header",

@@ -603,7 +603,7 @@ class Session:
         built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
-    def validate(self, *, content: bool = True) -> list[dict]:
+    def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict]:
         """Every problem in the file, sorted by line: the line problems of :attr:`problems`
         (same line, offset, kind and message), structural ones (``missing_id``,
         ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
@@ -614,6 +614,8 @@ class Session:
         Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
         ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
         whole index, plus parsing label entries (and with ``content`` the message-carrying ones).
+        ``progress(n)``, when given, is called as the content check passes entries, ``n`` at a
+        time, ``len(self)`` in all (for a progress bar).
 
             >>> Session.in_memory().validate()
             []
@@ -630,7 +632,9 @@ class Session:
                 }
             )
         if content:
-            out += content_problems(self)
+            out += content_problems(self, progress)
+        elif progress is not None:
+            progress(len(self))
         out.sort(key=lambda p: (p["line"], p["offset"]))
         return out
 
@@ -1059,6 +1063,19 @@ class Session:
         else:
             start = self._index_of(from_id)
         return self.entry_table(self._walk(start))
+
+    def branch_positions(self, from_id: str | None = None) -> list[int]:
+        """Positions (:attr:`Entry.index`) of :meth:`get_branch`, root first, and nothing else:
+        for marking the active branch of a large tree without :meth:`branch_table`'s columns.
+
+        Raises:
+            EntryNotFoundError: ``from_id`` names no entry.
+            SessionCycleError: the parent chain loops.
+        """
+        if from_id is None:
+            start = self._core.leaf()
+            return [] if start is None else self._walk(start)
+        return self._walk(self._index_of(from_id))
 
     def tree_roots(self) -> list[int]:
         """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without

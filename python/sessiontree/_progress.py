@@ -12,10 +12,17 @@ from typing import Callable
 class _Bar:
     """A ``tqdm`` progress bar on stderr: ``bar(n)`` advances it by ``n`` items; ``close()``."""
 
-    def __init__(self, total: int, unit: str):
+    def __init__(self, total: int, unit: str, scale: bool = False):
         from tqdm import tqdm  # type: ignore[import-untyped]
 
-        self._bar = tqdm(total=total, unit=f" {unit}", file=sys.stderr, dynamic_ncols=True, leave=True)
+        self._bar = tqdm(
+            total=total,
+            unit=unit if scale else f" {unit}",
+            unit_scale=scale,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            leave=True,
+        )
 
     def __call__(self, n: int) -> None:
         self._bar.update(n)
@@ -30,15 +37,15 @@ def _noop(n: int) -> None:
     return None
 
 
-def progress_bar(total: int, enabled: bool, unit: str = "sessions") -> Callable[[int], None]:
+def progress_bar(total: int, enabled: bool, unit: str = "sessions", *, scale: bool = False) -> Callable[[int], None]:
     """A progress bar of ``total`` items when ``enabled`` (tqdm, on stderr), else a no-op.
     ``bar(n)`` advances it by ``n``; it closes itself at ``total`` (or call its ``close()``,
     when it has one, to end it early). Without tqdm installed (it comes with the ``fleet``
-    extra), no bar."""
+    extra), no bar. ``scale``: SI prefixes (k, M, G) on the counts, for bytes."""
     if not enabled or total == 0:
         return _noop
     try:
-        return _Bar(total, unit)
+        return _Bar(total, unit, scale)
     except ImportError:  # pragma: no cover - the fleet extra brings tqdm
         return _noop
 

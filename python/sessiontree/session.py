@@ -710,9 +710,8 @@ class Session:
             return self._core.index_of(_as_indexed(entry_id))
 
     def _index_of(self, entry_id: str) -> int:
-        if not isinstance(entry_id, str):
-            raise TypeError(f"entry id must be a str, not {type(entry_id).__name__}")
-        i = self._lookup(entry_id)
+        # an id that is not a string names no entry (get_entry returns None for it): the one error
+        i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         if i is None:
             raise EntryNotFoundError.of(entry_id)
         return i
@@ -764,7 +763,10 @@ class Session:
         return [Entry(self, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        """The entry with this id (the last one if the id repeats), or None."""
+        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``)
+        when no entry has it, a non-string id included. Every method that needs the entry
+        (:meth:`branch`, :meth:`get_branch`, :meth:`get_children`, ...) raises
+        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         return None if i is None else Entry(self, i)
 
@@ -1903,12 +1905,16 @@ class Session:
         return repair_for_provider(ctx.messages, ctx.sources)
 
     # ---- HTML view (issue 12) ----
-    def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
+    def export_html(
+        self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep", progress: bool = False
+    ) -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
         Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
+
+        ``progress``: a progress bar on stderr while the page is written (tqdm, when installed).
 
         With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
         there) in a private temporary directory, removed afterwards: no secret the rules know
@@ -1924,7 +1930,7 @@ class Session:
         from .html import export_html
 
         if not scrub:
-            return export_html(self, path)
+            return export_html(self, path, progress=progress)
         if self._path is None:
             raise SessionArgumentError("export_html(scrub=True) needs a session file")
         from .scrub import scrubbed_copy
@@ -1936,7 +1942,7 @@ class Session:
             try:
                 if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
                     clean.branch(self.leaf_id)  # the view shows our leaf
-                return export_html(clean, path)
+                return export_html(clean, path, progress=progress)
             finally:
                 clean.close()
         finally:

@@ -189,7 +189,7 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
             )
             return 0
         out = _Stream()
-        width = len(str(max(stop - 1, 0)))
+        width = len(str(max(len(path.index) - 1, 0)))
         for row in rows():
             parts = [
                 f"{row['depth']:>{width}}  ",

@@ -300,19 +300,24 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
         batch: list[Row] = []
         size = 8  # a small first batch: the first line at once
         more = True
+
+        def flush_batch() -> bool:
+            nonlocal walked
+            step = min(sum(1 for r in batch if r[0] == "e"), total - walked)  # never past the total
+            walked += step
+            bar(step)
+            return emit(batch)
+
         for row in rows():
             batch.append(row)
             if len(batch) >= size:
-                step = min(len(batch), total - walked)  # a node shown twice is not walked twice
-                walked += step
-                bar(step)
-                more = emit(batch)
+                more = flush_batch()
                 batch = []
                 size = 512
                 if not more:
                     break
         if more and batch:
-            emit(batch)
+            flush_batch()
         if doc is not None:
             doc.close_nodes()
             doc.field("truncated", truncated)

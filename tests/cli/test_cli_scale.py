@@ -300,3 +300,97 @@ def test_rpc_summarizer_misconfigured_is_one_line(tmp_path):
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("sessiontree: error: rpc: summarizer 'openai': ") and proc.stderr.count("\n") == 1
+
+
+# ==== progress bars: on a terminal, never on a pipe ==================================
+
+
+def _run_on_a_pty(argv: list[str]) -> tuple[int, str]:
+    """Run ``python -m sessiontree ARGV`` with stderr on a pseudo-terminal (stdout a pipe);
+    returns the exit code and what the terminal received."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal's size
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sessiontree", *argv], stderr=slave, stdout=subprocess.PIPE, timeout=120
+        )
+        os.close(slave)
+        slave = -1
+        chunks = []
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except OSError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_progress_bars_on_a_terminal_and_none_on_a_pipe(tmp_path):
+    path = str(chain(tmp_path / "chain.jsonl", 400))
+    html = str(tmp_path / "out.html")
+    for argv, done in (
+        (["validate", path], "400/400"),
+        (["tree", path], "400/400"),
+        (["tree", path, "--json"], "400/400"),
+        (["branch", path], "400/400"),
+        (["export-html", path, "-o", html], "100%"),
+    ):
+        rc, err = _run_on_a_pty(argv)
+        assert rc == 0 and done in err and "100%|" in err, (argv, err)
+        piped = subprocess.run([sys.executable, "-m", "sessiontree", *argv], capture_output=True, text=True, timeout=120)
+        assert piped.returncode == 0 and piped.stderr == "", (argv, piped.stderr)
+        quiet_rc, quiet = _run_on_a_pty([*argv, "--no-progress"])
+        assert quiet_rc == 0 and "%|" not in quiet, argv
+
+
+# ==== tree --json: memory stays near the open's =======================================
+
+
+#: run in a fresh interpreter: the code, then its peak resident memory (VmHWM: the new process's
+#: own; ru_maxrss would count the test process's memory at the fork) on stderr
+_HWM = (
+    "import re, sys\n{code}\n"
+    "sys.stderr.write(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+)
+
+
+def _peak_kb(code: str, *argv: str) -> int:
+    env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
+    proc = subprocess.run(
+        [sys.executable, "-c", _HWM.format(code=code), *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_tree_json_peaks_at_most_twice_the_opens_memory(tmp_path):
+    # 40,000 entries with forks: before streaming, the nodes' records alone took ~3x the open
+    entries, prev = [], None
+    for k in range(40_000):
+        parent = prev if k % 50 else (f"m{k - 7}" if k > 7 else prev)
+        entries.append(_msg(f"m{k}", parent, k, "user" if k % 2 == 0 else "assistant", f"message number {k}"))
+        prev = f"m{k}"
+    path = str(_write(tmp_path / "wide.jsonl", entries))
+    del entries
+    opened = _peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", path)
+    tree = _peak_kb("from sessiontree.cli import main; assert main(['tree', sys.argv[1], '--json']) == 0", path)
+    assert tree <= 2 * opened, (tree, opened)

@@ -314,7 +314,11 @@ def _human_bytes(n: Any) -> str:
 
 
 def _num(n: Any) -> str:
-    return "-" if n is None else f"{n:,}"
+    if n is None:
+        return "-"
+    if isinstance(n, float) and n.is_integer():  # token columns are JSON numbers (float64)
+        n = int(n)
+    return f"{n:,}"
 
 
 def _print_summary(summary: dict[str, Any], bad: list[tuple[str, str, str]]) -> None:

@@ -128,12 +128,24 @@ def test_tree_since_keeps_the_entries_appended_after_an_id(tmp_path, capsys):
 def test_tree_around_shows_the_path_then_the_subtree(tmp_path, capsys):
     path = forked(tmp_path)
     doc = tree_json(capsys, path, "--around", "c9")
-    # the root, the fork, the compaction, the 5 entries above c9, c9 and its subtree
-    assert ids(doc) == ["r0", "a2", "c2", "c4", "c5", "c6", "c7", "c8", "c9", "c10"]
+    # the root, the 5 entries above c9, c9 and its subtree
+    assert ids(doc) == ["r0", "c4", "c5", "c6", "c7", "c8", "c9", "c10"]
     assert [n["depth"] for n in doc["nodes"]][-2:] == [11, 12]
     assert main(["tree", str(path), "--around", "c9", "--no-preview"]) == 0
     out = capsys.readouterr().out
-    assert "⋮ 1 entries" in out and "a2 user  (+1 other branch)" in out
+    assert "⋮ 5 entries" in out
+    assert ids(tree_json(capsys, path, "--around", "c2")) == ["r0", "a1", "a2", "c1", "c2"] + [
+        f"c{k}" for k in range(3, 11)
+    ]
+    assert main(["tree", str(path), "--around", "c1", "--no-preview"]) == 0
+    assert "• a2 user  (+1 other branch)" in capsys.readouterr().out.splitlines()
+    assert main(["tree", str(path), "--around", "a2", "--no-preview", "--depth", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  └─ ⋯ 2 branches below (deeper than --depth 0)"
+    # the subtree is the nearby part: AROUND_BELOW entries unless --limit says otherwise
+    long = chain(tmp_path / "chain.jsonl", 100)
+    assert ids(tree_json(capsys, long, "--around", "m50")) == ["m0"] + [f"m{k}" for k in range(45, 71)]
+    assert len(ids(tree_json(capsys, long, "--around", "m50", "--limit", "40"))) == 40
+
 
 
 def test_tree_limit_prints_n_lines_and_says_more_follow(tmp_path, capsys):

@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     progress.add_argument(
         "--progress",
         action="store_true",
-        help="a progress bar on stderr even when it is not a terminal (default: when stderr is a terminal"
-        " and the output is not)",
+        help="a progress bar on stderr even when it is not a terminal (default: when stderr is a terminal;"
+        " for tree and branch, when their output is not on that terminal too)",
     )
     progress.add_argument("--no-progress", action="store_true", help="no progress bar")
     limits = argparse.ArgumentParser(add_help=False)
@@ -84,9 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the whole tree, like Pi's /tree",
         description="The tree, drawn like Pi's /tree and printed as it is walked: a run without forks "
         "stays at one indentation, only forks indent, and deep branching folds into ⋯N (N levels). "
-        "--since ID keeps the entries appended after ID (file order).",
+        "--since ID keeps the entries appended after ID (file order). --json is written node by node "
+        "(\"truncated\": true when --limit cut it).",
     )
-    p.add_argument("--around", metavar="ID", help="the path from the root to ID, then ID's subtree (--depth 1 unless given)")
+    p.add_argument(
+        "--around",
+        metavar="ID",
+        help="the root, the 5 entries above ID, ID and 20 entries of its subtree "
+        "(--limit and --depth, default 1, change that)",
+    )
     p.add_argument(
         "--depth", type=_nonneg_int, metavar="N", help="at most N levels of forks (branches deeper are one line each)"
     )

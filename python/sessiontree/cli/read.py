@@ -135,19 +135,18 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
     from ..errors import SessionArgumentError
     from .render import progress_wanted
 
-    path, cycle = _active_path(s, args.from_id)
-    if cycle is not None:
-        raise cycle
+    positions = s.branch_positions(args.from_id)  # SessionCycleError when it loops
     first = 0
     if args.since is not None:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
             raise EntryNotFoundError.of(args.since)
         try:
-            first = path.index.index(since.index) + 1
+            first = positions.index(since.index) + 1
         except ValueError:
             raise SessionArgumentError(f"Entry {args.since} is not on the branch (--since)") from None
-    stop = len(path.index) if args.limit is None else min(len(path.index), first + args.limit)
+    length = len(positions)
+    stop = length if args.limit is None else min(length, first + args.limit)
     limit = 0 if args.no_preview else args.max_preview
     labels = _labels_by_id(s)
     leaf_entry = s.leaf_entry
@@ -155,20 +154,27 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
     bar = progress_bar(stop - first, progress_wanted(args, streams_to_stdout=True), "entries")
 
     def rows() -> Any:
-        for depth in range(first, stop):
-            i, eid = path.index[depth], path.id[depth]
-            yield {
-                "depth": depth,
-                "id": eid,
-                "parent_id": path.parent_id[depth],
-                "type": path.type[depth],
-                "role": path.role[depth],
-                "line": path.line[depth],
-                "label": labels.get(eid) if eid is not None else None,
-                "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
-                "is_leaf": i == leaf,
-            }
-            bar(1)
+        size = 8  # a small first batch: the first line at once
+        b0 = first
+        while b0 < stop:
+            part = positions[b0 : min(b0 + size, stop)]
+            path = s.entry_table(part)  # the columns of the lines shown only
+            for j, i in enumerate(part):
+                eid = path.id[j]
+                yield {
+                    "depth": b0 + j,
+                    "id": eid,
+                    "parent_id": path.parent_id[j],
+                    "type": path.type[j],
+                    "role": path.role[j],
+                    "line": path.line[j],
+                    "label": labels.get(eid) if eid is not None else None,
+                    "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
+                    "is_leaf": i == leaf,
+                }
+            bar(len(part))
+            b0 += len(part)
+            size = 512
 
     try:
         if args.json:
@@ -181,15 +187,15 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
                 {
                     "from_id": args.from_id if args.from_id is not None else s.leaf_id,
                     "leaf_id": s.leaf_id,
-                    "length": len(path.index),
+                    "length": length,
                     "since": args.since,
-                    "truncated": stop < len(path.index),
+                    "truncated": stop < length,
                     "entries": entries,
                 }
             )
             return 0
         out = _Stream()
-        width = len(str(max(len(path.index) - 1, 0)))
+        width = len(str(max(length - 1, 0)))
         for row in rows():
             parts = [
                 f"{row['depth']:>{width}}  ",
@@ -204,10 +210,10 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
             if row["is_leaf"]:
                 parts.append("  ← leaf")
             out("".join(parts))
-        if not path.index:
+        if not length:
             out("(empty branch: no leaf)")
-        elif stop < len(path.index):
-            out(f"-- {len(path.index) - stop} more entries on the branch (--limit {args.limit}) --")
+        elif stop < length:
+            out(f"-- {length - stop} more entries on the branch (--limit {args.limit}) --")
         out.flush()
     finally:
         close_bar(bar)

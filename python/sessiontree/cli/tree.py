@@ -29,9 +29,11 @@ from .render import (
     safe_text,
 )
 
-#: ``--around ID``: ancestors shown right above the entry (older ones: roots, forks, labels and
-#: compactions only, the rest counted on one ``⋮`` line).
+#: ``--around ID``: ancestors shown right above the entry (the older ones but the root are
+#: counted on one ``⋮`` line).
 AROUND_ABOVE = 5
+#: ``--around ID`` without ``--limit``: entries of its subtree shown below it.
+AROUND_BELOW = 20
 #: ``--around ID`` without ``--depth``: levels of branching shown below the entry.
 AROUND_DEPTH = 1
 
@@ -166,6 +168,9 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
         if s.get_entry(args.around) is None:
             raise EntryNotFoundError.of(args.around)
         around_path = s.branch_positions(args.around)  # SessionCycleError when it loops
+        if max_lines is None:  # the nearby part: the ancestors shown, the entry, AROUND_BELOW below it
+            n = len(around_path)
+            max_lines = (min(n - 1, AROUND_ABOVE + 1) if n > 1 else 0) + 1 + AROUND_BELOW
     roots, start, kids = s.tree_table()
     total = len(s)
 
@@ -195,7 +200,7 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
 
     def rows() -> Iterator[Row]:
         if around_path is not None:
-            yield from _around_rows(s, around_path, children_of, labels, seen, args.depth)
+            yield from _around_rows(around_path, children_of, seen, args.depth)
             return
         yield from walk_rows(children_of, roots, seen, max_level=args.depth)
         rest = [i for i in (unreachable or ()) if not seen[i]]
@@ -339,32 +344,21 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
 
 
 def _around_rows(
-    s: Session, path: list[int], children_of: Any, labels: dict, seen: bytearray, depth: int | None
+    path: list[int], children_of: Any, seen: bytearray, depth: int | None
 ) -> Iterator[Row]:
-    """``--around``: the path root → the entry (older ancestors only where they branch, hold a
-    label or a compaction, the others counted on ``⋮`` lines), then the entry's subtree."""
+    """``--around``: the path root → the entry (the root, the others above the last
+    :data:`AROUND_ABOVE` counted on one ``⋮`` line; a fork on it says how many other branches
+    leave there), then the entry's subtree."""
     n = len(path)
-    skipped = 0
-    for b0 in range(0, n - 1, 4096):
-        part = path[b0 : min(b0 + 4096, n - 1)]
-        table = s.entry_table(part)
-        for j, i in enumerate(part):
-            k = b0 + j
-            nch = len(children_of(i))
-            eid = table.id[j]
-            keep = k == 0 or k >= n - 1 - AROUND_ABOVE or nch > 1 or table.type[j] == "compaction"
-            keep = keep or (eid is not None and labels.get(eid) is not None)
-            if not keep:
-                skipped += 1
-                continue
-            if skipped:
-                yield ("t", f"  ⋮ {skipped} entries")
-                skipped = 0
-            note = f"  (+{nch - 1} other branch{'es' if nch > 2 else ''})" if nch > 1 else ""
-            seen[i] = 1
-            yield ("e", i, "", 0, "", k, False, False, note)
-    if skipped:
-        yield ("t", f"  ⋮ {skipped} entries")
+    near = max(1, n - 1 - AROUND_ABOVE)
+    for k in [0] + list(range(near, n - 1)) if n > 1 else []:
+        if k == near and near > 1:
+            yield ("t", f"  ⋮ {near - 1} entries")
+        i = path[k]
+        nch = len(children_of(i))
+        note = f"  (+{nch - 1} other branch{'es' if nch > 2 else ''})" if nch > 1 else ""
+        seen[i] = 1
+        yield ("e", i, "", 0, "", k, False, False, note)
     yield from walk_rows(
         children_of, [path[-1]], seen, depth0=n - 1, max_level=AROUND_DEPTH if depth is None else depth
     )

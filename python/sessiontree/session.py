@@ -1066,19 +1066,6 @@ class Session:
             start = self._index_of(from_id)
         return self.entry_table(self._walk(start))
 
-    def branch_positions(self, from_id: str | None = None) -> list[int]:
-        """Positions (:attr:`Entry.index`) of :meth:`get_branch`, root first, and nothing else:
-        for marking the active branch of a large tree without :meth:`branch_table`'s columns.
-
-        Raises:
-            EntryNotFoundError: ``from_id`` names no entry.
-            SessionCycleError: the parent chain loops.
-        """
-        if from_id is None:
-            start = self._core.leaf()
-            return [] if start is None else self._walk(start)
-        return self._walk(self._index_of(from_id))
-
     def tree_roots(self) -> list[int]:
         """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without
         building the children table's Python lists."""

@@ -147,7 +147,6 @@ def test_tree_around_shows_the_path_then_the_subtree(tmp_path, capsys):
     assert len(ids(tree_json(capsys, long, "--around", "m50", "--limit", "40"))) == 40
 
 
-
 def test_tree_limit_prints_n_lines_and_says_more_follow(tmp_path, capsys):
     path = forked(tmp_path)
     doc = tree_json(capsys, path, "--limit", "4")
@@ -362,7 +361,9 @@ def test_progress_bars_on_a_terminal_and_none_on_a_pipe(tmp_path):
     ):
         rc, err = _run_on_a_pty(argv)
         assert rc == 0 and done in err and "100%|" in err, (argv, err)
-        piped = subprocess.run([sys.executable, "-m", "sessiontree", *argv], capture_output=True, text=True, timeout=120)
+        piped = subprocess.run(
+            [sys.executable, "-m", "sessiontree", *argv], capture_output=True, text=True, timeout=120
+        )
         assert piped.returncode == 0 and piped.stderr == "", (argv, piped.stderr)
         quiet_rc, quiet = _run_on_a_pty([*argv, "--no-progress"])
         assert quiet_rc == 0 and "%|" not in quiet, argv

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The tree, drawn like Pi's /tree and printed as it is walked: a run without forks "
         "stays at one indentation, only forks indent, and deep branching folds into ⋯N (N levels). "
         "--since ID keeps the entries appended after ID (file order). --json is written node by node "
-        "(\"truncated\": true when --limit cut it).",
+        '("truncated": true when --limit cut it).',
     )
     p.add_argument(
         "--around",

@@ -272,10 +272,21 @@ def _totals(table: Any) -> dict[str, Any]:
     """The summary's token totals (``tokens``: input, output, cache read/write, total; None
     where no session has a value) and its ``biggest`` sessions by bytes (path, bytes, entries,
     total tokens, cost), from the stats table."""
-    col = {name: table.column(name).to_pylist() for name in (
-        "path", "bytes", "entries", "input_tokens", "output_tokens", "cache_read_tokens",
-        "cache_write_tokens", "total_tokens", "cost", "error_kind",
-    )}
+    col = {
+        name: table.column(name).to_pylist()
+        for name in (
+            "path",
+            "bytes",
+            "entries",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "total_tokens",
+            "cost",
+            "error_kind",
+        )
+    }
 
     def total(name: str) -> int | None:
         values = [v for v in col[name] if v is not None]

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any
 
 
 from ..errors import (
@@ -16,7 +15,6 @@ from ..listing import parent_session_of
 from ..session import Session
 
 from .render import (
-    MAX_TREE_GUIDES,
     _Out,
     _Stream,
     _active_path,

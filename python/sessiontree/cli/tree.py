@@ -343,9 +343,7 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     return 0
 
 
-def _around_rows(
-    path: list[int], children_of: Any, seen: bytearray, depth: int | None
-) -> Iterator[Row]:
+def _around_rows(path: list[int], children_of: Any, seen: bytearray, depth: int | None) -> Iterator[Row]:
     """``--around``: the path root → the entry (the root, the others above the last
     :data:`AROUND_ABOVE` counted on one ``⋮`` line; a fork on it says how many other branches
     leave there), then the entry's subtree."""

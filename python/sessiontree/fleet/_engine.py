@@ -12,7 +12,6 @@ order from both, so both write the same Parquet.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Callable, Sequence
 
 from ._sources import Item

@@ -196,6 +196,7 @@ class _Counts:
         monkeypatch.setattr(tree, "_write_out", first_write)
 
 
+@pytest.mark.slow
 def test_tree_streams_and_reads_what_it_shows(tmp_path, capsys, monkeypatch):
     path = chain(tmp_path / "chain.jsonl", 3000)
     counts = _Counts(monkeypatch)
@@ -298,6 +299,7 @@ def test_summarizer_takes_the_same_names_in_compact_compact_all_and_rpc():
         assert rpc_parser().parse_args(["--summarizer", name]).summarizer == name
 
 
+@pytest.mark.slow
 def test_rpc_summarizer_misconfigured_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["PI_CODING_AGENT_DIR"] = str(tmp_path)

@@ -1886,16 +1886,18 @@ class Session:
         return repair_for_provider(ctx.messages, ctx.sources)
 
     # ---- HTML view (issue 12) ----
-    def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
+    def export_html(
+        self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep", header: bool = False
+    ) -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
         Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
 
-        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
-        there) in a private temporary directory, removed afterwards: no secret the rules know
-        reaches the page.
+        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` and
+        ``header`` as there) in a private temporary directory, removed afterwards: no secret the
+        rules know reaches the page (:func:`sessiontree.scrub.export_html_scrubbed`).
 
         Raises:
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a
@@ -1907,23 +1909,12 @@ class Session:
         from .html import export_html
 
         if not scrub:
+            if header:
+                raise SessionArgumentError("export_html: header=True needs scrub=True")
             return export_html(self, path)
-        if self._path is None:
-            raise SessionArgumentError("export_html(scrub=True) needs a session file")
-        from .scrub import scrubbed_copy
+        from .scrub import export_html_scrubbed
 
-        self.flush()
-        copy, tmp = scrubbed_copy(self._path, replay=replay)
-        try:
-            clean = Session.open(copy)
-            try:
-                if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
-                    clean.branch(self.leaf_id)  # the view shows our leaf
-                return export_html(clean, path)
-            finally:
-                clean.close()
-        finally:
-            tmp.cleanup()
+        return export_html_scrubbed(self, path, header=header, replay=replay)
 
     def scrub(
         self,

@@ -186,8 +186,10 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
+    if args.header and not args.scrub:
+        raise _CliFailure("--header needs --scrub (nothing was written)", 2)
     try:
-        written = session.export_html(out, scrub=args.scrub, replay=args.replay)
+        written = session.export_html(out, scrub=args.scrub, replay=args.replay, header=args.header)
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:

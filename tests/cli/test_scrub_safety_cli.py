@@ -1,0 +1,155 @@
+"""``sessiontree scrub``/``scrub-all``/``export-html --scrub`` never write over one of their own
+files: the session, ``-o`` and ``--report`` are three files (by path, symlink or hard link) or
+nothing is written; the report is never more readable than the session; ``--json`` and the
+progress bar."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import re
+
+import orjson
+import pytest
+
+from sessiontree.cli import main
+
+TOK = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
+HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+
+
+def _line(eid: str, parent: str | None, text: str) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+    )
+
+
+@pytest.fixture
+def src(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(HEAD + _line("a", None, f"my token {TOK}") + b"\n" + _line("b", "a", "hi") + b"\n")
+    p.chmod(0o600)
+    return p
+
+
+def _names(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+# ---- three different files ----
+
+
+def test_check_with_the_report_on_the_session_is_refused(src, tmp_path, capsys):
+    before = src.read_bytes()
+    assert main(["scrub", str(src), "--check", "--report", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "report" in err and TOK not in err
+    assert src.read_bytes() == before and _names(tmp_path) == ["s.jsonl"]
+
+
+def test_output_and_report_on_the_same_path_are_refused(src, tmp_path, capsys):
+    out = tmp_path / "o.jsonl"
+    assert main(["scrub", str(src), "-o", str(out), "--report", str(out)]) == 2
+    assert not out.exists() and _names(tmp_path) == ["s.jsonl"]
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_in_place_with_the_report_on_the_session_is_refused(src, tmp_path):
+    before = src.read_bytes()
+    assert main(["scrub", str(src), "--in-place", "--report", str(src)]) == 2
+    assert src.read_bytes() == before and _names(tmp_path) == ["s.jsonl"]
+
+
+def test_clashes_through_symlinks_and_hard_links_are_refused(src, tmp_path):
+    before = src.read_bytes()
+    hard = tmp_path / "hard.jsonl"
+    os.link(src, hard)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    linkdir = tmp_path / "linkdir"
+    linkdir.symlink_to(sub, target_is_directory=True)
+    out = sub / "o.jsonl"
+    cases = [
+        ["--check", "--report", str(hard)],  # the session under another name
+        ["--check", "--report", str(tmp_path / "linkdir" / ".." / "s.jsonl")],
+        ["-o", str(out), "--report", str(linkdir / "o.jsonl")],  # the output through a symlinked folder
+        ["-o", str(linkdir / "o.jsonl"), "--report", str(out)],
+    ]
+    for extra in cases:
+        assert main(["scrub", str(src), *extra]) == 2, extra
+        assert src.read_bytes() == before and hard.read_bytes() == before
+        assert _names(sub) == [], extra
+    out.write_bytes(b"old output")
+    os.link(out, tmp_path / "out-hard.json")
+    assert main(["scrub", str(src), "-o", str(out), "--report", str(tmp_path / "out-hard.json")]) == 2
+    assert out.read_bytes() == b"old output"
+
+
+def test_check_writes_nothing_but_its_report(src, tmp_path):
+    report = tmp_path / "r.json"
+    assert main(["scrub", str(src), "--check", "--report", str(report)]) == 1
+    assert _names(tmp_path) == ["r.json", "s.jsonl"]
+    assert json.loads(report.read_text())["written"] is False
+
+
+# ---- modes ----
+
+
+def test_the_report_is_never_more_readable_than_the_session(src, tmp_path):
+    old = os.umask(0o022)
+    try:
+        for extra in (["--check"], ["-o", str(tmp_path / "o.jsonl")], ["--in-place"]):
+            report = tmp_path / f"r{len(extra)}{extra[0]}.json"
+            assert main(["scrub", str(src), *extra, "--report", str(report)]) in (0, 1)
+            assert report.stat().st_mode & 0o077 == 0, extra  # the session is 0600
+    finally:
+        os.umask(old)
+
+
+# ---- export-html --scrub ----
+
+
+def test_export_html_scrub_refuses_to_write_over_the_session(src, tmp_path, capsys):
+    before = src.read_bytes()
+    assert main(["export-html", str(src), "--scrub", "-o", str(src)]) == 2
+    assert src.read_bytes() == before
+    hard = tmp_path / "hard.html"
+    os.link(src, hard)
+    assert main(["export-html", str(src), "--scrub", "-o", str(hard)]) == 2
+    assert src.read_bytes() == before
+    assert TOK not in capsys.readouterr().err
+
+
+def _page_jsonl(html: bytes) -> bytes:
+    blocks = re.findall(rb'<script type="text/plain"[^>]*st-seg[^>]*data-o="(\d+)"[^>]*>([^<]*)</script>', html)
+    if not blocks:
+        blocks = [
+            (re.search(rb'data-o="(\d+)"', m.group(1)).group(1), m.group(2))
+            for m in re.finditer(rb'<script type="text/plain"([^>]*st-seg[^>]*)>([^<]*)</script>', html)
+        ]
+    blocks.sort(key=lambda b: int(b[0]))
+    return b"".join(gzip.decompress(base64.b64decode(body)) for _, body in blocks)
+
+
+def test_export_html_scrub_header_scrubs_the_cwd(tmp_path):
+    p = tmp_path / "h.jsonl"
+    head = orjson.dumps(
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": f"/w/{TOK}"}
+    )
+    p.write_bytes(head + b"\n" + _line("a", None, "hi") + b"\n")
+    out = tmp_path / "v.html"
+    assert main(["export-html", str(p), "--scrub", "-o", str(out)]) == 0
+    assert TOK.encode() in _page_jsonl(out.read_bytes())  # the header is kept without --header
+    assert main(["export-html", str(p), "--scrub", "--header", "-o", str(out)]) == 0
+    page = out.read_bytes()
+    jsonl = _page_jsonl(page)
+    assert b"[REDACTED:github_token:" in jsonl and TOK.encode() not in jsonl and TOK.encode() not in page
+    assert main(["export-html", str(p), "--header", "-o", str(out)]) == 2  # --header needs --scrub

@@ -153,3 +153,88 @@ def test_export_html_scrub_header_scrubs_the_cwd(tmp_path):
     jsonl = _page_jsonl(page)
     assert b"[REDACTED:github_token:" in jsonl and TOK.encode() not in jsonl and TOK.encode() not in page
     assert main(["export-html", str(p), "--header", "-o", str(out)]) == 2  # --header needs --scrub
+
+
+def test_in_place_on_a_hard_linked_file_is_refused_with_one_line(src, tmp_path, capsys):
+    os.link(src, tmp_path / "other.jsonl")
+    before = src.read_bytes()
+    assert main(["scrub", str(src), "--in-place"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hard link" in err and src.read_bytes() == before
+
+
+# ---- --json (like every other command) ----
+
+
+def test_scrub_json_prints_one_document(src, tmp_path, capsys):
+    out = tmp_path / "o.jsonl"
+    assert main(["scrub", str(src), "-o", str(out), "--json"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["found"] == 1 and doc["kinds"] == {"github_token": 1} and doc["written"] is True
+    assert doc["output"] == str(out) and doc["replayPolicy"] == "keep" and "findings" not in doc
+    assert TOK not in cap.out + cap.err
+    assert main(["scrub", str(src), "--check", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["found"] == 1 and doc["written"] is False
+    # --report PATH with --json: the report in the file, the summary on stdout
+    report = tmp_path / "r.json"
+    assert main(["scrub", str(src), "--check", "--json", "--report", str(report)]) == 1
+    assert json.loads(capsys.readouterr().out)["found"] == 1 and len(json.loads(report.read_text())["findings"]) == 1
+
+
+def test_scrub_json_failures_are_json_documents(src, tmp_path, capsys):
+    for argv in (
+        ["scrub", str(tmp_path / "missing.jsonl"), "--check", "--json"],
+        ["scrub", str(src), "--check", "--json", "--report", str(src)],
+        ["scrub", str(src), "--check", "--json", "--report", "-"],
+        ["scrub", str(src), "--json"],  # usage error
+    ):
+        assert main(argv) == 2, argv
+        cap = capsys.readouterr()
+        doc = json.loads(cap.out)
+        assert doc["error"] is True and doc["exit_code"] == 2, argv
+
+
+def test_scrub_all_json_prints_one_document(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    for n in range(3):
+        (store / f"{n}.jsonl").write_bytes(HEAD + _line("a", None, f"t {TOK}" if n else "clean") + b"\n")
+    (store / "bad.jsonl").mkdir()
+    assert main(["scrub-all", str(store), "--out", str(tmp_path / "out"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["sessions"], doc["written"], doc["failed"], doc["found"]) == (4, 3, 1, 2)
+    assert doc["kinds"] == {"github_token": 2} and doc["replayPolicy"] == "keep"
+    assert [r["found"] for r in doc["rows"] if r["error"] is None] == [0, 1, 1]
+
+
+# ---- progress ----
+
+
+def test_scrub_progress_bar_on_stderr(src, tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    assert main(["scrub", str(src), "-o", str(tmp_path / "o.jsonl"), "--progress"]) == 0
+    cap = capsys.readouterr()
+    assert "100%" in cap.err and "secret(s) replaced" in cap.out
+    # not a terminal (as under pytest): no bar unless asked
+    assert main(["scrub", str(src), "-o", str(tmp_path / "o2.jsonl")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["scrub", str(src), "--check", "--progress", "--no-progress"]) == 1
+    assert capsys.readouterr().err == ""
+
+
+def test_scrub_all_progress_bar_on_stderr(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("tqdm")
+    store = tmp_path / "store"
+    store.mkdir()
+    for n in range(3):
+        (store / f"{n}.jsonl").write_bytes(HEAD + _line("a", None, "clean") + b"\n")
+    assert main(["scrub-all", str(store), "--out", str(tmp_path / "out"), "--progress"]) == 0
+    cap = capsys.readouterr()
+    assert "3/3" in cap.err and len(cap.out.splitlines()) == 3
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: a bar by default
+    assert main(["scrub-all", str(store), "--out", str(tmp_path / "out")]) == 0
+    assert "3/3" in capsys.readouterr().err

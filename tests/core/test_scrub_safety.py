@@ -280,3 +280,44 @@ def test_scrubbed_entry_table_offsets_address_the_original_file(tmp_path):
     data = src.read_bytes()
     for off, n, eid in zip(*(clean.column(c).to_pylist() for c in ("offset", "bytes", "entry_id"))):
         assert orjson.loads(data[off : off + n])["id"] == eid
+
+
+def test_in_place_refuses_a_file_that_keeps_growing(tmp_path, monkeypatch):
+    from sessiontree import scrub as mod
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(HEAD + _entry("a", None, f"key {TOK}") + b"\n")
+    real_feed = mod._feed
+    grown = []
+
+    def feed_then_append(fh, sc, out, progress):
+        real_feed(fh, sc, out, progress)
+        with open(src, "ab") as w:  # another writer appends after every read, for ever
+            w.write(_entry(f"g{len(grown)}", "a", "more") + b"\n")
+        grown.append(1)
+
+    monkeypatch.setattr(mod, "_feed", feed_then_append)
+    monkeypatch.setattr(mod, "TAIL_ROUNDS", 5)
+    with pytest.raises(SessionFileChangedError, match="kept growing") as exc:
+        scrub_file(src, in_place=True)
+    assert "\n" not in str(exc.value)
+    data = src.read_bytes()
+    assert TOK.encode() in data and data.count(b"\n") == 2 + len(grown)  # left as it was, appends kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_in_place_refuses_a_file_that_shrank_meanwhile(tmp_path, monkeypatch):
+    from sessiontree import scrub as mod
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(HEAD + _entry("a", None, f"key {TOK}") + b"\n" + _entry("b", "a", "x") + b"\n")
+    real_feed = mod._feed
+
+    def feed_then_truncate(fh, sc, out, progress):
+        real_feed(fh, sc, out, progress)
+        os.truncate(src, len(HEAD))
+
+    monkeypatch.setattr(mod, "_feed", feed_then_truncate)
+    with pytest.raises(SessionFileChangedError, match="shrank"):
+        scrub_file(src, in_place=True)
+    assert src.read_bytes() == HEAD and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]

@@ -145,7 +145,7 @@ def _scrub(args: argparse.Namespace) -> int:
             check=args.check,
             header=args.header,
             replay=args.replay,
-            record=args.report is not None,
+            record=args.report is not None or args.json,
             lock_timeout=args.lock_timeout,
             progress=None if bar is None else bar.update,
         )

@@ -170,16 +170,21 @@ def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
 def check_distinct_files(files: dict[str, str | os.PathLike | None]) -> None:
     """Refuse, before anything is written, two roles (``{"input": ..., "output": ...,
     "report": ...}``; None or ``-`` for none) that name the same file: the same resolved path
-    (symbolic links followed) or the same device and inode (a hard link).
+    (symbolic links followed) or the same device and inode (a hard link). Every role after the
+    first is an output: one that :func:`sessiontree.session.atomic_write` would refuse (a
+    symbolic link, a FIFO, a device, a directory) is refused here already.
 
     Raises:
         SessionArgumentError: two of them are the same file (one line, naming both roles).
+        OutputPathError: an output that is never written (nothing was written).
     """
     seen: list[tuple[str, str, tuple[int, int] | None]] = []
-    for role, path in files.items():
+    for k, (role, path) in enumerate(files.items()):
         if path is None or str(path) == "-":
             continue
         real, ident = _identity(path)
+        if k:
+            _check_target(Path(path), None)
         for other, oreal, oident in seen:
             if real == oreal or (ident is not None and ident == oident):
                 raise SessionArgumentError(

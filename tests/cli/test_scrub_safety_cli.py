@@ -238,3 +238,14 @@ def test_scrub_all_progress_bar_on_stderr(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: a bar by default
     assert main(["scrub-all", str(store), "--out", str(tmp_path / "out")]) == 0
     assert "3/3" in capsys.readouterr().err
+
+
+def test_a_report_path_that_is_never_written_is_refused_before_the_output(src, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (tmp_path / "r.json").symlink_to(victim)
+    os.mkfifo(tmp_path / "fifo.json")
+    out = tmp_path / "o.jsonl"
+    for report in ("r.json", "fifo.json"):
+        assert main(["scrub", str(src), "-o", str(out), "--report", str(tmp_path / report)]) == 2
+        assert not out.exists() and victim.read_bytes() == b"keep"

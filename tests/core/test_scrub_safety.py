@@ -321,3 +321,16 @@ def test_in_place_refuses_a_file_that_shrank_meanwhile(tmp_path, monkeypatch):
     with pytest.raises(SessionFileChangedError, match="shrank"):
         scrub_file(src, in_place=True)
     assert src.read_bytes() == HEAD and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_scrub_all_refuses_an_out_that_is_the_source_or_holds_it(tmp_path):
+    from sessiontree.fleet import scrub_sessions
+
+    store = tmp_path / "store"
+    _store(store / "proj", ["a.jsonl"])
+    before = (store / "proj" / "a.jsonl").read_bytes()
+    for out in (store, tmp_path, store / "proj"):
+        with pytest.raises(SessionArgumentError, match="output folder"):
+            scrub_sessions(str(store / "proj") if out != store else str(store), out)
+    assert (store / "proj" / "a.jsonl").read_bytes() == before
+    assert sorted(p.name for p in store.rglob("*")) == ["a.jsonl", "proj"]

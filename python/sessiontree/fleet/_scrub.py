@@ -102,13 +102,22 @@ def scrub_sessions(
     symbolic link inside ``out_dir`` (a folder or the file) is never written through (that
     session's row has the error). Files under ``out_dir`` are not sources (an ``out_dir``
     inside the source is skipped, so a second run does not scrub the first run's outputs).
-    ``progress(done, total)`` is called after each session."""
-    items = resolve_source(source, filesystem=filesystem)
+    ``progress(done, total)`` is called after each session.
+
+    Raises:
+        SessionArgumentError: ``out_dir`` is a source folder or holds one (nothing written).
+    """
     root = Path(out_dir)
     out_real = os.path.realpath(root)
+    srcs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    for x in srcs:
+        if isinstance(x, (str, os.PathLike)) and os.path.isdir(x) and _inside(os.fspath(x), out_real):
+            raise SessionArgumentError(
+                f"{out_dir}: the output folder is the source folder {x} or holds it (nothing was written)"
+            )
+    items = resolve_source(source, filesystem=filesystem)
     items = [it for it in items if it.fs is not None or not _inside(it.path, out_real)]
     local = [os.path.abspath(it.path) for it in items if it.fs is None]
-    srcs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if srcs and all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in srcs):
         base: str | None = os.path.commonpath([os.path.abspath(x) for x in srcs])  # below the directories given
     else:

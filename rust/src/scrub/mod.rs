@@ -1181,4 +1181,6 @@ pub fn scrub_bytes(data: &[u8], opts: Options) -> (Vec<u8>, Vec<Finding>) {
 }
 
 #[cfg(test)]
+mod key_tests;
+#[cfg(test)]
 mod tests;

@@ -194,9 +194,7 @@ def _target_kind(st: os.stat_result) -> str:
     return "not a regular file"  # pragma: no cover - door, whiteout, event port
 
 
-def _check_target(
-    path: Path, source_id: tuple[int, int] | None, dir_fd: int | None = None
-) -> os.stat_result | None:
+def _check_target(path: Path, source_id: tuple[int, int] | None, dir_fd: int | None = None) -> os.stat_result | None:
     """The ``lstat`` of the regular file at ``path`` (None: nothing there), or
     :class:`OutputPathError` for what :func:`atomic_write` never replaces. ``dir_fd``: ``path``
     is a name in that directory."""

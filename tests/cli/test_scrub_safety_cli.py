@@ -249,3 +249,15 @@ def test_a_report_path_that_is_never_written_is_refused_before_the_output(src, t
     for report in ("r.json", "fifo.json"):
         assert main(["scrub", str(src), "-o", str(out), "--report", str(tmp_path / report)]) == 2
         assert not out.exists() and victim.read_bytes() == b"keep"
+
+
+def test_a_non_utf8_name_gets_a_report_and_a_json_document(tmp_path, capsys):
+    name = os.path.join(os.fsencode(tmp_path), b"caf\xe9.jsonl")
+    with open(name, "wb") as fh:
+        fh.write(HEAD + _line("a", None, f"k {TOK}") + b"\n")
+    src = os.fsdecode(name)
+    report = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"r\xe9.json"))
+    assert main(["scrub", src, "--check", "--json", "--report", report]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["found"] == 1 and doc["source"].endswith("caf\\xe9.jsonl")
+    assert json.loads(open(report, "rb").read())["findings"][0]["kind"] == "github_token"

@@ -152,8 +152,11 @@ def _scrub(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    from .render import json_document
+
+    report_doc = _text_row(report.to_json(), ("source", "output"))
     if args.report is not None:
-        doc = orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+        doc = (json_document(report_doc) + "\n").encode("utf-8")
         if args.report == "-":
             sys.stdout.buffer.write(doc)
             sys.stdout.flush()
@@ -163,9 +166,7 @@ def _scrub(args: argparse.Namespace) -> int:
             # never more readable than the session, never over it (checked again before the rename)
             atomic_write(Path(args.report), [doc], like=source_st, source=source_st)
     if args.json:
-        from .render import json_document
-
-        summary = {k: v for k, v in report.to_json().items() if k != "findings"}
+        summary = {k: v for k, v in report_doc.items() if k != "findings"}
         sys.stdout.write(json_document(summary) + "\n")
         sys.stdout.flush()
         return 1 if args.check and report.found else 0
@@ -177,12 +178,12 @@ def _scrub(args: argparse.Namespace) -> int:
     return 1 if args.check and report.found else 0
 
 
-def _text_row(row: dict) -> dict:
+def _text_row(row: dict, keys: tuple[str, ...] = ("path", "output")) -> dict:
     """A row with its paths as text (a name that is not UTF-8: ``\\xNN`` for each such byte)."""
     from ..fleet import path_text
 
     out = dict(row)
-    for k in ("path", "output"):
+    for k in keys:
         if isinstance(out.get(k), str):
             out[k] = path_text(out[k])
     if isinstance(out.get("error"), str):

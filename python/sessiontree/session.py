@@ -1903,7 +1903,7 @@ class Session:
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a
                 regular file (nothing written).
             SessionFileChangedError: the file shrank or was replaced under the index.
-            SessionArgumentError: ``scrub`` on a session with no file.
+            SessionArgumentError: ``scrub`` on a session with no file; ``header`` without ``scrub``.
             OSError: ``path`` cannot be written.
         """
         from .html import export_html

@@ -568,7 +568,11 @@ pub const RULES: &[Rule] = &[
     rule!(
         "sumologic_access_id",
         ["sumo", "Sumo", "SUMO"],
-        concat!(r"(?i:sumo)[A-Za-z0-9_.-]*", assign!(), r"(su[A-Za-z0-9]{12})\b"),
+        concat!(
+            r"(?i:sumo)[A-Za-z0-9_.-]*",
+            assign!(),
+            r"(su[A-Za-z0-9]{12})\b"
+        ),
         1,
         MixedCase
     ),

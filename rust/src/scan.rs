@@ -126,10 +126,7 @@ fn parse_lines<'a>(
                 Some(k) if k as u64 <= MAX_LINE => {
                     *pre = pre_of(sk);
                     let nl = start + k;
-                    let mut end = nl;
-                    if end > start && data[end - 1] == b'\r' {
-                        end -= 1;
-                    }
+                    let end = content_end(data, start, nl);
                     slot.terminated = nl < e;
                     slot.len = (end - start) as u64;
                     slot.end = base + if slot.terminated { nl + 1 } else { e } as u64;
@@ -141,24 +138,53 @@ fn parse_lines<'a>(
                 }
             }
         }
-        let nl = memchr::memchr(b'\n', &data[start..e]).map(|k| start + k);
-        let stop = nl.unwrap_or(e);
-        let mut end = stop;
-        if end > start && data[end - 1] == b'\r' {
-            end -= 1;
-        }
-        let line = &data[start..end];
+        let at = line_at(data, start, e);
+        let line = &data[start..at.end];
         out.push(ParsedLine {
             offset: base + start as u64,
             len: line.len() as u64,
             line: 0,
-            terminated: nl.is_some(),
-            end: base + nl.map_or(e, |n| n + 1) as u64,
+            terminated: at.nl.is_some(),
+            end: base + at.next as u64,
             result: parse_one(&mut parser, line),
         });
-        start = nl.map_or(e, |n| n + 1);
+        start = at.next;
     }
     e
+}
+
+/// Where one line of `data[..e]` that starts at `start` ends.
+struct LineAt {
+    /// the end of its content (its `\n` and one `\r` before it cut)
+    end: usize,
+    /// its `\n` (None: the line runs to `e` unterminated)
+    nl: Option<usize>,
+    /// where the next line starts
+    next: usize,
+}
+
+/// The line-ending rule: a line ends at `\n` only, and one `\r` before it (or before `e`,
+/// unterminated) is not part of the line's content.
+#[inline(always)]
+fn line_at(data: &[u8], start: usize, e: usize) -> LineAt {
+    let nl = memchr::memchr(b'\n', &data[start..e]).map(|k| start + k);
+    let stop = nl.unwrap_or(e);
+    LineAt {
+        end: content_end(data, start, stop),
+        nl,
+        next: nl.map_or(e, |n| n + 1),
+    }
+}
+
+/// The end of the content of the line `data[start..stop]` (`stop`: its `\n` or the data's
+/// end): one trailing `\r` cut; see [`line_at`].
+#[inline(always)]
+fn content_end(data: &[u8], start: usize, stop: usize) -> usize {
+    if stop > start && data[stop - 1] == b'\r' {
+        stop - 1
+    } else {
+        stop
+    }
 }
 
 /// The parsed lines of one chunk `[.., end)`, complete up to `stop`.
@@ -1129,23 +1155,17 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
     let mut parser = crate::json::LineParser::new();
     let mut start = 0;
     while start < buf.len() {
-        let nl = memchr::memchr(b'\n', &buf[start..]).map(|k| start + k);
-        if nl.is_none() && !eof {
+        let at = line_at(buf, start, buf.len());
+        if at.nl.is_none() && !eof {
             return HeaderProbe::NeedMore;
         }
-        let stop = nl.unwrap_or(buf.len());
-        let end = if stop > start && buf[stop - 1] == b'\r' {
-            stop - 1
-        } else {
-            stop
-        };
         let pl = ParsedLine {
             offset: start as u64,
-            len: (end - start) as u64,
+            len: (at.end - start) as u64,
             line: ix.lines + 1,
-            terminated: nl.is_some(),
-            end: nl.map_or(buf.len(), |n| n + 1) as u64,
-            result: parse_one(&mut parser, &buf[start..end]),
+            terminated: at.nl.is_some(),
+            end: at.next as u64,
+            result: parse_one(&mut parser, &buf[start..at.end]),
         };
         ix.ingest(&pl);
         match &ix.header.0 {
@@ -1156,7 +1176,7 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
             }
             HeaderState::Invalid(why) => return HeaderProbe::Invalid(why.clone()),
         }
-        start = nl.map_or(buf.len(), |n| n + 1);
+        start = at.next;
     }
     if eof {
         HeaderProbe::NoValue
@@ -1204,24 +1224,13 @@ mod tests {
         let pool = Pool::default();
         let got = parse_chunk(data, 0, data.len(), 0, &pool).lines;
         let mut parser = LineParser::new();
-        let mut want = Vec::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
-            let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
-            want.push((
-                start as u64,
-                (end - start) as u64,
-                nl.is_some(),
-                parse_one(&mut parser, &data[start..end]),
-            ));
-            start = nl.map_or(data.len(), |n| n + 1);
-        }
+        let want: Vec<_> = (oracle_lines(data).into_iter())
+            .map(|(start, end, nl)| {
+                let line = &data[start..end];
+                let r = parse_one(&mut parser, line);
+                (start as u64, line.len() as u64, nl.is_some(), r)
+            })
+            .collect();
         assert_eq!(got.len(), want.len(), "{:?}", String::from_utf8_lossy(data));
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(
@@ -1318,31 +1327,24 @@ mod tests {
         assert_eq!(ix.header_span, Some((18, h.len() as u64)));
     }
 
+    /// The lines of `data` as the tests' oracle splits them, apart from [`line_at`]: (start,
+    /// content end, `\n` position), split at `\n` with one `\r` before it cut.
+    fn oracle_lines(data: &[u8]) -> Vec<(usize, usize, Option<usize>)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for piece in data.split_inclusive(|&c| c == b'\n') {
+            let nl = piece.ends_with(b"\n").then(|| start + piece.len() - 1);
+            let body = piece.strip_suffix(b"\n").unwrap_or(piece);
+            let body = body.strip_suffix(b"\r").unwrap_or(body);
+            out.push((start, start + body.len(), nl));
+            start += piece.len();
+        }
+        out
+    }
+
     /// Indexes `data` a line at a time, without chunks or threads: what a scan must match.
     fn reference(data: &[u8]) -> Index {
-        let mut ix = Index::new();
-        let mut parser = LineParser::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
-            let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
-            let pl = ParsedLine {
-                offset: start as u64,
-                len: (end - start) as u64,
-                line: ix.lines + 1,
-                terminated: nl.is_some(),
-                end: nl.map_or(data.len(), |n| n + 1) as u64,
-                result: parse_one(&mut parser, &data[start..end]),
-            };
-            ix.ingest(&pl);
-            start = nl.map_or(data.len(), |n| n + 1);
-        }
-        ix
+        reference_max(data, u64::MAX)
     }
 
     #[test]
@@ -1458,15 +1460,8 @@ mod tests {
     fn reference_max(data: &[u8], max: u64) -> Index {
         let mut ix = Index::new();
         let mut parser = LineParser::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
+        for (start, end, nl) in oracle_lines(data) {
             let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
             // (a too-long line is measured to its `\n`, as the file scan measures it)
             let too_long = (stop - start) as u64 > max;
             let pl = ParsedLine {
@@ -1482,7 +1477,6 @@ mod tests {
                 },
             };
             ix.ingest(&pl);
-            start = nl.map_or(data.len(), |n| n + 1);
         }
         ix
     }

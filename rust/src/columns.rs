@@ -1,4 +1,4 @@
-//! The fleet's columns (issue 18; `sessiontree.fleet`): a whole session's row facts from
+//! The fleet's columns (`sessiontree.fleet`): a whole session's row facts from
 //! `rows.rs`, and its per-entry table as Arrow-layout buffers (values, or offsets and data;
 //! validity bits), assembled here so that the binding only hands them over.
 //!

@@ -1,4 +1,4 @@
-//! What each entry type and message role is to the rules (issue 21, step 3): one projection by
+//! What each entry type and message role is to the rules: one projection by
 //! code, asked by the cut-point search (`cut.rs`), the HTML view's digest (`digest.rs`) and the
 //! fleet rows (`rows.rs`), and the one rule of which `usage` an entry carries
 //! (`sessiontree.usage._carries_usage`), shared by the digest and the rows.

@@ -1,4 +1,4 @@
-//! The HTML export's bulk work (`sessiontree.html`, issue 18): the session file's bytes cut at
+//! The HTML export's bulk work (`sessiontree.html`): the session file's bytes cut at
 //! line starts into segments, each gzip-compressed (`libdeflate`, level [`GZIP_LEVEL`]) and
 //! base64-encoded, and the index chunks (the digests of `crate::digest`, compressed the same
 //! way), written to the page's file in order while later pieces are compressed on every core.

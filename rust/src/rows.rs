@@ -1,4 +1,4 @@
-//! Fleet rows from the core (issue 18): what `sessiontree.fleet`'s per-session stats row and
+//! Fleet rows from the core: what `sessiontree.fleet`'s per-session stats row and
 //! per-entry table need from an entry's raw line, computed without a Python object per entry.
 //!
 //! A fast path in the manner of `tokens.rs`: it reads only what the row needs from each line

@@ -1,4 +1,4 @@
-//! The HTML export's calls (`crate::export`, issue 18), module functions taking the `Index`:
+//! The HTML export's calls (`crate::export`), module functions taking the `Index`:
 //! the digest of a range of entries, the segments' bounds, and the writes of the index chunks
 //! and the segments to the page's file descriptor.
 

@@ -1,4 +1,4 @@
-//! Fleet rows (issue 18): one batch call per session; the core's [`crate::columns`] as a dict,
+//! Fleet rows: one batch call per session; the core's [`crate::columns`] as a dict,
 //! the per-entry columns as Arrow buffers.
 
 use super::Index;

@@ -57,7 +57,9 @@ pub fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bou
     named(py, &PROBE, "HeaderProbe", true, items)
 }
 
-/// The core's fixed names as module constants (issue 21): `TYPE_NAMES` and `ROLE_NAMES`, the
+/// Adds the core's fixed names to the module as constants.
+///
+/// `TYPE_NAMES` and `ROLE_NAMES`: the
 /// entry types and message roles with fixed codes in code order (`index/codes.rs`; code 0,
 /// `""`, is "not a string"), each with its row in the projection `entry_kind.rs`; and
 /// `PROBLEM_KINDS`, the scanner's problem kinds (`index/problems.rs`). `entries.py` re-exports

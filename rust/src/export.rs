@@ -230,14 +230,21 @@ pub fn write_segments(
             src.read_into(o, l, &mut buf)?;
             Ok(gz_b64(&buf))
         },
-        |i, b64| {
-            let k = order[i];
-            out.write_all(&heads[k])
-                .and_then(|_| out.write_all(&b64))
-                .and_then(|_| out.write_all(tail))
-                .map_err(ExportError::Write)
-        },
+        |i, b64| write_piece(out, &heads[order[i]], &b64, tail),
     )
+}
+
+/// Writes one piece of the page: its markup `head`, the compressed `b64`, then `tail`.
+fn write_piece(
+    out: &mut impl Write,
+    head: &[u8],
+    b64: &[u8],
+    tail: &[u8],
+) -> Result<(), ExportError> {
+    out.write_all(head)
+        .and_then(|_| out.write_all(b64))
+        .and_then(|_| out.write_all(tail))
+        .map_err(ExportError::Write)
 }
 
 /// Writes the index chunks of entries `0..n` of `st` in batches of `batch` entries, each as
@@ -262,12 +269,7 @@ pub fn write_index_chunks(
             let doc = crate::digest::digest_columns(st, s, e, preview_chars, &id_of)?;
             Ok(gz_b64(&doc))
         },
-        |_, b64| {
-            out.write_all(head)
-                .and_then(|_| out.write_all(&b64))
-                .and_then(|_| out.write_all(tail))
-                .map_err(ExportError::Write)
-        },
+        |_, b64| write_piece(out, head, &b64, tail),
     )
 }
 

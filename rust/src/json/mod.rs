@@ -36,14 +36,19 @@ pub enum JsVal {
 }
 
 impl JsVal {
-    /// JavaScript truthiness (`if (x)`), for values JSON can express.
+    /// JavaScript truthiness (`if (x)`), as [`Val::truthy`].
     pub fn truthy(&self) -> bool {
+        self.as_val().truthy()
+    }
+    /// This value as a [`Val`] borrowing its string.
+    pub fn as_val(&self) -> Val<'_> {
         match self {
-            JsVal::Missing | JsVal::Null => false,
-            JsVal::Bool(b) => *b,
-            JsVal::Num(n) => *n != 0.0 && !n.is_nan(),
-            JsVal::Str(s) => !s.is_empty(),
-            JsVal::Composite => true,
+            JsVal::Missing => Val::Missing,
+            JsVal::Null => Val::Null,
+            JsVal::Bool(b) => Val::Bool(*b),
+            JsVal::Num(n) => Val::Num(*n),
+            JsVal::Str(s) => Val::Str(Cow::Borrowed(s)),
+            JsVal::Composite => Val::Composite,
         }
     }
     pub fn as_str(&self) -> Option<&str> {
@@ -67,7 +72,7 @@ pub enum Val<'a> {
 }
 
 impl Val<'_> {
-    /// JavaScript truthiness, as [`JsVal::truthy`].
+    /// JavaScript truthiness (`if (x)`), for values JSON can express.
     pub fn truthy(&self) -> bool {
         match self {
             Val::Missing | Val::Null => false,

@@ -60,22 +60,32 @@ pub fn find_special(b: &[u8], i: usize) -> usize {
     }
 }
 
+/// The special bytes ([`is_special`]) among the 16 at `p`, one bit each (SSE2).
+///
+/// # Safety
+/// The 16 bytes at `p` must be readable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn specials16(p: *const u8) -> u32 {
+    use std::arch::x86_64::*;
+    let v = _mm_loadu_si128(p as *const __m128i);
+    let m = _mm_or_si128(
+        _mm_or_si128(
+            _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+            _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+        ),
+        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+    );
+    _mm_movemask_epi8(m) as u32
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn find_special_sse2(b: &[u8], mut i: usize) -> usize {
-    use std::arch::x86_64::*;
     let n = b.len();
     let p = b.as_ptr();
-    let q = _mm_set1_epi8(b'"' as i8);
-    let bs = _mm_set1_epi8(b'\\' as i8);
-    let lim = _mm_set1_epi8(0x1f);
     if i + 16 <= n {
-        let v = _mm_loadu_si128(p.add(i) as *const __m128i);
-        let m = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
-            _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
-        );
-        let mask = _mm_movemask_epi8(m) as u32;
+        let mask = specials16(p.add(i));
         if mask != 0 {
             return i + mask.trailing_zeros() as usize;
         }
@@ -85,12 +95,7 @@ unsafe fn find_special_sse2(b: &[u8], mut i: usize) -> usize {
             return find_special_avx2(b, i);
         }
         while i + 16 <= n {
-            let v = _mm_loadu_si128(p.add(i) as *const __m128i);
-            let m = _mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
-                _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
-            );
-            let mask = _mm_movemask_epi8(m) as u32;
+            let mask = specials16(p.add(i));
             if mask != 0 {
                 return i + mask.trailing_zeros() as usize;
             }

@@ -10,7 +10,8 @@ build; each child reports:
 
 - ``import_core``: ``python -X importtime``'s self time of ``sessiontree._core`` (loading and
   initialising the extension: its classes, functions and constants), in a fresh interpreter;
-- ``<method>``: ns per call of a trivial method, best of its repeats, CPU time of the thread.
+- ``<method>``: ns per call of a trivial method, loop included (the same in both builds), best
+  of its repeats, CPU time of the thread.
 
 It prints the best over rounds for each build and the ratios head/base (below 1: head is
 faster). Run: ``python benches/bench_binding_calls.py [--rounds N]`` from a worktree.
@@ -49,15 +50,12 @@ calls = {
     "walk_parent": lambda: ix.walk_parent(1),    # index_walks.rs
     "leaf_version": lambda: ix.leaf_version,     # index_writes.rs (a getter)
 }
-def empty():
-    return None
 def loop(f):
     t0 = time.thread_time()
     for _ in range(n):
         f()
     return time.thread_time() - t0
-floor = min(loop(empty) for _ in range(reps))
-best = {k: (min(loop(f) for _ in range(reps)) - floor) / n * 1e9 for k, f in calls.items()}
+best = {k: min(loop(f) for _ in range(reps)) / n * 1e9 for k, f in calls.items()}
 print(json.dumps(best))
 """
 

@@ -1,5 +1,7 @@
-//! Per-entry digests for the HTML view (`sessiontree.html`): what a tree row shows and what the
-//! page sums, computed from each entry's raw line without building Python objects.
+//! Per-entry digests for the HTML view (`sessiontree.html`).
+//!
+//! What a tree row shows and what the page sums, computed from each entry's raw line without
+//! building Python objects.
 //!
 //! One digest per entry: a kind (`type`, or `message:<role>`), a short preview of its text, a
 //! reference id (a tool result's `toolCallId`, a compaction's `firstKeptEntryId`, a branch
@@ -335,14 +337,17 @@ mod fast {
         }
     }
 
-    /// Non-whitespace characters of a text kept for its preview when the text had to be copied
-    /// (it has escapes): [`clip`] never reads past the `max + 1`-th, so previews of fewer
-    /// characters are exact (longer ones go to `digest_value`).
+    /// Non-whitespace characters of a text kept for its preview when the text had to be copied (it
+    /// has escapes).
+    ///
+    /// [`clip`] never reads past the `max + 1`-th, so previews of fewer characters are exact
+    /// (longer ones go to `digest_value`).
     pub(super) const HEAD_CHARS: usize = 1024;
 
-    /// A text block's or a content string's UTF-16 length and (a head of) its text: borrowed
-    /// when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace characters
-    /// copied (a tool output of megabytes is not).
+    /// A text block's or a content string's UTF-16 length and (a head of) its text.
+    ///
+    /// Borrowed when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace
+    /// characters copied (a tool output of megabytes is not).
     struct Txt<'a> {
         head: Cow<'a, str>,
         units: u64,
@@ -755,10 +760,11 @@ fn num(v: f64) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Entries `start..end` (file order) as one JSON document of columns: `id` (string or null),
-/// `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l` its byte length, `t`
-/// timestamp in ms (null when invalid), `e` token estimate (null: none), `u` usage
-/// `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
+/// Entries `start..end` (file order) as one JSON document of columns.
+///
+/// `id` (string or null), `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l`
+/// its byte length, `t` timestamp in ms (null when invalid), `e` token estimate (null: none), `u`
+/// usage `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
 pub fn digest_columns(
     st: &Store,
     start: usize,

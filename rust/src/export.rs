@@ -1,7 +1,9 @@
-//! The HTML export's bulk work (`sessiontree.html`): the session file's bytes cut at
-//! line starts into segments, each gzip-compressed (`libdeflate`, level [`GZIP_LEVEL`]) and
-//! base64-encoded, and the index chunks (the digests of `crate::digest`, compressed the same
-//! way), written to the page's file in order while later pieces are compressed on every core.
+//! The HTML export's bulk work (`sessiontree.html`).
+//!
+//! The session file's bytes cut at line starts into segments, each gzip-compressed (`libdeflate`,
+//! level [`GZIP_LEVEL`]) and base64-encoded, and the index chunks (the digests of `crate::digest`,
+//! compressed the same way), written to the page's file in order while later pieces are compressed
+//! on every core.
 //!
 //! Memory stays bounded: at most [`WINDOW`] pieces are read or compressed ahead of the one being
 //! written. The markup around each piece is the caller's (`heads[k]`, `tail`).
@@ -275,7 +277,8 @@ pub fn write_index_chunks(
 
 // ---- the export's calls on a session (what `Session.html_*` reach through the binding) ----
 
-/// The HTML view's index chunk of entries `start..end` (clamped to the entries there are):
+/// The HTML view's index chunk of entries `start..end` (clamped to the entries there are).
+///
 /// [`crate::digest::digest_columns`]' JSON document, ids as strings where they are.
 pub fn digest(
     st: &Store,
@@ -325,8 +328,10 @@ pub fn check_pieces(
     Ok(())
 }
 
-/// What the segments are read from: `data` when given (an in-memory session's lines), else
-/// the session's known bytes through a reader that does not hold the index.
+/// What the segments are read from.
+///
+/// `data` when given (an in-memory session's lines), else the session's known bytes through a
+/// reader that does not hold the index.
 pub fn segment_source(st: &Store, data: Option<Vec<u8>>) -> Result<DetachedReader, StoreError> {
     match data {
         Some(d) => Ok(DetachedReader::from_bytes(d)),

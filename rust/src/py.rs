@@ -95,9 +95,11 @@ impl Index {
         self.cache.parts()
     }
 
-    /// A read-only index over a copy of the bytes of `data` (bytes, bytearray, memoryview,
-    /// mmap: anything with the buffer protocol); scanned with the GIL released, the same
-    /// index `open` builds from a file holding these bytes. Appends raise SessionReadOnlyError.
+    /// A read-only index over a copy of the bytes of `data`.
+    ///
+    /// `data`: bytes, bytearray, memoryview, mmap: anything with the buffer protocol. Scanned with
+    /// the GIL released, the same index `open` builds from a file holding these bytes. Appends
+    /// raise SessionReadOnlyError.
     #[staticmethod]
     #[pyo3(signature = (data, parallel = true))]
     fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>, parallel: bool) -> PyResult<Self> {

@@ -1,7 +1,8 @@
-//! What the binding's batch views ask of a [`Store`], one call each: an entry's facts and the
-//! listings' columns with the names past the full names tables read back from the lines, the
-//! type names, sizes, times and token estimates of many entries, the lines already in
-//! `JSON.stringify`'s form, the cut point. Every position is checked first (an
+//! What the binding's batch views ask of a [`Store`], one call each.
+//!
+//! An entry's facts and the listings' columns with the names past the full names tables read back
+//! from the lines, the type names, sizes, times and token estimates of many entries, the lines
+//! already in `JSON.stringify`'s form, the cut point. Every position is checked first (an
 //! [`OutOfRange`]); a file changed under the index errs as its store does.
 //!
 //! Methods of `Store` kept out of `store.rs`, which holds the scan, the reads and the appends.
@@ -28,8 +29,9 @@ impl From<StoreError> for ReadError {
     }
 }
 
-/// (byte lengths, times or None where `new Date` is NaN, token estimates) of many entries:
-/// what `Session.entry_metrics` shows.
+/// (byte lengths, times or None where `new Date` is NaN, token estimates) of many entries.
+///
+/// What `Session.entry_metrics` shows.
 pub type Metrics = (Vec<u32>, Vec<Option<f64>>, Vec<Option<u64>>);
 
 impl Store {
@@ -158,8 +160,9 @@ impl Store {
     }
 
     /// Pi's token estimate of each entry's context message, from its raw line
-    /// ([`crate::cut::entry_info`]): 0 for entries without one, None where the exact (Python)
-    /// rules must decide.
+    /// ([`crate::cut::entry_info`]).
+    ///
+    /// 0 for entries without one, None where the exact (Python) rules must decide.
     pub fn estimate_tokens(&self, idx: &[usize]) -> Result<Vec<Option<u64>>, ReadError> {
         self.check_live()?;
         self.index.check_all(idx.iter().copied())?;

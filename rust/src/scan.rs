@@ -70,8 +70,9 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
     }
 }
 
-/// [`parse_chunk`] before the UTF-8 check of object lines: pushes the lines to `out` and
-/// returns where it stopped.
+/// [`parse_chunk`] before the UTF-8 check of object lines.
+///
+/// Pushes the lines to `out` and returns where it stopped.
 #[inline(always)]
 fn parse_lines<'a>(
     data: &'a [u8],
@@ -163,8 +164,10 @@ struct LineAt {
     next: usize,
 }
 
-/// The line-ending rule: a line ends at `\n` only, and one `\r` before it (or before `e`,
-/// unterminated) is not part of the line's content.
+/// The line-ending rule.
+///
+/// A line ends at `\n` only, and one `\r` before it (or before `e`, unterminated) is not part of
+/// the line's content.
 #[inline(always)]
 fn line_at(data: &[u8], start: usize, e: usize) -> LineAt {
     let nl = memchr::memchr(b'\n', &data[start..e]).map(|k| start + k);
@@ -176,8 +179,9 @@ fn line_at(data: &[u8], start: usize, e: usize) -> LineAt {
     }
 }
 
-/// The end of the content of the line `data[start..stop]` (`stop`: its `\n` or the data's
-/// end): one trailing `\r` cut; see [`line_at`].
+/// The end of the content of the line `data[start..stop]` (`stop`: its `\n` or the data's end).
+///
+/// One trailing `\r` cut; see [`line_at`].
 #[inline(always)]
 fn content_end(data: &[u8], start: usize, stop: usize) -> usize {
     if stop > start && data[stop - 1] == b'\r' {
@@ -213,8 +217,10 @@ fn chunks(data: &[u8], s: usize, e: usize, size: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Result vectors for reuse: fresh ones for every chunk would have the allocator hand out
-/// (and the kernel zero) new pages over and over.
+/// Result vectors for reuse.
+///
+/// Fresh ones for every chunk would have the allocator hand out (and the kernel zero) new pages
+/// over and over.
 #[derive(Default)]
 struct Pool<'a>(Mutex<Vec<Vec<ParsedLine<'a>>>>);
 
@@ -246,8 +252,9 @@ fn prefetch_record(pl: &ParsedLine<'_>) {
     let _ = pl;
 }
 
-/// Hints the cache about the id bytes a parsed line's indexing reads (hashes, compares,
-/// copies): they lie in the mapped file, one line apart, and were last read by another core.
+/// Hints the cache about the id bytes a parsed line's indexing reads (hashes, compares, copies).
+///
+/// They lie in the mapped file, one line apart, and were last read by another core.
 #[inline(always)]
 fn prefetch_ids(pl: &ParsedLine<'_>) {
     #[cfg(target_arch = "x86_64")]
@@ -298,8 +305,10 @@ fn ingest_lines<'a>(index: &mut Index, mut lines: Vec<ParsedLine<'a>>, pool: &Po
     pool.give(lines);
 }
 
-/// Indexes a parsed chunk; when it stopped short (its line limit), parses and indexes the
-/// rest of it here, `CHUNK_LINES` at a time. Returns the chunk's (bytes, lines).
+/// Indexes a parsed chunk.
+///
+/// When it stopped short (its line limit), parses and indexes the rest of it here, `CHUNK_LINES` at
+/// a time. Returns the chunk's (bytes, lines).
 fn ingest_part<'a>(
     index: &mut Index,
     data: &'a [u8],
@@ -319,8 +328,10 @@ fn ingest_part<'a>(
     (end - start, lines)
 }
 
-/// Chunk size for the average line length seen last: about `TARGET_LINES` lines, so the
-/// parsed records of tiny (hostile) lines never dwarf the bytes they came from.
+/// Chunk size for the average line length seen last.
+///
+/// About `TARGET_LINES` lines, so the parsed records of tiny (hostile) lines never dwarf the bytes
+/// they came from.
 fn chunk_size(avg: usize) -> usize {
     avg.saturating_mul(TARGET_LINES).clamp(MIN_CHUNK, MAX_CHUNK)
 }
@@ -434,8 +445,10 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// The indexing thread: indexes the chunks in file order as they are ready, and parses
-    /// chunks itself while the next one is not.
+    /// The indexing thread.
+    ///
+    /// Indexes the chunks in file order as they are ready, and parses chunks itself while the next
+    /// one is not.
     fn index_loop(&self, index: &mut Index) {
         let _guard = Failed(self);
         let mut g = self.lock();
@@ -476,8 +489,9 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Should a thread of a parallel scan panic, the others must not wait for it: they stop, and
-/// the scope passes the panic on.
+/// Should a thread of a parallel scan panic, the others must not wait for it.
+///
+/// They stop, and the scope passes the panic on.
 struct Failed<'s, 'a>(&'s Shared<'a>);
 
 impl Drop for Failed<'_, '_> {
@@ -555,15 +569,17 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
 /// A file scan hands out byte ranges of about this many bytes at most (a range holds about
 /// `TARGET_LINES` lines of the length seen last, as chunks of data in memory do).
 const FILE_MAX_CHUNK: usize = 256 << 10;
-/// Each range is read together with this many bytes after it: the rest of its last line,
-/// almost always (a longer line is read on in steps).
+/// Each range is read together with this many bytes after it.
+///
+/// The rest of its last line, almost always (a longer line is read on in steps).
 const READ_PAST: usize = 8 << 10;
 /// A line still unfinished after this many bytes is looked for through a bounded buffer
 /// before it is held (a line longer than [`MAX_LINE`] never is).
 const LONG_LINE: u64 = 16 << 20;
-/// Bytes read ahead of the indexing, at most (besides the range being indexed): what the read
-/// buffers may hold when the indexing thread is held up. (8 MiB cost a third more system time
-/// than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
+/// Bytes read ahead of the indexing, at most (besides the range being indexed).
+///
+/// What the read buffers may hold when the indexing thread is held up. (8 MiB cost a third more
+/// system time than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
 const READ_AHEAD: u64 = 2 << 20;
 /// Parsed lines waiting to be indexed in a file scan, at most this many bytes of them.
 const FILE_QUEUE: usize = 1 << 20;
@@ -750,9 +766,11 @@ where
         }
     }
 
-    /// Reads range `[s, e)` (and as far past `e` as its last line goes) and parses the lines
-    /// that start in it: the first starts after the first `\n` at or after `s - 1` (at `s`
-    /// itself when `s` is where the scan starts).
+    /// Reads range `[s, e)` (and as far past `e` as its last line goes) and parses the lines that
+    /// start in it.
+    ///
+    /// The first starts after the first `\n` at or after `s - 1` (at `s` itself when `s` is where
+    /// the scan starts).
     fn fetch(&self, s: u64, e: u64) -> Result<FilePart<'a>, E> {
         let lead = u64::from(s > self.from);
         let base = s - lead;
@@ -892,9 +910,10 @@ where
         }
     }
 
-    /// The indexing thread: indexes the ranges in file order as they are ready (checking that
-    /// each starts where the one before ended), and reads ranges itself while the next one is
-    /// not ready.
+    /// The indexing thread.
+    ///
+    /// Indexes the ranges in file order as they are ready (checking that each starts where the one
+    /// before ended), and reads ranges itself while the next one is not ready.
     fn index_loop(&self, index: &mut Index) {
         let _guard = FileFailed(self);
         let mut expect = self.from;
@@ -1038,8 +1057,10 @@ where
     scan_file_with(index, read, from, to, parallel, KNOBS)
 }
 
-/// [`scan_file`] with the given range sizes handed out in turn (instead of sizes fitted to
-/// the line length): for tests that cut a file at arbitrary places (`fuzz/src/lib.rs`).
+/// [`scan_file`] with the given range sizes handed out in turn (instead of sizes fitted to the line
+/// length).
+///
+/// For tests that cut a file at arbitrary places (`fuzz/src/lib.rs`).
 #[doc(hidden)]
 pub fn scan_file_in_ranges<R, E>(
     index: &mut Index,
@@ -1327,8 +1348,9 @@ mod tests {
         assert_eq!(ix.header_span, Some((18, h.len() as u64)));
     }
 
-    /// The lines of `data` as the tests' oracle splits them, apart from [`line_at`]: (start,
-    /// content end, `\n` position), split at `\n` with one `\r` before it cut.
+    /// The lines of `data` as the tests' oracle splits them, apart from [`line_at`].
+    ///
+    /// (start, content end, `\n` position), split at `\n` with one `\r` before it cut.
     fn oracle_lines(data: &[u8]) -> Vec<(usize, usize, Option<usize>)> {
         let mut out = Vec::new();
         let mut start = 0;
@@ -1455,8 +1477,10 @@ mod tests {
         }
     }
 
-    /// What a file scan must match: [`reference`], with lines longer than `max` recorded as
-    /// too long (as [`MAX_LINE`] is for real).
+    /// What a file scan must match.
+    ///
+    /// [`reference`], with lines longer than `max` recorded as too long (as [`MAX_LINE`] is for
+    /// real).
     fn reference_max(data: &[u8], max: u64) -> Index {
         let mut ix = Index::new();
         let mut parser = LineParser::new();
@@ -1555,9 +1579,10 @@ mod tests {
         }
     }
 
-    /// Two reads that disagree about where a line ends (the file changed between them) stop
-    /// the scan with `Changed`; a read that fails stops it with that error. Neither hangs,
-    /// in one thread or two.
+    /// Two reads that disagree about where a line ends (the file changed between them) stop the
+    /// scan with `Changed`.
+    ///
+    /// A read that fails stops it with that error. Neither hangs, in one thread or two.
     #[test]
     fn file_scan_stops_when_reads_disagree_or_fail() {
         let mut a = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
@@ -1616,8 +1641,10 @@ mod tests {
         same_snapshot(&file_snapshot(&ix), &file_snapshot(&want), "unchanged");
     }
 
-    /// The corpus, scanned through reads in ranges of many sizes (and fitted ones), from the
-    /// start and in two pieces: the serial in-memory scan's index every time.
+    /// The corpus, scanned through reads in ranges of many sizes (and fitted ones), from the start
+    /// and in two pieces.
+    ///
+    /// The serial in-memory scan's index every time.
     #[test]
     fn file_scan_matches_the_serial_scan_on_the_corpus() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");

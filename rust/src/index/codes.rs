@@ -1,5 +1,6 @@
-//! Entry type and message role codes: the well-known names with fixed codes (`T_*`, `R_*`),
-//! and the interning of other names.
+//! Entry type and message role codes.
+//!
+//! The well-known names with fixed codes (`T_*`, `R_*`), and the interning of other names.
 //!
 //! A record holds 16-bit codes, so each table holds at most 65,535 names; every later new
 //! name gets the "other" code ([`T_OTHER`], [`R_OTHER`]), whose name is read back from the
@@ -97,8 +98,10 @@ fn push_fixed(fixed: &[&str], names: &mut Vec<String>, codes: &mut NameCodes) {
     }
 }
 
-/// The code of name `s` in a names table (`names` by code, `codes` by name): its fixed code in
-/// `fixed`, the code it took when first met, or the next one; `other` once the table is full.
+/// The code of name `s` in a names table (`names` by code, `codes` by name).
+///
+/// Its fixed code in `fixed`, the code it took when first met, or the next one; `other` once the
+/// table is full.
 fn intern(
     fixed: &[&str],
     names: &mut Vec<String>,
@@ -128,8 +131,10 @@ impl Index {
         push_fixed(&ROLE_NAMES, &mut self.roles, &mut self.role_codes);
     }
 
-    /// The name of a type code; `""` for [`T_NONE`] and for [`T_OTHER`], whose name is only
-    /// on the entry's line (`Store::entry_type` answers for an entry).
+    /// The name of a type code.
+    ///
+    /// `""` for [`T_NONE`] and for [`T_OTHER`], whose name is only on the entry's line
+    /// (`Store::entry_type` answers for an entry).
     pub fn type_name(&self, code: u16) -> &str {
         self.types.get(code as usize).map_or("", |s| s)
     }

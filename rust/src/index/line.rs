@@ -1,5 +1,7 @@
-//! One line before it is indexed: the blank check (JavaScript `trim()`), the parse, and the
-//! facts worked out in the parallel phase ([`Pre`]: timestamp, fixed type and role codes).
+//! One line before it is indexed.
+//!
+//! The blank check (JavaScript `trim()`), the parse, and the facts worked out in the parallel phase
+//! ([`Pre`]: timestamp, fixed type and role codes).
 
 use super::codes::{known_code, ROLE_NAMES, TYPE_NAMES, T_NONE};
 use crate::json::{self, LineParser, Skel, Val};

@@ -304,9 +304,11 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         }
     }
 
-    /// Reads a string (cursor on the opening quote): borrowed when it has no escapes and is
-    /// UTF-8; otherwise decoded as JavaScript sees it (lone surrogates read as U+FFFD, bytes
-    /// that are not UTF-8 replaced as Node's decoder replaces them).
+    /// Reads a string (cursor on the opening quote).
+    ///
+    /// Borrowed when it has no escapes and is UTF-8; otherwise decoded as JavaScript sees it (lone
+    /// surrogates read as U+FFFD, bytes that are not UTF-8 replaced as Node's decoder replaces
+    /// them).
     #[inline]
     fn string(&mut self) -> R<Cow<'a, str>> {
         let b = self.b;
@@ -696,20 +698,23 @@ impl LineParser {
         Ok(sk)
     }
 
-    /// Reads the line at the start of `buf` (which may run on past it) when it holds an
-    /// object: returns its skeleton and the position of the `\n` that ends it (or
-    /// `buf.len()`). None when the line is anything else; [`LineParser::parse`] on the line
-    /// alone then gives the exact answer. This spares a separate pass to find line ends.
+    /// Reads the line at the start of `buf` (which may run on past it) when it holds an object.
+    ///
+    /// Returns its skeleton and the position of the `\n` that ends it (or `buf.len()`). None when
+    /// the line is anything else; [`LineParser::parse`] on the line alone then gives the exact
+    /// answer. This spares a separate pass to find line ends.
     pub fn parse_object_line<'a>(&mut self, buf: &'a [u8]) -> Option<(Skel<'a>, usize)> {
         let mut sk = Skel::new(TopKind::Object);
         let end = self.parse_object_line_into(buf, &mut sk)?;
         Some((sk, end))
     }
 
-    /// Finishes an object line whose first members we wrote ourselves and already put in `sk`
-    /// (a line being appended): `buf[from]` is the `,` or `}` after those members. The rest is
-    /// read and checked as [`LineParser::parse_object_line_into`] does (a later duplicate key
-    /// still wins, as in `JSON.parse`); UTF-8 is checked from `from` on.
+    /// Finishes an object line whose first members we wrote ourselves and already put in `sk` (a
+    /// line being appended).
+    ///
+    /// `buf[from]` is the `,` or `}` after those members. The rest is read and checked as
+    /// [`LineParser::parse_object_line_into`] does (a later duplicate key still wins, as in
+    /// `JSON.parse`); UTF-8 is checked from `from` on.
     pub fn parse_object_line_rest<'a>(
         &mut self,
         buf: &'a [u8],

@@ -1,6 +1,8 @@
-//! String bodies, the hot loop of opening a session: finding the end of a run of plain string
-//! content (`"`, `\\` or a control byte) 16 or 32 bytes at a time, checking escapes, and
-//! skipping a whole string body. The scalar, SWAR and SIMD scanners agree (`tests.rs`).
+//! String bodies, the hot loop of opening a session.
+//!
+//! Finding the end of a run of plain string content (`"`, `\\` or a control byte) 16 or 32 bytes at
+//! a time, checking escapes, and skipping a whole string body. The scalar, SWAR and SIMD scanners
+//! agree (`tests.rs`).
 
 use super::{JsonError, R};
 
@@ -45,8 +47,9 @@ pub(super) fn quote16(b: &[u8], s: usize) -> Option<(usize, bool)> {
     None
 }
 
-/// Position of the first byte at or after `i` that ends a run of plain string content: `"`,
-/// `\` or a control byte below 0x20; `b.len()` when there is none.
+/// Position of the first byte at or after `i` that ends a run of plain string content.
+///
+/// `"`, `\` or a control byte below 0x20; `b.len()` when there is none.
 #[inline(always)]
 pub fn find_special(b: &[u8], i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -181,8 +184,9 @@ pub(super) fn check_escape(b: &[u8], j: usize) -> R<usize> {
     }
 }
 
-/// Skips a string body from `i` (just after the opening quote), escapes included; returns
-/// the position after the closing quote.
+/// Skips a string body from `i` (just after the opening quote), escapes included.
+///
+/// Returns the position after the closing quote.
 #[inline(always)]
 fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) -> R<usize> {
     loop {
@@ -206,8 +210,10 @@ fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) 
     }
 }
 
-/// [`skip_body_with`] 64 bytes per step: the escapes inside a block are checked off its
-/// bit masks without loading it again (session text is full of `\n` and `\"`).
+/// [`skip_body_with`] 64 bytes per step.
+///
+/// The escapes inside a block are checked off its bit masks without loading it again (session text
+/// is full of `\n` and `\"`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {

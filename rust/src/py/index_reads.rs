@@ -1,7 +1,8 @@
-//! `Index`'s reads, the neighbour of `session/reads.py` and `session/views.py`: new lines
-//! scanned (`refresh`), the header, entries by position and by id, the batch views (records,
-//! ids, types, columns, metrics, token estimates), the leaf, labels and the problems. Each is
-//! one call of the core's views (`crate::index::view`, `crate::reads`).
+//! `Index`'s reads, the neighbour of `session/reads.py` and `session/views.py`.
+//!
+//! New lines scanned (`refresh`), the header, entries by position and by id, the batch views
+//! (records, ids, types, columns, metrics, token estimates), the leaf, labels and the problems.
+//! Each is one call of the core's views (`crate::index::view`, `crate::reads`).
 
 use super::results::{self, named, COLUMNS};
 use super::Index;
@@ -80,8 +81,10 @@ impl Index {
         self.st.with_columns(&idx, parts)?
     }
 
-    /// (byte lengths, times or None where `new Date` is NaN, token estimates as
-    /// `estimate_tokens` gives them) of entries `idx`: what `Session.entry_metrics` shows.
+    /// What `Session.entry_metrics` shows of entries `idx`: (sizes, times, token estimates).
+    ///
+    /// Byte lengths, times or None where `new Date` is NaN, token estimates as
+    /// `estimate_tokens` gives them.
     fn metrics(&self, idx: Vec<usize>) -> PyResult<crate::reads::Metrics> {
         Ok(self.st.metrics(&idx)?)
     }
@@ -134,7 +137,8 @@ impl Index {
         results::problem(py, self.st.index.problems.get(i), i)
     }
 
-    /// Pi's token estimate of each entry's context message, computed from its raw line:
+    /// Pi's token estimate of each entry's context message, computed from its raw line.
+    ///
     /// 0 for entries without one, None where the exact (Python) rules must decide.
     fn estimate_tokens(&self, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
         Ok(self.st.estimate_tokens(&idx)?)

@@ -1,5 +1,6 @@
-//! `Index`'s walks over the tree, the neighbour of the facade's branch and tree reads: Pi
-//! getBranch's parent and branch, the context span, searches back along a branch, common
+//! `Index`'s walks over the tree, the neighbour of the facade's branch and tree reads.
+//!
+//! Pi getBranch's parent and branch, the context span, searches back along a branch, common
 //! ancestors, getTree's nodes, children and orders, and findCutPoint. A cycle met on the way
 //! is raised as SessionCycleError (its ids resolved).
 
@@ -100,9 +101,11 @@ impl Index {
         Ok(self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?)
     }
 
-    /// Pi's findCutPoint over `path[start..end]` (entry indices; the latest compaction removed
-    /// by the caller): (first kept position, turn start position or -1, split turn), or None
-    /// when the exact (Python) rules must decide. Touches only the entries it needs.
+    /// Pi's findCutPoint over `path[start..end]`. Touches only the entries it needs.
+    ///
+    /// `path`: entry indices, the latest compaction removed by the caller. Returns (first kept
+    /// position, turn start position or -1, split turn), or None when the exact (Python) rules
+    /// must decide.
     fn find_cut_point(
         &self,
         path: Vec<u32>,

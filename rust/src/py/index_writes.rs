@@ -1,8 +1,9 @@
-//! `Index`'s write path, the neighbour of `session/writes.py`: the writer's descriptor and its
-//! durability, the appends (whole lines and one entry built here), fresh ids and the leaf's
-//! moves. A write runs with the index borrowed and the GIL held; then, in "fsync" mode, the
-//! fsync runs on a duplicate descriptor with the GIL released and the index let go, so other
-//! threads may use the session meanwhile.
+//! `Index`'s write path, the neighbour of `session/writes.py`.
+//!
+//! The writer's descriptor and its durability, the appends (whole lines and one entry built here),
+//! fresh ids and the leaf's moves. A write runs with the index borrowed and the GIL held; then, in
+//! "fsync" mode, the fsync runs on a duplicate descriptor with the GIL released and the index let
+//! go, so other threads may use the session meanwhile.
 
 use super::errors::os_err;
 use super::Index;
@@ -73,8 +74,10 @@ impl Index {
         Ok(self.st.append_bytes(offset, data)?)
     }
 
-    /// Appends from now on are written to the file open on `fd` (`O_APPEND`, with the writer
-    /// lock held by the caller), per `durability` ("none" | "flush" | "fsync"). The index keeps
+    /// Appends from now on are written to the file open on `fd`, per `durability`.
+    ///
+    /// `fd`: `O_APPEND`, with the writer lock held by the caller; `durability`: "none" |
+    /// "flush" | "fsync". The index keeps
     /// its own duplicate of the descriptor until `detach_writer`.
     fn attach_writer(&mut self, fd: i32, durability: &str) -> PyResult<()> {
         let mode = crate::append::Durability::parse(durability).ok_or_else(|| {
@@ -117,26 +120,27 @@ impl Index {
         self.st.index.leaf_version
     }
 
-    /// `write_lines` for one entry line built from the leaf as it was at `leaf_version`:
-    /// written and indexed only if the leaf has not moved since (another thread appended or
+    /// `write_lines` for one entry line built from the leaf as it was at `leaf_version`.
+    ///
+    /// Written and indexed only if the leaf has not moved since (another thread appended or
     /// branched); returns False, with nothing written, if it has.
     fn write_lines_if(slf: &Bound<'_, Self>, data: &[u8], leaf_version: u64) -> PyResult<bool> {
         let r = Self::write_detached_fsync(slf, |st| st.write_lines_if(data, leaf_version))?;
         Ok(r.is_some())
     }
 
-    /// Appends a new entry `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>,
-    /// ...members of body}` in one call: built, checked, written per the durability mode and
-    /// indexed (it becomes the leaf). With `field`, `body` is the JSON value of that one member
-    /// instead. With `js` (the default) the body, orjson's text, is written as `JSON.stringify`
-    /// writes it (JavaScript's number spelling); then None, with nothing appended, means it has
-    /// an object with an array-index key (`"0"`, `"42"`: JavaScript writes those first), and
-    /// the caller passes `JSON.stringify`'s text with `js=False`. Returns the new id. Raises
-    /// ValueError for a bad type or body and OSError when writing fails (then nothing was
-    /// appended).
-    /// In "fsync" mode the fsync runs after the entry is indexed, with the GIL released and the
-    /// index free for other threads; when it fails, OSError says so (the entry is written and
-    /// indexed, but may not survive a machine crash).
+    /// Appends a new entry in one call: built, checked, written and indexed (the new leaf).
+    ///
+    /// The entry is `{"type":etype,"id":<fresh>,"parentId":<leaf>,"timestamp":<now>, ...members of
+    /// body}`, written per the durability mode. With `field`, `body` is the JSON value of that one
+    /// member instead. With `js` (the default) the body, orjson's text, is written as
+    /// `JSON.stringify` writes it (JavaScript's number spelling); then None, with nothing appended,
+    /// means it has an object with an array-index key (`"0"`, `"42"`: JavaScript writes those
+    /// first), and the caller passes `JSON.stringify`'s text with `js=False`. Returns the new id.
+    /// Raises ValueError for a bad type or body and OSError when writing fails (then nothing was
+    /// appended). In "fsync" mode the fsync runs after the entry is indexed, with the GIL released
+    /// and the index free for other threads; when it fails, OSError says so (the entry is written
+    /// and indexed, but may not survive a machine crash).
     #[pyo3(signature = (etype, body, field = None, js = true))]
     fn append_entry<'py>(
         slf: &Bound<'py, Self>,
@@ -159,8 +163,10 @@ impl Index {
         String::from_utf8_lossy(&id).into_owned()
     }
 
-    /// Drops the writer's descriptor without writing what is buffered: for a child process
-    /// after `fork` (the parent writes its buffered entries and holds the lock).
+    /// Drops the writer's descriptor without writing what is buffered.
+    ///
+    /// For a child process after `fork` (the parent writes its buffered entries and holds the
+    /// lock).
     fn forget_writer(&mut self) {
         self.st.forget_sink();
     }

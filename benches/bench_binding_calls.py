@@ -20,7 +20,6 @@ faster). Run: ``python benches/bench_binding_calls.py [--rounds N]`` from a work
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_binding import build  # noqa: E402
+from bench_binding import build, child_json  # noqa: E402
 
 CALLS = ("end", "cache_state", "len", "leaf", "index_of", "walk_parent", "leaf_version")
 
@@ -79,16 +78,7 @@ def import_time(site: Path) -> float:
 
 
 def run_child(site: Path, n: int, reps: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(site))
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(n), str(reps)],
-        env=env,
-        cwd=tempfile.gettempdir(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout)
+    return child_json(site, CHILD, str(n), str(reps))
 
 
 def main() -> None:

@@ -296,13 +296,14 @@ fn nothing_preview(e: &Map<String, Value>, etype: &str, preview_chars: usize, d:
     }
 }
 
-/// [`digest`] without a JSON tree, for `message` entries of role `user`, `assistant` or
-/// `toolResult` whose fields have the usual types: one pass of `serde_json` over the line,
-/// strings borrowed where they have no escapes, fields the digest does not read checked as JSON
-/// (the same parser, so the same lines fail) but not kept. Returns None (ask
-/// [`digest_value`]) for any other entry, any field of an unexpected type, a key given twice,
-/// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over
-/// the corpus).
+/// [`digest`] without a JSON tree, for the usual `message` entries.
+///
+/// For roles `user`, `assistant` or `toolResult` whose fields have the usual types: one pass of
+/// `serde_json` over the line, strings borrowed where they have no escapes, fields the digest does
+/// not read checked as JSON (the same parser, so the same lines fail) but not kept. Returns None
+/// (ask [`digest_value`]) for any other entry, any field of an unexpected type, a key given twice,
+/// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over the
+/// corpus).
 mod fast {
     use super::{clip, page_usage, Digest};
     use crate::entry_kind;

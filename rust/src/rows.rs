@@ -870,14 +870,15 @@ fn positive(n: Num) -> bool {
     }
 }
 
-/// Pi's projected estimate of the context at `leaf` (`context.estimate_projected_context_tokens`
-/// over `buildSessionContext`, as `fleet/_rows.py` computes it): (tokens, context messages),
-/// reading only the lines it needs: the latest compaction, the assistant messages from the
-/// end back to the last one with a usable usage, and the token estimates after it (all of
-/// them when that usage does not count). None where the exact (Python) rules must decide:
-/// repeated or non-string ids, a legacy file, any `context_edit`, a system message, a
-/// compaction's `systemMessage`, a type the projection leaves undecided (`entry_kind.rs`) on
-/// the context path, content the estimate leaves to Python, a cycle, no leaf.
+/// Pi's projected estimate of the context at `leaf`: (tokens, context messages).
+///
+/// `context.estimate_projected_context_tokens` over `buildSessionContext`, as `fleet/_rows.py`
+/// computes it, reading only the lines it needs: the latest compaction, the assistant messages from
+/// the end back to the last one with a usable usage, and the token estimates after it (all of them
+/// when that usage does not count). None where the exact (Python) rules must decide: repeated or
+/// non-string ids, a legacy file, any `context_edit`, a system message, a compaction's
+/// `systemMessage`, a type the projection leaves undecided (`entry_kind.rs`) on the context path,
+/// content the estimate leaves to Python, a cycle, no leaf.
 pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
     use crate::index::NONE;
     let ix = &st.index;

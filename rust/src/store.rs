@@ -922,10 +922,11 @@ impl Store {
         Ok(())
     }
 
-    /// Maps the file again over exactly the bytes we know and drops the in-memory copy of our
-    /// appended lines, when that is safe: everything is written, the file at `path` is still the
-    /// one we write to, its length is exactly ours (nobody else appended) and its bytes are
-    /// those of our copy. Otherwise nothing changes (the copy just stays).
+    /// Drops the in-memory copy of our appended lines when that is safe.
+    ///
+    /// The file is then read over exactly the bytes we know. Safe: everything is written, the file
+    /// at `path` is still the one we write to, its length is exactly ours (nobody else appended)
+    /// and its bytes are those of our copy. Otherwise nothing changes (the copy just stays).
     fn fold(&mut self) {
         use std::os::unix::fs::MetadataExt;
         let end = self.end();
@@ -1204,8 +1205,10 @@ impl Store {
 
 // ---- a reader that does not hold the store (the HTML export, `crate::export`) ----------------
 
-/// The known bytes `[0, end)` of a store, readable without holding it (the HTML export reads
-/// its segments with the GIL released while the session stays usable): a duplicate of the
+/// The known bytes `[0, end)` of a store, readable without holding it.
+///
+/// The HTML export reads its segments with the GIL released while the session stays usable. A
+/// duplicate of the
 /// file's descriptor (read with `pread`), or a copy of bytes held in memory, plus the bytes
 /// appended through the store. A file that shrinks under it errs ([`StoreError::Shrunk`]).
 pub struct DetachedReader {

@@ -109,14 +109,14 @@ impl Index {
         self.context_span_with(leaf, with_settings, &SpanMemo::default())
     }
 
-    /// [`Index::context_span`], remembering in `memo` that a compaction's first kept entry is
-    /// not one of its ancestors (Pi never writes such a compaction, but files get edited):
-    /// learning it walks the branch above the compaction once (the index only, no line is
-    /// read); later calls, after any appends, take the memo's word while it still holds. It
-    /// holds while the compaction's ancestors cannot have changed: without duplicate ids
-    /// (checked first) an entry's parent, once found, is fixed; only a root whose `parentId`
-    /// names no entry yet may gain ancestors, so the memo keeps that id and is dropped once an
-    /// entry has it.
+    /// [`Index::context_span`], remembering in `memo` first kept entries that are not ancestors.
+    ///
+    /// Pi never writes a compaction whose first kept entry is not one of its ancestors, but files
+    /// get edited. Learning it walks the branch above the compaction once (the index only, no line
+    /// is read); later calls, after any appends, take the memo's word while it still holds. It
+    /// holds while the compaction's ancestors cannot have changed: without duplicate ids (checked
+    /// first) an entry's parent, once found, is fixed; only a root whose `parentId` names no entry
+    /// yet may gain ancestors, so the memo keeps that id and is dropped once an entry has it.
     pub fn context_span_with(
         &self,
         leaf: u32,

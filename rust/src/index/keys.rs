@@ -1,6 +1,8 @@
-//! The by-id map: JavaScript `Map` keys interned as key ids (strings, numbers, booleans,
-//! `null` and `undefined` by value; objects and arrays by identity), the open-addressing key
-//! table behind them, the winning entry of each key, and the memory advice for these tables.
+//! The by-id map: JavaScript `Map` keys interned as key ids, and the winning entry of each.
+//!
+//! Keys are strings, numbers, booleans, `null` and `undefined` by value, objects and arrays by
+//! identity; here too the open-addressing key table behind them and the memory advice for these
+//! tables.
 
 use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
 use crate::json::{JsVal, Val};

@@ -13,10 +13,11 @@ fn is_special(c: u8) -> bool {
 
 // ---------------------------------------------------------------------------- string bodies
 
-/// One SSE2 probe of the 16 bytes at `s`, answered from its masks alone (the byte found is
-/// never loaded again, which keeps a load off the critical path of every short string): when
-/// the first special byte among them is a quote, its position and whether every byte before
-/// it is ASCII. `None` when the first special byte is something else, there is none among
+/// One SSE2 probe of the 16 bytes at `s` for a closing quote, answered from its masks alone.
+///
+/// The byte found is never loaded again, which keeps a load off the critical path of every short
+/// string. When the first special byte among them is a quote, its position and whether every byte
+/// before it is ASCII. `None` when the first special byte is something else, there is none among
 /// the 16, fewer than 16 bytes remain, or the target has no SSE2.
 #[inline(always)]
 pub(super) fn quote16(b: &[u8], s: usize) -> Option<(usize, bool)> {

@@ -55,8 +55,10 @@ fn usage_numbers(u: &Map<String, Value>) -> [f64; 5] {
     ]
 }
 
-/// The usage the page shows for an entry of type row `t` (`role`: its message's role when a
-/// string; `msg_usage`, `entry_usage`: `message.usage` and its own `usage`): the numbers of the
+/// The usage the page shows for an entry of type row `t`.
+///
+/// `role`: its message's role when a string; `msg_usage`, `entry_usage`: `message.usage` and
+/// its own `usage`. The numbers of the
 /// usage it carries by `entry_kind::carried_usage`, when that usage has a field. An assistant
 /// message whose `usage` is there but holds no field (`{}`, null, a number...) shows as a usage
 /// without numbers (NaN: Pi's sums over it are NaN or throw; `sessiontree.usage` adds NaN

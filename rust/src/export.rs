@@ -68,10 +68,11 @@ pub fn gz_b64(data: &[u8]) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `(offset, length)` of the pieces `[0, end)` is cut into, at line starts `starts` (any order;
-/// those outside `(0, end)` are ignored): each piece is at most `seg_bytes` long, except one
-/// that holds a longer line, which runs to the next line start after it. No line start inside
-/// a piece is skipped over, so every line lies in one piece.
+/// `(offset, length)` of the pieces `[0, end)` is cut into at the line starts `starts`.
+///
+/// `starts`: any order; those outside `(0, end)` are ignored. Each piece is at most `seg_bytes`
+/// long, except one that holds a longer line, which runs to the next line start after it. No line
+/// start inside a piece is skipped over, so every line lies in one piece.
 pub fn cut_at_line_starts(
     starts: impl IntoIterator<Item = u64>,
     end: u64,
@@ -249,9 +250,10 @@ fn write_piece(
         .map_err(ExportError::Write)
 }
 
-/// Writes the index chunks of entries `0..n` of `st` in batches of `batch` entries, each as
-/// `head`, the gzip+base64 of [`crate::digest::digest_columns`]' document, then `tail`; batches
-/// are digested and compressed on every core while earlier ones are written.
+/// Writes the index chunks of entries `0..n` of `st`, `batch` entries a chunk.
+///
+/// Each chunk is `head`, the gzip+base64 of [`crate::digest::digest_columns`]' document, then
+/// `tail`; batches are digested and compressed on every core while earlier ones are written.
 pub fn write_index_chunks(
     st: &Store,
     batch: usize,

@@ -35,9 +35,10 @@ impl From<StoreError> for ReadError {
 pub type Metrics = (Vec<u32>, Vec<Option<f64>>, Vec<Option<u64>>);
 
 impl Store {
-    /// The names of entry `i` that its view cannot give (`type` past the full names table,
-    /// [`T_OTHER`]; `message.role` likewise, [`R_OTHER`]), read back from its line: (type,
-    /// role), each None when its code is not "other" (or the line holds no string there).
+    /// The names of entry `i` that its view cannot give, read back from its line.
+    ///
+    /// `type` past the full names table ([`T_OTHER`]), `message.role` likewise ([`R_OTHER`]):
+    /// (type, role), each None when its code is not "other" (or the line holds no string there).
     fn other_names(
         &self,
         i: usize,
@@ -176,9 +177,10 @@ impl Store {
         Ok((lens, times, self.estimate_tokens(idx)?))
     }
 
-    /// Pi's findCutPoint over `path[start..end]` ([`crate::cut::find_cut_point`]; entry
-    /// indices, the latest compaction removed by the caller): (first kept position, turn
-    /// start position or -1, split turn), or None when the exact (Python) rules must decide.
+    /// Pi's findCutPoint over `path[start..end]` ([`crate::cut::find_cut_point`]).
+    ///
+    /// `path`: entry indices, the latest compaction removed by the caller. (first kept position,
+    /// turn start position or -1, split turn), or None when the exact (Python) rules must decide.
     pub fn cut_point(
         &self,
         path: &[u32],

@@ -1152,9 +1152,11 @@ where
     }
 }
 
-/// What the start of a file says about its header, by the rule `Index` applies when it opens
-/// the file (the first JSON value, blank, damaged and falsy lines skipped, must be an object
-/// with `type:"session"` and a string `id`): one rule for opening and for listing.
+/// What the start of a file says about its header: one rule for opening and for listing.
+///
+/// The rule `Index` applies when it opens the file (the first JSON value, blank, damaged and falsy
+/// lines skipped, must be an object with `type:"session"` and a string `id`): one rule for opening
+/// and for listing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderProbe {
     /// `buf` ends before the first value is complete: read more (or pass `eof`).
@@ -1530,9 +1532,10 @@ mod tests {
         }
     }
 
+    /// The file scan of long and too-long lines gives the line-at-a-time index.
+    ///
     /// Lines longer than a range, than the read-on step and than the "long line" limit, and
-    /// lines too long to hold, at every place against range boundaries: the file scan gives
-    /// the line-at-a-time index, in one thread and two.
+    /// lines too long to hold, at every place against range boundaries, in one thread and two.
     #[test]
     fn file_scan_of_long_and_too_long_lines_matches_a_line_at_a_time() {
         let mut data = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();

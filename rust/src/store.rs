@@ -25,6 +25,8 @@ const READ_RUN: u64 = 4 << 20;
 /// Buffered (`Durability::None`) appends check that the path still names the file we write
 /// at least this often (bytes); direct writes check every time.
 const IDENT_CHECK: u64 = 64 << 10;
+/// Our appended bytes held in memory at most; then the lines are read from the file.
+///
 /// Once this many of our appended bytes are in the file, the in-memory copy is dropped (its
 /// buffer kept) and those lines are read from the file like the rest: a long-running writer's
 /// memory stays bounded and appends stop paying page faults for a growing buffer.
@@ -162,8 +164,10 @@ pub struct Store {
     pub file_changes: u64,
 }
 
-/// Bytes of the file kept when it was last scanned, compared with the file when `refresh` sees
-/// it grown or its mtime/ctime changed: the header line's first bytes and the last bytes before
+/// Bytes of the file kept when it was last scanned, to tell an append from a rewrite.
+///
+/// Compared with the file when `refresh` sees it grown or its mtime/ctime changed: the header
+/// line's first bytes and the last bytes before
 /// the end then scanned. A file rewritten in place (longer, same length, truncated and regrown)
 /// has other bytes there; an append does not touch them.
 struct Guard {

@@ -419,8 +419,9 @@ impl Index {
         }
     }
 
-    /// Makes room for about `entries` more entries (a guess from the bytes about to be
-    /// scanned), so the key table does not rehash as it fills, and the large arrays that grow
+    /// Makes room for about `entries` more entries (a guess from the bytes about to be scanned).
+    ///
+    /// So the key table does not rehash as it fills, and the large arrays that grow
     /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
         self.ensure_table();

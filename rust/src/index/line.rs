@@ -91,8 +91,9 @@ pub struct Pre {
     pub role: Option<u16>,
 }
 
-/// `Date.parse` of exactly `YYYY-MM-DDTHH:mm:ss.sssZ` (what Pi writes: `toISOString()`), the
-/// same value [`crate::jsdate::parse_iso`] gives; None for any other shape (or a value that
+/// `Date.parse` of exactly `YYYY-MM-DDTHH:mm:ss.sssZ`, what Pi writes (`toISOString()`).
+///
+/// The same value [`crate::jsdate::parse_iso`] gives; None for any other shape (or a value that
 /// form rejects), which then goes the general way.
 #[inline]
 pub(super) fn iso_ms_fast(b: &[u8]) -> Option<f64> {

@@ -1,5 +1,7 @@
-//! A validating, non-recursive JSON line reader that accepts exactly what JavaScript's
-//! `JSON.parse` accepts on a line Pi's loader has decoded, and extracts only the top-level
+//! A validating, non-recursive JSON line reader for Pi's session lines.
+//!
+//! It accepts exactly what JavaScript's `JSON.parse` accepts on a line Pi's loader has
+//! decoded, and extracts only the top-level
 //! fields the tree needs (the "skeleton"). Bodies are never materialized here.
 //!
 //! Differences from a general JSON library, all deliberate and all Pi's:
@@ -754,9 +756,10 @@ impl LineParser {
         Some(end)
     }
 
-    /// [`LineParser::parse_object_line_into`] without the UTF-8 check (`sk.invalid_utf8` is
-    /// left as it was), for a caller that checks many lines at once: a line's bytes outside
-    /// its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
+    /// [`LineParser::parse_object_line_into`] without the UTF-8 check.
+    ///
+    /// `sk.invalid_utf8` is left as it was, for a caller that checks many lines at once: a line's
+    /// bytes outside its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
     #[inline]
     pub fn parse_object_line_into_no_utf8<'a>(
         &mut self,
@@ -836,8 +839,9 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
     }
 }
 
-/// Checks that `line` is one JSON value exactly as `JSON.parse` accepts it (whitespace around
-/// it allowed, `\n` included) and returns its container nesting depth: 0 for a scalar, 1 for
+/// Checks that `line` is one JSON value as `JSON.parse` accepts it; returns its nesting depth.
+///
+/// Whitespace around it is allowed, `\n` included. The depth: 0 for a scalar, 1 for
 /// `[1]` or `{}`, 2 for `[[]]`. Linear in the line, no recursion, no allocation beyond one byte
 /// per open container. This is what a caller with its own value builder (Python's) uses to
 /// refuse what JavaScript refuses (`NaN`, `Infinity`, trailing commas) and to bound the depth

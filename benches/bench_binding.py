@@ -118,10 +118,11 @@ def default_file() -> Path:
     return out
 
 
-def run_child(site: Path, path: Path, reps: int) -> dict[str, float]:
+def child_json(site: Path, code: str, *args: str) -> dict[str, float]:
+    """Runs ``code`` with ``args`` in a child process over the build in ``site``; its JSON answer."""
     env = dict(os.environ, PYTHONPATH=str(site), SESSIONTREE_INDEX_CACHE="off")
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), str(reps)],
+        [sys.executable, "-c", code, *args],
         env=env,
         cwd=tempfile.gettempdir(),  # not the worktree: its python/ must not shadow the build
         check=True,
@@ -129,6 +130,10 @@ def run_child(site: Path, path: Path, reps: int) -> dict[str, float]:
         text=True,
     )
     return json.loads(out.stdout)
+
+
+def run_child(site: Path, path: Path, reps: int) -> dict[str, float]:
+    return child_json(site, CHILD, str(path), str(reps))
 
 
 def main() -> None:

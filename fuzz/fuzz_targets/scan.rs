@@ -1,5 +1,7 @@
-//! Arbitrary bytes as a session file: scan whole and in two pieces (as `refresh()` and
-//! appends do), then every walk. See `sessiontree_fuzz::check_scan`.
+//! Arbitrary bytes as a session file.
+//!
+//! Scan whole and in two pieces (as `refresh()` and appends do), then every walk. See
+//! `sessiontree_fuzz::check_scan`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 

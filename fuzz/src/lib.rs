@@ -628,9 +628,11 @@ mod tests {
         }
     }
 
-    /// Found by the `scan` target: an unterminated first line that parses as a v1 header
-    /// sets the legacy flags; when the line grows into garbage, `rollback_provisional` must
-    /// clear them again (it did not: entries read afterwards got synthetic v1 ids).
+    /// Found by the `scan` target.
+    ///
+    /// An unterminated first line that parses as a v1 header sets the legacy flags; when the line
+    /// grows into garbage, `rollback_provisional` must clear them again (it did not: entries read
+    /// afterwards got synthetic v1 ids).
     #[test]
     fn rollback_of_a_torn_v1_header_clears_the_legacy_flags() {
         let data = b"{\"type\":\"session\",\"id\":\"old\"}garbage\n{\"type\":\"session\",\"version\":3,\"id\":\"new\"}\n{\"type\":\"message\",\"id\":\"a\",\"parentId\":null}\n";

@@ -1,4 +1,4 @@
-"""Type stubs for the Rust extension ``sessiontree._core`` (see rust/src/py.rs).
+"""Type stubs for the Rust extension ``sessiontree._core`` (rust/src/py.rs and rust/src/py/).
 
 Indices are entry positions in file order (0-based, header excluded). Ids are returned only
 when they are strings (None otherwise). Byte offsets and lengths are in bytes of the file.

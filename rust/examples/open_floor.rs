@@ -1,4 +1,5 @@
-//! Cold open against the read floor, in one process, interleaved:
+//! Cold open against the read floor, in one process, interleaved.
+//!
 //! `cargo run --release --example open_floor -- FILE [ROUNDS]`.
 //!
 //! Each round runs, in turn: `wc -l FILE` and `cat FILE >/dev/null` (subprocesses), an
@@ -37,9 +38,10 @@ fn read_floor(path: &str) -> usize {
     }
 }
 
-/// The floor of the open scan's reading: two threads `pread` the file in 256 KiB ranges
-/// (thread `t` takes ranges `t, t + 2, ...`) into a buffer each, reused, and count newlines.
-/// What the scan pays before it parses anything.
+/// The floor of the open scan's reading.
+///
+/// Two threads `pread` the file in 256 KiB ranges (thread `t` takes ranges `t, t + 2, ...`) into a
+/// buffer each, reused, and count newlines. What the scan pays before it parses anything.
 fn pread_floor(path: &str) -> usize {
     use std::os::unix::fs::FileExt;
     const RANGE: u64 = 256 << 10;

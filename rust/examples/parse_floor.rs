@@ -1,4 +1,5 @@
-//! The skeleton parser against in-memory floors, one thread, interleaved:
+//! The skeleton parser against in-memory floors, one thread, interleaved.
+//!
 //! `cargo run --release --example parse_floor -- FILE [ROUNDS]`.
 //!
 //! Each round runs, in turn, over the whole file held in memory: counting newlines with

@@ -1,6 +1,7 @@
-//! Building a new entry's line the way Pi's SessionManager writes it: `type`, a fresh 8-hex
-//! `id` (collision-checked against the index, Pi `generateId`), `parentId` = the leaf,
-//! `timestamp` = now as `toISOString()`, then the entry's own fields, compact JSON.
+//! Building a new entry's line the way Pi's SessionManager writes it.
+//!
+//! `type`, a fresh 8-hex `id` (collision-checked against the index, Pi `generateId`), `parentId` =
+//! the leaf, `timestamp` = now as `toISOString()`, then the entry's own fields, compact JSON.
 
 use crate::index::{Index, Leaf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -129,14 +130,16 @@ pub fn now_ms() -> i64 {
 pub enum BuildError {
     BadType,
     BadBody,
-    /// the body has an object with an array-index key, which `JSON.stringify` would write
-    /// first: only a writer that reorders keys can write it (see [`crate::jstext`])
+    /// the body has an object with an array-index key, which `JSON.stringify` would write first.
+    ///
+    /// Only a writer that reorders keys can write it (see [`crate::jstext`])
     KeyOrder,
 }
 
-/// Appends the JSON text of string `s` to `out` (quotes included), as `JSON.stringify` writes
-/// it: ids are plain ASCII nearly always, so only strings that need escapes go through serde.
-/// Returns whether `s` was written as it is (no escapes).
+/// Appends the JSON text of string `s` to `out` (quotes included), as `JSON.stringify` writes it.
+///
+/// Ids are plain ASCII nearly always, so only strings that need escapes go through serde. Returns
+/// whether `s` was written as it is (no escapes).
 fn push_json_str(out: &mut Vec<u8>, s: &str) -> bool {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.push(b'"');
@@ -320,9 +323,10 @@ impl Durability {
 /// Buffered bytes are written once they reach this many.
 pub const BUFFER_LIMIT: u64 = 64 << 10;
 
-/// The append side of a session file: our own duplicate of the descriptor the writer lock was
-/// taken on (opened `O_APPEND`), and the durability mode. Closing it does not release the lock
-/// while the original descriptor stays open.
+/// The append side of a session file.
+///
+/// Our own duplicate of the descriptor the writer lock was taken on (opened `O_APPEND`), and the
+/// durability mode. Closing it does not release the lock while the original descriptor stays open.
 #[derive(Debug)]
 pub struct Sink {
     fd: std::os::fd::OwnedFd,

@@ -1,6 +1,8 @@
-//! The fleet's columns (issue 18; `sessiontree.fleet`): a whole session's row facts from
-//! `rows.rs`, and its per-entry table as Arrow-layout buffers (values, or offsets and data;
-//! validity bits), assembled here so that the binding only hands them over.
+//! The fleet's columns (`sessiontree.fleet`).
+//!
+//! A whole session's row facts from `rows.rs`, and its per-entry table as Arrow-layout buffers
+//! (values, or offsets and data; validity bits), assembled here so that the binding only hands them
+//! over.
 //!
 //! The per-entry columns are named by the caller, in the order it wants them:
 //! `sessiontree.fleet.columns.ENTRY_COLUMNS` is the one list of the entry table's columns, and
@@ -11,9 +13,10 @@ use crate::index::{OutOfRange, R_OTHER, T_MESSAGE, T_OTHER};
 use crate::rows::Counts;
 use crate::store::{Store, StoreError};
 
-/// The per-entry columns the core computes: `entry_id`, `parent_id`, `type`, `role`, `label`
-/// (strings); `timestamp` (ms), `line`, `offset`, `bytes` (int64); `tokens` and the entry's
-/// usage (float64).
+/// The per-entry columns the core computes.
+///
+/// `entry_id`, `parent_id`, `type`, `role`, `label` (strings); `timestamp` (ms), `line`, `offset`,
+/// `bytes` (int64); `tokens` and the entry's usage (float64).
 pub const ENTRY_COLUMNS: [&str; 15] = [
     "entry_id",
     "parent_id",
@@ -71,8 +74,10 @@ impl From<OutOfRange> for ColumnError {
     }
 }
 
-/// Arrow-layout buffers of one column: values (little-endian), or for strings int32 offsets in
-/// `values` and the bytes in `data`; the validity bitmap (bit `i % 8` of byte `i / 8`).
+/// Arrow-layout buffers of one column.
+///
+/// Values (little-endian), or for strings int32 offsets in `values` and the bytes in `data`; the
+/// validity bitmap (bit `i % 8` of byte `i / 8`).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ArrowCol {
     pub values: Vec<u8>,
@@ -152,8 +157,9 @@ pub struct EntryTable {
 pub struct SessionColumns {
     /// entries whose usage or tool calls the Python rules decide
     pub undecided: Vec<u32>,
-    /// usage sums over every entry / summaries only: input, output, cacheRead, cacheWrite,
-    /// total, cost (None when undecided)
+    /// usage sums over every entry / summaries only.
+    ///
+    /// Input, output, cacheRead, cacheWrite, total, cost (None when undecided)
     pub totals: Option<[Option<f64>; 6]>,
     pub summary_totals: Option<[Option<f64>; 6]>,
     pub tool_calls: u64,
@@ -231,9 +237,11 @@ fn column_slots(names: &[String]) -> Result<Vec<usize>, ColumnError> {
         .collect()
 }
 
-/// The per-entry table: every entry's columns from its view (names past the full names tables
-/// read back from its line), `usage` from `rows.rs`, the token estimates of
-/// [`crate::rows::entry_tokens`] (when `tokens` is asked for).
+/// The per-entry table.
+///
+/// Every entry's columns from its view (names past the full names tables read back from its line),
+/// `usage` from `rows.rs`, the token estimates of [`crate::rows::entry_tokens`] (when `tokens` is
+/// asked for).
 fn entry_table(
     st: &Store,
     usage: &[Option<crate::rows::EntryUsage>],

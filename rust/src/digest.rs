@@ -1,5 +1,7 @@
-//! Per-entry digests for the HTML view (`sessiontree.html`): what a tree row shows and what the
-//! page sums, computed from each entry's raw line without building Python objects.
+//! Per-entry digests for the HTML view (`sessiontree.html`).
+//!
+//! What a tree row shows and what the page sums, computed from each entry's raw line without
+//! building Python objects.
 //!
 //! One digest per entry: a kind (`type`, or `message:<role>`), a short preview of its text, a
 //! reference id (a tool result's `toolCallId`, a compaction's `firstKeptEntryId`, a branch
@@ -53,8 +55,10 @@ fn usage_numbers(u: &Map<String, Value>) -> [f64; 5] {
     ]
 }
 
-/// The usage the page shows for an entry of type row `t` (`role`: its message's role when a
-/// string; `msg_usage`, `entry_usage`: `message.usage` and its own `usage`): the numbers of the
+/// The usage the page shows for an entry of type row `t`.
+///
+/// `role`: its message's role when a string; `msg_usage`, `entry_usage`: `message.usage` and
+/// its own `usage`. The numbers of the
 /// usage it carries by `entry_kind::carried_usage`, when that usage has a field. An assistant
 /// message whose `usage` is there but holds no field (`{}`, null, a number...) shows as a usage
 /// without numbers (NaN: Pi's sums over it are NaN or throw; `sessiontree.usage` adds NaN
@@ -294,13 +298,14 @@ fn nothing_preview(e: &Map<String, Value>, etype: &str, preview_chars: usize, d:
     }
 }
 
-/// [`digest`] without a JSON tree, for `message` entries of role `user`, `assistant` or
-/// `toolResult` whose fields have the usual types: one pass of `serde_json` over the line,
-/// strings borrowed where they have no escapes, fields the digest does not read checked as JSON
-/// (the same parser, so the same lines fail) but not kept. Returns None (ask
-/// [`digest_value`]) for any other entry, any field of an unexpected type, a key given twice,
-/// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over
-/// the corpus).
+/// [`digest`] without a JSON tree, for the usual `message` entries.
+///
+/// For roles `user`, `assistant` or `toolResult` whose fields have the usual types: one pass of
+/// `serde_json` over the line, strings borrowed where they have no escapes, fields the digest does
+/// not read checked as JSON (the same parser, so the same lines fail) but not kept. Returns None
+/// (ask [`digest_value`]) for any other entry, any field of an unexpected type, a key given twice,
+/// or a line `serde_json` rejects; when it answers, the answer is `digest_value`'s (tested over the
+/// corpus).
 mod fast {
     use super::{clip, page_usage, Digest};
     use crate::entry_kind;
@@ -335,14 +340,17 @@ mod fast {
         }
     }
 
-    /// Non-whitespace characters of a text kept for its preview when the text had to be copied
-    /// (it has escapes): [`clip`] never reads past the `max + 1`-th, so previews of fewer
-    /// characters are exact (longer ones go to `digest_value`).
+    /// Non-whitespace characters of a text kept for its preview when the text had to be copied (it
+    /// has escapes).
+    ///
+    /// [`clip`] never reads past the `max + 1`-th, so previews of fewer characters are exact
+    /// (longer ones go to `digest_value`).
     pub(super) const HEAD_CHARS: usize = 1024;
 
-    /// A text block's or a content string's UTF-16 length and (a head of) its text: borrowed
-    /// when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace characters
-    /// copied (a tool output of megabytes is not).
+    /// A text block's or a content string's UTF-16 length and (a head of) its text.
+    ///
+    /// Borrowed when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace
+    /// characters copied (a tool output of megabytes is not).
     struct Txt<'a> {
         head: Cow<'a, str>,
         units: u64,
@@ -755,10 +763,11 @@ fn num(v: f64) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Entries `start..end` (file order) as one JSON document of columns: `id` (string or null),
-/// `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l` its byte length, `t`
-/// timestamp in ms (null when invalid), `e` token estimate (null: none), `u` usage
-/// `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
+/// Entries `start..end` (file order) as one JSON document of columns.
+///
+/// `id` (string or null), `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l`
+/// its byte length, `t` timestamp in ms (null when invalid), `e` token estimate (null: none), `u`
+/// usage `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
 pub fn digest_columns(
     st: &Store,
     start: usize,

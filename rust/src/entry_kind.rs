@@ -1,6 +1,7 @@
-//! What each entry type and message role is to the rules (issue 21, step 3): one projection by
-//! code, asked by the cut-point search (`cut.rs`), the HTML view's digest (`digest.rs`) and the
-//! fleet rows (`rows.rs`), and the one rule of which `usage` an entry carries
+//! What each entry type and message role is to the rules.
+//!
+//! One projection by code, asked by the cut-point search (`cut.rs`), the HTML view's digest
+//! (`digest.rs`) and the fleet rows (`rows.rs`), and the one rule of which `usage` an entry carries
 //! (`sessiontree.usage._carries_usage`), shared by the digest and the rows.
 //!
 //! The tables have one row per fixed name of `index/codes.rs`, in code order: [`TYPE_ROWS`] is
@@ -238,10 +239,11 @@ impl Carries {
     }
 }
 
-/// Which usage an entry carries (`sessiontree.usage._carries_usage`): its type's row, the
-/// role of its message (for `message` entries: None when `message` is not an object or its
-/// role is not a string), and the shapes of `message.usage` and of its own `usage`. `Some(true)`
-/// for `message.usage`, `Some(false)` for the entry's `usage`, None for none.
+/// Which usage an entry carries (`sessiontree.usage._carries_usage`).
+///
+/// Its type's row, the role of its message (for `message` entries: None when `message` is not an
+/// object or its role is not a string), and the shapes of `message.usage` and of its own `usage`.
+/// `Some(true)` for `message.usage`, `Some(false)` for the entry's `usage`, None for none.
 pub fn carried_usage(
     t: TypeRow,
     role: Option<RoleRow>,
@@ -347,7 +349,8 @@ mod tests {
         assert_eq!(carried_usage(UNDECIDED_TYPE, asst, Object, Object), None);
     }
 
-    /// The Python registry's rows (`python/sessiontree/entry_types.py`, `ENTRY_TYPES`):
+    /// The Python registry's rows (`python/sessiontree/entry_types.py`, `ENTRY_TYPES`).
+    ///
     /// (name, contributes context messages, its usage is summed), in the table's order.
     fn python_registry() -> Vec<(String, bool, bool)> {
         let path = concat!(

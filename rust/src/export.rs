@@ -1,7 +1,9 @@
-//! The HTML export's bulk work (`sessiontree.html`, issue 18): the session file's bytes cut at
-//! line starts into segments, each gzip-compressed (`libdeflate`, level [`GZIP_LEVEL`]) and
-//! base64-encoded, and the index chunks (the digests of `crate::digest`, compressed the same
-//! way), written to the page's file in order while later pieces are compressed on every core.
+//! The HTML export's bulk work (`sessiontree.html`).
+//!
+//! The session file's bytes cut at line starts into segments, each gzip-compressed (`libdeflate`,
+//! level [`GZIP_LEVEL`]) and base64-encoded, and the index chunks (the digests of `crate::digest`,
+//! compressed the same way), written to the page's file in order while later pieces are compressed
+//! on every core.
 //!
 //! Memory stays bounded: at most [`WINDOW`] pieces are read or compressed ahead of the one being
 //! written. The markup around each piece is the caller's (`heads[k]`, `tail`).
@@ -66,10 +68,11 @@ pub fn gz_b64(data: &[u8]) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `(offset, length)` of the pieces `[0, end)` is cut into, at line starts `starts` (any order;
-/// those outside `(0, end)` are ignored): each piece is at most `seg_bytes` long, except one
-/// that holds a longer line, which runs to the next line start after it. No line start inside
-/// a piece is skipped over, so every line lies in one piece.
+/// `(offset, length)` of the pieces `[0, end)` is cut into at the line starts `starts`.
+///
+/// `starts`: any order; those outside `(0, end)` are ignored. Each piece is at most `seg_bytes`
+/// long, except one that holds a longer line, which runs to the next line start after it. No line
+/// start inside a piece is skipped over, so every line lies in one piece.
 pub fn cut_at_line_starts(
     starts: impl IntoIterator<Item = u64>,
     end: u64,
@@ -230,19 +233,27 @@ pub fn write_segments(
             src.read_into(o, l, &mut buf)?;
             Ok(gz_b64(&buf))
         },
-        |i, b64| {
-            let k = order[i];
-            out.write_all(&heads[k])
-                .and_then(|_| out.write_all(&b64))
-                .and_then(|_| out.write_all(tail))
-                .map_err(ExportError::Write)
-        },
+        |i, b64| write_piece(out, &heads[order[i]], &b64, tail),
     )
 }
 
-/// Writes the index chunks of entries `0..n` of `st` in batches of `batch` entries, each as
-/// `head`, the gzip+base64 of [`crate::digest::digest_columns`]' document, then `tail`; batches
-/// are digested and compressed on every core while earlier ones are written.
+/// Writes one piece of the page: its markup `head`, the compressed `b64`, then `tail`.
+fn write_piece(
+    out: &mut impl Write,
+    head: &[u8],
+    b64: &[u8],
+    tail: &[u8],
+) -> Result<(), ExportError> {
+    out.write_all(head)
+        .and_then(|_| out.write_all(b64))
+        .and_then(|_| out.write_all(tail))
+        .map_err(ExportError::Write)
+}
+
+/// Writes the index chunks of entries `0..n` of `st`, `batch` entries a chunk.
+///
+/// Each chunk is `head`, the gzip+base64 of [`crate::digest::digest_columns`]' document, then
+/// `tail`; batches are digested and compressed on every core while earlier ones are written.
 pub fn write_index_chunks(
     st: &Store,
     batch: usize,
@@ -262,18 +273,14 @@ pub fn write_index_chunks(
             let doc = crate::digest::digest_columns(st, s, e, preview_chars, &id_of)?;
             Ok(gz_b64(&doc))
         },
-        |_, b64| {
-            out.write_all(head)
-                .and_then(|_| out.write_all(&b64))
-                .and_then(|_| out.write_all(tail))
-                .map_err(ExportError::Write)
-        },
+        |_, b64| write_piece(out, head, &b64, tail),
     )
 }
 
 // ---- the export's calls on a session (what `Session.html_*` reach through the binding) ----
 
-/// The HTML view's index chunk of entries `start..end` (clamped to the entries there are):
+/// The HTML view's index chunk of entries `start..end` (clamped to the entries there are).
+///
 /// [`crate::digest::digest_columns`]' JSON document, ids as strings where they are.
 pub fn digest(
     st: &Store,
@@ -323,8 +330,10 @@ pub fn check_pieces(
     Ok(())
 }
 
-/// What the segments are read from: `data` when given (an in-memory session's lines), else
-/// the session's known bytes through a reader that does not hold the index.
+/// What the segments are read from.
+///
+/// `data` when given (an in-memory session's lines), else the session's known bytes through a
+/// reader that does not hold the index.
 pub fn segment_source(st: &Store, data: Option<Vec<u8>>) -> Result<DetachedReader, StoreError> {
     match data {
         Some(d) => Ok(DetachedReader::from_bytes(d)),

@@ -67,11 +67,12 @@ impl Cur<'_> {
     }
 }
 
-/// JavaScript's WhiteSpace and LineTerminator characters: what `String.prototype.trim()` removes
-/// and what V8's date parser skips (TAB, VT, FF, SP, NBSP, ZWNBSP, the Zs category, LF, CR,
-/// LS, PS). Not U+0085 or U+001C..U+001F, which Rust's `char::is_whitespace` or Python's
-/// `str.strip()` would take. Python's twin, `sessiontree._jsjson.js_trim`, is pinned to this set
-/// by `tests/parity/test_parity_js_rules.py`.
+/// JavaScript's WhiteSpace and LineTerminator characters.
+///
+/// What `String.prototype.trim()` removes and what V8's date parser skips (TAB, VT, FF, SP, NBSP,
+/// ZWNBSP, the Zs category, LF, CR, LS, PS). Not U+0085 or U+001C..U+001F, which Rust's
+/// `char::is_whitespace` or Python's `str.strip()` would take. Python's twin,
+/// `sessiontree._jsjson.js_trim`, is pinned to this set by `tests/parity/test_parity_js_rules.py`.
 pub fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,

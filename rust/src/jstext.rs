@@ -27,8 +27,9 @@ pub enum JsText {
     NeedsKeyOrder,
 }
 
-/// Whether `key` (a key's raw text, between the quotes) is a canonical array index: `0` or
-/// `[1-9][0-9]*` up to 2^32 - 2 (escaped keys are not: orjson never escapes digits).
+/// Whether `key` (a key's raw text, between the quotes) is a canonical array index.
+///
+/// `0` or `[1-9][0-9]*` up to 2^32 - 2 (escaped keys are not: orjson never escapes digits).
 fn is_array_index(key: &[u8]) -> bool {
     match key {
         [b'0'] => true,
@@ -49,17 +50,19 @@ pub fn js_number(x: f64, buf: &mut ryu_js::Buffer) -> &str {
     }
 }
 
-/// Whether number token `tok` (a valid JSON number) may be spelled otherwise by JavaScript:
-/// a fraction or exponent, `-0`, or an integer too long to be sure it is below 2^53.
+/// Whether number token `tok` (a valid JSON number) may be spelled otherwise by JavaScript.
+///
+/// A fraction or exponent, `-0`, or an integer too long to be sure it is below 2^53.
 #[inline]
 fn may_differ(tok: &[u8]) -> bool {
     tok.len() >= 16 || tok == b"-0" || tok.iter().any(|&b| matches!(b, b'.' | b'e' | b'E'))
 }
 
-/// Walks compact JSON `input` (one valid value or a list of members, as orjson writes them):
-/// `fix(start, end, text)` for each number JavaScript spells otherwise (`input[start..end]`
-/// should be `text`), in order. Returns false at the first array-index key (then stops).
-/// Text that is not valid JSON is walked without harm (the caller's parser rejects it).
+/// Walks compact JSON `input` (one valid value or a list of members, as orjson writes them).
+///
+/// `fix(start, end, text)` for each number JavaScript spells otherwise (`input[start..end]` should
+/// be `text`), in order. Returns false at the first array-index key (then stops). Text that is not
+/// valid JSON is walked without harm (the caller's parser rejects it).
 fn walk(input: &[u8], mut fix: impl FnMut(usize, usize, &[u8])) -> bool {
     let mut buf = ryu_js::Buffer::new();
     let n = input.len();
@@ -256,8 +259,10 @@ pub fn is_stringify_text(line: &[u8]) -> bool {
     true
 }
 
-/// The keys of one object: a short list searched in order (most objects have a few keys),
-/// a hash set once it is long (a hostile object with many keys stays linear).
+/// The keys of one object.
+///
+/// A short list searched in order (most objects have a few keys), a hash set once it is long (a
+/// hostile object with many keys stays linear).
 #[derive(Default)]
 struct Keys<'a> {
     few: Vec<&'a [u8]>,

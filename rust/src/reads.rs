@@ -1,7 +1,8 @@
-//! What the binding's batch views ask of a [`Store`], one call each: an entry's facts and the
-//! listings' columns with the names past the full names tables read back from the lines, the
-//! type names, sizes, times and token estimates of many entries, the lines already in
-//! `JSON.stringify`'s form, the cut point. Every position is checked first (an
+//! What the binding's batch views ask of a [`Store`], one call each.
+//!
+//! An entry's facts and the listings' columns with the names past the full names tables read back
+//! from the lines, the type names, sizes, times and token estimates of many entries, the lines
+//! already in `JSON.stringify`'s form, the cut point. Every position is checked first (an
 //! [`OutOfRange`]); a file changed under the index errs as its store does.
 //!
 //! Methods of `Store` kept out of `store.rs`, which holds the scan, the reads and the appends.
@@ -28,14 +29,16 @@ impl From<StoreError> for ReadError {
     }
 }
 
-/// (byte lengths, times or None where `new Date` is NaN, token estimates) of many entries:
-/// what `Session.entry_metrics` shows.
+/// (byte lengths, times or None where `new Date` is NaN, token estimates) of many entries.
+///
+/// What `Session.entry_metrics` shows.
 pub type Metrics = (Vec<u32>, Vec<Option<f64>>, Vec<Option<u64>>);
 
 impl Store {
-    /// The names of entry `i` that its view cannot give (`type` past the full names table,
-    /// [`T_OTHER`]; `message.role` likewise, [`R_OTHER`]), read back from its line: (type,
-    /// role), each None when its code is not "other" (or the line holds no string there).
+    /// The names of entry `i` that its view cannot give, read back from its line.
+    ///
+    /// `type` past the full names table ([`T_OTHER`]), `message.role` likewise ([`R_OTHER`]):
+    /// (type, role), each None when its code is not "other" (or the line holds no string there).
     fn other_names(
         &self,
         i: usize,
@@ -158,8 +161,9 @@ impl Store {
     }
 
     /// Pi's token estimate of each entry's context message, from its raw line
-    /// ([`crate::cut::entry_info`]): 0 for entries without one, None where the exact (Python)
-    /// rules must decide.
+    /// ([`crate::cut::entry_info`]).
+    ///
+    /// 0 for entries without one, None where the exact (Python) rules must decide.
     pub fn estimate_tokens(&self, idx: &[usize]) -> Result<Vec<Option<u64>>, ReadError> {
         self.check_live()?;
         self.index.check_all(idx.iter().copied())?;
@@ -173,9 +177,10 @@ impl Store {
         Ok((lens, times, self.estimate_tokens(idx)?))
     }
 
-    /// Pi's findCutPoint over `path[start..end]` ([`crate::cut::find_cut_point`]; entry
-    /// indices, the latest compaction removed by the caller): (first kept position, turn
-    /// start position or -1, split turn), or None when the exact (Python) rules must decide.
+    /// Pi's findCutPoint over `path[start..end]` ([`crate::cut::find_cut_point`]).
+    ///
+    /// `path`: entry indices, the latest compaction removed by the caller. (first kept position,
+    /// turn start position or -1, split turn), or None when the exact (Python) rules must decide.
     pub fn cut_point(
         &self,
         path: &[u32],

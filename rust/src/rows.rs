@@ -1,5 +1,7 @@
-//! Fleet rows from the core (issue 18): what `sessiontree.fleet`'s per-session stats row and
-//! per-entry table need from an entry's raw line, computed without a Python object per entry.
+//! Fleet rows from the core.
+//!
+//! What `sessiontree.fleet`'s per-session stats row and per-entry table need from an entry's raw
+//! line, computed without a Python object per entry.
 //!
 //! A fast path in the manner of `tokens.rs`: it reads only what the row needs from each line
 //! (`usage` and `message.{role, usage, content, timestamp}`, the `type` of content blocks, one
@@ -94,8 +96,10 @@ impl Num {
     }
 }
 
-/// What `sessiontree.usage` adds for a usage field with `skip_missing` (`js_usage_number`,
-/// then SQL's `sum`): a missing field or one that is not a finite number adds nothing.
+/// What `sessiontree.usage` adds for a usage field with `skip_missing` (`js_usage_number`, then
+/// SQL's `sum`).
+///
+/// A missing field or one that is not a finite number adds nothing.
 fn usage_number(v: Scalar) -> Option<Num> {
     match v {
         Scalar::Null => Some(Num::Int(0)),
@@ -115,8 +119,9 @@ pub struct Usage {
     pub total_tokens: Scalar,
 }
 
-/// A short name (`role`, a block's `type`, `stopReason`): its bytes when a string without
-/// escapes, else how it differs.
+/// A short name (`role`, a block's `type`, `stopReason`).
+///
+/// Its bytes when a string without escapes, else how it differs.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Name<'a> {
     #[default]
@@ -529,8 +534,10 @@ impl Sums {
         }
         Some(())
     }
-    /// `UsageAccumulator.totals()`: input, output, cacheRead, cacheWrite, total, cost (None:
-    /// a sum the usages gave no number to; `total` the sum of the four that are not None).
+    /// `UsageAccumulator.totals()`.
+    ///
+    /// Input, output, cacheRead, cacheWrite, total, cost (None: a sum the usages gave no number to;
+    /// `total` the sum of the four that are not None).
     pub fn totals(&self) -> Option<[Option<f64>; 6]> {
         let part = |k: usize| (self.seen[k] || self.carriers == 0).then_some(self.sums[k]);
         let mut total: Option<Num> = None;
@@ -551,8 +558,9 @@ impl Sums {
 }
 
 /// One entry's usage as the per-entry table shows it (`usage_totals_of_entries([raw],
-/// skip_missing=True)`): input, output, cacheRead, cacheWrite, cost (None: missing or not a
-/// finite number).
+/// skip_missing=True)`).
+///
+/// Input, output, cacheRead, cacheWrite, cost (None: missing or not a finite number).
 pub type EntryUsage = [Option<f64>; 5];
 
 /// The columns and sums of a whole session.
@@ -574,8 +582,10 @@ pub struct Rows {
 /// Lines are read and scanned in batches of about this many bytes (bounded memory).
 const BATCH_BYTES: u64 = 2 << 20;
 
-/// Usage candidates of the index: message entries whose role is assistant or toolResult,
-/// compactions, branch summaries and `usage` entries (what `fleet/_rows.py` parses).
+/// Usage candidates of the index.
+///
+/// Message entries whose role is assistant or toolResult, compactions, branch summaries and `usage`
+/// entries (what `fleet/_rows.py` parses).
 fn candidates(st: &Store) -> Vec<usize> {
     let ix = &st.index;
     (0..ix.recs.len())
@@ -590,8 +600,10 @@ fn candidates(st: &Store) -> Vec<usize> {
         .collect()
 }
 
-/// `each(k, line)` for the lines of entries `idx`, read in batches of about [`BATCH_BYTES`]
-/// and run on every core; the results in the order of `idx`.
+/// `each(k, line)` for the lines of entries `idx`, read in batches of about [`BATCH_BYTES`] and run
+/// on every core.
+///
+/// The results in the order of `idx`.
 fn scan_lines<T: Send>(
     st: &Store,
     idx: &[usize],
@@ -722,9 +734,10 @@ pub fn entry_tokens(st: &Store) -> Vec<Option<u64>> {
         .collect()
 }
 
-/// Entry counts of the stats row, from the index: message entries, those by role (user,
-/// assistant, toolResult, bashExecution, custom, then any other), compactions and branch
-/// summaries.
+/// Entry counts of the stats row, from the index.
+///
+/// Message entries, those by role (user, assistant, toolResult, bashExecution, custom, then any
+/// other), compactions and branch summaries.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Counts {
     pub messages: u64,
@@ -767,10 +780,11 @@ pub fn counts(st: &Store) -> Counts {
     c
 }
 
-/// Pi's `modified` rule as `fleet/_rows.py` applies it: the last user or assistant message
-/// that has `content`, its `message.timestamp` when a number, else its entry's timestamp when
-/// a valid date. `Ok(Err(i))`: entry `i` must be decided by the exact (Python) rules (the
-/// scan stops there); `Ok(Ok(None))`: no such message.
+/// Pi's `modified` rule as `fleet/_rows.py` applies it.
+///
+/// The last user or assistant message that has `content`, its `message.timestamp` when a number,
+/// else its entry's timestamp when a valid date. `Ok(Err(i))`: entry `i` must be decided by the
+/// exact (Python) rules (the scan stops there); `Ok(Ok(None))`: no such message.
 pub fn last_activity(st: &Store) -> Result<Result<Option<f64>, u32>, StoreError> {
     let ix = &st.index;
     for i in (0..ix.recs.len()).rev() {
@@ -815,9 +829,10 @@ fn js_truthy(v: Scalar) -> bool {
     }
 }
 
-/// How JavaScript adds a usage field (`x += value`; `_jsjson.js_usage_number`): null 0,
-/// booleans 0/1, numbers themselves, anything else (a missing field included) NaN (None). The
-/// one home of that rule in the core: the context estimate here and the HTML digest's sums
+/// How JavaScript adds a usage field (`x += value`; `_jsjson.js_usage_number`).
+///
+/// Null 0, booleans 0/1, numbers themselves, anything else (a missing field included) NaN (None).
+/// The one home of that rule in the core: the context estimate here and the HTML digest's sums
 /// (`digest.rs`, through [`Scalar::of_value`]) use it.
 pub fn js_usage_number(v: Scalar) -> Option<Num> {
     match v {
@@ -855,14 +870,15 @@ fn positive(n: Num) -> bool {
     }
 }
 
-/// Pi's projected estimate of the context at `leaf` (`context.estimate_projected_context_tokens`
-/// over `buildSessionContext`, as `fleet/_rows.py` computes it): (tokens, context messages),
-/// reading only the lines it needs: the latest compaction, the assistant messages from the
-/// end back to the last one with a usable usage, and the token estimates after it (all of
-/// them when that usage does not count). None where the exact (Python) rules must decide:
-/// repeated or non-string ids, a legacy file, any `context_edit`, a system message, a
-/// compaction's `systemMessage`, a type the projection leaves undecided (`entry_kind.rs`) on
-/// the context path, content the estimate leaves to Python, a cycle, no leaf.
+/// Pi's projected estimate of the context at `leaf`: (tokens, context messages).
+///
+/// `context.estimate_projected_context_tokens` over `buildSessionContext`, as `fleet/_rows.py`
+/// computes it, reading only the lines it needs: the latest compaction, the assistant messages from
+/// the end back to the last one with a usable usage, and the token estimates after it (all of them
+/// when that usage does not count). None where the exact (Python) rules must decide: repeated or
+/// non-string ids, a legacy file, any `context_edit`, a system message, a compaction's
+/// `systemMessage`, a type the projection leaves undecided (`entry_kind.rs`) on the context path,
+/// content the estimate leaves to Python, a cycle, no leaf.
 pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
     use crate::index::NONE;
     let ix = &st.index;
@@ -1206,7 +1222,9 @@ mod tests {
     }
 
     /// `ROWS_PROFILE=FILE cargo test --profile dev-fast --lib rows::tests::profile -- --ignored
-    /// --nocapture`: the open, the line scan alone and the whole session rows, one file.
+    /// --nocapture`.
+    ///
+    /// The open, the line scan alone and the whole session rows, one file.
     #[test]
     #[ignore]
     fn profile() {

@@ -58,8 +58,9 @@ pub const FP_BLOCK: u64 = 4096;
 /// Blocks sampled: the first, the last before the indexed end, and the rest evenly spaced.
 pub const FP_BLOCKS: u64 = 16;
 const SEED: u64 = 0x5e55_1017_7ee5_0001;
-/// A saved index is at most this many times the session file's size (plus 1 MiB): a file
-/// claiming more is not read (a real index is well under half the file).
+/// A saved index is at most this many times the session file's size (plus 1 MiB).
+///
+/// A file claiming more is not read (a real index is well under half the file).
 const MAX_RATIO: u64 = 32;
 pub const SUFFIX: &str = ".stidx";
 /// A warm open saves again when at least this much (and a quarter of what was covered) was
@@ -121,9 +122,10 @@ fn hasher() -> foldhash::fast::FoldHasher<'static> {
     foldhash::fast::FixedState::with_seed(SEED).build_hasher()
 }
 
-/// The fingerprint of the first `covered` bytes of `f`: the hash of [`FP_BLOCKS`] blocks of
-/// [`FP_BLOCK`] bytes and their positions (the first, the last before `covered`, the others
-/// evenly spaced between). Errs when the file ends before `covered`.
+/// The fingerprint of the first `covered` bytes of `f`.
+///
+/// The hash of [`FP_BLOCKS`] blocks of [`FP_BLOCK`] bytes and their positions (the first, the last
+/// before `covered`, the others evenly spaced between). Errs when the file ends before `covered`.
 pub fn fingerprint(f: &File, covered: u64) -> io::Result<u64> {
     let mut h = hasher();
     h.write_u64(covered);
@@ -173,8 +175,9 @@ fn last_err() -> io::Error {
     io::Error::last_os_error()
 }
 
-/// Opens the cache folder (creating it and its parents 0700 when `create`): never a
-/// symlink, owned by us, not writable by group or others.
+/// Opens the cache folder (creating it and its parents 0700 when `create`).
+///
+/// Never a symlink, owned by us, not writable by group or others.
 pub fn open_dir(dir: &Path, create: bool) -> io::Result<OwnedFd> {
     if create {
         use std::os::unix::fs::DirBuilderExt;
@@ -217,8 +220,9 @@ pub fn open_dir(dir: &Path, create: bool) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Opens `name` in the folder `dir` for reading: a regular file, never through a symlink,
-/// never blocking on a FIFO.
+/// Opens `name` in the folder `dir` for reading.
+///
+/// A regular file, never through a symlink, never blocking on a FIFO.
 fn open_in(dir: &OwnedFd, name: &str) -> io::Result<File> {
     let c = cname(name)?;
     // SAFETY: openat on our folder descriptor with a NUL-terminated name.
@@ -348,8 +352,9 @@ fn read_u64s(f: &File, at: u64, n: usize) -> io::Result<Vec<u64>> {
     Ok(v)
 }
 
-/// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder:
-/// the index and how many bytes of the file it covers, or why not (then scan cold).
+/// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder.
+///
+/// The index and how many bytes of the file it covers, or why not (then scan cold).
 pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index, u64), String> {
     let dir = open_dir(&cfg.dir, false).map_err(|e| format!("no cache folder ({e})"))?;
     let name = file_name(meta.dev(), meta.ino());
@@ -582,9 +587,10 @@ mod tests {
         }
     }
 
-    /// Forged inputs with a valid checksum (what only someone who can write our folder could
-    /// make): random bytes changed in the meta section and in the records, or lengths cut,
-    /// never panic; a restore that succeeds gives an index every query can run on.
+    /// Forged inputs with a valid checksum (what only someone who can write our folder could make).
+    ///
+    /// Random bytes changed in the meta section and in the records, or lengths cut, never panic; a
+    /// restore that succeeds gives an index every query can run on.
     #[test]
     fn forged_meta_and_records_never_panic() {
         let st = Store::from_bytes(sample(), false);

@@ -70,8 +70,9 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
     }
 }
 
-/// [`parse_chunk`] before the UTF-8 check of object lines: pushes the lines to `out` and
-/// returns where it stopped.
+/// [`parse_chunk`] before the UTF-8 check of object lines.
+///
+/// Pushes the lines to `out` and returns where it stopped.
 #[inline(always)]
 fn parse_lines<'a>(
     data: &'a [u8],
@@ -126,10 +127,7 @@ fn parse_lines<'a>(
                 Some(k) if k as u64 <= MAX_LINE => {
                     *pre = pre_of(sk);
                     let nl = start + k;
-                    let mut end = nl;
-                    if end > start && data[end - 1] == b'\r' {
-                        end -= 1;
-                    }
+                    let end = content_end(data, start, nl);
                     slot.terminated = nl < e;
                     slot.len = (end - start) as u64;
                     slot.end = base + if slot.terminated { nl + 1 } else { e } as u64;
@@ -141,24 +139,56 @@ fn parse_lines<'a>(
                 }
             }
         }
-        let nl = memchr::memchr(b'\n', &data[start..e]).map(|k| start + k);
-        let stop = nl.unwrap_or(e);
-        let mut end = stop;
-        if end > start && data[end - 1] == b'\r' {
-            end -= 1;
-        }
-        let line = &data[start..end];
+        let at = line_at(data, start, e);
+        let line = &data[start..at.end];
         out.push(ParsedLine {
             offset: base + start as u64,
             len: line.len() as u64,
             line: 0,
-            terminated: nl.is_some(),
-            end: base + nl.map_or(e, |n| n + 1) as u64,
+            terminated: at.nl.is_some(),
+            end: base + at.next as u64,
             result: parse_one(&mut parser, line),
         });
-        start = nl.map_or(e, |n| n + 1);
+        start = at.next;
     }
     e
+}
+
+/// Where one line of `data[..e]` that starts at `start` ends.
+struct LineAt {
+    /// the end of its content (its `\n` and one `\r` before it cut)
+    end: usize,
+    /// its `\n` (None: the line runs to `e` unterminated)
+    nl: Option<usize>,
+    /// where the next line starts
+    next: usize,
+}
+
+/// The line-ending rule.
+///
+/// A line ends at `\n` only, and one `\r` before it (or before `e`, unterminated) is not part of
+/// the line's content.
+#[inline(always)]
+fn line_at(data: &[u8], start: usize, e: usize) -> LineAt {
+    let nl = memchr::memchr(b'\n', &data[start..e]).map(|k| start + k);
+    let stop = nl.unwrap_or(e);
+    LineAt {
+        end: content_end(data, start, stop),
+        nl,
+        next: nl.map_or(e, |n| n + 1),
+    }
+}
+
+/// The end of the content of the line `data[start..stop]` (`stop`: its `\n` or the data's end).
+///
+/// One trailing `\r` cut; see [`line_at`].
+#[inline(always)]
+fn content_end(data: &[u8], start: usize, stop: usize) -> usize {
+    if stop > start && data[stop - 1] == b'\r' {
+        stop - 1
+    } else {
+        stop
+    }
 }
 
 /// The parsed lines of one chunk `[.., end)`, complete up to `stop`.
@@ -187,8 +217,10 @@ fn chunks(data: &[u8], s: usize, e: usize, size: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Result vectors for reuse: fresh ones for every chunk would have the allocator hand out
-/// (and the kernel zero) new pages over and over.
+/// Result vectors for reuse.
+///
+/// Fresh ones for every chunk would have the allocator hand out (and the kernel zero) new pages
+/// over and over.
 #[derive(Default)]
 struct Pool<'a>(Mutex<Vec<Vec<ParsedLine<'a>>>>);
 
@@ -220,8 +252,9 @@ fn prefetch_record(pl: &ParsedLine<'_>) {
     let _ = pl;
 }
 
-/// Hints the cache about the id bytes a parsed line's indexing reads (hashes, compares,
-/// copies): they lie in the mapped file, one line apart, and were last read by another core.
+/// Hints the cache about the id bytes a parsed line's indexing reads (hashes, compares, copies).
+///
+/// They lie in the mapped file, one line apart, and were last read by another core.
 #[inline(always)]
 fn prefetch_ids(pl: &ParsedLine<'_>) {
     #[cfg(target_arch = "x86_64")]
@@ -272,8 +305,10 @@ fn ingest_lines<'a>(index: &mut Index, mut lines: Vec<ParsedLine<'a>>, pool: &Po
     pool.give(lines);
 }
 
-/// Indexes a parsed chunk; when it stopped short (its line limit), parses and indexes the
-/// rest of it here, `CHUNK_LINES` at a time. Returns the chunk's (bytes, lines).
+/// Indexes a parsed chunk.
+///
+/// When it stopped short (its line limit), parses and indexes the rest of it here, `CHUNK_LINES` at
+/// a time. Returns the chunk's (bytes, lines).
 fn ingest_part<'a>(
     index: &mut Index,
     data: &'a [u8],
@@ -293,8 +328,10 @@ fn ingest_part<'a>(
     (end - start, lines)
 }
 
-/// Chunk size for the average line length seen last: about `TARGET_LINES` lines, so the
-/// parsed records of tiny (hostile) lines never dwarf the bytes they came from.
+/// Chunk size for the average line length seen last.
+///
+/// About `TARGET_LINES` lines, so the parsed records of tiny (hostile) lines never dwarf the bytes
+/// they came from.
 fn chunk_size(avg: usize) -> usize {
     avg.saturating_mul(TARGET_LINES).clamp(MIN_CHUNK, MAX_CHUNK)
 }
@@ -408,8 +445,10 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// The indexing thread: indexes the chunks in file order as they are ready, and parses
-    /// chunks itself while the next one is not.
+    /// The indexing thread.
+    ///
+    /// Indexes the chunks in file order as they are ready, and parses chunks itself while the next
+    /// one is not.
     fn index_loop(&self, index: &mut Index) {
         let _guard = Failed(self);
         let mut g = self.lock();
@@ -450,8 +489,9 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Should a thread of a parallel scan panic, the others must not wait for it: they stop, and
-/// the scope passes the panic on.
+/// Should a thread of a parallel scan panic, the others must not wait for it.
+///
+/// They stop, and the scope passes the panic on.
 struct Failed<'s, 'a>(&'s Shared<'a>);
 
 impl Drop for Failed<'_, '_> {
@@ -529,15 +569,17 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
 /// A file scan hands out byte ranges of about this many bytes at most (a range holds about
 /// `TARGET_LINES` lines of the length seen last, as chunks of data in memory do).
 const FILE_MAX_CHUNK: usize = 256 << 10;
-/// Each range is read together with this many bytes after it: the rest of its last line,
-/// almost always (a longer line is read on in steps).
+/// Each range is read together with this many bytes after it.
+///
+/// The rest of its last line, almost always (a longer line is read on in steps).
 const READ_PAST: usize = 8 << 10;
 /// A line still unfinished after this many bytes is looked for through a bounded buffer
 /// before it is held (a line longer than [`MAX_LINE`] never is).
 const LONG_LINE: u64 = 16 << 20;
-/// Bytes read ahead of the indexing, at most (besides the range being indexed): what the read
-/// buffers may hold when the indexing thread is held up. (8 MiB cost a third more system time
-/// than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
+/// Bytes read ahead of the indexing, at most (besides the range being indexed).
+///
+/// What the read buffers may hold when the indexing thread is held up. (8 MiB cost a third more
+/// system time than 0.5-2 MiB: every buffer is a fresh mapping, faulted in, at each open.)
 const READ_AHEAD: u64 = 2 << 20;
 /// Parsed lines waiting to be indexed in a file scan, at most this many bytes of them.
 const FILE_QUEUE: usize = 1 << 20;
@@ -724,9 +766,11 @@ where
         }
     }
 
-    /// Reads range `[s, e)` (and as far past `e` as its last line goes) and parses the lines
-    /// that start in it: the first starts after the first `\n` at or after `s - 1` (at `s`
-    /// itself when `s` is where the scan starts).
+    /// Reads range `[s, e)` (and as far past `e` as its last line goes) and parses the lines that
+    /// start in it.
+    ///
+    /// The first starts after the first `\n` at or after `s - 1` (at `s` itself when `s` is where
+    /// the scan starts).
     fn fetch(&self, s: u64, e: u64) -> Result<FilePart<'a>, E> {
         let lead = u64::from(s > self.from);
         let base = s - lead;
@@ -866,9 +910,10 @@ where
         }
     }
 
-    /// The indexing thread: indexes the ranges in file order as they are ready (checking that
-    /// each starts where the one before ended), and reads ranges itself while the next one is
-    /// not ready.
+    /// The indexing thread.
+    ///
+    /// Indexes the ranges in file order as they are ready (checking that each starts where the one
+    /// before ended), and reads ranges itself while the next one is not ready.
     fn index_loop(&self, index: &mut Index) {
         let _guard = FileFailed(self);
         let mut expect = self.from;
@@ -1012,8 +1057,10 @@ where
     scan_file_with(index, read, from, to, parallel, KNOBS)
 }
 
-/// [`scan_file`] with the given range sizes handed out in turn (instead of sizes fitted to
-/// the line length): for tests that cut a file at arbitrary places (`fuzz/src/lib.rs`).
+/// [`scan_file`] with the given range sizes handed out in turn (instead of sizes fitted to the line
+/// length).
+///
+/// For tests that cut a file at arbitrary places (`fuzz/src/lib.rs`).
 #[doc(hidden)]
 pub fn scan_file_in_ranges<R, E>(
     index: &mut Index,
@@ -1105,9 +1152,11 @@ where
     }
 }
 
-/// What the start of a file says about its header, by the rule `Index` applies when it opens
-/// the file (the first JSON value, blank, damaged and falsy lines skipped, must be an object
-/// with `type:"session"` and a string `id`): one rule for opening and for listing.
+/// What the start of a file says about its header: one rule for opening and for listing.
+///
+/// The rule `Index` applies when it opens the file (the first JSON value, blank, damaged and falsy
+/// lines skipped, must be an object with `type:"session"` and a string `id`): one rule for opening
+/// and for listing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderProbe {
     /// `buf` ends before the first value is complete: read more (or pass `eof`).
@@ -1129,23 +1178,17 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
     let mut parser = crate::json::LineParser::new();
     let mut start = 0;
     while start < buf.len() {
-        let nl = memchr::memchr(b'\n', &buf[start..]).map(|k| start + k);
-        if nl.is_none() && !eof {
+        let at = line_at(buf, start, buf.len());
+        if at.nl.is_none() && !eof {
             return HeaderProbe::NeedMore;
         }
-        let stop = nl.unwrap_or(buf.len());
-        let end = if stop > start && buf[stop - 1] == b'\r' {
-            stop - 1
-        } else {
-            stop
-        };
         let pl = ParsedLine {
             offset: start as u64,
-            len: (end - start) as u64,
+            len: (at.end - start) as u64,
             line: ix.lines + 1,
-            terminated: nl.is_some(),
-            end: nl.map_or(buf.len(), |n| n + 1) as u64,
-            result: parse_one(&mut parser, &buf[start..end]),
+            terminated: at.nl.is_some(),
+            end: at.next as u64,
+            result: parse_one(&mut parser, &buf[start..at.end]),
         };
         ix.ingest(&pl);
         match &ix.header.0 {
@@ -1156,7 +1199,7 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
             }
             HeaderState::Invalid(why) => return HeaderProbe::Invalid(why.clone()),
         }
-        start = nl.map_or(buf.len(), |n| n + 1);
+        start = at.next;
     }
     if eof {
         HeaderProbe::NoValue
@@ -1204,24 +1247,13 @@ mod tests {
         let pool = Pool::default();
         let got = parse_chunk(data, 0, data.len(), 0, &pool).lines;
         let mut parser = LineParser::new();
-        let mut want = Vec::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
-            let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
-            want.push((
-                start as u64,
-                (end - start) as u64,
-                nl.is_some(),
-                parse_one(&mut parser, &data[start..end]),
-            ));
-            start = nl.map_or(data.len(), |n| n + 1);
-        }
+        let want: Vec<_> = (oracle_lines(data).into_iter())
+            .map(|(start, end, nl)| {
+                let line = &data[start..end];
+                let r = parse_one(&mut parser, line);
+                (start as u64, line.len() as u64, nl.is_some(), r)
+            })
+            .collect();
         assert_eq!(got.len(), want.len(), "{:?}", String::from_utf8_lossy(data));
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(
@@ -1318,31 +1350,25 @@ mod tests {
         assert_eq!(ix.header_span, Some((18, h.len() as u64)));
     }
 
+    /// The lines of `data` as the tests' oracle splits them, apart from [`line_at`].
+    ///
+    /// (start, content end, `\n` position), split at `\n` with one `\r` before it cut.
+    fn oracle_lines(data: &[u8]) -> Vec<(usize, usize, Option<usize>)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for piece in data.split_inclusive(|&c| c == b'\n') {
+            let nl = piece.ends_with(b"\n").then(|| start + piece.len() - 1);
+            let body = piece.strip_suffix(b"\n").unwrap_or(piece);
+            let body = body.strip_suffix(b"\r").unwrap_or(body);
+            out.push((start, start + body.len(), nl));
+            start += piece.len();
+        }
+        out
+    }
+
     /// Indexes `data` a line at a time, without chunks or threads: what a scan must match.
     fn reference(data: &[u8]) -> Index {
-        let mut ix = Index::new();
-        let mut parser = LineParser::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
-            let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
-            let pl = ParsedLine {
-                offset: start as u64,
-                len: (end - start) as u64,
-                line: ix.lines + 1,
-                terminated: nl.is_some(),
-                end: nl.map_or(data.len(), |n| n + 1) as u64,
-                result: parse_one(&mut parser, &data[start..end]),
-            };
-            ix.ingest(&pl);
-            start = nl.map_or(data.len(), |n| n + 1);
-        }
-        ix
+        reference_max(data, u64::MAX)
     }
 
     #[test]
@@ -1453,20 +1479,15 @@ mod tests {
         }
     }
 
-    /// What a file scan must match: [`reference`], with lines longer than `max` recorded as
-    /// too long (as [`MAX_LINE`] is for real).
+    /// What a file scan must match.
+    ///
+    /// [`reference`], with lines longer than `max` recorded as too long (as [`MAX_LINE`] is for
+    /// real).
     fn reference_max(data: &[u8], max: u64) -> Index {
         let mut ix = Index::new();
         let mut parser = LineParser::new();
-        let mut start = 0;
-        while start < data.len() {
-            let nl = memchr::memchr(b'\n', &data[start..]).map(|k| start + k);
+        for (start, end, nl) in oracle_lines(data) {
             let stop = nl.unwrap_or(data.len());
-            let end = if stop > start && data[stop - 1] == b'\r' {
-                stop - 1
-            } else {
-                stop
-            };
             // (a too-long line is measured to its `\n`, as the file scan measures it)
             let too_long = (stop - start) as u64 > max;
             let pl = ParsedLine {
@@ -1482,7 +1503,6 @@ mod tests {
                 },
             };
             ix.ingest(&pl);
-            start = nl.map_or(data.len(), |n| n + 1);
         }
         ix
     }
@@ -1512,9 +1532,10 @@ mod tests {
         }
     }
 
+    /// The file scan of long and too-long lines gives the line-at-a-time index.
+    ///
     /// Lines longer than a range, than the read-on step and than the "long line" limit, and
-    /// lines too long to hold, at every place against range boundaries: the file scan gives
-    /// the line-at-a-time index, in one thread and two.
+    /// lines too long to hold, at every place against range boundaries, in one thread and two.
     #[test]
     fn file_scan_of_long_and_too_long_lines_matches_a_line_at_a_time() {
         let mut data = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
@@ -1561,9 +1582,10 @@ mod tests {
         }
     }
 
-    /// Two reads that disagree about where a line ends (the file changed between them) stop
-    /// the scan with `Changed`; a read that fails stops it with that error. Neither hangs,
-    /// in one thread or two.
+    /// Two reads that disagree about where a line ends (the file changed between them) stop the
+    /// scan with `Changed`.
+    ///
+    /// A read that fails stops it with that error. Neither hangs, in one thread or two.
     #[test]
     fn file_scan_stops_when_reads_disagree_or_fail() {
         let mut a = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
@@ -1622,8 +1644,10 @@ mod tests {
         same_snapshot(&file_snapshot(&ix), &file_snapshot(&want), "unchanged");
     }
 
-    /// The corpus, scanned through reads in ranges of many sizes (and fitted ones), from the
-    /// start and in two pieces: the serial in-memory scan's index every time.
+    /// The corpus, scanned through reads in ranges of many sizes (and fitted ones), from the start
+    /// and in two pieces.
+    ///
+    /// The serial in-memory scan's index every time.
     #[test]
     fn file_scan_matches_the_serial_scan_on_the_corpus() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");

@@ -1,7 +1,9 @@
-//! A session's bytes and its index: the file (read through `pread`, never memory-mapped: a
-//! mapping of a file that another program truncates kills the process with SIGBUS), or a copy
-//! of a small file, or nothing (an in-memory session), plus the lines appended through us since
-//! the file was last read. `refresh()` reads and scans only the bytes that are new.
+//! A session's bytes and its index.
+//!
+//! The file (read through `pread`, never memory-mapped: a mapping of a file that another program
+//! truncates kills the process with SIGBUS), or a copy of a small file, or nothing (an in-memory
+//! session), plus the lines appended through us since the file was last read. `refresh()` reads and
+//! scans only the bytes that are new.
 
 use crate::append::{build_line_into, Body, Durability, IdRng, Sink, BUFFER_LIMIT};
 use crate::index::{pre_of, HeaderState, Index, LineResult, ParsedLine, Pre, MAX_LINE};
@@ -23,6 +25,8 @@ const READ_RUN: u64 = 4 << 20;
 /// Buffered (`Durability::None`) appends check that the path still names the file we write
 /// at least this often (bytes); direct writes check every time.
 const IDENT_CHECK: u64 = 64 << 10;
+/// Our appended bytes held in memory at most; then the lines are read from the file.
+///
 /// Once this many of our appended bytes are in the file, the in-memory copy is dropped (its
 /// buffer kept) and those lines are read from the file like the rest: a long-running writer's
 /// memory stays bounded and appends stop paying page faults for a growing buffer.
@@ -44,8 +48,9 @@ pub enum StoreError {
         had: u64,
         now: u64,
     },
-    /// The bytes of an indexed line are no longer a line where the index has one: the file
-    /// was rewritten in place by another program.
+    /// The bytes of an indexed line are no longer a line where the index has one.
+    ///
+    /// The file was rewritten in place by another program.
     Rewritten {
         offset: u64,
     },
@@ -65,8 +70,10 @@ pub enum StoreError {
     Unwritten(u64),
     /// An append to a read-only store (one made by [`Store::from_bytes`]).
     ReadOnly,
-    /// An entry body with an array-index key, which `JSON.stringify` writes first: nothing was
-    /// appended; the caller writes the body with a writer that orders keys (see `append_entry`).
+    /// An entry body with an array-index key, which `JSON.stringify` writes first.
+    ///
+    /// Nothing was appended; the caller writes the body with a writer that orders keys (see
+    /// `append_entry`).
     KeyOrder,
 }
 
@@ -121,15 +128,18 @@ pub struct Store {
     tail: Vec<u8>,
     pub index: Index,
     pub parallel: bool,
-    /// Set when our buffered lines were written after lines another program appended: their
-    /// offsets in the file differ from the ones indexed, so the next refresh rescans the file.
+    /// Set when our buffered lines were written after lines another program appended.
+    ///
+    /// Their offsets in the file differ from the ones indexed, so the next refresh rescans the
+    /// file.
     rescan: bool,
     /// Bytes of buffered lines a failed close could not write (the index is ahead of the file).
     unwritten: Option<u64>,
     /// Set once the file was seen to shrink: every later read fails.
     pub shrunk: Option<(u64, u64)>,
-    /// Set once a refresh's scan saw the bytes change under it (two reads disagreed): the
-    /// entries it had indexed by then may come from either version, so every later read fails
+    /// Set once a refresh's scan saw the bytes change under it (two reads disagreed).
+    ///
+    /// The entries it had indexed by then may come from either version, so every later read fails
     /// (with [`StoreError::Rewritten`] at this offset) until the file is opened again.
     rewritten: Option<u64>,
     /// where appends are written (none for a reader or an in-memory session)
@@ -146,14 +156,18 @@ pub struct Store {
     read_only: bool,
     /// what `refresh` checks before it trusts that the file only grew (see [`Guard`])
     guard: Option<Guard>,
-    /// how many times `refresh` found the file's size, mtime or ctime changed (its bytes under
-    /// the guard unchanged): part of `Session.state_key`, so an answer cached before a rewrite
-    /// the guard cannot see is never given after it
+    /// how many times `refresh` found the file's size, mtime or ctime changed (its bytes under the
+    /// guard unchanged).
+    ///
+    /// Part of `Session.state_key`, so an answer cached before a rewrite the guard cannot see is
+    /// never given after it
     pub file_changes: u64,
 }
 
-/// Bytes of the file kept when it was last scanned, compared with the file when `refresh` sees
-/// it grown or its mtime/ctime changed: the header line's first bytes and the last bytes before
+/// Bytes of the file kept when it was last scanned, to tell an append from a rewrite.
+///
+/// Compared with the file when `refresh` sees it grown or its mtime/ctime changed: the header
+/// line's first bytes and the last bytes before
 /// the end then scanned. A file rewritten in place (longer, same length, truncated and regrown)
 /// has other bytes there; an append does not touch them.
 struct Guard {
@@ -267,9 +281,10 @@ impl Store {
         }
     }
 
-    /// A read-only store over a byte buffer (an object read from storage, say): the same scan
-    /// and index as [`Store::open`] on a file holding these bytes; no path, no refresh, and
-    /// every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
+    /// A read-only store over a byte buffer (an object read from storage, say).
+    ///
+    /// The same scan and index as [`Store::open`] on a file holding these bytes; no path, no
+    /// refresh, and every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
     pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
         let len = data.len() as u64;
         let base = if data.is_empty() {
@@ -303,10 +318,11 @@ impl Store {
         Ok(st)
     }
 
-    /// [`Store::open`] through the saved index in `cache` (see `crate::saved`, the storage
-    /// seam): a saved index that passes its checks is loaded and only the bytes after it are
-    /// scanned; otherwise the file is scanned cold and, when it may be, its index saved. The
-    /// answers are the cold open's either way. `None`: [`Store::open`].
+    /// [`Store::open`] through the saved index in `cache` (see `crate::saved`, the storage seam).
+    ///
+    /// A saved index that passes its checks is loaded and only the bytes after it are scanned;
+    /// otherwise the file is scanned cold and, when it may be, its index saved. The answers are the
+    /// cold open's either way. `None`: [`Store::open`].
     pub fn open_cached(
         path: &Path,
         parallel: bool,
@@ -387,9 +403,11 @@ impl Store {
         };
     }
 
-    /// Errs when the file's bytes under the guard are not the ones kept: the file was rewritten
-    /// (in place, or truncated and regrown). Checked only when the file's size, mtime or ctime
-    /// changed since the last check (an append changes them too, and costs two small reads).
+    /// Errs when the file's bytes under the guard are not the ones kept.
+    ///
+    /// The file was rewritten (in place, or truncated and regrown). Checked only when the file's
+    /// size, mtime or ctime changed since the last check (an append changes them too, and costs two
+    /// small reads).
     fn check_guard(&mut self, f: &File, meta: &std::fs::Metadata) -> Result<(), StoreError> {
         let stamp = stamp_of(meta);
         let Some(g) = &self.guard else { return Ok(()) };
@@ -478,8 +496,10 @@ impl Store {
         Ok(Cow::Owned(out.unwrap_or_default()))
     }
 
-    /// Entry `i`'s `type` when it is a string, else None: the name of its code, or, for a
-    /// name past the full names table ([`crate::index::T_OTHER`]), the name on its line.
+    /// Entry `i`'s `type` when it is a string, else None.
+    ///
+    /// The name of its code, or, for a name past the full names table ([`crate::index::T_OTHER`]),
+    /// the name on its line.
     pub fn entry_type(&self, i: usize) -> Result<Option<String>, StoreError> {
         match self.index.recs[i].etype {
             crate::index::T_NONE => Ok(None),
@@ -499,8 +519,9 @@ impl Store {
         }
     }
 
-    /// A name read back from entry `i`'s line; the line indexed with a string there that no
-    /// longer holds one was rewritten.
+    /// A name read back from entry `i`'s line.
+    ///
+    /// The line indexed with a string there that no longer holds one was rewritten.
     fn name_on_line(
         &self,
         i: usize,
@@ -775,8 +796,10 @@ impl Store {
         }
     }
 
-    /// Indexes bytes we just appended to the file at `offset` (or to memory): `data` holds
-    /// whole lines, each ending in `\n`. Returns the index of the last new entry, if any.
+    /// Indexes bytes we just appended to the file at `offset` (or to memory).
+    ///
+    /// `data` holds whole lines, each ending in `\n`. Returns the index of the last new entry, if
+    /// any.
     pub fn append_bytes(&mut self, offset: u64, data: &[u8]) -> Result<Option<u32>, StoreError> {
         if self.read_only {
             return Err(StoreError::ReadOnly);
@@ -887,9 +910,10 @@ impl Store {
         Ok(())
     }
 
-    /// Before a line is added: `None` mode writes out a full buffer first (so an error here
-    /// means the new line was not appended at all); a large in-memory copy that is all in the
-    /// file is folded into the mapping.
+    /// Before a line is added.
+    ///
+    /// `None` mode writes out a full buffer first (so an error here means the new line was not
+    /// appended at all); a large in-memory copy that is all in the file is folded into the mapping.
     fn make_room(&mut self) -> Result<(), StoreError> {
         if let Some(sink) = &self.sink {
             if sink.mode == Durability::None && self.end() - sink.flushed_to >= BUFFER_LIMIT {
@@ -902,10 +926,11 @@ impl Store {
         Ok(())
     }
 
-    /// Maps the file again over exactly the bytes we know and drops the in-memory copy of our
-    /// appended lines, when that is safe: everything is written, the file at `path` is still the
-    /// one we write to, its length is exactly ours (nobody else appended) and its bytes are
-    /// those of our copy. Otherwise nothing changes (the copy just stays).
+    /// Drops the in-memory copy of our appended lines when that is safe.
+    ///
+    /// The file is then read over exactly the bytes we know. Safe: everything is written, the file
+    /// at `path` is still the one we write to, its length is exactly ours (nobody else appended)
+    /// and its bytes are those of our copy. Otherwise nothing changes (the copy just stays).
     fn fold(&mut self) {
         use std::os::unix::fs::MetadataExt;
         let end = self.end();
@@ -970,8 +995,9 @@ impl Store {
         Ok(())
     }
 
-    /// Indexes what another writer appended, keeping our leaf (as taking the lock does): the
-    /// next entry we append still follows our own last one.
+    /// Indexes what another writer appended, keeping our leaf (as taking the lock does).
+    ///
+    /// The next entry we append still follows our own last one.
     fn absorb_foreign(&mut self) -> Result<(), StoreError> {
         let (leaf, version) = (self.index.leaf, self.index.leaf_version);
         self.refresh()?;
@@ -980,8 +1006,9 @@ impl Store {
         Ok(())
     }
 
-    /// Errs (from now on) when `path` no longer names the file we opened: lines we append would
-    /// go to a file nobody reads.
+    /// Errs (from now on) when `path` no longer names the file we opened.
+    ///
+    /// Lines we append would go to a file nobody reads.
     fn check_same_file(&mut self) -> Result<(), StoreError> {
         if self.replaced {
             return Err(StoreError::Replaced);
@@ -1044,9 +1071,10 @@ impl Store {
         self.write_and_index(data)
     }
 
-    /// [`Store::write_lines`] for lines built from the leaf as it was at `leaf_version`: written
-    /// and indexed only if the leaf has not moved since (another thread appended or branched);
-    /// None, with nothing written, if it has.
+    /// [`Store::write_lines`] for lines built from the leaf as it was at `leaf_version`.
+    ///
+    /// Written and indexed only if the leaf has not moved since (another thread appended or
+    /// branched); None, with nothing written, if it has.
     pub fn write_lines_if(
         &mut self,
         data: &[u8],
@@ -1080,11 +1108,13 @@ impl Store {
         }
     }
 
-    /// Appends a new entry in one step: builds its line (Pi's shape: `type`, a fresh id,
-    /// `parentId` = the leaf, `timestamp` = `ms`, then the members of the JSON object `body`),
-    /// checks that it parses, writes it per the durability mode, and indexes it (it becomes the
-    /// leaf). Returns the new id. When building, parsing or writing fails, nothing is appended.
-    /// In `Fsync` mode the caller fsyncs afterwards (see [`Store::sync_handle_if_durable`]).
+    /// Appends a new entry in one step.
+    ///
+    /// Builds its line (Pi's shape: `type`, a fresh id, `parentId` = the leaf, `timestamp` = `ms`,
+    /// then the members of the JSON object `body`), checks that it parses, writes it per the
+    /// durability mode, and indexes it (it becomes the leaf). Returns the new id. When building,
+    /// parsing or writing fails, nothing is appended. In `Fsync` mode the caller fsyncs afterwards
+    /// (see [`Store::sync_handle_if_durable`]).
     pub fn append_entry(
         &mut self,
         rng: &mut IdRng,
@@ -1179,8 +1209,10 @@ impl Store {
 
 // ---- a reader that does not hold the store (the HTML export, `crate::export`) ----------------
 
-/// The known bytes `[0, end)` of a store, readable without holding it (the HTML export reads
-/// its segments with the GIL released while the session stays usable): a duplicate of the
+/// The known bytes `[0, end)` of a store, readable without holding it.
+///
+/// The HTML export reads its segments with the GIL released while the session stays usable. A
+/// duplicate of the
 /// file's descriptor (read with `pread`), or a copy of bytes held in memory, plus the bytes
 /// appended through the store. A file that shrinks under it errs ([`StoreError::Shrunk`]).
 pub struct DetachedReader {

@@ -1,22 +1,25 @@
 //! RPC `get_tree` (nested, Pi's shape) written as one JSON text by the core.
 //!
-//! Pi's answer is `{"tree":[{"entry":E,"children":[...],"label"?,"labelTimestamp"?}...],"leafId":L}`
-//! with every entry two JSON levels below its parent. [`write_nested`] writes the `"tree"` array
-//! from the children table ([`crate::walk::Tree`]) with an explicit stack (no recursion on depth:
-//! a 100,000-deep chain is one loop), taking each entry's text from a caller that reads lines in
-//! batches (in pre-order, the order the text lists them): a line already in `JSON.stringify`'s
-//! form ([`crate::jstext::is_stringify_text`]) is copied, the others are written by the caller's
-//! exact writer. The label tails and `leafId` come from the caller as ready JSON text.
+//! Pi's answer is
+//! `{"tree":[{"entry":E,"children":[...],"label"?,"labelTimestamp"?}...],"leafId":L}` with every
+//! entry two JSON levels below its parent. [`write_nested`] writes the `"tree"` array from the
+//! children table ([`crate::walk::Tree`]) with an explicit stack (no recursion on depth: a
+//! 100,000-deep chain is one loop), taking each entry's text from a caller that reads lines in
+//! batches (in pre-order, the order the text lists them): a line already in `JSON.stringify`'s form
+//! ([`crate::jstext::is_stringify_text`]) is copied, the others are written by the caller's exact
+//! writer. The label tails and `leafId` come from the caller as ready JSON text.
 
 /// Entries read per batch by [`write_nested`].
 pub const BATCH: usize = 4096;
 
-/// Appends `[` + the nested nodes + `]` to `out` for the tree `(roots, start, kids)` (node `p`'s
-/// children are `kids[start[p]..start[p + 1]]`), whose pre-order is `order` (from
-/// [`crate::walk::Tree::preorder`], which refuses cycles and bounds repeats).
-/// `texts(batch, buf, ends)` appends the JSON text of each entry of `batch` (a slice of `order`,
-/// in that order) to `buf` (empty on the call) and its end in `buf` to `ends`; `tail(p)` is the text written after node `p`'s children array and
-/// before its closing brace (`,"label":...,"labelTimestamp":...` or empty).
+/// Appends `[` + the nested nodes + `]` to `out` for the tree `(roots, start, kids)`.
+///
+/// Node `p`'s children are `kids[start[p]..start[p + 1]]`; the tree's pre-order is `order` (from
+/// [`crate::walk::Tree::preorder`], which refuses cycles and bounds repeats). `texts(batch, buf,
+/// ends)` appends the JSON text of each entry of `batch` (a slice of `order`, in that order) to
+/// `buf` (empty on the call) and its end in `buf` to `ends`; `tail(p)` is the text written after
+/// node `p`'s children array and before its closing brace (`,"label":...,"labelTimestamp":...` or
+/// empty).
 ///
 /// Errors: the first error of `texts`. Panics if `order` is not the pre-order of the tree (a
 /// caller's bug), never on content.

@@ -85,16 +85,17 @@ impl Index {
         Ok(path)
     }
 
-    /// What Pi's context building and compaction read of the branch ending at `leaf`, root
-    /// first: the whole branch when it has no compaction; otherwise the entries from the latest
-    /// compaction's first kept entry to the leaf, preceded (when needed) by the few earlier
-    /// entries whose values still count: with `with_settings`, the latest
-    /// `thinking_level_change` and the latest `model_change` / assistant message (the session
-    /// context's thinking level and model), and every `context_edit` (compaction applies them
-    /// path-wide). Pure functions give the same answers on this list as on the whole branch.
-    /// The rule for the latest compaction and its kept range is Python's
-    /// `sessiontree.context.latest_compaction_at` (Pi `buildSessionContext`); this walk only
-    /// decides what to read (tests/session/test_entry_objects.py checks the answers over the corpus).
+    /// What Pi's context building and compaction read of the branch ending at `leaf`, root first.
+    ///
+    /// The whole branch when it has no compaction; otherwise the entries from the latest
+    /// compaction's first kept entry to the leaf, preceded (when needed) by the few earlier entries
+    /// whose values still count: with `with_settings`, the latest `thinking_level_change` and the
+    /// latest `model_change` / assistant message (the session context's thinking level and model),
+    /// and every `context_edit` (compaction applies them path-wide). Pure functions give the same
+    /// answers on this list as on the whole branch. The rule for the latest compaction and its kept
+    /// range is Python's `sessiontree.context.latest_compaction_at` (Pi `buildSessionContext`);
+    /// this walk only decides what to read (tests/session/test_entry_objects.py checks the answers
+    /// over the corpus).
     ///
     /// Cost: the walk from the leaf back to the first kept entry (the context), not the branch.
     /// The whole branch is read only when the rule needs it: a file with duplicate ids or a
@@ -108,14 +109,14 @@ impl Index {
         self.context_span_with(leaf, with_settings, &SpanMemo::default())
     }
 
-    /// [`Index::context_span`], remembering in `memo` that a compaction's first kept entry is
-    /// not one of its ancestors (Pi never writes such a compaction, but files get edited):
-    /// learning it walks the branch above the compaction once (the index only, no line is
-    /// read); later calls, after any appends, take the memo's word while it still holds. It
-    /// holds while the compaction's ancestors cannot have changed: without duplicate ids
-    /// (checked first) an entry's parent, once found, is fixed; only a root whose `parentId`
-    /// names no entry yet may gain ancestors, so the memo keeps that id and is dropped once an
-    /// entry has it.
+    /// [`Index::context_span`], remembering in `memo` first kept entries that are not ancestors.
+    ///
+    /// Pi never writes a compaction whose first kept entry is not one of its ancestors, but files
+    /// get edited. Learning it walks the branch above the compaction once (the index only, no line
+    /// is read); later calls, after any appends, take the memo's word while it still holds. It
+    /// holds while the compaction's ancestors cannot have changed: without duplicate ids (checked
+    /// first) an entry's parent, once found, is fixed; only a root whose `parentId` names no entry
+    /// yet may gain ancestors, so the memo keeps that id and is dropped once an entry has it.
     pub fn context_span_with(
         &self,
         leaf: u32,
@@ -336,8 +337,9 @@ impl Index {
         Ok(Some(out))
     }
 
-    /// Deepest common ancestor of two entries, walking both branches up in turns: the cost is
-    /// the distance from the farther entry to the ancestor, not the depth of the tree.
+    /// Deepest common ancestor of two entries, walking both branches up in turns.
+    ///
+    /// The cost is the distance from the farther entry to the ancestor, not the depth of the tree.
     pub fn common_ancestor_near(&self, a: u32, b: u32) -> Result<Option<u32>, Cycle> {
         use std::collections::HashSet;
         let limit = self.recs.len();
@@ -373,8 +375,9 @@ impl Index {
         Ok(None)
     }
 
-    /// Entries no root reaches, given the tree's pre-order (`Tree::preorder`): the first
-    /// occurrence of each such node, in file order. These hang off `parentId` cycles.
+    /// Entries no root reaches, given the tree's pre-order (`Tree::preorder`).
+    ///
+    /// The first occurrence of each such node, in file order. These hang off `parentId` cycles.
     pub fn unreachable(&self, preorder: &[u32]) -> Vec<u32> {
         let n = self.recs.len();
         let mut seen = vec![false; n];
@@ -403,8 +406,10 @@ impl Index {
         self.winner(self.recs[i as usize].id)
     }
 
-    /// Pi getTree's parent rule: `parentId === null || parentId === id` → root; an unknown
-    /// parent → root (orphan); otherwise the node owning `parentId`.
+    /// Pi getTree's parent rule.
+    ///
+    /// `parentId === null || parentId === id` → root; an unknown parent → root (orphan); otherwise
+    /// the node owning `parentId`.
     #[inline]
     pub fn tree_parent(&self, i: u32) -> u32 {
         let r = &self.recs[i as usize];
@@ -454,8 +459,10 @@ impl Index {
     }
 }
 
-/// What [`Index::context_span_with`] learnt: the latest compaction it met whose first kept
-/// entry is not one of its ancestors. One per session (the binding keeps it beside the index).
+/// What [`Index::context_span_with`] learnt.
+///
+/// The latest compaction it met whose first kept entry is not one of its ancestors. One per session
+/// (the binding keeps it beside the index).
 #[derive(Default)]
 pub struct SpanMemo(std::sync::Mutex<Option<NotAbove>>);
 
@@ -490,8 +497,9 @@ impl TreeCache {
         self.get(ix).preorder(limit)
     }
 
-    /// Entries no root reaches ([`Index::unreachable`]); the pre-order it needs fails first on
-    /// a cycle reachable from a root.
+    /// Entries no root reaches ([`Index::unreachable`]).
+    ///
+    /// The pre-order it needs fails first on a cycle reachable from a root.
     pub fn unreachable(&mut self, ix: &Index) -> Result<Vec<u32>, PreorderError> {
         let pre = self.preorder(ix)?;
         Ok(ix.unreachable(&pre))
@@ -559,12 +567,13 @@ pub enum PreorderError {
     TooLarge(usize),
 }
 
-/// Sorts like V8's `Array.prototype.sort` with the comparator `(a, b) => key(a) - key(b)`:
-/// stable, and with NaN keys (invalid dates) treated exactly as V8's binary insertion sort
-/// treats a NaN comparison (neither less nor greater) for lists under 64 elements (V8 sorts
-/// such lists with one run and binary insertion). Longer lists with NaN keys, where V8's
-/// result depends on its run merging, get a stable O(n log n) order with NaN keys last: never
-/// quadratic, and documented as an approximation of V8 for that hostile case.
+/// Sorts like V8's `Array.prototype.sort` with the comparator `(a, b) => key(a) - key(b)`.
+///
+/// Stable, and with NaN keys (invalid dates) treated exactly as V8's binary insertion sort treats a
+/// NaN comparison (neither less nor greater) for lists under 64 elements (V8 sorts such lists with
+/// one run and binary insertion). Longer lists with NaN keys, where V8's result depends on its run
+/// merging, get a stable O(n log n) order with NaN keys last: never quadratic, and documented as an
+/// approximation of V8 for that hostile case.
 pub fn sort_like_v8<T: Copy>(v: &mut [T], key: impl Fn(&T) -> f64) {
     let n = v.len();
     if n < 2 {
@@ -724,9 +733,10 @@ mod span_tests {
         );
     }
 
-    /// A first kept entry that is not above the compaction keeps nothing before it; the memo
-    /// answers later calls, and is dropped when the root above gains a parent (here one that
-    /// makes the entry an ancestor after all).
+    /// A first kept entry that is not above the compaction keeps nothing before it.
+    ///
+    /// The memo answers later calls, and is dropped when the root above gains a parent (here one
+    /// that makes the entry an ancestor after all).
     #[test]
     fn an_off_path_first_kept_entry_keeps_nothing_and_the_memo_follows_appends() {
         let side = r#"{"type":"message","id":"side","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#;

@@ -8,8 +8,6 @@ variants documented in docs/reliability.md: a 1 GiB line, a line over 4 GiB, one
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -20,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree import Session, SessionCycleError, SessionError, SessionFormatError, cli
+from sessiontree import Session, SessionCycleError, SessionError, SessionFormatError
+from tests.support.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HUGE = os.environ.get("SESSIONTREE_HUGE") == "1"
@@ -49,14 +48,6 @@ def _file(tmp_path: Path, *parts: bytes, name: str = "s.jsonl") -> Path:
     p = tmp_path / name
     p.write_bytes(b"".join(parts))
     return p
-
-
-def _cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main([str(a) for a in argv])
-    assert "Traceback" not in err.getvalue()
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _kinds(s: Session) -> list[tuple[int, str]]:
@@ -221,10 +212,10 @@ def test_json_nested_100k_deep_is_an_entry_and_loading_it_is_a_session_error(tmp
     with pytest.raises(SessionError, match="nested too deeply"):
         s.build_context()
     assert s.get_entry("b")["message"]["content"] == "t"
-    assert _cli("validate", p)[0] == 0
-    assert _cli("entries", p)[0] == 0
+    assert run_cli("validate", p)[0] == 0
+    assert run_cli("entries", p)[0] == 0
     for cmd in ("info", "tree", "branch", "context"):
-        rc, _, err = _cli(cmd, p)
+        rc, _, err = run_cli(cmd, p)
         assert rc == 0 or (rc == 2 and "nested too deeply" in err), (cmd, rc, err)
 
 
@@ -234,7 +225,7 @@ def test_a_header_nested_100k_deep_cannot_be_opened_cleanly(tmp_path):
     )
     with pytest.raises(SessionError, match="nested too deeply"):
         Session.open(p)
-    rc, _, err = _cli("validate", p)
+    rc, _, err = run_cli("validate", p)
     assert rc == 2 and "nested too deeply" in err
 
 
@@ -254,7 +245,7 @@ def test_invalid_utf8_inside_strings_is_read_as_replacement_and_reported(tmp_pat
     assert _kinds(s) == [(2, "invalid_utf8"), (3, "malformed_json")]
     assert s.get_entry("a\ufffd")["message"]["content"] == "x\ufffd"
     assert [e.id for e in s.get_branch()] == ["a\ufffd", "b"]
-    assert _cli("validate", p)[0] == 1
+    assert run_cli("validate", p)[0] == 1
 
 
 def test_a_run_of_nul_bytes_mid_file_is_one_skipped_line(tmp_path):
@@ -336,9 +327,9 @@ def test_one_node_with_many_children(big_files):
     assert len(roots) == 1 and len(roots[0].children) == TREE_N
     del roots
     assert [e.id for e in s.get_branch()] == ["r", f"e{TREE_N - 1}"]
-    rc, out, _ = _cli("tree", p, "--no-preview")
+    rc, out, _ = run_cli("tree", p, "--no-preview")
     assert rc == 0 and out.count("\n") == TREE_N + 1
-    assert _cli("validate", p)[0] == 0
+    assert run_cli("validate", p)[0] == 0
 
 
 def test_a_very_deep_chain_never_recurses(big_files):
@@ -355,7 +346,7 @@ def test_a_very_deep_chain_never_recurses(big_files):
     del roots, node  # freeing a deeply nested TreeNode chain must not overflow the C stack
     assert len(s.build_context().messages) == TREE_N + 1
     for cmd in ("tree", "branch", "validate"):
-        rc, out, _ = _cli(cmd, p, *(["--no-preview"] if cmd != "validate" else []))
+        rc, out, _ = run_cli(cmd, p, *(["--no-preview"] if cmd != "validate" else []))
         assert rc == 0, cmd
         if cmd != "validate":
             assert out.count("\n") == TREE_N + 1
@@ -375,10 +366,10 @@ def test_a_cycle_on_the_active_path_raises_and_the_cli_says_so(tmp_path):
     with pytest.raises(SessionCycleError):
         s.build_context()
     assert s.get_tree() == []  # nothing reaches a root
-    assert _cli("branch", p)[0] == 2 and _cli("context", p)[0] == 2
-    rc, out, err = _cli("tree", p)
+    assert run_cli("branch", p)[0] == 2 and run_cli("context", p)[0] == 2
+    rc, out, err = run_cli("tree", p)
     assert rc == 0 and "loops" in err and "not reachable" in out
-    rc, out, _ = _cli("validate", p)
+    rc, out, _ = run_cli("validate", p)
     assert rc == 1 and "parent_cycle" in out and "leaf_cycle" in out
 
 
@@ -389,7 +380,7 @@ def test_a_cycle_off_the_active_path_does_not_stop_reading(tmp_path):
     assert len(s.build_context().messages) == 2
     with pytest.raises(SessionCycleError):
         s.get_branch("x")
-    rc, out, _ = _cli("validate", p)
+    rc, out, _ = run_cli("validate", p)
     assert rc == 1 and "parent_cycle" in out
 
 
@@ -399,7 +390,7 @@ def test_a_self_parent_is_a_cycle(tmp_path):
     with pytest.raises(SessionCycleError):
         s.get_branch()
     assert [n.entry.id for n in s.get_tree()] == ["a"]  # Pi's getTree makes it a root
-    rc, out, _ = _cli("validate", p)
+    rc, out, _ = run_cli("validate", p)
     assert rc == 1 and "self_parent" in out
 
 
@@ -413,7 +404,7 @@ def test_duplicate_ids_later_wins_and_a_loop_through_them_is_reported(tmp_path):
     with pytest.raises(SessionCycleError):  # the tree would hold "a" below itself (divergence 7)
         s.get_tree()
     # validate must list the loop (exit 1), not fail on it (exit 2)
-    rc, out, err = _cli("validate", p)
+    rc, out, err = run_cli("validate", p)
     assert rc == 1 and "duplicate_id" in out and "cycle" in out, (rc, out, err)
 
 
@@ -479,7 +470,7 @@ def test_numbers_beyond_json_safe_range_do_not_crash(tmp_path):
     s.build_context()
     for cmd in ("info", "tree", "branch", "context", "entries", "validate"):
         for extra in ([], ["--json"]):
-            rc, out, _ = _cli(cmd, p, *extra)
+            rc, out, _ = run_cli(cmd, p, *extra)
             assert rc in (0, 1), (cmd, extra, rc)
     s.append_message({"role": "user", "content": "n", "timestamp": int(BIG)})
     s.append_custom_entry("big", {"inf": float("inf"), "big": int(BIG)})

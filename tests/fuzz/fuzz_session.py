@@ -23,6 +23,8 @@ from pathlib import Path
 import atheris
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root, for tests.support
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports(include=["sessiontree", "session_checks"]):
     import session_checks

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sessiontree import Session, SessionError, _core
+from tests.support.cli_run import run_cli
 from sessiontree.entries import parse_json_line
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
@@ -165,19 +166,6 @@ def test_problem_runs_answer_the_same_per_line_facts(tmp_path):
 # ==== 15: no recursion on content ==============================================
 
 
-def _cli(*argv) -> tuple[int, str, str]:
-    import contextlib
-    import io
-
-    from sessiontree import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main([str(a) for a in argv])
-    assert "Traceback" not in err.getvalue()
-    return rc, out.getvalue(), err.getvalue()
-
-
 def test_the_js_serializers_do_not_recurse_on_depth():
     from sessiontree._jsjson import js_stringify, js_to_string
 
@@ -219,13 +207,13 @@ def test_content_nested_to_the_loader_limit_compacts_and_prints(tmp_path):
         ["tree", p, "--json"],
         ["compact", p, "--dry-run", "--keep-recent-tokens", "100", "--json"],
     ):
-        rc, out, _ = _cli(*argv)
+        rc, out, _ = run_cli(*argv)
         depth, error = _core.json_check(out.encode())  # json.loads itself would recurse
         assert rc == 0 and error is None and depth >= (MAX_DEPTH - 6 if argv[0] == "context" else 1), argv
     s = Session.open(p)
     assert s.find_cut_point(100).first_kept_entry_id
     s.close()
-    rc, _, _ = _cli("compact", p, "--keep-recent-tokens", "100")
+    rc, _, _ = run_cli("compact", p, "--keep-recent-tokens", "100")
     assert rc == 0
     assert Session.open(p).entries()[-1].type == "compaction"
 
@@ -359,7 +347,7 @@ def test_wrong_shapes_never_escape_as_stray_exceptions(tmp_path, case):
         ["compact", p, "--keep-recent-tokens", "100", "--dry-run"],
         ["compact", p, "--keep-recent-tokens", "100"],
     ):
-        rc, _, err = _cli(*argv)
+        rc, _, err = run_cli(*argv)
         assert rc == 0, (argv, err)
 
 
@@ -545,7 +533,7 @@ def test_the_cli_reports_a_hostile_reply_in_one_line(tmp_path, monkeypatch):
         before = p.read_bytes()
         monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
         for extra in ([], ["--json"]):
-            rc, out, err = _cli(
+            rc, out, err = run_cli(
                 "compact",
                 p,
                 "--keep-recent-tokens",
@@ -591,7 +579,7 @@ def test_get_tree_raises_when_duplicate_ids_put_a_node_below_itself(tmp_path):
     s = Session.open(p)
     with pytest.raises(SessionCycleError):
         s.get_tree()
-    rc, out, err = _cli("tree", p)  # the CLI's own walk shows the repeat once and warns
+    rc, out, err = run_cli("tree", p)  # the CLI's own walk shows the repeat once and warns
     assert rc == 0 and "(shown above)" in out and "cycle" in err
     # a repeated id that is not a cycle (listed under two parents) still gives a tree
     p = _session_file(tmp_path, [m % ("r", "null", 1), m % ("a", '"r"', 2), m % ("a", '"a"', 3)], name="dag.jsonl")
@@ -719,7 +707,7 @@ def test_branched_from_is_the_parent_and_its_id_is_read_from_its_header(tmp_path
     assert got["child1"].parent_session_id() == "the-parent"
     assert got["child2"].parent_session_id() == "the-parent"  # relative: next to the child
     assert got["child3"].parent_session_id() is None  # a missing parent is tolerated
-    rc, out, _ = _cli("info", d / "old.jsonl", "--json")
+    rc, out, _ = run_cli("info", d / "old.jsonl", "--json")
     assert rc == 0 and json.loads(out)["parent_session"] == "parent.jsonl"
 
 

@@ -1,5 +1,6 @@
-//! Entry type and message role codes: the well-known names with fixed codes (`T_*`, `R_*`),
-//! and the interning of other names.
+//! Entry type and message role codes.
+//!
+//! The well-known names with fixed codes (`T_*`, `R_*`), and the interning of other names.
 //!
 //! A record holds 16-bit codes, so each table holds at most 65,535 names; every later new
 //! name gets the "other" code ([`T_OTHER`], [`R_OTHER`]), whose name is read back from the
@@ -8,6 +9,9 @@
 
 use super::Index;
 use crate::json::Val;
+
+/// A names table's codes by name.
+type NameCodes = std::collections::HashMap<String, u16>;
 
 /// Interned entry types with fixed codes; others are interned after these.
 pub const TYPE_NAMES: [&str; 13] = [
@@ -83,25 +87,54 @@ pub(super) fn known_code(names: &[&str], s: &str) -> Option<u16> {
         .map(|i| i as u16 + 1)
 }
 
+/// The well-known names `fixed` at their codes (their index) in a names table; `""` at 0
+/// is not looked up.
+fn push_fixed(fixed: &[&str], names: &mut Vec<String>, codes: &mut NameCodes) {
+    for (i, t) in fixed.iter().enumerate() {
+        names.push(t.to_string());
+        if i > 0 {
+            codes.insert(t.to_string(), i as u16);
+        }
+    }
+}
+
+/// The code of name `s` in a names table (`names` by code, `codes` by name).
+///
+/// Its fixed code in `fixed`, the code it took when first met, or the next one; `other` once the
+/// table is full.
+fn intern(
+    fixed: &[&str],
+    names: &mut Vec<String>,
+    codes: &mut NameCodes,
+    other: u16,
+    s: &str,
+) -> u16 {
+    if let Some(c) = known_code(fixed, s) {
+        return c;
+    }
+    if let Some(&c) = codes.get(s) {
+        return c;
+    }
+    let c = names.len() as u16;
+    if c == other {
+        return other;
+    }
+    names.push(s.to_string());
+    codes.insert(s.to_string(), c);
+    c
+}
+
 impl Index {
     /// The well-known names at their fixed codes.
     pub(super) fn push_fixed_codes(&mut self) {
-        for (i, t) in TYPE_NAMES.iter().enumerate() {
-            self.types.push(t.to_string());
-            if i > 0 {
-                self.type_codes.insert(t.to_string(), i as u16);
-            }
-        }
-        for (i, r) in ROLE_NAMES.iter().enumerate() {
-            self.roles.push(r.to_string());
-            if i > 0 {
-                self.role_codes.insert(r.to_string(), i as u16);
-            }
-        }
+        push_fixed(&TYPE_NAMES, &mut self.types, &mut self.type_codes);
+        push_fixed(&ROLE_NAMES, &mut self.roles, &mut self.role_codes);
     }
 
-    /// The name of a type code; `""` for [`T_NONE`] and for [`T_OTHER`], whose name is only
-    /// on the entry's line (`Store::entry_type` answers for an entry).
+    /// The name of a type code.
+    ///
+    /// `""` for [`T_NONE`] and for [`T_OTHER`], whose name is only on the entry's line
+    /// (`Store::entry_type` answers for an entry).
     pub fn type_name(&self, code: u16) -> &str {
         self.types.get(code as usize).map_or("", |s| s)
     }
@@ -111,41 +144,25 @@ impl Index {
     }
     pub(super) fn type_code(&mut self, v: &Val) -> u16 {
         match v {
-            Val::Str(s) => {
-                if let Some(c) = known_code(&TYPE_NAMES, s) {
-                    return c;
-                }
-                if let Some(&c) = self.type_codes.get(&**s) {
-                    return c;
-                }
-                let c = self.types.len() as u16;
-                if c == T_OTHER {
-                    return T_OTHER;
-                }
-                self.types.push(s.to_string());
-                self.type_codes.insert(s.to_string(), c);
-                c
-            }
+            Val::Str(s) => intern(
+                &TYPE_NAMES,
+                &mut self.types,
+                &mut self.type_codes,
+                T_OTHER,
+                s,
+            ),
             _ => T_NONE,
         }
     }
     pub(super) fn role_code(&mut self, v: &Val) -> u16 {
         match v {
-            Val::Str(s) => {
-                if let Some(c) = known_code(&ROLE_NAMES, s) {
-                    return c;
-                }
-                if let Some(&c) = self.role_codes.get(&**s) {
-                    return c;
-                }
-                let c = self.roles.len() as u16;
-                if c == R_OTHER {
-                    return R_OTHER;
-                }
-                self.roles.push(s.to_string());
-                self.role_codes.insert(s.to_string(), c);
-                c
-            }
+            Val::Str(s) => intern(
+                &ROLE_NAMES,
+                &mut self.roles,
+                &mut self.role_codes,
+                R_OTHER,
+                s,
+            ),
             _ => 0,
         }
     }

@@ -1,16 +1,20 @@
-//! The by-id map: JavaScript `Map` keys interned as key ids (strings, numbers, booleans,
-//! `null` and `undefined` by value; objects and arrays by identity), the open-addressing key
-//! table behind them, the winning entry of each key, and the memory advice for these tables.
+//! The by-id map: JavaScript `Map` keys interned as key ids, and the winning entry of each.
+//!
+//! Keys are strings, numbers, booleans, `null` and `undefined` by value, objects and arrays by
+//! identity; here too the open-addressing key table behind them and the memory advice for these
+//! tables.
 
 use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
 use crate::json::{JsVal, Val};
 use std::hash::BuildHasher;
 
-/// What a key id stands for: a JavaScript `Map` key (see [`Index::key_of`]), 8 bytes: its
-/// tag (top 3 bits) and where its bytes start in `key_bytes` (the rest). A key's bytes end
-/// where the next key's start (the last key's at the end of `key_bytes`): a string's UTF-8, a
-/// number's f64 bits (8 bytes, native order, -0 as 0), a boolean's one byte (0 or 1), nothing
-/// for `undefined`, `null` and objects. Its truthiness follows from those.
+/// What a key id stands for.
+///
+/// A JavaScript `Map` key (see [`Index::key_of`]), 8 bytes: its tag (top 3 bits) and where its
+/// bytes start in `key_bytes` (the rest). A key's bytes end where the next key's start (the last
+/// key's at the end of `key_bytes`): a string's UTF-8, a number's f64 bits (8 bytes, native order,
+/// -0 as 0), a boolean's one byte (0 or 1), nothing for `undefined`, `null` and objects. Its
+/// truthiness follows from those.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(transparent)]
 pub(super) struct KeyRec(pub(super) u64);
@@ -41,12 +45,13 @@ pub(super) const K_NUM: u8 = 3;
 pub(super) const K_BOOL: u8 = 4;
 pub(super) const K_OBJECT: u8 = 5;
 
-/// Key ids by hash: open addressing with linear probing, each slot `(hash >> 32) << 32 |
-/// (key id + 1)` (0 = empty), at most [`MAX_LOAD_NUM`]/[`MAX_LOAD_DEN`] full (a probe that
-/// misses compares 32-bit hash tags in the slots, which share cache lines, and touches no key
-/// until a tag matches). Our own rather than a library map so the
-/// sequential indexing pass can prefetch the slots of the lines it is about to index: with a
-/// million ids the table no longer fits in cache while the file streams through it.
+/// Key ids by hash.
+///
+/// Open addressing with linear probing, each slot `(hash >> 32) << 32 | (key id + 1)` (0 = empty),
+/// at most [`MAX_LOAD_NUM`]/[`MAX_LOAD_DEN`] full (a probe that misses compares 32-bit hash tags in
+/// the slots, which share cache lines, and touches no key until a tag matches). Our own rather than
+/// a library map so the sequential indexing pass can prefetch the slots of the lines it is about to
+/// index: with a million ids the table no longer fits in cache while the file streams through it.
 pub(super) const MAX_LOAD_NUM: usize = 7;
 pub(super) const MAX_LOAD_DEN: usize = 8;
 
@@ -268,7 +273,9 @@ impl Index {
     }
 
     /// The key table, built from the keys on first use after a restore from a saved index
-    /// (`persist.rs`): a warm open that never looks an id up never pays for it.
+    /// (`persist.rs`).
+    ///
+    /// A warm open that never looks an id up never pays for it.
     #[inline]
     fn table(&self) -> &KeyTable {
         self.keys.get_or_init(|| self.rebuild_table())
@@ -412,8 +419,9 @@ impl Index {
         }
     }
 
-    /// Makes room for about `entries` more entries (a guess from the bytes about to be
-    /// scanned), so the key table does not rehash as it fills, and the large arrays that grow
+    /// Makes room for about `entries` more entries (a guess from the bytes about to be scanned).
+    ///
+    /// So the key table does not rehash as it fills, and the large arrays that grow
     /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
         self.ensure_table();

@@ -40,8 +40,10 @@ impl Index {
         self.legacy_v1 || self.legacy_v2
     }
 
-    /// What a valid header sets: the seed of v1 ids (a hash of the header id, so ids are stable
-    /// across opens) and whether the file needs Pi's migrations (`header_version` already set).
+    /// What a valid header sets.
+    ///
+    /// The seed of v1 ids (a hash of the header id, so ids are stable across opens) and whether the
+    /// file needs Pi's migrations (`header_version` already set).
     pub(super) fn seed_legacy(&mut self, header_id: &str) {
         self.v1_seed = fnv1a(header_id.as_bytes(), 0x5e55);
         let v = version_number(&self.header_version);

@@ -1,5 +1,7 @@
-//! One line before it is indexed: the blank check (JavaScript `trim()`), the parse, and the
-//! facts worked out in the parallel phase ([`Pre`]: timestamp, fixed type and role codes).
+//! One line before it is indexed.
+//!
+//! The blank check (JavaScript `trim()`), the parse, and the facts worked out in the parallel phase
+//! ([`Pre`]: timestamp, fixed type and role codes).
 
 use super::codes::{known_code, ROLE_NAMES, TYPE_NAMES, T_NONE};
 use crate::json::{self, LineParser, Skel, Val};
@@ -89,8 +91,9 @@ pub struct Pre {
     pub role: Option<u16>,
 }
 
-/// `Date.parse` of exactly `YYYY-MM-DDTHH:mm:ss.sssZ` (what Pi writes: `toISOString()`), the
-/// same value [`crate::jsdate::parse_iso`] gives; None for any other shape (or a value that
+/// `Date.parse` of exactly `YYYY-MM-DDTHH:mm:ss.sssZ`, what Pi writes (`toISOString()`).
+///
+/// The same value [`crate::jsdate::parse_iso`] gives; None for any other shape (or a value that
 /// form rejects), which then goes the general way.
 #[inline]
 pub(super) fn iso_ms_fast(b: &[u8]) -> Option<f64> {

@@ -67,8 +67,10 @@ pub struct Rec {
     pub role: u16,
     /// the offset's low 32 bits
     off_lo: u32,
-    /// as one u64 (low half first): bits 0..54 the timestamp as a signed integer
-    /// ([`TS_NAN`]: NaN); 54..56 zero; 56..64 the offset's bits 32..40
+    /// as one u64 (low half first).
+    ///
+    /// Bits 0..54 the timestamp as a signed integer ([`TS_NAN`]: NaN); 54..56 zero; 56..64 the
+    /// offset's bits 32..40
     hi: [u32; 2],
 }
 const _: () = assert!(std::mem::size_of::<Rec>() == 28);
@@ -197,14 +199,19 @@ pub struct Index {
     /// (entry index, key id) of each label's target and each compaction's
     /// `firstKeptEntryId`, in entry order (see [`Index::target`])
     targets: Vec<(u32, u32)>,
-    /// (entry index, its 1-based line number) of each entry whose line does not follow the
-    /// previous entry's: what [`Index::line_of`] derives line numbers from
+    /// (entry index, its 1-based line number) of each entry whose line does not follow the previous
+    /// entry's.
+    ///
+    /// What [`Index::line_of`] derives line numbers from
     line_runs: Vec<(u32, u32)>,
-    /// for each extra header line (a later `type:"session"` value), the number of entries
-    /// before it: what [`Index::vpos`] derives value positions from
+    /// for each extra header line (a later `type:"session"` value), the number of entries before
+    /// it.
+    ///
+    /// What [`Index::vpos`] derives value positions from
     extra_headers: Vec<u32>,
-    /// interned keys by value (strings, numbers, booleans); the table holds key ids (built
-    /// lazily after a restore from a saved index)
+    /// interned keys by value (strings, numbers, booleans).
+    ///
+    /// The table holds key ids (built lazily after a restore from a saved index)
     keys: std::sync::OnceLock<KeyTable>,
     hasher: Hasher,
     key_recs: Vec<KeyRec>,
@@ -240,8 +247,9 @@ pub struct Index {
     last_v1_id: u32,
     /// bumped whenever entries or links change (invalidates cached children)
     pub generation: u64,
-    /// Bumped whenever the leaf may have moved (an entry indexed, a rollback, `set_leaf`): an
-    /// append built from a leaf read earlier is written only if this did not change.
+    /// Bumped whenever the leaf may have moved (an entry indexed, a rollback, `set_leaf`).
+    ///
+    /// An append built from a leaf read earlier is written only if this did not change.
     pub leaf_version: u64,
     prev_winner_scratch: u32,
     prev_label_scratch: Option<(u64, u32)>,
@@ -515,8 +523,9 @@ impl Index {
         }
     }
 
-    /// Entry `i`'s position among parsed values, the header being 0 (Pi's `fileEntries`
-    /// index): the header, the entries before it and the extra headers before it.
+    /// Entry `i`'s position among parsed values, the header being 0 (Pi's `fileEntries` index).
+    ///
+    /// The header, the entries before it and the extra headers before it.
     pub fn vpos(&self, i: u32) -> u32 {
         let extra = self.extra_headers.partition_point(|&n| n <= i) as u32;
         1 + i + extra

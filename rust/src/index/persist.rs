@@ -152,10 +152,11 @@ pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(recs.as_ptr() as *const u8, std::mem::size_of_val(recs)) }
 }
 
-/// The key records from their saved bytes, checked against the key bytes: tags known (the
-/// fixed `undefined` and `null` first and only there), starts in order and inside the bytes,
-/// each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64 (0
-/// as +0), a boolean one byte 0 or 1, nothing for the others.
+/// The key records from their saved bytes, checked against the key bytes.
+///
+/// Tags known (the fixed `undefined` and `null` first and only there), starts in order and inside
+/// the bytes, each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64
+/// (0 as +0), a boolean one byte 0 or 1, nothing for the others.
 fn check_keys(keys: &[KeyRec], bytes: &[u8]) -> Option<()> {
     let n = keys.len();
     // strings are checked as UTF-8 in runs (between the bytes of scalar keys), and each
@@ -229,8 +230,10 @@ pub fn recs_from_bytes(b: &[u8]) -> Option<Vec<Rec>> {
 }
 
 impl Index {
-    /// Whether this index can be saved: a valid v3 header, no provisional (torn) last line,
-    /// no legacy migration state (v1/v2 files are small and rare; they are always scanned).
+    /// Whether this index can be saved.
+    ///
+    /// A valid v3 header, no provisional (torn) last line, no legacy migration state (v1/v2 files
+    /// are small and rare; they are always scanned).
     pub fn can_persist(&self) -> bool {
         self.provisional.is_none()
             && !self.legacy_v1
@@ -307,8 +310,9 @@ impl Index {
         o.u64(self.v1_seed);
     }
 
-    /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes: the two
-    /// sections a saved index stores besides the meta and the records.
+    /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes.
+    ///
+    /// The two sections a saved index stores besides the meta and the records.
     pub fn key_sections(&self) -> (&[u8], &[u8]) {
         // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.
         let recs = unsafe {
@@ -350,11 +354,13 @@ impl Index {
         Index::restore_meta(meta, keys, b.to_vec(), recs.len(), covered)?.restore_records(recs)
     }
 
-    /// The first half of restoring a saved index: everything but the records, which another
-    /// thread may be reading meanwhile. `keys` and `key_bytes` are the key sections (moved
-    /// into the index as they are, after they are checked), `nrecs` the number of records
-    /// that will follow, `covered` the bytes of the file indexed. None when anything is out
-    /// of bounds or inconsistent. [`Index::restore_records`] completes it.
+    /// The first half of restoring a saved index.
+    ///
+    /// Everything but the records, which another thread may be reading meanwhile. `keys` and
+    /// `key_bytes` are the key sections (moved into the index as they are, after they are checked),
+    /// `nrecs` the number of records that will follow, `covered` the bytes of the file indexed.
+    /// None when anything is out of bounds or inconsistent. [`Index::restore_records`] completes
+    /// it.
     pub fn restore_meta(
         meta: &[u8],
         keys: Vec<u64>,
@@ -496,9 +502,10 @@ impl Index {
         Some(ix)
     }
 
-    /// The second half of restoring a saved index ([`Index::restore_meta`]): the records,
-    /// checked (in file order, inside the covered bytes, with known keys and codes) and the
-    /// by-id map built from them. None when they are not the records announced or anything
+    /// The second half of restoring a saved index ([`Index::restore_meta`]).
+    ///
+    /// The records, checked (in file order, inside the covered bytes, with known keys and codes)
+    /// and the by-id map built from them. None when they are not the records announced or anything
     /// is out of bounds.
     pub fn restore_records(mut self, recs: Vec<Rec>) -> Option<Index> {
         let ix = &mut self;

@@ -10,10 +10,12 @@ pub struct Problem {
     pub message: String,
 }
 
-/// The problems of a file, stored as runs: consecutive lines with the same problem (same
-/// kind, reason and position) whose offsets advance by a fixed stride are one 32-byte record
-/// (64 MiB of blank lines after a header is one record, not 64 Mi). Kinds and messages are
-/// worked out when read, and any problem is found by position in O(log runs).
+/// The problems of a file, stored as runs.
+///
+/// Consecutive lines with the same problem (same kind, reason and position) whose offsets advance
+/// by a fixed stride are one 32-byte record (64 MiB of blank lines after a header is one record,
+/// not 64 Mi). Kinds and messages are worked out when read, and any problem is found by position in
+/// O(log runs).
 #[derive(Debug, Clone, Default)]
 pub struct Problems {
     runs: Vec<ProblemRun>,
@@ -168,8 +170,10 @@ impl Problems {
         }
     }
 
-    /// What [`Problems::persist`] wrote, checked: runs in file order inside the first
-    /// `covered` bytes, counts that add up, known kinds and reasons. None otherwise.
+    /// What [`Problems::persist`] wrote, checked.
+    ///
+    /// Runs in file order inside the first `covered` bytes, counts that add up, known kinds and
+    /// reasons. None otherwise.
     pub(super) fn restore(r: &mut super::persist::In, covered: u64) -> Option<Problems> {
         let n = usize::try_from(r.u64()?).ok()?;
         let nreasons = r.count(8)?;
@@ -255,8 +259,9 @@ impl Problems {
     }
 }
 
-/// The JSON error reasons a saved index names, as the `&'static str`s problems hold: each
-/// distinct text is kept once per process, and at most `MAX_REASONS` texts of at most 200
+/// The JSON error reasons a saved index names, as the `&'static str`s problems hold.
+///
+/// Each distinct text is kept once per process, and at most `MAX_REASONS` texts of at most 200
 /// bytes (the parser has a handful), so no input can make this grow without bound.
 fn static_reason(s: &str) -> Option<&'static str> {
     use std::sync::Mutex;

@@ -171,8 +171,10 @@ fn a_record_keeps_offsets_past_4_gib_and_every_date_value() {
     assert!(Rec::new(MAX_OFFSET, 1, 2, 1, 0.0, T_MESSAGE, 0).is_none());
 }
 
-/// Lines at logical offsets past 4 GiB (as in a file of more than 4 GiB) index with their
-/// offsets exact; one starting 1 TiB or more in is a `line_too_long` problem, not a record.
+/// Lines at logical offsets past 4 GiB (as in a file of more than 4 GiB) index with their offsets
+/// exact.
+///
+/// One starting 1 TiB or more in is a `line_too_long` problem, not a record.
 #[test]
 fn lines_past_4_gib_index_with_exact_offsets() {
     let header = br#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#;
@@ -292,10 +294,12 @@ fn line_numbers_follow_skipped_lines_and_rollbacks() {
     assert_eq!(lines, [3, 4, 8, 9, 10]);
 }
 
-/// A saved index holds type and role codes, and an interned name's code is its position after
-/// the fixed names: restored by a build whose `TYPE_NAMES` has one more name (CONTRIBUTING's
-/// entry-type steps append one), every interned type would read back as another. The meta
-/// carries a stamp of the fixed tables, and a restore under other tables is refused.
+/// A saved index holds type and role codes, and an interned name's code is its position after the
+/// fixed names.
+///
+/// Restored by a build whose `TYPE_NAMES` has one more name (CONTRIBUTING's entry-type steps append
+/// one), every interned type would read back as another. The meta carries a stamp of the fixed
+/// tables, and a restore under other tables is refused.
 #[test]
 fn a_saved_index_of_other_fixed_names_is_refused() {
     let mut more: Vec<&str> = TYPE_NAMES.to_vec();

@@ -1,6 +1,8 @@
 //! Read-only views of the index for callers outside it (the binding, the digest, the walks'
-//! errors): one entry's facts, and columns over many entries. Outside `index/`, a record's
-//! fields are read here and nowhere else; every view checks its positions first.
+//! errors).
+//!
+//! One entry's facts, and columns over many entries. Outside `index/`, a record's fields are read
+//! here and nowhere else; every view checks its positions first.
 
 use super::{Index, KID_NULL};
 use crate::walk::{Cycle, PreorderError};
@@ -93,8 +95,10 @@ impl super::HeaderState {
 }
 
 impl crate::saved::CacheState {
-    /// What the saved index did at open as a code: `("off", 0, "")`, `("warm", covered
-    /// bytes, "")`, `("saved", 0, why cold)` or `("cold", 0, why cold)`.
+    /// What the saved index did at open as a code.
+    ///
+    /// `("off", 0, "")`, `("warm", covered bytes, "")`, `("saved", 0, why cold)` or `("cold", 0,
+    /// why cold)`.
     pub fn parts(&self) -> (&'static str, u64, &str) {
         use crate::saved::CacheState;
         match self {

@@ -1,5 +1,7 @@
-//! A validating, non-recursive JSON line reader that accepts exactly what JavaScript's
-//! `JSON.parse` accepts on a line Pi's loader has decoded, and extracts only the top-level
+//! A validating, non-recursive JSON line reader for Pi's session lines.
+//!
+//! It accepts exactly what JavaScript's `JSON.parse` accepts on a line Pi's loader has
+//! decoded, and extracts only the top-level
 //! fields the tree needs (the "skeleton"). Bodies are never materialized here.
 //!
 //! Differences from a general JSON library, all deliberate and all Pi's:
@@ -36,14 +38,19 @@ pub enum JsVal {
 }
 
 impl JsVal {
-    /// JavaScript truthiness (`if (x)`), for values JSON can express.
+    /// JavaScript truthiness (`if (x)`), as [`Val::truthy`].
     pub fn truthy(&self) -> bool {
+        self.as_val().truthy()
+    }
+    /// This value as a [`Val`] borrowing its string.
+    pub fn as_val(&self) -> Val<'_> {
         match self {
-            JsVal::Missing | JsVal::Null => false,
-            JsVal::Bool(b) => *b,
-            JsVal::Num(n) => *n != 0.0 && !n.is_nan(),
-            JsVal::Str(s) => !s.is_empty(),
-            JsVal::Composite => true,
+            JsVal::Missing => Val::Missing,
+            JsVal::Null => Val::Null,
+            JsVal::Bool(b) => Val::Bool(*b),
+            JsVal::Num(n) => Val::Num(*n),
+            JsVal::Str(s) => Val::Str(Cow::Borrowed(s)),
+            JsVal::Composite => Val::Composite,
         }
     }
     pub fn as_str(&self) -> Option<&str> {
@@ -67,7 +74,7 @@ pub enum Val<'a> {
 }
 
 impl Val<'_> {
-    /// JavaScript truthiness, as [`JsVal::truthy`].
+    /// JavaScript truthiness (`if (x)`), for values JSON can express.
     pub fn truthy(&self) -> bool {
         match self {
             Val::Missing | Val::Null => false,
@@ -299,9 +306,11 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         }
     }
 
-    /// Reads a string (cursor on the opening quote): borrowed when it has no escapes and is
-    /// UTF-8; otherwise decoded as JavaScript sees it (lone surrogates read as U+FFFD, bytes
-    /// that are not UTF-8 replaced as Node's decoder replaces them).
+    /// Reads a string (cursor on the opening quote).
+    ///
+    /// Borrowed when it has no escapes and is UTF-8; otherwise decoded as JavaScript sees it (lone
+    /// surrogates read as U+FFFD, bytes that are not UTF-8 replaced as Node's decoder replaces
+    /// them).
     #[inline]
     fn string(&mut self) -> R<Cow<'a, str>> {
         let b = self.b;
@@ -691,20 +700,23 @@ impl LineParser {
         Ok(sk)
     }
 
-    /// Reads the line at the start of `buf` (which may run on past it) when it holds an
-    /// object: returns its skeleton and the position of the `\n` that ends it (or
-    /// `buf.len()`). None when the line is anything else; [`LineParser::parse`] on the line
-    /// alone then gives the exact answer. This spares a separate pass to find line ends.
+    /// Reads the line at the start of `buf` (which may run on past it) when it holds an object.
+    ///
+    /// Returns its skeleton and the position of the `\n` that ends it (or `buf.len()`). None when
+    /// the line is anything else; [`LineParser::parse`] on the line alone then gives the exact
+    /// answer. This spares a separate pass to find line ends.
     pub fn parse_object_line<'a>(&mut self, buf: &'a [u8]) -> Option<(Skel<'a>, usize)> {
         let mut sk = Skel::new(TopKind::Object);
         let end = self.parse_object_line_into(buf, &mut sk)?;
         Some((sk, end))
     }
 
-    /// Finishes an object line whose first members we wrote ourselves and already put in `sk`
-    /// (a line being appended): `buf[from]` is the `,` or `}` after those members. The rest is
-    /// read and checked as [`LineParser::parse_object_line_into`] does (a later duplicate key
-    /// still wins, as in `JSON.parse`); UTF-8 is checked from `from` on.
+    /// Finishes an object line whose first members we wrote ourselves and already put in `sk` (a
+    /// line being appended).
+    ///
+    /// `buf[from]` is the `,` or `}` after those members. The rest is read and checked as
+    /// [`LineParser::parse_object_line_into`] does (a later duplicate key still wins, as in
+    /// `JSON.parse`); UTF-8 is checked from `from` on.
     pub fn parse_object_line_rest<'a>(
         &mut self,
         buf: &'a [u8],
@@ -744,9 +756,10 @@ impl LineParser {
         Some(end)
     }
 
-    /// [`LineParser::parse_object_line_into`] without the UTF-8 check (`sk.invalid_utf8` is
-    /// left as it was), for a caller that checks many lines at once: a line's bytes outside
-    /// its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
+    /// [`LineParser::parse_object_line_into`] without the UTF-8 check.
+    ///
+    /// `sk.invalid_utf8` is left as it was, for a caller that checks many lines at once: a line's
+    /// bytes outside its strings are ASCII, so the flag is just whether `buf[..end]` is UTF-8.
     #[inline]
     pub fn parse_object_line_into_no_utf8<'a>(
         &mut self,
@@ -826,8 +839,9 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
     }
 }
 
-/// Checks that `line` is one JSON value exactly as `JSON.parse` accepts it (whitespace around
-/// it allowed, `\n` included) and returns its container nesting depth: 0 for a scalar, 1 for
+/// Checks that `line` is one JSON value as `JSON.parse` accepts it; returns its nesting depth.
+///
+/// Whitespace around it is allowed, `\n` included. The depth: 0 for a scalar, 1 for
 /// `[1]` or `{}`, 2 for `[[]]`. Linear in the line, no recursion, no allocation beyond one byte
 /// per open container. This is what a caller with its own value builder (Python's) uses to
 /// refuse what JavaScript refuses (`NaN`, `Infinity`, trailing commas) and to bound the depth

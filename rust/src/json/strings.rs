@@ -1,6 +1,8 @@
-//! String bodies, the hot loop of opening a session: finding the end of a run of plain string
-//! content (`"`, `\\` or a control byte) 16 or 32 bytes at a time, checking escapes, and
-//! skipping a whole string body. The scalar, SWAR and SIMD scanners agree (`tests.rs`).
+//! String bodies, the hot loop of opening a session.
+//!
+//! Finding the end of a run of plain string content (`"`, `\\` or a control byte) 16 or 32 bytes at
+//! a time, checking escapes, and skipping a whole string body. The scalar, SWAR and SIMD scanners
+//! agree (`tests.rs`).
 
 use super::{JsonError, R};
 
@@ -11,10 +13,11 @@ fn is_special(c: u8) -> bool {
 
 // ---------------------------------------------------------------------------- string bodies
 
-/// One SSE2 probe of the 16 bytes at `s`, answered from its masks alone (the byte found is
-/// never loaded again, which keeps a load off the critical path of every short string): when
-/// the first special byte among them is a quote, its position and whether every byte before
-/// it is ASCII. `None` when the first special byte is something else, there is none among
+/// One SSE2 probe of the 16 bytes at `s` for a closing quote, answered from its masks alone.
+///
+/// The byte found is never loaded again, which keeps a load off the critical path of every short
+/// string. When the first special byte among them is a quote, its position and whether every byte
+/// before it is ASCII. `None` when the first special byte is something else, there is none among
 /// the 16, fewer than 16 bytes remain, or the target has no SSE2.
 #[inline(always)]
 pub(super) fn quote16(b: &[u8], s: usize) -> Option<(usize, bool)> {
@@ -45,8 +48,9 @@ pub(super) fn quote16(b: &[u8], s: usize) -> Option<(usize, bool)> {
     None
 }
 
-/// Position of the first byte at or after `i` that ends a run of plain string content: `"`,
-/// `\` or a control byte below 0x20; `b.len()` when there is none.
+/// Position of the first byte at or after `i` that ends a run of plain string content.
+///
+/// `"`, `\` or a control byte below 0x20; `b.len()` when there is none.
 #[inline(always)]
 pub fn find_special(b: &[u8], i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -60,22 +64,32 @@ pub fn find_special(b: &[u8], i: usize) -> usize {
     }
 }
 
+/// The special bytes ([`is_special`]) among the 16 at `p`, one bit each (SSE2).
+///
+/// # Safety
+/// The 16 bytes at `p` must be readable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn specials16(p: *const u8) -> u32 {
+    use std::arch::x86_64::*;
+    let v = _mm_loadu_si128(p as *const __m128i);
+    let m = _mm_or_si128(
+        _mm_or_si128(
+            _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+            _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+        ),
+        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+    );
+    _mm_movemask_epi8(m) as u32
+}
+
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn find_special_sse2(b: &[u8], mut i: usize) -> usize {
-    use std::arch::x86_64::*;
     let n = b.len();
     let p = b.as_ptr();
-    let q = _mm_set1_epi8(b'"' as i8);
-    let bs = _mm_set1_epi8(b'\\' as i8);
-    let lim = _mm_set1_epi8(0x1f);
     if i + 16 <= n {
-        let v = _mm_loadu_si128(p.add(i) as *const __m128i);
-        let m = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
-            _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
-        );
-        let mask = _mm_movemask_epi8(m) as u32;
+        let mask = specials16(p.add(i));
         if mask != 0 {
             return i + mask.trailing_zeros() as usize;
         }
@@ -85,12 +99,7 @@ unsafe fn find_special_sse2(b: &[u8], mut i: usize) -> usize {
             return find_special_avx2(b, i);
         }
         while i + 16 <= n {
-            let v = _mm_loadu_si128(p.add(i) as *const __m128i);
-            let m = _mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
-                _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v),
-            );
-            let mask = _mm_movemask_epi8(m) as u32;
+            let mask = specials16(p.add(i));
             if mask != 0 {
                 return i + mask.trailing_zeros() as usize;
             }
@@ -176,8 +185,9 @@ pub(super) fn check_escape(b: &[u8], j: usize) -> R<usize> {
     }
 }
 
-/// Skips a string body from `i` (just after the opening quote), escapes included; returns
-/// the position after the closing quote.
+/// Skips a string body from `i` (just after the opening quote), escapes included.
+///
+/// Returns the position after the closing quote.
 #[inline(always)]
 fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) -> R<usize> {
     loop {
@@ -201,8 +211,10 @@ fn skip_body_with(b: &[u8], mut i: usize, find: impl Fn(&[u8], usize) -> usize) 
     }
 }
 
-/// [`skip_body_with`] 64 bytes per step: the escapes inside a block are checked off its
-/// bit masks without loading it again (session text is full of `\n` and `\"`).
+/// [`skip_body_with`] 64 bytes per step.
+///
+/// The escapes inside a block are checked off its bit masks without loading it again (session text
+/// is full of `\n` and `\"`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn skip_body_avx2(b: &[u8], mut i: usize) -> R<usize> {

@@ -1,6 +1,7 @@
-//! The HTML export's calls (`crate::export`, issue 18), module functions taking the `Index`:
-//! the digest of a range of entries, the segments' bounds, and the writes of the index chunks
-//! and the segments to the page's file descriptor.
+//! The HTML export's calls (`crate::export`): module functions taking the `Index`.
+//!
+//! They give the digest of a range of entries and the segments' bounds, and write the index
+//! chunks and the segments to the page's file descriptor.
 
 use super::errors::os_err;
 use super::Index;
@@ -22,9 +23,10 @@ fn dup_fd(fd: i32) -> PyResult<std::fs::File> {
         .map_err(|e| os_err(&e, ""))
 }
 
-/// Entries `start..end` of `index` as one JSON document of columns for the HTML view
-/// ([`crate::export::digest`]): ids, kinds, previews, references, offsets, lengths,
-/// timestamps, token estimates, usage.
+/// Entries `start..end` of `index` as the HTML view's JSON document of columns.
+///
+/// [`crate::export::digest`]: ids, kinds, previews, references, offsets, lengths, timestamps,
+/// token estimates, usage.
 #[pyfunction]
 pub fn html_digest<'py>(
     py: Python<'py>,
@@ -37,17 +39,19 @@ pub fn html_digest<'py>(
     Ok(PyBytes::new(py, &doc))
 }
 
-/// `(offset, length)` of the pieces the known bytes of `index` are cut into for the HTML view:
-/// at entries' line starts, each about `seg_bytes` long (no read: from the index).
+/// `(offset, length)` of the pieces the HTML view cuts the known bytes of `index` into.
+///
+/// They start at entries' line starts, each about `seg_bytes` long (no read: from the index).
 #[pyfunction]
 pub fn html_segment_bounds(index: PyRef<'_, Index>, seg_bytes: u64) -> PyResult<Vec<(u64, u64)>> {
     Ok(crate::export::live_segment_bounds(&index.st, seg_bytes)?)
 }
 
-/// Writes the index chunks of `index` (entries in batches of `batch`, each `head`, the
-/// gzip+base64 of its `html_digest` document, `tail`) to the file descriptor `fd` at its
-/// offset; batches are digested and compressed on every core. Holds the GIL (the digests read
-/// the index).
+/// Writes the index chunks of `index` to the file descriptor `fd` at its offset.
+///
+/// Entries go in batches of `batch`, each `head`, the gzip+base64 of its `html_digest`
+/// document, `tail`; batches are digested and compressed on every core. Holds the GIL (the
+/// digests read the index).
 #[pyfunction]
 pub fn html_write_index(
     index: PyRef<'_, Index>,
@@ -68,9 +72,10 @@ pub fn html_write_index(
     )?)
 }
 
-/// Writes the pieces `bounds[k]` for `k` in `order`, each `heads[k]`, its gzip+base64, `tail`,
-/// to the file descriptor `fd` at its offset: of the known bytes of `index`, or of `data` when
-/// given (an in-memory session's lines). Reading, compressing and writing run with the GIL
+/// Writes the pieces `bounds[k]` for `k` in `order` to the file descriptor `fd` at its offset.
+///
+/// Each is `heads[k]`, its gzip+base64, `tail`: of the known bytes of `index`, or of `data`
+/// when given (an in-memory session's lines). Reading, compressing and writing run with the GIL
 /// released, on a reader that does not hold the index (let go meanwhile: other threads may
 /// use the session).
 #[pyfunction]

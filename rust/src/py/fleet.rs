@@ -1,13 +1,15 @@
-//! Fleet rows (issue 18): one batch call per session; the core's [`crate::columns`] as a dict,
-//! the per-entry columns as Arrow buffers.
+//! Fleet rows: one batch call per session.
+//!
+//! The core's [`crate::columns`] as a dict, the per-entry columns as Arrow buffers.
 
 use super::Index;
 use crate::columns::{ArrowCol, SessionColumns, ENTRY_COLUMNS};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-/// What `sessiontree.fleet` needs of a session beyond the index getters
-/// ([`crate::columns::session_columns`]), as a dict: `undecided` (entries the Python rules
+/// What `sessiontree.fleet` needs of a session beyond the index getters, as a dict.
+///
+/// [`crate::columns::session_columns`]: `undecided` (entries the Python rules
 /// decide), `totals` / `summary_totals` (usage sums: input, output, cacheRead, cacheWrite,
 /// total, cost; None when undecided), `tool_calls`, `last_activity` (ms or None) /
 /// `last_activity_undecided` (an entry index or None), `path_length` (entries root to `leaf`;

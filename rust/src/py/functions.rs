@@ -5,24 +5,29 @@ use super::results::{named, PROBE};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-/// JavaScript `Date.parse(s)` (`new Date(s).getTime()` of a string) in epoch milliseconds, NaN
-/// when invalid: the one date rule, also used by the index for sibling order. A string that is
+/// JavaScript `Date.parse(s)` in epoch milliseconds, NaN when invalid.
+///
+/// `new Date(s).getTime()` of a string: the one date rule, also used by the index for sibling
+/// order. A string that is
 /// not valid UTF-8 (a lone surrogate) is never a date.
 #[pyfunction]
 pub fn date_parse(s: &Bound<'_, PyString>) -> f64 {
     s.to_str().map(crate::jsdate::parse_iso).unwrap_or(f64::NAN)
 }
 
-/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`): the clock of appended
-/// entries, also used for headers and entries built in Python.
+/// Now as JavaScript `new Date().toISOString()` (ms precision, `Z`).
+///
+/// The clock of appended entries, also used for headers and entries built in Python.
 #[pyfunction]
 pub fn iso_now() -> String {
     crate::append::iso_from_ms(crate::append::now_ms())
 }
 
-/// Compact JSON `json` (orjson's) as `JSON.stringify` writes it: the same object when nothing
-/// differs, new bytes with JavaScript's number spelling, or None when an object has an
-/// array-index key (JavaScript enumerates those first: the exact Python writer orders them).
+/// Compact JSON `json` (orjson's) as `JSON.stringify` writes it.
+///
+/// The same object when nothing differs, new bytes with JavaScript's number spelling, or None
+/// when an object has an array-index key (JavaScript enumerates those first: the exact Python
+/// writer orders them).
 #[pyfunction]
 pub fn js_text<'py>(json: &Bound<'py, PyBytes>) -> Option<Bound<'py, PyBytes>> {
     match crate::jstext::js_text(json.as_bytes()) {
@@ -32,8 +37,10 @@ pub fn js_text<'py>(json: &Bound<'py, PyBytes>) -> Option<Bound<'py, PyBytes>> {
     }
 }
 
-/// `(depth, None)` when `line` is one JSON value as `JSON.parse` accepts it (depth: container
-/// nesting, 0 for a scalar); `(byte position, reason)` when it is not. Linear, GIL released.
+/// Whether `line` is one JSON value as `JSON.parse` accepts it. Linear, GIL released.
+///
+/// `(depth, None)` when it is (depth: container nesting, 0 for a scalar); `(byte position,
+/// reason)` when it is not.
 #[pyfunction]
 pub fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) {
     match py.detach(|| crate::json::check_value(line)) {
@@ -42,8 +49,9 @@ pub fn json_check(py: Python<'_>, line: &[u8]) -> (usize, Option<&'static str>) 
     }
 }
 
-/// The header of a file from its first bytes `buf` (`eof`: that is the whole file), by the
-/// rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
+/// The header of a file from its first bytes `buf` (`eof`: that is the whole file).
+///
+/// By the rule opening applies: `("more", None, 0, 0)` (read more), `("none", None, 0, 0)` (no JSON
 /// value), `("valid", None, offset, len)` or `("invalid", reason, 0, 0)`.
 #[pyfunction]
 pub fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bound<'py, PyAny>> {
@@ -57,7 +65,9 @@ pub fn header_probe<'py>(py: Python<'py>, buf: &[u8], eof: bool) -> PyResult<Bou
     named(py, &PROBE, "HeaderProbe", true, items)
 }
 
-/// The core's fixed names as module constants (issue 21): `TYPE_NAMES` and `ROLE_NAMES`, the
+/// Adds the core's fixed names to the module as constants.
+///
+/// `TYPE_NAMES` and `ROLE_NAMES`: the
 /// entry types and message roles with fixed codes in code order (`index/codes.rs`; code 0,
 /// `""`, is "not a string"), each with its row in the projection `entry_kind.rs`; and
 /// `PROBLEM_KINDS`, the scanner's problem kinds (`index/problems.rs`). `entries.py` re-exports

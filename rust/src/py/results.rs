@@ -1,6 +1,7 @@
-//! Results with names: the named tuples of `sessiontree.entries` (`EntryRecord`,
-//! `EntryColumns`, `Problem`, `HeaderProbe`, `TreeTable`, `ScrubFinding`, `ScrubStats`), made
-//! here from Rust tuples.
+//! Results with names: the named tuples of `sessiontree.entries`, made from Rust tuples.
+//!
+//! `EntryRecord`, `EntryColumns`, `Problem`, `HeaderProbe`, `TreeTable`, `ScrubFinding`,
+//! `ScrubStats`.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

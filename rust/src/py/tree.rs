@@ -1,12 +1,16 @@
-//! RPC `get_tree`'s text (`crate::treejson`), module functions taking the `Index`: the lines
-//! already in `JSON.stringify`'s form, and the whole nested answer written by the core.
+//! RPC `get_tree`'s text (`crate::treejson`): module functions taking the `Index`.
+//!
+//! The lines already in `JSON.stringify`'s form, and the whole nested answer written by the
+//! core.
 
 use super::Index;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// The lines of entries `idx` of `index` that are already `JSON.stringify(JSON.parse(line))`'s
-/// text (`jstext::is_stringify_text`), None for the others (the caller writes those itself).
+/// The lines of entries `idx` of `index` that are already in `JSON.stringify`'s form.
+///
+/// `JSON.stringify(JSON.parse(line))`'s text (`jstext::is_stringify_text`); None for the
+/// others (the caller writes those itself).
 #[pyfunction]
 pub fn stringify_lines<'py>(
     py: Python<'py>,
@@ -18,7 +22,9 @@ pub fn stringify_lines<'py>(
     Ok(out)
 }
 
-/// RPC `get_tree` (nested) of `index`: `head`, the text of Pi's `"tree"` array,
+/// RPC `get_tree` (nested) of `index`, written by the core.
+///
+/// `head`, the text of Pi's `"tree"` array,
 /// `[{"entry":...,"children":[...]...}...]`, then `foot`, written by
 /// [`crate::treejson::write_tree`]. Each entry's line is copied when `check` and it is already
 /// `JSON.stringify`'s text (checked with the GIL released, on a copy of the batch's lines: no

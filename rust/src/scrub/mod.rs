@@ -1,6 +1,8 @@
-//! Secret scrubbing over raw session lines: find credentials in every JSON string of a line
-//! (keys too), replace each with `[REDACTED:<kind>:<hash6>]`, and write the line back as
-//! `JSON.stringify` would, leaving the tree (ids, parents, order) untouched.
+//! Secret scrubbing over raw session lines.
+//!
+//! Find credentials in every JSON string of a line (keys too), replace each with
+//! `[REDACTED:<kind>:<hash6>]`, and write the line back as `JSON.stringify` would, leaving the tree
+//! (ids, parents, order) untouched.
 //!
 //! How a line is read (cost follows the work):
 //! 1. one Aho-Corasick pass over the raw bytes for the rules' literals ([`rules::RULES`]);
@@ -94,15 +96,18 @@ struct Engine {
 /// A set of rules: bit `r` is [`RULES`]`[r]`.
 pub type Mask = u128;
 const ALL: Mask = Mask::MAX;
-/// Escapes `JSON.stringify` never writes (an escaped printable ASCII byte, `\/`): text written
-/// by another tool may hide a literal behind them, so a string holding one is searched by all.
+/// Escapes `JSON.stringify` never writes (an escaped printable ASCII byte, `\/`).
+///
+/// Text written by another tool may hide a literal behind them, so a string holding one is searched
+/// by all.
 const HIDING_ESCAPES: [&str; 7] = [
     "\\u002", "\\u003", "\\u004", "\\u005", "\\u006", "\\u007", "\\/",
 ];
 
-/// The prefilter's literals with the rules each makes candidates (a mask over [`RULES`]):
-/// the rules' literals, their names followed by each of [`rules::NAME_ENDS`], and the
-/// escapes that could hide a literal (which make every rule a candidate).
+/// The prefilter's literals with the rules each makes candidates (a mask over [`RULES`]).
+///
+/// The rules' literals, their names followed by each of [`rules::NAME_ENDS`], and the escapes that
+/// could hide a literal (which make every rule a candidate).
 fn literals() -> (Vec<String>, Vec<Mask>) {
     let mut lits: Vec<String> = Vec::new();
     let mut masks: Vec<Mask> = Vec::new();
@@ -199,8 +204,10 @@ fn contains(h: &[u8], n: &[u8]) -> bool {
     memchr::memmem::find(h, n).is_some()
 }
 
-/// A documented example or a placeholder: `YOUR_API_KEY_HERE`, `<token>`, `${TOKEN}`,
-/// `xxxx`, `****`, `changeme`-style words, `AKIAIOSFODNN7EXAMPLE`.
+/// A documented example or a placeholder.
+///
+/// `YOUR_API_KEY_HERE`, `<token>`, `${TOKEN}`, `xxxx`, `****`, `changeme`-style words,
+/// `AKIAIOSFODNN7EXAMPLE`.
 pub fn placeholder_like(v: &[u8]) -> bool {
     if v.is_empty() {
         return true;
@@ -527,8 +534,10 @@ fn replace(
 
 // ---------------------------------------------------------------------------- JSON strings
 
-/// Decodes a JSON string body (between the quotes, escapes valid) into bytes: UTF-8, lone
-/// surrogates as their 3-byte (WTF-8) form, raw bytes that are not UTF-8 kept as they are.
+/// Decodes a JSON string body (between the quotes, escapes valid) into bytes.
+///
+/// UTF-8, lone surrogates as their 3-byte (WTF-8) form, raw bytes that are not UTF-8 kept as they
+/// are.
 fn decode(body: &[u8], out: &mut Vec<u8>) {
     out.clear();
     let mut i = 0;
@@ -595,9 +604,10 @@ fn push_utf8(out: &mut Vec<u8>, u: u32) {
     }
 }
 
-/// Writes decoded bytes as a JSON string body the way `JSON.stringify` does: `"` `\` and
-/// control characters escaped (`\b\f\n\r\t`, else `\u00xx`), lone surrogates as `\udxxx`,
-/// everything else as is.
+/// Writes decoded bytes as a JSON string body the way `JSON.stringify` does.
+///
+/// `"` `\` and control characters escaped (`\b\f\n\r\t`, else `\u00xx`), lone surrogates as
+/// `\udxxx`, everything else as is.
 fn encode(text: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut i = 0;
@@ -675,8 +685,10 @@ struct Edit {
     with: Vec<u8>,
 }
 
-/// Streams a session through the rules: feed it bytes, it hands back the scrubbed bytes of
-/// the whole lines it has, keeping at most one partial line (memory: the largest line).
+/// Streams a session through the rules.
+///
+/// Feed it bytes, it hands back the scrubbed bytes of the whole lines it has, keeping at most one
+/// partial line (memory: the largest line).
 pub struct Scrubber {
     opts: Options,
     carry: Vec<u8>,

@@ -74,6 +74,7 @@ from .results import (
 )  # the bottom floor: orchestration, hooks and the HTML view load inside the methods that delegate
 
 if TYPE_CHECKING:
+    from .otel import OtelReport
     from .scrub import ScrubReport
 from .paths import (
     check_session_id,
@@ -1924,6 +1925,21 @@ class Session:
                 clean.close()
         finally:
             tmp.cleanup()
+
+    def to_otlp(self, path: str | os.PathLike, *, content: str = "none") -> "OtelReport":
+        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON (one
+        ``ExportTraceServiceRequest`` per line) to ``path``, atomically; returns its
+        :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
+        ``scrubbed`` or ``full``. See :mod:`sessiontree.otel` (the mapping) and ``docs/otel.md``.
+
+        Raises:
+            SessionArgumentError: ``content`` is not one of the three.
+            OutputPathError: ``path`` is this session's file, a symbolic link, or not a regular file.
+            OSError: ``path`` cannot be written.
+        """
+        from .otel import to_otlp
+
+        return to_otlp(self, path, content=content)
 
     def scrub(
         self,

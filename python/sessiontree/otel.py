@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+import orjson
+
 from ._jsjson import js_date_parse
 from .errors import OutputPathError, SessionArgumentError, SessionError, SessionTreeError
 from .session import Session, atomic_writer
@@ -146,19 +148,31 @@ def span_id_of(session_id: str, *parts: str) -> str:
 
 
 def _av(value: Any) -> dict:
-    if isinstance(value, bool):
+    t = type(value)
+    if t is str:
+        return {"stringValue": value}
+    if t is bool:
         return {"boolValue": value}
-    if isinstance(value, int):
+    if t is int:
         return {"intValue": str(value)}
-    if isinstance(value, float):
+    if t is float:
         return {"doubleValue": value}
-    if isinstance(value, (list, tuple)):
+    if t is list or t is tuple:
         return {"arrayValue": {"values": [_av(v) for v in value]}}
     return {"stringValue": str(value)}
 
 
 def _attrs(pairs: dict) -> list:
     return [{"key": k, "value": _av(v)} for k, v in pairs.items() if v is not None]
+
+
+def _dumps(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON (orjson; a string holding a lone surrogate, which UTF-8
+    cannot hold, through ``json`` with the surrogate replaced)."""
+    try:
+        return orjson.dumps(value, default=str)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "replace")
 
 
 def _nanos(ms: float) -> str:
@@ -202,7 +216,7 @@ def _parts(content: Any) -> list:
         elif t == "image":
             out.append({"type": "blob", "modality": "image", "mime_type": _str(b.get("mimeType")), "content": _str(b.get("data")) or ""})
         else:
-            out.append({"type": str(t), "content": json.dumps(b, ensure_ascii=False, allow_nan=False, default=str)})
+            out.append({"type": str(t), "content": _dumps(b).decode()})
     return out
 
 
@@ -249,7 +263,8 @@ class _Mapper:
         self.own = bytearray(8 * n)  # the span id (8 bytes) that stands for the entry
         self.active = bytearray(n)
         #: turn groups by their user message's position, branch groups by n + the position of the
-        #: branch's first entry: [span, parent group, name, start, end, attrs, links, events, dropped, active]
+        #: branch's first entry: [span, parent group, name, start, end, attrs, links, events, dropped, active,
+        #: parent span]
         self.groups: dict[int, list] = {}
         self.tools: dict[str, list] = {}  # tool call id -> pending span parts
         self.recent: dict[int, dict] = {}  # content modes: position -> input message
@@ -307,7 +322,7 @@ class _Mapper:
                 }
             ]
         }
-        self.write(json.dumps(req, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogatepass") + b"\n")
+        self.write(_dumps(req) + b"\n")
         self.report.requests += 1
         self.pending = []
 
@@ -352,10 +367,10 @@ class _Mapper:
     # --- helpers ---
 
     def _content_value(self, value: Any, what: str) -> str:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        text = _dumps(value).decode()
         if len(text) > MAX_CONTENT_CHARS:
             self.report.problem(f"{what}: content of {len(text)} characters cut to {MAX_CONTENT_CHARS}")
-            text = json.dumps([{"role": "user", "parts": [{"type": "text", "content": text[:MAX_CONTENT_CHARS]}]}])
+            text = _dumps([{"role": "user", "parts": [{"type": "text", "content": text[:MAX_CONTENT_CHARS]}]}]).decode()
         return text
 
     def _group_span(self, g: int) -> str:
@@ -472,7 +487,7 @@ class _Mapper:
             bspan = span_id_of(self.sid, *self.cur, "branch")
             links = [{"traceId": self.trace, "spanId": fork, "attributes": _attrs({"sessiontree.link": "fork_point"})}] if fork else []
             key = self.n + p
-            self.groups[key] = [bspan, g, f"branch {from_id}", start, ms, {"sessiontree.branch.from_id": from_id}, links, [], 0, False]
+            self.groups[key] = [bspan, g, f"branch {from_id}", start, ms, {"sessiontree.branch.from_id": from_id}, links, [], 0, False, own]
             g = key
             own = bspan
         self._touch(g, ms)
@@ -485,12 +500,11 @@ class _Mapper:
             elif role == "user":
                 span_here = span_id_of(self.sid, *self.cur)
                 attrs: dict = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pi", "sessiontree.entry.id": eid}
-                if self.content != "none":
+                if self.content != "none":  # the turn's own content is read again when it is written
                     im = _input_message(msg)
                     if im:
-                        attrs["gen_ai.input.messages"] = self._content_value([im], where)
                         self.recent[p] = im
-                self.groups[p] = [span_here, g, "invoke_agent pi", ms, ms, attrs, [], [], 0, active]
+                self.groups[p] = [span_here, g, "invoke_agent pi", ms, ms, attrs, [], [], 0, active, own]
                 self._touch(p, ms)
                 g = p
             elif role == "assistant":
@@ -515,7 +529,7 @@ class _Mapper:
                     "sessiontree.bash.exit_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
                 }
                 if self.content != "none":
-                    attrs["gen_ai.tool.call.arguments"] = json.dumps({"command": msg.get("command")}, ensure_ascii=False, default=str)
+                    attrs["gen_ai.tool.call.arguments"] = _dumps({"command": msg.get("command")}).decode()
                     attrs["gen_ai.tool.call.result"] = self._content_value(msg.get("output"), where)
                     self.recent[p] = _input_message(msg) or {}
                 self.emit(self.span(span_here, own, "execute_tool bash", _INTERNAL, ms, ms, attrs, active=active, error=err))
@@ -673,27 +687,44 @@ class _Mapper:
         self.emit(self.span(span_id, own, etype, _INTERNAL, start, ms, attrs, active=active, links=links))
         return span_id
 
+    def _emit_group(self, rec: list) -> None:
+        self.emit(
+            self.span(
+                rec[0],
+                rec[10],
+                rec[2],
+                _INTERNAL,
+                rec[3],
+                rec[4],
+                rec[5],
+                active=rec[9],
+                events=rec[7],
+                dropped_events=rec[8],
+                links=rec[6],
+            )
+        )
+
     def finish(self) -> None:
         for rec in self.tools.values():
             rec[6]["sessiontree.tool.result_missing"] = True
             self.emit(self.span(*rec[:7], active=rec[7]))
         self.tools = {}
-        for g, rec in self.groups.items():
-            self.emit(
-                self.span(
-                    rec[0],
-                    self._group_span(rec[1]),
-                    rec[2],
-                    _INTERNAL,
-                    rec[3],
-                    rec[4],
-                    rec[5],
-                    active=rec[9],
-                    events=rec[7],
-                    dropped_events=rec[8],
-                    links=rec[6],
-                )
-            )
+        keys = list(self.groups)
+        for lo in range(0, len(keys), BATCH):
+            chunk = keys[lo : lo + BATCH]
+            if self.content != "none":  # the turns' user messages, read again: not held until here
+                turns = [g for g in chunk if g < self.n]
+                raws = self.s.raw_values(turns)
+                if self.content == "scrubbed":
+                    raws = _scrubbed(raws)
+                for g, raw in zip(turns, raws):
+                    msg = raw.get("message") if isinstance(raw, dict) else None
+                    im = _input_message(msg) if isinstance(msg, dict) else None
+                    if im:
+                        rec = self.groups[g]
+                        rec[5]["gen_ai.input.messages"] = self._content_value([im], f"entry {rec[5]['sessiontree.entry.id']}")
+            for g in chunk:
+                self._emit_group(self.groups.pop(g))
         self.groups = {}
         rep = self.report
         for text in rep.problems:
@@ -729,11 +760,10 @@ def _scrubbed(raws: list) -> list:
     """``raws`` through the scrubber's rules (:func:`sessiontree.scrub.scrub_bytes`), one line each."""
     from .scrub import scrub_bytes
 
-    lines = [json.dumps(r, ensure_ascii=False, allow_nan=False, default=str) for r in raws]
     head = b'{"type":"session","version":3,"id":"-"}\n'
-    clean, _ = scrub_bytes(head + "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n")
+    clean, _ = scrub_bytes(head + b"\n".join(_dumps(r) for r in raws) + b"\n")
     out = clean.split(b"\n")[1 : 1 + len(raws)]
-    return [json.loads(x) for x in out]
+    return [orjson.loads(x) for x in out]
 
 
 _VERSION: str | None = None

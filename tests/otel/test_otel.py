@@ -41,6 +41,7 @@ def test_the_pinned_version_is_the_vendored_one():
     assert SEMCONV_VERSION == "1.41.0" and SCHEMA_URL.endswith("/1.41.0")
 
 
+@pytest.mark.slow  # over ~1 s each on the loaded 2-core machine (CI runs them)
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_every_corpus_file_gives_a_valid_trace(path, tmp_path):
     out = tmp_path / "t.jsonl"
@@ -65,6 +66,7 @@ def test_every_corpus_file_gives_a_valid_trace(path, tmp_path):
         s.close()
 
 
+@pytest.mark.slow  # over ~1 s each on the loaded 2-core machine (CI runs them)
 def test_generated_trees_with_forks_and_compactions(tmp_path):
     src = _gen(tmp_path, 3000, 7, 0.15)
     spans, row = _export_one(src, tmp_path / "t.jsonl")
@@ -99,6 +101,7 @@ def test_generated_trees_with_forks_and_compactions(tmp_path):
     assert tools and all(sp["parentSpanId"] in chats for sp in tools if "sessiontree.result.entry_id" in attrs(sp) or True)
 
 
+@pytest.mark.slow  # over ~1 s each on the loaded 2-core machine (CI runs them)
 def test_re_export_gives_identical_bytes(tmp_path):
     src = _gen(tmp_path, 800, 3)
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"

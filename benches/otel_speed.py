@@ -8,6 +8,8 @@ For each size (MiB of a ``gen_session.py`` session, branchiness 0.05, made once 
 wall time and ``ru_maxrss``):
 
 * ``open``: ``Session.open`` alone (the index; the memory floor the export is held to);
+* ``open:cli``: the same after importing what ``sessiontree otel`` imports (the CLI, the
+  fleet's source resolution): the floor without the import difference;
 * ``export-html``: ``sessiontree export-html`` (the CLI, as a user runs it);
 * ``otel``: ``sessiontree otel FILE -o OUT`` (``--content none``, the default);
 * ``otel full``: ``--content full``.
@@ -35,8 +37,10 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 what, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
-if what == "open":
+if what.startswith("open"):
     from sessiontree import Session
+    if what == "open:cli":  # the modules the otel command imports, so the two differ by the export only
+        import sessiontree.cli, sessiontree.otel, sessiontree.fleet._rows, sessiontree.fleet._sources  # noqa: F401
     s = Session.open(src); n = len(s); s.close()
 else:
     from sessiontree.cli import main
@@ -71,17 +75,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             res: dict[str, dict] = {}
             for _ in range(args.repeat):
-                for what in ("open", "html", "otel:none", "otel:full"):
+                for what in ("open", "open:cli", "html", "otel:none", "otel:full"):
                     r = run(what, src, Path(tmp) / ("o.html" if what == "html" else "o.jsonl"))
                     best = res.get(what)
                     if best is None or r["secs"] < best["secs"]:
-                        res[what] = dict(r, out_mb=(Path(tmp) / ("o.html" if what == "html" else "o.jsonl")).stat().st_size / 2**20 if what != "open" else 0)
+                        res[what] = dict(
+                            r,
+                            out_mb=(Path(tmp) / ("o.html" if what == "html" else "o.jsonl")).stat().st_size / 2**20
+                            if not what.startswith("open")
+                            else 0,
+                        )
             h = res["html"]["secs"]
             print(f"{mb:g} MiB ({size / 2**20:.0f} MiB file):")
             for what, r in res.items():
                 print(
                     f"  {what:10s} {r['secs']:7.2f} s  peak RSS {r['rss_mb']:7.0f} MB  out {r['out_mb']:7.1f} MiB"
                     f"  time/export-html {r['secs'] / h:5.2f}  RSS/open {r['rss_mb'] / res['open']['rss_mb']:5.2f}"
+                    f"  RSS/open:cli {r['rss_mb'] / res['open:cli']['rss_mb']:5.2f}"
                 )
 
 

@@ -211,10 +211,22 @@ def _parts(content: Any) -> list:
             out.append({"type": "reasoning", "content": _str(b.get("thinking")) or ""})
         elif t == "toolCall":
             out.append(
-                {"type": "tool_call", "id": _str(b.get("id")), "name": _str(b.get("name")) or "", "arguments": b.get("arguments")}
+                {
+                    "type": "tool_call",
+                    "id": _str(b.get("id")),
+                    "name": _str(b.get("name")) or "",
+                    "arguments": b.get("arguments"),
+                }
             )
         elif t == "image":
-            out.append({"type": "blob", "modality": "image", "mime_type": _str(b.get("mimeType")), "content": _str(b.get("data")) or ""})
+            out.append(
+                {
+                    "type": "blob",
+                    "modality": "image",
+                    "mime_type": _str(b.get("mimeType")),
+                    "content": _str(b.get("data")) or "",
+                }
+            )
         else:
             out.append({"type": str(t), "content": _dumps(b).decode()})
     return out
@@ -228,10 +240,19 @@ def _input_message(msg: dict) -> dict | None:
     if role == "toolResult":
         return {
             "role": "tool",
-            "parts": [{"type": "tool_call_response", "id": _str(msg.get("toolCallId")), "response": _text_of(msg.get("content"))}],
+            "parts": [
+                {
+                    "type": "tool_call_response",
+                    "id": _str(msg.get("toolCallId")),
+                    "response": _text_of(msg.get("content")),
+                }
+            ],
         }
     if role == "bashExecution":
-        return {"role": "user", "parts": [{"type": "text", "content": f"$ {msg.get('command')}\n{msg.get('output') or ''}"}]}
+        return {
+            "role": "user",
+            "parts": [{"type": "text", "content": f"$ {msg.get('command')}\n{msg.get('output') or ''}"}],
+        }
     if role in ("custom", "branchSummary", "compactionSummary"):
         text = msg.get("summary") if role != "custom" else _text_of(msg.get("content"))
         return {"role": "user", "parts": [{"type": "text", "content": _str(text) or ""}]}
@@ -354,7 +375,9 @@ class _Mapper:
         out: dict = {"traceId": self.trace, "spanId": span_id}
         if parent:
             out["parentSpanId"] = parent
-        out.update(name=name, kind=kind, startTimeUnixNano=_nanos(start), endTimeUnixNano=_nanos(end), attributes=_attrs(attrs))
+        out.update(
+            name=name, kind=kind, startTimeUnixNano=_nanos(start), endTimeUnixNano=_nanos(end), attributes=_attrs(attrs)
+        )
         if events:
             out["events"] = events
         if dropped_events:
@@ -395,7 +418,13 @@ class _Mapper:
             hops += 1
 
     def _event(self, g: int, ms: float, name: str, attrs: dict) -> None:
-        ev = {"timeUnixNano": _nanos(ms if math.isfinite(ms) else (self.start_ms if math.isfinite(self.start_ms) else 0.0)), "name": name, "attributes": _attrs(attrs)}
+        ev = {
+            "timeUnixNano": _nanos(
+                ms if math.isfinite(ms) else (self.start_ms if math.isfinite(self.start_ms) else 0.0)
+            ),
+            "name": name,
+            "attributes": _attrs(attrs),
+        }
         if g < 0:
             if len(self.root_events) < MAX_EVENTS:
                 self.root_events.append(ev)
@@ -457,7 +486,11 @@ class _Mapper:
         if not math.isfinite(ms):
             msg = raw.get("message")
             alt = msg.get("timestamp") if isinstance(msg, dict) else None
-            ms = float(alt) if isinstance(alt, (int, float)) and not isinstance(alt, bool) and math.isfinite(alt) else math.nan
+            ms = (
+                float(alt)
+                if isinstance(alt, (int, float)) and not isinstance(alt, bool) and math.isfinite(alt)
+                else math.nan
+            )
             rep.problem(f"{where}: no valid timestamp" + ("" if math.isnan(ms) else " (the message's is used)"))
         # the parent's time, group and span
         if parent is not None and not (0 <= parent < self.n):
@@ -485,9 +518,25 @@ class _Mapper:
             fork = self.root_span if parent is None else self.own[8 * parent : 8 * parent + 8].hex()
             from_id = self._id_of(parent) if parent is not None else "root"
             bspan = span_id_of(self.sid, *self.cur, "branch")
-            links = [{"traceId": self.trace, "spanId": fork, "attributes": _attrs({"sessiontree.link": "fork_point"})}] if fork else []
+            links = (
+                [{"traceId": self.trace, "spanId": fork, "attributes": _attrs({"sessiontree.link": "fork_point"})}]
+                if fork
+                else []
+            )
             key = self.n + p
-            self.groups[key] = [bspan, g, f"branch {from_id}", start, ms, {"sessiontree.branch.from_id": from_id}, links, [], 0, False, own]
+            self.groups[key] = [
+                bspan,
+                g,
+                f"branch {from_id}",
+                start,
+                ms,
+                {"sessiontree.branch.from_id": from_id},
+                links,
+                [],
+                0,
+                False,
+                own,
+            ]
             g = key
             own = bspan
         self._touch(g, ms)
@@ -499,7 +548,11 @@ class _Mapper:
                 rep.problem(f"{where}: a message entry without a message object")
             elif role == "user":
                 span_here = span_id_of(self.sid, *self.cur)
-                attrs: dict = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pi", "sessiontree.entry.id": eid}
+                attrs: dict = {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": "pi",
+                    "sessiontree.entry.id": eid,
+                }
                 if self.content != "none":  # the turn's own content is read again when it is written
                     im = _input_message(msg)
                     if im:
@@ -526,29 +579,53 @@ class _Mapper:
                     "gen_ai.tool.name": "bash",
                     "gen_ai.tool.type": "extension",
                     "sessiontree.entry.id": eid,
-                    "sessiontree.bash.exit_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
+                    "sessiontree.bash.exit_code": code
+                    if isinstance(code, int) and not isinstance(code, bool)
+                    else None,
                 }
                 if self.content != "none":
                     attrs["gen_ai.tool.call.arguments"] = _dumps({"command": msg.get("command")}).decode()
                     attrs["gen_ai.tool.call.result"] = self._content_value(msg.get("output"), where)
                     self.recent[p] = _input_message(msg) or {}
-                self.emit(self.span(span_here, own, "execute_tool bash", _INTERNAL, ms, ms, attrs, active=active, error=err))
+                self.emit(
+                    self.span(span_here, own, "execute_tool bash", _INTERNAL, ms, ms, attrs, active=active, error=err)
+                )
             else:
                 if self.content != "none":
                     im = _input_message(msg)
                     if im:
                         self.recent[p] = im
-                self._event(g, ms, f"sessiontree.message.{role}" if isinstance(role, str) else "sessiontree.message", {"sessiontree.entry.id": eid})
+                self._event(
+                    g,
+                    ms,
+                    f"sessiontree.message.{role}" if isinstance(role, str) else "sessiontree.message",
+                    {"sessiontree.entry.id": eid},
+                )
         elif etype in ("compaction", "branch_summary"):
             span_here = self.summary(p, eid, etype, raw, own, start, ms, active)
         elif etype == "custom_message":
-            self._event(g, ms, "sessiontree.custom_message", {"sessiontree.entry.id": eid, "sessiontree.custom_type": _str(raw.get("customType"))})
+            self._event(
+                g,
+                ms,
+                "sessiontree.custom_message",
+                {"sessiontree.entry.id": eid, "sessiontree.custom_type": _str(raw.get("customType"))},
+            )
         elif etype in _EVENT_TYPES:
             attrs = {"sessiontree.entry.id": eid}
             if etype == "label":
-                attrs.update({"sessiontree.label.target_id": _str(raw.get("targetId")), "sessiontree.label": _str(raw.get("label"))})
+                attrs.update(
+                    {
+                        "sessiontree.label.target_id": _str(raw.get("targetId")),
+                        "sessiontree.label": _str(raw.get("label")),
+                    }
+                )
             elif etype == "model_change":
-                attrs.update({"sessiontree.model.provider": _str(raw.get("provider")), "sessiontree.model.id": _str(raw.get("modelId"))})
+                attrs.update(
+                    {
+                        "sessiontree.model.provider": _str(raw.get("provider")),
+                        "sessiontree.model.id": _str(raw.get("modelId")),
+                    }
+                )
             elif etype == "thinking_level_change":
                 attrs["sessiontree.thinking_level"] = _str(raw.get("thinkingLevel"))
             elif etype == "session_info":
@@ -558,7 +635,9 @@ class _Mapper:
             self._event(g, ms, f"sessiontree.{etype}", attrs)
         else:
             rep.problem(f"{where}: unknown entry type {etype!r} (kept as an event)")
-            self._event(g, ms, "sessiontree.entry", {"sessiontree.entry.id": eid, "sessiontree.entry.type": _str(etype)})
+            self._event(
+                g, ms, "sessiontree.entry", {"sessiontree.entry.id": eid, "sessiontree.entry.type": _str(etype)}
+            )
         self.group[p] = g
         sid8 = bytes.fromhex(span_here or (self.groups[g][0] if g >= 0 else self.root_span))
         self.own[8 * p : 8 * p + 8] = sid8
@@ -567,7 +646,9 @@ class _Mapper:
         i = self.s.entry_table([p]).id[0]
         return i if isinstance(i, str) else f"#{p}"
 
-    def chat(self, p: int, eid: str, msg: dict, g: int, own: str, start: float, ms: float, active: bool, parent: int | None) -> str:
+    def chat(
+        self, p: int, eid: str, msg: dict, g: int, own: str, start: float, ms: float, active: bool, parent: int | None
+    ) -> str:
         span_id = span_id_of(self.sid, *self.cur)
         model = _str(msg.get("model"))
         provider = _str(msg.get("provider"))
@@ -593,7 +674,11 @@ class _Mapper:
             inputs = [m for m in reversed(inputs) if m]
             if inputs:
                 attrs["gen_ai.input.messages"] = self._content_value(inputs, f"entry {eid}")
-            out = {"role": "assistant", "parts": _parts(msg.get("content")), "finish_reason": _FINISH.get(stop, stop) if isinstance(stop, str) else "stop"}
+            out = {
+                "role": "assistant",
+                "parts": _parts(msg.get("content")),
+                "finish_reason": _FINISH.get(stop, stop) if isinstance(stop, str) else "stop",
+            }
             attrs["gen_ai.output.messages"] = self._content_value([out], f"entry {eid}")
         err = _str(msg.get("errorMessage")) if stop == "error" else None
         if stop == "error" and err is None:
@@ -619,7 +704,7 @@ class _Mapper:
                     old = self.tools.pop(cid, None) if cid else None
                     if old is not None:
                         self.emit(self.span(*old[:7], active=old[7]))
-                    rec = [tspan, span_id, f"execute_tool {tname}", _INTERNAL, ms, ms, tattrs, active]
+                    rec: list = [tspan, span_id, f"execute_tool {tname}", _INTERNAL, ms, ms, tattrs, active]
                     if cid:
                         self.tools[cid] = rec
                     else:
@@ -643,7 +728,12 @@ class _Mapper:
                 _INTERNAL,
                 start,
                 ms,
-                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tname, "gen_ai.tool.call.id": cid or None, "sessiontree.entry.id": eid},
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": tname,
+                    "gen_ai.tool.call.id": cid or None,
+                    "sessiontree.entry.id": eid,
+                },
                 active,
             ]
         rec[5] = ms
@@ -671,8 +761,18 @@ class _Mapper:
             attrs["sessiontree.branch_summary.from_id"] = from_id
             q = self.s.entry_index(from_id) if from_id else None
             if q is not None and q < self.n:
-                target = self.own[8 * q : 8 * q + 8].hex() if self.group[q] != _UNSEEN else span_id_of(self.sid, from_id or "")
-                links.append({"traceId": self.trace, "spanId": target, "attributes": _attrs({"sessiontree.link": "summarized_branch"})})
+                target = (
+                    self.own[8 * q : 8 * q + 8].hex()
+                    if self.group[q] != _UNSEEN
+                    else span_id_of(self.sid, from_id or "")
+                )
+                links.append(
+                    {
+                        "traceId": self.trace,
+                        "spanId": target,
+                        "attributes": _attrs({"sessiontree.link": "summarized_branch"}),
+                    }
+                )
             if isinstance(summary, str):
                 attrs["sessiontree.branch_summary.tokens"] = -(-len(summary) // 4)
         if raw.get("fromHook") is True:
@@ -680,7 +780,13 @@ class _Mapper:
         attrs.update(self._usage(raw.get("usage"), f"entry {eid}"))
         if self.content != "none" and isinstance(summary, str):
             attrs["gen_ai.output.messages"] = self._content_value(
-                [{"role": "assistant", "parts": [{"type": etype if etype == "compaction" else "branch_summary", "content": summary}], "finish_reason": "stop"}],
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": etype if etype == "compaction" else "branch_summary", "content": summary}],
+                        "finish_reason": "stop",
+                    }
+                ],
                 f"entry {eid}",
             )
             self.recent[p] = {"role": "user", "parts": [{"type": "text", "content": summary}]}
@@ -722,7 +828,9 @@ class _Mapper:
                     im = _input_message(msg) if isinstance(msg, dict) else None
                     if im:
                         rec = self.groups[g]
-                        rec[5]["gen_ai.input.messages"] = self._content_value([im], f"entry {rec[5]['sessiontree.entry.id']}")
+                        rec[5]["gen_ai.input.messages"] = self._content_value(
+                            [im], f"entry {rec[5]['sessiontree.entry.id']}"
+                        )
             for g in chunk:
                 self._emit_group(self.groups.pop(g))
         self.groups = {}
@@ -832,7 +940,9 @@ def to_otlp(session: Session, out: str | os.PathLike, *, content: str = "none") 
         return write_session(session, fh, content=content)
 
 
-def _export_item(item: Any, content: str, max_bytes: int | None) -> tuple[OtelReport, list[bytes] | None, Session | None]:
+def _export_item(
+    item: Any, content: str, max_bytes: int | None
+) -> tuple[OtelReport, list[bytes] | None, Session | None]:
     from .fleet._rows import Options, open_item
 
     rep = OtelReport(path=item.path)
@@ -908,7 +1018,9 @@ def export(
             raise OutputPathError(f"{out} is one of the sessions read: write the trace elsewhere (nothing written)")
     with atomic_writer(out_path, source=local[0] if len(local) == 1 else None) as fh:
         if engine == "ray":
-            for rep_json, data in run_ray(_ray_one, items, (content, max_bytes), address=address, num_cpus=num_cpus, progress=progress):
+            for rep_json, data in run_ray(
+                _ray_one, items, (content, max_bytes), address=address, num_cpus=num_cpus, progress=progress
+            ):
                 fh.write(data)
                 rows.append(rep_json)
         else:

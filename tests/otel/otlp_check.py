@@ -94,7 +94,7 @@ def attrs(span: dict) -> dict[str, Any]:
 
 
 def plain(v: dict) -> Any:
-    (kind, x), = v.items()
+    ((kind, x),) = v.items()
     if kind == "intValue":
         return int(x)
     if kind == "arrayValue":
@@ -117,7 +117,7 @@ def check_registry(spans: list[dict]) -> int:
                 continue
             assert key in reg, f"{key} is not in the GenAI registry 1.41.0 (span {sp['name']})"
             t = reg[key]
-            (kind, x), = value.items()
+            ((kind, x),) = value.items()
             if t == "any":
                 assert kind in ("stringValue", "arrayValue", "kvlistValue", "intValue", "doubleValue", "boolValue")
             elif t.endswith("[]"):
@@ -160,7 +160,11 @@ def check_structure(spans: list[dict]) -> dict[str, dict]:
                 pa = attrs(parent)
                 if sp["name"].startswith("chat"):
                     assert pa.get("gen_ai.operation.name") == "invoke_agent" or parent["name"].startswith("branch ")
-                if sp["name"].startswith("execute_tool") and "gen_ai.tool.call.id" in a and not a.get("sessiontree.result.entry_id", "").startswith("#"):
+                if (
+                    sp["name"].startswith("execute_tool")
+                    and "gen_ai.tool.call.id" in a
+                    and not a.get("sessiontree.result.entry_id", "").startswith("#")
+                ):
                     if parent["name"].startswith("chat"):
                         assert pa["sessiontree.entry.id"] == a["sessiontree.entry.id"]
                 if sp["name"].startswith("branch "):

@@ -25,7 +25,18 @@ GEN = ROOT / "tests" / "tools" / "gen_session.py"
 def _gen(tmp_path: Path, entries: int, seed: int, branchiness: float = 0.1) -> Path:
     out = tmp_path / f"gen{seed}.jsonl"
     subprocess.run(
-        [sys.executable, str(GEN), "--entries", str(entries), "--branchiness", str(branchiness), "--seed", str(seed), "--out", str(out)],
+        [
+            sys.executable,
+            str(GEN),
+            "--entries",
+            str(entries),
+            "--branchiness",
+            str(branchiness),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+        ],
         check=True,
     )
     return out
@@ -98,7 +109,9 @@ def test_generated_trees_with_forks_and_compactions(tmp_path):
     # tool call spans: parent is the chat span of the message that called the tool; error status on errors
     chats = {sp["spanId"]: sp for sp in spans if sp["name"].startswith("chat")}
     tools = [sp for sp in spans if sp["name"].startswith("execute_tool") and "gen_ai.tool.call.id" in attrs(sp)]
-    assert tools and all(sp["parentSpanId"] in chats for sp in tools if "sessiontree.result.entry_id" in attrs(sp) or True)
+    assert tools and all(
+        sp["parentSpanId"] in chats for sp in tools if "sessiontree.result.entry_id" in attrs(sp) or True
+    )
 
 
 @pytest.mark.slow  # over ~1 s each on the loaded 2-core machine (CI runs them)
@@ -128,7 +141,9 @@ def _small(tmp_path: Path) -> Path:
     return _session(
         tmp_path,
         [
-            _msg("u1", None, "2026-01-01T00:00:01.000Z", {"role": "user", "content": f"use key {SECRET}", "timestamp": 1}),
+            _msg(
+                "u1", None, "2026-01-01T00:00:01.000Z", {"role": "user", "content": f"use key {SECRET}", "timestamp": 1}
+            ),
             _msg(
                 "a1",
                 "u1",
@@ -142,7 +157,14 @@ def _small(tmp_path: Path) -> Path:
                     ],
                     "provider": "anthropic",
                     "model": "claude-x",
-                    "usage": {"input": 10, "output": 5, "cacheRead": 3, "cacheWrite": 2, "totalTokens": 20, "cost": {"total": 0.5}},
+                    "usage": {
+                        "input": 10,
+                        "output": 5,
+                        "cacheRead": 3,
+                        "cacheWrite": 2,
+                        "totalTokens": 20,
+                        "cost": {"total": 0.5},
+                    },
                     "stopReason": "toolUse",
                     "timestamp": 3,
                 },
@@ -151,11 +173,45 @@ def _small(tmp_path: Path) -> Path:
                 "r1",
                 "a1",
                 "2026-01-01T00:00:04.500Z",
-                {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "no such file"}], "isError": True, "timestamp": 4},
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c1",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": "no such file"}],
+                    "isError": True,
+                    "timestamp": 4,
+                },
             ),
-            {"type": "label", "id": "l1", "parentId": "r1", "timestamp": "2026-01-01T00:00:05.000Z", "targetId": "u1", "label": "start"},
-            {"type": "model_change", "id": "m1", "parentId": "l1", "timestamp": "2026-01-01T00:00:05.500Z", "provider": "openai", "modelId": "gpt-x"},
-            _msg("a2", "m1", "2026-01-01T00:00:06.000Z", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "provider": "openai", "model": "gpt-x", "usage": {"input": 1, "output": 1}, "stopReason": "stop", "timestamp": 6}),
+            {
+                "type": "label",
+                "id": "l1",
+                "parentId": "r1",
+                "timestamp": "2026-01-01T00:00:05.000Z",
+                "targetId": "u1",
+                "label": "start",
+            },
+            {
+                "type": "model_change",
+                "id": "m1",
+                "parentId": "l1",
+                "timestamp": "2026-01-01T00:00:05.500Z",
+                "provider": "openai",
+                "modelId": "gpt-x",
+            },
+            _msg(
+                "a2",
+                "m1",
+                "2026-01-01T00:00:06.000Z",
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "done"}],
+                    "provider": "openai",
+                    "model": "gpt-x",
+                    "usage": {"input": 1, "output": 1},
+                    "stopReason": "stop",
+                    "timestamp": 6,
+                },
+            ),
         ],
     )
 
@@ -215,7 +271,18 @@ def test_bad_input_gives_a_valid_trace_and_recorded_problems(tmp_path):
         tmp_path,
         [
             {"type": "message", "id": "u1", "parentId": None, "message": {"role": "user", "content": "hi"}},
-            _msg("a1", "u1", "not a date", {"role": "assistant", "content": [], "model": "m", "usage": {"input": "12", "output": "NaN", "cacheRead": None}, "stopReason": "stop"}),
+            _msg(
+                "a1",
+                "u1",
+                "not a date",
+                {
+                    "role": "assistant",
+                    "content": [],
+                    "model": "m",
+                    "usage": {"input": "12", "output": "NaN", "cacheRead": None},
+                    "stopReason": "stop",
+                },
+            ),
             {"type": "wormhole", "id": "w1", "parentId": "a1", "timestamp": "2026-01-01T00:00:09.000Z"},
             _msg("r9", "w1", "2026-01-01T00:00:10.000Z", {"role": "toolResult", "toolCallId": "nope", "content": "x"}),
         ],

@@ -54,7 +54,10 @@ def phoenix(tmp_path_factory):
     )
     log = open(work / "phoenix.log", "wb")
     proc = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "phoenix"), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+        [os.path.join(os.path.dirname(sys.executable), "phoenix"), "serve"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -63,10 +66,10 @@ def phoenix(tmp_path_factory):
             try:
                 _get(f"{base}/v1/projects")
                 break
-            except (urllib.error.URLError, OSError, ValueError):
+            except (urllib.error.URLError, OSError, ValueError) as exc:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    raise AssertionError("phoenix did not start: " + (work / "phoenix.log").read_text()[-3000:])
+                    raise AssertionError("phoenix did not start: " + (work / "phoenix.log").read_text()[-3000:]) from exc
                 time.sleep(0.5)
         yield base
     finally:

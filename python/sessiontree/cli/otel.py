@@ -47,7 +47,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--content", choices=("none", "scrubbed", "full"), default="none", help="message content (default none)"
     )
-    p.add_argument("--engine", choices=("local", "ray"), default="local", help="where sessions are mapped (default local)")
+    p.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="where sessions are mapped (default local)"
+    )
     p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
 

@@ -69,7 +69,9 @@ def phoenix(tmp_path_factory):
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    raise AssertionError("phoenix did not start: " + (work / "phoenix.log").read_text()[-3000:]) from exc
+                    raise AssertionError(
+                        "phoenix did not start: " + (work / "phoenix.log").read_text()[-3000:]
+                    ) from exc
                 time.sleep(0.5)
         yield base
     finally:

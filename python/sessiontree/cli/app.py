@@ -221,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .scrub import add_parsers as add_scrub_parsers
 
     add_scrub_parsers(sub)
+    # --- OpenTelemetry export: sessiontree/cli/otel.py ---
+    from .otel import add_parsers as add_otel_parsers
+
+    add_otel_parsers(sub)
     # ---
     return parser
 
@@ -329,6 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in SCRUB_COMMANDS:
         return run_scrub(args)
+    from .otel import COMMANDS as OTEL_COMMANDS, run as run_otel
+
+    if args.command in OTEL_COMMANDS:
+        return run_otel(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

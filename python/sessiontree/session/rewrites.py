@@ -22,6 +22,7 @@ from .base import dumps_entry
 from .base import SessionBase
 
 if TYPE_CHECKING:
+    from ..otel import OtelReport
     from ..scrub import ScrubReport
     from . import Session
 
@@ -35,7 +36,7 @@ def _is_header_line(line: bytes) -> bool:
 
 
 class Rewrites(SessionBase):
-    """``migrate``, ``scrub``, ``export_html`` and ``create_branched_session`` (Pi's clone)."""
+    """``migrate``, ``scrub``, ``export_html``, ``to_otlp`` and ``create_branched_session`` (Pi's clone)."""
 
     def create_branched_session(self, leaf_id: str) -> "Session":
         """Clone: a new session holding only the path from the root to ``leaf_id`` (Pi
@@ -152,6 +153,21 @@ class Rewrites(SessionBase):
         from ..scrub import export_html_scrubbed
 
         return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
+
+    def to_otlp(self, path: str | os.PathLike, *, content: str = "none") -> "OtelReport":
+        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON (one
+        ``ExportTraceServiceRequest`` per line) to ``path``, atomically; returns its
+        :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
+        ``scrubbed`` or ``full``. See :mod:`sessiontree.otel` (the mapping) and ``docs/otel.md``.
+
+        Raises:
+            SessionArgumentError: ``content`` is not one of the three.
+            OutputPathError: ``path`` is this session's file, a symbolic link, or not a regular file.
+            OSError: ``path`` cannot be written.
+        """
+        from ..otel import to_otlp
+
+        return to_otlp(cast("Session", self), path, content=content)
 
     def scrub(
         self,

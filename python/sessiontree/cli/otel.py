@@ -1,0 +1,90 @@
+"""``sessiontree otel``: sessions as OpenTelemetry GenAI traces (OTLP/JSON), over the public
+:func:`sessiontree.otel.export`. Registered by :mod:`.app`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from .args import documented_parser
+
+COMMANDS = ("otel",)
+
+_OTEL_EPILOG = """Writes OUT as OTLP/JSON: one ExportTraceServiceRequest per line, as the OpenTelemetry
+file exporter writes it (the Collector's otlpjsonfile receiver and Jaeger's UI upload read it).
+One trace per session (its id derived from the session id, so a re-export gives the same
+ids); spans follow the OpenTelemetry GenAI semantic conventions 1.41.0: invoke_agent per
+session and per user turn, chat {model} per assistant message, execute_tool {name} per tool
+call and bash execution, compaction and branch_summary spans, abandoned branches under
+branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
+
+--content none (default: no message text), scrubbed (secrets replaced by the scrub rules
+first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
+
+One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
+error). Bad input (no timestamps, unknown types, usage that is not a number) still gives a
+valid trace; each problem is listed and recorded on the trace's root span. OUT is written
+atomically (never a partial file; never over a session read).
+
+exit codes: 0 done; 1 some sessions could not be read (see their lines; the others are in
+OUT); 2 bad options, no session found, OUT refused or not writable"""
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``otel`` on the CLI's subparsers."""
+    p = documented_parser(
+        sub,
+        "otel",
+        help="export sessions as OpenTelemetry GenAI traces (OTLP/JSON lines)",
+        description="Export every session of SOURCE as an OpenTelemetry trace into OUT (sessiontree.otel.export).",
+        epilog=_OTEL_EPILOG,
+    )
+    p.add_argument("source", metavar="SOURCE", nargs="+", help="file, directory, glob or URL (s3://...), as for stats")
+    p.add_argument("-o", "--output", metavar="OUT.jsonl", required=True, help="the OTLP/JSON file to write")
+    p.add_argument(
+        "--content", choices=("none", "scrubbed", "full"), default="none", help="message content (default none)"
+    )
+    p.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="where sessions are mapped (default local)"
+    )
+    p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
+    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+
+
+def _err(message: str) -> None:
+    print(f"sessiontree: error: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``otel``; returns the exit code."""
+    from ..errors import SessionError
+    from ..otel import export
+
+    try:
+        rows = export(
+            args.source,
+            args.output,
+            content=args.content,
+            engine=args.engine,
+            address=args.address,
+            progress=args.progress,
+        )
+    except SessionError as exc:
+        _err(str(exc))
+        return 2
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else ""
+        _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
+        return 2
+    if not rows:
+        _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
+        return 2
+    failed = 0
+    for row in rows:
+        failed += row["error"] is not None
+        sys.stdout.write(orjson.dumps(row).decode() + "\n")
+    sys.stdout.flush()
+    return 1 if failed else 0

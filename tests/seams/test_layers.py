@@ -36,7 +36,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("checks", {"validation"}),
     ("facade", {"session"}),
     ("orchestration", {"hooks", "orchestration", "autocompact", "token_counter", "summarizers", "summarizers.*"}),
-    ("streaming views", {"listing", "scrub", "html", "html.*"}),
+    ("streaming views", {"listing", "scrub", "convert", "html", "html.*"}),
     (
         "clients",
         {"cli", "cli.*", "rpc", "rpc.*", "fleet", "fleet.*", "__main__", ""},

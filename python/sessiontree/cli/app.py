@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .scrub import add_parsers as add_scrub_parsers
 
     add_scrub_parsers(sub)
+    # --- convert: sessiontree/cli/convert.py ---
+    from .convert import add_parsers as add_convert_parsers
+
+    add_convert_parsers(sub)
     # ---
     return parser
 
@@ -288,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in SCRUB_COMMANDS:
         return run_scrub(args)
+    from .convert import COMMANDS as CONVERT_COMMANDS, run as run_convert
+
+    if args.command in CONVERT_COMMANDS:
+        return run_convert(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -50,27 +49,74 @@ def gen_claude_code(out: Path, megabytes: float, seed: int = 1) -> None:
         while size < target:
             n += 1
             uuid = f"{n:08x}-0000-4000-8000-{n:012x}"
-            base = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/work/project",
-                    "sessionId": "bench-session", "version": "2.1.0", "gitBranch": "main", "uuid": uuid, "timestamp": ts}
+            base = {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "userType": "external",
+                "cwd": "/work/project",
+                "sessionId": "bench-session",
+                "version": "2.1.0",
+                "gitBranch": "main",
+                "uuid": uuid,
+                "timestamp": ts,
+            }
             k = n % 6
             if k == 1:
                 base.update(type="user", message={"role": "user", "content": _text(rng, rng.randint(5, 60))})
             elif k == 2:
-                base.update(type="assistant", requestId=f"req_{n}", message={
-                    "id": f"msg_{n}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514",
-                    "content": [{"type": "thinking", "thinking": _text(rng, 40), "signature": "sig" * 20},
-                                {"type": "text", "text": _text(rng, rng.randint(20, 200))},
-                                {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": "ls -la " + _text(rng, 3)}}],
-                    "stop_reason": "tool_use", "usage": {"input_tokens": 1200, "output_tokens": 300, "cache_read_input_tokens": 9000}})
+                base.update(
+                    type="assistant",
+                    requestId=f"req_{n}",
+                    message={
+                        "id": f"msg_{n}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-20250514",
+                        "content": [
+                            {"type": "thinking", "thinking": _text(rng, 40), "signature": "sig" * 20},
+                            {"type": "text", "text": _text(rng, rng.randint(20, 200))},
+                            {
+                                "type": "tool_use",
+                                "id": f"toolu_{n}",
+                                "name": "Bash",
+                                "input": {"command": "ls -la " + _text(rng, 3)},
+                            },
+                        ],
+                        "stop_reason": "tool_use",
+                        "usage": {"input_tokens": 1200, "output_tokens": 300, "cache_read_input_tokens": 9000},
+                    },
+                )
             elif k == 3:
-                base.update(type="user", toolUseResult={"stdout": _text(rng, 30), "stderr": ""}, message={"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": f"toolu_{n - 1}", "content": _text(rng, rng.randint(50, 400)), "is_error": False}]})
+                base.update(
+                    type="user",
+                    toolUseResult={"stdout": _text(rng, 30), "stderr": ""},
+                    message={
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": f"toolu_{n - 1}",
+                                "content": _text(rng, rng.randint(50, 400)),
+                                "is_error": False,
+                            }
+                        ],
+                    },
+                )
             elif k == 4:
                 base.update(type="progress", data={"type": "hook_progress", "hookName": "PostToolUse"})
             elif k == 5:
-                base.update(type="assistant", message={"id": f"msg_{n}", "type": "message", "role": "assistant",
-                            "model": "claude-sonnet-4-20250514", "content": [{"type": "text", "text": _text(rng, 80)}],
-                            "stop_reason": "end_turn", "usage": {"input_tokens": 900, "output_tokens": 120}})
+                base.update(
+                    type="assistant",
+                    message={
+                        "id": f"msg_{n}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-20250514",
+                        "content": [{"type": "text", "text": _text(rng, 80)}],
+                        "stop_reason": "end_turn",
+                        "usage": {"input_tokens": 900, "output_tokens": 120},
+                    },
+                )
             else:
                 base.update(type="system", subtype="turn_duration", durationMs=1234, isMeta=False)
             line = json.dumps(base, separators=(",", ":")) + "\n"
@@ -85,30 +131,87 @@ def gen_codex(out: Path, megabytes: float, seed: int = 1) -> None:
     target = int(megabytes * 1_000_000)
     ts = "2025-10-31T17:00:00.000Z"
     with open(out, "w") as f:
-        size = f.write(json.dumps({"timestamp": ts, "type": "session_meta", "payload": {
-            "id": "bench-rollout", "timestamp": ts, "cwd": "/work/project", "originator": "codex_cli_rs",
-            "cli_version": "0.60.0", "source": "cli", "git": {"branch": "main", "commit_hash": "abc"}}}) + "\n")
+        size = f.write(
+            json.dumps(
+                {
+                    "timestamp": ts,
+                    "type": "session_meta",
+                    "payload": {
+                        "id": "bench-rollout",
+                        "timestamp": ts,
+                        "cwd": "/work/project",
+                        "originator": "codex_cli_rs",
+                        "cli_version": "0.60.0",
+                        "source": "cli",
+                        "git": {"branch": "main", "commit_hash": "abc"},
+                    },
+                }
+            )
+            + "\n"
+        )
         n = 0
         while size < target:
             n += 1
             k = n % 6
             if k == 0:
-                line = {"type": "turn_context", "payload": {"cwd": "/work/project", "model": "gpt-5", "effort": "medium"}}
+                line = {
+                    "type": "turn_context",
+                    "payload": {"cwd": "/work/project", "model": "gpt-5", "effort": "medium"},
+                }
             elif k == 1:
-                line = {"type": "response_item", "payload": {"type": "message", "role": "user",
-                        "content": [{"type": "input_text", "text": _text(rng, rng.randint(5, 60))}]}}
+                line = {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": _text(rng, rng.randint(5, 60))}],
+                    },
+                }
             elif k == 2:
-                line = {"type": "response_item", "payload": {"type": "reasoning", "summary": [
-                    {"type": "summary_text", "text": _text(rng, 40)}], "encrypted_content": "enc" * 40}}
+                line = {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "reasoning",
+                        "summary": [{"type": "summary_text", "text": _text(rng, 40)}],
+                        "encrypted_content": "enc" * 40,
+                    },
+                }
             elif k == 3:
-                line = {"type": "response_item", "payload": {"type": "function_call", "name": "shell",
-                        "arguments": json.dumps({"command": ["bash", "-lc", _text(rng, 5)]}), "call_id": f"call_{n}"}}
+                line = {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call",
+                        "name": "shell",
+                        "arguments": json.dumps({"command": ["bash", "-lc", _text(rng, 5)]}),
+                        "call_id": f"call_{n}",
+                    },
+                }
             elif k == 4:
-                line = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": f"call_{n - 1}",
-                        "output": json.dumps({"output": _text(rng, rng.randint(50, 400)), "metadata": {"exit_code": 0}})}}
+                line = {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call_output",
+                        "call_id": f"call_{n - 1}",
+                        "output": json.dumps(
+                            {"output": _text(rng, rng.randint(50, 400)), "metadata": {"exit_code": 0}}
+                        ),
+                    },
+                }
             else:
-                line = {"type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {
-                    "input_tokens": 12000, "cached_input_tokens": 10000, "output_tokens": 300, "total_tokens": 12300}}}}
+                line = {
+                    "type": "event_msg",
+                    "payload": {
+                        "type": "token_count",
+                        "info": {
+                            "last_token_usage": {
+                                "input_tokens": 12000,
+                                "cached_input_tokens": 10000,
+                                "output_tokens": 300,
+                                "total_tokens": 12300,
+                            }
+                        },
+                    },
+                }
             line = {"timestamp": ts, **line}
             size += f.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -129,9 +232,16 @@ def measure(path: Path, repeat: int = 3) -> dict:
             f"convert.to_pi({str(path)!r}, {str(out)!r})\n"
             "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
         )
-        base = subprocess.run([sys.executable, "-c", "import resource;import sessiontree.convert;"
-                               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
-                              capture_output=True, text=True, check=True)
+        base = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import resource;import sessiontree.convert;print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         base_rss = int(base.stdout.split()[0])
         for _ in range(repeat):
             if pigz:
@@ -170,9 +280,11 @@ def main() -> None:
     else:
         m = measure(Path(a.file), a.repeat)
         print(json.dumps(m))
-        print(f"{m['bytes'] / 1e6:.0f} MB: pigz {m['pigz_s']:.2f} s, convert {m['convert_s']:.2f} s, "
-              f"ratio {m['ratio']:.2f}x; peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
-              f"({m['rss_share'] * 100:.1f}% of the file above the interpreter's {m['interpreter_rss_kib'] / 1024:.0f} MiB)")
+        print(
+            f"{m['bytes'] / 1e6:.0f} MB: pigz {m['pigz_s']:.2f} s, convert {m['convert_s']:.2f} s, "
+            f"ratio {m['ratio']:.2f}x; peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
+            f"({m['rss_share'] * 100:.1f}% of the file above the interpreter's {m['interpreter_rss_kib'] / 1024:.0f} MiB)"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,12 @@ def test_convert_to_pi_and_back(tmp_path, capsys):
     assert main(["convert", str(src), "-o", str(tmp_path / "pi.jsonl")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("claude-code -> pi: 6 lines, 6 written to ")
-    assert main(["convert", str(tmp_path / "pi.jsonl"), "-o", str(tmp_path / "back.jsonl"), "--to", "claude-code", "--json"]) == 0
+    assert (
+        main(
+            ["convert", str(tmp_path / "pi.jsonl"), "-o", str(tmp_path / "back.jsonl"), "--to", "claude-code", "--json"]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["source_format"] == "pi" and doc["target_format"] == "claude-code" and doc["problems"] == []
     assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()

@@ -57,7 +57,11 @@ def test_claude_code_pi_files_validate_and_keep_the_tree(src: Path, tmp_path: Pa
         e = by_id[u]
         if isinstance(p, str) and p in by_id and p not in side:
             assert e["parentId"] == p, u
-        if p is None and "parentUuid" in o and not (o.get("subtype") == "compact_boundary" and o.get("logicalParentUuid")):
+        if (
+            p is None
+            and "parentUuid" in o
+            and not (o.get("subtype") == "compact_boundary" and o.get("logicalParentUuid"))
+        ):
             assert e["parentId"] is None, u
     # one root per source root: compact boundaries link through logicalParentUuid
     null_roots = sum(
@@ -141,7 +145,12 @@ def test_codex_round_trips_and_validates(src: Path, tmp_path: Path):
     found = pi_texts(entries)
     for o in read_objects(src):
         p = o.get("payload") if isinstance(o, dict) else None
-        if isinstance(p, dict) and o.get("type") == "response_item" and p.get("type") == "message" and p.get("role") in ("user", "assistant"):
+        if (
+            isinstance(p, dict)
+            and o.get("type") == "response_item"
+            and p.get("type") == "message"
+            and p.get("role") in ("user", "assistant")
+        ):
             for t in texts_of(p.get("content")):
                 assert t in found, t[:80]
 
@@ -149,12 +158,42 @@ def test_codex_round_trips_and_validates(src: Path, tmp_path: Path):
 def test_codex_usage_lands_on_the_assistant_message_before_it(tmp_path: Path):
     src = tmp_path / "r.jsonl"
     lines = [
-        {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "x", "cwd": "/w", "git": {"branch": "main"}}},
+        {
+            "timestamp": "2025-01-01T00:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "x", "cwd": "/w", "git": {"branch": "main"}},
+        },
         {"timestamp": "2025-01-01T00:00:01Z", "type": "turn_context", "payload": {"model": "gpt-5", "effort": "high"}},
-        {"timestamp": "2025-01-01T00:00:02Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}},
-        {"timestamp": "2025-01-01T00:00:03Z", "type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}},
-        {"timestamp": "2025-01-01T00:00:04Z", "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}},
-        {"timestamp": "2025-01-01T00:00:05Z", "type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 100, "cached_input_tokens": 40, "output_tokens": 7, "total_tokens": 107}}}},
+        {
+            "timestamp": "2025-01-01T00:00:02Z",
+            "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        },
+        {
+            "timestamp": "2025-01-01T00:00:03Z",
+            "type": "response_item",
+            "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]},
+        },
+        {
+            "timestamp": "2025-01-01T00:00:04Z",
+            "type": "response_item",
+            "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+        },
+        {
+            "timestamp": "2025-01-01T00:00:05Z",
+            "type": "event_msg",
+            "payload": {
+                "type": "token_count",
+                "info": {
+                    "last_token_usage": {
+                        "input_tokens": 100,
+                        "cached_input_tokens": 40,
+                        "output_tokens": 7,
+                        "total_tokens": 107,
+                    }
+                },
+            },
+        },
     ]
     src.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "s.jsonl"
@@ -162,7 +201,14 @@ def test_codex_usage_lands_on_the_assistant_message_before_it(tmp_path: Path):
     head = read_objects(out)[0]
     assert head["id"] == "x" and head["cwd"] == "/w" and head["source"]["line"]["payload"]["git"] == {"branch": "main"}
     es = pi_entries(out)
-    assert [e["type"] for e in es] == ["model_change", "thinking_level_change", "message", "message", "message", "custom"]
+    assert [e["type"] for e in es] == [
+        "model_change",
+        "thinking_level_change",
+        "message",
+        "message",
+        "message",
+        "custom",
+    ]
     assert es[0]["modelId"] == "gpt-5" and es[1]["thinkingLevel"] == "high"
     think, hello = es[3]["message"], es[4]["message"]
     assert think["content"][0] == {"type": "thinking", "thinking": "think"}

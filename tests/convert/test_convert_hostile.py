@@ -16,8 +16,14 @@ from sessiontree.errors import ConvertError, UnrecognisedFormatError
 
 
 def _cc(uuid, parent, text="x", **kw):
-    d = {"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": "s", "timestamp": "2025-01-01T00:00:00Z",
-         "message": {"role": "user", "content": text}}
+    d = {
+        "type": "user",
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": "s",
+        "timestamp": "2025-01-01T00:00:00Z",
+        "message": {"role": "user", "content": text},
+    }
     d.update(kw)
     return json.dumps(d)
 
@@ -52,15 +58,30 @@ def test_non_utf8_bytes_are_carried_exactly(tmp_path):
 
 
 def test_unknown_types_and_non_objects_become_custom_entries(tmp_path):
-    data = "\n".join([_cc("u1", None), json.dumps({"type": "brand-new", "uuid": "z", "parentUuid": "u1"}), "[1,2]", "42", ""]).encode()
+    data = "\n".join(
+        [_cc("u1", None), json.dumps({"type": "brand-new", "uuid": "z", "parentUuid": "u1"}), "[1,2]", "42", ""]
+    ).encode()
     r = _round_trip(tmp_path, data)
     es = [json.loads(x) for x in (tmp_path / "pi.jsonl").read_text().splitlines()[1:]]
-    assert {e.get("customType") for e in es if e["type"] == "custom"} >= {"claude-code:brand-new", "claude-code:unparsed"}
+    assert {e.get("customType") for e in es if e["type"] == "custom"} >= {
+        "claude-code:brand-new",
+        "claude-code:unparsed",
+    }
     assert "not_an_object" in _kinds(r)
 
 
 def test_duplicate_and_missing_uuids(tmp_path):
-    data = "\n".join([_cc("u1", None), _cc("u1", "u1", "again"), _cc("u3", "nowhere"), json.dumps({"type": "user", "message": {"role": "user", "content": "no ids"}})]).encode() + b"\n"
+    data = (
+        "\n".join(
+            [
+                _cc("u1", None),
+                _cc("u1", "u1", "again"),
+                _cc("u3", "nowhere"),
+                json.dumps({"type": "user", "message": {"role": "user", "content": "no ids"}}),
+            ]
+        ).encode()
+        + b"\n"
+    )
     r = _round_trip(tmp_path, data)
     assert {"duplicate_id", "orphan"} <= _kinds(r)
 
@@ -76,9 +97,21 @@ def test_a_boundary_pointing_under_itself_links_to_the_last_preserved_message(tm
     lines = [
         _cc("u1", None),
         _cc("u2", "u1"),
-        json.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "cb", "parentUuid": None, "logicalParentUuid": "late",
-                    "content": "Conversation compacted", "compactMetadata": {"preTokens": 5,
-                    "preservedMessages": {"uuids": ["u2", "late"]}, "preservedSegment": {"headUuid": "u2"}}}),
+        json.dumps(
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "uuid": "cb",
+                "parentUuid": None,
+                "logicalParentUuid": "late",
+                "content": "Conversation compacted",
+                "compactMetadata": {
+                    "preTokens": 5,
+                    "preservedMessages": {"uuids": ["u2", "late"]},
+                    "preservedSegment": {"headUuid": "u2"},
+                },
+            }
+        ),
         _cc("cs", "cb", "the summary", isCompactSummary=True),
         _cc("late", "cs", "preserved tail"),
         _cc("after", "late"),
@@ -119,7 +152,9 @@ def test_detection_reads_content_not_names(tmp_path):
     a.write_text(_cc("u1", None) + "\n")
     assert convert.detect(a) == "claude-code"
     b = tmp_path / "session.jsonl"
-    b.write_text(json.dumps({"type": "session", "version": 3, "id": "x", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/"}) + "\n")
+    b.write_text(
+        json.dumps({"type": "session", "version": 3, "id": "x", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/"}) + "\n"
+    )
     assert convert.detect(b) == "pi"
 
 

@@ -15,8 +15,14 @@ from sessiontree import Session
 from sessiontree import convert
 
 TS = "2025-01-01T00:00:00.000Z"
-USAGE = {"input": 3, "output": 4, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7,
-         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+USAGE = {
+    "input": 3,
+    "output": 4,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 7,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+}
 
 
 @st.composite
@@ -27,29 +33,88 @@ def pi_trees(draw):
     for i in range(n):
         eid = f"{i:08x}"
         parent = None if i == 0 else entries[draw(st.integers(max(0, i - 3), i - 1))]["id"]
-        kind = draw(st.sampled_from(["user", "assistant", "tool", "model", "thinking", "label", "custom", "compaction", "info"]))
+        kind = draw(
+            st.sampled_from(["user", "assistant", "tool", "model", "thinking", "label", "custom", "compaction", "info"])
+        )
         e: dict = {"type": "message", "id": eid, "parentId": parent, "timestamp": TS}
         if kind == "user":
-            e["message"] = {"role": "user", "content": draw(st.one_of(text, st.lists(text.map(lambda t: {"type": "text", "text": t}), max_size=2))), "timestamp": 1}
+            e["message"] = {
+                "role": "user",
+                "content": draw(st.one_of(text, st.lists(text.map(lambda t: {"type": "text", "text": t}), max_size=2))),
+                "timestamp": 1,
+            }
         elif kind == "assistant":
-            blocks = draw(st.lists(st.one_of(
-                text.map(lambda t: {"type": "text", "text": t}),
-                text.map(lambda t: {"type": "thinking", "thinking": t}),
-                text.map(lambda t: {"type": "toolCall", "id": "call_" + t.encode().hex()[:8], "name": "bash", "arguments": {"cmd": t}}),
-            ), max_size=3))
-            e["message"] = {"role": "assistant", "content": blocks, "api": "anthropic-messages", "provider": "anthropic",
-                            "model": "claude-x", "usage": USAGE, "stopReason": "stop", "timestamp": 2}
+            blocks = draw(
+                st.lists(
+                    st.one_of(
+                        text.map(lambda t: {"type": "text", "text": t}),
+                        text.map(lambda t: {"type": "thinking", "thinking": t}),
+                        text.map(
+                            lambda t: {
+                                "type": "toolCall",
+                                "id": "call_" + t.encode().hex()[:8],
+                                "name": "bash",
+                                "arguments": {"cmd": t},
+                            }
+                        ),
+                    ),
+                    max_size=3,
+                )
+            )
+            e["message"] = {
+                "role": "assistant",
+                "content": blocks,
+                "api": "anthropic-messages",
+                "provider": "anthropic",
+                "model": "claude-x",
+                "usage": USAGE,
+                "stopReason": "stop",
+                "timestamp": 2,
+            }
         elif kind == "tool":
-            e["message"] = {"role": "toolResult", "toolCallId": "call_1", "toolName": "bash",
-                            "content": [{"type": "text", "text": draw(text)}], "isError": draw(st.booleans()), "timestamp": 3}
+            e["message"] = {
+                "role": "toolResult",
+                "toolCallId": "call_1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": draw(text)}],
+                "isError": draw(st.booleans()),
+                "timestamp": 3,
+            }
         elif kind == "model":
-            e = {"type": "model_change", "id": eid, "parentId": parent, "timestamp": TS, "provider": "openai", "modelId": draw(st.sampled_from(["a", "b"]))}
+            e = {
+                "type": "model_change",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "provider": "openai",
+                "modelId": draw(st.sampled_from(["a", "b"])),
+            }
         elif kind == "thinking":
-            e = {"type": "thinking_level_change", "id": eid, "parentId": parent, "timestamp": TS, "thinkingLevel": draw(st.sampled_from(["off", "low", "high"]))}
+            e = {
+                "type": "thinking_level_change",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "thinkingLevel": draw(st.sampled_from(["off", "low", "high"])),
+            }
         elif kind == "label":
-            e = {"type": "label", "id": eid, "parentId": parent, "timestamp": TS, "targetId": entries[draw(st.integers(0, i - 1))]["id"] if i else eid, "label": draw(text)}
+            e = {
+                "type": "label",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "targetId": entries[draw(st.integers(0, i - 1))]["id"] if i else eid,
+                "label": draw(text),
+            }
         elif kind == "custom":
-            e = {"type": "custom", "id": eid, "parentId": parent, "timestamp": TS, "customType": "ext", "data": {"k": draw(text)}}
+            e = {
+                "type": "custom",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "customType": "ext",
+                "data": {"k": draw(text)},
+            }
         elif kind == "info":
             e = {"type": "session_info", "id": eid, "parentId": parent, "timestamp": TS, "name": draw(text)}
         else:
@@ -59,8 +124,15 @@ def pi_trees(draw):
                 path.append(p)
                 p = by[p]["parentId"]
             kept = draw(st.sampled_from(path)) if path else eid
-            e = {"type": "compaction", "id": eid, "parentId": parent, "timestamp": TS, "summary": draw(text),
-                 "firstKeptEntryId": kept, "tokensBefore": 10}
+            e = {
+                "type": "compaction",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "summary": draw(text),
+                "firstKeptEntryId": kept,
+                "tokensBefore": 10,
+            }
         entries.append(e)
     return entries
 

@@ -10,10 +10,10 @@
 //! active branch (leaf = the last entry) goes out; the entries off it are named in the report.
 
 use super::{io_err, open_lines, push_str, push_val, s, ConvertError, Format, Report};
-use std::collections::{HashMap, HashSet};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -88,12 +88,20 @@ fn read_header(p: &Path) -> Result<Map<String, Value>, ConvertError> {
     let first = lines.next_line().map_err(io_err(p))?;
     match first.map(|(l, _)| super::parse_line(l)) {
         Some(super::Parsed::Object(m)) if s(m.get("type")) == Some("session") => Ok(m),
-        _ => Err(ConvertError::Unrecognised(p.to_path_buf(), "not a Pi session (no session header)".into())),
+        _ => Err(ConvertError::Unrecognised(
+            p.to_path_buf(),
+            "not a Pi session (no session header)".into(),
+        )),
     }
 }
 
 /// Copies a Pi session as it is (pi -> pi).
-pub fn copy_pi(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mut Report) -> Result<(), ConvertError> {
+pub fn copy_pi(
+    src: &Path,
+    out: &Path,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+) -> Result<(), ConvertError> {
     read_header(src)?;
     let slot = outs.open(out)?;
     let mut lines = open_lines(src)?;
@@ -131,7 +139,13 @@ fn cc_content_user(c: &Value) -> Value {
 }
 
 /// The Claude Code lines of one entry made in Pi (or in another format).
-fn cc_lines(e: &Map<String, Value>, parent: Value, side: bool, h: &Map<String, Value>, out: &mut Vec<u8>) {
+fn cc_lines(
+    e: &Map<String, Value>,
+    parent: Value,
+    side: bool,
+    h: &Map<String, Value>,
+    out: &mut Vec<u8>,
+) {
     let id = s(e.get("id")).unwrap_or("");
     let ts = e.get("timestamp").cloned().unwrap_or(Value::Null);
     let base = |ty: &str| {
@@ -140,7 +154,10 @@ fn cc_lines(e: &Map<String, Value>, parent: Value, side: bool, h: &Map<String, V
         o.insert("isSidechain".into(), json!(side));
         o.insert("userType".into(), json!("external"));
         o.insert("cwd".into(), h.get("cwd").cloned().unwrap_or(json!("")));
-        o.insert("sessionId".into(), h.get("id").cloned().unwrap_or(json!("")));
+        o.insert(
+            "sessionId".into(),
+            h.get("id").cloned().unwrap_or(json!("")),
+        );
         o.insert("version".into(), json!("sessiontree"));
         o.insert("type".into(), json!(ty));
         o
@@ -160,17 +177,26 @@ fn cc_lines(e: &Map<String, Value>, parent: Value, side: bool, h: &Map<String, V
     match (ty, role) {
         ("message", Some("user")) => {
             let mut o = base("user");
-            let c = msg.and_then(|m| m.get("content")).cloned().unwrap_or(json!(""));
-            o.insert("message".into(), json!({"role": "user", "content": cc_content_user(&c)}));
+            let c = msg
+                .and_then(|m| m.get("content"))
+                .cloned()
+                .unwrap_or(json!(""));
+            o.insert(
+                "message".into(),
+                json!({"role": "user", "content": cc_content_user(&c)}),
+            );
             finish(o, out);
         }
         ("message", Some("toolResult")) => {
             let m = msg.expect("a message");
             let mut o = base("user");
             let c = cc_content_user(m.get("content").unwrap_or(&json!([])));
-            o.insert("message".into(), json!({"role": "user", "content": [{"type": "tool_result",
+            o.insert(
+                "message".into(),
+                json!({"role": "user", "content": [{"type": "tool_result",
                 "tool_use_id": m.get("toolCallId").cloned().unwrap_or(json!("")), "content": c,
-                "is_error": m.get("isError").cloned().unwrap_or(json!(false))}]}));
+                "is_error": m.get("isError").cloned().unwrap_or(json!(false))}]}),
+            );
             finish(o, out);
         }
         ("message", Some("assistant")) => {
@@ -213,13 +239,19 @@ fn cc_lines(e: &Map<String, Value>, parent: Value, side: bool, h: &Map<String, V
             o.insert("subtype".into(), json!("compact_boundary"));
             o.insert("content".into(), json!("Conversation compacted"));
             o.insert("level".into(), json!("info"));
-            o.insert("compactMetadata".into(), json!({"trigger": "manual",
-                "preTokens": e.get("tokensBefore").cloned().unwrap_or(json!(0))}));
+            o.insert(
+                "compactMetadata".into(),
+                json!({"trigger": "manual",
+                "preTokens": e.get("tokensBefore").cloned().unwrap_or(json!(0))}),
+            );
             finish(o, out);
             let mut sm = base("user");
             sm.insert("parentUuid".into(), json!(id));
             sm.insert("isCompactSummary".into(), json!(true));
-            sm.insert("message".into(), json!({"role": "user", "content": e.get("summary").cloned().unwrap_or(json!(""))}));
+            sm.insert(
+                "message".into(),
+                json!({"role": "user", "content": e.get("summary").cloned().unwrap_or(json!(""))}),
+            );
             sm.insert("uuid".into(), json!(format!("{id}.summary")));
             sm.insert("timestamp".into(), ts.clone());
             sm.insert("piPart".into(), json!(1));
@@ -238,7 +270,12 @@ fn cc_lines(e: &Map<String, Value>, parent: Value, side: bool, h: &Map<String, V
 }
 
 /// Pi -> Claude Code: the main session with its sidechain sessions, then its subagents.
-pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mut Report) -> Result<(), ConvertError> {
+pub fn to_claude_code(
+    src: &Path,
+    out: &Path,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+) -> Result<(), ConvertError> {
     let h = read_header(src)?;
     let hs = h.get("source");
     let dir = src.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -255,7 +292,9 @@ pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, re
         if let Some(Value::Array(a)) = hs.and_then(|x| x.get("subagents")) {
             for x in a {
                 if let (Some(f), Some(p)) = (s(x.get("file")), s(x.get("path"))) {
-                    if is_plain_name(f) && p.split('/').all(|c| !c.is_empty() && c != ".." && c != ".") {
+                    if is_plain_name(f)
+                        && p.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
+                    {
                         subs.push((dir.join(f), p.to_string()));
                     }
                 }
@@ -269,7 +308,15 @@ pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, re
     for (fi, f) in files.iter().enumerate() {
         if fi > 0 {
             if !f.is_file() {
-                rep.problem(src, 0, "missing_sidechain", format!("sidechain session {} is missing: its lines are not written", f.display()));
+                rep.problem(
+                    src,
+                    0,
+                    "missing_sidechain",
+                    format!(
+                        "sidechain session {} is missing: its lines are not written",
+                        f.display()
+                    ),
+                );
                 handles.push(None);
                 continue;
             }
@@ -305,10 +352,20 @@ pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, re
                             }
                         };
                         if let Some(key) = key {
-                            recs.push(Rec { key, file: fi as u32, off, len: line.len() as u32 });
+                            recs.push(Rec {
+                                key,
+                                file: fi as u32,
+                                off,
+                                len: line.len() as u32,
+                            });
                         }
                     }
-                    Err(_) => rep.problem(f, ln, "malformed_json", "not a Pi entry: not written".into()),
+                    Err(_) => rep.problem(
+                        f,
+                        ln,
+                        "malformed_json",
+                        "not a Pi entry: not written".into(),
+                    ),
                 }
             }
             off += len;
@@ -321,7 +378,8 @@ pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, re
     for r in &recs {
         let f = handles[r.file as usize].as_ref().expect("read above");
         buf.resize(r.len as usize, 0);
-        f.read_exact_at(&mut buf, r.off).map_err(io_err(&files[r.file as usize]))?;
+        f.read_exact_at(&mut buf, r.off)
+            .map_err(io_err(&files[r.file as usize]))?;
         out_buf.clear();
         let p: Probe = match serde_json::from_slice(&buf) {
             Ok(p) => p,
@@ -347,10 +405,18 @@ pub fn to_claude_code(src: &Path, out: &Path, outs: &mut super::out::Outputs, re
     }
     drop(handles);
     // subagent sessions: <out dir>/<out stem>/subagents/...
-    let stem = out.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = out
+        .file_stem()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
     for (f, p) in subs {
         if !f.is_file() {
-            rep.problem(src, 0, "missing_subagent", format!("subagent session {} is missing: not written", f.display()));
+            rep.problem(
+                src,
+                0,
+                "missing_subagent",
+                format!("subagent session {} is missing: not written", f.display()),
+            );
             continue;
         }
         outs.also_read(&f)?;
@@ -365,7 +431,12 @@ fn is_plain_name(f: &str) -> bool {
 }
 
 /// The Codex lines of one entry made in Pi (or in another format); `model`: the current one.
-fn codex_lines(e: &Map<String, Value>, h: &Map<String, Value>, model: &mut String, out: &mut Vec<u8>) {
+fn codex_lines(
+    e: &Map<String, Value>,
+    h: &Map<String, Value>,
+    model: &mut String,
+    out: &mut Vec<u8>,
+) {
     let ts = e.get("timestamp").cloned().unwrap_or(Value::Null);
     let mut entry = e.clone();
     entry.remove("source");
@@ -387,7 +458,10 @@ fn codex_lines(e: &Map<String, Value>, h: &Map<String, Value>, model: &mut Strin
                     .collect(),
                 _ => vec![],
             };
-            items.push(("response_item", json!({"type": "message", "role": "user", "content": c})));
+            items.push((
+                "response_item",
+                json!({"type": "message", "role": "user", "content": c}),
+            ));
         }
         ("message", Some("assistant")) => {
             let mut texts: Vec<Value> = Vec::new();
@@ -409,28 +483,42 @@ fn codex_lines(e: &Map<String, Value>, h: &Map<String, Value>, model: &mut Strin
                         }
                         Some("toolCall") => {
                             flush(&mut texts, &mut items);
-                            let args = serde_json::to_string(b.get("arguments").unwrap_or(&json!({}))).unwrap_or_default();
+                            let args =
+                                serde_json::to_string(b.get("arguments").unwrap_or(&json!({})))
+                                    .unwrap_or_default();
                             items.push(("response_item", json!({"type": "function_call", "name": s(b.get("name")).unwrap_or(""),
                                 "arguments": args, "call_id": s(b.get("id")).unwrap_or("")})));
                         }
-                        _ => texts.push(json!({"type": "output_text", "text": s(b.get("text")).unwrap_or("")})),
+                        _ => texts.push(
+                            json!({"type": "output_text", "text": s(b.get("text")).unwrap_or("")}),
+                        ),
                     }
                 }
             }
             flush(&mut texts, &mut items);
             if items.is_empty() {
-                items.push(("response_item", json!({"type": "message", "role": "assistant", "content": []})));
+                items.push((
+                    "response_item",
+                    json!({"type": "message", "role": "assistant", "content": []}),
+                ));
             }
         }
         ("message", Some("toolResult")) => {
             let m = msg.expect("a message");
             let text = match m.get("content") {
-                Some(Value::Array(a)) => a.iter().filter_map(|b| s(b.get("text"))).collect::<Vec<_>>().join("\n"),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(|b| s(b.get("text")))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 Some(Value::String(t)) => t.clone(),
                 _ => String::new(),
             };
-            items.push(("response_item", json!({"type": "function_call_output",
-                "call_id": m.get("toolCallId").cloned().unwrap_or(json!("")), "output": text})));
+            items.push((
+                "response_item",
+                json!({"type": "function_call_output",
+                "call_id": m.get("toolCallId").cloned().unwrap_or(json!("")), "output": text}),
+            ));
         }
         ("model_change", _) => {
             if let Some(mid) = s(e.get("modelId")) {
@@ -444,10 +532,16 @@ fn codex_lines(e: &Map<String, Value>, h: &Map<String, Value>, model: &mut Strin
                 Some(l) => l,
                 None => "medium",
             };
-            items.push(("turn_context", json!({"cwd": cwd, "model": model.clone(), "effort": level})));
+            items.push((
+                "turn_context",
+                json!({"cwd": cwd, "model": model.clone(), "effort": level}),
+            ));
         }
-        ("compaction", _) => items.push(("compacted", json!({"message": e.get("summary").cloned().unwrap_or(json!("")),
-            "replacement_history": []}))),
+        ("compaction", _) => items.push((
+            "compacted",
+            json!({"message": e.get("summary").cloned().unwrap_or(json!("")),
+            "replacement_history": []}),
+        )),
         _ => items.push(("event_msg", json!({"type": "pi_entry", "entry_type": ty}))),
     }
     for (k, (t, payload)) in items.into_iter().enumerate() {
@@ -466,7 +560,12 @@ fn codex_lines(e: &Map<String, Value>, h: &Map<String, Value>, model: &mut Strin
 }
 
 /// Pi -> Codex: the active branch (the leaf is the last entry).
-pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mut Report) -> Result<(), ConvertError> {
+pub fn to_codex(
+    src: &Path,
+    out: &Path,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+) -> Result<(), ConvertError> {
     let h = read_header(src)?;
     let mut at: HashMap<Box<str>, (Option<Box<str>>, u64, u32)> = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
@@ -487,10 +586,20 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
                             at.insert(id.into(), (parent, off, line.len() as u32));
                             leaf = Some(id.into());
                         } else {
-                            rep.problem(src, ln, "missing_id", "an entry without an id: not on any branch, not written".into());
+                            rep.problem(
+                                src,
+                                ln,
+                                "missing_id",
+                                "an entry without an id: not on any branch, not written".into(),
+                            );
                         }
                     }
-                    Err(_) => rep.problem(src, ln, "malformed_json", "not a Pi entry: not written".into()),
+                    Err(_) => rep.problem(
+                        src,
+                        ln,
+                        "malformed_json",
+                        "not a Pi entry: not written".into(),
+                    ),
                 }
             }
             off += line.len() as u64 + eol as u64;
@@ -501,10 +610,17 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
     let mut cur = leaf;
     while let Some(id) = cur {
         if on.contains(&id) {
-            rep.problem(src, 0, "parent_cycle", format!("the active branch loops at {id:?}: cut there"));
+            rep.problem(
+                src,
+                0,
+                "parent_cycle",
+                format!("the active branch loops at {id:?}: cut there"),
+            );
             break;
         }
-        let Some((parent, off, len)) = at.get(&id) else { break };
+        let Some((parent, off, len)) = at.get(&id) else {
+            break;
+        };
         path.push((*off, *len));
         cur = parent.clone();
         on.insert(id);
@@ -512,7 +628,12 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
     path.reverse();
     let off_branch = total - path.len() as u64;
     if off_branch > 0 {
-        let mut names: Vec<&str> = at.keys().filter(|k| !on.contains(*k)).map(|k| &**k).take(20).collect();
+        let mut names: Vec<&str> = at
+            .keys()
+            .filter(|k| !on.contains(*k))
+            .map(|k| &**k)
+            .take(20)
+            .collect();
         names.sort_unstable();
         rep.not_carried.push(format!(
             "{off_branch} entries off the active branch (Codex holds one chain): {}{}",
@@ -531,7 +652,9 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
         let mut lines = open_lines(src)?;
         if let Some((first, _)) = lines.next_line().map_err(io_err(src))? {
             if let Ok(hp) = serde_json::from_slice::<HeaderProbe>(first) {
-                if let Some((_, Carried::Line(b))) = hp.source.and_then(|r| carried(r, Format::Codex)) {
+                if let Some((_, Carried::Line(b))) =
+                    hp.source.and_then(|r| carried(r, Format::Codex))
+                {
                     outs.write(slot, &b)?;
                     wrote_header = true;
                 }
@@ -540,10 +663,13 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
     }
     if !wrote_header {
         let mut b = Vec::new();
-        push_val(&mut b, &json!({"timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null), "type": "session_meta",
+        push_val(
+            &mut b,
+            &json!({"timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null), "type": "session_meta",
             "payload": {"id": h.get("id").cloned().unwrap_or(json!("")), "timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null),
                         "cwd": h.get("cwd").cloned().unwrap_or(json!("")), "originator": "sessiontree", "cli_version": "0",
-                        "source": "cli"}}));
+                        "source": "cli"}}),
+        );
         b.push(b'\n');
         outs.write(slot, &b)?;
     }
@@ -565,7 +691,18 @@ pub fn to_codex(src: &Path, out: &Path, outs: &mut super::out::Outputs, rep: &mu
             Some((_, Carried::Part)) => {}
             None => {
                 if let super::Parsed::Object(e) = super::parse_line(&buf) {
-                    codex_lines(&e, &h, &mut model, &mut ob);
+                    let target = s(e.get("targetId"));
+                    if s(e.get("type")) == Some("label") && !target.is_some_and(|t| on.contains(t))
+                    {
+                        // a label on an entry that is not written would name nothing
+                        rep.not_carried.push(format!(
+                            "label {:?} on {:?}: its target is off the active branch",
+                            s(e.get("id")).unwrap_or(""),
+                            target.unwrap_or("")
+                        ));
+                    } else {
+                        codex_lines(&e, &h, &mut model, &mut ob);
+                    }
                 }
             }
         }

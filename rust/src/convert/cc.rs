@@ -15,10 +15,10 @@ use super::{
     io_err, ms_of, open_lines, push_str, s, safe_name, Carried, ConvertError, EntryOut, Format,
     Report,
 };
-use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 const NONE: u32 = u32::MAX;
@@ -27,6 +27,7 @@ const F_BOUNDARY: u8 = 2;
 const F_SUMMARY: u8 = 4;
 const F_SIDE: u8 = 8;
 const F_UUID: u8 = 16; // has a string uuid
+const F_FULL: u8 = 32; // pass 2 needs the whole line parsed (else only its type: a custom entry)
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
@@ -129,14 +130,58 @@ pub(crate) fn cycles(parent: &[u32]) -> Vec<Vec<u32>> {
     out
 }
 
+/// Every line's Pi id in one arena, and each uuid's first line by a keyed hash (verified
+/// against the arena on lookup): about 50 bytes a line with a uuid.
+#[derive(Default)]
+pub(crate) struct Ids {
+    arena: String,
+    start: Vec<u64>,
+    by_hash: HashMap<u64, u32>,
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl Ids {
+    fn hash(&self, s: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.keys.hash_one(s)
+    }
+    pub fn get(&self, i: usize) -> &str {
+        let a = self.start[i] as usize;
+        let b = self
+            .start
+            .get(i + 1)
+            .map_or(self.arena.len(), |&x| x as usize);
+        &self.arena[a..b]
+    }
+    /// The first line whose uuid is `s`.
+    pub fn find(&self, s: &str) -> Option<u32> {
+        let l = *self.by_hash.get(&self.hash(s))?;
+        (self.get(l as usize) == s).then_some(l)
+    }
+    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: the hash is
+    /// taken by another uuid, a 2^-64 event, and it is not indexed).
+    fn push(&mut self, s: &str, index: bool) -> bool {
+        self.start.push(self.arena.len() as u64);
+        self.arena.push_str(s);
+        if !index {
+            return false;
+        }
+        let h = self.hash(s);
+        if self.by_hash.contains_key(&h) {
+            return false;
+        }
+        self.by_hash.insert(h, self.start.len() as u32 - 1);
+        true
+    }
+}
+
 /// Pass 1's result: one slot per source line.
 struct Plan {
-    pid: Vec<Box<str>>,
+    pid: Ids,
     parent: Vec<u32>,
     out: Vec<u32>,
     flags: Vec<u8>,
     bounds: HashMap<u32, Boundary>,
-    uuids: HashMap<Box<str>, u32>,
     groups: Vec<String>,
     leaf: Vec<u32>,
     session: Option<String>,
@@ -146,13 +191,14 @@ struct Plan {
 
 fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
     let mut lines = open_lines(src)?;
-    let mut pid: Vec<Box<str>> = Vec::new();
-    let mut prefs: Vec<PRef> = Vec::new();
+    let mut pid = Ids::default();
+    let mut pkind: Vec<u8> = Vec::new(); // 0 no parentUuid, 1 null, 2 a string
+    let mut rparent: Vec<u32> = Vec::new();
+    let mut forward: Vec<(u32, Box<str>)> = Vec::new();
     let mut flags: Vec<u8> = Vec::new();
     let mut agents: HashMap<u32, Box<str>> = HashMap::new();
     let mut bounds: HashMap<u32, Boundary> = HashMap::new();
     let mut summaries: Vec<(u32, String)> = Vec::new();
-    let mut uuids: HashMap<Box<str>, u32> = HashMap::new();
     let (mut session, mut cwd, mut ts) = (None, None, None);
     let mut last_msg = NONE;
     let mut n: u32 = 0;
@@ -200,8 +246,13 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
                     ts = s(m.timestamp.as_ref()).map(str::to_string);
                 }
                 let summary = ty == Some("user") && truthy(&m.compact_summary);
+                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title"))
+                    || m.pi_entry.is_some()
+                {
+                    f |= F_FULL;
+                }
                 if ty == Some("system") && sub == Some("compact_boundary") {
-                    f |= F_BOUNDARY | F_MSG;
+                    f |= F_BOUNDARY | F_MSG | F_FULL;
                     bounds.insert(
                         n,
                         Boundary {
@@ -252,41 +303,65 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
                 }
             }
         }
-        let id: Box<str> = match uuid {
-            Some(u) if !uuids.contains_key(u.as_str()) => {
-                uuids.insert(u.as_str().into(), n);
-                f |= F_UUID;
-                u.into()
-            }
-            other => {
-                if let Some(u) = &other {
+        let fresh = match &uuid {
+            Some(u) => match pid.find(u) {
+                None => true,
+                Some(first) => {
                     rep.problem(
                         src,
                         n as u64 + 1,
                         "duplicate_id",
-                        format!("uuid {u:?} already used on line {}; this line gets a new id", uuids[u.as_str()] + 1),
+                        format!(
+                            "uuid {u:?} already used on line {}; this line gets a new id",
+                            first + 1
+                        ),
                     );
+                    false
                 }
+            },
+            None => false,
+        };
+        match uuid {
+            Some(u) if fresh => {
+                if pid.push(&u, true) {
+                    f |= F_UUID;
+                }
+            }
+            _ => {
                 let mut g = format!("cc-{n}");
-                while uuids.contains_key(g.as_str()) {
+                while pid.find(&g).is_some() {
                     g.push('x');
                 }
-                g.into()
+                pid.push(&g, false);
             }
+        }
+        let (k, r) = match pref {
+            PRef::Absent => (0, NONE),
+            PRef::Null => (1, NONE),
+            PRef::Id(p) => match pid.find(&p) {
+                Some(r) => (2, r),
+                None => {
+                    forward.push((n, p));
+                    (2, NONE)
+                }
+            },
         };
-        pid.push(id);
-        prefs.push(pref);
+        pkind.push(k);
+        rparent.push(r);
         flags.push(f);
         n += 1;
         rep.lines += 1;
     }
     let len = n as usize;
-    // resolve parents to lines
-    let resolve = |p: &str| uuids.get(p).copied();
-    let mut rparent = vec![NONE; len];
-    for (i, pr) in prefs.iter().enumerate() {
-        if let PRef::Id(p) = pr {
-            rparent[i] = resolve(p).unwrap_or(NONE);
+    // parents named before their line (a boundary pointing at a later line, hostile order)
+    let resolve = |p: &str| pid.find(p);
+    let mut unresolved: HashMap<u32, Box<str>> = HashMap::new();
+    for (i, p) in forward {
+        match resolve(&p) {
+            Some(r) => rparent[i as usize] = r,
+            None => {
+                unresolved.insert(i, p);
+            }
         }
     }
     // sidechains: split out only when the file has main-chain lines
@@ -305,7 +380,7 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
             } else if p != NONE && (p as usize) < i && out[p as usize] != 0 {
                 groups[out[p as usize] as usize - 1].clone()
             } else {
-                format!("root-{}", pid[i])
+                format!("root-{}", pid.get(i))
             };
             let g = match group_of_key.get(&key) {
                 Some(&g) => g,
@@ -336,9 +411,10 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
     for i in 0..len {
         let o = out[i] as usize;
         let same = |r: u32| r != NONE && out[r as usize] as usize == o;
-        parent[i] = match &prefs[i] {
-            PRef::Id(p) => {
+        parent[i] = match pkind[i] {
+            2 => {
                 let r = rparent[i];
+                let p = unresolved.get(&(i as u32)).map_or("", |x| &**x);
                 if same(r) {
                     r
                 } else if r != NONE {
@@ -353,7 +429,7 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
                     prev[o]
                 }
             }
-            PRef::Null => match bounds.get(&(i as u32)).and_then(|b| b.logical.as_deref()) {
+            1 => match bounds.get(&(i as u32)).and_then(|b| b.logical.as_deref()) {
                 Some(l) => match resolve(l) {
                     Some(r) if same(r) => r,
                     _ => {
@@ -368,7 +444,7 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
                 },
                 None => NONE,
             },
-            PRef::Absent => prev[o],
+            _ => prev[o],
         };
         prev[o] = i as u32;
     }
@@ -400,7 +476,11 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
                 "boundary_cycle",
                 "the compact boundary's logicalParentUuid is under the boundary: linked to the last preserved message before it".into(),
             );
-            parent[b as usize] = if fb != NONE && out[fb as usize] == out[b as usize] { fb } else { NONE };
+            parent[b as usize] = if fb != NONE && out[fb as usize] == out[b as usize] {
+                fb
+            } else {
+                NONE
+            };
         }
     }
     for c in cycles(&parent) {
@@ -409,7 +489,10 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
             src,
             first as u64 + 1,
             "parent_cycle",
-            format!("parentUuid cycle through {} lines: cut here (this line becomes a root)", c.len()),
+            format!(
+                "parentUuid cycle through {} lines: cut here (this line becomes a root)",
+                c.len()
+            ),
         );
         parent[first as usize] = NONE;
     }
@@ -425,7 +508,6 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
         out,
         flags,
         bounds,
-        uuids,
         groups,
         leaf,
         session,
@@ -435,7 +517,11 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
 }
 
 fn usage(u: Option<&Value>) -> Value {
-    let g = |k: &str| u.and_then(|u| u.get(k)).and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64))).unwrap_or(0);
+    let g = |k: &str| {
+        u.and_then(|u| u.get(k))
+            .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
+            .unwrap_or(0)
+    };
     let (i, o, cr, cw) = (
         g("input_tokens"),
         g("output_tokens"),
@@ -449,8 +535,10 @@ fn usage(u: Option<&Value>) -> Value {
 fn image(b: &Value) -> Option<Value> {
     let src = b.get("source")?;
     if s(src.get("type")) == Some("base64") {
-        Some(json!({"type": "image", "data": s(src.get("data")).unwrap_or(""),
-                    "mimeType": s(src.get("media_type")).unwrap_or("image/png")}))
+        Some(
+            json!({"type": "image", "data": s(src.get("data")).unwrap_or(""),
+                    "mimeType": s(src.get("media_type")).unwrap_or("image/png")}),
+        )
     } else {
         s(src.get("url")).map(|u| json!({"type": "text", "text": format!("[image: {u}]")}))
     }
@@ -496,7 +584,10 @@ fn custom(kind: String) -> Made {
 }
 
 struct Ctx<'a> {
-    names: HashMap<String, String>,
+    /// tool names by a keyed hash of the tool_use id, into `tools` (few distinct names)
+    names: HashMap<u64, u32>,
+    tools: Vec<String>,
+    keys: std::collections::hash_map::RandomState,
     plan: &'a Plan,
 }
 
@@ -525,7 +616,10 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
         if let Some(t) = s(e.get("type")).filter(|t| *t != "session") {
             let mut extra = Map::new();
             for (k, v) in e {
-                if !matches!(k.as_str(), "type" | "id" | "parentId" | "timestamp" | "source") {
+                if !matches!(
+                    k.as_str(),
+                    "type" | "id" | "parentId" | "timestamp" | "source"
+                ) {
                     extra.insert(k.clone(), v.clone());
                 }
             }
@@ -545,14 +639,23 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                     let mut made = Vec::new();
                     for b in a.iter().filter(|b| s(b.get("type")) == Some("tool_result")) {
                         let call = s(b.get("tool_use_id")).unwrap_or("");
-                        let name = cx.names.get(call).cloned().unwrap_or_default();
+                        let name = {
+                            use std::hash::BuildHasher;
+                            cx.names
+                                .get(&cx.keys.hash_one(call))
+                                .map(|&k| cx.tools[k as usize].clone())
+                                .unwrap_or_default()
+                        };
                         made.push(msgf(
                             "toolResult",
                             result_content(b.get("content")),
                             vec![
                                 ("toolCallId", Value::String(call.into())),
                                 ("toolName", Value::String(name)),
-                                ("isError", Value::Bool(b.get("is_error") == Some(&Value::Bool(true)))),
+                                (
+                                    "isError",
+                                    Value::Bool(b.get("is_error") == Some(&Value::Bool(true))),
+                                ),
                             ],
                         ));
                     }
@@ -573,7 +676,9 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                 Value::Array(a) => {
                     for b in a {
                         match s(b.get("type")) {
-                            Some("text") => blocks.push(json!({"type": "text", "text": s(b.get("text")).unwrap_or("")})),
+                            Some("text") => blocks.push(
+                                json!({"type": "text", "text": s(b.get("text")).unwrap_or("")}),
+                            ),
                             Some("thinking") => {
                                 let mut t = json!({"type": "thinking", "thinking": s(b.get("thinking")).unwrap_or("")});
                                 if let Some(sig) = s(b.get("signature")) {
@@ -581,12 +686,25 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                                 }
                                 blocks.push(t);
                             }
-                            Some("redacted_thinking") => blocks.push(json!({"type": "thinking", "thinking": "", "redacted": true,
+                            Some("redacted_thinking") => blocks
+                                .push(json!({"type": "thinking", "thinking": "", "redacted": true,
                                 "thinkingSignature": s(b.get("data")).unwrap_or("")})),
                             Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
                                 let id = s(b.get("id")).unwrap_or("");
                                 let name = s(b.get("name")).unwrap_or("");
-                                cx.names.insert(id.into(), name.into());
+                                let k = match cx.tools.iter().position(|t| t == name) {
+                                    Some(k) => Some(k),
+                                    None if cx.tools.len() < 4096 => {
+                                        cx.tools.push(name.to_string());
+                                        Some(cx.tools.len() - 1)
+                                    }
+                                    None => None,
+                                };
+                                if let Some(k) = k {
+                                    use std::hash::BuildHasher;
+                                    let h = cx.keys.hash_one(id);
+                                    cx.names.insert(h, k as u32);
+                                }
                                 let args = match b.get("input") {
                                     Some(Value::Object(o)) => Value::Object(o.clone()),
                                     Some(Value::Null) | None => json!({}),
@@ -611,7 +729,10 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
             let mut extra = vec![
                 ("api", json!("anthropic-messages")),
                 ("provider", json!("anthropic")),
-                ("model", json!(s(msg.and_then(|v| v.get("model"))).unwrap_or(""))),
+                (
+                    "model",
+                    json!(s(msg.and_then(|v| v.get("model"))).unwrap_or("")),
+                ),
                 ("usage", usage(msg.and_then(|v| v.get("usage")))),
                 ("stopReason", json!(stop)),
             ];
@@ -624,17 +745,19 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
             let bd = &cx.plan.bounds[&n];
             let meta = bd.meta.as_ref();
             let find = |u: Option<&str>| {
-                u.and_then(|u| cx.plan.uuids.get(u).copied())
+                u.and_then(|u| cx.plan.pid.find(u))
                     .filter(|&r| r != n && cx.plan.out[r as usize] == cx.plan.out[n as usize])
             };
-            let kept = find(s(meta.and_then(|m| m.get("preservedSegment")).and_then(|p| p.get("headUuid"))))
-                .or_else(|| {
-                    find(s(meta
-                        .and_then(|m| m.get("preservedMessages"))
-                        .and_then(|p| p.get("uuids"))
-                        .and_then(|u| u.get(0))))
-                })
-                .unwrap_or(n);
+            let kept = find(s(meta
+                .and_then(|m| m.get("preservedSegment"))
+                .and_then(|p| p.get("headUuid"))))
+            .or_else(|| {
+                find(s(meta
+                    .and_then(|m| m.get("preservedMessages"))
+                    .and_then(|p| p.get("uuids"))
+                    .and_then(|u| u.get(0))))
+            })
+            .unwrap_or(n);
             let tokens = meta
                 .and_then(|m| m.get("preTokens"))
                 .and_then(Value::as_u64)
@@ -647,18 +770,24 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                 ty: "compaction",
                 fields: vec![
                     ("summary", Value::String(summary)),
-                    ("firstKeptEntryId", Value::String(cx.plan.pid[kept as usize].to_string())),
+                    (
+                        "firstKeptEntryId",
+                        Value::String(cx.plan.pid.get(kept as usize).to_string()),
+                    ),
                     ("tokensBefore", json!(tokens)),
                 ],
                 extra: None,
-        message: false,
+                message: false,
             }]
         }
         "system" if sub == Some("pi_entry") && flags & F_MSG != 0 => match m.get("piEntry") {
             Some(Value::Object(e)) if s(e.get("type")).is_some_and(|t| t != "session") => {
                 let mut extra = Map::new();
                 for (k, v) in e {
-                    if !matches!(k.as_str(), "type" | "id" | "parentId" | "timestamp" | "source") {
+                    if !matches!(
+                        k.as_str(),
+                        "type" | "id" | "parentId" | "timestamp" | "source"
+                    ) {
                         extra.insert(k.clone(), v.clone());
                     }
                 }
@@ -673,21 +802,24 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
         },
         "summary" => {
             let text = s(m.get("summary")).unwrap_or("").to_string();
-            match s(m.get("leafUuid")).and_then(|u| cx.plan.uuids.get(u)) {
-                Some(&r) => vec![Made {
+            match s(m.get("leafUuid")).and_then(|u| cx.plan.pid.find(u)) {
+                Some(r) => vec![Made {
                     ty: "label",
                     fields: vec![
-                        ("targetId", Value::String(cx.plan.pid[r as usize].to_string())),
+                        (
+                            "targetId",
+                            Value::String(cx.plan.pid.get(r as usize).to_string()),
+                        ),
                         ("label", Value::String(text)),
                     ],
                     extra: None,
-        message: false,
+                    message: false,
                 }],
                 None => vec![Made {
                     ty: "session_info",
                     fields: vec![("name", Value::String(text))],
                     extra: None,
-        message: false,
+                    message: false,
                 }],
             }
         }
@@ -695,7 +827,7 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
             ty: "session_info",
             fields: vec![("name", m["customTitle"].clone())],
             extra: None,
-        message: false,
+            message: false,
         }],
         _ => {
             let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
@@ -737,7 +869,11 @@ pub fn convert(
             subagents.sort();
         }
     }
-    let name_of = |p: &Path| p.file_name().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|x| x.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     let mut side_paths: Vec<PathBuf> = Vec::new();
     let mut used: Vec<String> = Vec::new();
     let mut uniq = |tag: String| {
@@ -749,12 +885,18 @@ pub fn convert(
         t
     };
     for g in &plan.groups {
-        side_paths.push(super::beside(out, &uniq(format!("sidechain-{}", safe_name(g)))));
+        side_paths.push(super::beside(
+            out,
+            &uniq(format!("sidechain-{}", safe_name(g))),
+        ));
     }
     let sub_paths: Vec<PathBuf> = subagents
         .iter()
         .map(|p| {
-            let stem = p.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = p
+                .file_stem()
+                .map(|x| x.to_string_lossy().into_owned())
+                .unwrap_or_default();
             super::beside(out, &uniq(format!("subagent-{}", safe_name(&stem))))
         })
         .collect();
@@ -786,12 +928,21 @@ pub fn convert(
         src_field.push(b'}');
     }
     src_field.extend_from_slice(b"]}");
-    let stem = src.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = src
+        .file_stem()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let sid = plan.session.clone().unwrap_or_else(|| stem.clone());
-    let ts0 = plan.ts.clone().unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into());
+    let ts0 = plan
+        .ts
+        .clone()
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into());
     let cwd = plan.cwd.clone().unwrap_or_default();
     let ps = parent_session.map(|(p, _)| p.display().to_string());
-    outs.write(main_slot, &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field))?;
+    outs.write(
+        main_slot,
+        &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field),
+    )?;
     let mut slots = vec![main_slot];
     let out_s = out.display().to_string();
     for (g, p) in plan.groups.iter().zip(&side_paths) {
@@ -802,12 +953,23 @@ pub fn convert(
         f.extend_from_slice(b",\"key\":");
         push_str(&mut f, g);
         f.push(b'}');
-        outs.write(slot, &super::header(&format!("{sid}.{}", safe_name(g)), &ts0, &cwd, Some(&out_s), &f))?;
+        outs.write(
+            slot,
+            &super::header(
+                &format!("{sid}.{}", safe_name(g)),
+                &ts0,
+                &cwd,
+                Some(&out_s),
+                &f,
+            ),
+        )?;
         slots.push(slot);
     }
     // pass 2
     let mut cx = Ctx {
         names: HashMap::new(),
+        tools: Vec::new(),
+        keys: Default::default(),
         plan: &plan,
     };
     let mut stash: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
@@ -819,36 +981,76 @@ pub fn convert(
         buf.clear();
         let i = n as usize;
         let parent = plan.parent[i];
-        let parent_id = (parent != NONE).then(|| &*plan.pid[parent as usize]);
-        let id = &*plan.pid[i];
+        let parent_id = (parent != NONE).then(|| plan.pid.get(parent as usize));
+        let id = plan.pid.get(i);
         let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
-        let parsed = if line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{') {
-            super::parse_line(line)
+        let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
+        // a line that becomes a custom entry: its type is all it needs (no full parse)
+        let fast = if plan.flags[i] & F_FULL == 0 && starts {
+            serde_json::from_slice::<Meta>(line).ok().map(|m| {
+                if let Some(t) = s(m.timestamp.as_ref()) {
+                    last_ts = t.to_string();
+                }
+                let ty = s(m.ty.as_ref()).unwrap_or("");
+                let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
+                if let Some(sub) = s(m.subtype.as_ref()) {
+                    k.push(':');
+                    k.push_str(sub);
+                } else if truthy(&m.is_meta) {
+                    k.push_str(":meta");
+                }
+                k
+            })
+        } else {
+            None
+        };
+        let parsed = if fast.is_some() {
+            super::Parsed::Other
         } else if super::is_blank(line) {
             super::Parsed::Bad
         } else {
             super::parse_line(line)
         };
         let (made, carried) = match &parsed {
+            _ if fast.is_some() => (
+                vec![custom(fast.clone().expect("checked"))],
+                Carried::Json(line, eol),
+            ),
             super::Parsed::Object(m) => {
                 if let Some(t) = s(m.get("timestamp")) {
                     last_ts = t.to_string();
                 }
-                (make(m, n, ms_of(&last_ts), &mut cx), Carried::Json(line, eol))
+                (
+                    make(m, n, ms_of(&last_ts), &mut cx),
+                    Carried::Json(line, eol),
+                )
             }
-            super::Parsed::Other => (vec![custom("claude-code:unparsed".into())], Carried::Json(line, eol)),
-            super::Parsed::Bad => (vec![custom("claude-code:unparsed".into())], Carried::Raw(line, eol)),
+            super::Parsed::Other => (
+                vec![custom("claude-code:unparsed".into())],
+                Carried::Json(line, eol),
+            ),
+            super::Parsed::Bad => (
+                vec![custom("claude-code:unparsed".into())],
+                Carried::Raw(line, eol),
+            ),
         };
         let k = made.len();
         let mut prev_id: Option<String> = parent_id.map(str::to_string);
         for (j, e) in made.into_iter().enumerate() {
-            let this = if j + 1 == k { id.to_string() } else { format!("{id}#{}", j + 1) };
+            let this = if j + 1 == k {
+                id.to_string()
+            } else {
+                format!("{id}#{}", j + 1)
+            };
             let ts = match (&parsed, e.ty) {
-                (super::Parsed::Object(m), _) if m.get("piEntry").is_some() && plan.flags[i] & F_MSG != 0 => m
-                    .get("piEntry")
-                    .and_then(|p| s(p.get("timestamp")))
-                    .unwrap_or(&last_ts)
-                    .to_string(),
+                (super::Parsed::Object(m), _)
+                    if m.get("piEntry").is_some() && plan.flags[i] & F_MSG != 0 =>
+                {
+                    m.get("piEntry")
+                        .and_then(|p| s(p.get("timestamp")))
+                        .unwrap_or(&last_ts)
+                        .to_string()
+                }
                 _ => last_ts.clone(),
             };
             let mut w = EntryOut { buf: &mut buf };
@@ -861,7 +1063,11 @@ pub fn convert(
                     w.field(key, v);
                 }
             }
-            let c = if j + 1 == k { carried } else { Carried::Part(j as u32) };
+            let c = if j + 1 == k {
+                carried
+            } else {
+                Carried::Part(j as u32)
+            };
             w.source(Format::ClaudeCode, uuid, n as u64, c);
             rep.written += 1;
             if e.message {

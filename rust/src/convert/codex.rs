@@ -9,11 +9,13 @@
 //! finds which assistant item each `token_count` event's `last_token_usage` belongs to (the
 //! last assistant item before it), pass 2 writes.
 
-use super::{io_err, ms_of, open_lines, push_str, s, Carried, ConvertError, EntryOut, Format, Report};
-use std::collections::{HashMap, HashSet};
+use super::{
+    io_err, ms_of, open_lines, push_str, s, Carried, ConvertError, EntryOut, Format, Report,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 #[derive(Deserialize)]
@@ -76,30 +78,37 @@ fn zero_usage() -> Value {
         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
 }
 
-/// Pass 1: usage per assistant-item line.
-fn usages(src: &Path) -> Result<HashMap<u32, Value>, ConvertError> {
+/// Pass 1: the usage of each assistant-item line that has one, in line order.
+fn usages(src: &Path) -> Result<Vec<(u32, Value)>, ConvertError> {
     let mut lines = open_lines(src)?;
-    let mut out = HashMap::new();
+    let mut out = Vec::new();
     let mut last: Option<u32> = None;
     let mut n = 0u32;
     while let Some((line, _)) = lines.next_line().map_err(io_err(src))? {
         if let Ok(m) = serde_json::from_slice::<M>(line) {
             let ty = s(m.ty.as_ref());
-            let p = m.payload.and_then(|p| serde_json::from_str::<P>(p.get()).ok());
+            let p = m
+                .payload
+                .and_then(|p| serde_json::from_str::<P>(p.get()).ok());
             let (pty, role) = match (ty, &p) {
                 (Some("response_item"), Some(p)) => (s(p.ty.as_ref()), s(p.role.as_ref())),
                 (Some(t), None) => (Some(t), s(m.role.as_ref())),
                 _ => (None, None),
             };
-            if m.pi.is_none() && is_assistant_item(pty, role) && (ty == Some("response_item") || m.payload.is_none()) {
+            if m.pi.is_none()
+                && is_assistant_item(pty, role)
+                && (ty == Some("response_item") || m.payload.is_none())
+            {
                 last = Some(n);
             } else if ty == Some("event_msg") {
                 if let Some(p) = &p {
                     if s(p.ty.as_ref()) == Some("token_count") {
                         if let (Some(a), Some(info)) = (last.take(), p.info) {
                             if let Ok(info) = serde_json::from_str::<Value>(info.get()) {
-                                if let Some(u) = info.get("last_token_usage").filter(|u| u.is_object()) {
-                                    out.insert(a, usage_of(u));
+                                if let Some(u) =
+                                    info.get("last_token_usage").filter(|u| u.is_object())
+                                {
+                                    out.push((a, usage_of(u)));
                                 }
                             }
                         }
@@ -120,14 +129,18 @@ fn text_blocks(content: Option<&Value>, user: bool) -> Vec<Value> {
             for b in a {
                 match s(b.get("type")) {
                     Some("input_text" | "output_text" | "text" | "refusal") => {
-                        let t = s(b.get("text")).or_else(|| s(b.get("refusal"))).unwrap_or("");
+                        let t = s(b.get("text"))
+                            .or_else(|| s(b.get("refusal")))
+                            .unwrap_or("");
                         o.push(json!({"type": "text", "text": t}));
                     }
                     Some("input_image") if user => {
                         if let Some(url) = s(b.get("image_url")) {
                             if let Some(rest) = url.strip_prefix("data:") {
                                 if let Some((mime, data)) = rest.split_once(";base64,") {
-                                    o.push(json!({"type": "image", "data": data, "mimeType": mime}));
+                                    o.push(
+                                        json!({"type": "image", "data": data, "mimeType": mime}),
+                                    );
                                     continue;
                                 }
                             }
@@ -187,8 +200,44 @@ fn custom(k: String) -> Made {
 
 struct Cx {
     model: String,
-    names: HashMap<String, String>,
-    usage: HashMap<u32, Value>,
+    /// tool names by a keyed hash of the call id (verified: none; a 2^-64 collision names the
+    /// wrong tool) into `tools`
+    names: HashMap<u64, u32>,
+    tools: Vec<String>,
+    keys: std::collections::hash_map::RandomState,
+    /// usages still ahead, the next first
+    usage: std::iter::Peekable<std::vec::IntoIter<(u32, Value)>>,
+}
+
+impl Cx {
+    fn usage_at(&mut self, n: u32) -> Option<Value> {
+        while self.usage.peek().is_some_and(|(l, _)| *l < n) {
+            self.usage.next();
+        }
+        match self.usage.peek() {
+            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| u),
+            _ => None,
+        }
+    }
+    fn set_name(&mut self, call: &str, name: &str) {
+        use std::hash::BuildHasher;
+        let k = match self.tools.iter().position(|t| t == name) {
+            Some(k) => k,
+            None if self.tools.len() < 4096 => {
+                self.tools.push(name.to_string());
+                self.tools.len() - 1
+            }
+            None => return,
+        };
+        self.names.insert(self.keys.hash_one(call), k as u32);
+    }
+    fn name(&self, call: &str) -> String {
+        use std::hash::BuildHasher;
+        self.names
+            .get(&self.keys.hash_one(call))
+            .map(|&k| self.tools[k as usize].clone())
+            .unwrap_or_default()
+    }
 }
 
 fn message(role: &str, content: Value, extra: Vec<(&'static str, Value)>, ts: i64) -> Made {
@@ -205,8 +254,9 @@ fn message(role: &str, content: Value, extra: Vec<(&'static str, Value)>, ts: i6
 fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
     let pty = s(p.get("type")).unwrap_or("");
     let role = s(p.get("role"));
-    let assistant = |blocks: Vec<Value>, cx: &Cx| {
+    let assistant = |blocks: Vec<Value>, cx: &mut Cx| {
         let calls = blocks.iter().any(|b| b["type"] == "toolCall");
+        let usage = cx.usage_at(n).unwrap_or_else(zero_usage);
         message(
             "assistant",
             Value::Array(blocks),
@@ -214,7 +264,7 @@ fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
                 ("api", json!("openai-responses")),
                 ("provider", json!("openai")),
                 ("model", json!(cx.model)),
-                ("usage", cx.usage.get(&n).cloned().unwrap_or_else(zero_usage)),
+                ("usage", usage),
                 ("stopReason", json!(if calls { "toolUse" } else { "stop" })),
             ],
             ts,
@@ -222,7 +272,12 @@ fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
     };
     let call_id = |k: &str| s(p.get(k)).map(str::to_string);
     match (pty, role) {
-        ("message", Some("user")) => vec![message("user", Value::Array(text_blocks(p.get("content"), true)), vec![], ts)],
+        ("message", Some("user")) => vec![message(
+            "user",
+            Value::Array(text_blocks(p.get("content"), true)),
+            vec![],
+            ts,
+        )],
         ("message", Some("assistant")) => vec![assistant(text_blocks(p.get("content"), false), cx)],
         ("reasoning", _) => {
             let mut blocks: Vec<Value> = Vec::new();
@@ -245,7 +300,9 @@ fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
             vec![assistant(blocks, cx)]
         }
         ("function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call", _) => {
-            let id = call_id("call_id").or_else(|| call_id("id")).unwrap_or_else(|| format!("call-{n}"));
+            let id = call_id("call_id")
+                .or_else(|| call_id("id"))
+                .unwrap_or_else(|| format!("call-{n}"));
             let (name, args) = match pty {
                 "function_call" => (
                     s(p.get("name")).unwrap_or("").to_string(),
@@ -263,31 +320,47 @@ fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
                     s(p.get("name")).unwrap_or("").to_string(),
                     json!({"input": p.get("input").cloned().unwrap_or(Value::Null)}),
                 ),
-                "local_shell_call" => ("local_shell".into(), match p.get("action") {
-                    Some(Value::Object(o)) => Value::Object(o.clone()),
-                    _ => json!({}),
-                }),
-                _ => ("web_search".into(), match p.get("action") {
-                    Some(Value::Object(o)) => Value::Object(o.clone()),
-                    _ => json!({}),
-                }),
+                "local_shell_call" => (
+                    "local_shell".into(),
+                    match p.get("action") {
+                        Some(Value::Object(o)) => Value::Object(o.clone()),
+                        _ => json!({}),
+                    },
+                ),
+                _ => (
+                    "web_search".into(),
+                    match p.get("action") {
+                        Some(Value::Object(o)) => Value::Object(o.clone()),
+                        _ => json!({}),
+                    },
+                ),
             };
-            cx.names.insert(id.clone(), name.clone());
-            vec![assistant(vec![json!({"type": "toolCall", "id": id, "name": name, "arguments": args})], cx)]
+            cx.set_name(&id, &name);
+            vec![assistant(
+                vec![json!({"type": "toolCall", "id": id, "name": name, "arguments": args})],
+                cx,
+            )]
         }
         ("function_call_output" | "custom_tool_call_output", _) => {
             let id = call_id("call_id").unwrap_or_default();
-            let name = cx.names.get(&id).cloned().unwrap_or_default();
+            let name = cx.name(&id);
             let text = output_text(p.get("output"));
             vec![message(
                 "toolResult",
                 json!([{"type": "text", "text": text}]),
-                vec![("toolCallId", json!(id)), ("toolName", json!(name)), ("isError", json!(false))],
+                vec![
+                    ("toolCallId", json!(id)),
+                    ("toolName", json!(name)),
+                    ("isError", json!(false)),
+                ],
                 ts,
             )]
         }
         ("message", r) => vec![custom(format!("codex:message:{}", r.unwrap_or("unknown")))],
-        (t, _) => vec![custom(format!("codex:response_item:{}", if t.is_empty() { "untyped" } else { t }))],
+        (t, _) => vec![custom(format!(
+            "codex:response_item:{}",
+            if t.is_empty() { "untyped" } else { t }
+        ))],
     }
 }
 
@@ -296,7 +369,10 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
         if let Some(t) = s(e.get("type")).filter(|t| *t != "session") {
             let mut extra = Map::new();
             for (k, v) in e {
-                if !matches!(k.as_str(), "type" | "id" | "parentId" | "timestamp" | "source") {
+                if !matches!(
+                    k.as_str(),
+                    "type" | "id" | "parentId" | "timestamp" | "source"
+                ) {
                     extra.insert(k.clone(), v.clone());
                 }
             }
@@ -321,7 +397,10 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
             let mut v = Vec::new();
             if let Some(model) = s(p.get("model")) {
                 cx.model = model.to_string();
-                v.push(made("model_change", vec![("provider", json!("openai")), ("modelId", json!(model))]));
+                v.push(made(
+                    "model_change",
+                    vec![("provider", json!("openai")), ("modelId", json!(model))],
+                ));
             }
             let effort = s(p.get("effort")).or_else(|| s(p.get("reasoning_effort")));
             if let Some(e) = effort {
@@ -329,7 +408,10 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
                     "none" => "off",
                     other => other,
                 };
-                v.push(made("thinking_level_change", vec![("thinkingLevel", json!(level))]));
+                v.push(made(
+                    "thinking_level_change",
+                    vec![("thinkingLevel", json!(level))],
+                ));
             }
             if v.is_empty() {
                 v.push(custom("codex:turn_context".into()));
@@ -355,12 +437,30 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
                 }
             }
             // firstKeptEntryId is filled with the entry's own id (retain-none) by the writer
-            vec![made("compaction", vec![("summary", json!(summary)), ("tokensBefore", json!(0))])]
+            vec![made(
+                "compaction",
+                vec![("summary", json!(summary)), ("tokensBefore", json!(0))],
+            )]
         }
         (Some("event_msg"), Some(Value::Object(p))) => {
-            vec![custom(format!("codex:event_msg:{}", s(p.get("type")).unwrap_or("untyped")))]
+            vec![custom(format!(
+                "codex:event_msg:{}",
+                s(p.get("type")).unwrap_or("untyped")
+            ))]
         }
-        (Some(t), None) if matches!(t, "message" | "reasoning" | "function_call" | "function_call_output" | "custom_tool_call" | "custom_tool_call_output" | "local_shell_call" | "web_search_call") => {
+        (Some(t), None)
+            if matches!(
+                t,
+                "message"
+                    | "reasoning"
+                    | "function_call"
+                    | "function_call_output"
+                    | "custom_tool_call"
+                    | "custom_tool_call_output"
+                    | "local_shell_call"
+                    | "web_search_call"
+            ) =>
+        {
             item(m, n, ts, cx) // the first layout: items at top level
         }
         (Some(t), _) => vec![custom(format!("codex:{t}"))],
@@ -376,7 +476,12 @@ fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
     }
     let dir = src.parent()?;
     let want = format!("{id}.jsonl");
-    let rd = std::fs::read_dir(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }).ok()?;
+    let rd = std::fs::read_dir(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })
+    .ok()?;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if (name == want || name.ends_with(&format!("-{want}"))) && e.path() != src {
@@ -397,11 +502,19 @@ pub fn convert(
     let mut cx = Cx {
         model: String::new(),
         names: HashMap::new(),
-        usage,
+        tools: Vec::new(),
+        keys: Default::default(),
+        usage: usage.into_iter().peekable(),
     };
     let slot = outs.open(out)?;
-    let name = src.file_name().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-    let stem = src.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = src
+        .file_name()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = src
+        .file_stem()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut lines = open_lines(src)?;
     let mut n = 0u32;
     let mut prev: Option<String> = None;
@@ -411,7 +524,11 @@ pub fn convert(
     let mut header_done = false;
     while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
         buf.clear();
-        let parsed = if super::is_blank(line) { super::Parsed::Bad } else { super::parse_line(line) };
+        let parsed = if super::is_blank(line) {
+            super::Parsed::Bad
+        } else {
+            super::parse_line(line)
+        };
         if !header_done {
             header_done = true;
             if let super::Parsed::Object(m) = &parsed {
@@ -421,8 +538,14 @@ pub fn convert(
                     _ => None,
                 };
                 if let Some(p) = meta {
-                    let id = s(p.get("id")).or_else(|| s(p.get("session_id"))).unwrap_or(&stem).to_string();
-                    let ts = s(p.get("timestamp")).or_else(|| s(m.get("timestamp"))).unwrap_or(&last_ts).to_string();
+                    let id = s(p.get("id"))
+                        .or_else(|| s(p.get("session_id")))
+                        .unwrap_or(&stem)
+                        .to_string();
+                    let ts = s(p.get("timestamp"))
+                        .or_else(|| s(m.get("timestamp")))
+                        .unwrap_or(&last_ts)
+                        .to_string();
                     last_ts = ts.clone();
                     if let Some(model) = s(p.get("model")) {
                         cx.model = model.to_string();
@@ -458,12 +581,19 @@ pub fn convert(
             sf.extend_from_slice(b"{\"format\":\"codex\",\"file\":");
             push_str(&mut sf, &name);
             sf.push(b'}');
-            rep.problem(src, 1, "no_session_meta", "the first line is not a session_meta: a header was made".into());
+            rep.problem(
+                src,
+                1,
+                "no_session_meta",
+                "the first line is not a session_meta: a header was made".into(),
+            );
             outs.write(slot, &super::header(&stem, &last_ts, "", None, &sf))?;
         }
         let (made, carried, source_id) = match &parsed {
             super::Parsed::Object(m) => {
-                if let Some(t) = s(m.get("timestamp")).filter(|t| super::ms_of(t) != 0 || *t == "1970-01-01T00:00:00.000Z") {
+                if let Some(t) = s(m.get("timestamp"))
+                    .filter(|t| super::ms_of(t) != 0 || *t == "1970-01-01T00:00:00.000Z")
+                {
                     last_ts = t.to_string();
                 }
                 let sid = m
@@ -471,30 +601,67 @@ pub fn convert(
                     .and_then(|p| s(p.get("call_id")).or_else(|| s(p.get("id"))))
                     .or_else(|| s(m.get("call_id")))
                     .map(str::to_string);
-                (make(m, n, ms_of(&last_ts), &mut cx), Carried::Json(line, eol), sid)
+                (
+                    make(m, n, ms_of(&last_ts), &mut cx),
+                    Carried::Json(line, eol),
+                    sid,
+                )
             }
             super::Parsed::Other => {
-                rep.problem(src, n as u64 + 1, "not_an_object", "a JSON value that is not an object: carried in a custom entry".into());
-                (vec![custom("codex:unparsed".into())], Carried::Json(line, eol), None)
+                rep.problem(
+                    src,
+                    n as u64 + 1,
+                    "not_an_object",
+                    "a JSON value that is not an object: carried in a custom entry".into(),
+                );
+                (
+                    vec![custom("codex:unparsed".into())],
+                    Carried::Json(line, eol),
+                    None,
+                )
             }
             super::Parsed::Bad => {
                 if !super::is_blank(line) {
-                    let kind = if eol { "malformed_json" } else { "torn_last_line" };
-                    rep.problem(src, n as u64 + 1, kind, "not JSON: carried as raw text in a custom entry".into());
+                    let kind = if eol {
+                        "malformed_json"
+                    } else {
+                        "torn_last_line"
+                    };
+                    rep.problem(
+                        src,
+                        n as u64 + 1,
+                        kind,
+                        "not JSON: carried as raw text in a custom entry".into(),
+                    );
                 }
-                (vec![custom("codex:unparsed".into())], Carried::Raw(line, eol), None)
+                (
+                    vec![custom("codex:unparsed".into())],
+                    Carried::Raw(line, eol),
+                    None,
+                )
             }
         };
         let k = made.len();
         for (j, e) in made.into_iter().enumerate() {
+            // generated ids (cx-<n>[-<j>]) never repeat; a kept id (a restored Pi entry's) is
+            // used once, and never one that looks generated
             let mut id = match &e.keep_id {
-                Some(i) if !used.contains(i) => i.clone(),
-                _ => format!("cx-{n}{}", if j + 1 == k { String::new() } else { format!("-{j}") }),
+                Some(i) if !used.contains(i) && !i.starts_with("cx-") => i.clone(),
+                _ => format!(
+                    "cx-{n}{}",
+                    if j + 1 == k {
+                        String::new()
+                    } else {
+                        format!("-{j}")
+                    }
+                ),
             };
             while used.contains(&id) {
                 id.push('x');
             }
-            used.insert(id.clone());
+            if e.keep_id.is_some() {
+                used.insert(id.clone());
+            }
             let ts = e.ts.clone().unwrap_or_else(|| last_ts.clone());
             let mut w = EntryOut { buf: &mut buf };
             w.begin(e.ty, &id, prev.as_deref(), &ts);
@@ -509,7 +676,16 @@ pub fn convert(
                     w.field(key, v);
                 }
             }
-            w.source(Format::Codex, source_id.as_deref(), n as u64, if j + 1 == k { carried } else { Carried::Part(j as u32) });
+            w.source(
+                Format::Codex,
+                source_id.as_deref(),
+                n as u64,
+                if j + 1 == k {
+                    carried
+                } else {
+                    Carried::Part(j as u32)
+                },
+            );
             rep.written += 1;
             match e.ty {
                 "message" => rep.messages += 1,
@@ -524,7 +700,10 @@ pub fn convert(
         n += 1;
     }
     if !header_done {
-        return Err(ConvertError::Unrecognised(src.to_path_buf(), "empty: no session_meta line".into()));
+        return Err(ConvertError::Unrecognised(
+            src.to_path_buf(),
+            "empty: no session_meta line".into(),
+        ));
     }
     Ok(())
 }

@@ -362,8 +362,15 @@ fn vote(m: &serde_json::Map<String, Value>) -> Option<Format> {
     }
     match ty {
         Some(
-            "user" | "assistant" | "summary" | "system" | "file-history-snapshot"
-            | "queue-operation" | "custom-title" | "progress" | "attachment",
+            "user"
+            | "assistant"
+            | "summary"
+            | "system"
+            | "file-history-snapshot"
+            | "queue-operation"
+            | "custom-title"
+            | "progress"
+            | "attachment",
         ) if m.contains_key("message")
             || m.contains_key("summary")
             || m.contains_key("leafUuid")
@@ -546,7 +553,6 @@ pub(crate) fn pi_entry_type(t: &str) -> &'static str {
         _ => "custom",
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,10 @@ pub struct Outputs {
     files: Vec<One>,
 }
 
-fn check_target(path: &Path, sources: &[(u64, u64)]) -> Result<Option<std::fs::Metadata>, ConvertError> {
+fn check_target(
+    path: &Path,
+    sources: &[(u64, u64)],
+) -> Result<Option<std::fs::Metadata>, ConvertError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ConvertError::Io(path.to_path_buf(), e)),
@@ -142,7 +145,8 @@ impl Outputs {
     pub fn write(&mut self, slot: usize, data: &[u8]) -> Result<(), ConvertError> {
         let one = &mut self.files[slot];
         let w = one.w.as_mut().expect("an open output");
-        w.write_all(data).map_err(|e| ConvertError::Io(one.path.clone(), e))
+        w.write_all(data)
+            .map_err(|e| ConvertError::Io(one.path.clone(), e))
     }
 
     /// Syncs every file, checks each target again and renames them into place; the paths.
@@ -170,7 +174,11 @@ impl Outputs {
             }
         }
         for d in dirs {
-            let d = if d.as_os_str().is_empty() { PathBuf::from(".") } else { d };
+            let d = if d.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                d
+            };
             if let Ok(f) = File::open(&d) {
                 let _ = f.sync_all();
             }

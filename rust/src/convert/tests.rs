@@ -25,8 +25,10 @@ fn claude_code_round_trips_byte_for_byte() {
     let d = tmp("cc");
     let src = d.join("s.jsonl");
     let text = concat!(
-        r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2025-01-01T00:00:00Z","message":{"role":"user","content":"hi"}}"#, "\n",
-        r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","timestamp":"2025-01-01T00:00:01Z","message":{"role":"assistant","content":[{"type":"text","text":"yo"}]}}"#, "\n",
+        r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2025-01-01T00:00:00Z","message":{"role":"user","content":"hi"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","timestamp":"2025-01-01T00:00:01Z","message":{"role":"assistant","content":[{"type":"text","text":"yo"}]}}"#,
+        "\n",
         "not json\n",
         r#"{"type":"user","uuid":"u2","parentUuid":"a1","message":{"role":"user","content":"torn"#
     );
@@ -46,18 +48,26 @@ fn codex_round_trips_byte_for_byte() {
     let d = tmp("codex");
     let src = d.join("r.jsonl");
     let text = concat!(
-        r#"{"timestamp":"2025-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x","cwd":"/t"}}"#, "\n",
-        r#"{"timestamp":"2025-01-01T00:00:01Z","type":"turn_context","payload":{"model":"gpt-5","effort":"high"}}"#, "\n",
-        r#"{"timestamp":"2025-01-01T00:00:02Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#, "\n",
-        r#"{"timestamp":"2025-01-01T00:00:03Z","type":"response_item","payload":{"type":"function_call","name":"sh","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"}}"#, "\n",
-        r#"{"timestamp":"2025-01-01T00:00:04Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":10,"output_tokens":2}}}}"#, "\n",
+        r#"{"timestamp":"2025-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x","cwd":"/t"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:01Z","type":"turn_context","payload":{"model":"gpt-5","effort":"high"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:02Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:03Z","type":"response_item","payload":{"type":"function_call","name":"sh","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:04Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":10,"output_tokens":2}}}}"#,
+        "\n",
     );
     std::fs::write(&src, text).unwrap();
     assert_eq!(detect(&src).unwrap(), Format::Codex);
     let pi = d.join("r.pi.jsonl");
     to_pi(&src, None, &pi).unwrap();
     let pitext = std::fs::read_to_string(&pi).unwrap();
-    assert!(pitext.contains(r#""usage":{"cacheRead":0,"cacheWrite":0,"cost""#), "{pitext}");
+    assert!(
+        pitext.contains(r#""usage":{"cacheRead":0,"cacheWrite":0,"cost""#),
+        "{pitext}"
+    );
     let back = d.join("back.jsonl");
     from_pi(&pi, Format::Codex, &back).unwrap();
     assert_eq!(std::fs::read_to_string(&back).unwrap(), text);

@@ -30,8 +30,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import _core
 from .errors import ConvertError, SessionArgumentError, UnrecognisedFormatError
+from .session import convert_detect, convert_file
 
 __all__ = [
     "FORMATS",
@@ -119,7 +119,7 @@ def detect(path: str | os.PathLike[str]) -> str:
         UnrecognisedFormatError: no line decides (empty, another format, not JSON).
         OSError: the file cannot be read.
     """
-    return _core.convert_detect(os.fspath(path))
+    return convert_detect(os.fspath(path))
 
 
 def to_pi(
@@ -143,7 +143,7 @@ def to_pi(
         OSError: reading or writing failed (nothing is written).
     """
     _check("source_format", source_format, ("auto", *FORMATS))
-    return _result(_core.convert_file(os.fspath(src), os.fspath(out), source_format, "pi"))
+    return _result(convert_file(os.fspath(src), os.fspath(out), source_format, "pi"))
 
 
 def from_pi(
@@ -167,4 +167,4 @@ def from_pi(
         OSError: reading or writing failed (nothing is written).
     """
     _check("to", to, ("claude-code", "codex", "pi"))
-    return _result(_core.convert_file(os.fspath(src), os.fspath(out), "pi", to))
+    return _result(convert_file(os.fspath(src), os.fspath(out), "pi", to))

@@ -9,7 +9,7 @@
 //! file at their lines, subagent sessions to `<out stem>/subagents/`. Codex holds one chain: the
 //! active branch (leaf = the last entry) goes out; the entries off it are named in the report.
 
-use super::{io_err, open_lines, push_str, push_val, s, ConvertError, Format, Report};
+use super::{io_err, open_lines, push_val, s, ConvertError, Format, Report};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -395,7 +395,6 @@ pub fn to_claude_code(
                         Some(pid) => json!(pid),
                         None => Value::Null,
                     };
-                    let _ = &p.parent;
                     cc_lines(&e, parent, r.file > 0, &h, &mut out_buf);
                 }
             }
@@ -559,6 +558,9 @@ fn codex_lines(
     }
 }
 
+/// An entry's parent id, offset and length in its file.
+type Located = (Option<Box<str>>, u64, u32);
+
 /// Pi -> Codex: the active branch (the leaf is the last entry).
 pub fn to_codex(
     src: &Path,
@@ -567,7 +569,7 @@ pub fn to_codex(
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
     let h = read_header(src)?;
-    let mut at: HashMap<Box<str>, (Option<Box<str>>, u64, u32)> = HashMap::new();
+    let mut at: HashMap<Box<str>, Located> = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
     let mut total = 0u64;
     {
@@ -711,6 +713,5 @@ pub fn to_codex(
         }
         outs.write(slot, &ob)?;
     }
-    let _ = push_str;
     Ok(())
 }

@@ -59,16 +59,33 @@ fn num(v: Option<&Value>) -> u64 {
         .unwrap_or(0)
 }
 
-/// Pi usage from a `last_token_usage` object (`input_tokens` includes the cached ones).
-fn usage_of(u: &Value) -> Value {
+/// A `last_token_usage` object's counts: input (with the cached), cached, output, total,
+/// reasoning (`u64::MAX`: absent). Kept this small between the passes.
+type Counts = [u64; 5];
+
+fn counts_of(u: &Value) -> Counts {
     let input = num(u.get("input_tokens"));
-    let cached = num(u.get("cached_input_tokens"));
     let output = num(u.get("output_tokens"));
+    [
+        input,
+        num(u.get("cached_input_tokens")),
+        output,
+        u.get("total_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(input + output),
+        u.get("reasoning_output_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::MAX),
+    ]
+}
+
+/// Pi usage from the counts (`input_tokens` includes the cached ones).
+fn usage_of(c: &Counts) -> Value {
+    let [input, cached, output, total, reasoning] = *c;
     let mut o = json!({"input": input.saturating_sub(cached), "output": output, "cacheRead": cached, "cacheWrite": 0,
-        "totalTokens": u.get("total_tokens").and_then(Value::as_u64).unwrap_or(input + output),
-        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
-    if let Some(r) = u.get("reasoning_output_tokens").and_then(Value::as_u64) {
-        o["reasoning"] = json!(r);
+        "totalTokens": total, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
+    if reasoning != u64::MAX {
+        o["reasoning"] = json!(reasoning);
     }
     o
 }
@@ -79,7 +96,7 @@ fn zero_usage() -> Value {
 }
 
 /// Pass 1: the usage of each assistant-item line that has one, in line order.
-fn usages(src: &Path) -> Result<Vec<(u32, Value)>, ConvertError> {
+fn usages(src: &Path) -> Result<Vec<(u32, Counts)>, ConvertError> {
     let mut lines = open_lines(src)?;
     let mut out = Vec::new();
     let mut last: Option<u32> = None;
@@ -108,7 +125,7 @@ fn usages(src: &Path) -> Result<Vec<(u32, Value)>, ConvertError> {
                                 if let Some(u) =
                                     info.get("last_token_usage").filter(|u| u.is_object())
                                 {
-                                    out.push((a, usage_of(u)));
+                                    out.push((a, counts_of(u)));
                                 }
                             }
                         }
@@ -206,7 +223,7 @@ struct Cx {
     tools: Vec<String>,
     keys: std::collections::hash_map::RandomState,
     /// usages still ahead, the next first
-    usage: std::iter::Peekable<std::vec::IntoIter<(u32, Value)>>,
+    usage: std::iter::Peekable<std::vec::IntoIter<(u32, Counts)>>,
 }
 
 impl Cx {
@@ -215,7 +232,7 @@ impl Cx {
             self.usage.next();
         }
         match self.usage.peek() {
-            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| u),
+            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| usage_of(&u)),
             _ => None,
         }
     }
@@ -448,19 +465,19 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
                 s(p.get("type")).unwrap_or("untyped")
             ))]
         }
-        (Some(t), None)
-            if matches!(
-                t,
+        (
+            Some(
                 "message"
-                    | "reasoning"
-                    | "function_call"
-                    | "function_call_output"
-                    | "custom_tool_call"
-                    | "custom_tool_call_output"
-                    | "local_shell_call"
-                    | "web_search_call"
-            ) =>
-        {
+                | "reasoning"
+                | "function_call"
+                | "function_call_output"
+                | "custom_tool_call"
+                | "custom_tool_call_output"
+                | "local_shell_call"
+                | "web_search_call",
+            ),
+            None,
+        ) => {
             item(m, n, ts, cx) // the first layout: items at top level
         }
         (Some(t), _) => vec![custom(format!("codex:{t}"))],

@@ -8,6 +8,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -147,6 +148,7 @@ def _ctx(path: Path):
     return c.messages, c.thinking_level, c.model
 
 
+@pytest.mark.slow  # about a minute: 40 trees, four conversions and two opens each
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pi_trees())
 def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries):
@@ -173,6 +175,7 @@ def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries):
         assert _ctx(b) == _ctx(a)
 
 
+@pytest.mark.slow  # about a minute: 40 trees, four conversions and two opens each
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pi_trees())
 def test_pi_to_codex_to_pi_keeps_the_active_branch_context(entries):

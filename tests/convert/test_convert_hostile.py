@@ -194,3 +194,14 @@ def test_bad_arguments_are_typed(tmp_path):
         convert.from_pi(src, tmp_path / "o.jsonl", to="nope")
     with pytest.raises(UnrecognisedFormatError):
         convert.from_pi(src, tmp_path / "o.jsonl", to="codex")  # not a Pi session
+
+
+def test_a_fifo_source_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(UnrecognisedFormatError):
+        convert.detect(fifo)
+    with pytest.raises(UnrecognisedFormatError):
+        convert.to_pi(fifo, tmp_path / "o.jsonl", source_format="claude-code")
+    with pytest.raises(UnrecognisedFormatError):
+        convert.from_pi(fifo, tmp_path / "o.jsonl", to="codex")

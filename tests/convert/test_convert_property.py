@@ -160,7 +160,7 @@ def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries):
         assert convert.detect(cc) == "claude-code"
         convert.to_pi(cc, b)
         assert Session.open(b).validate() == []
-        got = {e["id"]: e for e in (json.loads(x) for x in b.read_text().splitlines()[1:])}
+        got = {e["id"]: e for e in (json.loads(x) for x in b.read_text().split("\n")[1:] if x)}
         orig = {e["id"] for e in entries}
         for e in entries:
             g = got[e["id"]]

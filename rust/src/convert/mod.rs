@@ -404,6 +404,7 @@ const DETECT_BYTES: u64 = 16 << 20;
 /// header, a Codex rollout (either layout) or a Claude Code transcript; the file's name is never
 /// looked at. `Unrecognised` when no line decides.
 pub fn detect(path: &Path) -> Result<Format, ConvertError> {
+    regular(path)?;
     let f = std::fs::File::open(path).map_err(io_err(path))?;
     let meta = f.metadata().map_err(io_err(path))?;
     if !meta.is_file() {
@@ -438,9 +439,21 @@ pub fn detect(path: &Path) -> Result<Format, ConvertError> {
     ))
 }
 
+/// `Unrecognised` unless `p` is a regular file (a FIFO or a device is never opened: opening a
+/// FIFO waits for a writer).
+fn regular(p: &Path) -> Result<(), ConvertError> {
+    let m = std::fs::metadata(p).map_err(io_err(p))?;
+    if m.is_file() {
+        Ok(())
+    } else {
+        Err(ConvertError::Unrecognised(p.to_path_buf(), "not a regular file".into()))
+    }
+}
+
 /// Converts `src` to Pi at `out`; `from` None: detected. Sidechains and subagent files are
 /// written beside `out` (listed in the report).
 pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, ConvertError> {
+    regular(src)?;
     let fmt = match from {
         Some(f) => f,
         None => detect(src)?,
@@ -462,6 +475,7 @@ pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, Con
 
 /// Converts the Pi session `src` to `to` at `out`.
 pub fn from_pi(src: &Path, to: Format, out: &Path) -> Result<Report, ConvertError> {
+    regular(src)?;
     let mut rep = Report {
         from: Some(Format::Pi),
         to: Some(to),

@@ -446,7 +446,10 @@ fn regular(p: &Path) -> Result<(), ConvertError> {
     if m.is_file() {
         Ok(())
     } else {
-        Err(ConvertError::Unrecognised(p.to_path_buf(), "not a regular file".into()))
+        Err(ConvertError::Unrecognised(
+            p.to_path_buf(),
+            "not a regular file".into(),
+        ))
     }
 }
 

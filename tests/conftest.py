@@ -42,6 +42,9 @@ SLOW_PATHS = (
 )
 
 SLOW_TESTS = (
+    # the conversion (tests/convert): the 1 MB Codex capture, an 8 MiB line
+    "tests/convert/test_convert_fixtures.py::test_codex_round_trips_and_validates[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9]",
+    "tests/convert/test_convert_hostile.py::test_a_huge_line_is_carried",
     "tests/cli/test_cli.py::test_branch_of_a_200k_deep_chain",
     "tests/cli/test_cli.py::test_installed_script_runs",
     "tests/cli/test_cli.py::test_output_into_a_closed_pipe_is_quiet",

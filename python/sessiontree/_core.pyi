@@ -9,8 +9,23 @@ from typing import Any, Callable, Literal, final
 
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem, ScrubFinding, ScrubStats, TreeTable
 
-__all__ = ["Index", "Scrubber", "date_parse", "header_probe", "iso_now", "js_text", "json_check", "__version__"]
+__all__ = [
+    "Index",
+    "Scrubber",
+    "convert_detect",
+    "convert_file",
+    "date_parse",
+    "header_probe",
+    "iso_now",
+    "js_text",
+    "json_check",
+    "__version__",
+]
 
+def convert_detect(path: str | PathLike[str]) -> str: ...
+def convert_file(
+    src: str | PathLike[str], out: str | PathLike[str], source: str | None = None, target: str = "pi"
+) -> dict[str, Any]: ...
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...
 

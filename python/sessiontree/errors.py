@@ -141,3 +141,13 @@ class LeafMovedError(SessionError):
         super().__init__(message)
         self.expected = expected
         self.actual = actual
+
+
+class ConvertError(SessionTreeError, ValueError):
+    """A conversion between agents' formats (:mod:`sessiontree.convert`) that wrote nothing:
+    an unsupported pair of formats, or a source it cannot read as the format named."""
+
+
+class UnrecognisedFormatError(ConvertError):
+    """The source is not a Claude Code transcript, a Codex rollout or a Pi session (detected
+    from the content of its first lines), or not the format asked for."""

@@ -13,6 +13,7 @@
 //! through the core's views (`crate::index::view`, `crate::reads`), never from the records
 //! themselves.
 
+mod convert;
 mod errors;
 mod export;
 mod fleet;
@@ -142,6 +143,8 @@ impl Index {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_detect, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_file, m)?)?;
     m.add_function(wrap_pyfunction!(fleet::fleet_rows, m)?)?;
     let names = pyo3::types::PyTuple::new(m.py(), crate::columns::ENTRY_COLUMNS)?;
     m.add("FLEET_ENTRY_COLUMNS", names)?;

@@ -225,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .otel import add_parsers as add_otel_parsers
 
     add_otel_parsers(sub)
+    # --- convert: sessiontree/cli/convert.py ---
+    from .convert import add_parsers as add_convert_parsers
+
+    add_convert_parsers(sub)
     # ---
     return parser
 
@@ -337,6 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in OTEL_COMMANDS:
         return run_otel(args)
+    from .convert import COMMANDS as CONVERT_COMMANDS, run as run_convert
+
+    if args.command in CONVERT_COMMANDS:
+        return run_convert(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

@@ -82,6 +82,19 @@ def new_scrubber(header: bool, replay: str, record: bool) -> Any:
     return _core.Scrubber(bool(header), replay, bool(record))
 
 
+def convert_detect(path: str) -> str:
+    """The core's format detection (``_core.convert_detect``, rust/src/convert/):
+    ``"claude-code"``, ``"codex"`` or ``"pi"`` from a file's first lines. :mod:`sessiontree.convert`
+    drives it."""
+    return _core.convert_detect(path)
+
+
+def convert_file(src: str, out: str, source: str, target: str) -> dict:
+    """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released): its
+    report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
+    return _core.convert_file(src, out, source, target)
+
+
 def _bom_reason(head: bytes) -> str | None:
     """Why session bytes that start with a UTF-8 byte order mark are not a session, or None
     when ``head`` (the first bytes) does not start with one: the one text, for a local file

@@ -1,0 +1,1102 @@
+//! Claude Code transcript -> Pi session tree.
+//!
+//! Pass 1 reads each line's ids and flags only (the message bodies are skipped unparsed) and
+//! builds the tree from ids, never from file order: `parentUuid` -> `parentId`; a
+//! `compact_boundary` with a null `parentUuid` hangs under its `logicalParentUuid` (one root,
+//! not one per compaction) unless that makes a cycle, when it hangs under the last preserved
+//! message before it (else the last message before it); any other cycle is cut at its first
+//! line, which becomes a root. Lines without `parentUuid` hang under the previous line of the
+//! same session. Sidechain lines (`isSidechain`) of a file that also has main-chain lines go to
+//! Pi sessions of their own, one per `agentId` (else per sidechain root); subagent files
+//! (`<session>/subagents/*.jsonl`) too. Pass 2 writes one entry per line (a user line with
+//! several tool results: one per result), the leaf (the last main-chain message) last.
+
+use super::{
+    io_err, ms_of, open_lines, push_str, s, safe_name, Carried, ConvertError, EntryOut, Format,
+    Report,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const NONE: u32 = u32::MAX;
+const F_MSG: u8 = 1; // a leaf candidate: a user/assistant message, a boundary, a restored Pi entry
+const F_BOUNDARY: u8 = 2;
+const F_SUMMARY: u8 = 4;
+const F_SIDE: u8 = 8;
+const F_UUID: u8 = 16; // has a string uuid
+const F_FULL: u8 = 32; // pass 2 needs the whole line parsed (else only its type: a custom entry)
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// The fields pass 1 reads; the rest of the line is skipped.
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(rename = "type")]
+    ty: Option<Value>,
+    subtype: Option<Value>,
+    uuid: Option<Value>,
+    #[serde(rename = "parentUuid", default, deserialize_with = "present")]
+    parent: Option<Value>,
+    #[serde(rename = "logicalParentUuid")]
+    logical: Option<Value>,
+    #[serde(rename = "isSidechain")]
+    sidechain: Option<Value>,
+    #[serde(rename = "agentId")]
+    agent: Option<Value>,
+    #[serde(rename = "isMeta")]
+    is_meta: Option<Value>,
+    #[serde(rename = "isCompactSummary")]
+    compact_summary: Option<Value>,
+    #[serde(rename = "sessionId")]
+    session: Option<Value>,
+    cwd: Option<Value>,
+    timestamp: Option<Value>,
+    #[serde(rename = "compactMetadata")]
+    compact: Option<Value>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+    #[serde(rename = "piEntry", borrow)]
+    pi_entry: Option<&'a RawValue>,
+}
+
+enum PRef {
+    Absent,
+    Null,
+    Id(Box<str>),
+}
+
+struct Boundary {
+    logical: Option<Box<str>>,
+    meta: Option<Value>,
+    /// the last message line before it in its session (the cycle fallback)
+    last_msg: u32,
+    summary: Option<String>,
+}
+
+/// The text of a message's content: a string, or its text blocks joined by "\n".
+fn text_of(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(a)) => {
+            let mut o = String::new();
+            for b in a {
+                if let Some(t) = s(b.get("text")) {
+                    if !o.is_empty() {
+                        o.push('\n');
+                    }
+                    o.push_str(t);
+                }
+            }
+            o
+        }
+        _ => String::new(),
+    }
+}
+
+fn truthy(v: &Option<Value>) -> bool {
+    matches!(v, Some(Value::Bool(true)))
+}
+
+/// Cycles of a parent array (each node one parent): lists of nodes, each cycle once. Linear.
+pub(crate) fn cycles(parent: &[u32]) -> Vec<Vec<u32>> {
+    let n = parent.len();
+    let mut state = vec![0u8; n]; // 0 new, 1 on the current walk, 2 done
+    let mut out = Vec::new();
+    let mut path: Vec<u32> = Vec::new();
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        path.clear();
+        let mut x = start as u32;
+        while x != NONE && state[x as usize] == 0 {
+            state[x as usize] = 1;
+            path.push(x);
+            x = parent[x as usize];
+        }
+        if x != NONE && state[x as usize] == 1 {
+            let at = path.iter().position(|&p| p == x).expect("on the walk");
+            out.push(path[at..].to_vec());
+        }
+        for &p in &path {
+            state[p as usize] = 2;
+        }
+    }
+    out
+}
+
+/// Every line's Pi id in one arena, and each uuid's first line by a keyed hash (verified
+/// against the arena on lookup): about 50 bytes a line with a uuid.
+#[derive(Default)]
+pub(crate) struct Ids {
+    arena: String,
+    start: Vec<u64>,
+    by_hash: HashMap<u64, u32>,
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl Ids {
+    fn hash(&self, s: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.keys.hash_one(s)
+    }
+    pub fn get(&self, i: usize) -> &str {
+        let a = self.start[i] as usize;
+        let b = self
+            .start
+            .get(i + 1)
+            .map_or(self.arena.len(), |&x| x as usize);
+        &self.arena[a..b]
+    }
+    /// The first line whose uuid is `s`.
+    pub fn find(&self, s: &str) -> Option<u32> {
+        let l = *self.by_hash.get(&self.hash(s))?;
+        (self.get(l as usize) == s).then_some(l)
+    }
+    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: the hash is
+    /// taken by another uuid, a 2^-64 event, and it is not indexed).
+    fn push(&mut self, s: &str, index: bool) -> bool {
+        self.start.push(self.arena.len() as u64);
+        self.arena.push_str(s);
+        if !index {
+            return false;
+        }
+        let h = self.hash(s);
+        if self.by_hash.contains_key(&h) {
+            return false;
+        }
+        self.by_hash.insert(h, self.start.len() as u32 - 1);
+        true
+    }
+}
+
+/// Pass 1's result: one slot per source line.
+struct Plan {
+    pid: Ids,
+    parent: Vec<u32>,
+    out: Vec<u32>,
+    flags: Vec<u8>,
+    bounds: HashMap<u32, Boundary>,
+    groups: Vec<String>,
+    leaf: Vec<u32>,
+    session: Option<String>,
+    cwd: Option<String>,
+    ts: Option<String>,
+}
+
+fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
+    let mut lines = open_lines(src)?;
+    let mut pid = Ids::default();
+    let mut pkind: Vec<u8> = Vec::new(); // 0 no parentUuid, 1 null, 2 a string
+    let mut rparent: Vec<u32> = Vec::new();
+    let mut forward: Vec<(u32, Box<str>)> = Vec::new();
+    let mut flags: Vec<u8> = Vec::new();
+    let mut agents: HashMap<u32, Box<str>> = HashMap::new();
+    let mut bounds: HashMap<u32, Boundary> = HashMap::new();
+    let mut summaries: Vec<(u32, String)> = Vec::new();
+    let (mut session, mut cwd, mut ts) = (None, None, None);
+    let mut last_msg = NONE;
+    let mut n: u32 = 0;
+    while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
+        let mut f = 0u8;
+        let mut pref = PRef::Absent;
+        let mut uuid: Option<String> = None;
+        let first = line.iter().find(|c| !c.is_ascii_whitespace());
+        let meta = if first == Some(&b'{') {
+            serde_json::from_slice::<Meta>(line).ok()
+        } else {
+            None
+        };
+        match &meta {
+            Some(m) => {
+                let ty = s(m.ty.as_ref());
+                let sub = s(m.subtype.as_ref());
+                if let Some(u) = s(m.uuid.as_ref()) {
+                    uuid = Some(u.to_string());
+                }
+                match &m.parent {
+                    None => {}
+                    Some(Value::Null) => pref = PRef::Null,
+                    Some(Value::String(p)) => pref = PRef::Id(p.as_str().into()),
+                    Some(_) => rep.problem(
+                        src,
+                        n as u64 + 1,
+                        "bad_parent_id",
+                        "parentUuid is neither a string nor null (read as absent)".into(),
+                    ),
+                }
+                if truthy(&m.sidechain) {
+                    f |= F_SIDE;
+                }
+                if let Some(a) = s(m.agent.as_ref()) {
+                    agents.insert(n, a.into());
+                }
+                if session.is_none() && f & F_SIDE == 0 {
+                    session = s(m.session.as_ref()).map(str::to_string);
+                }
+                if cwd.is_none() {
+                    cwd = s(m.cwd.as_ref()).map(str::to_string);
+                }
+                if ts.is_none() {
+                    ts = s(m.timestamp.as_ref()).map(str::to_string);
+                }
+                let summary = ty == Some("user") && truthy(&m.compact_summary);
+                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title"))
+                    || m.pi_entry.is_some()
+                {
+                    f |= F_FULL;
+                }
+                if ty == Some("system") && sub == Some("compact_boundary") {
+                    f |= F_BOUNDARY | F_MSG | F_FULL;
+                    bounds.insert(
+                        n,
+                        Boundary {
+                            logical: s(m.logical.as_ref()).map(Into::into),
+                            meta: m.compact.clone(),
+                            last_msg,
+                            summary: None,
+                        },
+                    );
+                } else if summary {
+                    f |= F_SUMMARY;
+                    let msg: Option<Value> =
+                        m.message.and_then(|r| serde_json::from_str(r.get()).ok());
+                    summaries.push((n, text_of(msg.as_ref().and_then(|v| v.get("content")))));
+                } else if (matches!(ty, Some("user" | "assistant")) && !truthy(&m.is_meta))
+                    || (ty == Some("system") && sub == Some("pi_entry") && m.pi_entry.is_some())
+                {
+                    f |= F_MSG;
+                }
+                if f & F_MSG != 0 && f & F_SIDE == 0 {
+                    last_msg = n;
+                }
+            }
+            None => {
+                if !super::is_blank(line) {
+                    match super::parse_line(line) {
+                        super::Parsed::Bad => {
+                            let (kind, what) = if eol {
+                                ("malformed_json", "not JSON")
+                            } else {
+                                ("torn_last_line", "a torn last line (no newline, not JSON)")
+                            };
+                            rep.problem(src, n as u64 + 1, kind, format!("{what}: carried as raw text in a custom entry"));
+                        }
+                        super::Parsed::Other => rep.problem(
+                            src,
+                            n as u64 + 1,
+                            "not_an_object",
+                            "a JSON value that is not an object: carried in a custom entry".into(),
+                        ),
+                        super::Parsed::Object(_) => rep.problem(
+                            src,
+                            n as u64 + 1,
+                            "unreadable_fields",
+                            "an object whose fields could not be read (a duplicate key?): carried in a custom entry".into(),
+                        ),
+                    }
+                }
+            }
+        }
+        let fresh = match &uuid {
+            Some(u) => match pid.find(u) {
+                None => true,
+                Some(first) => {
+                    rep.problem(
+                        src,
+                        n as u64 + 1,
+                        "duplicate_id",
+                        format!(
+                            "uuid {u:?} already used on line {}; this line gets a new id",
+                            first + 1
+                        ),
+                    );
+                    false
+                }
+            },
+            None => false,
+        };
+        match uuid {
+            Some(u) if fresh => {
+                if pid.push(&u, true) {
+                    f |= F_UUID;
+                }
+            }
+            _ => {
+                let mut g = format!("cc-{n}");
+                while pid.find(&g).is_some() {
+                    g.push('x');
+                }
+                pid.push(&g, false);
+            }
+        }
+        let (k, r) = match pref {
+            PRef::Absent => (0, NONE),
+            PRef::Null => (1, NONE),
+            PRef::Id(p) => match pid.find(&p) {
+                Some(r) => (2, r),
+                None => {
+                    forward.push((n, p));
+                    (2, NONE)
+                }
+            },
+        };
+        pkind.push(k);
+        rparent.push(r);
+        flags.push(f);
+        n += 1;
+        rep.lines += 1;
+    }
+    let len = n as usize;
+    // parents named before their line (a boundary pointing at a later line, hostile order)
+    let resolve = |p: &str| pid.find(p);
+    let mut unresolved: HashMap<u32, Box<str>> = HashMap::new();
+    for (i, p) in forward {
+        match resolve(&p) {
+            Some(r) => rparent[i as usize] = r,
+            None => {
+                unresolved.insert(i, p);
+            }
+        }
+    }
+    // sidechains: split out only when the file has main-chain lines
+    let main_has = (0..len).any(|i| flags[i] & (F_UUID | F_SIDE) == F_UUID);
+    let mut out = vec![0u32; len];
+    let mut groups: Vec<String> = Vec::new();
+    let mut group_of_key: HashMap<String, u32> = HashMap::new();
+    if main_has {
+        for i in 0..len {
+            if flags[i] & F_SIDE == 0 || flags[i] & F_UUID == 0 {
+                continue;
+            }
+            let p = rparent[i];
+            let key = if let Some(a) = agents.get(&(i as u32)) {
+                format!("agent-{a}")
+            } else if p != NONE && (p as usize) < i && out[p as usize] != 0 {
+                groups[out[p as usize] as usize - 1].clone()
+            } else {
+                format!("root-{}", pid.get(i))
+            };
+            let g = match group_of_key.get(&key) {
+                Some(&g) => g,
+                None => {
+                    groups.push(key.clone());
+                    group_of_key.insert(key, groups.len() as u32);
+                    groups.len() as u32
+                }
+            };
+            out[i] = g;
+        }
+    }
+    let nout = groups.len() + 1;
+    // the summary of each boundary: the first compact summary whose parent is it
+    for (line, text) in summaries {
+        let p = rparent[line as usize];
+        if p != NONE {
+            if let Some(b) = bounds.get_mut(&p) {
+                if b.summary.is_none() {
+                    b.summary = Some(text);
+                }
+            }
+        }
+    }
+    // effective parents
+    let mut parent = vec![NONE; len];
+    let mut prev = vec![NONE; nout];
+    for i in 0..len {
+        let o = out[i] as usize;
+        let same = |r: u32| r != NONE && out[r as usize] as usize == o;
+        parent[i] = match pkind[i] {
+            2 => {
+                let r = rparent[i];
+                let p = unresolved.get(&(i as u32)).map_or("", |x| &**x);
+                if same(r) {
+                    r
+                } else if r != NONE {
+                    NONE // a sidechain's root under a main-chain line: parentSession says it
+                } else {
+                    rep.problem(
+                        src,
+                        i as u64 + 1,
+                        "orphan",
+                        format!("parentUuid {p:?} names no line: hung under the previous line"),
+                    );
+                    prev[o]
+                }
+            }
+            1 => match bounds.get(&(i as u32)).and_then(|b| b.logical.as_deref()) {
+                Some(l) => match resolve(l) {
+                    Some(r) if same(r) => r,
+                    _ => {
+                        rep.problem(
+                            src,
+                            i as u64 + 1,
+                            "orphan",
+                            format!("logicalParentUuid {l:?} names no line of this session: hung under the previous line"),
+                        );
+                        prev[o]
+                    }
+                },
+                None => NONE,
+            },
+            _ => prev[o],
+        };
+        prev[o] = i as u32;
+    }
+    // cycles: a boundary under its own logical parent hangs under the last preserved message
+    for c in cycles(&parent) {
+        let b = c.iter().copied().find(|x| bounds.contains_key(x));
+        if let Some(b) = b {
+            let bd = &bounds[&b];
+            let mut fb = bd.last_msg;
+            if let Some(list) = bd
+                .meta
+                .as_ref()
+                .and_then(|m| m.get("preservedMessages"))
+                .and_then(|p| p.get("uuids"))
+                .and_then(Value::as_array)
+            {
+                if let Some(r) = list
+                    .iter()
+                    .rev()
+                    .filter_map(|u| u.as_str().and_then(resolve))
+                    .find(|&r| r < b && out[r as usize] == out[b as usize])
+                {
+                    fb = r;
+                }
+            }
+            rep.problem(
+                src,
+                b as u64 + 1,
+                "boundary_cycle",
+                "the compact boundary's logicalParentUuid is under the boundary: linked to the last preserved message before it".into(),
+            );
+            parent[b as usize] = if fb != NONE && out[fb as usize] == out[b as usize] {
+                fb
+            } else {
+                NONE
+            };
+        }
+    }
+    for c in cycles(&parent) {
+        let first = *c.iter().min().expect("a cycle has a line");
+        rep.problem(
+            src,
+            first as u64 + 1,
+            "parent_cycle",
+            format!(
+                "parentUuid cycle through {} lines: cut here (this line becomes a root)",
+                c.len()
+            ),
+        );
+        parent[first as usize] = NONE;
+    }
+    let mut leaf = vec![NONE; nout];
+    for i in 0..len {
+        if flags[i] & F_MSG != 0 {
+            leaf[out[i] as usize] = i as u32;
+        }
+    }
+    Ok(Plan {
+        pid,
+        parent,
+        out,
+        flags,
+        bounds,
+        groups,
+        leaf,
+        session,
+        cwd,
+        ts,
+    })
+}
+
+fn usage(u: Option<&Value>) -> Value {
+    let g = |k: &str| {
+        u.and_then(|u| u.get(k))
+            .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
+            .unwrap_or(0)
+    };
+    let (i, o, cr, cw) = (
+        g("input_tokens"),
+        g("output_tokens"),
+        g("cache_read_input_tokens"),
+        g("cache_creation_input_tokens"),
+    );
+    json!({"input": i, "output": o, "cacheRead": cr, "cacheWrite": cw, "totalTokens": i + o + cr + cw,
+           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
+}
+
+fn image(b: &Value) -> Option<Value> {
+    let src = b.get("source")?;
+    if s(src.get("type")) == Some("base64") {
+        Some(
+            json!({"type": "image", "data": s(src.get("data")).unwrap_or(""),
+                    "mimeType": s(src.get("media_type")).unwrap_or("image/png")}),
+        )
+    } else {
+        s(src.get("url")).map(|u| json!({"type": "text", "text": format!("[image: {u}]")}))
+    }
+}
+
+/// User-side blocks (text, image) as Pi content blocks.
+fn user_blocks(a: &[Value]) -> Vec<Value> {
+    let mut o = Vec::new();
+    for b in a {
+        match s(b.get("type")) {
+            Some("text") => o.push(json!({"type": "text", "text": s(b.get("text")).unwrap_or("")})),
+            Some("image") => o.extend(image(b)),
+            _ => {}
+        }
+    }
+    o
+}
+
+fn result_content(c: Option<&Value>) -> Value {
+    match c {
+        Some(Value::String(t)) => json!([{"type": "text", "text": t}]),
+        Some(Value::Array(a)) => Value::Array(user_blocks(a)),
+        _ => json!([]),
+    }
+}
+
+/// Pi's entries for one parsed line: (type, fields); several for a user line of tool results.
+struct Made {
+    ty: &'static str,
+    fields: Vec<(&'static str, Value)>,
+    /// a restored Pi entry's own fields
+    extra: Option<Map<String, Value>>,
+    message: bool,
+}
+
+fn custom(kind: String) -> Made {
+    Made {
+        ty: "custom",
+        fields: vec![("customType", Value::String(kind))],
+        extra: None,
+        message: false,
+    }
+}
+
+struct Ctx<'a> {
+    /// tool names by a keyed hash of the tool_use id, into `tools` (few distinct names)
+    names: HashMap<u64, u32>,
+    tools: Vec<String>,
+    keys: std::collections::hash_map::RandomState,
+    plan: &'a Plan,
+}
+
+fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Made> {
+    let ty = s(m.get("type")).unwrap_or("");
+    let sub = s(m.get("subtype"));
+    let flags = cx.plan.flags[n as usize];
+    let msg = m.get("message");
+    let content = msg.and_then(|v| v.get("content"));
+    let msgf = |role: &str, content: Value, extra: Vec<(&'static str, Value)>| {
+        let mut o = Map::new();
+        o.insert("role".into(), Value::String(role.into()));
+        o.insert("content".into(), content);
+        for (k, v) in extra {
+            o.insert(k.into(), v);
+        }
+        o.insert("timestamp".into(), json!(ts_ms));
+        Made {
+            ty: "message",
+            fields: vec![("message", Value::Object(o))],
+            extra: None,
+            message: true,
+        }
+    };
+    if let Some(Value::Object(e)) = m.get("piEntry") {
+        if let Some(t) = s(e.get("type")).filter(|t| *t != "session") {
+            let mut extra = Map::new();
+            for (k, v) in e {
+                if !matches!(
+                    k.as_str(),
+                    "type" | "id" | "parentId" | "timestamp" | "source"
+                ) {
+                    extra.insert(k.clone(), v.clone());
+                }
+            }
+            return vec![Made {
+                ty: super::pi_entry_type(t),
+                fields: vec![],
+                extra: Some(extra),
+                message: t == "message",
+            }];
+        }
+    }
+    match ty {
+        "user" if flags & F_MSG != 0 && content.is_some() => {
+            let c = content.expect("checked");
+            match c {
+                Value::Array(a) => {
+                    let mut made = Vec::new();
+                    for b in a.iter().filter(|b| s(b.get("type")) == Some("tool_result")) {
+                        let call = s(b.get("tool_use_id")).unwrap_or("");
+                        let name = {
+                            use std::hash::BuildHasher;
+                            cx.names
+                                .get(&cx.keys.hash_one(call))
+                                .map(|&k| cx.tools[k as usize].clone())
+                                .unwrap_or_default()
+                        };
+                        made.push(msgf(
+                            "toolResult",
+                            result_content(b.get("content")),
+                            vec![
+                                ("toolCallId", Value::String(call.into())),
+                                ("toolName", Value::String(name)),
+                                (
+                                    "isError",
+                                    Value::Bool(b.get("is_error") == Some(&Value::Bool(true))),
+                                ),
+                            ],
+                        ));
+                    }
+                    let rest = user_blocks(a);
+                    if !rest.is_empty() || made.is_empty() {
+                        made.push(msgf("user", Value::Array(rest), vec![]));
+                    }
+                    made
+                }
+                Value::String(t) => vec![msgf("user", Value::String(t.clone()), vec![])],
+                _ => vec![custom("claude-code:user".into())],
+            }
+        }
+        "assistant" if flags & F_MSG != 0 && content.is_some() => {
+            let mut blocks = Vec::new();
+            match content.expect("checked") {
+                Value::String(t) => blocks.push(json!({"type": "text", "text": t})),
+                Value::Array(a) => {
+                    for b in a {
+                        match s(b.get("type")) {
+                            Some("text") => blocks.push(
+                                json!({"type": "text", "text": s(b.get("text")).unwrap_or("")}),
+                            ),
+                            Some("thinking") => {
+                                let mut t = json!({"type": "thinking", "thinking": s(b.get("thinking")).unwrap_or("")});
+                                if let Some(sig) = s(b.get("signature")) {
+                                    t["thinkingSignature"] = Value::String(sig.into());
+                                }
+                                blocks.push(t);
+                            }
+                            Some("redacted_thinking") => blocks
+                                .push(json!({"type": "thinking", "thinking": "", "redacted": true,
+                                "thinkingSignature": s(b.get("data")).unwrap_or("")})),
+                            Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
+                                let id = s(b.get("id")).unwrap_or("");
+                                let name = s(b.get("name")).unwrap_or("");
+                                let k = match cx.tools.iter().position(|t| t == name) {
+                                    Some(k) => Some(k),
+                                    None if cx.tools.len() < 4096 => {
+                                        cx.tools.push(name.to_string());
+                                        Some(cx.tools.len() - 1)
+                                    }
+                                    None => None,
+                                };
+                                if let Some(k) = k {
+                                    use std::hash::BuildHasher;
+                                    let h = cx.keys.hash_one(id);
+                                    cx.names.insert(h, k as u32);
+                                }
+                                let args = match b.get("input") {
+                                    Some(Value::Object(o)) => Value::Object(o.clone()),
+                                    Some(Value::Null) | None => json!({}),
+                                    Some(v) => json!({"input": v}),
+                                };
+                                blocks.push(json!({"type": "toolCall", "id": id, "name": name, "arguments": args}));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let calls = blocks.iter().any(|b| b["type"] == "toolCall");
+            let stop = match s(msg.and_then(|v| v.get("stop_reason"))) {
+                Some("tool_use") => "toolUse",
+                Some("max_tokens" | "model_context_window_exceeded") => "length",
+                Some(_) => "stop",
+                None if calls => "toolUse",
+                None => "stop",
+            };
+            let mut extra = vec![
+                ("api", json!("anthropic-messages")),
+                ("provider", json!("anthropic")),
+                (
+                    "model",
+                    json!(s(msg.and_then(|v| v.get("model"))).unwrap_or("")),
+                ),
+                ("usage", usage(msg.and_then(|v| v.get("usage")))),
+                ("stopReason", json!(stop)),
+            ];
+            if let Some(rid) = s(msg.and_then(|v| v.get("id"))) {
+                extra.push(("responseId", json!(rid)));
+            }
+            vec![msgf("assistant", Value::Array(blocks), extra)]
+        }
+        "system" if flags & F_BOUNDARY != 0 => {
+            let bd = &cx.plan.bounds[&n];
+            let meta = bd.meta.as_ref();
+            let find = |u: Option<&str>| {
+                u.and_then(|u| cx.plan.pid.find(u))
+                    .filter(|&r| r != n && cx.plan.out[r as usize] == cx.plan.out[n as usize])
+            };
+            let kept = find(s(meta
+                .and_then(|m| m.get("preservedSegment"))
+                .and_then(|p| p.get("headUuid"))))
+            .or_else(|| {
+                find(s(meta
+                    .and_then(|m| m.get("preservedMessages"))
+                    .and_then(|p| p.get("uuids"))
+                    .and_then(|u| u.get(0))))
+            })
+            .unwrap_or(n);
+            let tokens = meta
+                .and_then(|m| m.get("preTokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let summary = bd
+                .summary
+                .clone()
+                .unwrap_or_else(|| s(m.get("content")).unwrap_or("").to_string());
+            vec![Made {
+                ty: "compaction",
+                fields: vec![
+                    ("summary", Value::String(summary)),
+                    (
+                        "firstKeptEntryId",
+                        Value::String(cx.plan.pid.get(kept as usize).to_string()),
+                    ),
+                    ("tokensBefore", json!(tokens)),
+                ],
+                extra: None,
+                message: false,
+            }]
+        }
+        "system" if sub == Some("pi_entry") && flags & F_MSG != 0 => match m.get("piEntry") {
+            Some(Value::Object(e)) if s(e.get("type")).is_some_and(|t| t != "session") => {
+                let mut extra = Map::new();
+                for (k, v) in e {
+                    if !matches!(
+                        k.as_str(),
+                        "type" | "id" | "parentId" | "timestamp" | "source"
+                    ) {
+                        extra.insert(k.clone(), v.clone());
+                    }
+                }
+                vec![Made {
+                    ty: super::pi_entry_type(s(e.get("type")).expect("checked")),
+                    fields: vec![],
+                    extra: Some(extra),
+                    message: s(e.get("type")) == Some("message"),
+                }]
+            }
+            _ => vec![custom("claude-code:system:pi_entry".into())],
+        },
+        "summary" => {
+            let text = s(m.get("summary")).unwrap_or("").to_string();
+            match s(m.get("leafUuid")).and_then(|u| cx.plan.pid.find(u)) {
+                Some(r) => vec![Made {
+                    ty: "label",
+                    fields: vec![
+                        (
+                            "targetId",
+                            Value::String(cx.plan.pid.get(r as usize).to_string()),
+                        ),
+                        ("label", Value::String(text)),
+                    ],
+                    extra: None,
+                    message: false,
+                }],
+                None => vec![Made {
+                    ty: "session_info",
+                    fields: vec![("name", Value::String(text))],
+                    extra: None,
+                    message: false,
+                }],
+            }
+        }
+        "custom-title" if s(m.get("customTitle")).is_some() => vec![Made {
+            ty: "session_info",
+            fields: vec![("name", m["customTitle"].clone())],
+            extra: None,
+            message: false,
+        }],
+        _ => {
+            let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
+            if flags & F_SUMMARY != 0 {
+                k = "claude-code:compact-summary".into();
+            } else if let Some(sub) = sub {
+                k.push(':');
+                k.push_str(sub);
+            } else if m.get("isMeta") == Some(&Value::Bool(true)) {
+                k.push_str(":meta");
+            }
+            vec![custom(k)]
+        }
+    }
+}
+
+/// Converts one Claude Code file (and, for a top-level file, its subagent files).
+pub fn convert(
+    src: &Path,
+    out: &Path,
+    parent_session: Option<(&Path, &str)>,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+) -> Result<(), ConvertError> {
+    let plan = plan(src, rep)?;
+    // subagent files: <dir>/<stem>/subagents/*.jsonl
+    let mut subagents: Vec<PathBuf> = Vec::new();
+    if parent_session.is_none() {
+        if let (Some(dir), Some(stem)) = (src.parent(), src.file_stem()) {
+            let sd = dir.join(stem).join("subagents");
+            if let Ok(rd) = std::fs::read_dir(&sd) {
+                for e in rd.flatten() {
+                    let p = e.path();
+                    if p.extension().is_some_and(|x| x == "jsonl") && p.is_file() {
+                        subagents.push(p);
+                    }
+                }
+            }
+            subagents.sort();
+        }
+    }
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|x| x.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let mut side_paths: Vec<PathBuf> = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    let mut uniq = |tag: String| {
+        let mut t = tag;
+        while used.contains(&t) {
+            t.push('x');
+        }
+        used.push(t.clone());
+        t
+    };
+    for g in &plan.groups {
+        side_paths.push(super::beside(
+            out,
+            &uniq(format!("sidechain-{}", safe_name(g))),
+        ));
+    }
+    let sub_paths: Vec<PathBuf> = subagents
+        .iter()
+        .map(|p| {
+            let stem = p
+                .file_stem()
+                .map(|x| x.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            super::beside(out, &uniq(format!("subagent-{}", safe_name(&stem))))
+        })
+        .collect();
+    // headers
+    let main_slot = outs.open(out)?;
+    let mut src_field = Vec::new();
+    src_field.extend_from_slice(b"{\"format\":\"claude-code\",\"file\":");
+    push_str(&mut src_field, &name_of(src));
+    if let Some((_, role)) = parent_session {
+        src_field.extend_from_slice(b",\"role\":");
+        push_str(&mut src_field, role);
+    }
+    src_field.extend_from_slice(b",\"sidechains\":[");
+    for (i, p) in side_paths.iter().enumerate() {
+        if i > 0 {
+            src_field.push(b',');
+        }
+        push_str(&mut src_field, &name_of(p));
+    }
+    src_field.extend_from_slice(b"],\"subagents\":[");
+    for (i, (p, sp)) in sub_paths.iter().zip(&subagents).enumerate() {
+        if i > 0 {
+            src_field.push(b',');
+        }
+        src_field.extend_from_slice(b"{\"file\":");
+        push_str(&mut src_field, &name_of(p));
+        src_field.extend_from_slice(b",\"path\":");
+        push_str(&mut src_field, &format!("subagents/{}", name_of(sp)));
+        src_field.push(b'}');
+    }
+    src_field.extend_from_slice(b"]}");
+    let stem = src
+        .file_stem()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let sid = plan.session.clone().unwrap_or_else(|| stem.clone());
+    let ts0 = plan
+        .ts
+        .clone()
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into());
+    let cwd = plan.cwd.clone().unwrap_or_default();
+    let ps = parent_session.map(|(p, _)| p.display().to_string());
+    outs.write(
+        main_slot,
+        &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field),
+    )?;
+    let mut slots = vec![main_slot];
+    let out_s = out.display().to_string();
+    for (g, p) in plan.groups.iter().zip(&side_paths) {
+        let slot = outs.open(p)?;
+        let mut f = Vec::new();
+        f.extend_from_slice(b"{\"format\":\"claude-code\",\"sidechainOf\":");
+        push_str(&mut f, &name_of(out));
+        f.extend_from_slice(b",\"key\":");
+        push_str(&mut f, g);
+        f.push(b'}');
+        outs.write(
+            slot,
+            &super::header(
+                &format!("{sid}.{}", safe_name(g)),
+                &ts0,
+                &cwd,
+                Some(&out_s),
+                &f,
+            ),
+        )?;
+        slots.push(slot);
+    }
+    // pass 2
+    let mut cx = Ctx {
+        names: HashMap::new(),
+        tools: Vec::new(),
+        keys: Default::default(),
+        plan: &plan,
+    };
+    let mut stash: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
+    let mut lines = open_lines(src)?;
+    let mut n: u32 = 0;
+    let mut last_ts = ts0.clone();
+    let mut buf = Vec::with_capacity(1 << 16);
+    while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
+        buf.clear();
+        let i = n as usize;
+        let parent = plan.parent[i];
+        let parent_id = (parent != NONE).then(|| plan.pid.get(parent as usize));
+        let id = plan.pid.get(i);
+        let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
+        let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
+        // a line that becomes a custom entry: its type is all it needs (no full parse)
+        let fast = if plan.flags[i] & F_FULL == 0 && starts {
+            serde_json::from_slice::<Meta>(line).ok().map(|m| {
+                if let Some(t) = s(m.timestamp.as_ref()) {
+                    last_ts = t.to_string();
+                }
+                let ty = s(m.ty.as_ref()).unwrap_or("");
+                let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
+                if let Some(sub) = s(m.subtype.as_ref()) {
+                    k.push(':');
+                    k.push_str(sub);
+                } else if truthy(&m.is_meta) {
+                    k.push_str(":meta");
+                }
+                k
+            })
+        } else {
+            None
+        };
+        let parsed = if fast.is_some() {
+            super::Parsed::Other
+        } else if super::is_blank(line) {
+            super::Parsed::Bad
+        } else {
+            super::parse_line(line)
+        };
+        let (made, carried) = match &parsed {
+            _ if fast.is_some() => (
+                vec![custom(fast.clone().expect("checked"))],
+                Carried::Json(line, eol),
+            ),
+            super::Parsed::Object(m) => {
+                if let Some(t) = s(m.get("timestamp")) {
+                    last_ts = t.to_string();
+                }
+                (
+                    make(m, n, ms_of(&last_ts), &mut cx),
+                    Carried::Json(line, eol),
+                )
+            }
+            super::Parsed::Other => (
+                vec![custom("claude-code:unparsed".into())],
+                Carried::Json(line, eol),
+            ),
+            super::Parsed::Bad => (
+                vec![custom("claude-code:unparsed".into())],
+                Carried::Raw(line, eol),
+            ),
+        };
+        let k = made.len();
+        let mut prev_id: Option<String> = parent_id.map(str::to_string);
+        for (j, e) in made.into_iter().enumerate() {
+            let this = if j + 1 == k {
+                id.to_string()
+            } else {
+                format!("{id}#{}", j + 1)
+            };
+            let ts = match (&parsed, e.ty) {
+                (super::Parsed::Object(m), _)
+                    if m.get("piEntry").is_some() && plan.flags[i] & F_MSG != 0 =>
+                {
+                    m.get("piEntry")
+                        .and_then(|p| s(p.get("timestamp")))
+                        .unwrap_or(&last_ts)
+                        .to_string()
+                }
+                _ => last_ts.clone(),
+            };
+            let mut w = EntryOut { buf: &mut buf };
+            w.begin(e.ty, &this, prev_id.as_deref(), &ts);
+            for (key, v) in &e.fields {
+                w.field(key, v);
+            }
+            if let Some(x) = &e.extra {
+                for (key, v) in x {
+                    w.field(key, v);
+                }
+            }
+            let c = if j + 1 == k {
+                carried
+            } else {
+                Carried::Part(j as u32)
+            };
+            w.source(Format::ClaudeCode, uuid, n as u64, c);
+            rep.written += 1;
+            if e.message {
+                rep.messages += 1;
+            } else if e.ty == "compaction" {
+                rep.compactions += 1;
+            } else if e.ty == "custom" {
+                rep.custom += 1;
+            }
+            prev_id = Some(this);
+        }
+        let o = plan.out[i] as usize;
+        if plan.leaf[o] == n {
+            stash[o] = Some(std::mem::take(&mut buf));
+        } else {
+            outs.write(slots[o], &buf)?;
+        }
+        n += 1;
+    }
+    for (o, st) in stash.into_iter().enumerate() {
+        if let Some(b) = st {
+            outs.write(slots[o], &b)?;
+        }
+    }
+    drop(cx);
+    // subagent files: sessions of their own, parentSession naming this one
+    for (sp, pp) in subagents.iter().zip(&sub_paths) {
+        outs.also_read(sp)?;
+        convert(sp, pp, Some((out, "subagent")), outs, rep)?;
+    }
+    Ok(())
+}

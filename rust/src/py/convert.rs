@@ -1,0 +1,79 @@
+//! `convert`: the core's conversion between Claude Code, Codex and Pi files (`crate::convert`),
+//! the GIL released; its report as a dict (the Python module makes the typed result).
+
+use super::errors::os_err;
+use crate::convert::{self as core, Format};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+
+pyo3::import_exception!(sessiontree.errors, ConvertError);
+pyo3::import_exception!(sessiontree.errors, UnrecognisedFormatError);
+pyo3::import_exception!(sessiontree.errors, OutputPathError);
+pyo3::import_exception!(sessiontree.errors, SessionArgumentError);
+
+fn map_err(e: core::ConvertError) -> PyErr {
+    match e {
+        core::ConvertError::Io(p, io) => os_err(&io, &format!("{}: ", p.display())),
+        core::ConvertError::Unrecognised(..) => UnrecognisedFormatError::new_err(e.to_string()),
+        core::ConvertError::Output(p, why) => {
+            OutputPathError::new_err((libc::EEXIST, why, p.display().to_string()))
+        }
+        core::ConvertError::Unsupported(_) => ConvertError::new_err(e.to_string()),
+    }
+}
+
+fn format_arg(s: Option<&str>) -> PyResult<Option<Format>> {
+    match s {
+        None | Some("auto") => Ok(None),
+        Some(x) => Format::parse(x).map(Some).ok_or_else(|| {
+            SessionArgumentError::new_err(format!(
+                "format must be 'auto', 'claude-code', 'codex' or 'pi', not {x:?}"
+            ))
+        }),
+    }
+}
+
+/// The format of `path` from its first lines: "claude-code", "codex" or "pi".
+#[pyfunction]
+pub fn convert_detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
+    py.detach(|| crate::convert::detect(&path))
+        .map(Format::name)
+        .map_err(map_err)
+}
+
+/// Converts `src` (format `source`, "auto": detected) to `target` at `out`; a dict report.
+#[pyfunction]
+#[pyo3(signature = (src, out, source = None, target = "pi"))]
+pub fn convert_file<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    out: PathBuf,
+    source: Option<&str>,
+    target: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let from = format_arg(source)?;
+    let to = format_arg(Some(target))?
+        .ok_or_else(|| SessionArgumentError::new_err("the target format cannot be 'auto'"))?;
+    let rep = py
+        .detach(|| crate::convert::convert(&src, from, to, &out))
+        .map_err(map_err)?;
+    let d = PyDict::new(py);
+    d.set_item("source_format", rep.from.map(Format::name))?;
+    d.set_item("target_format", rep.to.map(Format::name))?;
+    d.set_item("lines", rep.lines)?;
+    d.set_item("written", rep.written)?;
+    d.set_item("messages", rep.messages)?;
+    d.set_item("compactions", rep.compactions)?;
+    d.set_item("custom", rep.custom)?;
+    let files: Vec<String> = rep.files.iter().map(|p| p.display().to_string()).collect();
+    d.set_item("files", files)?;
+    let problems: Vec<(String, u64, &str, String)> = rep
+        .problems
+        .into_iter()
+        .map(|p| (p.file, p.line, p.kind, p.message))
+        .collect();
+    d.set_item("problems", problems)?;
+    d.set_item("not_carried", rep.not_carried)?;
+    Ok(d)
+}

@@ -663,7 +663,10 @@ class Session:
 
     def __repr__(self) -> str:
         where = str(self._path) if self._path else (self._source_name or "<bytes>") if self._read_only else "<memory>"
-        return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
+        try:
+            return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
+        except SessionFileChangedError:  # poisoned by a refresh that found the file changed
+            return f"Session({where!r}, changed on disk: open it again)"
 
     # ==== reading ==================================================================
 

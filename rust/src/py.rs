@@ -52,8 +52,16 @@ impl Index {
             cache,
         }
     }
+    /// Raises SessionFileChangedError once a refresh found the file rewritten, shrunk or
+    /// changed under its scan (the store is poisoned: no answer may mix two files), then
+    /// checks the entry position `i`.
     fn check(&self, i: usize) -> PyResult<()> {
+        self.live()?;
         Ok(self.st.index.check_pos(i)?)
+    }
+    /// Raises SessionFileChangedError once the store is poisoned (see `check`).
+    fn live(&self) -> PyResult<()> {
+        Ok(self.st.check_live()?)
     }
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
@@ -69,18 +77,22 @@ impl Index {
     /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
     /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
     /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
+    /// After a save the folder's saved indexes of files gone or rewritten are evicted, then the
+    /// least recently used past `cache_max` bytes.
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = crate::saved::DEFAULT_MAX_BYTES))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         parallel: bool,
         cache_dir: Option<PathBuf>,
         cache_min: u64,
+        cache_max: u64,
     ) -> PyResult<Self> {
         let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
             dir,
             min_bytes: cache_min,
+            max_bytes: cache_max,
         });
         let (st, cache) = py.detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))?;
         Ok(Index::new(st, cache))
@@ -246,6 +258,7 @@ impl Index {
         self.st.index.header.0.parts()
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.live()?;
         Ok(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
     }
     #[getter]
@@ -257,12 +270,14 @@ impl Index {
         self.st.index.is_legacy_v1()
     }
 
-    fn __len__(&self) -> usize {
-        self.st.index.len()
+    fn __len__(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.len())
     }
     /// Distinct ids (Pi getEntryCount).
-    fn entry_count(&self) -> usize {
-        self.st.index.entry_count()
+    fn entry_count(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.entry_count())
     }
 
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
@@ -286,10 +301,12 @@ impl Index {
     }
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
+        self.live()?;
         Ok(self.st.index.ids_of(&idx)?)
     }
     /// The type names of entries `idx` (when strings, else None).
     fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<std::borrow::Cow<'_, str>>>> {
+        self.live()?;
         Ok(self.st.type_names(&idx)?)
     }
     /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
@@ -307,24 +324,29 @@ impl Index {
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.
-    fn index_of(&self, id: &str) -> Option<u32> {
-        self.st.index.index_of_str(id)
+    fn index_of(&self, id: &str) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.index_of_str(id))
     }
     /// Index of the entry at Pi `fileEntries` position `pos` (header = 0), or None.
-    fn entry_at_value_pos(&self, pos: u32) -> Option<u32> {
-        self.st.index.entry_at_vpos(pos)
+    fn entry_at_value_pos(&self, pos: u32) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.entry_at_vpos(pos))
     }
 
     /// The leaf entry's index (None when the leaf is null or names no entry).
-    fn leaf(&self) -> Option<u32> {
-        self.st.index.leaf_entry()
+    fn leaf(&self) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.leaf_entry())
     }
-    fn leaf_is_null(&self) -> bool {
-        self.st.index.leaf == crate::index::Leaf::Null
+    fn leaf_is_null(&self) -> PyResult<bool> {
+        self.live()?;
+        Ok(self.st.index.leaf == crate::index::Leaf::Null)
     }
     /// The leaf id when it is a string.
-    fn leaf_id(&self) -> Option<&str> {
-        self.st.index.leaf_id()
+    fn leaf_id(&self) -> PyResult<Option<&str>> {
+        self.live()?;
+        Ok(self.st.index.leaf_id())
     }
     /// Moves the leaf to entry `i` (its id), or to null with None.
     #[pyo3(signature = (i))]
@@ -385,8 +407,9 @@ impl Index {
         Ok(self.st.index.node_of(i as u32))
     }
     /// Root nodes in Pi's order (one per root occurrence).
-    fn roots(&mut self) -> Vec<u32> {
-        self.tree.get(&self.st.index).roots.clone()
+    fn roots(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
+        Ok(self.tree.get(&self.st.index).roots.clone())
     }
     /// Children nodes of node `i` in Pi's order.
     fn children(&mut self, i: usize) -> PyResult<Vec<u32>> {
@@ -395,11 +418,13 @@ impl Index {
     }
     /// A `TreeTable` (roots, start, kids): the whole children table in CSR form.
     fn tree_table<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.live()?;
         results::tree_table(py, self.tree.get(&self.st.index))
     }
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
         let ix = &self.st.index;
         Ok(self.tree.preorder(ix).map_err(|e| ix.walk_error(e))?)
     }
@@ -410,25 +435,30 @@ impl Index {
     }
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
         let ix = &self.st.index;
         Ok(self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?)
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
-    fn labels(&self) -> Vec<(Option<&str>, u32)> {
-        self.st.index.label_ids()
+    fn labels(&self) -> PyResult<Vec<(Option<&str>, u32)>> {
+        self.live()?;
+        Ok(self.st.index.label_ids())
     }
     /// Index of the label entry currently labelling id `id`, or None.
-    fn label_entry(&self, id: &str) -> Option<u32> {
-        self.st.index.label_entry_of(id)
+    fn label_entry(&self, id: &str) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.label_entry_of(id))
     }
     /// Index of the last session_info entry in file order, or None.
-    fn session_info_entry(&self) -> Option<u32> {
-        Self::opt(self.st.index.session_info)
+    fn session_info_entry(&self) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(Self::opt(self.st.index.session_info))
     }
     /// How many problems were recorded (without building them).
-    fn problem_count(&self) -> usize {
-        self.st.index.problems.len()
+    fn problem_count(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.problems.len())
     }
     /// Problem `i` (file order), a `Problem`: line 1-based, byte offset, kind, message.
     fn problem<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
@@ -461,6 +491,10 @@ impl Index {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;
+    m.add("INDEX_CACHE_MAX_BYTES", crate::saved::DEFAULT_MAX_BYTES)?;
     m.add_function(wrap_pyfunction!(fleet::fleet_rows, m)?)?;
     let names = pyo3::types::PyTuple::new(m.py(), crate::columns::ENTRY_COLUMNS)?;
     m.add("FLEET_ENTRY_COLUMNS", names)?;

@@ -49,7 +49,7 @@ from .index_cache import open_kwargs as index_cache_open_kwargs
 from .tokens import estimate_tokens
 from .usage import UsageAccumulator, UsageTotals
 from .validation import content_problems, entry_content_error, structural_problems
-from .migrate import CURRENT_SESSION_VERSION, migrate_entry, migrate_header
+from .migrate import CURRENT_SESSION_VERSION, header_line_at_version, migrate_entry, migrate_header, migrated_lines
 from .message_shape import check_message_shape
 from .writer import (
     DURABILITY_MODES,
@@ -2033,11 +2033,16 @@ class Session:
                 raise SessionFileChangedError(
                     f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)"
                 )
-            replacements: dict[int, bytes] = {}
-            for i, line_no in enumerate(self._core.table(list(range(len(self._core)))).lines):
-                replacements[line_no] = dumps_entry(self._load_raw(i))
+            replacements = migrated_lines(self._core, self._load_raw)
+            header = header_line_at_version(self._core.header_line() or b"")
             rewrite_lines(
-                target, data, replacements, dumps_entry(self._header), _is_header_line, like=st, locked_at=locked_at
+                target,
+                data,
+                replacements,
+                header if header is not None else dumps_entry(self._header),
+                _is_header_line,
+                like=st,
+                locked_at=locked_at,
             )
         finally:
             self.close()

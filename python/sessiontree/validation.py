@@ -124,7 +124,10 @@ def structural_problems(session: "Session") -> list[dict]:
     ``duplicate_id``, ``orphan`` (parentId names no entry: Pi makes it a root),
     ``bad_parent_id`` (parentId missing or not a string), ``self_parent`` (Pi's getBranch never
     returns from it), ``parent_cycle``, ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the
-    leaf's path loops: Pi cannot open the file), ``label_target_missing``. Unsorted.
+    leaf's path loops: Pi cannot open the file), ``label_target_missing``, ``leaf_entry`` (a
+    ``{"type":"leaf","targetId":...}`` line some harnesses append to move the leaf: Pi 1.6
+    reads it as an ordinary entry, which becomes the leaf, and without an id the active branch
+    is empty; we read it as Pi 1.6 does and report it until its rule is pinned). Unsorted.
 
     Reads ``session`` through its public batch views (:meth:`Session.entry_table`,
     :attr:`Session.problems`, :meth:`Session.check_tree`, :meth:`Session.unreachable_entries`,
@@ -144,10 +147,22 @@ def structural_problems(session: "Session") -> list[dict]:
         add(None, p.kind, p.message, p.line, p.offset)
     n = len(ids)
     first_line: dict[str, int] = {}
+    leaf_at = [i for i in range(n) if table.type[i] == "leaf"]
+    for i, raw in zip(leaf_at, session.raw_values(leaf_at)):
+        target = raw.get("targetId") if isinstance(raw, dict) else None
+        add(
+            i,
+            "leaf_entry",
+            f"a harness-written leaf entry (targetId {target!r}): Pi 1.6 reads it as an ordinary entry"
+            + (" without an id, so the active branch ends here and is empty" if ids[i] is None else "")
+            + "; read as Pi 1.6 does until its rule is pinned",
+        )
+    leaf_set = set(leaf_at)
     for i in range(n):
         eid = ids[i]
         if eid is None:
-            add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
+            if i not in leaf_set:
+                add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
             continue
         if eid in first_line:
             add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; this later entry wins lookups")

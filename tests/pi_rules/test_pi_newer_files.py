@@ -183,6 +183,7 @@ def test_usage_on_tool_results_compactions_and_branch_summaries_counts_in_the_to
     assert got["cost"] == pytest.approx(3.75)
 
 
+@pytest.mark.slow  # a server or a process pool starts (seconds)
 def test_the_fleet_rows_count_the_same_usage(newer):
     pytest.importorskip("pyarrow")
     from sessiontree.fleet import session_stats

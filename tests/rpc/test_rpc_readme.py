@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -20,6 +22,7 @@ def _section() -> str:
     return text[start:end]
 
 
+@pytest.mark.slow  # a server or a process pool starts (seconds)
 def test_the_readme_hello_and_follow_examples_match_the_server(tmp_path):
     sec = _section()
     blocks = re.findall(r"```(\w*)\n(.*?)```", sec, re.S)

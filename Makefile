@@ -36,13 +36,13 @@ test-all:  ## every test, as CI runs them (pytest, slow ones included, then carg
 	$(PY) -m pytest -q
 	cargo test
 
-lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy
+lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy --strict
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 	$(PY) -m mypy.stubtest sessiontree._core
-	$(PY) -m mypy python/sessiontree
+	$(PY) -m mypy --strict python/sessiontree
 
 fmt:  ## format Python and Rust in place
 	$(PY) -m ruff format .

@@ -35,7 +35,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, Union
+from typing import Any, TypedDict, Union
 
 from .errors import SessionArgumentError
 
@@ -408,7 +408,7 @@ def _open_folder(d: Path, create: bool) -> int | None:
     return fd
 
 
-def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict | None:
+def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict[str, Any] | None:
     """The row saved for the file whose ``os.stat`` is ``st``, computed with options ``key``;
     None when there is none, or it was saved for another state of the file or other options."""
     import json
@@ -446,10 +446,11 @@ def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = 
         or not isinstance(v.get("row"), dict)
     ):
         return None
-    return v["row"]
+    row: dict[str, Any] = v["row"]
+    return row
 
 
-def save_row(kind: str, st: os.stat_result, key: str, row: dict, index_cache: IndexCache = None) -> bool:
+def save_row(kind: str, st: os.stat_result, key: str, row: dict[str, Any], index_cache: IndexCache = None) -> bool:
     """Saves ``row`` for the file whose ``os.stat`` (taken before the row was computed) is
     ``st``. False (nothing written) when the cache is off or unusable; never raises for that."""
     import json

@@ -19,7 +19,7 @@ from typing import Any, Callable
 CURRENT_SESSION_VERSION = 3
 
 
-def migrate_header(header: dict, legacy_v1: bool) -> dict:
+def migrate_header(header: dict[str, Any], legacy_v1: bool) -> dict[str, Any]:
     """Return the header as Pi holds it after migration (``version`` set to 3; a v1 header
     gains the key at the end, as Pi's in-place assignment does)."""
     out = dict(header)

@@ -71,7 +71,7 @@ class ScrubReport:
             out[f.kind] = out.get(f.kind, 0) + 1
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report as ``sessiontree scrub --report`` writes it (no values)."""
         return {
             "source": self.source,
@@ -161,8 +161,8 @@ def _check_output(out: Path, source_st: os.stat_result | None) -> None:
 
 
 def scrub_file(
-    source: str | os.PathLike,
-    out: str | os.PathLike | None = None,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     *,
     in_place: bool = False,
     check: bool = False,
@@ -228,7 +228,7 @@ def rewrite_open_file(
     return _fill(ScrubReport(str(target), str(target), True, replay, bool(header)), sc)
 
 
-def scrubbed_copy(source: str | os.PathLike, *, header: bool = False, replay: str = "keep") -> tuple[Path, Any]:
+def scrubbed_copy(source: str | os.PathLike[str], *, header: bool = False, replay: str = "keep") -> tuple[Path, Any]:
     """A scrubbed copy of ``source`` in a new private temporary directory (mode 0700, the file
     0600): ``(path, the TemporaryDirectory)``; the caller removes it with ``cleanup()``. Used by
     ``export_html(scrub=True)``."""

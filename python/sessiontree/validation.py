@@ -87,7 +87,7 @@ def _content_check(raw: Any) -> tuple[str, PiError] | None:
     return None
 
 
-def _problem(line: int, offset: int, kind: str, message: str) -> dict:
+def _problem(line: int, offset: int, kind: str, message: str) -> dict[str, Any]:
     return {
         "line": line,
         "offset": offset,
@@ -118,7 +118,7 @@ def _cycles(session: "Session", candidates: Iterable[int]) -> list[list[int]]:
     return cycles
 
 
-def structural_problems(session: "Session") -> list[dict]:
+def structural_problems(session: "Session") -> list[dict[str, Any]]:
     """The scanner's line problems (``malformed_json``, ``torn_last_line``, ``skipped_value``,
     ``blank_line``, ``extra_header``, ...) plus structural ones: ``missing_id``,
     ``duplicate_id``, ``orphan`` (parentId names no entry: Pi makes it a root),
@@ -134,7 +134,7 @@ def structural_problems(session: "Session") -> list[dict]:
     :meth:`Session.parent_positions`, :meth:`Session.raw_values`). Cost: every entry's index
     record, plus the parsed ``label`` entries.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     table = session.entry_table()
     ids, lines, offsets = table.id, table.line, table.offset
 
@@ -213,13 +213,13 @@ def structural_problems(session: "Session") -> list[dict]:
     return out
 
 
-def content_problems(session: "Session") -> list[dict]:
+def content_problems(session: "Session") -> list[dict[str, Any]]:
     """``content_error`` for every entry whose content Pi would throw on when it builds the
     context, estimates tokens or serializes the conversation for a summary
     (:func:`entry_content_error`): compaction, branch summaries and ``should_compact`` fail on a
     branch holding one. The message names the entry and Pi's error. Cost: parses the entries of
     the four content-carrying types."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     table = session.entry_table()
     todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
     for i, raw in _raw_values(session, todo):

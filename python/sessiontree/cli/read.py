@@ -138,7 +138,7 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
     ids, parent_ids, types, roles, lines = table.id, table.parent_id, table.type, table.role, table.line
 
     out = _Out()
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     seen: set[int] = set()
     max_prefix = 3 * MAX_TREE_GUIDES
 
@@ -425,7 +425,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
 # ==== validate ========================================================================
 
 
-def validate_session(s: Session) -> list[dict]:
+def validate_session(s: Session) -> list[dict[str, Any]]:
     """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
     return s.validate()
 

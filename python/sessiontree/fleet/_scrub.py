@@ -26,12 +26,12 @@ def _relative(item: Item, base: str | None) -> str:
 
 def scrub_sessions(
     source: Any,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike[str],
     *,
     replay: str = "keep",
     header: bool = False,
     filesystem: Any = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Scrub every session of ``source`` (see :func:`resolve_source`) into ``out_dir``, keeping
     each file's path below the source directory (files and globs: below their common
     directory; objects: their key). Returns one

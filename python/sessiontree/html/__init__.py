@@ -112,7 +112,7 @@ def _u32(values: list[int]) -> bytes:
     return a.tobytes()
 
 
-def export_html(session: "Session", path: str | os.PathLike) -> Path:
+def export_html(session: "Session", path: str | os.PathLike[str]) -> Path:
     """Write the HTML view of ``session`` to ``path`` and return the path written, through
     :func:`sessiontree.session.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
     never over the session itself, a FIFO, a device or through a symbolic link, and never more

@@ -18,7 +18,7 @@ from . import _core
 from .errors import SessionError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .session import Session
+    from .session.base import SessionBase
 
 
 def probe_header(buf: bytes, eof: bool) -> "HeaderProbe":
@@ -189,6 +189,52 @@ class ScrubStats(NamedTuple):
     replay_fields: int
 
 
+class EntryTable(NamedTuple):
+    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
+    length: entry positions, ``id`` and ``parentId`` (when strings, else None), whether
+    ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
+    byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
+
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
+    id: list[str | None]
+    parent_id: list[str | None]
+    parent_is_null: list[bool]
+    type: list[str | None]
+    role: list[str | None]
+    line: list[int]
+    offset: list[int]
+
+
+class EntryMetrics(NamedTuple):
+    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`), all
+    the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
+    since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
+    throws)."""
+
+    index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
+    bytes: list[int]
+    timestamp_ms: list[float | None]
+    tokens: list[int | float | None]
+
+
+class AbandonedBranch(NamedTuple):
+    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`): the entry positions
+    from just below the common ancestor down to the old leaf, root first, and the ancestor's
+    id (None: the branches share no ancestor)."""
+
+    indices: list[int]
+    ancestor_id: str | None
+
+
+class CutPoint(NamedTuple):
+    """A cut point as entry ids: the first entry kept verbatim, the entry opening the turn the
+    cut splits (None when the cut does not split a turn), and whether it splits one."""
+
+    first_kept_entry_id: str | None
+    turn_start_entry_id: str | None
+    is_split_turn: bool
+
+
 class ProblemList(Sequence[Problem]):
     """The problems of a session, built one by one on access (a file of millions of bad lines
     costs a compact record per line in Rust, not a Python object per line)."""
@@ -232,7 +278,7 @@ class Entry(Mapping[str, Any]):
 
     __slots__ = ("_session", "index", "_raw", "_rec", "_rec_core")
 
-    def __init__(self, session: "Session", index: int):
+    def __init__(self, session: "SessionBase", index: int):
         self._session = session
         self.index = index
         self._raw: Any = _UNSET
@@ -371,7 +417,7 @@ class _TreeSource:
 
     __slots__ = ("session", "start", "kids", "label_of", "nodes")
 
-    def __init__(self, session: "Session", start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
+    def __init__(self, session: "SessionBase", start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
         self.session = session
         self.start = start
         self.kids = kids

@@ -1,0 +1,455 @@
+"""The stateful session: a Pi session file (JSONL v3) indexed by the Rust core.
+
+Mirrors Pi's ``SessionManager`` (session-manager.ts) with three deliberate safety
+differences, each listed in ``docs/divergences.md``:
+
+* opening never writes: Pi appends a missing final newline, migrates v1/v2 files and gives
+  an empty file a header on open; we do that (atomically) only when the caller writes;
+* a ``parentId`` cycle raises :class:`SessionCycleError` where Pi loops forever;
+* a file holding bytes but no JSON value raises :class:`SessionFormatError` where Pi would
+  overwrite it with a fresh header.
+
+    >>> s = Session.in_memory("/tmp/project")
+    >>> first = s.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    >>> s.get_entry(first)["message"]["content"]
+    'hi'
+    >>> [m["role"] for m in s.build_context().messages]
+    ['user']
+
+The class is assembled from one module per concern; this one holds construction and lifetime:
+
+* ``base.py``: the state and the private reads every concern shares;
+* ``reads.py``: Pi ``SessionManager``'s read API (``get_entry`` ... ``build_context``,
+  ``usage_totals``, ``validate``, ``refresh``);
+* ``views.py``: the batch views the package's own layers read (positions in, lists out);
+* ``writes.py``: the writer lock, the two append paths, ``branch``, ``reset_leaf``,
+  ``branch_with_summary``, ``flush``, ``sync``;
+* ``rewrites.py``: ``migrate``, ``scrub``, ``export_html``, ``create_branched_session``;
+* ``delegates.py``: the hooks, the cut point, and the compaction and navigation pairs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import _core
+from ..entries import parse_json_line
+from ..errors import SessionCycleError, SessionError, SessionFormatError
+from ..index_cache import IndexCache
+from ..index_cache import open_kwargs as index_cache_open_kwargs
+from ..migrate import CURRENT_SESSION_VERSION, migrate_header
+from ..paths import check_session_id, default_session_dir, inside, iso_now, new_session_id, session_file_name
+from ..writer import (
+    AtomicWriter,
+    Durability,
+    atomic_write,
+    atomic_writer,
+    check_lock_timeout,
+    create_new_file,
+    write_copy,
+)  # the file I/O; atomic_write, atomic_writer and AtomicWriter stay importable from here
+
+# the column and result types of the views, defined beside the entry views; importable from here
+from ..entries import AbandonedBranch as AbandonedBranch
+from ..entries import CutPoint as CutPoint
+from ..entries import EntryMetrics as EntryMetrics
+from ..entries import EntryTable as EntryTable
+from .base import dumps_entry
+from .delegates import Delegates
+from .reads import Reads
+from .rewrites import Rewrites
+from .views import Views
+from .writes import _WRITING, Writes, _require_str
+
+# ==== the core's other objects, for the layers above ==============================
+# Only the session/ package, entries.py, _jsjson.py and paths.py import ``_core``
+# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out here.
+
+#: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``).
+__version__: str = _core.__version__
+
+#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
+SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+
+
+def new_scrubber(header: bool, replay: str, record: bool) -> Any:
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
+    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
+    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
+    return _core.Scrubber(bool(header), replay, bool(record))
+
+
+def _bom_reason(head: bytes) -> str | None:
+    """Why session bytes that start with a UTF-8 byte order mark are not a session, or None
+    when ``head`` (the first bytes) does not start with one: the one text, for a local file
+    and for bytes from storage (:meth:`Session.from_bytes`, the fleet's S3 reads) alike. (Pi's
+    ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
+    stays Pi's, only the message names the cause.)"""
+    return "UTF-8 BOM at byte 0 (Pi rejects it)" if bytes(head[:3]) == b"\xef\xbb\xbf" else None
+
+
+def _file_head(path: Path, n: int = 3) -> bytes:
+    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+class Session(Reads, Views, Writes, Rewrites, Delegates):
+    """A Pi session: header, append-only entries forming a tree, and a movable leaf.
+
+    Create one with :meth:`open`, :meth:`create`, :meth:`in_memory`, :meth:`fork_from` or
+    :meth:`continue_recent`. Reading never materializes every entry: ids, parents, types,
+    children and labels come from the Rust index; an entry's JSON is parsed only when asked.
+
+    Properties: ``path`` (Path or None in memory), ``session_id``, ``cwd``, ``header``
+    (dict, after migration), ``leaf_id``, ``session_name``, ``labels`` (dict id → label),
+    ``problems`` (list of :class:`Problem`), ``len(session)`` (entries in file order, header
+    excluded, duplicates included).
+    """
+
+    # ==== construction ===========================================================
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        session_dir: str | os.PathLike[str] | None = None,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+        index_cache: IndexCache = None,
+    ) -> "Session":
+        """Open an existing session file. Never modifies the file.
+
+        Legacy v1/v2 files are migrated in memory (see :mod:`sessiontree.migrate`); the file is
+        rewritten (atomically) only on the first write or :meth:`migrate`. An empty file gets
+        a header in memory, written with the first entry (Pi writes it on open).
+
+        Args:
+            path: the ``.jsonl`` file (a leading ``~`` is expanded).
+            session_dir: where :meth:`create_branched_session` writes; default the file's folder.
+            durability: ``"flush"`` (each entry is one ``write()``; default), ``"fsync"``
+                (each append is also fsynced before it returns) or ``"none"`` (buffered in
+                the process until :meth:`flush`/:meth:`close`); see :mod:`sessiontree.writer`.
+            lock_timeout: seconds the first write waits for another writer's lock (None:
+                fail at once with :class:`SessionLockedError`). Reading never locks.
+            index_cache: where saved indexes are read and written (:mod:`sessiontree.index_cache`):
+                None for the default (``$SESSIONTREE_INDEX_CACHE``, else
+                ``$XDG_CACHE_HOME/sessiontree``), a folder, or ``False``/``"off"``. A saved index
+                that passes its checks is loaded and only bytes appended since are scanned; the
+                answers are the cold scan's either way. The session file is never written.
+
+        Raises:
+            FileNotFoundError: no such file.
+            SessionFormatError: not a Pi session (first JSON value is not a ``session``
+                header with a string id, e.g. a BOM or a missing header), or bytes with no
+                JSON value at all.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
+        """
+        check_lock_timeout(lock_timeout)
+        cache = index_cache_open_kwargs(index_cache)
+        p = Path(path).expanduser()
+        if session_dir is not None:
+            session_dir = Path(session_dir).expanduser()
+        if not p.is_file():
+            if not p.exists():
+                raise FileNotFoundError(f"no session file at {p}")
+            raise SessionFormatError(f"not a regular file: {p}")
+        core = _core.Index.open(str(p), **cache)
+        if core.end == 0 and _file_head(p, 1):
+            # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
+            # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
+            raise SessionFormatError(
+                f"Session file is not a valid pi session: {p} (the system reports size 0 but the file holds "
+                "bytes: a /proc or other pseudo file, not a session file)"
+            )
+        # the folder the caller named (lexically, like Node's path.resolve), not where a
+        # symlinked file points: clones must land in the directory the caller gave
+        sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
+        return cls._over_core(core, p, p, sdir, lambda: _file_head(p), durability=durability, lock_timeout=lock_timeout)
+
+    @classmethod
+    def _over_core(
+        cls,
+        core: Any,
+        path: Path | None,
+        shown: Any,
+        sdir: Path | None,
+        head: Callable[[], bytes],
+        *,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ) -> "Session":
+        """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
+        checks, migration in memory, a header in memory for an empty file. ``head()`` gives the
+        first bytes (read only to explain a refusal)."""
+        p = shown
+        state, reason = core.header_state()
+        if state == "invalid":
+            raise SessionFormatError(f"Session file is not a valid pi session: {p} ({_bom_reason(head()) or reason})")
+        if state == "empty":
+            if core.line_count and any(core.problem(k)[2] != "blank_line" for k in range(core.problem_count())):
+                bom = _bom_reason(head())
+                if bom:
+                    raise SessionFormatError(f"Session file is not a valid pi session: {p} ({bom})")
+                raise SessionFormatError(
+                    f"Session file is not a valid pi session: {p} (no JSON value in {core.line_count} lines; "
+                    "Pi would overwrite it with a new header, we leave it untouched)"
+                )
+            header = {
+                "type": "session",
+                "version": CURRENT_SESSION_VERSION,
+                "id": new_session_id(),
+                "timestamp": iso_now(),
+                "cwd": os.getcwd(),
+            }
+            return cls(
+                core,
+                path=path,
+                session_dir=sdir,
+                header=header,
+                header_on_disk=False,
+                durability=durability,
+                lock_timeout=lock_timeout,
+            )
+        header = parse_json_line(core.header_line())
+        if core.needs_migration:
+            header = migrate_header(header, core.legacy_v1)
+        return cls(
+            core,
+            path=path,
+            session_dir=sdir,
+            header=header,
+            header_on_disk=True,
+            durability=durability,
+            lock_timeout=lock_timeout,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
+        """A read-only session over the bytes of a session file held in memory (an object read
+        from storage, say), with no temporary file: the same index and the same answers as
+        :meth:`open` on a file holding these bytes.
+
+        Args:
+            data: ``bytes``, ``bytearray``, ``memoryview``, ``mmap.mmap`` or anything else with
+                the buffer protocol (contiguous bytes). The bytes are copied once, so the
+                caller may reuse or close the buffer afterwards (a closed or shrunk mmap can
+                never fault the session).
+            name: where the bytes came from (``"s3://bucket/key.jsonl"``), used in error
+                messages and kept as :attr:`source_name`; :attr:`path` is None.
+
+        Writing raises :class:`SessionReadOnlyError` (nothing is appended); :meth:`refresh`
+        finds nothing new; the leaf can still be moved in memory with :meth:`branch`.
+
+        Raises:
+            TypeError: ``data`` does not expose a buffer of bytes.
+            SessionFormatError: as :meth:`open`.
+        """
+        if isinstance(data, str):
+            raise TypeError("Session.from_bytes needs bytes (or a buffer), not str")
+        core = _core.Index.from_bytes(data)
+        shown = name if name is not None else "<bytes>"
+
+        def head() -> bytes:
+            try:
+                return bytes(memoryview(data).cast("B")[:3])
+            except (TypeError, ValueError):
+                return b""
+
+        s = cls._over_core(core, None, shown, None, head)
+        s._read_only = True
+        s._source_name = name
+        return s
+
+    @property
+    def read_only(self) -> bool:
+        """True for a session made by :meth:`from_bytes` (every write raises
+        :class:`SessionReadOnlyError`)."""
+        return self._read_only
+
+    @property
+    def source_name(self) -> str | None:
+        """The ``name`` given to :meth:`from_bytes` (None otherwise)."""
+        return self._source_name
+
+    @classmethod
+    def create(
+        cls,
+        cwd: str,
+        *,
+        session_dir: str | os.PathLike[str] | None = None,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        timestamp: str | None = None,
+        durability: Durability = "flush",
+        lock_timeout: float | None = None,
+    ) -> "Session":
+        """Start a new session file ``<session_dir>/<timestamp>_<id>.jsonl`` and write its header.
+
+        ``session_dir`` defaults to Pi's ``~/.pi/agent/sessions/--<cwd>--/``, or the folder
+        ``$PI_CODING_AGENT_SESSION_DIR`` names (:func:`~sessiontree.paths.default_session_dir`;
+        created if missing). Pi defers writing the file until the first assistant message; we write the
+        header at once so nothing appended later can be lost (a header-only file opens in Pi).
+        ``timestamp`` (an ISO string as ``new Date().toISOString()`` writes, default now) is the
+        header's and the file name's: a caller that announced the path before writing (RPC
+        ``new_session``) passes the one it announced.
+
+        Raises:
+            ValueError: ``session_id`` is unsafe as a file name (separators, ``..``, NUL), or
+                ``timestamp`` is not a valid date.
+            FileExistsError: a file of that name already exists.
+            SessionArgumentError: ``lock_timeout`` is not None or a finite number >= 0.
+        """
+        check_lock_timeout(lock_timeout)
+        sdir = Path(session_dir).expanduser() if session_dir is not None else default_session_dir(cwd)
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        if timestamp is not None:
+            ms = _core.date_parse(timestamp) if isinstance(timestamp, str) else float("nan")
+            if ms != ms:  # NaN: new Date(timestamp) is an invalid date
+                raise ValueError(f"timestamp must be an ISO date string, not {timestamp!r}")
+        sdir.mkdir(parents=True, exist_ok=True)
+        ts = timestamp if timestamp is not None else iso_now()
+        header: dict[str, Any] = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": ts,
+            "cwd": cwd,
+        }
+        if parent_session is not None:
+            header["parentSession"] = str(parent_session)
+        path = inside(sdir, session_file_name(ts, sid))
+        create_new_file(path, dumps_entry(header) + b"\n", fsync=durability == "fsync")
+        core = _core.Index.open(str(path))
+        return cls(
+            core,
+            path=path,
+            session_dir=sdir,
+            header=header,
+            header_on_disk=True,
+            durability=durability,
+            lock_timeout=lock_timeout,
+        )
+
+    @classmethod
+    def in_memory(cls, cwd: str = ".", *, session_id: str | None = None) -> "Session":
+        """A session that lives only in memory (Pi ``SessionManager.inMemory``); ``session_id``
+        default a new UUID.
+
+        Raises:
+            TypeError: ``session_id`` is not a str.
+        """
+        if session_id is not None:
+            _require_str(session_id=session_id)
+        core = _core.Index.in_memory()
+        header = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": session_id if session_id is not None else new_session_id(),
+            "timestamp": iso_now(),
+            "cwd": cwd,
+        }
+        core.append(0, dumps_entry(header) + b"\n")
+        return cls(core, path=None, session_dir=None, header=header, header_on_disk=True)
+
+    @classmethod
+    def fork_from(
+        cls,
+        source_path: str | os.PathLike[str],
+        target_cwd: str,
+        *,
+        session_dir: str | os.PathLike[str] | None = None,
+        session_id: str | None = None,
+    ) -> "Session":
+        """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
+        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``);
+        ``session_id`` is the new session's (default a new UUID; Pi ``--fork`` with
+        ``--session-id``).
+
+        Entries are copied byte for byte; a legacy v1/v2 source is migrated first, so the
+        new v3 file never holds unmigrated entries. The file appears atomically.
+
+        Raises:
+            FileNotFoundError, SessionFormatError: as :meth:`open` for the source.
+            ValueError: ``session_id`` is unsafe as a file name.
+        """
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        src = cls.open(source_path)
+        assert src._path is not None  # opened from a file
+        sdir = Path(session_dir) if session_dir is not None else default_session_dir(target_cwd)
+        sdir.mkdir(parents=True, exist_ok=True)
+        ts = iso_now()
+        header = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": ts,
+            "cwd": target_cwd,
+            "parentSession": os.path.abspath(src._path),
+        }  # absolute, as Pi writes it
+        path = inside(sdir, session_file_name(ts, sid))
+        # the copy holds the source's entries: no more readable than the source
+        write_copy(path, src._entry_lines(with_header=header), source=src._path)
+        return cls.open(path, session_dir=sdir)
+
+    @classmethod
+    def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike[str] | None = None) -> "Session":
+        """Open the most recently modified valid session of ``cwd``'s session directory, or
+        create a new one there (Pi ``SessionManager.continueRecent``)."""
+        sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
+        from ..listing import most_recent_session
+
+        recent = most_recent_session(sdir)
+        if recent is not None:
+            return cls.open(recent, session_dir=sdir)
+        return cls.create(cwd, session_dir=sdir)
+
+    # ==== lifetime =================================================================
+
+    def close(self) -> None:
+        """Flush buffered entries and release the writer lock (the next write takes it again).
+
+        Raises:
+            OSError: writing out buffered entries failed (the lock is released all the same).
+        """
+        with self._prepare_lock:
+            self._ready = False
+            _WRITING.discard(self)
+            if self._path is None:
+                return
+            if self._writer is not None:
+                writer, self._writer = self._writer, None
+                try:
+                    self._core.detach_writer()
+                finally:
+                    writer.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+__all__ = [
+    "Session",
+    "atomic_write",
+    "atomic_writer",
+    "AtomicWriter",
+    "dumps_entry",
+    "SessionCycleError",
+    "SessionError",
+]

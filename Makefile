@@ -51,22 +51,20 @@ fmt:  ## format Python and Rust in place
 bench:  ## the pytest-benchmark suite (sizes up to SESSIONTREE_BENCH_MAX_MB, default 50)
 	$(PY) -m pytest -c benches/pytest.ini benches --benchmark-only
 
-# zig's folder (the ziglang package) on PATH: maturin finds the same `zig` here as in a `pip install .`
-# run with ZIG_PATH and MATURIN_PEP517_ARGS="$(ZIG_ARGS)" (as .ci/run does), so the two builds are
-# one to cargo (same target folder, profile, compilers) and the wheel reuses the install's build
-ZIG_ARGS := --zig --compatibility manylinux2014
-ZIG_PATH = $$($(PY) -c "import ziglang, os; print(os.path.dirname(ziglang.__file__))")
-
 release-tools: $(PY)  ## install the release extra (maturin, ziglang, auditwheel) into .venv
 	mkdir -p target
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['release']))" >target/release-requirements.txt
 	$(PY) -c "import maturin, ziglang, auditwheel" 2>/dev/null || $(PY) -m pip install -q -r target/release-requirements.txt
 
+# A second full release build: `pip install .` builds for this machine's glibc into target/release,
+# the wheel with zig for glibc 2.17 into target/<triple>/release with zig's compilers and linker, so
+# cargo cannot reuse the first (measured: forcing the same maturin flags on pip's build still
+# rebuilds, maturin hands the two builds different zig wrappers and PYO3_PYTHON).
 wheel: release-tools  ## abi3 manylinux2014 wheels into dist/ (zig as the linker), each checked with auditwheel
 	rm -f dist/*.whl
-	PATH="$(ZIG_PATH):$$PATH" $(PY) -m maturin build --release $(ZIG_ARGS) --out dist
+	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --out dist
 ifeq ($(HAVE_AARCH64),yes)
-	PATH="$(ZIG_PATH):$$PATH" $(PY) -m maturin build --release $(ZIG_ARGS) --target $(AARCH64) --out dist
+	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --target $(AARCH64) --out dist
 else
 	@echo "no aarch64 wheel: the Rust target $(AARCH64) is not installed (rustup target add $(AARCH64))"
 endif

@@ -23,6 +23,7 @@ class Index:
         cache_dir: str | PathLike[str] | None = None,
         cache_min: int = 1048576,
         cache_max: int = 1073741824,
+        cache_evict_s: int = 10,
     ) -> Index: ...
     def cache_state(self) -> tuple[Literal["off", "warm", "saved", "cold"], int, str]: ...
     @staticmethod

@@ -214,6 +214,7 @@ class OpenKwargs(TypedDict, total=False):
     cache_dir: str
     cache_min: int
     cache_max: int
+    cache_evict_s: int
 
 
 def open_kwargs(index_cache: IndexCache = None) -> OpenKwargs:
@@ -222,7 +223,28 @@ def open_kwargs(index_cache: IndexCache = None) -> OpenKwargs:
     d = resolve(index_cache)
     if d is None or not usable(d):
         return {}
-    return {"cache_dir": str(d), "cache_min": min_bytes(index_cache), "cache_max": max_bytes(index_cache)}
+    return {
+        "cache_dir": str(d),
+        "cache_min": min_bytes(index_cache),
+        "cache_max": max_bytes(index_cache),
+        "cache_evict_s": evict_every(),
+    }
+
+
+#: Seconds between two evictions by one process (its first save always evicts).
+DEFAULT_EVICT_EVERY_S = 10
+
+
+def evict_every() -> int:
+    """How often (seconds) one process trims the folder after a save: its first save always
+    does, later ones at most once per ``$SESSIONTREE_INDEX_CACHE_EVICT_SECONDS`` or
+    :data:`DEFAULT_EVICT_EVERY_S` (a trim reads every saved index's header: a bulk job
+    saving thousands must not do it on every save)."""
+    v = os.environ.get("SESSIONTREE_INDEX_CACHE_EVICT_SECONDS")
+    try:
+        return max(int(v), 0) if v is not None else DEFAULT_EVICT_EVERY_S
+    except ValueError:
+        return DEFAULT_EVICT_EVERY_S
 
 
 @dataclass(frozen=True)

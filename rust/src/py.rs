@@ -78,9 +78,9 @@ impl Index {
     /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
     /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
     /// After a save the folder's saved indexes of files gone or rewritten are evicted, then the
-    /// least recently used past `cache_max` bytes.
+    /// least recently used past `cache_max` bytes (at most once per `cache_evict_s` seconds).
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = crate::saved::DEFAULT_MAX_BYTES))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = crate::saved::DEFAULT_MAX_BYTES, cache_evict_s = crate::saved::DEFAULT_EVICT_EVERY_S))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -88,11 +88,13 @@ impl Index {
         cache_dir: Option<PathBuf>,
         cache_min: u64,
         cache_max: u64,
+        cache_evict_s: u64,
     ) -> PyResult<Self> {
         let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
             dir,
             min_bytes: cache_min,
             max_bytes: cache_max,
+            evict_every_s: cache_evict_s,
         });
         let (st, cache) = py.detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))?;
         Ok(Index::new(st, cache))

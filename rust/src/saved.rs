@@ -42,7 +42,8 @@
 //! Eviction ([`evict`], after every save): a saved index whose session file no longer exists,
 //! or is now another inode or another file at that inode (rewritten), is removed; then, while
 //! the folder's saved indexes total more than the cap, the least recently used go (a load
-//! sets the saved file's mtime: its last use). Only files this module would load are touched
+//! sets the saved file's mtime: its last use); a process does this at most once per
+//! [`CacheCfg::evict_every_s`]. Only files this module would load are touched
 //! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
 use crate::index::{recs_bytes, Index, Rec};
@@ -86,7 +87,16 @@ pub struct CacheCfg {
     /// the saved indexes in `dir` total at most this many bytes after a save (least recently
     /// used evicted first; the one just saved is kept even when alone it is larger)
     pub max_bytes: u64,
+    /// a process evicts at most once per this many seconds (its first save always does): each
+    /// eviction reads every saved index's header, so a bulk job saving thousands of indexes
+    /// into one folder must not do it on every save
+    pub evict_every_s: u64,
 }
+
+/// Seconds between two evictions of one process when none is given.
+pub const DEFAULT_EVICT_EVERY_S: u64 = 10;
+/// When this process last evicted (seconds since the epoch; 0: never).
+static LAST_EVICT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// The cap on a folder's saved indexes when none is given (1 GiB).
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -434,7 +444,9 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     }
     let mut h0 = head.to_vec();
     h0[SUM_AT..SUM_AT + 8].fill(0);
-    h0.extend_from_slice(&read_vec(&c, HEADER_LEN as u64, path_len as usize).map_err(|e| e.to_string())?);
+    h0.extend_from_slice(
+        &read_vec(&c, HEADER_LEN as u64, path_len as usize).map_err(|e| e.to_string())?,
+    );
     // two threads: this one reads, hashes and checks the meta and the keys while the other
     // reads and hashes the records; then the records are checked here
     let (ix, sums) = std::thread::scope(|sc| {
@@ -576,7 +588,12 @@ pub fn save(
         unlink();
         return Err(format!("cache rename: {e}"));
     }
-    evict(&dir, cfg.max_bytes, Some(&name));
+    let now = now_secs();
+    let last = LAST_EVICT.load(std::sync::atomic::Ordering::Relaxed);
+    if last == 0 || now.saturating_sub(last) >= cfg.evict_every_s as i64 {
+        LAST_EVICT.store(now, std::sync::atomic::Ordering::Relaxed);
+        evict(&dir, cfg.max_bytes, Some(&name));
+    }
     Ok(())
 }
 
@@ -709,7 +726,9 @@ pub fn evict(dir: &OwnedFd, max_bytes: u64, keep: Option<&str>) -> usize {
     let mut removed = 0;
     for name in names_in(dir) {
         match inspect(dir, &name) {
-            Some(Found::Temp { age }) if age > STALE_TMP_SECS => removed += remove(dir, &name) as usize,
+            Some(Found::Temp { age }) if age > STALE_TMP_SECS => {
+                removed += remove(dir, &name) as usize
+            }
             Some(Found::Saved { stale: true, .. }) if Some(name.as_str()) != keep => {
                 removed += remove(dir, &name) as usize
             }
@@ -737,7 +756,9 @@ pub fn evict(dir: &OwnedFd, max_bytes: u64, keep: Option<&str>) -> usize {
 /// Removes every file of ours (see [`inspect`]) from the cache folder `dir`, when the folder
 /// passes [`open_dir`]'s rules (else nothing); returns how many were removed.
 pub fn clear(dir: &Path) -> usize {
-    let Ok(d) = open_dir(dir, false) else { return 0 };
+    let Ok(d) = open_dir(dir, false) else {
+        return 0;
+    };
     let mut n = 0;
     for name in names_in(&d) {
         if inspect(&d, &name).is_some() && remove(&d, &name) {
@@ -909,6 +930,7 @@ mod tests {
             dir: dir.join("cache"),
             min_bytes: 0,
             max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
         let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         assert!(
@@ -950,6 +972,7 @@ mod tests {
             dir: dir.join("cache"),
             min_bytes: 0,
             max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
         let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         let f = File::open(&path).unwrap();

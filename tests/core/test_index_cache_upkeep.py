@@ -20,6 +20,7 @@ from sessiontree import index_cache as ic
 def _save_everything(monkeypatch):
     monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", "0")
     monkeypatch.delenv("SESSIONTREE_INDEX_CACHE_MAX_BYTES", raising=False)
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_EVICT_SECONDS", "0")  # every save evicts
 
 
 def _session(n: int, sid: str = "s1") -> bytes:
@@ -260,3 +261,33 @@ def test_cache_clear_removes_only_files_the_cache_would_load(tmp_path, monkeypat
     assert left == set(planted) | {"0000000000000003-0000000000000004.stidx"}
     assert {n: (folder / n).read_bytes() for n in planted} == planted
     assert outside.read_bytes() == b"keep me"
+
+
+def test_one_process_evicts_at_most_once_per_interval(tmp_path):
+    """A bulk job saving thousands of indexes does not read the whole folder on every save: a
+    process evicts on its first save, then at most once per SESSIONTREE_INDEX_CACHE_EVICT_SECONDS."""
+    folder = tmp_path / "cache"
+    code = (
+        "import os, sys\n"
+        "from sessiontree import Session\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_index_cache_upkeep import _session\n"
+        "ps = [os.path.join(sys.argv[2], f'gone{i}.jsonl') for i in range(3)]\n"
+        "for i, p in enumerate(ps):  # three files at once: three inodes\n"
+        "    open(p, 'wb').write(_session(100, sid=f'g{i}'))\n"
+        "for i, p in enumerate(ps):\n"
+        "    if i == 2:  # the first two are gone when the third is saved\n"
+        "        os.unlink(ps[0]); os.unlink(ps[1])\n"
+        "    assert Session.open(p, index_cache=sys.argv[3]).index_cache_state()[0] == 'saved'\n"
+    )
+    env = dict(os.environ, SESSIONTREE_INDEX_CACHE_MIN_BYTES="0", SESSIONTREE_INDEX_CACHE_EVICT_SECONDS="3600")
+    here = str(Path(__file__).resolve().parent)
+    r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path), str(folder)], env=env, capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert len(_indexes(folder)) == 3  # the later saves of that process did not evict
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(_session(100, sid="lv"))
+    code2 = f"from sessiontree import Session; Session.open({str(live)!r}, index_cache={str(folder)!r})"
+    assert subprocess.run([sys.executable, "-c", code2], env=env).returncode == 0
+    kept = sorted([_name(live), _name(tmp_path / "gone2.jsonl")])
+    assert _indexes(folder) == kept  # a new process's first save did (gone0 and gone1 went)

@@ -185,9 +185,11 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     """Write the HTML view (default: FILE with .html) and print where it went."""
     from pathlib import Path
 
+    from .render import progress_wanted
+
     out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
     try:
-        written = session.export_html(out, scrub=args.scrub, replay=args.replay)
+        written = session.export_html(out, scrub=args.scrub, replay=args.replay, progress=progress_wanted(args))
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:

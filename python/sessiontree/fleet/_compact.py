@@ -564,7 +564,7 @@ def compact_sessions(
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
     ledger (one row per appended summary, with its usage and cost).
     """
-    from ._engine import _progress_bar
+    from .._progress import progress_bar as _progress_bar
 
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")

@@ -115,12 +115,16 @@ class Rewrites(SessionBase):
         write_copy(new_path, [head, *lines], source=self._path)  # no wider than the source
         return cls.open(new_path, session_dir=sdir, durability=self._durability)
 
-    def export_html(self, path: str | os.PathLike[str], *, scrub: bool = False, replay: str = "keep") -> Path:
+    def export_html(
+        self, path: str | os.PathLike[str], *, scrub: bool = False, replay: str = "keep", progress: bool = False
+    ) -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
         Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
+
+        ``progress``: a progress bar on stderr while the page is written (tqdm, when installed).
 
         With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
         there) in a private temporary directory, removed afterwards: no secret the rules know
@@ -136,7 +140,7 @@ class Rewrites(SessionBase):
         from ..html import export_html
 
         if not scrub:
-            return export_html(cast("Session", self), path)
+            return export_html(cast("Session", self), path, progress=progress)
         if self._path is None:
             raise SessionArgumentError("export_html(scrub=True) needs a session file")
         from ..scrub import scrubbed_copy
@@ -148,7 +152,7 @@ class Rewrites(SessionBase):
             try:
                 if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
                     clean.branch(self.leaf_id)  # the view shows our leaf
-                return export_html(clean, path)
+                return export_html(clean, path, progress=progress)
             finally:
                 clean.close()
         finally:

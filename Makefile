@@ -54,7 +54,7 @@ bench:  ## the pytest-benchmark suite (sizes up to SESSIONTREE_BENCH_MAX_MB, def
 release-tools: $(PY)  ## install the release extra (maturin, ziglang, auditwheel) into .venv
 	mkdir -p target
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['release']))" >target/release-requirements.txt
-	$(PY) -c "import maturin, ziglang, auditwheel" 2>/dev/null || $(PY) -m pip install -q -r target/release-requirements.txt
+	$(PY) -m pip install -q -r target/release-requirements.txt
 
 # A second full release build: `pip install .` builds for this machine's glibc into target/release,
 # the wheel with zig for glibc 2.17 into target/<triple>/release with zig's compilers and linker, so

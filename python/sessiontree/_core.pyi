@@ -9,7 +9,20 @@ from typing import Any, Callable, Literal, final
 
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem, ScrubFinding, ScrubStats, TreeTable
 
-__all__ = ["Index", "Scrubber", "date_parse", "header_probe", "iso_now", "js_text", "json_check", "__version__"]
+__all__ = [
+    "INDEX_CACHE_MAX_BYTES",
+    "Index",
+    "Scrubber",
+    "date_parse",
+    "header_probe",
+    "index_cache_census",
+    "index_cache_clear",
+    "index_cache_evict",
+    "iso_now",
+    "js_text",
+    "json_check",
+    "__version__",
+]
 
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...

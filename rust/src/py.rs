@@ -80,7 +80,7 @@ impl Index {
     /// After a save the folder's saved indexes of files gone or rewritten are evicted, then the
     /// least recently used past `cache_max` bytes (at most once per `cache_evict_s` seconds).
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = crate::saved::DEFAULT_MAX_BYTES, cache_evict_s = crate::saved::DEFAULT_EVICT_EVERY_S))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = 1073741824, cache_evict_s = 10))]
     fn open(
         py: Python<'_>,
         path: PathBuf,

@@ -65,7 +65,7 @@ def test_the_makefile_has_the_loop():
         "cargo fmt --check",
         "cargo clippy --all-targets --features python -- -D warnings",
         "mypy.stubtest sessiontree._core",
-        "mypy python/sessiontree",
+        "mypy --strict python/sessiontree",
     ):
         assert check in targets["lint"], check
     assert "--zig --compatibility manylinux2014" in targets["wheel"] and "check_wheel.py" in targets["wheel"]

@@ -2,6 +2,7 @@
 
     python benches/scrub_speed.py plant SRC DST [--every N]   # a copy with planted secrets
     python benches/scrub_speed.py run FILE [--out OUT]        # measure
+    python benches/scrub_speed.py compare FILE [--peer-mb M] [--before-python PY] [--before-mb B]
 
 ``plant`` copies SRC (a gen_session.py file), adding one synthetic secret (cycling through
 every kind of tests/support/secrets.py) to the first string field of every N-th message
@@ -108,6 +109,93 @@ def run(path: str, out: str | None) -> None:
         print(f"  peak RSS of scrub_file alone: {rss / 1024:.0f} MiB (longest line {longest / 1e6:.2f} MB)")
 
 
+def _engine_secs(path: str, limit: int | None = None) -> tuple[float, int, int]:
+    """Seconds of ``_core.Scrubber`` over FILE (or its first ``limit`` bytes), bytes, secrets."""
+    from sessiontree import _core
+
+    sc = _core.Scrubber(False, "keep", False)
+    n = 0
+    t = time.perf_counter()
+    with open(path, "rb") as fh:
+        while b := fh.read(BLOCK if limit is None else min(BLOCK, limit - n)):
+            sc.feed(b)
+            n += len(b)
+            if limit is not None and n >= limit:
+                break
+    sc.finish()
+    secs = time.perf_counter() - t
+    return secs, n, sc.stats()[2]
+
+
+def _prefix(path: str, nbytes: int, dst: str) -> int:
+    """The whole lines of FILE's first ``nbytes`` into DST; returns their size."""
+    with open(path, "rb") as fi, open(dst, "wb") as fo:
+        data = fi.read(nbytes)
+        data = data[: data.rfind(b"\n") + 1]
+        fo.write(data)
+    return len(data)
+
+
+def compare(path: str, peer_mb: float, before_python: str | None, before_mb: float) -> None:
+    """Ours beside the peers on the same file in one run, and ours before/after (main's build)."""
+    import shutil
+    import tempfile
+
+    size = os.path.getsize(path)
+    secs, _, found = _engine_secs(path)
+    ours = _mbs(size, secs)
+    print(f"{path}: {size / 1e6:.0f} MB")
+    print(f"  ours (sessiontree scrub engine): {secs:7.2f} s  {ours:7.1f} MB/s  ({found} secrets)")
+    gl = shutil.which("gitleaks")
+    if gl:
+        with tempfile.TemporaryDirectory() as d:
+            t = time.perf_counter()
+            subprocess.run(
+                [gl, "dir", path, "--no-banner", "--report-path", os.path.join(d, "r.json"), "--exit-code", "0"],
+                check=True,
+                capture_output=True,
+            )
+            g = time.perf_counter() - t
+        print(f"  gitleaks dir (same file):        {g:7.2f} s  {_mbs(size, g):7.1f} MB/s  ours x{g / secs:.1f} faster")
+    else:
+        print("  gitleaks: no binary (no PyPI wheel ships it; Debian 12 has no package): not measured")
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    with tempfile.TemporaryDirectory() as d:
+        part = os.path.join(d, "part.jsonl")
+        n = _prefix(path, int(peer_mb * 1e6), part)
+        coll = SecretsCollection()
+        t = time.perf_counter()
+        with default_settings():
+            coll.scan_file(part)
+        ds = time.perf_counter() - t
+        ds_mbs = _mbs(n, ds)
+        print(
+            f"  detect-secrets (first {n / 1e6:.1f} MB):  {ds:7.2f} s  {ds_mbs:7.2f} MB/s  ours x{ours / ds_mbs:.0f} faster"
+        )
+    if before_python:
+        lim = int(before_mb * 1e6)
+        code = (
+            "import sys,time; sys.path.insert(0, 'benches'); import scrub_speed as s; "
+            f"r = s._engine_secs({path!r}, {lim}); print(r[0], r[1], r[2])"
+        )
+        rows = []
+        for label, py in (
+            ("before", before_python),
+            ("after", sys.executable),
+            ("before", before_python),
+            ("after", sys.executable),
+        ):
+            out = subprocess.check_output([py, "-c", code], cwd=str(Path(__file__).resolve().parent.parent)).split()
+            rows.append((label, float(out[0]), int(out[1]), int(out[2])))
+        for label in ("before", "after"):
+            best = min(r for r in rows if r[0] == label)
+            print(
+                f"  {label:6s} ({best[2] / 1e6:.0f} MB, best of 2): {best[1]:6.2f} s {_mbs(best[2], best[1]):7.1f} MB/s ({best[3]} secrets)"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -118,7 +206,15 @@ def main() -> None:
     p = sub.add_parser("run")
     p.add_argument("file")
     p.add_argument("--out")
+    p = sub.add_parser("compare")
+    p.add_argument("file")
+    p.add_argument("--peer-mb", type=float, default=5.0, help="MB of FILE for detect-secrets (default 5)")
+    p.add_argument("--before-python", help="a Python whose sessiontree is the build to compare with")
+    p.add_argument("--before-mb", type=float, default=100.0)
     a = ap.parse_args()
+    if a.cmd == "compare":
+        compare(a.file, a.peer_mb, a.before_python, a.before_mb)
+        return
     if a.cmd == "plant":
         plant(a.src, a.dst, a.every)
     else:

@@ -62,6 +62,10 @@ def _jwt(rng: random.Random) -> str:
     return f"{head}.{body}.{_r(rng, URLSAFE, 43)}"
 
 
+def _uuid(rng: random.Random) -> str:
+    return "-".join(_r(rng, HEX, n) for n in (8, 4, 4, 4, 12))
+
+
 def _same(f: Callable[[random.Random], str]) -> Callable[[random.Random], tuple[str, str]]:
     def g(rng: random.Random) -> tuple[str, str]:
         v = f(rng)
@@ -143,6 +147,84 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "env_secret_assignment": _ctx("export DEPLOY_TOKEN={v}", lambda r: _mixed(r, 24)),
     "password_assignment": _ctx('db_password: "{v}"', _password),
     "secret_keyed_value": _ctx('client_secret = "{v}"', lambda r: _mixed(r, 32)),
+    # the peers' kinds (gitleaks' default rules and detect-secrets' plugins; see docs/scrub.md)
+    "age_secret_key": _same(lambda r: "AGE-SECRET-KEY-1" + _r(r, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58)),
+    "putty_private_key": _ctx(
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: k\nPublic-Lines: 1\n"
+        "AAAAC3NzaC1lZDI1NTE5AAAAIHbZXhhbXBsZQ\n{v}",
+        lambda r: f"Private-Lines: 1\n{_r(r, B64, 44)}=\nPrivate-MAC: {_r(r, HEX, 64)}",
+    ),
+    "ansible_vault": _same(lambda r: "$ANSIBLE_VAULT;1.1;AES256\n" + "\n".join(_r(r, HEX, 80) for _ in range(4))),
+    "onepassword_token": _same(
+        lambda r: "A3-" + "-".join(_r(r, string.ascii_uppercase + string.digits, n) for n in (6, 11, 5, 5, 5))
+    ),
+    "aws_bedrock_api_key": _same(lambda r: "ABSK" + _r(r, ALNUM + "+/", 132)),
+    "alibaba_access_key_id": _same(lambda r: "LTAI" + _mixed(r, 20)),
+    "azure_ad_client_secret": _ctx(
+        "AZURE_CLIENT_SECRET: {v}",
+        lambda r: _r(r, ALNUM, 3) + r.choice("0123456789") + "Q~" + _r(r, ALNUM + "_~.-", 34),
+    ),
+    "teams_webhook": _same(
+        lambda r: (
+            f"https://acme.webhook.office.com/webhookb2/{_uuid(r)}@{_uuid(r)}/IncomingWebhook/"
+            f"{_r(r, HEX, 32)}/{_uuid(r)}"
+        )
+    ),
+    "databricks_token": _same(lambda r: "dapi" + _r(r, HEX, 32)),
+    "digitalocean_token": _same(lambda r: r.choice(["dop_v1_", "doo_v1_", "dor_v1_"]) + _r(r, HEX, 64)),
+    "shopify_token": _same(lambda r: r.choice(["shpat_", "shpca_", "shppa_", "shpss_"]) + _r(r, HEX, 32)),
+    "linear_api_key": _same(lambda r: "lin_api_" + _mixed(r, 40)),
+    "notion_token": _same(lambda r: "ntn_" + _r(r, string.digits, 11) + _mixed(r, 35)),
+    "sourcegraph_token": _same(lambda r: "sgp_" + _r(r, HEX, 16) + "_" + _r(r, HEX, 40)),
+    "harness_api_key": _same(lambda r: f"pat.{_mixed(r, 22)}.{_mixed(r, 24)}.{_mixed(r, 20)}"),
+    "doppler_token": _same(lambda r: "dp.pt." + _mixed(r, 43)),
+    "mapbox_token": _ctx("MAPBOX_ACCESS_TOKEN: {v}", lambda r: f"pk.eyJ1{_mixed(r, 60)}.{_mixed(r, 22)}"),
+    "twitter_bearer_token": _same(lambda r: "A" * 22 + _mixed(r, 90)),
+    "slack_app_token": _same(
+        lambda r: (
+            f"xapp-1-A{_r(r, string.ascii_uppercase + string.digits, 10)}-{_r(r, string.digits, 13)}-{_r(r, HEX, 64)}"
+        )
+    ),
+    "sidekiq_secret": _ctx(
+        "export BUNDLE_ENTERPRISE__CONTRIBSYS__COM={v}", lambda r: f"{_r(r, HEX, 8)}:{_r(r, HEX, 8)}"
+    ),
+    "sidekiq_sensitive_url": _ctx(
+        "source 'https://{v}@enterprise.contribsys.com/'", lambda r: f"{_r(r, HEX, 8)}:{_r(r, HEX, 8)}"
+    ),
+    "docker_config_auth": _ctx(
+        '{{"auths": {{"https://index.docker.io/v1/": {{"auth": "{v}"}}}}}}',
+        lambda r: base64.b64encode(f"dev:{_password(r)}".encode()).decode(),
+    ),
+    "netrc_password": _ctx("machine api.heroku.com\n  login me@example.org\n  password {v}", _password),
+    "pgpass_password": _ctx("$ cat ~/.pgpass\ndb.internal:5432:app:alice:{v}", _password),
+    "grafana_token": _same(lambda r: "glsa_" + _mixed(r, 32) + "_" + _r(r, HEX, 8)),
+    "vault_token": _same(lambda r: "hvs." + _r(r, URLSAFE, 95)),
+    "terraform_cloud_token": _same(lambda r: f"{_mixed(r, 14)}.atlasv1.{_r(r, URLSAFE, 67)}"),
+    "heroku_api_key": _same(lambda r: "HRKU-AA" + _r(r, URLSAFE, 58)),
+    "sentry_token": _same(lambda r: "sntryu_" + _r(r, HEX, 64)),
+    "planetscale_token": _same(lambda r: r.choice(["pscale_tkn_", "pscale_pw_", "pscale_oauth_"]) + _mixed(r, 43)),
+    "new_relic_key": _same(lambda r: "NRAK-" + _r(r, string.ascii_uppercase + string.digits, 27)),
+    "flyio_token": _same(lambda r: "fo1_" + _r(r, URLSAFE, 43)),
+    "gitlab_other_token": _same(lambda r: r.choice(["glsoat-", "glffct-"]) + _r(r, URLSAFE, 20)),
+    "square_token": _same(lambda r: "sq0atp-" + _mixed(r, 22)),
+    "sumologic_access_id": _ctx("SUMO_ACCESS_ID={v}", lambda r: "su" + _mixed(r, 12)),
+    "facebook_page_token": _same(lambda r: "EAAM" + _mixed(r, 120)),
+    "prefixed_api_token": _same(
+        lambda r: r.choice(
+            [
+                "pplx-" + _mixed(r, 48),
+                "pnu_" + _mixed(r, 36),
+                "rubygems_" + _r(r, HEX, 48),
+                "xkeysib-" + _r(r, HEX, 64) + "-" + _mixed(r, 16),
+                "PMAK-" + _r(r, HEX, 24) + "-" + _r(r, HEX, 34),
+                "dt0c01." + _mixed(r, 24) + "." + _mixed(r, 64),
+                "gsk_" + _mixed(r, 52),
+            ]
+        )
+    ),
+    "curl_auth_user": _ctx("curl -u deploy:{v} https://ci.internal/api", _password),
+    "authorization_header": _ctx('-H "Authorization: Token {v}"', lambda r: _mixed(r, 40)),
+    "facebook_access_token": _ctx("facebook app token {v}", lambda r: f"{r.randrange(10**14, 10**15)}|{_mixed(r, 27)}"),
 }
 
 _PNG = base64.b64encode(

@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
     p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
     p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
+    p.add_argument("--header", action="store_true", help="with --scrub: also scrub the header's cwd and parentSession")
     p = sub.add_parser(
         "cache",
         help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",

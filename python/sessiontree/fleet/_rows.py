@@ -500,18 +500,19 @@ def entry_rows(item: Item, opts: Options) -> list[Any]:
     holding one ``pyarrow.Table`` made from the core's columns, or, for a file that cannot be
     opened, one row dict with ``error_kind`` and no entry."""
     secrets: dict[int, int] | None = None
+    shifts = None
     try:
         s, _size, _mtime = open_item(item, opts)
         if opts.scrub:
             from ._scrub import open_scrubbed
 
-            s, secrets = open_scrubbed(_item_bytes(item, s), item.path)
+            s, secrets, shifts = open_scrubbed(_item_bytes(item, s), item.path)
     except _Unopenable as exc:
         return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
     except OSError as exc:
         return [{"path": item.path, "error_kind": "unreadable", "error": f"{item.path}: {exc.strerror or exc}"}]
     try:
-        return [_entries_of(s, item, secrets)]
+        return [_entries_of(s, item, secrets, shifts)]
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
 
@@ -549,11 +550,13 @@ def _patched(pa: Any, typ: Any, n: int, col: tuple[Any, ...], fixes: dict[int, A
     )
 
 
-def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -> Any:
+def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None, shifts: Any = None) -> Any:
     """One session's entry table (``pyarrow.Table``, :func:`sessiontree.fleet.entries_schema`)
     from the core's columns (:meth:`Session.fleet_columns` with ``per_entry``), wrapped
     without a copy. Entries the core leaves undecided get their usage from
-    :mod:`sessiontree.usage` and their token estimate from :meth:`Session.entry_metrics`."""
+    :mod:`sessiontree.usage` and their token estimate from :meth:`Session.entry_metrics`.
+    ``shifts`` (from :func:`._scrub.open_scrubbed`): ``offset`` and ``bytes`` are moved back
+    from the scrubbed bytes to the original file's."""
     import pyarrow as pa
 
     from . import _arrow, entries_schema, path_bytes, path_text
@@ -589,6 +592,8 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
     if cols["tokens_undecided"]:
         idx = cols["tokens_undecided"]
         fixes["tokens"] = dict(zip(idx, s.entry_metrics(idx).tokens))
+    if shifts is not None:
+        _unshift(core, n, shifts)
     for name in _CORE_COLUMNS:
         typ = schema.field(name).type
         if name in fixes:
@@ -604,6 +609,25 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
             pa.int64(), n, [None, pa.py_buffer(array("q", [secrets.get(k, 0) for k in line]))], null_count=0
         )
     return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _unshift(core: dict[str, Any], n: int, shifts: Any) -> None:
+    """``offset`` and ``bytes`` of a scrubbed session's entries made the original file's (by
+    line: a scrub keeps every line, in order)."""
+    from array import array
+
+    start, length = shifts
+    line, off, size = array("q"), array("q"), array("q")
+    line.frombytes(core["line"][0])
+    off.frombytes(core["offset"][0])
+    size.frombytes(core["bytes"][0])
+    for i in range(n):
+        k = line[i] - 1
+        if 0 <= k < len(length):
+            off[i] += start[k]
+            size[i] += length[k]
+    for name, values in (("offset", off), ("bytes", size)):
+        core[name] = (values.tobytes(),) + tuple(core[name][1:])
 
 
 def _utf8(v: str) -> bool:

@@ -114,11 +114,15 @@ def _u32(values: list[int]) -> bytes:
     return a.tobytes()
 
 
-def export_html(session: "Session", path: str | os.PathLike[str], *, progress: bool = False) -> Path:
+def export_html(
+    session: "Session", path: str | os.PathLike[str], *, progress: bool = False, source: os.stat_result | None = None
+) -> Path:
     """Write the HTML view of ``session`` to ``path`` and return the path written, through
     :func:`sessiontree.session.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
     never over the session itself, a FIFO, a device or through a symbolic link, and never more
-    readable than the session file or the page it replaces.
+    readable than the session file or the page it replaces. ``source``: the ``os.stat`` of the
+    file ``session`` was made from when that is not ``session.path`` (a scrubbed copy's
+    original): the rules then hold against that file.
 
     Cost (issue 18): the segment bounds come from the index (no read); the core then reads
     each entry's line once for the index chunks (digested, gzip-compressed with libdeflate and
@@ -180,6 +184,8 @@ def export_html(session: "Session", path: str | os.PathLike[str], *, progress: b
     )
     # the page: never over the session (source), never wider than it (like); the target is
     # checked before the file is read, and again before the rename
+    if source is not None:
+        st = source
     with atomic_writer(out, like=st, source=st) as fh:
         meta = {
             "v": 1,

@@ -116,7 +116,13 @@ class Rewrites(SessionBase):
         return cls.open(new_path, session_dir=sdir, durability=self._durability)
 
     def export_html(
-        self, path: str | os.PathLike[str], *, scrub: bool = False, replay: str = "keep", progress: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        scrub: bool = False,
+        replay: str = "keep",
+        header: bool = False,
+        progress: bool = False,
     ) -> Path:
         """Write a self-contained HTML view of this session (tree, active path, messages,
         search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
@@ -124,39 +130,28 @@ class Rewrites(SessionBase):
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
 
-        ``progress``: a progress bar on stderr while the page is written (tqdm, when installed).
+        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` and
+        ``header`` as there) in a private temporary directory, removed afterwards: no secret the
+        rules know reaches the page (:func:`sessiontree.scrub.export_html_scrubbed`).
 
-        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
-        there) in a private temporary directory, removed afterwards: no secret the rules know
-        reaches the page.
+        ``progress``: a progress bar on stderr while the page is written (tqdm, when installed).
 
         Raises:
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a
                 regular file (nothing written).
             SessionFileChangedError: the file shrank or was replaced under the index.
-            SessionArgumentError: ``scrub`` on a session with no file.
+            SessionArgumentError: ``scrub`` on a session with no file; ``header`` without ``scrub``.
             OSError: ``path`` cannot be written.
         """
         from ..html import export_html
 
         if not scrub:
+            if header:
+                raise SessionArgumentError("export_html: header=True needs scrub=True")
             return export_html(cast("Session", self), path, progress=progress)
-        if self._path is None:
-            raise SessionArgumentError("export_html(scrub=True) needs a session file")
-        from ..scrub import scrubbed_copy
+        from ..scrub import export_html_scrubbed
 
-        self.flush()
-        copy, tmp = scrubbed_copy(self._path, replay=replay)
-        try:
-            clean = cast("type[Session]", type(self)).open(copy)
-            try:
-                if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
-                    clean.branch(self.leaf_id)  # the view shows our leaf
-                return export_html(clean, path, progress=progress)
-            finally:
-                clean.close()
-        finally:
-            tmp.cleanup()
+        return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
 
     def scrub(
         self,

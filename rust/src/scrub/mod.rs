@@ -85,13 +85,15 @@ const TREE_KEYS: [&[u8]; 7] = [
 struct Engine {
     ac: AhoCorasick,
     /// per literal: the rules it makes candidates (a mask over [`RULES`])
-    lit_mask: Vec<u64>,
+    lit_mask: Vec<Mask>,
     res: Vec<Regex>,
     secret_name: Regex,
     password_name: Regex,
 }
 
-const ALL: u64 = u64::MAX;
+/// A set of rules: bit `r` is [`RULES`]`[r]`.
+pub type Mask = u128;
+const ALL: Mask = Mask::MAX;
 /// Escapes `JSON.stringify` never writes (an escaped printable ASCII byte, `\/`): text written
 /// by another tool may hide a literal behind them, so a string holding one is searched by all.
 const HIDING_ESCAPES: [&str; 7] = [
@@ -101,10 +103,10 @@ const HIDING_ESCAPES: [&str; 7] = [
 /// The prefilter's literals with the rules each makes candidates (a mask over [`RULES`]):
 /// the rules' literals, their names followed by each of [`rules::NAME_ENDS`], and the
 /// escapes that could hide a literal (which make every rule a candidate).
-fn literals() -> (Vec<String>, Vec<u64>) {
+fn literals() -> (Vec<String>, Vec<Mask>) {
     let mut lits: Vec<String> = Vec::new();
-    let mut masks: Vec<u64> = Vec::new();
-    let mut add = |l: String, m: u64| {
+    let mut masks: Vec<Mask> = Vec::new();
+    let mut add = |l: String, m: Mask| {
         if let Some(k) = lits.iter().position(|x| *x == l) {
             masks[k] |= m;
         } else {
@@ -114,11 +116,11 @@ fn literals() -> (Vec<String>, Vec<u64>) {
     };
     for (r, rule) in RULES.iter().enumerate() {
         for &l in rule.lits {
-            add(l.to_string(), 1u64 << r);
+            add(l.to_string(), 1 << r);
         }
         for &name in rule.names {
             for end in rules::NAME_ENDS {
-                add(format!("{name}{end}"), 1u64 << r);
+                add(format!("{name}{end}"), 1 << r);
             }
         }
     }
@@ -136,7 +138,7 @@ fn lit_names() -> Vec<String> {
 fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
     E.get_or_init(|| {
-        assert!(RULES.len() <= 64);
+        assert!(RULES.len() <= Mask::BITS as usize);
         let (lits, lit_mask) = literals();
         let ac = AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::Standard)
@@ -235,8 +237,8 @@ pub fn placeholder_like(v: &[u8]) -> bool {
     if WORDS.iter().any(|w| contains(&l, w)) {
         return true;
     }
-    // one repeated byte (`aaaaaaaa`, `00000000`)
-    v.iter().all(|&b| b == v[0])
+    // one repeated byte (`aaaaaaaa`, `00000000`), or mostly one (`xoxb-xxxxxxxxxxxx-…`)
+    v.iter().all(|&b| b == v[0]) || filler(v)
 }
 
 fn path_like(v: &[u8]) -> bool {
@@ -261,6 +263,9 @@ fn dotted_identifier(v: &[u8]) -> bool {
         parts += 1;
     }
     parts >= 2
+        && !v
+            .split(|&b| b == b'.')
+            .any(|p| p.len() >= 16 && classes(p) >= 3)
 }
 
 fn words_only(v: &[u8]) -> bool {
@@ -287,7 +292,8 @@ pub fn looks_random(v: &[u8]) -> bool {
         return false;
     }
     if v.iter().all(u8::is_ascii_digit) {
-        return false;
+        // an id or secret of 16+ digits (client ids, numeric secrets); not a time or a count
+        return v.len() >= 16 && shannon(v) >= 2.5 && !sequence(v);
     }
     let need = (0.75 * (v.len() as f64).log2()).min(3.0);
     classes(v) >= 2 && v.iter().any(u8::is_ascii_digit) && shannon(v) >= need
@@ -344,9 +350,71 @@ fn assigned_ok(v: &[u8]) -> bool {
         )
 }
 
+/// Filler, not a secret: a placeholder byte (`x`, `X`, `*`, `#`, `0`, `.`) makes up half of the
+/// value or more (`ghp_xxxx…`, `AKIAXXXXXXXXXXXXXXXX`, `xoxb-xxxxxxxxxxxx-…`, `sk_live_000…`), as
+/// in the documented examples.
+fn filler(v: &[u8]) -> bool {
+    let mut counts = [0u32; 256];
+    for &b in v {
+        counts[b as usize] += 1;
+    }
+    v.len() >= 8
+        && b"xX*#0."
+            .iter()
+            .any(|&b| counts[b as usize] as usize * 2 >= v.len())
+}
+
+/// A run of 5 consecutive ascending letters or digits (`abcde`, `12345`): typed, not drawn
+/// (used for numbers only: a typed token in a test must still go).
+fn sequence(v: &[u8]) -> bool {
+    let mut run = 1;
+    for w in v.windows(2) {
+        if w[1] == w[0] + 1 && w[1].is_ascii_alphanumeric() && w[0].is_ascii_alphanumeric() {
+            run += 1;
+            if run >= 5 {
+                return true;
+            }
+        } else {
+            run = 1;
+        }
+    }
+    false
+}
+
+/// Marks of a placeholder or a cut value a real token never holds.
+fn marked(v: &[u8]) -> bool {
+    contains(v, b"####")
+        || contains(v, b"****")
+        || contains(v, b"...")
+        || v.ends_with(b"..")
+        || contains(&lower(v), b"example")
+}
+
+/// A private-key block with a body: 64 or more base64 characters between its armour lines.
+fn key_block(v: &[u8]) -> bool {
+    let Some(a) = memchr::memmem::find(v.get(5..).unwrap_or_default(), b"-----").map(|k| k + 10)
+    else {
+        return false;
+    };
+    let b = memchr::memmem::find(&v[a.min(v.len())..], b"-----END").map_or(v.len(), |k| a + k);
+    v[a.min(b)..b]
+        .iter()
+        .filter(|c| c.is_ascii_alphanumeric() || **c == b'+' || **c == b'/')
+        .count()
+        >= 64
+}
+
 fn check(c: Check, v: &[u8]) -> bool {
     match c {
-        Check::Shape => true,
+        Check::Exact => return true,
+        Check::KeyBlock => return key_block(v),
+        _ => {}
+    }
+    if filler(v) || marked(v) {
+        return false;
+    }
+    match c {
+        Check::Shape | Check::Exact | Check::KeyBlock => true,
         Check::NotExample => !lower(v).ends_with(b"example") && !lower(v).ends_with(b"examplekey"),
         Check::MixedCase => {
             v.iter().any(u8::is_ascii_uppercase)
@@ -356,6 +424,7 @@ fn check(c: Check, v: &[u8]) -> bool {
         Check::HasDigit => v.iter().any(u8::is_ascii_digit) && !placeholder_like(v),
         Check::Assigned => assigned_ok(v),
         Check::Password => password_ok(v),
+        Check::UrlPassword => !placeholder_like(v) && !contains(v, b"${"),
         Check::Random => looks_random(v),
     }
 }
@@ -371,7 +440,7 @@ struct Hit {
 }
 
 /// The secrets in `text` by the rules in `mask`, non-overlapping, in order.
-fn search(e: &Engine, text: &[u8], mask: u64, out: &mut Vec<Hit>) {
+fn search(e: &Engine, text: &[u8], mask: Mask, out: &mut Vec<Hit>) {
     out.clear();
     let mut m = mask;
     while m != 0 {
@@ -619,7 +688,7 @@ pub struct Scrubber {
     parser: LineParser,
     scratch: Vec<u8>,
     hits: Vec<Hit>,
-    lit_hits: Vec<(usize, u64)>,
+    lit_hits: Vec<(usize, Mask)>,
     /// collect findings (off: count only)
     pub record: bool,
     pub found: u64,
@@ -741,7 +810,7 @@ impl Scrubber {
     /// A line that is not JSON: searched as text, matches replaced in place.
     fn raw_line(&mut self, line: &[u8], out: &mut Vec<u8>) {
         let e = engine();
-        let mask = self.lit_hits.iter().fold(0u64, |m, h| m | h.1);
+        let mask = self.lit_hits.iter().fold(0, |m: Mask, h| m | h.1);
         let mut hits = std::mem::take(&mut self.hits);
         search(e, line, mask, &mut hits);
         let mut kinds = Vec::new();
@@ -1020,7 +1089,17 @@ impl Scrubber {
         if skip_to.is_some() {
             return true;
         }
-        let k = &line[body.0..body.1];
+        // keys are compared as `JSON.parse` reads them: `"\u0069d"` is `id`
+        let raw_k = &line[body.0..body.1];
+        let decoded_k: Vec<u8>;
+        let k: &[u8] = if memchr::memchr(b'\\', raw_k).is_some() {
+            let mut v = Vec::new();
+            decode(raw_k, &mut v);
+            decoded_k = v;
+            &decoded_k
+        } else {
+            raw_k
+        };
         let top = depth_len == 1;
         if top
             && (TREE_KEYS.contains(&k)
@@ -1066,7 +1145,7 @@ impl Scrubber {
             if let Some(Frame::Obj { key_hit, .. }) = stack.last_mut() {
                 *key_hit = true;
             }
-            decode(k, &mut self.scratch);
+            decode(raw_k, &mut self.scratch);
             let name = std::mem::take(&mut self.scratch);
             if e.secret_name.is_match(&name) {
                 *keyed = Some(e.password_name.is_match(&name));
@@ -1083,7 +1162,7 @@ impl Scrubber {
         &mut self,
         line: &[u8],
         body: (usize, usize),
-        mask: u64,
+        mask: Mask,
         forced: Option<bool>,
         stack: &[Frame],
         edits: &mut Vec<Edit>,
@@ -1149,7 +1228,7 @@ fn finish_edits(mut edits: Vec<Edit>) -> Vec<Edit> {
 }
 
 /// The rules named by literal hits starting inside `[s, e)`; moves the cursor past them.
-fn take_mask(hits: &[(usize, u64)], at: &mut usize, s: usize, e: usize) -> u64 {
+fn take_mask(hits: &[(usize, Mask)], at: &mut usize, s: usize, e: usize) -> Mask {
     while *at < hits.len() && hits[*at].0 < s {
         *at += 1;
     }
@@ -1170,5 +1249,7 @@ pub fn scrub_bytes(data: &[u8], opts: Options) -> (Vec<u8>, Vec<Finding>) {
     (out, s.findings)
 }
 
+#[cfg(test)]
+mod key_tests;
 #[cfg(test)]
 mod tests;

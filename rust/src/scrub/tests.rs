@@ -158,3 +158,137 @@ fn a_secret_key_is_replaced_and_never_in_a_pointer() {
     }
     assert!(f.iter().any(|x| x.in_key));
 }
+
+/// The kinds found in one string (as a message's text), in order.
+fn kinds_in(text: &str) -> Vec<&'static str> {
+    let line = serde_json::json!({"type":"message","id":"a1","parentId":null,
+        "message":{"role":"user","content":text}})
+    .to_string();
+    run(&line).1.iter().map(|f| f.kind).collect()
+}
+
+/// The scrubbed text of one string.
+fn scrubbed(text: &str) -> String {
+    let line = serde_json::json!({"type":"message","id":"a1","parentId":null,
+        "message":{"role":"user","content":text}})
+    .to_string();
+    let v: serde_json::Value = serde_json::from_str(run(&line).0.trim_end()).unwrap();
+    v["message"]["content"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_empty_assignment_never_takes_the_next_line() {
+    // `snowflake.password=` with nothing after it: the next line is not its value
+    let text =
+        "snowflake.user=bob\nsnowflake.password=\nsnowflake.warehouse=COMPUTE_WH_ANALYTICS_2024";
+    assert_eq!(scrubbed(text), text);
+    for t in [
+        "password:\nnext_line_value_Xy12",
+        "api_key =\n  aB3dE5gH7jK9mN1pQ3rS5tU7",
+        "DB_PASSWORD=\nOTHER=value",
+        "Server=x;Password=\nUser=y;",
+    ] {
+        assert_eq!(scrubbed(t), t, "{t}");
+    }
+}
+
+#[test]
+fn placeholders_the_docs_name_are_kept() {
+    for t in [
+        "token: ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "export SLACK_TOKEN=xoxb-xxxxxxxxxxxx-xxxxxxxxxxxx-xxxxxxxxxxxxxxxxxxxxxxxx",
+        "GITLAB_TOKEN=glpat-XXXXXXXXXXXXXXXXXXXX",
+        "aws_access_key_id = AKIAXXXXXXXXXXXXXXXX",
+        "api_key = \"<token>\"",
+        "password = \"${DB_PASSWORD}\"",
+        "secret: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "password = os.environ[\"DB_PASSWORD\"]",
+        "sk_live_xxxxxxxxxxxxxxxxxxxxxxxx",
+        "Authorization: Bearer <YOUR_TOKEN>",
+    ] {
+        assert_eq!(kinds_in(t), Vec::<&str>::new(), "{t}");
+    }
+}
+
+#[test]
+fn a_pem_key_written_one_quoted_string_per_line_loses_its_body() {
+    let body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj";
+    let text = format!(
+        "key = (\n  \"-----BEGIN PRIVATE KEY-----\\n\"\n  \"{body}\\n\"\n  \"MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\\n\"\n  \"-----END PRIVATE KEY-----\\n\"\n)"
+    );
+    let out = scrubbed(&text);
+    assert!(!out.contains(body), "{out}");
+    assert!(out.contains("key = ("), "{out}");
+}
+
+#[test]
+fn keyword_assignments_in_many_syntaxes() {
+    let v = "q8Zr2Lm5Xv9Tn3Wk7Bd4";
+    for t in [
+        "password = \"hunter2-but-long\"".to_string(),
+        format!("var apiToken string = \"{v}\""),
+        format!("apiToken := `{v}`"),
+        format!("$apiToken .= \"{v}\""),
+        format!("System.setProperty(\"API_TOKEN\", \"{v}\")"),
+        format!("API_TOKEN ::= \"{v}\""),
+        format!("API_TOKEN :::= \"{v}\""),
+        format!("API_TOKEN ?= \"{v}\""),
+        format!("<apiToken>\n    {v}\n</apiToken>"),
+        format!("  \"apiToken\" => \"{v}\""),
+        format!("string apiToken = \"{v}\";"),
+        format!("api_token: '{v}'"),
+        format!("{{\n  \"api_token\": \"{v}\"\n}}"),
+        format!("[default]\napi_token = {v}"),
+    ] {
+        assert!(
+            !scrubbed(&t).contains(v) && !scrubbed(&t).contains("hunter2"),
+            "{t}"
+        );
+    }
+    for t in [
+        "password = os.environ['DB_PASSWORD']",
+        "password = getpass()",
+        "api_key = config.api_key",
+        "token = None",
+        "password: ${{ secrets.DB_PASSWORD }}",
+    ] {
+        assert_eq!(kinds_in(t), Vec::<&str>::new(), "{t}");
+    }
+}
+
+#[test]
+fn the_kinds_the_peers_catch() {
+    // sample shapes from gitleaks' rule tests (cmd/generate/config/rules/*.go) and the
+    // providers' documented formats; values are random, not real credentials
+    let cases: &[(&str, &str)] = &[
+        ("BUNDLE_ENTERPRISE__CONTRIBSYS__COM=cafebabe:deadbeef", "sidekiq_secret"),
+        ("https://cafebabe:deadbeef@gems.contribsys.com/", "sidekiq_sensitive_url"),
+        ("pat.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWx.AbCdEfGhIjKlMnOpQrSt", "harness_api_key"),
+        ("dp.pt.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG", "doppler_token"),
+        ("AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF", "age_secret_key"),
+        ("mapbox_token = pk.eyJ1IjoiZXhhbXBsZXVzZXIiLCJhIjoiY2xhYmNkZWZnMDAwMDNxcGV4eHh4eHh4eCJ9.AbCdEfGhIjKlMnOpQrStUv", "mapbox_token"),
+        ("twitter_bearer = AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAA0%2BuSeid%2BULvsea4JtiGRiSDSJSI%3DEUifiRBkKG5E2XzMDjRfl76ZC9Ub0wnz4XsNiRVBChTYbJcE3F", "twitter_bearer_token"),
+        ("ntn_45678901234AbCdEfGhIjKlMnOpQrStUvWxYz012345678", "notion_token"),
+        ("sgp_0123456789abcdef_0123456789abcdef0123456789abcdef01234567", "sourcegraph_token"),
+        ("https://acme.webhook.office.com/webhookb2/12345678-1234-1234-1234-123456789012@12345678-1234-1234-1234-123456789012/IncomingWebhook/0123456789abcdef0123456789abcdef/12345678-1234-1234-1234-123456789012", "teams_webhook"),
+        ("https://user:s3cr3t@example.com/x", "url_password"),
+        ("redis://:pw0rd-9Zx@cache.internal:6379/0", "url_password"),
+        ("{\"auths\": {\"https://index.docker.io/v1/\": {\"auth\": \"dXNlcjpwYXNzd29yZDEyMw==\"}}}", "docker_config_auth"),
+        ("machine api.example.com login bob password Zq8-fr3sh-pa55", "netrc_password"),
+        ("# ~/.pgpass\ndb.example.com:5432:appdb:alice:Xk9-pgpa55-word", "pgpass_password"),
+        ("xapp-1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "slack_app_token"),
+        ("client_secret=abc8Q~Ab_cDeFgHiJkLmNoPqRsTuVwXyZ0123456", "azure_ad_client_secret"),
+        ("dapi0123456789abcdef0123456789abcdef", "databricks_token"),
+        ("dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "digitalocean_token"),
+        ("shpat_0123456789abcdefABCDEF0123456789", "shopify_token"),
+        ("lin_api_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCd", "linear_api_key"),
+        ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: k\nPublic-Lines: 2\nAAAAC3NzaC1lZDI1NTE5AAAAIHb\nZXhhbXBsZQ==\nPrivate-Lines: 1\nAAAAIQCvV0ZXhhbXBsZSBwcml2YXRlIGtleSBkYXRhIGhlcmU=\nPrivate-MAC: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "putty_private_key"),
+        ("$ANSIBLE_VAULT;1.1;AES256\n62313365396662343061393464336163383764373764613633653634306231386433626436623361\n6134333665353966363534333632666535333761666131620a663537646436643839616531643561", "ansible_vault"),
+    ];
+    let missed: Vec<_> = cases
+        .iter()
+        .filter(|(text, kind)| !kinds_in(text).contains(kind))
+        .map(|(text, kind)| format!("{kind}: {text} -> {:?}", kinds_in(text)))
+        .collect();
+    assert!(missed.is_empty(), "{missed:#?}");
+}

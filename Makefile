@@ -17,7 +17,7 @@ JOBS ?= 2
 AARCH64 := aarch64-unknown-linux-gnu
 HAVE_AARCH64 := $(shell rustup target list --installed 2>/dev/null | grep -qx $(AARCH64) && echo yes)
 
-.PHONY: help dev test test-all lint fmt bench wheel sdist sdist-check ci clean
+.PHONY: help dev test test-all lint fmt bench release-tools wheel sdist sdist-check ci clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -36,13 +36,13 @@ test-all:  ## every test, as CI runs them (pytest, slow ones included, then carg
 	$(PY) -m pytest -q
 	cargo test
 
-lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy
+lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy --strict
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 	$(PY) -m mypy.stubtest sessiontree._core
-	$(PY) -m mypy python/sessiontree
+	$(PY) -m mypy --strict python/sessiontree
 
 fmt:  ## format Python and Rust in place
 	$(PY) -m ruff format .
@@ -51,7 +51,16 @@ fmt:  ## format Python and Rust in place
 bench:  ## the pytest-benchmark suite (sizes up to SESSIONTREE_BENCH_MAX_MB, default 50)
 	$(PY) -m pytest -c benches/pytest.ini benches --benchmark-only
 
-wheel:  ## abi3 manylinux2014 wheels into dist/ (zig as the linker), each checked with auditwheel
+release-tools: $(PY)  ## install the release extra (maturin, ziglang, auditwheel) into .venv
+	mkdir -p target
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['release']))" >target/release-requirements.txt
+	$(PY) -m pip install -q -r target/release-requirements.txt
+
+# A second full release build: `pip install .` builds for this machine's glibc into target/release,
+# the wheel with zig for glibc 2.17 into target/<triple>/release with zig's compilers and linker, so
+# cargo cannot reuse the first (measured: forcing the same maturin flags on pip's build still
+# rebuilds, maturin hands the two builds different zig wrappers and PYO3_PYTHON).
+wheel: release-tools  ## abi3 manylinux2014 wheels into dist/ (zig as the linker), each checked with auditwheel
 	rm -f dist/*.whl
 	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --out dist
 ifeq ($(HAVE_AARCH64),yes)

@@ -10,12 +10,16 @@ from typing import Any, Callable, Literal, final
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem, ScrubFinding, ScrubStats, TreeTable
 
 __all__ = [
+    "INDEX_CACHE_MAX_BYTES",
     "Index",
     "Scrubber",
     "convert_detect",
     "convert_file",
     "date_parse",
     "header_probe",
+    "index_cache_census",
+    "index_cache_clear",
+    "index_cache_evict",
     "iso_now",
     "js_text",
     "json_check",
@@ -37,6 +41,8 @@ class Index:
         parallel: bool = True,
         cache_dir: str | PathLike[str] | None = None,
         cache_min: int = 1048576,
+        cache_max: int = 1073741824,
+        cache_evict_s: int = 10,
     ) -> Index: ...
     def cache_state(self) -> tuple[Literal["off", "warm", "saved", "cold"], int, str]: ...
     @staticmethod
@@ -113,6 +119,11 @@ class Index:
 def json_check(line: bytes) -> tuple[int, str | None]: ...
 def js_text(json: bytes) -> bytes | None: ...
 def header_probe(buf: bytes, eof: bool) -> HeaderProbe: ...
+def index_cache_clear(dir: str | PathLike[str]) -> int: ...
+def index_cache_census(dir: str | PathLike[str]) -> tuple[int, int, int] | None: ...
+def index_cache_evict(dir: str | PathLike[str], max_bytes: int) -> int: ...
+
+INDEX_CACHE_MAX_BYTES: int
 
 # fleet rows (issue 18, rust/src/rows.rs): see Session.fleet_columns
 __all__ += ["fleet_rows"]

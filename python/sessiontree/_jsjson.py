@@ -246,7 +246,7 @@ def _is_array_index(key: str) -> bool:
     return len(key) <= 10 and int(key) <= _ARRAY_INDEX_MAX
 
 
-def _js_key_order(d: dict) -> list:
+def _js_key_order(d: dict[str, Any]) -> list[Any]:
     """Keys of ``d`` in JS enumeration order: array-index keys ascending, then the rest."""
     keys = list(d)
     idx = [k for k in keys if isinstance(k, str) and _is_array_index(k)]
@@ -256,20 +256,20 @@ def _js_key_order(d: dict) -> list:
     return idx + [k for k in keys if not (isinstance(k, str) and _is_array_index(k))]
 
 
-def _members(d: dict) -> Any:
+def _members(d: dict[str, Any]) -> Any:
     for k in _js_key_order(d):
         v = d[k]
         if v is not JS_UNDEFINED:  # JSON.stringify drops undefined-valued keys
             yield k, v
 
 
-def _slow(value: Any, out: list) -> None:
+def _slow(value: Any, out: list[Any]) -> None:
     """Pure-Python JSON.stringify writer (appends pieces to ``out``).
 
     Iterative: nesting depth costs a list slot per level, never a Python frame (content
     nested thousands deep is valid JSON that Pi serializes)."""
     # open containers: [iterator over members or items, is_object, first]
-    frames: list = []
+    frames: list[Any] = []
     v = value
     while True:
         t = type(v)
@@ -322,7 +322,7 @@ _END: Any = object()
 
 
 def _fix_surrogates(s: str) -> str:
-    def repl(m: re.Match) -> str:
+    def repl(m: re.Match[str]) -> str:
         g = m.group()
         if len(g) == 2:  # a high+low pair is one valid UTF-16 character to JS
             return chr(0x10000 + ((ord(g[0]) - 0xD800) << 10) + (ord(g[1]) - 0xDC00))
@@ -332,7 +332,7 @@ def _fix_surrogates(s: str) -> str:
 
 
 def _slow_str(value: Any) -> str:
-    out: list = []
+    out: list[Any] = []
     _slow(value, out)
     s = "".join(out)
     if _SURROGATE.search(s):
@@ -457,8 +457,8 @@ def js_to_string(value: Any) -> str:
         return js_number_to_string(value)
     if isinstance(value, (list, tuple)):
         # Array.prototype.join, nested arrays joined in place (iteratively: no frame per level)
-        parts: list = []
-        frames: list = [[iter(value), True]]
+        parts: list[Any] = []
+        frames: list[Any] = [[iter(value), True]]
         while frames:
             f = frames[-1]
             v = next(f[0], _END)
@@ -481,7 +481,7 @@ def js_to_string(value: Any) -> str:
 # ==== Object.entries ============================================================
 
 
-def js_object_entries(value: Any, error: type = TypeError) -> list:
+def js_object_entries(value: Any, error: type = TypeError) -> list[Any]:
     """JavaScript ``Object.entries(value)`` for a parsed-JSON value, as ``(key, value)`` pairs.
 
     An object gives its properties in order, an array ``("0", item), ("1", item)...``, a string

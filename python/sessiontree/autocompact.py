@@ -43,7 +43,7 @@ from .orchestration import (
 )
 from .provider_context import ProviderContext, repair_for_provider
 from .settings import DEFAULT_COMPACTION_SETTINGS, CompactionSettings
-from .summarizers.base import ContextOverflowError
+from .summarizers.base import ContextOverflowError, Summarizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
@@ -61,7 +61,7 @@ _FALLBACK_OVERFLOW = re.compile(
 
 def _provider_overflow_check(status: Any, message: str) -> bool:
     try:
-        from .summarizers.overflow import is_context_overflow  # type: ignore[import-not-found]
+        from .summarizers.overflow import is_context_overflow
     except ImportError:
         if status == 413:
             return True
@@ -160,7 +160,7 @@ class AutoCompactor:
     def __init__(
         self,
         session: "Session",
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         settings: Optional[CompactionSettings] = None,
         context_window: int = 200_000,
         *,
@@ -283,7 +283,7 @@ class AutoCompactor:
 
     # ==== overflow recovery =============================================
 
-    def _last_assistant(self) -> Optional[tuple]:
+    def _last_assistant(self) -> Optional[tuple[Any, ...]]:
         """``(entry_id, message)`` of the newest assistant message on the branch (the index
         walks back from the leaf only as far as that message)."""
         found = self.session.last_on_branch("message", "assistant")

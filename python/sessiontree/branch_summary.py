@@ -69,7 +69,7 @@ class BranchSummaryCollection:
     * ``common_ancestor_id``: deepest entry on both paths, or ``None`` when they share none.
     """
 
-    entries: list
+    entries: list[Any]
     common_ancestor_id: Optional[str]
 
 
@@ -83,7 +83,7 @@ class BranchPreparation:
     * ``total_tokens``: sum of the estimates of ``messages``.
     """
 
-    messages: list
+    messages: list[Any]
     file_ops: FileOperations
     total_tokens: int | float
 
@@ -117,8 +117,8 @@ def collect_entries_for_branch_summary(
             common_ancestor_id = None if eid is JS_UNDEFINED else eid
             break
 
-    entries: list = []
-    seen: dict = {}  # id -> position in the walk
+    entries: list[Any] = []
+    seen: dict[str, Any] = {}  # id -> position in the walk
     current: Optional[str] = old_leaf_id
     while current and current != common_ancestor_id:
         if current in seen:
@@ -134,7 +134,7 @@ def collect_entries_for_branch_summary(
     return BranchSummaryCollection(entries, common_ancestor_id)
 
 
-def branch_entry_message(entry: Entry, edits: Optional[Mapping] = None) -> Any:
+def branch_entry_message(entry: Entry, edits: Optional[Mapping[str, Any]] = None) -> Any:
     """The message a branch summary takes from one entry (Pi branch-summarization ``getMessageFromEntry``).
 
     * ``message`` -> the stored message **as is** (no null-content fix-up, unlike context building,
@@ -192,7 +192,7 @@ def prepare_branch_entries(entries: Sequence[Entry], token_budget: int = 0) -> B
         >>> prepare_branch_entries([]).total_tokens
         0
     """
-    messages: list = []
+    messages: list[Any] = []
     file_ops = FileOperations()
     total: int | float = 0
 

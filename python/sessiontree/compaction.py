@@ -130,15 +130,15 @@ class FileOperations:
         ['a.ts']
     """
 
-    read: dict = field(default_factory=dict)
-    written: dict = field(default_factory=dict)
-    edited: dict = field(default_factory=dict)
+    read: dict[str, Any] = field(default_factory=dict)
+    written: dict[str, Any] = field(default_factory=dict)
+    edited: dict[str, Any] = field(default_factory=dict)
 
     def add(self, kind: str, path: Any) -> None:
         """Add ``path`` to the set named ``kind`` (``"read"``, ``"written"`` or ``"edited"``)."""
         getattr(self, kind).setdefault(path, None)
 
-    def as_lists(self) -> dict:
+    def as_lists(self) -> dict[str, Any]:
         """``{"read": [...], "written": [...], "edited": [...]}`` in insertion order."""
         return {"read": list(self.read), "written": list(self.written), "edited": list(self.edited)}
 
@@ -160,8 +160,8 @@ class CompactionPreparation:
     """
 
     first_kept_entry_id: str
-    messages_to_summarize: list
-    turn_prefix_messages: list
+    messages_to_summarize: list[Any]
+    turn_prefix_messages: list[Any]
     is_split_turn: bool
     tokens_before: int
     previous_summary: Optional[str]
@@ -172,7 +172,7 @@ class CompactionPreparation:
 # ==== Entry projection ====
 
 
-def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> list:
+def entry_context_messages(entry: Entry, edits: Optional[Mapping[str, Any]] = None) -> list[Any]:
     """The context messages one entry contributes to compaction (Pi ``sessionEntryToContextMessages``).
 
     :func:`sessiontree.context.entry_to_context_messages` (stored messages with null content
@@ -193,11 +193,11 @@ def entry_context_messages(entry: Entry, edits: Optional[Mapping] = None) -> lis
     return messages
 
 
-def _projector(entries: Sequence[Entry], edits: Optional[Mapping]) -> Callable[[int], list]:
+def _projector(entries: Sequence[Entry], edits: Optional[Mapping[str, Any]]) -> Callable[[int], list[Any]]:
     """Memoised ``index -> entry_context_messages(entries[index], edits)``."""
-    cache: dict = {}
+    cache: dict[int, list[Any]] = {}
 
-    def messages_of(index: int) -> list:
+    def messages_of(index: int) -> list[Any]:
         got = cache.get(index)
         if got is None:
             got = cache[index] = entry_context_messages(entries[index], edits)
@@ -209,15 +209,17 @@ def _projector(entries: Sequence[Entry], edits: Optional[Mapping]) -> Callable[[
 # ==== Cut point (Pi compaction.ts findCutPoint) ====
 
 
-def _is_cut_point(entry: Any, messages: list) -> bool:
+def _is_cut_point(entry: Any, messages: list[Any]) -> bool:
     return entry_type(entry) != "compaction" and any(message_role(m) in _CUT_POINT_ROLES for m in messages)
 
 
-def _is_turn_start(entry: Any, messages: list) -> bool:
+def _is_turn_start(entry: Any, messages: list[Any]) -> bool:
     return entry_type(entry) != "compaction" and any(message_role(m) in _TURN_START_ROLES for m in messages)
 
 
-def _turn_start(entries: Sequence[Entry], entry_index: int, start_index: int, messages_of) -> int:
+def _turn_start(
+    entries: Sequence[Entry], entry_index: int, start_index: int, messages_of: Callable[[int], list[Any]]
+) -> int:
     for i in range(entry_index, start_index - 1, -1):
         if _is_turn_start(entries[i], messages_of(i)):
             return i
@@ -225,8 +227,8 @@ def _turn_start(entries: Sequence[Entry], entry_index: int, start_index: int, me
 
 
 def find_valid_cut_points(
-    entries: Sequence[Entry], start_index: int, end_index: int, edits: Optional[Mapping] = None
-) -> list:
+    entries: Sequence[Entry], start_index: int, end_index: int, edits: Optional[Mapping[str, Any]] = None
+) -> list[Any]:
     """Indices in ``[start_index, end_index)`` where a kept region may start (Pi ``findValidCutPoints``).
 
     A cut point is an entry (not a compaction) contributing a user, assistant, bashExecution,
@@ -240,7 +242,7 @@ def find_valid_cut_points(
 
 
 def find_turn_start_index(
-    entries: Sequence[Entry], entry_index: int, start_index: int, edits: Optional[Mapping] = None
+    entries: Sequence[Entry], entry_index: int, start_index: int, edits: Optional[Mapping[str, Any]] = None
 ) -> int:
     """Index of the entry opening the user-message span that holds ``entry_index`` (Pi ``findTurnStartIndex``).
 
@@ -256,8 +258,8 @@ def find_cut_point(
     start_index: int,
     end_index: int,
     keep_recent_tokens: int,
-    edits: Optional[Mapping] = None,
-    token_counter: Optional[Callable[[dict], Any]] = None,
+    edits: Optional[Mapping[str, Any]] = None,
+    token_counter: Optional[Callable[[dict[str, Any]], Any]] = None,
 ) -> CutPointResult:
     """Find where to cut so that about ``keep_recent_tokens`` tokens stay verbatim (Pi ``findCutPoint``).
 
@@ -296,16 +298,21 @@ def find_cut_point(
 
 
 def _find_cut_point(
-    entries, start_index, end_index, keep_recent_tokens, messages_of, count=estimate_tokens
+    entries: Sequence[Entry],
+    start_index: int,
+    end_index: int,
+    keep_recent_tokens: int,
+    messages_of: Callable[[int], list[Any]],
+    count: Callable[[Any], float] = estimate_tokens,
 ) -> CutPointResult:
     cut_points = [i for i in range(start_index, end_index) if _is_cut_point(entries[i], messages_of(i))]
     if not cut_points:
         return CutPointResult(start_index, -1, False)
 
-    accumulated = 0
+    accumulated: float = 0
     cut_index = cut_points[0]
     for i in range(end_index - 1, start_index - 1, -1):
-        tokens = 0
+        tokens: float = 0
         for message in messages_of(i):
             tokens += count(message)
         if tokens == 0:
@@ -388,7 +395,7 @@ def file_ops_from_details(entry: Entry, file_ops: FileOperations) -> None:
                 file_ops.add(kind, path if isinstance(path, str) else js_to_string(path))
 
 
-def compute_file_lists(file_ops: FileOperations) -> tuple:
+def compute_file_lists(file_ops: FileOperations) -> tuple[Any, ...]:
     """``(read_files, modified_files)``, two lists of paths (Pi utils.ts ``computeFileLists``).
 
     ``modified_files`` = edited ∪ written; ``read_files`` = read minus modified. Both are sorted by
@@ -463,7 +470,7 @@ def _text_of_blocks(content: Any) -> str:
     return "".join(_join_item(b.get("text")) for b in content if _block_type(b) == "text")
 
 
-def _format_tool_call(block: Mapping) -> str:
+def _format_tool_call(block: Mapping[str, Any]) -> str:
     """``name(key=<JSON value>, ...)`` as Pi renders one tool call."""
     arguments = js_object_entries(block.get("arguments", JS_UNDEFINED), SerializationError)
     rendered = ", ".join(f"{key}={js_stringify(value)}" for key, value in arguments)
@@ -524,7 +531,7 @@ def serialize_conversation(llm_messages: Iterable[Any]) -> str:
 # ==== Preparation (Pi compaction.ts prepareCompaction) ====
 
 
-def _summary_message(entry: Entry, messages: list) -> Any:
+def _summary_message(entry: Entry, messages: list[Any]) -> Any:
     """Pi ``getMessageFromEntryForCompaction``: an entry's first context message, except for
     compaction entries and system messages (prompt state, folded into the checkpoint)."""
     if entry_type(entry) == "compaction" or not messages:
@@ -533,7 +540,9 @@ def _summary_message(entry: Entry, messages: list) -> Any:
     return None if message_role(first) == "system" else first
 
 
-def _summary_messages(path: Sequence[Entry], start: int, end: int, messages_of) -> list:
+def _summary_messages(
+    path: Sequence[Entry], start: int, end: int, messages_of: Callable[[int], list[Any]]
+) -> list[Any]:
     out = []
     for i in range(start, end):
         message = _summary_message(path[i], messages_of(i))
@@ -542,7 +551,13 @@ def _summary_messages(path: Sequence[Entry], start: int, end: int, messages_of) 
     return out
 
 
-def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_of, edits) -> Optional[int]:
+def _invisible_suffix_start(
+    path: Sequence[Entry],
+    cut_index: int,
+    boundary_start: int,
+    messages_of: Callable[[int], list[Any]],
+    edits: Optional[Mapping[str, Any]],
+) -> Optional[int]:
     """Index the kept boundary advances to in an overflow-recovery suffix, else ``None``.
 
     Pi 1.6 compaction.md ("Cut Point Rules"): the boundary moves from ``cut_index`` to the start
@@ -571,7 +586,7 @@ def _invisible_suffix_start(path, cut_index: int, boundary_start: int, messages_
     return start
 
 
-def kept_boundary(found: tuple | None) -> tuple[int, int | None]:
+def kept_boundary(found: tuple[Any, ...] | None) -> tuple[int, int | None]:
     """Where Pi 1.6 ``prepareCompaction`` searches for a cut, from :func:`latest_compaction`'s
     answer ``found`` for the path: ``(boundary_start, dropped)``.
 
@@ -594,7 +609,7 @@ def kept_boundary(found: tuple | None) -> tuple[int, int | None]:
     return boundary_start, prev_index
 
 
-def _cut_range(path: list) -> tuple:
+def _cut_range(path: list[Any]) -> tuple[Any, ...]:
     """``(path, boundary_start, previous_compaction)``: :func:`kept_boundary` applied to ``path``
     (the latest compaction taken out of the returned path)."""
     boundary_start, dropped = kept_boundary(latest_compaction(path))
@@ -630,7 +645,7 @@ def latest_cut_keep(
     return keep if keep > 0 else None
 
 
-def _tokens_before(path: list) -> Any:
+def _tokens_before(path: list[Any]) -> Any:
     """Pi 1.6 ``tokensBefore``: the projected estimate of the rebuilt current context."""
     context = build_session_context(path)
     return estimate_projected_context_tokens(context.messages, context.sources, path).tokens

@@ -129,7 +129,7 @@ def _date_ms(value: Any) -> int | None:
     return None if t != t else int(t)
 
 
-def _obj(**fields: Any) -> dict:
+def _obj(**fields: Any) -> dict[str, Any]:
     """A JS object literal: keys whose value is undefined are left out (as JSON.stringify does)."""
     return {k: v for k, v in fields.items() if v is not JS_UNDEFINED}
 
@@ -154,10 +154,10 @@ class SessionContext:
       a compaction produces up to two: its ``systemMessage`` and its summary).
     """
 
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     thinking_level: str
-    model: dict | None
-    sources: list[dict]
+    model: dict[str, Any] | None
+    sources: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ class ContextTokenEstimate:
     trailing_tokens: int | float
     last_usage_index: int | None
 
-    def to_pi(self) -> dict:
+    def to_pi(self) -> dict[str, Any]:
         """The estimate with Pi's key names (``tokens, usageTokens, trailingTokens, lastUsageIndex``)."""
         return {
             "tokens": self.tokens,
@@ -189,7 +189,7 @@ class ContextTokenEstimate:
 
 def latest_compaction_at(
     types: Sequence[Any], id_of: Callable[[int], Any], first_kept_of: Callable[[int], Any]
-) -> tuple | None:
+) -> tuple[Any, ...] | None:
     """Where the latest compaction on a path sits and where its kept range starts: the one home
     of this rule (Pi 1.6 ``buildSessionContext`` in session-manager.ts, which
     ``buildContextEntries`` and ``prepareCompaction`` share).
@@ -224,7 +224,7 @@ def latest_compaction_at(
     return compaction, idx, kept
 
 
-def latest_compaction(path: Sequence[dict]) -> tuple | None:
+def latest_compaction(path: Sequence[dict[str, Any]]) -> tuple[Any, ...] | None:
     """:func:`latest_compaction_at` over entries (dicts or :class:`sessiontree.entries.Entry`).
 
     Raises :class:`ContextError` where Pi throws (an entry before the compaction that is null).
@@ -235,7 +235,7 @@ def latest_compaction(path: Sequence[dict]) -> tuple | None:
     )
 
 
-def build_context_entries(path: Sequence[dict]) -> list:
+def build_context_entries(path: Sequence[dict[str, Any]]) -> list[Any]:
     """Pi's ``buildContextEntries``: the entries of ``path`` that feed the model context.
 
     ``path`` is root-first (``getBranch()``), entry dicts or :class:`sessiontree.entries.Entry`
@@ -262,7 +262,7 @@ def build_context_entries(path: Sequence[dict]) -> list:
     return out
 
 
-def entry_to_context_messages(entry: Any) -> list:
+def entry_to_context_messages(entry: Any) -> list[Any]:
     """Pi's ``sessionEntryToContextMessages``: the messages one entry contributes.
 
     * ``message``: the stored message; user/assistant/toolResult with null or missing
@@ -350,7 +350,7 @@ def context_edit_key(target: Any) -> Any:
     return _map_key(target)
 
 
-def collect_context_edits(entries: Sequence[Any]) -> dict:
+def collect_context_edits(entries: Sequence[Any]) -> dict[str, Any]:
     """``context_edit`` map: :func:`context_edit_key` of ``targetId`` -> ``replacement``.
 
     The latest edit for a target wins (file order of ``entries``, root first). The value is
@@ -358,7 +358,7 @@ def collect_context_edits(entries: Sequence[Any]) -> dict:
     (normally ``{"content": ...}``; :data:`~sessiontree._jsjson.JS_UNDEFINED` when the key is
     missing). Pi 1.6 ``buildSessionProjection``. ``entries`` may hold ``Entry`` objects or dicts.
     """
-    edits: dict = {}
+    edits: dict[str, Any] = {}
     for entry in entries:
         entry = entry_value(entry)
         if _entry_type(entry) == "context_edit":
@@ -379,7 +379,7 @@ def context_edit_for(edits: Any, entry_id: Any) -> Any:
     return edits.get(key, NO_EDIT)
 
 
-def apply_context_edit(messages: list, replacement: Any) -> list:
+def apply_context_edit(messages: list[Any], replacement: Any) -> list[Any]:
     """Pi's ``projectContextEntry``: apply one ``context_edit`` replacement to an entry's messages.
 
     ``None`` (``replacement: null``) omits them (returns ``[]``). Otherwise user, assistant,
@@ -412,7 +412,7 @@ def apply_context_edit(messages: list, replacement: Any) -> list:
     return out
 
 
-def _settings(path: Sequence[dict]) -> tuple:
+def _settings(path: Sequence[dict[str, Any]]) -> tuple[Any, ...]:
     thinking_level: Any = "off"
     model = None
     for entry in path:
@@ -429,7 +429,7 @@ def _settings(path: Sequence[dict]) -> tuple:
     return thinking_level, model
 
 
-def build_session_context(path: Sequence[dict]) -> SessionContext:
+def build_session_context(path: Sequence[dict[str, Any]]) -> SessionContext:
     """Pi's ``buildSessionContext`` (via ``buildSessionProjection``) over a root-first path.
 
     Messages come from :func:`build_context_entries` (``entry_to_context_messages`` per
@@ -448,8 +448,8 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
     thinking_level, model = _settings(path)
     entries = build_context_entries(path)
     edits = collect_context_edits(entries)
-    messages: list = []
-    sources: list = []
+    messages: list[Any] = []
+    sources: list[Any] = []
     for index, entry in enumerate(entries):
         if index > 0 and _entry_type(entry) == "compaction":
             continue  # only the newest compaction, at index 0, contributes
@@ -466,7 +466,7 @@ def build_session_context(path: Sequence[dict]) -> SessionContext:
 # ==== convertToLlm =================================================================
 
 
-def bash_execution_to_text(message: dict) -> str:
+def bash_execution_to_text(message: dict[str, Any]) -> str:
     """Pi's ``bashExecutionToText``: the user text a ``bashExecution`` message becomes.
 
     >>> bash_execution_to_text({"command": "ls", "output": "", "exitCode": 2, "cancelled": False})
@@ -489,7 +489,7 @@ def bash_execution_to_text(message: dict) -> str:
     return text
 
 
-def convert_to_llm(messages: Sequence[dict]) -> list:
+def convert_to_llm(messages: Sequence[dict[str, Any]]) -> list[Any]:
     """Pi's ``convertToLlm``: context messages -> LLM messages (``Message[]``).
 
     * ``bashExecution`` -> ``{role:"user", content:[{type:"text", text}], timestamp}`` with
@@ -535,7 +535,7 @@ def convert_to_llm(messages: Sequence[dict]) -> list:
 # ==== Token estimates ================================================================
 
 
-def calculate_context_tokens(usage: dict) -> int | float:
+def calculate_context_tokens(usage: dict[str, Any]) -> int | float:
     """Pi's ``calculateContextTokens``: ``usage.totalTokens`` if truthy, else
     ``input + output + cacheRead + cacheWrite`` (NaN if one is missing)."""
     total = usage.get("totalTokens", JS_UNDEFINED) if isinstance(usage, dict) else JS_UNDEFINED
@@ -567,7 +567,7 @@ def _assistant_usage(message: Any) -> Any:
     return usage
 
 
-def estimate_context_tokens(messages: Sequence[dict]) -> ContextTokenEstimate:
+def estimate_context_tokens(messages: Sequence[dict[str, Any]]) -> ContextTokenEstimate:
     """Pi's ``estimateContextTokens``: last valid assistant usage + estimates after it.
 
     The last assistant message whose ``stopReason`` is not ``aborted``/``error`` and whose
@@ -590,7 +590,7 @@ def estimate_context_tokens(messages: Sequence[dict]) -> ContextTokenEstimate:
     return ContextTokenEstimate(total, 0, total, None)
 
 
-def current_system_message(messages: Sequence[dict]) -> dict | None:
+def current_system_message(messages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Pi-ai's ``getCurrentSystemMessage``: replay every system message into one.
 
     ``content`` = the non-empty texts of each system message's content (a string, or its
@@ -599,9 +599,9 @@ def current_system_message(messages: Sequence[dict]) -> dict | None:
     each message's ``toolsRemoved`` then ``toolsAdded`` (omitted when empty); ``timestamp``
     of the first system message. ``None`` when there is no system message and no tool.
     """
-    content: list = []
-    sections: dict = {}
-    tools: dict = {}
+    content: list[Any] = []
+    sections: dict[str, Any] = {}
+    tools: dict[str, Any] = {}
     timestamp: Any = JS_UNDEFINED
     for m in messages:
         if not isinstance(m, dict) or m.get("role") != "system":
@@ -639,7 +639,7 @@ def current_system_message(messages: Sequence[dict]) -> dict | None:
             tools[_map_key(_f(tool, "name"))] = tool  # Map.set keeps an existing key's position
     if timestamp is JS_UNDEFINED and not tools:
         return None
-    out: dict = {"role": "system", "content": "\n\n".join(content)}
+    out: dict[str, Any] = {"role": "system", "content": "\n\n".join(content)}
     if sections:
         out["sections"] = sections
     if tools:
@@ -649,7 +649,7 @@ def current_system_message(messages: Sequence[dict]) -> dict | None:
 
 
 def estimate_projected_context_tokens(
-    messages: Sequence[dict], sources: Sequence[dict], path: Sequence[dict]
+    messages: Sequence[dict[str, Any]], sources: Sequence[dict[str, Any]], path: Sequence[dict[str, Any]]
 ) -> ContextTokenEstimate:
     """Pi's ``estimateProjectedContextTokens(projection, branchEntries)``.
 
@@ -680,7 +680,7 @@ def estimate_projected_context_tokens(
     return ContextTokenEstimate(tokens, 0, tokens, None)
 
 
-def estimate_messages_tokens(messages: Sequence[dict]) -> int | float:
+def estimate_messages_tokens(messages: Sequence[dict[str, Any]]) -> int | float:
     """Pi's chars/4 estimate of context ``messages`` with no provider usage: every non-system
     message (:func:`~sessiontree.tokens.estimate_tokens`) plus the system messages replayed into
     one (:func:`current_system_message`). The "tokens after" of a compaction are this; compare

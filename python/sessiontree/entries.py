@@ -164,7 +164,7 @@ class ScrubFinding(NamedTuple):
     end: int
     hash: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The finding as the JSON report writes it (Pi-style camelCase keys)."""
         return {
             "line": self.line,
@@ -355,7 +355,7 @@ class Entry(Mapping[str, Any]):
         return self._raw
 
     @property
-    def message(self) -> dict | None:
+    def message(self) -> dict[str, Any] | None:
         """The ``message`` object of a message entry, else None."""
         raw = self.raw
         if isinstance(raw, dict):
@@ -456,7 +456,7 @@ class _LazyTreeNode(TreeNode):
         n.label = src.label_of.get(i)
         return n
 
-    @property  # type: ignore[override]
+    @property
     def entry(self) -> Entry:
         e = self._entry
         if e is _UNSET:
@@ -467,7 +467,7 @@ class _LazyTreeNode(TreeNode):
     def entry(self, value: Entry) -> None:
         self._entry = value
 
-    @property  # type: ignore[override]
+    @property
     def children(self) -> list[TreeNode]:
         c = self._children
         if c is _UNSET:
@@ -496,6 +496,6 @@ def entry_value(entry: Any) -> Any:
     return dict(entry)
 
 
-def entry_values(entries: Any) -> list:
+def entry_values(entries: Any) -> list[Any]:
     """:func:`entry_value` of each of ``entries`` (any iterable), as a new list."""
     return [entry_value(e) for e in entries]

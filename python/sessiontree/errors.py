@@ -10,7 +10,7 @@ per interpreter, see ``rust/src/py.rs``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
 class SessionTreeError(Exception):
@@ -69,9 +69,9 @@ class SessionCycleError(SessionError):
             (``None`` for an entry whose id is not a string).
     """
 
-    def __init__(self, message: str, ids: list[str | None]):
+    def __init__(self, message: str, ids: Sequence[str | None]):
         super().__init__(message)
-        self.ids = ids
+        self.ids = list(ids)
 
 
 class EntryNotFoundError(SessionError, KeyError):

@@ -70,7 +70,7 @@ class BeforeCompactEvent:
     """
 
     preparation: Any
-    branch_entries: Sequence
+    branch_entries: Sequence[Any]
     custom_instructions: Optional[str]
     reason: str
     will_retry: bool = False
@@ -88,7 +88,7 @@ class TreePreparation:
     target_id: str
     old_leaf_id: Optional[str]
     common_ancestor_id: Optional[str]
-    entries_to_summarize: list
+    entries_to_summarize: list[Any]
     user_wants_summary: bool
     custom_instructions: Optional[str] = None
     replace_instructions: bool = False
@@ -165,7 +165,7 @@ from .results import SessionHooks  # noqa: E402
 # ==== Running and normalizing ===================================================
 
 
-async def run_hooks(hooks: list, event: Any) -> Any:
+async def run_hooks(hooks: list[Any], event: Any) -> Any:
     """Call ``hooks`` in order with ``event``; await awaitable results. Returns the first result
     that cancels, else the last non-``None`` result, else ``None`` (Pi's extension runner)."""
     result = None
@@ -244,7 +244,7 @@ def normalize_tree_result(result: Any) -> TreeHookResult | None:
     if isinstance(result, TreeHookResult):
         out = result
     elif isinstance(result, dict):
-        kwargs: dict = {"cancel": bool(_field(result, "cancel", False))}
+        kwargs: dict[str, Any] = {"cancel": bool(_field(result, "cancel", False))}
         raw = _field(result, "summary", None)
         if raw is not None:
             if isinstance(raw, HookBranchSummary):

@@ -14,15 +14,28 @@ overrides it per call: a folder, or ``False``/``"off"`` for no cache.
 
 Files smaller than :data:`DEFAULT_MIN_BYTES` (``$SESSIONTREE_INDEX_CACHE_MIN_BYTES``) are not
 saved: their scan costs about what loading a saved index does.
+
+Size: a saved index takes about 45 bytes per entry, 2-5% of a typical session file (a 200 MB
+session of 170,000 entries: about 7 MB).
+After every save the folder is trimmed: saved indexes whose session file no longer exists, or
+was rewritten (another inode at its path, or other bytes at its inode), are removed, then the
+least recently used (a load counts as a use) while they total more than
+:data:`DEFAULT_MAX_BYTES` (``$SESSIONTREE_INDEX_CACHE_MAX_BYTES``, or ``max_bytes`` of a
+:class:`CacheSettings` passed as ``index_cache=``).
+
+An unusable setting (``~nosuchuser/x``, no home folder, a file, a folder that cannot be created)
+means no cache: the open goes on cold, and one line on stderr says why (once per process).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, Union
+from typing import Any, TypedDict, Union
 
 from .errors import SessionArgumentError
 
@@ -30,18 +43,102 @@ from .errors import SessionArgumentError
 #: millisecond, no more than checking and loading a saved index).
 DEFAULT_MIN_BYTES = 1 << 20
 
-#: What ``index_cache=`` accepts: None (the default place), a folder, or False / "off".
-IndexCache = Union[None, bool, str, "os.PathLike[str]"]
+#: The cap on a cache folder's saved indexes (bytes) when none is set (1 GiB).
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """``index_cache=`` with settings: ``folder`` (None: the default place; False or ``"off"``:
+    no cache), ``max_bytes`` (the cap on the folder's saved indexes, None: the environment's or
+    :data:`DEFAULT_MAX_BYTES`) and ``min_bytes`` (the smallest file saved, None: the
+    environment's or :data:`DEFAULT_MIN_BYTES`)."""
+
+    folder: Union[None, bool, str, "os.PathLike[str]"] = None
+    max_bytes: int | None = None
+    min_bytes: int | None = None
+
+
+#: What ``index_cache=`` accepts: None (the default place), a folder, False / "off", or a
+#: :class:`CacheSettings`.
+IndexCache = Union[None, bool, str, "os.PathLike[str]", CacheSettings]
 
 _SUFFIX = ".stidx"
 
 
-def default_dir() -> Path:
-    """``$XDG_CACHE_HOME/sessiontree`` (when absolute), else ``~/.cache/sessiontree``."""
+_warned: set[str] = set()
+
+
+def _unusable(what: str, why: str) -> None:
+    """One line on stderr (once per process per setting): the cache is off, and why."""
+    if what in _warned:
+        return
+    _warned.add(what)
+    try:
+        sys.stderr.write(f"sessiontree: index cache off: {what} {why}\n")
+    except (OSError, ValueError):
+        pass
+
+
+def default_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/sessiontree`` (when absolute), else ``~/.cache/sessiontree``; None
+    (with one line on stderr) when there is no usable home folder."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "sessiontree"
-    return Path.home() / ".cache" / "sessiontree"
+    env_home = os.environ.get("HOME")
+    if env_home is not None and not os.path.isabs(env_home):
+        _unusable("the default folder", f"(HOME={env_home!r} is not an absolute path)")
+        return None
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError, OSError):
+        _unusable("the default folder", "(no home folder: set HOME or SESSIONTREE_INDEX_CACHE)")
+        return None
+    if not home.is_absolute() or not home.is_dir():
+        _unusable("the default folder", f"(the home folder {str(home)!r} does not exist)")
+        return None
+    return home / ".cache" / "sessiontree"
+
+
+def _expand(v: str | os.PathLike[str], what: str) -> Path | None:
+    """``v`` as a folder, ``~`` expanded; None (one line on stderr) when it cannot be."""
+    try:
+        p = Path(v)
+        if p.parts and p.parts[0].startswith("~"):
+            home = Path(p.parts[0]).expanduser()
+            if not home.is_absolute() or not home.is_dir():
+                raise RuntimeError(home)
+        p = p.expanduser()
+    except (RuntimeError, KeyError, OSError, ValueError):
+        _unusable(what, "(its ~ names no home folder)")
+        return None
+    if "\0" in str(p):
+        _unusable(what, "(a NUL in the path)")
+        return None
+    return p
+
+
+def usable(d: Path) -> bool:
+    """Whether ``d`` is a folder, or was missing and could be created (0700). Else False, with
+    one line on stderr. (Ownership and mode are checked when the folder is opened, by the
+    core: a folder of another user's is not used, silently.)"""
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            return True
+        except OSError as e:
+            _unusable(str(d), f"cannot be created ({e.strerror or e})")
+            return False
+    except OSError as e:
+        _unusable(str(d), f"is unusable ({e.strerror})")
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        _unusable(str(d), "is not a folder")
+        return False
+    return True
 
 
 def _is_off(v: object) -> bool:
@@ -54,16 +151,20 @@ def resolve(index_cache: IndexCache = None) -> Path | None:
     Raises:
         SessionArgumentError: ``index_cache`` is not None, a bool, a str or a path.
     """
+    if isinstance(index_cache, CacheSettings):
+        index_cache = index_cache.folder
     if index_cache is None or index_cache is True:
         env = os.environ.get("SESSIONTREE_INDEX_CACHE")
         if env is not None:
-            return None if _is_off(env) else Path(env).expanduser()
+            return None if _is_off(env) else _expand(env, f"SESSIONTREE_INDEX_CACHE={env!r}")
         return default_dir()
     if _is_off(index_cache):
         return None
     if isinstance(index_cache, (str, os.PathLike)):
-        return Path(index_cache).expanduser()
-    raise SessionArgumentError(f"index_cache must be None, False, 'off' or a folder, not {index_cache!r}")
+        return _expand(index_cache, f"index_cache={str(index_cache)!r}")
+    raise SessionArgumentError(
+        f"index_cache must be None, False, 'off', a folder or a CacheSettings, not {index_cache!r}"
+    )
 
 
 def for_workers(index_cache: IndexCache = None) -> IndexCache:
@@ -76,17 +177,35 @@ def for_workers(index_cache: IndexCache = None) -> IndexCache:
     return os.environ.get("SESSIONTREE_INDEX_CACHE")
 
 
-def min_bytes() -> int:
-    """Files below this size (bytes) are not saved: ``$SESSIONTREE_INDEX_CACHE_MIN_BYTES`` or
-    :data:`DEFAULT_MIN_BYTES`."""
-    v = os.environ.get("SESSIONTREE_INDEX_CACHE_MIN_BYTES")
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
+
+
+def _size(v: str | None, default: int) -> int:
+    """A byte count from ``v`` (``123``, ``512M``, ``2GiB``: powers of 1024), else ``default``."""
     if v is None:
-        return DEFAULT_MIN_BYTES
-    try:
-        n = int(v)
-    except ValueError:
-        return DEFAULT_MIN_BYTES
-    return max(n, 0)
+        return default
+    m = _SIZE.fullmatch(v)
+    if m is None or len(m.group(1)) > 20:
+        return default
+    return int(m.group(1)) << (10 * "kmgt".find(m.group(2).lower()) + 10 if m.group(2) else 0)
+
+
+def min_bytes(index_cache: IndexCache = None) -> int:
+    """Files below this size (bytes) are not saved: ``index_cache``'s ``min_bytes`` when it is a
+    :class:`CacheSettings` that sets it, ``$SESSIONTREE_INDEX_CACHE_MIN_BYTES`` or
+    :data:`DEFAULT_MIN_BYTES`."""
+    if isinstance(index_cache, CacheSettings) and index_cache.min_bytes is not None:
+        return max(int(index_cache.min_bytes), 0)
+    return _size(os.environ.get("SESSIONTREE_INDEX_CACHE_MIN_BYTES"), DEFAULT_MIN_BYTES)
+
+
+def max_bytes(index_cache: IndexCache = None) -> int:
+    """The cap (bytes) on a cache folder's saved indexes: ``index_cache``'s ``max_bytes`` when it
+    is a :class:`CacheSettings` that sets it, ``$SESSIONTREE_INDEX_CACHE_MAX_BYTES`` (``512M``,
+    ``2G`` ...) or :data:`DEFAULT_MAX_BYTES`."""
+    if isinstance(index_cache, CacheSettings) and index_cache.max_bytes is not None:
+        return max(int(index_cache.max_bytes), 0)
+    return _size(os.environ.get("SESSIONTREE_INDEX_CACHE_MAX_BYTES"), DEFAULT_MAX_BYTES)
 
 
 class OpenKwargs(TypedDict, total=False):
@@ -94,14 +213,38 @@ class OpenKwargs(TypedDict, total=False):
 
     cache_dir: str
     cache_min: int
+    cache_max: int
+    cache_evict_s: int
 
 
 def open_kwargs(index_cache: IndexCache = None) -> OpenKwargs:
-    """Keyword arguments for the core's ``Index.open`` (``cache_dir``, ``cache_min``)."""
+    """Keyword arguments for the core's ``Index.open`` (``cache_dir``, ``cache_min``,
+    ``cache_max``); none when the cache is off or unusable (an open never fails for it)."""
     d = resolve(index_cache)
-    if d is None:
+    if d is None or not usable(d):
         return {}
-    return {"cache_dir": str(d), "cache_min": min_bytes()}
+    return {
+        "cache_dir": str(d),
+        "cache_min": min_bytes(index_cache),
+        "cache_max": max_bytes(index_cache),
+        "cache_evict_s": evict_every(),
+    }
+
+
+#: Seconds between two evictions by one process (its first save always evicts).
+DEFAULT_EVICT_EVERY_S = 10
+
+
+def evict_every() -> int:
+    """How often (seconds) one process trims the folder after a save: its first save always
+    does, later ones at most once per ``$SESSIONTREE_INDEX_CACHE_EVICT_SECONDS`` or
+    :data:`DEFAULT_EVICT_EVERY_S` (a trim reads every saved index's header: a bulk job
+    saving thousands must not do it on every save)."""
+    v = os.environ.get("SESSIONTREE_INDEX_CACHE_EVICT_SECONDS")
+    try:
+        return max(int(v), 0) if v is not None else DEFAULT_EVICT_EVERY_S
+    except ValueError:
+        return DEFAULT_EVICT_EVERY_S
 
 
 @dataclass(frozen=True)
@@ -117,64 +260,123 @@ class CacheInfo:
     temp_files: int
 
 
-def _ours(name: str) -> bool:
+def _row_is_ours(dfd: int, name: str) -> bool:
+    """Whether ``name`` in the folder ``dfd`` is a saved row this module would load: our name,
+    a regular file of ours (never through a symlink), its checksum and version right, and
+    its stamp naming the file its name does."""
+    import json
+
+    m = _ROW_NAME.fullmatch(name)
+    if m is None:
+        return False
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return False
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode) or fst.st_uid != os.geteuid() or fst.st_size > _ROW_MAX:
+            return False
+        data = os.read(fd, _ROW_MAX + 1)
+        sum_line, _, body = data.partition(b"\n")
+        if sum_line != _row_sum(body):
+            return False
+        v = json.loads(body)
+    except (OSError, ValueError, RecursionError):
+        return False
+    finally:
+        os.close(fd)
+    stamp = v.get("stamp") if isinstance(v, dict) else None
     return (
-        name.endswith(_SUFFIX)
-        or name.endswith(".row")
-        or (name.startswith(".") and name.endswith(".tmp") and _SUFFIX in name)
+        v.get("v") == _ROW_VERSION
+        and isinstance(stamp, list)
+        and len(stamp) == 5
+        and stamp[:2] == [int(m.group(1), 16), int(m.group(2), 16)]
     )
 
 
+def _row_temp_is_ours(dfd: int, name: str) -> bool:
+    """Whether ``name`` is a leftover temp file of :func:`save_row` (regular, ours, 0600)."""
+    if _ROW_TEMP.fullmatch(name) is None:
+        return False
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o600
+
+
+def _rows(d: Path) -> tuple[list[str], list[str], int]:
+    """The saved rows and row temp files of ours in ``d`` (a folder that passes the cache's
+    rules, else none) and the rows' total size."""
+    dfd = _open_folder(d, False)
+    if dfd is None:
+        return [], [], 0
+    rows: list[str] = []
+    temps: list[str] = []
+    size = 0
+    try:
+        for n in os.listdir(dfd):
+            if _row_is_ours(dfd, n):
+                rows.append(n)
+                try:
+                    size += os.stat(n, dir_fd=dfd, follow_symlinks=False).st_size
+                except OSError:
+                    pass
+            elif _row_temp_is_ours(dfd, n):
+                temps.append(n)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+    return rows, temps, size
+
+
 def info(index_cache: IndexCache = None) -> CacheInfo:
-    """The cache folder's state (read only; symlinks in it are neither followed nor counted)."""
+    """The cache folder's state (read only). Only files the cache would load are counted; a
+    folder the cache refuses (a symlink, another user's, writable by others) counts nothing."""
+    from ._core import index_cache_census
+
     d = resolve(index_cache)
     if d is None:
         return CacheInfo(None, False, 0, 0, 0)
-    try:
-        names = os.listdir(d)
-    except OSError:
+    if not os.path.isdir(d):
         return CacheInfo(d, False, 0, 0, 0)
-    files = size = temps = 0
-    for n in names:
-        if not _ours(n):
-            continue
-        try:
-            st = os.lstat(d / n)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if n.endswith(".tmp"):
-            temps += 1
-        else:
-            files += 1
-            size += st.st_size
-    return CacheInfo(d, True, files, size, temps)
+    census = index_cache_census(str(d))
+    if census is None:
+        return CacheInfo(d, True, 0, 0, 0)
+    files, size, temps = census
+    rows, row_temps, row_size = _rows(d)
+    return CacheInfo(d, True, files + len(rows), size + row_size, temps + len(row_temps))
 
 
 def clear(index_cache: IndexCache = None) -> int:
-    """Removes every saved index (and leftover temp file) from the cache folder; returns how
-    many files were removed. Only our own names are touched (a symlink with such a name is
-    removed as a link, its target left alone); other files and the folder stay."""
+    """Removes the saved indexes and rows (and leftover temp files) from the cache folder;
+    returns how many files were removed. Only files the cache itself would load are removed
+    (our names, format and stamps), through the folder's descriptor (a symlink is never
+    followed); a folder the cache refuses (a symlink, another user's, writable by others) is
+    left alone. Other files and the folder stay."""
+    from ._core import index_cache_clear
+
     d = resolve(index_cache)
     if d is None:
         return 0
+    n = index_cache_clear(str(d))
+    dfd = _open_folder(d, False)
+    if dfd is None:
+        return n
     try:
-        names = os.listdir(d)
+        for name in os.listdir(dfd):
+            if _row_is_ours(dfd, name) or _row_temp_is_ours(dfd, name):
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                    n += 1
+                except OSError:
+                    continue
     except OSError:
-        return 0
-    n = 0
-    for name in names:
-        if not _ours(name):
-            continue
-        p = d / name
-        try:
-            if stat.S_ISDIR(os.lstat(p).st_mode):
-                continue
-            os.unlink(p)
-            n += 1
-        except OSError:
-            continue
+        pass
+    finally:
+        os.close(dfd)
     return n
 
 
@@ -191,6 +393,8 @@ def clear(index_cache: IndexCache = None) -> int:
 # through); anything odd reads as "no row".
 
 _ROW_SUFFIX = ".row"
+_ROW_NAME = re.compile(r"([0-9a-f]{16})-([0-9a-f]{16})\.[a-z0-9_]+\.row")
+_ROW_TEMP = re.compile(r"\.[0-9a-f]{16}-[0-9a-f]{16}\.[a-z0-9_]+\.row\.\d+\.[0-9a-f]{12}\.stidx\.tmp")
 _ROW_MAX = 1 << 20
 _ROW_VERSION = 2
 
@@ -226,7 +430,7 @@ def _open_folder(d: Path, create: bool) -> int | None:
     return fd
 
 
-def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict | None:
+def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict[str, Any] | None:
     """The row saved for the file whose ``os.stat`` is ``st``, computed with options ``key``;
     None when there is none, or it was saved for another state of the file or other options."""
     import json
@@ -264,17 +468,18 @@ def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = 
         or not isinstance(v.get("row"), dict)
     ):
         return None
-    return v["row"]
+    row: dict[str, Any] = v["row"]
+    return row
 
 
-def save_row(kind: str, st: os.stat_result, key: str, row: dict, index_cache: IndexCache = None) -> bool:
+def save_row(kind: str, st: os.stat_result, key: str, row: dict[str, Any], index_cache: IndexCache = None) -> bool:
     """Saves ``row`` for the file whose ``os.stat`` (taken before the row was computed) is
     ``st``. False (nothing written) when the cache is off or unusable; never raises for that."""
     import json
     import secrets
 
     d = resolve(index_cache)
-    if d is None:
+    if d is None or not usable(d):
         return False
     try:
         body = json.dumps({"v": _ROW_VERSION, "stamp": _stamp(st), "key": key, "row": row}).encode()

@@ -28,6 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .index_cache import IndexCache
+
 from ._jsjson import JS_UNDEFINED, js_date_parse, js_trim
 from .entries import parse_json_line, probe_header
 from .paths import default_session_dir, session_dir_env, sessions_root
@@ -96,7 +98,7 @@ def parent_session_of(header: Any) -> str | None:
     return None
 
 
-def _read_header_fd(fd: int, size: int) -> tuple[dict | None, int]:
+def _read_header_fd(fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
     """The header of the open file ``fd`` (``size`` bytes) by the open rule, and the offset
     just past its line; (None, 0) when the file is not a Pi session."""
     want = min(size, _BLOCK)
@@ -133,7 +135,7 @@ def _open_regular(path: Path) -> int | None:
     return None
 
 
-def read_header(path: Path) -> dict | None:
+def read_header(path: Path) -> dict[str, Any] | None:
     """The header of a session file if it is a Pi session (the rule :meth:`Session.open`
     applies), else None. Reads only as far as the header line."""
     fd = _open_regular(Path(path))
@@ -165,7 +167,7 @@ def most_recent_session(session_dir: Path) -> Path | None:
     return best[1] if best else None
 
 
-def _text_of(message: dict) -> str:
+def _text_of(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -334,7 +336,7 @@ def _session_info_fd(path: Path, fd: int) -> SessionInfo | None:
     )
 
 
-def _info_row(info: SessionInfo) -> dict:
+def _info_row(info: SessionInfo) -> dict[str, Any]:
     return {
         "id": info.id,
         "cwd": info.cwd,
@@ -348,7 +350,7 @@ def _info_row(info: SessionInfo) -> dict:
     }
 
 
-def _info_of_row(path: Path, r: dict) -> SessionInfo | None:
+def _info_of_row(path: Path, r: dict[str, Any]) -> SessionInfo | None:
     try:
         return SessionInfo(
             path=path,
@@ -366,7 +368,7 @@ def _info_of_row(path: Path, r: dict) -> SessionInfo | None:
         return None
 
 
-def _listed(p: Path, index_cache: Any) -> SessionInfo | None:
+def _listed(p: Path, index_cache: IndexCache) -> SessionInfo | None:
     """``session_info(p)``, through a saved row (``sessiontree.index_cache``) when the file is
     unchanged since it was listed."""
     from . import index_cache as ic
@@ -389,7 +391,7 @@ def _listed(p: Path, index_cache: Any) -> SessionInfo | None:
 
 
 def list_sessions(
-    cwd: str | None = None, *, session_dir: str | os.PathLike | None = None, index_cache: Any = None
+    cwd: str | None = None, *, session_dir: str | os.PathLike[str] | None = None, index_cache: IndexCache = None
 ) -> list[SessionInfo]:
     """Sessions newest first (by ``modified_ms``).
 

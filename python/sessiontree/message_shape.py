@@ -75,7 +75,7 @@ def check_message_shape(message: Any) -> None:
         _require(message, "display", bool)
 
 
-def _require(message: dict, name: str, kind: type) -> None:
+def _require(message: dict[str, Any], name: str, kind: type) -> None:
     value = message.get(name)
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
         raise MessageShapeError(f"message.{name} is required and must be a {kind.__name__}")
@@ -123,7 +123,7 @@ def _usage(usage: Any, where: str) -> None:
             raise MessageShapeError(f"{where}.cost.{name} is required and must be a number")
 
 
-def _check_json_values(message: dict) -> None:
+def _check_json_values(message: dict[str, Any]) -> None:
     """Every value is a JSON value and every number finite (iterative walk)."""
     stack: list[tuple[Any, str, int]] = [(message, "message", 0)]
     while stack:

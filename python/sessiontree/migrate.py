@@ -14,12 +14,12 @@ Nothing here writes: a file is only rewritten when the caller writes to it or ca
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 CURRENT_SESSION_VERSION = 3
 
 
-def migrate_header(header: dict, legacy_v1: bool) -> dict:
+def migrate_header(header: dict[str, Any], legacy_v1: bool) -> dict[str, Any]:
     """Return the header as Pi holds it after migration (``version`` set to 3; a v1 header
     gains the key at the end, as Pi's in-place assignment does)."""
     out = dict(header)
@@ -59,4 +59,104 @@ def migrate_entry(
             msg = dict(msg)
             msg["role"] = "custom"
             out["message"] = msg
+    return out
+
+
+def _top_level_members(line: bytes) -> list[tuple[int, int, int, int]] | None:
+    """The members of the JSON object ``line``: (key start, key end, value start, value end)
+    byte spans, keys with their quotes. One linear pass; None when ``line`` is not one object
+    this pass can follow (the caller then re-serializes)."""
+    n = len(line)
+    i = 0
+    while i < n and line[i] in b" \t\r":
+        i += 1
+    if i >= n or line[i] != ord("{"):
+        return None
+    depth = 0
+    in_str = False
+    esc = False
+    members: list[tuple[int, int, int, int]] = []
+    key_start = key_end = val_start = -1
+    expect_key = True
+    for j in range(i, n):
+        c = line[j]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == 0x5C:  # backslash
+                esc = True
+            elif c == 0x22:  # closing quote
+                in_str = False
+                if depth == 1 and expect_key and key_start >= 0 and key_end < 0:
+                    key_end = j + 1
+            continue
+        if c == 0x22:
+            in_str = True
+            if depth == 1 and expect_key and key_start < 0:
+                key_start = j
+        elif c in b"{[":
+            depth += 1
+        elif c in b"}]":
+            if depth == 1 and c == ord("}"):
+                if val_start >= 0:
+                    members.append((key_start, key_end, val_start, j))
+                return members if line[j + 1 :].strip() == b"" else None
+            depth -= 1
+        elif depth == 1 and c == ord(":") and expect_key:
+            expect_key = False
+            val_start = j + 1
+        elif depth == 1 and c == ord(","):
+            if val_start < 0:
+                return None
+            members.append((key_start, key_end, val_start, j))
+            key_start = key_end = val_start = -1
+            expect_key = True
+    return None
+
+
+def header_line_at_version(line: bytes, version: int = CURRENT_SESSION_VERSION) -> bytes | None:
+    """The header ``line`` with its ``version`` set to ``version`` and every other byte kept
+    (fields this library does not know, their spelling and order survive a migration); a
+    header without the key gains it at the end, as Pi's assignment does. None when the line
+    is not a plain object with at most one ``"version"`` key spelt without escapes (the
+    caller then re-serializes the header)."""
+    members = _top_level_members(line)
+    if members is None:
+        return None
+    spans = [m for m in members if line[m[0] : m[1]] == b'"version"']
+    if any(b"\\" in line[m[0] : m[1]] for m in members) or len(spans) > 1:
+        return None
+    v = str(int(version)).encode()
+    if spans:
+        _, _, vs, ve = spans[0]
+        value = line[vs:ve]
+        lead = value[: len(value) - len(value.lstrip())]
+        trail = value[len(value.rstrip()) :]
+        return line[:vs] + lead + v + trail + line[ve:]
+    end = line.rstrip().rfind(b"}")
+    body = line[:end].rstrip()
+    sep = b"" if body.endswith(b"{") else b","
+    return body + sep + b'"version":' + v + line[end:]
+
+
+def migrated_lines(core: Any, load_raw: Callable[[int], Any]) -> dict[int, bytes]:
+    """The lines a migration rewrites: {line number (1-based): new bytes} for each entry whose
+    migrated value (``load_raw(i)``) differs from its line's (a v1 entry gains its ids, a v2
+    ``hookMessage`` becomes ``custom``); every other line is kept byte for byte (unknown types
+    and fields, their spelling). ``core``: the session's core index."""
+    from ._jsjson import js_stringify_bytes
+    from .entries import parse_json_line
+    from .errors import SessionError
+
+    legacy_v1 = core.legacy_v1
+    out: dict[int, bytes] = {}
+    for i, line_no in enumerate(core.table(list(range(len(core)))).lines):
+        new = load_raw(i)
+        if not legacy_v1:
+            try:
+                if parse_json_line(core.line(i)) == new:
+                    continue
+            except (SessionError, ValueError, RecursionError):
+                pass
+        out[line_no] = js_stringify_bytes(new)
     return out

@@ -83,6 +83,7 @@ from .summarizers.base import (
     SummaryBudgetError,
     SummaryRequest,
     SummaryResult,
+    Summarizer,
     SummaryUsage,
     TruncatedSummaryError,
     UnsafeSummaryError,
@@ -171,7 +172,7 @@ def default_summarizer() -> Any:
         SummarizerError: the summarizers package offers no offline summarizer.
     """
     try:
-        from .summarizers import get_summarizer  # type: ignore[attr-defined]
+        from .summarizers import get_summarizer
     except ImportError as exc:  # pragma: no cover - depends on the summarizers package
         raise SummarizerError("no default summarizer available; pass summarizer=") from exc
     return get_summarizer("offline")
@@ -186,7 +187,7 @@ def _js_number(value: Any) -> Any:
     return value
 
 
-def _usage_dict(usage: Any) -> Optional[dict]:
+def _usage_dict(usage: Any) -> Optional[dict[str, Any]]:
     """Pi's stored ``usage`` object for a :class:`SummaryUsage` or a Pi-shaped dict."""
     if usage is None:
         return None
@@ -217,7 +218,7 @@ def summary_output_budget(request: SummaryRequest, context_window: Optional[int]
     return prompts.output_budget(max_tokens, context_window, prompts.estimate_request_tokens(system, user))
 
 
-def _limits(summarizer: Any, context_window: Optional[int], max_tokens: Optional[int]) -> tuple:
+def _limits(summarizer: Any, context_window: Optional[int], max_tokens: Optional[int]) -> tuple[Any, ...]:
     """Context window and output limit: the caller's, else the summarizer's, else defaults."""
     if context_window is None:
         context_window = getattr(summarizer, "context_window", None)
@@ -271,7 +272,7 @@ def run_blocking(coro: Any) -> Any:
         raise
 
 
-async def _gather_or_cancel(coros: list) -> list:
+async def _gather_or_cancel(coros: list[Any]) -> list[Any]:
     """``asyncio.gather`` the calls concurrently; when one fails the others are cancelled (so
     their HTTP requests are aborted) before the error propagates."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -284,19 +285,19 @@ async def _gather_or_cancel(coros: list) -> list:
         raise
 
 
-def _context_span(session: "Session") -> list:
+def _context_span(session: "Session") -> list[Any]:
     """The active branch as compaction reads it: :meth:`Session.get_context_entries` parsed (the
     leaf as :meth:`Session.get_branch` resolves it). Pure functions give the same answers on it
     as on the whole branch; its cost follows the context."""
     return session.raw_values(session.context_span(with_settings=True, context_rule=False))
 
 
-def _projected_tokens(path: list) -> Any:
+def _projected_tokens(path: list[Any]) -> Any:
     ctx = build_session_context(path)
     return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
 
 
-def _validate_first_kept(session: "Session", path: list, first_kept_id: Any) -> None:
+def _validate_first_kept(session: "Session", path: list[Any], first_kept_id: Any) -> None:
     """A kept region must start on the active path and never at a tool result."""
     if not isinstance(first_kept_id, str) or not first_kept_id:
         raise HookResultError(f"first_kept_entry_id must be an entry id string, not {first_kept_id!r}")
@@ -319,15 +320,15 @@ def compaction_summary_text(history: str, turn_prefix: Optional[str]) -> str:
     return history if turn_prefix is None else f"{history}{TURN_CONTEXT_SEPARATOR}{turn_prefix}"
 
 
-class _LazyBranch(Sequence):
+class _LazyBranch(Sequence[Any]):
     """The active branch as entry dicts, read only if a hook looks at it (it costs the branch)."""
 
     def __init__(self, session: "Session", leaf_id: Optional[str]):
         self._session = session
         self._leaf_id = leaf_id
-        self._items: Optional[list] = None
+        self._items: Optional[list[Any]] = None
 
-    def _load(self) -> list:
+    def _load(self) -> list[Any]:
         if self._items is None:
             leaf = self._leaf_id
             self._items = [] if leaf is None else [e.raw for e in self._session.get_branch(leaf)]
@@ -374,25 +375,25 @@ class CompactionPlan:
     """
 
     preparation: Any
-    path: list
+    path: list[Any]
     leaf_id: Optional[str]
-    requests: tuple
+    requests: tuple[Any, ...]
     history_index: Optional[int]
     prefix_index: Optional[int]
-    read_files: list
-    modified_files: list
-    system_message: Optional[dict]
+    read_files: list[Any]
+    modified_files: list[Any]
+    system_message: Optional[dict[str, Any]]
     tokens_before: Any
     tokens_before_source: str
     estimated_tokens_before: Any
 
     @property
-    def kept_messages(self) -> list:
+    def kept_messages(self) -> list[Any]:
         """Context messages after the compaction, without its summary (a stand-in compaction
         entry is placed on the path; nothing is written)."""
         prep = self.preparation
         parent = self.path[-1].get("id") if self.path and isinstance(self.path[-1], dict) else None
-        fake: dict = {
+        fake: dict[str, Any] = {
             "type": "compaction",
             "id": "\u0000sessiontree-plan",
             "parentId": parent,
@@ -431,7 +432,7 @@ def plan_compaction(
         if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
             raise AlreadyCompactedError("Already compacted")
         raise NothingToCompactError("Nothing to compact (session too small)")
-    requests: list = []
+    requests: list[Any] = []
     history_index = prefix_index = None
     if preparation.messages_to_summarize:
         history_index = len(requests)
@@ -508,7 +509,7 @@ async def _acquire(lock: threading.Lock) -> None:
 
 
 #: Sessions whose compaction the current task is running (a re-entrant call would wait forever).
-_COMPACTING: contextvars.ContextVar = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
+_COMPACTING: contextvars.ContextVar[Any] = contextvars.ContextVar("sessiontree_compacting", default=frozenset())
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -547,7 +548,7 @@ def _one_compaction_at_a_time(
 @_one_compaction_at_a_time
 async def acompact(
     session: "Session",
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     *,
     settings: Optional[CompactionSettings] = None,
     custom_instructions: Optional[str] = None,
@@ -695,7 +696,7 @@ def _collect_abandoned(session: "Session", old_leaf: Optional[str], target_id: s
             e = session.get_entry(entry_id)
             return None if e is None else e.raw
 
-        def get_branch(entry_id: str) -> list:
+        def get_branch(entry_id: str) -> list[Any]:
             return [e.raw for e in session.get_branch(entry_id)]
 
         return collect_entries_for_branch_summary(get_entry, get_branch, old_leaf, target_id)
@@ -710,7 +711,7 @@ async def anavigate_tree(
     target_id: str,
     *,
     summarize: bool = False,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     custom_instructions: Optional[str] = None,
     replace_instructions: bool = False,
     label: Optional[str] = None,

@@ -54,9 +54,9 @@ class ProviderContext:
     ``Session.build_context().messages`` minus the repairs), the ``dropped`` repairs in order, and
     ``sources`` (the entry dict each message came from, parallel to ``messages``)."""
 
-    messages: list
-    dropped: list = field(default_factory=list)
-    sources: list = field(default_factory=list)
+    messages: list[Any]
+    dropped: list[Any] = field(default_factory=list)
+    sources: list[Any] = field(default_factory=list)
 
 
 def _source_id(source: Any) -> Optional[str]:
@@ -64,7 +64,7 @@ def _source_id(source: Any) -> Optional[str]:
     return sid if isinstance(sid, str) else None
 
 
-def _blocks(message: dict) -> list:
+def _blocks(message: dict[str, Any]) -> list[Any]:
     content = message.get("content")
     return content if isinstance(content, list) else []
 
@@ -73,7 +73,7 @@ def _is_tool_call(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "toolCall"
 
 
-def _has_content(message: dict) -> bool:
+def _has_content(message: dict[str, Any]) -> bool:
     """True when an assistant message carries something a provider can replay."""
     content = message.get("content")
     if isinstance(content, str):
@@ -95,11 +95,11 @@ def _has_content(message: dict) -> bool:
     return False
 
 
-def _is_failed(message: dict) -> bool:
+def _is_failed(message: dict[str, Any]) -> bool:
     return message.get("stopReason") in ("error", "aborted")
 
 
-def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any]] = None) -> ProviderContext:
+def repair_for_provider(messages: Sequence[dict[str, Any]], sources: Optional[Sequence[Any]] = None) -> ProviderContext:
     """Apply the repairs of this module to context ``messages`` (with their ``sources``, parallel;
     optional). Returns a :class:`ProviderContext`; the inputs are not modified (a repaired
     assistant message is a copy).
@@ -112,10 +112,10 @@ def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any
     """
     msgs = list(messages)
     srcs = list(sources) if sources is not None else [None] * len(msgs)
-    dropped: list = []
+    dropped: list[Any] = []
 
     # 1. empty failed attempts
-    keep: list = []
+    keep: list[Any] = []
     for m, s in zip(msgs, srcs):
         if message_role(m) == "assistant" and not _has_content(m):
             reason = "empty_failed_assistant" if _is_failed(m) else "empty_assistant"
@@ -124,10 +124,10 @@ def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any
         keep.append((m, s))
 
     # 2./3. pair tool results with the closest preceding assistant's calls
-    out: list = []  # [message, source] pairs (lists so an assistant can be replaced later)
+    out: list[Any] = []  # [message, source] pairs (lists so an assistant can be replaced later)
     turn_index: Optional[int] = None  # position in ``out`` of the current assistant
-    pending: dict = {}  # call id -> still unanswered
-    answered: set = set()
+    pending: dict[str, Any] = {}  # call id -> still unanswered
+    answered: set[Any] = set()
 
     def close_turn() -> None:
         nonlocal turn_index
@@ -181,15 +181,15 @@ def repair_for_provider(messages: Sequence[dict], sources: Optional[Sequence[Any
     return ProviderContext(messages=[p[0] for p in pairs], dropped=dropped, sources=[p[1] for p in pairs])
 
 
-def provider_problems(messages: Sequence[dict]) -> list:
+def provider_problems(messages: Sequence[dict[str, Any]]) -> list[Any]:
     """Why ``messages`` are not provider-valid: a list of ``(reason, index)`` (empty when valid).
 
     Reasons: ``orphan_tool_result`` (no call in the closest preceding assistant message),
     ``duplicate_tool_result``, ``tool_call_without_result`` (index of the assistant message),
     ``empty_failed_assistant``, ``empty_assistant``."""
-    problems: list = []
+    problems: list[Any] = []
     turn: Optional[int] = None
-    pending: dict = {}
+    pending: dict[str, Any] = {}
 
     def close() -> None:
         if turn is not None and any(pending.values()):
@@ -220,6 +220,6 @@ def provider_problems(messages: Sequence[dict]) -> list:
     return problems
 
 
-def is_provider_valid(messages: Sequence[dict]) -> bool:
+def is_provider_valid(messages: Sequence[dict[str, Any]]) -> bool:
     """True when :func:`provider_problems` finds nothing."""
     return not provider_problems(messages)

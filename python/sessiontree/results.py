@@ -53,8 +53,8 @@ class SessionHooks:
       moves the leaf (whether or not a summary was asked for).
     """
 
-    before_compact: list = field(default_factory=list)
-    before_tree: list = field(default_factory=list)
+    before_compact: list[Any] = field(default_factory=list)
+    before_tree: list[Any] = field(default_factory=list)
 
 
 # ==== Results ===================================================================
@@ -92,10 +92,10 @@ class CompactionResult:
     tokens_before_source: str = "estimate"
     estimated_tokens_before: Any = None
 
-    def to_pi(self) -> dict:
+    def to_pi(self) -> dict[str, Any]:
         """Pi's RPC ``compact`` response ``data``: ``{summary, firstKeptEntryId, tokensBefore,
         estimatedTokensAfter, usage, details}`` (``usage`` omitted when unknown)."""
-        out: dict = {
+        out: dict[str, Any] = {
             "summary": self.summary,
             "firstKeptEntryId": self.first_kept_entry_id,
             "tokensBefore": self.tokens_before,

@@ -91,7 +91,7 @@ class ScrubReport:
             out[f.kind] = out.get(f.kind, 0) + 1
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report as ``sessiontree scrub --report`` writes it (no values)."""
         return {
             "source": self.source,
@@ -157,7 +157,7 @@ def _counted(blocks: Iterator[bytes], progress: Callable[[int], None] | None) ->
         yield b
 
 
-def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+def _identity(path: str | os.PathLike[str]) -> tuple[str, tuple[int, int] | None]:
     """(resolved path, (device, inode) of what it names, None when nothing is there)."""
     real = os.path.realpath(path)
     try:
@@ -167,7 +167,7 @@ def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
     return real, (st.st_dev, st.st_ino)
 
 
-def check_distinct_files(files: dict[str, str | os.PathLike | None]) -> None:
+def check_distinct_files(files: dict[str, str | os.PathLike[str] | None]) -> None:
     """Refuse, before anything is written, two roles (``{"input": ..., "output": ...,
     "report": ...}``; None or ``-`` for none) that name the same file: the same resolved path
     (symbolic links followed) or the same device and inode (a hard link). Every role after the
@@ -226,8 +226,8 @@ def _check_output(out: Path, source_st: os.stat_result | None, dir_fd: int | Non
 
 
 def scrub_file(
-    source: str | os.PathLike,
-    out: str | os.PathLike | None = None,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     *,
     in_place: bool = False,
     check: bool = False,
@@ -410,7 +410,7 @@ def rewrite_open_file(
 
 
 def export_html_scrubbed(
-    session: Any, path: str | os.PathLike, *, header: bool = False, replay: str = "keep", progress: bool = False
+    session: Any, path: str | os.PathLike[str], *, header: bool = False, replay: str = "keep", progress: bool = False
 ) -> Path:
     """``Session.export_html(path, scrub=True)``: the HTML view of a scrubbed copy of
     ``session``'s file (:func:`scrubbed_copy`, removed afterwards), showing the session's leaf.
@@ -444,7 +444,7 @@ def export_html_scrubbed(
         tmp.cleanup()
 
 
-def scrubbed_copy(source: str | os.PathLike, *, header: bool = False, replay: str = "keep") -> tuple[Path, Any]:
+def scrubbed_copy(source: str | os.PathLike[str], *, header: bool = False, replay: str = "keep") -> tuple[Path, Any]:
     """A scrubbed copy of ``source`` in a new private temporary directory (mode 0700, the file
     0600): ``(path, the TemporaryDirectory)``; the caller removes it with ``cleanup()``. Used by
     ``export_html(scrub=True)``."""

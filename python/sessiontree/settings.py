@@ -30,7 +30,7 @@ class CompactionSettings:
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_recent_tokens: int | float = 20000  # tokens (a counter may count in floats)
-    token_counter: Callable[[dict], Any] | None = field(default=None, repr=False, compare=False)
+    token_counter: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
 
 
 #: Pi's defaults: ``{enabled: true, reserveTokens: 16384, keepRecentTokens: 20000}``.

@@ -33,7 +33,7 @@ from ._jsjson import js_stringify
 from .errors import SessionError
 from .tokens import estimate_tokens
 
-TokenCounter = Callable[[dict], int]
+TokenCounter = Callable[[dict[str, Any]], int]
 
 #: Pi counts an image as 4800 characters, i.e. 1200 estimated tokens; tiktoken cannot see
 #: images, so :class:`TiktokenCounter` uses the same 1200.
@@ -48,7 +48,7 @@ class TokenCounterError(SessionError):
     """A token counter could not be set up (missing package, missing encoding file)."""
 
 
-def pi_estimate(message: dict) -> int | float:
+def pi_estimate(message: dict[str, Any]) -> int | float:
     """Pi's estimate: ``ceil(UTF-16 code units / 4)`` per role (see :func:`sessiontree.estimate_tokens`)."""
     return estimate_tokens(message)
 
@@ -160,7 +160,7 @@ class TiktokenCounter:
         self,
         encoding_name: str = "o200k_base",
         *,
-        encoding_file: str | os.PathLike | None = None,
+        encoding_file: str | os.PathLike[str] | None = None,
         connect_timeout: float = 5.0,
     ):
         tiktoken = _import_tiktoken()
@@ -194,7 +194,7 @@ class TiktokenCounter:
 
         data = path.read_bytes()
 
-        def load_local(blobpath: str, expected_hash: str | None = None) -> dict:
+        def load_local(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
             # tiktoken's loader, fed our file: same hash check, never a download
             if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
                 raise TokenCounterError(f"{path} is not the {encoding_name} encoding file (hash mismatch)")
@@ -212,7 +212,7 @@ class TiktokenCounter:
     @classmethod
     def from_bpe_file(
         cls,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         pat_str: str,
         name: str = "custom",
@@ -240,7 +240,7 @@ class TiktokenCounter:
         """Tokens of a string (special-token text is counted as ordinary text)."""
         return len(self._enc.encode(text, disallowed_special=()))
 
-    def __call__(self, message: dict) -> int:
+    def __call__(self, message: dict[str, Any]) -> int:
         """Tokens of an ``AgentMessage`` (the fields Pi's estimate counts; images 1200 each)."""
         texts, images = message_texts(message)
         return (

@@ -49,7 +49,7 @@ def _length(value: Any) -> float:
     return _NAN if n is JS_UNDEFINED else n
 
 
-def _iterate(value: Any, name: str) -> list:
+def _iterate(value: Any, name: str) -> list[Any]:
     """``for (const x of value)``: lists and strings iterate, anything else throws."""
     if isinstance(value, list):
         return value
@@ -83,7 +83,7 @@ def _content_chars(content: Any) -> float:
     return chars
 
 
-def _assistant_chars(message: dict) -> float:
+def _assistant_chars(message: dict[str, Any]) -> float:
     chars: float = 0
     for block in _iterate(_prop(message, "content"), "assistant.content"):
         btype = _prop(block, "type")
@@ -100,7 +100,7 @@ def _assistant_chars(message: dict) -> float:
     return chars
 
 
-def _system_chars(message: dict) -> float:
+def _system_chars(message: dict[str, Any]) -> float:
     chars = _content_chars(_prop(message, "content"))
     sections = _prop(message, "sections")
     if js_truthy(sections):

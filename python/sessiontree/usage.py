@@ -47,7 +47,7 @@ class UsageTotals:
     total: float = 0
     cost: float = 0
 
-    def to_pi(self) -> dict:
+    def to_pi(self) -> dict[str, Any]:
         """``{"tokens": {input, output, cacheRead, cacheWrite, total}, "cost"}`` as Pi's
         ``get_session_stats`` shows them (NaN becomes ``None``)."""
 

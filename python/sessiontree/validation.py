@@ -87,7 +87,7 @@ def _content_check(raw: Any) -> tuple[str, PiError] | None:
     return None
 
 
-def _problem(line: int, offset: int, kind: str, message: str) -> dict:
+def _problem(line: int, offset: int, kind: str, message: str) -> dict[str, Any]:
     return {
         "line": line,
         "offset": offset,
@@ -118,20 +118,23 @@ def _cycles(session: "Session", candidates: Iterable[int]) -> list[list[int]]:
     return cycles
 
 
-def structural_problems(session: "Session") -> list[dict]:
+def structural_problems(session: "Session") -> list[dict[str, Any]]:
     """The scanner's line problems (``malformed_json``, ``torn_last_line``, ``skipped_value``,
     ``blank_line``, ``extra_header``, ...) plus structural ones: ``missing_id``,
     ``duplicate_id``, ``orphan`` (parentId names no entry: Pi makes it a root),
     ``bad_parent_id`` (parentId missing or not a string), ``self_parent`` (Pi's getBranch never
     returns from it), ``parent_cycle``, ``unreachable`` (hangs off a cycle), ``leaf_cycle`` (the
-    leaf's path loops: Pi cannot open the file), ``label_target_missing``. Unsorted.
+    leaf's path loops: Pi cannot open the file), ``label_target_missing``, ``leaf_entry`` (a
+    ``{"type":"leaf","targetId":...}`` line some harnesses append to move the leaf: Pi 1.6
+    reads it as an ordinary entry, which becomes the leaf, and without an id the active branch
+    is empty; we read it as Pi 1.6 does and report it until its rule is pinned). Unsorted.
 
     Reads ``session`` through its public batch views (:meth:`Session.entry_table`,
     :attr:`Session.problems`, :meth:`Session.check_tree`, :meth:`Session.unreachable_entries`,
     :meth:`Session.parent_positions`, :meth:`Session.raw_values`). Cost: every entry's index
     record, plus the parsed ``label`` entries.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     table = session.entry_table()
     ids, lines, offsets = table.id, table.line, table.offset
 
@@ -144,10 +147,22 @@ def structural_problems(session: "Session") -> list[dict]:
         add(None, p.kind, p.message, p.line, p.offset)
     n = len(ids)
     first_line: dict[str, int] = {}
+    leaf_at = [i for i in range(n) if table.type[i] == "leaf"]
+    for i, raw in zip(leaf_at, session.raw_values(leaf_at)):
+        target = raw.get("targetId") if isinstance(raw, dict) else None
+        add(
+            i,
+            "leaf_entry",
+            f"a harness-written leaf entry (targetId {target!r}): Pi 1.6 reads it as an ordinary entry"
+            + (" without an id, so the active branch ends here and is empty" if ids[i] is None else "")
+            + "; read as Pi 1.6 does until its rule is pinned",
+        )
+    leaf_set = set(leaf_at)
     for i in range(n):
         eid = ids[i]
         if eid is None:
-            add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
+            if i not in leaf_set:
+                add(i, "missing_id", "entry has no string id (Pi keeps it as a root that nothing can reference)")
             continue
         if eid in first_line:
             add(i, "duplicate_id", f"id {eid!r} already used on line {first_line[eid]}; this later entry wins lookups")
@@ -198,14 +213,14 @@ def structural_problems(session: "Session") -> list[dict]:
     return out
 
 
-def content_problems(session: "Session", progress: Callable[[int], None] | None = None) -> list[dict]:
+def content_problems(session: "Session", progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """``content_error`` for every entry whose content Pi would throw on when it builds the
     context, estimates tokens or serializes the conversation for a summary
     (:func:`entry_content_error`): compaction, branch summaries and ``should_compact`` fail on a
     branch holding one. The message names the entry and Pi's error. Cost: parses the entries of
     the four content-carrying types. ``progress(n)``: called as entries are passed (``n``
     entry positions at a time, ``len(session)`` in all)."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     table = session.entry_table()
     todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
     passed = 0

@@ -215,14 +215,14 @@ def _check_target(path: Path, source_id: tuple[int, int] | None, dir_fd: int | N
     return st
 
 
-def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
+def _stat_or_none(path: str | os.PathLike[str] | None) -> os.stat_result | None:
     try:
         return os.stat(path) if path is not None else None
     except OSError:
         return None
 
 
-def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, int] | None:
+def _source_id(source: os.stat_result | str | os.PathLike[str] | None) -> tuple[int, int] | None:
     if source is None:
         return None
     if not isinstance(source, os.stat_result):
@@ -245,10 +245,10 @@ class AtomicWriter:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         like: os.stat_result | None = None,
-        source: os.stat_result | str | os.PathLike | None = None,
+        source: os.stat_result | str | os.PathLike[str] | None = None,
         dir_fd: int | None = None,
         settle: Callable[[Any], None] | None = None,
         renamed: Callable[[], None] | None = None,
@@ -348,10 +348,10 @@ class AtomicWriter:
 
 
 def atomic_writer(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     like: os.stat_result | None = None,
-    source: os.stat_result | str | os.PathLike | None = None,
+    source: os.stat_result | str | os.PathLike[str] | None = None,
     dir_fd: int | None = None,
 ) -> AtomicWriter:
     """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
@@ -372,11 +372,11 @@ def atomic_writer(
 
 
 def atomic_write(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     chunks: Iterator[bytes] | Sequence[bytes],
     *,
     like: os.stat_result | None = None,
-    source: os.stat_result | str | os.PathLike | None = None,
+    source: os.stat_result | str | os.PathLike[str] | None = None,
     dir_fd: int | None = None,
 ) -> None:
     """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the

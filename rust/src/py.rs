@@ -56,8 +56,16 @@ impl Index {
             cache,
         }
     }
+    /// Raises SessionFileChangedError once a refresh found the file rewritten, shrunk or
+    /// changed under its scan (the store is poisoned: no answer may mix two files), then
+    /// checks the entry position `i`.
     fn check(&self, i: usize) -> PyResult<()> {
+        self.live()?;
         Ok(self.st.index.check_pos(i)?)
+    }
+    /// Raises SessionFileChangedError once the store is poisoned (see `check`).
+    fn live(&self) -> PyResult<()> {
+        Ok(self.st.check_live()?)
     }
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
@@ -73,18 +81,24 @@ impl Index {
     /// Scans a session file (read through a bounded buffer; the GIL is released while scanning).
     /// With `cache_dir`, through the saved index there (loaded when it passes its checks, saved
     /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
+    /// After a save the folder's saved indexes of files gone or rewritten are evicted, then the
+    /// least recently used past `cache_max` bytes (at most once per `cache_evict_s` seconds).
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = 1073741824, cache_evict_s = 10))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         parallel: bool,
         cache_dir: Option<PathBuf>,
         cache_min: u64,
+        cache_max: u64,
+        cache_evict_s: u64,
     ) -> PyResult<Self> {
         let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
             dir,
             min_bytes: cache_min,
+            max_bytes: cache_max,
+            evict_every_s: cache_evict_s,
         });
         let (st, cache) = py.detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))?;
         Ok(Index::new(st, cache))
@@ -145,6 +159,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_detect, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_file, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;
+    m.add("INDEX_CACHE_MAX_BYTES", crate::saved::DEFAULT_MAX_BYTES)?;
     m.add_function(wrap_pyfunction!(fleet::fleet_rows, m)?)?;
     let names = pyo3::types::PyTuple::new(m.py(), crate::columns::ENTRY_COLUMNS)?;
     m.add("FLEET_ENTRY_COLUMNS", names)?;

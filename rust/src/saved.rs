@@ -11,8 +11,10 @@
 //! * a fixed 128-byte header: magic, format version, byte-order mark, record size, pointer
 //!   width, then what the index covers (device, inode, indexed length, the file's size, mtime
 //!   and ctime in nanoseconds as they were at the scan, a fingerprint of sampled blocks), the
-//!   lengths of the four sections and a checksum of all of it (the header and a hash of each
-//!   section);
+//!   lengths of the sections and a checksum of all of it (the header, the path and a hash of
+//!   each section);
+//! * the session file's absolute path as it was opened (at most [`PATH_MAX`] bytes): only
+//!   eviction reads it, to tell whether that file still exists as the inode indexed;
 //! * the index's meta section (`index::persist`): a stamp of the fixed type and role names
 //!   (an index saved by a build with other fixed names is refused), names, labels, problems,
 //!   line runs, targets, header state;
@@ -36,6 +38,13 @@
 //! temp file (mode 0600) in that folder and renamed over the final name (two processes saving
 //! at once each rename a whole file; a symlink planted at the name is replaced, never
 //! followed). A failed save (full disk, unwritable folder) only means the next open is cold.
+//!
+//! Eviction ([`evict`], after every save): a saved index whose session file no longer exists,
+//! or is now another inode or another file at that inode (rewritten), is removed; then, while
+//! the folder's saved indexes total more than the cap, the least recently used go (a load
+//! sets the saved file's mtime: its last use); a process does this at most once per
+//! [`CacheCfg::evict_every_s`]. Only files this module would load are touched
+//! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
 use crate::index::{recs_bytes, Index, Rec};
 use std::ffi::CString;
@@ -50,7 +59,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.
@@ -70,13 +79,32 @@ pub const RESAVE_MIN: u64 = 8 << 20;
 /// many (the pool's threads cost more to start in a new process than a few MiB cost to scan).
 pub const PARALLEL_REST: u64 = 8 << 20;
 
-/// Where saved indexes go, and from what file size on.
+/// Where saved indexes go, from what file size on, and how much they may total.
 #[derive(Clone, Debug)]
 pub struct CacheCfg {
     pub dir: PathBuf,
     /// files smaller than this are not saved (a scan of them is about as fast as a load)
     pub min_bytes: u64,
+    /// the saved indexes in `dir` total at most this many bytes after a save (least recently
+    /// used evicted first; the one just saved is kept even when alone it is larger)
+    pub max_bytes: u64,
+    /// a process evicts at most once per this many seconds (its first save always does): each
+    /// eviction reads every saved index's header, so a bulk job saving thousands of indexes
+    /// into one folder must not do it on every save
+    pub evict_every_s: u64,
 }
+
+/// Seconds between two evictions of one process when none is given.
+pub const DEFAULT_EVICT_EVERY_S: u64 = 10;
+/// When this process last evicted (seconds since the epoch; 0: never).
+static LAST_EVICT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The cap on a folder's saved indexes when none is given (1 GiB).
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// The longest session path recorded in a saved index (a longer one: not saved).
+pub const PATH_MAX: u64 = 4096;
+/// A leftover temp file of an interrupted save older than this (seconds) is removed on evict.
+const STALE_TMP_SECS: i64 = 3600;
 
 /// What the cache did on an open (for `Index.cache_state()`, tests and `sessiontree cache`).
 #[derive(Clone, Debug, PartialEq)]
@@ -255,8 +283,8 @@ fn get_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// The header: fields at fixed places (see the module docs). `sums` is the checksum slot.
-fn header(cover: &Cover, lens: [u64; 4], sum: u64) -> [u8; HEADER_LEN] {
-    let [meta_len, nrecs, nkeys, key_bytes] = lens;
+fn header(cover: &Cover, lens: [u64; 5], sum: u64) -> [u8; HEADER_LEN] {
+    let [meta_len, nrecs, nkeys, key_bytes, path_len] = lens;
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     let mut put32 = |at: usize, v: u32| h[at..at + 4].copy_from_slice(&v.to_ne_bytes());
@@ -277,6 +305,7 @@ fn header(cover: &Cover, lens: [u64; 4], sum: u64) -> [u8; HEADER_LEN] {
         sum,
         nkeys,
         key_bytes,
+        path_len,
     ];
     for (i, v) in vals.iter().enumerate() {
         h[24 + 8 * i..32 + 8 * i].copy_from_slice(&v.to_ne_bytes());
@@ -385,6 +414,7 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         fp: v(6),
     };
     let (meta_len, nrecs, sum, nkeys, kb_len) = (v(7), v(8), v(9), v(10), v(11));
+    let path_len = v(12);
     let (size, mtime, ctime) = stat_of(meta);
     if (cover.dev, cover.ino) != (meta.dev(), meta.ino()) {
         return Err("saved index of another file".into());
@@ -395,14 +425,16 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     if size == cover.covered && (mtime, ctime) != (cover.mtime_ns, cover.ctime_ns) {
         return Err("the file was changed (same length, other mtime or ctime)".into());
     }
-    // the sections: meta, key records, key bytes, records, exactly filling the file
+    // the sections: path, meta, key records, key bytes, records, exactly filling the file
     let wrong = || "saved index of a wrong size".to_string();
+    if path_len > PATH_MAX {
+        return Err(wrong());
+    }
+    let at_meta = HEADER_LEN as u64 + path_len;
     let rec_bytes = nrecs
         .checked_mul(std::mem::size_of::<Rec>() as u64)
         .ok_or_else(wrong)?;
-    let at_keys = (HEADER_LEN as u64)
-        .checked_add(meta_len)
-        .ok_or_else(wrong)?;
+    let at_keys = at_meta.checked_add(meta_len).ok_or_else(wrong)?;
     let at_kb = nkeys
         .checked_mul(8)
         .and_then(|x| x.checked_add(at_keys))
@@ -415,8 +447,11 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     if fp != cover.fp {
         return Err("the file's indexed bytes changed (fingerprint)".into());
     }
-    let mut h0 = head;
+    let mut h0 = head.to_vec();
     h0[SUM_AT..SUM_AT + 8].fill(0);
+    h0.extend_from_slice(
+        &read_vec(&c, HEADER_LEN as u64, path_len as usize).map_err(|e| e.to_string())?,
+    );
     // two threads: this one reads, hashes and checks the meta and the keys while the other
     // reads and hashes the records; then the records are checked here
     let (ix, sums) = std::thread::scope(|sc| {
@@ -426,7 +461,7 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
             Ok::<_, io::Error>((recs, h))
         });
         let first = (|| {
-            let meta_b = read_vec(&c, HEADER_LEN as u64, meta_len as usize)?;
+            let meta_b = read_vec(&c, at_meta, meta_len as usize)?;
             let keys = read_u64s(&c, at_keys, nkeys as usize)?;
             let kb = read_vec(&c, at_kb, kb_len as usize)?;
             // SAFETY: a view of the words' initialised bytes, exactly their length.
@@ -448,6 +483,7 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         return Err("saved index damaged (checksum)".into());
     }
     let ix = ix.ok_or_else(|| "saved index inconsistent".to_string())?;
+    touch(&c);
     Ok((ix, cover.covered))
 }
 
@@ -460,6 +496,7 @@ pub fn save(
     index: &Index,
     f: &File,
     before: &std::fs::Metadata,
+    path: &Path,
 ) -> Result<(), String> {
     if !index.can_persist() {
         return Err("index not saveable (torn last line, legacy format or no header)".into());
@@ -482,6 +519,11 @@ pub fn save(
         ctime_ns,
         fp: fingerprint(f, covered).map_err(|e| e.to_string())?,
     };
+    let abs = std::path::absolute(path).map_err(|e| e.to_string())?;
+    let path_b = abs.as_os_str().as_bytes();
+    if path_b.len() as u64 > PATH_MAX {
+        return Err("the session path is too long to record".into());
+    }
     let mut meta = Vec::new();
     index.persist_meta(&mut meta);
     let recs = recs_bytes(&index.recs);
@@ -491,8 +533,10 @@ pub fn save(
         index.recs.len() as u64,
         keys.len() as u64 / 8,
         kb.len() as u64,
+        path_b.len() as u64,
     ];
-    let h0 = header(&cover, lens, 0);
+    let mut h0 = header(&cover, lens, 0).to_vec();
+    h0.extend_from_slice(path_b);
     let sums = [meta.as_slice(), keys, kb, recs].map(section_sum);
     let head = header(&cover, lens, checksum(&h0, sums));
     let dir = open_dir(&cfg.dir, true).map_err(|e| format!("cache folder: {e}"))?;
@@ -524,6 +568,7 @@ pub fn save(
     };
     let w = out
         .write_all(&head)
+        .and_then(|_| out.write_all(path_b))
         .and_then(|_| out.write_all(&meta))
         .and_then(|_| out.write_all(keys))
         .and_then(|_| out.write_all(kb))
@@ -548,7 +593,202 @@ pub fn save(
         unlink();
         return Err(format!("cache rename: {e}"));
     }
+    let now = now_secs();
+    let last = LAST_EVICT.load(std::sync::atomic::Ordering::Relaxed);
+    if last == 0 || now.saturating_sub(last) >= cfg.evict_every_s as i64 {
+        LAST_EVICT.store(now, std::sync::atomic::Ordering::Relaxed);
+        evict(&dir, cfg.max_bytes, Some(&name));
+    }
     Ok(())
+}
+
+/// Sets a saved index's mtime to now: its last use, for the least-recently-used eviction.
+fn touch(f: &File) {
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+    ];
+    // SAFETY: futimens on our open descriptor with two valid timespecs.
+    unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
+}
+
+/// What [`inspect`] tells of one name in the cache folder.
+enum Found {
+    /// a saved index this module wrote: its size, last use (mtime, s) and whether its session
+    /// file is gone or rewritten
+    Saved { size: u64, used: i64, stale: bool },
+    /// a leftover temp file of an interrupted save (ours: regular, owned by us, mode 0600)
+    Temp { age: i64 },
+}
+
+/// The names in the folder open as `dir` (read through the descriptor, not the path).
+fn names_in(dir: &OwnedFd) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Whether `name` in `dir` is a file of ours (see [`Found`]); None for anything else (not our
+/// name, magic, layout or owner, a symlink, a FIFO, unreadable): never to be removed.
+fn inspect(dir: &OwnedFd, name: &str) -> Option<Found> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if let Some(rest) = name.strip_prefix('.') {
+        // `.{dev}-{ino}.stidx.{pid}.{seq}.{nanos}.tmp`
+        let (base, _) = rest.split_once(SUFFIX)?;
+        let ok = name.ends_with(".tmp") && base.len() == 33 && base.as_bytes()[16] == b'-';
+        if !ok {
+            return None;
+        }
+        let f = open_in(dir, name).ok()?;
+        let m = f.metadata().ok()?;
+        if m.uid() != me || m.mode() & 0o777 != 0o600 {
+            return None;
+        }
+        return Some(Found::Temp {
+            age: now_secs() - m.mtime(),
+        });
+    }
+    if !name.ends_with(SUFFIX) {
+        return None;
+    }
+    let c = open_in(dir, name).ok()?;
+    let cm = c.metadata().ok()?;
+    if cm.uid() != me {
+        return None;
+    }
+    let mut head = [0u8; HEADER_LEN];
+    c.read_exact_at(&mut head, 0).ok()?;
+    if head[..8] != MAGIC {
+        return None;
+    }
+    let v = |i: usize| get_u64(&head, 24 + 8 * i);
+    let (dev, ino) = (v(0), v(1));
+    if name != file_name(dev, ino) {
+        return None;
+    }
+    let current = get_u32(&head, 8) == FORMAT_VERSION
+        && get_u32(&head, 12) == ORDER_MARK
+        && get_u32(&head, 16) == std::mem::size_of::<Rec>() as u32
+        && get_u32(&head, 20) == usize::BITS;
+    let size = cm.len();
+    let used = cm.mtime();
+    if !current {
+        // our magic and name, another version or architecture: never loaded again
+        return Some(Found::Saved {
+            size,
+            used,
+            stale: true,
+        });
+    }
+    let path_len = v(12);
+    if path_len == 0 || path_len > PATH_MAX || HEADER_LEN as u64 + path_len > size {
+        return None;
+    }
+    let p = read_vec(&c, HEADER_LEN as u64, path_len as usize).ok()?;
+    let path = Path::new(std::ffi::OsStr::from_bytes(&p));
+    let stale = match std::fs::metadata(path) {
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+        Ok(m) => {
+            let (len, mtime, ctime) = stat_of(&m);
+            let covered = v(2);
+            (m.dev(), m.ino()) != (dev, ino)
+                || len < covered
+                || (len == covered && (mtime, ctime) != (v(4) as i64, v(5) as i64))
+        }
+    };
+    Some(Found::Saved { size, used, stale })
+}
+
+/// Removes `name` from `dir` (never following a symlink: unlinkat removes the name itself).
+fn remove(dir: &OwnedFd, name: &str) -> bool {
+    let Ok(c) = cname(name) else { return false };
+    // SAFETY: unlinkat of a name in our folder descriptor.
+    unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) == 0 }
+}
+
+/// Evicts from the open cache folder `dir`: saved indexes whose session file is gone or was
+/// rewritten, temp files of interrupted saves older than an hour, then the least recently
+/// used saved indexes while they total more than `max_bytes` (never `keep`, the one just
+/// saved). Returns how many files were removed. Failures are ignored (eviction is upkeep).
+pub fn evict(dir: &OwnedFd, max_bytes: u64, keep: Option<&str>) -> usize {
+    let mut live: Vec<(i64, u64, String)> = Vec::new();
+    let mut removed = 0;
+    for name in names_in(dir) {
+        match inspect(dir, &name) {
+            Some(Found::Temp { age }) if age > STALE_TMP_SECS => {
+                removed += remove(dir, &name) as usize
+            }
+            Some(Found::Saved { stale: true, .. }) if Some(name.as_str()) != keep => {
+                removed += remove(dir, &name) as usize
+            }
+            Some(Found::Saved { size, used, .. }) => live.push((used, size, name)),
+            _ => {}
+        }
+    }
+    let mut total: u64 = live.iter().map(|x| x.1).sum();
+    live.sort();
+    for (_, size, name) in live {
+        if total <= max_bytes {
+            break;
+        }
+        if Some(name.as_str()) == keep {
+            continue;
+        }
+        if remove(dir, &name) {
+            removed += 1;
+            total -= size;
+        }
+    }
+    removed
+}
+
+/// Removes every file of ours (see [`inspect`]) from the cache folder `dir`, when the folder
+/// passes [`open_dir`]'s rules (else nothing); returns how many were removed.
+pub fn clear(dir: &Path) -> usize {
+    let Ok(d) = open_dir(dir, false) else {
+        return 0;
+    };
+    let mut n = 0;
+    for name in names_in(&d) {
+        if inspect(&d, &name).is_some() && remove(&d, &name) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The files of ours in the cache folder `dir` (when it passes [`open_dir`]'s rules):
+/// (saved indexes, their total bytes, temp files).
+pub fn census(dir: &Path) -> Option<(usize, u64, usize)> {
+    let d = open_dir(dir, false).ok()?;
+    let (mut files, mut bytes, mut temps) = (0, 0, 0);
+    for name in names_in(&d) {
+        match inspect(&d, &name) {
+            Some(Found::Saved { size, .. }) => {
+                files += 1;
+                bytes += size;
+            }
+            Some(Found::Temp { .. }) => temps += 1,
+            None => {}
+        }
+    }
+    Some((files, bytes, temps))
 }
 
 #[cfg(test)]
@@ -695,6 +935,8 @@ mod tests {
         let cfg = CacheCfg {
             dir: dir.join("cache"),
             min_bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
         let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         assert!(
@@ -735,6 +977,8 @@ mod tests {
         let cfg = CacheCfg {
             dir: dir.join("cache"),
             min_bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
         let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         let f = File::open(&path).unwrap();

@@ -361,7 +361,7 @@ impl Store {
                     // much appended since the save: save again (a few appended lines are not
                     // worth rewriting the saved index for)
                     if base_len - covered >= saved::RESAVE_MIN.max(covered / 4) {
-                        let _ = saved::save(cfg, &st.index, &f, &meta);
+                        let _ = saved::save(cfg, &st.index, &f, &meta, path);
                     }
                     st.file = Some(f);
                     st.set_guard(stamp_of(&meta));
@@ -377,7 +377,7 @@ impl Store {
         let same = file
             .metadata()
             .is_ok_and(|m| ident_of(&m) == ident_of(&meta));
-        let saved = same && saved::save(cfg, &st.index, file, &meta).is_ok();
+        let saved = same && saved::save(cfg, &st.index, file, &meta, path).is_ok();
         Ok((st, saved::CacheState::Cold { why, saved }))
     }
 
@@ -657,7 +657,9 @@ impl Store {
         }
         let checked = self.check_guard(&file, &fmeta);
         self.file = Some(file);
-        checked?;
+        // a rewrite caught here poisons the store as one caught mid-scan does: the bytes kept
+        // are the old file's, and no later read may answer from them
+        self.after_refresh_scan(checked)?;
         if len == known {
             return Ok(0);
         }

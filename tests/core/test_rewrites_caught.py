@@ -135,3 +135,36 @@ def test_a_small_file_rewritten_between_its_ends_is_caught_on_refresh(tmp_path):
     _middle_rewrite(p, data, b"middle 200", b"MIDDLE 200")
     with pytest.raises(SessionFileChangedError):
         s.refresh()
+
+
+@pytest.mark.parametrize("same_length", [False, True])
+def test_every_read_raises_after_refresh_caught_a_rewrite_until_reopened(tmp_path, same_length):
+    """A refresh that caught a rewrite poisons the Session: no answer mixes the two files."""
+    p = tmp_path / "s.jsonl"
+    old = _lines("s1", 50, "old")
+    p.write_bytes(old)
+    st = os.stat(p)
+    s = Session.open(p)
+    assert len(s.build_context().messages) == 50
+    new = _lines("s9", 50, "new") if same_length else _lines("s2", 80, "new-and-longer")
+    _rewrite_in_place(p, new)
+    if same_length:
+        assert len(new) == len(old)
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(SessionFileChangedError):
+        s.refresh()
+    for read in (
+        s.build_context,
+        s.entries,
+        s.get_branch,
+        s.get_tree,
+        lambda: s.file_header,
+        lambda: s.leaf_id,
+        lambda: len(s),
+        lambda: s.get_entry("ol000001"),
+        s.refresh,
+    ):
+        with pytest.raises(SessionFileChangedError):
+            read()
+    again = Session.open(p)
+    assert len(again.entries()) == (50 if same_length else 80)

@@ -49,10 +49,10 @@ def test_rpc_session_and_switch_session_use_the_saved_index(tmp_path):
     first = _answers(p, q, env)
     saved = sorted(folder.glob("*.stidx"))
     assert len(saved) == 2  # both opens saved their index
-    stamps = [f.stat().st_mtime_ns for f in saved]
+    stamps = [f.stat().st_ino for f in saved]  # a save renames a new file in: a new inode
     second = _answers(p, q, env)
     assert second == first
-    assert [f.stat().st_mtime_ns for f in saved] == stamps  # loaded, not saved again
+    assert [f.stat().st_ino for f in saved] == stamps  # loaded (a load sets mtime: its last use), not saved again
     off = _answers(p, q, dict(env, SESSIONTREE_INDEX_CACHE="off"))
     assert off == first
     assert os.path.getsize(p) > 0

@@ -65,7 +65,7 @@ def test_the_makefile_has_the_loop():
         "cargo fmt --check",
         "cargo clippy --all-targets --features python -- -D warnings",
         "mypy.stubtest sessiontree._core",
-        "mypy python/sessiontree",
+        "mypy --strict python/sessiontree",
     ):
         assert check in targets["lint"], check
     assert "--zig --compatibility manylinux2014" in targets["wheel"] and "check_wheel.py" in targets["wheel"]
@@ -106,3 +106,21 @@ def test_the_wheel_check_reads_the_tags(check_wheel):
 def test_the_wheel_check_refuses_what_no_index_or_old_system_takes(check_wheel, name, why):
     with pytest.raises(SystemExit, match=why):
         check_wheel.check(Path(name))
+
+
+def test_make_wheel_installs_the_release_extra_first(tmp_path):
+    """``make wheel`` installs what it needs (the ``release`` extra, read from pyproject.toml) into
+    the venv before building, as ``make dev`` installs its extras."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    root = Path(__file__).resolve().parent.parent.parent
+    out = subprocess.run(
+        ["make", "-n", "wheel", "HAVE_AARCH64="], capture_output=True, text=True, cwd=root, timeout=60
+    ).stdout.splitlines()
+    install = next(i for i, line in enumerate(out) if "optional-dependencies']['release']" in line)
+    pip = next(i for i, line in enumerate(out) if "pip install" in line and "release-requirements.txt" in line)
+    build = next(i for i, line in enumerate(out) if "maturin build --release" in line)
+    assert install < pip < build

@@ -16,7 +16,7 @@ PKG = Path(sessiontree.__file__).parent
 #: Rust (Date parsing, JS number text, the ISO clock). Everything else reaches the core through
 #: them (the version, the scrubber and the HTML digest are handed out by ``session/``). A name
 #: ending in ``/`` is a folder.
-CORE_OWNERS = {"session/", "entries.py", "_jsjson.py", "paths.py"}
+CORE_OWNERS = {"session/", "entries.py", "_jsjson.py", "paths.py", "index_cache.py"}
 
 
 def _owns_core(rel: str, owners: set[str] = CORE_OWNERS) -> bool:

@@ -140,7 +140,7 @@ def _migration_line(legacy: int | None, s: Session, dry_run: bool) -> str | None
     return f"migrated:          the v{legacy} file was rewritten as v3 (atomically) before the first write, as Pi does"
 
 
-def _entry_where(s: Session, entry_id: Any) -> dict:
+def _entry_where(s: Session, entry_id: Any) -> dict[str, Any]:
     """``{id, line, type, role}`` of an entry id (line/type/role None when unknown)."""
     e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
     if e is None:
@@ -148,7 +148,7 @@ def _entry_where(s: Session, entry_id: Any) -> dict:
     return {"id": entry_id, "line": e.line, "type": e.type, "role": e.role}
 
 
-def _where_text(w: dict) -> str:
+def _where_text(w: dict[str, Any]) -> str:
     if w["line"] is None:
         return _shown_id(w["id"])
     return f"{_shown_id(w['id'])} (line {w['line']}, {safe_text(_kind_from(w['type'], w['role']))})"
@@ -183,14 +183,14 @@ def _print_block(out: _Out, title: str, text: str) -> None:
         out("  " + safe_text(line) if line else "")
 
 
-def _sum_tokens(messages: list) -> Any:
+def _sum_tokens(messages: list[Any]) -> Any:
     from ..tokens import estimate_tokens
 
     per = [_tokens_or_none(estimate_tokens, m) for m in messages]
     return None if any(t is None for t in per) else sum(per)
 
 
-def _files_json(read: Sequence[str], modified: Sequence[str]) -> dict:
+def _files_json(read: Sequence[str], modified: Sequence[str]) -> dict[str, Any]:
     return {"read": list(read), "modified": list(modified)}
 
 
@@ -223,7 +223,7 @@ def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, alre
     return 1
 
 
-def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict:
+def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     """What a compaction would do: :func:`sessiontree.orchestration.plan_compaction` (the plan
     ``compact`` runs), shown without a summarizer."""
     from ..context import should_compact
@@ -290,10 +290,10 @@ def _tokens_before_text(tokens: Any, source: str, estimated: Any) -> str:
     return f"~{_fmt_tokens(tokens)} (chars/4 estimate)"
 
 
-def _print_dry_run(doc: dict, summarizer_name: str) -> None:
+def _print_dry_run(doc: dict[str, Any], summarizer_name: str) -> None:
     out = _Out()
 
-    def count(part: dict) -> str:
+    def count(part: dict[str, Any]) -> str:
         n = part["messages"]
         return f"{n} message{'s' if n != 1 else ''}, ~{_fmt_tokens(part['tokens'])} tokens"
 
@@ -370,7 +370,7 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
     legacy = _legacy_version(s)
     _take_write_lock(s)
     progress("preparing…")
-    captured: dict = {}
+    captured: dict[str, Any] = {}
 
     def on_prepared(event: Any) -> None:
         prep = event.preparation

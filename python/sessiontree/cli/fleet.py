@@ -373,7 +373,7 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
     from ..summarizers import get_summarizer
 
     name = args.summarizer or "offline"
-    kw: dict = {}
+    kw: dict[str, Any] = {}
     if name != "offline":
         if args.model:
             kw["model"] = args.model

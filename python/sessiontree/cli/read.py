@@ -337,7 +337,7 @@ def cmd_entries(s: Session, args: argparse.Namespace) -> int:
 # ==== validate ========================================================================
 
 
-def validate_session(s: Session) -> list[dict]:
+def validate_session(s: Session) -> list[dict[str, Any]]:
     """:meth:`Session.validate` (kept here for one release; the check lives in the library)."""
     return s.validate()
 

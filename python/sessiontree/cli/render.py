@@ -34,7 +34,7 @@ MAX_TREE_GUIDES = 8
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def _escape_char(m: re.Match) -> str:
+def _escape_char(m: re.Match[str]) -> str:
     c = ord(m.group())
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
@@ -62,7 +62,7 @@ def safe_text(s: object) -> str:
 _JSON_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
-def _json_escape(m: re.Match) -> bytes:
+def _json_escape(m: re.Match[bytes]) -> bytes:
     return b"\\u%04x" % ord(m.group().decode("utf-8"))
 
 
@@ -376,4 +376,4 @@ def _silence_stdout() -> None:
     try:
         sys.stdout = open(os.devnull, "w")  # the old object's unflushed buffer is discarded with it
     except OSError:
-        sys.stdout = None  # type: ignore[assignment]
+        sys.stdout = None

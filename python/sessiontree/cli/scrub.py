@@ -178,7 +178,7 @@ def _scrub(args: argparse.Namespace) -> int:
     return 1 if args.check and report.found else 0
 
 
-def _text_row(row: dict, keys: tuple[str, ...] = ("path", "output")) -> dict:
+def _text_row(row: dict[str, Any], keys: tuple[str, ...] = ("path", "output")) -> dict[str, Any]:
     """A row with its paths as text (a name that is not UTF-8: ``\\xNN`` for each such byte)."""
     from ..fleet import path_text
 
@@ -195,7 +195,7 @@ def _scrub_all(args: argparse.Namespace) -> int:
     from ..fleet import scrub_sessions
 
     failed = 0
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     state: dict[str, Any] = {"bar": None}
     wanted = _progress_wanted(args)
 

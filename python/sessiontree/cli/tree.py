@@ -39,7 +39,7 @@ AROUND_DEPTH = 1
 
 # A row of the walk: ("e", index, guides, folded, connector, depth, again, unreachable, note)
 # for an entry line, or ("t", text) for a line of text only (human output).
-Row = tuple
+Row = tuple[Any, ...]
 
 
 def walk_rows(
@@ -111,7 +111,7 @@ class _JsonStream:
     def open_nodes(self) -> None:
         self.out(',\n  "nodes": [')
 
-    def node(self, record: dict) -> None:
+    def node(self, record: dict[str, Any]) -> None:
         text = json_document(record).replace("\n", "\n    ")
         self.out(("\n    " if self.nodes == 0 else ",\n    ") + text)
         self.nodes += 1

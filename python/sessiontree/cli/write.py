@@ -64,7 +64,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
         _take_write_lock(s)
     old_leaf = s.leaf_id
     first_new = len(s)
-    captured: dict = {}
+    captured: dict[str, Any] = {}
 
     def on_prepared(event: Any) -> None:
         prep = event.preparation

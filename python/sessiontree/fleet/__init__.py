@@ -29,6 +29,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..index_cache import IndexCache
+
 from ..settings import CompactionSettings
 from ._rows import Options
 from .columns import ENTRY_COLUMNS, STATS_COLUMNS
@@ -191,7 +193,7 @@ def arrow_text(v: Any) -> Any:
         return v.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _table(rows: list[dict], schema: Any) -> Any:
+def _table(rows: list[dict[str, Any]], schema: Any) -> Any:
     pa = _pa()
     cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
     if "path_bytes" in cols:
@@ -254,7 +256,7 @@ def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
     yield from sink.take()
 
 
-def write_parquet(table: Any, path: str | os.PathLike) -> None:
+def write_parquet(table: Any, path: str | os.PathLike[str]) -> None:
     """Write ``table`` to one Parquet file (zstd) through the package's atomic write
     (:func:`sessiontree.session.atomic_write`: a new ``O_EXCL`` temp file with a random name
     beside ``path``, fsynced, renamed over it): never through a planted symlink, never half a
@@ -266,7 +268,7 @@ def write_parquet(table: Any, path: str | os.PathLike) -> None:
     _session.atomic_write(Path(os.fspath(path)), _parquet_chunks(table))
 
 
-def _resolve_parents(rows: list[dict]) -> None:
+def _resolve_parents(rows: list[dict[str, Any]]) -> None:
     """``parent_session_id``: the id of the session ``parent_session`` names, when that file
     is among the rows (matched by its path as written, its absolute path or its file name)."""
     by_path: dict[str, str] = {}
@@ -291,7 +293,7 @@ def _resolve_parents(rows: list[dict]) -> None:
         r["parent_session_id"] = sid
 
 
-def _entry_parts_table(parts: list, schema: Any) -> Any:
+def _entry_parts_table(parts: list[Any], schema: Any) -> Any:
     """One table of the per-session entry tables and error rows the workers made
     (:func:`sessiontree.fleet._rows.entry_rows`), in path order (then file order)."""
     pa = _pa()
@@ -312,7 +314,7 @@ def _entry_parts_table(parts: list, schema: Any) -> Any:
 def session_stats(
     source: Any,
     *,
-    parquet: str | os.PathLike | None = None,
+    parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
     context_window: int = 200_000,
     settings: CompactionSettings | None = None,
@@ -322,7 +324,7 @@ def session_stats(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
-    index_cache: Any = None,
+    index_cache: IndexCache = None,
 ) -> Any:
     """One row per session of ``source`` (:func:`stats_schema`), as a ``pyarrow.Table`` in
     path order; written to ``parquet`` too when given.
@@ -372,7 +374,7 @@ def session_stats(
 def entries_table(
     source: Any,
     *,
-    parquet: str | os.PathLike | None = None,
+    parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
     workers: int | None = None,
     address: str | None = None,
@@ -380,7 +382,7 @@ def entries_table(
     filesystem: Any = None,
     max_bytes: int | None = None,
     progress: bool = False,
-    index_cache: Any = None,
+    index_cache: IndexCache = None,
     scrub: bool = False,
 ) -> Any:
     """One row per entry of every session of ``source`` (:func:`entries_schema`), in path then

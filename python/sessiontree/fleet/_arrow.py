@@ -56,7 +56,7 @@ def from_list(pa: Any, typ: Any, values: Sequence[Any]) -> Any:
     return pa.Array.from_buffers(typ, n, [_buf(pa, valid), pa.py_buffer(nums)], null_count=nulls)
 
 
-def from_core(pa: Any, typ: Any, n: int, col: tuple) -> Any:
+def from_core(pa: Any, typ: Any, n: int, col: tuple[Any, ...]) -> Any:
     """An array over one of the core's column buffers ``(values or offsets, data, validity,
     null count)`` (see :meth:`sessiontree.Session.fleet_columns`), without copying."""
     values, data, valid, nulls = col

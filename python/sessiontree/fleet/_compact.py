@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any, Iterable
 
+from ..index_cache import IndexCache
+
 from ..errors import SessionError, SessionFormatError, SessionLockedError, SessionTreeError
 from ..session import Session
 from ..settings import CompactionSettings
@@ -102,7 +104,7 @@ class CompactOptions:
         lock_timeout: float | None = None,
         max_tokens: int | None = None,
         custom_instructions: str | None = None,
-        index_cache: Any = None,
+        index_cache: IndexCache = None,
     ):
         self.context_window = int(context_window)
         self.settings = settings or CompactionSettings()
@@ -156,14 +158,16 @@ class BoundedSummarizer:
         finally:
             self._sem.release()
 
-    def __getstate__(self) -> dict:  # a semaphore does not pickle: each process gets its own
+    def __getstate__(self) -> dict[str, Any]:  # a semaphore does not pickle: each process gets its own
         return {"inner": self._inner, "limit": self.limit}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         BoundedSummarizer.__init__(self, state["inner"], state["limit"])
 
 
-def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threading.Event | None = None) -> dict:
+def compact_one(
+    path: str, summarizer: Any, opts: CompactOptions, stop: threading.Event | None = None
+) -> dict[str, Any]:
     """Handle one session file; returns its outcome row (never raises for a bad file).
 
     ``stop`` (set on SIGINT/SIGTERM): checked before the lock and again before the summary is
@@ -172,9 +176,9 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threadin
     from ..orchestration import AlreadyCompactedError, NothingToCompactError
     from ..summarizers import SummarizerError
 
-    row: dict = {"path": path, "started": time.time() * 1000}
+    row: dict[str, Any] = {"path": path, "started": time.time() * 1000}
 
-    def done(outcome: str, detail: str | None = None) -> dict:
+    def done(outcome: str, detail: str | None = None) -> dict[str, Any]:
         row["outcome"] = outcome
         row["detail"] = detail
         row["finished"] = time.time() * 1000
@@ -199,7 +203,7 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threadin
         row["session_id"] = s.session_id if isinstance(s.session_id, str) else None
         sopts = Options(opts.context_window, opts.settings, index_cache=getattr(opts, "index_cache", None))
 
-        def not_needed() -> dict | None:
+        def not_needed() -> dict[str, Any] | None:
             """The outcome row when this session needs no compaction now, else None."""
             leaf = s.leaf_entry
             if leaf is not None and leaf.type == "compaction":
@@ -278,10 +282,10 @@ def compact_one(path: str, summarizer: Any, opts: CompactOptions, stop: threadin
 class _Ledger:
     """The outcomes file: one JSON object per line, appended, flushed and fsynced per row."""
 
-    def __init__(self, path: str | os.PathLike | None):
+    def __init__(self, path: str | os.PathLike[str] | None):
         self.path = os.fspath(path) if path is not None else None
         self.lock = threading.Lock()
-        self.previous: list[dict] = []
+        self.previous: list[dict[str, Any]] = []
         self.fh = None
         if self.path is None:
             return
@@ -317,7 +321,7 @@ class _Ledger:
             out[key if key is not None else os.fsencode(r["path"])] = r["outcome"]
         return out
 
-    def write(self, row: dict) -> None:
+    def write(self, row: dict[str, Any]) -> None:
         if self.fh is None:
             return
         from . import arrow_text, path_text
@@ -336,7 +340,7 @@ class _Ledger:
             self.fh.close()
 
 
-def _table(rows: Iterable[dict], skipped: dict[str, int] | None = None) -> Any:
+def _table(rows: Iterable[dict[str, Any]], skipped: dict[str, int] | None = None) -> Any:
     import pyarrow as pa
 
     from . import arrow_text, path_text
@@ -369,17 +373,17 @@ def _run_local(
     ledger: _Ledger,
     progress: Any,
     stop: threading.Event,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Threads over ``paths``, a few sessions queued at a time. When ``stop`` is set (the CLI's
     SIGINT/SIGTERM handler) or a ``KeyboardInterrupt`` arrives: nothing new is started or sent,
     the sessions in flight finish (a summary already asked for is appended and recorded with
     its cost), every row is written, then :class:`RunInterrupted` is raised with the rows."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     bounded = BoundedSummarizer(summarizer, concurrency, stop)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
-    pending: set = set()
+    pending: set[Any] = set()
     it = iter(paths)
     limit = max(1, concurrency) * 2  # queued at once: never every session of the store
 
@@ -434,7 +438,7 @@ class RunInterrupted(SessionTreeError, KeyboardInterrupt):
     ``KeyboardInterrupt``, so ``except KeyboardInterrupt`` around a run catches it as it
     catches a Ctrl-C."""
 
-    def __init__(self, rows: list[dict]):
+    def __init__(self, rows: list[dict[str, Any]]):
         super().__init__("interrupted")
         self.rows = rows
         self.table: Any = None
@@ -450,7 +454,7 @@ def _run_ray(
     num_cpus: int | None,
     progress: Any,
     stop: threading.Event,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     from ._engine import ray_init
 
     ray = ray_init(address, num_cpus)
@@ -464,13 +468,13 @@ def _run_ray(
             self.summarizer = BoundedSummarizer(summarizer, 1)
             self.opts = opts
 
-        def run(self, path: str) -> dict:
+        def run(self, path: str) -> dict[str, Any]:
             return compact_one(path, self.summarizer, self.opts)
 
     # ray.remote(...) makes an actor class; ray's typing gives the decorated class back unchanged
     actors = [Compactor.remote(summarizer, opts) for _ in range(max(1, concurrency))]  # type: ignore[attr-defined]
     pool = ActorPool(actors)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
     def call(a: Any, p: str) -> Any:
         return a.run.remote(p)
@@ -484,7 +488,7 @@ def _run_ray(
             if nxt is None:
                 break
             pool.submit(call, nxt)
-        while pool.has_next():
+        while pool.has_next():  # type: ignore[no-untyped-call]
             try:
                 row = pool.get_next_unordered(timeout=0.2)
             except TimeoutError:
@@ -514,14 +518,14 @@ def compact_sessions(
     context_window: int,
     concurrency: int = 4,
     settings: CompactionSettings | None = None,
-    outcomes: str | os.PathLike | None = None,
+    outcomes: str | os.PathLike[str] | None = None,
     engine: str = "local",
     address: str | None = None,
     num_cpus: int | None = None,
     lock_timeout: float | None = None,
     max_tokens: int | None = None,
     custom_instructions: str | None = None,
-    parquet: str | os.PathLike | None = None,
+    parquet: str | os.PathLike[str] | None = None,
     progress: Any = False,
     stop: threading.Event | None = None,
     index_cache: Any = None,
@@ -560,7 +564,7 @@ def compact_sessions(
     per session handled now, in path order); rows of ``compacted`` sessions are the cost
     ledger (one row per appended summary, with its usage and cost).
     """
-    from ._engine import _progress_bar
+    from .._progress import progress_bar as _progress_bar
 
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")

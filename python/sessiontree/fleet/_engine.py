@@ -77,14 +77,14 @@ from .._progress import _Bar as _Bar, progress_bar as _progress_bar  # noqa: E40
 
 
 def run_local(
-    fn: Callable[[Sequence[Item], Any], list],
+    fn: Callable[[Sequence[Item], Any], list[Any]],
     items: Sequence[Item],
     opts: Any,
     *,
     workers: int | None = None,
     chunk: int = 0,
     progress: bool = False,
-) -> list:
+) -> list[Any]:
     """``fn(chunk_of_items, opts)`` over chunks in a process pool; results in item order,
     concatenated."""
     sizes = [item_bytes(it) for it in items]
@@ -94,7 +94,7 @@ def run_local(
         workers = (os.cpu_count() or 1) if work_bytes(sizes) >= AUTO_POOL_MIN_BYTES else 1
     tick = progress if callable(progress) else _progress_bar(len(items), bool(progress))
     if workers <= 1 or len(items) < 2:
-        out: list = []
+        out: list[Any] = []
         for part in byte_chunks(items, sizes, 1, cap=128 << 20):
             out.extend(fn(part, opts))
             tick(len(part))
@@ -123,7 +123,7 @@ def ray_init(address: str | None, num_cpus: int | None) -> Any:
             "engine='ray' needs Ray Data: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')"
         ) from exc
     if not ray.is_initialized():
-        kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if address:
             kwargs["address"] = address
         elif num_cpus:
@@ -132,7 +132,7 @@ def ray_init(address: str | None, num_cpus: int | None) -> Any:
     return ray
 
 
-def _ray_batch(fn: Callable, opts: Any) -> Callable:
+def _ray_batch(fn: Callable[..., Any], opts: Any) -> Callable[..., Any]:
     def apply(batch: Any) -> Any:
         import pickle
 
@@ -146,7 +146,7 @@ def _ray_batch(fn: Callable, opts: Any) -> Callable:
 
 
 def run_ray(
-    fn: Callable[[Sequence[Item], Any], list],
+    fn: Callable[[Sequence[Item], Any], list[Any]],
     items: Sequence[Item],
     opts: Any,
     *,
@@ -155,7 +155,7 @@ def run_ray(
     batch_size: int = 64,
     concurrency: int | None = None,
     progress: bool = False,
-) -> list:
+) -> list[Any]:
     """``fn`` over ``items`` with Ray Data ``map_batches`` (rows in item order)."""
     import pickle
 
@@ -169,18 +169,18 @@ def run_ray(
 
     table = pa.table({"item": pa.array([pickle.dumps(it) for it in items], pa.large_binary())})
     ds = ray.data.from_arrow(table).repartition(max(1, (len(items) + batch_size - 1) // batch_size))
-    kwargs: dict = {"batch_size": batch_size, "batch_format": "pyarrow"}
+    kwargs: dict[str, Any] = {"batch_size": batch_size, "batch_format": "pyarrow"}
     if concurrency:
         kwargs["concurrency"] = concurrency
     out_ds = ds.map_batches(_ray_batch(fn, opts), **kwargs)
-    out: list = []
+    out: list[Any] = []
     for batch in out_ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         out.extend(pickle.loads(b) for b in batch.column("row").to_pylist())
     return out
 
 
 def run(
-    fn: Callable,
+    fn: Callable[..., Any],
     items: Sequence[Item],
     opts: Any,
     *,
@@ -189,7 +189,7 @@ def run(
     address: str | None = None,
     num_cpus: int | None = None,
     progress: bool = False,
-) -> list:
+) -> list[Any]:
     if engine == "local":
         return run_local(fn, items, opts, workers=workers, progress=progress)
     if engine == "ray":

@@ -12,6 +12,8 @@ import stat
 import zlib
 from typing import Any, Iterable
 
+from ..index_cache import IndexCache
+
 from .._jsjson import JS_UNDEFINED, js_date_parse
 from ..context import estimate_projected_context_tokens, should_compact
 from ..entry_types import USAGE_TYPES
@@ -38,7 +40,7 @@ class Options:
         context_window: int = 200_000,
         settings: CompactionSettings | None = None,
         max_bytes: int | None = None,
-        index_cache: Any = None,
+        index_cache: IndexCache = None,
         scrub: bool = False,
     ):
         self.context_window = int(context_window)
@@ -254,7 +256,7 @@ def _ms(value: Any) -> float | None:
     return t if t == t and not math.isinf(t) else None
 
 
-def _last_activity_ms(s: Session, n: int, types: list, roles: list) -> float | None:
+def _last_activity_ms(s: Session, n: int, types: list[Any], roles: list[Any]) -> float | None:
     """Pi's ``modified`` rule as :func:`sessiontree.listing.session_info` applies it: the last
     user or assistant message with ``content`` (its ``message.timestamp`` when a number, else
     the entry's timestamp). The index gives roles; only the candidate entries are parsed."""
@@ -274,7 +276,7 @@ def _last_activity_ms(s: Session, n: int, types: list, roles: list) -> float | N
     return None
 
 
-def _error_row(item: Item, exc: _Unopenable) -> dict:
+def _error_row(item: Item, exc: _Unopenable) -> dict[str, Any]:
     return {
         "path": item.path,
         "error_kind": exc.kind,
@@ -305,7 +307,7 @@ def _local_stat(item: Item) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def stats_row(item: Item, opts: Options) -> dict:
+def stats_row(item: Item, opts: Options) -> dict[str, Any]:
     """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields).
 
     A local file's row (files of at least :func:`sessiontree.index_cache.min_bytes`) is saved in
@@ -341,7 +343,7 @@ def stats_row(item: Item, opts: Options) -> dict:
         }
 
 
-def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict:
+def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Options) -> dict[str, Any]:
     """The row of an open session: counts, usage sums, tool calls and the last activity from
     the core in one batch call (:meth:`Session.fleet_columns`, no entry parsed in Python);
     entries the core leaves undecided are summed by :mod:`sessiontree.usage`'s rules
@@ -432,7 +434,7 @@ def _stats_of(s: Session, item: Item, size: int, mtime: float | None, opts: Opti
     return row
 
 
-def _usage_by_rules(s: Session, types: list, index_roles: list) -> tuple[list, list, int]:
+def _usage_by_rules(s: Session, types: list[Any], index_roles: list[Any]) -> tuple[list[Any], list[Any], int]:
     """Usage totals (all entries; summaries only) and tool calls by the Python rules
     (:class:`sessiontree.usage.UsageAccumulator`), for a session whose lines the core left
     undecided: only the entries that carry usage are parsed, one at a time."""
@@ -454,7 +456,7 @@ def _usage_by_rules(s: Session, types: list, index_roles: list) -> tuple[list, l
                 tool_calls += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "toolCall")
         del r
 
-    def six(u: Any) -> list:
+    def six(u: Any) -> list[Any]:
         return [_num(u.input), _num(u.output), _num(u.cache_read), _num(u.cache_write), _num(u.total), _num(u.cost)]
 
     return six(usage_acc.totals()), six(summary_acc.totals()), tool_calls
@@ -489,11 +491,11 @@ def context_estimate(s: Session, opts: Options) -> tuple[Any, bool | None, str |
     return tokens, should, err
 
 
-def stats_rows(items: Iterable[Item], opts: Options) -> list[dict]:
+def stats_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
     return [stats_row(it, opts) for it in items]
 
 
-def entry_rows(item: Item, opts: Options) -> list:
+def entry_rows(item: Item, opts: Options) -> list[Any]:
     """The entry table of one session (see :func:`sessiontree.fleet.entries_schema`): a list
     holding one ``pyarrow.Table`` made from the core's columns, or, for a file that cannot be
     opened, one row dict with ``error_kind`` and no entry."""
@@ -529,7 +531,7 @@ _CORE_COLUMNS = core_entry_columns()  # the one list: fleet/columns.py
 _USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 
 
-def _patched(pa: Any, typ: Any, n: int, col: tuple, fixes: dict[int, Any]) -> Any:
+def _patched(pa: Any, typ: Any, n: int, col: tuple[Any, ...], fixes: dict[int, Any]) -> Any:
     """A float64 core column with the values at ``fixes`` (position -> float or None) set."""
     from array import array
 
@@ -609,7 +611,7 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None, s
     return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 
-def _unshift(core: dict, n: int, shifts: Any) -> None:
+def _unshift(core: dict[str, Any], n: int, shifts: Any) -> None:
     """``offset`` and ``bytes`` of a scrubbed session's entries made the original file's (by
     line: a scrub keeps every line, in order)."""
     from array import array
@@ -642,8 +644,8 @@ def _arange(n: int) -> Any:
     return array("q", range(n))
 
 
-def entries_rows(items: Iterable[Item], opts: Options) -> list[dict]:
-    out: list[dict] = []
+def entries_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for it in items:
         out.extend(entry_rows(it, opts))
     return out

@@ -84,13 +84,13 @@ class _OutDirs:
 
 def scrub_sessions(
     source: Any,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike[str],
     *,
     replay: str = "keep",
     header: bool = False,
     filesystem: Any = None,
     progress: Callable[[int, int], None] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Scrub every session of ``source`` (see :func:`resolve_source`) into ``out_dir``, keeping
     each file's path below the source directory (files and globs: below their common
     directory; objects: their key). Returns one

@@ -115,7 +115,7 @@ def _u32(values: list[int]) -> bytes:
 
 
 def export_html(
-    session: "Session", path: str | os.PathLike, *, progress: bool = False, source: os.stat_result | None = None
+    session: "Session", path: str | os.PathLike[str], *, progress: bool = False, source: os.stat_result | None = None
 ) -> Path:
     """Write the HTML view of ``session`` to ``path`` and return the path written, through
     :func:`sessiontree.session.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):

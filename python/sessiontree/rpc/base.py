@@ -24,13 +24,13 @@ class ServerBase:
         self,
         session: Session | None = None,
         *,
-        on_event: Callable[[dict], None] | None = None,
-        model: dict | None = None,
-        models: list[dict] | None = None,
-        settings: dict | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        model: dict[str, Any] | None = None,
+        models: list[dict[str, Any]] | None = None,
+        settings: dict[str, Any] | None = None,
         summarizer: Any = None,
         cwd: str | None = None,
-        session_dir: str | os.PathLike | None = None,
+        session_dir: str | os.PathLike[str] | None = None,
         persist: bool = True,
         write_lock: Any = None,
         release_after_write: bool = True,
@@ -137,7 +137,7 @@ class ServerBase:
         if self.session.path is not None:
             self.session.refresh()
 
-    def _emit(self, event: dict) -> None:
+    def _emit(self, event: dict[str, Any]) -> None:
         try:
             self.on_event(event)
         except Exception:
@@ -163,8 +163,13 @@ class ServerBase:
         return self._cur.cache.get(self.session, name, compute)
 
     def _reply(
-        self, cmd_id: Any, ctype: str, name: str, build: Callable[[], dict], text: Callable[[], bytes] | None = None
-    ) -> dict:
+        self,
+        cmd_id: Any,
+        ctype: str,
+        name: str,
+        build: Callable[[], dict[str, Any]],
+        text: Callable[[], bytes] | None = None,
+    ) -> dict[str, Any]:
         """A success response whose ``data`` (``build()``) depends only on the session: cached;
         for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
         directly, when given, without building the value)."""

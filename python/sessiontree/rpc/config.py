@@ -31,7 +31,7 @@ UNKNOWN_MODEL = {
 # ==== models and settings (Pi's agent directory) ====================================
 
 
-def load_models(path: Path | None) -> list[dict]:
+def load_models(path: Path | None) -> list[dict[str, Any]]:
     """Models of a Pi ``models.json`` (``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``)
     as Pi's full model objects (keys in Pi's order) plus ``_apiKey``. Missing file: ``[]``.
 
@@ -75,7 +75,7 @@ def load_models(path: Path | None) -> list[dict]:
     return out
 
 
-def load_settings(path: Path | None) -> dict:
+def load_settings(path: Path | None) -> dict[str, Any]:
     """Pi's ``settings.json`` as a dict (``{}`` when missing or unreadable)."""
     if path is None or not path.is_file():
         return {}
@@ -86,7 +86,7 @@ def load_settings(path: Path | None) -> dict:
     return doc if isinstance(doc, dict) else {}
 
 
-def merge_settings(global_settings: dict, project_settings: dict) -> dict:
+def merge_settings(global_settings: dict[str, Any], project_settings: dict[str, Any]) -> dict[str, Any]:
     """Pi's SettingsManager merge: project keys over global ones, nested objects merged one level
     deep (``{"compaction": {...}}`` from both files combine key by key)."""
     out = dict(global_settings)
@@ -98,7 +98,7 @@ def merge_settings(global_settings: dict, project_settings: dict) -> dict:
     return out
 
 
-def settings_session_dir(settings: dict, cwd: str) -> Path | None:
+def settings_session_dir(settings: dict[str, Any], cwd: str) -> Path | None:
     """Pi's ``sessionDir`` setting (``settings.getSessionDir()``) as a folder: ``~`` expanded,
     relative to ``cwd`` when relative; None when absent, not a string or empty. It comes after
     ``--session-dir`` and ``PI_CODING_AGENT_SESSION_DIR`` (sessions.md)."""
@@ -108,7 +108,7 @@ def settings_session_dir(settings: dict, cwd: str) -> Path | None:
     return Path(cwd) / Path(v).expanduser()
 
 
-def compaction_settings(settings: dict) -> CompactionSettings:
+def compaction_settings(settings: dict[str, Any]) -> CompactionSettings:
     """``settings["compaction"]`` (``reserveTokens``, ``keepRecentTokens``) as CompactionSettings."""
     raw = settings.get("compaction")
     if not isinstance(raw, dict):
@@ -121,14 +121,14 @@ def compaction_settings(settings: dict) -> CompactionSettings:
     return CompactionSettings(**kw)
 
 
-def public_model(model: dict | None) -> dict:
+def public_model(model: dict[str, Any] | None) -> dict[str, Any]:
     """The model object Pi shows (``get_state.model``): the configured one, else Pi's placeholder."""
     if model is None:
         return dict(UNKNOWN_MODEL)
     return {k: v for k, v in model.items() if not k.startswith("_")}
 
 
-def summarizer_for(model: dict) -> Any:
+def summarizer_for(model: dict[str, Any]) -> Any:
     """A summarizer calling ``model`` like Pi does, priced with the model's cost per million
     tokens: the provider whose row (:data:`sessiontree.providers.PROVIDERS`) names the model's Pi
     ``api`` (:func:`~sessiontree.providers.provider_for_pi_api`; no ``api``: Pi's default,
@@ -159,12 +159,16 @@ def summarizer_for(model: dict) -> Any:
 
 
 def _select_model(
-    models: list[dict], provider: str | None, model_id: str | None, session: Session | None, settings: dict
-) -> dict | None:
+    models: list[dict[str, Any]],
+    provider: str | None,
+    model_id: str | None,
+    session: Session | None,
+    settings: dict[str, Any],
+) -> dict[str, Any] | None:
     if model_id and "/" in model_id and provider is None:
         provider, model_id = model_id.split("/", 1)
 
-    def find(p: Any, m: Any) -> dict | None:
+    def find(p: Any, m: Any) -> dict[str, Any] | None:
         return next((x for x in models if x["id"] == m and (p is None or x["provider"] == p)), None)
 
     if model_id:

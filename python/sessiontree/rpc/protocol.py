@@ -63,9 +63,9 @@ def _encode_iterative(value: Any) -> bytes:
     return b"".join(out)
 
 
-def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = True) -> dict:
+def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = True) -> dict[str, Any]:
     """A success envelope (``data`` omitted when ``has_data`` is false, as Pi omits it)."""
-    r: dict = {}
+    r: dict[str, Any] = {}
     if cmd_id is not None:
         r["id"] = cmd_id
     r.update(type="response", command=command, success=True)
@@ -74,7 +74,7 @@ def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = Tr
     return r
 
 
-class Text(dict):
+class Text(dict[str, Any]):
     """A success response already written as its JSON line (``text``, no newline), for the
     transports: the dict holds the envelope without ``data``. :meth:`RpcServer.handle_line`
     returns one only when asked (``text_ok``); :meth:`RpcServer.handle` never does."""
@@ -91,10 +91,10 @@ class Text(dict):
         return b"".join(self.parts)
 
 
-def error_response(cmd_id: Any, command: Any, message: str) -> dict:
+def error_response(cmd_id: Any, command: Any, message: str) -> dict[str, Any]:
     """Pi's failed-command response: ``{"id"?, "type": "response", "command", "success": false,
     "error": message}`` (``id`` only when the command had one, as Pi's ``rpc-mode.ts`` does)."""
-    r: dict = {}
+    r: dict[str, Any] = {}
     if cmd_id is not None:
         r["id"] = cmd_id
     r.update(type="response", command=command, success=False, error=message)

@@ -18,7 +18,7 @@ from .config import public_model
 from .protocol import RpcError, _js_string, _json_type, encode, response
 
 
-def last_assistant_text(messages: Iterable[dict]) -> Optional[str]:
+def last_assistant_text(messages: Iterable[dict[str, Any]]) -> Optional[str]:
     """Pi 1.6 ``getLastAssistantText`` over the context messages: the last assistant message,
     skipping those without a text block that ended aborted/error or only call tools; its text
     blocks joined and trimmed; None when empty. (Pi throws on non-array content; we treat a
@@ -45,7 +45,7 @@ def last_assistant_text(messages: Iterable[dict]) -> Optional[str]:
 class ReadCommands(ServerBase):
     """The read commands (mixed into :class:`RpcServer`)."""
 
-    def _get_entries(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_entries(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         s = self.session
         since = c.get("since")
         limit = c.get("limit") if self.hello else None
@@ -67,7 +67,7 @@ class ReadCommands(ServerBase):
             data["hasMore"] = False
         return response(cmd_id, ctype, data)
 
-    def _get_tree(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_tree(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         fmt = c.get("format", "nested") if self.hello else "nested"
         if fmt == "flat":
             return self._get_tree_flat(c, cmd_id, ctype)
@@ -75,7 +75,7 @@ class ReadCommands(ServerBase):
             raise RpcError(f'get_tree: "format" must be "nested" or "flat", not {_js_string(fmt)}')
         return self._reply(cmd_id, ctype, "tree", self._tree_value, self._tree_text)
 
-    def _tree_table(self) -> tuple[list[int], list[int], list[int], list[int], dict]:
+    def _tree_table(self) -> tuple[list[int], list[int], list[int], list[int], dict[int, tuple[Any, Any]]]:
         """Pi's tree from the core's columns: ``(roots, start, kids, preorder, labels)`` (node
         positions; the children of ``i`` are ``kids[start[i]:start[i + 1]]``; ``labels``:
         :meth:`Session.tree_labels`). No node or entry object is made."""
@@ -90,17 +90,17 @@ class ReadCommands(ServerBase):
             stack.extend(reversed(kids[start[i] : start[i + 1]]))
         return roots, start, kids, order, s.tree_labels()
 
-    def _tree_value(self) -> dict:
+    def _tree_value(self) -> dict[str, Any]:
         """``get_tree``'s data as Python values (for :meth:`handle`): ``{"tree": [{"entry",
         "children", "label"?, "labelTimestamp"?}...], "leafId"}``."""
         s = self.session
         roots, start, kids, order, labels = self._tree_table()
         raw_of = dict(zip(order, s.raw_entries(order)))
-        out_roots: list = []
-        pending: list = [(r, out_roots) for r in reversed(roots)]
+        out_roots: list[Any] = []
+        pending: list[Any] = [(r, out_roots) for r in reversed(roots)]
         while pending:  # iterative build (a path can be thousands of entries deep)
             i, into = pending.pop()
-            d: dict = {"entry": raw_of[i], "children": []}
+            d: dict[str, Any] = {"entry": raw_of[i], "children": []}
             lab = labels.get(i)
             if lab is not None and lab[0] is not None:
                 d["label"] = lab[0]
@@ -159,7 +159,7 @@ class ReadCommands(ServerBase):
         out.append(b'],"leafId":' + encode(s.leaf_id) + b"}")
         return b"".join(out)
 
-    def _get_tree_flat(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_tree_flat(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         """``get_tree`` with ``format: "flat"`` (after ``hello``): the nodes of Pi's tree in
         its pre-order (the order the nested form lists them), ``offset``/``limit`` paged. Each
         node: ``{id, parentId (the tree parent's id, null for a root), childCount, label?,
@@ -201,12 +201,12 @@ class ReadCommands(ServerBase):
         order, parent, start = self._cached("tree_flat", walk)
 
         page = order[offset : offset + limit]
-        stamps: dict | None = None  # read only when a node of the page has a label
+        stamps: dict[str | None, Any] | None = None  # read only when a node of the page has a label
         nodes = []
         for i in page:
             e = s.entry_at(i)
             p = parent.get(i)
-            d: dict = {"id": e.id, "parentId": None if p is None else s.entry_at(p).id}
+            d: dict[str, Any] = {"id": e.id, "parentId": None if p is None else s.entry_at(p).id}
             d["childCount"] = start[i + 1] - start[i]
             label = s.get_label(e.id) if isinstance(e.id, str) else None
             if label is not None:
@@ -219,16 +219,16 @@ class ReadCommands(ServerBase):
             d["entry"] = e.raw
             nodes.append(d)
         end = offset + len(page)
-        data: dict = {"nodes": nodes, "leafId": s.leaf_id, "total": len(order), "hasMore": end < len(order)}
+        data: dict[str, Any] = {"nodes": nodes, "leafId": s.leaf_id, "total": len(order), "hasMore": end < len(order)}
         if end < len(order):
             data["nextOffset"] = end
         return response(cmd_id, ctype, data)
 
-    def _label_timestamps(self) -> dict:
+    def _label_timestamps(self) -> dict[str | None, Any]:
         """Node id -> timestamp of the label entry that set its current label (cached; from
         :meth:`Session.tree_labels`, the label entries only)."""
 
-        def build() -> dict:
+        def build() -> dict[str | None, Any]:
             s = self.session
             labels = s.tree_labels()
             pos = list(labels)
@@ -237,15 +237,15 @@ class ReadCommands(ServerBase):
 
         return self._cached("label_timestamps", build)
 
-    def _get_messages(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_messages(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         return self._reply(cmd_id, ctype, "messages", lambda: {"messages": self._context().messages})
 
-    def _counts(self) -> dict:
+    def _counts(self) -> dict[str, Any]:
         """Pi's message counts of ``get_session_stats`` (cached): roles from the index, only the
         assistant messages (tool calls) and messages without a role in the index are parsed."""
         return dict(self._cached("counts", self._count_messages))
 
-    def _count_messages(self) -> dict:
+    def _count_messages(self) -> dict[str, Any]:
         s = self.session
         table = s.entry_table()
         user = assistant = tool_calls = tool_results = total = 0
@@ -284,7 +284,7 @@ class ReadCommands(ServerBase):
             "totalMessages": total,
         }
 
-    def _context_usage(self, messages: list) -> Optional[dict]:
+    def _context_usage(self, messages: list[Any]) -> Optional[dict[str, Any]]:
         """Pi ``getContextUsage``: None without a model window; tokens/percent null right after
         a compaction until an assistant reply after it reports usage."""
         window = (self.model or {}).get("contextWindow") or 0
@@ -307,9 +307,9 @@ class ReadCommands(ServerBase):
         tokens = estimate_context_tokens(messages).tokens
         return {"tokens": tokens, "contextWindow": window, "percent": tokens / window * 100}
 
-    def _get_session_stats(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_session_stats(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         s = self.session
-        data: dict = {}
+        data: dict[str, Any] = {}
         f = self._session_file()
         if f is not None:
             data["sessionFile"] = f
@@ -325,12 +325,12 @@ class ReadCommands(ServerBase):
                 data["contextUsage"] = usage
         return response(cmd_id, ctype, data)
 
-    def _get_state(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_state(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         s = self.session
         ctx = self._context()
         model = public_model(self.model)
         thinking = ctx.thinking_level if model.get("reasoning") else "off"
-        data: dict = {
+        data: dict[str, Any] = {
             "model": model,
             "thinkingLevel": thinking,
             "isStreaming": False,
@@ -354,10 +354,10 @@ class ReadCommands(ServerBase):
         )
         return response(cmd_id, ctype, data)
 
-    def _get_fork_messages(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_fork_messages(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         return self._reply(cmd_id, ctype, "fork_messages", self._fork_messages)
 
-    def _fork_messages(self) -> dict:
+    def _fork_messages(self) -> dict[str, Any]:
         s = self.session
         table = s.entry_table()
         users = [
@@ -371,11 +371,11 @@ class ReadCommands(ServerBase):
                 out.append({"entryId": eid, "text": text})
         return {"messages": out}
 
-    def _get_last_assistant_text(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_last_assistant_text(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         text = self._cached("last_assistant_text", lambda: last_assistant_text(self._context().messages))
         return response(cmd_id, ctype, {} if text is None else {"text": text})
 
-    def _get_entry(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _get_entry(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         entry_id = c.get("entryId")
         if not isinstance(entry_id, str):
             raise RpcError(f'get_entry: "entryId" must be a string, not {_json_type(entry_id)}')
@@ -384,7 +384,7 @@ class ReadCommands(ServerBase):
             raise EntryNotFoundError.of(entry_id)
         return response(cmd_id, ctype, {"entry": e.raw, "label": self.session.get_label(entry_id)})
 
-    def _list_sessions(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _list_sessions(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         from ..listing import list_sessions
 
         sdir = c.get("sessionDir")

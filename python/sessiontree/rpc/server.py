@@ -62,7 +62,7 @@ class RpcServer(ReadCommands, WriteCommands):
     ``follow_end {reason, sessionFile, message}``.
     """
 
-    def handle_line(self, line: bytes | str, *, text_ok: bool = False) -> dict:
+    def handle_line(self, line: bytes | str, *, text_ok: bool = False) -> dict[str, Any]:
         """Answer one raw command line (``command: "parse"`` when it is not a JSON object).
         ``text_ok``: the answer may be a :class:`~sessiontree.rpc.protocol.Text` (its JSON line
         in ``.text``, cached for answers that depend only on the session), as the transports
@@ -83,7 +83,7 @@ class RpcServer(ReadCommands, WriteCommands):
             return error_response(None, "parse", "Failed to parse command: a command must be a JSON object")
         return self.handle(command)
 
-    def handle(self, command: dict) -> dict:
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
         """Answer one command (a dict as parsed from JSON). Never raises for bad input: every
         failure is a ``success: false`` response naming the problem."""
         if not isinstance(command, dict):
@@ -122,7 +122,7 @@ class RpcServer(ReadCommands, WriteCommands):
         except Exception as exc:  # never let one command take the server down
             return error_response(cmd_id, ctype, f"internal error in {ctype}: {type(exc).__name__}: {exc}")
 
-    def _hello(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _hello(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         self.hello = True
         hello = {"type": "hello", "protocol": PROTOCOL, "version": PI_VERSION, "capabilities": list(CAPABILITIES)}
         self._emit(hello)
@@ -149,7 +149,7 @@ class Command:
 
     name: str
     kind: str
-    handler: Optional[Callable] = None
+    handler: Optional[Callable[..., Any]] = None
     capabilities: tuple[str, ...] = ()
     refresh: bool = True
 
@@ -204,9 +204,11 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 #: Pi's session commands: name -> handler(server, command, id, type)
-_PI_COMMANDS: dict[str, Callable] = {c.name: c.handler for c in COMMANDS if c.kind == "pi" and c.handler}
+_PI_COMMANDS: dict[str, Callable[..., Any]] = {c.name: c.handler for c in COMMANDS if c.kind == "pi" and c.handler}
 #: the commands beyond Pi (after ``hello``)
-_EXTRA_COMMANDS: dict[str, Callable] = {c.name: c.handler for c in COMMANDS if c.kind == "extra" and c.handler}
+_EXTRA_COMMANDS: dict[str, Callable[..., Any]] = {
+    c.name: c.handler for c in COMMANDS if c.kind == "extra" and c.handler
+}
 #: Pi's RPC commands that need the agent runtime (a model loop, tools, a shell)
 AGENT_COMMANDS = frozenset(c.name for c in COMMANDS if c.kind == "agent")
 #: commands that leave the current session without reading it (no refresh first)

@@ -127,7 +127,7 @@ class SessionRegistry:
             shared.refs += 1
         return shared
 
-    def open(self, path: str | os.PathLike) -> SharedSession:
+    def open(self, path: str | os.PathLike[str]) -> SharedSession:
         """The shared session of the file at ``path`` (opened if no connection has it).
 
         Raises:

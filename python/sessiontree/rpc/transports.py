@@ -48,7 +48,7 @@ def read_lines(stream: Any, max_bytes: int = MAX_LINE_BYTES) -> Iterable[Any]:
         yield line
 
 
-def _too_long_response(max_bytes: int) -> dict:
+def _too_long_response(max_bytes: int) -> dict[str, Any]:
     return error_response(None, "parse", f"Failed to parse command: line longer than {max_bytes} bytes")
 
 
@@ -60,7 +60,7 @@ class _LineWriter:
         self.lock = threading.Lock()
         self.broken = False
 
-    def __call__(self, obj: dict) -> None:
+    def __call__(self, obj: dict[str, Any]) -> None:
         if isinstance(obj, Text):
             head, data, tail = obj.parts
             parts: tuple[bytes, ...] = (head, data, tail + b"\n")

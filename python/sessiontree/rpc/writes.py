@@ -20,7 +20,7 @@ from .protocol import RpcError, _error_text, _is_summarizer_error, _json_type, e
 class WriteCommands(ServerBase):
     """The write commands (mixed into :class:`RpcServer`)."""
 
-    def _set_session_name(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _set_session_name(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         name = c.get("name")
         if not isinstance(name, str):
             raise RpcError(f'set_session_name: "name" must be a string, not {_json_type(name)}')
@@ -31,12 +31,12 @@ class WriteCommands(ServerBase):
         self._emit({"type": "session_info_changed", "name": self.session.session_name})
         return response(cmd_id, ctype, has_data=False)
 
-    def _compact(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _compact(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         instructions = c.get("customInstructions")
         if instructions is not None and not isinstance(instructions, str):
             raise RpcError(f'compact: "customInstructions" must be a string, not {_json_type(instructions)}')
         self._emit({"type": "compaction_start", "reason": "manual"})
-        end: dict = {"type": "compaction_end", "reason": "manual"}
+        end: dict[str, Any] = {"type": "compaction_end", "reason": "manual"}
         try:
             summarizer = self.summarizer
             if summarizer is None:
@@ -46,7 +46,7 @@ class WriteCommands(ServerBase):
                         "(~/.pi/agent/models.json or --models FILE), or --summarizer offline"
                     )
                 summarizer = summarizer_for(self.model)
-            kwargs: dict = {}
+            kwargs: dict[str, Any] = {}
             if self.model is not None:
                 kwargs = {
                     "context_window": self.model.get("contextWindow") or None,
@@ -77,7 +77,7 @@ class WriteCommands(ServerBase):
         self._emit(end)
         return response(cmd_id, ctype, data)
 
-    def _fork(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _fork(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         entry_id = c.get("entryId")
         s = self.session
         e = s.get_entry(entry_id) if isinstance(entry_id, str) else None
@@ -94,7 +94,7 @@ class WriteCommands(ServerBase):
             self._switch_session_to(s.create_branched_session(parent))
         return response(cmd_id, ctype, {"text": text, "cancelled": False})
 
-    def _clone(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _clone(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         s = self.session
         leaf = s.leaf_id
         if leaf is None:
@@ -102,7 +102,7 @@ class WriteCommands(ServerBase):
         self._switch_session_to(s.create_branched_session(leaf))
         return response(cmd_id, ctype, {"cancelled": False})
 
-    def _new_session(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _new_session(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         parent = c.get("parentSession")
         if parent is not None and not isinstance(parent, str):
             raise RpcError(f'new_session: "parentSession" must be a string, not {_json_type(parent)}')
@@ -112,7 +112,7 @@ class WriteCommands(ServerBase):
             self._switch_session_to(Session.in_memory(self.session.cwd))
         return response(cmd_id, ctype, {"cancelled": False})
 
-    def _switch_session(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _switch_session(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         path = c.get("sessionPath")
         if not isinstance(path, str) or not path:
             raise RpcError('switch_session: "sessionPath" must be a non-empty string')
@@ -123,7 +123,7 @@ class WriteCommands(ServerBase):
         self._switch_to(shared)
         return response(cmd_id, ctype, {"cancelled": False})
 
-    def _export_html(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _export_html(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         s = self.session
         out = c.get("outputPath")
         if out is not None and not isinstance(out, str):
@@ -135,7 +135,7 @@ class WriteCommands(ServerBase):
 
     # ---- beyond Pi (after hello) ----
 
-    def _set_label(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _set_label(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         target = c.get("entryId")
         label = c.get("label")
         if not isinstance(target, str):
@@ -145,7 +145,7 @@ class WriteCommands(ServerBase):
         new_id = self._write(lambda s: s.append_label_change(target, label or None))
         return response(cmd_id, ctype, {"labelEntryId": new_id})
 
-    def _navigate_tree(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _navigate_tree(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         target = c.get("targetId")
         if not isinstance(target, str):
             raise RpcError(f'navigate_tree: "targetId" must be a string, not {_json_type(target)}')
@@ -158,7 +158,7 @@ class WriteCommands(ServerBase):
         instructions = c.get("customInstructions")
         if instructions is not None and not isinstance(instructions, str):
             raise RpcError('navigate_tree: "customInstructions" must be a string')
-        kwargs: dict = {}
+        kwargs: dict[str, Any] = {}
         if summarize:
             summarizer = self.summarizer
             if summarizer is None:
@@ -173,14 +173,14 @@ class WriteCommands(ServerBase):
                 raise EntryNotFoundError.of(target)
             with self.write_lock:
                 result = self.session.navigate_tree(target)
-        data: dict = {"leafId": result.new_leaf_id, "cancelled": bool(result.cancelled)}
+        data: dict[str, Any] = {"leafId": result.new_leaf_id, "cancelled": bool(result.cancelled)}
         if result.editor_text is not None:
             data["editorText"] = result.editor_text
         if result.summary_entry is not None:
             data["summaryEntry"] = result.summary_entry.raw
         return response(cmd_id, ctype, data)
 
-    def _follow(self, c: dict, cmd_id: Any, ctype: str) -> dict:
+    def _follow(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         since = c.get("since")
         interval = c.get("intervalMs", 200)
         if since is not None and not isinstance(since, str):
@@ -222,7 +222,7 @@ class WriteCommands(ServerBase):
         return response(cmd_id, ctype, {"following": True, "since": cursor[0]})
 
 
-def _follow_end(s: Session, exc: BaseException, key: Any) -> dict:
+def _follow_end(s: Session, exc: BaseException, key: Any) -> dict[str, Any]:
     """The ``follow_end`` event: why following stopped. ``reason`` is ``"deleted"`` (no file
     at the path any more), ``"replaced"`` (another file was renamed over it), ``"rewritten"``
     (the same file shrank or was rewritten in place) or ``"error"`` (it cannot be read).

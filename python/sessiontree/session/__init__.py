@@ -131,9 +131,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
-        session_dir: str | os.PathLike | None = None,
+        session_dir: str | os.PathLike[str] | None = None,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
         index_cache: IndexCache = None,
@@ -297,7 +297,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         cls,
         cwd: str,
         *,
-        session_dir: str | os.PathLike | None = None,
+        session_dir: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
         parent_session: str | None = None,
         timestamp: str | None = None,
@@ -329,7 +329,13 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
                 raise ValueError(f"timestamp must be an ISO date string, not {timestamp!r}")
         sdir.mkdir(parents=True, exist_ok=True)
         ts = timestamp if timestamp is not None else iso_now()
-        header: dict = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": sid, "timestamp": ts, "cwd": cwd}
+        header: dict[str, Any] = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": ts,
+            "cwd": cwd,
+        }
         if parent_session is not None:
             header["parentSession"] = str(parent_session)
         path = inside(sdir, session_file_name(ts, sid))
@@ -369,10 +375,10 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
     @classmethod
     def fork_from(
         cls,
-        source_path: str | os.PathLike,
+        source_path: str | os.PathLike[str],
         target_cwd: str,
         *,
-        session_dir: str | os.PathLike | None = None,
+        session_dir: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
     ) -> "Session":
         """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
@@ -407,7 +413,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         return cls.open(path, session_dir=sdir)
 
     @classmethod
-    def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike | None = None) -> "Session":
+    def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike[str] | None = None) -> "Session":
         """Open the most recently modified valid session of ``cwd``'s session directory, or
         create a new one there (Pi ``SessionManager.continueRecent``)."""
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)

@@ -45,7 +45,7 @@ class SessionBase:
         *,
         path: Path | None,
         session_dir: Path | None,
-        header: dict,
+        header: dict[str, Any],
         header_on_disk: bool,
         durability: Durability = "flush",
         lock_timeout: float | None = None,
@@ -83,7 +83,7 @@ class SessionBase:
         def _get_writer(self) -> SessionWriter: ...
         def close(self) -> None: ...
         def migrate(self) -> bool: ...
-        def raw_values(self, indices: Sequence[int]) -> list: ...
+        def raw_values(self, indices: Sequence[int]) -> list[Any]: ...
         def context_span(self, *, with_settings: bool = True, context_rule: bool = True) -> list[int]: ...
 
     # ==== the private reads every concern shares ====================================
@@ -109,7 +109,7 @@ class SessionBase:
             )
         return raw
 
-    def _load_raws(self, idx: list[int]) -> list:
+    def _load_raws(self, idx: list[int]) -> list[Any]:
         """Parsed values of entries ``idx`` (one batch read of their lines)."""
         if self._core.needs_migration:
             return [self._load_raw(i) for i in idx]

@@ -52,7 +52,7 @@ class Delegates(SessionBase):
 
     # ==== cut point (Rust) =========================================================
 
-    def _latest_compaction(self, path: list[int]) -> tuple | None:
+    def _latest_compaction(self, path: list[int]) -> tuple[Any, ...] | None:
         """:func:`sessiontree.context.latest_compaction` of the entries ``path`` (entry indices),
         from the index: type names, and string ids up to the compaction; only the compaction's
         line is parsed. Where the index's ids are not exact (duplicate or non-string ids, a

@@ -14,7 +14,7 @@ from .._jsjson import js_trim
 from ..context import SessionContext, build_session_context
 from ..entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
 from ..entry_types import USAGE_TYPES
-from ..errors import EntryNotFoundError, PiError, SessionError
+from ..errors import EntryNotFoundError, PiError, SessionError, SessionFileChangedError
 from ..provider_context import ProviderContext
 from ..usage import UsageAccumulator, UsageTotals
 from ..validation import content_problems, structural_problems
@@ -53,12 +53,12 @@ class Reads(SessionBase):
         return cwd if isinstance(cwd, str) else os.getcwd()
 
     @property
-    def header(self) -> dict:
+    def header(self) -> dict[str, Any]:
         """The session header as Pi holds it after migration (a copy)."""
         return dict(self._header)
 
     @property
-    def file_header(self) -> dict | None:
+    def file_header(self) -> dict[str, Any] | None:
         """The header line as it is in the file, parsed (before any migration: a v1 file has no
         ``version``); None for an empty file or a header line that is not a JSON object."""
         line = self._core.header_line()
@@ -116,7 +116,7 @@ class Reads(SessionBase):
         built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
-    def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict]:
+    def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
         """Every problem in the file, sorted by line: the line problems of :attr:`problems`
         (same line, offset, kind and message), structural ones (``missing_id``,
         ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
@@ -180,7 +180,10 @@ class Reads(SessionBase):
 
     def __repr__(self) -> str:
         where = str(self._path) if self._path else (self._source_name or "<bytes>") if self._read_only else "<memory>"
-        return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
+        try:
+            return f"Session({where!r}, entries={len(self)}, leaf={self.leaf_id!r})"
+        except SessionFileChangedError:  # poisoned by a refresh that found the file changed
+            return f"Session({where!r}, changed on disk: open it again)"
 
     # ==== entries, branches, the tree ==============================================
 

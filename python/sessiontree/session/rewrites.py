@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, cast
+from typing import Any, TYPE_CHECKING, Iterator, cast
 
 from .. import _core
 from ..entries import parse_json_line
 from ..errors import SessionArgumentError, SessionFileChangedError
-from ..migrate import CURRENT_SESSION_VERSION
+from ..migrate import CURRENT_SESSION_VERSION, header_line_at_version, migrated_lines
 from ..paths import inside, iso_now, new_session_id, session_file_name
 from ..writer import open_own_file, rewrite_lines, write_copy
 from .base import dumps_entry
@@ -96,7 +96,7 @@ class Rewrites(SessionBase):
                 parent = nid
         sid = new_session_id()
         ts = iso_now()
-        header: dict = {
+        header: dict[str, Any] = {
             "type": "session",
             "version": CURRENT_SESSION_VERSION,
             "id": sid,
@@ -118,7 +118,7 @@ class Rewrites(SessionBase):
 
     def export_html(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         scrub: bool = False,
         replay: str = "keep",
@@ -171,7 +171,7 @@ class Rewrites(SessionBase):
 
     def scrub(
         self,
-        out: str | os.PathLike | None = None,
+        out: str | os.PathLike[str] | None = None,
         *,
         in_place: bool = False,
         check: bool = False,
@@ -227,7 +227,7 @@ class Rewrites(SessionBase):
         elif leaf_id is not None and self._core.index_of(leaf_id) is not None:
             self._core.set_leaf(self._core.index_of(leaf_id))
 
-    def _entry_lines(self, with_header: dict | None = None) -> Iterator[bytes]:
+    def _entry_lines(self, with_header: dict[str, Any] | None = None) -> Iterator[bytes]:
         """Every entry as a line (migrated when the file is legacy), optionally after a header."""
         if with_header is not None:
             yield dumps_entry(with_header) + b"\n"
@@ -272,11 +272,16 @@ class Rewrites(SessionBase):
                 raise SessionFileChangedError(
                     f"{self._path} shrank since it was indexed: open it again (nothing was rewritten)"
                 )
-            replacements: dict[int, bytes] = {}
-            for i, line_no in enumerate(self._core.table(list(range(len(self._core)))).lines):
-                replacements[line_no] = dumps_entry(self._load_raw(i))
+            replacements = migrated_lines(self._core, self._load_raw)
+            header = header_line_at_version(self._core.header_line() or b"")
             rewrite_lines(
-                target, data, replacements, dumps_entry(self._header), _is_header_line, like=st, locked_at=locked_at
+                target,
+                data,
+                replacements,
+                header if header is not None else dumps_entry(self._header),
+                _is_header_line,
+                like=st,
+                locked_at=locked_at,
             )
         finally:
             self.close()

@@ -38,7 +38,7 @@ class Views(SessionBase):
         """
         return self._span(with_settings=with_settings, context_rule=context_rule)
 
-    def raw_values(self, indices: Sequence[int]) -> list:
+    def raw_values(self, indices: Sequence[int]) -> list[Any]:
         """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
         for a legacy file) of the entries at positions ``indices``, in that order: one batch
         read of their lines, no :class:`Entry` made.
@@ -49,7 +49,7 @@ class Views(SessionBase):
         """
         return self._load_raws(list(indices))
 
-    def raw_entries(self, indices: Sequence[int]) -> list:
+    def raw_entries(self, indices: Sequence[int]) -> list[Any]:
         """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as
         :meth:`entry_at` would give, migrated in memory for a legacy file), read in one batch
         without an :class:`Entry` per entry.
@@ -117,7 +117,7 @@ class Views(SessionBase):
         """
         return self._last_on_branch(etype, role)
 
-    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple | None:
+    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple[Any, ...] | None:
         """``(entry indices from just below the common ancestor to old_leaf, ancestor id)``, the
         index walking both branches up only as far as their common ancestor; None when the pure
         rule must decide (no old leaf, an unknown id, duplicate ids, a legacy file)."""
@@ -178,7 +178,7 @@ class Views(SessionBase):
         return self._compaction_lock
 
     @property
-    def state_key(self) -> tuple:
+    def state_key(self) -> tuple[Any, ...]:
         """A cheap key of everything this session's reads answer from: ``(file identity,
         indexed bytes, entries, leaf id, leaf version, file changes)``. Equal keys (on one
         ``Session``) mean equal answers from every read method; any append, :meth:`refresh` that
@@ -416,7 +416,7 @@ class Views(SessionBase):
         per_entry: bool = False,
         labels: Sequence[tuple[str, str]] = (),
         columns: Sequence[str] | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
         the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
         entry. A dict:

@@ -41,7 +41,7 @@ def _require_str(**values: Any) -> None:
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
 
 
-def _set_optional(entry: dict, details: Any, usage: Any, from_hook: Any) -> None:
+def _set_optional(entry: dict[str, Any], details: Any, usage: Any, from_hook: Any) -> None:
     """Summary entries' optional keys in Pi's order; None (JS undefined) is omitted."""
     if details is not None:
         entry["details"] = details
@@ -157,7 +157,7 @@ class Writes(SessionBase):
         """Pi ``generateId``: 8 hex digits not used in this session (the core's one generator)."""
         return self._core.new_id()
 
-    def _append_built(self, build: Callable[[], dict]) -> str:
+    def _append_built(self, build: Callable[[], dict[str, Any]]) -> str:
         """Append the entry ``build()`` makes (from the leaf, via :meth:`_base`, or whole). Should another
         thread append or branch between reading the leaf and writing, nothing is written and
         the entry is built again from the new leaf, so appends from several threads still form
@@ -194,7 +194,7 @@ class Writes(SessionBase):
             entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
         return entry_id
 
-    def _base(self, type_: str) -> dict:
+    def _base(self, type_: str) -> dict[str, Any]:
         return {"type": type_, "id": self._generate_id(), "parentId": self._leaf_for_parent(), "timestamp": iso_now()}
 
     def _leaf_for_parent(self) -> str | None:
@@ -202,7 +202,7 @@ class Writes(SessionBase):
 
     # ==== Pi's append methods ======================================================
 
-    def append_message(self, message: dict, *, strict: bool = False) -> str:
+    def append_message(self, message: dict[str, Any], *, strict: bool = False) -> str:
         """Append a ``message`` entry (child of the leaf; becomes the leaf). Returns its id.
 
         ``message`` is an ``AgentMessage`` dict (``role`` user/assistant/toolResult/
@@ -252,8 +252,8 @@ class Writes(SessionBase):
         details: Any = None,
         from_hook: bool | None = None,
         *,
-        usage: dict | None = None,
-        system_message: dict | None = None,
+        usage: dict[str, Any] | None = None,
+        system_message: dict[str, Any] | None = None,
         expected_leaf_id: Any = _ANY_LEAF,
     ) -> str:
         """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
@@ -270,7 +270,7 @@ class Writes(SessionBase):
         if first_kept_entry_id is not None and self._lookup(first_kept_entry_id) is None:
             raise EntryNotFoundError.of(first_kept_entry_id)
 
-        def build() -> dict:
+        def build() -> dict[str, Any]:
             if expected_leaf_id is not _ANY_LEAF and self._core.leaf_id() != expected_leaf_id:
                 raise LeafMovedError(
                     f"the leaf moved from {expected_leaf_id!r} to {self._core.leaf_id()!r} while the compaction "
@@ -296,7 +296,7 @@ class Writes(SessionBase):
             TypeError: ``custom_type`` is not a str.
         """
         _require_str(custom_type=custom_type)
-        e: dict = {"type": "custom", "customType": custom_type}
+        e: dict[str, Any] = {"type": "custom", "customType": custom_type}
         if data is not None:
             e["data"] = data
         return self._append_built(lambda: {**e, **self._base("custom")})
@@ -309,7 +309,12 @@ class Writes(SessionBase):
             TypeError: ``custom_type`` is not a str.
         """
         _require_str(custom_type=custom_type)
-        e: dict = {"type": "custom_message", "customType": custom_type, "content": content, "display": display}
+        e: dict[str, Any] = {
+            "type": "custom_message",
+            "customType": custom_type,
+            "content": content,
+            "display": display,
+        }
         if details is not None:
             e["details"] = details
         return self._append_built(lambda: {**e, **self._base("custom_message")})
@@ -327,7 +332,7 @@ class Writes(SessionBase):
             "label", None, {"targetId": target_id} if label is None else {"targetId": target_id, "label": label}
         )
 
-    def append_context_edit(self, target_id: str, replacement: dict | None) -> str:
+    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
         """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
         message from future model context; ``{"content": ...}`` replaces its content (a string
         becomes one text block for assistant and tool-result messages). The target entry
@@ -372,7 +377,7 @@ class Writes(SessionBase):
         details: Any = None,
         from_hook: bool | None = None,
         *,
-        usage: dict | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> str:
         """Move the leaf to ``entry_id`` (None: before the first entry) and append a
         ``branch_summary`` entry there whose ``fromId`` is the abandoned leaf (``"root"`` when

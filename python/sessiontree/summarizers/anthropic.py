@@ -57,7 +57,7 @@ def import_anthropic() -> Any:
     return import_sdk("anthropic", _INSTALL_HINT)
 
 
-def usage_from_anthropic(raw: Mapping | None, pricing: Pricing | None = None) -> SummaryUsage:
+def usage_from_anthropic(raw: Mapping[str, Any] | None, pricing: Pricing | None = None) -> SummaryUsage:
     """Map an Anthropic ``usage`` object (a dict) to :class:`SummaryUsage` (Pi's mapping):
     ``input_tokens`` -> input, ``output_tokens`` -> output, ``cache_read_input_tokens`` ->
     cache_read, ``cache_creation_input_tokens`` -> cache_write, total = their sum; cost from
@@ -158,7 +158,7 @@ class AnthropicSummarizer:
         (:func:`.sdk.output_tokens`)."""
         return output_tokens(request, system, user_text, self.max_output_tokens, self.context_window)
 
-    def build_params(self, request: SummaryRequest) -> dict:
+    def build_params(self, request: SummaryRequest) -> dict[str, Any]:
         """Keyword arguments for ``client.messages.create`` (the request body)."""
         system, user_text = build_prompt(request)
         return {
@@ -194,9 +194,9 @@ class AnthropicSummarizer:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
         return run_sync(self.summarize(request))
 
-    async def _attempt(self, client: Any, params: dict) -> tuple[str, dict, str | None, str | None]:
+    async def _attempt(self, client: Any, params: dict[str, Any]) -> tuple[str, dict[str, Any], str | None, str | None]:
         streamed = StreamedText(params.get("max_tokens"))
-        usage: dict = {}
+        usage: dict[str, Any] = {}
         model = None
         finished = False
         stop = None

@@ -39,7 +39,7 @@ class SummaryUsage:
     cache_write: int | float = 0
     reasoning: int | float = 0
     total_tokens: int | float = 0
-    cost: dict | None = None
+    cost: dict[str, Any] | None = None
     cost_from_provider: bool = False
 
     def __add__(self, other: "SummaryUsage") -> "SummaryUsage":
@@ -60,7 +60,7 @@ class SummaryUsage:
             self.cost_from_provider and other.cost_from_provider,
         )
 
-    def to_pi(self) -> dict:
+    def to_pi(self) -> dict[str, Any]:
         """Pi's on-disk ``usage`` object (camelCase; ``cost`` zeros when unknown)."""
         cost = (
             dict(self.cost)
@@ -79,7 +79,7 @@ class SummaryUsage:
         }
 
     @classmethod
-    def from_pi(cls, usage: dict | None) -> "SummaryUsage":
+    def from_pi(cls, usage: dict[str, Any] | None) -> "SummaryUsage":
         """Read Pi's ``usage`` object (missing fields count 0)."""
         if not isinstance(usage, dict):
             return cls()
@@ -112,7 +112,7 @@ class SummaryUsage:
         """
         if pricing is None and provider_total is None:
             return self
-        cost = (
+        cost: dict[str, Any] = (
             pricing.cost(self)
             if pricing is not None
             else {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
@@ -136,7 +136,7 @@ class Pricing:
     cache_write: float = 0.0
 
     @classmethod
-    def from_pi(cls, cost: dict | None) -> "Pricing":
+    def from_pi(cls, cost: dict[str, Any] | None) -> "Pricing":
         """From a Pi model's ``cost`` object (``input``, ``output``, ``cacheRead``, ``cacheWrite``:
         dollars per million tokens); missing or falsy fields are 0."""
         cost = cost or {}
@@ -147,7 +147,7 @@ class Pricing:
             cost.get("cacheWrite", 0) or 0,
         )
 
-    def cost(self, usage: SummaryUsage) -> dict:
+    def cost(self, usage: SummaryUsage) -> dict[str, Any]:
         """Pi's ``calculateCost``: each part is ``(price / 1e6) * tokens`` (plain float, in
         that order of operations, so the digits match Pi's stored usage), and ``total`` sums
         input + output + cacheRead + cacheWrite left to right.
@@ -187,7 +187,7 @@ class SummaryRequest:
     replace_instructions: bool = False
     max_tokens: int = 16384
     request_id: str = ""
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -381,7 +381,7 @@ def token_count(value: Any) -> int:
 _MAX_COUNT = 2**53
 
 
-def usage_object(value: Any, what: str) -> dict:
+def usage_object(value: Any, what: str) -> dict[str, Any]:
     """A usage sub-object of a reply (``prompt_tokens_details``...) as a dict: missing or null
     is empty; any other type makes the reply unusable (:class:`SummarizerError`)."""
     if value is None:

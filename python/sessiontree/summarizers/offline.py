@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..context import BRANCH_SUMMARY_PREFIX, COMPACTION_SUMMARY_PREFIX
 from .base import SummaryRequest, SummaryResult, SummaryUsage, run_sync
@@ -62,7 +62,7 @@ class ConversationPart:
 
     role: str
     text: str
-    calls: list = field(default_factory=list)
+    calls: list[Any] = field(default_factory=list)
 
 
 def parse_conversation(text: str) -> list[ConversationPart]:
@@ -94,7 +94,7 @@ _ARG_KEY = re.compile(r"([^=,()\s]+)=")
 _DECODER = json.JSONDecoder()
 
 
-def parse_tool_calls(text: str) -> list[tuple[str, dict]]:
+def parse_tool_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
     """Parse ``name(key=<JSON>, ...); name2(...)`` (Pi's tool-call rendering).
 
     Values are JSON (``JSON.stringify``); a value that does not parse ends that call's
@@ -110,7 +110,7 @@ def parse_tool_calls(text: str) -> list[tuple[str, dict]]:
         if m is None:
             break
         name, i = m.group(1), m.end()
-        args: dict = {}
+        args: dict[str, Any] = {}
         while i < n and text[i] != ")":
             km = _ARG_KEY.match(text, i)
             if km is None:
@@ -299,12 +299,12 @@ class _Facts:
     requests: list[str] = field(default_factory=list)  # real user requests
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
-    modified: dict = field(default_factory=dict)  # path -> verb
-    read: dict = field(default_factory=dict)  # path -> None
+    modified: dict[str, Any] = field(default_factory=dict)  # path -> verb
+    read: dict[str, Any] = field(default_factory=dict)  # path -> None
     commands: list[str] = field(default_factory=list)
-    tool_counts: dict = field(default_factory=dict)
+    tool_counts: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # distinct, in order
-    open_errors: dict = field(default_factory=dict)  # error -> None, after the last assistant text
+    open_errors: dict[str, Any] = field(default_factory=dict)  # error -> None, after the last assistant text
     last_assistant: str | None = None
     last_part_role: str | None = None
     embedded: list[str] = field(default_factory=list)  # summaries inside the conversation

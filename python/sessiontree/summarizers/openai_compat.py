@@ -60,7 +60,7 @@ def import_openai() -> Any:
     return import_sdk("openai", _INSTALL_HINT)
 
 
-def usage_from_openai(raw: Mapping | None, pricing: Pricing | None = None) -> SummaryUsage:
+def usage_from_openai(raw: Mapping[str, Any] | None, pricing: Pricing | None = None) -> SummaryUsage:
     """Map an OpenAI ``usage`` object (a dict) to :class:`SummaryUsage`, as Pi stores it.
 
     * ``cache_read`` = ``prompt_tokens_details.cached_tokens``; ``cache_write`` =
@@ -216,10 +216,10 @@ class OpenAICompatSummarizer:
         to fit ``context_window`` when known (Pi 1.6 rule, :func:`.sdk.output_tokens`)."""
         return output_tokens(request, system, user_text, self.max_output_tokens, self.context_window)
 
-    def build_body(self, request: SummaryRequest) -> dict:
+    def build_body(self, request: SummaryRequest) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (keys in Pi's order)."""
         system, user_text = build_prompt(request)
-        body: dict = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": self.system_role, "content": system},
@@ -259,15 +259,17 @@ class OpenAICompatSummarizer:
         """Synchronous :meth:`summarize` (not from inside a running event loop)."""
         return run_sync(self.summarize(request))
 
-    async def _attempt(self, client: Any, body: dict, headers: dict) -> tuple[str, dict, str | None, str | None]:
+    async def _attempt(
+        self, client: Any, body: dict[str, Any], headers: dict[str, Any]
+    ) -> tuple[str, dict[str, Any], str | None, str | None]:
         openai = self._openai
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-        options: dict = {"headers": headers, "max_retries": 0}
+        options: dict[str, Any] = {"headers": headers, "max_retries": 0}
         if self.retry.timeout is not None:
             options["timeout"] = self.retry.timeout
         streamed = StreamedText(body.get(self.max_tokens_field))
-        raw_usage: dict = {}
+        raw_usage: dict[str, Any] = {}
         model = None
         finished = False
         stop = None

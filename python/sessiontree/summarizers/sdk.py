@@ -44,11 +44,11 @@ def client_options(
     default_headers: Mapping[str, str] | None,
     retry: RetryPolicy,
     **extra: Any,
-) -> dict:
+) -> dict[str, Any]:
     """Keyword arguments for an SDK's async client: the key, ``max_retries=0`` (:mod:`.retry`
     decides), the headers (None when empty), the base URL and the per-attempt timeout when
     set, then ``extra`` (each only when truthy)."""
-    kwargs: dict = {"api_key": api_key, "max_retries": 0, "default_headers": default_headers or None}
+    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "default_headers": default_headers or None}
     if base_url:
         kwargs["base_url"] = base_url
     kwargs.update({k: v for k, v in extra.items() if v})
@@ -74,7 +74,7 @@ async def call_retried(
         raise redact_error(exc, secrets_of(api_key, default_headers)) from None
 
 
-def as_dict(obj: Any) -> dict:
+def as_dict(obj: Any) -> dict[str, Any]:
     """An SDK object (a pydantic model: ``model_dump``, or ``dict``), a dict or None as a dict."""
     if obj is None:
         return {}
@@ -84,14 +84,14 @@ def as_dict(obj: Any) -> dict:
     return dump() if dump else dict(obj)
 
 
-def error_fields(exc: Any, keys: tuple[str, ...]) -> tuple[dict, list[str]]:
+def error_fields(exc: Any, keys: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
     """An SDK error's body as ``(inner, parts)``: ``inner`` is ``body["error"]`` when that is an
     object, else the body (``{}`` when the body is not an object); ``parts`` are the error's
     message, then ``inner[k]`` for each of ``keys`` that is not None (as text), or the body
     itself when it is a string."""
     parts = [str(getattr(exc, "message", "") or exc)]
     body = getattr(exc, "body", None)
-    inner: dict = {}
+    inner: dict[str, Any] = {}
     if isinstance(body, dict):
         err = body.get("error")
         inner = err if isinstance(err, dict) else body

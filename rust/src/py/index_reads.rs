@@ -21,6 +21,7 @@ impl Index {
         self.st.index.header.0.parts()
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.live()?;
         Ok(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
     }
 
@@ -33,13 +34,15 @@ impl Index {
     fn legacy_v1(&self) -> bool {
         self.st.index.is_legacy_v1()
     }
-    fn __len__(&self) -> usize {
-        self.st.index.len()
+    fn __len__(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.len())
     }
 
     /// Distinct ids (Pi getEntryCount).
-    fn entry_count(&self) -> usize {
-        self.st.index.entry_count()
+    fn entry_count(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.entry_count())
     }
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
@@ -64,11 +67,13 @@ impl Index {
 
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
+        self.live()?;
         Ok(self.st.index.ids_of(&idx)?)
     }
 
     /// The type names of entries `idx` (when strings, else None).
     fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<std::borrow::Cow<'_, str>>>> {
+        self.live()?;
         Ok(self.st.type_names(&idx)?)
     }
 
@@ -90,46 +95,55 @@ impl Index {
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.
-    fn index_of(&self, id: &str) -> Option<u32> {
-        self.st.index.index_of_str(id)
+    fn index_of(&self, id: &str) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.index_of_str(id))
     }
 
     /// Index of the entry at Pi `fileEntries` position `pos` (header = 0), or None.
-    fn entry_at_value_pos(&self, pos: u32) -> Option<u32> {
-        self.st.index.entry_at_vpos(pos)
+    fn entry_at_value_pos(&self, pos: u32) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.entry_at_vpos(pos))
     }
 
     /// The leaf entry's index (None when the leaf is null or names no entry).
-    fn leaf(&self) -> Option<u32> {
-        self.st.index.leaf_entry()
+    fn leaf(&self) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.leaf_entry())
     }
-    fn leaf_is_null(&self) -> bool {
-        self.st.index.leaf == crate::index::Leaf::Null
+    fn leaf_is_null(&self) -> PyResult<bool> {
+        self.live()?;
+        Ok(self.st.index.leaf == crate::index::Leaf::Null)
     }
 
     /// The leaf id when it is a string.
-    fn leaf_id(&self) -> Option<&str> {
-        self.st.index.leaf_id()
+    fn leaf_id(&self) -> PyResult<Option<&str>> {
+        self.live()?;
+        Ok(self.st.index.leaf_id())
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
-    fn labels(&self) -> Vec<(Option<&str>, u32)> {
-        self.st.index.label_ids()
+    fn labels(&self) -> PyResult<Vec<(Option<&str>, u32)>> {
+        self.live()?;
+        Ok(self.st.index.label_ids())
     }
 
     /// Index of the label entry currently labelling id `id`, or None.
-    fn label_entry(&self, id: &str) -> Option<u32> {
-        self.st.index.label_entry_of(id)
+    fn label_entry(&self, id: &str) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(self.st.index.label_entry_of(id))
     }
 
     /// Index of the last session_info entry in file order, or None.
-    fn session_info_entry(&self) -> Option<u32> {
-        Self::opt(self.st.index.session_info)
+    fn session_info_entry(&self) -> PyResult<Option<u32>> {
+        self.live()?;
+        Ok(Self::opt(self.st.index.session_info))
     }
 
     /// How many problems were recorded (without building them).
-    fn problem_count(&self) -> usize {
-        self.st.index.problems.len()
+    fn problem_count(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.st.index.problems.len())
     }
 
     /// Problem `i` (file order), a `Problem`: line 1-based, byte offset, kind, message.

@@ -67,8 +67,9 @@ impl Index {
     }
 
     /// Root nodes in Pi's order (one per root occurrence).
-    fn roots(&mut self) -> Vec<u32> {
-        self.tree.get(&self.st.index).roots.clone()
+    fn roots(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
+        Ok(self.tree.get(&self.st.index).roots.clone())
     }
 
     /// Children nodes of node `i` in Pi's order.
@@ -79,12 +80,14 @@ impl Index {
 
     /// A `TreeTable` (roots, start, kids): the whole children table in CSR form.
     fn tree_table<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.live()?;
         results::tree_table(py, self.tree.get(&self.st.index))
     }
 
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
         let ix = &self.st.index;
         Ok(self.tree.preorder(ix).map_err(|e| ix.walk_error(e))?)
     }
@@ -97,6 +100,7 @@ impl Index {
 
     /// Entries (first occurrence of each node, file order) not reachable from any root.
     fn unreachable(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
         let ix = &self.st.index;
         Ok(self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?)
     }

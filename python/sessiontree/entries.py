@@ -178,6 +178,18 @@ class ScrubFinding(NamedTuple):
         }
 
 
+#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
+SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+
+
+def new_scrubber(header: bool, replay: str, record: bool) -> Any:
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
+    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
+    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
+    return _core.Scrubber(bool(header), replay, bool(record))
+
+
 class ScrubStats(NamedTuple):
     """What the core's scrubber counted so far (``_core.Scrubber.stats``): ``bytes_in`` fed,
     ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off counted),

@@ -60,6 +60,7 @@ from .context import (
     estimate_messages_tokens,
     estimate_projected_context_tokens,
 )
+from ._jsjson import js_whole_numbers
 from .errors import EntryNotFoundError, LeafMovedError, SessionError
 from .hooks import (
     BeforeCompactEvent,
@@ -177,21 +178,12 @@ def default_summarizer() -> Any:
     return get_summarizer("offline")
 
 
-def _js_number(value: Any) -> Any:
-    """Floats that are whole numbers become ints (JavaScript writes ``0``, not ``0.0``)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _js_number(v) for k, v in value.items()}
-    return value
-
-
 def _usage_dict(usage: Any) -> Optional[dict]:
     """Pi's stored ``usage`` object for a :class:`SummaryUsage` or a Pi-shaped dict."""
     if usage is None:
         return None
     if isinstance(usage, SummaryUsage):
-        return _js_number(usage.to_pi())
+        return js_whole_numbers(usage.to_pi())
     if isinstance(usage, dict):
         return usage
     raise HookResultError(f"usage must be a SummaryUsage or a dict, not {type(usage).__name__}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ._jsjson import js_whole_numbers
 from .errors import SessionError
 
 if TYPE_CHECKING:
@@ -102,9 +103,7 @@ class CompactionResult:
             "estimatedTokensAfter": self.estimated_tokens_after,
         }
         if self.usage is not None:
-            from .orchestration import _usage_dict  # loaded: a result comes from it
-
-            out["usage"] = _usage_dict(self.usage)
+            out["usage"] = js_whole_numbers(self.usage.to_pi())  # Pi's stored usage object
         if self.details is not None:
             out["details"] = self.details
         return out

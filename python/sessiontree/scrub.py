@@ -14,7 +14,7 @@ Provider replay fields (``thinkingSignature``, ``textSignature``, ``thoughtSigna
 provider's replay) or ``"drop"`` (the field is removed). The report states the policy.
 
 The file is streamed in blocks through the core: memory is bounded by the longest line.
-Outputs are written by :func:`sessiontree.session.atomic_write` (a temp file, fsync, rename):
+Outputs are written by :func:`sessiontree.writer.atomic_write` (a temp file, fsync, rename):
 never a partial file. A report never holds a value: kind, where, offsets, hash.
 """
 
@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .entries import ScrubFinding
+from .entries import SCRUB_KINDS, ScrubFinding, new_scrubber
 from .errors import SessionArgumentError
-from .session import SCRUB_KINDS, atomic_write, new_scrubber
-from .writer import SessionWriter
+from .writer import SessionWriter, atomic_write
 
 __all__ = ["KINDS", "REPLAY_POLICIES", "ScrubFinding", "ScrubReport", "scrub_bytes", "scrub_file"]
 

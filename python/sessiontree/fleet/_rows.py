@@ -501,8 +501,6 @@ def entry_rows(item: Item, opts: Options) -> list:
     try:
         s, _size, _mtime = open_item(item, opts)
         if opts.scrub:
-            from ._scrub import open_scrubbed
-
             s, secrets = open_scrubbed(_item_bytes(item, s), item.path)
     except _Unopenable as exc:
         return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
@@ -512,6 +510,17 @@ def entry_rows(item: Item, opts: Options) -> list:
         return [_entries_of(s, item, secrets)]
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
+
+
+def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int]]:
+    """A read-only session over the scrubbed ``data`` and its secrets per line (1-based)."""
+    from ..scrub import scrub_bytes
+
+    clean, report = scrub_bytes(data, replay=replay)
+    per_line: dict[int, int] = {}
+    for f in report.findings:
+        per_line[f.line] = per_line.get(f.line, 0) + 1
+    return Session.from_bytes(clean, name=name), per_line
 
 
 def _item_bytes(item: Item, opened: Session) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import SessionArgumentError, SessionError
 from ..scrub import scrub_bytes, scrub_file
-from ..session import Session, atomic_write
+from ..writer import atomic_write
 from ._sources import Item, resolve_source
 
 
@@ -68,13 +68,4 @@ def scrub_sessions(
     return rows
 
 
-def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int]]:
-    """A read-only session over the scrubbed ``data`` and its secrets per line (1-based)."""
-    clean, report = scrub_bytes(data, replay=replay)
-    per_line: dict[int, int] = {}
-    for f in report.findings:
-        per_line[f.line] = per_line.get(f.line, 0) + 1
-    return Session.from_bytes(clean, name=name), per_line
-
-
-__all__ = ["scrub_sessions", "open_scrubbed", "SessionArgumentError"]
+__all__ = ["scrub_sessions", "SessionArgumentError"]

@@ -56,6 +56,8 @@ from ..entries import AbandonedBranch as AbandonedBranch
 from ..entries import CutPoint as CutPoint
 from ..entries import EntryMetrics as EntryMetrics
 from ..entries import EntryTable as EntryTable
+from ..entries import SCRUB_KINDS as SCRUB_KINDS
+from ..entries import new_scrubber as new_scrubber
 from .base import dumps_entry
 from .delegates import Delegates
 from .reads import Reads
@@ -65,21 +67,11 @@ from .writes import _WRITING, Writes, _require_str
 
 # ==== the core's other objects, for the layers above ==============================
 # Only the session/ package, entries.py, _jsjson.py and paths.py import ``_core``
-# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out here.
+# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out by them
+# (the scrubber by entries.py, beside the scrubber's finding type).
 
 #: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``).
 __version__: str = _core.__version__
-
-#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
-SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
-
-
-def new_scrubber(header: bool, replay: str, record: bool) -> Any:
-    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
-    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
-    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
-    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
-    return _core.Scrubber(bool(header), replay, bool(record))
 
 
 def _bom_reason(head: bytes) -> str | None:

@@ -125,10 +125,10 @@ def test_modules_above_the_facade_use_no_private_members_of_others():
 def test_the_private_use_check_finds_private_access():
     probe = (
         "class C:\n    def __init__(self):\n        self._mine = 1\n"
-        "def g(session, s, c):\n    return session._span(), s._core.leaf(), s._load_raws([]), c._mine, self._x\n"
+        "def g(session, s, c):\n    return session._span(), s._core.leaf(), s._load_raw(0), c._mine, self._x\n"
     )
     got = _private_uses(Path("probe.py"), probe)
-    assert sorted(u.split(": ", 1)[1] for u in got) == ["s._core", "s._load_raws", "session._span"]
+    assert sorted(u.split(": ", 1)[1] for u in got) == ["s._core", "s._load_raw", "session._span"]
 
 
 def _core_importers(files: dict[str, str]) -> set[str]:

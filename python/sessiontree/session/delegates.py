@@ -77,7 +77,7 @@ class Delegates(SessionBase):
             found = latest_compaction_at(core.types(path), id_of, first_kept_of)
             if not inexact:
                 return found
-        return latest_compaction(self._load_raws(path))
+        return latest_compaction(self.raw_values(path))
 
     def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
         """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch
@@ -95,7 +95,7 @@ class Delegates(SessionBase):
         Raises:
             SessionCycleError: the branch loops.
         """
-        path = self._span()
+        path = self.context_span(with_settings=False)
         if not path:
             return CutPoint(None, None, False)
         from ..compaction import collect_context_edits, kept_boundary
@@ -110,7 +110,7 @@ class Delegates(SessionBase):
             else self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         )
         if got is None:
-            entries = self._load_raws(path)
+            entries = self.raw_values(path)
             try:
                 r = py_find_cut_point(
                     entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries), token_counter

@@ -272,7 +272,7 @@ class Reads(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return [Entry(self, i) for i in self._span(with_settings=True)]
+        return [Entry(self, i) for i in self.context_span()]
 
     def entry_at(self, index: int) -> Entry:
         """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
@@ -327,7 +327,7 @@ class Reads(SessionBase):
             SessionCycleError: the parent chain from the leaf loops.
         """
         try:
-            return build_session_context(self._load_raws(self._span(with_settings=True)))
+            return build_session_context(self.raw_values(self.context_span()))
         except PiError as exc:
             self._name_entry(exc)
             raise
@@ -356,7 +356,7 @@ class Reads(SessionBase):
         if run.count < stable:
             new = range(run.count, stable)
             tys = self._core.types(list(new))
-            run.add(self._load_raws([i for i, t in zip(new, tys) if t in types]))
+            run.add(self.raw_values([i for i, t in zip(new, tys) if t in types]))
             run.count = stable
         if stable == n:
             return run.totals()

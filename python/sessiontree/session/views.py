@@ -8,11 +8,12 @@ above the facade).
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable, Sequence
 
 from .. import _core
 from .._jsjson import JS_UNDEFINED
-from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable
+from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable, parse_json_line
 from ..errors import SessionArgumentError, SessionCycleError, SessionError
 from ..tokens import estimate_tokens
 from .base import SessionBase
@@ -36,7 +37,8 @@ class Views(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return self._span(with_settings=with_settings, context_rule=context_rule)
+        leaf = self._context_leaf() if context_rule else self._core.leaf()
+        return [] if leaf is None else self._core.context_span(leaf, with_settings)
 
     def raw_values(self, indices: Sequence[int]) -> list:
         """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
@@ -47,17 +49,15 @@ class Views(SessionBase):
             IndexError: a position names no entry.
             SessionError: an entry nests too deeply to load in Python.
         """
-        return self._load_raws(list(indices))
+        idx = list(indices)
+        if self._core.needs_migration:
+            return [self._load_raw(i) for i in idx]
+        return [parse_json_line(line) for line in self._core.lines(idx)]
 
     def raw_entries(self, indices: Sequence[int]) -> list:
-        """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as
-        :meth:`entry_at` would give, migrated in memory for a legacy file), read in one batch
-        without an :class:`Entry` per entry.
-
-        Raises:
-            IndexError: a position is out of range.
-        """
-        return self._load_raws(list(indices))
+        """Deprecated alias of :meth:`raw_values` (the same values; warns ``DeprecationWarning``)."""
+        warnings.warn("Session.raw_entries is deprecated: use Session.raw_values", DeprecationWarning, stacklevel=2)
+        return self.raw_values(indices)
 
     def entry_texts(self, indices: Sequence[int]) -> list[bytes | None]:
         """The JSON text of each entry at ``indices`` as ``JSON.stringify`` writes its value (the
@@ -65,7 +65,7 @@ class Views(SessionBase):
         that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
         repeated keys), so it is copied without a parse; None for the other entries (and for
         every entry of a legacy file, which is migrated in memory): read those with
-        :meth:`raw_entries`.
+        :meth:`raw_values`.
 
         Raises:
             IndexError: a position is out of range.
@@ -99,15 +99,6 @@ class Views(SessionBase):
         or an id that names none."""
         return self._core.leaf_is_null()
 
-    def _last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
-        """The newest entry of type ``etype`` (and message role ``role``) on the active branch:
-        the index walks back from the leaf only as far as it is."""
-        leaf = self._core.leaf()
-        if leaf is None:
-            return None
-        i = self._core.find_back(leaf, etype, role)
-        return None if i is None else Entry(self, i)
-
     def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
         """The newest entry of type ``etype`` (and, given ``role``, message role ``role``) on the
         active branch, or None: the index walks back from the leaf only as far as it is.
@@ -115,20 +106,11 @@ class Views(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops before one is found.
         """
-        return self._last_on_branch(etype, role)
-
-    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple | None:
-        """``(entry indices from just below the common ancestor to old_leaf, ancestor id)``, the
-        index walking both branches up only as far as their common ancestor; None when the pure
-        rule must decide (no old leaf, an unknown id, duplicate ids, a legacy file)."""
-        core = self._core
-        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
-        b = self._lookup(target_id) if isinstance(target_id, str) else None
-        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+        leaf = self._core.leaf()
+        if leaf is None:
             return None
-        ancestor = core.common_ancestor_near(a, b)
-        below = core.branch_since(a, ancestor) or []
-        return below, None if ancestor is None else core.record(ancestor).id
+        i = self._core.find_back(leaf, etype, role)
+        return None if i is None else Entry(self, i)
 
     def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
         """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
@@ -141,8 +123,14 @@ class Views(SessionBase):
         Raises:
             SessionCycleError: a parent chain loops.
         """
-        found = self._abandoned_since(old_leaf, target_id)
-        return None if found is None else AbandonedBranch(*found)
+        core = self._core
+        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
+        b = self._lookup(target_id) if isinstance(target_id, str) else None
+        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+            return None
+        ancestor = core.common_ancestor_near(a, b)
+        below = core.branch_since(a, ancestor) or []
+        return AbandonedBranch(below, None if ancestor is None else core.record(ancestor).id)
 
     def branch_positions(self, from_id: str | None = None) -> list[int]:
         """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first, without
@@ -344,7 +332,7 @@ class Views(SessionBase):
         return _core.tree_json(
             self._core,
             tails,
-            lambda idx: [write(v) for v in self._load_raws(idx)],
+            lambda idx: [write(v) for v in self.raw_values(idx)],
             not self._core.needs_migration,
             head,
             foot,

@@ -276,13 +276,6 @@ async def _gather_or_cancel(coros: list) -> list:
         raise
 
 
-def _context_span(session: "Session") -> list:
-    """The active branch as compaction reads it: :meth:`Session.get_context_entries` parsed (the
-    leaf as :meth:`Session.get_branch` resolves it). Pure functions give the same answers on it
-    as on the whole branch; its cost follows the context."""
-    return session.raw_values(session.context_span(with_settings=True, context_rule=False))
-
-
 def _projected_tokens(path: list) -> Any:
     ctx = build_session_context(path)
     return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
@@ -417,7 +410,7 @@ def plan_compaction(
     """
     settings = settings or DEFAULT_COMPACTION_SETTINGS
     leaf_id = session.leaf_id
-    path = _context_span(session)
+    path = session.context_values()
     preparation = prepare_compaction(path, settings)
     if preparation is None:
         if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
@@ -635,7 +628,7 @@ async def acompact(
         system_message=plan.system_message,
         expected_leaf_id=plan.leaf_id,
     )
-    new_path = _context_span(session)
+    new_path = session.context_values()
     new_context = build_session_context(new_path)
     after = estimate_projected_context_tokens(new_context.messages, new_context.sources, new_path).tokens
     return CompactionResult(
@@ -653,6 +646,7 @@ async def acompact(
         if from_hook and tokens_before is not preparation.tokens_before
         else plan.tokens_before_source,
         estimated_tokens_before=plan.estimated_tokens_before,
+        preparation=preparation,
     )
 
 

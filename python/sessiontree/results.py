@@ -77,7 +77,9 @@ class CompactionResult:
       comparable with ``estimated_tokens_after`` (like with like);
     * ``usage``: :class:`SummaryUsage` of the summary calls (summed), or ``None`` (a hook gave none);
     * ``reason``: ``"manual"``, ``"threshold"`` or ``"overflow"``; ``from_hook``: a hook supplied it;
-    * ``context``: the provider-safe context after compaction (:class:`ProviderContext`).
+    * ``context``: the provider-safe context after compaction (:class:`ProviderContext`);
+    * ``preparation``: the :class:`~sessiontree.compaction.CompactionPreparation` it was made
+      from (what was summarized, the split turn, the previous summary).
     """
 
     entry: "Entry"
@@ -92,6 +94,7 @@ class CompactionResult:
     context: Optional[ProviderContext] = None
     tokens_before_source: str = "estimate"
     estimated_tokens_before: Any = None
+    preparation: Any = None
 
     def to_pi(self) -> dict:
         """Pi's RPC ``compact`` response ``data``: ``{summary, firstKeptEntryId, tokensBefore,

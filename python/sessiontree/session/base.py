@@ -109,7 +109,6 @@ class SessionBase:
             )
         return raw
 
-
     def _lookup(self, entry_id: str) -> int | None:
         """Index of the entry with this id, or None. An id with a lone surrogate is looked up
         the way the index keeps it (each lone surrogate as U+FFFD)."""
@@ -141,7 +140,6 @@ class SessionBase:
     def _context_path(self) -> list[int]:
         leaf = self._context_leaf()
         return [] if leaf is None else self._walk(leaf)
-
 
     def _name_entry(self, exc: PiError) -> PiError:
         """``exc`` naming the entry whose content raised it (id and line): the first entry on

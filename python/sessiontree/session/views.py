@@ -40,6 +40,17 @@ class Views(SessionBase):
         leaf = self._context_leaf() if context_rule else self._core.leaf()
         return [] if leaf is None else self._core.context_span(leaf, with_settings)
 
+    def context_values(self) -> list:
+        """The context span as compaction reads it: :meth:`context_span` parsed (:meth:`raw_values`),
+        the leaf as :meth:`get_branch` resolves it. Pure functions (Pi ``prepareCompaction``,
+        ``buildSessionContext``) give the same answers on it as on the whole branch; its cost
+        follows the context, not the branch.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return self.raw_values(self.context_span(context_rule=False))
+
     def raw_values(self, indices: Sequence[int]) -> list:
         """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
         for a legacy file) of the entries at positions ``indices``, in that order: one batch

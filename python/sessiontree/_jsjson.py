@@ -129,7 +129,7 @@ def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
     return JS_UNDEFINED
 
 
-# ==== Entry accessors (issue 21: one missing-value rule) =========================
+# ==== Entry accessors (one missing-value rule) ==================================
 
 
 def js_field(value: Any, key: str) -> Any:

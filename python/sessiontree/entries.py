@@ -444,7 +444,7 @@ class _TreeSource:
 
 
 class _LazyTreeNode(TreeNode):
-    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access (issue 18): its ``entry``
+    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access: its ``entry``
     is made when first read, its ``children`` list when first read (their nodes then, not
     their subtrees); both are kept once made, and may be reassigned as on any ``TreeNode``."""
 

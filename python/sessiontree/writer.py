@@ -129,7 +129,7 @@ class SessionWriter:
         os.close(fd)  # closing the last descriptor of the open file releases the flock
 
 
-# ==== whole files: atomic writes, temp cleanup, rewrites, copies (issue 21: out of session.py) ====
+# ==== whole files: atomic writes, temp cleanup, rewrites, copies ====
 
 
 def _fsync_dir(directory: Path) -> None:

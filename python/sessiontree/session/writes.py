@@ -177,7 +177,7 @@ class Writes(SessionBase):
         line; ``value`` is serialized alone and the core writes ``"name":`` before it. ``name``
         None: ``value`` is the dict of fields, written after the four. Returns the new id.
 
-        One of the two append paths (issue 21); the other, :meth:`_append_built`, is for entries
+        One of the two append paths; the other, :meth:`_append_built`, is for entries
         Python builds whole (a compaction checked against the leaf, a branch summary, custom
         entries).
 

@@ -421,7 +421,7 @@ class TreeNode:
         return f"TreeNode(id={self.entry.id!r}, children={len(self.children)}, label={self.label!r})"
 
 
-class _TreeSource:
+class TreeSource:
     """What the nodes of one :meth:`Session.get_tree` call share: the core's tree table taken
     at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are node ``i``'s children), the
     labels resolved at the call, and the nodes made so far (one per position, so a repeated id
@@ -459,7 +459,7 @@ class _LazyTreeNode(TreeNode):
         self.label = label
 
     @classmethod
-    def _made(cls, src: _TreeSource, i: int) -> "_LazyTreeNode":
+    def _made(cls, src: TreeSource, i: int) -> "_LazyTreeNode":
         n = cls.__new__(cls)
         n._src = src
         n._i = i

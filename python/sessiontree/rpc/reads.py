@@ -10,7 +10,7 @@ from .._jsjson import JS_UNDEFINED
 from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 from ..context import calculate_context_tokens, estimate_context_tokens
 from ..errors import EntryNotFoundError, SessionCycleError
-from ..hooks import _camel  # snake_case -> camelCase field names, its one home
+from ..hooks import camel_case  # snake_case -> camelCase field names, its one home
 from ..orchestration import user_message_text
 from ..paths import default_session_dir
 from .base import ServerBase
@@ -398,6 +398,6 @@ class ReadCommands(ServerBase):
         for i in infos:
             d = {}
             for k, v in vars(i).items():  # SessionInfo is a dataclass
-                d[_camel(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
+                d[camel_case(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
             out.append(d)
         return response(cmd_id, ctype, {"sessions": out})

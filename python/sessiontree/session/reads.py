@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from .._jsjson import js_trim
 from ..context import SessionContext, build_session_context
-from ..entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
+from ..entries import Entry, ProblemList, TreeNode, TreeSource, parse_json_line
 from ..entry_types import USAGE_TYPES
 from ..errors import EntryNotFoundError, PiError, SessionError
 from ..provider_context import ProviderContext
@@ -303,7 +303,7 @@ class Reads(SessionBase):
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        src = _TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        src = TreeSource(self, start, kids, label_of)  # nodes and entries made on access
         return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:

@@ -75,8 +75,9 @@ __version__: str = _core.__version__
 
 
 def _bom_reason(head: bytes) -> str | None:
-    """Why session bytes that start with a UTF-8 byte order mark are not a session, or None
-    when ``head`` (the first bytes) does not start with one: the one text, for a local file
+    """Why bytes starting with a UTF-8 byte order mark are not a session (None: no BOM).
+
+    ``head`` is the first bytes. The one text, for a local file
     and for bytes from storage (:meth:`Session.from_bytes`, the fleet's S3 reads) alike. (Pi's
     ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
     stays Pi's, only the message names the cause.)"""
@@ -225,9 +226,10 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
-        """A read-only session over the bytes of a session file held in memory (an object read
-        from storage, say), with no temporary file: the same index and the same answers as
-        :meth:`open` on a file holding these bytes.
+        """A read-only session over a session file's bytes held in memory (no temporary file).
+
+        An object read from storage, say: the same index and the same answers as :meth:`open`
+        on a file holding these bytes.
 
         Args:
             data: ``bytes``, ``bytearray``, ``memoryview``, ``mmap.mmap`` or anything else with
@@ -354,8 +356,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         session_dir: str | os.PathLike | None = None,
         session_id: str | None = None,
     ) -> "Session":
-        """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
-        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``);
+        """Copy a whole session into a new file for ``target_cwd`` (Pi ``SessionManager.forkFrom``).
+
+        Every entry and branch is copied; the new header names the source as ``parentSession``;
         ``session_id`` is the new session's (default a new UUID; Pi ``--fork`` with
         ``--session-id``).
 
@@ -387,8 +390,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike | None = None) -> "Session":
-        """Open the most recently modified valid session of ``cwd``'s session directory, or
-        create a new one there (Pi ``SessionManager.continueRecent``)."""
+        """Open the newest valid session of ``cwd``'s folder, or create one (Pi ``continueRecent``).
+
+        The newest is the most recently modified (Pi ``SessionManager.continueRecent``)."""
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
         from ..listing import most_recent_session
 

@@ -53,8 +53,9 @@ class Delegates(SessionBase):
     # ==== cut point (Rust) =========================================================
 
     def _latest_compaction(self, path: list[int]) -> tuple | None:
-        """:func:`sessiontree.context.latest_compaction` of the entries ``path`` (entry indices),
-        from the index: type names, and string ids up to the compaction; only the compaction's
+        """:func:`sessiontree.context.latest_compaction` of the entries ``path``, from the index.
+
+        ``path`` holds entry indices. The index gives type names, and string ids up to the compaction; only the compaction's
         line is parsed. Where the index's ids are not exact (duplicate or non-string ids, a
         legacy file) the parsed values decide."""
         core = self._core
@@ -80,9 +81,10 @@ class Delegates(SessionBase):
         return latest_compaction(self.raw_values(path))
 
     def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
-        """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch
-        (Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
-        ``firstKeptEntryId``, over the context projection).
+        """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch.
+
+        Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
+        ``firstKeptEntryId``, over the context projection.
 
         The Rust core walks back from the leaf estimating tokens from the raw lines and stops
         as soon as the budget is met: it parses only the entries it needs, so a 1 GB session
@@ -130,8 +132,9 @@ class Delegates(SessionBase):
 
     @property
     def hooks(self) -> SessionHooks:
-        """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
-        ``before_tree`` lists of sync or async callables)."""
+        """This session's :class:`sessiontree.hooks.SessionHooks`.
+
+        ``before_compact`` and ``before_tree`` are lists of sync or async callables."""
         hooks = self._hooks
         if hooks is None:
             hooks = self._hooks = SessionHooks()

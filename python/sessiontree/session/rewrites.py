@@ -116,9 +116,9 @@ class Rewrites(SessionBase):
         return cls.open(new_path, session_dir=sdir, durability=self._durability)
 
     def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
-        """Write a self-contained HTML view of this session (tree, active path, messages,
-        search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
-        Streams from the index; see :func:`sessiontree.html.export_html`. Written by
+        """Write a self-contained HTML view of this session to ``path``; returns it as a Path.
+
+        The page holds the tree, the active path, messages, search and the original JSONL. Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
 

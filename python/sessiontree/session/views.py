@@ -71,9 +71,10 @@ class Views(SessionBase):
         return self.raw_values(indices)
 
     def entry_texts(self, indices: Sequence[int]) -> list[bytes | None]:
-        """The JSON text of each entry at ``indices`` as ``JSON.stringify`` writes its value (the
-        bytes :func:`dumps_entry` gives for :attr:`Entry.raw`) where the file's line already is
-        that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
+        """Each entry's ``JSON.stringify`` text where the file's line already is it, else None.
+
+        For the entries at ``indices``: the bytes :func:`dumps_entry` gives for :attr:`Entry.raw`
+        where the file's line already is that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
         repeated keys), so it is copied without a parse; None for the other entries (and for
         every entry of a legacy file, which is migrated in memory): read those with
         :meth:`raw_values`.
@@ -87,14 +88,16 @@ class Views(SessionBase):
         return _core.stringify_lines(self._core, idx)
 
     def entry_index(self, entry_id: Any) -> int | None:
-        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns for
-        ``entry_id`` (the last one if the id repeats), or None (no such entry, or not a str).
-        Cost: one by-id lookup."""
+        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns, or None.
+
+        The last entry if the id repeats; None when no entry has it or ``entry_id`` is not a
+        str. Cost: one by-id lookup."""
         return self._lookup(entry_id) if isinstance(entry_id, str) else None
 
     def parent_positions(self, indices: Sequence[int]) -> list[int | None]:
-        """For each position in ``indices``, the position the walk up from it goes to next (Pi's
-        ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
+        """For each position in ``indices``, the position the walk up from it goes to next.
+
+        That is Pi's ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
         missing, not a string, or naming no entry). Cost: one lookup per position.
 
         Raises:
@@ -111,8 +114,9 @@ class Views(SessionBase):
         return self._core.leaf_is_null()
 
     def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
-        """The newest entry of type ``etype`` (and, given ``role``, message role ``role``) on the
-        active branch, or None: the index walks back from the leaf only as far as it is.
+        """The newest entry of type ``etype`` (and role ``role``) on the active branch, or None.
+
+        The index walks back from the leaf only as far as it is.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops before one is found.
@@ -144,8 +148,9 @@ class Views(SessionBase):
         return AbandonedBranch(below, None if ancestor is None else core.record(ancestor).id)
 
     def branch_positions(self, from_id: str | None = None) -> list[int]:
-        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first, without
-        building entries or columns: the index's walk up from ``from_id`` (default: the leaf).
+        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first.
+
+        No entries or columns are built: the index's walk up from ``from_id`` (default: the leaf).
         Empty when the leaf is null or names no entry.
 
         Raises:
@@ -172,8 +177,9 @@ class Views(SessionBase):
 
     @property
     def compaction_lock(self) -> threading.Lock:
-        """The lock one compaction of this session at a time holds
-        (:func:`sessiontree.orchestration.acompact` takes it, without blocking the event loop)."""
+        """The lock one compaction of this session at a time holds.
+
+        :func:`sessiontree.orchestration.acompact` takes it without blocking the event loop."""
         return self._compaction_lock
 
     @property
@@ -191,8 +197,9 @@ class Views(SessionBase):
     # ==== columns ==================================================================
 
     def entry_table(self, indices: Sequence[int] | None = None) -> EntryTable:
-        """What listings show of many entries, as columns, without parsing them or building
-        :class:`Entry` objects: an :class:`EntryTable` over the entry positions ``indices``
+        """What listings show of many entries, as columns (an :class:`EntryTable`).
+
+        Nothing is parsed and no :class:`Entry` is built: an :class:`EntryTable` over the entry positions ``indices``
         (default: every entry in file order). Cost: the index only, one call into the core.
 
             >>> s = Session.in_memory()
@@ -223,8 +230,9 @@ class Views(SessionBase):
         return self.entry_table(self._walk(start))
 
     def context_table(self) -> EntryTable:
-        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an
-        :meth:`entry_table`, root first: empty when the leaf is null; when the leaf id names no
+        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an :meth:`entry_table`.
+
+        Root first: empty when the leaf is null; when the leaf id names no
         entry, the path to the last entry in the file (where :meth:`branch_table` is empty).
         Cost: the index only.
 
@@ -234,8 +242,9 @@ class Views(SessionBase):
         return self.entry_table(self._context_path())
 
     def entry_metrics(self, indices: Sequence[int] | None = None) -> EntryMetrics:
-        """Size, time and token columns of many entries (an :class:`EntryMetrics` over the entry
-        positions ``indices``; default: every entry in file order): ``bytes`` is the length of
+        """Size, time and token columns of many entries, as an :class:`EntryMetrics`.
+
+        Over the entry positions ``indices`` (default: every entry in file order): ``bytes`` is the length of
         the entry's JSON text in the file (UTF-8 bytes, newline excluded), ``timestamp_ms`` is
         ``new Date(entry.timestamp).getTime()`` (ms since the epoch; None where Pi gets NaN),
         ``tokens`` is Pi's chars/4 estimate of the context messages the entry contributes to
@@ -266,13 +275,15 @@ class Views(SessionBase):
         return EntryMetrics(idx, size, when, tokens)
 
     def tree_roots(self) -> list[int]:
-        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without
-        building the children table's Python lists."""
+        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots).
+
+        The children table's Python lists are not built."""
         return self._core.roots()
 
     def tree_table(self) -> TreeTable:
-        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes
-        without building objects: ``roots`` (node positions in Pi's order) and the children of
+        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes.
+
+        No objects are built: ``roots`` (node positions in Pi's order) and the children of
         node ``i`` in ``kids[start[i]:start[i + 1]]`` (sorted like Pi). Positions are
         :attr:`Entry.index` values (:meth:`entry_at`)."""
         return self._core.tree_table()
@@ -416,8 +427,9 @@ class Views(SessionBase):
         labels: Sequence[tuple[str, str]] = (),
         columns: Sequence[str] | None = None,
     ) -> dict:
-        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
-        the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
+        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, as a dict.
+
+        Computed by the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
         entry. A dict:
 
         * ``totals``, ``summary_totals``: usage sums over every entry / over compactions and

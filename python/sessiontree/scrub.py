@@ -16,6 +16,11 @@ provider's replay) or ``"drop"`` (the field is removed). The report states the p
 The file is streamed in blocks through the core: memory is bounded by the longest line.
 Outputs are written by :func:`sessiontree.writer.atomic_write` (a temp file, fsync, rename):
 never a partial file. A report never holds a value: kind, where, offsets, hash.
+
+Data safety (``docs/scrub.md``): a rewrite in place copies, scrubbed, whatever another writer
+that takes no lock (Pi) appended while it ran, before and after its rename; a file with other
+hard links is not rewritten in place; the session, the output and the report are three
+different files (:func:`check_distinct_files`).
 """
 
 from __future__ import annotations
@@ -23,15 +28,24 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .entries import SCRUB_KINDS, ScrubFinding, new_scrubber
-from .errors import SessionArgumentError
-from .writer import SessionWriter, atomic_write
+from .errors import SessionArgumentError, SessionFileChangedError
+from .writer import AtomicWriter, SessionWriter, atomic_write, check_target
 
-__all__ = ["KINDS", "REPLAY_POLICIES", "ScrubFinding", "ScrubReport", "scrub_bytes", "scrub_file"]
+__all__ = [
+    "KINDS",
+    "REPLAY_POLICIES",
+    "ScrubFinding",
+    "ScrubReport",
+    "check_distinct_files",
+    "scrub_bytes",
+    "scrub_file",
+]
 
 #: The kinds the rules detect, in the rule table's order.
 KINDS: tuple[str, ...] = SCRUB_KINDS
@@ -39,6 +53,12 @@ KINDS: tuple[str, ...] = SCRUB_KINDS
 REPLAY_POLICIES = ("keep", "drop")
 #: Bytes read per block.
 BLOCK = 8 << 20
+#: A rewrite in place copies what another writer appended meanwhile, and checks again, at
+#: most this many times before it gives up (the file kept growing; nothing is changed).
+TAIL_ROUNDS = 200
+#: Seconds a rewrite in place waits after its rename before it looks at the old file a last
+#: time (an append that opened it before the rename and was descheduled before its write).
+LATE_APPEND_WAIT = 0.05
 
 
 @dataclass
@@ -128,6 +148,51 @@ def _blocks(fh: Any) -> Iterator[bytes]:
         yield b
 
 
+def _counted(blocks: Iterator[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    """``blocks``, calling ``progress`` with the size of each."""
+    for b in blocks:
+        if progress is not None:
+            progress(len(b))
+        yield b
+
+
+def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+    """(resolved path, (device, inode) of what it names, None when nothing is there)."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return real, None
+    return real, (st.st_dev, st.st_ino)
+
+
+def check_distinct_files(files: dict[str, str | os.PathLike | None]) -> None:
+    """Refuse, before anything is written, two roles (``{"input": ..., "output": ...,
+    "report": ...}``; None or ``-`` for none) that name the same file: the same resolved path
+    (symbolic links followed) or the same device and inode (a hard link). Every role after the
+    first is an output: one that :func:`sessiontree.session.atomic_write` would refuse (a
+    symbolic link, a FIFO, a device, a directory) is refused here already.
+
+    Raises:
+        SessionArgumentError: two of them are the same file (one line, naming both roles).
+        OutputPathError: an output that is never written (nothing was written).
+    """
+    seen: list[tuple[str, str, tuple[int, int] | None]] = []
+    for k, (role, path) in enumerate(files.items()):
+        if path is None or str(path) == "-":
+            continue
+        real, ident = _identity(path)
+        if k:
+            check_target(Path(path), None)
+        for other, oreal, oident in seen:
+            if real == oreal or (ident is not None and ident == oident):
+                raise SessionArgumentError(
+                    f"{path}: the {role} is the {other} (the input, the output and the report must be "
+                    "three different files; nothing was written)"
+                )
+        seen.append((role, real, ident))
+
+
 def _open_source(src: Path) -> Any:
     """Open ``src`` for reading without blocking on a FIFO, and refuse anything that is not a
     regular file (a FIFO would hang the reader, a device never end)."""
@@ -143,10 +208,10 @@ def _open_source(src: Path) -> Any:
         raise
 
 
-def _check_output(out: Path, source_st: os.stat_result | None) -> None:
+def _check_output(out: Path, source_st: os.stat_result | None, dir_fd: int | None = None) -> None:
     """Refuse an output that is a symlink, not a regular file, or the source itself."""
     try:
-        st = os.lstat(out)
+        st = os.stat(out, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
@@ -169,18 +234,26 @@ def scrub_file(
     replay: str = "keep",
     record: bool = True,
     lock_timeout: float | None = None,
+    dir_fd: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ScrubReport:
     """Scrub the session file ``source`` into ``out``, or rewrite it (``in_place``), or only
     look (``check``: nothing is written; ``report.found`` says whether anything would change).
 
     ``in_place`` holds the file's writer lock (:class:`sessiontree.writer.SessionWriter`) while
     it reads and replaces the file atomically, keeping its mode (and owner where permitted); a
-    symbolic link's target is rewritten (the link stays). ``out`` gets the source's mode.
+    symbolic link's target is rewritten (the link stays). Lines another writer that takes no
+    lock (Pi) appends meanwhile are copied too, scrubbed (see :func:`rewrite_open_file`).
+    ``out`` gets the source's mode. ``dir_fd``: ``out`` is a name in that open directory (as
+    ``os`` functions take it). ``progress``: called with the bytes of each block read.
 
     Raises:
         SessionArgumentError: not exactly one of ``out``, ``in_place``, ``check``; ``out`` is the
-            source, a symbolic link, or exists and is not a regular file; ``replay`` unknown.
+            source, a symbolic link, or exists and is not a regular file; ``replay`` unknown;
+            ``in_place`` on a file with other hard links.
         SessionLockedError: ``in_place`` and another writer holds the lock.
+        SessionFileChangedError: ``in_place`` and the file kept growing, shrank or was replaced
+            while it was rewritten (it is left as it was).
         OSError: the source cannot be read or the output written (no partial output is left).
     """
     modes = sum([out is not None, bool(in_place), bool(check)])
@@ -191,7 +264,7 @@ def scrub_file(
     report = ScrubReport(str(src), None, False, replay, bool(header))
     if check:
         with _open_source(src) as fh:
-            for _ in _stream(_blocks(fh), sc):
+            for _ in _stream(_counted(_blocks(fh), progress), sc):
                 pass
         return _fill(report, sc)
     if in_place:
@@ -200,7 +273,15 @@ def scrub_file(
         writer.acquire()
         try:
             with _open_source(target) as fh:
-                done = rewrite_open_file(fh, target, os.fstat(fh.fileno()), header=header, replay=replay, record=record)
+                done = rewrite_open_file(
+                    fh,
+                    target,
+                    os.fstat(fh.fileno()),
+                    header=header,
+                    replay=replay,
+                    record=record,
+                    progress=progress,
+                )
         finally:
             writer.close()
         done.source = done.output = str(src)
@@ -209,22 +290,156 @@ def scrub_file(
     dest = Path(out)
     with _open_source(src) as fh:
         st = os.fstat(fh.fileno())
-        _check_output(dest, st)
-        atomic_write(dest, _stream(_blocks(fh), sc), like=st, source=st)
+        _check_output(dest, st, dir_fd)
+        atomic_write(dest, _stream(_counted(_blocks(fh), progress), sc), like=st, source=st, dir_fd=dir_fd)
     report.output, report.written = str(dest), True
     return _fill(report, sc)
 
 
+def _feed(fh: Any, sc: Any, out: Any, progress: Callable[[int], None] | None) -> None:
+    """Scrub what ``fh`` holds up to its end into ``out`` (a partial last line stays in ``sc``)."""
+    for block in _counted(_blocks(fh), progress):
+        done = sc.feed(block)
+        if done:
+            out.write(done)
+
+
+def _append_late_tail(fh: Any, target: Path, written: os.stat_result, sc: Any) -> None:
+    """After the rename: bytes another writer appended to the old file after the last check
+    (an append already under way at the rename) are scrubbed and appended to the new file,
+    when ``target`` is still the file we wrote."""
+    rest = fh.read()
+    if not rest:
+        return
+    data = (sc.feed(rest) or b"") + (sc.finish() or b"")  # finish: the old file's last line
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (written.st_dev, written.st_ino):
+            raise SessionFileChangedError(
+                f"{target} was replaced right after it was rewritten; {len(rest)} bytes appended "
+                "to the old file meanwhile were not copied"
+            )
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def rewrite_open_file(
-    fh: Any, target: Path, st: os.stat_result, *, header: bool, replay: str, record: bool = True
+    fh: Any,
+    target: Path,
+    st: os.stat_result,
+    *,
+    header: bool,
+    replay: str,
+    record: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> ScrubReport:
     """Rewrite ``target`` (open as ``fh``, its ``fstat`` ``st``) scrubbed, atomically, keeping
-    its mode and owner. The caller holds the writer lock (:func:`scrub_file`, ``Session.scrub``)."""
+    its mode and owner. The caller holds the writer lock (:func:`scrub_file`, ``Session.scrub``).
+
+    Another writer that takes no lock (Pi appends with ``O_APPEND`` and no lock) may append
+    while this runs. After the scrubbed copy is written and fsynced, the file's size is
+    checked: what was appended is scrubbed and copied too, until the size stays the same
+    (after an fsync of the copy), right before the copy is renamed over ``target``. Bytes
+    appended to the old file after that check (an append already under way at the rename) are
+    copied to the new file right after the rename, and once more :data:`LATE_APPEND_WAIT`
+    seconds later. Memory stays bounded by the longest line.
+
+    Raises:
+        SessionArgumentError: not a regular file; the file has other hard links (a rewrite
+            would leave the secrets readable under the other names).
+        SessionFileChangedError: the file kept growing for :data:`TAIL_ROUNDS` checks, shrank,
+            or was replaced meanwhile (nothing is changed).
+        OutputPathError, OSError: as :func:`sessiontree.session.atomic_write`.
+    """
     if not stat.S_ISREG(st.st_mode):
         raise SessionArgumentError(f"{target}: not a regular file")
+    if st.st_nlink > 1:
+        raise SessionArgumentError(
+            f"{target}: the file has {st.st_nlink - 1} other hard link(s); a rewrite in place would leave "
+            "the secrets readable under the other names (scrub into a new file with -o; nothing was changed)"
+        )
     sc = _scrubber(header, replay, record)
-    atomic_write(target, _stream(_blocks(fh), sc), like=st)
+    written: list[os.stat_result] = []
+
+    def settle(out: Any) -> None:
+        # the copy is fsynced: copy what was appended meanwhile until the size holds still
+        rounds = 0
+        while True:
+            _feed(fh, sc, out, progress)
+            read = fh.tell()
+            now = os.fstat(fh.fileno()).st_size
+            if now < read:
+                raise SessionFileChangedError(f"{target} shrank while it was scrubbed (nothing was changed)")
+            if now == read:
+                last = sc.finish()  # a last line without its newline (yet)
+                if last:
+                    out.write(last)
+                out.flush()
+                os.fsync(out.fileno())
+                if os.fstat(fh.fileno()).st_size == read:
+                    break
+            rounds += 1
+            if rounds >= TAIL_ROUNDS:
+                raise SessionFileChangedError(
+                    f"{target} kept growing while it was scrubbed ({rounds} checks; nothing was changed): "
+                    "try again when the writer is idle"
+                )
+        try:
+            now_st = os.stat(target)
+        except FileNotFoundError:
+            now_st = None
+        if now_st is None or (now_st.st_dev, now_st.st_ino) != (st.st_dev, st.st_ino):
+            raise SessionFileChangedError(f"{target} was replaced while it was scrubbed (nothing was changed)")
+        written.append(os.fstat(out.fileno()))
+
+    def renamed() -> None:
+        _append_late_tail(fh, target, written[0], sc)
+
+    with AtomicWriter(target, like=st, settle=settle, renamed=renamed) as out:
+        _feed(fh, sc, out, progress)
+    # an append that opened the old file before the rename may land a little later
+    time.sleep(LATE_APPEND_WAIT)
+    _append_late_tail(fh, target, written[0], sc)
     return _fill(ScrubReport(str(target), str(target), True, replay, bool(header)), sc)
+
+
+def export_html_scrubbed(
+    session: Any, path: str | os.PathLike, *, header: bool = False, replay: str = "keep", progress: bool = False
+) -> Path:
+    """``Session.export_html(path, scrub=True)``: the HTML view of a scrubbed copy of
+    ``session``'s file (:func:`scrubbed_copy`, removed afterwards), showing the session's leaf.
+    ``path`` is checked against the session's own file, before anything is read and again
+    before the rename, as a plain export is: never over it (or a hard link to it), a symbolic
+    link, a FIFO or a device; never more readable than it.
+
+    Raises:
+        OutputPathError: ``path`` is the session's file, a symbolic link, or not a regular file.
+        SessionArgumentError: the session has no file.
+    """
+    from .html import export_html
+
+    if session.path is None:
+        raise SessionArgumentError("export_html(scrub=True) needs a session file")
+    st = os.stat(session.path)
+    check_target(Path(path), (st.st_dev, st.st_ino))  # before anything is read
+    session.flush()
+    copy, tmp = scrubbed_copy(session.path, header=header, replay=replay)
+    try:
+        clean = type(session).open(copy)  # the session's class: this module never imports the facade
+        try:
+            leaf = session.leaf_id
+            if clean.entry_count() and leaf is not None and clean.leaf_id != leaf:
+                clean.branch(leaf)  # the view shows our leaf
+            return export_html(clean, path, source=st, progress=progress)
+        finally:
+            clean.close()
+    finally:
+        tmp.cleanup()
 
 
 def scrubbed_copy(source: str | os.PathLike, *, header: bool = False, replay: str = "keep") -> tuple[Path, Any]:

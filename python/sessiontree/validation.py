@@ -19,7 +19,7 @@ views only (entry table, problems, walks), never the core index. Users call
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .entry_types import CONTENT_TYPES
 from .errors import PiError, SessionCycleError, SessionError
@@ -198,16 +198,21 @@ def structural_problems(session: "Session") -> list[dict]:
     return out
 
 
-def content_problems(session: "Session") -> list[dict]:
+def content_problems(session: "Session", progress: Callable[[int], None] | None = None) -> list[dict]:
     """``content_error`` for every entry whose content Pi would throw on when it builds the
     context, estimates tokens or serializes the conversation for a summary
     (:func:`entry_content_error`): compaction, branch summaries and ``should_compact`` fail on a
     branch holding one. The message names the entry and Pi's error. Cost: parses the entries of
-    the four content-carrying types."""
+    the four content-carrying types. ``progress(n)``: called as entries are passed (``n``
+    entry positions at a time, ``len(session)`` in all)."""
     out: list[dict] = []
     table = session.entry_table()
     todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
+    passed = 0
     for i, raw in _raw_values(session, todo):
+        if progress is not None and i + 1 - passed >= 4096:
+            progress(i + 1 - passed)
+            passed = i + 1
         line, offset = table.line[i], table.offset[i]
         if isinstance(raw, SessionError):  # nested too deeply for Python's parser
             exc = raw
@@ -232,6 +237,8 @@ def content_problems(session: "Session") -> list[dict]:
                     f"entry {table.id[i]!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
                 )
             )
+    if progress is not None and len(table.type) > passed:
+        progress(len(table.type) - passed)
     return out
 
 

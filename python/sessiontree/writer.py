@@ -194,11 +194,12 @@ def _target_kind(st: os.stat_result) -> str:
     return "not a regular file"  # pragma: no cover - door, whiteout, event port
 
 
-def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_result | None:
+def _check_target(path: Path, source_id: tuple[int, int] | None, dir_fd: int | None = None) -> os.stat_result | None:
     """The ``lstat`` of the regular file at ``path`` (None: nothing there), or
-    :class:`OutputPathError` for what :func:`atomic_write` never replaces."""
+    :class:`OutputPathError` for what :func:`atomic_write` never replaces. ``dir_fd``: ``path``
+    is a name in that directory."""
     try:
-        st = os.lstat(path)
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
@@ -212,6 +213,9 @@ def _check_target(path: Path, source_id: tuple[int, int] | None) -> os.stat_resu
     if source_id is not None and (st.st_dev, st.st_ino) == source_id:
         raise OutputPathError(errno.EEXIST, "is the file being read; it is never written over", str(path))
     return st
+
+
+check_target = _check_target  # the public name, for the modules that write beside a target (scrub)
 
 
 def _stat_or_none(path: str | os.PathLike | None) -> os.stat_result | None:
@@ -235,7 +239,12 @@ def _source_id(source: os.stat_result | str | os.PathLike | None) -> tuple[int, 
 class AtomicWriter:
     """The context manager :func:`atomic_writer` returns: ``with`` yields a binary file
     object (``write(bytes-like)``) on the temp copy; a clean exit makes it ``path``, an
-    exception discards it. See :func:`atomic_write` for the rules."""
+    exception discards it. See :func:`atomic_write` for the rules.
+
+    ``settle(fh)``: called after the temp copy is fsynced, right before it is closed and
+    renamed (it may write more and fsync again); ``renamed()``: called right after the rename,
+    before the folder's fsync. A rewrite in place uses them to copy what another writer
+    appended meanwhile (:func:`sessiontree.scrub.rewrite_open_file`)."""
 
     def __init__(
         self,
@@ -243,22 +252,30 @@ class AtomicWriter:
         *,
         like: os.stat_result | None = None,
         source: os.stat_result | str | os.PathLike | None = None,
+        dir_fd: int | None = None,
+        settle: Callable[[Any], None] | None = None,
+        renamed: Callable[[], None] | None = None,
     ):
         self.path = Path(path)
         self._like = like
+        self._settle = settle
+        self._renamed = renamed
         self._source = _source_id(source)
+        self._dir_fd = dir_fd
+        if dir_fd is not None and self.path.name != str(path):
+            raise ValueError("with dir_fd, path is a name in that directory")
         self._tmp: Path | None = None
         self._fh: Any = None
 
     def __enter__(self) -> Any:
         path, like = self.path, self._like
-        existing = _check_target(path, self._source)
+        existing = _check_target(path, self._source, self._dir_fd)
         tmp = _temp_name(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         # a new path: created with like's bits (or 0644), less the umask (the kernel applies it);
         # a replaced file: created 0600, then given its mode (and like's bound) below
         create_mode = 0o600 if existing is not None else (stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644)
-        fd = os.open(tmp, flags, create_mode)
+        fd = os.open(tmp, flags, create_mode, dir_fd=self._dir_fd)
         self._tmp = tmp
         try:
             bounds = [b for b in (existing, like) if b is not None]
@@ -293,7 +310,7 @@ class AtomicWriter:
     def _discard(self) -> None:
         if self._tmp is not None:
             try:
-                os.unlink(self._tmp)
+                os.unlink(self._tmp, dir_fd=self._dir_fd)
             except OSError:
                 pass
             self._tmp = None
@@ -306,11 +323,15 @@ class AtomicWriter:
                 return
             fh.flush()
             os.fsync(fh.fileno())
+            if self._settle is not None:
+                self._settle(fh)  # may write more (and fsync it) right before the rename
             fh.close()
             # again just before the rename: a FIFO, a link or the source put there meanwhile
-            _check_target(self.path, self._source)
-            os.replace(tmp, self.path)  # type: ignore[arg-type]
+            _check_target(self.path, self._source, self._dir_fd)
+            os.replace(tmp, self.path, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)  # type: ignore[arg-type]
             self._tmp = None
+            if self._renamed is not None:
+                self._renamed()
         except BaseException:
             if not fh.closed:
                 try:
@@ -320,7 +341,13 @@ class AtomicWriter:
             raise
         finally:
             self._discard()
-        _fsync_dir(self.path.parent)
+        if self._dir_fd is None:
+            _fsync_dir(self.path.parent)
+        else:
+            try:
+                os.fsync(self._dir_fd)
+            except OSError:
+                pass
 
 
 def atomic_writer(
@@ -328,6 +355,7 @@ def atomic_writer(
     *,
     like: os.stat_result | None = None,
     source: os.stat_result | str | os.PathLike | None = None,
+    dir_fd: int | None = None,
 ) -> AtomicWriter:
     """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
     fh: fh.write(chunk)...`` (``fh`` is a binary file object on the temp copy). The checks of
@@ -338,8 +366,12 @@ def atomic_writer(
         OutputPathError: as :func:`atomic_write`.
         OSError: the folder cannot be written (on entering), the disk is full (in the block or
             on leaving it).
+
+    ``dir_fd``: ``path`` is a bare name in the directory open as ``dir_fd`` (every step, the
+    temp file, the checks and the rename, is relative to it: a folder renamed or swapped for
+    a symbolic link meanwhile is not followed).
     """
-    return AtomicWriter(path, like=like, source=source)
+    return AtomicWriter(path, like=like, source=source, dir_fd=dir_fd)
 
 
 def atomic_write(
@@ -348,6 +380,7 @@ def atomic_write(
     *,
     like: os.stat_result | None = None,
     source: os.stat_result | str | os.PathLike | None = None,
+    dir_fd: int | None = None,
 ) -> None:
     """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the
     same folder, the chunks, fsync, rename over ``path``, fsync of the folder. Readers see the
@@ -368,13 +401,14 @@ def atomic_write(
 
     The checks run before the temp file is made and again just before the rename; what another
     program renames into place between that check and the rename (microseconds) is replaced.
+    ``dir_fd``: as :func:`atomic_writer`.
 
     Raises:
         OutputPathError: ``path`` is a symbolic link, not a regular file, or the source
             (nothing written; an ``OSError`` too).
         OSError: the folder cannot be written, the disk is full.
     """
-    with atomic_writer(path, like=like, source=source) as fh:
+    with atomic_writer(path, like=like, source=source, dir_fd=dir_fd) as fh:
         for chunk in chunks:
             fh.write(chunk)
 

@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "writer",
             "providers",
             "entry_types",
+            "_progress",
         },
     ),
     ("entry views", {"entries"}),

@@ -1,8 +1,9 @@
 """Command-line interface: look inside a Pi session file without Pi.
 
     $ sessiontree info session.jsonl        # header, counts, leaf, context size
-    $ sessiontree tree session.jsonl        # the tree, drawn like Pi's /tree
-    $ sessiontree branch session.jsonl      # root → leaf (or --from ID)
+    $ sessiontree tree session.jsonl        # the tree, drawn like Pi's /tree, streamed
+                                            # (--around ID, --depth N, --branches-only, --since ID, --limit N)
+    $ sessiontree branch session.jsonl      # root → leaf (or --from ID; --since ID, --limit N)
     $ sessiontree context session.jsonl     # what the model sees (--llm: after convertToLlm)
     $ sessiontree entries session.jsonl     # file order (--since ID)
     $ sessiontree validate session.jsonl    # damaged lines, duplicate ids, orphans, cycles
@@ -28,7 +29,8 @@ from __future__ import annotations
 
 # The package (issue 21 step 2), by what each part does: ``render`` (safe text, JSON, previews,
 # the output stream), ``read`` (info, tree, branch, context, entries, validate), ``compact``
-# (compact and what the writing commands share), ``write`` (navigate, export-html), ``fleet``
+# (compact and what the writing commands share), ``tree`` (the streamed tree walk), ``write``
+# (navigate, export-html), ``fleet``
 # (stats, compact-all over a SOURCE), ``scrub`` (scrub, scrub-all), ``args`` (argparse types,
 # epilogs), ``app`` (the command table, the parser, :func:`main`). The names below stay
 # importable from ``sessiontree.cli``.

@@ -21,7 +21,8 @@ from ..session import Session
 from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
 from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, print_failure
-from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_tree, cmd_validate
+from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_validate
+from .tree import cmd_tree
 from .compact import _CliFailure, cmd_compact
 from .write import cmd_export_html, cmd_navigate
 
@@ -66,14 +67,53 @@ def build_parser() -> argparse.ArgumentParser:
     previews.add_argument("--no-preview", action="store_true", help="show no text previews")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub.add_parser("info", parents=[common], help="header, counts, leaf, context size")
-    sub.add_parser("tree", parents=[common, previews], help="the whole tree, like Pi's /tree")
-    p = sub.add_parser("branch", parents=[common, previews], help="the active branch, root to leaf")
+    progress = argparse.ArgumentParser(add_help=False)
+    progress.add_argument(
+        "--progress",
+        action="store_true",
+        help="a progress bar on stderr even when it is not a terminal (default: when stderr is a terminal;"
+        " for tree and branch, when their output is not on that terminal too)",
+    )
+    progress.add_argument("--no-progress", action="store_true", help="no progress bar")
+    limits = argparse.ArgumentParser(add_help=False)
+    limits.add_argument("--since", metavar="ID", help="only entries after this one")
+    limits.add_argument("--limit", type=_nonneg_int, metavar="N", help="at most N entry lines")
+    p = sub.add_parser(
+        "tree",
+        parents=[common, previews, limits, progress],
+        help="the whole tree, like Pi's /tree",
+        description="The tree, drawn like Pi's /tree and printed as it is walked: a run without forks "
+        "stays at one indentation, only forks indent, and deep branching folds into ⋯N (N levels). "
+        "--since ID keeps the entries appended after ID (file order). --json is written node by node "
+        '("truncated": true when --limit cut it).',
+    )
+    p.add_argument(
+        "--around",
+        metavar="ID",
+        help="the root, the 5 entries above ID, ID and 20 entries of its subtree "
+        "(--limit and --depth, default 1, change that)",
+    )
+    p.add_argument(
+        "--depth", type=_nonneg_int, metavar="N", help="at most N levels of forks (branches deeper are one line each)"
+    )
+    p.add_argument(
+        "--branches-only",
+        action="store_true",
+        help="only roots, forks, leaves, labelled entries, compactions and the leaf",
+    )
+    p = sub.add_parser(
+        "branch",
+        parents=[common, previews, limits, progress],
+        help="the active branch, root to leaf",
+        description="The branch root → leaf (or root → --from ID), printed as it is read. --since ID "
+        "keeps the entries of the branch after ID (ID must be on it); --limit N the first N of them.",
+    )
     p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
     p = sub.add_parser("context", parents=[common, previews], help="the messages the model sees")
     p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
     p = sub.add_parser("entries", parents=[common], help="entries in file order")
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
-    sub.add_parser("validate", parents=[common], help="list damaged lines and structural problems")
+    sub.add_parser("validate", parents=[common, progress], help="list damaged lines and structural problems")
     sub.add_parser("rpc", add_help=False, help="serve a session over Pi's RPC (JSON lines); see rpc --help")
 
     summ = argparse.ArgumentParser(add_help=False)
@@ -159,10 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="--instructions replace the default summary prompt instead of adding to it",
     )
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
-    p = sub.add_parser("export-html", parents=[common], help="a self-contained HTML view of the session")  # issue 12
+    p = sub.add_parser("export-html", parents=[common, progress], help="a self-contained HTML view of the session")
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
     p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
     p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
+    p.add_argument("--header", action="store_true", help="with --scrub: also scrub the header's cwd and parentSession")
     p = sub.add_parser(
         "cache",
         help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",

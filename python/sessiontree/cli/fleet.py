@@ -20,9 +20,11 @@ _STATS_EPILOG = """SOURCE: a directory (Pi's layout, e.g. ~/.pi/agent/sessions),
 or a URL (s3://bucket/prefix; credentials and endpoint from the environment or the URL's query,
 as pyarrow.fs reads them). Files that cannot be read become rows with error_kind set.
 
-At the end: a summary (sessions, rows, errors by kind, cost; --json for it as one JSON object on
-stdout) and, on stderr, the files that could not be read, each with its error. A progress bar
-on stderr when it is a terminal (--progress / --no-progress to choose).
+Without --parquet: a summary table (sessions, entries, tokens, cost, the biggest sessions, the
+errors). With --parquet OUT: the full table (one row per session, sessiontree.fleet.stats_schema)
+written to OUT and a one-line summary. --json prints the summary as one JSON object on stdout.
+On stderr, the files that could not be read, each with its error. A progress bar on stderr when
+it is a terminal (--progress / --no-progress to choose).
 
 exit codes: 0 written; 2 bad options, a SOURCE that does not exist or cannot be listed
 ("cannot read"), missing extra (pip install 'sessiontree[fleet]'), or the output could not be
@@ -56,12 +58,16 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "stats",
-        help="one row per session of a whole store, to Parquet",
+        help="a summary of a whole store (--parquet OUT: one row per session)",
         description="Stats of every session of SOURCE (sessiontree.fleet.session_stats).",
         epilog=_STATS_EPILOG,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob, file or URL (several allowed)")
-    p.add_argument("--parquet", metavar="OUT", required=True, help="the Parquet file to write")
+    p.add_argument(
+        "--parquet",
+        metavar="OUT",
+        help="write the full table (one row per session) here; without it, a summary table is printed",
+    )
     p.add_argument("--entries-parquet", metavar="OUT", help="also write the entries table (one row per entry)")
     p.add_argument(
         "--engine",
@@ -224,9 +230,10 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         "entries": sum(e or 0 for e in table.column("entries").to_pylist()),
         "entry_rows": entry_rows,
         "cost": cost,
-        "parquet": str(args.parquet),
+        "parquet": str(args.parquet) if args.parquet else None,
         "entries_parquet": str(args.entries_parquet) if args.entries_parquet else None,
     }
+    summary.update(_totals(table))
     bad = [
         (p, k, e)
         for p, k, e in zip(table.column("path").to_pylist(), kinds, table.column("error").to_pylist())
@@ -236,6 +243,8 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         import json
 
         print(json.dumps(summary, ensure_ascii=False))
+    elif not args.parquet:
+        _print_summary(summary, bad)
     else:
         shown = ", ".join(f"{k} {v}" for k, v in errors.items())
         print(
@@ -253,6 +262,107 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         print(f"sessiontree: {len(bad)} {'file' if len(bad) == 1 else 'files'} could not be read:", file=sys.stderr)
         _name_errors(bad, "files")
     return 0
+
+
+#: sessions named in the summary's "biggest sessions"
+_BIGGEST = 5
+
+
+def _totals(table: Any) -> dict[str, Any]:
+    """The summary's token totals (``tokens``: input, output, cache read/write, total; None
+    where no session has a value) and its ``biggest`` sessions by bytes (path, bytes, entries,
+    total tokens, cost), from the stats table."""
+    col = {
+        name: table.column(name).to_pylist()
+        for name in (
+            "path",
+            "bytes",
+            "entries",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "total_tokens",
+            "cost",
+            "error_kind",
+        )
+    }
+
+    def total(name: str) -> int | None:
+        values = [v for v in col[name] if v is not None]
+        return sum(values) if values else None
+
+    tokens = {
+        "input": total("input_tokens"),
+        "output": total("output_tokens"),
+        "cache_read": total("cache_read_tokens"),
+        "cache_write": total("cache_write_tokens"),
+        "total": total("total_tokens"),
+    }
+    readable = [k for k, kind in enumerate(col["error_kind"]) if kind is None]
+    readable.sort(key=lambda k: (-(col["bytes"][k] or 0), col["path"][k]))
+    biggest = [
+        {
+            "path": col["path"][k],
+            "bytes": col["bytes"][k],
+            "entries": col["entries"][k],
+            "total_tokens": col["total_tokens"][k],
+            "cost": col["cost"][k],
+        }
+        for k in readable[:_BIGGEST]
+    ]
+    return {"tokens": tokens, "biggest": biggest}
+
+
+def _human_bytes(n: Any) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return "-"  # pragma: no cover
+
+
+def _num(n: Any) -> str:
+    if n is None:
+        return "-"
+    if isinstance(n, float) and n.is_integer():  # token columns are JSON numbers (float64)
+        n = int(n)
+    return f"{n:,}"
+
+
+def _print_summary(summary: dict[str, Any], bad: list[tuple[str, str, str]]) -> None:
+    """The readable summary of ``stats`` without ``--parquet``: totals, the biggest sessions
+    and the errors, as an aligned table on stdout."""
+    from ..cli import safe_text
+
+    t = summary["tokens"]
+    cost = summary["cost"]
+    lines = [
+        f"sessions        {summary['sessions']:,} ({summary['readable']:,} readable, "
+        f"{summary['sessions'] - summary['readable']:,} with errors, "
+        f"{summary['over_threshold']:,} over the compaction threshold)",
+        f"entries         {summary['entries']:,}",
+        f"tokens          {_num(t['total'])} total (input {_num(t['input'])}, output {_num(t['output'])}, "
+        f"cache read {_num(t['cache_read'])}, cache write {_num(t['cache_write'])})",
+        f"cost            {'-' if cost is None else f'${cost:,.4f}'}",
+    ]
+    if summary["biggest"]:
+        lines += ["", f"biggest sessions (by size, top {_BIGGEST}):"]
+        lines.append(f"  {'size':>9}  {'entries':>9}  {'tokens':>13}  {'cost':>10}  path")
+        for row in summary["biggest"]:
+            c = row["cost"]
+            lines.append(
+                f"  {_human_bytes(row['bytes']):>9}  {_num(row['entries']):>9}  {_num(row['total_tokens']):>13}  "
+                f"{'-' if c is None else f'${c:,.4f}':>10}  {safe_text(row['path'])}"
+            )
+    lines += ["", "errors:" + ("" if bad else " none")]
+    for kind, n in summary["errors"].items():
+        lines.append(f"  {safe_text(kind)}: {n:,}")
+    if bad:
+        lines.append("  (the files are named on stderr)")
+    print("\n".join(lines))
 
 
 def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:

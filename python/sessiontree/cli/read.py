@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any
 
 
 from ..errors import (
@@ -16,8 +15,8 @@ from ..listing import parent_session_of
 from ..session import Session
 
 from .render import (
-    MAX_TREE_GUIDES,
     _Out,
+    _Stream,
     _active_path,
     _entry_preview_of,
     _fmt_tokens,
@@ -114,195 +113,108 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
 # ==== tree ============================================================================
 
 
-def cmd_tree(s: Session, args: argparse.Namespace) -> int:
-    """Draw the tree like Pi's /tree, without recursion.
-
-    One line per entry: ``•`` in the first column for entries on the active branch, branch
-    guides (``├─``, ``└─``, ``│``), the id, role or type, ``[label]``, a preview, and
-    ``← leaf`` on the leaf. A node with one child is followed by that child at the same
-    indentation (a linear run stays flat, as in Pi), so only real branch points indent;
-    beyond ``MAX_TREE_GUIDES`` levels older guides fold into ``⋯``. Entries not reachable
-    from any root (parentId cycles) are drawn after the tree. A node met a second time
-    (a duplicated id listed twice, or a loop through one) is shown once more with
-    ``(shown above)`` and not expanded again.
-    """
-    limit = 0 if args.no_preview else args.max_preview
-    roots, start, kids = s.tree_table()
-    labels = _labels_by_id(s)
-    path, cycle = _active_path(s)
-    on_path = set(path.index)
-    leaf_entry = s.leaf_entry
-    leaf = leaf_entry.index if leaf_entry is not None else None
-    unreachable = [e.index for e in s.unreachable_entries()]
-    table = s.entry_table()
-    ids, parent_ids, types, roles, lines = table.id, table.parent_id, table.type, table.role, table.line
-
-    out = _Out()
-    records: list[dict] = []
-    seen: set[int] = set()
-    max_prefix = 3 * MAX_TREE_GUIDES
-
-    def children_of(i: int) -> list[int]:
-        return kids[start[i] : start[i + 1]] if i + 1 < len(start) else []
-
-    def walk(tops: Sequence[int], unreachable_part: bool) -> None:
-        # stack items: (node, prefix of this line, connector, prefix for its children, depth)
-        stack: list[tuple[int, str, str, str, int]] = []
-        many = len(tops) > 1
-        for k in range(len(tops) - 1, -1, -1):
-            last = k == len(tops) - 1
-            conn = ("└─ " if last else "├─ ") if many else ""
-            stack.append((tops[k], "", conn, ("   " if last else "│  ") if many else "", 0))
-        while stack:
-            i, prefix, conn, child_prefix, depth = stack.pop()
-            again = i in seen
-            eid = ids[i]
-            kind = _kind_from(types[i], roles[i])
-            label = labels.get(eid) if eid is not None else None
-            text = "" if limit <= 0 else _entry_preview_of(s, i, limit, not args.json)
-            if args.json:
-                if not again:
-                    ch = children_of(i)
-                    rec = {
-                        "index": i,
-                        "id": eid,
-                        "parent_id": parent_ids[i],
-                        "type": types[i],
-                        "role": roles[i],
-                        "line": lines[i],
-                        "depth": depth,
-                        "label": label,
-                        "children": [ids[c] for c in ch],
-                        "child_indices": list(ch),
-                        "on_active_branch": i in on_path,
-                        "is_leaf": i == leaf,
-                        "unreachable": unreachable_part,
-                    }
-                    if limit > 0:
-                        rec["preview"] = text
-                    records.append(rec)
-            else:
-                mark = "• " if i in on_path else "  "
-                parts = [mark, prefix, conn, _shown_id(eid), " ", safe_text(kind)]
-                if label is not None:
-                    parts.append(f" [{safe_text(label)}]")
-                if text:
-                    parts.append(": " + text)
-                if again:
-                    parts.append("  (shown above)")
-                if i == leaf and not again:
-                    parts.append("  ← leaf")
-                out("".join(parts))
-            if again:
-                continue
-            seen.add(i)
-            ch = children_of(i)
-            if not ch:
-                continue
-            if len(ch) == 1:
-                stack.append((ch[0], child_prefix, "", child_prefix, depth + 1))
-                continue
-            for k in range(len(ch) - 1, -1, -1):
-                last = k == len(ch) - 1
-                sub = child_prefix + ("   " if last else "│  ")
-                if len(sub) > max_prefix:
-                    sub = "⋯  " + sub[-(max_prefix - 3) :]
-                stack.append((ch[k], child_prefix, "└─ " if last else "├─ ", sub, depth + 1))
-
-    walk(roots, False)
-    rest = [i for i in unreachable if i not in seen]
-    if rest:
-        if not args.json:
-            out(f"-- {len(unreachable)} entries not reachable from any root (parentId cycle) --")
-        while rest:
-            walk([rest[0]], True)
-            rest = [i for i in rest if i not in seen]
-    if args.json:
-        _print_json(
-            {
-                "leaf_id": s.leaf_id,
-                "roots": [ids[r] for r in roots],
-                "unreachable_ids": [ids[i] for i in unreachable],
-                "active_branch_cycle": list(cycle.ids) if cycle else None,
-                "nodes": records,
-            }
-        )
-    else:
-        if not roots and not unreachable:
-            out("(no entries)")
-        out.flush()
-    if cycle is not None:
-        print(
-            f"sessiontree: warning: the active branch loops ({safe_text(str(cycle))}); Pi cannot open this session",
-            file=sys.stderr,
-        )
-    return 0
+from .tree import cmd_tree as cmd_tree  # noqa: E402  (its own module: the streamed walk)
 
 
 # ==== branch ==========================================================================
 
 
 def cmd_branch(s: Session, args: argparse.Namespace) -> int:
-    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview.
+    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview,
+    printed as it is read (``--since ID``: only the entries after ID on the branch;
+    ``--limit N``: the first N of them; previews are read for the lines shown only).
 
     Raises:
-        EntryNotFoundError: ``--from`` names no entry.
+        EntryNotFoundError: ``--from`` or ``--since`` names no entry.
+        SessionArgumentError: ``--since`` names an entry that is not on the branch.
         SessionCycleError: the parent chain loops.
     """
-    path, cycle = _active_path(s, args.from_id)
-    if cycle is not None:
-        raise cycle
+    from .._progress import close_bar, progress_bar
+    from ..errors import SessionArgumentError
+    from .render import progress_wanted
+
+    positions = s.branch_positions(args.from_id)  # SessionCycleError when it loops
+    first = 0
+    if args.since is not None:
+        since = s.get_entry(args.since) if isinstance(args.since, str) else None
+        if since is None:
+            raise EntryNotFoundError.of(args.since)
+        try:
+            first = positions.index(since.index) + 1
+        except ValueError:
+            raise SessionArgumentError(f"Entry {args.since} is not on the branch (--since)") from None
+    length = len(positions)
+    stop = length if args.limit is None else min(length, first + args.limit)
     limit = 0 if args.no_preview else args.max_preview
     labels = _labels_by_id(s)
     leaf_entry = s.leaf_entry
     leaf = leaf_entry.index if leaf_entry is not None else None
-    rows = []
-    for depth, (i, eid, pid, _, etype, role, line, _) in enumerate(zip(*path)):
-        rows.append(
-            {
-                "depth": depth,
-                "id": eid,
-                "parent_id": pid,
-                "type": etype,
-                "role": role,
-                "line": line,
-                "label": labels.get(eid) if eid is not None else None,
-                "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
-                "is_leaf": i == leaf,
-            }
-        )
-    if args.json:
-        for row in rows:
-            if limit <= 0:
-                del row["preview"]
-        _print_json(
-            {
-                "from_id": args.from_id if args.from_id is not None else s.leaf_id,
-                "leaf_id": s.leaf_id,
-                "length": len(rows),
-                "entries": rows,
-            }
-        )
-        return 0
-    out = _Out()
-    width = len(str(max(len(rows) - 1, 0)))
-    for row in rows:
-        parts = [
-            f"{row['depth']:>{width}}  ",
-            _shown_id(row["id"]),
-            "  ",
-            safe_text(_kind_from(row["type"], row["role"])),
-        ]
-        if row["label"] is not None:
-            parts.append(f" [{safe_text(row['label'])}]")
-        if row["preview"]:
-            parts.append(": " + row["preview"])
-        if row["is_leaf"]:
-            parts.append("  ← leaf")
-        out("".join(parts))
-    if not rows:
-        out("(empty branch: no leaf)")
-    out.flush()
+    bar = progress_bar(stop - first, progress_wanted(args, streams_to_stdout=True), "entries")
+
+    def rows() -> Any:
+        size = 8  # a small first batch: the first line at once
+        b0 = first
+        while b0 < stop:
+            part = positions[b0 : min(b0 + size, stop)]
+            path = s.entry_table(part)  # the columns of the lines shown only
+            for j, i in enumerate(part):
+                eid = path.id[j]
+                yield {
+                    "depth": b0 + j,
+                    "id": eid,
+                    "parent_id": path.parent_id[j],
+                    "type": path.type[j],
+                    "role": path.role[j],
+                    "line": path.line[j],
+                    "label": labels.get(eid) if eid is not None else None,
+                    "preview": _entry_preview_of(s, i, limit, not args.json) if limit > 0 else None,
+                    "is_leaf": i == leaf,
+                }
+            bar(len(part))
+            b0 += len(part)
+            size = 512
+
+    try:
+        if args.json:
+            entries = []
+            for row in rows():
+                if limit <= 0:
+                    del row["preview"]
+                entries.append(row)
+            _print_json(
+                {
+                    "from_id": args.from_id if args.from_id is not None else s.leaf_id,
+                    "leaf_id": s.leaf_id,
+                    "length": length,
+                    "since": args.since,
+                    "truncated": stop < length,
+                    "entries": entries,
+                }
+            )
+            return 0
+        out = _Stream()
+        width = len(str(max(length - 1, 0)))
+        for row in rows():
+            parts = [
+                f"{row['depth']:>{width}}  ",
+                _shown_id(row["id"]),
+                "  ",
+                safe_text(_kind_from(row["type"], row["role"])),
+            ]
+            if row["label"] is not None:
+                parts.append(f" [{safe_text(row['label'])}]")
+            if row["preview"]:
+                parts.append(": " + row["preview"])
+            if row["is_leaf"]:
+                parts.append("  ← leaf")
+            out("".join(parts))
+        if not length:
+            out("(empty branch: no leaf)")
+        elif stop < length:
+            out(f"-- {length - stop} more entries on the branch (--limit {args.limit}) --")
+        out.flush()
+    finally:
+        close_bar(bar)
     return 0
 
 
@@ -432,8 +344,16 @@ def validate_session(s: Session) -> list[dict]:
 
 def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     """Print every problem (line, byte offset, kind, message). Exit 0 when there is none
-    (notes such as blank lines do not count), 1 otherwise."""
-    problems = s.validate()
+    (notes such as blank lines do not count), 1 otherwise. A progress bar on stderr when it is
+    a terminal (or with ``--progress``)."""
+    from .._progress import close_bar, progress_bar
+    from .render import progress_wanted
+
+    bar = progress_bar(len(s), progress_wanted(args), "entries")
+    try:
+        problems = s.validate(progress=bar)
+    finally:
+        close_bar(bar)
     errors = sum(1 for p in problems if p["severity"] == "error")
     if args.json:
         _print_json(

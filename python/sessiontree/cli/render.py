@@ -3,14 +3,17 @@ reaches the terminal), JSON documents, previews of entries and messages, the out
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import re
 import sys
+import time
 from typing import Any, Callable
 
 import orjson
 
+from .._progress import stderr_is_terminal
 from ..errors import (
     SessionCycleError,
     SessionTreeError,
@@ -20,8 +23,8 @@ from ..session import EntryTable, Session
 
 #: Characters of preview shown by default (``--max-preview``).
 DEFAULT_PREVIEW = 60
-#: Branch-guide columns kept in ``tree`` before older ones are folded into ``⋯``.
-MAX_TREE_GUIDES = 24
+#: Branch-guide columns kept in ``tree`` before older ones are folded into ``⋯N`` (N folded).
+MAX_TREE_GUIDES = 8
 
 # ==== Terminal safety ===============================================================
 
@@ -293,6 +296,49 @@ class _Out:
         for k in range(0, len(self.lines), 4096):
             _write_out("\n".join(self.lines[k : k + 4096]) + "\n")
         self.lines.clear()
+
+
+class _Stream:
+    """Human output lines written as they come: the first line at once, then in chunks
+    (every ``chunk`` lines or ``interval`` seconds, whichever comes first), so a long
+    listing starts printing before it is built and never holds all its lines."""
+
+    def __init__(self, chunk: int = 512, interval: float = 0.1) -> None:
+        self.lines: list[str] = []
+        self.chunk = chunk
+        self.interval = interval
+        self.written = 0
+        self.last = time.monotonic()
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(line)
+        if self.written == 0 or len(self.lines) >= self.chunk or time.monotonic() - self.last >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.lines:
+            self.written += len(self.lines)
+            _write_out("\n".join(self.lines) + "\n", flush=True)
+            self.lines.clear()
+        self.last = time.monotonic()
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_wanted(args: argparse.Namespace, streams_to_stdout: bool = False) -> bool:
+    """A progress bar for this command: ``--progress``, or stderr is a terminal (and, for a
+    command that streams its lines, stdout is not: there the lines show the progress);
+    never with ``--no-progress``."""
+    if getattr(args, "no_progress", False):
+        return False
+    if getattr(args, "progress", False):
+        return True
+    return stderr_is_terminal() and not (streams_to_stdout and _stdout_is_terminal())
 
 
 def _print_json(doc: Any) -> None:

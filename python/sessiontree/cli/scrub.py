@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -20,14 +22,25 @@ leaf. Provider replay fields (thinkingSignature, textSignature, thoughtSignature
 (default; unchanged, so a provider replay still verifies) or drop (removed).
 
 --report PATH|- writes JSON: per finding the line, entry id, JSON pointer, kind, offsets (code
-points) and hash; never a value.
+points) and hash; never a value. It is never more readable than FILE. FILE, OUT and the report
+must be three different files (compared by resolved path and by device/inode): a clash is
+refused before anything is written. --check writes nothing but its report.
+
+--in-place also copies, scrubbed, what another writer that takes no lock (Pi) appends while it
+runs; it refuses a file with other hard links (the secrets would stay readable under the other
+names) and a file that keeps growing. --json prints the report's summary (no findings) as one
+JSON document. A progress bar on stderr when it is a terminal (--progress / --no-progress).
 
 exit codes: 0 done (--check: nothing found); 1 --check found secrets; 2 bad options, unreadable
-input, refused output (the input itself, a symlink, not a regular file), locked file"""
+input, refused output (the input itself, a symlink, not a regular file, two roles on one file),
+locked file"""
 
 _SCRUB_ALL_EPILOG = """Scrubs every session of SOURCE (a directory, a glob or files) into DIR,
 keeping the paths below SOURCE's directory. One JSON line per session on stdout (path, output,
-found, kinds, error). Existing outputs are replaced atomically.
+found, kinds, error); with --json, one JSON document instead (the totals and the rows).
+Existing outputs are replaced atomically. Nothing is written through a symbolic link inside
+DIR (a folder or a file); a DIR inside SOURCE is not read as a source. A progress bar on stderr
+when it is a terminal (--progress / --no-progress).
 
 exit codes: 0 done; 1 some sessions failed (see their lines); 2 bad options"""
 
@@ -65,67 +78,160 @@ def add_parsers(sub: Any) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="replay fields policy (default keep)")
     p.add_argument("--header", action="store_true", help="also search the header's cwd and parentSession")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _err(message: str) -> None:
-    print(f"sessiontree: error: {message}", file=sys.stderr)
+def _progress_wanted(args: argparse.Namespace) -> bool:
+    if args.no_progress:
+        return False
+    if args.progress:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _bar(total: int, unit: str, enabled: bool) -> Any:
+    """A tqdm bar on stderr (``update(n)``, ``close()``), or None (not wanted, or no tqdm)."""
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:  # the fleet extra brings tqdm
+        return None
+    scale = unit == "B"
+    return tqdm(
+        total=total, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000, file=sys.stderr, leave=True
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scrub`` or ``scrub-all``; returns the exit code."""
     from ..errors import SessionError
+    from .render import print_failure as _fail
 
     try:
         if args.command == "scrub":
             return _scrub(args)
         return _scrub_all(args)
     except SessionError as exc:
-        _err(str(exc))
-        return 2
+        return _fail(str(exc), 2, args.json)
     except OSError as exc:
         name = exc.filename if exc.filename is not None else ""
-        _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
-        return 2
+        return _fail(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc), 2, args.json)
 
 
 def _scrub(args: argparse.Namespace) -> int:
-    from ..scrub import scrub_file
+    from ..errors import SessionArgumentError
+    from ..scrub import check_distinct_files, scrub_file
 
-    report = scrub_file(
-        args.file,
-        args.output,
-        in_place=args.in_place,
-        check=args.check,
-        header=args.header,
-        replay=args.replay,
-        record=args.report is not None,
-        lock_timeout=args.lock_timeout,
-    )
+    if args.json and args.report == "-":
+        raise SessionArgumentError("--json and --report - both write to standard output: give --report a PATH")
+    # three different files, or nothing is written
+    check_distinct_files({"input": args.file, "output": args.output, "report": args.report})
+    try:
+        source_st = os.stat(args.file)
+    except OSError:
+        source_st = None  # scrub_file says why
+    bar = _bar(source_st.st_size if source_st is not None else 0, "B", _progress_wanted(args))
+    try:
+        report = scrub_file(
+            args.file,
+            args.output,
+            in_place=args.in_place,
+            check=args.check,
+            header=args.header,
+            replay=args.replay,
+            record=args.report is not None or args.json,
+            lock_timeout=args.lock_timeout,
+            progress=None if bar is None else bar.update,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    from .render import json_document
+
+    report_doc = _text_row(report.to_json(), ("source", "output"))
     if args.report is not None:
-        doc = orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+        doc = (json_document(report_doc) + "\n").encode("utf-8")
         if args.report == "-":
             sys.stdout.buffer.write(doc)
             sys.stdout.flush()
         else:
-            from pathlib import Path
-
             from ..session import atomic_write
 
-            atomic_write(Path(args.report), [doc])
+            # never more readable than the session, never over it (checked again before the rename)
+            atomic_write(Path(args.report), [doc], like=source_st, source=source_st)
+    if args.json:
+        summary = {k: v for k, v in report_doc.items() if k != "findings"}
+        sys.stdout.write(json_document(summary) + "\n")
+        sys.stdout.flush()
+        return 1 if args.check and report.found else 0
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.kinds.items()))
     what = "found" if args.check else "replaced"
-    summary = f"{report.found} secret(s) {what}" + (f" ({kinds})" if kinds else "")
-    summary += f"; replay fields: {report.replay_fields} ({args.replay})"
-    print(summary, file=sys.stderr if args.report == "-" else sys.stdout)
+    summary_line = f"{report.found} secret(s) {what}" + (f" ({kinds})" if kinds else "")
+    summary_line += f"; replay fields: {report.replay_fields} ({args.replay})"
+    print(summary_line, file=sys.stderr if args.report == "-" else sys.stdout)
     return 1 if args.check and report.found else 0
+
+
+def _text_row(row: dict, keys: tuple[str, ...] = ("path", "output")) -> dict:
+    """A row with its paths as text (a name that is not UTF-8: ``\\xNN`` for each such byte)."""
+    from ..fleet import path_text
+
+    out = dict(row)
+    for k in keys:
+        if isinstance(out.get(k), str):
+            out[k] = path_text(out[k])
+    if isinstance(out.get("error"), str):
+        out["error"] = out["error"].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return out
 
 
 def _scrub_all(args: argparse.Namespace) -> int:
     from ..fleet import scrub_sessions
 
     failed = 0
-    for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header):
-        failed += row["error"] is not None
-        sys.stdout.write(orjson.dumps(row).decode() + "\n")
+    rows: list[dict] = []
+    state: dict[str, Any] = {"bar": None}
+    wanted = _progress_wanted(args)
+
+    def progress(done: int, total: int) -> None:
+        if state["bar"] is None and wanted:
+            state["bar"] = _bar(total, "sessions", True) or False
+        if state["bar"]:
+            state["bar"].update(1)
+
+    try:
+        for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header, progress=progress):
+            failed += row["error"] is not None
+            row = _text_row(row)
+            if args.json:
+                rows.append(row)
+            else:
+                sys.stdout.write(orjson.dumps(row).decode() + "\n")
+    finally:
+        if state["bar"]:
+            state["bar"].close()
+    if args.json:
+        from .render import json_document
+
+        kinds: dict[str, int] = {}
+        for r in rows:
+            for k, n in (r.get("kinds") or {}).items():
+                kinds[k] = kinds.get(k, 0) + n
+        doc = {
+            "sessions": len(rows),
+            "written": sum(r["error"] is None for r in rows),
+            "failed": failed,
+            "found": sum(r["found"] or 0 for r in rows),
+            "kinds": kinds,
+            "replayPolicy": args.replay,
+            "rows": rows,
+        }
+        sys.stdout.write(json_document(doc) + "\n")
     sys.stdout.flush()
     return 1 if failed else 0

@@ -185,9 +185,15 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     """Write the HTML view (default: FILE with .html) and print where it went."""
     from pathlib import Path
 
+    from .render import progress_wanted
+
     out = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
+    if args.header and not args.scrub:
+        raise _CliFailure("--header needs --scrub (nothing was written)", 2)
     try:
-        written = session.export_html(out, scrub=args.scrub, replay=args.replay)
+        written = session.export_html(
+            out, scrub=args.scrub, replay=args.replay, header=args.header, progress=progress_wanted(args)
+        )
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:

@@ -12,7 +12,6 @@ order from both, so both write the same Parquet.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Callable, Sequence
 
 from ._sources import Item
@@ -73,32 +72,8 @@ def byte_chunks(items: Sequence[Any], sizes: Sequence[int], parts: int, cap: int
     return out
 
 
-class _Bar:
-    """A ``tqdm`` progress bar on stderr: ``bar(n)`` advances it by ``n`` items; ``close()``."""
-
-    def __init__(self, total: int, unit: str):
-        from tqdm import tqdm  # type: ignore[import-untyped]
-
-        self._bar = tqdm(total=total, unit=f" {unit}", file=sys.stderr, dynamic_ncols=True, leave=True)
-
-    def __call__(self, n: int) -> None:
-        self._bar.update(n)
-        if self._bar.n >= (self._bar.total or 0):
-            self.close()
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-def _progress_bar(total: int, enabled: bool, unit: str = "sessions") -> Callable[[int], None]:
-    """A progress bar of ``total`` items when ``enabled`` (tqdm, on stderr), else a no-op.
-    Without tqdm installed (it comes with the ``fleet`` extra), no bar."""
-    if not enabled or total == 0:
-        return lambda n: None
-    try:
-        return _Bar(total, unit)
-    except ImportError:  # pragma: no cover - the fleet extra brings tqdm
-        return lambda n: None
+#: the one progress bar (tqdm on stderr, or a no-op): :mod:`sessiontree._progress`
+from .._progress import _Bar as _Bar, progress_bar as _progress_bar  # noqa: E402
 
 
 def run_local(

@@ -498,29 +498,50 @@ def entry_rows(item: Item, opts: Options) -> list:
     holding one ``pyarrow.Table`` made from the core's columns, or, for a file that cannot be
     opened, one row dict with ``error_kind`` and no entry."""
     secrets: dict[int, int] | None = None
+    shifts = None
     try:
         s, _size, _mtime = open_item(item, opts)
         if opts.scrub:
-            s, secrets = open_scrubbed(_item_bytes(item, s), item.path)
+            s, secrets, shifts = open_scrubbed(_item_bytes(item, s), item.path)
     except _Unopenable as exc:
         return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
     except OSError as exc:
         return [{"path": item.path, "error_kind": "unreadable", "error": f"{item.path}: {exc.strerror or exc}"}]
     try:
-        return [_entries_of(s, item, secrets)]
+        return [_entries_of(s, item, secrets, shifts)]
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
 
 
-def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int]]:
-    """A read-only session over the scrubbed ``data`` and its secrets per line (1-based)."""
+def _line_lengths(data: bytes) -> Any:
+    from array import array
+
+    return array("q", map(len, data.split(b"\n")))
+
+
+def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int], Any]:
+    """A read-only session over the scrubbed ``data``, its secrets per line (1-based), and the
+    shifts that map the scrubbed bytes back to ``data``: None when no line changed, else
+    ``(start, length)``, two ``array('q')`` indexed by line - 1: what to add to a scrubbed
+    line's offset and byte count to address the same line of ``data`` (a scrub keeps the lines
+    and their order, so line ``k`` is line ``k`` in both)."""
     from ..scrub import scrub_bytes
 
     clean, report = scrub_bytes(data, replay=replay)
     per_line: dict[int, int] = {}
     for f in report.findings:
         per_line[f.line] = per_line.get(f.line, 0) + 1
-    return Session.from_bytes(clean, name=name), per_line
+    shifts = None
+    if report.lines_changed:
+        from array import array
+        from itertools import accumulate
+
+        a, b = _line_lengths(data), _line_lengths(clean)
+        length = array("q", [x - y for x, y in zip(a, b)])
+        start = array("q", [0])
+        start.extend(accumulate(length))
+        shifts = (start, length)
+    return Session.from_bytes(clean, name=name), per_line, shifts
 
 
 def _item_bytes(item: Item, opened: Session) -> bytes:
@@ -556,11 +577,13 @@ def _patched(pa: Any, typ: Any, n: int, col: tuple, fixes: dict[int, Any]) -> An
     )
 
 
-def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -> Any:
+def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None, shifts: Any = None) -> Any:
     """One session's entry table (``pyarrow.Table``, :func:`sessiontree.fleet.entries_schema`)
     from the core's columns (:meth:`Session.fleet_columns` with ``per_entry``), wrapped
     without a copy. Entries the core leaves undecided get their usage from
-    :mod:`sessiontree.usage` and their token estimate from :meth:`Session.entry_metrics`."""
+    :mod:`sessiontree.usage` and their token estimate from :meth:`Session.entry_metrics`.
+    ``shifts`` (from :func:`._scrub.open_scrubbed`): ``offset`` and ``bytes`` are moved back
+    from the scrubbed bytes to the original file's."""
     import pyarrow as pa
 
     from . import _arrow, entries_schema, path_bytes, path_text
@@ -596,6 +619,8 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
     if cols["tokens_undecided"]:
         idx = cols["tokens_undecided"]
         fixes["tokens"] = dict(zip(idx, s.entry_metrics(idx).tokens))
+    if shifts is not None:
+        _unshift(core, n, shifts)
     for name in _CORE_COLUMNS:
         typ = schema.field(name).type
         if name in fixes:
@@ -611,6 +636,25 @@ def _entries_of(s: Session, item: Item, secrets: dict[int, int] | None = None) -
             pa.int64(), n, [None, pa.py_buffer(array("q", [secrets.get(k, 0) for k in line]))], null_count=0
         )
     return pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _unshift(core: dict, n: int, shifts: Any) -> None:
+    """``offset`` and ``bytes`` of a scrubbed session's entries made the original file's (by
+    line: a scrub keeps every line, in order)."""
+    from array import array
+
+    start, length = shifts
+    line, off, size = array("q"), array("q"), array("q")
+    line.frombytes(core["line"][0])
+    off.frombytes(core["offset"][0])
+    size.frombytes(core["bytes"][0])
+    for i in range(n):
+        k = line[i] - 1
+        if 0 <= k < len(length):
+            off[i] += start[k]
+            size[i] += length[k]
+    for name, values in (("offset", off), ("bytes", size)):
+        core[name] = (values.tobytes(),) + tuple(core[name][1:])
 
 
 def _utf8(v: str) -> bool:

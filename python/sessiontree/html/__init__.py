@@ -46,6 +46,8 @@ __all__ = ["export_html", "json_for_script", "SEGMENT_BYTES", "INDEX_BATCH"]
 SEGMENT_BYTES = 2 << 20
 #: Entries per index chunk.
 INDEX_BATCH = 32768
+#: segments written per call when a progress bar is shown (the bar moves between calls)
+SEGMENT_GROUP = 8
 #: Characters of preview per tree row.
 PREVIEW_CHARS = 80
 #: gzip level of the tree data (1: fastest); segments and index chunks are compressed by the
@@ -112,11 +114,15 @@ def _u32(values: list[int]) -> bytes:
     return a.tobytes()
 
 
-def export_html(session: "Session", path: str | os.PathLike) -> Path:
+def export_html(
+    session: "Session", path: str | os.PathLike, *, progress: bool = False, source: os.stat_result | None = None
+) -> Path:
     """Write the HTML view of ``session`` to ``path`` and return the path written, through
     :func:`sessiontree.writer.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
     never over the session itself, a FIFO, a device or through a symbolic link, and never more
-    readable than the session file or the page it replaces.
+    readable than the session file or the page it replaces. ``source``: the ``os.stat`` of the
+    file ``session`` was made from when that is not ``session.path`` (a scrubbed copy's
+    original): the rules then hold against that file.
 
     Cost (issue 18): the segment bounds come from the index (no read); the core then reads
     each entry's line once for the index chunks (digested, gzip-compressed with libdeflate and
@@ -124,6 +130,9 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     and each segment's bytes once (compressed the same way, with the GIL released, written
     last-first while later ones are compressed; ``rust/src/export.rs``). Memory: a few index
     batches and a few segments in flight, plus the tree table (three integers per entry).
+
+    ``progress``: a progress bar on stderr (:func:`sessiontree._progress.progress_bar`), in
+    bytes: the index pass, then the segments as they are written.
 
     Raises:
         OutputPathError: ``path`` is the session file (or a hard link to it), a symbolic link,
@@ -175,6 +184,8 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
     )
     # the page: never over the session (source), never wider than it (like); the target is
     # checked before the file is read, and again before the rename
+    if source is not None:
+        st = source
     with atomic_writer(out, like=st, source=st) as fh:
         meta = {
             "v": 1,
@@ -206,9 +217,13 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
         del tree
         # index chunks: digested and compressed by the core on every core, written in order
         fh.flush()
+        from .._progress import close_bar, progress_bar
+
+        bar = progress_bar(2 * end, progress, "B", scale=True)
         session.html_write_index(
             fh.fileno(), INDEX_BATCH, PREVIEW_CHARS, b'<script type="text/plain" class="st-ix">', b"</script>\n"
         )
+        bar(end)
         w(b"<script>" + js.encode() + b"</script>\n")
         # segments, last-first: read, compressed and written by the core with the GIL released
         # (a few in flight); a file that shrank under the index is a SessionFileChangedError
@@ -217,9 +232,16 @@ def export_html(session: "Session", path: str | os.PathLike) -> Path:
             for k, (o, _) in enumerate(bounds)
         ]
         fh.flush()
-        session.html_write_segments(
-            fh.fileno(), bounds, list(range(len(bounds) - 1, -1, -1)), heads, b"</script>\n", mem
-        )
+        order = list(range(len(bounds) - 1, -1, -1))
+        # a group of segments per call (each call keeps a few in flight): the bar moves between
+        group = SEGMENT_GROUP if progress else max(len(order), 1)
+        try:
+            for g0 in range(0, len(order), group):
+                part = order[g0 : g0 + group]
+                session.html_write_segments(fh.fileno(), bounds, part, heads, b"</script>\n", mem)
+                bar(sum(bounds[k][1] for k in part))
+        finally:
+            close_bar(bar)
         if session.path is not None and os.stat(session.path).st_size < end:
             # a small file is read once into memory by the core: it still holds the bytes
             raise SessionFileChangedError("the session file shrank while it was exported")

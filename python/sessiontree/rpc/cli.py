@@ -12,6 +12,7 @@ from typing import Any
 
 from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 from ..errors import SessionError, SessionLockedError
+from ..providers import SUMMARIZER_NAMES, names_text
 from ..paths import agent_dir, check_session_id, default_session_dir, session_dir_env, sessions_root
 from ..session import Session
 from .config import _select_model, load_models, load_settings, merge_settings, settings_session_dir
@@ -19,6 +20,10 @@ from .protocol import PI_VERSION, RpcError
 from .server import RpcServer
 from .sessions import PendingSession, SessionRegistry, _WriterGate
 from .transports import UnixServer, _note, serve_stdio
+
+#: ``rpc --summarizer``: ``compact``'s names (:data:`~sessiontree.providers.SUMMARIZER_NAMES`,
+#: the one list) and ``model``, the selected model of the models file (only RPC selects one).
+SUMMARIZER_CHOICES = ("model", *SUMMARIZER_NAMES)
 
 # ==== the executable ===================================================================
 
@@ -80,9 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="that model's id (or provider/id)")
     p.add_argument(
         "--summarizer",
-        choices=("model", "offline"),
+        choices=SUMMARIZER_CHOICES,
         default="model",
-        help="'offline': extractive summaries, no model (default: the selected model)",
+        help="who writes compaction summaries: 'model' (default) the selected model of the models file; "
+        f"{', '.join(SUMMARIZER_NAMES)} as `sessiontree compact --summarizer` takes them (offline: extractive, "
+        f"no model; {names_text()}: $OPENAI_*/$ANTHROPIC_* settings)",
     )
     return p
 
@@ -181,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
             raise _UsageError(f"--listen takes unix:PATH, not {args.listen!r}")
     except _UsageError as exc:
         return fail(f"rpc: {exc}")
+    summarizer = None
+    if args.summarizer != "model":  # one of SUMMARIZER_NAMES: as compact and compact-all build it
+        from ..summarizers import get_summarizer
+
+        try:
+            summarizer = get_summarizer(args.summarizer)
+        except (ImportError, ValueError) as exc:
+            return fail(f"rpc: summarizer {args.summarizer!r}: {exc}")
     adir = agent_dir()
     cwd = os.getcwd()
     settings = load_settings(Path(args.settings) if args.settings else adir / "settings.json")
@@ -240,11 +255,6 @@ def main(argv: list[str] | None = None) -> int:
             f"--provider/--model {args.provider or ''}/{args.model or ''} is not in the models file; "
             "it only selects the model for compaction summaries"
         )
-    summarizer = None
-    if args.summarizer == "offline":
-        from ..summarizers import get_summarizer
-
-        summarizer = get_summarizer("offline")
 
     registry = SessionRegistry(_WriterGate if args.listen else threading.RLock)
     first = registry.adopt(session) if session is not None else None  # held until exit

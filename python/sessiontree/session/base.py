@@ -118,9 +118,8 @@ class SessionBase:
             return self._core.index_of(_as_indexed(entry_id))
 
     def _index_of(self, entry_id: str) -> int:
-        if not isinstance(entry_id, str):
-            raise TypeError(f"entry id must be a str, not {type(entry_id).__name__}")
-        i = self._lookup(entry_id)
+        # an id that is not a string names no entry (get_entry returns None for it): the one error
+        i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         if i is None:
             raise EntryNotFoundError.of(entry_id)
         return i

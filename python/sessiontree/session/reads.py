@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from .._jsjson import js_trim
 from ..context import SessionContext, build_session_context
@@ -120,7 +120,7 @@ class Reads(SessionBase):
         built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
-    def validate(self, *, content: bool = True) -> list[dict]:
+    def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict]:
         """Every problem in the file, sorted by line: the line problems of :attr:`problems`
         (same line, offset, kind and message), structural ones (``missing_id``,
         ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
@@ -131,6 +131,8 @@ class Reads(SessionBase):
         Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
         ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
         whole index, plus parsing label entries (and with ``content`` the message-carrying ones).
+        ``progress(n)``, when given, is called as the content check passes entries, ``n`` at a
+        time, ``len(self)`` in all (for a progress bar).
 
             >>> Session.in_memory().validate()
             []
@@ -147,7 +149,9 @@ class Reads(SessionBase):
                 }
             )
         if content:
-            out += content_problems(cast("Session", self))
+            out += content_problems(cast("Session", self), progress)
+        elif progress is not None:
+            progress(len(self))
         out.sort(key=lambda p: (p["line"], p["offset"]))
         return out
 
@@ -235,7 +239,10 @@ class Reads(SessionBase):
         return [Entry(self, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        """The entry with this id (the last one if the id repeats), or None."""
+        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``)
+        when no entry has it, a non-string id included. Every method that needs the entry
+        (:meth:`branch`, :meth:`get_branch`, :meth:`get_children`, ...) raises
+        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         return None if i is None else Entry(self, i)
 

@@ -115,44 +115,44 @@ class Rewrites(SessionBase):
         write_copy(new_path, [head, *lines], source=self._path)  # no wider than the source
         return cls.open(new_path, session_dir=sdir, durability=self._durability)
 
-    def export_html(self, path: str | os.PathLike, *, scrub: bool = False, replay: str = "keep") -> Path:
+    def export_html(
+        self,
+        path: str | os.PathLike,
+        *,
+        scrub: bool = False,
+        replay: str = "keep",
+        header: bool = False,
+        progress: bool = False,
+    ) -> Path:
         """Write a self-contained HTML view of this session to ``path``; returns it as a Path.
 
-        The page holds the tree, the active path, messages, search and the original JSONL. Streams from the index; see :func:`sessiontree.html.export_html`. Written by
+        The page holds the tree, the active path, messages, search and the original JSONL.
+        Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
 
-        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` as
-        there) in a private temporary directory, removed afterwards: no secret the rules know
-        reaches the page.
+        With ``scrub``, the view is made from a scrubbed copy (:meth:`scrub`; ``replay`` and
+        ``header`` as there) in a private temporary directory, removed afterwards: no secret the
+        rules know reaches the page (:func:`sessiontree.scrub.export_html_scrubbed`).
+
+        ``progress``: a progress bar on stderr while the page is written (tqdm, when installed).
 
         Raises:
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a
                 regular file (nothing written).
             SessionFileChangedError: the file shrank or was replaced under the index.
-            SessionArgumentError: ``scrub`` on a session with no file.
+            SessionArgumentError: ``scrub`` on a session with no file; ``header`` without ``scrub``.
             OSError: ``path`` cannot be written.
         """
         from ..html import export_html
 
         if not scrub:
-            return export_html(cast("Session", self), path)
-        if self._path is None:
-            raise SessionArgumentError("export_html(scrub=True) needs a session file")
-        from ..scrub import scrubbed_copy
+            if header:
+                raise SessionArgumentError("export_html: header=True needs scrub=True")
+            return export_html(cast("Session", self), path, progress=progress)
+        from ..scrub import export_html_scrubbed
 
-        self.flush()
-        copy, tmp = scrubbed_copy(self._path, replay=replay)
-        try:
-            clean = cast("type[Session]", type(self)).open(copy)
-            try:
-                if clean.entry_count() and self.leaf_id is not None and clean.leaf_id != self.leaf_id:
-                    clean.branch(self.leaf_id)  # the view shows our leaf
-                return export_html(clean, path)
-            finally:
-                clean.close()
-        finally:
-            tmp.cleanup()
+        return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
 
     def scrub(
         self,

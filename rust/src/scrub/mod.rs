@@ -1020,7 +1020,17 @@ impl Scrubber {
         if skip_to.is_some() {
             return true;
         }
-        let k = &line[body.0..body.1];
+        // keys are compared as `JSON.parse` reads them: `"\u0069d"` is `id`
+        let raw_k = &line[body.0..body.1];
+        let decoded_k: Vec<u8>;
+        let k: &[u8] = if memchr::memchr(b'\\', raw_k).is_some() {
+            let mut v = Vec::new();
+            decode(raw_k, &mut v);
+            decoded_k = v;
+            &decoded_k
+        } else {
+            raw_k
+        };
         let top = depth_len == 1;
         if top
             && (TREE_KEYS.contains(&k)
@@ -1066,7 +1076,7 @@ impl Scrubber {
             if let Some(Frame::Obj { key_hit, .. }) = stack.last_mut() {
                 *key_hit = true;
             }
-            decode(k, &mut self.scratch);
+            decode(raw_k, &mut self.scratch);
             let name = std::mem::take(&mut self.scratch);
             if e.secret_name.is_match(&name) {
                 *keyed = Some(e.password_name.is_match(&name));
@@ -1170,5 +1180,7 @@ pub fn scrub_bytes(data: &[u8], opts: Options) -> (Vec<u8>, Vec<Finding>) {
     (out, s.findings)
 }
 
+#[cfg(test)]
+mod key_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,339 @@
+"""Scrubbing never loses or exposes data: an in-place rewrite while another program (Pi, which
+takes no lock) appends, files with other hard links, keys written with escapes, ``scrub-all``
+outputs inside the source or under a planted symlink, and the scrubbed entry table's offsets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import orjson
+import pytest
+
+from sessiontree import Session
+from sessiontree.errors import SessionArgumentError, SessionFileChangedError
+from sessiontree.scrub import scrub_bytes, scrub_file
+
+TOK = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
+HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+
+
+def _entry(eid: str, parent: str | None, text: str) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+    )
+
+
+def _big_session(path, lines: int, pad: int = 400) -> str:
+    """A session of ``lines`` chained entries, every tenth holding a secret; returns the last id."""
+    filler = "lorem ipsum " * (pad // 12)
+    parent = None
+    with open(path, "wb") as fh:
+        fh.write(HEAD)
+        for n in range(lines):
+            eid = f"e{n}"
+            fh.write(_entry(eid, parent, f"{filler} {TOK if n % 10 == 0 else 'clean'} {n}") + b"\n")
+            parent = eid
+    return parent or ""
+
+
+# A Pi-style writer: every append opens the path with O_APPEND, writes one whole line, closes
+# (Node's appendFileSync), with no lock; one line every millisecond until told to stop.
+_PI_WRITER = textwrap.dedent(
+    """
+    import os, sys, time, json
+    path, parent, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+    n = 0
+    print("ready", flush=True)
+    while not os.path.exists(stop):
+        eid = f"pi{n}"
+        line = json.dumps({"type": "message", "id": eid, "parentId": parent,
+                           "timestamp": "2026-01-01T00:00:02.000Z",
+                           "message": {"role": "user", "content": f"appended {n}", "timestamp": 2}},
+                          separators=(",", ":")) + "\\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, line.encode())
+        os.close(fd)
+        parent = eid
+        n += 1
+        time.sleep(0.001)
+    print(n, flush=True)
+    """
+)
+
+
+def _scrub_while_pi_appends(tmp_path, scrub) -> tuple[int, list[dict]]:
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 16_000)  # ~7 MB: the rewrite takes a while
+    stop = tmp_path / "stop"
+    pi = subprocess.Popen(
+        [sys.executable, "-c", _PI_WRITER, str(src), last, str(stop)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert pi.stdout is not None and pi.stdout.readline().strip() == "ready"
+        time.sleep(0.02)
+        for _ in range(2):  # two rewrites, each racing the appends
+            scrub(src)
+        time.sleep(0.02)
+    finally:
+        stop.touch()
+        out, _ = pi.communicate(timeout=60)
+    appended = int(out.split()[-1])
+    rows = [orjson.loads(x) for x in src.read_bytes().splitlines()]
+    return appended, rows
+
+
+def _assert_nothing_lost(appended: int, rows: list[dict]) -> None:
+    ids = [r.get("id") for r in rows[1:]]
+    pi_ids = [i for i in ids if isinstance(i, str) and i.startswith("pi")]
+    assert appended > 0
+    assert set(pi_ids) == {f"pi{n}" for n in range(appended)} and len(pi_ids) == appended  # none lost
+    # in append order, but for an append that opened the old file before a rename and wrote
+    # after the first look behind it (docs/scrub.md, Data safety): at most one per rewrite
+    late = [x for k, x in enumerate(pi_ids) if k and int(x[2:]) < int(pi_ids[k - 1][2:])]
+    assert len(late) <= 2, late
+    known = set(ids)
+    assert all(r["parentId"] is None or r["parentId"] in known for r in rows[1:])  # parents intact
+    assert not any(TOK in orjson.dumps(r).decode() for r in rows)
+
+
+def test_in_place_scrub_keeps_every_append_of_a_writer_that_takes_no_lock(tmp_path):
+    appended, rows = _scrub_while_pi_appends(tmp_path, lambda p: scrub_file(p, in_place=True))
+    _assert_nothing_lost(appended, rows)
+
+
+def test_session_scrub_in_place_keeps_every_append_of_a_writer_that_takes_no_lock(tmp_path):
+    def scrub(p):
+        s = Session.open(p)
+        try:
+            s.scrub(in_place=True)
+        finally:
+            s.close()
+
+    appended, rows = _scrub_while_pi_appends(tmp_path, scrub)
+    _assert_nothing_lost(appended, rows)
+
+
+# ---- hard links, modes ----
+
+
+def test_in_place_on_a_file_with_another_hard_link_is_refused(tmp_path):
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(HEAD + _entry("a", None, f"key {TOK}") + b"\n")
+    other = tmp_path / "other-name.jsonl"
+    os.link(src, other)
+    before = src.read_bytes()
+    with pytest.raises(SessionArgumentError, match="hard link") as exc:
+        scrub_file(src, in_place=True)
+    assert "\n" not in str(exc.value) and TOK not in str(exc.value)
+    s = Session.open(src)
+    try:
+        with pytest.raises(SessionArgumentError, match="hard link"):
+            s.scrub(in_place=True)
+    finally:
+        s.close()
+    assert src.read_bytes() == before == other.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-name.jsonl", "s.jsonl"]  # no temp file
+
+
+# ---- keys compared after JSON decoding ----
+
+
+def test_escaped_tree_keys_are_never_changed():
+    # "\u0069d" is "id", "p\u0061rentId" is "parentId", "t\u0061rgetId" is "targetId" (JSON.parse)
+    lines = [
+        b'{"type":"message","\\u0069d":"' + TOK.encode() + b'","p\\u0061rentId":null,'
+        b'"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"k ' + TOK.encode() + b'"}}',
+        b'{"type":"message","id":"b","p\\u0061rentId":"' + TOK.encode() + b'",'
+        b'"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"assistant","content":'
+        b'[{"type":"toolCall","\\u0069d":"' + TOK.encode() + b'","name":"bash","arguments":{}}]}}',
+        b'{"type":"label","id":"l","parentId":"b","timestamp":"2026-01-01T00:00:02.000Z",'
+        b'"t\\u0061rgetId":"' + TOK.encode() + b'","label":"x"}',
+        b'{"type":"message","id":"c","parentId":"l","timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"toolResult","t\\u006folCallId":"' + TOK.encode() + b'","content":"ok"}}',
+    ]
+    data = HEAD + b"\n".join(lines) + b"\n"
+    out, rep = scrub_bytes(data)
+    got = [orjson.loads(x) for x in out.splitlines()[1:]]
+    assert got[0]["id"] == TOK and got[1]["parentId"] == TOK and got[2]["targetId"] == TOK
+    assert got[1]["message"]["content"][0]["id"] == TOK and got[3]["message"]["toolCallId"] == TOK
+    assert TOK not in got[0]["message"]["content"]  # the text is still scrubbed
+    assert rep.found == 1
+    s, t = Session.from_bytes(data), Session.from_bytes(out)
+    assert s.entry_table().id == t.entry_table().id and s.leaf_id == t.leaf_id
+
+
+def test_replay_drop_finds_escaped_names():
+    line = (
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm",'
+        b'"thinking\\u0053ignature":"sig1"},{"type":"text","text":"t","textSignatur\\u0065":"sig2"}]}}'
+    )
+    out, rep = scrub_bytes(HEAD + line + b"\n", replay="drop")
+    msg = orjson.loads(out.splitlines()[1])["message"]
+    assert msg["content"] == [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "t"}]
+    assert rep.replay_fields == 2
+    out, rep = scrub_bytes(HEAD + line + b"\n", replay="keep")
+    assert out == HEAD + line + b"\n" and rep.replay_fields == 2
+
+
+def test_an_escaped_header_key_keeps_its_rule():
+    head = (
+        b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z",'
+        b'"c\\u0077d":"/w/' + TOK.encode() + b'"}\n'
+    )
+    out, _ = scrub_bytes(head)
+    assert out == head  # the cwd is searched only with header=True
+    out, rep = scrub_bytes(head, header=True)
+    assert TOK.encode() not in out and rep.found == 1
+
+
+# ---- scrub-all ----
+
+
+def _store(root, names):
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        p = os.path.join(os.fsencode(root), name if isinstance(name, bytes) else os.fsencode(name))
+        with open(p, "wb") as fh:
+            fh.write(HEAD + _entry("a", None, f"key {TOK}") + b"\n")
+
+
+def test_scrub_all_gives_a_non_utf8_name_its_row(tmp_path, capsys):
+    from sessiontree.cli import main
+    from sessiontree.fleet import scrub_sessions
+
+    store = tmp_path / "store"
+    _store(store, [b"caf\xe9.jsonl", "ok.jsonl"])
+    rows = scrub_sessions(str(store), tmp_path / "out")
+    assert len(rows) == 2 and all(r["error"] is None and r["found"] == 1 for r in rows)
+    assert os.path.exists(os.path.join(os.fsencode(tmp_path / "out"), b"caf\xe9.jsonl"))
+    assert main(["scrub-all", str(store), "--out", str(tmp_path / "out2")]) == 0
+    lines = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 2 and all(r["error"] is None for r in lines)
+    assert any("caf" in r["path"] for r in lines)
+
+
+def test_scrub_all_never_writes_through_a_symlinked_folder_inside_out(tmp_path):
+    from sessiontree.fleet import scrub_sessions
+
+    store = tmp_path / "store"
+    _store(store / "proj", ["a.jsonl"])
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "proj").symlink_to(elsewhere, target_is_directory=True)  # planted
+    rows = scrub_sessions(str(store), out)
+    assert rows[0]["error"] is not None and "symbolic link" in rows[0]["error"]
+    assert list(elsewhere.iterdir()) == []
+    # a link planted deeper, and one to a file
+    (out / "proj").unlink()
+    (out / "proj").mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (out / "proj" / "a.jsonl").symlink_to(victim)
+    rows = scrub_sessions(str(store), out)
+    assert rows[0]["error"] is not None and victim.read_bytes() == b"keep"
+
+
+def test_scrub_all_with_out_inside_the_source_does_not_nest_on_every_run(tmp_path):
+    from sessiontree.fleet import scrub_sessions
+
+    store = tmp_path / "store"
+    _store(store / "proj", ["a.jsonl", "b.jsonl"])
+    out = store / "scrubbed"
+    for _ in range(3):
+        rows = scrub_sessions(str(store), out)
+        assert sorted(os.path.relpath(r["path"], store) for r in rows) == ["proj/a.jsonl", "proj/b.jsonl"]
+        assert all(r["error"] is None for r in rows)
+    written = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
+    assert written == ["proj/a.jsonl", "proj/b.jsonl"]
+
+
+# ---- entries_table(scrub=True) ----
+
+
+def test_scrubbed_entry_table_offsets_address_the_original_file(tmp_path):
+    pytest.importorskip("pyarrow")
+    from sessiontree.fleet import entries_table
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(
+        HEAD
+        + _entry("a", None, f"one {TOK} two {TOK}")
+        + b"\n"
+        + _entry("b", "a", "clean")
+        + b"\n"
+        + _entry("c", "b", f"x {TOK}")
+        + b"\n"
+    )
+    plain, clean = entries_table(str(src)), entries_table(str(src), scrub=True)
+    assert clean.column("offset").to_pylist() == plain.column("offset").to_pylist()
+    assert clean.column("bytes").to_pylist() == plain.column("bytes").to_pylist()
+    data = src.read_bytes()
+    for off, n, eid in zip(*(clean.column(c).to_pylist() for c in ("offset", "bytes", "entry_id"))):
+        assert orjson.loads(data[off : off + n])["id"] == eid
+
+
+def test_in_place_refuses_a_file_that_keeps_growing(tmp_path, monkeypatch):
+    from sessiontree import scrub as mod
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(HEAD + _entry("a", None, f"key {TOK}") + b"\n")
+    real_feed = mod._feed
+    grown = []
+
+    def feed_then_append(fh, sc, out, progress):
+        real_feed(fh, sc, out, progress)
+        with open(src, "ab") as w:  # another writer appends after every read, for ever
+            w.write(_entry(f"g{len(grown)}", "a", "more") + b"\n")
+        grown.append(1)
+
+    monkeypatch.setattr(mod, "_feed", feed_then_append)
+    monkeypatch.setattr(mod, "TAIL_ROUNDS", 5)
+    with pytest.raises(SessionFileChangedError, match="kept growing") as exc:
+        scrub_file(src, in_place=True)
+    assert "\n" not in str(exc.value)
+    data = src.read_bytes()
+    assert TOK.encode() in data and data.count(b"\n") == 2 + len(grown)  # left as it was, appends kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_in_place_refuses_a_file_that_shrank_meanwhile(tmp_path, monkeypatch):
+    from sessiontree import scrub as mod
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(HEAD + _entry("a", None, f"key {TOK}") + b"\n" + _entry("b", "a", "x") + b"\n")
+    real_feed = mod._feed
+
+    def feed_then_truncate(fh, sc, out, progress):
+        real_feed(fh, sc, out, progress)
+        os.truncate(src, len(HEAD))
+
+    monkeypatch.setattr(mod, "_feed", feed_then_truncate)
+    with pytest.raises(SessionFileChangedError, match="shrank"):
+        scrub_file(src, in_place=True)
+    assert src.read_bytes() == HEAD and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_scrub_all_refuses_an_out_that_is_the_source_or_holds_it(tmp_path):
+    from sessiontree.fleet import scrub_sessions
+
+    store = tmp_path / "store"
+    _store(store / "proj", ["a.jsonl"])
+    before = (store / "proj" / "a.jsonl").read_bytes()
+    for out in (store, tmp_path, store / "proj"):
+        with pytest.raises(SessionArgumentError, match="output folder"):
+            scrub_sessions(str(store / "proj") if out != store else str(store), out)
+    assert (store / "proj" / "a.jsonl").read_bytes() == before
+    assert sorted(p.name for p in store.rglob("*")) == ["a.jsonl", "proj"]

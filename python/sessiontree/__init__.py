@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time these load on first use
     from .summarizers.base import SummarizerError
     from .token_counter import TokenCounterError
 
-# A light import (issue 18): ``import sessiontree`` loads what ``Session`` needs; the names
+# A light import: ``import sessiontree`` loads what ``Session`` needs; the names
 # below (summarizers, asyncio through orchestration, hooks, listing, the token counter's
 # sockets, the scrubber's tempfile) load on first use through the module ``__getattr__`` (PEP 562).
 _LAZY: dict[str, str] = {

@@ -64,6 +64,7 @@ __all__ = [
     "js_truthy",
     "js_get",
     "js_usage_number",
+    "js_whole_numbers",
     "JS_WHITESPACE",
 ]
 
@@ -128,7 +129,7 @@ def js_get(obj: Any, key: str, error: type = TypeError) -> Any:
     return JS_UNDEFINED
 
 
-# ==== Entry accessors (issue 21: one missing-value rule) =========================
+# ==== Entry accessors (one missing-value rule) ==================================
 
 
 def js_field(value: Any, key: str) -> Any:
@@ -188,6 +189,15 @@ def js_usage_number(value: Any) -> int | float:
     if isinstance(value, (int, float)):
         return value
     return math.nan
+
+
+def js_whole_numbers(value: Any) -> Any:
+    """``value`` with whole-number floats as ints, in dicts too (JavaScript writes ``0``, not ``0.0``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: js_whole_numbers(v) for k, v in value.items()}
+    return value
 
 
 def js_number_to_string(x: float | int) -> str:

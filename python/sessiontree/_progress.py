@@ -63,3 +63,6 @@ def stderr_is_terminal() -> bool:
         return bool(sys.stderr is not None and sys.stderr.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+Bar = _Bar  # the public name, for the modules that re-export it (fleet/_engine)

@@ -37,7 +37,6 @@ from .orchestration import (
     CompactionResult,
     AlreadyCompactedError,
     NothingToCompactError,
-    _context_span,
     acompact,
     run_blocking,
 )
@@ -180,7 +179,7 @@ class AutoCompactor:
 
     def context_tokens(self) -> Any:
         """Pi's projected estimate of the current context, tokens."""
-        path = _context_span(self.session)
+        path = self.session.context_values()
         ctx = build_session_context(path)
         return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
 
@@ -220,7 +219,7 @@ class AutoCompactor:
             # Pi's cut rule keeps everything (the keep budget falls inside a run of tool results
             # after the last cut point): fall back to the latest cut point that frees tokens
             # (docs/divergences.md), or say so; never let an over-window request go out silently.
-            keep = latest_cut_keep(_context_span(self.session), self.settings)
+            keep = latest_cut_keep(self.session.context_values(), self.settings)
             if keep is None:
                 raise CannotCompactError(
                     f"the context ({self.context_tokens()} tokens) is over the threshold "

@@ -710,6 +710,6 @@ def fingerprint(message: Any) -> str:
         >>> fingerprint({"role": "user", "content": "hi"})
         'ae760f5ba03c31ac'
     """
-    import hashlib  # on first use (a light import, issue 18)
+    import hashlib  # on first use (a light import)
 
     return hashlib.sha256(js_stringify_bytes(message)).hexdigest()[:16]

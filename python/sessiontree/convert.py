@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import ConvertError, SessionArgumentError, UnrecognisedFormatError
 from .session import convert_detect, convert_file
@@ -90,7 +90,7 @@ class ConvertResult:
         return self.files[0]
 
 
-def _result(d: dict) -> ConvertResult:
+def _result(d: dict[str, Any]) -> ConvertResult:
     return ConvertResult(
         source_format=d["source_format"],
         target_format=d["target_format"],

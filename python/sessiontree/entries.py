@@ -178,6 +178,18 @@ class ScrubFinding(NamedTuple):
         }
 
 
+#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
+SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
+
+
+def new_scrubber(header: bool, replay: str, record: bool) -> Any:
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
+    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
+    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
+    return _core.Scrubber(bool(header), replay, bool(record))
+
+
 class ScrubStats(NamedTuple):
     """What the core's scrubber counted so far (``_core.Scrubber.stats``): ``bytes_in`` fed,
     ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off counted),
@@ -409,7 +421,7 @@ class TreeNode:
         return f"TreeNode(id={self.entry.id!r}, children={len(self.children)}, label={self.label!r})"
 
 
-class _TreeSource:
+class TreeSource:
     """What the nodes of one :meth:`Session.get_tree` call share: the core's tree table taken
     at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are node ``i``'s children), the
     labels resolved at the call, and the nodes made so far (one per position, so a repeated id
@@ -432,7 +444,7 @@ class _TreeSource:
 
 
 class _LazyTreeNode(TreeNode):
-    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access (issue 18): its ``entry``
+    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access: its ``entry``
     is made when first read, its ``children`` list when first read (their nodes then, not
     their subtrees); both are kept once made, and may be reassigned as on any ``TreeNode``."""
 
@@ -447,7 +459,7 @@ class _LazyTreeNode(TreeNode):
         self.label = label
 
     @classmethod
-    def _made(cls, src: _TreeSource, i: int) -> "_LazyTreeNode":
+    def _made(cls, src: TreeSource, i: int) -> "_LazyTreeNode":
         n = cls.__new__(cls)
         n._src = src
         n._i = i

@@ -1,4 +1,4 @@
-"""The entry types, one row each (issue 21): what each layer does with a type, in one table.
+"""The entry types, one row each: what each layer does with a type, in one table.
 
 The Rust core has its own list (``TYPE_NAMES`` in rust/src/index/codes.rs: the types with fixed
 codes, ``sessiontree.entries.CORE_TYPE_NAMES``) and its projection of them (rust/src/entry_kind.rs:

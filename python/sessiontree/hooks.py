@@ -186,17 +186,20 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         if name in obj:
             return obj[name]
-        camel = _camel(name)
+        camel = camel_case(name)
         return obj.get(camel, default)
     return getattr(obj, name, default)
 
 
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
     """Pi's camelCase spelling of a snake_case Python name: ``"tokens_before"`` ->
     ``"tokensBefore"`` (each part after an ``_`` gets its first letter upper-cased). The one
     home of the rule: ``rpc.py`` imports it for the field names it writes."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+_camel = camel_case  # the name it had
 
 
 def normalize_compact_result(result: Any) -> CompactHookResult | None:
@@ -256,7 +259,7 @@ def normalize_tree_result(result: Any) -> TreeHookResult | None:
             else:
                 raise HookResultError("before_tree hook: 'summary' must be a dict or HookBranchSummary")
         for name in ("custom_instructions", "replace_instructions", "label"):
-            if name in result or _camel(name) in result:
+            if name in result or camel_case(name) in result:
                 kwargs[name] = _field(result, name)
         out = TreeHookResult(**kwargs)
     else:

@@ -60,6 +60,7 @@ from .context import (
     estimate_messages_tokens,
     estimate_projected_context_tokens,
 )
+from ._jsjson import js_whole_numbers
 from .errors import EntryNotFoundError, LeafMovedError, SessionError
 from .hooks import (
     BeforeCompactEvent,
@@ -178,21 +179,12 @@ def default_summarizer() -> Any:
     return get_summarizer("offline")
 
 
-def _js_number(value: Any) -> Any:
-    """Floats that are whole numbers become ints (JavaScript writes ``0``, not ``0.0``)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _js_number(v) for k, v in value.items()}
-    return value
-
-
 def _usage_dict(usage: Any) -> Optional[dict[str, Any]]:
     """Pi's stored ``usage`` object for a :class:`SummaryUsage` or a Pi-shaped dict."""
     if usage is None:
         return None
     if isinstance(usage, SummaryUsage):
-        return _js_number(usage.to_pi())
+        return js_whole_numbers(usage.to_pi())
     if isinstance(usage, dict):
         return usage
     raise HookResultError(f"usage must be a SummaryUsage or a dict, not {type(usage).__name__}")
@@ -283,13 +275,6 @@ async def _gather_or_cancel(coros: list[Any]) -> list[Any]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def _context_span(session: "Session") -> list[Any]:
-    """The active branch as compaction reads it: :meth:`Session.get_context_entries` parsed (the
-    leaf as :meth:`Session.get_branch` resolves it). Pure functions give the same answers on it
-    as on the whole branch; its cost follows the context."""
-    return session.raw_values(session.context_span(with_settings=True, context_rule=False))
 
 
 def _projected_tokens(path: list[Any]) -> Any:
@@ -426,7 +411,7 @@ def plan_compaction(
     """
     settings = settings or DEFAULT_COMPACTION_SETTINGS
     leaf_id = session.leaf_id
-    path = _context_span(session)
+    path = session.context_values()
     preparation = prepare_compaction(path, settings)
     if preparation is None:
         if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
@@ -644,7 +629,7 @@ async def acompact(
         system_message=plan.system_message,
         expected_leaf_id=plan.leaf_id,
     )
-    new_path = _context_span(session)
+    new_path = session.context_values()
     new_context = build_session_context(new_path)
     after = estimate_projected_context_tokens(new_context.messages, new_context.sources, new_path).tokens
     return CompactionResult(
@@ -662,6 +647,7 @@ async def acompact(
         if from_hook and tokens_before is not preparation.tokens_before
         else plan.tokens_before_source,
         estimated_tokens_before=plan.estimated_tokens_before,
+        preparation=preparation,
     )
 
 

@@ -70,7 +70,7 @@ def iso_now() -> str:
 
 def new_session_id() -> str:
     """A fresh session id (a UUID, as Pi's ``randomUUID()``)."""
-    import uuid  # on first use: uuid imports platform (a light import, issue 18)
+    import uuid  # on first use: uuid imports platform (a light import)
 
     return str(uuid.uuid4())
 

@@ -1,4 +1,4 @@
-"""The summarizer providers, one row each (issue 21): a light module (it imports nothing), so
+"""The summarizer providers, one row each: a light module (it imports nothing), so
 the CLI builds its ``--summarizer`` choices and hints from it without loading the summarizers.
 :mod:`sessiontree.summarizers` (``get_summarizer``, the lazy class names) and the RPC server
 (Pi ``models.json`` ``api`` values) read the same rows. CONTRIBUTING.md lists the steps to add
@@ -12,7 +12,7 @@ __all__ = ["Provider", "PROVIDERS", "SUMMARIZER_NAMES", "provider", "provider_fo
 
 
 class Provider(NamedTuple):
-    """One summarizer provider, in one row (issue 21): everything that names it is made from
+    """One summarizer provider, in one row: everything that names it is made from
     :data:`PROVIDERS` (``get_summarizer``, :data:`SUMMARIZER_NAMES`, the lazy class names, the
     CLI's ``--summarizer`` choices and hints, Pi's ``models.json`` ``api`` values the RPC server
     summarizes with). CONTRIBUTING.md lists the steps to add one."""

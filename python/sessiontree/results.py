@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ._jsjson import js_whole_numbers
 from .errors import SessionError
 
 if TYPE_CHECKING:
@@ -76,7 +77,9 @@ class CompactionResult:
       comparable with ``estimated_tokens_after`` (like with like);
     * ``usage``: :class:`SummaryUsage` of the summary calls (summed), or ``None`` (a hook gave none);
     * ``reason``: ``"manual"``, ``"threshold"`` or ``"overflow"``; ``from_hook``: a hook supplied it;
-    * ``context``: the provider-safe context after compaction (:class:`ProviderContext`).
+    * ``context``: the provider-safe context after compaction (:class:`ProviderContext`);
+    * ``preparation``: the :class:`~sessiontree.compaction.CompactionPreparation` it was made
+      from (what was summarized, the split turn, the previous summary).
     """
 
     entry: "Entry"
@@ -91,6 +94,7 @@ class CompactionResult:
     context: Optional[ProviderContext] = None
     tokens_before_source: str = "estimate"
     estimated_tokens_before: Any = None
+    preparation: Any = None
 
     def to_pi(self) -> dict[str, Any]:
         """Pi's RPC ``compact`` response ``data``: ``{summary, firstKeptEntryId, tokensBefore,
@@ -102,9 +106,7 @@ class CompactionResult:
             "estimatedTokensAfter": self.estimated_tokens_after,
         }
         if self.usage is not None:
-            from .orchestration import _usage_dict  # loaded: a result comes from it
-
-            out["usage"] = _usage_dict(self.usage)
+            out["usage"] = js_whole_numbers(self.usage.to_pi())  # Pi's stored usage object
         if self.details is not None:
             out["details"] = self.details
         return out

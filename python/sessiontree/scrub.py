@@ -14,7 +14,7 @@ Provider replay fields (``thinkingSignature``, ``textSignature``, ``thoughtSigna
 provider's replay) or ``"drop"`` (the field is removed). The report states the policy.
 
 The file is streamed in blocks through the core: memory is bounded by the longest line.
-Outputs are written by :func:`sessiontree.session.atomic_write` (a temp file, fsync, rename):
+Outputs are written by :func:`sessiontree.writer.atomic_write` (a temp file, fsync, rename):
 never a partial file. A report never holds a value: kind, where, offsets, hash.
 
 Data safety (``docs/scrub.md``): a rewrite in place copies, scrubbed, whatever another writer
@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .entries import ScrubFinding
+from .entries import SCRUB_KINDS, ScrubFinding, new_scrubber
 from .errors import SessionArgumentError, SessionFileChangedError
-from .session import SCRUB_KINDS, atomic_write, new_scrubber
-from .writer import AtomicWriter, SessionWriter, _check_target
+from .writer import AtomicWriter, SessionWriter, atomic_write, check_target
 
 __all__ = [
     "KINDS",
@@ -184,7 +183,7 @@ def check_distinct_files(files: dict[str, str | os.PathLike[str] | None]) -> Non
             continue
         real, ident = _identity(path)
         if k:
-            _check_target(Path(path), None)
+            check_target(Path(path), None)
         for other, oreal, oident in seen:
             if real == oreal or (ident is not None and ident == oident):
                 raise SessionArgumentError(
@@ -423,16 +422,15 @@ def export_html_scrubbed(
         SessionArgumentError: the session has no file.
     """
     from .html import export_html
-    from .session import Session
 
     if session.path is None:
         raise SessionArgumentError("export_html(scrub=True) needs a session file")
     st = os.stat(session.path)
-    _check_target(Path(path), (st.st_dev, st.st_ino))  # before anything is read
+    check_target(Path(path), (st.st_dev, st.st_ino))  # before anything is read
     session.flush()
     copy, tmp = scrubbed_copy(session.path, header=header, replay=replay)
     try:
-        clean = Session.open(copy)
+        clean = type(session).open(copy)  # the session's class: this module never imports the facade
         try:
             leaf = session.leaf_id
             if clean.entry_count() and leaf is not None and clean.leaf_id != leaf:

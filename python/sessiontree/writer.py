@@ -129,7 +129,7 @@ class SessionWriter:
         os.close(fd)  # closing the last descriptor of the open file releases the flock
 
 
-# ==== whole files: atomic writes, temp cleanup, rewrites, copies (issue 21: out of session.py) ====
+# ==== whole files: atomic writes, temp cleanup, rewrites, copies ====
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -213,6 +213,9 @@ def _check_target(path: Path, source_id: tuple[int, int] | None, dir_fd: int | N
     if source_id is not None and (st.st_dev, st.st_ino) == source_id:
         raise OutputPathError(errno.EEXIST, "is the file being read; it is never written over", str(path))
     return st
+
+
+check_target = _check_target  # the public name, for the modules that write beside a target (scrub)
 
 
 def _stat_or_none(path: str | os.PathLike[str] | None) -> os.stat_result | None:

@@ -156,15 +156,17 @@ def test_an_in_memory_session_exports_with_the_umask(tmp_path):
 
 def test_the_export_writes_through_the_packages_atomic_writer(tmp_path, monkeypatch):
     from sessiontree import session as session_mod
+    from sessiontree import writer
 
     calls = []
-    real = session_mod.atomic_writer
+    real = writer.atomic_writer
+    assert session_mod.atomic_writer is real  # still importable from the facade
 
     def spy(path, **kw):
         calls.append((Path(path), kw))
         return real(path, **kw)
 
-    monkeypatch.setattr(session_mod, "atomic_writer", spy)
+    monkeypatch.setattr(writer, "atomic_writer", spy)
     synced = []
     real_fsync = os.fsync
 

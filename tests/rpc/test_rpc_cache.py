@@ -236,10 +236,12 @@ def test_state_key_changes_with_every_append_and_leaf_move(tmp_path: Path):
 @pytest.mark.parametrize(
     "name", ["labels.jsonl", "deep_branching.jsonl", "edge_duplicate_ids.jsonl", "edge_v1_legacy.jsonl"]
 )
-def test_raw_entries_and_tree_labels_equal_the_per_entry_views(name: str):
+def test_raw_values_and_tree_labels_equal_the_per_entry_views(name: str):
     s = Session.open(CORPUS / "pi-generated" / name)
     idx = list(range(len(s)))
-    assert s.raw_entries(idx) == [s.entry_at(i).raw for i in idx]
+    assert s.raw_values(idx) == [s.entry_at(i).raw for i in idx]
+    with pytest.warns(DeprecationWarning, match="raw_values"):
+        assert s.raw_entries(idx) == s.raw_values(idx)  # the deprecated alias: the same values
     try:
         roots = s.get_tree()
     except Exception:
@@ -290,7 +292,7 @@ def test_entry_texts_are_the_stringify_text_of_each_entry(path: Path):
         pytest.skip("not a session that opens")
     idx = list(range(len(s)))
     texts = s.entry_texts(idx)
-    raws = s.raw_entries(idx)
+    raws = s.raw_values(idx)
     for i, text, raw in zip(idx, texts, raws):
         if text is not None:
             assert text == dumps_entry(raw), i

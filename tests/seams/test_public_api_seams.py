@@ -125,10 +125,10 @@ def test_modules_above_the_facade_use_no_private_members_of_others():
 def test_the_private_use_check_finds_private_access():
     probe = (
         "class C:\n    def __init__(self):\n        self._mine = 1\n"
-        "def g(session, s, c):\n    return session._span(), s._core.leaf(), s._load_raws([]), c._mine, self._x\n"
+        "def g(session, s, c):\n    return session._span(), s._core.leaf(), s._load_raw(0), c._mine, self._x\n"
     )
     got = _private_uses(Path("probe.py"), probe)
-    assert sorted(u.split(": ", 1)[1] for u in got) == ["s._core", "s._load_raws", "session._span"]
+    assert sorted(u.split(": ", 1)[1] for u in got) == ["s._core", "s._load_raw", "session._span"]
 
 
 def _core_importers(files: dict[str, str]) -> set[str]:
@@ -168,3 +168,66 @@ def test_the_core_owner_check_fails_on_a_planted_importer():
         "entries.py": "from . import _core\n",
     }
     assert _core_owner_violations(planted) == ["html/page.py", "listing.py"]
+
+
+def _package_of(name: str, sources: dict) -> str | None:
+    """The subpackage ``sessiontree.<pkg>`` a module belongs to (None: a top-level module)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and sources[name][0]) else None
+
+
+def _private_imports(sources: dict[str, tuple[bool, str]], floor_of) -> list[str]:
+    """``from x import _name`` (anywhere in the module) where ``x`` is another package's module:
+    allowed inside one subpackage (``cli/``, ``rpc/``...) and between top-level modules of one
+    floor; ``_core`` has its own owners' check. ``sources``: ``{dotted name: (is a package's
+    __init__, source text)}``; ``floor_of``: the layer test's."""
+    found = []
+    for name, (is_pkg, text) in sources.items():
+        base = name.split(".") if is_pkg else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            mod = node.module or ""
+            if node.level:
+                mod = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            for a in node.names:
+                if not a.name.startswith("_") or a.name.startswith("__") or a.name == "_core":
+                    continue
+                target = f"{mod}.{a.name}" if f"{mod}.{a.name}" in sources else mod
+                if target not in sources:
+                    continue
+                mine, theirs = _package_of(name, sources), _package_of(target, sources)
+                if mine is not None and mine == theirs:
+                    continue
+                if mine is None and theirs is None and floor_of(name) == floor_of(target):
+                    continue
+                found.append(f"{name}: from {mod} import {a.name}")
+    return sorted(found)
+
+
+def test_no_private_name_is_imported_across_packages():
+    from tests.seams.test_import_graph import package_sources
+    from tests.seams.test_layers import floor_of
+
+    assert _private_imports(package_sources(), floor_of) == []
+
+
+def test_the_private_import_check_finds_a_planted_crossing():
+    from tests.seams.test_layers import floor_of
+
+    planted = {
+        "sessiontree": (True, ""),
+        "sessiontree.orchestration": (False, "def _usage_dict(u):\n    return u\n"),
+        "sessiontree.autocompact": (False, "from .orchestration import _usage_dict\n"),  # one floor: allowed
+        "sessiontree.results": (False, "def f():\n    from .orchestration import _usage_dict\n"),  # across floors
+        "sessiontree.rpc": (True, "from .reads import _helper\n"),  # inside its package: allowed
+        "sessiontree.rpc.reads": (False, "from ..hooks import _camel\nfrom .. import _core\n_helper = 1\n"),
+        "sessiontree.hooks": (False, "_camel = str\n"),
+        "sessiontree.cli": (True, ""),
+        "sessiontree.cli.fleet": (False, "from ..rpc.reads import _helper as helper\n"),
+    }
+    assert _private_imports(planted, floor_of) == [
+        "sessiontree.cli.fleet: from sessiontree.rpc.reads import _helper",
+        "sessiontree.results: from sessiontree.orchestration import _usage_dict",
+        "sessiontree.rpc.reads: from sessiontree.hooks import _camel",
+    ]

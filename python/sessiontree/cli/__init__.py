@@ -37,10 +37,10 @@ from __future__ import annotations
 from .app import (
     COMMANDS as COMMANDS,
     WRITING_COMMANDS as WRITING_COMMANDS,
-    _fail as _fail,
     build_parser as build_parser,
     main,
 )
+from .render import print_failure as _fail  # noqa: F401 (importable from here, as before)
 from .args import _nonneg_float as _nonneg_float, _nonneg_int as _nonneg_int, _pos_int as _pos_int
 from .compact import cmd_compact as cmd_compact
 from .read import (

@@ -20,7 +20,7 @@ from ..session import Session
 
 from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
-from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, safe_text
+from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, print_failure
 from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_validate
 from .tree import cmd_tree
 from .compact import _CliFailure, cmd_compact
@@ -281,20 +281,6 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(message: str, code: int = 2, as_json: bool = False) -> int:
-    """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
-    try:
-        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
-    except (OSError, ValueError, AttributeError):
-        pass
-    if as_json:
-        try:
-            _write_out(json_document({"error": True, "exit_code": code, "message": message}) + "\n", flush=True)
-        except (_OutputError, BrokenPipeError):
-            _silence_stdout()
-    return code
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
@@ -332,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
 
     def fail(message: str, code: int = 2) -> int:
-        return _fail(message, code, as_json)
+        return print_failure(message, code, as_json)
 
     if getattr(args, "max_preview", 0) < 0:
         return fail("--max-preview must be >= 0")
@@ -385,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _OutputError as exc:
         _silence_stdout()
         done = "; the session file was written" if len(session) != entries_before else ""
-        return _fail(f"{exc}{done}", 2, False)
+        return print_failure(f"{exc}{done}", 2, False)
     except KeyboardInterrupt:
         print("sessiontree: interrupted", file=sys.stderr)
         return 130
@@ -407,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             session.close()
         except Exception as exc:  # noqa: BLE001 - a failed final flush/close is an error, not a traceback
-            _fail(f"{args.file}: cannot close: {exc}", 2, False)
+            print_failure(f"{args.file}: cannot close: {exc}", 2, False)
 
 
 if __name__ == "__main__":  # pragma: no cover

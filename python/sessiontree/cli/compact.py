@@ -370,11 +370,9 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
     legacy = _legacy_version(s)
     _take_write_lock(s)
     progress("preparing…")
-    captured: dict[str, Any] = {}
 
-    def on_prepared(event: Any) -> None:
+    def on_prepared(event: Any) -> None:  # progress only: the result carries the preparation
         prep = event.preparation
-        captured["prep"] = prep
         n = (1 if prep.messages_to_summarize else 0) + (1 if prep.is_split_turn and prep.turn_prefix_messages else 0)
         summarizer.total = n
         progress(f"summarizing ({n} request{'s' if n != 1 else ''}, {summarizer.name})…")
@@ -399,7 +397,7 @@ def cmd_compact(s: Session, args: argparse.Namespace) -> int:
         s.hooks.before_compact.remove(on_prepared)
     s.flush()
     progress("done")
-    prep = captured.get("prep")
+    prep = result.preparation
     details = result.details if isinstance(result.details, dict) else {}
     read_files = details.get("readFiles") or []
     modified_files = details.get("modifiedFiles") or []

@@ -42,7 +42,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
-def _doc(r: Any) -> dict:
+def _doc(r: Any) -> dict[str, Any]:
     return {
         "source_format": r.source_format,
         "target_format": r.target_format,

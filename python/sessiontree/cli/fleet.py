@@ -158,11 +158,11 @@ def _fail(message: str) -> int:
 def _missing_source(sources: list[str]) -> str | None:
     """The first local SOURCE that does not exist (a glob matching nothing is not missing: it
     names no sessions; URLs are checked by listing them)."""
-    from ..fleet._sources import _is_url
+    from ..fleet._sources import is_url
 
     for src in sources:
         text = src[len("file://") :] if src.startswith("file://") else src
-        if _is_url(text) or any(c in text for c in "*?["):
+        if is_url(text) or any(c in text for c in "*?["):
             continue
         if not os.path.lexists(text):
             return text

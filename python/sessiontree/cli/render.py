@@ -377,3 +377,17 @@ def _silence_stdout() -> None:
         sys.stdout = open(os.devnull, "w")  # the old object's unflushed buffer is discarded with it
     except OSError:
         sys.stdout = None
+
+
+def print_failure(message: str, code: int = 2, as_json: bool = False) -> int:
+    """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
+    try:
+        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if as_json:
+        try:
+            _write_out(json_document({"error": True, "exit_code": code, "message": message}) + "\n", flush=True)
+        except (_OutputError, BrokenPipeError):
+            _silence_stdout()
+    return code

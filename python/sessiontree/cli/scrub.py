@@ -111,7 +111,7 @@ def _bar(total: int, unit: str, enabled: bool) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run ``scrub`` or ``scrub-all``; returns the exit code."""
     from ..errors import SessionError
-    from .app import _fail
+    from .render import print_failure as _fail
 
     try:
         if args.command == "scrub":

@@ -73,7 +73,7 @@ def byte_chunks(items: Sequence[Any], sizes: Sequence[int], parts: int, cap: int
 
 
 #: the one progress bar (tqdm on stderr, or a no-op): :mod:`sessiontree._progress`
-from .._progress import _Bar as _Bar, progress_bar as _progress_bar  # noqa: E402
+from .._progress import Bar as _Bar, progress_bar as _progress_bar  # noqa: E402, F401 (_Bar re-exported)
 
 
 def run_local(

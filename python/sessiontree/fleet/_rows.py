@@ -504,8 +504,6 @@ def entry_rows(item: Item, opts: Options) -> list[Any]:
     try:
         s, _size, _mtime = open_item(item, opts)
         if opts.scrub:
-            from ._scrub import open_scrubbed
-
             s, secrets, shifts = open_scrubbed(_item_bytes(item, s), item.path)
     except _Unopenable as exc:
         return [{"path": item.path, "error_kind": exc.kind, "error": str(exc)}]
@@ -515,6 +513,37 @@ def entry_rows(item: Item, opts: Options) -> list[Any]:
         return [_entries_of(s, item, secrets, shifts)]
     except Exception as exc:
         return [{"path": item.path, "error_kind": "error", "error": f"{type(exc).__name__}: {exc}"}]
+
+
+def _line_lengths(data: bytes) -> Any:
+    from array import array
+
+    return array("q", map(len, data.split(b"\n")))
+
+
+def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int], Any]:
+    """A read-only session over the scrubbed ``data``, its secrets per line (1-based), and the
+    shifts that map the scrubbed bytes back to ``data``: None when no line changed, else
+    ``(start, length)``, two ``array('q')`` indexed by line - 1: what to add to a scrubbed
+    line's offset and byte count to address the same line of ``data`` (a scrub keeps the lines
+    and their order, so line ``k`` is line ``k`` in both)."""
+    from ..scrub import scrub_bytes
+
+    clean, report = scrub_bytes(data, replay=replay)
+    per_line: dict[int, int] = {}
+    for f in report.findings:
+        per_line[f.line] = per_line.get(f.line, 0) + 1
+    shifts = None
+    if report.lines_changed:
+        from array import array
+        from itertools import accumulate
+
+        a, b = _line_lengths(data), _line_lengths(clean)
+        length = array("q", [x - y for x, y in zip(a, b)])
+        start = array("q", [0])
+        start.extend(accumulate(length))
+        shifts = (start, length)
+    return Session.from_bytes(clean, name=name), per_line, shifts
 
 
 def _item_bytes(item: Item, opened: Session) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..errors import OutputPathError, SessionArgumentError, SessionError
 from ..scrub import scrub_bytes, scrub_file
-from ..session import Session, atomic_write
+from ..writer import atomic_write
 from ._sources import Item, resolve_source
 
 
@@ -156,33 +156,4 @@ def scrub_sessions(
     return rows
 
 
-def _line_lengths(data: bytes) -> Any:
-    from array import array
-
-    return array("q", map(len, data.split(b"\n")))
-
-
-def open_scrubbed(data: bytes, name: str, replay: str = "keep") -> tuple[Session, dict[int, int], Any]:
-    """A read-only session over the scrubbed ``data``, its secrets per line (1-based), and the
-    shifts that map the scrubbed bytes back to ``data``: None when no line changed, else
-    ``(start, length)``, two ``array('q')`` indexed by line - 1: what to add to a scrubbed
-    line's offset and byte count to address the same line of ``data`` (a scrub keeps the lines
-    and their order, so line ``k`` is line ``k`` in both)."""
-    clean, report = scrub_bytes(data, replay=replay)
-    per_line: dict[int, int] = {}
-    for f in report.findings:
-        per_line[f.line] = per_line.get(f.line, 0) + 1
-    shifts = None
-    if report.lines_changed:
-        from array import array
-        from itertools import accumulate
-
-        a, b = _line_lengths(data), _line_lengths(clean)
-        length = array("q", [x - y for x, y in zip(a, b)])
-        start = array("q", [0])
-        start.extend(accumulate(length))
-        shifts = (start, length)
-    return Session.from_bytes(clean, name=name), per_line, shifts
-
-
-__all__ = ["scrub_sessions", "open_scrubbed", "SessionArgumentError"]
+__all__ = ["scrub_sessions", "SessionArgumentError"]

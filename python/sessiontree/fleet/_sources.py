@@ -42,7 +42,7 @@ class Item:
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 
 
-def _is_url(text: str) -> bool:
+def is_url(text: str) -> bool:
     """``scheme://…`` (two letters or more: a Windows drive letter is not a scheme)."""
     return _SCHEME.match(text) is not None
 
@@ -143,7 +143,7 @@ def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
         text = os.fspath(src)
         if isinstance(text, bytes):
             text = os.fsdecode(text)
-        if _is_url(text) and not text.startswith("file://"):
+        if is_url(text) and not text.startswith("file://"):
             for it in _listed(text, filesystem):
                 items.setdefault(it.path, it)
             continue

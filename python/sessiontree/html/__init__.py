@@ -118,7 +118,7 @@ def export_html(
     session: "Session", path: str | os.PathLike[str], *, progress: bool = False, source: os.stat_result | None = None
 ) -> Path:
     """Write the HTML view of ``session`` to ``path`` and return the path written, through
-    :func:`sessiontree.session.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
+    :func:`sessiontree.writer.atomic_writer` (a temp file ``O_EXCL`` beside it, fsync, rename):
     never over the session itself, a FIFO, a device or through a symbolic link, and never more
     readable than the session file or the page it replaces. ``source``: the ``os.stat`` of the
     file ``session`` was made from when that is not ``session.path`` (a scrubbed copy's
@@ -158,7 +158,7 @@ def export_html(
         if isinstance(target, str):
             labels[target] = value if isinstance(value, (str, int, float)) and value else None
     src_name = session.path.name if session.path is not None else f"{session.session_id}.jsonl"
-    from ..session import atomic_writer  # looked up per call (tests watch it)
+    from ..writer import atomic_writer  # looked up per call (tests watch it)
 
     # the pieces of the file, known before anything is written (from the index: no read): the
     # page gets their offsets up front and the pieces last-first, so the leaf's messages (near

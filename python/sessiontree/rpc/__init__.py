@@ -97,7 +97,7 @@ from .transports import (
 
 # the same objects under the names they had in the one-file module (tests patch the tables;
 # ``_camel`` and ``user_message_text`` have their one home elsewhere and are only re-exported)
-from ..hooks import _camel as _camel
+from ..hooks import camel_case as _camel  # noqa: F401 (re-exported under its old name)
 from ..orchestration import user_message_text as user_message_text
 from .server import _EXTRA_COMMANDS as _EXTRA_COMMANDS
 from .server import _LEAVING_COMMANDS as _LEAVING_COMMANDS

@@ -168,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     """``sessiontree rpc``: exit 0 at end of input (130 on Ctrl-C); 2 for a usage error or a
     session that cannot be opened or written, one line ``sessiontree: error: ...`` on stderr,
     as the other commands."""
-    from ..cli import _fail
+    from ..cli.render import print_failure
 
     def fail(message: str) -> int:
-        return _fail(message, 2)
+        return print_failure(message, 2)
 
     parser = build_parser()
     try:

@@ -10,7 +10,7 @@ from .._jsjson import JS_UNDEFINED
 from .._jsjson import js_trim as _js_trim  # JavaScript String.prototype.trim, its one home
 from ..context import calculate_context_tokens, estimate_context_tokens
 from ..errors import EntryNotFoundError, SessionCycleError
-from ..hooks import _camel  # snake_case -> camelCase field names, its one home
+from ..hooks import camel_case  # snake_case -> camelCase field names, its one home
 from ..orchestration import user_message_text
 from ..paths import default_session_dir
 from .base import ServerBase
@@ -95,7 +95,7 @@ class ReadCommands(ServerBase):
         "children", "label"?, "labelTimestamp"?}...], "leafId"}``."""
         s = self.session
         roots, start, kids, order, labels = self._tree_table()
-        raw_of = dict(zip(order, s.raw_entries(order)))
+        raw_of = dict(zip(order, s.raw_values(order)))
         out_roots: list[Any] = []
         pending: list[Any] = [(r, out_roots) for r in reversed(roots)]
         while pending:  # iterative build (a path can be thousands of entries deep)
@@ -147,7 +147,7 @@ class ReadCommands(ServerBase):
                 chunk = order[nxt : nxt + batch]
                 got = s.entry_texts(chunk)  # lines copied as they are when already Pi's text
                 redo = [k for k, b in enumerate(got) if b is None]
-                for k, v in zip(redo, s.raw_entries([chunk[k] for k in redo])):
+                for k, v in zip(redo, s.raw_values([chunk[k] for k in redo])):
                     got[k] = encode(v)
                 texts = [b for b in got if b is not None]
                 texts.reverse()
@@ -261,7 +261,7 @@ class ReadCommands(ServerBase):
                 parse.append(i)  # no role in the index: the message may not be an object
                 continue
             total += 1
-        for raw in s.raw_entries(parse):
+        for raw in s.raw_values(parse):
             m = raw.get("message") if isinstance(raw, dict) else None
             if not isinstance(m, dict):
                 continue
@@ -365,7 +365,7 @@ class ReadCommands(ServerBase):
         ]
         out = []
         ids = s.entry_table(users).id if users else []
-        for eid, raw in zip(ids, s.raw_entries(users)):
+        for eid, raw in zip(ids, s.raw_values(users)):
             text = user_message_text(raw["message"].get("content"))
             if text:
                 out.append({"entryId": eid, "text": text})
@@ -398,6 +398,6 @@ class ReadCommands(ServerBase):
         for i in infos:
             d = {}
             for k, v in vars(i).items():  # SessionInfo is a dataclass
-                d[_camel(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
+                d[camel_case(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
             out.append(d)
         return response(cmd_id, ctype, {"sessions": out})

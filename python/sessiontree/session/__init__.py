@@ -56,6 +56,8 @@ from ..entries import AbandonedBranch as AbandonedBranch
 from ..entries import CutPoint as CutPoint
 from ..entries import EntryMetrics as EntryMetrics
 from ..entries import EntryTable as EntryTable
+from ..entries import SCRUB_KINDS as SCRUB_KINDS
+from ..entries import new_scrubber as new_scrubber
 from .base import dumps_entry
 from .delegates import Delegates
 from .reads import Reads
@@ -65,21 +67,11 @@ from .writes import _WRITING, Writes, _require_str
 
 # ==== the core's other objects, for the layers above ==============================
 # Only the session/ package, entries.py, _jsjson.py and paths.py import ``_core``
-# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out here.
+# (tests/seams/test_public_api_seams.py); what other modules need of it is handed out by them
+# (the scrubber by entries.py, beside the scrubber's finding type).
 
 #: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``).
 __version__: str = _core.__version__
-
-#: The secret kinds the core's scrub rules detect, in the rule table's order (rust/src/scrub/rules.rs).
-SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
-
-
-def new_scrubber(header: bool, replay: str, record: bool) -> Any:
-    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
-    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
-    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
-    ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
-    return _core.Scrubber(bool(header), replay, bool(record))
 
 
 def convert_detect(path: str) -> str:
@@ -89,15 +81,16 @@ def convert_detect(path: str) -> str:
     return _core.convert_detect(path)
 
 
-def convert_file(src: str, out: str, source: str, target: str) -> dict:
+def convert_file(src: str, out: str, source: str, target: str) -> dict[str, Any]:
     """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released): its
     report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
     return _core.convert_file(src, out, source, target)
 
 
 def _bom_reason(head: bytes) -> str | None:
-    """Why session bytes that start with a UTF-8 byte order mark are not a session, or None
-    when ``head`` (the first bytes) does not start with one: the one text, for a local file
+    """Why bytes starting with a UTF-8 byte order mark are not a session (None: no BOM).
+
+    ``head`` is the first bytes. The one text, for a local file
     and for bytes from storage (:meth:`Session.from_bytes`, the fleet's S3 reads) alike. (Pi's
     ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
     stays Pi's, only the message names the cause.)"""
@@ -246,9 +239,10 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
-        """A read-only session over the bytes of a session file held in memory (an object read
-        from storage, say), with no temporary file: the same index and the same answers as
-        :meth:`open` on a file holding these bytes.
+        """A read-only session over a session file's bytes held in memory (no temporary file).
+
+        An object read from storage, say: the same index and the same answers as :meth:`open`
+        on a file holding these bytes.
 
         Args:
             data: ``bytes``, ``bytearray``, ``memoryview``, ``mmap.mmap`` or anything else with
@@ -381,8 +375,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         session_dir: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
     ) -> "Session":
-        """Copy a whole session (every entry, all branches) into a new file for ``target_cwd``
-        whose header names the source as ``parentSession`` (Pi ``SessionManager.forkFrom``);
+        """Copy a whole session into a new file for ``target_cwd`` (Pi ``SessionManager.forkFrom``).
+
+        Every entry and branch is copied; the new header names the source as ``parentSession``;
         ``session_id`` is the new session's (default a new UUID; Pi ``--fork`` with
         ``--session-id``).
 
@@ -414,8 +409,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def continue_recent(cls, cwd: str, *, session_dir: str | os.PathLike[str] | None = None) -> "Session":
-        """Open the most recently modified valid session of ``cwd``'s session directory, or
-        create a new one there (Pi ``SessionManager.continueRecent``)."""
+        """Open the newest valid session of ``cwd``'s folder, or create one (Pi ``continueRecent``).
+
+        The newest is the most recently modified (Pi ``SessionManager.continueRecent``)."""
         sdir = Path(session_dir) if session_dir is not None else default_session_dir(cwd)
         from ..listing import most_recent_session
 

@@ -109,12 +109,6 @@ class SessionBase:
             )
         return raw
 
-    def _load_raws(self, idx: list[int]) -> list[Any]:
-        """Parsed values of entries ``idx`` (one batch read of their lines)."""
-        if self._core.needs_migration:
-            return [self._load_raw(i) for i in idx]
-        return [parse_json_line(line) for line in self._core.lines(idx)]
-
     def _lookup(self, entry_id: str) -> int | None:
         """Index of the entry with this id, or None. An id with a lone surrogate is looked up
         the way the index keeps it (each lone surrogate as U+FFFD)."""
@@ -145,13 +139,6 @@ class SessionBase:
     def _context_path(self) -> list[int]:
         leaf = self._context_leaf()
         return [] if leaf is None else self._walk(leaf)
-
-    def _span(self, *, with_settings: bool = False, context_rule: bool = True) -> list[int]:
-        """Entry indices of the context span (``Index.context_span``, rust/src/walk.rs): what
-        context building and compaction read of the active branch. ``context_rule``: the leaf
-        as :meth:`build_context` resolves it (else as :meth:`get_branch` does)."""
-        leaf = self._context_leaf() if context_rule else self._core.leaf()
-        return [] if leaf is None else self._core.context_span(leaf, with_settings)
 
     def _name_entry(self, exc: PiError) -> PiError:
         """``exc`` naming the entry whose content raised it (id and line): the first entry on

@@ -53,8 +53,9 @@ class Delegates(SessionBase):
     # ==== cut point (Rust) =========================================================
 
     def _latest_compaction(self, path: list[int]) -> tuple[Any, ...] | None:
-        """:func:`sessiontree.context.latest_compaction` of the entries ``path`` (entry indices),
-        from the index: type names, and string ids up to the compaction; only the compaction's
+        """:func:`sessiontree.context.latest_compaction` of the entries ``path``, from the index.
+
+        ``path`` holds entry indices. The index gives type names, and string ids up to the compaction; only the compaction's
         line is parsed. Where the index's ids are not exact (duplicate or non-string ids, a
         legacy file) the parsed values decide."""
         core = self._core
@@ -77,12 +78,13 @@ class Delegates(SessionBase):
             found = latest_compaction_at(core.types(path), id_of, first_kept_of)
             if not inexact:
                 return found
-        return latest_compaction(self._load_raws(path))
+        return latest_compaction(self.raw_values(path))
 
     def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
-        """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch
-        (Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
-        ``firstKeptEntryId``, over the context projection).
+        """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch.
+
+        Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
+        ``firstKeptEntryId``, over the context projection.
 
         The Rust core walks back from the leaf estimating tokens from the raw lines and stops
         as soon as the budget is met: it parses only the entries it needs, so a 1 GB session
@@ -95,7 +97,7 @@ class Delegates(SessionBase):
         Raises:
             SessionCycleError: the branch loops.
         """
-        path = self._span()
+        path = self.context_span(with_settings=False)
         if not path:
             return CutPoint(None, None, False)
         from ..compaction import collect_context_edits, kept_boundary
@@ -110,7 +112,7 @@ class Delegates(SessionBase):
             else self._core.find_cut_point(path, start, len(path), max(0, int(keep_recent_tokens)))
         )
         if got is None:
-            entries = self._load_raws(path)
+            entries = self.raw_values(path)
             try:
                 r = py_find_cut_point(
                     entries, start, len(entries), keep_recent_tokens, collect_context_edits(entries), token_counter
@@ -130,8 +132,9 @@ class Delegates(SessionBase):
 
     @property
     def hooks(self) -> SessionHooks:
-        """This session's :class:`sessiontree.hooks.SessionHooks` (``before_compact``,
-        ``before_tree`` lists of sync or async callables)."""
+        """This session's :class:`sessiontree.hooks.SessionHooks`.
+
+        ``before_compact`` and ``before_tree`` are lists of sync or async callables."""
         hooks = self._hooks
         if hooks is None:
             hooks = self._hooks = SessionHooks()

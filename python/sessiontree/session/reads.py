@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from .._jsjson import js_trim
 from ..context import SessionContext, build_session_context
-from ..entries import Entry, ProblemList, TreeNode, _TreeSource, parse_json_line
+from ..entries import Entry, ProblemList, TreeNode, TreeSource, parse_json_line
 from ..entry_types import USAGE_TYPES
 from ..errors import EntryNotFoundError, PiError, SessionError, SessionFileChangedError
 from ..provider_context import ProviderContext
@@ -36,8 +36,10 @@ class Reads(SessionBase):
 
     @property
     def session_dir(self) -> Path | None:
-        """The sessions folder this session was opened or created with, where the sessions branched
-        from it are written; None when none was given (they go beside this file) or in memory."""
+        """The sessions folder this session was opened or created with (None: not given).
+
+        Sessions branched from it are written there; when None they go beside this file (none
+        in memory)."""
         return self._session_dir
 
     @property
@@ -78,8 +80,10 @@ class Reads(SessionBase):
 
     @property
     def leaf_id(self) -> str | None:
-        """The current leaf's id (None before the first entry, after :meth:`reset_leaf`, or
-        when the last entry's id is not a string)."""
+        """The current leaf's id, or None.
+
+        None before the first entry, after :meth:`reset_leaf`, or when the last entry's id is
+        not a string."""
         return self._core.leaf_id()
 
     @property
@@ -158,8 +162,9 @@ class Reads(SessionBase):
 
     @property
     def legacy_version(self) -> int | None:
-        """1 or 2 for a legacy file whose first write rewrites it as v3 (Pi's
-        ``migrateSessionEntries``), else None."""
+        """1 or 2 for a legacy file the first write rewrites as v3, else None.
+
+        The rewrite is Pi's ``migrateSessionEntries``."""
         if not self._core.needs_migration:
             return None
         return 1 if self._core.legacy_v1 else 2
@@ -282,7 +287,7 @@ class Reads(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return [Entry(self, i) for i in self._span(with_settings=True)]
+        return [Entry(self, i) for i in self.context_span()]
 
     def entry_at(self, index: int) -> Entry:
         """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
@@ -313,7 +318,7 @@ class Reads(SessionBase):
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        src = _TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        src = TreeSource(self, start, kids, label_of)  # nodes and entries made on access
         return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:
@@ -329,22 +334,23 @@ class Reads(SessionBase):
     # ==== context, usage, the file =================================================
 
     def build_context(self) -> SessionContext:
-        """The messages the model sees on the current branch, exactly as Pi's
-        ``buildSessionContext`` builds them (compaction folded in, context edits applied),
-        with the thinking level and model. See :func:`sessiontree.context.build_session_context`.
+        """The messages the model sees on the current branch (Pi ``buildSessionContext``).
+
+        Compaction folded in, context edits applied, with the thinking level and model. See :func:`sessiontree.context.build_session_context`.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
         try:
-            return build_session_context(self._load_raws(self._span(with_settings=True)))
+            return build_session_context(self.raw_values(self.context_span()))
         except PiError as exc:
             self._name_entry(exc)
             raise
 
     def build_provider_context(self) -> ProviderContext:
-        """:meth:`build_context` repaired for providers (orphan tool results and unanswered tool
-        calls dropped, empty failed attempts dropped): see :mod:`sessiontree.provider_context`.
+        """:meth:`build_context` repaired for providers (see :mod:`sessiontree.provider_context`).
+
+        Orphan tool results, unanswered tool calls and empty failed attempts are dropped: see :mod:`sessiontree.provider_context`.
         Returns a :class:`~sessiontree.provider_context.ProviderContext` ``(messages, dropped)``."""
         ctx = self.build_context()
         from ..provider_context import repair_for_provider
@@ -366,7 +372,7 @@ class Reads(SessionBase):
         if run.count < stable:
             new = range(run.count, stable)
             tys = self._core.types(list(new))
-            run.add(self._load_raws([i for i, t in zip(new, tys) if t in types]))
+            run.add(self.raw_values([i for i, t in zip(new, tys) if t in types]))
             run.count = stable
         if stable == n:
             return run.totals()

@@ -22,7 +22,7 @@ from .base import dumps_entry
 from .base import SessionBase
 
 if TYPE_CHECKING:
-    from ..otel import OtelReport
+    from ..otel.trace import OtelReport
     from ..scrub import ScrubReport
     from . import Session
 
@@ -125,8 +125,9 @@ class Rewrites(SessionBase):
         header: bool = False,
         progress: bool = False,
     ) -> Path:
-        """Write a self-contained HTML view of this session (tree, active path, messages,
-        search, the original JSONL) to ``path`` and return it as a :class:`~pathlib.Path`.
+        """Write a self-contained HTML view of this session to ``path``; returns it as a Path.
+
+        The page holds the tree, the active path, messages, search and the original JSONL.
         Streams from the index; see :func:`sessiontree.html.export_html`. Written by
         :func:`atomic_writer`: never over this session's file, a FIFO or a device, nor through
         a symbolic link; never more readable than the session file or the page it replaces.
@@ -154,7 +155,7 @@ class Rewrites(SessionBase):
 
         return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
 
-    def to_otlp(self, path: str | os.PathLike, *, content: str = "none") -> "OtelReport":
+    def to_otlp(self, path: str | os.PathLike[str], *, content: str = "none") -> "OtelReport":
         """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON (one
         ``ExportTraceServiceRequest`` per line) to ``path``, atomically; returns its
         :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
@@ -165,7 +166,7 @@ class Rewrites(SessionBase):
             OutputPathError: ``path`` is this session's file, a symbolic link, or not a regular file.
             OSError: ``path`` cannot be written.
         """
-        from ..otel import to_otlp
+        from ..otel.trace import to_otlp
 
         return to_otlp(cast("Session", self), path, content=content)
 

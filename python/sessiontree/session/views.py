@@ -8,11 +8,12 @@ above the facade).
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable, Sequence
 
 from .. import _core
 from .._jsjson import JS_UNDEFINED
-from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable
+from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable, parse_json_line
 from ..errors import SessionArgumentError, SessionCycleError, SessionError
 from ..tokens import estimate_tokens
 from .base import SessionBase
@@ -36,7 +37,19 @@ class Views(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return self._span(with_settings=with_settings, context_rule=context_rule)
+        leaf = self._context_leaf() if context_rule else self._core.leaf()
+        return [] if leaf is None else self._core.context_span(leaf, with_settings)
+
+    def context_values(self) -> list[Any]:
+        """The context span as compaction reads it: :meth:`context_span` parsed (:meth:`raw_values`),
+        the leaf as :meth:`get_branch` resolves it. Pure functions (Pi ``prepareCompaction``,
+        ``buildSessionContext``) give the same answers on it as on the whole branch; its cost
+        follows the context, not the branch.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops.
+        """
+        return self.raw_values(self.context_span(context_rule=False))
 
     def raw_values(self, indices: Sequence[int]) -> list[Any]:
         """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
@@ -47,25 +60,24 @@ class Views(SessionBase):
             IndexError: a position names no entry.
             SessionError: an entry nests too deeply to load in Python.
         """
-        return self._load_raws(list(indices))
+        idx = list(indices)
+        if self._core.needs_migration:
+            return [self._load_raw(i) for i in idx]
+        return [parse_json_line(line) for line in self._core.lines(idx)]
 
     def raw_entries(self, indices: Sequence[int]) -> list[Any]:
-        """The parsed JSON values of the entries at ``indices`` (:attr:`Entry.raw` of each, as
-        :meth:`entry_at` would give, migrated in memory for a legacy file), read in one batch
-        without an :class:`Entry` per entry.
-
-        Raises:
-            IndexError: a position is out of range.
-        """
-        return self._load_raws(list(indices))
+        """Deprecated alias of :meth:`raw_values` (the same values; warns ``DeprecationWarning``)."""
+        warnings.warn("Session.raw_entries is deprecated: use Session.raw_values", DeprecationWarning, stacklevel=2)
+        return self.raw_values(indices)
 
     def entry_texts(self, indices: Sequence[int]) -> list[bytes | None]:
-        """The JSON text of each entry at ``indices`` as ``JSON.stringify`` writes its value (the
-        bytes :func:`dumps_entry` gives for :attr:`Entry.raw`) where the file's line already is
-        that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
+        """Each entry's ``JSON.stringify`` text where the file's line already is it, else None.
+
+        For the entries at ``indices``: the bytes :func:`dumps_entry` gives for :attr:`Entry.raw`
+        where the file's line already is that text (checked in the core: compact, escaped and numbered as JavaScript writes, no
         repeated keys), so it is copied without a parse; None for the other entries (and for
         every entry of a legacy file, which is migrated in memory): read those with
-        :meth:`raw_entries`.
+        :meth:`raw_values`.
 
         Raises:
             IndexError: a position is out of range.
@@ -76,14 +88,16 @@ class Views(SessionBase):
         return _core.stringify_lines(self._core, idx)
 
     def entry_index(self, entry_id: Any) -> int | None:
-        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns for
-        ``entry_id`` (the last one if the id repeats), or None (no such entry, or not a str).
-        Cost: one by-id lookup."""
+        """The position (:attr:`Entry.index`) of the entry :meth:`get_entry` returns, or None.
+
+        The last entry if the id repeats; None when no entry has it or ``entry_id`` is not a
+        str. Cost: one by-id lookup."""
         return self._lookup(entry_id) if isinstance(entry_id, str) else None
 
     def parent_positions(self, indices: Sequence[int]) -> list[int | None]:
-        """For each position in ``indices``, the position the walk up from it goes to next (Pi's
-        ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
+        """For each position in ``indices``, the position the walk up from it goes to next.
+
+        That is Pi's ``byId.get(parentId)``: the entry winning that id), or None at a root (``parentId`` null,
         missing, not a string, or naming no entry). Cost: one lookup per position.
 
         Raises:
@@ -99,36 +113,19 @@ class Views(SessionBase):
         or an id that names none."""
         return self._core.leaf_is_null()
 
-    def _last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
-        """The newest entry of type ``etype`` (and message role ``role``) on the active branch:
-        the index walks back from the leaf only as far as it is."""
+    def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
+        """The newest entry of type ``etype`` (and role ``role``) on the active branch, or None.
+
+        The index walks back from the leaf only as far as it is.
+
+        Raises:
+            SessionCycleError: the parent chain from the leaf loops before one is found.
+        """
         leaf = self._core.leaf()
         if leaf is None:
             return None
         i = self._core.find_back(leaf, etype, role)
         return None if i is None else Entry(self, i)
-
-    def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
-        """The newest entry of type ``etype`` (and, given ``role``, message role ``role``) on the
-        active branch, or None: the index walks back from the leaf only as far as it is.
-
-        Raises:
-            SessionCycleError: the parent chain from the leaf loops before one is found.
-        """
-        return self._last_on_branch(etype, role)
-
-    def _abandoned_since(self, old_leaf: str | None, target_id: str) -> tuple[Any, ...] | None:
-        """``(entry indices from just below the common ancestor to old_leaf, ancestor id)``, the
-        index walking both branches up only as far as their common ancestor; None when the pure
-        rule must decide (no old leaf, an unknown id, duplicate ids, a legacy file)."""
-        core = self._core
-        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
-        b = self._lookup(target_id) if isinstance(target_id, str) else None
-        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
-            return None
-        ancestor = core.common_ancestor_near(a, b)
-        below = core.branch_since(a, ancestor) or []
-        return below, None if ancestor is None else core.record(ancestor).id
 
     def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
         """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
@@ -141,12 +138,19 @@ class Views(SessionBase):
         Raises:
             SessionCycleError: a parent chain loops.
         """
-        found = self._abandoned_since(old_leaf, target_id)
-        return None if found is None else AbandonedBranch(*found)
+        core = self._core
+        a = self._lookup(old_leaf) if isinstance(old_leaf, str) and old_leaf else None
+        b = self._lookup(target_id) if isinstance(target_id, str) else None
+        if a is None or b is None or core.needs_migration or core.entry_count() != len(core):
+            return None
+        ancestor = core.common_ancestor_near(a, b)
+        below = core.branch_since(a, ancestor) or []
+        return AbandonedBranch(below, None if ancestor is None else core.record(ancestor).id)
 
     def branch_positions(self, from_id: str | None = None) -> list[int]:
-        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first, without
-        building entries or columns: the index's walk up from ``from_id`` (default: the leaf).
+        """:meth:`get_branch` as entry positions (:attr:`Entry.index`), root first.
+
+        No entries or columns are built: the index's walk up from ``from_id`` (default: the leaf).
         Empty when the leaf is null or names no entry.
 
         Raises:
@@ -173,8 +177,9 @@ class Views(SessionBase):
 
     @property
     def compaction_lock(self) -> threading.Lock:
-        """The lock one compaction of this session at a time holds
-        (:func:`sessiontree.orchestration.acompact` takes it, without blocking the event loop)."""
+        """The lock one compaction of this session at a time holds.
+
+        :func:`sessiontree.orchestration.acompact` takes it without blocking the event loop."""
         return self._compaction_lock
 
     @property
@@ -192,8 +197,9 @@ class Views(SessionBase):
     # ==== columns ==================================================================
 
     def entry_table(self, indices: Sequence[int] | None = None) -> EntryTable:
-        """What listings show of many entries, as columns, without parsing them or building
-        :class:`Entry` objects: an :class:`EntryTable` over the entry positions ``indices``
+        """What listings show of many entries, as columns (an :class:`EntryTable`).
+
+        Nothing is parsed and no :class:`Entry` is built: an :class:`EntryTable` over the entry positions ``indices``
         (default: every entry in file order). Cost: the index only, one call into the core.
 
             >>> s = Session.in_memory()
@@ -224,8 +230,9 @@ class Views(SessionBase):
         return self.entry_table(self._walk(start))
 
     def context_table(self) -> EntryTable:
-        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an
-        :meth:`entry_table`, root first: empty when the leaf is null; when the leaf id names no
+        """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an :meth:`entry_table`.
+
+        Root first: empty when the leaf is null; when the leaf id names no
         entry, the path to the last entry in the file (where :meth:`branch_table` is empty).
         Cost: the index only.
 
@@ -235,8 +242,9 @@ class Views(SessionBase):
         return self.entry_table(self._context_path())
 
     def entry_metrics(self, indices: Sequence[int] | None = None) -> EntryMetrics:
-        """Size, time and token columns of many entries (an :class:`EntryMetrics` over the entry
-        positions ``indices``; default: every entry in file order): ``bytes`` is the length of
+        """Size, time and token columns of many entries, as an :class:`EntryMetrics`.
+
+        Over the entry positions ``indices`` (default: every entry in file order): ``bytes`` is the length of
         the entry's JSON text in the file (UTF-8 bytes, newline excluded), ``timestamp_ms`` is
         ``new Date(entry.timestamp).getTime()`` (ms since the epoch; None where Pi gets NaN),
         ``tokens`` is Pi's chars/4 estimate of the context messages the entry contributes to
@@ -267,13 +275,15 @@ class Views(SessionBase):
         return EntryMetrics(idx, size, when, tokens)
 
     def tree_roots(self) -> list[int]:
-        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots), without
-        building the children table's Python lists."""
+        """Positions of the tree's root nodes in Pi's order (``getTree``'s roots).
+
+        The children table's Python lists are not built."""
         return self._core.roots()
 
     def tree_table(self) -> TreeTable:
-        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes
-        without building objects: ``roots`` (node positions in Pi's order) and the children of
+        """Pi's tree (as :meth:`get_tree`) as entry positions, for walking millions of nodes.
+
+        No objects are built: ``roots`` (node positions in Pi's order) and the children of
         node ``i`` in ``kids[start[i]:start[i + 1]]`` (sorted like Pi). Positions are
         :attr:`Entry.index` values (:meth:`entry_at`)."""
         return self._core.tree_table()
@@ -344,7 +354,7 @@ class Views(SessionBase):
         return _core.tree_json(
             self._core,
             tails,
-            lambda idx: [write(v) for v in self._load_raws(idx)],
+            lambda idx: [write(v) for v in self.raw_values(idx)],
             not self._core.needs_migration,
             head,
             foot,
@@ -417,8 +427,9 @@ class Views(SessionBase):
         labels: Sequence[tuple[str, str]] = (),
         columns: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, computed by
-        the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
+        """What a whole-store job (:mod:`sessiontree.fleet`) reads of this session, as a dict.
+
+        Computed by the core from the index and the raw lines (``rust/src/rows.rs``), never an object per
         entry. A dict:
 
         * ``totals``, ``summary_totals``: usage sums over every entry / over compactions and

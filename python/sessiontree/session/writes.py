@@ -76,8 +76,9 @@ class Writes(SessionBase):
     # ==== the writer lock ==========================================================
 
     def lock(self) -> None:
-        """Take the writer lock now (it is otherwise taken by the first write), so that a locked
-        or read-only file fails before slow work such as a summary request. Held until
+        """Take the writer lock now, so that a locked file fails before slow work (a summary).
+
+        Otherwise the first write takes it; a read-only file fails here too. Held until
         :meth:`close`. Does nothing for an in-memory session.
 
         Raises:
@@ -177,7 +178,7 @@ class Writes(SessionBase):
         line; ``value`` is serialized alone and the core writes ``"name":`` before it. ``name``
         None: ``value`` is the dict of fields, written after the four. Returns the new id.
 
-        One of the two append paths (issue 21); the other, :meth:`_append_built`, is for entries
+        One of the two append paths; the other, :meth:`_append_built`, is for entries
         Python builds whole (a compaction checked against the leaf, a branch summary, custom
         entries).
 

@@ -1,4 +1,4 @@
-"""What the provider modules share about their official SDKs (issue 21): the OpenAI and
+"""What the provider modules share about their official SDKs: the OpenAI and
 Anthropic SDKs raise the same shapes (``APIStatusError`` with ``status_code`` and ``response``,
 ``APITimeoutError``, ``APIConnectionError``, ``APIError`` for an error inside a stream), and
 :func:`convert_sdk_error` classifies them once: context overflow, transient (retried by

@@ -41,14 +41,16 @@ import math
 import os
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
 
-from ._jsjson import js_date_parse
-from .errors import OutputPathError, SessionArgumentError, SessionError, SessionTreeError
-from .session import Session, atomic_writer
+from .._jsjson import js_date_parse
+from ..errors import SessionArgumentError, SessionError
+from ..writer import atomic_writer
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 __all__ = [
     "CONTENT_MODES",
@@ -57,7 +59,10 @@ __all__ = [
     "OtelReport",
     "session_requests",
     "write_session",
-    "export",
+    "to_otlp",
+    "check_content",
+    "span_id_of",
+    "trace_id_of",
 ]
 
 #: The GenAI semantic conventions implemented: the last release of
@@ -114,7 +119,7 @@ class OtelReport:
         else:
             self.problems_dropped += 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "sessionId": self.session_id,
@@ -147,7 +152,7 @@ def span_id_of(session_id: str, *parts: str) -> str:
 # --- attribute values (OTLP/JSON AnyValue) ---
 
 
-def _av(value: Any) -> dict:
+def _av(value: Any) -> dict[str, Any]:
     t = type(value)
     if t is str:
         return {"stringValue": value}
@@ -162,7 +167,7 @@ def _av(value: Any) -> dict:
     return {"stringValue": str(value)}
 
 
-def _attrs(pairs: dict) -> list:
+def _attrs(pairs: dict[str, Any]) -> list[Any]:
     return [{"key": k, "value": _av(v)} for k, v in pairs.items() if v is not None]
 
 
@@ -194,11 +199,11 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _parts(content: Any) -> list:
+def _parts(content: Any) -> list[Any]:
     """GenAI message parts of a Pi message content (a string or a list of blocks)."""
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
-    out: list = []
+    out: list[Any] = []
     if not isinstance(content, list):
         return out
     for b in content:
@@ -232,7 +237,7 @@ def _parts(content: Any) -> list:
     return out
 
 
-def _input_message(msg: dict) -> dict | None:
+def _input_message(msg: dict[str, Any]) -> dict[str, Any] | None:
     """A context message (user, toolResult, bashExecution, custom, summaries) as a GenAI input message."""
     role = msg.get("role")
     if role == "user":
@@ -275,7 +280,7 @@ class _Mapper:
         self.trace = trace_id_of(sid)
         report.session_id, report.trace_id = sid, self.trace
         self.root_span = span_id_of(sid)
-        self.pending: list = []
+        self.pending: list[Any] = []
         n = len(s)
         self.n = n
         self.parent = array("q", [_ROOT]) * n
@@ -286,10 +291,10 @@ class _Mapper:
         #: turn groups by their user message's position, branch groups by n + the position of the
         #: branch's first entry: [span, parent group, name, start, end, attrs, links, events, dropped, active,
         #: parent span]
-        self.groups: dict[int, list] = {}
-        self.tools: dict[str, list] = {}  # tool call id -> pending span parts
-        self.recent: dict[int, dict] = {}  # content modes: position -> input message
-        self.root_events: list = []
+        self.groups: dict[int, list[Any]] = {}
+        self.tools: dict[str, list[Any]] = {}  # tool call id -> pending span parts
+        self.recent: dict[int, dict[str, Any]] = {}  # content modes: position -> input message
+        self.root_events: list[Any] = []
         self.dups = s.entry_count() != self.n  # repeated ids: spans of the earlier ones also name their position
         self.cur: tuple[str, ...] = ()
         self.root_dropped = 0
@@ -305,13 +310,13 @@ class _Mapper:
 
     # --- output ---
 
-    def emit(self, span: dict) -> None:
+    def emit(self, span: dict[str, Any]) -> None:
         self.pending.append(span)
         self.report.spans += 1
         if len(self.pending) >= SPANS_PER_REQUEST:
             self.flush()
 
-    def resource(self) -> dict:
+    def resource(self) -> dict[str, Any]:
         s = self.s
         return {
             "attributes": _attrs(
@@ -355,14 +360,14 @@ class _Mapper:
         kind: int,
         start: float,
         end: float,
-        attrs: dict,
+        attrs: dict[str, Any],
         *,
         active: bool,
-        events: list | None = None,
+        events: list[Any] | None = None,
         dropped_events: int = 0,
-        links: list | None = None,
+        links: list[Any] | None = None,
         error: str | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         if not math.isfinite(start):
             start = end
         if not math.isfinite(end):
@@ -372,7 +377,7 @@ class _Mapper:
         if end < start:
             end = start
         attrs = {"gen_ai.conversation.id": self.sid, **attrs, "sessiontree.active_path": active}
-        out: dict = {"traceId": self.trace, "spanId": span_id}
+        out: dict[str, Any] = {"traceId": self.trace, "spanId": span_id}
         if parent:
             out["parentSpanId"] = parent
         out.update(
@@ -417,7 +422,7 @@ class _Mapper:
             g = rec[1]
             hops += 1
 
-    def _event(self, g: int, ms: float, name: str, attrs: dict) -> None:
+    def _event(self, g: int, ms: float, name: str, attrs: dict[str, Any]) -> None:
         ev = {
             "timeUnixNano": _nanos(
                 ms if math.isfinite(ms) else (self.start_ms if math.isfinite(self.start_ms) else 0.0)
@@ -437,8 +442,8 @@ class _Mapper:
         else:
             rec[8] += 1
 
-    def _usage(self, usage: Any, where: str) -> dict:
-        out: dict = {}
+    def _usage(self, usage: Any, where: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         if usage is None:
             return out
         if not isinstance(usage, dict):
@@ -548,7 +553,7 @@ class _Mapper:
                 rep.problem(f"{where}: a message entry without a message object")
             elif role == "user":
                 span_here = span_id_of(self.sid, *self.cur)
-                attrs: dict = {
+                attrs: dict[str, Any] = {
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": "pi",
                     "sessiontree.entry.id": eid,
@@ -647,13 +652,22 @@ class _Mapper:
         return i if isinstance(i, str) else f"#{p}"
 
     def chat(
-        self, p: int, eid: str, msg: dict, g: int, own: str, start: float, ms: float, active: bool, parent: int | None
+        self,
+        p: int,
+        eid: str,
+        msg: dict[str, Any],
+        g: int,
+        own: str,
+        start: float,
+        ms: float,
+        active: bool,
+        parent: int | None,
     ) -> str:
         span_id = span_id_of(self.sid, *self.cur)
         model = _str(msg.get("model"))
         provider = _str(msg.get("provider"))
         stop = msg.get("stopReason")
-        attrs: dict = {
+        attrs: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
@@ -665,7 +679,7 @@ class _Mapper:
         }
         attrs.update(self._usage(msg.get("usage"), f"entry {eid}"))
         if self.content != "none":
-            inputs: list = []
+            inputs: list[Any] = []
             q, hops = parent, 0
             while q is not None and q in self.recent and hops < 64:
                 inputs.append(self.recent[q])
@@ -691,7 +705,7 @@ class _Mapper:
                 if isinstance(b, dict) and b.get("type") == "toolCall":
                     cid = _str(b.get("id")) or ""
                     tname = _str(b.get("name")) or "tool"
-                    tattrs: dict = {
+                    tattrs: dict[str, Any] = {
                         "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": tname,
                         "gen_ai.tool.call.id": cid or None,
@@ -704,7 +718,7 @@ class _Mapper:
                     old = self.tools.pop(cid, None) if cid else None
                     if old is not None:
                         self.emit(self.span(*old[:7], active=old[7]))
-                    rec: list = [tspan, span_id, f"execute_tool {tname}", _INTERNAL, ms, ms, tattrs, active]
+                    rec: list[Any] = [tspan, span_id, f"execute_tool {tname}", _INTERNAL, ms, ms, tattrs, active]
                     if cid:
                         self.tools[cid] = rec
                     else:
@@ -712,7 +726,9 @@ class _Mapper:
                         self.emit(self.span(*rec[:7], active=active))
         return span_id
 
-    def tool_result(self, p: int, eid: str, msg: dict, g: int, own: str, start: float, ms: float, active: bool) -> None:
+    def tool_result(
+        self, p: int, eid: str, msg: dict[str, Any], g: int, own: str, start: float, ms: float, active: bool
+    ) -> None:
         cid = _str(msg.get("toolCallId")) or ""
         rec = self.tools.pop(cid, None)
         err = "tool error" if msg.get("isError") is True else None
@@ -742,10 +758,12 @@ class _Mapper:
             rec[6]["gen_ai.tool.call.result"] = self._content_value(_text_of(msg.get("content")), f"entry {eid}")
         self.emit(self.span(*rec[:7], active=rec[7], error=err))
 
-    def summary(self, p: int, eid: str, etype: str, raw: dict, own: str, start: float, ms: float, active: bool) -> str:
+    def summary(
+        self, p: int, eid: str, etype: str, raw: dict[str, Any], own: str, start: float, ms: float, active: bool
+    ) -> str:
         span_id = span_id_of(self.sid, *self.cur)
         summary = raw.get("summary")
-        attrs: dict = {"sessiontree.entry.id": eid}
+        attrs: dict[str, Any] = {"sessiontree.entry.id": eid}
         links = []
         if etype == "compaction":
             tb = raw.get("tokensBefore")
@@ -793,7 +811,7 @@ class _Mapper:
         self.emit(self.span(span_id, own, etype, _INTERNAL, start, ms, attrs, active=active, links=links))
         return span_id
 
-    def _emit_group(self, rec: list) -> None:
+    def _emit_group(self, rec: list[Any]) -> None:
         self.emit(
             self.span(
                 rec[0],
@@ -864,9 +882,9 @@ class _Mapper:
         self.flush()
 
 
-def _scrubbed(raws: list) -> list:
+def _scrubbed(raws: list[Any]) -> list[Any]:
     """``raws`` through the scrubber's rules (:func:`sessiontree.scrub.scrub_bytes`), one line each."""
-    from .scrub import scrub_bytes
+    from ..scrub import scrub_bytes
 
     head = b'{"type":"session","version":3,"id":"-"}\n'
     clean, _ = scrub_bytes(head + b"\n".join(_dumps(r) for r in raws) + b"\n")
@@ -889,7 +907,7 @@ def _version() -> str:
     return _VERSION
 
 
-def _check_content(content: str) -> None:
+def check_content(content: str) -> None:
     if content not in CONTENT_MODES:
         raise SessionArgumentError(f"content must be one of {', '.join(CONTENT_MODES)}, not {content!r}")
 
@@ -901,7 +919,7 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
     Raises:
         SessionArgumentError: ``content`` is not one of :data:`CONTENT_MODES`.
     """
-    _check_content(content)
+    check_content(content)
     rep = report if report is not None else OtelReport()
     out: list[bytes] = []
     m = _Mapper(session, content, rep, out.append)
@@ -932,109 +950,9 @@ def write_session(session: Session, fh: Any, *, content: str = "none", path: str
     return rep
 
 
-def to_otlp(session: Session, out: str | os.PathLike, *, content: str = "none") -> OtelReport:
+def to_otlp(session: Session, out: str | os.PathLike[str], *, content: str = "none") -> OtelReport:
     """:meth:`Session.to_otlp`: the session's trace written to ``out`` atomically."""
-    _check_content(content)
+    check_content(content)
     src = session.path
     with atomic_writer(out, source=src) as fh:
         return write_session(session, fh, content=content)
-
-
-def _export_item(
-    item: Any, content: str, max_bytes: int | None
-) -> tuple[OtelReport, list[bytes] | None, Session | None]:
-    from .fleet._rows import Options, open_item
-
-    rep = OtelReport(path=item.path)
-    try:
-        s, _size, _mtime = open_item(item, Options(max_bytes=max_bytes))
-    except (OSError, SessionTreeError) as exc:  # the fleet's unopenable item too
-        rep.error = str(exc)
-        return rep, None, None
-    return rep, None, s
-
-
-def _ray_one(items: Sequence[Any], opts: Any) -> list:
-    """Ray's per-batch function: each session's lines (held in memory) and report."""
-    content, max_bytes = opts
-    rows = []
-    for it in items:
-        rep, _, s = _export_item(it, content, max_bytes)
-        lines: list[bytes] = []
-        if s is not None:
-            try:
-                lines = list(session_requests(s, content=content, report=rep))
-            except SessionError as exc:
-                rep.error = f"{type(exc).__name__}: {exc}"
-                lines = []
-            finally:
-                s.close()
-        rows.append((rep.to_json(), b"".join(lines)))
-    return rows
-
-
-def export(
-    source: Any,
-    out: str | os.PathLike,
-    *,
-    content: str = "none",
-    engine: str = "local",
-    filesystem: Any = None,
-    address: str | None = None,
-    num_cpus: int | None = None,
-    max_bytes: int | None = None,
-    progress: bool = False,
-) -> list[dict]:
-    """Export every session of ``source`` (a file, directory, glob, URL or a list of them, as
-    for :func:`sessiontree.fleet.stats`) as traces into one OTLP/JSON file ``out``, written
-    atomically. Returns one row per session (:meth:`OtelReport.to_json`: ``path``,
-    ``sessionId``, ``traceId``, ``spans``, ``requests``, ``problems``, ``error``); a session
-    that cannot be opened is a row with its ``error`` and no spans.
-
-    ``engine="local"`` streams each session in this process (memory bounded per session);
-    ``"ray"`` maps the sessions on a Ray cluster (``address``; None: a local one), each task
-    returning its session's lines, which this process writes in source order.
-
-    Raises:
-        SessionArgumentError: ``content`` or ``engine`` is not known.
-        OutputPathError, OSError: ``out`` cannot be written (nothing is written).
-    """
-    _check_content(content)
-    if engine not in ("local", "ray"):
-        raise SessionArgumentError(f"engine must be local or ray, not {engine!r}")
-    from .fleet._engine import _progress_bar, run_ray
-    from .fleet._sources import resolve_source
-
-    items = resolve_source(source, filesystem=filesystem)
-    rows: list[dict] = []
-    local = [it.path for it in items if it.fs is None]
-    out_path = Path(out)
-    for p in local:
-        try:
-            same = os.path.samefile(p, out_path)
-        except OSError:  # one of them does not exist (yet)
-            same = False
-        if same:
-            raise OutputPathError(f"{out} is one of the sessions read: write the trace elsewhere (nothing written)")
-    with atomic_writer(out_path, source=local[0] if len(local) == 1 else None) as fh:
-        if engine == "ray":
-            for rep_json, data in run_ray(
-                _ray_one, items, (content, max_bytes), address=address, num_cpus=num_cpus, progress=progress
-            ):
-                fh.write(data)
-                rows.append(rep_json)
-        else:
-            tick = _progress_bar(len(items), progress)
-            for it in items:
-                rep, _, s = _export_item(it, content, max_bytes)
-                if s is not None:
-                    try:
-                        for line in session_requests(s, content=content, report=rep):
-                            fh.write(line)
-                    except SessionError as exc:  # the lines written are whole requests: they stay
-                        rep.error = f"{type(exc).__name__}: {exc}"
-                    finally:
-                        s.close()
-                rows.append(rep.to_json())
-                tick(1)
-    return rows

@@ -44,10 +44,13 @@ def test_the_documented_s3_compatible_recipe_runs_against_moto(tmp_path, monkeyp
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # for the upload
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    server = LoopbackS3(bucket="fleet")
+    # moto keeps its buckets per process: another test's uploads to "fleet" may be there, so
+    # this one runs the recipe on a bucket of its own
+    bucket = f"docs-recipe-{os.getpid()}-{tmp_path.name}".lower().replace("_", "-")[:63]
+    server = LoopbackS3(bucket=bucket)
     try:
         server.upload(sessions, files, "sessions/--home-me--")
-        script = recipe.replace("127.0.0.1:9000", f"127.0.0.1:{server.port}")
+        script = recipe.replace("127.0.0.1:9000", f"127.0.0.1:{server.port}").replace("s3://fleet/", f"s3://{bucket}/")
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
             capture_output=True,

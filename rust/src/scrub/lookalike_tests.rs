@@ -154,3 +154,41 @@ fn curl_user_and_password_each_quoted() {
         "curl --user user:{token} https://example.com",
     ]);
 }
+
+#[test]
+fn detect_secrets_samples_of_its_plugin_tests() {
+    // detect-secrets tests/plugins/{mailchimp_key,jwt,discord,gitlab_token}_test.py
+    assert_found(&[
+        ("343ea45721923ed956e2b38c31db76aa-us30", "mailchimp_api_key"),
+        ("a2937653ed38c31a43ea46e2b19257db-us2", "mailchimp_api_key"),
+        (
+            "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJuYW1lIjoiSm9lIiwKInN0YXR1cyI6ImVtcGxveWVlIgp9",
+            "jwt",
+        ),
+        (
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ",
+            "jwt",
+        ),
+        (
+            "DISCORD_TOKEN: MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+            "discord_bot_token",
+        ),
+        (
+            "glptt-Need5_T00-be-exactly-40-chars--ELse_fail",
+            "gitlab_token",
+        ),
+        (
+            "gloas-checking_Length-Is-_exactly_64--checking_Length-Is-_exactly_64--",
+            "gitlab_token",
+        ),
+    ]);
+    assert_kept(&[
+        "0123456789abcdef0123456789abcdef-us-east-1",
+        "discord: MZ1yGvKTj0rY0cV8i47CjAa.uHQPq.Xb1Mk2nEhe-4icrGOuegj57zMC",
+        "discord: PZ1yGvKTjE0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zMC",
+        "glptt-Need5_T00-be-exactly-40-chars--ELse_failing",
+        "glptt-hellOworld380_testin",
+        "gloas-checking_Length-Is-checking_Length-Is-",
+        "gloas-checking_Length-Is-_exactly_64--Xchecking_Length-Is-_longer_longer",
+    ]);
+}

@@ -218,8 +218,8 @@ pub const RULES: &[Rule] = &[
     rule!(
         "gitlab_token",
         ["glpat-", "gldt-", "glptt-", "glrt-", "gloas-", "glcbt-", "glft-"],
-        r"\bgl(?:pat|dt|ptt|rt|oas|cbt|ft)-[A-Za-z0-9_-]{20,}",
-        0,
+        r"(\bgl(?:pat|dt|rt|cbt|ft)-[A-Za-z0-9_-]{20,}|\bglptt-[A-Za-z0-9_-]{40}|\bgloas-[A-Za-z0-9_-]{64})(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(
@@ -307,6 +307,13 @@ pub const RULES: &[Rule] = &[
         HasDigit
     ),
     rule!(
+        "mailchimp_api_key",
+        ["-us"],
+        r"\b([0-9a-f]{32}-us[0-9]{1,2})(?:[^A-Za-z0-9_-]|$)",
+        1,
+        HasDigit
+    ),
+    rule!(
         "telegram_bot_token",
         [":AA"],
         r"\b([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?:[^A-Za-z0-9_-]|$)",
@@ -330,7 +337,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "jwt",
         ["eyJ"],
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?",
         0,
         Shape
     ),

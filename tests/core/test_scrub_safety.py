@@ -169,6 +169,49 @@ def test_a_late_append_to_the_old_file_goes_before_the_appends_after_the_rename(
     assert [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()[-3:]] == [last, "late", "next"]
 
 
+def test_a_late_append_is_moved_before_an_append_that_beat_it_to_the_end(tmp_path, monkeypatch):
+    """The new file looked untouched, but another writer's line landed between that look and the
+    copy of the late line: the copy is taken out from after it and put in its place."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    real_write_all = scrub_mod._write_all
+    raced = []
+
+    def write_all(fd: int, data: bytes) -> None:
+        if not raced:  # the other writer wins the race to the end of the new file
+            raced.append(True)
+            w = os.open(src, os.O_WRONLY | os.O_APPEND)
+            os.write(w, then)
+            os.close(w)
+        real_write_all(fd, data)
+
+    class Late:
+        done = False
+
+        def sleep(self, secs: float) -> None:
+            if not self.done:
+                self.done = True
+                os.write(old, late)
+                os.close(old)
+            time.sleep(secs)
+
+        def __getattr__(self, name: str):
+            return getattr(time, name)
+
+    monkeypatch.setattr(scrub_mod, "time", Late())
+    monkeypatch.setattr(scrub_mod, "_write_all", write_all)
+    scrub_file(src, in_place=True)
+    assert raced
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert ids[-3:] == [last, "late", "next"] and ids.count("late") == 1 and len(ids) == 203
+    assert TOK.encode() not in src.read_bytes()
+
+
 # ---- hard links, modes ----
 
 

@@ -345,26 +345,24 @@ def _carry_late(fh: Any, target: Path, state: dict[str, Any], sc: Any, depth: in
     at = state["at"]
     fd = _open_ours(target, os.O_RDWR | os.O_APPEND, state, len(rest))
     try:
-        appended = os.fstat(fd).st_size == at
-        if appended:
-            _write_all(fd, data)
-            os.fsync(fd)
-            if os.pread(fd, len(data), at) == data:  # nobody appended between the look and the write
-                state["at"] = at + len(data)
-                return
+        untouched = os.fstat(fd).st_size == at
+        # appended and fsynced first in any case: the late bytes are then in a file with a name
+        # (the old one has none), so a crash during the reordering below loses nothing
+        _write_all(fd, data)
+        os.fsync(fd)
+        if untouched and os.pread(fd, len(data), at) == data:  # nobody appended between look and write
+            state["at"] = at + len(data)
+            return
         if depth <= 0:
-            if not appended:
-                _write_all(fd, data)
-                os.fsync(fd)
             return
     finally:
         os.close(fd)
-    _reinsert(target, state, data, appended, depth)
+    _reinsert(target, state, data, depth)
 
 
-def _reinsert(target: Path, state: dict[str, Any], data: bytes, appended: bool, depth: int) -> None:
-    """Rewrite ``target`` with ``data`` at ``state["at"]`` (and not where :func:`_carry_late`
-    appended it, when ``appended``), copying what other writers append meanwhile until the
+def _reinsert(target: Path, state: dict[str, Any], data: bytes, depth: int) -> None:
+    """Rewrite ``target`` with ``data`` at ``state["at"]`` and not where :func:`_carry_late`
+    appended it (after other writers' appends), copying what they append meanwhile until the
     size holds still. If it keeps growing the file is left as it is (nothing lost; the late
     bytes stay after the appends). Appends that opened the file before this rename and write
     after it are placed by :func:`_carry_late` (``depth - 1``), right after the rename and
@@ -406,12 +404,11 @@ def _reinsert(target: Path, state: dict[str, Any], data: bytes, appended: bool, 
                     left -= len(block)
                 out.write(data)
                 rest = fh.read()
-                if appended:
-                    k = rest.find(data)
-                    while k > 0 and rest[k - 1 : k] != b"\n":
-                        k = rest.find(data, k + 1)
-                    if k >= 0:
-                        rest = rest[:k] + rest[k + len(data) :]
+                k = rest.find(data)
+                while k > 0 and rest[k - 1 : k] != b"\n":
+                    k = rest.find(data, k + 1)
+                if k >= 0:
+                    rest = rest[:k] + rest[k + len(data) :]
                 out.write(rest)
         except _KeepsGrowing:
             return

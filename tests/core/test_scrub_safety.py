@@ -212,6 +212,32 @@ def test_a_late_append_is_moved_before_an_append_that_beat_it_to_the_end(tmp_pat
     assert TOK.encode() not in src.read_bytes()
 
 
+def test_a_crash_before_the_late_line_is_reordered_loses_nothing(tmp_path, monkeypatch):
+    """The late line is appended and fsynced before the reordering rewrite starts: a crash there
+    leaves every line in the file (the late one after the line that beat it)."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    monkeypatch.setattr(scrub_mod, "time", _LateWriter(src, old, late, then))
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*a, **k):
+        raise Crash
+
+    monkeypatch.setattr(scrub_mod, "_reinsert", crash)
+    with pytest.raises(Crash):
+        scrub_file(src, in_place=True)
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert ids[-3:] == [last, "next", "late"] and len(ids) == 203
+    assert TOK.encode() not in src.read_bytes()
+
+
 # ---- hard links, modes ----
 
 

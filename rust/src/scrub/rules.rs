@@ -308,7 +308,7 @@ pub const RULES: &[Rule] = &[
     ),
     rule!(
         "mailchimp_api_key",
-        ["-us"],
+        ["-us0", "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9"],
         r"\b([0-9a-f]{32}-us[0-9]{1,2})(?:[^A-Za-z0-9_-]|$)",
         1,
         HasDigit

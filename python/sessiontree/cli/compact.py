@@ -12,23 +12,14 @@ from typing import Any, Sequence
 
 from ..errors import (
     SessionLockedError,
-    SessionTreeError,
 )
 from ..session import Session
 
 from ..providers import names_text, provider
-from .render import _Out, _fmt_tokens, _kind_from, _print_json, _shown_id, _tokens_or_none, safe_text
+from .render import _CliFailure, _Out, _fmt_tokens, _kind_from, _print_json, _shown_id, _tokens_or_none, safe_text
 
 
 # ==== compact / navigate: shared helpers =================================================
-
-
-class _CliFailure(SessionTreeError):
-    """A one-line failure a writing command reports itself (message, exit code)."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 class _Progress:

@@ -349,6 +349,14 @@ class _OutputError(SessionTreeError):
     """Standard output could not be written (closed, a full device): ``args[0]`` says why."""
 
 
+class _CliFailure(SessionTreeError):
+    """A one-line failure a command reports itself (message, exit code)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
 def _write_out(text: str, flush: bool = False) -> None:
     """Write to standard output; a failure (other than the reader going away, which stays a
     BrokenPipeError) becomes :class:`_OutputError`."""

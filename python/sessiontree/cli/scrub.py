@@ -13,8 +13,6 @@ import orjson
 
 from .args import documented_parser
 
-COMMANDS = ("scrub", "scrub-all")
-
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
 [REDACTED:<kind>:<hash6>] (hash6: SHA-256 of the value, 6 hex digits). Ids, parentIds, entry
 count and order are unchanged: the output opens in Pi and in sessiontree with the same tree and
@@ -50,7 +48,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "scrub",
-        help="replace secrets in a session, keeping it a valid session",
         description="Scrub secrets from FILE (sessiontree.scrub.scrub_file).",
         epilog=_SCRUB_EPILOG,
     )
@@ -66,7 +63,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "scrub-all",
-        help="scrub every session of a store into a directory",
         description="Scrub every session of SOURCE into DIR (sessiontree.fleet.scrub_sessions).",
         epilog=_SCRUB_ALL_EPILOG,
     )

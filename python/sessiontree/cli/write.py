@@ -14,9 +14,8 @@ from ..errors import (
 from ..session import Session
 
 from ..providers import names_text
-from .render import _Out, _print_json, _shown_id, safe_text
+from .render import _CliFailure, _Out, _print_json, _shown_id, safe_text
 from .compact import (
-    _CliFailure,
     _Progress,
     _ProgressSummarizer,
     _entry_where,

@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import orjson
 
 from . import _core
 from .errors import SessionError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .session.base import SessionBase
 
 
 def probe_header(buf: bytes, eof: bool) -> "HeaderProbe":
@@ -253,7 +250,7 @@ class ProblemList(Sequence[Problem]):
 
     __slots__ = ("_core", "_n")
 
-    def __init__(self, core: Any):
+    def __init__(self, core: _core.Index):
         self._core = core
         self._n = core.problem_count()
 
@@ -279,6 +276,23 @@ class ProblemList(Sequence[Problem]):
         return f"ProblemList([{shown}{', ...' if self._n > 3 else ''}], n={self._n})"
 
 
+class EntryView:
+    """What a session's :class:`Entry` objects read: its index and how an entry's value is parsed.
+
+    ``index`` is the core's ``Index`` the session reads now (``record(i)``: an
+    :class:`EntryRecord`); ``load(index, i)`` parses entry ``i``'s line (migrated). The facade
+    makes one per session and sets ``index`` again when a rewrite opens a new one, so entries
+    made before read the new index. It holds no reference to the session (no cycle: a dropped
+    session is freed at once). Entries of one view are one session's: equal by view and position.
+    """
+
+    __slots__ = ("index", "load")
+
+    def __init__(self, index: Any, load: Callable[[Any, int], Any]) -> None:
+        self.index = index
+        self.load = load
+
+
 class Entry(Mapping[str, Any]):
     """One session entry (header excluded), as Pi holds it after migration.
 
@@ -288,10 +302,11 @@ class Entry(Mapping[str, Any]):
     (normally a dict, with legacy v1/v2 migration applied in memory); mapping access reads it.
     """
 
-    __slots__ = ("_session", "index", "_raw", "_rec", "_rec_core")
+    __slots__ = ("_view", "index", "_raw", "_rec", "_rec_core")
+    _rec: EntryRecord  # the index's facts, taken on first use (see below)
 
-    def __init__(self, session: "SessionBase", index: int):
-        self._session = session
+    def __init__(self, view: EntryView, index: int):
+        self._view = view
         self.index = index
         self._raw: Any = _UNSET
         self._rec_core: Any = None
@@ -302,14 +317,14 @@ class Entry(Mapping[str, Any]):
 
     @property
     def id(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.id
 
     @property
     def parent_id(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_id
@@ -318,14 +333,14 @@ class Entry(Mapping[str, Any]):
     def parent_is_null(self) -> bool:
         """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
         not a string (``parent_id`` is None in all three cases)."""
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_is_null
 
     @property
     def type(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.type
@@ -333,14 +348,14 @@ class Entry(Mapping[str, Any]):
     @property
     def role(self) -> str | None:
         """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.role
 
     @property
     def line(self) -> int:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.line
@@ -348,7 +363,7 @@ class Entry(Mapping[str, Any]):
     @property
     def offset(self) -> int:
         """Byte offset of the line in the file."""
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.offset
@@ -363,7 +378,8 @@ class Entry(Mapping[str, Any]):
     def raw(self) -> Any:
         """The parsed entry (a dict for every well-formed entry), parsed on first access."""
         if self._raw is _UNSET:
-            self._raw = self._session._load_raw(self.index)
+            view = self._view
+            self._raw = view.load(view.index, self.index)
         return self._raw
 
     @property
@@ -391,11 +407,11 @@ class Entry(Mapping[str, Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Entry):
-            return self._session is other._session and self.index == other.index
+            return self._view is other._view and self.index == other.index
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((id(self._session), self.index))
+        return hash((id(self._view), self.index))
 
     def __repr__(self) -> str:
         return f"Entry(id={self.id!r}, type={self.type!r}, parent_id={self.parent_id!r}, line={self.line})"
@@ -427,10 +443,10 @@ class TreeSource:
     labels resolved at the call, and the nodes made so far (one per position, so a repeated id
     is one node listed once per occurrence, as the eager tree had it)."""
 
-    __slots__ = ("session", "start", "kids", "label_of", "nodes")
+    __slots__ = ("view", "start", "kids", "label_of", "nodes")
 
-    def __init__(self, session: "SessionBase", start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
-        self.session = session
+    def __init__(self, view: EntryView, start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
+        self.view = view
         self.start = start
         self.kids = kids
         self.label_of = label_of
@@ -472,7 +488,7 @@ class _LazyTreeNode(TreeNode):
     def entry(self) -> Entry:
         e = self._entry
         if e is _UNSET:
-            e = self._entry = Entry(self._src.session, self._i)
+            e = self._entry = Entry(self._src.view, self._i)
         return e
 
     @entry.setter

@@ -235,7 +235,8 @@ class ReadCommands(ServerBase):
             ids = s.entry_table(pos).id if pos else []
             return {eid: labels[p][1] for eid, p in zip(ids, pos) if labels[p][1] is not JS_UNDEFINED}
 
-        return self._cached("label_timestamps", build)
+        stamps: dict[str | None, Any] = self._cached("label_timestamps", build)
+        return stamps
 
     def _get_messages(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         return self._reply(cmd_id, ctype, "messages", lambda: {"messages": self._context().messages})

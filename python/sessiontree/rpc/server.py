@@ -108,7 +108,8 @@ class RpcServer(ReadCommands, WriteCommands):
         try:
             if ctype not in _LEAVING_COMMANDS:  # these must work when the file went away
                 self._refresh()
-            return handler(self, command, cmd_id, ctype)
+            answer: dict[str, Any] = handler(self, command, cmd_id, ctype)
+            return answer
         except RpcError as exc:
             return error_response(cmd_id, ctype, str(exc))
         except EntryNotFoundError as exc:

@@ -14,8 +14,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .. import _core
 from .._jsjson import js_stringify_bytes
-from ..entries import parse_json_line
+from ..entries import EntryView, parse_json_line
 from ..errors import EntryNotFoundError, PiError, SessionError
 from ..migrate import migrate_entry
 from ..results import SessionHooks
@@ -36,12 +37,35 @@ def _as_indexed(entry_id: str) -> str:
     return entry_id.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+def load_entry_value(core: _core.Index, i: int) -> Any:
+    """Entry ``i``'s parsed line in the index ``core``, migrated in memory in a legacy (v1/v2) file."""
+    raw = parse_json_line(core.line(i))
+    if core.needs_migration:
+        v1 = core.legacy_v1
+        first_kept = None
+        if v1 and isinstance(raw, dict) and raw.get("type") == "compaction":
+            fk = raw.get("firstKeptEntryIndex")
+            if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
+                t = core.entry_at_value_pos(fk)
+                if t is not None:
+                    first_kept = core.record(t).id
+        rec = core.record(i)
+        raw = migrate_entry(
+            raw,
+            legacy_v1=v1,
+            entry_id=rec.id,
+            parent_id=rec.parent_id,
+            first_kept_id=first_kept,
+        )
+    return raw
+
+
 class SessionBase:
     """A session's state and the private reads its concerns share (see the module docstring)."""
 
     def __init__(
         self,
-        core: Any,
+        core: _core.Index,
         *,
         path: Path | None,
         session_dir: Path | None,
@@ -53,6 +77,7 @@ class SessionBase:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
         self._core = core
+        self._view = EntryView(core, load_entry_value)  # what this session's Entry objects read
         self._path = path
         self._session_dir = session_dir
         self._header = header
@@ -89,25 +114,7 @@ class SessionBase:
     # ==== the private reads every concern shares ====================================
 
     def _load_raw(self, i: int) -> Any:
-        raw = parse_json_line(self._core.line(i))
-        if self._core.needs_migration:
-            v1 = self._core.legacy_v1
-            first_kept = None
-            if v1 and isinstance(raw, dict) and raw.get("type") == "compaction":
-                fk = raw.get("firstKeptEntryIndex")
-                if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
-                    t = self._core.entry_at_value_pos(fk)
-                    if t is not None:
-                        first_kept = self._core.record(t).id
-            rec = self._core.record(i)
-            raw = migrate_entry(
-                raw,
-                legacy_v1=v1,
-                entry_id=rec.id,
-                parent_id=rec.parent_id,
-                first_kept_id=first_kept,
-            )
-        return raw
+        return load_entry_value(self._core, i)
 
     def _lookup(self, entry_id: str) -> int | None:
         """Index of the entry with this id, or None. An id with a lone surrogate is looked up

@@ -39,7 +39,8 @@ def blocking(
     def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         from .. import orchestration
 
-        return orchestration.run_blocking(getattr(self, async_name)(*args, **kwargs))
+        result: R = orchestration.run_blocking(getattr(self, async_name)(*args, **kwargs))
+        return result
 
     method.__name__ = name
     method.__qualname__ = amethod.__qualname__.rsplit(".", 1)[0] + "." + name

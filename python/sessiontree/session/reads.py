@@ -76,7 +76,7 @@ class Reads(SessionBase):
     def leaf_entry(self) -> Entry | None:
         """The entry at the leaf (None when the leaf is null or names no entry)."""
         i = self._core.leaf()
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     @property
     def leaf_id(self) -> str | None:
@@ -193,16 +193,16 @@ class Reads(SessionBase):
     # ==== entries, branches, the tree ==============================================
 
     def _entry(self, i: int) -> Entry:
-        return Entry(self, i)
+        return Entry(self._view, i)
 
     def entries(self) -> list[Entry]:
         """All entries in file order (header excluded; duplicates and branches included)."""
-        return [Entry(self, i) for i in range(len(self._core))]
+        return [Entry(self._view, i) for i in range(len(self._core))]
 
     def iter_entries(self) -> Iterator[Entry]:
         """Like :meth:`entries`, lazily."""
         for i in range(len(self._core)):
-            yield Entry(self, i)
+            yield Entry(self._view, i)
 
     def get_entries(self, since: str | None = None) -> list[Entry]:
         """Entries in file order; with ``since``, only those appended after the entry with
@@ -213,7 +213,7 @@ class Reads(SessionBase):
         """
         if since is None:
             return self.entries()
-        return [Entry(self, k) for k in range(self._since_start(since), len(self._core))]
+        return [Entry(self._view, k) for k in range(self._since_start(since), len(self._core))]
 
     def _since_start(self, since: Any) -> int:
         """File position after the entry ``since`` names; with a repeated id, after its first
@@ -239,7 +239,7 @@ class Reads(SessionBase):
             raise ValueError("limit must be >= 0")
         start = 0 if since is None else self._since_start(since)
         stop = len(self._core) if limit is None else min(len(self._core), start + limit)
-        return [Entry(self, k) for k in range(start, stop)]
+        return [Entry(self._view, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
         """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``)
@@ -247,7 +247,7 @@ class Reads(SessionBase):
         (:meth:`branch`, :meth:`get_branch`, :meth:`get_children`, ...) raises
         :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     def get_children(self, entry_id: str) -> list[Entry]:
         """Children of an entry in Pi's tree order (by timestamp, ties in file order).
@@ -255,7 +255,7 @@ class Reads(SessionBase):
         Raises:
             EntryNotFoundError: no entry has this id.
         """
-        return [Entry(self, c) for c in self._core.children(self._index_of(entry_id))]
+        return [Entry(self._view, c) for c in self._core.children(self._index_of(entry_id))]
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
         """Entries from the root down to ``from_id`` (default: the leaf), root first
@@ -272,7 +272,7 @@ class Reads(SessionBase):
             start = leaf
         else:
             start = self._index_of(from_id)
-        return [Entry(self, i) for i in self._walk(start)]
+        return [Entry(self._view, i) for i in self._walk(start)]
 
     def get_context_entries(self) -> list[Entry]:
         """The entries of the active branch that context building and compaction read, root
@@ -287,7 +287,7 @@ class Reads(SessionBase):
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return [Entry(self, i) for i in self.context_span()]
+        return [Entry(self._view, i) for i in self.context_span()]
 
     def entry_at(self, index: int) -> Entry:
         """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
@@ -297,7 +297,7 @@ class Reads(SessionBase):
         """
         if not 0 <= index < len(self._core):
             raise IndexError(f"entry index {index} out of range")
-        return Entry(self, index)
+        return Entry(self._view, index)
 
     def get_tree(self) -> list[TreeNode]:
         """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
@@ -318,7 +318,7 @@ class Reads(SessionBase):
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        src = TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        src = TreeSource(self._view, start, kids, label_of)  # nodes and entries made on access
         return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:

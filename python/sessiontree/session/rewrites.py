@@ -55,7 +55,7 @@ class Rewrites(SessionBase):
         cls = cast("type[Session]", type(self))  # the assembled class (this mixin is one of its parts)
         path = self._walk(self._index_of(leaf_id))
         ids, parent_ids, _, types, _, _, _ = self._core.table(path)
-        label_ids: dict[str, str | None] = {}
+        label_ids: dict[str | None, str | None] = {}
         kept: list[int] = []  # positions in path
         for k in range(len(path)):
             if types[k] == "label":
@@ -222,7 +222,7 @@ class Rewrites(SessionBase):
 
     def _reopen_keeping_leaf(self, leaf_null: bool, leaf_id: str | None) -> None:
         """Indexes the rewritten file afresh and puts the leaf back where it was (by id)."""
-        self._core = _core.Index.open(str(self._path))
+        self._core = self._view.index = _core.Index.open(str(self._path))  # old entries read it too
         if leaf_null:
             self._core.set_leaf(None)
         elif leaf_id is not None and self._core.index_of(leaf_id) is not None:

@@ -125,7 +125,7 @@ class Views(SessionBase):
         if leaf is None:
             return None
         i = self._core.find_back(leaf, etype, role)
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
         """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
@@ -312,7 +312,7 @@ class Views(SessionBase):
             SessionError: the tree walk would repeat whole subtrees past a size limit.
         """
         try:
-            return [Entry(self, i) for i in self._core.unreachable()]
+            return [Entry(self._view, i) for i in self._core.unreachable()]
         except SessionCycleError:
             return []
 

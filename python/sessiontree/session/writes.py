@@ -169,7 +169,8 @@ class Writes(SessionBase):
             version = self._core.leaf_version
             entry = build()
             if self._core.write_lines_if(dumps_entry(entry) + b"\n", version):
-                return entry["id"]
+                entry_id: str = entry["id"]
+                return entry_id
 
     def _append_field(self, type_: str, name: str | None, value: Any) -> str:
         """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one
@@ -193,6 +194,7 @@ class Writes(SessionBase):
             entry_id = None
         if entry_id is None:
             entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
+            assert entry_id is not None  # js=False: the core writes the text as given
         return entry_id
 
     def _base(self, type_: str) -> dict[str, Any]:

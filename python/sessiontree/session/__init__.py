@@ -48,6 +48,7 @@ from ..writer import (
     atomic_writer,
     check_lock_timeout,
     create_new_file,
+    file_head,
     write_copy,
 )  # the file I/O; atomic_write, atomic_writer and AtomicWriter stay importable from here
 
@@ -95,15 +96,6 @@ def _bom_reason(head: bytes) -> str | None:
     ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
     stays Pi's, only the message names the cause.)"""
     return "UTF-8 BOM at byte 0 (Pi rejects it)" if bytes(head[:3]) == b"\xef\xbb\xbf" else None
-
-
-def _file_head(path: Path, n: int = 3) -> bytes:
-    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
-    except OSError:
-        return b""
 
 
 class Session(Reads, Views, Writes, Rewrites, Delegates):
@@ -168,7 +160,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
         core = _core.Index.open(str(p), **cache)
-        if core.end == 0 and _file_head(p, 1):
+        if core.end == 0 and file_head(p, 1):
             # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
             # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
             raise SessionFormatError(
@@ -178,7 +170,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         # the folder the caller named (lexically, like Node's path.resolve), not where a
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
-        return cls._over_core(core, p, p, sdir, lambda: _file_head(p), durability=durability, lock_timeout=lock_timeout)
+        return cls._over_core(core, p, p, sdir, lambda: file_head(p), durability=durability, lock_timeout=lock_timeout)
 
     @classmethod
     def _over_core(

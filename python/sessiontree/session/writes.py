@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-import orjson
+from orjson import dumps as _orjson_dumps  # the append path's one global lookup
 
 from .._jsjson import js_stringify_bytes, js_trim
 from ..errors import EntryNotFoundError, LeafMovedError, SessionReadOnlyError
@@ -21,7 +21,7 @@ from ..paths import iso_now
 from ..writer import SessionWriter
 from .base import SessionBase, dumps_entry
 
-_FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
+_FORBIDDEN_MESSAGE_ROLES = frozenset(("compactionSummary", "branchSummary"))
 
 
 class _AnyLeaf:
@@ -189,7 +189,7 @@ class Writes(SessionBase):
         if not self._ready:
             self._prepare_write()
         try:  # (append_entry raises no TypeError for a str type and name)
-            entry_id = self._core.append_entry(type_, orjson.dumps(value), name)
+            entry_id = self._core.append_entry(type_, _orjson_dumps(value), name)
         except TypeError:  # orjson.JSONEncodeError included
             entry_id = None
         if entry_id is None:

@@ -242,10 +242,12 @@ class Reads(SessionBase):
         return [Entry(self._view, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``)
-        when no entry has it, a non-string id included. Every method that needs the entry
+        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``).
+
+        None when no entry has it, a non-string id included. Every method that needs the entry
         (:meth:`branch`, :meth:`get_branch`, :meth:`get_children`, ...) raises
-        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids."""
+        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids, the CLI
+        prints that line (exit 2) and RPC answers it (docs/divergences.md row 32)."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None
         return None if i is None else Entry(self._view, i)
 

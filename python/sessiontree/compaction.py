@@ -532,8 +532,10 @@ def serialize_conversation(llm_messages: Iterable[Any]) -> str:
 
 
 def _summary_message(entry: Entry, messages: list[Any]) -> Any:
-    """Pi ``getMessageFromEntryForCompaction``: an entry's first context message, except for
-    compaction entries and system messages (prompt state, folded into the checkpoint)."""
+    """Pi ``getMessageFromEntryForCompaction``.
+
+    An entry's first context message, except for compaction entries and system messages (prompt
+    state, folded into the checkpoint)."""
     if entry_type(entry) == "compaction" or not messages:
         return None
     first = messages[0]
@@ -610,8 +612,10 @@ def kept_boundary(found: tuple[Any, ...] | None) -> tuple[int, int | None]:
 
 
 def _cut_range(path: list[Any]) -> tuple[Any, ...]:
-    """``(path, boundary_start, previous_compaction)``: :func:`kept_boundary` applied to ``path``
-    (the latest compaction taken out of the returned path)."""
+    """``(path, boundary_start, previous_compaction)``.
+
+    :func:`kept_boundary` applied to ``path`` (the latest compaction taken out of the returned
+    path)."""
     boundary_start, dropped = kept_boundary(latest_compaction(path))
     if dropped is None:
         return path, 0, None

@@ -123,9 +123,10 @@ class EntryColumns(NamedTuple):
 
 
 class HeaderProbe(NamedTuple):
-    """The header of a file from its first bytes (:func:`probe_header`): ``state`` ``"more"``
-    (read more), ``"none"`` (no JSON value), ``"valid"`` (the header's JSON text is ``length``
-    bytes at ``offset``) or ``"invalid"`` (``reason`` says why)."""
+    """The header of a file from its first bytes (:func:`probe_header`).
+
+    ``state`` ``"more"`` (read more), ``"none"`` (no JSON value), ``"valid"`` (the header's JSON
+    text is ``length`` bytes at ``offset``) or ``"invalid"`` (``reason`` says why)."""
 
     state: Literal["more", "none", "valid", "invalid"]
     reason: str | None
@@ -134,8 +135,9 @@ class HeaderProbe(NamedTuple):
 
 
 class TreeTable(NamedTuple):
-    """Pi's tree as entry positions (:meth:`Session.tree_table`, ``_core.Index.tree_table``):
-    root nodes, and the children of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
+    """Pi's tree as entry positions (:meth:`Session.tree_table`, ``_core.Index.tree_table``).
+
+    Root nodes, and the children of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
 
     roots: list[int]
     start: list[int]
@@ -180,17 +182,19 @@ SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
 
 
 def new_scrubber(header: bool, replay: str, record: bool) -> Any:
-    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
-    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
-    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/).
+
+    Blocks of a session file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd``
+    and ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
     ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
     return _core.Scrubber(bool(header), replay, bool(record))
 
 
 class ScrubStats(NamedTuple):
-    """What the core's scrubber counted so far (``_core.Scrubber.stats``): ``bytes_in`` fed,
-    ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off counted),
-    ``replay_fields`` kept or dropped."""
+    """What the core's scrubber counted so far (``_core.Scrubber.stats``).
+
+    ``bytes_in`` fed, ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off
+    counted), ``replay_fields`` kept or dropped."""
 
     bytes_in: int
     lines_changed: int
@@ -199,10 +203,11 @@ class ScrubStats(NamedTuple):
 
 
 class EntryTable(NamedTuple):
-    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
-    length: entry positions, ``id`` and ``parentId`` (when strings, else None), whether
-    ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
-    byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
+    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same length.
+
+    Entry positions, ``id`` and ``parentId`` (when strings, else None), whether ``parentId`` is
+    JSON null, ``type`` and ``message.role`` (when strings), 1-based line and byte offset of
+    each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
 
     index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     id: list[str | None]
@@ -227,9 +232,10 @@ class EntryMetrics(NamedTuple):
 
 
 class AbandonedBranch(NamedTuple):
-    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`): the entry positions
-    from just below the common ancestor down to the old leaf, root first, and the ancestor's
-    id (None: the branches share no ancestor)."""
+    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`).
+
+    The entry positions from just below the common ancestor down to the old leaf, root first,
+    and the ancestor's id (None: the branches share no ancestor)."""
 
     indices: list[int]
     ancestor_id: str | None
@@ -426,8 +432,10 @@ _UNSET: Any = _Unset()
 
 @dataclass(eq=False)
 class TreeNode:
-    """A node of :meth:`Session.get_tree`: the ``entry``, its ``children`` (TreeNodes in Pi's
-    order: by timestamp, ties in file order) and its resolved ``label`` (str or None)."""
+    """A node of :meth:`Session.get_tree`.
+
+    The ``entry``, its ``children`` (TreeNodes in Pi's order: by timestamp, ties in file order)
+    and its resolved ``label`` (str or None)."""
 
     entry: Entry
     children: list["TreeNode"] = field(default_factory=list)
@@ -438,10 +446,12 @@ class TreeNode:
 
 
 class TreeSource:
-    """What the nodes of one :meth:`Session.get_tree` call share: the core's tree table taken
-    at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are node ``i``'s children), the
-    labels resolved at the call, and the nodes made so far (one per position, so a repeated id
-    is one node listed once per occurrence, as the eager tree had it)."""
+    """What the nodes of one :meth:`Session.get_tree` call share.
+
+    The core's tree table taken at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are
+    node ``i``'s children), the labels resolved at the call, and the nodes made so far (one per
+    position, so a repeated id is one node listed once per occurrence, as the eager tree had
+    it)."""
 
     __slots__ = ("view", "start", "kids", "label_of", "nodes")
 
@@ -460,9 +470,11 @@ class TreeSource:
 
 
 class _LazyTreeNode(TreeNode):
-    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access: its ``entry``
-    is made when first read, its ``children`` list when first read (their nodes then, not
-    their subtrees); both are kept once made, and may be reassigned as on any ``TreeNode``."""
+    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access.
+
+    Its ``entry`` is made when first read, its ``children`` list when first read (their nodes
+    then, not their subtrees); both are kept once made, and may be reassigned as on any
+    ``TreeNode``."""
 
     __slots__ = ("_src", "_i", "_entry", "_children", "label")
 
@@ -510,11 +522,13 @@ class _LazyTreeNode(TreeNode):
 
 
 def entry_value(entry: Any) -> Any:
-    """The parsed value behind one entry, for the pure functions: an :class:`Entry` gives its
-    :attr:`Entry.raw` (parsed now if it was not yet), a plain ``dict`` (or any non-mapping value)
-    is returned as is, any other mapping is copied into a ``dict``. The pure functions
-    (:mod:`sessiontree.context`, :mod:`sessiontree.compaction`, :mod:`sessiontree.branch_summary`,
-    ...) call this on what they are given, so ``Session``'s entries and dicts give the same answer."""
+    """The parsed value behind one entry, for the pure functions.
+
+    An :class:`Entry` gives its :attr:`Entry.raw` (parsed now if it was not yet), a plain
+    ``dict`` (or any non-mapping value) is returned as is, any other mapping is copied into a
+    ``dict``. The pure functions (:mod:`sessiontree.context`, :mod:`sessiontree.compaction`,
+    :mod:`sessiontree.branch_summary`, ...) call this on what they are given, so ``Session``'s
+    entries and dicts give the same answer."""
     if type(entry) is dict:  # the common case first (isinstance on an ABC is slow)
         return entry
     if isinstance(entry, Entry):

@@ -87,8 +87,10 @@ class SessionInfo:
 
 
 def parent_session_of(header: Any) -> str | None:
-    """A header's parent session path: ``parentSession``, else the legacy ``branchedFrom``
-    (older Pi versions), when a string; else None."""
+    """A header's parent session path.
+
+    ``parentSession``, else the legacy ``branchedFrom`` (older Pi versions), when a string; else
+    None."""
     if not isinstance(header, dict):
         return None
     for key in ("parentSession", "branchedFrom"):

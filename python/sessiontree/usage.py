@@ -87,10 +87,12 @@ def _carries_usage(entry: Any) -> Any:
 
 
 class UsageAccumulator:
-    """A running :class:`UsageTotals`: :meth:`add` entries (file order) as they come, read
-    :meth:`totals` any time; the same sums, in the same order, as
-    :func:`usage_totals_of_entries` over all of them. :meth:`sessiontree.Session.usage_totals`
-    keeps one, so each call costs the entries appended since the last one."""
+    """A running :class:`UsageTotals`.
+
+    :meth:`add` entries (file order) as they come, read :meth:`totals` any time; the same sums,
+    in the same order, as :func:`usage_totals_of_entries` over all of them.
+    :meth:`sessiontree.Session.usage_totals` keeps one, so each call costs the entries appended
+    since the last one."""
 
     __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count", "skip_missing", "_seen", "_carriers")
 
@@ -158,10 +160,11 @@ class UsageAccumulator:
         self.input, self.output, self.cache_read, self.cache_write, self.cost = sums
 
     def totals(self) -> UsageTotals:
-        """The sums so far (tokens; ``cost`` in dollars); ``total`` is input + output + cache reads
-        + cache writes, as Pi's ``get_session_stats`` reports it. With ``skip_missing``, a sum
-        the usages added gave no number to is ``None`` (``total``: the sum of the four that are
-        not)."""
+        """The sums so far (tokens; ``cost`` in dollars).
+
+        ``total`` is input + output + cache reads + cache writes, as Pi's ``get_session_stats``
+        reports it. With ``skip_missing``, a sum the usages added gave no number to is ``None``
+        (``total``: the sum of the four that are not)."""
         i, o, cr, cw = self.input, self.output, self.cache_read, self.cache_write
         if self.skip_missing:
             parts = [

@@ -215,8 +215,10 @@ def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, alre
 
 
 def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    """What a compaction would do: :func:`sessiontree.orchestration.plan_compaction` (the plan
-    ``compact`` runs), shown without a summarizer."""
+    """What a compaction would do.
+
+    :func:`sessiontree.orchestration.plan_compaction` (the plan ``compact`` runs), shown without
+    a summarizer."""
     from ..context import should_compact
     from ..orchestration import AlreadyCompactedError, NothingToCompactError, plan_compaction
 

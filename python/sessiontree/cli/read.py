@@ -120,9 +120,11 @@ from .tree import cmd_tree as cmd_tree  # noqa: E402  (its own module: the strea
 
 
 def cmd_branch(s: Session, args: argparse.Namespace) -> int:
-    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview,
-    printed as it is read (``--since ID``: only the entries after ID on the branch;
-    ``--limit N``: the first N of them; previews are read for the lines shown only).
+    """The branch root → leaf (or root → ``--from ID``).
+
+    Depth, id, role or type, preview, printed as it is read (``--since ID``: only the entries
+    after ID on the branch; ``--limit N``: the first N of them; previews are read for the lines
+    shown only).
 
     Raises:
         EntryNotFoundError: ``--from`` or ``--since`` names no entry.
@@ -222,8 +224,9 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
 
 
 def cmd_context(s: Session, args: argparse.Namespace) -> int:
-    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``): index,
-    role, estimated tokens, source entry, preview; then thinking level, model, total.
+    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``).
+
+    Index, role, estimated tokens, source entry, preview; then thinking level, model, total.
 
     Raises:
         SessionCycleError: the active branch loops.

@@ -1,5 +1,7 @@
-"""Rendering for the command line: safe text (no terminal control sequence from a file ever
-reaches the terminal), JSON documents, previews of entries and messages, the output stream."""
+"""Rendering for the command line.
+
+Safe text (no terminal control sequence from a file ever reaches the terminal), JSON documents,
+previews of entries and messages, the output stream."""
 
 from __future__ import annotations
 
@@ -299,9 +301,11 @@ class _Out:
 
 
 class _Stream:
-    """Human output lines written as they come: the first line at once, then in chunks
-    (every ``chunk`` lines or ``interval`` seconds, whichever comes first), so a long
-    listing starts printing before it is built and never holds all its lines."""
+    """Human output lines written as they come.
+
+    The first line at once, then in chunks (every ``chunk`` lines or ``interval`` seconds,
+    whichever comes first), so a long listing starts printing before it is built and never holds
+    all its lines."""
 
     def __init__(self, chunk: int = 512, interval: float = 0.1) -> None:
         self.lines: list[str] = []
@@ -331,9 +335,10 @@ def _stdout_is_terminal() -> bool:
 
 
 def progress_wanted(args: argparse.Namespace, streams_to_stdout: bool = False) -> bool:
-    """A progress bar for this command: ``--progress``, or stderr is a terminal (and, for a
-    command that streams its lines, stdout is not: there the lines show the progress);
-    never with ``--no-progress``."""
+    """A progress bar for this command.
+
+    ``--progress``, or stderr is a terminal (and, for a command that streams its lines, stdout
+    is not: there the lines show the progress); never with ``--no-progress``."""
     if getattr(args, "no_progress", False):
         return False
     if getattr(args, "progress", False):

@@ -97,8 +97,10 @@ def walk_rows(
 
 
 class _JsonStream:
-    """The ``tree --json`` document written as it is made: the same text :func:`json_document`
-    gives for the whole document, one node at a time (memory stays flat)."""
+    """The ``tree --json`` document written as it is made.
+
+    The same text :func:`json_document` gives for the whole document, one node at a time (memory
+    stays flat)."""
 
     def __init__(self, out: _Stream) -> None:
         self.out = out

@@ -35,9 +35,10 @@ from .compact import (
 
 
 def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
-    """Move the leaf like Pi's ``/tree`` and write what Pi's format can keep: a branch summary
-    (``--summarize``) and/or a label (``--label``). Exit 1 when neither is asked (nothing would
-    be written: Pi reopens a file at its last entry), unless ``--dry-run``."""
+    """Move the leaf like Pi's ``/tree`` and write what Pi's format can keep.
+
+    A branch summary (``--summarize``) and/or a label (``--label``). Exit 1 when neither is
+    asked (nothing would be written: Pi reopens a file at its last entry), unless ``--dry-run``."""
     from ..summarizers import SummarizerError
 
     target = s.get_entry(args.target_id)

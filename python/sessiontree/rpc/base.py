@@ -1,7 +1,9 @@
-"""What every command of :class:`~sessiontree.rpc.RpcServer` stands on: the connection's
-current session (shared through a :class:`~sessiontree.rpc.sessions.SessionRegistry`), the new
-session announced but not yet written, the refresh before a command, events, and the writer gate
-around a write. The commands themselves are in ``reads.py`` and ``writes.py``."""
+"""What every command of :class:`~sessiontree.rpc.RpcServer` stands on.
+
+The connection's current session (shared through a
+:class:`~sessiontree.rpc.sessions.SessionRegistry`), the new session announced but not yet
+written, the refresh before a command, events, and the writer gate around a write. The commands
+themselves are in ``reads.py`` and ``writes.py``."""
 
 from __future__ import annotations
 
@@ -94,8 +96,9 @@ class ServerBase:
         self._pending = spec
 
     def _materialize(self) -> Session:
-        """A new session is written on its first entry (Pi writes it lazily too), at the path
-        announced; connections waiting on the same announced session share the file."""
+        """A new session is written on its first entry (Pi writes it lazily too), at the path announced.
+
+        Connections waiting on the same announced session share the file."""
         spec = self._pending
         if spec is not None:
             shared = self.registry.create(spec)
@@ -144,8 +147,9 @@ class ServerBase:
             pass
 
     def _write(self, fn: Callable[[Session], Any]) -> Any:
-        """Run a write under the current file's writer gate (one writer at a time per file);
-        release the file lock afterwards when ``release_after_write``."""
+        """Run a write under the current file's writer gate (one writer at a time per file).
+
+        Release the file lock afterwards when ``release_after_write``."""
         self._materialize()
         shared = self._cur
         with shared.gate:
@@ -170,8 +174,9 @@ class ServerBase:
         build: Callable[[], dict[str, Any]],
         text: Callable[[], bytes] | None = None,
     ) -> dict[str, Any]:
-        """A success response whose ``data`` (``build()``) depends only on the session: cached;
-        for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
+        """A success response whose ``data`` (``build()``) depends only on the session.
+
+        Cached; for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
         directly, when given, without building the value)."""
         if self._text_ok:
             data_text = self._cached(name + ":text", text or (lambda: encode(self._cached(name, build))))

@@ -76,15 +76,17 @@ __version__: str = _core.__version__
 
 
 def convert_detect(path: str) -> str:
-    """The core's format detection (``_core.convert_detect``, rust/src/convert/):
-    ``"claude-code"``, ``"codex"`` or ``"pi"`` from a file's first lines. :mod:`sessiontree.convert`
-    drives it."""
+    """The core's format detection (``_core.convert_detect``, rust/src/convert/).
+
+    ``"claude-code"``, ``"codex"`` or ``"pi"`` from a file's first lines.
+    :mod:`sessiontree.convert` drives it."""
     return _core.convert_detect(path)
 
 
 def convert_file(src: str, out: str, source: str, target: str) -> dict[str, Any]:
-    """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released): its
-    report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
+    """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released).
+
+    Its report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
     return _core.convert_file(src, out, source, target)
 
 
@@ -184,9 +186,10 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         durability: Durability = "flush",
         lock_timeout: float | None = None,
     ) -> "Session":
-        """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
-        checks, migration in memory, a header in memory for an empty file. ``head()`` gives the
-        first bytes (read only to explain a refusal)."""
+        """The session over a freshly scanned index (``open`` and ``from_bytes``).
+
+        The header checks, migration in memory, a header in memory for an empty file. ``head()``
+        gives the first bytes (read only to explain a refusal)."""
         p = shown
         state, reason = core.header_state()
         if state == "invalid":
@@ -339,8 +342,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def in_memory(cls, cwd: str = ".", *, session_id: str | None = None) -> "Session":
-        """A session that lives only in memory (Pi ``SessionManager.inMemory``); ``session_id``
-        default a new UUID.
+        """A session that lives only in memory (Pi ``SessionManager.inMemory``).
+
+        ``session_id`` default a new UUID.
 
         Raises:
             TypeError: ``session_id`` is not a str.

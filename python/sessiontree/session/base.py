@@ -26,9 +26,10 @@ from ..writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_tim
 
 
 def dumps_entry(value: Any) -> bytes:
-    """Serialize an entry as one JSON line's text (no newline): the bytes of Pi's
-    ``JSON.stringify`` (:func:`sessiontree._jsjson.js_stringify_bytes`: orjson's text with
-    JavaScript's number spelling, array-index keys first)."""
+    """Serialize an entry as one JSON line's text (no newline).
+
+    The bytes of Pi's ``JSON.stringify`` (:func:`sessiontree._jsjson.js_stringify_bytes`:
+    orjson's text with JavaScript's number spelling, array-index keys first)."""
     return js_stringify_bytes(value)
 
 
@@ -148,9 +149,11 @@ class SessionBase:
         return [] if leaf is None else self._walk(leaf)
 
     def _name_entry(self, exc: PiError) -> PiError:
-        """``exc`` naming the entry whose content raised it (id and line): the first entry on
-        the current branch, then in the file, whose content raises the same Pi error
-        (:func:`sessiontree.validation.entry_content_error`). Runs only when an error was raised."""
+        """``exc`` naming the entry whose content raised it (id and line).
+
+        The first entry on the current branch, then in the file, whose content raises the same
+        Pi error (:func:`sessiontree.validation.entry_content_error`). Runs only when an error
+        was raised."""
         if exc.entry_id is not None or exc.line is not None:
             return exc
         try:

@@ -61,8 +61,9 @@ class Reads(SessionBase):
 
     @property
     def file_header(self) -> dict[str, Any] | None:
-        """The header line as it is in the file, parsed (before any migration: a v1 file has no
-        ``version``); None for an empty file or a header line that is not a JSON object."""
+        """The header line as it is in the file, parsed (before any migration: a v1 file has no ``version``).
+
+        None for an empty file or a header line that is not a JSON object."""
         line = self._core.header_line()
         if line is None:
             return None
@@ -88,7 +89,8 @@ class Reads(SessionBase):
 
     @property
     def session_name(self) -> str | None:
-        """``name.trim()`` of the last ``session_info`` entry in file order, on any branch;
+        """``name.trim()`` of the last ``session_info`` entry in file order, on any branch.
+
         None when there is none or it is empty (Pi 1.6 ``getSessionName``)."""
         i = self._core.session_info_entry()
         if i is None:
@@ -116,17 +118,19 @@ class Reads(SessionBase):
 
     @property
     def problems(self) -> "ProblemList":
-        """Lines Pi skips or that look damaged, in file order: a sequence of :class:`Problem`
-        built on access (``len()``, indexing, iteration)."""
+        """Lines Pi skips or that look damaged, in file order.
+
+        A sequence of :class:`Problem` built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
     def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-        """Every problem in the file, sorted by line: the line problems of :attr:`problems`
-        (same line, offset, kind and message), structural ones (``missing_id``,
-        ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
-        ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with ``content``,
-        ``content_error`` for entries whose content Pi would throw on when estimating,
-        compacting or summarizing. See :mod:`sessiontree.validation`.
+        """Every problem in the file, sorted by line.
+
+        The line problems of :attr:`problems` (same line, offset, kind and message), structural
+        ones (``missing_id``, ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``,
+        ``parent_cycle``, ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with
+        ``content``, ``content_error`` for entries whose content Pi would throw on when
+        estimating, compacting or summarizing. See :mod:`sessiontree.validation`.
 
         Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
         ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
@@ -171,9 +175,10 @@ class Reads(SessionBase):
 
     @property
     def indexed_bytes(self) -> int:
-        """Bytes of the session file this session has indexed: the file's length at the last
-        scan, :meth:`refresh` or append (for :meth:`from_bytes`, the data's length; 0 for a new
-        in-memory session). Cost: none (the index knows it)."""
+        """Bytes of the session file this session has indexed.
+
+        The file's length at the last scan, :meth:`refresh` or append (for :meth:`from_bytes`,
+        the data's length; 0 for a new in-memory session). Cost: none (the index knows it)."""
         return self._core.end
 
     def __len__(self) -> int:
@@ -216,9 +221,10 @@ class Reads(SessionBase):
         return [Entry(self._view, k) for k in range(self._since_start(since), len(self._core))]
 
     def _since_start(self, since: Any) -> int:
-        """File position after the entry ``since`` names; with a repeated id, after its first
-        occurrence (Pi ``entries.findIndex``). The scan for the first occurrence runs only when
-        the file repeats ids."""
+        """File position after the entry ``since`` names.
+
+        With a repeated id, after its first occurrence (Pi ``entries.findIndex``). The scan for
+        the first occurrence runs only when the file repeats ids."""
         i = self._lookup(since) if isinstance(since, str) else None
         if i is None:
             raise EntryNotFoundError.of(since)
@@ -228,8 +234,10 @@ class Reads(SessionBase):
         return i + 1
 
     def get_entries_page(self, since: str | None = None, limit: int | None = None) -> list[Entry]:
-        """Like :meth:`get_entries`, at most ``limit`` entries (None: all): one page of the
-        file-order listing, for paging through huge files. Cost follows the page, not the file.
+        """Like :meth:`get_entries`, at most ``limit`` entries (None: all).
+
+        One page of the file-order listing, for paging through huge files. Cost follows the
+        page, not the file.
 
         Raises:
             EntryNotFoundError: ``since`` names no entry (``Entry not found: <id>``).
@@ -277,14 +285,16 @@ class Reads(SessionBase):
         return [Entry(self._view, i) for i in self._walk(start)]
 
     def get_context_entries(self) -> list[Entry]:
-        """The entries of the active branch that context building and compaction read, root
-        first: the whole branch when it holds no compaction; otherwise the latest compaction's
-        kept range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier
-        entries whose values still count (the latest thinking-level and model entries before
-        it, and any ``context_edit``). Every pure function (:func:`~sessiontree.context.build_session_context`,
+        """The entries of the active branch that context building and compaction read, root first.
+
+        The whole branch when it holds no compaction; otherwise the latest compaction's kept
+        range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier entries
+        whose values still count (the latest thinking-level and model entries before it, and any
+        ``context_edit``). Every pure function
+        (:func:`~sessiontree.context.build_session_context`,
         :func:`~sessiontree.compaction.prepare_compaction`, ...) gives the same answer on this
-        list as on :meth:`get_branch`, at a cost that follows the context, not the branch:
-        the index walks back from the leaf and no line is parsed until read.
+        list as on :meth:`get_branch`, at a cost that follows the context, not the branch: the
+        index walks back from the leaf and no line is parsed until read.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
@@ -302,10 +312,11 @@ class Reads(SessionBase):
         return Entry(self._view, index)
 
     def get_tree(self) -> list[TreeNode]:
-        """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
-        ``parentId`` is null, their own id, or unknown (orphans); children sorted by
-        timestamp, ties in file order; a repeated id is one node listed once per occurrence.
-        Built without recursion.
+        """The whole tree as root :class:`TreeNode` s (Pi ``getTree``).
+
+        Roots are entries whose ``parentId`` is null, their own id, or unknown (orphans);
+        children sorted by timestamp, ties in file order; a repeated id is one node listed once
+        per occurrence. Built without recursion.
 
         Raises:
             SessionCycleError: duplicate ids put a node below itself (Pi's ``getTree`` returns
@@ -360,9 +371,9 @@ class Reads(SessionBase):
         return repair_for_provider(ctx.messages, ctx.sources)
 
     def usage_totals(self) -> UsageTotals:
-        """Token and cost totals over every entry of the file (Pi ``get_session_stats``
-        ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
-        :class:`~sessiontree.usage.UsageTotals`."""
+        """Token and cost totals over every entry of the file (Pi ``get_session_stats`` ``tokens``/``cost``).
+
+        See :mod:`sessiontree.usage`. Returns a :class:`~sessiontree.usage.UsageTotals`."""
         types = USAGE_TYPES  # the entry-type table: message, compaction, branch_summary, usage
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
@@ -400,9 +411,10 @@ class Reads(SessionBase):
         return self._core.refresh()
 
     def index_cache_state(self) -> tuple[str, int, str]:
-        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was
-        opened: ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes
-        after ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because
-        ``why``, then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved:
-        e.g. below the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was opened.
+
+        ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes after
+        ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because ``why``,
+        then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved: e.g. below
+        the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
         return self._core.cache_state()

@@ -179,11 +179,13 @@ class Rewrites(SessionBase):
         header: bool = False,
         replay: str = "keep",
     ) -> "ScrubReport":
-        """Scrub secrets from this session's file (see :mod:`sessiontree.scrub`): into ``out``,
-        rewriting the file (``in_place``), or only finding them (``check``). Returns the
-        :class:`~sessiontree.scrub.ScrubReport` (kinds, JSON pointers, offsets, hashes: never a
-        value). ``header`` also searches the header's ``cwd`` and ``parentSession``; ``replay``
-        (``keep``/``drop``) is the policy for provider replay fields.
+        """Scrub secrets from this session's file (see :mod:`sessiontree.scrub`).
+
+        Into ``out``, rewriting the file (``in_place``), or only finding them (``check``).
+        Returns the :class:`~sessiontree.scrub.ScrubReport` (kinds, JSON pointers, offsets,
+        hashes: never a value). ``header`` also searches the header's ``cwd`` and
+        ``parentSession``; ``replay`` (``keep``/``drop``) is the policy for provider replay
+        fields.
 
         ``in_place`` takes this session's writer lock, rewrites the file atomically (mode and
         owner kept; a symlink's target rewritten), then re-indexes it with the same leaf, and

@@ -57,10 +57,12 @@ _WRITING: "weakref.WeakSet[Writes]" = weakref.WeakSet()
 
 
 def _drop_writers_after_fork() -> None:
-    """In a child process after ``os.fork()``: every Session that was writing becomes a reader
-    of what it knows. The entries the parent buffered are the parent's to write (the child
-    writing them too would write them twice), and the parent's lock is not the child's (the
-    child's next write takes the lock anew, and waits for the parent's)."""
+    """In a child process after ``os.fork()``.
+
+    Every Session that was writing becomes a reader of what it knows. The entries the parent
+    buffered are the parent's to write (the child writing them too would write them twice), and
+    the parent's lock is not the child's (the child's next write takes the lock anew, and waits
+    for the parent's)."""
     for s in list(_WRITING):
         s._forget_writer_after_fork()
     _WRITING.clear()
@@ -173,8 +175,9 @@ class Writes(SessionBase):
                 return entry_id
 
     def _append_field(self, type_: str, name: str | None, value: Any) -> str:
-        """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one
-        core call: the Rust core picks the id and timestamp, builds (giving orjson's text
+        """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one core call.
+
+        The Rust core picks the id and timestamp, builds (giving orjson's text
         ``JSON.stringify``'s number spelling), writes (per the durability mode) and indexes the
         line; ``value`` is serialized alone and the core writes ``"name":`` before it. ``name``
         None: ``value`` is the dict of fields, written after the four. Returns the new id.
@@ -336,10 +339,11 @@ class Writes(SessionBase):
         )
 
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
-        """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
-        message from future model context; ``{"content": ...}`` replaces its content (a string
-        becomes one text block for assistant and tool-result messages). The target entry
-        itself is never changed. Returns the edit's id.
+        """Append a ``context_edit`` entry (Pi 1.6).
+
+        ``replacement`` None omits the target's message from future model context; ``{"content":
+        ...}`` replaces its content (a string becomes one text block for assistant and
+        tool-result messages). The target entry itself is never changed. Returns the edit's id.
 
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.

@@ -625,9 +625,10 @@ def _cut_range(path: list[Any]) -> tuple[Any, ...]:
 def latest_cut_keep(
     path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS
 ) -> Optional[int | float]:
-    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the **latest** valid cut point
-    of the path (after the previous kept boundary), or ``None`` when no cut point after the
-    first one exists (then nothing can be freed).
+    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the path's **latest** cut point.
+
+    The latest valid cut point after the previous kept boundary; ``None`` when no cut point
+    after the first one exists (then nothing can be freed).
 
     Auto-compaction's fallback (docs/divergences.md): when the context is over the threshold
     but :func:`prepare_compaction` finds nothing to summarize (the keep budget falls inside a

@@ -702,8 +702,10 @@ def estimate_messages_tokens(messages: Sequence[dict[str, Any]]) -> int | float:
 def should_compact(
     context_tokens: float, context_window: int, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS
 ) -> bool:
-    """Pi's ``shouldCompact``: ``settings.enabled and context_tokens > context_window -
-    settings.reserve_tokens`` (tokens and window in Pi's token units; NaN is never over)."""
+    """Pi's ``shouldCompact``: whether the context is over the window minus the reserve.
+
+    ``settings.enabled and context_tokens > context_window - settings.reserve_tokens`` (tokens
+    and window in Pi's token units; NaN is never over)."""
     if not settings.enabled:
         return False
     return context_tokens > context_window - settings.reserve_tokens

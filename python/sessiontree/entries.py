@@ -19,8 +19,9 @@ from .errors import SessionError
 
 
 def probe_header(buf: bytes, eof: bool) -> "HeaderProbe":
-    """The header of a file from its first bytes ``buf`` (``eof``: that is the whole file), by
-    the rule ``Session.open`` applies (the core's ``header_probe``), as a :class:`HeaderProbe`:
+    """The header of a file from its first bytes ``buf``, by the rule ``Session.open`` applies.
+
+    ``eof``: ``buf`` is the whole file. The core's ``header_probe``, as a :class:`HeaderProbe`:
     ``("more", None, 0, 0)`` (read more), ``("none", None, 0, 0)`` (no JSON value),
     ``("valid", None, offset, len)`` or ``("invalid", reason, 0, 0)``. Listing uses it so that
     listing and opening agree."""
@@ -84,8 +85,9 @@ PROBLEM_KINDS: tuple[str, ...] = _core.PROBLEM_KINDS
 
 
 class Problem(NamedTuple):
-    """A skipped or odd line: 1-based ``line`` number, byte ``offset`` of the line, ``kind``
-    (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,
+    """A skipped or odd line of a session file.
+
+    1-based ``line`` number, byte ``offset`` of the line, ``kind`` (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,
     ``invalid_utf8``, ``line_too_long``) and a human ``message``."""
 
     line: int
@@ -95,8 +97,9 @@ class Problem(NamedTuple):
 
 
 class EntryRecord(NamedTuple):
-    """One entry's facts from the index, what :class:`Entry` shows without parsing its line
-    (``_core.Index.record``): ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
+    """One entry's facts from the index, what :class:`Entry` shows without parsing its line.
+
+    ``_core.Index.record``: ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
     v2 ``hookMessage`` reads ``custom``) when strings, else None; ``parent_is_null``
     (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` of the line."""
 
@@ -110,8 +113,9 @@ class EntryRecord(NamedTuple):
 
 
 class EntryColumns(NamedTuple):
-    """What listings show of many entries, one list per field (``_core.Index.table``; the
-    facts of :class:`EntryRecord`)."""
+    """What listings show of many entries, one list per field.
+
+    From ``_core.Index.table``: the facts of :class:`EntryRecord`."""
 
     ids: list[str | None]
     parent_ids: list[str | None]
@@ -145,8 +149,9 @@ class TreeTable(NamedTuple):
 
 
 class ScrubFinding(NamedTuple):
-    """One secret found (never its value), as the core's scrubber gives it
-    (``_core.Scrubber.take_findings``; :mod:`sessiontree.scrub` reports them).
+    """One secret found (never its value), as the core's scrubber gives it.
+
+    From ``_core.Scrubber.take_findings``; :mod:`sessiontree.scrub` reports them.
 
     ``line``: 1-based line number; ``entry_id``: the entry's id (None for the header, a line
     that is not JSON or an entry without a string id); ``pointer``: RFC 6901 JSON pointer of the
@@ -220,8 +225,9 @@ class EntryTable(NamedTuple):
 
 
 class EntryMetrics(NamedTuple):
-    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`), all
-    the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
+    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`).
+
+    All the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
     since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
     throws)."""
 
@@ -242,8 +248,10 @@ class AbandonedBranch(NamedTuple):
 
 
 class CutPoint(NamedTuple):
-    """A cut point as entry ids: the first entry kept verbatim, the entry opening the turn the
-    cut splits (None when the cut does not split a turn), and whether it splits one."""
+    """A cut point as entry ids.
+
+    The first entry kept verbatim, the entry opening the turn the cut splits (None when the cut
+    does not split a turn), and whether it splits one."""
 
     first_kept_entry_id: str | None
     turn_start_entry_id: str | None
@@ -251,8 +259,10 @@ class CutPoint(NamedTuple):
 
 
 class ProblemList(Sequence[Problem]):
-    """The problems of a session, built one by one on access (a file of millions of bad lines
-    costs a compact record per line in Rust, not a Python object per line)."""
+    """The problems of a session, built one by one on access.
+
+    A file of millions of bad lines costs a compact record per line in Rust, not a Python object
+    per line."""
 
     __slots__ = ("_core", "_n")
 
@@ -337,8 +347,9 @@ class Entry(Mapping[str, Any]):
 
     @property
     def parent_is_null(self) -> bool:
-        """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
-        not a string (``parent_id`` is None in all three cases)."""
+        """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule).
+
+        As opposed to missing or not a string (``parent_id`` is None in all three cases)."""
         core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core

@@ -122,8 +122,10 @@ def _read_header_fd(fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
 
 
 def _open_regular(path: Path) -> int | None:
-    """A read-only descriptor of ``path`` if it is a regular file (FIFOs and devices are not
-    opened for reading: ``O_NONBLOCK`` keeps a FIFO from blocking, then it is refused)."""
+    """A read-only descriptor of ``path`` if it is a regular file, else None.
+
+    FIFOs and devices are not opened for reading: ``O_NONBLOCK`` keeps a FIFO from blocking,
+    then it is refused."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:

@@ -177,8 +177,10 @@ class UsageAccumulator:
 
 
 def usage_totals_of_entries(entries: Iterable[Any], *, skip_missing: bool = False) -> UsageTotals:
-    """Sum the usage of ``entries`` (entry dicts or :class:`~sessiontree.entries.Entry`, file
-    order) by the rules of this module (``skip_missing``: see :class:`UsageAccumulator`).
+    """Sum the usage of ``entries`` (file order) by the rules of this module.
+
+    ``entries``: entry dicts or :class:`~sessiontree.entries.Entry`; ``skip_missing``: see
+    :class:`UsageAccumulator`.
 
         >>> u = {"input": 10, "output": 2, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}
         >>> usage_totals_of_entries([{"type": "usage", "usage": u},

@@ -69,8 +69,10 @@ def _json_escape(m: re.Match[bytes]) -> bytes:
 
 
 def json_document(doc: Any) -> str:
-    """``doc`` as indented JSON text (orjson; JavaScript-exact writer for lone surrogates and
-    big integers), with C1/DEL/bidi characters escaped as ``\\uXXXX`` (same value)."""
+    """``doc`` as indented JSON text, with C1/DEL/bidi characters escaped as ``\\uXXXX``.
+
+    orjson; the JavaScript-exact writer for lone surrogates and big integers. The escapes keep
+    the value."""
     try:
         data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):

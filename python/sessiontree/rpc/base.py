@@ -161,9 +161,10 @@ class ServerBase:
                     s.close()
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
-        """The current session's answer ``name``, computed once per state of its bytes and
-        leaf (:class:`~sessiontree.rpc.sessions.AnswerCache`, shared by the connections on
-        its file). Only for values that depend on nothing but the session."""
+        """The current session's answer ``name``, computed once per state of its bytes and leaf.
+
+        Kept by :class:`~sessiontree.rpc.sessions.AnswerCache`, shared by the connections on its
+        file. Only for values that depend on nothing but the session."""
         return self._cur.cache.get(self.session, name, compute)
 
     def _reply(

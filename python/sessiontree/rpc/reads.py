@@ -1,5 +1,6 @@
-"""The RPC commands that read the current session (Pi's ``get_*`` commands, and ``get_entry``
-and ``list_sessions`` after ``hello``), with the Pi agent-session rule they use."""
+"""The RPC commands that read the current session, with the Pi agent-session rule they use.
+
+Pi's ``get_*`` commands, and ``get_entry`` and ``list_sessions`` after ``hello``."""
 
 from __future__ import annotations
 

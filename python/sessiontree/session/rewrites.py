@@ -156,9 +156,9 @@ class Rewrites(SessionBase):
         return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
 
     def to_otlp(self, path: str | os.PathLike[str], *, content: str = "none") -> "OtelReport":
-        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON (one
-        ``ExportTraceServiceRequest`` per line) to ``path``, atomically; returns its
-        :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
+        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON to ``path``, atomically.
+
+        One ``ExportTraceServiceRequest`` per line; returns its :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
         ``scrubbed`` or ``full``. See :mod:`sessiontree.otel` (the mapping) and ``docs/otel.md``.
 
         Raises:

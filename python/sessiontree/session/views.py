@@ -55,9 +55,10 @@ class Views(SessionBase):
         return self.raw_values(self.context_span(context_rule=False))
 
     def raw_values(self, indices: Sequence[int]) -> list[Any]:
-        """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
-        for a legacy file) of the entries at positions ``indices``, in that order: one batch
-        read of their lines, no :class:`Entry` made.
+        """The parsed values of the entries at positions ``indices``, in that order.
+
+        Each is :attr:`Entry.raw`: a dict for every well-formed entry, migrated for a legacy
+        file. One batch read of their lines, no :class:`Entry` made.
 
         Raises:
             IndexError: a position names no entry.
@@ -111,9 +112,10 @@ class Views(SessionBase):
 
     @property
     def leaf_is_null(self) -> bool:
-        """True when the leaf is before the first entry (Pi's null leaf: a new session,
-        :meth:`reset_leaf`, a branch summary at the root), as opposed to a leaf naming an entry
-        or an id that names none."""
+        """True when the leaf is before the first entry (Pi's null leaf).
+
+        A new session, :meth:`reset_leaf`, a branch summary at the root; as opposed to a leaf
+        naming an entry or an id that names none."""
         return self._core.leaf_is_null()
 
     def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
@@ -386,10 +388,12 @@ class Views(SessionBase):
         )
 
     def html_digest(self, start: int, stop: int, preview_chars: int) -> bytes:
-        """The HTML view's index chunk for entries ``start:stop`` (rust/src/digest.rs: per entry
-        id, kind, preview of at most ``preview_chars`` characters, reference id, offset and
-        length, timestamp, token estimate, usage), as the JSON bytes :mod:`sessiontree.html`
-        compresses into the page. Cost: those entries' lines, read and digested by the core.
+        """The HTML view's index chunk for entries ``start:stop``, as JSON bytes.
+
+        Made by rust/src/digest.rs: per entry id, kind, preview of at most ``preview_chars``
+        characters, reference id, offset and length, timestamp, token estimate, usage;
+        :mod:`sessiontree.html` compresses it into the page. Cost: those entries' lines, read and
+        digested by the core.
 
         Raises:
             IndexError: ``start:stop`` is not a range of entry positions.

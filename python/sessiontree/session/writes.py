@@ -386,9 +386,10 @@ class Writes(SessionBase):
         *,
         usage: dict[str, Any] | None = None,
     ) -> str:
-        """Move the leaf to ``entry_id`` (None: before the first entry) and append a
-        ``branch_summary`` entry there whose ``fromId`` is the abandoned leaf (``"root"`` when
-        there was none). Returns the summary entry's id.
+        """Move the leaf to ``entry_id`` and append a ``branch_summary`` entry there.
+
+        ``entry_id`` None: before the first entry. The entry's ``fromId`` is the abandoned leaf
+        (``"root"`` when there was none). Returns the summary entry's id.
 
         Raises:
             EntryNotFoundError: ``entry_id`` names no entry.

@@ -589,8 +589,9 @@ def _invisible_suffix_start(
 
 
 def kept_boundary(found: tuple[Any, ...] | None) -> tuple[int, int | None]:
-    """Where Pi 1.6 ``prepareCompaction`` searches for a cut, from :func:`latest_compaction`'s
-    answer ``found`` for the path: ``(boundary_start, dropped)``.
+    """Where Pi 1.6 ``prepareCompaction`` searches for a cut: ``(boundary_start, dropped)``.
+
+    From :func:`latest_compaction`'s answer ``found`` for the path.
 
     ``dropped`` is the position of the latest compaction (``None`` without one). Pi cuts over the
     context projection, where that compaction is not between the kept entries and what follows

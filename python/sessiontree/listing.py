@@ -74,9 +74,10 @@ class SessionInfo:
     modified_ms: float = 0.0
 
     def parent_session_id(self) -> str | None:
-        """The parent session's id, read from the parent file's header only (a relative
-        ``parent_session`` is taken relative to this session's folder). None when there is no
-        parent, or it is missing, not a regular file, or not a Pi session."""
+        """The parent session's id, read from the parent file's header only.
+
+        A relative ``parent_session`` is taken relative to this session's folder. None when
+        there is no parent, or it is missing, not a regular file, or not a Pi session."""
         if not self.parent_session:
             return None
         p = Path(self.parent_session)
@@ -101,8 +102,9 @@ def parent_session_of(header: Any) -> str | None:
 
 
 def _read_header_fd(fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
-    """The header of the open file ``fd`` (``size`` bytes) by the open rule, and the offset
-    just past its line; (None, 0) when the file is not a Pi session."""
+    """The header of the open file ``fd`` (``size`` bytes) by the open rule, and its line's end.
+
+    The offset just past the header's line; (None, 0) when the file is not a Pi session."""
     want = min(size, _BLOCK)
     while True:
         buf = os.pread(fd, want, 0)

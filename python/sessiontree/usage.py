@@ -48,8 +48,9 @@ class UsageTotals:
     cost: float = 0
 
     def to_pi(self) -> dict[str, Any]:
-        """``{"tokens": {input, output, cacheRead, cacheWrite, total}, "cost"}`` as Pi's
-        ``get_session_stats`` shows them (NaN becomes ``None``)."""
+        """The sums as Pi's ``get_session_stats`` shows them (NaN becomes ``None``).
+
+        ``{"tokens": {input, output, cacheRead, cacheWrite, total}, "cost"}``."""
 
         def js(v: float) -> Any:
             return None if isinstance(v, float) and math.isnan(v) else v

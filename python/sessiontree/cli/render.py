@@ -272,8 +272,9 @@ def _labels_by_id(s: Session) -> dict[Any, Any]:
 
 
 def _active_path(s: Session, from_id: str | None = None) -> tuple[EntryTable, SessionCycleError | None]:
-    """The entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or an empty
-    table and the cycle error when the parent chain loops.
+    """The entries root → ``from_id``, or an empty table and the cycle error when the chain loops.
+
+    ``from_id`` defaults to the leaf, like ``get_branch()``.
 
     Raises:
         EntryNotFoundError: ``from_id`` names no entry.
@@ -380,8 +381,10 @@ def _write_out(text: str, flush: bool = False) -> None:
 
 
 def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null and drop buffered output, so the interpreter's final flush of a
-    broken stdout neither fails nor prints a traceback of its own."""
+    """Point fd 1 at /dev/null and drop buffered output.
+
+    So the interpreter's final flush of a broken stdout neither fails nor prints a traceback of
+    its own."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)

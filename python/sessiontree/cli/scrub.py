@@ -1,5 +1,7 @@
-"""``sessiontree scrub`` and ``sessiontree scrub-all`` (issue 20), over the public
-:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`.app`."""
+"""``sessiontree scrub`` and ``sessiontree scrub-all``.
+
+Over the public :mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs; registered by
+:mod:`.commands`."""
 
 from __future__ import annotations
 

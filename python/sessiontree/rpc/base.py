@@ -118,8 +118,10 @@ class ServerBase:
         return self.session.session_name
 
     def close(self) -> None:
-        """Stop the follower threads (waiting up to 2 s each) and release the session (closed
-        when no other connection holds it); never raises."""
+        """Stop the follower threads and release the session; never raises.
+
+        Each thread is waited for up to 2 s; the session is closed when no other connection
+        holds it."""
         self._stop.set()
         for t in self._followers:
             t.join(timeout=2)

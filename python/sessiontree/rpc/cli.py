@@ -1,5 +1,6 @@
-"""``sessiontree rpc``: the drop-in executable for clients that launch ``pi --mode rpc``
-themselves (Pi's session flags, honoured as Pi does; agent flags refused)."""
+"""``sessiontree rpc``: the drop-in executable for clients that launch ``pi --mode rpc`` themselves.
+
+Pi's session flags are honoured as Pi does; its agent flags are refused."""
 
 from __future__ import annotations
 

@@ -34,8 +34,10 @@ UNKNOWN_MODEL = {
 
 
 def load_models(path: Path | None) -> list[dict[str, Any]]:
-    """Models of a Pi ``models.json`` (``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``)
-    as Pi's full model objects (keys in Pi's order) plus ``_apiKey``. Missing file: ``[]``.
+    """Models of a Pi ``models.json`` as Pi's full model objects (keys in Pi's order).
+
+    The file: ``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``; each model gets
+    ``_apiKey`` too. Missing file: ``[]``.
 
     Raises:
         RpcError: the file is not valid JSON or not shaped like Pi's.

@@ -236,8 +236,9 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, data)
 
     def _label_timestamps(self) -> dict[str | None, Any]:
-        """Node id -> timestamp of the label entry that set its current label (cached; from
-        :meth:`Session.tree_labels`, the label entries only)."""
+        """Node id -> timestamp of the label entry that set its current label (cached).
+
+        From :meth:`Session.tree_labels`, the label entries only."""
 
         def build() -> dict[str | None, Any]:
             s = self.session

@@ -104,8 +104,10 @@ class Reads(SessionBase):
 
     @property
     def labels(self) -> dict[str, Any]:
-        """Resolved labels ``{target id: label}`` in Pi's order (label entries replayed in file
-        order; a truthy ``label`` sets, anything else clears; targets need not exist)."""
+        """Resolved labels ``{target id: label}`` in Pi's order.
+
+        Label entries replayed in file order; a truthy ``label`` sets, anything else clears;
+        targets need not exist."""
         out: dict[str, Any] = {}
         for target, e in self._core.labels():
             raw = self._load_raw(e)

@@ -39,8 +39,9 @@ class Rewrites(SessionBase):
     """``migrate``, ``scrub``, ``export_html``, ``to_otlp`` and ``create_branched_session`` (Pi's clone)."""
 
     def create_branched_session(self, leaf_id: str) -> "Session":
-        """Clone: a new session holding only the path from the root to ``leaf_id`` (Pi
-        ``createBranchedSession``), whose header names this file as ``parentSession``.
+        """Clone: a new session holding only the path root → ``leaf_id`` (Pi ``createBranchedSession``).
+
+        Its header names this file as ``parentSession``.
 
         Label entries on the path are dropped and the labels of path entries are re-created
         at the end (in Pi's label order). An entry whose parent was a dropped label is

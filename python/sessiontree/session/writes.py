@@ -262,8 +262,10 @@ class Writes(SessionBase):
         system_message: dict[str, Any] | None = None,
         expected_leaf_id: Any = _ANY_LEAF,
     ) -> str:
-        """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
-        tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
+        """Append a ``compaction`` entry. Returns its id.
+
+        Keys in Pi's order: summary, firstKeptEntryId, tokensBefore, details, usage, fromHook;
+        None values are omitted.
 
         ``expected_leaf_id``: append only if the leaf is still this id (None: no entry yet),
         checked atomically with the write, so a summary of one branch never lands on another.

@@ -135,6 +135,14 @@ class SessionBase:
     def _walk(self, i: int) -> list[int]:
         return self._core.branch(i)
 
+    def _branch_walk(self, from_id: str | None) -> list[int]:
+        # Pi getBranch's positions, root first: from ``from_id`` (None: the leaf; [] when the
+        # leaf is null or names no entry); the one home of get_branch, branch_positions, branch_table
+        if from_id is None:
+            leaf = self._core.leaf()
+            return [] if leaf is None else self._core.branch(leaf)
+        return self._core.branch(self._index_of(from_id))
+
     def _context_leaf(self) -> int | None:
         # Pi buildSessionContext: null leaf → nothing; unknown leaf id → the last entry.
         if self._core.leaf_is_null():

@@ -277,14 +277,7 @@ class Reads(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops (Pi never returns).
         """
-        if from_id is None:
-            leaf = self._core.leaf()
-            if leaf is None:
-                return []
-            start = leaf
-        else:
-            start = self._index_of(from_id)
-        return [Entry(self._view, i) for i in self._walk(start)]
+        return [Entry(self._view, i) for i in self._branch_walk(from_id)]
 
     def get_context_entries(self) -> list[Entry]:
         """The entries of the active branch that context building and compaction read, root first.

@@ -164,13 +164,7 @@ class Views(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops.
         """
-        if from_id is None:
-            start = self._core.leaf()
-            if start is None:
-                return []
-        else:
-            start = self._index_of(from_id)
-        return self._walk(start)
+        return self._branch_walk(from_id)
 
     def check_tree(self) -> None:
         """Check that Pi's tree (:meth:`get_tree`) can be walked, without building it.
@@ -229,13 +223,7 @@ class Views(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops.
         """
-        if from_id is None:
-            start = self._core.leaf()
-            if start is None:
-                return self.entry_table([])
-        else:
-            start = self._index_of(from_id)
-        return self.entry_table(self._walk(start))
+        return self.entry_table(self._branch_walk(from_id))
 
     def context_table(self) -> EntryTable:
         """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an :meth:`entry_table`.

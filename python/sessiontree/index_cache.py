@@ -1,4 +1,4 @@
-"""Where saved indexes live, and the ``sessiontree cache`` commands (issue 17).
+"""Where saved indexes live, and the ``sessiontree cache`` commands.
 
 After a cold scan of a session file the core saves the index it built in a cache folder of
 ours; the next open, in any process, checks that saved index against the file, loads it and

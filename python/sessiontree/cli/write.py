@@ -180,7 +180,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 # ==== main ============================================================================
 
 
-# ---- export-html (issue 12) ----
+# ---- export-html ----
 def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     """Write the HTML view (default: FILE with .html) and print where it went."""
     from pathlib import Path

@@ -244,7 +244,7 @@ def find_valid_cut_points(
 def find_turn_start_index(
     entries: Sequence[Entry], entry_index: int, start_index: int, edits: Optional[Mapping[str, Any]] = None
 ) -> int:
-    """Index of the entry opening the user-message span that holds ``entry_index`` (Pi ``findTurnStartIndex``).
+    """Index of the entry opening the turn that holds ``entry_index`` (Pi ``findTurnStartIndex``).
 
     Walks back from ``entry_index`` to ``start_index`` (both inclusive) for an entry contributing
     a user, bashExecution, custom, branchSummary or compactionSummary message; ``-1`` if none.

@@ -370,8 +370,9 @@ def collect_context_edits(entries: Sequence[Any]) -> dict[str, Any]:
 
 
 def context_edit_for(edits: Any, entry_id: Any) -> Any:
-    """The replacement ``edits`` (:func:`collect_context_edits`) holds for an entry id, else
-    :data:`NO_EDIT`."""
+    """The replacement ``edits`` holds for an entry id, else :data:`NO_EDIT`.
+
+    ``edits``: from :func:`collect_context_edits`."""
     if not edits:
         return NO_EDIT
     key = context_edit_key(entry_id)

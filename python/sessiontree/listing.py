@@ -142,8 +142,9 @@ def _open_regular(path: Path) -> int | None:
 
 
 def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of a session file if it is a Pi session (the rule :meth:`Session.open`
-    applies), else None. Reads only as far as the header line."""
+    """The header of a session file if it is a Pi session, else None.
+
+    By the rule :meth:`Session.open` applies. Reads only as far as the header line."""
     fd = _open_regular(Path(path))
     if fd is None:
         return None
@@ -156,8 +157,9 @@ def read_header(path: Path) -> dict[str, Any] | None:
 
 
 def most_recent_session(session_dir: Path) -> Path | None:
-    """The valid session file with the newest mtime in ``session_dir`` (Pi
-    ``findMostRecentSession``), or None."""
+    """The valid session file with the newest mtime in ``session_dir``, or None.
+
+    Pi ``findMostRecentSession``."""
     try:
         names = [n for n in os.listdir(session_dir) if n.endswith(".jsonl")]
     except OSError:
@@ -375,8 +377,9 @@ def _info_of_row(path: Path, r: dict[str, Any]) -> SessionInfo | None:
 
 
 def _listed(p: Path, index_cache: IndexCache) -> SessionInfo | None:
-    """``session_info(p)``, through a saved row (``sessiontree.index_cache``) when the file is
-    unchanged since it was listed."""
+    """``session_info(p)``, through a saved row when the file is unchanged since it was listed.
+
+    The rows are :mod:`sessiontree.index_cache`'s."""
     from . import index_cache as ic
 
     try:

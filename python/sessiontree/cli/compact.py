@@ -1,5 +1,6 @@
-"""``sessiontree compact`` and what the writing commands share (summarizer choice, progress,
-the writer lock, one-line failures)."""
+"""``sessiontree compact`` and what the writing commands share.
+
+The summarizer choice, progress, the writer lock, one-line failures."""
 
 from __future__ import annotations
 
@@ -105,8 +106,9 @@ def _make_summarizer(args: argparse.Namespace) -> Any:
 
 
 def _take_write_lock(s: Session) -> None:
-    """Take the writer lock before any slow work, so a locked or read-only file fails before
-    a model is called rather than after."""
+    """Take the writer lock before any slow work.
+
+    So a locked or read-only file fails before a model is called rather than after."""
     try:
         s.lock()
     except SessionLockedError:

@@ -1,5 +1,6 @@
-"""The read commands: ``info``, ``tree``, ``branch``, ``context``, ``entries``, ``validate``
-(they never write to the session file)."""
+"""The read commands (they never write to the session file).
+
+``info``, ``tree``, ``branch``, ``context``, ``entries``, ``validate``."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ from .render import (
 
 
 def cmd_info(s: Session, args: argparse.Namespace) -> int:
-    """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
-    context's size and the number of problem lines."""
+    """``info``: header fields, counts, leaf, name, labels, roots and the context's size.
+
+    Also the roles on the active branch and the number of problem lines."""
     disk = s.file_header
     header = s.header
     path, cycle = _active_path(s)

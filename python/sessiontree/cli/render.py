@@ -191,8 +191,9 @@ def entry_preview(raw: Any) -> str:
 
 
 def clip(text: str, limit: int = DEFAULT_PREVIEW) -> str:
-    """``text`` on one line (newlines as ``⏎``, tabs as spaces), cut to ``limit``
-    characters with ``…`` marking the cut. Not escaped: see :func:`preview`."""
+    """``text`` on one line, cut to ``limit`` characters with ``…`` marking the cut.
+
+    Newlines as ``⏎``, tabs as spaces. Not escaped: see :func:`preview`."""
     if limit <= 0 or not text:
         return ""
     text = text[: limit * 4 + 8]  # enough to clip after collapsing
@@ -366,8 +367,9 @@ class _CliFailure(SessionTreeError):
 
 
 def _write_out(text: str, flush: bool = False) -> None:
-    """Write to standard output; a failure (other than the reader going away, which stays a
-    BrokenPipeError) becomes :class:`_OutputError`."""
+    """Write to standard output; a failure becomes :class:`_OutputError`.
+
+    The reader going away stays a BrokenPipeError."""
     try:
         if sys.stdout is None:
             raise _OutputError("standard output is closed")

@@ -19,8 +19,9 @@ from .sessions import PendingSession, SessionRegistry, SharedSession
 
 
 class ServerBase:
-    """One connection's state and the helpers its commands share (see :class:`RpcServer` for
-    the arguments)."""
+    """One connection's state and the helpers its commands share.
+
+    See :class:`RpcServer` for the arguments."""
 
     def __init__(
         self,
@@ -191,8 +192,9 @@ class ServerBase:
         return self._cached("context", self.session.build_context)
 
     def _switch_to(self, shared: "SharedSession") -> None:
-        """Make ``shared`` this connection's session (other connections stay where they are)
-        and release the previous one."""
+        """Make ``shared`` this connection's session and release the previous one.
+
+        Other connections stay where they are."""
         old = getattr(self, "_cur", None)
         self._cur = shared
         self._pending = None

@@ -156,8 +156,9 @@ class SessionRegistry:
         return self.adopt(Session.open(path))
 
     def create(self, spec: PendingSession) -> SharedSession:
-        """Write the announced session ``spec`` (its header, and its ``--name``), or share it
-        when another connection wrote it first."""
+        """Write the announced session ``spec``, or share it when another connection wrote it first.
+
+        Written: its header, and its ``--name``."""
         with self._lock:
             exists = spec.path.exists()
         if exists:

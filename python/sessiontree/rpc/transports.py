@@ -167,8 +167,10 @@ class UnixServer:
         self.sock = sock
 
     def _reserve(self) -> None:
-        """Keep one descriptor in hand, so that a connection can still be accepted (and
-        refused) when the process runs out of them."""
+        """Keep one descriptor in hand.
+
+        So that a connection can still be accepted (and refused) when the process runs out of
+        them."""
         if self._spare is None:
             try:
                 self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -176,8 +178,10 @@ class UnixServer:
                 self._spare = None
 
     def _refuse_one(self) -> None:
-        """Out of descriptors: free the spare one, accept a waiting connection, tell it why
-        and close it, then take the spare back."""
+        """Out of descriptors: refuse a waiting connection with the spare descriptor.
+
+        Free the spare one, accept the connection, tell it why and close it, then take the spare
+        back."""
         assert self.sock is not None
         if self._spare is not None:
             os.close(self._spare)

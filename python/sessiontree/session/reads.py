@@ -44,8 +44,9 @@ class Reads(SessionBase):
 
     @property
     def session_id(self) -> Any:
-        """The header's ``id`` as written (a str in every file Pi writes; any JSON value, or None
-        when missing, in a hand-made one)."""
+        """The header's ``id`` as written.
+
+        A str in every file Pi writes; any JSON value, or None when missing, in a hand-made one."""
         return self._header.get("id")
 
     @property
@@ -212,8 +213,9 @@ class Reads(SessionBase):
             yield Entry(self._view, i)
 
     def get_entries(self, since: str | None = None) -> list[Entry]:
-        """Entries in file order; with ``since``, only those appended after the entry with
-        that id (a durable cursor; Pi RPC ``get_entries``).
+        """Entries in file order; with ``since``, only those appended after that entry.
+
+        ``since`` is a durable cursor (Pi RPC ``get_entries``).
 
         Raises:
             EntryNotFoundError: ``since`` names no entry (Pi: ``Entry not found: <id>``).

@@ -97,8 +97,9 @@ class Writes(SessionBase):
         return self._writer
 
     def _lock(self) -> None:
-        """Take the writer lock; on first taking it, index what others appended meanwhile and
-        hand the core the descriptor to write to. The leaf is then the file's current leaf (its
+        """Take the writer lock (on first taking it, index what others appended meanwhile).
+
+        Then hand the core the descriptor to write to. The leaf is then the file's current leaf (its
         last entry, so writers taking turns build one chain), unless the caller had moved it
         away from the file's last entry (``branch``, ``reset_leaf``): that choice is kept."""
         writer = self._get_writer()

@@ -87,7 +87,7 @@ pub const BENIGN_NAME: &str = r"(?i)(?:csrf|xsrf|public[_.-]?(?:token|key)|pub[_
 /// Values published as public, kept by every rule: Google's example API keys of
 /// firebase-android-sdk (the keys gitleaks' `gcp-api-key` allowlist keeps,
 /// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a
-/// public value (yarnpkg/berry issue 6201).
+/// public value (yarnpkg/berry#6201).
 pub const PUBLIC_VALUES: &[&str] = &[
     "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
     "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",

@@ -417,8 +417,8 @@ def _reinsert(target: Path, state: dict[str, Any], data: bytes, depth: int) -> N
         late()
 
 
-class _KeepsGrowing(Exception):
-    """A reinsertion's copy kept growing: the file is left as it is."""
+class _KeepsGrowing(SessionFileChangedError):
+    """A reinsertion's copy kept growing: the file is left as it is (caught in :func:`_reinsert`)."""
 
 
 def rewrite_open_file(

@@ -225,6 +225,54 @@ def test_a_crash_before_the_late_line_is_reordered_loses_nothing(tmp_path, monke
     assert TOK.encode() not in src.read_bytes()
 
 
+def test_a_reordering_that_keeps_growing_leaves_the_file_as_it_is(tmp_path, monkeypatch):
+    """The reordering rewrite copies what other writers append meanwhile; when they never stop it
+    gives up and leaves the file as it was: every line there, the late one after the others."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    monkeypatch.setattr(scrub_mod, "time", _LateWriter(src, old, late, then))
+    monkeypatch.setattr(scrub_mod, "TAIL_ROUNDS", 3)
+    made = []
+
+    class Growing(scrub_mod.AtomicWriter):
+        """The second rewrite (the reordering): another writer appends at every flush of its
+        copy while it settles."""
+
+        def __init__(self, *a, settle=None, **k):
+            made.append(self)
+            if len(made) >= 2 and settle is not None:
+                inner = settle
+
+                def settle(out):
+                    class Out:
+                        def __getattr__(self, name):
+                            return getattr(out, name)
+
+                        def flush(self):
+                            out.flush()
+                            fd = os.open(src, os.O_WRONLY | os.O_APPEND)
+                            os.write(fd, _entry(f"more{len(made)}", "next", "more") + b"\n")
+                            os.close(fd)
+                            made.append(None)
+
+                    inner(Out())
+
+            super().__init__(*a, settle=settle, **k)
+
+    monkeypatch.setattr(scrub_mod, "AtomicWriter", Growing)
+    scrub_file(src, in_place=True)
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert len(made) >= 2 + 3  # the reordering ran and saw the file grow at each of its 3 rounds
+    assert ids[201:203] == ["next", "late"] and ids.count("late") == 1
+    assert len(ids) == 203 + len(made) - 2 and all(i.startswith("more") for i in ids[203:])
+    assert not list(tmp_path.glob(".*tmp*")) and TOK.encode() not in src.read_bytes()
+
+
 # ---- hard links, modes ----
 
 

@@ -217,11 +217,12 @@ impl Index {
 
     /// A new key of `tag` whose bytes are `data` (see [`KeyRec`]).
     pub(super) fn push_key(&mut self, tag: u8, data: &[u8]) -> u32 {
+        // (the map first: built lazily, it is sized by the keys before this one)
+        self.by_id_mut().push(NONE);
         let kid = self.key_recs.len() as u32;
         self.key_recs
             .push(KeyRec::new(tag, self.key_bytes.len() as u64));
         self.key_bytes.extend_from_slice(data);
-        self.by_id.push(NONE);
         kid
     }
 
@@ -428,10 +429,10 @@ impl Index {
         let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
         let keys = self.keys.get_mut().expect("just built");
         keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
-        reserve_large(&mut self.recs, entries);
+        reserve_large(self.recs.tail_mut(), entries);
         // about one new key (its id) per entry; Pi ids are 8 bytes
         reserve_large(&mut self.key_recs, entries);
-        reserve_large(&mut self.by_id, entries);
+        reserve_large(self.by_id_mut(), entries);
         reserve_large(&mut self.key_bytes, entries * 8);
     }
 
@@ -504,7 +505,36 @@ impl Index {
     }
     /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
     pub fn winner(&self, kid: u32) -> u32 {
-        self.by_id.get(kid as usize).copied().unwrap_or(NONE)
+        self.by_id().get(kid as usize).copied().unwrap_or(NONE)
+    }
+
+    /// The by-id map (key id → winning entry index), built from the records on first use after
+    /// a restore (each record read then, in file order: a later duplicate wins).
+    #[inline]
+    fn by_id(&self) -> &[u32] {
+        self.by_id.get_or_init(|| self.build_by_id())
+    }
+
+    /// The by-id map, to change (built first when it is not yet; see [`Index::by_id`]).
+    #[inline]
+    pub(super) fn by_id_mut(&mut self) -> &mut Vec<u32> {
+        if self.by_id.get().is_none() {
+            let v = self.build_by_id();
+            let _ = self.by_id.set(v);
+        }
+        self.by_id.get_mut().expect("just built")
+    }
+
+    /// The map from the records: one slot per key (NONE: no entry has that id).
+    fn build_by_id(&self) -> Vec<u32> {
+        let mut by_id = vec![NONE; self.key_recs.len()];
+        for (i, r) in self.recs.iter().enumerate() {
+            // (every record's id is a key: checked when its block was read)
+            if let Some(slot) = by_id.get_mut(r.id as usize) {
+                *slot = i as u32;
+            }
+        }
+        by_id
     }
     pub fn index_of_str(&self, s: &str) -> Option<u32> {
         self.lookup_str(s)

@@ -308,6 +308,7 @@ impl Index {
         o.u64(self.scanned_to);
         o.u32(self.first_context_edit);
         o.u64(self.v1_seed);
+        o.u32(self.dup_ids);
     }
 
     /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes.
@@ -472,6 +473,7 @@ impl Index {
         ix.scanned_to = r.u64()?;
         ix.first_context_edit = r.u32()?;
         ix.v1_seed = r.u64()?;
+        ix.dup_ids = r.u32()?;
         let last_line = line_runs
             .last()
             .map_or(0, |&(e, l)| l as u64 + (nrecs as u64 - 1 - e as u64));
@@ -488,6 +490,9 @@ impl Index {
         if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
             return None;
         }
+        if ix.dup_ids as usize > nrecs {
+            return None;
+        }
         ix.key_recs = key_recs;
         ix.key_bytes = key_bytes;
         ix.targets = targets;
@@ -502,6 +507,38 @@ impl Index {
         Some(ix)
     }
 
+    /// The bounds every record of this index restored by [`Index::restore_meta`] must keep.
+    pub fn rec_bounds(&self) -> Option<RecBounds> {
+        let (hs, hl) = self.header_span?;
+        let (ntypes, nroles) = (self.types.len(), self.roles.len());
+        Some(RecBounds {
+            header_end: hs + hl,
+            covered: self.scanned_to,
+            nkeys: self.key_recs.len(),
+            ntypes,
+            nroles,
+            // the "other" codes are given only once a names table is full (see `codes`)
+            types_full: ntypes == u16::MAX as usize,
+            roles_full: nroles == u16::MAX as usize,
+            targets: self.targets.iter().map(|&(e, _)| e).collect(),
+        })
+    }
+
+    /// The second half of restoring a saved index whose records stay in the saved file (read
+    /// and checked block by block as queries need them, see `recs`). The by-id map is built on
+    /// first use; the duplicate count is the meta's. None when `recs` is not the number of
+    /// records announced.
+    pub fn restore_paged(mut self, recs: super::PagedRecs) -> Option<Index> {
+        let recs = super::Recs::paged(recs);
+        if recs.len() != self.pending_recs as usize || !self.recs.is_empty() {
+            return None;
+        }
+        self.recs = recs;
+        self.pending_recs = 0;
+        self.by_id = std::sync::OnceLock::new();
+        Some(self)
+    }
+
     /// The second half of restoring a saved index ([`Index::restore_meta`]).
     ///
     /// The records, checked (in file order, inside the covered bytes, with known keys and codes)
@@ -512,44 +549,76 @@ impl Index {
         if recs.len() != ix.pending_recs as usize || !ix.recs.is_empty() {
             return None;
         }
-        let (hs, hl) = ix.header_span?;
-        let covered = ix.scanned_to;
-        let nkeys = ix.key_recs.len();
-        let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
-        // the "other" codes are given only once a names table is full (see `codes`)
-        let (types_full, roles_full) = (ntypes == u16::MAX as usize, nroles == u16::MAX as usize);
-        let mut by_id = vec![NONE; nkeys];
+        let bounds = ix.rec_bounds()?;
+        if !bounds.ok(0, &recs) {
+            return None;
+        }
+        let mut by_id = vec![NONE; ix.key_recs.len()];
         let mut dup = 0u32;
-        let mut prev_end = hs + hl;
-        // labels and compactions have a target, other entries none
-        let mut next_target = ix.targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
-            let offset = rec.offset();
-            let end = offset + rec.len as u64;
-            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
-            if offset < prev_end
-                || end > covered
-                || rec.id as usize >= nkeys
-                || rec.parent as usize >= nkeys
-                || (rec.etype as usize >= ntypes && !(rec.etype == super::T_OTHER && types_full))
-                || (rec.role as usize >= nroles
-                    && !(rec.role == super::R_OTHER && roles_full && rec.etype == super::T_MESSAGE))
-                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
-                || !rec.well_formed()
-            {
-                return None;
-            }
-            prev_end = end;
             let slot = &mut by_id[rec.id as usize];
             if *slot != NONE {
                 dup += 1;
             }
             *slot = i as u32;
         }
-        ix.by_id = by_id;
+        if dup != ix.dup_ids {
+            return None;
+        }
+        ix.by_id = std::sync::OnceLock::from(by_id);
         ix.dup_ids = dup;
         ix.pending_recs = 0;
-        ix.recs = recs;
+        ix.recs = super::Recs::from_vec(recs);
         Some(self)
+    }
+}
+
+/// The bounds of a restored index's records (see [`Index::rec_bounds`]).
+pub struct RecBounds {
+    header_end: u64,
+    covered: u64,
+    nkeys: usize,
+    ntypes: usize,
+    nroles: usize,
+    types_full: bool,
+    roles_full: bool,
+    /// the entries with a target (labels and compactions), in order
+    targets: Vec<u32>,
+}
+
+impl RecBounds {
+    /// Whether `recs`, the records of entries `first..`, keep the bounds: in file order after
+    /// the header and inside the covered bytes, with known keys and codes, a target exactly
+    /// for labels and compactions, well formed.
+    pub fn ok(&self, first: usize, recs: &[Rec]) -> bool {
+        let mut prev_end = self.header_end;
+        let mut next_target = self.targets
+            [self.targets.partition_point(|&e| (e as usize) < first)..]
+            .iter()
+            .copied()
+            .peekable();
+        for (k, rec) in recs.iter().enumerate() {
+            let i = first + k;
+            let offset = rec.offset();
+            let end = offset + rec.len as u64;
+            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
+            if offset < prev_end
+                || end > self.covered
+                || rec.id as usize >= self.nkeys
+                || rec.parent as usize >= self.nkeys
+                || (rec.etype as usize >= self.ntypes
+                    && !(rec.etype == super::T_OTHER && self.types_full))
+                || (rec.role as usize >= self.nroles
+                    && !(rec.role == super::R_OTHER
+                        && self.roles_full
+                        && rec.etype == super::T_MESSAGE))
+                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
+                || !rec.well_formed()
+            {
+                return false;
+            }
+            prev_end = end;
+        }
+        true
     }
 }

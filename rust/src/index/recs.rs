@@ -1,0 +1,234 @@
+//! The records of an index, behind one accessor.
+//!
+//! Every reader indexes them by entry position (`recs[i]`, `recs.get(i)`, `recs.iter()`), so
+//! where they live is this file's business alone: records scanned in this process are in
+//! memory; a saved index's records stay in the saved file until a query reads them
+//! ([`PagedRecs`]): read a block of [`REC_BLOCK`] records at a time with `pread` (never a
+//! mapping: a cache file truncated by another process must not raise SIGBUS), each block
+//! checked against its own checksum and bounds when it is read, then kept.
+//!
+//! A block that fails its check (damaged, cut short, forged) is never used: the first one
+//! triggers a cold scan of the session file's indexed bytes, and when that scan gives the same
+//! keys and meta as the saved index (so the same key ids), every damaged block is served from
+//! its records: the answers are the cold open's. When it does not (the session file itself
+//! changed), the block reads as harmless placeholder records and [`Recs::unrecoverable`]
+//! tells the store, which then refuses to answer (see `Store::check_live`).
+
+use super::Rec;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
+
+/// Records per block of a saved index: one checksum, one `pread` (28 KiB).
+pub const REC_BLOCK: usize = 1024;
+
+/// How a block is checked: its checksum (block number, bytes) and its records' bounds (entry
+/// position of the first, the records).
+pub struct BlockChecks {
+    pub sum: fn(u64, &[u8]) -> u64,
+    pub sums: Vec<u64>,
+    pub recs_ok: Box<dyn Fn(usize, &[Rec]) -> bool + Send + Sync>,
+    /// the cold scan's records, when they can stand in for the saved ones (see the module docs)
+    pub rescan: Box<dyn Fn() -> Option<Vec<Rec>> + Send + Sync>,
+    /// the record a block that can be neither read nor rescanned reads as
+    pub placeholder: Rec,
+}
+
+/// The records of a saved index, read on demand (see the module docs).
+pub struct PagedRecs {
+    file: File,
+    /// where the records start in `file`
+    at: u64,
+    n: usize,
+    checks: BlockChecks,
+    blocks: Vec<OnceLock<Box<[Rec]>>>,
+    cold: OnceLock<Option<Vec<Rec>>>,
+    /// why the first damaged block was refused
+    damaged: OnceLock<String>,
+}
+
+impl PagedRecs {
+    /// `n` records at byte `at` of `file`, in blocks of [`REC_BLOCK`] (one checksum each in
+    /// `checks.sums`, which must hold exactly one per block).
+    pub fn new(file: File, at: u64, n: usize, checks: BlockChecks) -> Option<Self> {
+        if checks.sums.len() != n.div_ceil(REC_BLOCK) {
+            return None;
+        }
+        let blocks = (0..checks.sums.len()).map(|_| OnceLock::new()).collect();
+        Some(PagedRecs {
+            file,
+            at,
+            n,
+            checks,
+            blocks,
+            cold: OnceLock::new(),
+            damaged: OnceLock::new(),
+        })
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> &Rec {
+        let b = i / REC_BLOCK;
+        let block = self.blocks[b].get_or_init(|| self.load(b));
+        &block[i % REC_BLOCK]
+    }
+
+    /// Block `b`, read and checked; else from the cold scan; else placeholders.
+    #[cold]
+    fn load(&self, b: usize) -> Box<[Rec]> {
+        let first = b * REC_BLOCK;
+        let k = REC_BLOCK.min(self.n - first);
+        match self.read(b, first, k) {
+            Ok(v) => v.into_boxed_slice(),
+            Err(why) => {
+                let _ = self
+                    .damaged
+                    .set(format!("saved index damaged (block {b}: {why})"));
+                match self.cold.get_or_init(|| (self.checks.rescan)()) {
+                    Some(c) => c[first..first + k].into(),
+                    None => vec![self.checks.placeholder; k].into_boxed_slice(),
+                }
+            }
+        }
+    }
+
+    fn read(&self, b: usize, first: usize, k: usize) -> Result<Vec<Rec>, String> {
+        let size = std::mem::size_of::<Rec>();
+        let mut buf = vec![0u8; k * size];
+        self.file
+            .read_exact_at(&mut buf, self.at + (first * size) as u64)
+            .map_err(|e| e.to_string())?;
+        if (self.checks.sum)(b as u64, &buf) != self.checks.sums[b] {
+            return Err("checksum".into());
+        }
+        let recs = super::recs_from_bytes(&buf).ok_or("length")?;
+        if !(self.checks.recs_ok)(first, &recs) {
+            return Err("records out of bounds".into());
+        }
+        Ok(recs)
+    }
+}
+
+/// The records of an index, in entry (file) order.
+#[derive(Default)]
+pub struct Recs {
+    /// the first records, read on demand from a saved index
+    paged: Option<Box<PagedRecs>>,
+    /// the rest (all of them when nothing was restored)
+    tail: Vec<Rec>,
+}
+
+impl Recs {
+    /// Records held in memory.
+    pub fn from_vec(v: Vec<Rec>) -> Self {
+        Recs {
+            paged: None,
+            tail: v,
+        }
+    }
+    /// Records read on demand.
+    pub fn paged(p: PagedRecs) -> Self {
+        Recs {
+            paged: Some(Box::new(p)),
+            tail: Vec::new(),
+        }
+    }
+    #[inline]
+    fn base(&self) -> usize {
+        self.paged.as_ref().map_or(0, |p| p.n)
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.base() + self.tail.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Entry `i`'s record, None past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&Rec> {
+        match &self.paged {
+            Some(p) if i < p.n => Some(p.get(i)),
+            Some(p) => self.tail.get(i - p.n),
+            None => self.tail.get(i),
+        }
+    }
+    /// The last record.
+    #[inline]
+    pub fn last(&self) -> Option<&Rec> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+    pub fn push(&mut self, r: Rec) {
+        self.tail.push(r);
+    }
+    /// Keeps the first `n` records.
+    pub fn truncate(&mut self, n: usize) {
+        if n < self.base() {
+            // (never done by the index: rollbacks stay after the restored records)
+            let mut all = self.to_vec();
+            all.truncate(n);
+            *self = Recs::from_vec(all);
+        } else {
+            let base = self.base();
+            self.tail.truncate(n - base);
+        }
+    }
+    /// The records in entry order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Rec> + ExactSizeIterator + '_ {
+        (0..self.len()).map(move |i| &self[i])
+    }
+    /// A copy of every record (tests, and a save of the whole index).
+    pub fn to_vec(&self) -> Vec<Rec> {
+        self.iter().copied().collect()
+    }
+    /// The records held in memory, to reserve room in (see `Index::reserve`).
+    pub(super) fn tail_mut(&mut self) -> &mut Vec<Rec> {
+        &mut self.tail
+    }
+    /// Why a block of the saved index was refused (the first), if one was.
+    pub fn damaged(&self) -> Option<&str> {
+        self.paged.as_ref()?.damaged.get().map(String::as_str)
+    }
+    /// Whether a refused block could not be served from a cold scan either (its records are
+    /// placeholders: no answer may be given from this index).
+    pub fn unrecoverable(&self) -> bool {
+        self.paged
+            .as_ref()
+            .is_some_and(|p| matches!(p.cold.get(), Some(None)))
+    }
+    /// How many blocks were read from the saved index so far (of how many).
+    pub fn blocks_read(&self) -> (usize, usize) {
+        self.paged.as_ref().map_or((0, 0), |p| {
+            (
+                p.blocks.iter().filter(|b| b.get().is_some()).count(),
+                p.blocks.len(),
+            )
+        })
+    }
+}
+
+impl std::ops::Index<usize> for Recs {
+    type Output = Rec;
+    #[inline]
+    fn index(&self, i: usize) -> &Rec {
+        match self.get(i) {
+            Some(r) => r,
+            None => panic!("entry {i} out of range ({} entries)", self.len()),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Recs {
+    type Item = &'a Rec;
+    type IntoIter = Box<dyn DoubleEndedIterator<Item = &'a Rec> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl std::fmt::Debug for Recs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}

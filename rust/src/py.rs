@@ -109,16 +109,16 @@ impl Index {
     /// was found damaged when read (its records then came from a cold scan): `("cold", 0,
     /// why)`.
     fn cache_state(&self) -> (&'static str, u64, &str) {
-        match self.st.index.recs.damaged() {
+        match self.st.index.saved_damage() {
             Some(why) => ("cold", 0, why),
             None => self.cache.parts(),
         }
     }
 
-    /// Blocks of records read from the saved index so far, and how many it has ((0, 0) when
-    /// the index was not loaded from one).
+    /// Blocks read from the saved index so far (records and the by-id map), and how many it
+    /// has ((0, 0) when the index was not loaded from one).
     fn cache_blocks_read(&self) -> (usize, usize) {
-        self.st.index.recs.blocks_read()
+        self.st.index.saved_blocks_read()
     }
 
     /// A read-only index over a copy of the bytes of `data`.

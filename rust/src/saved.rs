@@ -21,13 +21,16 @@
 //! * the key-group table: per group of [`KEY_GROUP`] keys, the checksum of its key records and
 //!   key bytes and where its bytes start (16 bytes);
 //! * the records-block table: per block of [`REC_BLOCK`] records, its checksum (8 bytes);
+//! * the winners-block table: per block of [`REC_BLOCK`] key ids, its checksum (8 bytes);
 //! * the key records (8 bytes each) and the key bytes, each read straight into its final array;
-//! * the records, as their bytes (28 each), never read at load: a query reads the blocks it
-//!   needs (`index::recs`), each checked against its checksum and bounds when read.
+//! * the records, as their bytes (28 each), and the winners (the by-id map: per key id, the
+//!   entry that owns it, 4 bytes each), never read at load: a query reads the blocks it needs
+//!   (`index::recs`), each checked against its checksum and bounds when read.
 //!
 //! The header's checksum covers the header, the path, the meta and the two tables; through the
 //! tables, every group of keys and every block of records. A load reads and checks all but the
-//! records; the by-id map is built on the first lookup that needs it (reading every block). A
+//! records and the winners; a link followed reads the winners' block it needs, and the full
+//! by-id map is built only when the index changes (an append, a refresh with new entries). A
 //! block found damaged when read is served from a cold scan of the session file (the same
 //! answers, see `index::recs`); nothing is used before it is checked.
 //!
@@ -53,7 +56,8 @@
 //! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
 use crate::index::{
-    recs_bytes, BlockChecks, Index, PagedRecs, Rec, KID_NULL, KID_UNDEFINED, REC_BLOCK, T_NONE,
+    recs_bytes, BlockChecks, Index, Paged, PagedRecs, Rec, KID_NULL, KID_UNDEFINED, NONE,
+    REC_BLOCK, T_NONE,
 };
 use std::ffi::CString;
 use std::fs::File;
@@ -232,7 +236,7 @@ fn key_table(keys: &[u8], kb: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The checksum: the header (its checksum slot zero) and the hashes of the sections (meta,
-/// key-group table, records-block table, and a zero).
+/// key-group table, records-block table, winners-block table).
 fn checksum(head: &[u8], sections: [u64; 4]) -> u64 {
     let mut h = hasher();
     h.write(head);
@@ -472,13 +476,16 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     let rec_size = std::mem::size_of::<Rec>() as u64;
     let ktab_len = nkeys.div_ceil(KEY_GROUP as u64) * 16;
     let rtab_len = nrecs.div_ceil(REC_BLOCK as u64) * 8;
+    let wtab_len = nkeys.div_ceil(REC_BLOCK as u64) * 8;
     let at_meta = HEADER_LEN as u64 + path_len;
     let at_ktab = at_meta.checked_add(meta_len).ok_or_else(wrong)?;
     let at_rtab = at_ktab + ktab_len;
-    let at_keys = at_rtab + rtab_len;
+    let at_wtab = at_rtab + rtab_len;
+    let at_keys = at_wtab + wtab_len;
     let at_kb = at_keys + nkeys * 8;
     let at_recs = at_kb.checked_add(kb_len).ok_or_else(wrong)?;
-    if at_recs.checked_add(nrecs * rec_size) != Some(clen) {
+    let at_winners = at_recs + nrecs * rec_size;
+    if at_winners.checked_add(nkeys * 4) != Some(clen) {
         return Err(wrong());
     }
     let fp = fingerprint(f, cover.covered).map_err(|e| e.to_string())?;
@@ -495,8 +502,14 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     let meta_b = rd(at_meta, meta_len)?;
     let ktab = rd(at_ktab, ktab_len)?;
     let rtab = rd(at_rtab, rtab_len)?;
+    let wtab = rd(at_wtab, wtab_len)?;
     let meta_sum = section_sum(&meta_b);
-    let sums = [meta_sum, section_sum(&ktab), section_sum(&rtab), 0];
+    let sums = [
+        meta_sum,
+        section_sum(&ktab),
+        section_sum(&rtab),
+        section_sum(&wtab),
+    ];
     if checksum(&h0, sums) != sum {
         return Err("saved index damaged (checksum)".into());
     }
@@ -516,27 +529,47 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         .ok_or_else(inconsistent)?;
     let session = f.try_clone().map_err(|e| e.to_string())?;
     let covered = cover.covered;
-    // a damaged block found later: the cold scan stands in, and is saved over this file
+    // a damaged block found later: the cold scan stands in (once, for both sections), and is
+    // saved over this file
     let (cfg, stat) = (cfg.clone(), meta.clone());
     let path = PathBuf::from(std::ffi::OsStr::from_bytes(&path_b));
-    let rescan = move || {
-        let ix = rescan(&session, covered, nrecs as usize, meta_sum, &ktab)?;
-        let _ = save(&cfg, &ix, &session, &stat, &path);
-        Some(ix.recs.to_vec())
-    };
-    let checks = BlockChecks {
-        sum: block_sum,
-        sums: rtab
-            .chunks_exact(8)
+    type Cold = Option<(Vec<Rec>, Vec<u32>)>;
+    let cold: std::sync::Arc<std::sync::OnceLock<Cold>> = Default::default();
+    let rescue = std::sync::Arc::new(move || {
+        cold.get_or_init(|| {
+            let ix = rescan(&session, covered, nrecs as usize, meta_sum, &ktab)?;
+            let _ = save(&cfg, &ix, &session, &stat, &path);
+            Some((ix.recs.to_vec(), ix.winners()))
+        })
+        .clone()
+    });
+    let sums_of = |t: &[u8]| -> Vec<u64> {
+        t.chunks_exact(8)
             .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
-            .collect(),
-        recs_ok: Box::new(move |first, recs| bounds.ok(first, recs)),
-        rescan: Box::new(rescan),
+            .collect()
+    };
+    let r2 = rescue.clone();
+    let rec_checks = BlockChecks {
+        sum: block_sum,
+        sums: sums_of(&rtab),
+        items_ok: Box::new(move |first, recs: &[Rec]| bounds.ok(first, recs)),
+        rescan: Box::new(move || r2().map(|c| c.0)),
         placeholder,
     };
+    let nr = nrecs as u32;
+    let win_checks = BlockChecks {
+        sum: block_sum,
+        sums: sums_of(&wtab),
+        items_ok: Box::new(move |_, w: &[u32]| w.iter().all(|&e| e == NONE || e < nr)),
+        rescan: Box::new(move || rescue().map(|c| c.1)),
+        placeholder: NONE,
+    };
     touch(&c);
-    let recs = PagedRecs::new(c, at_recs, nrecs as usize, checks).ok_or_else(inconsistent)?;
-    let ix = ix.restore_paged(recs).ok_or_else(inconsistent)?;
+    let c = std::sync::Arc::new(c);
+    let recs =
+        PagedRecs::new(c.clone(), at_recs, nrecs as usize, rec_checks).ok_or_else(inconsistent)?;
+    let winners = Paged::new(c, at_winners, nkeys as usize, win_checks).ok_or_else(inconsistent)?;
+    let ix = ix.restore_paged(recs, winners).ok_or_else(inconsistent)?;
     Ok((ix, cover.covered))
 }
 
@@ -609,6 +642,16 @@ pub fn save(
         .enumerate()
         .flat_map(|(b, c)| block_sum(b as u64, c).to_ne_bytes())
         .collect();
+    let winners: Vec<u8> = index
+        .winners()
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    let wtab: Vec<u8> = winners
+        .chunks(REC_BLOCK * 4)
+        .enumerate()
+        .flat_map(|(b, c)| block_sum(b as u64, c).to_ne_bytes())
+        .collect();
     let lens = [
         meta.len() as u64,
         recs_v.len() as u64,
@@ -622,7 +665,7 @@ pub fn save(
         section_sum(&meta),
         section_sum(&ktab),
         section_sum(&rtab),
-        0,
+        section_sum(&wtab),
     ];
     let head = header(&cover, lens, checksum(&h0, sums));
     let dir = open_dir(&cfg.dir, true).map_err(|e| format!("cache folder: {e}"))?;
@@ -658,9 +701,11 @@ pub fn save(
         .and_then(|_| out.write_all(&meta))
         .and_then(|_| out.write_all(&ktab))
         .and_then(|_| out.write_all(&rtab))
+        .and_then(|_| out.write_all(&wtab))
         .and_then(|_| out.write_all(keys))
         .and_then(|_| out.write_all(kb))
-        .and_then(|_| out.write_all(recs));
+        .and_then(|_| out.write_all(recs))
+        .and_then(|_| out.write_all(&winners));
     drop(out);
     if let Err(e) = w {
         unlink();
@@ -1039,8 +1084,12 @@ mod tests {
         let meta = f.metadata().unwrap();
         let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
         let good = std::fs::read(&saved_path).unwrap();
-        let at_recs = good.len() - cold.index.recs.len() * std::mem::size_of::<Rec>();
+        // the records, then the winners, end the file
+        let at_recs = good.len()
+            - cold.index.recs.len() * std::mem::size_of::<Rec>()
+            - cold.index.winners().len() * 4;
         let want = format!("{:?}", cold.index.recs);
+        let want_w = cold.index.winners();
         let mut rng = Rng(12345);
         let mut caught_late = 0;
         for k in 0..200 {
@@ -1059,18 +1108,21 @@ mod tests {
                 Err(_) => assert!(at < at_recs || k % 4 == 0, "damage {k} at {at} refused"),
                 Ok((ix, _)) => {
                     assert!(at >= at_recs && k % 4 != 0, "damage {k} at {at} accepted");
-                    assert_eq!(ix.recs.damaged(), None, "nothing read yet");
-                    // reading the records finds the damaged block; the answers are the cold ones
+                    assert_eq!(ix.saved_damage(), None, "nothing read yet");
+                    // reading the records and the by-id map finds the damaged block; the
+                    // answers are the cold ones
                     assert_eq!(format!("{:?}", ix.recs), want, "damage {k}");
-                    let why = ix.recs.damaged().expect("caught when read");
+                    assert_eq!(ix.winners(), want_w, "damage {k}");
+                    let why = ix.saved_damage().expect("caught when read");
                     assert!(why.contains("checksum"), "{why}");
-                    assert!(!ix.recs.unrecoverable());
+                    assert!(!ix.saved_unrecoverable());
                     assert_eq!(ix.entry_count(), cold.index.entry_count());
                     caught_late += 1;
                     // and a good index was saved over the damaged one
                     let (again, _) = load(&cfg, &f, &meta).expect("saved again");
                     assert_eq!(format!("{:?}", again.recs), want);
-                    assert_eq!(again.recs.damaged(), None);
+                    assert_eq!(again.winners(), want_w);
+                    assert_eq!(again.saved_damage(), None);
                 }
             }
         }

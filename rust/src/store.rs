@@ -795,7 +795,7 @@ impl Store {
         if let Some(offset) = self.rewritten {
             return Err(StoreError::Rewritten { offset });
         }
-        if self.index.recs.unrecoverable() {
+        if self.index.saved_unrecoverable() {
             // a damaged block of the saved index whose cold scan did not give the saved keys:
             // the indexed bytes changed since the save
             return Err(StoreError::Rewritten { offset: 0 });

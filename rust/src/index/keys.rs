@@ -505,7 +505,49 @@ impl Index {
     }
     /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
     pub fn winner(&self, kid: u32) -> u32 {
+        if self.by_id.get().is_none() {
+            if let Some(w) = &self.saved_winners {
+                // (keys past the saved ones exist only once the map is built)
+                return if (kid as usize) < w.len() {
+                    *w.get(kid as usize)
+                } else {
+                    NONE
+                };
+            }
+        }
         self.by_id().get(kid as usize).copied().unwrap_or(NONE)
+    }
+
+    /// The by-id map as a vector (key id → winning entry index, NONE: no entry has that id).
+    pub fn winners(&self) -> Vec<u32> {
+        self.by_id().to_vec()
+    }
+
+    /// Why a block of the saved index was found damaged when read (the first), if one was.
+    pub fn saved_damage(&self) -> Option<&str> {
+        self.recs
+            .damaged()
+            .or_else(|| self.saved_winners.as_ref()?.damaged())
+    }
+
+    /// Whether a damaged block of the saved index could not be served from a cold scan (no
+    /// answer may be given from this index).
+    pub fn saved_unrecoverable(&self) -> bool {
+        self.recs.unrecoverable()
+            || self
+                .saved_winners
+                .as_ref()
+                .is_some_and(|w| w.unrecoverable())
+    }
+
+    /// Blocks read from the saved index so far (records and winners), of how many.
+    pub fn saved_blocks_read(&self) -> (usize, usize) {
+        let (a, b) = self.recs.blocks_read();
+        let (c, d) = self
+            .saved_winners
+            .as_ref()
+            .map_or((0, 0), |w| w.blocks_read());
+        (a + c, b + d)
     }
 
     /// The by-id map (key id → winning entry index), built from the records on first use after
@@ -527,8 +569,16 @@ impl Index {
 
     /// The map from the records: one slot per key (NONE: no entry has that id).
     fn build_by_id(&self) -> Vec<u32> {
-        let mut by_id = vec![NONE; self.key_recs.len()];
-        for (i, r) in self.recs.iter().enumerate() {
+        let (mut by_id, from) = match &self.saved_winners {
+            // the saved map, then the records after the saved ones
+            Some(w) => (
+                (0..w.len()).map(|k| *w.get(k)).collect(),
+                self.recs.saved_len(),
+            ),
+            None => (Vec::new(), 0),
+        };
+        by_id.resize(self.key_recs.len(), NONE);
+        for (i, r) in self.recs.iter().enumerate().skip(from) {
             // (every record's id is a key: checked when its block was read)
             if let Some(slot) = by_id.get_mut(r.id as usize) {
                 *slot = i as u32;

@@ -30,7 +30,7 @@ pub use codes::*;
 pub use line::*;
 pub use persist::{fixed_names_stamp, recs_bytes, recs_from_bytes, RecBounds};
 pub use problems::{Problem, Problems};
-pub use recs::{BlockChecks, PagedRecs, Recs, REC_BLOCK};
+pub use recs::{BlockChecks, Paged, PagedRecs, Recs, REC_BLOCK};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
 use crate::json::{JsVal, TopKind, Val};
@@ -224,6 +224,9 @@ pub struct Index {
     /// Built from the records on first use after a restore from a saved index (see
     /// [`Index::by_id`]): a warm open that follows no link never reads every record
     by_id: std::sync::OnceLock<Vec<u32>>,
+    /// the saved index's by-id map, read on demand until `by_id` is built (a restored index
+    /// only; see [`Index::winner`])
+    saved_winners: Option<Box<recs::Paged<u32>>>,
     types: Vec<String>,
     type_codes: HashMap<String, u16>,
     roles: Vec<String>,

@@ -524,18 +524,26 @@ impl Index {
         })
     }
 
-    /// The second half of restoring a saved index whose records stay in the saved file (read
-    /// and checked block by block as queries need them, see `recs`). The by-id map is built on
-    /// first use; the duplicate count is the meta's. None when `recs` is not the number of
-    /// records announced.
-    pub fn restore_paged(mut self, recs: super::PagedRecs) -> Option<Index> {
+    /// The second half of restoring a saved index whose records and by-id map (`winners`) stay
+    /// in the saved file (read and checked block by block as queries need them, see `recs`).
+    /// The duplicate count is the meta's. None when `recs` is not the number of records
+    /// announced or `winners` not one per key.
+    pub fn restore_paged(
+        mut self,
+        recs: super::PagedRecs,
+        winners: super::Paged<u32>,
+    ) -> Option<Index> {
         let recs = super::Recs::paged(recs);
-        if recs.len() != self.pending_recs as usize || !self.recs.is_empty() {
+        if recs.len() != self.pending_recs as usize
+            || !self.recs.is_empty()
+            || winners.len() != self.key_recs.len()
+        {
             return None;
         }
         self.recs = recs;
         self.pending_recs = 0;
         self.by_id = std::sync::OnceLock::new();
+        self.saved_winners = Some(Box::new(winners));
         Some(self)
     }
 

@@ -19,43 +19,79 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 
-/// Records per block of a saved index: one checksum, one `pread` (28 KiB).
+/// Items per block of a saved index's paged sections (records, winners): one checksum, one
+/// `pread` (28 KiB of records).
 pub const REC_BLOCK: usize = 1024;
 
-/// How a block is checked: its checksum (block number, bytes) and its records' bounds (entry
-/// position of the first, the records).
-pub struct BlockChecks {
-    pub sum: fn(u64, &[u8]) -> u64,
-    pub sums: Vec<u64>,
-    pub recs_ok: Box<dyn Fn(usize, &[Rec]) -> bool + Send + Sync>,
-    /// the cold scan's records, when they can stand in for the saved ones (see the module docs)
-    pub rescan: Box<dyn Fn() -> Option<Vec<Rec>> + Send + Sync>,
-    /// the record a block that can be neither read nor rescanned reads as
-    pub placeholder: Rec,
+/// Fixed-size items that any bit pattern makes (read straight from a saved file's bytes).
+///
+/// # Safety
+/// The type must be `repr(C)` or a primitive, with no padding, valid for every bit pattern.
+pub unsafe trait Plain: Copy + Send + Sync + 'static {}
+// SAFETY: `Rec` is `repr(C)` of integers with no padding (see its docs).
+unsafe impl Plain for Rec {}
+// SAFETY: a primitive integer.
+unsafe impl Plain for u32 {}
+
+/// Items from their bytes; None unless a whole number of them.
+fn items_from_bytes<T: Plain>(b: &[u8]) -> Option<Vec<T>> {
+    let size = std::mem::size_of::<T>();
+    if b.len() % size != 0 {
+        return None;
+    }
+    let n = b.len() / size;
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: the allocation holds `n` items, `b` is exactly that many items' bytes, and any
+    // bit pattern is a valid `T` (`Plain`).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, b.len());
+        v.set_len(n);
+    }
+    Some(v)
 }
 
-/// The records of a saved index, read on demand (see the module docs).
-pub struct PagedRecs {
-    file: File,
-    /// where the records start in `file`
+/// How a block is checked: its checksum (block number, bytes) and its items' bounds (position
+/// of the first, the items).
+pub struct BlockChecks<T> {
+    pub sum: fn(u64, &[u8]) -> u64,
+    pub sums: Vec<u64>,
+    pub items_ok: Box<dyn Fn(usize, &[T]) -> bool + Send + Sync>,
+    /// the cold scan's items, when they can stand in for the saved ones (see the module docs)
+    pub rescan: Box<dyn Fn() -> Option<Vec<T>> + Send + Sync>,
+    /// the item a block that can be neither read nor rescanned reads as
+    pub placeholder: T,
+}
+
+/// A section of a saved index read on demand (see the module docs).
+pub struct Paged<T: Plain> {
+    file: std::sync::Arc<File>,
+    /// where the items start in `file`
     at: u64,
     n: usize,
-    checks: BlockChecks,
-    blocks: Vec<OnceLock<Box<[Rec]>>>,
-    cold: OnceLock<Option<Vec<Rec>>>,
+    checks: BlockChecks<T>,
+    blocks: Vec<OnceLock<Box<[T]>>>,
+    cold: OnceLock<Option<Vec<T>>>,
     /// why the first damaged block was refused
     damaged: OnceLock<String>,
 }
 
-impl PagedRecs {
-    /// `n` records at byte `at` of `file`, in blocks of [`REC_BLOCK`] (one checksum each in
+/// The records of a saved index, read on demand.
+pub type PagedRecs = Paged<Rec>;
+
+impl<T: Plain> Paged<T> {
+    /// `n` items at byte `at` of `file`, in blocks of [`REC_BLOCK`] (one checksum each in
     /// `checks.sums`, which must hold exactly one per block).
-    pub fn new(file: File, at: u64, n: usize, checks: BlockChecks) -> Option<Self> {
+    pub fn new(
+        file: std::sync::Arc<File>,
+        at: u64,
+        n: usize,
+        checks: BlockChecks<T>,
+    ) -> Option<Self> {
         if checks.sums.len() != n.div_ceil(REC_BLOCK) {
             return None;
         }
         let blocks = (0..checks.sums.len()).map(|_| OnceLock::new()).collect();
-        Some(PagedRecs {
+        Some(Paged {
             file,
             at,
             n,
@@ -66,8 +102,14 @@ impl PagedRecs {
         })
     }
 
+    /// How many items.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Item `i` (< `len`).
     #[inline]
-    fn get(&self, i: usize) -> &Rec {
+    pub fn get(&self, i: usize) -> &T {
         let b = i / REC_BLOCK;
         let block = self.blocks[b].get_or_init(|| self.load(b));
         &block[i % REC_BLOCK]
@@ -75,7 +117,7 @@ impl PagedRecs {
 
     /// Block `b`, read and checked; else from the cold scan; else placeholders.
     #[cold]
-    fn load(&self, b: usize) -> Box<[Rec]> {
+    fn load(&self, b: usize) -> Box<[T]> {
         let first = b * REC_BLOCK;
         let k = REC_BLOCK.min(self.n - first);
         match self.read(b, first, k) {
@@ -85,15 +127,15 @@ impl PagedRecs {
                     .damaged
                     .set(format!("saved index damaged (block {b}: {why})"));
                 match self.cold.get_or_init(|| (self.checks.rescan)()) {
-                    Some(c) => c[first..first + k].into(),
-                    None => vec![self.checks.placeholder; k].into_boxed_slice(),
+                    Some(c) if c.len() == self.n => c[first..first + k].into(),
+                    _ => vec![self.checks.placeholder; k].into_boxed_slice(),
                 }
             }
         }
     }
 
-    fn read(&self, b: usize, first: usize, k: usize) -> Result<Vec<Rec>, String> {
-        let size = std::mem::size_of::<Rec>();
+    fn read(&self, b: usize, first: usize, k: usize) -> Result<Vec<T>, String> {
+        let size = std::mem::size_of::<T>();
         let mut buf = vec![0u8; k * size];
         self.file
             .read_exact_at(&mut buf, self.at + (first * size) as u64)
@@ -101,11 +143,29 @@ impl PagedRecs {
         if (self.checks.sum)(b as u64, &buf) != self.checks.sums[b] {
             return Err("checksum".into());
         }
-        let recs = super::recs_from_bytes(&buf).ok_or("length")?;
-        if !(self.checks.recs_ok)(first, &recs) {
-            return Err("records out of bounds".into());
+        let items = items_from_bytes(&buf).ok_or("length")?;
+        if !(self.checks.items_ok)(first, &items) {
+            return Err("out of bounds".into());
         }
-        Ok(recs)
+        Ok(items)
+    }
+
+    /// Why a block was refused (the first), if one was.
+    pub fn damaged(&self) -> Option<&str> {
+        self.damaged.get().map(String::as_str)
+    }
+
+    /// Whether a refused block could not be served from a cold scan either.
+    pub fn unrecoverable(&self) -> bool {
+        matches!(self.cold.get(), Some(c) if c.as_ref().is_none_or(|c| c.len() != self.n))
+    }
+
+    /// Blocks read so far, of how many.
+    pub fn blocks_read(&self) -> (usize, usize) {
+        (
+            self.blocks.iter().filter(|b| b.get().is_some()).count(),
+            self.blocks.len(),
+        )
     }
 }
 
@@ -186,25 +246,22 @@ impl Recs {
     pub(super) fn tail_mut(&mut self) -> &mut Vec<Rec> {
         &mut self.tail
     }
-    /// Why a block of the saved index was refused (the first), if one was.
+    /// Why a block of the saved records was refused (the first), if one was.
     pub fn damaged(&self) -> Option<&str> {
-        self.paged.as_ref()?.damaged.get().map(String::as_str)
+        self.paged.as_ref()?.damaged()
     }
     /// Whether a refused block could not be served from a cold scan either (its records are
     /// placeholders: no answer may be given from this index).
     pub fn unrecoverable(&self) -> bool {
-        self.paged
-            .as_ref()
-            .is_some_and(|p| matches!(p.cold.get(), Some(None)))
+        self.paged.as_ref().is_some_and(|p| p.unrecoverable())
     }
-    /// How many blocks were read from the saved index so far (of how many).
+    /// How many blocks of records were read from the saved index so far (of how many).
     pub fn blocks_read(&self) -> (usize, usize) {
-        self.paged.as_ref().map_or((0, 0), |p| {
-            (
-                p.blocks.iter().filter(|b| b.get().is_some()).count(),
-                p.blocks.len(),
-            )
-        })
+        self.paged.as_ref().map_or((0, 0), |p| p.blocks_read())
+    }
+    /// How many records come from the saved index.
+    pub fn saved_len(&self) -> usize {
+        self.base()
     }
 }
 

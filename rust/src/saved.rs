@@ -22,14 +22,15 @@
 //!   key bytes and where its bytes start (16 bytes);
 //! * the records-block table: per block of [`REC_BLOCK`] records, its checksum (8 bytes);
 //! * the winners-block table: per block of [`REC_BLOCK`] key ids, its checksum (8 bytes);
-//! * the key records (8 bytes each) and the key bytes, each read straight into its final array;
-//! * the records, as their bytes (28 each), and the winners (the by-id map: per key id, the
-//!   entry that owns it, 4 bytes each), never read at load: a query reads the blocks it needs
-//!   (`index::recs`), each checked against its checksum and bounds when read.
+//! * the key records (8 bytes each) and the key bytes, the records, as their bytes (28 each),
+//!   and the winners (the by-id map: per key id, the entry that owns it, 4 bytes each), none
+//!   read at load: a query reads the groups and blocks it needs (`index::keystore`,
+//!   `index::recs`), each checked against its checksum and bounds when read.
 //!
-//! The header's checksum covers the header, the path, the meta and the two tables; through the
-//! tables, every group of keys and every block of records. A load reads and checks all but the
-//! records and the winners; a link followed reads the winners' block it needs, and the full
+//! The header's checksum covers the header, the path, the meta and the three tables; through
+//! the tables, every group of keys and every block of records and winners. A load reads and checks the header,
+//! the path, the meta and the tables, nothing that grows with the entries but the tables (24
+//! bytes per 1,024 entries); a link followed reads the winners' block it needs, and the full
 //! by-id map is built only when the index changes (an append, a refresh with new entries). A
 //! block found damaged when read is served from a cold scan of the session file (the same
 //! answers, see `index::recs`); nothing is used before it is checked.
@@ -56,8 +57,8 @@
 //! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
 use crate::index::{
-    recs_bytes, BlockChecks, Index, Paged, PagedRecs, Rec, KID_NULL, KID_UNDEFINED, NONE,
-    REC_BLOCK, T_NONE,
+    recs_bytes, BlockChecks, Index, KeyStore, Paged, PagedKeys, PagedRecs, Rec, KEY_GROUP,
+    KID_NULL, KID_UNDEFINED, NONE, REC_BLOCK, T_NONE,
 };
 use std::ffi::CString;
 use std::fs::File;
@@ -72,8 +73,6 @@ const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
 pub const FORMAT_VERSION: u32 = 5;
-/// Keys per group of the key sections: one checksum each.
-pub const KEY_GROUP: usize = 1024;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.
@@ -202,6 +201,15 @@ fn block_sum(b: u64, bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The checksum of key group `g`: its number, its key records' bytes, its key bytes.
+fn group_sum(g: u64, recs: &[u8], bytes: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write_u64(g);
+    h.write(recs);
+    h.write(bytes);
+    h.finish()
+}
+
 /// The key-group table of the key sections (`keys`: 8 bytes per key record, `kb`: the key
 /// bytes): per group of [`KEY_GROUP`] keys, the checksum of its key records and its bytes, and
 /// where its bytes start (16 bytes). None when the records' starts do not lie in order inside
@@ -225,11 +233,12 @@ fn key_table(keys: &[u8], kb: &[u8]) -> Option<Vec<u8>> {
         if start > end || end > kb.len() as u64 {
             return None;
         }
-        let mut h = hasher();
-        h.write_u64(g as u64);
-        h.write(&keys[first * 8..next * 8]);
-        h.write(&kb[start as usize..end as usize]);
-        out.extend_from_slice(&h.finish().to_ne_bytes());
+        let h = group_sum(
+            g as u64,
+            &keys[first * 8..next * 8],
+            &kb[start as usize..end as usize],
+        );
+        out.extend_from_slice(&h.to_ne_bytes());
         out.extend_from_slice(&start.to_ne_bytes());
     }
     Some(out)
@@ -411,18 +420,6 @@ fn read_into(f: &File, at: u64, base: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads `n` key records (8 bytes each) at `at` of `f` into a vector of their words.
-fn read_u64s(f: &File, at: u64, n: usize) -> io::Result<Vec<u64>> {
-    let bytes = n
-        .checked_mul(8)
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-    let mut v: Vec<u64> = Vec::with_capacity(n);
-    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
-    // SAFETY: every byte of the first `n` words was written above.
-    unsafe { v.set_len(n) };
-    Ok(v)
-}
-
 /// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder.
 ///
 /// The index and how many bytes of the file it covers, or why not (then scan cold).
@@ -513,36 +510,55 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     if checksum(&h0, sums) != sum {
         return Err("saved index damaged (checksum)".into());
     }
-    let keys = read_u64s(&c, at_keys, nkeys as usize).map_err(|e| e.to_string())?;
-    let kb = rd(at_kb, kb_len)?;
-    // SAFETY: a view of the words' initialised bytes, exactly their length.
-    let keys_b = unsafe { std::slice::from_raw_parts(keys.as_ptr() as *const u8, keys.len() * 8) };
-    if key_table(keys_b, &kb).as_deref() != Some(&ktab[..]) {
-        return Err("saved index damaged (keys)".into());
-    }
     let inconsistent = || "saved index inconsistent".to_string();
-    let ix = Index::restore_meta(&meta_b, keys, kb, nrecs as usize, cover.covered)
-        .ok_or_else(inconsistent)?;
+    let c = std::sync::Arc::new(c);
+    let session = f.try_clone().map_err(|e| e.to_string())?;
+    let covered = cover.covered;
+    // a damaged block found later: the cold scan stands in (once, for every section), and is
+    // saved over this file
+    let (cfg, stat) = (cfg.clone(), meta.clone());
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(&path_b));
+    type Cold = Option<(Vec<Rec>, Vec<u32>, crate::index::KeySections)>;
+    let cold: std::sync::Arc<std::sync::OnceLock<Cold>> = Default::default();
+    let want_ktab = ktab.clone();
+    let rescue = std::sync::Arc::new(move || {
+        cold.get_or_init(|| {
+            let ix = rescan(&session, covered, nrecs as usize, meta_sum, &want_ktab)?;
+            let _ = save(&cfg, &ix, &session, &stat, &path);
+            Some((ix.recs.to_vec(), ix.winners(), ix.key_sections()))
+        })
+        .clone()
+    });
+    let table = ktab
+        .chunks_exact(16)
+        .map(|w| {
+            let v = |i: usize| u64::from_ne_bytes(w[i..i + 8].try_into().expect("8 bytes"));
+            (v(0), v(8))
+        })
+        .collect();
+    let r3 = rescue.clone();
+    let keys = PagedKeys::new(
+        c.clone(),
+        at_keys,
+        at_kb,
+        nkeys as usize,
+        kb_len,
+        table,
+        group_sum,
+        Box::new(move || r3().map(|c| c.2)),
+    )
+    .ok_or_else(inconsistent)?;
+    let ix = Index::restore_meta(
+        &meta_b,
+        KeyStore::paged(keys),
+        nrecs as usize,
+        cover.covered,
+    )
+    .ok_or_else(inconsistent)?;
     let bounds = ix.rec_bounds().ok_or_else(inconsistent)?;
     let header_end = ix.header_span.map_or(0, |(s, l)| s + l);
     let placeholder = Rec::new(header_end, 0, KID_UNDEFINED, KID_NULL, f64::NAN, T_NONE, 0)
         .ok_or_else(inconsistent)?;
-    let session = f.try_clone().map_err(|e| e.to_string())?;
-    let covered = cover.covered;
-    // a damaged block found later: the cold scan stands in (once, for both sections), and is
-    // saved over this file
-    let (cfg, stat) = (cfg.clone(), meta.clone());
-    let path = PathBuf::from(std::ffi::OsStr::from_bytes(&path_b));
-    type Cold = Option<(Vec<Rec>, Vec<u32>)>;
-    let cold: std::sync::Arc<std::sync::OnceLock<Cold>> = Default::default();
-    let rescue = std::sync::Arc::new(move || {
-        cold.get_or_init(|| {
-            let ix = rescan(&session, covered, nrecs as usize, meta_sum, &ktab)?;
-            let _ = save(&cfg, &ix, &session, &stat, &path);
-            Some((ix.recs.to_vec(), ix.winners()))
-        })
-        .clone()
-    });
     let sums_of = |t: &[u8]| -> Vec<u64> {
         t.chunks_exact(8)
             .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
@@ -565,7 +581,6 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         placeholder: NONE,
     };
     touch(&c);
-    let c = std::sync::Arc::new(c);
     let recs =
         PagedRecs::new(c.clone(), at_recs, nrecs as usize, rec_checks).ok_or_else(inconsistent)?;
     let winners = Paged::new(c, at_winners, nkeys as usize, win_checks).ok_or_else(inconsistent)?;
@@ -588,7 +603,7 @@ fn rescan(f: &File, covered: u64, nrecs: usize, meta_sum: u64, ktab: &[u8]) -> O
     let mut meta = Vec::new();
     ix.persist_meta(&mut meta);
     let (k, b) = ix.key_sections();
-    if section_sum(&meta) != meta_sum || key_table(k, b).as_deref() != Some(ktab) {
+    if section_sum(&meta) != meta_sum || key_table(&k, &b).as_deref() != Some(ktab) {
         return None;
     }
     Some(ix)
@@ -636,7 +651,7 @@ pub fn save(
     let recs_v = index.recs.to_vec();
     let recs = recs_bytes(&recs_v);
     let (keys, kb) = index.key_sections();
-    let ktab = key_table(keys, kb).ok_or("keys out of order")?;
+    let ktab = key_table(&keys, &kb).ok_or("keys out of order")?;
     let rtab: Vec<u8> = recs
         .chunks(REC_BLOCK * std::mem::size_of::<Rec>())
         .enumerate()
@@ -702,8 +717,8 @@ pub fn save(
         .and_then(|_| out.write_all(&ktab))
         .and_then(|_| out.write_all(&rtab))
         .and_then(|_| out.write_all(&wtab))
-        .and_then(|_| out.write_all(keys))
-        .and_then(|_| out.write_all(kb))
+        .and_then(|_| out.write_all(&keys))
+        .and_then(|_| out.write_all(&kb))
         .and_then(|_| out.write_all(recs))
         .and_then(|_| out.write_all(&winners));
     drop(out);
@@ -1084,8 +1099,11 @@ mod tests {
         let meta = f.metadata().unwrap();
         let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
         let good = std::fs::read(&saved_path).unwrap();
-        // the records, then the winners, end the file
+        // the keys, the records, then the winners end the file: read on demand
+        let want_keys = cold.index.key_sections();
         let at_recs = good.len()
+            - want_keys.0.len()
+            - want_keys.1.len()
             - cold.index.recs.len() * std::mem::size_of::<Rec>()
             - cold.index.winners().len() * 4;
         let want = format!("{:?}", cold.index.recs);
@@ -1109,10 +1127,11 @@ mod tests {
                 Ok((ix, _)) => {
                     assert!(at >= at_recs && k % 4 != 0, "damage {k} at {at} accepted");
                     assert_eq!(ix.saved_damage(), None, "nothing read yet");
-                    // reading the records and the by-id map finds the damaged block; the
-                    // answers are the cold ones
+                    // reading the records, the by-id map and the keys finds the damaged
+                    // block; the answers are the cold ones
                     assert_eq!(format!("{:?}", ix.recs), want, "damage {k}");
                     assert_eq!(ix.winners(), want_w, "damage {k}");
+                    assert!(ix.key_sections() == want_keys, "damage {k}");
                     let why = ix.saved_damage().expect("caught when read");
                     assert!(why.contains("checksum"), "{why}");
                     assert!(!ix.saved_unrecoverable());

@@ -18,6 +18,7 @@
 
 mod codes;
 mod keys;
+mod keystore;
 mod labels;
 mod legacy;
 mod line;
@@ -34,7 +35,9 @@ pub use recs::{BlockChecks, Paged, PagedRecs, Recs, REC_BLOCK};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
 use crate::json::{JsVal, TopKind, Val};
-use keys::{KeyRec, KeyTable};
+pub use keys::KeyRec;
+use keys::KeyTable;
+pub use keystore::{KeySections, KeyStore, PagedKeys, KEY_GROUP};
 use problems::{P_BLANK, P_EXTRA_HEADER, P_FALSY, P_MALFORMED, P_TOO_LONG, P_TORN, P_UTF8};
 use std::collections::HashMap;
 
@@ -216,9 +219,8 @@ pub struct Index {
     /// The table holds key ids (built lazily after a restore from a saved index)
     keys: std::sync::OnceLock<KeyTable>,
     hasher: Hasher,
-    key_recs: Vec<KeyRec>,
-    /// the bytes of every string key, back to back
-    key_bytes: Vec<u8>,
+    /// the keys (see [`KeyRec`]; read on demand after a restore)
+    kstore: keystore::KeyStore,
     /// key id → winning entry index (NONE when no entry has that id).
     ///
     /// Built from the records on first use after a restore from a saved index (see

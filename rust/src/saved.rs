@@ -525,7 +525,12 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
         cold.get_or_init(|| {
             let ix = rescan(&session, covered, nrecs as usize, meta_sum, &want_ktab)?;
             let _ = save(&cfg, &ix, &session, &stat, &path);
-            Some((ix.recs.to_vec(), ix.winners(), ix.key_sections()))
+            let (k, b) = ix.key_sections();
+            Some((
+                ix.recs.to_vec(),
+                ix.winners(),
+                (k.into_owned(), b.into_owned()),
+            ))
         })
         .clone()
     });
@@ -648,7 +653,11 @@ pub fn save(
     }
     let mut meta = Vec::new();
     index.persist_meta(&mut meta);
-    let recs_v = index.recs.to_vec();
+    // (copies only of what was restored from a saved index and read on demand)
+    let recs_v: std::borrow::Cow<'_, [Rec]> = match index.recs.in_memory() {
+        Some(r) => r.into(),
+        None => index.recs.to_vec().into(),
+    };
     let recs = recs_bytes(&recs_v);
     let (keys, kb) = index.key_sections();
     let ktab = key_table(&keys, &kb).ok_or("keys out of order")?;
@@ -657,11 +666,7 @@ pub fn save(
         .enumerate()
         .flat_map(|(b, c)| block_sum(b as u64, c).to_ne_bytes())
         .collect();
-    let winners: Vec<u8> = index
-        .winners()
-        .iter()
-        .flat_map(|w| w.to_ne_bytes())
-        .collect();
+    let winners = index.winners_bytes();
     let wtab: Vec<u8> = winners
         .chunks(REC_BLOCK * 4)
         .enumerate()
@@ -720,7 +725,7 @@ pub fn save(
         .and_then(|_| out.write_all(&keys))
         .and_then(|_| out.write_all(&kb))
         .and_then(|_| out.write_all(recs))
-        .and_then(|_| out.write_all(&winners));
+        .and_then(|_| out.write_all(winners));
     drop(out);
     if let Err(e) = w {
         unlink();

@@ -507,6 +507,13 @@ impl Index {
         self.by_id().to_vec()
     }
 
+    /// The by-id map's bytes (4 per key id, native order), as a saved index stores them.
+    pub fn winners_bytes(&self) -> &[u8] {
+        let w = self.by_id();
+        // SAFETY: a view of the words' initialised bytes, exactly their length.
+        unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
+    }
+
     /// Why a block of the saved index was found damaged when read (the first), if one was.
     pub fn saved_damage(&self) -> Option<&str> {
         self.recs

@@ -256,8 +256,19 @@ impl KeyStore {
     pub fn tails_mut(&mut self) -> (&mut Vec<KeyRec>, &mut Vec<u8>) {
         (&mut self.recs, &mut self.bytes)
     }
-    /// The key records (8 bytes each) and the key bytes, whole (every saved group read).
-    pub fn sections(&self) -> (Vec<u8>, Vec<u8>) {
+    /// The key records (8 bytes each) and the key bytes, whole (every saved group read;
+    /// borrowed when every key is in memory).
+    pub fn sections(&self) -> (std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>) {
+        if self.saved.is_none() {
+            // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.
+            let recs = unsafe {
+                std::slice::from_raw_parts(
+                    self.recs.as_ptr() as *const u8,
+                    std::mem::size_of_val(&self.recs[..]),
+                )
+            };
+            return (recs.into(), self.bytes.as_slice().into());
+        }
         let mut recs = Vec::with_capacity(self.len() * 8);
         let mut bytes = Vec::with_capacity((self.base as usize) + self.bytes.len());
         if let Some(p) = &self.saved {
@@ -269,7 +280,7 @@ impl KeyStore {
         }
         recs.extend(self.recs.iter().flat_map(|k| k.0.to_ne_bytes()));
         bytes.extend_from_slice(&self.bytes);
-        (recs, bytes)
+        (recs.into(), bytes.into())
     }
     pub fn damaged(&self) -> Option<&str> {
         self.saved.as_ref()?.damaged()

@@ -321,7 +321,7 @@ impl Index {
     /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes.
     ///
     /// The two sections a saved index stores besides the meta, the records and the winners.
-    pub fn key_sections(&self) -> (Vec<u8>, Vec<u8>) {
+    pub fn key_sections(&self) -> (std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>) {
         self.kstore.sections()
     }
 

@@ -242,6 +242,10 @@ impl Recs {
     pub fn to_vec(&self) -> Vec<Rec> {
         self.iter().copied().collect()
     }
+    /// Every record, when all are in memory (none read on demand).
+    pub fn in_memory(&self) -> Option<&[Rec]> {
+        self.paged.is_none().then_some(&self.tail[..])
+    }
     /// The records held in memory, to reserve room in (see `Index::reserve`).
     pub(super) fn tail_mut(&mut self) -> &mut Vec<Rec> {
         &mut self.tail

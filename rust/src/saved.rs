@@ -1154,6 +1154,69 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A block of records forged with a valid checksum (its block sum and the header's
+    /// recomputed) but an out-of-bounds key id is refused when read, and the cold scan's
+    /// records stand in: no panic, no out-of-bounds read, the cold answers.
+    #[test]
+    fn a_forged_block_with_valid_checksums_is_bounds_checked_when_read() {
+        let dir = std::env::temp_dir().join(format!("st-saved-forged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
+        };
+        let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let mut b = std::fs::read(&saved_path).unwrap();
+        let v = |b: &[u8], i: usize| get_u64(b, 24 + 8 * i);
+        let (meta_len, nrecs, nkeys, kb_len, path_len) =
+            (v(&b, 7), v(&b, 8), v(&b, 10), v(&b, 11), v(&b, 12));
+        let at_meta = HEADER_LEN + path_len as usize;
+        let ktab_len = nkeys.div_ceil(KEY_GROUP as u64) as usize * 16;
+        let rtab_len = nrecs.div_ceil(REC_BLOCK as u64) as usize * 8;
+        let wtab_len = nkeys.div_ceil(REC_BLOCK as u64) as usize * 8;
+        let at_ktab = at_meta + meta_len as usize;
+        let at_rtab = at_ktab + ktab_len;
+        let at_wtab = at_rtab + rtab_len;
+        let at_recs = at_wtab + wtab_len + nkeys as usize * 8 + kb_len as usize;
+        // record 0's id: a key id past every key
+        b[at_recs..at_recs + 4].copy_from_slice(&(u32::MAX - 1).to_ne_bytes());
+        let size = std::mem::size_of::<Rec>();
+        let block0 = &b[at_recs..at_recs + size * REC_BLOCK.min(nrecs as usize)];
+        let s0 = block_sum(0, block0);
+        b[at_rtab..at_rtab + 8].copy_from_slice(&s0.to_ne_bytes());
+        let mut h0 = b[..HEADER_LEN + path_len as usize].to_vec();
+        h0[SUM_AT..SUM_AT + 8].fill(0);
+        let sums = [
+            section_sum(&b[at_meta..at_ktab]),
+            section_sum(&b[at_ktab..at_rtab]),
+            section_sum(&b[at_rtab..at_wtab]),
+            section_sum(&b[at_wtab..at_wtab + wtab_len]),
+        ];
+        let sum = checksum(&h0, sums);
+        b[SUM_AT..SUM_AT + 8].copy_from_slice(&sum.to_ne_bytes());
+        std::fs::write(&saved_path, &b).unwrap();
+        let (ix, _) = load(&cfg, &f, &meta).expect("the checksums add up: loads");
+        assert_eq!(ix.saved_damage(), None);
+        assert_eq!(
+            format!("{:?}", ix.recs),
+            format!("{:?}", cold.index.recs),
+            "the cold records stand in"
+        );
+        let why = ix.saved_damage().expect("caught when read");
+        assert!(why.contains("out of bounds"), "{why}");
+        assert_eq!(ix.winners(), cold.index.winners());
+        assert_eq!(ix.leaf_entry(), cold.index.leaf_entry());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// A saved index of the previous layout (format 1: 48-byte records with the value
     /// position and the target inside), even with a checksum that adds up, is refused: a
     /// cold open.

@@ -211,6 +211,10 @@ impl KeyStore {
     pub fn len(&self) -> usize {
         self.nsaved + self.recs.len()
     }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Key `kid`'s tag and bytes (`kid` < `len`).
     #[inline]
     pub fn data(&self, kid: u32) -> (u8, &[u8]) {

@@ -50,12 +50,15 @@ fn items_from_bytes<T: Plain>(b: &[u8]) -> Option<Vec<T>> {
     Some(v)
 }
 
+/// Whether items (the position of the first, the items) keep their bounds.
+pub type ItemsOk<T> = Box<dyn Fn(usize, &[T]) -> bool + Send + Sync>;
+
 /// How a block is checked: its checksum (block number, bytes) and its items' bounds (position
 /// of the first, the items).
 pub struct BlockChecks<T> {
     pub sum: fn(u64, &[u8]) -> u64,
     pub sums: Vec<u64>,
-    pub items_ok: Box<dyn Fn(usize, &[T]) -> bool + Send + Sync>,
+    pub items_ok: ItemsOk<T>,
     /// the cold scan's items, when they can stand in for the saved ones (see the module docs)
     pub rescan: Box<dyn Fn() -> Option<Vec<T>> + Send + Sync>,
     /// the item a block that can be neither read nor rescanned reads as
@@ -105,6 +108,9 @@ impl<T: Plain> Paged<T> {
     /// How many items.
     pub fn len(&self) -> usize {
         self.n
+    }
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
     }
 
     /// Item `i` (< `len`).

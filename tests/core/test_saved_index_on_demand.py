@@ -125,6 +125,13 @@ def test_warm_on_demand_answers_equal_cold_in_any_order(n, branchy, qs):
         for q, k in qs:
             assert _ask(warm, q, k) == _ask(cold, q, k), (q, k)
         assert warm.index_cache_state()[0] == "warm"  # nothing damaged was read
+        # an append after on-demand reads (the by-id map and key table then built from the
+        # saved blocks) answers as a cold open of the grown file
+        warm.append_message({"role": "user", "content": "more", "timestamp": 0})
+        grown = Session.open(p, index_cache=False)
+        for q, k in [("leaf", 0), ("len", 0), ("get_entry", n), ("context", 0), ("entries", 0), ("children", n - 1)]:
+            assert _ask(warm, q, k) == _ask(grown, q, k), (q, k)
+        assert warm.get_entry(grown.leaf_id) is not None
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -281,7 +281,7 @@ def report_size(r: dict) -> None:
 
 
 def report_targets(sizes: list[dict]) -> None:
-    """The saved index's targets as ratios of bests measured in this run (issue 32)."""
+    """The saved index's targets as ratios of bests measured in this run."""
     if not sizes:
         return
     print("\n## targets (ratios of bests, this run)")

@@ -105,9 +105,20 @@ impl Index {
     }
 
     /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
-    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`.
+    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`. Once a block of the saved index
+    /// was found damaged when read (its records then came from a cold scan): `("cold", 0,
+    /// why)`.
     fn cache_state(&self) -> (&'static str, u64, &str) {
-        self.cache.parts()
+        match self.st.index.saved_damage() {
+            Some(why) => ("cold", 0, why),
+            None => self.cache.parts(),
+        }
+    }
+
+    /// Blocks read from the saved index so far (records and the by-id map), and how many it
+    /// has ((0, 0) when the index was not loaded from one).
+    fn cache_blocks_read(&self) -> (usize, usize) {
+        self.st.index.saved_blocks_read()
     }
 
     /// A read-only index over a copy of the bytes of `data`.

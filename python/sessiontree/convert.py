@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConvertError, SessionArgumentError, UnrecognisedFormatError
 from .session import convert_bytes, convert_detect, convert_detect_bytes, convert_file
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
 
 __all__ = [
     "FORMATS",
@@ -45,6 +48,7 @@ __all__ = [
     "detect",
     "detect_bytes",
     "from_pi",
+    "open_as_pi",
     "to_pi",
     "to_pi_bytes",
 ]
@@ -152,6 +156,37 @@ def to_pi_bytes(data: bytes, *, name: str = "<bytes>", source_format: str = "aut
     _check("source_format", source_format, ("auto", *FORMATS))
     pi, d = convert_bytes(bytes(data), name, source_format)
     return pi, _result(d)
+
+
+def open_as_pi(path: str | os.PathLike[str]) -> tuple[Session, ConvertResult]:
+    """A read-only Pi session over a Claude Code transcript or a Codex rollout, converted in
+    memory in the core (:func:`to_pi_bytes`, then :meth:`Session.from_bytes`; no temporary
+    file, nothing written), and the conversion's result (``source_format`` names the format).
+    A Pi session is opened from its bytes as it is. Sidechains and subagent files are not
+    part of the session (convert the file with :func:`to_pi` to have them). Memory: the file
+    and its Pi form.
+
+    Raises:
+        UnrecognisedFormatError: the file is none of the formats (or not a regular file).
+        OSError: it cannot be read.
+        SessionFormatError: the converted bytes do not open (a Pi file that is not valid).
+    """
+    import stat
+
+    from .session import Session
+
+    name = os.fspath(path)
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnrecognisedFormatError(f"{name}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+    finally:
+        os.close(fd)
+    pi, result = to_pi_bytes(data, name=name)
+    del data
+    return Session.from_bytes(pi, name=name), result
 
 
 def to_pi(

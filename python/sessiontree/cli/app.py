@@ -20,7 +20,7 @@ from ..session import Session
 
 from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
-from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, print_failure
+from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, print_failure, safe_text
 from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_validate
 from .tree import cmd_tree
 from .compact import _CliFailure, cmd_compact
@@ -350,7 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"{args.file}: no such file")
     except SessionFormatError as exc:
         text = str(exc)
-        return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+        converted = None if args.command in WRITING_COMMANDS else _open_converted(args.file)
+        if converted is None:
+            return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+        session = converted
     except (OSError, SessionError) as exc:
         return fail(f"{args.file}: cannot read: {exc}")
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
@@ -394,6 +397,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             session.close()
         except Exception as exc:  # noqa: BLE001 - a failed final flush/close is an error, not a traceback
             print_failure(f"{args.file}: cannot close: {exc}", 2, False)
+
+
+def _open_converted(path: str) -> Session | None:
+    """A Claude Code transcript or Codex rollout opened for a read command: converted to Pi in
+    memory (:func:`sessiontree.convert.open_as_pi`), with a note on stderr naming the format;
+    None when the file is none of them (or a Pi file that does not open)."""
+    from ..convert import open_as_pi
+
+    try:
+        session, result = open_as_pi(path)
+    except (OSError, SessionError):
+        return None
+    if result.source_format == "pi":
+        session.close()
+        return None
+    try:
+        print(
+            f"sessiontree: note: {safe_text(path)} is a {result.source_format} file, read as a Pi session "
+            f"converted in memory ({result.lines} lines, {len(result.problems)} problems; nothing written)",
+            file=sys.stderr,
+        )
+    except (OSError, ValueError, AttributeError):
+        pass
+    return session
 
 
 if __name__ == "__main__":  # pragma: no cover

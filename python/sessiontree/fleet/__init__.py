@@ -118,6 +118,9 @@ def stats_schema() -> Any:
       summary part of them.
     * ``problems`` and ``problems_<kind>`` (one per scanner problem kind), ``problems_other``,
       ``needs_migration`` (a v1/v2 file).
+    * ``source_format``: ``pi``, or ``claude-code`` / ``codex`` for a Claude Code transcript
+      or a Codex rollout read as a Pi session converted in memory in the core
+      (:func:`sessiontree.convert.to_pi_bytes`; its sidechains and subagents are not counted).
     * ``error_kind``, ``error``: set when the file could not be opened (then only ``path``,
       ``bytes`` and ``file_modified`` may be set).
     """

@@ -214,6 +214,14 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
         };
         match &meta {
             Some(m) => {
+                if simdutf8::basic::from_utf8(line).is_err() {
+                    rep.problem(
+                        src,
+                        n as u64 + 1,
+                        "invalid_utf8",
+                        "bytes that are not UTF-8: the line keeps its place in the tree and is carried as raw bytes in a custom entry".into(),
+                    );
+                }
                 let ty = s(m.ty.as_ref());
                 let sub = s(m.subtype.as_ref());
                 if let Some(u) = s(m.uuid.as_ref()) {
@@ -989,8 +997,11 @@ pub fn convert(
         let id = plan.pid.get(i);
         let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
         let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
+        // a line that is not UTF-8 (even in a field no rule reads) is carried as raw bytes,
+        // never copied into the Pi file as JSON text
+        let utf8 = simdutf8::basic::from_utf8(line).is_ok();
         // a line that becomes a custom entry: its type is all it needs (no full parse)
-        let fast = if plan.flags[i] & F_FULL == 0 && starts {
+        let fast = if plan.flags[i] & F_FULL == 0 && starts && utf8 {
             serde_json::from_slice::<Meta>(line).ok().map(|m| {
                 if let Some(t) = s(m.timestamp.as_ref()) {
                     last_ts = t.to_string();
@@ -1010,7 +1021,7 @@ pub fn convert(
         };
         let parsed = if fast.is_some() {
             super::Parsed::Other
-        } else if super::is_blank(line) {
+        } else if super::is_blank(line) || !utf8 {
             super::Parsed::Bad
         } else {
             super::parse_line(line)
@@ -1104,7 +1115,15 @@ pub fn convert(
             Some(f) => shown.with_file_name(f),
             None => pp.clone(),
         };
-        convert(sp, None, pp, &pp_shown, Some((shown, "subagent")), outs, rep)?;
+        convert(
+            sp,
+            None,
+            pp,
+            &pp_shown,
+            Some((shown, "subagent")),
+            outs,
+            rep,
+        )?;
     }
     Ok(())
 }

@@ -214,9 +214,7 @@ def to_pi(
     """
     _check("source_format", source_format, ("auto", *FORMATS))
     return _result(
-        convert_file(
-            os.fspath(src), os.fspath(out), source_format, "pi", None if shown is None else os.fspath(shown)
-        )
+        convert_file(os.fspath(src), os.fspath(out), source_format, "pi", None if shown is None else os.fspath(shown))
     )
 
 

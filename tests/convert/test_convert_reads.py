@@ -15,7 +15,7 @@ import pytest
 from sessiontree import Session
 from sessiontree.convert import UnrecognisedFormatError, open_as_pi, to_pi, to_pi_bytes
 
-from ._helpers import CC, CODEX, cc_mains, codex_files, pi_entries
+from ._helpers import CC, CODEX, cc_mains, codex_files
 
 CC_FILE = CC / "inspect_swe__tool_call_conversation.jsonl"
 CODEX_FILE = CODEX / "agentsview__function_calls.jsonl"
@@ -96,7 +96,11 @@ def test_stats_reads_claude_code_and_codex_files_and_names_the_format(tmp_path):
     to_pi(CODEX_FILE, store / "pi.jsonl")
     table = session_stats(store)
     rows = {Path(r["path"]).name: r for r in table.to_pylist()}
-    assert {k: r["source_format"] for k, r in rows.items()} == {"cc.jsonl": "claude-code", "codex.jsonl": "codex", "pi.jsonl": "pi"}
+    assert {k: r["source_format"] for k, r in rows.items()} == {
+        "cc.jsonl": "claude-code",
+        "codex.jsonl": "codex",
+        "pi.jsonl": "pi",
+    }
     assert all(r["error_kind"] is None for r in rows.values())
     # the converted-in-memory row counts what the Pi file converted on disk counts
     for key in ("entries", "messages", "messages_user", "messages_assistant", "tool_calls", "leaf_id", "output_tokens"):

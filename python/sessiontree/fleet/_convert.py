@@ -90,7 +90,9 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         finally:
             os.close(dfd)
         shown_dir = str(dest.parent)
-        files = [os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f for f in r.files]
+        files = [
+            os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f for f in r.files
+        ]
         kinds: dict[str, int] = {}
         for p in r.problems:
             kinds[p.kind] = kinds.get(p.kind, 0) + 1

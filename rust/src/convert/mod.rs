@@ -508,6 +508,9 @@ pub fn to_pi_shown(
     Ok(rep)
 }
 
+/// A file made in memory: its name and bytes.
+pub type MemoryFile = (PathBuf, Vec<u8>);
+
 /// Converts a Claude Code transcript or a Codex rollout held in memory (`data`, named `name`)
 /// to Pi in memory: the files made, the main one first (`(name, bytes)`; Claude Code
 /// sidechains after it, named as `to_pi` would write them beside `name`), and the report.
@@ -517,7 +520,7 @@ pub fn to_pi_bytes(
     data: &[u8],
     name: &Path,
     from: Option<Format>,
-) -> Result<(Vec<(PathBuf, Vec<u8>)>, Report), ConvertError> {
+) -> Result<(Vec<MemoryFile>, Report), ConvertError> {
     let fmt = match from {
         Some(f) => f,
         None => detect_bytes(data, name)?,

@@ -12,8 +12,6 @@ import orjson
 
 from .args import _pos_int, documented_parser
 
-COMMANDS = ("convert", "convert-all")
-
 _CONVERT_EPILOG = """SRC's format is detected from the content of its first lines (--from auto, the default):
 a Claude Code transcript, a Codex rollout (either layout) or a Pi session. --to pi (default)
 writes a Pi session; Claude Code sidechains and subagent files become Pi sessions of their own
@@ -51,7 +49,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "convert",
-        help="convert Claude Code / Codex files to Pi sessions and back",
         description="Convert SRC to OUT (sessiontree.convert.to_pi / from_pi).",
         epilog=_CONVERT_EPILOG,
     )
@@ -64,7 +61,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "convert-all",
-        help="convert every Claude Code / Codex session of a store to Pi sessions",
         description="Convert every session of SRC_DIR to Pi sessions below DIR (sessiontree.convert.convert_all).",
         epilog=_CONVERT_ALL_EPILOG,
     )

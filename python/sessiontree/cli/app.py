@@ -359,9 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _open_converted(path: str) -> Session | None:
-    """A Claude Code transcript or Codex rollout opened for a read command: converted to Pi in
-    memory (:func:`sessiontree.convert.open_as_pi`), with a note on stderr naming the format;
-    None when the file is none of them (or a Pi file that does not open)."""
+    """A Claude Code transcript or Codex rollout opened for a read command, or None.
+
+    Converted to Pi in memory (:func:`sessiontree.convert.open_as_pi`), with a note on stderr
+    naming the format; None when the file is none of them (or a Pi file that does not open)."""
     from ..convert import open_as_pi
 
     try:

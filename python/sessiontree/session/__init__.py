@@ -96,8 +96,9 @@ def convert_detect_bytes(data: bytes, name: str) -> str:
 
 
 def convert_bytes(data: bytes, name: str, source: str) -> tuple[bytes, dict[str, Any]]:
-    """The core's in-memory conversion to Pi (``_core.convert_bytes``, the GIL released): the
-    main Pi session's bytes and the report as a dict. :mod:`sessiontree.convert` drives it."""
+    """The core's in-memory conversion to Pi (``_core.convert_bytes``, the GIL released).
+
+    The main Pi session's bytes and the report as a dict. :mod:`sessiontree.convert` drives it."""
     return _core.convert_bytes(data, name, source)
 
 

@@ -1,6 +1,8 @@
-"""Converting a whole store to Pi sessions: ``convert_sessions``, the engine of
-``sessiontree convert-all`` and :func:`sessiontree.convert.convert_all`, over the public
-:mod:`sessiontree.convert` API.
+"""Converting a whole store to Pi sessions: ``convert_sessions``, under ``convert-all``.
+
+The engine of ``sessiontree convert-all`` and :func:`sessiontree.convert.convert_all` (which
+imports this module when it runs, so this one calls the core's conversion through ``session/``,
+as :mod:`sessiontree.convert` does, and never imports that module: no import circle).
 
 Stores: Claude Code's ``~/.claude/projects/<cwd>/<session>.jsonl`` (with
 ``<session>/subagents/*.jsonl``, converted with their session), Codex's
@@ -22,6 +24,8 @@ from ._sources import Item, resolve_source
 
 #: the per-session problems a row lists (the rest are counted in ``problems``)
 ROW_PROBLEMS = 20
+#: the formats read (``sessiontree.convert.FORMATS``)
+FORMATS = ("claude-code", "codex", "pi")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ def _proc_dir(fd: int) -> str | None:
 def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
     """One session of the store converted to Pi below ``opts.out_root``: its row (see
     :func:`convert_sessions`). Never raises for a session: a failure is the row's ``error``."""
-    from .. import convert
+    from ..errors import UnrecognisedFormatError
+    from ..session import convert_detect, convert_file
 
     rel = _relative(item, opts.base).split("/")
     dest = Path(opts.out_root).joinpath(*rel)
@@ -79,39 +84,39 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         return row
     dirs = None
     try:
-        fmt = convert.detect(item.path) if opts.source_format == "auto" else opts.source_format
+        fmt = convert_detect(item.path) if opts.source_format == "auto" else opts.source_format
         row["source_format"] = fmt
         dirs = _OutDirs(Path(opts.out_root))
         dfd = dirs.open(rel[:-1])
         try:
             through = _proc_dir(dfd)
             target = os.path.join(through, rel[-1]) if through else str(dest)
-            r = convert.to_pi(item.path, target, source_format=fmt, shown=str(dest))
+            r = convert_file(item.path, target, fmt, "pi", str(dest))
         finally:
             os.close(dfd)
         shown_dir = str(dest.parent)
         files = [
-            os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f for f in r.files
+            os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f
+            for f in r["files"]
         ]
         kinds: dict[str, int] = {}
-        for p in r.problems:
-            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        for _file, _line, kind, _message in r["problems"]:
+            kinds[kind] = kinds.get(kind, 0) + 1
         row.update(
             output=files[0] if files else str(dest),
             files=files,
-            lines=r.lines,
-            written=r.written,
-            messages=r.messages,
-            compactions=r.compactions,
-            problems=len(r.problems),
+            lines=r["lines"],
+            written=r["written"],
+            messages=r["messages"],
+            compactions=r["compactions"],
+            problems=len(r["problems"]),
             problem_kinds=dict(sorted(kinds.items())),
             problem_list=[
-                {"file": p.file, "line": p.line, "kind": p.kind, "message": p.message}
-                for p in r.problems[:ROW_PROBLEMS]
+                {"file": f, "line": n, "kind": k, "message": m} for f, n, k, m in r["problems"][:ROW_PROBLEMS]
             ],
-            not_carried=len(r.not_carried),
+            not_carried=len(r["not_carried"]),
         )
-    except convert.UnrecognisedFormatError as exc:
+    except UnrecognisedFormatError as exc:
         row.update(error_kind="unrecognised", error=str(exc))
     except FileNotFoundError as exc:
         row.update(error_kind="not_found", error=f"{exc.filename or item.path}: {exc.strerror or exc}")
@@ -172,7 +177,6 @@ def convert_sessions(
         ValueError: an unknown engine.
     """
     from . import _engine
-    from ..convert import FORMATS
 
     if source_format != "auto" and source_format not in FORMATS:
         raise SessionArgumentError(

@@ -210,15 +210,18 @@ def _converted(data: bytes, item: Item, exc: SessionFormatError) -> tuple[Sessio
     """``data`` (not a Pi session: ``exc``) as a Pi session converted in memory in the core
     (:func:`sessiontree.convert.to_pi_bytes`) and its format; ``exc`` again when the bytes
     are no Claude Code transcript or Codex rollout either."""
-    from ..convert import UnrecognisedFormatError, to_pi_bytes
+    # the core's conversion through session/ (as sessiontree.convert.to_pi_bytes calls it; the
+    # convert module imports the fleet for convert_all, so the fleet does not import it)
+    from ..errors import UnrecognisedFormatError
+    from ..session import convert_bytes
 
     try:
-        pi, result = to_pi_bytes(data, name=item.path)
+        pi, report = convert_bytes(bytes(data), item.path, "auto")
     except UnrecognisedFormatError:
         raise exc from None
-    if result.source_format == "pi":
+    if report["source_format"] == "pi":
         raise exc
-    return Session.from_bytes(pi, name=item.path), result.source_format
+    return Session.from_bytes(pi, name=item.path), str(report["source_format"])
 
 
 def open_item_as(item: Item, opts: Options) -> tuple[Session, int, float | None, str]:

@@ -18,6 +18,7 @@ from ..errors import (
     SessionError,
     SessionFormatError,
     SessionLockedError,
+    SessionTreeError,
 )
 from ..session import Session
 
@@ -367,7 +368,7 @@ def _open_converted(path: str) -> Session | None:
 
     try:
         session, result = open_as_pi(path)
-    except (OSError, SessionError):
+    except (OSError, SessionTreeError):  # none of the formats, unreadable, not a regular file
         return None
     if result.source_format == "pi":
         session.close()

@@ -13,7 +13,9 @@ __all__ = [
     "INDEX_CACHE_MAX_BYTES",
     "Index",
     "Scrubber",
+    "convert_bytes",
     "convert_detect",
+    "convert_detect_bytes",
     "convert_file",
     "date_parse",
     "header_probe",
@@ -26,9 +28,17 @@ __all__ = [
     "__version__",
 ]
 
+def convert_bytes(
+    data: bytes, name: str | PathLike[str], source: str | None = None
+) -> tuple[bytes, dict[str, Any]]: ...
 def convert_detect(path: str | PathLike[str]) -> str: ...
+def convert_detect_bytes(data: bytes, name: str | PathLike[str]) -> str: ...
 def convert_file(
-    src: str | PathLike[str], out: str | PathLike[str], source: str | None = None, target: str = "pi"
+    src: str | PathLike[str],
+    out: str | PathLike[str],
+    source: str | None = None,
+    target: str = "pi",
+    shown: str | PathLike[str] | None = None,
 ) -> dict[str, Any]: ...
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...

@@ -240,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .convert import add_parsers as add_convert_parsers
 
     add_convert_parsers(sub)
+    # --- search: sessiontree/cli/search.py ---
+    from .search import add_parsers as add_search_parsers
+
+    add_search_parsers(sub)
     # ---
     return parser
 
@@ -343,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in CONVERT_COMMANDS:
         return run_convert(args)
+    from .search import COMMANDS as SEARCH_COMMANDS, run as run_search
+
+    if args.command in SEARCH_COMMANDS:
+        return run_search(args)
     # ---
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Literal, Sequence, Union, cast
 
 from . import _core
 from .errors import SessionArgumentError
@@ -208,7 +208,7 @@ def search_files(
                 snippet=b[0],
                 spans=tuple((x, y) for x, y in b[1]),
                 score=b[2],
-                branch_state=b[3],
+                branch_state=cast(BranchState, b[3]),
                 fork_point=b[4],
                 summary_id=b[5],
                 labels=tuple(b[6]),

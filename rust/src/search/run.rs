@@ -6,7 +6,7 @@ use super::store_index::{discard, index_dir, line_hash, Fields, FileRec, StoreIn
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
 use crate::store::Store;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -327,6 +327,7 @@ impl Sess {
             let ix = &self.st.index;
             let n = ix.len();
             let mut cov = HashMap::new();
+            let depth = depths(ix);
             for s in 0..n {
                 if ix.view(s).ok().and_then(|v| v.type_name) != Some("branch_summary") {
                     continue;
@@ -346,17 +347,11 @@ impl Sess {
                 else {
                     continue;
                 };
-                let mut anc = HashSet::new();
-                let mut c = s as u32;
-                for _ in 0..n {
-                    if c == NONE || !anc.insert(c) {
-                        break;
-                    }
-                    c = ix.walk_parent(c);
-                }
+                // the entries from `from` up to its common ancestor with the summary
+                let stop = common_ancestor(ix, &depth, from, s as u32);
                 let mut c = from;
                 for _ in 0..n {
-                    if c == NONE || anc.contains(&c) {
+                    if c == NONE || c == stop {
                         break;
                     }
                     cov.insert(c, s as u32);
@@ -402,6 +397,54 @@ impl Sess {
         out.reverse();
         out
     }
+}
+
+/// Each entry's number of ancestors (entries on a parent cycle: 0), in O(entries).
+fn depths(ix: &crate::index::Index) -> Vec<u32> {
+    const TODO: u32 = u32::MAX;
+    const BUSY: u32 = u32::MAX - 1;
+    let n = ix.len();
+    let mut d = vec![TODO; n];
+    let mut stack = Vec::new();
+    for i in 0..n as u32 {
+        let mut c = i;
+        while c != NONE && d[c as usize] == TODO {
+            d[c as usize] = BUSY;
+            stack.push(c);
+            c = ix.walk_parent(c);
+        }
+        let mut base = match c {
+            NONE => 0,
+            c if d[c as usize] == BUSY => 0, // a cycle
+            c => d[c as usize] + 1,
+        };
+        while let Some(x) = stack.pop() {
+            d[x as usize] = base;
+            base += 1;
+        }
+    }
+    d
+}
+
+/// The nearest common ancestor-or-self of `a` and `b` (NONE: none), in O(their depths).
+fn common_ancestor(ix: &crate::index::Index, depth: &[u32], mut a: u32, mut b: u32) -> u32 {
+    let n = ix.len();
+    for _ in 0..2 * n + 2 {
+        if a == NONE || b == NONE {
+            return NONE;
+        }
+        if a == b {
+            return a;
+        }
+        let (da, db) = (depth[a as usize], depth[b as usize]);
+        if da >= db {
+            a = ix.walk_parent(a);
+        }
+        if db >= da {
+            b = ix.walk_parent(b);
+        }
+    }
+    NONE
 }
 
 /// Where the context starts on `path` (root first): Pi's `buildSessionContext` keeps, after the

@@ -51,7 +51,7 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(300);
 /// Bytes read per `pread` while indexing a file.
 const CHUNK: usize = 4 << 20;
 /// The writer's memory budget per indexing thread (Tantivy's minimum is 15 MB).
-const BUDGET_PER_THREAD: usize = 32 << 20;
+const BUDGET_PER_THREAD: usize = 24 << 20;
 
 pub(crate) fn hasher() -> foldhash::fast::FoldHasher<'static> {
     foldhash::fast::FixedState::with_seed(SEED).build_hasher()
@@ -261,7 +261,7 @@ impl StoreIndex {
             return Ok(());
         }
         let threads = std::thread::available_parallelism()
-            .map(|n| n.get().min(4))
+            .map(|n| n.get().min(2))
             .unwrap_or(1);
         let started = Instant::now();
         let writer: IndexWriter<TantivyDocument> = loop {

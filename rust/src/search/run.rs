@@ -256,6 +256,33 @@ struct Sess {
     st: Store,
     tree: Option<Tree>,
     labels: HashMap<u32, Option<String>>,
+    /// the index's (generation, leaf version) when `tree` and `labels` were computed
+    seen: (u64, u64),
+    /// the file's key in the search index when opened: the same key later means the file was
+    /// only appended to since (a rewrite or replacement is indexed under a new key)
+    key: u64,
+}
+
+/// Sessions opened by earlier queries of this process, by path: reused after a `refresh()`
+/// (which reads only appended bytes, and errs when the file was rewritten or replaced), so a
+/// warm query reads no index again. At most [`KEEP_SESSIONS`].
+static OPENED: std::sync::Mutex<Option<HashMap<String, Sess>>> = std::sync::Mutex::new(None);
+const KEEP_SESSIONS: usize = 64;
+
+fn take_opened(path: &str) -> Option<Sess> {
+    OPENED.lock().ok()?.as_mut()?.remove(path)
+}
+
+fn keep_opened(sess: HashMap<String, Sess>) {
+    if let Ok(mut g) = OPENED.lock() {
+        let m = g.get_or_insert_with(HashMap::new);
+        for (k, v) in sess {
+            if m.len() >= KEEP_SESSIONS {
+                m.clear();
+            }
+            m.insert(k, v);
+        }
+    }
 }
 
 /// The active path, the context and (lazily) the branch summaries' coverage of one session.
@@ -498,20 +525,51 @@ impl Ctx<'_> {
         self.sess
             .entry(key)
             .or_insert_with(|| {
-                let (st, _) =
-                    Store::open_cached(std::path::Path::new(&rec.path), true, place.saved.as_ref())
-                        .ok()?;
                 let meta = std::fs::metadata(&rec.path).ok()?;
                 if (meta.dev(), meta.ino()) != (rec.dev, rec.ino) {
                     return None;
                 }
+                if let Some(mut s) = take_opened(&rec.path) {
+                    if s.key == key
+                        && s.st.identity() == Some((rec.dev, rec.ino))
+                        && s.st.refresh().is_ok()
+                    {
+                        let now = (s.st.index.generation, s.st.index.leaf_version);
+                        if now != s.seen {
+                            s.tree = None;
+                            s.labels.clear();
+                            s.seen = now;
+                        }
+                        return Some(s);
+                    }
+                }
+                let (st, _) =
+                    Store::open_cached(std::path::Path::new(&rec.path), true, place.saved.as_ref())
+                        .ok()?;
+                if st.identity() != Some((rec.dev, rec.ino)) {
+                    return None;
+                }
+                let seen = (st.index.generation, st.index.leaf_version);
                 Some(Sess {
                     st,
                     tree: None,
                     labels: HashMap::new(),
+                    seen,
+                    key,
                 })
             })
             .as_mut()
+    }
+
+    /// Hands the sessions opened to the next query of this process.
+    fn keep(self) {
+        let recs = self.recs;
+        keep_opened(
+            self.sess
+                .into_iter()
+                .filter_map(|(k, s)| Some((recs.get(&k)?.path.clone(), s?)))
+                .collect(),
+        );
     }
 }
 
@@ -645,6 +703,7 @@ fn run(
             k = k.saturating_mul(4);
             continue;
         }
+        ctx.keep();
         return Ok((hits, total));
     }
 }

@@ -12,8 +12,6 @@ import orjson
 
 from .args import documented_parser
 
-COMMANDS = ("search",)
-
 _SEARCH_EPILOG = """QUERY: words (all required), "exact phrases", a OR b, -excluded, prefix*. Ids, paths,
 hashes and identifiers (bd-q3fy, src/foo_bar.rs, a1b2c3d4, snake_case_name, CamelCase) are
 found as typed and by their words. Case-insensitive; ranked by BM25, ties to the newer entry.
@@ -36,7 +34,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "search",
-        help="full-text search over every session of a store, with each hit's branch state",
         description="Search the sessions of SOURCE for QUERY (sessiontree.search).",
         epilog=_SEARCH_EPILOG,
     )

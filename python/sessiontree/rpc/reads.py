@@ -420,10 +420,11 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, {"sessions": out})
 
     def _search(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
-        """``{"type":"search","query":Q, "limit"?, "offset"?, "role"?, "entryType"?, "tool"?,
-        "branchState"?, "label"?, "since"?, "until"?, "sessionDir"?}`` (after ``hello``; Pi has no
-        search): :func:`sessiontree.search` over the current session's file, or over every session
-        of ``sessionDir``. Answers ``{hits, total, nextOffset, tookMs}``, each hit's keys in
+        """RPC ``search`` (after ``hello``; Pi has none): :func:`sessiontree.search` over the session.
+
+        ``{"type":"search","query":Q, "limit"?, "offset"?, "role"?, "entryType"?, "tool"?,
+        "branchState"?, "label"?, "since"?, "until"?, "sessionDir"?}``: over the current session's
+        file, or over every session of ``sessionDir``. Answers ``{hits, total, nextOffset, tookMs}``, each hit's keys in
         camelCase; a bad query is ``success:false`` with its one-line message."""
         from ..searching import search, search_files
 

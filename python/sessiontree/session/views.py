@@ -501,14 +501,15 @@ class Views(SessionBase):
         until: Any = None,
         index_cache: Any = None,
     ) -> Any:
-        """Full-text search of this session's file (:func:`sessiontree.search` with this file as
-        the store; the same query syntax, filters and :class:`~sessiontree.SearchResult`). Reads
+        """Full-text search of this session's file, as :func:`sessiontree.search` of this one file.
+
+        The same query syntax, filters and :class:`~sessiontree.SearchResult`. Reads
         what is in the file: lines still buffered by this session's writer are not found until
         written. Raises :class:`SessionArgumentError` for a session with no file (in memory),
         :class:`~sessiontree.errors.SearchQueryError` for a bad query."""
         import os
 
-        from ..searching import search_files
+        from .search import search_files
 
         if self._path is None:
             raise SessionArgumentError("search reads the session file; an in-memory session has none")

@@ -90,6 +90,7 @@ def _argv(name: str, tmp_path: Path) -> list[str]:
         "convert": [session, "-o", tmp_path / "out.jsonl", "--to", "codex"],
         "otel": [session, "-o", tmp_path / "trace.jsonl"],
         "stats": [session],
+        "search": ["hello", session],
         "compact-all": [session, "--context-window", "10000000"],  # under the threshold: writes nothing
     }
     return [name, *map(str, files.get(name, [session]))]

@@ -497,15 +497,17 @@ class Views(SessionBase):
         branch_state: str | None = None,
         label: str | None = None,
         tool: str | None = None,
-        since: Any = None,
-        until: Any = None,
+        since_time: Any = None,
+        until_time: Any = None,
         index_cache: Any = None,
     ) -> Any:
         """Full-text search of this session's file, as :func:`sessiontree.search` of this one file.
 
         The same query syntax, filters and :class:`~sessiontree.SearchResult`. Reads
         what is in the file: lines still buffered by this session's writer are not found until
-        written. Raises :class:`SessionArgumentError` for a session with no file (in memory),
+        written. ``since_time``/``until_time`` are :func:`sessiontree.search`'s ``since``/``until``
+        (named apart from this class's ``since``, which is an entry id). Raises
+        :class:`SessionArgumentError` for a session with no file (in memory),
         :class:`~sessiontree.errors.SearchQueryError` for a bad query."""
         import os
 
@@ -525,7 +527,7 @@ class Views(SessionBase):
             branch_state=branch_state,  # type: ignore[arg-type]
             label=label,
             tool=tool,
-            since=since,
-            until=until,
+            since=since_time,
+            until=until_time,
             index_cache=index_cache,
         )

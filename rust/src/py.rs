@@ -23,6 +23,7 @@ mod index_walks;
 mod index_writes;
 mod results;
 mod scrub;
+mod search;
 mod tree;
 
 use crate::index::NONE;
@@ -185,6 +186,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export::html_write_segments, m)?)?;
     m.add_function(wrap_pyfunction!(tree::stringify_lines, m)?)?;
     m.add_function(wrap_pyfunction!(tree::tree_json, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_store, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_match, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_extract, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<scrub::Scrubber>()?;
     m.add_function(wrap_pyfunction!(functions::date_parse, m)?)?;

@@ -582,22 +582,108 @@ pub struct Rows {
 /// Lines are read and scanned in batches of about this many bytes (bounded memory).
 const BATCH_BYTES: u64 = 2 << 20;
 
-/// Usage candidates of the index.
+/// Whether an entry of type code `etype` and role code `role` is a usage candidate.
 ///
 /// Message entries whose role is assistant or toolResult, compactions, branch summaries and `usage`
 /// entries (what `fleet/_rows.py` parses).
+pub fn is_candidate(etype: u16, role: u16) -> bool {
+    match entry_kind::type_row(etype).usage {
+        UsageAt::Message => entry_kind::role_row(role).usage != Carries::Never,
+        UsageAt::Entry(_) => true,
+        UsageAt::Nowhere => false,
+    }
+}
+
+/// Usage candidates of the index (see [`is_candidate`]).
 fn candidates(st: &Store) -> Vec<usize> {
     let ix = &st.index;
     (0..ix.recs.len())
-        .filter(|&i| {
-            let r = &ix.recs[i];
-            match entry_kind::type_row(r.etype).usage {
-                UsageAt::Message => entry_kind::role_row(r.role).usage != Carries::Never,
-                UsageAt::Entry(_) => true,
-                UsageAt::Nowhere => false,
-            }
-        })
+        .filter(|&i| is_candidate(ix.recs[i].etype, ix.recs[i].role))
         .collect()
+}
+
+/// What one usage candidate's line adds to the stats row: its usage numbers (input, output,
+/// cacheRead, cacheWrite, cost; None: it carries no usage) and its `toolCall` blocks. None:
+/// undecided (the Python rules decide).
+pub type LineRow = Option<(Option<[Option<Num>; 5]>, u32)>;
+
+/// [`LineRow`] of the line of a candidate entry of type code `etype` whose role is named `role`.
+pub fn line_row(etype: u16, role: &str, line: &[u8]) -> LineRow {
+    let t = entry_kind::type_row(etype);
+    let is_msg = t.usage == UsageAt::Message;
+    if is_msg && role == "toolResult" && surely_without_usage(line) {
+        return Some((None, 0));
+    }
+    let f = line_facts(line)?;
+    let u = carried(t, &f);
+    let nums = u.map(|u| u.fields.map(usage_number));
+    let calls = if is_msg && role == "assistant" && f.message_obj && f.content_array {
+        f.tool_calls
+    } else {
+        0
+    };
+    Some((nums, calls))
+}
+
+/// The stats row's usage sums, kept by the index as it ingests lines (the scan computes each
+/// candidate's [`LineRow`] in its parallel phase, from the bytes it has just parsed, and the
+/// index adds them in file order): the session's [`Rows`] without a second read of its lines.
+#[derive(Debug, Clone)]
+pub struct RowSums {
+    all: Option<Sums>,
+    summary: Option<Sums>,
+    tool_calls: u64,
+    undecided: Vec<u32>,
+    /// false when a candidate came without its line's row (an appended line, a code the
+    /// parallel phase did not foresee): then [`session_rows`] reads the lines again
+    pub complete: bool,
+}
+
+impl Default for RowSums {
+    fn default() -> Self {
+        RowSums {
+            all: Some(Sums::default()),
+            summary: Some(Sums::default()),
+            tool_calls: 0,
+            undecided: Vec::new(),
+            complete: true,
+        }
+    }
+}
+
+impl RowSums {
+    /// Adds candidate entry `i` (a summary type or not) with its line's row, in file order.
+    pub fn add(&mut self, i: u32, summary_type: bool, one: &LineRow) {
+        let Some((nums, calls)) = one else {
+            self.undecided.push(i);
+            self.all = None;
+            self.summary = None;
+            return;
+        };
+        self.tool_calls += u64::from(*calls);
+        let Some(nums) = nums else { return };
+        if let Some(s) = self.all.as_mut() {
+            if s.add(nums).is_none() {
+                self.all = None;
+            }
+        }
+        if summary_type {
+            if let Some(s) = self.summary.as_mut() {
+                if s.add(nums).is_none() {
+                    self.summary = None;
+                }
+            }
+        }
+    }
+    fn rows(&self) -> Rows {
+        Rows {
+            usage: Vec::new(),
+            undecided: self.undecided.clone(),
+            totals: self.all.and_then(|s| s.totals()),
+            summary_totals: self.summary.and_then(|s| s.totals()),
+            tool_calls: self.tool_calls,
+        }
+    }
 }
 
 /// `each(k, line)` for the lines of entries `idx`, read in batches of about [`BATCH_BYTES`] and run
@@ -658,69 +744,42 @@ fn surely_without_usage(line: &[u8]) -> bool {
 /// `usage` is empty).
 pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     let ix = &st.index;
+    if !per_entry {
+        if let Some(acc) = ix.row_sums.as_deref().filter(|a| a.complete) {
+            return Ok(acc.rows());
+        }
+    }
     let n = ix.recs.len();
     let idx = candidates(st);
     // (usage numbers, tool calls) per candidate; None: undecided
-    type One = Option<(Option<[Option<Num>; 5]>, u32)>;
-    let per: Vec<One> = scan_lines(st, &idx, |k, line| {
+    let per: Vec<LineRow> = scan_lines(st, &idx, |k, line| {
         let r = &ix.recs[idx[k]];
-        let t = entry_kind::type_row(r.etype);
-        let is_msg = t.usage == UsageAt::Message;
-        if is_msg && ix.role_name(r.role) == "toolResult" && surely_without_usage(line) {
-            return Some((None, 0));
-        }
-        let f = line_facts(line)?;
-        let u = carried(t, &f);
-        let nums = u.map(|u| u.fields.map(usage_number));
-        let calls =
-            if is_msg && ix.role_name(r.role) == "assistant" && f.message_obj && f.content_array {
-                f.tool_calls
-            } else {
-                0
-            };
-        Some((nums, calls))
+        line_row(r.etype, ix.role_name(r.role), line)
     })?;
-    let mut rows = Rows {
-        usage: if per_entry { vec![None; n] } else { Vec::new() },
-        ..Rows::default()
-    };
-    let mut all = Some(Sums::default());
-    let mut summary = Some(Sums::default());
-    for (k, one) in per.into_iter().enumerate() {
+    let mut usage: Vec<Option<EntryUsage>> = if per_entry { vec![None; n] } else { Vec::new() };
+    let mut acc = RowSums::default();
+    for (k, one) in per.iter().enumerate() {
         let i = idx[k];
-        let Some((nums, calls)) = one else {
-            rows.undecided.push(i as u32);
-            all = None;
-            summary = None;
-            continue;
-        };
-        rows.tool_calls += u64::from(calls);
-        let Some(nums) = nums else {
-            // a candidate without a usage: the per-entry sums of nothing, zeros
-            if per_entry {
-                rows.usage[i] = Some([Some(0.0); 5]);
-            }
-            continue;
-        };
+        acc.add(
+            i as u32,
+            entry_kind::type_row(ix.recs[i].etype).is_summary(),
+            one,
+        );
         if per_entry {
-            rows.usage[i] =
-                Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
-        }
-        if let Some(s) = all.as_mut() {
-            if s.add(&nums).is_none() {
-                all = None;
-            }
-        }
-        if entry_kind::type_row(ix.recs[i].etype).is_summary() {
-            if let Some(s) = summary.as_mut() {
-                if s.add(&nums).is_none() {
-                    summary = None;
+            match one {
+                // a candidate without a usage: the per-entry sums of nothing, zeros
+                Some((None, _)) => usage[i] = Some([Some(0.0); 5]),
+                Some((Some(nums), _)) => {
+                    usage[i] = Some(
+                        nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))),
+                    )
                 }
+                None => {}
             }
         }
     }
-    rows.totals = all.and_then(|s| s.totals());
-    rows.summary_totals = summary.and_then(|s| s.totals());
+    let mut rows = acc.rows();
+    rows.usage = usage;
     Ok(rows)
 }
 

@@ -25,7 +25,7 @@ from ._sources import Item
 from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 from .columns import core_entry_columns
 
-__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
+__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "stats_batch", "entries_rows"]
 
 #: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
 _USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
@@ -50,6 +50,9 @@ class Options:
         self.index_cache = index_cache
         #: open each session from its scrubbed bytes (``entries_table(scrub=True)``)
         self.scrub = bool(scrub)
+        #: open each session with the core summing the stats row's usage in its scan (the stats
+        #: row then reads no line of the file a second time)
+        self.row_sums = False
 
 
 class _Unopenable(SessionTreeError):
@@ -209,7 +212,7 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
                 raise
             except Exception as exc:  # a storage client's error (ArrowInvalid, botocore...): a row
                 raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
-            s = Session.from_bytes(data, name=item.path)
+            s = Session.from_bytes(data, name=item.path, _row_sums=getattr(opts, "row_sums", False))
             _check_not_empty(s, item, size, mtime)
             return s, size, mtime
         try:
@@ -228,7 +231,9 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         mtime = st.st_mtime * 1000
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
-        s = Session.open(item.path, index_cache=getattr(opts, "index_cache", None))
+        s = Session.open(
+            item.path, index_cache=getattr(opts, "index_cache", None), _row_sums=getattr(opts, "row_sums", False)
+        )
         if opts.max_bytes is not None and s.indexed_bytes > opts.max_bytes:  # grew after the check
             size = s.indexed_bytes
             s.close()
@@ -492,7 +497,22 @@ def context_estimate(s: Session, opts: Options) -> tuple[Any, bool | None, str |
 
 
 def stats_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
+    """The stats rows of ``items`` (dicts, in item order)."""
     return [stats_row(it, opts) for it in items]
+
+
+def stats_batch(items: Iterable[Item], opts: Options) -> list[Any]:
+    """What a worker sends back for a batch of ``items``: one ``(table, links)`` pair, the
+    batch's stats rows as a ``pyarrow.Table`` (:func:`sessiontree.fleet.stats_schema`, item
+    order, ``parent_session_id`` not yet set: it needs every row) and, per row, ``(path,
+    session_id, parent_session)`` as the rows hold them (what
+    :func:`sessiontree.fleet._resolve_parents` matches). Arrow buffers travel back, not a
+    dict per session."""
+    from . import _table, stats_schema
+
+    rows = stats_rows(items, opts)
+    links = [(r["path"], r.get("session_id"), r.get("parent_session")) for r in rows]
+    return [(_table(rows, stats_schema()), links)]
 
 
 def entry_rows(item: Item, opts: Options) -> list[Any]:

@@ -58,10 +58,7 @@ cache = sys.argv[4] if len(sys.argv) > 4 else "off"
 a = time.perf_counter()
 _sources.resolve_source(src)  # the listing, timed on its own (the job lists again: cached dentries)
 t_list = time.perf_counter() - a
-if workers > 1:
-    t_start = _engine.start_pool(workers)
-else:
-    t_start = 0.0
+t_start = 0.0  # the job starts its pool itself, in the background while it lists the source
 phases = {}
 orig = fleet._stats_table
 def timed_table(batches):
@@ -102,11 +99,22 @@ def _duckdb_script() -> str:
     return DUCKDB
 
 
+#: CPU seconds (user + system) of the last :func:`run`'s process and the children it waited for
+LAST_CPU = [0.0]
+
+
 def run(code: str, *args: str, env: dict[str, str] | None = None) -> tuple[float, str]:
-    """(wall seconds of a fresh ``python -c code args``, its stdout)."""
+    """(wall seconds of a fresh ``python -c code args``, its stdout); its CPU seconds in
+    :data:`LAST_CPU` (a pool's workers are the fork server's children: not counted there)."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run([PY, "-c", code, *args], check=True, env=env, capture_output=True, text=True)
-    return time.perf_counter() - t, p.stdout
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU[0] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, p.stdout
 
 
 def make_store(d: Path, count: int, mb: int) -> None:
@@ -151,28 +159,49 @@ def main() -> None:
         phases: dict[int, dict[str, float]] = {}
         env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
         cache = tmp / "cache"
+        cpu: dict[str, float] = {}
+        cpu_phases: dict[int, dict[str, float]] = {}
+
+        def keep(name: str, t: float, c: float) -> bool:
+            cpu[name] = min(cpu.get(name, c), c)
+            if t < best.get(name, float("inf")):
+                best[name] = t
+                return True
+            return False
+
         for _round in range(args.repeat):
             t, _ = run(FLOOR, str(store), env=env)
-            best["floor"] = min(best.get("floor", t), t)
+            keep("floor", t, LAST_CPU[0])
             for n in counts:
                 t, text = run(STATS, str(store), str(out), str(n), env=env)
-                if t < best.get(f"stats-{n}", float("inf")):
-                    best[f"stats-{n}"] = t
-                    ph = json.loads(text.strip().splitlines()[-1])
+                ph = json.loads(text.strip().splitlines()[-1])
+                # a pool's workers are not the process's children: their tasks' CPU added
+                c = LAST_CPU[0] + (ph["cpu"] if n > 1 else 0.0)
+                if keep(f"stats-{n}", t, c):
                     ph["wall"] = t
                     phases[n] = ph
+                ph_cpu = cpu_phases.setdefault(n, {})
+                if c <= min(ph_cpu.get("process_cpu", c), c):
+                    ph_cpu.update(process_cpu=c, task_cpu=ph["cpu"])
             if not args.no_duckdb:
                 t, _ = run(_duckdb_script(), str(store) + "/**/*.jsonl", str(tmp / "duck.parquet"))
-                best["duckdb"] = min(best.get("duckdb", t), t)
+                keep("duckdb", t, LAST_CPU[0])
             shutil.rmtree(cache, ignore_errors=True)
             first, _ = run(STATS, str(store), str(out), "1", str(cache))
+            keep("first", first, LAST_CPU[0])
             again, _ = run(STATS, str(store), str(out), "1", str(cache))
-            best["first"] = min(best.get("first", first), first)
-            best["rerun"] = min(best.get("rerun", again), again)
+            keep("rerun", again, LAST_CPU[0])
         load_after = os.getloadavg()
         # per worker count: serial S (the job's phases outside its tasks, and the same with the
         # interpreter's start and imports) and parallel P (the tasks' CPU seconds)
         fractions = {}
+        cpu_model = {}
+        for n in counts:
+            c = cpu_phases[n]
+            # CPU seconds: the process's outside its tasks (interpreter, imports, listing, pool,
+            # combine, Parquet) against the tasks' own
+            s_cpu = c["process_cpu"] - c["task_cpu"]
+            cpu_model[n] = {"S_cpu": s_cpu, "P_cpu": c["task_cpu"], "serial_fraction": s_cpu / c["process_cpu"]}
         for n, ph in phases.items():
             # the job outside its tasks (listing, sizes, batches, combine, Parquet) and the pool's start
             job_serial = ph["job"] - ph["work"] + ph["pool_start"]
@@ -184,39 +213,54 @@ def main() -> None:
                 "serial_fraction_job": job_serial / (job_serial + ph["cpu"]),
                 "serial_fraction_process": (job_serial + start) / (job_serial + start + ph["cpu"]),
             }
-        f1 = fractions[counts[0]]
-        serial, par = f1["S_process"], f1["P"]
-        frac = f1["serial_fraction_process"]
+        # the model: serial and parallel CPU seconds at the first count (robust to other jobs
+        # on the machine, which inflate wall times, not CPU)
+        m1 = cpu_model[counts[0]]
+        serial, par = m1["S_cpu"], m1["P_cpu"]
+        frac = m1["serial_fraction"]
         report: dict[str, object] = {
             "store": f"{len(files)} files, {total / 1e6:.0f} MB",
             "load": [load_before, load_after],
             "best": best,
             "phases": phases,
             "fractions": fractions,
+            "cpu_model": cpu_model,
+            "cpu": cpu,
             "serial_s": serial,
             "parallel_s": par,
             "serial_fraction": frac,
         }
         print(f"store: {report['store']}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-        print(f"floor (import + Session.open of every file, one process): {best['floor']:.3f} s")
+        print(
+            f"floor (import + Session.open of every file, one process): {best['floor']:.3f} s, {cpu['floor']:.3f} s CPU"
+        )
         for n in counts:
             ph = phases[n]
             print(
                 f"stats --workers {n}: {best[f'stats-{n}']:.3f} s = {best[f'stats-{n}'] / best['floor']:.2f}x floor"
+                + f" ({cpu[f'stats-{n}']:.3f} s CPU = {cpu[f'stats-{n}'] / cpu['floor']:.2f}x the floor's)"
                 + (f", {best[f'stats-{n}'] / best['duckdb']:.2f}x DuckDB" if "duckdb" in best else "")
                 + "; phases "
                 + ", ".join(f"{k} {v:.3f}" for k, v in ph.items() if isinstance(v, float) and k != "wall")
             )
         if "duckdb" in best:
-            print(f"DuckDB read_json: {best['duckdb']:.3f} s")
-        print(f"rerun over an unchanged store: {best['rerun']:.3f} s = {100 * best['rerun'] / best['first']:.1f}% of the first run ({best['first']:.3f} s)")
+            print(f"DuckDB read_json: {best['duckdb']:.3f} s, {cpu['duckdb']:.3f} s CPU")
+        print(
+            f"rerun over an unchanged store: {best['rerun']:.3f} s = {100 * best['rerun'] / best['first']:.1f}% of the"
+            f" first run ({best['first']:.3f} s); CPU {100 * cpu['rerun'] / cpu['first']:.1f}%"
+        )
         for n, f in fractions.items():
             print(
                 f"timed phases at {n} worker(s): serial {f['S_job']:.3f} s in the job, {f['S_process']:.3f} s with the"
                 f" interpreter and imports; parallel (task CPU) {f['P']:.3f} s: serial fraction"
                 f" {100 * f['serial_fraction_job']:.1f}% of the job, {100 * f['serial_fraction_process']:.1f}% of the process"
             )
-        print(f"model T(n) = S + P/n with S = {serial:.3f} s, P = {par:.3f} s (at {counts[0]} worker)")
+        for n, m in cpu_model.items():
+            print(
+                f"CPU at {n} worker(s): serial (outside the tasks) {m['S_cpu']:.3f} s, tasks {m['P_cpu']:.3f} s:"
+                f" serial fraction {100 * m['serial_fraction']:.1f}%"
+            )
+        print(f"model T(n) = S + P/n with S = {serial:.3f} s, P = {par:.3f} s (CPU seconds at {counts[0]} worker)")
         if len(counts) > 1:
             n2 = counts[1]
             t1, t2 = best[f"stats-{counts[0]}"], best[f"stats-{n2}"]

@@ -202,6 +202,15 @@ impl<'a> W<'a> {
         let body = &self.b[start..end - 1];
         Some((body, memchr::memchr(b'\\', body).is_some()))
     }
+    /// Skips a string at `"` (its body's length: 0 for `""`); no escape check (a skipped
+    /// string is never compared).
+    #[inline]
+    fn skip_str(&mut self) -> Option<usize> {
+        let start = self.i + 1;
+        let end = skip_string_body(self.b, start).ok()?;
+        self.i = end;
+        Some(end - 1 - start)
+    }
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         if self.b.get(self.i..self.i + word.len())? == word {
             self.i += word.len();
@@ -244,7 +253,7 @@ impl<'a> W<'a> {
             let c = self.peek()?;
             match c {
                 b'"' => {
-                    self.string()?;
+                    self.skip_str()?;
                     continue;
                 }
                 b'{' | b'[' => {
@@ -269,12 +278,9 @@ impl<'a> W<'a> {
     fn skip_value(&mut self) -> Option<Scalar> {
         self.ws();
         match self.peek()? {
-            b'"' => {
-                let (body, _) = self.string()?;
-                Some(Scalar::Str {
-                    empty: body.is_empty(),
-                })
-            }
+            b'"' => Some(Scalar::Str {
+                empty: self.skip_str()? == 0,
+            }),
             b'{' => {
                 let save = self.i;
                 self.i += 1;
@@ -1337,5 +1343,38 @@ mod tests {
             mb / parse.as_secs_f64(),
             rows.undecided.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod prof {
+    /// `ROWS_PROFILE=FILE cargo test --profile dev-fast --lib rows::prof -- --ignored --nocapture`:
+    /// the row scan's parts on one file (tool-result prefilter, assistant lines' facts).
+    #[test]
+    #[ignore]
+    fn profile() {
+        let Ok(p) = std::env::var("ROWS_PROFILE") else { return };
+        let data = std::fs::read(p).unwrap();
+        let lines: Vec<&[u8]> = data.split(|&c| c == b'\n').filter(|l| !l.is_empty()).collect();
+        let tr: Vec<&[u8]> = lines.iter().copied().filter(|l| memchr::memmem::find(l, b"\"role\":\"toolResult\"").is_some()).collect();
+        let asst: Vec<&[u8]> = lines.iter().copied().filter(|l| memchr::memmem::find(l, b"\"role\":\"assistant\"").is_some()).collect();
+        let mb = |v: &[&[u8]]| v.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let n = tr.iter().filter(|l| super::surely_without_usage(l)).count();
+            let a = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let m = tr.iter().filter(|l| memchr::memmem::find(l, b"\"usage\"").is_none()).count();
+            let a1 = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let k = asst.iter().filter(|l| super::line_facts(l).is_some()).count();
+            let b = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let mut p = crate::json::LineParser::new();
+            let j = lines.iter().filter(|l| p.parse(l).is_ok()).count();
+            let c = t.elapsed().as_secs_f64();
+            eprintln!("prefilter {n}/{} lines {:.1} MB {:.4}s ({:.0} MB/s; memmem usage only {m}: {:.4}s) | facts {k}/{} lines {:.1} MB {:.4}s ({:.0} MB/s) | skeleton parse {j} lines {:.4}s ({:.0} MB/s)",
+                tr.len(), mb(&tr), a, mb(&tr) / a, a1, asst.len(), mb(&asst), b, mb(&asst) / b, c, data.len() as f64 / 1e6 / c);
+        }
     }
 }

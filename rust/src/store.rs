@@ -341,10 +341,17 @@ impl Store {
     /// A saved index that passes its checks is loaded and only the bytes after it are scanned;
     /// otherwise the file is scanned cold and, when it may be, its index saved. The answers are the
     /// cold open's either way. `None`: [`Store::open`].
-    ///
-    /// `rows`: a cold scan keeps the stats row's usage sums ([`Store::open_with`]); a loaded
-    /// index has none (the row reads its lines).
     pub fn open_cached(
+        path: &Path,
+        parallel: bool,
+        cache: Option<&saved::CacheCfg>,
+    ) -> Result<(Self, saved::CacheState), StoreError> {
+        Store::open_cached_with(path, parallel, cache, false)
+    }
+
+    /// [`Store::open_cached`]; with `rows`, a cold scan keeps the stats row's usage sums
+    /// ([`Store::open_with`]); a loaded index has none (the row reads its lines).
+    pub fn open_cached_with(
         path: &Path,
         parallel: bool,
         cache: Option<&saved::CacheCfg>,

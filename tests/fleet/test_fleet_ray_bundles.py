@@ -81,8 +81,11 @@ def _noop(items, opts):
 
 def test_submitting_a_task_costs_under_a_tenth_of_a_10mb_files_work(ray4, tmp_path):
     p = tmp_path / "ten.jsonl"
-    subprocess.run([sys.executable, str(GEN), "--megabytes", "10", "--seed", "3", "--out", str(p)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(GEN), "--megabytes", "10", "--seed", "3", "--out", str(p)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     opts = _rows.Options(index_cache="off")
     opts.row_sums = True
     task = _engine._ray_task(ray)

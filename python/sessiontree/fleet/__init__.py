@@ -349,6 +349,8 @@ def session_stats(
     """
     from . import _engine, _rows
 
+    if engine == "local" and workers is not None and workers > 1:
+        _engine.start_pool(workers, wait=False)  # its start overlaps the listing
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
 

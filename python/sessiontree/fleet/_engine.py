@@ -12,6 +12,7 @@ order from both, so both write the same Parquet.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Sequence
 
 from ._sources import Item
@@ -144,20 +145,35 @@ def worker_pool(workers: int) -> Any:
     return pool
 
 
-def start_pool(workers: int) -> float:
-    """Start (or reuse) the pool of ``workers`` processes and wait until every worker is up;
-    returns the seconds it took (about 0 for a pool already running). A job may call it before
-    listing its source, so the start-up overlaps nothing else of the caller's."""
+def start_pool(workers: int, wait: bool = True) -> float:
+    """Start (or reuse) the pool of ``workers`` processes; with ``wait``, until every worker is
+    up. Returns the seconds this call took (about 0 for a pool already running, or without
+    ``wait``: the start then goes on in a thread). A job calls it with ``wait=False`` before
+    listing its source, so the fork server's imports overlap the caller's listing and
+    imports (two cores: both at once)."""
     import time
 
     t = time.perf_counter()
-    pool = worker_pool(workers)
-    if getattr(pool, "_sessiontree_up", False):
+    if not wait:
+        threading.Thread(target=start_pool, args=(workers, True), daemon=True, name="sessiontree-pool-start").start()
+        return time.perf_counter() - t
+    with _START_LOCK:
+        pool = worker_pool(workers)
+        up = getattr(pool, "_sessiontree_up", None)
+        if up is None:
+            # (the first submit starts the fork server and waits for its imports)
+            up = pool._sessiontree_up = [pool.submit(_ready) for _ in range(workers)]
+    if all(f.done() for f in up):
+        for f in up:
+            f.result()  # (a worker that failed to start raises here)
         return 0.0
-    for f in [pool.submit(_ready) for _ in range(workers)]:
+    for f in up:
         f.result()
-    pool._sessiontree_up = True
     return time.perf_counter() - t
+
+
+#: one pool start at a time (a background start and the job's own call)
+_START_LOCK = threading.Lock()
 
 
 def shutdown_pools() -> None:
@@ -223,7 +239,13 @@ def run_local(
             tick(len(part))
         LAST_RUN.clear()
         LAST_RUN.update(
-            engine="local", workers=1, tasks=len(parts), pool_start=0.0, busy=busy, cpu=cpu, wall=time.perf_counter() - t0
+            engine="local",
+            workers=1,
+            tasks=len(parts),
+            pool_start=0.0,
+            busy=busy,
+            cpu=cpu,
+            wall=time.perf_counter() - t0,
         )
         return out
     started = start_pool(workers)
@@ -289,7 +311,9 @@ RAY_MAX_BUNDLE_BYTES = 256 << 20
 _RAY_TASK: Any = None
 
 
-def ray_bundles(items: Sequence[Any], sizes: Sequence[int], cpus: int, batch_size: int | None = None) -> list[Sequence[Any]]:
+def ray_bundles(
+    items: Sequence[Any], sizes: Sequence[int], cpus: int, batch_size: int | None = None
+) -> list[Sequence[Any]]:
     """``items`` in order, cut into Ray bundles: about four per CPU of the cluster, each of
     :data:`RAY_MIN_BUNDLE_BYTES` to :data:`RAY_MAX_BUNDLE_BYTES` of work (:func:`work_bytes`;
     a larger single item alone), at most ``batch_size`` items each when given."""
@@ -362,7 +386,13 @@ def run_ray(
             tick(len(parts[k]))
     LAST_RUN.clear()
     LAST_RUN.update(
-        engine="ray", workers=cpus, tasks=len(parts), pool_start=0.0, busy=busy, cpu=cpu_s, wall=time.perf_counter() - t0
+        engine="ray",
+        workers=cpus,
+        tasks=len(parts),
+        pool_start=0.0,
+        busy=busy,
+        cpu=cpu_s,
+        wall=time.perf_counter() - t0,
     )
     return [row for part in results for row in part]
 

@@ -104,7 +104,8 @@ impl Index {
             max_bytes: cache_max,
             evict_every_s: cache_evict_s,
         });
-        let (st, cache) = py.detach(|| Store::open_cached_with(&path, parallel, cfg.as_ref(), row_sums))?;
+        let (st, cache) =
+            py.detach(|| Store::open_cached_with(&path, parallel, cfg.as_ref(), row_sums))?;
         Ok(Index::new(st, cache))
     }
 

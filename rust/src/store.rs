@@ -358,7 +358,10 @@ impl Store {
         rows: bool,
     ) -> Result<(Self, saved::CacheState), StoreError> {
         let Some(cfg) = cache else {
-            return Ok((Store::open_with(path, parallel, rows)?, saved::CacheState::Off));
+            return Ok((
+                Store::open_with(path, parallel, rows)?,
+                saved::CacheState::Off,
+            ));
         };
         let f = File::open(path)?;
         let meta = f.metadata()?;

@@ -1,8 +1,8 @@
 """Every session in a store: stats and entry tables as Arrow/Parquet, and bulk compaction.
 
-One API, two engines: ``engine="local"`` (default; a process pool on this machine, nothing to
-start) and ``engine="ray"`` (Ray Data over the same per-file function, on ``ray.init()`` or an
-existing cluster ``address``). Both give the same rows in the same order and write the same
+One API, two engines: ``engine="local"`` (default; a long-lived process pool on this machine,
+nothing to start) and ``engine="ray"`` (Ray tasks over bundles of files running the same
+per-file function, on ``ray.init()`` or an existing cluster ``address``). Both give the same rows in the same order and write the same
 Parquet; DuckDB then answers questions over it (``docs/fleet.md``).
 
     >>> from sessiontree.fleet import session_stats            # doctest: +SKIP
@@ -335,8 +335,8 @@ def session_stats(
             below 4 GiB of work counted in bytes (each session's bytes plus 2 MiB), where
             starting a pool costs more than it saves, else one process per CPU, the sessions
             sent in batches of about equal bytes) or
-            ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
-            ``num_cpus``; ``workers`` bounds its concurrency).
+            ``"ray"`` (Ray tasks over bundles of files; ``address`` of a running cluster, else
+            ``ray.init`` with ``num_cpus``; ``workers`` bounds the tasks in flight).
         context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context
             tokens > window - ``settings.reserve_tokens``).
         filesystem: a ``pyarrow.fs`` or fsspec filesystem for URLs/keys.

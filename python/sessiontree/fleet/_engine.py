@@ -1,12 +1,15 @@
-"""Engines: run a per-file function over items and gather rows.
+"""Engines: run a per-batch function over items and gather what it returns.
 
-``local``: a process pool on this machine (``workers`` processes, forkserver start: safe in a
-process that runs threads), items sent in batches of about equal bytes (:func:`byte_chunks`);
-with one worker, inline (with ``workers=None``: the CPU count from
-:data:`AUTO_POOL_MIN_BYTES` of work up, counted in bytes by :func:`work_bytes`, inline below).
-``ray``: Ray Data over the same function (``ray.data.from_items`` → ``map_batches``), on an
-existing cluster (``address``) or one started here (``ray.init``). Rows come back in item
-order from both, so both write the same Parquet.
+``local``: in this process (one worker), or in the process's long-lived pool
+(:func:`worker_pool`: forkserver start, safe in a process that runs threads, with the package
+and pyarrow imported once in the fork server; kept for the next job), items sent in batches of
+about equal bytes (:func:`byte_chunks`); with ``workers=None``, the CPU count from
+:data:`AUTO_POOL_MIN_BYTES` of work up, counted in bytes by :func:`work_bytes`, inline below.
+``ray``: Ray tasks over bundles of items (:func:`ray_bundles`: by bytes, small files
+together), a bundle of local files on this process's node, on an existing cluster
+(``address``) or one started here (``ray.init``). Results come back in item order from both,
+so both write the same Parquet. ``docs/fleet.md`` ("The engine interface") documents the
+interface for other jobs over a store.
 """
 
 from __future__ import annotations

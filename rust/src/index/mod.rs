@@ -307,7 +307,13 @@ impl Index {
 
     /// Adds entry `i` (type `etype`, role `role`) to the kept row sums, with the row the scan
     /// computed for its line (`row`: the codes it assumed and the row).
-    fn add_row_sums(&mut self, i: u32, etype: u16, role: u16, row: Option<&(u16, u16, crate::rows::LineRow)>) {
+    fn add_row_sums(
+        &mut self,
+        i: u32,
+        etype: u16,
+        role: u16,
+        row: Option<&(u16, u16, crate::rows::LineRow)>,
+    ) {
         let Some(acc) = self.row_sums.as_deref_mut() else {
             return;
         };

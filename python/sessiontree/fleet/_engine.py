@@ -186,9 +186,7 @@ def shutdown_pools() -> None:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def timed_call(
-    fn: Callable[[Sequence[Item], Any], list[Any]], part: Sequence[Item], opts: Any
-) -> tuple[list[Any], float, float]:
+def timed_call(fn: Callable[[Any, Any], list[Any]], part: Sequence[Any], opts: Any) -> tuple[list[Any], float, float]:
     """``(fn(part, opts), seconds it took, CPU seconds of the process meanwhile)``: what a pool
     or Ray task runs (the CPU time counts the core's scan threads too)."""
     import time
@@ -199,8 +197,8 @@ def timed_call(
 
 
 def run_local(
-    fn: Callable[[Sequence[Item], Any], list[Any]],
-    items: Sequence[Item],
+    fn: Callable[[Any, Any], list[Any]],
+    items: Sequence[Any],
     opts: Any,
     *,
     workers: int | None = None,

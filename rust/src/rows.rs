@@ -1268,6 +1268,53 @@ mod tests {
     }
 
     #[test]
+    fn sums_kept_by_the_scan_equal_a_second_read() {
+        let asst = |id: &str, parent: &str, u: &str| {
+            format!(
+                r#"{{"type":"message","id":"{id}","parentId":"{parent}","message":{{"role":"assistant","content":[{{"type":"toolCall"}}],"usage":{u}}}}}"#
+            )
+        };
+        let mut lines = vec![
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#.to_string(),
+            r#"{"type":"message","id":"t","parentId":"a","message":{"role":"toolResult","content":"x","usage":{"output":3}}}"#.to_string(),
+            r#"{"type":"compaction","id":"c","parentId":"t","summary":"s","firstKeptEntryId":"a","usage":{"input":4,"cost":{"total":0.5}}}"#.to_string(),
+        ];
+        for k in 0..200 {
+            let parent = if k == 0 {
+                "c".to_string()
+            } else {
+                format!("m{}", k - 1)
+            };
+            lines.push(asst(
+                &format!("m{k}"),
+                &parent,
+                &format!(r#"{{"input":{k},"output":1.5,"cost":{{"total":0.01}}}}"#),
+            ));
+        }
+        lines.push(asst("u", "m199", r#"{"inp\u0075t":5}"#)); // undecided
+        let text: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let st = store(&text);
+        let want = session_rows(&st, false).unwrap();
+        for parallel in [false, true] {
+            let mut data = format!(
+                "{}\n{}\n",
+                r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}"#,
+                text.join("\n")
+            )
+            .into_bytes();
+            // whole, and with the last line unterminated (provisional, then completed)
+            let kept = Store::from_bytes_with(data.clone(), parallel, true);
+            assert!(kept.index.row_sums.as_ref().is_some_and(|a| a.complete));
+            let got = session_rows(&kept, false).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+            data.pop();
+            let torn = Store::from_bytes_with(data, parallel, true);
+            let got = session_rows(&torn, false).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        }
+    }
+
+    #[test]
     fn hostile_lines_never_panic() {
         let cases = [
             "",

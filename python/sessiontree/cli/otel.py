@@ -11,8 +11,6 @@ import orjson
 
 from .args import documented_parser
 
-COMMANDS = ("otel",)
-
 _OTEL_EPILOG = """Writes OUT as OTLP/JSON: one ExportTraceServiceRequest per line, as the OpenTelemetry
 file exporter writes it (the Collector's otlpjsonfile receiver and Jaeger's UI upload read it).
 One trace per session (its id derived from the session id, so a re-export gives the same
@@ -25,9 +23,10 @@ branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
 first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
 
 One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
-error). Bad input (no timestamps, unknown types, usage that is not a number) still gives a
-valid trace; each problem is listed and recorded on the trace's root span. OUT is written
-atomically (never a partial file; never over a session read).
+error); with --json, one JSON document instead (sessions, failed, output and the rows). Bad
+input (no timestamps, unknown types, usage that is not a number) still gives a valid trace;
+each problem is listed and recorded on the trace's root span. OUT is written atomically (never
+a partial file; never over a session read).
 
 exit codes: 0 done; 1 some sessions could not be read (see their lines; the others are in
 OUT); 2 bad options, no session found, OUT refused or not writable"""
@@ -38,7 +37,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "otel",
-        help="export sessions as OpenTelemetry GenAI traces (OTLP/JSON lines)",
         description="Export every session of SOURCE as an OpenTelemetry trace into OUT (sessiontree.otel.export).",
         epilog=_OTEL_EPILOG,
     )
@@ -52,16 +50,17 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
-
-
-def _err(message: str) -> None:
-    print(f"sessiontree: error: {message}", file=sys.stderr)
+    p.add_argument("--json", action="store_true", help="one JSON document (the rows) instead of a line per session")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``otel``; returns the exit code."""
     from ..errors import SessionError
     from ..otel import export
+    from .render import print_failure
+
+    def _err(message: str) -> int:
+        return print_failure(message, 2, args.json)
 
     try:
         rows = export(
@@ -73,18 +72,18 @@ def run(args: argparse.Namespace) -> int:
             progress=args.progress,
         )
     except SessionError as exc:
-        _err(str(exc))
-        return 2
+        return _err(str(exc))
     except OSError as exc:
         name = exc.filename if exc.filename is not None else ""
-        _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
-        return 2
+        return _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
     if not rows:
-        _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
-        return 2
-    failed = 0
-    for row in rows:
-        failed += row["error"] is not None
-        sys.stdout.write(orjson.dumps(row).decode() + "\n")
+        return _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
+    failed = sum(row["error"] is not None for row in rows)
+    if args.json:
+        doc = {"sessions": len(rows), "failed": failed, "output": args.output, "rows": rows}
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+    else:
+        for row in rows:
+            sys.stdout.write(orjson.dumps(row).decode() + "\n")
     sys.stdout.flush()
     return 1 if failed else 0

@@ -91,6 +91,8 @@ BATCHES_PER_WORKER = 4
 #: The long-lived pools of this process, by (worker count, working folder) (see
 #: :func:`worker_pool`: a worker resolves relative paths against the folder it started in).
 _POOLS: dict[tuple[int, str], Any] = {}
+#: the readiness tasks of each pool in :data:`_POOLS` (by ``id``; see :func:`start_pool`)
+_UP: dict[int, list[Any]] = {}
 
 #: Timed phases of the last :func:`run_local` / :func:`run_ray` of this process (seconds):
 #: ``engine``, ``workers``, ``tasks``, ``pool_start`` (starting the pool, 0 when reused),
@@ -134,7 +136,9 @@ def worker_pool(workers: int) -> Any:
     if pool is not None and not getattr(pool, "_broken", False):
         return pool
     for old_key in [k for k in _POOLS if k[0] == workers]:
-        _POOLS.pop(old_key).shutdown(wait=False, cancel_futures=True)
+        old = _POOLS.pop(old_key)
+        _UP.pop(id(old), None)
+        old.shutdown(wait=False, cancel_futures=True)
     ctx = multiprocessing.get_context("forkserver")
     # only takes effect when this process's fork server is not running yet
     ctx.set_forkserver_preload(list(PRELOAD))
@@ -162,10 +166,10 @@ def start_pool(workers: int, wait: bool = True) -> float:
         return time.perf_counter() - t
     with _START_LOCK:
         pool = worker_pool(workers)
-        up = getattr(pool, "_sessiontree_up", None)
+        up = _UP.get(id(pool))
         if up is None:
             # (the first submit starts the fork server and waits for its imports)
-            up = pool._sessiontree_up = [pool.submit(_ready) for _ in range(workers)]
+            up = _UP[id(pool)] = [pool.submit(_ready) for _ in range(workers)]
     if all(f.done() for f in up):
         for f in up:
             f.result()  # (a worker that failed to start raises here)
@@ -183,6 +187,7 @@ def shutdown_pools() -> None:
     """Stop this process's long-lived pools (they stop at exit anyway)."""
     while _POOLS:
         _, pool = _POOLS.popitem()
+        _UP.pop(id(pool), None)
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -268,7 +273,7 @@ def run_local(
         for fut in futures:
             fut.cancel()
         if getattr(pool, "_broken", False):
-            _POOLS.pop((workers, os.getcwd()), None)
+            _UP.pop(id(_POOLS.pop((workers, os.getcwd()), None)), None)
         raise
     LAST_RUN.clear()
     LAST_RUN.update(

@@ -22,12 +22,14 @@ the contenders interleaved round by round:
   written to Parquet (``benches/fleet_stats_bench.py``'s query);
 * ``rerun``: ``stats`` with an index-cache folder, after a first run filled it.
 
-The model (Amdahl): ``T(n) = S + P / n``, with ``S`` the serial phases (interpreter start,
-imports, listing, pool start, combine, Parquet: everything outside ``busy``) and ``P`` the
-parallel work ``busy`` measured at one worker; the serial fraction is ``S / (S + P)``, and
-the speed-up ``T(1) / T(n)``. Printed per worker count, measured and predicted, up to
-``--predict`` cores. On a machine with more cores, pass ``--workers 1,2,4,8,16``: the measured
-column is then the answer, the predicted one the check of the model.
+The model (Amdahl): ``T(n) = S + P / n`` in CPU seconds (other jobs on a shared machine
+inflate wall times, not CPU): ``S`` the process's CPU outside its tasks (interpreter start,
+imports, listing, combine, Parquet), ``P`` the tasks' CPU (``time.process_time`` in the
+worker, the core's scan threads included), both at the first worker count; the serial fraction
+is ``S / (S + P)`` and the predicted speed-up ``T(1) / T(n)``, printed per worker count beside
+the measured (wall) one, up to ``--predict``. The wall-time phases are printed too. On a
+machine with more cores, pass ``--workers 1,2,4,8,16``: the measured column is then the
+answer, the predicted one the check of the model.
 """
 
 from __future__ import annotations

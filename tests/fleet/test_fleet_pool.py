@@ -5,6 +5,7 @@ paths name other files there); a worker's batch comes back as Arrow."""
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
@@ -13,8 +14,10 @@ pytest.importorskip("pyarrow")
 from sessiontree.fleet import _engine, _rows, scrub_sessions, session_stats  # noqa: E402
 from sessiontree.fleet._sources import Item  # noqa: E402
 from tests.support.fleet_store import make_store  # noqa: E402
+from tests.support.secrets import SECRETS  # noqa: E402
 
-SECRET = "sk-ant-api03-" + "A" * 93 + "AA"
+# a format-valid key from the labelled scrub set (seeded, synthetic)
+SECRET = SECRETS["github_token"](random.Random(3))[1]
 
 
 def _plant(paths) -> int:

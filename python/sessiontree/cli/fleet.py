@@ -70,7 +70,7 @@ def add_parsers(sub: Any) -> None:
         "--engine",
         choices=("local", "ray"),
         default="local",
-        help="local: a process pool here (default); ray: Ray Data (ray.init, or --address)",
+        help="local: a process pool here (default); ray: Ray tasks (ray.init, or --address)",
     )
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
     p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from .._progress import close_bar, progress_bar
-from .args import documented_parser
+from .args import _pos_int, documented_parser
 from .render import progress_wanted
 
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
@@ -72,6 +72,12 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
     p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument(
+        "--workers",
+        type=_pos_int,
+        metavar="N",
+        help="processes scrubbing at once (default: one per CPU from 256 MiB of sessions, else 1)",
+    )
     _common(p)
 
 
@@ -196,7 +202,10 @@ def _scrub_all(args: argparse.Namespace) -> int:
         state["bar"](1)
 
     try:
-        for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header, progress=progress):
+        rows_out = scrub_sessions(
+            args.source, args.out, replay=args.replay, header=args.header, progress=progress, workers=args.workers
+        )
+        for row in rows_out:
             failed += row["error"] is not None
             row["source_format"] = _format_of(row["path"])
             row = _text_row(row)

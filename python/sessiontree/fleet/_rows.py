@@ -25,7 +25,7 @@ from ._sources import Item
 from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 from .columns import core_entry_columns
 
-__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
+__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "stats_batch", "entries_rows"]
 
 #: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
 _USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
@@ -50,6 +50,9 @@ class Options:
         self.index_cache = index_cache
         #: open each session from its scrubbed bytes (``entries_table(scrub=True)``)
         self.scrub = bool(scrub)
+        #: open each session with the core summing the stats row's usage in its scan (the stats
+        #: row then reads no line of the file a second time)
+        self.row_sums = False
 
 
 class _Unopenable(SessionTreeError):
@@ -237,7 +240,7 @@ def open_item_as(item: Item, opts: Options) -> tuple[Session, int, float | None,
                 raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
             fmt = "pi"
             try:
-                s = Session.from_bytes(data, name=item.path)
+                s = Session.from_bytes(data, name=item.path, _row_sums=getattr(opts, "row_sums", False))
             except SessionFormatError as exc:
                 s, fmt = _converted(data, item, exc)
             _check_not_empty(s, item, size, mtime)
@@ -260,7 +263,9 @@ def open_item_as(item: Item, opts: Options) -> tuple[Session, int, float | None,
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
         fmt = "pi"
         try:
-            s = Session.open(item.path, index_cache=getattr(opts, "index_cache", None))
+            s = Session.open(
+                item.path, index_cache=getattr(opts, "index_cache", None), _row_sums=getattr(opts, "row_sums", False)
+            )
         except SessionFormatError as exc:
             with open(item.path, "rb") as fh:
                 data = fh.read() if opts.max_bytes is None else fh.read(opts.max_bytes + 1)
@@ -534,7 +539,22 @@ def context_estimate(s: Session, opts: Options) -> tuple[Any, bool | None, str |
 
 
 def stats_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
+    """The stats rows of ``items`` (dicts, in item order)."""
     return [stats_row(it, opts) for it in items]
+
+
+def stats_batch(items: Iterable[Item], opts: Options) -> list[Any]:
+    """What a worker sends back for a batch of ``items``: one ``(table, links)`` pair, the
+    batch's stats rows as a ``pyarrow.Table`` (:func:`sessiontree.fleet.stats_schema`, item
+    order, ``parent_session_id`` not yet set: it needs every row) and, per row, ``(path,
+    session_id, parent_session)`` as the rows hold them (what
+    :func:`sessiontree.fleet._resolve_parents` matches). Arrow buffers travel back, not a
+    dict per session."""
+    from . import _table, stats_schema
+
+    rows = stats_rows(items, opts)
+    links = [(r["path"], r.get("session_id"), r.get("parent_session")) for r in rows]
+    return [(_table(rows, stats_schema()), links)]
 
 
 def entry_rows(item: Item, opts: Options) -> list[Any]:

@@ -25,7 +25,8 @@ branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
 first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
 
 One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
-error). Bad input (no timestamps, unknown types, usage that is not a number) still gives a
+error); with --json, one JSON document instead (output, sessions, written, failed, spans,
+requests, problems, and the rows; an error as {"error": true, "exit_code", "message"}). Bad input (no timestamps, unknown types, usage that is not a number) still gives a
 valid trace; each problem is listed and recorded on the trace's root span. OUT is written
 atomically (never a partial file; never over a session read).
 
@@ -52,16 +53,14 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
-
-
-def _err(message: str) -> None:
-    print(f"sessiontree: error: {message}", file=sys.stderr)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a line per session")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``otel``; returns the exit code."""
     from ..errors import SessionError
     from ..otel import export
+    from .render import os_error_text, print_failure
 
     try:
         rows = export(
@@ -73,18 +72,31 @@ def run(args: argparse.Namespace) -> int:
             progress=args.progress,
         )
     except SessionError as exc:
-        _err(str(exc))
-        return 2
+        return print_failure(str(exc), 2, args.json)
     except OSError as exc:
-        name = exc.filename if exc.filename is not None else ""
-        _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
-        return 2
+        return print_failure(os_error_text(exc), 2, args.json)
     if not rows:
-        _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
-        return 2
-    failed = 0
-    for row in rows:
-        failed += row["error"] is not None
-        sys.stdout.write(orjson.dumps(row).decode() + "\n")
+        return print_failure(
+            "no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)", 2, args.json
+        )
+    failed = sum(row["error"] is not None for row in rows)
+    if args.json:
+        from .render import json_document
+
+        doc = {
+            "output": args.output,
+            "content": args.content,
+            "sessions": len(rows),
+            "written": len(rows) - failed,
+            "failed": failed,
+            "spans": sum(r["spans"] for r in rows),
+            "requests": sum(r["requests"] for r in rows),
+            "problems": sum(len(r["problems"]) + r["problemsDropped"] for r in rows),
+            "rows": rows,
+        }
+        sys.stdout.write(json_document(doc) + "\n")
+    else:
+        for row in rows:
+            sys.stdout.write(orjson.dumps(row).decode() + "\n")
     sys.stdout.flush()
     return 1 if failed else 0

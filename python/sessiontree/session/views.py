@@ -420,6 +420,31 @@ class Views(SessionBase):
         """
         _core.html_write_segments(self._core, fd, bounds, order, heads, tail, data)
 
+    def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
+        """Maps entries ``lo:hi`` into ``mapper`` (a ``_core.OtelMapper``: the OpenTelemetry
+        export of :mod:`sessiontree.otel`, rust/src/otel); the OTLP/JSON request lines finished
+        (bytes). The core reads the entries' ids, types, parents and lines from the index, then
+        maps them with the GIL released. ``lines``: the entries' lines after migration (a legacy
+        file), instead of the file's. Cost: each line read and parsed once.
+
+        Raises:
+            IndexError: ``lo:hi`` is not a range of entry positions.
+            SessionFileChangedError: the file changed under the index.
+        """
+        data: bytes = mapper.feed(self._core, lo, hi, lines)
+        return data
+
+    def otel_finish_chunk(self, mapper: Any, k: int, lines: list[bytes] | None = None) -> bytes:
+        """Writes the turn and branch spans of ``mapper``'s chunk ``k`` (see :meth:`otel_feed`),
+        reading the turns' user messages again when content is on (``lines``: theirs after
+        migration); the request lines finished.
+
+        Raises:
+            SessionFileChangedError: the file changed under the index.
+        """
+        data: bytes = mapper.finish_chunk(self._core, k, lines)
+        return data
+
     def fleet_columns(
         self,
         *,

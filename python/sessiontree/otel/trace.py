@@ -71,8 +71,12 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 CONTENT_MODES = ("none", "scrubbed", "full")
 #: Spans per ``ExportTraceServiceRequest`` line.
 SPANS_PER_REQUEST = 512
-#: Entries read per batch.
+#: Entries per batch of the mapping (the turn and branch spans are written this many at a time
+#: at the end; content modes prune the input messages kept at the end of each).
 BATCH = 2048
+#: Entries read and mapped per call into the core (what is held at once: their lines and the
+#: request lines they finish).
+READ = 512
 #: Events kept on one span; more are counted in ``droppedEventsCount``.
 MAX_EVENTS = 256
 #: Problems kept per session (and as events on the root span); more are counted.
@@ -202,10 +206,11 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         active_error=active_error,
         dups=s.entry_count() != n,
     )
+    del active  # the core holds it (a byte per entry)
     # a legacy file's entries are migrated here (the one home of migration) and handed over as lines
     migrate = s.needs_migration
-    for lo in range(0, n, BATCH):
-        hi = min(n, lo + BATCH)
+    for lo in range(0, n, READ):
+        hi = min(n, lo + READ)
         lines = [_dumps(r) for r in s.raw_values(range(lo, hi))] if migrate else None
         data = s.otel_feed(m, lo, hi, lines)
         _fill(rep, m)

@@ -193,8 +193,6 @@ pub struct Batch {
 struct Pending {
     span: [u8; 8],
     parent_span: Option<[u8; 8]>,
-    /// the group it nests in (turns and branches)
-    parent_group: i64,
     name: String,
     kind: u8,
     start: f64,
@@ -205,6 +203,35 @@ struct Pending {
     n_events: usize,
     dropped: u64,
     active: bool,
+}
+
+/// A turn or a branch: its span is written at the end (what falls in it may come anywhere
+/// later in the file). Kept small: about 100 bytes and its id.
+struct Group {
+    span: [u8; 8],
+    parent_span: [u8; 8],
+    /// the group it nests in (its index), or [`ROOT`]
+    parent_group: i64,
+    start: f64,
+    end: f64,
+    /// a turn: its user message's position; a branch: its first entry's
+    pos: u32,
+    turn: bool,
+    active: bool,
+    /// a turn: the user message's id; a branch: `fromId` (the fork point's id, or `root`)
+    id: Box<str>,
+    /// a branch: the fork point's span (its link)
+    fork: [u8; 8],
+    /// events, and the input messages in content modes (most groups have neither)
+    extra: Option<Box<Extra>>,
+}
+
+#[derive(Default)]
+struct Extra {
+    events: Vec<u8>,
+    n_events: usize,
+    dropped: u64,
+    input: Option<String>,
 }
 
 /// The state of one session's export.
@@ -221,11 +248,8 @@ pub struct Mapper {
     own: Vec<[u8; 8]>,
     active: Vec<bool>,
     /// turns by their user message's position, branches by n + their first entry's position
-    groups: HashMap<i64, usize>,
-    /// the pending groups in the order they were made
-    group_list: Vec<Option<Pending>>,
-    /// the key of each group of `group_list`
-    group_keys: Vec<i64>,
+    /// the turns and branches in the order they were made (`group` holds indices into it)
+    group_list: Vec<Option<Group>>,
     /// tool call id -> (order made, pending span)
     tools: HashMap<String, (u64, Pending)>,
     tool_seq: u64,
@@ -248,6 +272,8 @@ pub struct Mapper {
     pub problems_dropped: u64,
     finishing: bool,
     scrubber: Option<crate::scrub::Scrubber>,
+    /// the batch [`read_batch`] read last (its buffers reused)
+    batch: Batch,
 }
 
 fn is_num(v: Option<&Value>) -> Option<f64> {
@@ -364,14 +390,13 @@ impl Mapper {
             root_span: [0; 8],
             n,
             dups,
-            parent: vec![NO_PARENT; n],
+            // the chain of input messages (content modes only)
+            parent: if content == Content::None { Vec::new() } else { vec![NO_PARENT; n] },
             group: vec![UNSEEN; n],
             time: vec![f64::NAN; n],
             own: vec![[0; 8]; n],
             active: vec![false; n],
-            groups: HashMap::new(),
             group_list: Vec::new(),
-            group_keys: Vec::new(),
             tools: HashMap::new(),
             tool_seq: 0,
             recent: HashMap::new(),
@@ -391,6 +416,7 @@ impl Mapper {
             problems_dropped: 0,
             finishing: false,
             scrubber: None,
+            batch: Batch::default(),
         };
         let sid = match m.meta.session_id.clone().filter(|s| !s.is_empty()) {
             Some(s) => s,
@@ -572,7 +598,6 @@ impl Mapper {
         Pending {
             span,
             parent_span: Some(parent),
-            parent_group: ROOT,
             name,
             kind,
             start,
@@ -613,24 +638,22 @@ impl Mapper {
         if g < 0 {
             self.root_span
         } else {
-            self.pend(g).span
+            self.grp(g).span
         }
     }
 
-    fn pend(&self, g: i64) -> &Pending {
-        let k = self.groups[&g];
-        self.group_list[k].as_ref().expect("a group is emitted only at the end")
+    fn grp(&self, g: i64) -> &Group {
+        self.group_list[g as usize].as_ref().expect("a group is written only at the end")
     }
 
-    fn pend_mut(&mut self, g: i64) -> &mut Pending {
-        let k = self.groups[&g];
-        self.group_list[k].as_mut().expect("a group is emitted only at the end")
+    fn grp_mut(&mut self, g: i64) -> &mut Group {
+        self.group_list[g as usize].as_mut().expect("a group is written only at the end")
     }
 
-    fn add_group(&mut self, key: i64, p: Pending) {
-        self.groups.insert(key, self.group_list.len());
-        self.group_list.push(Some(p));
-        self.group_keys.push(key);
+    /// Adds a group; its index.
+    fn add_group(&mut self, gr: Group) -> i64 {
+        self.group_list.push(Some(gr));
+        (self.group_list.len() - 1) as i64
     }
 
     /// Extends group `g` and its ancestors (at most 8 up) and the root to `ms`.
@@ -646,7 +669,7 @@ impl Mapper {
         }
         let mut hops = 0;
         while g >= 0 && hops < 8 {
-            let rec = self.pend_mut(g);
+            let rec = self.grp_mut(g);
             if !(rec.end >= ms) {
                 rec.end = ms;
             }
@@ -669,9 +692,12 @@ impl Mapper {
         let (buf, count, dropped) = if g < 0 {
             (&mut self.root_events, &mut self.n_root_events, &mut self.root_dropped)
         } else {
-            let k = self.groups[&g];
-            let rec = self.group_list[k].as_mut().expect("a pending group");
-            (&mut rec.events, &mut rec.n_events, &mut rec.dropped)
+            let x = self.group_list[g as usize]
+                .as_mut()
+                .expect("a group is written only at the end")
+                .extra
+                .get_or_insert_with(Box::default);
+            (&mut x.events, &mut x.n_events, &mut x.dropped)
         };
         if *count >= MAX_EVENTS {
             *dropped += 1;
@@ -740,18 +766,34 @@ impl Mapper {
 
     // --- the walk ---
 
-    /// Maps the entries of `b` ([`read_batch`]); the request lines finished so far.
-    pub fn map_batch(&mut self, b: &Batch) -> Vec<u8> {
+    /// Maps the entries [`read_batch`] read; the request lines finished are in
+    /// [`Mapper::output`].
+    pub fn map_batch(&mut self) {
+        let b = std::mem::take(&mut self.batch);
         for k in 0..b.ids.len() {
             let (lo, hi) = b.span[k];
             let raw = parse_value(&b.raw[lo..hi]);
-            self.entry(b, k, raw);
+            self.entry(&b, k, raw);
         }
-        if self.content != Content::None && self.recent.len() > 4 * BATCH {
-            let keep = b.lo.saturating_sub(BATCH);
+        // the input messages kept are pruned at the end of each [`BATCH`] of entries, whatever
+        // the size of the batches read
+        let end = b.lo + b.ids.len();
+        let at_end = end % BATCH == 0 || end == self.n;
+        if at_end && end > 0 && self.content != Content::None && self.recent.len() > 4 * BATCH {
+            let keep = ((end - 1) / BATCH * BATCH).saturating_sub(BATCH);
             self.recent.retain(|&q, _| q >= keep);
         }
-        std::mem::take(&mut self.out)
+        self.batch = b;
+    }
+
+    /// The request lines finished since [`Mapper::clear_output`] (each ending in `\n`).
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Forgets the lines [`Mapper::output`] gave (the buffer is kept for the next ones).
+    pub fn clear_output(&mut self) {
+        self.out.clear();
     }
 
     fn entry(&mut self, b: &Batch, k: usize, raw: Value) {
@@ -795,7 +837,9 @@ impl Mapper {
         let (mut g, mut start);
         match parent {
             Some(q) => {
-                self.parent[p] = q as u32;
+                if let Some(slot) = self.parent.get_mut(p) {
+                    *slot = q as u32;
+                }
                 g = self.group[q];
                 start = self.time[q];
                 if ms.is_nan() {
@@ -822,30 +866,19 @@ impl Mapper {
             let mut parts = cur.clone();
             parts.push("branch");
             let bspan = span_id_of(&self.sid, &parts);
-            let mut links = Vec::new();
-            push_link(&mut links, &self.trace, &fork, "fork_point");
-            let mut attrs = Attrs::default();
-            attrs.set("sessiontree.branch.from_id", s(&from_id));
-            let key = (self.n + p) as i64;
-            self.add_group(
-                key,
-                Pending {
-                    span: bspan,
-                    parent_span: Some(own),
-                    parent_group: g,
-                    name: format!("branch {from_id}"),
-                    kind: INTERNAL,
-                    start,
-                    end: ms,
-                    attrs,
-                    links,
-                    events: Vec::new(),
-                    n_events: 0,
-                    dropped: 0,
-                    active: false,
-                },
-            );
-            g = key;
+            g = self.add_group(Group {
+                span: bspan,
+                parent_span: own,
+                parent_group: g,
+                start,
+                end: ms,
+                pos: p as u32,
+                turn: false,
+                active: false,
+                id: from_id.into(),
+                fork,
+                extra: None,
+            });
             own = bspan;
         }
         self.touch(g, ms);
@@ -866,20 +899,25 @@ impl Mapper {
                         Some("user") => {
                             let sp = span_id_of(&self.sid, &cur);
                             span_here = Some(sp);
-                            let mut attrs = Attrs::default();
-                            attrs.set("gen_ai.operation.name", s("invoke_agent"));
-                            attrs.set("gen_ai.agent.name", s("pi"));
-                            attrs.set("sessiontree.entry.id", s(&eid));
                             if full {
                                 if let Some(im) = Self::input_json(msg) {
                                     self.recent.insert(p, im);
                                 }
                             }
-                            let mut rec = self.simple(sp, own, "invoke_agent pi".into(), INTERNAL, ms, ms, attrs, active);
-                            rec.parent_group = g;
-                            self.add_group(p as i64, rec);
-                            self.touch(p as i64, ms);
-                            g = p as i64;
+                            g = self.add_group(Group {
+                                span: sp,
+                                parent_span: own,
+                                parent_group: g,
+                                start: ms,
+                                end: ms,
+                                pos: p as u32,
+                                turn: true,
+                                active,
+                                id: eid.as_str().into(),
+                                fork: [0; 8],
+                                extra: None,
+                            });
+                            self.touch(g, ms);
                         }
                         Some("assistant") => {
                             span_here = Some(self.chat(&eid, &cur, msg, own, start, ms, active, parent));
@@ -1232,12 +1270,13 @@ impl Mapper {
         if self.content == Content::None {
             return Vec::new();
         }
-        let lo = (k * BATCH).min(self.group_keys.len());
-        let hi = ((k + 1) * BATCH).min(self.group_keys.len());
-        self.group_keys[lo..hi]
+        let lo = (k * BATCH).min(self.group_list.len());
+        let hi = ((k + 1) * BATCH).min(self.group_list.len());
+        self.group_list[lo..hi]
             .iter()
-            .filter(|&&key| key >= 0 && (key as usize) < self.n)
-            .map(|&key| key as usize)
+            .flatten()
+            .filter(|g| g.turn)
+            .map(|g| g.pos as usize)
             .collect()
     }
 
@@ -1263,35 +1302,71 @@ impl Mapper {
     /// Writes the tool calls left without a result (at the first call), then the turn and
     /// branch spans of chunk `k` (made [`BATCH`] at a time, in the order they were made);
     /// `lines`: in content modes, the lines of [`Mapper::chunk_turns`] `k`, in that order.
-    pub fn finish_chunk(&mut self, k: usize, lines: &[Vec<u8>]) -> Vec<u8> {
+    pub fn finish_chunk(&mut self, k: usize, lines: &[Vec<u8>]) {
         self.close_tools();
         let lo = (k * BATCH).min(self.group_list.len());
         let hi = ((k + 1) * BATCH).min(self.group_list.len());
         if self.content != Content::None {
-            let turns = self.chunk_turns(k);
-            for (p, line) in turns.into_iter().zip(lines) {
+            let turns: Vec<usize> = (lo..hi)
+                .filter(|&ix| self.group_list[ix].as_ref().is_some_and(|g| g.turn))
+                .collect();
+            for (ix, line) in turns.into_iter().zip(lines) {
                 let line = self.scrub_line(line).into_owned();
                 let raw = parse_value(&line);
                 let im = raw.get("message").and_then(Value::as_object).and_then(Self::input_json);
                 if let Some(im) = im {
-                    let eid = self.pend(p as i64).attrs.get_str("sessiontree.entry.id").unwrap_or("").to_string();
-                    let v = self.content_value(J::Arr(vec![J::Raw(&im)]).to_vec(), &format!("entry {eid}"));
-                    self.pend_mut(p as i64).attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+                    let what = format!("entry {}", self.grp(ix as i64).id);
+                    let v = self.content_value(J::Arr(vec![J::Raw(&im)]).to_vec(), &what);
+                    self.grp_mut(ix as i64).extra.get_or_insert_with(Box::default).input = Some(v);
                 }
             }
         }
         for ix in lo..hi {
-            if let Some(rec) = self.group_list[ix].take() {
+            if let Some(g) = self.group_list[ix].take() {
+                let rec = self.group_span_of(g);
                 self.emit(&rec, None);
             }
         }
-        std::mem::take(&mut self.out)
+    }
+
+    /// The span of group `g` (its attributes, links and events).
+    fn group_span_of(&self, g: Group) -> Pending {
+        let mut attrs = Attrs::default();
+        let mut links = Vec::new();
+        let name = if g.turn {
+            attrs.set("gen_ai.operation.name", s("invoke_agent"));
+            attrs.set("gen_ai.agent.name", s("pi"));
+            attrs.set("sessiontree.entry.id", s(&g.id));
+            "invoke_agent pi".to_string()
+        } else {
+            attrs.set("sessiontree.branch.from_id", s(&g.id));
+            push_link(&mut links, &self.trace, &g.fork, "fork_point");
+            format!("branch {}", g.id)
+        };
+        let x = g.extra.map(|b| *b).unwrap_or_default();
+        if let Some(v) = x.input {
+            attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+        }
+        Pending {
+            span: g.span,
+            parent_span: Some(g.parent_span),
+            name,
+            kind: INTERNAL,
+            start: g.start,
+            end: g.end,
+            attrs,
+            links,
+            events: x.events,
+            n_events: x.n_events,
+            dropped: x.dropped,
+            active: g.active,
+        }
     }
 
     /// Writes the root span (the problems as its events) and the last request line.
-    pub fn finish_root(&mut self) -> Vec<u8> {
+    pub fn finish_root(&mut self) {
         self.close_tools();
-        self.groups.clear();
+        self.group_list = Vec::new();
         let problems = self.problems.clone();
         for text in problems {
             let mut a = Attrs::default();
@@ -1310,7 +1385,6 @@ impl Mapper {
         let rec = Pending {
             span: self.root_span,
             parent_span: None,
-            parent_group: ROOT,
             name: "invoke_agent pi".into(),
             kind: INTERNAL,
             start: self.start_ms,
@@ -1324,7 +1398,6 @@ impl Mapper {
         };
         self.emit(&rec, None);
         self.flush();
-        std::mem::take(&mut self.out)
     }
 }
 
@@ -1338,22 +1411,39 @@ pub fn read_batch(
     lo: usize,
     hi: usize,
     lines: Option<Vec<Vec<u8>>>,
-) -> Result<Batch, ReadError> {
+) -> Result<(), ReadError> {
+    // the batch's buffers are the mapper's, kept from one batch to the next (no heap left
+    // fragmented by a few MB freed and allocated again per batch)
+    let mut b = std::mem::take(&mut m.batch);
+    let r = fill_batch(st, m, &mut b, lo, hi, lines);
+    m.batch = b;
+    r
+}
+
+fn fill_batch(
+    st: &Store,
+    m: &mut Mapper,
+    b: &mut Batch,
+    lo: usize,
+    hi: usize,
+    lines: Option<Vec<Vec<u8>>>,
+) -> Result<(), ReadError> {
     let idx: Vec<usize> = (lo..hi).collect();
     let ix = &st.index;
-    let ids: Vec<Option<String>> = ix.ids_of(&idx)?.into_iter().map(|x| x.map(str::to_string)).collect();
-    let types: Vec<Option<String>> = st
-        .type_names(&idx)?
-        .into_iter()
-        .map(|x| x.map(|c| c.into_owned()))
-        .collect();
-    let parents: Vec<u32> = idx.iter().map(|&i| ix.walk_parent(i as u32)).collect();
-    let mut b = Batch {
-        lo,
-        ..Default::default()
-    };
+    b.lo = lo;
+    b.ids.clear();
+    b.ids.extend(ix.ids_of(&idx)?.into_iter().map(|x| x.map(str::to_string)));
+    b.types.clear();
+    b.types.extend(st.type_names(&idx)?.into_iter().map(|x| x.map(|c| c.into_owned())));
+    b.parents.clear();
+    b.parents.extend(idx.iter().map(|&i| ix.walk_parent(i as u32)));
+    b.repeated.clear();
+    b.fork_ids.clear();
+    b.from_pos.clear();
     match lines {
         Some(ls) => {
+            b.raw.clear();
+            b.span.clear();
             for l in ls {
                 let s0 = b.raw.len();
                 b.raw.extend_from_slice(&l);
@@ -1379,16 +1469,16 @@ pub fn read_batch(
     }
     for (k, &i) in idx.iter().enumerate() {
         let rep = m.dups
-            && ids[k]
+            && b.ids[k]
                 .as_deref()
                 .is_some_and(|e| ix.index_of_str(e) != Some(i as u32));
         b.repeated.push(rep);
-        let q = parents[k];
+        let q = b.parents[k];
         let fork = (!m.active[i] && q != NO_PARENT && (q as usize) < m.n && m.active[q as usize])
             .then(|| ix.id_at(q as usize).map(str::to_string))
             .flatten();
         b.fork_ids.push(fork);
-        let from = if types[k].as_deref() == Some("branch_summary") {
+        let from = if b.types[k].as_deref() == Some("branch_summary") {
             let (a, z) = b.span[k];
             #[derive(serde::Deserialize)]
             struct From {
@@ -1404,10 +1494,7 @@ pub fn read_batch(
         };
         b.from_pos.push(from);
     }
-    b.ids = ids;
-    b.types = types;
-    b.parents = parents;
-    Ok(b)
+    Ok(())
 }
 
 /// The lines of the user messages `turns` (for [`Mapper::finish_chunk`]).

@@ -31,13 +31,14 @@ fn run(st: &Store, content: Content) -> (Vec<serde_json::Value>, Vec<String>) {
     };
     let mut m = Mapper::new(meta, content, n, Ok((0..n as u32).collect()), false);
     let mut out = Vec::new();
-    let b = read_batch(st, &mut m, 0, n, None).unwrap();
-    out.extend(m.map_batch(&b));
+    read_batch(st, &mut m, 0, n, None).unwrap();
+    m.map_batch();
     for k in 0..m.chunks() {
         let lines = read_lines(st, &m.chunk_turns(k)).unwrap();
-        out.extend(m.finish_chunk(k, &lines));
+        m.finish_chunk(k, &lines);
     }
-    out.extend(m.finish_root());
+    m.finish_root();
+    out.extend_from_slice(m.output());
     let mut spans = Vec::new();
     for line in out.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
         let doc: serde_json::Value = serde_json::from_slice(line).unwrap();

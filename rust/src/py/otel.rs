@@ -17,6 +17,15 @@ pub struct OtelMapper {
     m: Mapper,
 }
 
+impl OtelMapper {
+    /// The lines finished, as bytes (the core's buffer kept for the next ones).
+    fn take_output<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let out = PyBytes::new(py, self.m.output());
+        self.m.clear_output();
+        out
+    }
+}
+
 #[pymethods]
 impl OtelMapper {
     /// `content`: "none", "scrubbed" or "full"; `n`: the entries; `active`: the positions on
@@ -76,11 +85,11 @@ impl OtelMapper {
         if lines.as_ref().is_some_and(|l| l.len() != hi.saturating_sub(lo)) {
             return Err(PyValueError::new_err("one line per entry"));
         }
-        let b = crate::otel::read_batch(&index.st, &mut self.m, lo, hi, lines)?;
+        crate::otel::read_batch(&index.st, &mut self.m, lo, hi, lines)?;
         drop(index);
         let m = &mut self.m;
-        let out = py.detach(|| m.map_batch(&b));
-        Ok(PyBytes::new(py, &out))
+        py.detach(|| m.map_batch());
+        Ok(self.take_output(py))
     }
 
     /// How many `finish_chunk` calls end the trace.
@@ -116,14 +125,14 @@ impl OtelMapper {
         };
         drop(index);
         let m = &mut self.m;
-        let out = py.detach(|| m.finish_chunk(k, &lines));
-        Ok(PyBytes::new(py, &out))
+        py.detach(|| m.finish_chunk(k, &lines));
+        Ok(self.take_output(py))
     }
 
     /// Writes the root span and the last request line.
     fn finish_root<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let out = self.m.finish_root();
-        PyBytes::new(py, &out)
+        self.m.finish_root();
+        self.take_output(py)
     }
 
     /// `(session_id, trace_id, spans, requests, problems, problems_dropped)`.

@@ -95,7 +95,6 @@ def main() -> None:
                     f"  RSS/open:cli {r['rss_mb'] / res['open:cli']['rss_mb']:5.2f}"
                 )
 
-
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -804,7 +804,6 @@ def _scrubbed(raws: list[Any]) -> list[Any]:
     return [orjson.loads(x) for x in out]
 
 
-
 def oracle_requests(session: Session, *, content: str = "none", report: OtelReport | None = None) -> Iterator[bytes]:
     """The OTLP/JSON lines (``bytes``, each ending in ``\\n``) of one session's trace, made as
     they are consumed. ``report`` (an :class:`OtelReport`) collects the counts and problems.
@@ -833,5 +832,3 @@ def oracle_requests(session: Session, *, content: str = "none", report: OtelRepo
         out.clear()
     m.finish()
     yield from out
-
-

@@ -24,9 +24,7 @@ from .test_otel import _gen
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted(p for p in (ROOT / "tests" / "corpus").rglob("*.jsonl"))
-FIXTURES = sorted(
-    p for d in ("claude-code", "codex") for p in (ROOT / "tests" / "fixtures" / d).glob("*.jsonl")
-)
+FIXTURES = sorted(p for d in ("claude-code", "codex") for p in (ROOT / "tests" / "fixtures" / d).glob("*.jsonl"))
 #: content attributes: JSON text inside the OTLP JSON
 _JSON_ATTRS = {
     "gen_ai.input.messages",

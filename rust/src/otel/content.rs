@@ -76,7 +76,10 @@ pub fn parts(content: Option<&Value>) -> J<'_> {
                     None => J::Null,
                 };
                 let part = match t.and_then(Value::as_str) {
-                    Some("text") => J::Obj(vec![("type", J::Str("text".into())), ("content", s("text"))]),
+                    Some("text") => J::Obj(vec![
+                        ("type", J::Str("text".into())),
+                        ("content", s("text")),
+                    ]),
                     Some("thinking") => J::Obj(vec![
                         ("type", J::Str("reasoning".into())),
                         ("content", s("thinking")),
@@ -110,7 +113,10 @@ pub fn parts(content: Option<&Value>) -> J<'_> {
 }
 
 fn text_part<'a>(kind: &'static str, s: &'a str) -> J<'a> {
-    J::Obj(vec![("type", J::Str(Cow::Borrowed(kind))), ("content", J::Str(Cow::Borrowed(s)))])
+    J::Obj(vec![
+        ("type", J::Str(Cow::Borrowed(kind))),
+        ("content", J::Str(Cow::Borrowed(s))),
+    ])
 }
 
 /// A context message (user, toolResult, bashExecution, custom, summaries) as a GenAI input
@@ -118,7 +124,10 @@ fn text_part<'a>(kind: &'static str, s: &'a str) -> J<'a> {
 pub fn input_message(msg: &serde_json::Map<String, Value>) -> Option<J<'_>> {
     let role = str_of(msg.get("role"))?;
     Some(match role {
-        "user" => J::Obj(vec![("role", J::Str("user".into())), ("parts", parts(msg.get("content")))]),
+        "user" => J::Obj(vec![
+            ("role", J::Str("user".into())),
+            ("parts", parts(msg.get("content"))),
+        ]),
         "toolResult" => J::Obj(vec![
             ("role", J::Str("tool".into())),
             (
@@ -145,7 +154,13 @@ pub fn input_message(msg: &serde_json::Map<String, Value>) -> Option<J<'_>> {
             let text = format!("$ {}\n{}", py_str(msg.get("command")), output);
             J::Obj(vec![
                 ("role", J::Str("user".into())),
-                ("parts", J::Arr(vec![J::Obj(vec![("type", J::Str("text".into())), ("content", J::Str(text.into()))])])),
+                (
+                    "parts",
+                    J::Arr(vec![J::Obj(vec![
+                        ("type", J::Str("text".into())),
+                        ("content", J::Str(text.into())),
+                    ])]),
+                ),
             ])
         }
         "custom" | "branchSummary" | "compactionSummary" => {
@@ -159,7 +174,13 @@ pub fn input_message(msg: &serde_json::Map<String, Value>) -> Option<J<'_>> {
             };
             J::Obj(vec![
                 ("role", J::Str("user".into())),
-                ("parts", J::Arr(vec![J::Obj(vec![("type", J::Str("text".into())), ("content", J::Str(text))])])),
+                (
+                    "parts",
+                    J::Arr(vec![J::Obj(vec![
+                        ("type", J::Str("text".into())),
+                        ("content", J::Str(text)),
+                    ])]),
+                ),
             ])
         }
         _ => return None,

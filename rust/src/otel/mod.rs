@@ -31,12 +31,12 @@ mod out;
 use crate::reads::ReadError;
 use crate::store::Store;
 use content::{input_message, parts, str_of, text_of};
-use std::collections::HashMap;
 pub use out::{hex, AttrValue, Attrs, J};
 use out::{push_attrs, push_link, push_nanos, push_str};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// The GenAI semantic conventions implemented.
 pub const SEMCONV_VERSION: &str = "1.41.0";
@@ -319,7 +319,11 @@ fn exact_int(v: Option<&Value>) -> Option<i64> {
 
 /// Python's `repr` of a string (what a problem shows of an unknown name).
 fn py_repr(s: &str) -> String {
-    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut o = String::with_capacity(s.len() + 2);
     o.push(q);
     for c in s.chars() {
@@ -391,7 +395,11 @@ impl Mapper {
             n,
             dups,
             // the chain of input messages (content modes only)
-            parent: if content == Content::None { Vec::new() } else { vec![NO_PARENT; n] },
+            parent: if content == Content::None {
+                Vec::new()
+            } else {
+                vec![NO_PARENT; n]
+            },
             group: vec![UNSEEN; n],
             time: vec![f64::NAN; n],
             own: vec![[0; 8]; n],
@@ -431,7 +439,11 @@ impl Mapper {
         m.trace = trace_id_of(&sid);
         m.root_span = span_id_of(&sid, &[]);
         m.sid = sid;
-        let head = m.meta.timestamp.as_deref().map_or(f64::NAN, crate::jsdate::parse_iso);
+        let head = m
+            .meta
+            .timestamp
+            .as_deref()
+            .map_or(f64::NAN, crate::jsdate::parse_iso);
         m.start_ms = if head.is_finite() { head } else { f64::NAN };
         m.end_ms = m.start_ms;
         match active {
@@ -449,7 +461,10 @@ impl Mapper {
         res.set("sessiontree.session.id", s(&m.sid));
         res.str("sessiontree.session.cwd", m.meta.cwd.as_deref());
         res.str("sessiontree.session.path", m.meta.path.as_deref());
-        res.str("sessiontree.session.parent", m.meta.parent_session.as_deref());
+        res.str(
+            "sessiontree.session.parent",
+            m.meta.parent_session.as_deref(),
+        );
         let mut r = b"{\"attributes\":".to_vec();
         push_attrs(&mut r, res.0.iter().map(|(k, v)| (*k, v)));
         r.push(b'}');
@@ -498,7 +513,9 @@ impl Mapper {
         let o = &mut self.out;
         o.extend_from_slice(b"{\"resourceSpans\":[{\"resource\":");
         o.extend_from_slice(&self.resource);
-        o.extend_from_slice(b",\"scopeSpans\":[{\"scope\":{\"name\":\"sessiontree.otel\",\"version\":");
+        o.extend_from_slice(
+            b",\"scopeSpans\":[{\"scope\":{\"name\":\"sessiontree.otel\",\"version\":",
+        );
         push_str(o, &self.meta.version);
         o.extend_from_slice(b"},\"spans\":[");
         o.extend_from_slice(&self.pending);
@@ -615,8 +632,13 @@ impl Mapper {
 
     /// `value`'s JSON text as a content attribute (cut to [`MAX_CONTENT_CHARS`] characters).
     fn content_value(&mut self, text: Vec<u8>, what: &str) -> String {
-        let text = String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        let chars = if text.len() > MAX_CONTENT_CHARS { text.chars().count() } else { text.len() };
+        let text = String::from_utf8(text)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let chars = if text.len() > MAX_CONTENT_CHARS {
+            text.chars().count()
+        } else {
+            text.len()
+        };
         if chars <= MAX_CONTENT_CHARS {
             return text;
         }
@@ -628,7 +650,10 @@ impl Mapper {
             ("role", J::Str("user".into())),
             (
                 "parts",
-                J::Arr(vec![J::Obj(vec![("type", J::Str("text".into())), ("content", J::Str(cut.into()))])]),
+                J::Arr(vec![J::Obj(vec![
+                    ("type", J::Str("text".into())),
+                    ("content", J::Str(cut.into())),
+                ])]),
             ),
         ])]);
         String::from_utf8(j.to_vec()).unwrap_or_default()
@@ -643,11 +668,15 @@ impl Mapper {
     }
 
     fn grp(&self, g: i64) -> &Group {
-        self.group_list[g as usize].as_ref().expect("a group is written only at the end")
+        self.group_list[g as usize]
+            .as_ref()
+            .expect("a group is written only at the end")
     }
 
     fn grp_mut(&mut self, g: i64) -> &mut Group {
-        self.group_list[g as usize].as_mut().expect("a group is written only at the end")
+        self.group_list[g as usize]
+            .as_mut()
+            .expect("a group is written only at the end")
     }
 
     /// Adds a group; its index.
@@ -690,7 +719,11 @@ impl Mapper {
             0.0
         };
         let (buf, count, dropped) = if g < 0 {
-            (&mut self.root_events, &mut self.n_root_events, &mut self.root_dropped)
+            (
+                &mut self.root_events,
+                &mut self.n_root_events,
+                &mut self.root_dropped,
+            )
         } else {
             let x = self.group_list[g as usize]
                 .as_mut()
@@ -821,7 +854,11 @@ impl Mapper {
         if !ms.is_finite() {
             let msg = raw.get("message").and_then(Value::as_object);
             ms = is_num(msg.and_then(|m| m.get("timestamp"))).unwrap_or(f64::NAN);
-            let tail = if ms.is_nan() { "" } else { " (the message's is used)" };
+            let tail = if ms.is_nan() {
+                ""
+            } else {
+                " (the message's is used)"
+            };
             self.problem(format!("{what}: no valid timestamp{tail}"));
         }
         let mut parent = (b.parents[k] != NO_PARENT && (b.parents[k] as usize) < self.n)
@@ -894,7 +931,9 @@ impl Mapper {
             Some("message") => {
                 let msg = raw.get("message").and_then(Value::as_object);
                 match msg {
-                    None => self.problem(format!("{what}: a message entry without a message object")),
+                    None => {
+                        self.problem(format!("{what}: a message entry without a message object"))
+                    }
                     Some(msg) => match str_of(msg.get("role")) {
                         Some("user") => {
                             let sp = span_id_of(&self.sid, &cur);
@@ -920,7 +959,8 @@ impl Mapper {
                             self.touch(g, ms);
                         }
                         Some("assistant") => {
-                            span_here = Some(self.chat(&eid, &cur, msg, own, start, ms, active, parent));
+                            span_here =
+                                Some(self.chat(&eid, &cur, msg, own, start, ms, active, parent));
                         }
                         Some("toolResult") => {
                             self.tool_result(&eid, &cur, msg, own, start, ms, active);
@@ -952,14 +992,26 @@ impl Mapper {
                                     msg.get("command").map_or(J::Null, J::Val),
                                 )])
                                 .to_vec();
-                                attrs.set("gen_ai.tool.call.arguments", AttrValue::Str(String::from_utf8_lossy(&args).into_owned()));
+                                attrs.set(
+                                    "gen_ai.tool.call.arguments",
+                                    AttrValue::Str(String::from_utf8_lossy(&args).into_owned()),
+                                );
                                 let res = msg.get("output").map_or(J::Null, J::Val).to_vec();
                                 let v = self.content_value(res, &what);
                                 attrs.set("gen_ai.tool.call.result", AttrValue::Str(v));
                                 let im = Self::input_json(msg).unwrap_or_else(|| b"{}".to_vec());
                                 self.recent.insert(p, im);
                             }
-                            let rec = self.simple(sp, own, "execute_tool bash".into(), INTERNAL, ms, ms, attrs, active);
+                            let rec = self.simple(
+                                sp,
+                                own,
+                                "execute_tool bash".into(),
+                                INTERNAL,
+                                ms,
+                                ms,
+                                attrs,
+                                active,
+                            );
                             self.emit(&rec, err.as_deref());
                         }
                         role => {
@@ -978,7 +1030,18 @@ impl Mapper {
                 }
             }
             Some(t @ ("compaction" | "branch_summary")) => {
-                span_here = Some(self.summary(p, &eid, &cur, t, raw, b.from_pos[k], own, start, ms, active));
+                span_here = Some(self.summary(
+                    p,
+                    &eid,
+                    &cur,
+                    t,
+                    raw,
+                    b.from_pos[k],
+                    own,
+                    start,
+                    ms,
+                    active,
+                ));
             }
             Some("custom_message") => {
                 let mut a = ev_attrs(&eid);
@@ -986,7 +1049,11 @@ impl Mapper {
                 self.event(g, ms, "sessiontree.custom_message", &a);
             }
             Some(
-                t @ ("label" | "model_change" | "thinking_level_change" | "session_info" | "custom"
+                t @ ("label"
+                | "model_change"
+                | "thinking_level_change"
+                | "session_info"
+                | "custom"
                 | "context_edit"),
             ) => {
                 let mut a = ev_attrs(&eid);
@@ -1000,7 +1067,9 @@ impl Mapper {
                         a.str("sessiontree.model.provider", f("provider"));
                         a.str("sessiontree.model.id", f("modelId"));
                     }
-                    "thinking_level_change" => a.str("sessiontree.thinking_level", f("thinkingLevel")),
+                    "thinking_level_change" => {
+                        a.str("sessiontree.thinking_level", f("thinkingLevel"))
+                    }
                     "session_info" => a.str("sessiontree.session.name", f("name")),
                     "custom" => a.str("sessiontree.custom_type", f("customType")),
                     _ => {}
@@ -1009,7 +1078,9 @@ impl Mapper {
             }
             other => {
                 let shown = other.map_or_else(|| "None".to_string(), py_repr);
-                self.problem(format!("{what}: unknown entry type {shown} (kept as an event)"));
+                self.problem(format!(
+                    "{what}: unknown entry type {shown} (kept as an event)"
+                ));
                 let mut a = ev_attrs(&eid);
                 a.str("sessiontree.entry.type", other);
                 self.event(g, ms, "sessiontree.entry", &a);
@@ -1040,11 +1111,16 @@ impl Mapper {
         attrs.set("gen_ai.operation.name", s("chat"));
         attrs.str("gen_ai.provider.name", str_of(msg.get("provider")));
         attrs.str("gen_ai.request.model", model);
-        let resp = str_of(msg.get("responseModel")).filter(|x| !x.is_empty()).or(model);
+        let resp = str_of(msg.get("responseModel"))
+            .filter(|x| !x.is_empty())
+            .or(model);
         attrs.str("gen_ai.response.model", resp);
         attrs.str("gen_ai.response.id", str_of(msg.get("responseId")));
         if let Some(st) = stop_s {
-            attrs.set("gen_ai.response.finish_reasons", AttrValue::Strs(vec![finish_reason(st).to_string()]));
+            attrs.set(
+                "gen_ai.response.finish_reasons",
+                AttrValue::Strs(vec![finish_reason(st).to_string()]),
+            );
         }
         attrs.set("sessiontree.entry.id", s(eid));
         attrs.str("sessiontree.api", str_of(msg.get("api")));
@@ -1062,7 +1138,11 @@ impl Mapper {
                 q = (self.parent[qq] != NO_PARENT).then_some(self.parent[qq] as usize);
                 hops += 1;
             }
-            let inputs: Vec<&Vec<u8>> = inputs.into_iter().rev().filter(|m| m.as_slice() != b"{}").collect();
+            let inputs: Vec<&Vec<u8>> = inputs
+                .into_iter()
+                .rev()
+                .filter(|m| m.as_slice() != b"{}")
+                .collect();
             if !inputs.is_empty() {
                 let j = J::Arr(inputs.iter().map(|m| J::Raw(m)).collect()).to_vec();
                 let v = self.content_value(j, &what);
@@ -1078,8 +1158,11 @@ impl Mapper {
             let v = self.content_value(j, &what);
             attrs.set("gen_ai.output.messages", AttrValue::Str(v));
         }
-        let err = (stop_s == Some("error"))
-            .then(|| str_of(msg.get("errorMessage")).unwrap_or("error").to_string());
+        let err = (stop_s == Some("error")).then(|| {
+            str_of(msg.get("errorMessage"))
+                .unwrap_or("error")
+                .to_string()
+        });
         let name = match model {
             Some(m) if !m.is_empty() => format!("chat {m}"),
             _ => "chat".into(),
@@ -1093,7 +1176,9 @@ impl Mapper {
                     continue;
                 }
                 let cid = str_of(b.get("id")).unwrap_or("");
-                let tname = str_of(b.get("name")).filter(|x| !x.is_empty()).unwrap_or("tool");
+                let tname = str_of(b.get("name"))
+                    .filter(|x| !x.is_empty())
+                    .unwrap_or("tool");
                 let mut ta = Attrs::default();
                 ta.set("gen_ai.operation.name", s("execute_tool"));
                 ta.set("gen_ai.tool.name", s(tname));
@@ -1116,7 +1201,16 @@ impl Mapper {
                         self.emit(&old, None);
                     }
                 }
-                let rec = self.simple(tspan, span, format!("execute_tool {tname}"), INTERNAL, ms, ms, ta, active);
+                let rec = self.simple(
+                    tspan,
+                    span,
+                    format!("execute_tool {tname}"),
+                    INTERNAL,
+                    ms,
+                    ms,
+                    ta,
+                    active,
+                );
                 if cid.is_empty() {
                     self.problem(format!("entry {eid}: a tool call without an id"));
                     self.emit(&rec, None);
@@ -1141,9 +1235,14 @@ impl Mapper {
         active: bool,
     ) {
         let cid = str_of(msg.get("toolCallId")).unwrap_or("");
-        let found = if cid.is_empty() { None } else { self.tools.remove(cid) };
+        let found = if cid.is_empty() {
+            None
+        } else {
+            self.tools.remove(cid)
+        };
         let full = self.content != Content::None;
-        let mut err = (msg.get("isError") == Some(&Value::Bool(true))).then(|| "tool error".to_string());
+        let mut err =
+            (msg.get("isError") == Some(&Value::Bool(true))).then(|| "tool error".to_string());
         if err.is_some() && full {
             let t: String = text_of(msg.get("content")).chars().take(1024).collect();
             err = Some(if t.is_empty() { "tool error".into() } else { t });
@@ -1151,7 +1250,9 @@ impl Mapper {
         let mut rec = match found {
             Some((_, rec)) => rec,
             None => {
-                let tname = str_of(msg.get("toolName")).filter(|x| !x.is_empty()).unwrap_or("tool");
+                let tname = str_of(msg.get("toolName"))
+                    .filter(|x| !x.is_empty())
+                    .unwrap_or("tool");
                 let shown = if cid.is_empty() { "no id" } else { cid };
                 self.problem(format!(
                     "entry {eid}: a tool result for no earlier tool call ({shown})"
@@ -1167,7 +1268,16 @@ impl Mapper {
                 }
                 a.set("sessiontree.entry.id", s(eid));
                 let sp = span_id_of(&self.sid, &parts);
-                self.simple(sp, own, format!("execute_tool {tname}"), INTERNAL, start, ms, a, active)
+                self.simple(
+                    sp,
+                    own,
+                    format!("execute_tool {tname}"),
+                    INTERNAL,
+                    start,
+                    ms,
+                    a,
+                    active,
+                )
             }
         };
         rec.end = ms;
@@ -1205,13 +1315,21 @@ impl Mapper {
                 None | Some(Value::Null) => {}
                 Some(Value::Number(n)) => match int_of(n) {
                     Some(i) => attrs.set("sessiontree.compaction.tokens_before", AttrValue::Int(i)),
-                    None => self.problem(format!("{what}: tokensBefore is out of the 64-bit range")),
+                    None => {
+                        self.problem(format!("{what}: tokensBefore is out of the 64-bit range"))
+                    }
                 },
                 Some(_) => self.problem(format!("{what}: tokensBefore is not a finite number")),
             }
-            attrs.str("sessiontree.compaction.first_kept_entry_id", str_of(raw.get("firstKeptEntryId")));
+            attrs.str(
+                "sessiontree.compaction.first_kept_entry_id",
+                str_of(raw.get("firstKeptEntryId")),
+            );
             if let Some(t) = summary {
-                attrs.set("sessiontree.compaction.tokens_after", AttrValue::Int(t.chars().count().div_ceil(4) as i64));
+                attrs.set(
+                    "sessiontree.compaction.tokens_after",
+                    AttrValue::Int(t.chars().count().div_ceil(4) as i64),
+                );
             }
         } else {
             let from_id = str_of(raw.get("fromId"));
@@ -1228,7 +1346,10 @@ impl Mapper {
                 }
             }
             if let Some(t) = summary {
-                attrs.set("sessiontree.branch_summary.tokens", AttrValue::Int(t.chars().count().div_ceil(4) as i64));
+                attrs.set(
+                    "sessiontree.branch_summary.tokens",
+                    AttrValue::Int(t.chars().count().div_ceil(4) as i64),
+                );
             }
         }
         if raw.get("fromHook") == Some(&Value::Bool(true)) {
@@ -1237,12 +1358,19 @@ impl Mapper {
         self.usage(raw.get("usage"), &what, &mut attrs);
         if self.content != Content::None {
             if let Some(t) = summary {
-                let kind = if etype == "compaction" { "compaction" } else { "branch_summary" };
+                let kind = if etype == "compaction" {
+                    "compaction"
+                } else {
+                    "branch_summary"
+                };
                 let j = J::Arr(vec![J::Obj(vec![
                     ("role", J::Str("assistant".into())),
                     (
                         "parts",
-                        J::Arr(vec![J::Obj(vec![("type", J::Str(kind.into())), ("content", J::Str(t.into()))])]),
+                        J::Arr(vec![J::Obj(vec![
+                            ("type", J::Str(kind.into())),
+                            ("content", J::Str(t.into())),
+                        ])]),
                     ),
                     ("finish_reason", J::Str("stop".into())),
                 ])])
@@ -1251,12 +1379,27 @@ impl Mapper {
                 attrs.set("gen_ai.output.messages", AttrValue::Str(v));
                 let im = J::Obj(vec![
                     ("role", J::Str("user".into())),
-                    ("parts", J::Arr(vec![J::Obj(vec![("type", J::Str("text".into())), ("content", J::Str(t.into()))])])),
+                    (
+                        "parts",
+                        J::Arr(vec![J::Obj(vec![
+                            ("type", J::Str("text".into())),
+                            ("content", J::Str(t.into())),
+                        ])]),
+                    ),
                 ]);
                 self.recent.insert(p, im.to_vec());
             }
         }
-        let mut rec = self.simple(span, own, etype.to_string(), INTERNAL, start, ms, attrs, active);
+        let mut rec = self.simple(
+            span,
+            own,
+            etype.to_string(),
+            INTERNAL,
+            start,
+            ms,
+            attrs,
+            active,
+        );
         rec.links = links;
         self.emit(&rec, None);
         span
@@ -1294,7 +1437,8 @@ impl Mapper {
         let mut left: Vec<(u64, Pending)> = self.tools.drain().map(|(_, v)| v).collect();
         left.sort_unstable_by_key(|x| x.0);
         for (_, mut rec) in left {
-            rec.attrs.set("sessiontree.tool.result_missing", AttrValue::Bool(true));
+            rec.attrs
+                .set("sessiontree.tool.result_missing", AttrValue::Bool(true));
             self.emit(&rec, None);
         }
     }
@@ -1313,11 +1457,17 @@ impl Mapper {
             for (ix, line) in turns.into_iter().zip(lines) {
                 let line = self.scrub_line(line).into_owned();
                 let raw = parse_value(&line);
-                let im = raw.get("message").and_then(Value::as_object).and_then(Self::input_json);
+                let im = raw
+                    .get("message")
+                    .and_then(Value::as_object)
+                    .and_then(Self::input_json);
                 if let Some(im) = im {
                     let what = format!("entry {}", self.grp(ix as i64).id);
                     let v = self.content_value(J::Arr(vec![J::Raw(&im)]).to_vec(), &what);
-                    self.grp_mut(ix as i64).extra.get_or_insert_with(Box::default).input = Some(v);
+                    self.grp_mut(ix as i64)
+                        .extra
+                        .get_or_insert_with(Box::default)
+                        .input = Some(v);
                 }
             }
         }
@@ -1377,7 +1527,10 @@ impl Mapper {
         attrs.set("gen_ai.operation.name", s("invoke_agent"));
         attrs.set("gen_ai.agent.name", s("pi"));
         attrs.set("gen_ai.agent.id", s(&self.sid));
-        attrs.str("sessiontree.session.name", self.meta.session_name.as_deref());
+        attrs.str(
+            "sessiontree.session.name",
+            self.meta.session_name.as_deref(),
+        );
         attrs.str("sessiontree.session.cwd", self.meta.cwd.as_deref());
         attrs.set("sessiontree.entries", AttrValue::Int(self.n as i64));
         let np = self.problems.len() as i64 + self.problems_dropped as i64;
@@ -1432,11 +1585,17 @@ fn fill_batch(
     let ix = &st.index;
     b.lo = lo;
     b.ids.clear();
-    b.ids.extend(ix.ids_of(&idx)?.into_iter().map(|x| x.map(str::to_string)));
+    b.ids
+        .extend(ix.ids_of(&idx)?.into_iter().map(|x| x.map(str::to_string)));
     b.types.clear();
-    b.types.extend(st.type_names(&idx)?.into_iter().map(|x| x.map(|c| c.into_owned())));
+    b.types.extend(
+        st.type_names(&idx)?
+            .into_iter()
+            .map(|x| x.map(|c| c.into_owned())),
+    );
     b.parents.clear();
-    b.parents.extend(idx.iter().map(|&i| ix.walk_parent(i as u32)));
+    b.parents
+        .extend(idx.iter().map(|&i| ix.walk_parent(i as u32)));
     b.repeated.clear();
     b.fork_ids.clear();
     b.from_pos.clear();

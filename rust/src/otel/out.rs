@@ -35,10 +35,13 @@ impl Attrs {
         }
     }
     pub fn get_str(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| *k == key).and_then(|(_, v)| match v {
-            AttrValue::Str(s) => Some(s.as_str()),
-            _ => None,
-        })
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| match v {
+                AttrValue::Str(s) => Some(s.as_str()),
+                _ => None,
+            })
     }
 }
 
@@ -134,7 +137,10 @@ fn push_any(out: &mut Vec<u8>, v: &AttrValue) {
 }
 
 /// `[{"key":K,"value":V},...]` of `attrs`.
-pub fn push_attrs<'a>(out: &mut Vec<u8>, attrs: impl IntoIterator<Item = (&'a str, &'a AttrValue)>) {
+pub fn push_attrs<'a>(
+    out: &mut Vec<u8>,
+    attrs: impl IntoIterator<Item = (&'a str, &'a AttrValue)>,
+) {
     out.push(b'[');
     for (k, (key, v)) in attrs.into_iter().enumerate() {
         if k > 0 {

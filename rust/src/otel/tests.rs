@@ -3,7 +3,10 @@ use super::*;
 #[test]
 fn ids_are_sha256_prefixes_of_the_nul_joined_parts() {
     assert_eq!(trace_id_of("s-1"), "ccdbeb4be9fcbe6f30b2defc3df3a905");
-    assert_eq!(hex(&span_id_of("s-1", &["a1", "tool", "c1"])), "2c8e354ea0421e27");
+    assert_eq!(
+        hex(&span_id_of("s-1", &["a1", "tool", "c1"])),
+        "2c8e354ea0421e27"
+    );
 }
 
 #[test]
@@ -42,7 +45,12 @@ fn run(st: &Store, content: Content) -> (Vec<serde_json::Value>, Vec<String>) {
     let mut spans = Vec::new();
     for line in out.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
         let doc: serde_json::Value = serde_json::from_slice(line).unwrap();
-        spans.extend(doc["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array().unwrap().clone());
+        spans.extend(
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone(),
+        );
     }
     (spans, m.problems.clone())
 }
@@ -56,7 +64,15 @@ fn a_turn_a_chat_and_a_tool_call_without_result() {
     ]);
     let (spans, problems) = run(&st, Content::Full);
     let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["chat m", "execute_tool ls", "invoke_agent pi", "invoke_agent pi"]);
+    assert_eq!(
+        names,
+        [
+            "chat m",
+            "execute_tool ls",
+            "invoke_agent pi",
+            "invoke_agent pi"
+        ]
+    );
     assert_eq!(spans[1]["parentSpanId"], spans[0]["spanId"]);
     assert_eq!(spans[0]["parentSpanId"], spans[2]["spanId"]);
     assert_eq!(spans[0]["startTimeUnixNano"], "1767225601000000000");
@@ -68,6 +84,11 @@ fn a_turn_a_chat_and_a_tool_call_without_result() {
         ]
     );
     let tool = spans[1]["attributes"].as_array().unwrap();
-    assert!(tool.iter().any(|a| a["key"] == "sessiontree.tool.result_missing"));
-    assert!(tool.iter().any(|a| a["key"] == "gen_ai.tool.call.arguments" && a["value"]["stringValue"] == r#"{"p":1}"#));
+    assert!(tool
+        .iter()
+        .any(|a| a["key"] == "sessiontree.tool.result_missing"));
+    assert!(tool
+        .iter()
+        .any(|a| a["key"] == "gen_ai.tool.call.arguments"
+            && a["value"]["stringValue"] == r#"{"p":1}"#));
 }

@@ -82,7 +82,10 @@ impl OtelMapper {
         lines: Option<Vec<Vec<u8>>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         index.live()?;
-        if lines.as_ref().is_some_and(|l| l.len() != hi.saturating_sub(lo)) {
+        if lines
+            .as_ref()
+            .is_some_and(|l| l.len() != hi.saturating_sub(lo))
+        {
             return Err(PyValueError::new_err("one line per entry"));
         }
         crate::otel::read_batch(&index.st, &mut self.m, lo, hi, lines)?;

@@ -601,6 +601,7 @@ impl Mapper {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn simple(
         &self,
         span: [u8; 8],
@@ -690,19 +691,20 @@ impl Mapper {
         if !ms.is_finite() {
             return;
         }
-        if !(self.end_ms >= ms) {
+        // NaN (no time yet) takes any time
+        if self.end_ms.is_nan() || self.end_ms < ms {
             self.end_ms = ms;
         }
-        if !(self.start_ms <= ms) {
+        if self.start_ms.is_nan() || self.start_ms > ms {
             self.start_ms = ms;
         }
         let mut hops = 0;
         while g >= 0 && hops < 8 {
             let rec = self.grp_mut(g);
-            if !(rec.end >= ms) {
+            if rec.end.is_nan() || rec.end < ms {
                 rec.end = ms;
             }
-            if !(rec.start <= ms) {
+            if rec.start.is_nan() || rec.start > ms {
                 rec.start = ms;
             }
             g = rec.parent_group;

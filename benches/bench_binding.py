@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(tempfile.gettempdir()) / "sessiontree-bench-binding"
@@ -147,19 +148,33 @@ def main() -> None:
     a = ap.parse_args()
     sites = {"base": build(a.base, a.profile), "head": build(a.head, a.profile)}
     path = a.file or default_file()
-    best: dict[str, dict[str, float]] = {k: dict.fromkeys(OPS, float("inf")) for k in sites}
-    load = [os.getloadavg()]
-    for _ in range(a.rounds):
-        for k, site in sites.items():  # interleaved: base, head, base, head, ...
-            got = run_child(site, path, a.reps)
-            best[k] = {op: min(best[k][op], got[op]) for op in OPS}
-    load.append(os.getloadavg())
+    best, load = best_of_rounds(sites, OPS, a.rounds, lambda site: run_child(site, path, a.reps))
     print(f"file {path} ({path.stat().st_size / 2**20:.1f} MiB); base {a.base}, head {a.head}, profile {a.profile}")
+    print_ratios(best, OPS, load, "ns/entry")
+
+
+def best_of_rounds(
+    sites: dict[str, Path], ops: tuple[str, ...], rounds: int, measure: Callable[[Path], dict[str, float]]
+) -> tuple[dict[str, dict[str, float]], list[tuple[float, float, float]]]:
+    """Each build's best figure per op over ``rounds`` rounds of ``measure(site)``, run interleaved
+    (base, head, base, head, ...), and the load average before and after."""
+    best: dict[str, dict[str, float]] = {k: dict.fromkeys(ops, float("inf")) for k in sites}
+    load = [os.getloadavg()]
+    for _ in range(rounds):
+        for k, site in sites.items():
+            got = measure(site)
+            best[k] = {op: min(best[k][op], got[op]) for op in ops}
+    load.append(os.getloadavg())
+    return best, load
+
+
+def print_ratios(best: dict[str, dict[str, float]], ops: tuple[str, ...], load: list[Any], unit: str) -> None:
+    """The load average, then a row per op: base and head figures (``unit``) and head/base."""
     print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}")
-    print(f"{'op':12} {'base ns/entry':>14} {'head ns/entry':>14} {'head/base':>10}")
-    for op in OPS:
+    print(f"{'op':14} {'base ' + unit:>16} {'head ' + unit:>16} {'head/base':>10}")
+    for op in ops:
         b, h = best["base"][op], best["head"][op]
-        print(f"{op:12} {b:14.1f} {h:14.1f} {h / b:10.2f}")
+        print(f"{op:14} {b:16.1f} {h:16.1f} {h / b:10.2f}")
 
 
 if __name__ == "__main__":

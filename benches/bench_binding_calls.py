@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_binding import build, child_json  # noqa: E402
+from bench_binding import best_of_rounds, build, child_json, print_ratios  # noqa: E402
 
 CALLS = ("end", "cache_state", "len", "leaf", "index_of", "walk_parent", "leaf_version")
 
@@ -92,20 +92,13 @@ def main() -> None:
     a = ap.parse_args()
     sites = {"base": build(a.base, a.profile), "head": build(a.head, a.profile)}
     ops = ("import_core", *CALLS)
-    best: dict[str, dict[str, float]] = {k: dict.fromkeys(ops, float("inf")) for k in sites}
-    load = [os.getloadavg()]
-    for _ in range(a.rounds):
-        for k, site in sites.items():  # interleaved: base, head, base, head, ...
-            got = run_child(site, a.calls, a.reps)
-            got["import_core"] = import_time(site)
-            best[k] = {op: min(best[k][op], got[op]) for op in ops}
-    load.append(os.getloadavg())
-    print(f"base {a.base}, head {a.head}, profile {a.profile}; {a.rounds} rounds")
-    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}")
-    print(f"{'op':14} {'base':>10} {'head':>10} {'head/base':>10}   (import: us; calls: ns per call)")
-    for op in ops:
-        b, h = best["base"][op], best["head"][op]
-        print(f"{op:14} {b:10.1f} {h:10.1f} {h / b:10.2f}")
+
+    def measure(site: Path) -> dict[str, float]:
+        return {**run_child(site, a.calls, a.reps), "import_core": import_time(site)}
+
+    best, load = best_of_rounds(sites, ops, a.rounds, measure)
+    print(f"base {a.base}, head {a.head}, profile {a.profile}; {a.rounds} rounds (import: us; calls: ns per call)")
+    print_ratios(best, ops, load, "us|ns")
 
 
 if __name__ == "__main__":

@@ -282,7 +282,7 @@ class AutoCompactor:
 
     # ==== overflow recovery =============================================
 
-    def _last_assistant(self) -> Optional[tuple[Any, ...]]:
+    def _last_assistant(self) -> Optional[tuple[str | None, dict[str, Any]]]:
         """``(entry_id, message)`` of the newest assistant message on the branch (the index
         walks back from the leaf only as far as that message)."""
         found = self.session.last_on_branch("message", "assistant")

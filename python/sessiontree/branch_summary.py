@@ -94,7 +94,7 @@ def collect_entries_for_branch_summary(
     old_leaf_id: Optional[str],
     target_id: str,
 ) -> BranchSummaryCollection:
-    """Entries abandoned when navigating from ``old_leaf_id`` to ``target_id`` (Pi ``collectEntriesForBranchSummary``).
+    """Entries abandoned moving from ``old_leaf_id`` to ``target_id`` (Pi ``collectEntriesForBranchSummary``).
 
     ``get_entry(id)`` returns the entry dict or ``None``; ``get_branch(id)`` returns the root-first
     path ending at ``id``. The common ancestor is the deepest entry of the target's path that is
@@ -171,7 +171,7 @@ def branch_entry_message(entry: Entry, edits: Optional[Mapping[str, Any]] = None
 
 
 def prepare_branch_entries(entries: Sequence[Entry], token_budget: int = 0) -> BranchPreparation:
-    """Pick the messages of abandoned ``entries`` (oldest first) that fit ``token_budget`` (Pi ``prepareBranchEntries``).
+    """The messages of abandoned ``entries`` that fit ``token_budget`` (Pi ``prepareBranchEntries``).
 
     ``entries``: entry dicts, oldest first (as :func:`collect_entries_for_branch_summary` gives
     them). ``token_budget``: estimated tokens, ``0`` = no limit. ``context_edit`` entries among

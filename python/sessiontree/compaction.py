@@ -244,7 +244,7 @@ def find_valid_cut_points(
 def find_turn_start_index(
     entries: Sequence[Entry], entry_index: int, start_index: int, edits: Optional[Mapping[str, Any]] = None
 ) -> int:
-    """Index of the entry opening the user-message span that holds ``entry_index`` (Pi ``findTurnStartIndex``).
+    """Index of the entry opening the turn that holds ``entry_index`` (Pi ``findTurnStartIndex``).
 
     Walks back from ``entry_index`` to ``start_index`` (both inclusive) for an entry contributing
     a user, bashExecution, custom, branchSummary or compactionSummary message; ``-1`` if none.
@@ -532,8 +532,10 @@ def serialize_conversation(llm_messages: Iterable[Any]) -> str:
 
 
 def _summary_message(entry: Entry, messages: list[Any]) -> Any:
-    """Pi ``getMessageFromEntryForCompaction``: an entry's first context message, except for
-    compaction entries and system messages (prompt state, folded into the checkpoint)."""
+    """Pi ``getMessageFromEntryForCompaction``.
+
+    An entry's first context message, except for compaction entries and system messages (prompt
+    state, folded into the checkpoint)."""
     if entry_type(entry) == "compaction" or not messages:
         return None
     first = messages[0]
@@ -587,8 +589,9 @@ def _invisible_suffix_start(
 
 
 def kept_boundary(found: tuple[Any, ...] | None) -> tuple[int, int | None]:
-    """Where Pi 1.6 ``prepareCompaction`` searches for a cut, from :func:`latest_compaction`'s
-    answer ``found`` for the path: ``(boundary_start, dropped)``.
+    """Where Pi 1.6 ``prepareCompaction`` searches for a cut: ``(boundary_start, dropped)``.
+
+    From :func:`latest_compaction`'s answer ``found`` for the path.
 
     ``dropped`` is the position of the latest compaction (``None`` without one). Pi cuts over the
     context projection, where that compaction is not between the kept entries and what follows
@@ -610,8 +613,10 @@ def kept_boundary(found: tuple[Any, ...] | None) -> tuple[int, int | None]:
 
 
 def _cut_range(path: list[Any]) -> tuple[Any, ...]:
-    """``(path, boundary_start, previous_compaction)``: :func:`kept_boundary` applied to ``path``
-    (the latest compaction taken out of the returned path)."""
+    """``(path, boundary_start, previous_compaction)``.
+
+    :func:`kept_boundary` applied to ``path`` (the latest compaction taken out of the returned
+    path)."""
     boundary_start, dropped = kept_boundary(latest_compaction(path))
     if dropped is None:
         return path, 0, None
@@ -621,9 +626,10 @@ def _cut_range(path: list[Any]) -> tuple[Any, ...]:
 def latest_cut_keep(
     path_entries: Sequence[Entry], settings: Any = DEFAULT_COMPACTION_SETTINGS
 ) -> Optional[int | float]:
-    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the **latest** valid cut point
-    of the path (after the previous kept boundary), or ``None`` when no cut point after the
-    first one exists (then nothing can be freed).
+    """The ``keep_recent_tokens`` at which Pi's cut rule cuts at the path's **latest** cut point.
+
+    The latest valid cut point after the previous kept boundary; ``None`` when no cut point
+    after the first one exists (then nothing can be freed).
 
     Auto-compaction's fallback (docs/divergences.md): when the context is over the threshold
     but :func:`prepare_compaction` finds nothing to summarize (the keep budget falls inside a

@@ -190,8 +190,9 @@ class ContextTokenEstimate:
 def latest_compaction_at(
     types: Sequence[Any], id_of: Callable[[int], Any], first_kept_of: Callable[[int], Any]
 ) -> tuple[Any, ...] | None:
-    """Where the latest compaction on a path sits and where its kept range starts: the one home
-    of this rule (Pi 1.6 ``buildSessionContext`` in session-manager.ts, which
+    """Where the latest compaction on a path sits and where its kept range starts.
+
+    The one home of this rule (Pi 1.6 ``buildSessionContext`` in session-manager.ts, which
     ``buildContextEntries`` and ``prepareCompaction`` share).
 
     The path is given as columns so that :class:`sessiontree.Session` can answer from its index
@@ -369,8 +370,9 @@ def collect_context_edits(entries: Sequence[Any]) -> dict[str, Any]:
 
 
 def context_edit_for(edits: Any, entry_id: Any) -> Any:
-    """The replacement ``edits`` (:func:`collect_context_edits`) holds for an entry id, else
-    :data:`NO_EDIT`."""
+    """The replacement ``edits`` holds for an entry id, else :data:`NO_EDIT`.
+
+    ``edits``: from :func:`collect_context_edits`."""
     if not edits:
         return NO_EDIT
     key = context_edit_key(entry_id)
@@ -536,8 +538,10 @@ def convert_to_llm(messages: Sequence[dict[str, Any]]) -> list[Any]:
 
 
 def calculate_context_tokens(usage: dict[str, Any]) -> int | float:
-    """Pi's ``calculateContextTokens``: ``usage.totalTokens`` if truthy, else
-    ``input + output + cacheRead + cacheWrite`` (NaN if one is missing)."""
+    """Pi's ``calculateContextTokens``.
+
+    ``usage.totalTokens`` if truthy, else ``input + output + cacheRead + cacheWrite`` (NaN if
+    one is missing)."""
     total = usage.get("totalTokens", JS_UNDEFINED) if isinstance(usage, dict) else JS_UNDEFINED
     if js_truthy(total):
         return total if isinstance(total, (int, float)) and not isinstance(total, bool) else js_usage_number(total)
@@ -552,8 +556,9 @@ def calculate_context_tokens(usage: dict[str, Any]) -> int | float:
 
 
 def _assistant_usage(message: Any) -> Any:
-    """Pi's ``getAssistantUsage``: usage of a non-aborted, non-error assistant message with
-    positive context tokens, else None."""
+    """Pi's ``getAssistantUsage``.
+
+    Usage of a non-aborted, non-error assistant message with positive context tokens, else None."""
     if not isinstance(message, dict) or message.get("role") != "assistant" or "usage" not in message:
         return None
     if message.get("stopReason") in ("aborted", "error"):
@@ -681,10 +686,12 @@ def estimate_projected_context_tokens(
 
 
 def estimate_messages_tokens(messages: Sequence[dict[str, Any]]) -> int | float:
-    """Pi's chars/4 estimate of context ``messages`` with no provider usage: every non-system
-    message (:func:`~sessiontree.tokens.estimate_tokens`) plus the system messages replayed into
-    one (:func:`current_system_message`). The "tokens after" of a compaction are this; compare
-    "tokens before" with it, not with a figure that includes provider usage."""
+    """Pi's chars/4 estimate of context ``messages`` with no provider usage.
+
+    Every non-system message (:func:`~sessiontree.tokens.estimate_tokens`) plus the system
+    messages replayed into one (:func:`current_system_message`). The "tokens after" of a
+    compaction are this; compare "tokens before" with it, not with a figure that includes
+    provider usage."""
     system = current_system_message(messages)
     tokens = estimate_tokens(system) if system is not None else 0
     for m in messages:
@@ -696,16 +703,19 @@ def estimate_messages_tokens(messages: Sequence[dict[str, Any]]) -> int | float:
 def should_compact(
     context_tokens: float, context_window: int, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS
 ) -> bool:
-    """Pi's ``shouldCompact``: ``settings.enabled and context_tokens > context_window -
-    settings.reserve_tokens`` (tokens and window in Pi's token units; NaN is never over)."""
+    """Pi's ``shouldCompact``: whether the context is over the window minus the reserve.
+
+    ``settings.enabled and context_tokens > context_window - settings.reserve_tokens`` (tokens
+    and window in Pi's token units; NaN is never over)."""
     if not settings.enabled:
         return False
     return context_tokens > context_window - settings.reserve_tokens
 
 
 def fingerprint(message: Any) -> str:
-    """First 16 hex digits of SHA-256 over the UTF-8 of ``JSON.stringify(message)``: the
-    ``sha`` the goldens use to compare messages. For tests and diagnostics.
+    """First 16 hex digits of SHA-256 over the UTF-8 of ``JSON.stringify(message)``.
+
+    The ``sha`` the goldens use to compare messages. For tests and diagnostics.
 
         >>> fingerprint({"role": "user", "content": "hi"})
         'ae760f5ba03c31ac'

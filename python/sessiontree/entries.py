@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import orjson
 
 from . import _core
 from .errors import SessionError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .session.base import SessionBase
-
 
 def probe_header(buf: bytes, eof: bool) -> "HeaderProbe":
-    """The header of a file from its first bytes ``buf`` (``eof``: that is the whole file), by
-    the rule ``Session.open`` applies (the core's ``header_probe``), as a :class:`HeaderProbe`:
+    """The header of a file from its first bytes ``buf``, by the rule ``Session.open`` applies.
+
+    ``eof``: ``buf`` is the whole file. The core's ``header_probe``, as a :class:`HeaderProbe`:
     ``("more", None, 0, 0)`` (read more), ``("none", None, 0, 0)`` (no JSON value),
     ``("valid", None, offset, len)`` or ``("invalid", reason, 0, 0)``. Listing uses it so that
     listing and opening agree."""
@@ -87,8 +85,9 @@ PROBLEM_KINDS: tuple[str, ...] = _core.PROBLEM_KINDS
 
 
 class Problem(NamedTuple):
-    """A skipped or odd line: 1-based ``line`` number, byte ``offset`` of the line, ``kind``
-    (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,
+    """A skipped or odd line of a session file.
+
+    1-based ``line`` number, byte ``offset`` of the line, ``kind`` (``malformed_json``, ``torn_last_line``, ``skipped_value``, ``blank_line``, ``extra_header``,
     ``invalid_utf8``, ``line_too_long``) and a human ``message``."""
 
     line: int
@@ -98,8 +97,9 @@ class Problem(NamedTuple):
 
 
 class EntryRecord(NamedTuple):
-    """One entry's facts from the index, what :class:`Entry` shows without parsing its line
-    (``_core.Index.record``): ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
+    """One entry's facts from the index, what :class:`Entry` shows without parsing its line.
+
+    ``_core.Index.record``: ``id``, ``parent_id``, ``type`` and ``role`` (``message.role``;
     v2 ``hookMessage`` reads ``custom``) when strings, else None; ``parent_is_null``
     (``parentId`` is JSON null); 1-based ``line``; byte ``offset`` of the line."""
 
@@ -113,8 +113,9 @@ class EntryRecord(NamedTuple):
 
 
 class EntryColumns(NamedTuple):
-    """What listings show of many entries, one list per field (``_core.Index.table``; the
-    facts of :class:`EntryRecord`)."""
+    """What listings show of many entries, one list per field.
+
+    From ``_core.Index.table``: the facts of :class:`EntryRecord`."""
 
     ids: list[str | None]
     parent_ids: list[str | None]
@@ -126,9 +127,10 @@ class EntryColumns(NamedTuple):
 
 
 class HeaderProbe(NamedTuple):
-    """The header of a file from its first bytes (:func:`probe_header`): ``state`` ``"more"``
-    (read more), ``"none"`` (no JSON value), ``"valid"`` (the header's JSON text is ``length``
-    bytes at ``offset``) or ``"invalid"`` (``reason`` says why)."""
+    """The header of a file from its first bytes (:func:`probe_header`).
+
+    ``state`` ``"more"`` (read more), ``"none"`` (no JSON value), ``"valid"`` (the header's JSON
+    text is ``length`` bytes at ``offset``) or ``"invalid"`` (``reason`` says why)."""
 
     state: Literal["more", "none", "valid", "invalid"]
     reason: str | None
@@ -137,8 +139,9 @@ class HeaderProbe(NamedTuple):
 
 
 class TreeTable(NamedTuple):
-    """Pi's tree as entry positions (:meth:`Session.tree_table`, ``_core.Index.tree_table``):
-    root nodes, and the children of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
+    """Pi's tree as entry positions (:meth:`Session.tree_table`, ``_core.Index.tree_table``).
+
+    Root nodes, and the children of node ``i`` in ``kids[start[i]:start[i + 1]]``."""
 
     roots: list[int]
     start: list[int]
@@ -146,8 +149,9 @@ class TreeTable(NamedTuple):
 
 
 class ScrubFinding(NamedTuple):
-    """One secret found (never its value), as the core's scrubber gives it
-    (``_core.Scrubber.take_findings``; :mod:`sessiontree.scrub` reports them).
+    """One secret found (never its value), as the core's scrubber gives it.
+
+    From ``_core.Scrubber.take_findings``; :mod:`sessiontree.scrub` reports them.
 
     ``line``: 1-based line number; ``entry_id``: the entry's id (None for the header, a line
     that is not JSON or an entry without a string id); ``pointer``: RFC 6901 JSON pointer of the
@@ -183,17 +187,19 @@ SCRUB_KINDS: tuple[str, ...] = tuple(_core.Scrubber.kinds())
 
 
 def new_scrubber(header: bool, replay: str, record: bool) -> Any:
-    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/): blocks of a session
-    file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd`` and
-    ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
+    """The core's streaming scrubber (``_core.Scrubber``, rust/src/scrub/).
+
+    Blocks of a session file in, scrubbed bytes out; ``header``: also scrub the header's ``cwd``
+    and ``parentSession``; ``replay``: ``"keep"`` or ``"drop"`` (provider replay fields);
     ``record``: keep the findings. :mod:`sessiontree.scrub` drives it."""
     return _core.Scrubber(bool(header), replay, bool(record))
 
 
 class ScrubStats(NamedTuple):
-    """What the core's scrubber counted so far (``_core.Scrubber.stats``): ``bytes_in`` fed,
-    ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off counted),
-    ``replay_fields`` kept or dropped."""
+    """What the core's scrubber counted so far (``_core.Scrubber.stats``).
+
+    ``bytes_in`` fed, ``lines_changed``, secrets ``found`` (replaced, or with ``record`` off
+    counted), ``replay_fields`` kept or dropped."""
 
     bytes_in: int
     lines_changed: int
@@ -202,10 +208,11 @@ class ScrubStats(NamedTuple):
 
 
 class EntryTable(NamedTuple):
-    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same
-    length: entry positions, ``id`` and ``parentId`` (when strings, else None), whether
-    ``parentId`` is JSON null, ``type`` and ``message.role`` (when strings), 1-based line and
-    byte offset of each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
+    """Entries as columns (:meth:`Session.entry_table`), one list per field, all the same length.
+
+    Entry positions, ``id`` and ``parentId`` (when strings, else None), whether ``parentId`` is
+    JSON null, ``type`` and ``message.role`` (when strings), 1-based line and byte offset of
+    each entry. ``zip(*table)`` gives one tuple per entry in this field order."""
 
     index: list[int]  # type: ignore[assignment]  # a NamedTuple field may shadow tuple.index
     id: list[str | None]
@@ -218,8 +225,9 @@ class EntryTable(NamedTuple):
 
 
 class EntryMetrics(NamedTuple):
-    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`), all
-    the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
+    """Per-entry sizes, times and token estimates as columns (:meth:`Session.entry_metrics`).
+
+    All the same length: entry positions, ``bytes`` of each entry's JSON text, ``timestamp_ms`` (ms
     since the epoch, None when invalid) and ``tokens`` (Pi's chars/4 estimate, None where Pi
     throws)."""
 
@@ -230,17 +238,20 @@ class EntryMetrics(NamedTuple):
 
 
 class AbandonedBranch(NamedTuple):
-    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`): the entry positions
-    from just below the common ancestor down to the old leaf, root first, and the ancestor's
-    id (None: the branches share no ancestor)."""
+    """What a move of the leaf abandons (:meth:`Session.abandoned_branch`).
+
+    The entry positions from just below the common ancestor down to the old leaf, root first,
+    and the ancestor's id (None: the branches share no ancestor)."""
 
     indices: list[int]
     ancestor_id: str | None
 
 
 class CutPoint(NamedTuple):
-    """A cut point as entry ids: the first entry kept verbatim, the entry opening the turn the
-    cut splits (None when the cut does not split a turn), and whether it splits one."""
+    """A cut point as entry ids.
+
+    The first entry kept verbatim, the entry opening the turn the cut splits (None when the cut
+    does not split a turn), and whether it splits one."""
 
     first_kept_entry_id: str | None
     turn_start_entry_id: str | None
@@ -248,12 +259,14 @@ class CutPoint(NamedTuple):
 
 
 class ProblemList(Sequence[Problem]):
-    """The problems of a session, built one by one on access (a file of millions of bad lines
-    costs a compact record per line in Rust, not a Python object per line)."""
+    """The problems of a session, built one by one on access.
+
+    A file of millions of bad lines costs a compact record per line in Rust, not a Python object
+    per line."""
 
     __slots__ = ("_core", "_n")
 
-    def __init__(self, core: Any):
+    def __init__(self, core: _core.Index):
         self._core = core
         self._n = core.problem_count()
 
@@ -279,6 +292,23 @@ class ProblemList(Sequence[Problem]):
         return f"ProblemList([{shown}{', ...' if self._n > 3 else ''}], n={self._n})"
 
 
+class EntryView:
+    """What a session's :class:`Entry` objects read: its index and how an entry's value is parsed.
+
+    ``index`` is the core's ``Index`` the session reads now (``record(i)``: an
+    :class:`EntryRecord`); ``load(index, i)`` parses entry ``i``'s line (migrated). The facade
+    makes one per session and sets ``index`` again when a rewrite opens a new one, so entries
+    made before read the new index. It holds no reference to the session (no cycle: a dropped
+    session is freed at once). Entries of one view are one session's: equal by view and position.
+    """
+
+    __slots__ = ("index", "load")
+
+    def __init__(self, index: Any, load: Callable[[Any, int], Any]) -> None:
+        self.index = index
+        self.load = load
+
+
 class Entry(Mapping[str, Any]):
     """One session entry (header excluded), as Pi holds it after migration.
 
@@ -288,10 +318,11 @@ class Entry(Mapping[str, Any]):
     (normally a dict, with legacy v1/v2 migration applied in memory); mapping access reads it.
     """
 
-    __slots__ = ("_session", "index", "_raw", "_rec", "_rec_core")
+    __slots__ = ("_view", "index", "_raw", "_rec", "_rec_core")
+    _rec: EntryRecord  # the index's facts, taken on first use (see below)
 
-    def __init__(self, session: "SessionBase", index: int):
-        self._session = session
+    def __init__(self, view: EntryView, index: int):
+        self._view = view
         self.index = index
         self._raw: Any = _UNSET
         self._rec_core: Any = None
@@ -302,30 +333,31 @@ class Entry(Mapping[str, Any]):
 
     @property
     def id(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.id
 
     @property
     def parent_id(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_id
 
     @property
     def parent_is_null(self) -> bool:
-        """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule), as opposed to missing or
-        not a string (``parent_id`` is None in all three cases)."""
-        core = self._session._core
+        """Whether ``parentId`` is JSON ``null`` (a root by Pi's rule).
+
+        As opposed to missing or not a string (``parent_id`` is None in all three cases)."""
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.parent_is_null
 
     @property
     def type(self) -> str | None:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.type
@@ -333,14 +365,14 @@ class Entry(Mapping[str, Any]):
     @property
     def role(self) -> str | None:
         """``message.role`` for message entries (v2 ``hookMessage`` reads ``custom``), else None."""
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.role
 
     @property
     def line(self) -> int:
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.line
@@ -348,7 +380,7 @@ class Entry(Mapping[str, Any]):
     @property
     def offset(self) -> int:
         """Byte offset of the line in the file."""
-        core = self._session._core
+        core = self._view.index
         if self._rec_core is not core:
             self._rec, self._rec_core = core.record(self.index), core
         return self._rec.offset
@@ -363,7 +395,8 @@ class Entry(Mapping[str, Any]):
     def raw(self) -> Any:
         """The parsed entry (a dict for every well-formed entry), parsed on first access."""
         if self._raw is _UNSET:
-            self._raw = self._session._load_raw(self.index)
+            view = self._view
+            self._raw = view.load(view.index, self.index)
         return self._raw
 
     @property
@@ -391,11 +424,11 @@ class Entry(Mapping[str, Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Entry):
-            return self._session is other._session and self.index == other.index
+            return self._view is other._view and self.index == other.index
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((id(self._session), self.index))
+        return hash((id(self._view), self.index))
 
     def __repr__(self) -> str:
         return f"Entry(id={self.id!r}, type={self.type!r}, parent_id={self.parent_id!r}, line={self.line})"
@@ -410,8 +443,10 @@ _UNSET: Any = _Unset()
 
 @dataclass(eq=False)
 class TreeNode:
-    """A node of :meth:`Session.get_tree`: the ``entry``, its ``children`` (TreeNodes in Pi's
-    order: by timestamp, ties in file order) and its resolved ``label`` (str or None)."""
+    """A node of :meth:`Session.get_tree`.
+
+    The ``entry``, its ``children`` (TreeNodes in Pi's order: by timestamp, ties in file order)
+    and its resolved ``label`` (str or None)."""
 
     entry: Entry
     children: list["TreeNode"] = field(default_factory=list)
@@ -422,15 +457,17 @@ class TreeNode:
 
 
 class TreeSource:
-    """What the nodes of one :meth:`Session.get_tree` call share: the core's tree table taken
-    at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are node ``i``'s children), the
-    labels resolved at the call, and the nodes made so far (one per position, so a repeated id
-    is one node listed once per occurrence, as the eager tree had it)."""
+    """What the nodes of one :meth:`Session.get_tree` call share.
 
-    __slots__ = ("session", "start", "kids", "label_of", "nodes")
+    The core's tree table taken at the call (a snapshot: ``kids[start[i]:start[i + 1]]`` are
+    node ``i``'s children), the labels resolved at the call, and the nodes made so far (one per
+    position, so a repeated id is one node listed once per occurrence, as the eager tree had
+    it)."""
 
-    def __init__(self, session: "SessionBase", start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
-        self.session = session
+    __slots__ = ("view", "start", "kids", "label_of", "nodes")
+
+    def __init__(self, view: EntryView, start: Sequence[int], kids: Sequence[int], label_of: dict[int, Any]):
+        self.view = view
         self.start = start
         self.kids = kids
         self.label_of = label_of
@@ -444,9 +481,11 @@ class TreeSource:
 
 
 class _LazyTreeNode(TreeNode):
-    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access: its ``entry``
-    is made when first read, its ``children`` list when first read (their nodes then, not
-    their subtrees); both are kept once made, and may be reassigned as on any ``TreeNode``."""
+    """A :class:`TreeNode` of :meth:`Session.get_tree` made on access.
+
+    Its ``entry`` is made when first read, its ``children`` list when first read (their nodes
+    then, not their subtrees); both are kept once made, and may be reassigned as on any
+    ``TreeNode``."""
 
     __slots__ = ("_src", "_i", "_entry", "_children", "label")
 
@@ -472,7 +511,7 @@ class _LazyTreeNode(TreeNode):
     def entry(self) -> Entry:
         e = self._entry
         if e is _UNSET:
-            e = self._entry = Entry(self._src.session, self._i)
+            e = self._entry = Entry(self._src.view, self._i)
         return e
 
     @entry.setter
@@ -494,11 +533,13 @@ class _LazyTreeNode(TreeNode):
 
 
 def entry_value(entry: Any) -> Any:
-    """The parsed value behind one entry, for the pure functions: an :class:`Entry` gives its
-    :attr:`Entry.raw` (parsed now if it was not yet), a plain ``dict`` (or any non-mapping value)
-    is returned as is, any other mapping is copied into a ``dict``. The pure functions
-    (:mod:`sessiontree.context`, :mod:`sessiontree.compaction`, :mod:`sessiontree.branch_summary`,
-    ...) call this on what they are given, so ``Session``'s entries and dicts give the same answer."""
+    """The parsed value behind one entry, for the pure functions.
+
+    An :class:`Entry` gives its :attr:`Entry.raw` (parsed now if it was not yet), a plain
+    ``dict`` (or any non-mapping value) is returned as is, any other mapping is copied into a
+    ``dict``. The pure functions (:mod:`sessiontree.context`, :mod:`sessiontree.compaction`,
+    :mod:`sessiontree.branch_summary`, ...) call this on what they are given, so ``Session``'s
+    entries and dicts give the same answer."""
     if type(entry) is dict:  # the common case first (isinstance on an ABC is slow)
         return entry
     if isinstance(entry, Entry):

@@ -1,4 +1,4 @@
-"""Where saved indexes live, and the ``sessiontree cache`` commands (issue 17).
+"""Where saved indexes live, and the ``sessiontree cache`` commands.
 
 After a cold scan of a session file the core saves the index it built in a cache folder of
 ours; the next open, in any process, checks that saved index against the file, loads it and
@@ -260,33 +260,45 @@ class CacheInfo:
     temp_files: int
 
 
+def _read_row_file(dfd: int, name: str, owned: bool) -> Any:
+    """The JSON value of the saved row ``name`` in the folder ``dfd``, or None when it is unusable.
+
+    Unusable: not a regular file (never read through a symlink, a FIFO or a device), over
+    ``_ROW_MAX`` bytes, a checksum line that does not match its body, not JSON; with ``owned``,
+    also a file of another user.
+    """
+    import json
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode) or (owned and fst.st_uid != os.geteuid()) or fst.st_size > _ROW_MAX:
+            return None
+        data = os.read(fd, _ROW_MAX + 1)
+        sum_line, _, body = data.partition(b"\n")
+        if sum_line != _row_sum(body):
+            return None
+        return json.loads(body)
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _row_is_ours(dfd: int, name: str) -> bool:
     """Whether ``name`` in the folder ``dfd`` is a saved row this module would load: our name,
     a regular file of ours (never through a symlink), its checksum and version right, and
     its stamp naming the file its name does."""
-    import json
-
     m = _ROW_NAME.fullmatch(name)
     if m is None:
         return False
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
+    v = _read_row_file(dfd, name, owned=True)
+    if not isinstance(v, dict):
         return False
-    try:
-        fst = os.fstat(fd)
-        if not stat.S_ISREG(fst.st_mode) or fst.st_uid != os.geteuid() or fst.st_size > _ROW_MAX:
-            return False
-        data = os.read(fd, _ROW_MAX + 1)
-        sum_line, _, body = data.partition(b"\n")
-        if sum_line != _row_sum(body):
-            return False
-        v = json.loads(body)
-    except (OSError, ValueError, RecursionError):
-        return False
-    finally:
-        os.close(fd)
-    stamp = v.get("stamp") if isinstance(v, dict) else None
+    stamp = v.get("stamp")
     return (
         v.get("v") == _ROW_VERSION
         and isinstance(stamp, list)
@@ -433,8 +445,6 @@ def _open_folder(d: Path, create: bool) -> int | None:
 def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = None) -> dict[str, Any] | None:
     """The row saved for the file whose ``os.stat`` is ``st``, computed with options ``key``;
     None when there is none, or it was saved for another state of the file or other options."""
-    import json
-
     d = resolve(index_cache)
     if d is None:
         return None
@@ -442,23 +452,8 @@ def load_row(kind: str, st: os.stat_result, key: str, index_cache: IndexCache = 
     if dfd is None:
         return None
     try:
-        fd = os.open(_row_name(st, kind), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        os.close(dfd)
-        return None
-    try:
-        fst = os.fstat(fd)
-        if not stat.S_ISREG(fst.st_mode) or fst.st_size > _ROW_MAX:
-            return None
-        data = os.read(fd, _ROW_MAX + 1)
-        sum_line, _, body = data.partition(b"\n")
-        if sum_line != _row_sum(body):
-            return None
-        v = json.loads(body)
-    except (OSError, ValueError, RecursionError):
-        return None
+        v = _read_row_file(dfd, _row_name(st, kind), owned=False)
     finally:
-        os.close(fd)
         os.close(dfd)
     if (
         not isinstance(v, dict)

@@ -74,9 +74,10 @@ class SessionInfo:
     modified_ms: float = 0.0
 
     def parent_session_id(self) -> str | None:
-        """The parent session's id, read from the parent file's header only (a relative
-        ``parent_session`` is taken relative to this session's folder). None when there is no
-        parent, or it is missing, not a regular file, or not a Pi session."""
+        """The parent session's id, read from the parent file's header only.
+
+        A relative ``parent_session`` is taken relative to this session's folder. None when
+        there is no parent, or it is missing, not a regular file, or not a Pi session."""
         if not self.parent_session:
             return None
         p = Path(self.parent_session)
@@ -87,8 +88,10 @@ class SessionInfo:
 
 
 def parent_session_of(header: Any) -> str | None:
-    """A header's parent session path: ``parentSession``, else the legacy ``branchedFrom``
-    (older Pi versions), when a string; else None."""
+    """A header's parent session path.
+
+    ``parentSession``, else the legacy ``branchedFrom`` (older Pi versions), when a string; else
+    None."""
     if not isinstance(header, dict):
         return None
     for key in ("parentSession", "branchedFrom"):
@@ -99,8 +102,9 @@ def parent_session_of(header: Any) -> str | None:
 
 
 def _read_header_fd(fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
-    """The header of the open file ``fd`` (``size`` bytes) by the open rule, and the offset
-    just past its line; (None, 0) when the file is not a Pi session."""
+    """The header of the open file ``fd`` (``size`` bytes) by the open rule, and its line's end.
+
+    The offset just past the header's line; (None, 0) when the file is not a Pi session."""
     want = min(size, _BLOCK)
     while True:
         buf = os.pread(fd, want, 0)
@@ -120,8 +124,10 @@ def _read_header_fd(fd: int, size: int) -> tuple[dict[str, Any] | None, int]:
 
 
 def _open_regular(path: Path) -> int | None:
-    """A read-only descriptor of ``path`` if it is a regular file (FIFOs and devices are not
-    opened for reading: ``O_NONBLOCK`` keeps a FIFO from blocking, then it is refused)."""
+    """A read-only descriptor of ``path`` if it is a regular file, else None.
+
+    FIFOs and devices are not opened for reading: ``O_NONBLOCK`` keeps a FIFO from blocking,
+    then it is refused."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -136,8 +142,9 @@ def _open_regular(path: Path) -> int | None:
 
 
 def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of a session file if it is a Pi session (the rule :meth:`Session.open`
-    applies), else None. Reads only as far as the header line."""
+    """The header of a session file if it is a Pi session, else None.
+
+    By the rule :meth:`Session.open` applies. Reads only as far as the header line."""
     fd = _open_regular(Path(path))
     if fd is None:
         return None
@@ -150,8 +157,9 @@ def read_header(path: Path) -> dict[str, Any] | None:
 
 
 def most_recent_session(session_dir: Path) -> Path | None:
-    """The valid session file with the newest mtime in ``session_dir`` (Pi
-    ``findMostRecentSession``), or None."""
+    """The valid session file with the newest mtime in ``session_dir``, or None.
+
+    Pi ``findMostRecentSession``."""
     try:
         names = [n for n in os.listdir(session_dir) if n.endswith(".jsonl")]
     except OSError:
@@ -369,8 +377,9 @@ def _info_of_row(path: Path, r: dict[str, Any]) -> SessionInfo | None:
 
 
 def _listed(p: Path, index_cache: IndexCache) -> SessionInfo | None:
-    """``session_info(p)``, through a saved row (``sessiontree.index_cache``) when the file is
-    unchanged since it was listed."""
+    """``session_info(p)``, through a saved row when the file is unchanged since it was listed.
+
+    The rows are :mod:`sessiontree.index_cache`'s."""
     from . import index_cache as ic
 
     try:

@@ -47,7 +47,7 @@ import contextvars
 import functools
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, Optional, ParamSpec, TypeVar, cast
 
@@ -184,7 +184,8 @@ def _usage_dict(usage: Any) -> Optional[dict[str, Any]]:
     if usage is None:
         return None
     if isinstance(usage, SummaryUsage):
-        return js_whole_numbers(usage.to_pi())
+        pi: dict[str, Any] = js_whole_numbers(usage.to_pi())
+        return pi
     if isinstance(usage, dict):
         return usage
     raise HookResultError(f"usage must be a SummaryUsage or a dict, not {type(usage).__name__}")
@@ -254,7 +255,7 @@ async def _summarize(
     return result
 
 
-def run_blocking(coro: Any) -> Any:
+def run_blocking(coro: Coroutine[Any, Any, _R]) -> _R:
     """:func:`sessiontree.summarizers.base.run_sync` that closes ``coro`` when it cannot run
     (inside a running event loop), so no "never awaited" warning is left behind."""
     try:

@@ -1,4 +1,4 @@
-"""Secret scrubbing that keeps a session a valid, resumable session (issue 20).
+"""Secret scrubbing that keeps a session a valid, resumable session.
 
 Every JSON string of every line (keys too) is searched by the rules of the Rust core
 (``rust/src/scrub``: 37 kinds, listed in :data:`KINDS` and ``docs/scrub.md``); each secret

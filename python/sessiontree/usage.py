@@ -48,8 +48,9 @@ class UsageTotals:
     cost: float = 0
 
     def to_pi(self) -> dict[str, Any]:
-        """``{"tokens": {input, output, cacheRead, cacheWrite, total}, "cost"}`` as Pi's
-        ``get_session_stats`` shows them (NaN becomes ``None``)."""
+        """The sums as Pi's ``get_session_stats`` shows them (NaN becomes ``None``).
+
+        ``{"tokens": {input, output, cacheRead, cacheWrite, total}, "cost"}``."""
 
         def js(v: float) -> Any:
             return None if isinstance(v, float) and math.isnan(v) else v
@@ -87,10 +88,12 @@ def _carries_usage(entry: Any) -> Any:
 
 
 class UsageAccumulator:
-    """A running :class:`UsageTotals`: :meth:`add` entries (file order) as they come, read
-    :meth:`totals` any time; the same sums, in the same order, as
-    :func:`usage_totals_of_entries` over all of them. :meth:`sessiontree.Session.usage_totals`
-    keeps one, so each call costs the entries appended since the last one."""
+    """A running :class:`UsageTotals`.
+
+    :meth:`add` entries (file order) as they come, read :meth:`totals` any time; the same sums,
+    in the same order, as :func:`usage_totals_of_entries` over all of them.
+    :meth:`sessiontree.Session.usage_totals` keeps one, so each call costs the entries appended
+    since the last one."""
 
     __slots__ = ("input", "output", "cache_read", "cache_write", "cost", "count", "skip_missing", "_seen", "_carriers")
 
@@ -158,10 +161,11 @@ class UsageAccumulator:
         self.input, self.output, self.cache_read, self.cache_write, self.cost = sums
 
     def totals(self) -> UsageTotals:
-        """The sums so far (tokens; ``cost`` in dollars); ``total`` is input + output + cache reads
-        + cache writes, as Pi's ``get_session_stats`` reports it. With ``skip_missing``, a sum
-        the usages added gave no number to is ``None`` (``total``: the sum of the four that are
-        not)."""
+        """The sums so far (tokens; ``cost`` in dollars).
+
+        ``total`` is input + output + cache reads + cache writes, as Pi's ``get_session_stats``
+        reports it. With ``skip_missing``, a sum the usages added gave no number to is ``None``
+        (``total``: the sum of the four that are not)."""
         i, o, cr, cw = self.input, self.output, self.cache_read, self.cache_write
         if self.skip_missing:
             parts = [
@@ -174,8 +178,10 @@ class UsageAccumulator:
 
 
 def usage_totals_of_entries(entries: Iterable[Any], *, skip_missing: bool = False) -> UsageTotals:
-    """Sum the usage of ``entries`` (entry dicts or :class:`~sessiontree.entries.Entry`, file
-    order) by the rules of this module (``skip_missing``: see :class:`UsageAccumulator`).
+    """Sum the usage of ``entries`` (file order) by the rules of this module.
+
+    ``entries``: entry dicts or :class:`~sessiontree.entries.Entry`; ``skip_missing``: see
+    :class:`UsageAccumulator`.
 
         >>> u = {"input": 10, "output": 2, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.5}}
         >>> usage_totals_of_entries([{"type": "usage", "usage": u},

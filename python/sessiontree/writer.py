@@ -413,6 +413,15 @@ def atomic_write(
             fh.write(chunk)
 
 
+def file_head(path: Path, n: int = 3) -> bytes:
+    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
 def create_new_file(path: Path, data: bytes, *, fsync: bool) -> None:
     """Create ``path`` (``O_EXCL``, mode 0644 less the umask) holding ``data`` (a new session's
     header line): one ``write()``; with ``fsync``, the file and its folder are fsynced (the new

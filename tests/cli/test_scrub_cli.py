@@ -7,27 +7,13 @@ import fcntl
 import json
 import os
 
-import orjson
 import pytest
 
 from sessiontree import Session
 from sessiontree.cli import main
 from sessiontree.fleet import scrub_sessions
 
-TOK = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
-HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
-
-
-def _line(eid: str, parent: str | None, text: str) -> bytes:
-    return orjson.dumps(
-        {
-            "type": "message",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": "2026-01-01T00:00:01.000Z",
-            "message": {"role": "user", "content": text, "timestamp": 1},
-        }
-    )
+from tests.support.secrets import GITHUB_TOKEN as TOK, SESSION_HEAD as HEAD, user_entry as _line
 
 
 @pytest.fixture

@@ -20,28 +20,11 @@ import pytest
 
 from sessiontree import Session, SessionCycleError, SessionError, SessionFormatError
 from tests.support.cli_run import run_cli
+from tests.support.lines import HEADER, message_line as _msg
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HUGE = os.environ.get("SESSIONTREE_HUGE") == "1"
 MiB = 1 << 20
-
-HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
-
-
-def _msg(i, parent, content="t", ts="2026-01-01T00:00:01.000Z") -> bytes:
-    return (
-        json.dumps(
-            {
-                "type": "message",
-                "id": i,
-                "parentId": parent,
-                "timestamp": ts,
-                "message": {"role": "user", "content": content, "timestamp": 1},
-            },
-            separators=(",", ":"),
-        ).encode()
-        + b"\n"
-    )
 
 
 def _file(tmp_path: Path, *parts: bytes, name: str = "s.jsonl") -> Path:

@@ -291,3 +291,23 @@ def test_one_process_evicts_at_most_once_per_interval(tmp_path):
     assert subprocess.run([sys.executable, "-c", code2], env=env).returncode == 0
     kept = sorted([_name(live), _name(tmp_path / "gone2.jsonl")])
     assert _indexes(folder) == kept  # a new process's first save did (gone0 and gone1 went)
+
+
+@pytest.mark.parametrize("body", [b"[]", b"3", b'"row"', b"null"])
+def test_a_saved_row_whose_checked_body_is_not_an_object_is_not_ours_and_not_loaded(tmp_path, monkeypatch, body):
+    # a file under a row's name with a right checksum line but a body that is not a JSON object
+    # (our own cache files are hostile input too): info() and clear() pass over it, load_row()
+    # answers None; none of them raises
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", str(folder))
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(_session(10))
+    st = os.stat(src)
+    name = ic._row_name(st, "info")
+    (folder / name).write_bytes(ic._row_sum(body) + b"\n" + body)
+    (folder / name).chmod(0o600)
+    assert ic.info().files == 0
+    assert ic.load_row("info", st, "k") is None
+    assert ic.clear() == 0
+    assert (folder / name).exists()

@@ -13,22 +13,13 @@ import pytest
 from sessiontree.cli import main
 from sessiontree.errors import SessionArgumentError, SessionTreeError
 from sessiontree.scrub import scrub_bytes, scrub_file
+from tests.support.secrets import GITHUB_TOKEN as TOK, SESSION_HEAD as HEAD, user_entry
 
-TOK = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
 AWS = "AKIA" + "QWERTYUIOPASDFGH"
-HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
 
 
-def _entry(text: str, eid: str = "e1", parent: str | None = None) -> bytes:
-    return orjson.dumps(
-        {
-            "type": "message",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": "2026-01-01T00:00:01.000Z",
-            "message": {"role": "user", "content": text, "timestamp": 1},
-        }
-    )
+def _entry(text: str, eid: str = "e1") -> bytes:
+    return user_entry(eid, None, text)
 
 
 def test_a_100_mb_string():

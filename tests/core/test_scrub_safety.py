@@ -17,20 +17,7 @@ from sessiontree import Session
 from sessiontree.errors import SessionArgumentError, SessionFileChangedError
 from sessiontree.scrub import scrub_bytes, scrub_file
 
-TOK = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
-HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
-
-
-def _entry(eid: str, parent: str | None, text: str) -> bytes:
-    return orjson.dumps(
-        {
-            "type": "message",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": "2026-01-01T00:00:01.000Z",
-            "message": {"role": "user", "content": text, "timestamp": 1},
-        }
-    )
+from tests.support.secrets import GITHUB_TOKEN as TOK, SESSION_HEAD as HEAD, user_entry as _entry
 
 
 def _big_session(path, lines: int, pad: int = 400) -> str:

@@ -130,15 +130,22 @@ def test_refresh_cost_does_not_depend_on_file_size(tmp_path):
 
 
 def test_append_costs_at_most_twice_a_plain_orjson_write(tmp_path):
-    # Issue 4: an entry appended through the API costs at most 2x orjson.dumps + write of the
-    # same line on a buffered file (ours buffered too: durability "none"). About 1.5-1.7x on
-    # the 2-core dev machine (docs/benchmarks.md).
+    # An entry appended through the API costs at most 2x orjson.dumps + write of the same line
+    # on a buffered file (ours buffered too: durability "none"). About 1.7-1.8x on the 2-core dev
+    # machine (docs/benchmarks.md). The ratio is the median of 7 trials, each the best of 7
+    # interleaved rounds of both: one lucky round of the baseline (or one slow round of ours)
+    # on a noisy machine moves one trial, not the answer.
     ours, baseline, close = append_pair(tmp_path, "none", 400)
     try:
-        t_ours, t_base = best_pair(ours, baseline, 25)
+        trials = [best_pair(ours, baseline, 7) for _ in range(7)]
     finally:
         close()
-    assert t_ours / t_base <= 2.0, f"append {t_ours / 400 * 1e6:.2f} us vs orjson + write {t_base / 400 * 1e6:.2f} us"
+    ratios = sorted(t_ours / t_base for t_ours, t_base in trials)
+    t_ours, t_base = trials[[t_ours / t_base for t_ours, t_base in trials].index(ratios[3])]
+    assert ratios[3] <= 2.0, (
+        f"append {t_ours / 400 * 1e6:.2f} us vs orjson + write {t_base / 400 * 1e6:.2f} us"
+        f" (median of the trials' ratios {[round(r, 2) for r in ratios]})"
+    )
 
 
 SHAPES = {

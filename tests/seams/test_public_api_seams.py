@@ -122,6 +122,18 @@ def test_modules_above_the_facade_use_no_private_members_of_others():
     assert [u for f in files for u in _private_uses(f)] == []
 
 
+def test_the_entry_views_and_pure_rules_use_no_private_members_of_others():
+    # Pi's rules take what they need (buildSessionContext(entries, ...)); an Entry reads the
+    # EntryView its session hands it, never ``session._core``
+    from tests.seams.test_layers import FLOORS, floor_of
+    from tests.seams.test_module_layout import MODULES
+
+    floors = {k for k, (name, _) in enumerate(FLOORS) if name in ("entry views", "pure rules")}
+    files = [p for m, p in sorted(MODULES.items()) if floor_of(m) in floors]
+    assert {"entries.py", "context.py", "compaction.py"} <= {f.relative_to(PKG).as_posix() for f in files}
+    assert [u for f in files for u in _private_uses(f)] == []
+
+
 def test_the_private_use_check_finds_private_access():
     probe = (
         "class C:\n    def __init__(self):\n        self._mine = 1\n"

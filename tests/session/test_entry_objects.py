@@ -365,3 +365,30 @@ def test_the_running_usage_total_equals_a_full_recount(tmp_path):
     reader.refresh()
     assert reader.usage_totals() == full(reader) and reader.usage_totals().input == 60
     os.sync()
+
+
+def test_an_entry_reads_the_index_its_session_reads_now_and_keeps_no_session_alive(tmp_path):
+    # An Entry reads the EntryView its session hands it (never ``session._core``): after a
+    # rewrite opens a new index (migrate), entries made before read the new one; and an entry
+    # holds no reference to its session, so a dropped session is freed (and closed) at once.
+    import gc
+    import weakref
+
+    path = tmp_path / "legacy.jsonl"
+    path.write_bytes((CORPUS / "pi-generated" / "edge_v1_legacy.jsonl").read_bytes())
+    s = Session.open(path)
+    before = s.get_entries()
+    old_index = s._view.index
+    assert s.migrate()
+    assert s._view.index is not old_index
+    after = s.get_entries()
+    assert [(e.id, e.parent_id, e.line, e.raw) for e in before] == [(e.id, e.parent_id, e.line, e.raw) for e in after]
+    assert before == after  # one session's entries: equal by view and position
+    gc.disable()
+    try:
+        ref = weakref.ref(s)
+        del s
+        assert ref() is None
+        assert before[0].raw == after[0].raw
+    finally:
+        gc.enable()

@@ -16,24 +16,7 @@ from pathlib import Path
 import pytest
 
 from sessiontree import Session, SessionError
-
-HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
-
-
-def _msg(i, parent, content="t", ts="2026-01-01T00:00:01.000Z") -> bytes:
-    return (
-        json.dumps(
-            {
-                "type": "message",
-                "id": i,
-                "parentId": parent,
-                "timestamp": ts,
-                "message": {"role": "user", "content": content, "timestamp": 1},
-            },
-            separators=(",", ":"),
-        ).encode()
-        + b"\n"
-    )
+from tests.support.lines import HEADER, message_line as _msg
 
 
 def _chain(n: int, size: int = 100) -> bytes:

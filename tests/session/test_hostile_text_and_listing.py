@@ -21,25 +21,9 @@ import pytest
 from sessiontree import Session, SessionError, _core
 from tests.support.cli_run import run_cli
 from sessiontree.entries import parse_json_line
+from tests.support.lines import HEADER, message_line as _msg
 
-HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
 MiB = 1 << 20
-
-
-def _msg(i, parent, content="t", ts="2026-01-01T00:00:01.000Z", role="user") -> bytes:
-    return (
-        json.dumps(
-            {
-                "type": "message",
-                "id": i,
-                "parentId": parent,
-                "timestamp": ts,
-                "message": {"role": role, "content": content, "timestamp": 1},
-            },
-            separators=(",", ":"),
-        ).encode()
-        + b"\n"
-    )
 
 
 def _run_child(code: str, *args: str, timeout: float = 120) -> dict:

@@ -37,26 +37,66 @@ GENERATOR = Path(__file__).resolve().parent.parent / "tools" / "gen_session.py"
 
 
 def session_file(folder: str, stem: str) -> Path:
-    """The session file of a golden. ``scale/`` sessions are not stored: they are regenerated
-    (deterministically, scale/README.md) into a cache folder and checked against the golden's
-    ``file_sha256``."""
+    """The session file of a golden; ``scale/`` ones are regenerated into a cache (see below).
+
+    ``scale/`` sessions are not stored: they are regenerated (deterministically, scale/README.md)
+    into :func:`scale_cache` and checked against the golden's ``file_sha256`` (once per process).
+    Concurrent runs each write a temp file of their own (``mkstemp``: a unique ``O_EXCL`` name)
+    and rename it into place atomically, so no run reads another's half-written file.
+    """
     path = CORPUS / folder / f"{stem}.jsonl"
     if folder != "scale":
         return path
+    return _scale_session(stem)
+
+
+def scale_cache() -> Path:
+    """This user's folder of regenerated ``scale/`` sessions: ``$TMPDIR/sessiontree-scale-cache-<uid>``.
+
+    Made mode 0700; a folder there that is not a directory of this user's (a symlink, another
+    user's) is not used: then a folder of this process's own (``mkdtemp``) is.
+    """
+    import os
+    import stat
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / f"sessiontree-scale-cache-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            return folder
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="sessiontree-scale-cache-"))
+
+
+@functools.lru_cache(maxsize=None)
+def _scale_session(stem: str) -> Path:
     import hashlib
+    import os
     import re
     import subprocess
     import tempfile
 
-    golden = json.loads((CORPUS / folder / f"{stem}.jsonl.golden.json").read_text())
-    cache = Path(tempfile.gettempdir()) / "sessiontree-scale-cache"
-    cache.mkdir(exist_ok=True)
-    out = cache / f"{golden['file_sha256']}.jsonl"
-    if not out.exists():
-        m = re.fullmatch(r"gen-(\d+)mb-seed(\d+)", stem)
-        if not m:
-            raise ValueError(f"unknown scale session name {stem}")
-        tmp = out.with_suffix(".tmp")
+    golden = json.loads((CORPUS / "scale" / f"{stem}.jsonl.golden.json").read_text())
+    want = golden["file_sha256"]
+    cache = scale_cache()
+    out = cache / f"{want}.jsonl"
+
+    def digest(p: Path) -> str:
+        with open(p, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+
+    if out.is_file() and not out.is_symlink() and digest(out) == want:
+        return out
+    m = re.fullmatch(r"gen-(\d+)mb-seed(\d+)", stem)
+    if not m:
+        raise ValueError(f"unknown scale session name {stem}")
+    fd, name = tempfile.mkstemp(dir=cache, prefix=f"{want}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
         subprocess.run(
             [
                 sys.executable,
@@ -73,9 +113,11 @@ def session_file(folder: str, stem: str) -> Path:
             check=True,
             capture_output=True,
         )
-        if hashlib.sha256(tmp.read_bytes()).hexdigest() != golden["file_sha256"]:
+        if digest(tmp) != want:
             raise AssertionError(f"regenerated {stem} does not match its golden's file_sha256")
-        tmp.replace(out)
+        os.replace(tmp, out)  # atomic: a concurrent run renames the same bytes into place
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -584,3 +584,24 @@ def evaluate(seed: int = 20, per_kind: int = 40) -> dict:
         "false_positives": fps,
         "tree_ok": tree_ok,
     }
+
+
+# ==== small hand-made sessions for the scrub tests =============================================
+
+#: A synthetic GitHub token (format-valid: the scrub rules find it; no real credential).
+GITHUB_TOKEN = "ghp_" + "Q1w2E3r4T5" * 3 + "yU7i8o"
+#: A Pi session header line, with its newline.
+SESSION_HEAD = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+
+
+def user_entry(eid: str, parent: str | None, text: str) -> bytes:
+    """A ``message`` entry line (no newline): a user message of ``text``, id ``eid`` under ``parent``."""
+    return orjson.dumps(
+        {
+            "type": "message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+    )

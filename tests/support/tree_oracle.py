@@ -23,7 +23,7 @@ def eager_tree(s: Session) -> list[TreeNode]:
     def node(i: int) -> TreeNode:
         n = nodes.get(i)
         if n is None:
-            n = nodes[i] = TreeNode(Entry(s, i), [], label_of.get(i))
+            n = nodes[i] = TreeNode(Entry(s._view, i), [], label_of.get(i))
         return n
 
     for p in range(len(start) - 1):

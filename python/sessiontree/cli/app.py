@@ -1,13 +1,16 @@
-"""The ``sessiontree`` entry point: the command table, the argparse parser (every
-subcommand, the fleet's and scrub's included) and :func:`main`."""
+"""The ``sessiontree`` entry point: the argparse parser and :func:`main`, over the registry.
+
+Every command is a row of :data:`sessiontree.cli.commands.COMMANDS`; :func:`main` imports a
+command's module only when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Callable, Sequence
-
+from typing import Sequence
 
 from ..errors import (
     EntryNotFoundError,
@@ -20,27 +23,18 @@ from ..session import Session
 
 from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
-from .render import DEFAULT_PREVIEW, _OutputError, _silence_stdout, _write_out, json_document, print_failure
-from .read import cmd_branch, cmd_context, cmd_entries, cmd_info, cmd_validate
-from .tree import cmd_tree
-from .compact import _CliFailure, cmd_compact
-from .write import cmd_export_html, cmd_navigate
+from .commands import BY_NAME, COMMANDS, WRITING_COMMANDS, RegisteredSubparsers, summary
+from .render import (
+    DEFAULT_PREVIEW,
+    _CliFailure,
+    _OutputError,
+    _silence_stdout,
+    _write_out,
+    json_document,
+    print_failure,
+)
 
-
-COMMANDS: dict[str, Callable[[Session, argparse.Namespace], int]] = {
-    "info": cmd_info,
-    "tree": cmd_tree,
-    "branch": cmd_branch,
-    "context": cmd_context,
-    "entries": cmd_entries,
-    "validate": cmd_validate,
-    "compact": cmd_compact,
-    "navigate": cmd_navigate,
-    "export-html": cmd_export_html,  # issue 12
-}
-
-#: Commands that may write to the session file.
-WRITING_COMMANDS = frozenset({"compact", "navigate"})
+__all__ = ["COMMANDS", "WRITING_COMMANDS", "build_parser", "cmd_cache", "main"]
 
 #: What the read-only commands' --help says about the saved index they leave behind.
 _SAVED_INDEX_EPILOG = (
@@ -58,8 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="sessiontree",
-        description="Inspect Pi coding-agent session files (JSONL v3). Only compact and navigate write "
-        "(appending entries); every other command only reads.",
+        description=summary(),
     )
     parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
     common = argparse.ArgumentParser(add_help=False)
@@ -74,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"characters of text shown per line (default {DEFAULT_PREVIEW})",
     )
     previews.add_argument("--no-preview", action="store_true", help="show no text previews")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    sub.add_parser("info", parents=[common], help="header, counts, leaf, context size")
+    action = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = RegisteredSubparsers(action)  # each subparser's help line is its registry row's
+    sub.add_parser("info", parents=[common])
     progress = argparse.ArgumentParser(add_help=False)
     progress.add_argument(
         "--progress",
@@ -90,7 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "tree",
         parents=[common, previews, limits, progress],
-        help="the whole tree, like Pi's /tree",
         description="The tree, drawn like Pi's /tree and printed as it is walked: a run without forks "
         "stays at one indentation, only forks indent, and deep branching folds into ⋯N (N levels). "
         "--since ID keeps the entries appended after ID (file order). --json is written node by node "
@@ -113,17 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "branch",
         parents=[common, previews, limits, progress],
-        help="the active branch, root to leaf",
         description="The branch root → leaf (or root → --from ID), printed as it is read. --since ID "
         "keeps the entries of the branch after ID (ID must be on it); --limit N the first N of them.",
     )
     p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
-    p = sub.add_parser("context", parents=[common, previews], help="the messages the model sees")
+    p = sub.add_parser("context", parents=[common, previews])
     p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
-    p = sub.add_parser("entries", parents=[common], help="entries in file order")
+    p = sub.add_parser("entries", parents=[common])
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
-    sub.add_parser("validate", parents=[common, progress], help="list damaged lines and structural problems")
-    sub.add_parser("rpc", add_help=False, help="serve a session over Pi's RPC (JSON lines); see rpc --help")
+    sub.add_parser("validate", parents=[common, progress])
+    sub.add_parser("rpc", add_help=False)  # main() hands its words to sessiontree.rpc unparsed
 
     summ = argparse.ArgumentParser(add_help=False)
     g = summ.add_argument_group("summarizer")
@@ -172,7 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "compact",
         parents=[common, summ],
-        help="summarize old history into a compaction entry",
         description="Compact the active branch like Pi's /compact.",
         epilog=_COMPACT_EPILOG,
     )
@@ -194,7 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "navigate",
         parents=[common, summ],
-        help="move the leaf like Pi's /tree",
         description="Move to another point of the tree like Pi's /tree.",
         epilog=_NAVIGATE_EPILOG,
     )
@@ -208,14 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="--instructions replace the default summary prompt instead of adding to it",
     )
     p.add_argument("--label", metavar="TEXT", help="label the target (an empty TEXT clears its label)")
-    p = sub.add_parser("export-html", parents=[common, progress], help="a self-contained HTML view of the session")
+    p = sub.add_parser("export-html", parents=[common, progress])
     p.add_argument("-o", "--output", metavar="OUT.html", help="where to write (default: FILE with .html)")
     p.add_argument("--scrub", action="store_true", help="scrub secrets first (see sessiontree scrub --help)")
     p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="with --scrub: replay fields policy")
     p.add_argument("--header", action="store_true", help="with --scrub: also scrub the header's cwd and parentSession")
     p = sub.add_parser(
         "cache",
-        help="the saved-index cache (sessiontree.index_cache): info shows it, clear empties it",
         description="Saved indexes make a second open of a large session cheap. They live in "
         "$SESSIONTREE_INDEX_CACHE (a folder, or 'off'), else $XDG_CACHE_HOME/sessiontree, else "
         "~/.cache/sessiontree. Clearing only removes our own files; nothing is ever needed there.",
@@ -223,28 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["info", "clear"])
     p.add_argument("--json", action="store_true", help="one JSON document")
     for name in ("info", "tree", "branch", "context", "entries", "validate", "export-html"):
-        sub.choices[name].epilog = _SAVED_INDEX_EPILOG
-    # --- fleet commands (a SOURCE of many sessions, not one FILE): sessiontree/cli/fleet.py ---
-    from .fleet import add_parsers as add_fleet_parsers
-
-    add_fleet_parsers(sub)
-    # --- scrub commands (issue 20): sessiontree/cli/scrub.py ---
-    from .scrub import add_parsers as add_scrub_parsers
-
-    add_scrub_parsers(sub)
-    # --- OpenTelemetry export: sessiontree/cli/otel.py ---
-    from .otel import add_parsers as add_otel_parsers
-
-    add_otel_parsers(sub)
-    # --- convert: sessiontree/cli/convert.py ---
-    from .convert import add_parsers as add_convert_parsers
-
-    add_convert_parsers(sub)
-    # ---
+        action.choices[name].epilog = _SAVED_INDEX_EPILOG
+    # the commands whose parsers their own modules add (fleet, scrub, otel, convert, ...)
+    for module in dict.fromkeys(c.parser for c in COMMANDS if c.parser is not None):
+        importlib.import_module(module).add_parsers(sub)
     return parser
 
 
-def _cmd_cache(args: argparse.Namespace) -> int:
+def cmd_cache(args: argparse.Namespace) -> int:
     """``sessiontree cache info|clear``: the folder, its saved indexes and rows; or remove them."""
     from .. import index_cache
 
@@ -298,10 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (AttributeError, ValueError):
             pass
     rest = list(sys.argv[1:] if argv is None else argv)
-    if rest[:1] == ["rpc"]:  # Pi's RPC server takes Pi's launch flags: see sessiontree.rpc
-        from ..rpc import main as rpc_main
-
-        return rpc_main(rest[1:])
+    row = BY_NAME.get(rest[0]) if rest else None
+    if row is not None and row.calls == "argv":  # rpc: Pi's launch flags, see sessiontree.rpc
+        return row.load()(rest[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -324,26 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("--max-preview must be >= 0")
     if sys.stdout is None:  # started with fd 1 closed: refuse before doing anything
         return fail("standard output is closed; nothing done")
-    if args.command == "cache":
-        return _cmd_cache(args)
-    # --- fleet commands take a SOURCE, not one FILE ---
-    from .fleet import COMMANDS as FLEET_COMMANDS, run as run_fleet
-
-    if args.command in FLEET_COMMANDS:
-        return run_fleet(args)
-    from .scrub import COMMANDS as SCRUB_COMMANDS, run as run_scrub
-
-    if args.command in SCRUB_COMMANDS:
-        return run_scrub(args)
-    from .otel import COMMANDS as OTEL_COMMANDS, run as run_otel
-
-    if args.command in OTEL_COMMANDS:
-        return run_otel(args)
-    from .convert import COMMANDS as CONVERT_COMMANDS, run as run_convert
-
-    if args.command in CONVERT_COMMANDS:
-        return run_convert(args)
-    # ---
+    command = BY_NAME[args.command]
+    if command.calls == "args":  # it reads its own inputs (a SOURCE, an action) and maps its errors
+        return command.load()(args)
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:
@@ -356,8 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
         return fail(f"{args.file}: cannot read: unexpected {type(exc).__name__}: {exc}")
     entries_before = len(session)
+    run = command.load()
     try:
-        rc = COMMANDS[args.command](session, args)
+        rc = run(session, args)
         _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
         return rc
     except SessionCycleError as exc:

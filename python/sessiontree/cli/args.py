@@ -5,25 +5,29 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .commands import RegisteredSubparsers
 
 
 def documented_parser(
-    sub: Any,
+    sub: RegisteredSubparsers,
     name: str,
     *,
-    help: str,
     description: str,
     epilog: str,
     parents: Sequence[argparse.ArgumentParser] = (),
 ) -> argparse.ArgumentParser:
-    """The subparser of a command with a written help text: ``epilog`` (its rules and exit codes)
-    is shown as written, line for line (``RawDescriptionHelpFormatter``). Every such command of
-    both CLIs (compact, navigate, stats, compact-all, scrub, scrub-all) is made here."""
+    """The subparser of a command with a written help text, its ``epilog`` shown as written.
+
+    ``epilog`` (its rules and exit codes) keeps its lines (``RawDescriptionHelpFormatter``);
+    ``sub`` is :class:`~sessiontree.cli.commands.RegisteredSubparsers`, which gives the help line
+    of the command's registry row. Every such command (compact, navigate, stats, compact-all,
+    scrub, scrub-all, otel, convert) is made here."""
     return sub.add_parser(
         name,
         parents=list(parents),
-        help=help,
         description=description,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,5 +1,6 @@
-"""``sessiontree compact`` and what the writing commands share (summarizer choice, progress,
-the writer lock, one-line failures)."""
+"""``sessiontree compact`` and what the writing commands share.
+
+The summarizer choice, progress, the writer lock, one-line failures."""
 
 from __future__ import annotations
 
@@ -12,23 +13,14 @@ from typing import Any, Sequence
 
 from ..errors import (
     SessionLockedError,
-    SessionTreeError,
 )
 from ..session import Session
 
 from ..providers import names_text, provider
-from .render import _Out, _fmt_tokens, _kind_from, _print_json, _shown_id, _tokens_or_none, safe_text
+from .render import _CliFailure, _Out, _fmt_tokens, _kind_from, _print_json, _shown_id, _tokens_or_none, safe_text
 
 
 # ==== compact / navigate: shared helpers =================================================
-
-
-class _CliFailure(SessionTreeError):
-    """A one-line failure a writing command reports itself (message, exit code)."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 class _Progress:
@@ -114,8 +106,9 @@ def _make_summarizer(args: argparse.Namespace) -> Any:
 
 
 def _take_write_lock(s: Session) -> None:
-    """Take the writer lock before any slow work, so a locked or read-only file fails before
-    a model is called rather than after."""
+    """Take the writer lock before any slow work.
+
+    So a locked or read-only file fails before a model is called rather than after."""
     try:
         s.lock()
     except SessionLockedError:
@@ -224,8 +217,10 @@ def _nothing_to_compact(s: Session, args: argparse.Namespace, message: str, alre
 
 
 def _compact_plan(s: Session, args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    """What a compaction would do: :func:`sessiontree.orchestration.plan_compaction` (the plan
-    ``compact`` runs), shown without a summarizer."""
+    """What a compaction would do.
+
+    :func:`sessiontree.orchestration.plan_compaction` (the plan ``compact`` runs), shown without
+    a summarizer."""
     from ..context import should_compact
     from ..orchestration import AlreadyCompactedError, NothingToCompactError, plan_compaction
 

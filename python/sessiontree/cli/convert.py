@@ -11,8 +11,6 @@ import orjson
 
 from .args import documented_parser
 
-COMMANDS = ("convert",)
-
 _CONVERT_EPILOG = """SRC's format is detected from the content of its first lines (--from auto, the default):
 a Claude Code transcript, a Codex rollout (either layout) or a Pi session. --to pi (default)
 writes a Pi session; Claude Code sidechains and subagent files become Pi sessions of their own
@@ -31,7 +29,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "convert",
-        help="convert Claude Code / Codex files to Pi sessions and back",
         description="Convert SRC to OUT (sessiontree.convert.to_pi / from_pi).",
         epilog=_CONVERT_EPILOG,
     )

@@ -14,8 +14,6 @@ from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _nonneg_float, documented_parser
 from .args import _pos_int as _cli_pos_int
 
-COMMANDS = ("stats", "compact-all")
-
 _STATS_EPILOG = """SOURCE: a directory (Pi's layout, e.g. ~/.pi/agent/sessions), a glob ('dir/**/*.jsonl'),
 or a URL (s3://bucket/prefix; credentials and endpoint from the environment or the URL's query,
 as pyarrow.fs reads them). Files that cannot be read become rows with error_kind set.
@@ -58,7 +56,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "stats",
-        help="a summary of a whole store (--parquet OUT: one row per session)",
         description="Stats of every session of SOURCE (sessiontree.fleet.session_stats).",
         epilog=_STATS_EPILOG,
     )
@@ -93,7 +90,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "compact-all",
-        help="compact every session over the threshold, in bulk",
         description="Bulk compaction of SOURCE (sessiontree.fleet.compact_sessions).",
         epilog=_COMPACT_ALL_EPILOG,
     )

@@ -11,8 +11,6 @@ import orjson
 
 from .args import documented_parser
 
-COMMANDS = ("otel",)
-
 _OTEL_EPILOG = """Writes OUT as OTLP/JSON: one ExportTraceServiceRequest per line, as the OpenTelemetry
 file exporter writes it (the Collector's otlpjsonfile receiver and Jaeger's UI upload read it).
 One trace per session (its id derived from the session id, so a re-export gives the same
@@ -25,10 +23,11 @@ branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
 first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
 
 One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
-error); with --json, one JSON document instead (output, sessions, written, failed, spans,
-requests, problems, and the rows; an error as {"error": true, "exit_code", "message"}). Bad input (no timestamps, unknown types, usage that is not a number) still gives a
-valid trace; each problem is listed and recorded on the trace's root span. OUT is written
-atomically (never a partial file; never over a session read).
+error); with --json, one JSON document instead (output, content, sessions, written, failed,
+spans, requests, problems and the rows; an error as {"error": true, "exit_code", "message"}). Bad
+input (no timestamps, unknown types, usage that is not a number) still gives a valid trace;
+each problem is listed and recorded on the trace's root span. OUT is written atomically (never
+a partial file; never over a session read).
 
 exit codes: 0 done; 1 some sessions could not be read (see their lines; the others are in
 OUT); 2 bad options, no session found, OUT refused or not writable"""
@@ -39,7 +38,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "otel",
-        help="export sessions as OpenTelemetry GenAI traces (OTLP/JSON lines)",
         description="Export every session of SOURCE as an OpenTelemetry trace into OUT (sessiontree.otel.export).",
         epilog=_OTEL_EPILOG,
     )
@@ -53,7 +51,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a line per session")
+    p.add_argument("--json", action="store_true", help="one JSON document (the rows) instead of a line per session")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import SessionError
     from ..otel import export
     from .render import os_error_text, print_failure
+
+    def _err(message: str) -> int:
+        return print_failure(message, 2, args.json)
 
     try:
         rows = export(
@@ -72,13 +73,11 @@ def run(args: argparse.Namespace) -> int:
             progress=args.progress,
         )
     except SessionError as exc:
-        return print_failure(str(exc), 2, args.json)
+        return _err(str(exc))
     except OSError as exc:
-        return print_failure(os_error_text(exc), 2, args.json)
+        return _err(os_error_text(exc))
     if not rows:
-        return print_failure(
-            "no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)", 2, args.json
-        )
+        return _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
     failed = sum(row["error"] is not None for row in rows)
     if args.json:
         from .render import json_document

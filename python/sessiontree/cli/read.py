@@ -1,5 +1,6 @@
-"""The read commands: ``info``, ``tree``, ``branch``, ``context``, ``entries``, ``validate``
-(they never write to the session file)."""
+"""The read commands (they never write to the session file).
+
+``info``, ``tree``, ``branch``, ``context``, ``entries``, ``validate``."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ from .render import (
 
 
 def cmd_info(s: Session, args: argparse.Namespace) -> int:
-    """Header fields, counts, leaf, name, labels, roots, roles on the active branch, the
-    context's size and the number of problem lines."""
+    """``info``: header fields, counts, leaf, name, labels, roots and the context's size.
+
+    Also the roles on the active branch and the number of problem lines."""
     disk = s.file_header
     header = s.header
     path, cycle = _active_path(s)
@@ -120,9 +122,11 @@ from .tree import cmd_tree as cmd_tree  # noqa: E402  (its own module: the strea
 
 
 def cmd_branch(s: Session, args: argparse.Namespace) -> int:
-    """The branch root → leaf (or root → ``--from ID``): depth, id, role or type, preview,
-    printed as it is read (``--since ID``: only the entries after ID on the branch;
-    ``--limit N``: the first N of them; previews are read for the lines shown only).
+    """The branch root → leaf (or root → ``--from ID``).
+
+    Depth, id, role or type, preview, printed as it is read (``--since ID``: only the entries
+    after ID on the branch; ``--limit N``: the first N of them; previews are read for the lines
+    shown only).
 
     Raises:
         EntryNotFoundError: ``--from`` or ``--since`` names no entry.
@@ -222,8 +226,9 @@ def cmd_branch(s: Session, args: argparse.Namespace) -> int:
 
 
 def cmd_context(s: Session, args: argparse.Namespace) -> int:
-    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``): index,
-    role, estimated tokens, source entry, preview; then thinking level, model, total.
+    """The messages ``build_context()`` returns (``--llm``: after ``convert_to_llm``).
+
+    Index, role, estimated tokens, source entry, preview; then thinking level, model, total.
 
     Raises:
         SessionCycleError: the active branch loops.

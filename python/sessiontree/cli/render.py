@@ -1,5 +1,7 @@
-"""Rendering for the command line: safe text (no terminal control sequence from a file ever
-reaches the terminal), JSON documents, previews of entries and messages, the output stream."""
+"""Rendering for the command line.
+
+Safe text (no terminal control sequence from a file ever reaches the terminal), JSON documents,
+previews of entries and messages, the output stream."""
 
 from __future__ import annotations
 
@@ -67,8 +69,10 @@ def _json_escape(m: re.Match[bytes]) -> bytes:
 
 
 def json_document(doc: Any) -> str:
-    """``doc`` as indented JSON text (orjson; JavaScript-exact writer for lone surrogates and
-    big integers), with C1/DEL/bidi characters escaped as ``\\uXXXX`` (same value)."""
+    """``doc`` as indented JSON text, with C1/DEL/bidi characters escaped as ``\\uXXXX``.
+
+    orjson; the JavaScript-exact writer for lone surrogates and big integers. The escapes keep
+    the value."""
     try:
         data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
@@ -187,8 +191,9 @@ def entry_preview(raw: Any) -> str:
 
 
 def clip(text: str, limit: int = DEFAULT_PREVIEW) -> str:
-    """``text`` on one line (newlines as ``⏎``, tabs as spaces), cut to ``limit``
-    characters with ``…`` marking the cut. Not escaped: see :func:`preview`."""
+    """``text`` on one line, cut to ``limit`` characters with ``…`` marking the cut.
+
+    Newlines as ``⏎``, tabs as spaces. Not escaped: see :func:`preview`."""
     if limit <= 0 or not text:
         return ""
     text = text[: limit * 4 + 8]  # enough to clip after collapsing
@@ -268,8 +273,9 @@ def _labels_by_id(s: Session) -> dict[Any, Any]:
 
 
 def _active_path(s: Session, from_id: str | None = None) -> tuple[EntryTable, SessionCycleError | None]:
-    """The entries root → ``from_id`` (default: the leaf, like ``get_branch()``), or an empty
-    table and the cycle error when the parent chain loops.
+    """The entries root → ``from_id``, or an empty table and the cycle error when the chain loops.
+
+    ``from_id`` defaults to the leaf, like ``get_branch()``.
 
     Raises:
         EntryNotFoundError: ``from_id`` names no entry.
@@ -299,9 +305,11 @@ class _Out:
 
 
 class _Stream:
-    """Human output lines written as they come: the first line at once, then in chunks
-    (every ``chunk`` lines or ``interval`` seconds, whichever comes first), so a long
-    listing starts printing before it is built and never holds all its lines."""
+    """Human output lines written as they come.
+
+    The first line at once, then in chunks (every ``chunk`` lines or ``interval`` seconds,
+    whichever comes first), so a long listing starts printing before it is built and never holds
+    all its lines."""
 
     def __init__(self, chunk: int = 512, interval: float = 0.1) -> None:
         self.lines: list[str] = []
@@ -331,9 +339,10 @@ def _stdout_is_terminal() -> bool:
 
 
 def progress_wanted(args: argparse.Namespace, streams_to_stdout: bool = False) -> bool:
-    """A progress bar for this command: ``--progress``, or stderr is a terminal (and, for a
-    command that streams its lines, stdout is not: there the lines show the progress);
-    never with ``--no-progress``."""
+    """A progress bar for this command.
+
+    ``--progress``, or stderr is a terminal (and, for a command that streams its lines, stdout
+    is not: there the lines show the progress); never with ``--no-progress``."""
     if getattr(args, "no_progress", False):
         return False
     if getattr(args, "progress", False):
@@ -349,9 +358,18 @@ class _OutputError(SessionTreeError):
     """Standard output could not be written (closed, a full device): ``args[0]`` says why."""
 
 
+class _CliFailure(SessionTreeError):
+    """A one-line failure a command reports itself (message, exit code)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
 def _write_out(text: str, flush: bool = False) -> None:
-    """Write to standard output; a failure (other than the reader going away, which stays a
-    BrokenPipeError) becomes :class:`_OutputError`."""
+    """Write to standard output; a failure becomes :class:`_OutputError`.
+
+    The reader going away stays a BrokenPipeError."""
     try:
         if sys.stdout is None:
             raise _OutputError("standard output is closed")
@@ -365,8 +383,10 @@ def _write_out(text: str, flush: bool = False) -> None:
 
 
 def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null and drop buffered output, so the interpreter's final flush of a
-    broken stdout neither fails nor prints a traceback of its own."""
+    """Point fd 1 at /dev/null and drop buffered output.
+
+    So the interpreter's final flush of a broken stdout neither fails nor prints a traceback of
+    its own."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -380,8 +400,10 @@ def _silence_stdout() -> None:
 
 
 def os_error_text(exc: OSError) -> str:
-    """What an OSError says, its file named once: ``NAME: strerror``, or its message (with the
-    name before it when the message does not hold it already)."""
+    """What an OSError says, its file named once.
+
+    ``NAME: strerror``, or its message (with the name before it when the message does not hold
+    it already)."""
     name = exc.filename
     if exc.strerror:
         return f"{name}: {exc.strerror}" if name is not None else exc.strerror

@@ -1,5 +1,7 @@
-"""``sessiontree scrub`` and ``sessiontree scrub-all`` (issue 20), over the public
-:mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs. Registered by :mod:`.app`."""
+"""``sessiontree scrub`` and ``sessiontree scrub-all``.
+
+Over the public :mod:`sessiontree.scrub` and :mod:`sessiontree.fleet` APIs; registered by
+:mod:`.commands`."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from typing import Any
 
 import orjson
 
+from .._progress import close_bar, progress_bar
 from .args import documented_parser
-
-COMMANDS = ("scrub", "scrub-all")
+from .render import progress_wanted
 
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
 [REDACTED:<kind>:<hash6>] (hash6: SHA-256 of the value, 6 hex digits). Ids, parentIds, entry
@@ -50,7 +52,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "scrub",
-        help="replace secrets in a session, keeping it a valid session",
         description="Scrub secrets from FILE (sessiontree.scrub.scrub_file).",
         epilog=_SCRUB_EPILOG,
     )
@@ -66,7 +67,6 @@ def add_parsers(sub: Any) -> None:
     p = documented_parser(
         sub,
         "scrub-all",
-        help="scrub every session of a store into a directory",
         description="Scrub every session of SOURCE into DIR (sessiontree.fleet.scrub_sessions).",
         epilog=_SCRUB_ALL_EPILOG,
     )
@@ -81,31 +81,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _progress_wanted(args: argparse.Namespace) -> bool:
-    if args.no_progress:
-        return False
-    if args.progress:
-        return True
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _bar(total: int, unit: str, enabled: bool) -> Any:
-    """A tqdm bar on stderr (``update(n)``, ``close()``), or None (not wanted, or no tqdm)."""
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-    except ImportError:  # the fleet extra brings tqdm
-        return None
-    scale = unit == "B"
-    return tqdm(
-        total=total, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000, file=sys.stderr, leave=True
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,7 +111,7 @@ def _scrub(args: argparse.Namespace) -> int:
         source_st = os.stat(args.file)
     except OSError:
         source_st = None  # scrub_file says why
-    bar = _bar(source_st.st_size if source_st is not None else 0, "B", _progress_wanted(args))
+    bar = progress_bar(source_st.st_size if source_st is not None else 0, progress_wanted(args), "B", scale=True)
     try:
         report = scrub_file(
             args.file,
@@ -147,11 +122,10 @@ def _scrub(args: argparse.Namespace) -> int:
             replay=args.replay,
             record=args.report is not None or args.json,
             lock_timeout=args.lock_timeout,
-            progress=None if bar is None else bar.update,
+            progress=bar,
         )
     finally:
-        if bar is not None:
-            bar.close()
+        close_bar(bar)
     from .render import json_document
 
     report_doc = _text_row(report.to_json(), ("source", "output"))
@@ -197,13 +171,12 @@ def _scrub_all(args: argparse.Namespace) -> int:
     failed = 0
     rows: list[dict[str, Any]] = []
     state: dict[str, Any] = {"bar": None}
-    wanted = _progress_wanted(args)
+    wanted = progress_wanted(args)
 
     def progress(done: int, total: int) -> None:
-        if state["bar"] is None and wanted:
-            state["bar"] = _bar(total, "sessions", True) or False
-        if state["bar"]:
-            state["bar"].update(1)
+        if state["bar"] is None:  # the total is known once the sources are listed
+            state["bar"] = progress_bar(total, wanted, "sessions")
+        state["bar"](1)
 
     try:
         for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header, progress=progress):
@@ -214,8 +187,8 @@ def _scrub_all(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(orjson.dumps(row).decode() + "\n")
     finally:
-        if state["bar"]:
-            state["bar"].close()
+        if state["bar"] is not None:
+            close_bar(state["bar"])
     if args.json:
         from .render import json_document
 

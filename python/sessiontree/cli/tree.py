@@ -97,8 +97,10 @@ def walk_rows(
 
 
 class _JsonStream:
-    """The ``tree --json`` document written as it is made: the same text :func:`json_document`
-    gives for the whole document, one node at a time (memory stays flat)."""
+    """The ``tree --json`` document written as it is made.
+
+    The same text :func:`json_document` gives for the whole document, one node at a time (memory
+    stays flat)."""
 
     def __init__(self, out: _Stream) -> None:
         self.out = out
@@ -344,9 +346,10 @@ def cmd_tree(s: Session, args: argparse.Namespace) -> int:
 
 
 def _around_rows(path: list[int], children_of: Any, seen: bytearray, depth: int | None) -> Iterator[Row]:
-    """``--around``: the path root → the entry (the root, the others above the last
-    :data:`AROUND_ABOVE` counted on one ``⋮`` line; a fork on it says how many other branches
-    leave there), then the entry's subtree."""
+    """``--around``: the path root → the entry, then the entry's subtree.
+
+    The path shows the root and the last :data:`AROUND_ABOVE` entries above the entry, the others
+    counted on one ``⋮`` line; a fork on it says how many other branches leave there."""
     n = len(path)
     near = max(1, n - 1 - AROUND_ABOVE)
     for k in [0] + list(range(near, n - 1)) if n > 1 else []:

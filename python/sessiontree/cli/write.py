@@ -14,9 +14,8 @@ from ..errors import (
 from ..session import Session
 
 from ..providers import names_text
-from .render import _Out, _print_json, _shown_id, safe_text
+from .render import _CliFailure, _Out, _print_json, _shown_id, safe_text
 from .compact import (
-    _CliFailure,
     _Progress,
     _ProgressSummarizer,
     _entry_where,
@@ -36,9 +35,10 @@ from .compact import (
 
 
 def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
-    """Move the leaf like Pi's ``/tree`` and write what Pi's format can keep: a branch summary
-    (``--summarize``) and/or a label (``--label``). Exit 1 when neither is asked (nothing would
-    be written: Pi reopens a file at its last entry), unless ``--dry-run``."""
+    """Move the leaf like Pi's ``/tree`` and write what Pi's format can keep.
+
+    A branch summary (``--summarize``) and/or a label (``--label``). Exit 1 when neither is
+    asked (nothing would be written: Pi reopens a file at its last entry), unless ``--dry-run``."""
     from ..summarizers import SummarizerError
 
     target = s.get_entry(args.target_id)
@@ -180,7 +180,7 @@ def cmd_navigate(s: Session, args: argparse.Namespace) -> int:
 # ==== main ============================================================================
 
 
-# ---- export-html (issue 12) ----
+# ---- export-html ----
 def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     """Write the HTML view (default: FILE with .html) and print where it went."""
     from pathlib import Path

@@ -124,7 +124,7 @@ def export_html(
     file ``session`` was made from when that is not ``session.path`` (a scrubbed copy's
     original): the rules then hold against that file.
 
-    Cost (issue 18): the segment bounds come from the index (no read); the core then reads
+    Cost: the segment bounds come from the index (no read); the core then reads
     each entry's line once for the index chunks (digested, gzip-compressed with libdeflate and
     base64-encoded in batches on every core, written in order while later ones are worked on)
     and each segment's bytes once (compressed the same way, with the GIL released, written

@@ -1,7 +1,9 @@
-"""What every command of :class:`~sessiontree.rpc.RpcServer` stands on: the connection's
-current session (shared through a :class:`~sessiontree.rpc.sessions.SessionRegistry`), the new
-session announced but not yet written, the refresh before a command, events, and the writer gate
-around a write. The commands themselves are in ``reads.py`` and ``writes.py``."""
+"""What every command of :class:`~sessiontree.rpc.RpcServer` stands on.
+
+The connection's current session (shared through a
+:class:`~sessiontree.rpc.sessions.SessionRegistry`), the new session announced but not yet
+written, the refresh before a command, events, and the writer gate around a write. The commands
+themselves are in ``reads.py`` and ``writes.py``."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from .sessions import PendingSession, SessionRegistry, SharedSession
 
 
 class ServerBase:
-    """One connection's state and the helpers its commands share (see :class:`RpcServer` for
-    the arguments)."""
+    """One connection's state and the helpers its commands share.
+
+    See :class:`RpcServer` for the arguments."""
 
     def __init__(
         self,
@@ -94,8 +97,9 @@ class ServerBase:
         self._pending = spec
 
     def _materialize(self) -> Session:
-        """A new session is written on its first entry (Pi writes it lazily too), at the path
-        announced; connections waiting on the same announced session share the file."""
+        """A new session is written on its first entry (Pi writes it lazily too), at the path announced.
+
+        Connections waiting on the same announced session share the file."""
         spec = self._pending
         if spec is not None:
             shared = self.registry.create(spec)
@@ -115,8 +119,10 @@ class ServerBase:
         return self.session.session_name
 
     def close(self) -> None:
-        """Stop the follower threads (waiting up to 2 s each) and release the session (closed
-        when no other connection holds it); never raises."""
+        """Stop the follower threads and release the session; never raises.
+
+        Each thread is waited for up to 2 s; the session is closed when no other connection
+        holds it."""
         self._stop.set()
         for t in self._followers:
             t.join(timeout=2)
@@ -144,8 +150,9 @@ class ServerBase:
             pass
 
     def _write(self, fn: Callable[[Session], Any]) -> Any:
-        """Run a write under the current file's writer gate (one writer at a time per file);
-        release the file lock afterwards when ``release_after_write``."""
+        """Run a write under the current file's writer gate (one writer at a time per file).
+
+        Release the file lock afterwards when ``release_after_write``."""
         self._materialize()
         shared = self._cur
         with shared.gate:
@@ -157,9 +164,10 @@ class ServerBase:
                     s.close()
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
-        """The current session's answer ``name``, computed once per state of its bytes and
-        leaf (:class:`~sessiontree.rpc.sessions.AnswerCache`, shared by the connections on
-        its file). Only for values that depend on nothing but the session."""
+        """The current session's answer ``name``, computed once per state of its bytes and leaf.
+
+        Kept by :class:`~sessiontree.rpc.sessions.AnswerCache`, shared by the connections on its
+        file. Only for values that depend on nothing but the session."""
         return self._cur.cache.get(self.session, name, compute)
 
     def _reply(
@@ -170,8 +178,9 @@ class ServerBase:
         build: Callable[[], dict[str, Any]],
         text: Callable[[], bytes] | None = None,
     ) -> dict[str, Any]:
-        """A success response whose ``data`` (``build()``) depends only on the session: cached;
-        for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
+        """A success response whose ``data`` (``build()``) depends only on the session.
+
+        Cached; for a transport (``text_ok``) its JSON text is cached too (``text()`` writes it
         directly, when given, without building the value)."""
         if self._text_ok:
             data_text = self._cached(name + ":text", text or (lambda: encode(self._cached(name, build))))
@@ -183,8 +192,9 @@ class ServerBase:
         return self._cached("context", self.session.build_context)
 
     def _switch_to(self, shared: "SharedSession") -> None:
-        """Make ``shared`` this connection's session (other connections stay where they are)
-        and release the previous one."""
+        """Make ``shared`` this connection's session and release the previous one.
+
+        Other connections stay where they are."""
         old = getattr(self, "_cur", None)
         self._cur = shared
         self._pending = None

@@ -1,5 +1,6 @@
-"""``sessiontree rpc``: the drop-in executable for clients that launch ``pi --mode rpc``
-themselves (Pi's session flags, honoured as Pi does; agent flags refused)."""
+"""``sessiontree rpc``: the drop-in executable for clients that launch ``pi --mode rpc`` themselves.
+
+Pi's session flags are honoured as Pi does; its agent flags are refused."""
 
 from __future__ import annotations
 
@@ -95,9 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_session_arg(value: str, session_dir: Path) -> Path:
-    """Pi's ``--session`` / ``--fork`` argument as a file: a path when it names a file or looks
-    like one (a separator, or ``.jsonl``); otherwise a session id, or a unique prefix of one,
-    looked up in ``session_dir`` first, then in every folder under the sessions root.
+    """Pi's ``--session`` / ``--fork`` argument as a file.
+
+    A path when it names a file or looks like one (a separator, or ``.jsonl``); otherwise a
+    session id, or a unique prefix of one, looked up in ``session_dir`` first, then in every
+    folder under the sessions root.
 
     Raises:
         RpcError: no session has that id, or several do.
@@ -165,9 +168,10 @@ def _refuse_extra(extra: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``sessiontree rpc``: exit 0 at end of input (130 on Ctrl-C); 2 for a usage error or a
-    session that cannot be opened or written, one line ``sessiontree: error: ...`` on stderr,
-    as the other commands."""
+    """``sessiontree rpc``: exit 0 at end of input (130 on Ctrl-C).
+
+    2 for a usage error or a session that cannot be opened or written, one line ``sessiontree:
+    error: ...`` on stderr, as the other commands."""
     from ..cli.render import print_failure
 
     def fail(message: str) -> int:

@@ -1,6 +1,8 @@
-"""Pi's agent directory as the RPC server reads it: ``models.json`` (the models a compaction
-summary may use), ``settings.json`` (``compaction.keepRecentTokens``/``reserveTokens``), which model
-is selected, and the summarizer that calls it."""
+"""Pi's agent directory as the RPC server reads it.
+
+``models.json`` (the models a compaction summary may use), ``settings.json``
+(``compaction.keepRecentTokens``/``reserveTokens``), which model is selected, and the summarizer
+that calls it."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ UNKNOWN_MODEL = {
 
 
 def load_models(path: Path | None) -> list[dict[str, Any]]:
-    """Models of a Pi ``models.json`` (``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``)
-    as Pi's full model objects (keys in Pi's order) plus ``_apiKey``. Missing file: ``[]``.
+    """Models of a Pi ``models.json`` as Pi's full model objects (keys in Pi's order).
+
+    The file: ``{"providers": {name: {baseUrl, api, apiKey, models: [...]}}}``; each model gets
+    ``_apiKey`` too. Missing file: ``[]``.
 
     Raises:
         RpcError: the file is not valid JSON or not shaped like Pi's.
@@ -87,8 +91,10 @@ def load_settings(path: Path | None) -> dict[str, Any]:
 
 
 def merge_settings(global_settings: dict[str, Any], project_settings: dict[str, Any]) -> dict[str, Any]:
-    """Pi's SettingsManager merge: project keys over global ones, nested objects merged one level
-    deep (``{"compaction": {...}}`` from both files combine key by key)."""
+    """Pi's SettingsManager merge.
+
+    Project keys over global ones, nested objects merged one level deep (``{"compaction":
+    {...}}`` from both files combine key by key)."""
     out = dict(global_settings)
     for k, v in project_settings.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
@@ -99,9 +105,10 @@ def merge_settings(global_settings: dict[str, Any], project_settings: dict[str, 
 
 
 def settings_session_dir(settings: dict[str, Any], cwd: str) -> Path | None:
-    """Pi's ``sessionDir`` setting (``settings.getSessionDir()``) as a folder: ``~`` expanded,
-    relative to ``cwd`` when relative; None when absent, not a string or empty. It comes after
-    ``--session-dir`` and ``PI_CODING_AGENT_SESSION_DIR`` (sessions.md)."""
+    """Pi's ``sessionDir`` setting (``settings.getSessionDir()``) as a folder.
+
+    ``~`` expanded, relative to ``cwd`` when relative; None when absent, not a string or empty.
+    It comes after ``--session-dir`` and ``PI_CODING_AGENT_SESSION_DIR`` (sessions.md)."""
     v = settings.get("sessionDir")
     if not isinstance(v, str) or not v.strip() or "\x00" in v:
         return None
@@ -129,8 +136,9 @@ def public_model(model: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def summarizer_for(model: dict[str, Any]) -> Any:
-    """A summarizer calling ``model`` like Pi does, priced with the model's cost per million
-    tokens: the provider whose row (:data:`sessiontree.providers.PROVIDERS`) names the model's Pi
+    """A summarizer calling ``model`` like Pi does, priced with the model's cost per million tokens.
+
+    The provider whose row (:data:`sessiontree.providers.PROVIDERS`) names the model's Pi
     ``api`` (:func:`~sessiontree.providers.provider_for_pi_api`; no ``api``: Pi's default,
     ``openai-completions``).
 

@@ -1,6 +1,7 @@
-"""The wire of Pi 1.6's RPC mode: versions, the response envelopes, JSON lines written like
-Pi's ``JSON.stringify`` (without recursion for deep values), and the small JavaScript-flavoured
-helpers that error texts use."""
+"""The wire of Pi 1.6's RPC mode.
+
+Versions, the response envelopes, JSON lines written like Pi's ``JSON.stringify`` (without
+recursion for deep values), and the small JavaScript-flavoured helpers that error texts use."""
 
 from __future__ import annotations
 
@@ -75,9 +76,10 @@ def response(cmd_id: Any, command: Any, data: Any = None, *, has_data: bool = Tr
 
 
 class Text(dict[str, Any]):
-    """A success response already written as its JSON line (``text``, no newline), for the
-    transports: the dict holds the envelope without ``data``. :meth:`RpcServer.handle_line`
-    returns one only when asked (``text_ok``); :meth:`RpcServer.handle` never does."""
+    """A success response already written as its JSON line (``text``, no newline), for the transports.
+
+    The dict holds the envelope without ``data``. :meth:`RpcServer.handle_line` returns one only
+    when asked (``text_ok``); :meth:`RpcServer.handle` never does."""
 
     def __init__(self, cmd_id: Any, command: Any, data_text: bytes):
         super().__init__(response(cmd_id, command, has_data=False))
@@ -92,8 +94,10 @@ class Text(dict[str, Any]):
 
 
 def error_response(cmd_id: Any, command: Any, message: str) -> dict[str, Any]:
-    """Pi's failed-command response: ``{"id"?, "type": "response", "command", "success": false,
-    "error": message}`` (``id`` only when the command had one, as Pi's ``rpc-mode.ts`` does)."""
+    """Pi's failed-command response.
+
+    ``{"id"?, "type": "response", "command", "success": false, "error": message}`` (``id`` only
+    when the command had one, as Pi's ``rpc-mode.ts`` does)."""
     r: dict[str, Any] = {}
     if cmd_id is not None:
         r["id"] = cmd_id

@@ -1,5 +1,6 @@
-"""The RPC commands that read the current session (Pi's ``get_*`` commands, and ``get_entry``
-and ``list_sessions`` after ``hello``), with the Pi agent-session rule they use."""
+"""The RPC commands that read the current session, with the Pi agent-session rule they use.
+
+Pi's ``get_*`` commands, and ``get_entry`` and ``list_sessions`` after ``hello``."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from .protocol import RpcError, _js_string, _json_type, encode, response
 
 
 def last_assistant_text(messages: Iterable[dict[str, Any]]) -> Optional[str]:
-    """Pi 1.6 ``getLastAssistantText`` over the context messages: the last assistant message,
-    skipping those without a text block that ended aborted/error or only call tools; its text
-    blocks joined and trimmed; None when empty. (Pi throws on non-array content; we treat a
-    string content as its text.)"""
+    """Pi 1.6 ``getLastAssistantText`` over the context messages.
+
+    The last assistant message, skipping those without a text block that ended aborted/error or
+    only call tools; its text blocks joined and trimmed; None when empty. (Pi throws on
+    non-array content; we treat a string content as its text.)"""
     for m in reversed(list(messages)):
         if not isinstance(m, dict) or m.get("role") != "assistant":
             continue
@@ -76,9 +78,11 @@ class ReadCommands(ServerBase):
         return self._reply(cmd_id, ctype, "tree", self._tree_value, self._tree_text)
 
     def _tree_table(self) -> tuple[list[int], list[int], list[int], list[int], dict[int, tuple[Any, Any]]]:
-        """Pi's tree from the core's columns: ``(roots, start, kids, preorder, labels)`` (node
-        positions; the children of ``i`` are ``kids[start[i]:start[i + 1]]``; ``labels``:
-        :meth:`Session.tree_labels`). No node or entry object is made."""
+        """Pi's tree from the core's columns.
+
+        ``(roots, start, kids, preorder, labels)`` (node positions; the children of ``i`` are
+        ``kids[start[i]:start[i + 1]]``; ``labels``: :meth:`Session.tree_labels`). No node or
+        entry object is made."""
         s = self.session
         s.get_tree()  # Pi's checks (duplicate ids putting a node below itself raise); its nodes are lazy
         roots, start, kids = s.tree_table()
@@ -91,8 +95,9 @@ class ReadCommands(ServerBase):
         return roots, start, kids, order, s.tree_labels()
 
     def _tree_value(self) -> dict[str, Any]:
-        """``get_tree``'s data as Python values (for :meth:`handle`): ``{"tree": [{"entry",
-        "children", "label"?, "labelTimestamp"?}...], "leafId"}``."""
+        """``get_tree``'s data as Python values (for :meth:`handle`).
+
+        ``{"tree": [{"entry", "children", "label"?, "labelTimestamp"?}...], "leafId"}``."""
         s = self.session
         roots, start, kids, order, labels = self._tree_table()
         raw_of = dict(zip(order, s.raw_values(order)))
@@ -112,16 +117,19 @@ class ReadCommands(ServerBase):
         return {"tree": out_roots, "leafId": s.leaf_id}
 
     def _tree_text(self) -> bytes:
-        """``get_tree``'s data as its JSON text, the tree written by the core
-        (:meth:`Session.tree_json`); the same bytes as :meth:`_tree_text_py` (its test oracle)."""
+        """``get_tree``'s data as its JSON text, the tree written by the core (:meth:`Session.tree_json`).
+
+        The same bytes as :meth:`_tree_text_py` (its test oracle)."""
         s = self.session
         return s.tree_json(encode, b'{"tree":', b',"leafId":' + encode(s.leaf_id) + b"}")
 
     def _tree_text_py(self) -> bytes:
-        """Test oracle of :meth:`_tree_text`: the same text written node by node from the core's columns
-        and each entry's JSON (read in batches; a line already in ``JSON.stringify``'s form is
-        copied, only the others are parsed and written again; never all held as Python
-        values): the same bytes as encoding :meth:`_tree_value`."""
+        """Test oracle of :meth:`_tree_text`.
+
+        The same text written node by node from the core's columns and each entry's JSON (read
+        in batches; a line already in ``JSON.stringify``'s form is copied, only the others are
+        parsed and written again; never all held as Python values): the same bytes as encoding
+        :meth:`_tree_value`."""
         s = self.session
         roots, start, kids, order, labels = self._tree_table()
         out: list[bytes] = [b'{"tree":[']
@@ -160,12 +168,14 @@ class ReadCommands(ServerBase):
         return b"".join(out)
 
     def _get_tree_flat(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
-        """``get_tree`` with ``format: "flat"`` (after ``hello``): the nodes of Pi's tree in
-        its pre-order (the order the nested form lists them), ``offset``/``limit`` paged. Each
-        node: ``{id, parentId (the tree parent's id, null for a root), childCount, label?,
-        labelTimestamp?, entry}``. Pi's nested form puts every entry two JSON levels below its
-        parent, deeper than Python's ``json`` and ``orjson`` parse (about 1,000 levels) once a
-        path holds about 500 entries; this form is two levels deep at any size."""
+        """``get_tree`` with ``format: "flat"`` (after ``hello``).
+
+        The nodes of Pi's tree in its pre-order (the order the nested form lists them),
+        ``offset``/``limit`` paged. Each node: ``{id, parentId (the tree parent's id, null for a
+        root), childCount, label?, labelTimestamp?, entry}``. Pi's nested form puts every entry
+        two JSON levels below its parent, deeper than Python's ``json`` and ``orjson`` parse
+        (about 1,000 levels) once a path holds about 500 entries; this form is two levels deep
+        at any size."""
         s = self.session
         offset = c.get("offset", 0)
         limit = c.get("limit", 1000)
@@ -174,8 +184,9 @@ class ReadCommands(ServerBase):
                 raise RpcError(f'get_tree: "{name}" must be a non-negative integer, not {_js_string(v)}')
 
         def walk() -> tuple[list[int], dict[int, int], list[int]]:
-            """Pre-order, tree parents and the children table: one walk per state of the
-            file and leaf (cached), not one per page."""
+            """Pre-order, tree parents and the children table.
+
+            One walk per state of the file and leaf (cached), not one per page."""
             roots, start, kids = s.tree_table()
             order: list[int] = []
             parent: dict[int, int] = {}
@@ -225,8 +236,9 @@ class ReadCommands(ServerBase):
         return response(cmd_id, ctype, data)
 
     def _label_timestamps(self) -> dict[str | None, Any]:
-        """Node id -> timestamp of the label entry that set its current label (cached; from
-        :meth:`Session.tree_labels`, the label entries only)."""
+        """Node id -> timestamp of the label entry that set its current label (cached).
+
+        From :meth:`Session.tree_labels`, the label entries only."""
 
         def build() -> dict[str | None, Any]:
             s = self.session
@@ -235,14 +247,17 @@ class ReadCommands(ServerBase):
             ids = s.entry_table(pos).id if pos else []
             return {eid: labels[p][1] for eid, p in zip(ids, pos) if labels[p][1] is not JS_UNDEFINED}
 
-        return self._cached("label_timestamps", build)
+        stamps: dict[str | None, Any] = self._cached("label_timestamps", build)
+        return stamps
 
     def _get_messages(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
         return self._reply(cmd_id, ctype, "messages", lambda: {"messages": self._context().messages})
 
     def _counts(self) -> dict[str, Any]:
-        """Pi's message counts of ``get_session_stats`` (cached): roles from the index, only the
-        assistant messages (tool calls) and messages without a role in the index are parsed."""
+        """Pi's message counts of ``get_session_stats`` (cached).
+
+        Roles from the index, only the assistant messages (tool calls) and messages without a
+        role in the index are parsed."""
         return dict(self._cached("counts", self._count_messages))
 
     def _count_messages(self) -> dict[str, Any]:
@@ -285,8 +300,10 @@ class ReadCommands(ServerBase):
         }
 
     def _context_usage(self, messages: list[Any]) -> Optional[dict[str, Any]]:
-        """Pi ``getContextUsage``: None without a model window; tokens/percent null right after
-        a compaction until an assistant reply after it reports usage."""
+        """Pi ``getContextUsage``: None without a model window.
+
+        Tokens/percent null right after a compaction until an assistant reply after it reports
+        usage."""
         window = (self.model or {}).get("contextWindow") or 0
         if not isinstance(window, (int, float)) or window <= 0:
             return None

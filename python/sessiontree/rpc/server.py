@@ -1,7 +1,8 @@
-"""The RPC server and its one command registry: every command name this server knows (Pi's
-commands, ``hello``, the commands after ``hello``, and Pi's agent commands it refuses) is one row
-of :data:`COMMANDS`, and the Pi command table, the extra commands and the ``capabilities`` of
-``hello`` are all built from it."""
+"""The RPC server and its one command registry.
+
+Every command name this server knows (Pi's commands, ``hello``, the commands after ``hello``,
+and Pi's agent commands it refuses) is one row of :data:`COMMANDS`, and the Pi command table,
+the extra commands and the ``capabilities`` of ``hello`` are all built from it."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 class RpcServer(ReadCommands, WriteCommands):
-    """Pi 1.6 RPC over one connection's current session, transport-free: ``handle(command) ->
-    response dict``; events go to ``on_event(event_dict)`` (from the handling thread, or from
-    the ``follow`` poller's thread).
+    """Pi 1.6 RPC over one connection's current session, transport-free.
+
+    ``handle(command) -> response dict``; events go to ``on_event(event_dict)`` (from the
+    handling thread, or from the ``follow`` poller's thread).
 
     Each server (one per connection) has its own current session: ``new_session``,
     ``switch_session``, ``fork`` and ``clone`` move this connection only. Servers built on one
@@ -108,7 +110,8 @@ class RpcServer(ReadCommands, WriteCommands):
         try:
             if ctype not in _LEAVING_COMMANDS:  # these must work when the file went away
                 self._refresh()
-            return handler(self, command, cmd_id, ctype)
+            answer: dict[str, Any] = handler(self, command, cmd_id, ctype)
+            return answer
         except RpcError as exc:
             return error_response(cmd_id, ctype, str(exc))
         except EntryNotFoundError as exc:

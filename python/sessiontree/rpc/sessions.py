@@ -1,6 +1,7 @@
-"""The sessions one RPC server process holds: shared by file between connections (one index,
-one writer gate each), new sessions announced before they are written, and the gate that
-refuses a second writer on ``--listen``."""
+"""The sessions one RPC server process holds.
+
+Shared by file between connections (one index, one writer gate each), new sessions announced
+before they are written, and the gate that refuses a second writer on ``--listen``."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from .protocol import RpcError
 
 
 class AnswerCache:
-    """Answers that depend only on a session's bytes and leaf, kept until they change: each
-    value is stored under the session's :attr:`Session.state_key` read before it was computed,
-    and kept only if the key is the same after (a write or leaf move while computing leaves
-    nothing behind), so a cached answer always equals the answer computed now (never stale).
-    Shared by every connection on one file; thread-safe (two threads may compute one answer
-    at once: both get it, one is kept)."""
+    """Answers that depend only on a session's bytes and leaf, kept until they change.
+
+    Each value is stored under the session's :attr:`Session.state_key` read before it was
+    computed, and kept only if the key is the same after (a write or leaf move while computing
+    leaves nothing behind), so a cached answer always equals the answer computed now (never
+    stale). Shared by every connection on one file; thread-safe (two threads may compute one
+    answer at once: both get it, one is kept)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -48,8 +50,10 @@ class AnswerCache:
 
 
 class SharedSession:
-    """One session as the connections serving it share it: the :class:`Session` (one index),
-    its writer ``gate``, how many connections hold it (``refs``) and its :class:`AnswerCache`."""
+    """One session as the connections serving it share it.
+
+    The :class:`Session` (one index), its writer ``gate``, how many connections hold it
+    (``refs``) and its :class:`AnswerCache`."""
 
     def __init__(self, session: Session, gate: Any = None, key: Any = None):
         self.session = session
@@ -60,8 +64,9 @@ class SharedSession:
 
 
 class PendingSession:
-    """A new session announced but not written yet (Pi writes a new session lazily too): its
-    id, header timestamp and so its path are fixed when it is announced, so ``get_state``
+    """A new session announced but not written yet (Pi writes a new session lazily too).
+
+    Its id, header timestamp and so its path are fixed when it is announced, so ``get_state``
     reports the ``sessionFile`` it will have. ``name`` is a ``--name`` to write with it."""
 
     def __init__(
@@ -83,10 +88,12 @@ class PendingSession:
 
 
 class SessionRegistry:
-    """The sessions one server process has open, by file (device and inode): connections on
-    one file share one :class:`SharedSession`; the session is closed when the last connection
-    lets it go. ``gate`` makes each file's writer gate (a blocking lock for stdio; for
-    ``--listen``, :class:`_WriterGate`, which refuses a second writer instead of queueing it)."""
+    """The sessions one server process has open, by file (device and inode).
+
+    Connections on one file share one :class:`SharedSession`; the session is closed when the
+    last connection lets it go. ``gate`` makes each file's writer gate (a blocking lock for
+    stdio; for ``--listen``, :class:`_WriterGate`, which refuses a second writer instead of
+    queueing it)."""
 
     def __init__(self, gate: Callable[[], Any] = threading.RLock):
         self.make_gate = gate
@@ -103,8 +110,9 @@ class SessionRegistry:
         return SharedSession(session, self.make_gate())
 
     def adopt(self, session: Session, gate: Any = None) -> SharedSession:
-        """Register a session just opened or created; if the same file is already open, the
-        new object is closed and the open one shared."""
+        """Register a session just opened or created.
+
+        If the same file is already open, the new object is closed and the open one shared."""
         if session.path is None:
             return SharedSession(session, gate if gate is not None else self.make_gate())
         key = self._key(session.path)
@@ -148,8 +156,9 @@ class SessionRegistry:
         return self.adopt(Session.open(path))
 
     def create(self, spec: PendingSession) -> SharedSession:
-        """Write the announced session ``spec`` (its header, and its ``--name``), or share it
-        when another connection wrote it first."""
+        """Write the announced session ``spec``, or share it when another connection wrote it first.
+
+        Written: its header, and its ``--name``."""
         with self._lock:
             exists = spec.path.exists()
         if exists:

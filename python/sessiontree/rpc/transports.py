@@ -1,6 +1,7 @@
-"""Two fronts on :class:`~sessiontree.rpc.RpcServer`: JSON lines on stdin/stdout
-(:func:`serve_stdio`, one client) and a unix socket (:class:`UnixServer`, ``--listen``: many
-clients, one thread each)."""
+"""Two fronts on :class:`~sessiontree.rpc.RpcServer`.
+
+JSON lines on stdin/stdout (:func:`serve_stdio`, one client) and a unix socket
+(:class:`UnixServer`, ``--listen``: many clients, one thread each)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ _TOO_LONG = object()
 
 
 def read_lines(stream: Any, max_bytes: int = MAX_LINE_BYTES) -> Iterable[Any]:
-    """Command lines of a binary stream: LF framing only (a trailing ``\\r`` is stripped; U+2028
-    and U+2029 are ordinary characters), blank lines skipped. A line longer than ``max_bytes``
-    is skipped to its end and yields ``_TOO_LONG`` (memory stays bounded)."""
+    """Command lines of a binary stream.
+
+    LF framing only (a trailing ``\\r`` is stripped; U+2028 and U+2029 are ordinary characters),
+    blank lines skipped. A line longer than ``max_bytes`` is skipped to its end and yields
+    ``_TOO_LONG`` (memory stays bounded)."""
     while True:
         line = stream.readline(max_bytes + 1)
         if not line:
@@ -94,11 +97,12 @@ def serve_stdio(server: RpcServer, stdin: Any = None, stdout: Any = None, max_by
 
 
 class UnixServer:
-    """Many clients on a unix socket (mode 0600): each connection gets its own
-    :class:`RpcServer` (its own current session) from ``make_server(on_event=...)``;
-    connections on one file share its session, its index and one writer gate (the servers'
-    :class:`SessionRegistry`). Reads never wait for a writer; a write while another client's
-    write to the same file runs is refused (one writer at a time).
+    """Many clients on a unix socket (mode 0600).
+
+    Each connection gets its own :class:`RpcServer` (its own current session) from
+    ``make_server(on_event=...)``; connections on one file share its session, its index and one
+    writer gate (the servers' :class:`SessionRegistry`). Reads never wait for a writer; a write
+    while another client's write to the same file runs is refused (one writer at a time).
 
     File descriptors: the server takes at most ``max_connections`` connections (default: the
     process's descriptor limit less :data:`FD_HEADROOM`, kept for session files and writer
@@ -163,8 +167,10 @@ class UnixServer:
         self.sock = sock
 
     def _reserve(self) -> None:
-        """Keep one descriptor in hand, so that a connection can still be accepted (and
-        refused) when the process runs out of them."""
+        """Keep one descriptor in hand.
+
+        So that a connection can still be accepted (and refused) when the process runs out of
+        them."""
         if self._spare is None:
             try:
                 self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -172,8 +178,10 @@ class UnixServer:
                 self._spare = None
 
     def _refuse_one(self) -> None:
-        """Out of descriptors: free the spare one, accept a waiting connection, tell it why
-        and close it, then take the spare back."""
+        """Out of descriptors: refuse a waiting connection with the spare descriptor.
+
+        Free the spare one, accept the connection, tell it why and close it, then take the spare
+        back."""
         assert self.sock is not None
         if self._spare is not None:
             os.close(self._spare)

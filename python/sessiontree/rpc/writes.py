@@ -1,6 +1,7 @@
-"""The RPC commands that write a session or move the connection to another one (``compact``,
-``set_session_name``, ``fork``, ``clone``, ``new_session``, ``switch_session``, ``export_html``;
-after ``hello``: ``set_label``, ``navigate_tree``, ``follow``)."""
+"""The RPC commands that write a session or move the connection to another one.
+
+``compact``, ``set_session_name``, ``fork``, ``clone``, ``new_session``, ``switch_session``,
+``export_html``; after ``hello``: ``set_label``, ``navigate_tree``, ``follow``."""
 
 from __future__ import annotations
 

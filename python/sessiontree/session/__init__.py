@@ -48,6 +48,7 @@ from ..writer import (
     atomic_writer,
     check_lock_timeout,
     create_new_file,
+    file_head,
     write_copy,
 )  # the file I/O; atomic_write, atomic_writer and AtomicWriter stay importable from here
 
@@ -75,15 +76,17 @@ __version__: str = _core.__version__
 
 
 def convert_detect(path: str) -> str:
-    """The core's format detection (``_core.convert_detect``, rust/src/convert/):
-    ``"claude-code"``, ``"codex"`` or ``"pi"`` from a file's first lines. :mod:`sessiontree.convert`
-    drives it."""
+    """The core's format detection (``_core.convert_detect``, rust/src/convert/).
+
+    ``"claude-code"``, ``"codex"`` or ``"pi"`` from a file's first lines.
+    :mod:`sessiontree.convert` drives it."""
     return _core.convert_detect(path)
 
 
 def convert_file(src: str, out: str, source: str, target: str) -> dict[str, Any]:
-    """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released): its
-    report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
+    """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released).
+
+    Its report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
     return _core.convert_file(src, out, source, target)
 
 
@@ -95,15 +98,6 @@ def _bom_reason(head: bytes) -> str | None:
     ``JSON.parse`` refuses the BOM, so the header line is not JSON to Pi either: acceptance
     stays Pi's, only the message names the cause.)"""
     return "UTF-8 BOM at byte 0 (Pi rejects it)" if bytes(head[:3]) == b"\xef\xbb\xbf" else None
-
-
-def _file_head(path: Path, n: int = 3) -> bytes:
-    """The first ``n`` bytes of ``path`` (b"" when it cannot be read)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
-    except OSError:
-        return b""
 
 
 class Session(Reads, Views, Writes, Rewrites, Delegates):
@@ -168,7 +162,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
         core = _core.Index.open(str(p), **cache)
-        if core.end == 0 and _file_head(p, 1):
+        if core.end == 0 and file_head(p, 1):
             # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
             # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
             raise SessionFormatError(
@@ -178,7 +172,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         # the folder the caller named (lexically, like Node's path.resolve), not where a
         # symlinked file points: clones must land in the directory the caller gave
         sdir = Path(session_dir) if session_dir is not None else Path(os.path.abspath(p)).parent
-        return cls._over_core(core, p, p, sdir, lambda: _file_head(p), durability=durability, lock_timeout=lock_timeout)
+        return cls._over_core(core, p, p, sdir, lambda: file_head(p), durability=durability, lock_timeout=lock_timeout)
 
     @classmethod
     def _over_core(
@@ -192,9 +186,10 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         durability: Durability = "flush",
         lock_timeout: float | None = None,
     ) -> "Session":
-        """The session over a freshly scanned index (``open`` and ``from_bytes``): the header
-        checks, migration in memory, a header in memory for an empty file. ``head()`` gives the
-        first bytes (read only to explain a refusal)."""
+        """The session over a freshly scanned index (``open`` and ``from_bytes``).
+
+        The header checks, migration in memory, a header in memory for an empty file. ``head()``
+        gives the first bytes (read only to explain a refusal)."""
         p = shown
         state, reason = core.header_state()
         if state == "invalid":
@@ -347,8 +342,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
 
     @classmethod
     def in_memory(cls, cwd: str = ".", *, session_id: str | None = None) -> "Session":
-        """A session that lives only in memory (Pi ``SessionManager.inMemory``); ``session_id``
-        default a new UUID.
+        """A session that lives only in memory (Pi ``SessionManager.inMemory``).
+
+        ``session_id`` default a new UUID.
 
         Raises:
             TypeError: ``session_id`` is not a str.

@@ -14,8 +14,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .. import _core
 from .._jsjson import js_stringify_bytes
-from ..entries import parse_json_line
+from ..entries import EntryView, parse_json_line
 from ..errors import EntryNotFoundError, PiError, SessionError
 from ..migrate import migrate_entry
 from ..results import SessionHooks
@@ -25,9 +26,10 @@ from ..writer import DURABILITY_MODES, Durability, SessionWriter, check_lock_tim
 
 
 def dumps_entry(value: Any) -> bytes:
-    """Serialize an entry as one JSON line's text (no newline): the bytes of Pi's
-    ``JSON.stringify`` (:func:`sessiontree._jsjson.js_stringify_bytes`: orjson's text with
-    JavaScript's number spelling, array-index keys first)."""
+    """Serialize an entry as one JSON line's text (no newline).
+
+    The bytes of Pi's ``JSON.stringify`` (:func:`sessiontree._jsjson.js_stringify_bytes`:
+    orjson's text with JavaScript's number spelling, array-index keys first)."""
     return js_stringify_bytes(value)
 
 
@@ -36,12 +38,35 @@ def _as_indexed(entry_id: str) -> str:
     return entry_id.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+def load_entry_value(core: _core.Index, i: int) -> Any:
+    """Entry ``i``'s parsed line in the index ``core``, migrated in memory in a legacy (v1/v2) file."""
+    raw = parse_json_line(core.line(i))
+    if core.needs_migration:
+        v1 = core.legacy_v1
+        first_kept = None
+        if v1 and isinstance(raw, dict) and raw.get("type") == "compaction":
+            fk = raw.get("firstKeptEntryIndex")
+            if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
+                t = core.entry_at_value_pos(fk)
+                if t is not None:
+                    first_kept = core.record(t).id
+        rec = core.record(i)
+        raw = migrate_entry(
+            raw,
+            legacy_v1=v1,
+            entry_id=rec.id,
+            parent_id=rec.parent_id,
+            first_kept_id=first_kept,
+        )
+    return raw
+
+
 class SessionBase:
     """A session's state and the private reads its concerns share (see the module docstring)."""
 
     def __init__(
         self,
-        core: Any,
+        core: _core.Index,
         *,
         path: Path | None,
         session_dir: Path | None,
@@ -53,6 +78,7 @@ class SessionBase:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
         self._core = core
+        self._view = EntryView(core, load_entry_value)  # what this session's Entry objects read
         self._path = path
         self._session_dir = session_dir
         self._header = header
@@ -89,25 +115,7 @@ class SessionBase:
     # ==== the private reads every concern shares ====================================
 
     def _load_raw(self, i: int) -> Any:
-        raw = parse_json_line(self._core.line(i))
-        if self._core.needs_migration:
-            v1 = self._core.legacy_v1
-            first_kept = None
-            if v1 and isinstance(raw, dict) and raw.get("type") == "compaction":
-                fk = raw.get("firstKeptEntryIndex")
-                if isinstance(fk, int) and not isinstance(fk, bool) and fk >= 0:
-                    t = self._core.entry_at_value_pos(fk)
-                    if t is not None:
-                        first_kept = self._core.record(t).id
-            rec = self._core.record(i)
-            raw = migrate_entry(
-                raw,
-                legacy_v1=v1,
-                entry_id=rec.id,
-                parent_id=rec.parent_id,
-                first_kept_id=first_kept,
-            )
-        return raw
+        return load_entry_value(self._core, i)
 
     def _lookup(self, entry_id: str) -> int | None:
         """Index of the entry with this id, or None. An id with a lone surrogate is looked up
@@ -127,6 +135,14 @@ class SessionBase:
     def _walk(self, i: int) -> list[int]:
         return self._core.branch(i)
 
+    def _branch_walk(self, from_id: str | None) -> list[int]:
+        # Pi getBranch's positions, root first: from ``from_id`` (None: the leaf; [] when the
+        # leaf is null or names no entry); the one home of get_branch, branch_positions, branch_table
+        if from_id is None:
+            leaf = self._core.leaf()
+            return [] if leaf is None else self._core.branch(leaf)
+        return self._core.branch(self._index_of(from_id))
+
     def _context_leaf(self) -> int | None:
         # Pi buildSessionContext: null leaf → nothing; unknown leaf id → the last entry.
         if self._core.leaf_is_null():
@@ -141,9 +157,11 @@ class SessionBase:
         return [] if leaf is None else self._walk(leaf)
 
     def _name_entry(self, exc: PiError) -> PiError:
-        """``exc`` naming the entry whose content raised it (id and line): the first entry on
-        the current branch, then in the file, whose content raises the same Pi error
-        (:func:`sessiontree.validation.entry_content_error`). Runs only when an error was raised."""
+        """``exc`` naming the entry whose content raised it (id and line).
+
+        The first entry on the current branch, then in the file, whose content raises the same
+        Pi error (:func:`sessiontree.validation.entry_content_error`). Runs only when an error
+        was raised."""
         if exc.entry_id is not None or exc.line is not None:
             return exc
         try:

@@ -29,17 +29,20 @@ S = TypeVar("S")
 def blocking(
     amethod: Callable[Concatenate[S, P], Coroutine[Any, Any, R]], name: str, doc: str
 ) -> Callable[Concatenate[S, P], R]:
-    """The sync twin ``name`` of the async method ``amethod``: the same parameters (its signature,
-    for :func:`inspect.signature` and type checkers), run to completion; not from inside a running
-    event loop (:func:`sessiontree.orchestration.run_blocking`). The twin calls the async method
-    by name, so a subclass that overrides the async one changes both."""
+    """The sync twin ``name`` of the async method ``amethod``.
+
+    The same parameters (its signature, for :func:`inspect.signature` and type checkers), run to
+    completion; not from inside a running event loop
+    (:func:`sessiontree.orchestration.run_blocking`). The twin calls the async method by name,
+    so a subclass that overrides the async one changes both."""
     async_name = amethod.__name__
 
     @functools.wraps(amethod)
     def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         from .. import orchestration
 
-        return orchestration.run_blocking(getattr(self, async_name)(*args, **kwargs))
+        result: R = orchestration.run_blocking(getattr(self, async_name)(*args, **kwargs))
+        return result
 
     method.__name__ = name
     method.__qualname__ = amethod.__qualname__.rsplit(".", 1)[0] + "." + name
@@ -160,11 +163,13 @@ class Delegates(SessionBase):
         will_retry: bool = False,
         accept_suspect_summary: bool = False,
     ) -> CompactionResult:
-        """Compact the active branch (Pi ``compact``): see :func:`sessiontree.orchestration.acompact`
-        for every parameter (``context_window``/``max_tokens``: the summarizing model's window
-        and output limit in tokens; ``will_retry``: recorded for hooks; ``accept_suspect_summary``:
-        append a summary the safety checks flag). Reads only the context span
-        (:meth:`get_context_entries`). Returns a :class:`~sessiontree.orchestration.CompactionResult`.
+        """Compact the active branch (Pi ``compact``).
+
+        See :func:`sessiontree.orchestration.acompact` for every parameter
+        (``context_window``/``max_tokens``: the summarizing model's window and output limit in
+        tokens; ``will_retry``: recorded for hooks; ``accept_suspect_summary``: append a summary
+        the safety checks flag). Reads only the context span (:meth:`get_context_entries`).
+        Returns a :class:`~sessiontree.orchestration.CompactionResult`.
 
         Raises:
             NothingToCompactError: ``"Nothing to compact (session too small)"``.
@@ -207,8 +212,10 @@ class Delegates(SessionBase):
         max_tokens: int | None = None,
         reserve_tokens: int = BRANCH_SUMMARY_RESERVE_TOKENS,
     ) -> NavigationResult:
-        """Move within the tree (Pi ``/tree``): see :func:`sessiontree.orchestration.anavigate_tree`
-        for every parameter. Returns a :class:`~sessiontree.orchestration.NavigationResult`.
+        """Move within the tree (Pi ``/tree``).
+
+        See :func:`sessiontree.orchestration.anavigate_tree` for every parameter. Returns a
+        :class:`~sessiontree.orchestration.NavigationResult`.
 
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.

@@ -44,8 +44,9 @@ class Reads(SessionBase):
 
     @property
     def session_id(self) -> Any:
-        """The header's ``id`` as written (a str in every file Pi writes; any JSON value, or None
-        when missing, in a hand-made one)."""
+        """The header's ``id`` as written.
+
+        A str in every file Pi writes; any JSON value, or None when missing, in a hand-made one."""
         return self._header.get("id")
 
     @property
@@ -61,8 +62,9 @@ class Reads(SessionBase):
 
     @property
     def file_header(self) -> dict[str, Any] | None:
-        """The header line as it is in the file, parsed (before any migration: a v1 file has no
-        ``version``); None for an empty file or a header line that is not a JSON object."""
+        """The header line as it is in the file, parsed (before any migration: a v1 file has no ``version``).
+
+        None for an empty file or a header line that is not a JSON object."""
         line = self._core.header_line()
         if line is None:
             return None
@@ -76,7 +78,7 @@ class Reads(SessionBase):
     def leaf_entry(self) -> Entry | None:
         """The entry at the leaf (None when the leaf is null or names no entry)."""
         i = self._core.leaf()
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     @property
     def leaf_id(self) -> str | None:
@@ -88,7 +90,8 @@ class Reads(SessionBase):
 
     @property
     def session_name(self) -> str | None:
-        """``name.trim()`` of the last ``session_info`` entry in file order, on any branch;
+        """``name.trim()`` of the last ``session_info`` entry in file order, on any branch.
+
         None when there is none or it is empty (Pi 1.6 ``getSessionName``)."""
         i = self._core.session_info_entry()
         if i is None:
@@ -102,8 +105,10 @@ class Reads(SessionBase):
 
     @property
     def labels(self) -> dict[str, Any]:
-        """Resolved labels ``{target id: label}`` in Pi's order (label entries replayed in file
-        order; a truthy ``label`` sets, anything else clears; targets need not exist)."""
+        """Resolved labels ``{target id: label}`` in Pi's order.
+
+        Label entries replayed in file order; a truthy ``label`` sets, anything else clears;
+        targets need not exist."""
         out: dict[str, Any] = {}
         for target, e in self._core.labels():
             raw = self._load_raw(e)
@@ -116,17 +121,19 @@ class Reads(SessionBase):
 
     @property
     def problems(self) -> "ProblemList":
-        """Lines Pi skips or that look damaged, in file order: a sequence of :class:`Problem`
-        built on access (``len()``, indexing, iteration)."""
+        """Lines Pi skips or that look damaged, in file order.
+
+        A sequence of :class:`Problem` built on access (``len()``, indexing, iteration)."""
         return ProblemList(self._core)
 
     def validate(self, *, content: bool = True, progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-        """Every problem in the file, sorted by line: the line problems of :attr:`problems`
-        (same line, offset, kind and message), structural ones (``missing_id``,
-        ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``, ``parent_cycle``,
-        ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with ``content``,
-        ``content_error`` for entries whose content Pi would throw on when estimating,
-        compacting or summarizing. See :mod:`sessiontree.validation`.
+        """Every problem in the file, sorted by line.
+
+        The line problems of :attr:`problems` (same line, offset, kind and message), structural
+        ones (``missing_id``, ``duplicate_id``, ``orphan``, ``bad_parent_id``, ``self_parent``,
+        ``parent_cycle``, ``unreachable``, ``leaf_cycle``, ``label_target_missing``) and, with
+        ``content``, ``content_error`` for entries whose content Pi would throw on when
+        estimating, compacting or summarizing. See :mod:`sessiontree.validation`.
 
         Returns dicts ``{line, offset, kind, message, severity}``, severity ``"error"`` or
         ``"note"`` (blank lines). ``sessiontree validate`` prints exactly this list. Cost: the
@@ -171,9 +178,10 @@ class Reads(SessionBase):
 
     @property
     def indexed_bytes(self) -> int:
-        """Bytes of the session file this session has indexed: the file's length at the last
-        scan, :meth:`refresh` or append (for :meth:`from_bytes`, the data's length; 0 for a new
-        in-memory session). Cost: none (the index knows it)."""
+        """Bytes of the session file this session has indexed.
+
+        The file's length at the last scan, :meth:`refresh` or append (for :meth:`from_bytes`,
+        the data's length; 0 for a new in-memory session). Cost: none (the index knows it)."""
         return self._core.end
 
     def __len__(self) -> int:
@@ -193,32 +201,34 @@ class Reads(SessionBase):
     # ==== entries, branches, the tree ==============================================
 
     def _entry(self, i: int) -> Entry:
-        return Entry(self, i)
+        return Entry(self._view, i)
 
     def entries(self) -> list[Entry]:
         """All entries in file order (header excluded; duplicates and branches included)."""
-        return [Entry(self, i) for i in range(len(self._core))]
+        return [Entry(self._view, i) for i in range(len(self._core))]
 
     def iter_entries(self) -> Iterator[Entry]:
         """Like :meth:`entries`, lazily."""
         for i in range(len(self._core)):
-            yield Entry(self, i)
+            yield Entry(self._view, i)
 
     def get_entries(self, since: str | None = None) -> list[Entry]:
-        """Entries in file order; with ``since``, only those appended after the entry with
-        that id (a durable cursor; Pi RPC ``get_entries``).
+        """Entries in file order; with ``since``, only those appended after that entry.
+
+        ``since`` is a durable cursor (Pi RPC ``get_entries``).
 
         Raises:
             EntryNotFoundError: ``since`` names no entry (Pi: ``Entry not found: <id>``).
         """
         if since is None:
             return self.entries()
-        return [Entry(self, k) for k in range(self._since_start(since), len(self._core))]
+        return [Entry(self._view, k) for k in range(self._since_start(since), len(self._core))]
 
     def _since_start(self, since: Any) -> int:
-        """File position after the entry ``since`` names; with a repeated id, after its first
-        occurrence (Pi ``entries.findIndex``). The scan for the first occurrence runs only when
-        the file repeats ids."""
+        """File position after the entry ``since`` names.
+
+        With a repeated id, after its first occurrence (Pi ``entries.findIndex``). The scan for
+        the first occurrence runs only when the file repeats ids."""
         i = self._lookup(since) if isinstance(since, str) else None
         if i is None:
             raise EntryNotFoundError.of(since)
@@ -228,8 +238,10 @@ class Reads(SessionBase):
         return i + 1
 
     def get_entries_page(self, since: str | None = None, limit: int | None = None) -> list[Entry]:
-        """Like :meth:`get_entries`, at most ``limit`` entries (None: all): one page of the
-        file-order listing, for paging through huge files. Cost follows the page, not the file.
+        """Like :meth:`get_entries`, at most ``limit`` entries (None: all).
+
+        One page of the file-order listing, for paging through huge files. Cost follows the
+        page, not the file.
 
         Raises:
             EntryNotFoundError: ``since`` names no entry (``Entry not found: <id>``).
@@ -239,15 +251,17 @@ class Reads(SessionBase):
             raise ValueError("limit must be >= 0")
         start = 0 if since is None else self._since_start(since)
         stop = len(self._core) if limit is None else min(len(self._core), start + limit)
-        return [Entry(self, k) for k in range(start, stop)]
+        return [Entry(self._view, k) for k in range(start, stop)]
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``)
-        when no entry has it, a non-string id included. Every method that needs the entry
+        """The entry with this id (the last one if the id repeats), or None (Pi ``getEntry``).
+
+        None when no entry has it, a non-string id included. Every method that needs the entry
         (:meth:`branch`, :meth:`get_branch`, :meth:`get_children`, ...) raises
-        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids."""
+        :class:`EntryNotFoundError` (``Entry not found: <id>``) for exactly these ids, the CLI
+        prints that line (exit 2) and RPC answers it (docs/divergences.md row 32)."""
         i = self._lookup(entry_id) if isinstance(entry_id, str) else None
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     def get_children(self, entry_id: str) -> list[Entry]:
         """Children of an entry in Pi's tree order (by timestamp, ties in file order).
@@ -255,7 +269,7 @@ class Reads(SessionBase):
         Raises:
             EntryNotFoundError: no entry has this id.
         """
-        return [Entry(self, c) for c in self._core.children(self._index_of(entry_id))]
+        return [Entry(self._view, c) for c in self._core.children(self._index_of(entry_id))]
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
         """Entries from the root down to ``from_id`` (default: the leaf), root first
@@ -265,29 +279,24 @@ class Reads(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops (Pi never returns).
         """
-        if from_id is None:
-            leaf = self._core.leaf()
-            if leaf is None:
-                return []
-            start = leaf
-        else:
-            start = self._index_of(from_id)
-        return [Entry(self, i) for i in self._walk(start)]
+        return [Entry(self._view, i) for i in self._branch_walk(from_id)]
 
     def get_context_entries(self) -> list[Entry]:
-        """The entries of the active branch that context building and compaction read, root
-        first: the whole branch when it holds no compaction; otherwise the latest compaction's
-        kept range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier
-        entries whose values still count (the latest thinking-level and model entries before
-        it, and any ``context_edit``). Every pure function (:func:`~sessiontree.context.build_session_context`,
+        """The entries of the active branch that context building and compaction read, root first.
+
+        The whole branch when it holds no compaction; otherwise the latest compaction's kept
+        range (from its ``firstKeptEntryId``) to the leaf, preceded by the few earlier entries
+        whose values still count (the latest thinking-level and model entries before it, and any
+        ``context_edit``). Every pure function
+        (:func:`~sessiontree.context.build_session_context`,
         :func:`~sessiontree.compaction.prepare_compaction`, ...) gives the same answer on this
-        list as on :meth:`get_branch`, at a cost that follows the context, not the branch:
-        the index walks back from the leaf and no line is parsed until read.
+        list as on :meth:`get_branch`, at a cost that follows the context, not the branch: the
+        index walks back from the leaf and no line is parsed until read.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
         """
-        return [Entry(self, i) for i in self.context_span()]
+        return [Entry(self._view, i) for i in self.context_span()]
 
     def entry_at(self, index: int) -> Entry:
         """The entry at file position ``index`` (0-based, header excluded; ``Entry.index``).
@@ -297,13 +306,14 @@ class Reads(SessionBase):
         """
         if not 0 <= index < len(self._core):
             raise IndexError(f"entry index {index} out of range")
-        return Entry(self, index)
+        return Entry(self._view, index)
 
     def get_tree(self) -> list[TreeNode]:
-        """The whole tree as root :class:`TreeNode` s (Pi ``getTree``): roots are entries whose
-        ``parentId`` is null, their own id, or unknown (orphans); children sorted by
-        timestamp, ties in file order; a repeated id is one node listed once per occurrence.
-        Built without recursion.
+        """The whole tree as root :class:`TreeNode` s (Pi ``getTree``).
+
+        Roots are entries whose ``parentId`` is null, their own id, or unknown (orphans);
+        children sorted by timestamp, ties in file order; a repeated id is one node listed once
+        per occurrence. Built without recursion.
 
         Raises:
             SessionCycleError: duplicate ids put a node below itself (Pi's ``getTree`` returns
@@ -318,7 +328,7 @@ class Reads(SessionBase):
                 t = self._core.index_of(target)
                 if t is not None:
                     label_of[t] = self._load_raw(e).get("label")
-        src = TreeSource(self, start, kids, label_of)  # nodes and entries made on access
+        src = TreeSource(self._view, start, kids, label_of)  # nodes and entries made on access
         return [src.node(r) for r in roots]
 
     def get_label(self, entry_id: str) -> Any:
@@ -358,9 +368,9 @@ class Reads(SessionBase):
         return repair_for_provider(ctx.messages, ctx.sources)
 
     def usage_totals(self) -> UsageTotals:
-        """Token and cost totals over every entry of the file (Pi ``get_session_stats``
-        ``tokens``/``cost``): see :mod:`sessiontree.usage`. Returns a
-        :class:`~sessiontree.usage.UsageTotals`."""
+        """Token and cost totals over every entry of the file (Pi ``get_session_stats`` ``tokens``/``cost``).
+
+        See :mod:`sessiontree.usage`. Returns a :class:`~sessiontree.usage.UsageTotals`."""
         types = USAGE_TYPES  # the entry-type table: message, compaction, branch_summary, usage
         n = len(self._core)
         # an unterminated last line may still change: it is never folded into the running total
@@ -398,9 +408,10 @@ class Reads(SessionBase):
         return self._core.refresh()
 
     def index_cache_state(self) -> tuple[str, int, str]:
-        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was
-        opened: ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes
-        after ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because
-        ``why``, then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved:
-        e.g. below the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        """What the saved index (:mod:`sessiontree.index_cache`) did when this session was opened.
+
+        ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes after
+        ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because ``why``,
+        then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved: e.g. below
+        the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
         return self._core.cache_state()

@@ -39,8 +39,9 @@ class Rewrites(SessionBase):
     """``migrate``, ``scrub``, ``export_html``, ``to_otlp`` and ``create_branched_session`` (Pi's clone)."""
 
     def create_branched_session(self, leaf_id: str) -> "Session":
-        """Clone: a new session holding only the path from the root to ``leaf_id`` (Pi
-        ``createBranchedSession``), whose header names this file as ``parentSession``.
+        """Clone: a new session holding only the path root → ``leaf_id`` (Pi ``createBranchedSession``).
+
+        Its header names this file as ``parentSession``.
 
         Label entries on the path are dropped and the labels of path entries are re-created
         at the end (in Pi's label order). An entry whose parent was a dropped label is
@@ -55,7 +56,7 @@ class Rewrites(SessionBase):
         cls = cast("type[Session]", type(self))  # the assembled class (this mixin is one of its parts)
         path = self._walk(self._index_of(leaf_id))
         ids, parent_ids, _, types, _, _, _ = self._core.table(path)
-        label_ids: dict[str, str | None] = {}
+        label_ids: dict[str | None, str | None] = {}
         kept: list[int] = []  # positions in path
         for k in range(len(path)):
             if types[k] == "label":
@@ -156,9 +157,9 @@ class Rewrites(SessionBase):
         return export_html_scrubbed(self, path, header=header, replay=replay, progress=progress)
 
     def to_otlp(self, path: str | os.PathLike[str], *, content: str = "none") -> "OtelReport":
-        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON (one
-        ``ExportTraceServiceRequest`` per line) to ``path``, atomically; returns its
-        :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
+        """Write this session as an OpenTelemetry GenAI trace in OTLP/JSON to ``path``, atomically.
+
+        One ``ExportTraceServiceRequest`` per line; returns its :class:`sessiontree.otel.OtelReport` (spans, requests, problems). ``content``: ``none``,
         ``scrubbed`` or ``full``. See :mod:`sessiontree.otel` (the mapping) and ``docs/otel.md``.
 
         Raises:
@@ -179,11 +180,13 @@ class Rewrites(SessionBase):
         header: bool = False,
         replay: str = "keep",
     ) -> "ScrubReport":
-        """Scrub secrets from this session's file (see :mod:`sessiontree.scrub`): into ``out``,
-        rewriting the file (``in_place``), or only finding them (``check``). Returns the
-        :class:`~sessiontree.scrub.ScrubReport` (kinds, JSON pointers, offsets, hashes: never a
-        value). ``header`` also searches the header's ``cwd`` and ``parentSession``; ``replay``
-        (``keep``/``drop``) is the policy for provider replay fields.
+        """Scrub secrets from this session's file (see :mod:`sessiontree.scrub`).
+
+        Into ``out``, rewriting the file (``in_place``), or only finding them (``check``).
+        Returns the :class:`~sessiontree.scrub.ScrubReport` (kinds, JSON pointers, offsets,
+        hashes: never a value). ``header`` also searches the header's ``cwd`` and
+        ``parentSession``; ``replay`` (``keep``/``drop``) is the policy for provider replay
+        fields.
 
         ``in_place`` takes this session's writer lock, rewrites the file atomically (mode and
         owner kept; a symlink's target rewritten), then re-indexes it with the same leaf, and
@@ -222,7 +225,7 @@ class Rewrites(SessionBase):
 
     def _reopen_keeping_leaf(self, leaf_null: bool, leaf_id: str | None) -> None:
         """Indexes the rewritten file afresh and puts the leaf back where it was (by id)."""
-        self._core = _core.Index.open(str(self._path))
+        self._core = self._view.index = _core.Index.open(str(self._path))  # old entries read it too
         if leaf_null:
             self._core.set_leaf(None)
         elif leaf_id is not None and self._core.index_of(leaf_id) is not None:

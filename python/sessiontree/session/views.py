@@ -25,14 +25,16 @@ class Views(SessionBase):
     # ==== the context span and positions ===========================================
 
     def context_span(self, *, with_settings: bool = True, context_rule: bool = True) -> list[int]:
-        """Entry positions (:attr:`Entry.index`) of the context span, root first: what context
-        building and compaction read of the active branch (the index's ``context_span``,
-        rust/src/walk.rs; :meth:`get_context_entries` as positions). ``with_settings``: include
-        the few earlier entries whose values still count (the latest thinking-level and model
-        entries before the latest compaction, every ``context_edit``); ``context_rule``: the
-        leaf as :meth:`build_context` resolves it (an unknown leaf id reads as the last entry),
-        else as :meth:`get_branch` does (it gives nothing). Empty when the leaf is null. Cost:
-        the walk back from the leaf to the latest compaction; nothing parsed.
+        """Entry positions (:attr:`Entry.index`) of the context span, root first.
+
+        What context building and compaction read of the active branch (the index's
+        ``context_span``, rust/src/walk.rs; :meth:`get_context_entries` as positions).
+        ``with_settings``: include the few earlier entries whose values still count (the latest
+        thinking-level and model entries before the latest compaction, every ``context_edit``);
+        ``context_rule``: the leaf as :meth:`build_context` resolves it (an unknown leaf id
+        reads as the last entry), else as :meth:`get_branch` does (it gives nothing). Empty when
+        the leaf is null. Cost: the walk back from the leaf to the latest compaction; nothing
+        parsed.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
@@ -41,10 +43,11 @@ class Views(SessionBase):
         return [] if leaf is None else self._core.context_span(leaf, with_settings)
 
     def context_values(self) -> list[Any]:
-        """The context span as compaction reads it: :meth:`context_span` parsed (:meth:`raw_values`),
-        the leaf as :meth:`get_branch` resolves it. Pure functions (Pi ``prepareCompaction``,
-        ``buildSessionContext``) give the same answers on it as on the whole branch; its cost
-        follows the context, not the branch.
+        """The context span as compaction reads it.
+
+        :meth:`context_span` parsed (:meth:`raw_values`), the leaf as :meth:`get_branch`
+        resolves it. Pure functions (Pi ``prepareCompaction``, ``buildSessionContext``) give the
+        same answers on it as on the whole branch; its cost follows the context, not the branch.
 
         Raises:
             SessionCycleError: the parent chain from the leaf loops.
@@ -52,9 +55,10 @@ class Views(SessionBase):
         return self.raw_values(self.context_span(context_rule=False))
 
     def raw_values(self, indices: Sequence[int]) -> list[Any]:
-        """The parsed values (:attr:`Entry.raw`: a dict for every well-formed entry, migrated
-        for a legacy file) of the entries at positions ``indices``, in that order: one batch
-        read of their lines, no :class:`Entry` made.
+        """The parsed values of the entries at positions ``indices``, in that order.
+
+        Each is :attr:`Entry.raw`: a dict for every well-formed entry, migrated for a legacy
+        file. One batch read of their lines, no :class:`Entry` made.
 
         Raises:
             IndexError: a position names no entry.
@@ -108,9 +112,10 @@ class Views(SessionBase):
 
     @property
     def leaf_is_null(self) -> bool:
-        """True when the leaf is before the first entry (Pi's null leaf: a new session,
-        :meth:`reset_leaf`, a branch summary at the root), as opposed to a leaf naming an entry
-        or an id that names none."""
+        """True when the leaf is before the first entry (Pi's null leaf).
+
+        A new session, :meth:`reset_leaf`, a branch summary at the root; as opposed to a leaf
+        naming an entry or an id that names none."""
         return self._core.leaf_is_null()
 
     def last_on_branch(self, etype: str, role: str | None = None) -> Entry | None:
@@ -125,15 +130,17 @@ class Views(SessionBase):
         if leaf is None:
             return None
         i = self._core.find_back(leaf, etype, role)
-        return None if i is None else Entry(self, i)
+        return None if i is None else Entry(self._view, i)
 
     def abandoned_branch(self, old_leaf: str | None, target_id: str) -> "AbandonedBranch | None":
-        """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index: an
-        :class:`AbandonedBranch` ``(indices, ancestor_id)``, the entry positions from just below
-        the common ancestor down to ``old_leaf`` (root first) and the ancestor's id (None: no
-        common ancestor). Both branches are walked up only as far as their common ancestor.
-        None when the pure rule (:func:`sessiontree.branch_summary.collect_entries_for_branch_summary`)
-        must decide: no old leaf, an unknown id, duplicate ids, a legacy file.
+        """What moving the leaf from ``old_leaf`` to ``target_id`` abandons, from the index.
+
+        An :class:`AbandonedBranch` ``(indices, ancestor_id)``, the entry positions from just
+        below the common ancestor down to ``old_leaf`` (root first) and the ancestor's id (None:
+        no common ancestor). Both branches are walked up only as far as their common ancestor.
+        None when the pure rule
+        (:func:`sessiontree.branch_summary.collect_entries_for_branch_summary`) must decide: no
+        old leaf, an unknown id, duplicate ids, a legacy file.
 
         Raises:
             SessionCycleError: a parent chain loops.
@@ -157,13 +164,7 @@ class Views(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops.
         """
-        if from_id is None:
-            start = self._core.leaf()
-            if start is None:
-                return []
-        else:
-            start = self._index_of(from_id)
-        return self._walk(start)
+        return self._branch_walk(from_id)
 
     def check_tree(self) -> None:
         """Check that Pi's tree (:meth:`get_tree`) can be walked, without building it.
@@ -184,13 +185,14 @@ class Views(SessionBase):
 
     @property
     def state_key(self) -> tuple[Any, ...]:
-        """A cheap key of everything this session's reads answer from: ``(file identity,
-        indexed bytes, entries, leaf id, leaf version, file changes)``. Equal keys (on one
-        ``Session``) mean equal answers from every read method; any append, :meth:`refresh` that
-        found entries, or leaf move changes it (the leaf version is bumped on each move, so
-        moving away and back changes it too), and so does a :meth:`refresh` that found the file's
-        size, mtime or ctime changed (a rewrite in place it could not see reads the new bytes).
-        Cost: none (the index knows each part)."""
+        """A cheap key of everything this session's reads answer from.
+
+        ``(file identity, indexed bytes, entries, leaf id, leaf version, file changes)``. Equal
+        keys (on one ``Session``) mean equal answers from every read method; any append,
+        :meth:`refresh` that found entries, or leaf move changes it (the leaf version is bumped
+        on each move, so moving away and back changes it too), and so does a :meth:`refresh`
+        that found the file's size, mtime or ctime changed (a rewrite in place it could not see
+        reads the new bytes). Cost: none (the index knows each part)."""
         core = self._core
         return (core.file_identity(), core.end, len(core), core.leaf_id(), core.leaf_version, core.file_changes)
 
@@ -221,13 +223,7 @@ class Views(SessionBase):
             EntryNotFoundError: ``from_id`` names no entry.
             SessionCycleError: the parent chain loops.
         """
-        if from_id is None:
-            start = self._core.leaf()
-            if start is None:
-                return self.entry_table([])
-        else:
-            start = self._index_of(from_id)
-        return self.entry_table(self._walk(start))
+        return self.entry_table(self._branch_walk(from_id))
 
     def context_table(self) -> EntryTable:
         """The path :meth:`build_context` walks (Pi ``buildSessionContext``) as an :meth:`entry_table`.
@@ -289,10 +285,11 @@ class Views(SessionBase):
         return self._core.tree_table()
 
     def tree_leaves(self) -> list[int]:
-        """Positions (:attr:`Entry.index`) of the tree's leaf nodes, in file order: nodes of Pi's
-        ``getTree`` (one per distinct id: the entry that wins the id) without children,
-        including nodes no root reaches (below a ``parentId`` cycle). Cost: the index and the
-        children table, no entry parsed.
+        """Positions (:attr:`Entry.index`) of the tree's leaf nodes, in file order.
+
+        Nodes of Pi's ``getTree`` (one per distinct id: the entry that wins the id) without
+        children, including nodes no root reaches (below a ``parentId`` cycle). Cost: the index
+        and the children table, no entry parsed.
 
         Raises:
             SessionError: the tree walk would repeat whole subtrees past a size limit.
@@ -305,23 +302,25 @@ class Views(SessionBase):
         return [p for p in range(n) if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
 
     def unreachable_entries(self) -> list[Entry]:
-        """Entries no root reaches (they hang off a ``parentId`` cycle), in file order; empty
-        when the tree walk itself meets a loop through duplicated ids.
+        """Entries no root reaches (they hang off a ``parentId`` cycle), in file order.
+
+        Empty when the tree walk itself meets a loop through duplicated ids.
 
         Raises:
             SessionError: the tree walk would repeat whole subtrees past a size limit.
         """
         try:
-            return [Entry(self, i) for i in self._core.unreachable()]
+            return [Entry(self._view, i) for i in self._core.unreachable()]
         except SessionCycleError:
             return []
 
     def tree_labels(self) -> dict[int, tuple[Any, Any]]:
-        """The labels :meth:`get_tree` puts on its nodes, by node position: ``{position:
-        (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the label entry
-        that set the label as it is (Pi's ``labelTimestamp``: ``None`` for a JSON ``null``, which
-        Pi sends, :data:`~sessiontree._jsjson.JS_UNDEFINED` when the entry has none, which Pi
-        leaves out). Cost: the label entries only."""
+        """The labels :meth:`get_tree` puts on its nodes, by node position.
+
+        ``{position: (label, timestamp)}`` where ``timestamp`` is the ``timestamp`` field of the
+        label entry that set the label as it is (Pi's ``labelTimestamp``: ``None`` for a JSON
+        ``null``, which Pi sends, :data:`~sessiontree._jsjson.JS_UNDEFINED` when the entry has
+        none, which Pi leaves out). Cost: the label entries only."""
         out: dict[int, tuple[Any, Any]] = {}
         for target, e in self._core.labels():
             if target is not None:
@@ -332,13 +331,15 @@ class Views(SessionBase):
         return out
 
     def tree_json(self, write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b"") -> bytes:
-        """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``:
-        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` (the nodes of
-        :meth:`get_tree` in its order), written by the core in one iterative pass (no recursion
-        on depth). Each entry's line is copied where it already is ``JSON.stringify``'s text (as
-        :meth:`entry_texts` checks); the others, labels and label timestamps are ``write(value)``
-        of the parsed value (:attr:`Entry.raw`; ``write`` must give ``JSON.stringify``'s text).
-        Lines are read in batches of 4,096; the answer is one ``bytes``.
+        """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``.
+
+        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` (the
+        nodes of :meth:`get_tree` in its order), written by the core in one iterative pass (no
+        recursion on depth). Each entry's line is copied where it already is
+        ``JSON.stringify``'s text (as :meth:`entry_texts` checks); the others, labels and label
+        timestamps are ``write(value)`` of the parsed value (:attr:`Entry.raw`; ``write`` must
+        give ``JSON.stringify``'s text). Lines are read in batches of 4,096; the answer is one
+        ``bytes``.
 
         Raises:
             SessionCycleError: duplicate ids put a node below itself (as :meth:`get_tree`).
@@ -363,20 +364,24 @@ class Views(SessionBase):
     # ==== the core's batch writers: the HTML page, the fleet's rows ==================
 
     def to_bytes(self) -> bytes:
-        """The session as the index holds it: the header line, then each entry's line as it is
-        in the file (not migrated), each ending in ``\n``. For an in-memory session, the file it
-        would be; for a file session, the indexed lines (problem lines such as malformed or blank
-        ones are left out). Cost: every line read once."""
+        """The session as the index holds it.
+
+        The header line, then each entry's line as it is in the file (not migrated), each ending
+        in ``\n``. For an in-memory session, the file it would be; for a file session, the
+        indexed lines (problem lines such as malformed or blank ones are left out). Cost: every
+        line read once."""
         core = self._core
         return b"".join(
             [(core.header_line() or b"") + b"\n"] + [line + b"\n" for line in core.lines(list(range(len(core))))]
         )
 
     def html_digest(self, start: int, stop: int, preview_chars: int) -> bytes:
-        """The HTML view's index chunk for entries ``start:stop`` (rust/src/digest.rs: per entry
-        id, kind, preview of at most ``preview_chars`` characters, reference id, offset and
-        length, timestamp, token estimate, usage), as the JSON bytes :mod:`sessiontree.html`
-        compresses into the page. Cost: those entries' lines, read and digested by the core.
+        """The HTML view's index chunk for entries ``start:stop``, as JSON bytes.
+
+        Made by rust/src/digest.rs: per entry id, kind, preview of at most ``preview_chars``
+        characters, reference id, offset and length, timestamp, token estimate, usage;
+        :mod:`sessiontree.html` compresses it into the page. Cost: those entries' lines, read and
+        digested by the core.
 
         Raises:
             IndexError: ``start:stop`` is not a range of entry positions.
@@ -384,16 +389,20 @@ class Views(SessionBase):
         return _core.html_digest(self._core, start, stop, preview_chars)
 
     def html_segment_bounds(self, seg_bytes: int) -> list[tuple[int, int]]:
-        """The HTML view's segments of a file session: ``[(offset, length)]`` covering the
-        indexed bytes, each cut where an entry's line starts and about ``seg_bytes`` long
-        (rust/src/export.rs ``segment_bounds``). Cost: the index only (no read)."""
+        """The HTML view's segments of a file session.
+
+        ``[(offset, length)]`` covering the indexed bytes, each cut where an entry's line starts
+        and about ``seg_bytes`` long (rust/src/export.rs ``segment_bounds``). Cost: the index
+        only (no read)."""
         return _core.html_segment_bounds(self._core, seg_bytes)
 
     def html_write_index(self, fd: int, batch: int, preview_chars: int, head: bytes, tail: bytes) -> None:
-        """Writes the HTML view's index chunks to descriptor ``fd``: for each ``batch`` entries,
-        ``head`` + base64(gzip(:meth:`html_digest` of them)) + ``tail``, in entry order
-        (digested and compressed by the core on every core, written while later batches are
-        worked on; rust/src/export.rs). Cost: every entry's line read once.
+        """Writes the HTML view's index chunks to descriptor ``fd``.
+
+        For each ``batch`` entries, ``head`` + base64(gzip(:meth:`html_digest` of them)) +
+        ``tail``, in entry order (digested and compressed by the core on every core, written
+        while later batches are worked on; rust/src/export.rs). Cost: every entry's line read
+        once.
 
         Raises:
             OSError: writing ``fd`` failed.
@@ -409,10 +418,12 @@ class Views(SessionBase):
         tail: bytes,
         data: bytes | None,
     ) -> None:
-        """Writes the HTML view's segments to descriptor ``fd`` in ``order``: for segment ``k``,
-        ``heads[k]`` + base64(gzip(the bytes of ``bounds[k]``)) + ``tail``; the bytes are the
-        file's (read by the core with the GIL released), or ``data``'s for an in-memory session
-        (rust/src/export.rs). Cost: each segment's bytes read and compressed once.
+        """Writes the HTML view's segments to descriptor ``fd`` in ``order``.
+
+        For segment ``k``, ``heads[k]`` + base64(gzip(the bytes of ``bounds[k]``)) + ``tail``;
+        the bytes are the file's (read by the core with the GIL released), or ``data``'s for an
+        in-memory session (rust/src/export.rs). Cost: each segment's bytes read and compressed
+        once.
 
         Raises:
             SessionFileChangedError: the file shrank under the index.
@@ -421,9 +432,10 @@ class Views(SessionBase):
         _core.html_write_segments(self._core, fd, bounds, order, heads, tail, data)
 
     def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
-        """Maps entries ``lo:hi`` into ``mapper`` (a ``_core.OtelMapper``: the OpenTelemetry
-        export of :mod:`sessiontree.otel`, rust/src/otel); the OTLP/JSON request lines finished
-        (bytes). The core reads the entries' ids, types, parents and lines from the index, then
+        """Maps entries ``lo:hi`` into ``mapper``; the OTLP/JSON request lines it finished (bytes).
+
+        ``mapper`` is a ``_core.OtelMapper`` (the OpenTelemetry export of
+        :mod:`sessiontree.otel`, rust/src/otel). The core reads the entries' ids, types, parents and lines from the index, then
         maps them with the GIL released. ``lines``: the entries' lines after migration (a legacy
         file), instead of the file's. Cost: each line read and parsed once.
 
@@ -435,9 +447,10 @@ class Views(SessionBase):
         return data
 
     def otel_finish_chunk(self, mapper: Any, k: int, lines: list[bytes] | None = None) -> bytes:
-        """Writes the turn and branch spans of ``mapper``'s chunk ``k`` (see :meth:`otel_feed`),
-        reading the turns' user messages again when content is on (``lines``: theirs after
-        migration); the request lines finished.
+        """Writes the turn and branch spans of ``mapper``'s chunk ``k``; the request lines finished.
+
+        See :meth:`otel_feed`. The turns' user messages are read again when content is on
+        (``lines``: theirs after migration).
 
         Raises:
             SessionFileChangedError: the file changed under the index.

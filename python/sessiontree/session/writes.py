@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-import orjson
+from orjson import dumps as _orjson_dumps  # the append path's one global lookup
 
 from .._jsjson import js_stringify_bytes, js_trim
 from ..errors import EntryNotFoundError, LeafMovedError, SessionReadOnlyError
@@ -21,7 +21,7 @@ from ..paths import iso_now
 from ..writer import SessionWriter
 from .base import SessionBase, dumps_entry
 
-_FORBIDDEN_MESSAGE_ROLES = ("compactionSummary", "branchSummary")
+_FORBIDDEN_MESSAGE_ROLES = frozenset(("compactionSummary", "branchSummary"))
 
 
 class _AnyLeaf:
@@ -57,10 +57,12 @@ _WRITING: "weakref.WeakSet[Writes]" = weakref.WeakSet()
 
 
 def _drop_writers_after_fork() -> None:
-    """In a child process after ``os.fork()``: every Session that was writing becomes a reader
-    of what it knows. The entries the parent buffered are the parent's to write (the child
-    writing them too would write them twice), and the parent's lock is not the child's (the
-    child's next write takes the lock anew, and waits for the parent's)."""
+    """In a child process after ``os.fork()``.
+
+    Every Session that was writing becomes a reader of what it knows. The entries the parent
+    buffered are the parent's to write (the child writing them too would write them twice), and
+    the parent's lock is not the child's (the child's next write takes the lock anew, and waits
+    for the parent's)."""
     for s in list(_WRITING):
         s._forget_writer_after_fork()
     _WRITING.clear()
@@ -95,8 +97,9 @@ class Writes(SessionBase):
         return self._writer
 
     def _lock(self) -> None:
-        """Take the writer lock; on first taking it, index what others appended meanwhile and
-        hand the core the descriptor to write to. The leaf is then the file's current leaf (its
+        """Take the writer lock (on first taking it, index what others appended meanwhile).
+
+        Then hand the core the descriptor to write to. The leaf is then the file's current leaf (its
         last entry, so writers taking turns build one chain), unless the caller had moved it
         away from the file's last entry (``branch``, ``reset_leaf``): that choice is kept."""
         writer = self._get_writer()
@@ -169,11 +172,13 @@ class Writes(SessionBase):
             version = self._core.leaf_version
             entry = build()
             if self._core.write_lines_if(dumps_entry(entry) + b"\n", version):
-                return entry["id"]
+                entry_id: str = entry["id"]
+                return entry_id
 
     def _append_field(self, type_: str, name: str | None, value: Any) -> str:
-        """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one
-        core call: the Rust core picks the id and timestamp, builds (giving orjson's text
+        """Append ``{type, id, parentId: leaf, timestamp, name: value}`` (Pi's key order) in one core call.
+
+        The Rust core picks the id and timestamp, builds (giving orjson's text
         ``JSON.stringify``'s number spelling), writes (per the durability mode) and indexes the
         line; ``value`` is serialized alone and the core writes ``"name":`` before it. ``name``
         None: ``value`` is the dict of fields, written after the four. Returns the new id.
@@ -188,11 +193,12 @@ class Writes(SessionBase):
         if not self._ready:
             self._prepare_write()
         try:  # (append_entry raises no TypeError for a str type and name)
-            entry_id = self._core.append_entry(type_, orjson.dumps(value), name)
+            entry_id = self._core.append_entry(type_, _orjson_dumps(value), name)
         except TypeError:  # orjson.JSONEncodeError included
             entry_id = None
         if entry_id is None:
             entry_id = self._core.append_entry(type_, js_stringify_bytes(value), name, False)
+            assert entry_id is not None  # js=False: the core writes the text as given
         return entry_id
 
     def _base(self, type_: str) -> dict[str, Any]:
@@ -257,8 +263,10 @@ class Writes(SessionBase):
         system_message: dict[str, Any] | None = None,
         expected_leaf_id: Any = _ANY_LEAF,
     ) -> str:
-        """Append a ``compaction`` entry (keys in Pi's order: summary, firstKeptEntryId,
-        tokensBefore, details, usage, fromHook; None values are omitted). Returns its id.
+        """Append a ``compaction`` entry. Returns its id.
+
+        Keys in Pi's order: summary, firstKeptEntryId, tokensBefore, details, usage, fromHook;
+        None values are omitted.
 
         ``expected_leaf_id``: append only if the leaf is still this id (None: no entry yet),
         checked atomically with the write, so a summary of one branch never lands on another.
@@ -334,10 +342,11 @@ class Writes(SessionBase):
         )
 
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
-        """Append a ``context_edit`` entry (Pi 1.6): ``replacement`` None omits the target's
-        message from future model context; ``{"content": ...}`` replaces its content (a string
-        becomes one text block for assistant and tool-result messages). The target entry
-        itself is never changed. Returns the edit's id.
+        """Append a ``context_edit`` entry (Pi 1.6).
+
+        ``replacement`` None omits the target's message from future model context; ``{"content":
+        ...}`` replaces its content (a string becomes one text block for assistant and
+        tool-result messages). The target entry itself is never changed. Returns the edit's id.
 
         Raises:
             EntryNotFoundError: ``target_id`` names no entry.
@@ -380,9 +389,10 @@ class Writes(SessionBase):
         *,
         usage: dict[str, Any] | None = None,
     ) -> str:
-        """Move the leaf to ``entry_id`` (None: before the first entry) and append a
-        ``branch_summary`` entry there whose ``fromId`` is the abandoned leaf (``"root"`` when
-        there was none). Returns the summary entry's id.
+        """Move the leaf to ``entry_id`` and append a ``branch_summary`` entry there.
+
+        ``entry_id`` None: before the first entry. The entry's ``fromId`` is the abandoned leaf
+        (``"root"`` when there was none). Returns the summary entry's id.
 
         Raises:
             EntryNotFoundError: ``entry_id`` names no entry.

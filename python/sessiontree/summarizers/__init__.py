@@ -141,5 +141,6 @@ def get_summarizer(name: str = "offline", **kw: Any) -> Summarizer:
         model = kw.pop("model", None) or os.environ.get(f"{env}_MODEL")
         if not model:
             raise ValueError(f"get_summarizer({key!r}) needs model=... (or ${env}_MODEL)")
-        return cls(model, **kw)
+        made: Summarizer = cls(model, **kw)
+        return made
     raise ValueError(f"unknown summarizer {name!r}; choose one of {', '.join(SUMMARIZER_NAMES)}")

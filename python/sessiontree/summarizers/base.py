@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Coroutine, Literal, Protocol, TypeVar, runtime_checkable
 
 from ..errors import SessionTreeError
 
@@ -405,7 +405,10 @@ def import_sdk(module: str, hint: str) -> Any:
         raise ImportError(hint) from exc
 
 
-def run_sync(coro: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run a coroutine from synchronous code (a fresh event loop; refuses inside a running loop).
 
     Raises:

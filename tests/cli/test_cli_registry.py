@@ -1,0 +1,145 @@
+"""The CLI's command registry (``sessiontree.cli.commands.COMMANDS``): one row per command.
+
+``sessiontree --help`` lists exactly the rows (names, order, help lines); every command but
+``rpc`` takes ``--json`` and prints one JSON document with it; a subparser without a row, or
+with a help line of its own, is refused; a command's module is imported only when it runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessiontree.cli import build_parser, main
+from sessiontree.cli.commands import BY_NAME, COMMANDS, WRITING_COMMANDS, RegisteredSubparsers
+from tests.support.cli_run import run_cli
+
+GEN = Path(__file__).resolve().parent.parent / "corpus" / "pi-generated"
+CLAUDE = Path("/work/shared/fixtures/claude-code")
+
+
+def _subparsers_action():
+    parser = build_parser()
+    return parser, next(a for a in parser._actions if a.dest == "command")
+
+
+def test_help_lists_exactly_the_registry(capsys):
+    parser, action = _subparsers_action()
+    listed = [(a.dest, a.help) for a in action._choices_actions]
+    assert listed == [(c.name, c.help) for c in COMMANDS]
+    assert list(action.choices) == [c.name for c in COMMANDS]
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for c in COMMANDS:
+        assert f"    {c.name}" in out and c.help[:40] in out
+
+
+def test_every_command_takes_json_but_rpc_whose_stdout_is_the_protocol():
+    _, action = _subparsers_action()
+    assert sorted(c.name for c in COMMANDS if not c.json) == ["rpc"]
+    for c in COMMANDS:
+        options = action.choices[c.name]._option_string_actions
+        assert ("--json" in options) == c.json, c.name
+
+
+def test_every_row_names_a_handler_of_its_shape():
+    for c in COMMANDS:
+        handler = c.load()
+        assert callable(handler) and handler.__name__ == c.handler, c.name
+        n_params = len(inspect.signature(handler).parameters)
+        assert n_params == (2 if c.calls == "file" else 1), c.name
+        if c.parser is not None:
+            assert callable(__import__(c.parser, fromlist=["add_parsers"]).add_parsers)
+    assert len(BY_NAME) == len(COMMANDS)  # one row per name
+    assert WRITING_COMMANDS == {"compact", "navigate", "rpc", "compact-all", "scrub"}
+
+
+def test_a_subparser_without_a_row_or_with_its_own_help_is_refused():
+    import argparse
+
+    sub = RegisteredSubparsers(argparse.ArgumentParser().add_subparsers(dest="command"))
+    with pytest.raises(KeyError, match="no row"):
+        sub.add_parser("frobnicate")
+    with pytest.raises(TypeError, match="row"):
+        sub.add_parser("info", help="another help line")
+    assert sub.add_parser("info").prog.endswith(" info")
+
+
+def _session(tmp_path: Path) -> Path:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes((GEN / "linear_short.jsonl").read_bytes())
+    return path
+
+
+def _argv(name: str, tmp_path: Path) -> list[str]:
+    """Words that run ``name`` on small inputs, writing nothing the test does not own."""
+    session = _session(tmp_path)
+    first_id = json.loads(session.read_text().splitlines()[1])["id"]
+    files = {
+        "navigate": [session, first_id, "--dry-run"],
+        "compact": [session, "--dry-run"],
+        "export-html": [session, "-o", tmp_path / "out.html"],
+        "cache": ["info"],
+        "scrub": [session, "-o", tmp_path / "scrubbed.jsonl"],
+        "scrub-all": [tmp_path, "--out", tmp_path.parent / (tmp_path.name + "-scrubbed")],
+        "convert": [session, "-o", tmp_path / "out.jsonl", "--to", "codex"],
+        "otel": [session, "-o", tmp_path / "trace.jsonl"],
+        "stats": [session],
+        "compact-all": [session, "--context-window", "10000000"],  # under the threshold: writes nothing
+    }
+    return [name, *map(str, files.get(name, [session]))]
+
+
+SLOW = {"stats", "compact-all", "otel"}  # the fleet's engine and its extras
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(c.name, marks=[pytest.mark.slow] if c.name in SLOW else []) for c in COMMANDS if c.json],
+)
+def test_json_prints_one_document(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", str(tmp_path / "cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, out, err = run_cli(*_argv(name, work), "--json")
+    assert rc in (0, 1), err
+    doc = json.loads(out)  # one document: a second line would fail here
+    assert isinstance(doc, dict) and doc.get("error") is not True
+
+
+def test_a_command_module_is_imported_only_when_it_runs(tmp_path):
+    session = _session(tmp_path)
+    code = (
+        "import sys, json, sessiontree.cli as cli\n"
+        "before = sorted(sys.modules)\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = cli.main(['info', {str(session)!r}])\n"
+        "print(json.dumps([rc, before, sorted(sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    rc, before, after = json.loads(out.splitlines()[-1])
+    assert rc == 0
+    handlers = {c.module for c in COMMANDS} - {"sessiontree.cli.app"}
+    assert sorted(m for m in handlers if m in before) == []
+    assert "sessiontree.cli.read" in after
+    assert sorted(m for m in handlers - {"sessiontree.cli.read", "sessiontree.cli.tree"} if m in after) == [
+        m
+        for m in sorted({c.parser for c in COMMANDS if c.parser})  # parsers only: they add options
+    ]
+    assert "sessiontree.rpc" not in after and "sessiontree.fleet" not in after and "sessiontree.otel" not in after
+
+
+def test_the_module_docstring_and_the_readme_name_every_command():
+    import sessiontree.cli
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Command line", 1)[1].split("```", 2)[1]
+    for c in COMMANDS:
+        assert f"sessiontree {c.name} " in (sessiontree.cli.__doc__ or ""), c.name
+        assert f"sessiontree {c.name} " in block, c.name

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
-from .. import _core
 from ..errors import SessionArgumentError, SessionError
 from ..writer import atomic_writer
 
@@ -128,12 +127,16 @@ def _text(v: Any) -> str | None:
 
 def trace_id_of(session_id: str) -> str:
     """The trace id (32 hex digits) of a session: SHA-256 over ``"trace"`` and the session id."""
-    return _core.otel_trace_id(_text(session_id) or "")
+    from ..session import Session
+
+    return Session.otel_trace_id(_text(session_id) or "")
 
 
 def span_id_of(session_id: str, *parts: str) -> str:
     """A span id (16 hex digits): SHA-256 over ``"span"``, the session id and ``parts``."""
-    return _core.otel_span_id(_text(session_id) or "", [_text(p) or "" for p in parts])
+    from ..session import Session
+
+    return Session.otel_span_id(_text(session_id) or "", [_text(p) or "" for p in parts])
 
 
 def _dumps(value: Any) -> bytes:
@@ -191,7 +194,7 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         active, active_error = [], str(exc)
     head = s.header
     sid = s.session_id
-    m = _core.OtelMapper(
+    m = s.otel_mapper(
         session_id=_text(sid) or None,
         fallback_id=_text(str(s.source_name or "session")) or "session",
         cwd=_text(head.get("cwd")),
@@ -201,7 +204,6 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         path=_text(rep.path),
         version=_version(),
         content=content,
-        n=n,
         active=active,
         active_error=active_error,
         dups=s.entry_count() != n,

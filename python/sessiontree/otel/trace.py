@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
+from ..entries import otel_span_id, otel_trace_id
 from ..errors import SessionArgumentError, SessionError
 from ..writer import atomic_writer
 
@@ -127,16 +128,12 @@ def _text(v: Any) -> str | None:
 
 def trace_id_of(session_id: str) -> str:
     """The trace id (32 hex digits) of a session: SHA-256 over ``"trace"`` and the session id."""
-    from ..session import Session
-
-    return Session.otel_trace_id(_text(session_id) or "")
+    return otel_trace_id(_text(session_id) or "")
 
 
 def span_id_of(session_id: str, *parts: str) -> str:
     """A span id (16 hex digits): SHA-256 over ``"span"``, the session id and ``parts``."""
-    from ..session import Session
-
-    return Session.otel_span_id(_text(session_id) or "", [_text(p) or "" for p in parts])
+    return otel_span_id(_text(session_id) or "", [_text(p) or "" for p in parts])
 
 
 def _dumps(value: Any) -> bytes:

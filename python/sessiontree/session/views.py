@@ -439,16 +439,6 @@ class Views(SessionBase):
         """
         return _core.OtelMapper(n=len(self._core), **meta)
 
-    @staticmethod
-    def otel_trace_id(session_id: str) -> str:
-        """The OpenTelemetry trace id of a session (rust/src/otel ``trace_id_of``)."""
-        return _core.otel_trace_id(session_id)
-
-    @staticmethod
-    def otel_span_id(session_id: str, parts: list[str]) -> str:
-        """The OpenTelemetry span id of ``parts`` in a session (rust/src/otel ``span_id_of``)."""
-        return _core.otel_span_id(session_id, parts)
-
     def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
         """Maps entries ``lo:hi`` into ``mapper``; the OTLP/JSON request lines it finished (bytes).
 

@@ -1,6 +1,7 @@
 """Extracts the peers' test samples into tests/support/peer_samples.json (test data, not code).
 
-    python benches/peer_samples.py GITLEAKS_CHECKOUT [--out tests/support/peer_samples.json]
+    python benches/peer_samples.py GITLEAKS_CHECKOUT [--detect-secrets DS_CHECKOUT]
+        [--out tests/support/peer_samples.json]
 
 GITLEAKS_CHECKOUT: a checkout of gitleaks' repository. Reads its rule tests
 (cmd/generate/config/rules/*.go): each rule's true positives (``tps``: literal strings, and
@@ -10,6 +11,13 @@ PHP, Python, ``System.setProperty``, logstash, Make) and its false positives (``
 secret built with ``secrets.NewSecret(pattern)`` is drawn here from that pattern with a fixed
 seed, as gitleaks' tests draw theirs. Every sample keeps its source (file, rule id, commit).
 Nothing of gitleaks' code is kept: only the sample strings.
+
+DS_CHECKOUT: a checkout of detect-secrets' repository. Reads its plugin tests
+(tests/plugins/*_test.py) without running them: each ``@pytest.mark.parametrize("<payload>,
+should_flag", [...])`` whose cases are literals gives samples (``should_flag`` True: a true
+positive, False: a look-alike), rule ``ds:<plugin>``. Left out: ``ip_public`` (a public IP
+address is not a credential) and the cases built by code (``.format``: the keyword plugin's,
+whose labels depend on the file type the test names).
 """
 
 from __future__ import annotations
@@ -275,11 +283,22 @@ def extract(src: str, rng: random.Random) -> list[dict]:
                     for el in elements(toks[a:b]):
                         v = Expr(el, rng).value()
                         if v:
-                            out.append({"rule": rule_id, "label": label, "text": v, "secret": None})
+                            out.append(_sample(rule_id, label, v, el))
                     i = b
                     continue
         i += 1
     return out
+
+
+def _sample(rule_id: str, label: str, text: str, el: list[str]) -> dict:
+    """One literal sample. A false positive under a `// False Negative` comment is a secret the
+    rule misses (gitleaks' note, e.g. mailchimp.go): it is labelled a true positive here, with
+    the note kept."""
+    s: dict = {"rule": rule_id, "label": label, "text": text, "secret": None}
+    if label == "fp" and any(x.startswith("//") and "false negative" in x.lower() for x in el):
+        s["label"] = "tp"
+        s["note"] = "gitleaks: False Negative (listed in its fps)"
+    return s
 
 
 def samples_in(inner: list[str], label: str, rule_id: str, rng: random.Random) -> list[dict]:
@@ -303,10 +322,54 @@ def samples_in(inner: list[str], label: str, rule_id: str, rng: random.Random) -
             for el in elements(inner[a:b]):
                 v = Expr(el, rng).value()
                 if v:
-                    out.append({"rule": rule_id, "label": label, "text": v, "secret": None})
+                    out.append(_sample(rule_id, label, v, el))
             k = b + 1
             continue
         k += 1
+    return out
+
+
+def detect_secrets_samples(root: Path) -> list[dict]:
+    """The literal ``(payload, should_flag)`` cases of detect-secrets' plugin tests."""
+    import ast
+
+    out: list[dict] = []
+    for f in sorted((root / "tests/plugins").glob("*_test.py")):
+        plugin = f.name[: -len("_test.py")]
+        if plugin == "ip_public":
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parametrize"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], (ast.List, ast.Tuple))
+            ):
+                continue
+            try:
+                names = ast.literal_eval(node.args[0])
+            except ValueError:
+                continue
+            if isinstance(names, str):
+                names = [n.strip() for n in names.split(",")]
+            if len(names) != 2 or names[1] != "should_flag":
+                continue
+            for el in node.args[1].elts:
+                try:
+                    v = ast.literal_eval(el)
+                except ValueError:
+                    continue
+                if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], bool):
+                    out.append(
+                        {
+                            "rule": f"ds:{plugin}",
+                            "label": "tp" if v[1] else "fp",
+                            "text": v[0],
+                            "secret": None,
+                            "source": f"detect-secrets tests/plugins/{f.name}",
+                        }
+                    )
     return out
 
 
@@ -314,6 +377,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkout")
     ap.add_argument("--commit", help="the checkout's commit (default: git rev-parse HEAD in it)")
+    ap.add_argument("--detect-secrets", help="a checkout of detect-secrets (its plugin tests' samples)")
+    ap.add_argument("--detect-secrets-commit", help="that checkout's commit (default: git rev-parse HEAD)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests/support/peer_samples.json"))
     a = ap.parse_args()
     root = Path(a.checkout)
@@ -329,7 +394,16 @@ def main() -> None:
         for s in extract(f.read_text(), rng):
             s["source"] = f"gitleaks cmd/generate/config/rules/{f.name}"
             samples.append(s)
-    doc = {"gitleaks_commit": commit, "samples": samples}
+    doc: dict = {"gitleaks_commit": commit, "samples": samples}
+    if a.detect_secrets:
+        ds = Path(a.detect_secrets)
+        doc["detect_secrets_commit"] = (
+            a.detect_secrets_commit
+            or subprocess.run(
+                ["git", "-C", str(ds), "rev-parse", "HEAD"], capture_output=True, text=True
+            ).stdout.strip()
+        )
+        samples += detect_secrets_samples(ds)
     Path(a.out).write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n")
     tp = sum(s["label"] == "tp" for s in samples)
     print(

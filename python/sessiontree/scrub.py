@@ -304,28 +304,121 @@ def _feed(fh: Any, sc: Any, out: Any, progress: Callable[[int], None] | None) ->
             out.write(done)
 
 
-def _append_late_tail(fh: Any, target: Path, written: os.stat_result, sc: Any) -> None:
-    """After the rename: bytes another writer appended to the old file after the last check
-    (an append already under way at the rename) are scrubbed and appended to the new file,
-    when ``target`` is still the file we wrote."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_ours(target: Path, flags: int, state: dict[str, Any], lost: int) -> int:
+    """``target`` opened with ``flags``, when it is still the file we wrote (``state["cur"][0]``:
+    its device and inode, shared by the nested placements of :func:`_reinsert`)."""
+    fd = os.open(target, flags | _NOFOLLOW)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != state["cur"][0]:
+        os.close(fd)
+        raise SessionFileChangedError(
+            f"{target} was replaced right after it was rewritten; {lost} bytes appended "
+            "to the old file meanwhile were not copied"
+        )
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _carry_late(fh: Any, target: Path, state: dict[str, Any], sc: Any, depth: int = 3) -> None:
+    """After the rename: bytes another writer appended to the old file (``fh``) after the last
+    check (an append that opened the file before the rename) are scrubbed and put into the new
+    file at ``state["at"]``: right after what was copied before, and before anything appended to
+    the new file since the rename. The late append began first (it opened the file before the
+    rename; Pi's next append opens it after its previous one is written), so that is the
+    order the file would have had. When something was appended since, the new file is
+    rewritten once more (atomically, under the same lock) with the late bytes in their place;
+    that rewrite places its own late appends the same way, ``depth`` times at most (then they
+    are appended: nothing is lost, the order may differ). ``sc`` None: copied as they are
+    (appends made after the scrub are not scrubbed)."""
     rest = fh.read()
     if not rest:
         return
-    data = (sc.feed(rest) or b"") + (sc.finish() or b"")  # finish: the old file's last line
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    data = rest if sc is None else (sc.feed(rest) or b"") + (sc.finish() or b"")  # finish: the last line
+    at = state["at"]
+    fd = _open_ours(target, os.O_RDWR | os.O_APPEND, state, len(rest))
     try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (written.st_dev, written.st_ino):
-            raise SessionFileChangedError(
-                f"{target} was replaced right after it was rewritten; {len(rest)} bytes appended "
-                "to the old file meanwhile were not copied"
-            )
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        untouched = os.fstat(fd).st_size == at
+        # appended and fsynced first in any case: the late bytes are then in a file with a name
+        # (the old one has none), so a crash during the reordering below loses nothing
+        _write_all(fd, data)
         os.fsync(fd)
+        if untouched and os.pread(fd, len(data), at) == data:  # nobody appended between look and write
+            state["at"] = at + len(data)
+            return
+        if depth <= 0:
+            return
     finally:
         os.close(fd)
+    _reinsert(target, state, data, depth)
+
+
+def _reinsert(target: Path, state: dict[str, Any], data: bytes, depth: int) -> None:
+    """Rewrite ``target`` with ``data`` at ``state["at"]`` and not where :func:`_carry_late`
+    appended it (after other writers' appends), copying what they append meanwhile until the
+    size holds still. If it keeps growing the file is left as it is (nothing lost; the late
+    bytes stay after the appends). Appends that opened the file before this rename and write
+    after it are placed by :func:`_carry_late` (``depth - 1``), right after the rename and
+    :data:`LATE_APPEND_WAIT` later."""
+    at = state["at"]
+    fd = _open_ours(target, os.O_RDONLY, state, len(data))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        moved: list[os.stat_result] = []
+
+        def settle(out: Any) -> None:
+            for _ in range(TAIL_ROUNDS):
+                more = fh.read()
+                if more:
+                    out.write(more)
+                out.flush()
+                os.fsync(out.fileno())
+                if os.fstat(fh.fileno()).st_size == fh.tell():
+                    moved.append(os.fstat(out.fileno()))
+                    return
+            raise _KeepsGrowing
+
+        inner: dict[str, Any] = {"cur": state["cur"]}
+
+        def late() -> None:
+            if "at" not in inner:  # right after the rename: this is now the file we wrote
+                state["cur"][0] = (moved[0].st_dev, moved[0].st_ino)
+                inner["at"] = moved[0].st_size
+            _carry_late(fh, target, inner, None, depth - 1)
+
+        try:
+            with AtomicWriter(target, like=st, settle=settle, renamed=late) as out:
+                left = at
+                while left:
+                    block = fh.read(min(BLOCK, left))
+                    if not block:
+                        break
+                    out.write(block)
+                    left -= len(block)
+                out.write(data)
+                rest = fh.read()
+                k = rest.find(data)
+                while k > 0 and rest[k - 1 : k] != b"\n":
+                    k = rest.find(data, k + 1)
+                if k >= 0:
+                    rest = rest[:k] + rest[k + len(data) :]
+                out.write(rest)
+        except _KeepsGrowing:
+            return
+        state["at"] = at + len(data)
+        time.sleep(LATE_APPEND_WAIT)
+        late()
+
+
+class _KeepsGrowing(SessionFileChangedError):
+    """A reinsertion's copy kept growing: the file is left as it is (caught in :func:`_reinsert`)."""
 
 
 def rewrite_open_file(
@@ -397,14 +490,20 @@ def rewrite_open_file(
             raise SessionFileChangedError(f"{target} was replaced while it was scrubbed (nothing was changed)")
         written.append(os.fstat(out.fileno()))
 
+    # where late bytes of the old file go in the new one (right after what was copied), and
+    # which file that is
+    state: dict[str, Any] = {}
+
     def renamed() -> None:
-        _append_late_tail(fh, target, written[0], sc)
+        state["cur"] = [(written[0].st_dev, written[0].st_ino)]
+        state["at"] = written[0].st_size
+        _carry_late(fh, target, state, sc)
 
     with AtomicWriter(target, like=st, settle=settle, renamed=renamed) as out:
         _feed(fh, sc, out, progress)
     # an append that opened the old file before the rename may land a little later
     time.sleep(LATE_APPEND_WAIT)
-    _append_late_tail(fh, target, written[0], sc)
+    _carry_late(fh, target, state, sc)
     return _fill(ScrubReport(str(target), str(target), True, replay, bool(header)), sc)
 
 

@@ -84,8 +84,9 @@ def _assert_nothing_lost(appended: int, rows: list[dict]) -> None:
     pi_ids = [i for i in ids if isinstance(i, str) and i.startswith("pi")]
     assert appended > 0
     assert set(pi_ids) == {f"pi{n}" for n in range(appended)} and len(pi_ids) == appended  # none lost
-    # in append order, but for an append that opened the old file before a rename and wrote
-    # after the first look behind it (docs/scrub.md, Data safety): at most one per rewrite
+    # in append order: a late append to the old file is put before what was appended to the new
+    # one since (test_a_late_append_...); the bound is for a late append to a reinsertion's own
+    # rewrite, three levels deep (docs/scrub.md, Data safety)
     late = [x for k, x in enumerate(pi_ids) if k and int(x[2:]) < int(pi_ids[k - 1][2:])]
     assert len(late) <= 2, late
     known = set(ids)
@@ -108,6 +109,168 @@ def test_session_scrub_in_place_keeps_every_append_of_a_writer_that_takes_no_loc
 
     appended, rows = _scrub_while_pi_appends(tmp_path, scrub)
     _assert_nothing_lost(appended, rows)
+
+
+class _LateWriter:
+    """Stands in for ``time`` in sessiontree.scrub: at the rewrite's wait after its rename, a
+    Pi-style writer that opened the file before the rename (``old``) writes its line there, then
+    appends its next line by path (the new file), as a descheduled Node ``appendFileSync`` would."""
+
+    def __init__(self, path, old_fd: int, late: bytes, then: bytes):
+        self.path, self.old_fd, self.late, self.then, self.done = path, old_fd, late, then, False
+
+    def sleep(self, secs: float) -> None:
+        if not self.done:
+            self.done = True
+            os.write(self.old_fd, self.late)
+            os.close(self.old_fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, self.then)
+            os.close(fd)
+        time.sleep(secs)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_late_append_to_the_old_file_goes_before_the_appends_after_the_rename(tmp_path, monkeypatch):
+    """The late line began first (its writer opened the file before the rename), so it is put
+    before the line appended to the new file since, not after it: the file keeps append order
+    and Pi resumes at the right leaf. Nothing is lost, the late line is scrubbed too."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    writer = _LateWriter(src, old, late, then)
+    monkeypatch.setattr(scrub_mod, "time", writer)
+    scrub_file(src, in_place=True)
+    assert writer.done
+    rows = [orjson.loads(x) for x in src.read_bytes().splitlines()]
+    assert [r["id"] for r in rows[-3:]] == [last, "late", "next"]
+    assert len(rows) == 203 and not any(TOK in orjson.dumps(r).decode() for r in rows)
+    # and again on the rewritten file, with nothing appended meanwhile: unchanged order
+    scrub_file(src, in_place=True)
+    assert [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()[-3:]] == [last, "late", "next"]
+
+
+def test_a_late_append_is_moved_before_an_append_that_beat_it_to_the_end(tmp_path, monkeypatch):
+    """The new file looked untouched, but another writer's line landed between that look and the
+    copy of the late line: the copy is taken out from after it and put in its place."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    real_write_all = scrub_mod._write_all
+    raced = []
+
+    def write_all(fd: int, data: bytes) -> None:
+        if not raced:  # the other writer wins the race to the end of the new file
+            raced.append(True)
+            w = os.open(src, os.O_WRONLY | os.O_APPEND)
+            os.write(w, then)
+            os.close(w)
+        real_write_all(fd, data)
+
+    class Late:
+        done = False
+
+        def sleep(self, secs: float) -> None:
+            if not self.done:
+                self.done = True
+                os.write(old, late)
+                os.close(old)
+            time.sleep(secs)
+
+        def __getattr__(self, name: str):
+            return getattr(time, name)
+
+    monkeypatch.setattr(scrub_mod, "time", Late())
+    monkeypatch.setattr(scrub_mod, "_write_all", write_all)
+    scrub_file(src, in_place=True)
+    assert raced
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert ids[-3:] == [last, "late", "next"] and ids.count("late") == 1 and len(ids) == 203
+    assert TOK.encode() not in src.read_bytes()
+
+
+def test_a_crash_before_the_late_line_is_reordered_loses_nothing(tmp_path, monkeypatch):
+    """The late line is appended and fsynced before the reordering rewrite starts: a crash there
+    leaves every line in the file (the late one after the line that beat it)."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    monkeypatch.setattr(scrub_mod, "time", _LateWriter(src, old, late, then))
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*a, **k):
+        raise Crash
+
+    monkeypatch.setattr(scrub_mod, "_reinsert", crash)
+    with pytest.raises(Crash):
+        scrub_file(src, in_place=True)
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert ids[-3:] == [last, "next", "late"] and len(ids) == 203
+    assert TOK.encode() not in src.read_bytes()
+
+
+def test_a_reordering_that_keeps_growing_leaves_the_file_as_it_is(tmp_path, monkeypatch):
+    """The reordering rewrite copies what other writers append meanwhile; when they never stop it
+    gives up and leaves the file as it was: every line there, the late one after the others."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    old = os.open(src, os.O_WRONLY | os.O_APPEND)
+    late = _entry("late", last, f"late {TOK}") + b"\n"
+    then = _entry("next", "late", "after it") + b"\n"
+    monkeypatch.setattr(scrub_mod, "time", _LateWriter(src, old, late, then))
+    monkeypatch.setattr(scrub_mod, "TAIL_ROUNDS", 3)
+    made = []
+
+    class Growing(scrub_mod.AtomicWriter):
+        """The second rewrite (the reordering): another writer appends at every flush of its
+        copy while it settles."""
+
+        def __init__(self, *a, settle=None, **k):
+            made.append(self)
+            if len(made) >= 2 and settle is not None:
+                inner = settle
+
+                def settle(out):
+                    class Out:
+                        def __getattr__(self, name):
+                            return getattr(out, name)
+
+                        def flush(self):
+                            out.flush()
+                            fd = os.open(src, os.O_WRONLY | os.O_APPEND)
+                            os.write(fd, _entry(f"more{len(made)}", "next", "more") + b"\n")
+                            os.close(fd)
+                            made.append(None)
+
+                    inner(Out())
+
+            super().__init__(*a, settle=settle, **k)
+
+    monkeypatch.setattr(scrub_mod, "AtomicWriter", Growing)
+    scrub_file(src, in_place=True)
+    ids = [orjson.loads(x)["id"] for x in src.read_bytes().splitlines()]
+    assert len(made) >= 2 + 3  # the reordering ran and saw the file grow at each of its 3 rounds
+    assert ids[201:203] == ["next", "late"] and ids.count("late") == 1
+    assert len(ids) == 203 + len(made) - 2 and all(i.startswith("more") for i in ids[203:])
+    assert not list(tmp_path.glob(".*tmp*")) and TOK.encode() not in src.read_bytes()
 
 
 # ---- hard links, modes ----

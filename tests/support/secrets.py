@@ -176,6 +176,7 @@ SECRETS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "linear_api_key": _same(lambda r: "lin_api_" + _mixed(r, 40)),
     "notion_token": _same(lambda r: "ntn_" + _r(r, string.digits, 11) + _mixed(r, 35)),
     "sourcegraph_token": _same(lambda r: "sgp_" + _r(r, HEX, 16) + "_" + _r(r, HEX, 40)),
+    "mailchimp_api_key": _same(lambda r: _r(r, HEX, 32) + f"-us{r.randint(1, 21)}"),
     "harness_api_key": _same(lambda r: f"pat.{_mixed(r, 22)}.{_mixed(r, 24)}.{_mixed(r, 20)}"),
     "doppler_token": _same(lambda r: "dp.pt." + _mixed(r, 43)),
     "mapbox_token": _ctx("MAPBOX_ACCESS_TOKEN: {v}", lambda r: f"pk.eyJ1{_mixed(r, 60)}.{_mixed(r, 22)}"),

@@ -91,6 +91,8 @@ struct Engine {
     res: Vec<Regex>,
     secret_name: Regex,
     password_name: Regex,
+    /// [`rules::BENIGN_NAME`]
+    benign_name: Regex,
 }
 
 /// A set of rules: bit `r` is [`RULES`]`[r]`.
@@ -160,6 +162,7 @@ fn engine() -> &'static Engine {
             res,
             secret_name: Regex::new(&format!("(?-u){}", rules::SECRET_NAME)).unwrap(),
             password_name: Regex::new(r"(?-u)(?i)passw(?:or)?d|passphrase|pwd").unwrap(),
+            benign_name: Regex::new(&format!("(?-u){}", rules::BENIGN_NAME)).unwrap(),
         }
     })
 }
@@ -284,6 +287,21 @@ fn words_only(v: &[u8]) -> bool {
             && v.len() >= 20)
 }
 
+/// A package and its version (`jjwt-jackson-0.11.2`, `left-pad@1.3.0`, `tool_v2.10`): words, then
+/// `-`, `_` or `@`, then a dotted version number.
+fn versioned_name(v: &[u8]) -> bool {
+    let Some(k) = v.iter().rposition(|&b| matches!(b, b'-' | b'_' | b'@')) else {
+        return false;
+    };
+    let (name, ver) = (&v[..k], &v[k + 1..]);
+    let ver = ver.strip_prefix(b"v").unwrap_or(ver);
+    !name.is_empty()
+        && words_only(name)
+        && ver.first().is_some_and(u8::is_ascii_digit)
+        && ver.contains(&b'.')
+        && ver.iter().all(|b| b.is_ascii_digit() || *b == b'.')
+}
+
 fn classes(v: &[u8]) -> usize {
     let l = v.iter().any(u8::is_ascii_lowercase) as usize;
     let u = v.iter().any(u8::is_ascii_uppercase) as usize;
@@ -294,7 +312,12 @@ fn classes(v: &[u8]) -> usize {
 
 /// Random-looking enough to be a key: long, several character classes, high entropy.
 pub fn looks_random(v: &[u8]) -> bool {
-    if v.len() < 12 || placeholder_like(v) || path_like(v) || dotted_identifier(v) || words_only(v)
+    if v.len() < 12
+        || placeholder_like(v)
+        || path_like(v)
+        || dotted_identifier(v)
+        || words_only(v)
+        || versioned_name(v)
     {
         return false;
     }
@@ -359,16 +382,39 @@ fn assigned_ok(v: &[u8]) -> bool {
 
 /// Filler, not a secret: a placeholder byte (`x`, `X`, `*`, `#`, `0`, `.`) makes up half of the
 /// value or more (`ghp_xxxx…`, `AKIAXXXXXXXXXXXXXXXX`, `xoxb-xxxxxxxxxxxx-…`, `sk_live_000…`), as
-/// in the documented examples.
+/// in the documented examples; in a value of 16 bytes or more, any one byte making up half
+/// (`sntryu_aaaa…`, `glc_1111…=`) or a typed repetition ([`repetitive`]).
 fn filler(v: &[u8]) -> bool {
+    if v.len() < 8 {
+        return false;
+    }
     let mut counts = [0u32; 256];
     for &b in v {
         counts[b as usize] += 1;
     }
-    v.len() >= 8
-        && b"xX*#0."
-            .iter()
-            .any(|&b| counts[b as usize] as usize * 2 >= v.len())
+    if b"xX*#0."
+        .iter()
+        .any(|&b| counts[b as usize] as usize * 2 >= v.len())
+    {
+        return true;
+    }
+    v.len() >= 16 && (counts.iter().any(|&c| c as usize * 2 >= v.len()) || repetitive(v))
+}
+
+/// Typed, not drawn: for some period `p` of 1 to 4 bytes, 60% or more of the bytes equal the
+/// one `p` before (`GR1348941123123123…`, `5555555dAAAAA7777777…`). A drawn value repeats
+/// its byte `p` back about once in its alphabet's size (1/16 for hex).
+fn repetitive(v: &[u8]) -> bool {
+    (1..=4usize).any(|p| {
+        v.len() > p && v.windows(p + 1).filter(|w| w[0] == w[p]).count() * 10 >= (v.len() - p) * 6
+    })
+}
+
+/// A masked value: the match runs into `####` or `****` (`xoxp-…-####…`), the rest of a value a
+/// tool or a person hid.
+fn masked_after(text: &[u8], end: usize) -> bool {
+    let rest = &text[end.min(text.len())..];
+    rest.starts_with(b"####") || rest.starts_with(b"****")
 }
 
 /// A run of 5 consecutive ascending letters or digits (`abcde`, `12345`): typed, not drawn
@@ -412,6 +458,9 @@ fn key_block(v: &[u8]) -> bool {
 }
 
 fn check(c: Check, v: &[u8]) -> bool {
+    if rules::PUBLIC_VALUES.iter().any(|p| p.as_bytes() == v) {
+        return false;
+    }
     match c {
         Check::Exact => return true,
         Check::KeyBlock => return key_block(v),
@@ -463,7 +512,7 @@ fn search(e: &Engine, text: &[u8], mask: Mask, out: &mut Vec<Hit>) {
         let re = &e.res[r];
         if rule.group == 0 {
             for mt in re.find_iter(text) {
-                if check(rule.check, mt.as_bytes()) {
+                if check(rule.check, mt.as_bytes()) && !masked_after(text, mt.end()) {
                     out.push(Hit {
                         start: mt.start(),
                         end: mt.end(),
@@ -473,14 +522,26 @@ fn search(e: &Engine, text: &[u8], mask: Mask, out: &mut Vec<Hit>) {
             }
         } else {
             for caps in re.captures_iter(text) {
-                if let Some(g) = caps.get(rule.group) {
-                    if !g.is_empty() && check(rule.check, g.as_bytes()) {
-                        out.push(Hit {
-                            start: g.start(),
-                            end: g.end(),
-                            rule: r,
-                        });
-                    }
+                // the first group from `rule.group` on that took part (a rule may have
+                // alternatives, each with its own group: `sgp_…` or a 40-hex value under a name)
+                let Some(g) = (rule.group..caps.len()).find_map(|k| caps.get(k)) else {
+                    continue;
+                };
+                // when the secret is group 2 or later, group 1 is the name it is assigned to
+                let benign = rule.group >= 2
+                    && caps
+                        .get(1)
+                        .is_some_and(|n| e.benign_name.is_match(n.as_bytes()));
+                if !g.is_empty()
+                    && !benign
+                    && check(rule.check, g.as_bytes())
+                    && !masked_after(text, g.end())
+                {
+                    out.push(Hit {
+                        start: g.start(),
+                        end: g.end(),
+                        rule: r,
+                    });
                 }
             }
         }
@@ -1159,7 +1220,7 @@ impl Scrubber {
             }
             decode(raw_k, &mut self.scratch);
             let name = std::mem::take(&mut self.scratch);
-            if e.secret_name.is_match(&name) {
+            if e.secret_name.is_match(&name) && !e.benign_name.is_match(&name) {
                 *keyed = Some(e.password_name.is_match(&name));
             }
             self.scratch = name;
@@ -1263,5 +1324,7 @@ pub fn scrub_bytes(data: &[u8], opts: Options) -> (Vec<u8>, Vec<Finding>) {
 
 #[cfg(test)]
 mod key_tests;
+#[cfg(test)]
+mod lookalike_tests;
 #[cfg(test)]
 mod tests;

@@ -77,6 +77,37 @@ macro_rules! assign {
     };
 }
 
+/// Names under a secret-like word that hold no secret: a CSRF token (per page, not a
+/// credential), a public token or key, and the name, size, id, file, URL... of a secret
+/// (`LLM_SECRET_NAME`, `token_file`, `api_key_id`). Matched against the whole name, any case;
+/// the words are those of gitleaks' `generic-api-key` allowlist
+/// (cmd/generate/config/rules/generic.go).
+pub const BENIGN_NAME: &str = r"(?i)(?:csrf|xsrf|public[_.-]?(?:token|key)|pub[_.-]?key|(?:secret|token|key|passw(?:or)?d|pwd|credentials?|creds)[_.-]?(?:names?|length|len|size|ids?|alias|file(?:name|path)?|path|dir|url|uri|endpoint|type|count|version|ttl|field|label|prefix|header)$)";
+
+/// Values published as public, kept by every rule: Google's example API keys of
+/// firebase-android-sdk (the keys gitleaks' `gcp-api-key` allowlist keeps,
+/// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a
+/// public value (yarnpkg/berry#6201).
+pub const PUBLIC_VALUES: &[&str] = &[
+    "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
+    "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",
+    "AIzaSyCkEhVjf3pduRDt6d1yKOMitrUEke8agEM",
+    "AIzaSyDMAScliyLx7F0NPDEJi1QmyCgHIAODrlU",
+    "AIzaSyD3asb-2pEZVqMkmL6M9N6nHZRR_znhrh0",
+    "AIzayDNSXIbFmlXbIE6mCzDLQAqITYefhixbX4A",
+    "AIzaSyAdOS2zB6NCsk1pCdZ4-P6GBdi_UUPwX7c",
+    "AIzaSyASWm6HmTMdYWpgMnjRBjxcQ9CKctWmLd4",
+    "AIzaSyANUvH9H9BsUccjsu2pCmEkOPjjaXeDQgY",
+    "AIzaSyA5_iVawFQ8ABuTZNUdcwERLJv_a_p4wtM",
+    "AIzaSyA4UrcGxgwQFTfaI3no3t7Lt1sjmdnP5sQ",
+    "AIzaSyDSb51JiIcB6OJpwwMicseKRhhrOq1cS7g",
+    "AIzaSyBF2RrAIm4a0mO64EShQfqfd2AFnzAvvuU",
+    "AIzaSyBcE-OOIbhjyR83gm4r2MFCu4MJmprNXsw",
+    "AIzaSyB8qGxt4ec15vitgn44duC5ucxaOi4FmqE",
+    "AIzaSyA8vmApnrHNFE0bApF4hoZ11srVL_n0nvY",
+    "6fe4476ee5a1832882e326b506d14126",
+];
+
 /// Names that make a variable or key secret (used by the assignment rules and by JSON keys).
 pub const SECRET_NAME: &str = r"(?i)(?:secret|token|passw(?:or)?d|passphrase|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|client[_-]?secret)";
 
@@ -187,8 +218,8 @@ pub const RULES: &[Rule] = &[
     rule!(
         "gitlab_token",
         ["glpat-", "gldt-", "glptt-", "glrt-", "gloas-", "glcbt-", "glft-"],
-        r"\bgl(?:pat|dt|ptt|rt|oas|cbt|ft)-[A-Za-z0-9_-]{20,}",
-        0,
+        r"(\bgl(?:pat|dt|rt|cbt|ft)-[A-Za-z0-9_-]{20,}|\bglptt-[A-Za-z0-9_-]{40}|\bgloas-[A-Za-z0-9_-]{64})(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(
@@ -201,7 +232,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "slack_token",
         ["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxe"],
-        r"\bxox(?:[abprs]|e(?:\.xox[bp])?)-[0-9A-Za-z-]{10,}",
+        r"\bxox(?:[bp]-[0-9]{8,13}-[0-9A-Za-z-]{8,}|(?:[ars]|e(?:\.xox[bp])?)-[0-9A-Za-z-]{10,})",
         0,
         HasDigit
     ),
@@ -222,8 +253,8 @@ pub const RULES: &[Rule] = &[
     rule!(
         "anthropic_api_key",
         ["sk-ant-"],
-        r"\bsk-ant-(?:api|admin|oat|ort)[0-9]{2}-[A-Za-z0-9_-]{32,}",
-        0,
+        r"\b(sk-ant-(?:api|admin|oat|ort)[0-9]{2}-[A-Za-z0-9_-]{78,118}AA)(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(
@@ -276,6 +307,13 @@ pub const RULES: &[Rule] = &[
         HasDigit
     ),
     rule!(
+        "mailchimp_api_key",
+        ["-us0", "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9"],
+        r"\b([0-9a-f]{32}-us[0-9]{1,2})(?:[^A-Za-z0-9_-]|$)",
+        1,
+        HasDigit
+    ),
+    rule!(
         "telegram_bot_token",
         [":AA"],
         r"\b([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?:[^A-Za-z0-9_-]|$)",
@@ -299,7 +337,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "jwt",
         ["eyJ"],
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?",
         0,
         Shape
     ),
@@ -400,9 +438,13 @@ pub const RULES: &[Rule] = &[
     ),
     rule!(
         "sourcegraph_token",
-        ["sgp_"],
-        r"\bsgp_(?:(?:[a-fA-F0-9]{16}|local)_)?[a-fA-F0-9]{40}\b",
-        0,
+        ["sgp_", "sourcegraph", "Sourcegraph", "SOURCEGRAPH"],
+        concat!(
+            r"\b(sgp_(?:(?:[a-fA-F0-9]{16}|local)_)?[a-fA-F0-9]{40})\b|(?i:sourcegraph)[A-Za-z0-9_.-]*",
+            assign!(),
+            r"([a-fA-F0-9]{40})\b"
+        ),
+        1,
         Shape
     ),
     rule!(
@@ -631,7 +673,7 @@ pub const RULES: &[Rule] = &[
     rule!(
         "curl_auth_user",
         ["curl "],
-        r#"\bcurl\b(?:[^\r\n]|\\\r?\n)*?[ \t](?:-u|--user)(?:=|[ \t]+)["']?[^\s"':]*:([^\s"'<>]{3,256})"#,
+        r#"\bcurl\b(?:[^\r\n]|\\\r?\n)*?[ \t](?:-u|--user)(?:=|[ \t]+)["']?[^\s"':]*["']?:["']?\{?([^\s"'<>{}]{3,256})"#,
         1,
         Password
     ),

@@ -7,11 +7,16 @@ inside it (import excluded) unless the row says "whole process".
     python benches/saved_index.py --sizes 10,100,1024 --rounds 5
 
 Rows (per size): cold open (cache off); cold open + save (empty cache folder); warm open (file
-unchanged); warm open + build_context() + AutoCompactor.context_tokens(); warm open with 1 MiB
+unchanged); warm reopen (open + ``leaf_id`` + ``len``; also after a cold open, with and without
+the save); warm open + build_context() + AutoCompactor.context_tokens(), and that per-turn job
+alone; warm open with 1 MiB
 appended since the save, and the refresh() of that 1 MiB in a warm session (the scan of 1 MiB);
 the saved index's size; RssAnon after a cold open. Then ``sessiontree rpc --session`` (whole
 process, spawn to first answer) against ``python -c "import sessiontree"``, and ``sessiontree
 stats`` over a store of N copies of the 10 MiB session, first run vs rerun (whole process).
+Then the targets as ratios of this run's bests: warm reopen <= 2% of the cold open and <= 3x the
+smallest size's warm reopen, the per-turn job after a warm open <= 5% of the cold open, saving
+adds <= 10% to a cold open.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import time
 from pathlib import Path
 
 DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA", "/work/bench-data"))
+# rows to leave out (--skip appended,rss)
+SKIP: set[str] = set()
 
 CHILD = r"""
 import json, os, sys, time
@@ -41,7 +48,10 @@ t = time.perf_counter()
 s = Session.open(path, index_cache=ic)
 out["open"] = time.perf_counter() - t
 out["state"] = s.index_cache_state()[0]
+t = time.perf_counter()
+leaf = s.leaf_id
 n = len(s)
+out["open+leaf+len"] = out["open"] + time.perf_counter() - t
 if mode == "context":
     t = time.perf_counter()
     s.build_context()
@@ -113,18 +123,25 @@ def bench_size(mb: int, rounds: int, work: Path) -> dict:
         o = child(src, "open", str(cache))
         assert o["state"] == "saved", o
         add("cold open + save", o["open"])
+        add("cold open + save, then leaf + len", o["open+leaf+len"])
         o = child(src, "open", str(cache))
         assert o["state"] == "warm", o
         add("warm open (unchanged)", o["open"])
+        add("warm reopen (open + leaf + len)", o["open+leaf+len"])
         add("import sessiontree", o["import"])
         o = child(src, "context", str(cache))
         assert o["state"] == "warm", o
         add("warm open + build_context + context_tokens", o["open+context"])
-        if r == 0:
+        add("build_context + context_tokens after a warm open (the per-turn job)", o["context"])
+        o = child(src, "open", "off")
+        add("cold open, then leaf + len", o["open+leaf+len"])
+        if r == 0 and "rss" not in SKIP:
             add("RssAnon after cold open", child(src, "rss", "off")["rss_anon"])
             add("RssAnon after warm open", child(src, "rss", str(cache))["rss_anon"])
             saved = sorted(cache.glob("*.stidx"))
             res["saved index bytes"] = [sum(f.stat().st_size for f in saved)]
+    if "appended" in SKIP:
+        return {"mb": mb, "bytes": src.stat().st_size, "res": res}
     # 1 MiB appended since the save: a copy of the file, saved, then grown
     shutil.copyfile(src, grown)
     gcache = work / f"gcache-{mb}"
@@ -218,19 +235,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--rpc-mb", type=int, default=1024)
     ap.add_argument("--stats-copies", type=int, default=40)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: sizes,rpc,stats")
+    ap.add_argument(
+        "--skip", default="", help="comma list of parts to skip: sizes,rpc,stats (whole parts), appended,rss (rows)"
+    )
     ap.add_argument("--work", default=None, help="scratch folder (default: a temp folder, removed)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="stidx-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     skip = set(filter(None, args.skip.split(",")))
+    SKIP.update(skip)
     out: dict = {"sizes": [], "rpc": None, "stats": None}
     try:
         if "sizes" not in skip:
             for mb in [int(x) for x in args.sizes.split(",")]:
                 out["sizes"].append(bench_size(mb, args.rounds, work))
                 report_size(out["sizes"][-1])
+            report_targets(out["sizes"])
         if "rpc" not in skip:
             out["rpc"] = bench_rpc(args.rpc_mb, args.rounds, work)
             report_plain(out["rpc"]["res"], f"rpc, {args.rpc_mb} MiB")
@@ -257,6 +278,29 @@ def report_size(r: dict) -> None:
             continue
         b, m = stats(v)
         print(f"{k}: {fmt_ms(b)} / {fmt_ms(m)} ms ({100 * b / cold[0]:.2f}% of cold)")
+
+
+def report_targets(sizes: list[dict]) -> None:
+    """The saved index's targets as ratios of bests measured in this run."""
+    if not sizes:
+        return
+    print("\n## targets (ratios of bests, this run)")
+    for r in sizes:
+        res = r["res"]
+        cold = min(res["cold open, then leaf + len"])
+        warm = min(res["warm reopen (open + leaf + len)"])
+        turn = min(res["build_context + context_tokens after a warm open (the per-turn job)"])
+        save = min(res["cold open + save, then leaf + len"])
+        print(
+            f"{r['mb']} MiB: warm reopen / cold = {100 * warm / cold:.2f}% (<= 2%); "
+            f"per-turn job after a warm open / cold = {100 * turn / cold:.2f}% (<= 5%); "
+            f"saving adds {100 * (save / cold - 1):.1f}% to a cold open (<= 10%)"
+        )
+    small, big = sizes[0], sizes[-1]
+    if big is not small:
+        a = min(big["res"]["warm reopen (open + leaf + len)"])
+        b = min(small["res"]["warm reopen (open + leaf + len)"])
+        print(f"warm reopen {big['mb']} MiB / warm reopen {small['mb']} MiB = {a / b:.2f}x (<= 3x)")
 
 
 def report_plain(res: dict, title: str) -> None:

@@ -13,7 +13,9 @@ __all__ = [
     "INDEX_CACHE_MAX_BYTES",
     "Index",
     "Scrubber",
+    "convert_bytes",
     "convert_detect",
+    "convert_detect_bytes",
     "convert_file",
     "date_parse",
     "header_probe",
@@ -26,9 +28,17 @@ __all__ = [
     "__version__",
 ]
 
+def convert_bytes(
+    data: bytes, name: str | PathLike[str], source: str | None = None
+) -> tuple[bytes, dict[str, Any]]: ...
 def convert_detect(path: str | PathLike[str]) -> str: ...
+def convert_detect_bytes(data: bytes, name: str | PathLike[str]) -> str: ...
 def convert_file(
-    src: str | PathLike[str], out: str | PathLike[str], source: str | None = None, target: str = "pi"
+    src: str | PathLike[str],
+    out: str | PathLike[str],
+    source: str | None = None,
+    target: str = "pi",
+    shown: str | PathLike[str] | None = None,
 ) -> dict[str, Any]: ...
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...
@@ -45,6 +55,7 @@ class Index:
         cache_evict_s: int = 10,
     ) -> Index: ...
     def cache_state(self) -> tuple[Literal["off", "warm", "saved", "cold"], int, str]: ...
+    def cache_blocks_read(self) -> tuple[int, int]: ...
     @staticmethod
     def from_bytes(data: bytes | bytearray | memoryview, parallel: bool = True) -> Index: ...
     @staticmethod

@@ -813,7 +813,7 @@ pub fn digest_columns(
             d
         })
         .collect();
-    let recs = &st.index.recs[start..end];
+    let recs = || (start..end).map(|i| &st.index.recs[i]);
     let mut cols = Map::new();
     cols.insert(
         "id".into(),
@@ -823,13 +823,13 @@ pub fn digest_columns(
     );
     cols.insert(
         "o".into(),
-        recs.iter().map(|r| Value::from(r.offset())).collect(),
+        recs().map(|r| Value::from(r.offset())).collect(),
     );
     cols.insert(
         "l".into(),
-        recs.iter().map(|r| Value::from(r.len as u64)).collect(),
+        recs().map(|r| Value::from(r.len as u64)).collect(),
     );
-    cols.insert("t".into(), recs.iter().map(|r| num(r.ts())).collect());
+    cols.insert("t".into(), recs().map(|r| num(r.ts())).collect());
     cols.insert(
         "e".into(),
         ds.iter()

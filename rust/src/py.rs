@@ -106,9 +106,20 @@ impl Index {
     }
 
     /// What the saved index did at open: `("off", 0, "")`, `("warm", covered_bytes, "")`,
-    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`.
+    /// `("saved", 0, why_cold)` or `("cold", 0, why_cold)`. Once a block of the saved index
+    /// was found damaged when read (its records then came from a cold scan): `("cold", 0,
+    /// why)`.
     fn cache_state(&self) -> (&'static str, u64, &str) {
-        self.cache.parts()
+        match self.st.index.saved_damage() {
+            Some(why) => ("cold", 0, why),
+            None => self.cache.parts(),
+        }
+    }
+
+    /// Blocks read from the saved index so far (records and the by-id map), and how many it
+    /// has ((0, 0) when the index was not loaded from one).
+    fn cache_blocks_read(&self) -> (usize, usize) {
+        self.st.index.saved_blocks_read()
     }
 
     /// A read-only index over a copy of the bytes of `data`.
@@ -160,6 +171,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_detect, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_file, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_detect_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;

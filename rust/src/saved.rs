@@ -17,13 +17,23 @@
 //!   eviction reads it, to tell whether that file still exists as the inode indexed;
 //! * the index's meta section (`index::persist`): a stamp of the fixed type and role names
 //!   (an index saved by a build with other fixed names is refused), names, labels, problems,
-//!   line runs, targets, header state;
-//! * the key records (8 bytes each) and the key bytes, each read straight into its final array;
-//! * the records, as their bytes (28 each), read straight into the records array.
+//!   line runs, targets, header state, the count of duplicate ids;
+//! * the key-group table: per group of [`KEY_GROUP`] keys, the checksum of its key records and
+//!   key bytes and where its bytes start (16 bytes);
+//! * the records-block table: per block of [`REC_BLOCK`] records, its checksum (8 bytes);
+//! * the winners-block table: per block of [`REC_BLOCK`] key ids, its checksum (8 bytes);
+//! * the key records (8 bytes each) and the key bytes, the records, as their bytes (28 each),
+//!   and the winners (the by-id map: per key id, the entry that owns it, 4 bytes each), none
+//!   read at load: a query reads the groups and blocks it needs (`index::keystore`,
+//!   `index::recs`), each checked against its checksum and bounds when read.
 //!
-//! A load reads on two threads: this one the meta and the keys (hashing and checking them),
-//! the other the records (hashing them); then the records are checked and the by-id map
-//! built from them. Nothing is used before it is checked.
+//! The header's checksum covers the header, the path, the meta and the three tables; through
+//! the tables, every group of keys and every block of records and winners. A load reads and checks the header,
+//! the path, the meta and the tables, nothing that grows with the entries but the tables (24
+//! bytes per 1,024 entries); a link followed reads the winners' block it needs, and the full
+//! by-id map is built only when the index changes (an append, a refresh with new entries). A
+//! block found damaged when read is served from a cold scan of the session file (the same
+//! answers, see `index::recs`); nothing is used before it is checked.
 //!
 //! The check (see docs/reliability.md): same (device, inode); the file at least the indexed
 //! length; if it is exactly that long, the same mtime and ctime (ctime cannot be set back by a
@@ -46,7 +56,10 @@
 //! [`CacheCfg::evict_every_s`]. Only files this module would load are touched
 //! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
-use crate::index::{recs_bytes, Index, Rec};
+use crate::index::{
+    recs_bytes, BlockChecks, Index, KeyStore, Paged, PagedKeys, PagedRecs, Rec, KEY_GROUP,
+    KID_NULL, KID_UNDEFINED, NONE, REC_BLOCK, T_NONE,
+};
 use std::ffi::CString;
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
@@ -59,7 +72,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes (also covers the
 /// fingerprint and checksum hash, foldhash 0.2's fixed state).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.
@@ -180,8 +193,59 @@ fn section_sum(b: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The checksum of records block `b` (its number first: blocks cannot change places).
+fn block_sum(b: u64, bytes: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write_u64(b);
+    h.write(bytes);
+    h.finish()
+}
+
+/// The checksum of key group `g`: its number, its key records' bytes, its key bytes.
+fn group_sum(g: u64, recs: &[u8], bytes: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write_u64(g);
+    h.write(recs);
+    h.write(bytes);
+    h.finish()
+}
+
+/// The key-group table of the key sections (`keys`: 8 bytes per key record, `kb`: the key
+/// bytes): per group of [`KEY_GROUP`] keys, the checksum of its key records and its bytes, and
+/// where its bytes start (16 bytes). None when the records' starts do not lie in order inside
+/// `kb`.
+fn key_table(keys: &[u8], kb: &[u8]) -> Option<Vec<u8>> {
+    const START: u64 = (1 << 61) - 1;
+    let start_of = |k: usize| {
+        let w = u64::from_ne_bytes(keys[k * 8..k * 8 + 8].try_into().expect("8 bytes"));
+        w & START
+    };
+    let nkeys = keys.len() / 8;
+    let mut out = Vec::with_capacity(nkeys.div_ceil(KEY_GROUP) * 16);
+    for g in 0..nkeys.div_ceil(KEY_GROUP) {
+        let (first, next) = (g * KEY_GROUP, ((g + 1) * KEY_GROUP).min(nkeys));
+        let start = start_of(first);
+        let end = if next < nkeys {
+            start_of(next)
+        } else {
+            kb.len() as u64
+        };
+        if start > end || end > kb.len() as u64 {
+            return None;
+        }
+        let h = group_sum(
+            g as u64,
+            &keys[first * 8..next * 8],
+            &kb[start as usize..end as usize],
+        );
+        out.extend_from_slice(&h.to_ne_bytes());
+        out.extend_from_slice(&start.to_ne_bytes());
+    }
+    Some(out)
+}
+
 /// The checksum: the header (its checksum slot zero) and the hashes of the sections (meta,
-/// key records, key bytes, records).
+/// key-group table, records-block table, winners-block table).
 fn checksum(head: &[u8], sections: [u64; 4]) -> u64 {
     let mut h = hasher();
     h.write(head);
@@ -356,31 +420,6 @@ fn read_into(f: &File, at: u64, base: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads `n` records at `at` of `f` straight into a records array.
-fn read_recs(f: &File, at: u64, n: usize) -> io::Result<Vec<Rec>> {
-    let bytes = n
-        .checked_mul(std::mem::size_of::<Rec>())
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-    let mut v: Vec<Rec> = Vec::with_capacity(n);
-    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
-    // SAFETY: every byte of the first `n` records was written above, and any bit pattern is a
-    // valid `Rec` (integers, floats and a byte array).
-    unsafe { v.set_len(n) };
-    Ok(v)
-}
-
-/// Reads `n` key records (8 bytes each) at `at` of `f` into a vector of their words.
-fn read_u64s(f: &File, at: u64, n: usize) -> io::Result<Vec<u64>> {
-    let bytes = n
-        .checked_mul(8)
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-    let mut v: Vec<u64> = Vec::with_capacity(n);
-    read_into(f, at, v.as_mut_ptr() as *mut u8, bytes)?;
-    // SAFETY: every byte of the first `n` words was written above.
-    unsafe { v.set_len(n) };
-    Ok(v)
-}
-
 /// Loads the saved index of session file `f` (its metadata `meta`) from the cache folder.
 ///
 /// The index and how many bytes of the file it covers, or why not (then scan cold).
@@ -425,66 +464,154 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     if size == cover.covered && (mtime, ctime) != (cover.mtime_ns, cover.ctime_ns) {
         return Err("the file was changed (same length, other mtime or ctime)".into());
     }
-    // the sections: path, meta, key records, key bytes, records, exactly filling the file
+    // the sections: path, meta, key-group table, records-block table, key records, key
+    // bytes, records, exactly filling the file
     let wrong = || "saved index of a wrong size".to_string();
-    if path_len > PATH_MAX {
+    if path_len > PATH_MAX || nkeys > u32::MAX as u64 || nrecs > u32::MAX as u64 {
         return Err(wrong());
     }
+    let rec_size = std::mem::size_of::<Rec>() as u64;
+    let ktab_len = nkeys.div_ceil(KEY_GROUP as u64) * 16;
+    let rtab_len = nrecs.div_ceil(REC_BLOCK as u64) * 8;
+    let wtab_len = nkeys.div_ceil(REC_BLOCK as u64) * 8;
     let at_meta = HEADER_LEN as u64 + path_len;
-    let rec_bytes = nrecs
-        .checked_mul(std::mem::size_of::<Rec>() as u64)
-        .ok_or_else(wrong)?;
-    let at_keys = at_meta.checked_add(meta_len).ok_or_else(wrong)?;
-    let at_kb = nkeys
-        .checked_mul(8)
-        .and_then(|x| x.checked_add(at_keys))
-        .ok_or_else(wrong)?;
+    let at_ktab = at_meta.checked_add(meta_len).ok_or_else(wrong)?;
+    let at_rtab = at_ktab + ktab_len;
+    let at_wtab = at_rtab + rtab_len;
+    let at_keys = at_wtab + wtab_len;
+    let at_kb = at_keys + nkeys * 8;
     let at_recs = at_kb.checked_add(kb_len).ok_or_else(wrong)?;
-    if at_recs.checked_add(rec_bytes) != Some(clen) {
+    let at_winners = at_recs + nrecs * rec_size;
+    if at_winners.checked_add(nkeys * 4) != Some(clen) {
         return Err(wrong());
     }
     let fp = fingerprint(f, cover.covered).map_err(|e| e.to_string())?;
     if fp != cover.fp {
         return Err("the file's indexed bytes changed (fingerprint)".into());
     }
+    let rd = |at: u64, len: u64| read_vec(&c, at, len as usize).map_err(|e| e.to_string());
     let mut h0 = head.to_vec();
     h0[SUM_AT..SUM_AT + 8].fill(0);
-    h0.extend_from_slice(
-        &read_vec(&c, HEADER_LEN as u64, path_len as usize).map_err(|e| e.to_string())?,
-    );
-    // two threads: this one reads, hashes and checks the meta and the keys while the other
-    // reads and hashes the records; then the records are checked here
-    let (ix, sums) = std::thread::scope(|sc| {
-        let reading = sc.spawn(|| {
-            let recs = read_recs(&c, at_recs, nrecs as usize)?;
-            let h = section_sum(recs_bytes(&recs));
-            Ok::<_, io::Error>((recs, h))
-        });
-        let first = (|| {
-            let meta_b = read_vec(&c, at_meta, meta_len as usize)?;
-            let keys = read_u64s(&c, at_keys, nkeys as usize)?;
-            let kb = read_vec(&c, at_kb, kb_len as usize)?;
-            // SAFETY: a view of the words' initialised bytes, exactly their length.
-            let keys_b =
-                unsafe { std::slice::from_raw_parts(keys.as_ptr() as *const u8, keys.len() * 8) };
-            let sums = [section_sum(&meta_b), section_sum(keys_b), section_sum(&kb)];
-            let ix = Index::restore_meta(&meta_b, keys, kb, nrecs as usize, cover.covered);
-            Ok::<_, io::Error>((ix, sums))
-        })();
-        let read = reading
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the reading thread panicked")));
-        let ((ix, [a, b, c]), (recs, d)) = (first?, read?);
-        let ix = ix.and_then(|ix| ix.restore_records(recs));
-        Ok::<_, io::Error>((ix, [a, b, c, d]))
-    })
-    .map_err(|e| e.to_string())?;
+    let path_b = rd(HEADER_LEN as u64, path_len)?;
+    h0.extend_from_slice(&path_b);
+    // the meta and the two tables: all the checksum covers directly (the keys and the records
+    // are covered through the tables' checksums of their groups and blocks)
+    let meta_b = rd(at_meta, meta_len)?;
+    let ktab = rd(at_ktab, ktab_len)?;
+    let rtab = rd(at_rtab, rtab_len)?;
+    let wtab = rd(at_wtab, wtab_len)?;
+    let meta_sum = section_sum(&meta_b);
+    let sums = [
+        meta_sum,
+        section_sum(&ktab),
+        section_sum(&rtab),
+        section_sum(&wtab),
+    ];
     if checksum(&h0, sums) != sum {
         return Err("saved index damaged (checksum)".into());
     }
-    let ix = ix.ok_or_else(|| "saved index inconsistent".to_string())?;
+    let inconsistent = || "saved index inconsistent".to_string();
+    let c = std::sync::Arc::new(c);
+    let session = f.try_clone().map_err(|e| e.to_string())?;
+    let covered = cover.covered;
+    // a damaged block found later: the cold scan stands in (once, for every section), and is
+    // saved over this file
+    let (cfg, stat) = (cfg.clone(), meta.clone());
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(&path_b));
+    type Cold = Option<(Vec<Rec>, Vec<u32>, crate::index::KeySections)>;
+    let cold: std::sync::Arc<std::sync::OnceLock<Cold>> = Default::default();
+    let want_ktab = ktab.clone();
+    let rescue = std::sync::Arc::new(move || {
+        cold.get_or_init(|| {
+            let ix = rescan(&session, covered, nrecs as usize, meta_sum, &want_ktab)?;
+            let _ = save(&cfg, &ix, &session, &stat, &path);
+            let (k, b) = ix.key_sections();
+            Some((
+                ix.recs.to_vec(),
+                ix.winners(),
+                (k.into_owned(), b.into_owned()),
+            ))
+        })
+        .clone()
+    });
+    let table = ktab
+        .chunks_exact(16)
+        .map(|w| {
+            let v = |i: usize| u64::from_ne_bytes(w[i..i + 8].try_into().expect("8 bytes"));
+            (v(0), v(8))
+        })
+        .collect();
+    let r3 = rescue.clone();
+    let keys = PagedKeys::new(
+        c.clone(),
+        at_keys,
+        at_kb,
+        nkeys as usize,
+        kb_len,
+        table,
+        group_sum,
+        Box::new(move || r3().map(|c| c.2)),
+    )
+    .ok_or_else(inconsistent)?;
+    let ix = Index::restore_meta(
+        &meta_b,
+        KeyStore::paged(keys),
+        nrecs as usize,
+        cover.covered,
+    )
+    .ok_or_else(inconsistent)?;
+    let bounds = ix.rec_bounds().ok_or_else(inconsistent)?;
+    let header_end = ix.header_span.map_or(0, |(s, l)| s + l);
+    let placeholder = Rec::new(header_end, 0, KID_UNDEFINED, KID_NULL, f64::NAN, T_NONE, 0)
+        .ok_or_else(inconsistent)?;
+    let sums_of = |t: &[u8]| -> Vec<u64> {
+        t.chunks_exact(8)
+            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+            .collect()
+    };
+    let r2 = rescue.clone();
+    let rec_checks = BlockChecks {
+        sum: block_sum,
+        sums: sums_of(&rtab),
+        items_ok: Box::new(move |first, recs: &[Rec]| bounds.ok(first, recs)),
+        rescan: Box::new(move || r2().map(|c| c.0)),
+        placeholder,
+    };
+    let nr = nrecs as u32;
+    let win_checks = BlockChecks {
+        sum: block_sum,
+        sums: sums_of(&wtab),
+        items_ok: Box::new(move |_, w: &[u32]| w.iter().all(|&e| e == NONE || e < nr)),
+        rescan: Box::new(move || rescue().map(|c| c.1)),
+        placeholder: NONE,
+    };
     touch(&c);
+    let recs =
+        PagedRecs::new(c.clone(), at_recs, nrecs as usize, rec_checks).ok_or_else(inconsistent)?;
+    let winners = Paged::new(c, at_winners, nkeys as usize, win_checks).ok_or_else(inconsistent)?;
+    let ix = ix.restore_paged(recs, winners).ok_or_else(inconsistent)?;
     Ok((ix, cover.covered))
+}
+
+/// The index of a cold scan of the first `covered` bytes of session file `f`, when that scan
+/// gives what the saved index says it was built from (`nrecs` records, the meta whose hash is
+/// `meta_sum`, the key-group table `ktab`: the same keys, so the same key ids); None otherwise.
+///
+/// What a damaged block of records is served from (see `index::recs`).
+fn rescan(f: &File, covered: u64, nrecs: usize, meta_sum: u64, ktab: &[u8]) -> Option<Index> {
+    let mut ix = Index::new();
+    let read = |buf: &mut [u8], at: u64| f.read_exact_at(buf, at);
+    crate::scan::scan_file(&mut ix, &read, 0, covered, true).ok()?;
+    if !ix.can_persist() || ix.scanned_to != covered || ix.recs.len() != nrecs {
+        return None;
+    }
+    let mut meta = Vec::new();
+    ix.persist_meta(&mut meta);
+    let (k, b) = ix.key_sections();
+    if section_sum(&meta) != meta_sum || key_table(&k, &b).as_deref() != Some(ktab) {
+        return None;
+    }
+    Some(ix)
 }
 
 static TMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -526,18 +653,40 @@ pub fn save(
     }
     let mut meta = Vec::new();
     index.persist_meta(&mut meta);
-    let recs = recs_bytes(&index.recs);
+    // (copies only of what was restored from a saved index and read on demand)
+    let recs_v: std::borrow::Cow<'_, [Rec]> = match index.recs.in_memory() {
+        Some(r) => r.into(),
+        None => index.recs.to_vec().into(),
+    };
+    let recs = recs_bytes(&recs_v);
     let (keys, kb) = index.key_sections();
+    let ktab = key_table(&keys, &kb).ok_or("keys out of order")?;
+    let rtab: Vec<u8> = recs
+        .chunks(REC_BLOCK * std::mem::size_of::<Rec>())
+        .enumerate()
+        .flat_map(|(b, c)| block_sum(b as u64, c).to_ne_bytes())
+        .collect();
+    let winners = index.winners_bytes();
+    let wtab: Vec<u8> = winners
+        .chunks(REC_BLOCK * 4)
+        .enumerate()
+        .flat_map(|(b, c)| block_sum(b as u64, c).to_ne_bytes())
+        .collect();
     let lens = [
         meta.len() as u64,
-        index.recs.len() as u64,
+        recs_v.len() as u64,
         keys.len() as u64 / 8,
         kb.len() as u64,
         path_b.len() as u64,
     ];
     let mut h0 = header(&cover, lens, 0).to_vec();
     h0.extend_from_slice(path_b);
-    let sums = [meta.as_slice(), keys, kb, recs].map(section_sum);
+    let sums = [
+        section_sum(&meta),
+        section_sum(&ktab),
+        section_sum(&rtab),
+        section_sum(&wtab),
+    ];
     let head = header(&cover, lens, checksum(&h0, sums));
     let dir = open_dir(&cfg.dir, true).map_err(|e| format!("cache folder: {e}"))?;
     let name = file_name(cover.dev, cover.ino);
@@ -570,9 +719,13 @@ pub fn save(
         .write_all(&head)
         .and_then(|_| out.write_all(path_b))
         .and_then(|_| out.write_all(&meta))
-        .and_then(|_| out.write_all(keys))
-        .and_then(|_| out.write_all(kb))
-        .and_then(|_| out.write_all(recs));
+        .and_then(|_| out.write_all(&ktab))
+        .and_then(|_| out.write_all(&rtab))
+        .and_then(|_| out.write_all(&wtab))
+        .and_then(|_| out.write_all(&keys))
+        .and_then(|_| out.write_all(&kb))
+        .and_then(|_| out.write_all(recs))
+        .and_then(|_| out.write_all(winners));
     drop(out);
     if let Err(e) = w {
         unlink();
@@ -838,7 +991,7 @@ mod tests {
         assert!(ix.can_persist());
         let covered = ix.scanned_to;
         let meta = ix.persist_all();
-        let recs = ix.recs.clone();
+        let recs = ix.recs.to_vec();
         // the untouched input restores to the same index
         let back = Index::restore(&meta, recs.clone(), covered).expect("restores");
         assert_eq!(back.recs.len(), ix.recs.len());
@@ -924,9 +1077,11 @@ mod tests {
         assert!(restored < 3000);
     }
 
-    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error.
+    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error, or,
+    /// when the damage is in a block of records (read only when a query needs it), loads and
+    /// gives the cold scan's records once that block is read, saying so.
     #[test]
-    fn a_damaged_saved_file_is_refused() {
+    fn a_damaged_saved_file_is_refused_or_caught_when_read() {
         let dir = std::env::temp_dir().join(format!("sessiontree-saved-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("s.jsonl");
@@ -938,7 +1093,7 @@ mod tests {
             max_bytes: DEFAULT_MAX_BYTES,
             evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
-        let (_, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        let (cold, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         assert!(
             matches!(state, CacheState::Cold { saved: true, .. }),
             "{state:?}"
@@ -949,18 +1104,116 @@ mod tests {
         let meta = f.metadata().unwrap();
         let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
         let good = std::fs::read(&saved_path).unwrap();
+        // the keys, the records, then the winners end the file: read on demand
+        let want_keys = cold.index.key_sections();
+        let at_recs = good.len()
+            - want_keys.0.len()
+            - want_keys.1.len()
+            - cold.index.recs.len() * std::mem::size_of::<Rec>()
+            - cold.index.winners().len() * 4;
+        let want = format!("{:?}", cold.index.recs);
+        let want_w = cold.index.winners();
         let mut rng = Rng(12345);
+        let mut caught_late = 0;
         for k in 0..200 {
             let mut bad = good.clone();
-            if k % 4 == 0 {
-                bad.truncate((rng.next() % good.len() as u64) as usize);
+            let at = if k % 4 == 0 {
+                let cut = (rng.next() % good.len() as u64) as usize;
+                bad.truncate(cut);
+                cut
             } else {
                 let at = (rng.next() % good.len() as u64) as usize;
                 bad[at] ^= 1 << (rng.next() % 8);
-            }
+                at
+            };
             std::fs::write(&saved_path, &bad).unwrap();
-            assert!(load(&cfg, &f, &meta).is_err(), "damage {k} accepted");
+            match load(&cfg, &f, &meta) {
+                Err(_) => assert!(at < at_recs || k % 4 == 0, "damage {k} at {at} refused"),
+                Ok((ix, _)) => {
+                    assert!(at >= at_recs && k % 4 != 0, "damage {k} at {at} accepted");
+                    assert_eq!(ix.saved_damage(), None, "nothing read yet");
+                    // reading the records, the by-id map and the keys finds the damaged
+                    // block; the answers are the cold ones
+                    assert_eq!(format!("{:?}", ix.recs), want, "damage {k}");
+                    assert_eq!(ix.winners(), want_w, "damage {k}");
+                    assert!(ix.key_sections() == want_keys, "damage {k}");
+                    let why = ix.saved_damage().expect("caught when read");
+                    assert!(why.contains("checksum"), "{why}");
+                    assert!(!ix.saved_unrecoverable());
+                    assert_eq!(ix.entry_count(), cold.index.entry_count());
+                    caught_late += 1;
+                    // and a good index was saved over the damaged one
+                    let (again, _) = load(&cfg, &f, &meta).expect("saved again");
+                    assert_eq!(format!("{:?}", again.recs), want);
+                    assert_eq!(again.winners(), want_w);
+                    assert_eq!(again.saved_damage(), None);
+                }
+            }
         }
+        assert!(caught_late > 10, "{caught_late}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A block of records forged with a valid checksum (its block sum and the header's
+    /// recomputed) but an out-of-bounds key id is refused when read, and the cold scan's
+    /// records stand in: no panic, no out-of-bounds read, the cold answers.
+    #[test]
+    fn a_forged_block_with_valid_checksums_is_bounds_checked_when_read() {
+        let dir = std::env::temp_dir().join(format!("st-saved-forged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, sample()).unwrap();
+        let cfg = CacheCfg {
+            dir: dir.join("cache"),
+            min_bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
+            evict_every_s: DEFAULT_EVICT_EVERY_S,
+        };
+        let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
+        let f = File::open(&path).unwrap();
+        let meta = f.metadata().unwrap();
+        let saved_path = cfg.dir.join(file_name(meta.dev(), meta.ino()));
+        let mut b = std::fs::read(&saved_path).unwrap();
+        let v = |b: &[u8], i: usize| get_u64(b, 24 + 8 * i);
+        let (meta_len, nrecs, nkeys, kb_len, path_len) =
+            (v(&b, 7), v(&b, 8), v(&b, 10), v(&b, 11), v(&b, 12));
+        let at_meta = HEADER_LEN + path_len as usize;
+        let ktab_len = nkeys.div_ceil(KEY_GROUP as u64) as usize * 16;
+        let rtab_len = nrecs.div_ceil(REC_BLOCK as u64) as usize * 8;
+        let wtab_len = nkeys.div_ceil(REC_BLOCK as u64) as usize * 8;
+        let at_ktab = at_meta + meta_len as usize;
+        let at_rtab = at_ktab + ktab_len;
+        let at_wtab = at_rtab + rtab_len;
+        let at_recs = at_wtab + wtab_len + nkeys as usize * 8 + kb_len as usize;
+        // record 0's id: a key id past every key
+        b[at_recs..at_recs + 4].copy_from_slice(&(u32::MAX - 1).to_ne_bytes());
+        let size = std::mem::size_of::<Rec>();
+        let block0 = &b[at_recs..at_recs + size * REC_BLOCK.min(nrecs as usize)];
+        let s0 = block_sum(0, block0);
+        b[at_rtab..at_rtab + 8].copy_from_slice(&s0.to_ne_bytes());
+        let mut h0 = b[..HEADER_LEN + path_len as usize].to_vec();
+        h0[SUM_AT..SUM_AT + 8].fill(0);
+        let sums = [
+            section_sum(&b[at_meta..at_ktab]),
+            section_sum(&b[at_ktab..at_rtab]),
+            section_sum(&b[at_rtab..at_wtab]),
+            section_sum(&b[at_wtab..at_wtab + wtab_len]),
+        ];
+        let sum = checksum(&h0, sums);
+        b[SUM_AT..SUM_AT + 8].copy_from_slice(&sum.to_ne_bytes());
+        std::fs::write(&saved_path, &b).unwrap();
+        let (ix, _) = load(&cfg, &f, &meta).expect("the checksums add up: loads");
+        assert_eq!(ix.saved_damage(), None);
+        assert_eq!(
+            format!("{:?}", ix.recs),
+            format!("{:?}", cold.index.recs),
+            "the cold records stand in"
+        );
+        let why = ix.saved_damage().expect("caught when read");
+        assert!(why.contains("out of bounds"), "{why}");
+        assert_eq!(ix.winners(), cold.index.winners());
+        assert_eq!(ix.leaf_entry(), cold.index.leaf_entry());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -792,10 +792,15 @@ impl Store {
         if let Some((had, now)) = self.shrunk {
             return Err(StoreError::Shrunk { had, now });
         }
-        match self.rewritten {
-            Some(offset) => Err(StoreError::Rewritten { offset }),
-            None => Ok(()),
+        if let Some(offset) = self.rewritten {
+            return Err(StoreError::Rewritten { offset });
         }
+        if self.index.saved_unrecoverable() {
+            // a damaged block of the saved index whose cold scan did not give the saved keys:
+            // the indexed bytes changed since the save
+            return Err(StoreError::Rewritten { offset: 0 });
+        }
+        Ok(())
     }
 
     /// Indexes bytes we just appended to the file at `offset` (or to memory).

@@ -88,6 +88,7 @@ def _argv(name: str, tmp_path: Path) -> list[str]:
         "scrub": [session, "-o", tmp_path / "scrubbed.jsonl"],
         "scrub-all": [tmp_path, "--out", tmp_path.parent / (tmp_path.name + "-scrubbed")],
         "convert": [session, "-o", tmp_path / "out.jsonl", "--to", "codex"],
+        "convert-all": [tmp_path, "--out", tmp_path.parent / (tmp_path.name + "-converted")],
         "otel": [session, "-o", tmp_path / "trace.jsonl"],
         "stats": [session],
         "compact-all": [session, "--context-window", "10000000"],  # under the threshold: writes nothing

@@ -169,6 +169,16 @@ COMMANDS: tuple[Command, ...] = (
         "convert Claude Code / Codex files to Pi sessions and back",
         parser=f"{_CLI}.convert",
     ),
+    Command(
+        "convert-all",
+        f"{_CLI}.convert",
+        "run",
+        "args",
+        "files",
+        True,
+        "convert every Claude Code / Codex session of a store to Pi sessions",
+        parser=f"{_CLI}.convert",
+    ),
 )
 
 #: The rows by name.

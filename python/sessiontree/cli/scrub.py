@@ -128,7 +128,9 @@ def _scrub(args: argparse.Namespace) -> int:
         close_bar(bar)
     from .render import json_document
 
+    fmt = _format_of(args.file)
     report_doc = _text_row(report.to_json(), ("source", "output"))
+    report_doc["sourceFormat"] = fmt
     if args.report is not None:
         doc = (json_document(report_doc) + "\n").encode("utf-8")
         if args.report == "-":
@@ -148,8 +150,23 @@ def _scrub(args: argparse.Namespace) -> int:
     what = "found" if args.check else "replaced"
     summary_line = f"{report.found} secret(s) {what}" + (f" ({kinds})" if kinds else "")
     summary_line += f"; replay fields: {report.replay_fields} ({args.replay})"
+    if fmt in ("claude-code", "codex"):
+        summary_line += f"; a {fmt} file, scrubbed in its own format"
     print(summary_line, file=sys.stderr if args.report == "-" else sys.stdout)
     return 1 if args.check and report.found else 0
+
+
+def _format_of(path: str) -> str | None:
+    """The format of ``path`` from its first lines (``pi``, ``claude-code``, ``codex``), or None.
+    The scrubber reads every JSON string of every line whatever the format, so a Claude Code
+    transcript or a Codex rollout is scrubbed in its own format (the output opens in that
+    agent's tools and converts to Pi as the source would)."""
+    from ..convert import detect
+
+    try:
+        return detect(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _text_row(row: dict[str, Any], keys: tuple[str, ...] = ("path", "output")) -> dict[str, Any]:
@@ -181,6 +198,7 @@ def _scrub_all(args: argparse.Namespace) -> int:
     try:
         for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header, progress=progress):
             failed += row["error"] is not None
+            row["source_format"] = _format_of(row["path"])
             row = _text_row(row)
             if args.json:
                 rows.append(row)

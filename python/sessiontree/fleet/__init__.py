@@ -38,11 +38,17 @@ from ._sources import Item, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._compact import compact_sessions, outcomes_schema
+    from ._convert import convert_sessions
     from ._scrub import scrub_sessions
 
 #: Names loaded on first use (``sessiontree stats`` needs neither bulk compaction nor scrubbing:
 #: ~90 ms of imports less per process)
-_LAZY = {"compact_sessions": "._compact", "outcomes_schema": "._compact", "scrub_sessions": "._scrub"}
+_LAZY = {
+    "compact_sessions": "._compact",
+    "outcomes_schema": "._compact",
+    "scrub_sessions": "._scrub",
+    "convert_sessions": "._convert",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -60,6 +66,7 @@ __all__ = [
     "entries_table",
     "compact_sessions",
     "scrub_sessions",
+    "convert_sessions",
     "stats_schema",
     "entries_schema",
     "outcomes_schema",
@@ -111,6 +118,9 @@ def stats_schema() -> Any:
       summary part of them.
     * ``problems`` and ``problems_<kind>`` (one per scanner problem kind), ``problems_other``,
       ``needs_migration`` (a v1/v2 file).
+    * ``source_format``: ``pi``, or ``claude-code`` / ``codex`` for a Claude Code transcript
+      or a Codex rollout read as a Pi session converted in memory in the core
+      (:func:`sessiontree.convert.to_pi_bytes`; its sidechains and subagents are not counted).
     * ``error_kind``, ``error``: set when the file could not be opened (then only ``path``,
       ``bytes`` and ``file_modified`` may be set).
     """

@@ -83,11 +83,23 @@ def convert_detect(path: str) -> str:
     return _core.convert_detect(path)
 
 
-def convert_file(src: str, out: str, source: str, target: str) -> dict[str, Any]:
+def convert_file(src: str, out: str, source: str, target: str, shown: str | None = None) -> dict[str, Any]:
     """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released).
 
     Its report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
-    return _core.convert_file(src, out, source, target)
+    return _core.convert_file(src, out, source, target, shown)
+
+
+def convert_detect_bytes(data: bytes, name: str) -> str:
+    """:func:`convert_detect` over a file's bytes held in memory (``_core.convert_detect_bytes``)."""
+    return _core.convert_detect_bytes(data, name)
+
+
+def convert_bytes(data: bytes, name: str, source: str) -> tuple[bytes, dict[str, Any]]:
+    """The core's in-memory conversion to Pi (``_core.convert_bytes``, the GIL released).
+
+    The main Pi session's bytes and the report as a dict. :mod:`sessiontree.convert` drives it."""
+    return _core.convert_bytes(data, name, source)
 
 
 def _bom_reason(head: bytes) -> str | None:

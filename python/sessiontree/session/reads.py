@@ -413,5 +413,8 @@ class Reads(SessionBase):
         ``("warm", covered_bytes, "")`` (a saved index was loaded and only the bytes after
         ``covered_bytes`` were scanned), ``("saved", 0, why)`` (a cold scan, because ``why``,
         then the index was saved), ``("cold", 0, why)`` (a cold scan, nothing saved: e.g. below
-        the size saved, or the folder is unwritable) or ``("off", 0, "")``."""
+        the size saved, or the folder is unwritable) or ``("off", 0, "")``. A warm session reads
+        the saved keys and records as its queries need them, each block checked as it is read;
+        once one was found damaged (its answers then come from a cold scan of the file, the same
+        as a cold open's), ``("cold", 0, why)``."""
         return self._core.cache_state()

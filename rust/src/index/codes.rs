@@ -228,7 +228,7 @@ mod tests {
         // the saved index keeps the "other" codes with the full tables
         let ix = &st.index;
         let back =
-            Index::restore(&ix.persist_all(), ix.recs.clone(), ix.scanned_to).expect("restores");
+            Index::restore(&ix.persist_all(), ix.recs.to_vec(), ix.scanned_to).expect("restores");
         assert_eq!(back.recs[n - 1].etype, T_OTHER);
         assert_eq!(back.recs[2 * n - 1].role, R_OTHER);
         assert_eq!(back.type_code_of("x10"), ix.type_code_of("x10"));
@@ -244,11 +244,11 @@ mod tests {
         let st = Store::from_bytes(data, false);
         let ix = &st.index;
         let meta = ix.persist_all();
-        assert!(Index::restore(&meta, ix.recs.clone(), ix.scanned_to).is_some());
-        let mut recs = ix.recs.clone();
+        assert!(Index::restore(&meta, ix.recs.to_vec(), ix.scanned_to).is_some());
+        let mut recs = ix.recs.to_vec();
         recs[1].etype = T_OTHER;
         assert!(Index::restore(&meta, recs, ix.scanned_to).is_none());
-        let mut recs = ix.recs.clone();
+        let mut recs = ix.recs.to_vec();
         recs[0].role = R_OTHER;
         assert!(Index::restore(&meta, recs, ix.scanned_to).is_none());
     }

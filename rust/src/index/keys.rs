@@ -4,6 +4,7 @@
 //! identity; here too the open-addressing key table behind them and the memory advice for these
 //! tables.
 
+use super::keystore::KeyStore;
 use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
 use crate::json::{JsVal, Val};
 use std::hash::BuildHasher;
@@ -17,7 +18,7 @@ use std::hash::BuildHasher;
 /// truthiness follows from those.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(transparent)]
-pub(super) struct KeyRec(pub(super) u64);
+pub struct KeyRec(pub(super) u64);
 
 const TAG_SHIFT: u32 = 61;
 pub(super) const KEY_START_MAX: u64 = (1 << TAG_SHIFT) - 1;
@@ -212,37 +213,20 @@ impl Index {
         for tag in [K_UNDEFINED, K_NULL] {
             self.push_key(tag, &[]);
         }
-        debug_assert_eq!(self.key_recs.len() as u32, KID_NULL + 1);
+        debug_assert_eq!(self.kstore.len() as u32, KID_NULL + 1);
     }
 
     /// A new key of `tag` whose bytes are `data` (see [`KeyRec`]).
     pub(super) fn push_key(&mut self, tag: u8, data: &[u8]) -> u32 {
-        let kid = self.key_recs.len() as u32;
-        self.key_recs
-            .push(KeyRec::new(tag, self.key_bytes.len() as u64));
-        self.key_bytes.extend_from_slice(data);
-        self.by_id.push(NONE);
-        kid
+        // (the map first: built lazily, it is sized by the keys before this one)
+        self.by_id_mut().push(NONE);
+        self.kstore.push(tag, data)
     }
 
-    /// The bytes of key `kid` (see [`KeyRec`]).
-    #[inline]
-    pub(super) fn key_data_in(
-        recs: &[KeyRec],
-        bytes: &[u8],
-        kid: u32,
-    ) -> (u8, std::ops::Range<usize>) {
-        let k = recs[kid as usize];
-        let end = match recs.get(kid as usize + 1) {
-            Some(n) => n.start(),
-            None => bytes.len() as u64,
-        };
-        (k.tag(), k.start() as usize..end as usize)
-    }
+    /// The tag and bytes of key `kid` (see [`KeyRec`]).
     #[inline]
     fn key_data(&self, kid: u32) -> (u8, &[u8]) {
-        let (tag, r) = Self::key_data_in(&self.key_recs, &self.key_bytes, kid);
-        (tag, &self.key_bytes[r])
+        self.kstore.data(kid)
     }
     /// A scalar key's value as the table hashes it: a number's f64 bits, a boolean's 0 or 1.
     #[inline]
@@ -263,12 +247,12 @@ impl Index {
         self.hasher.hash_one((tag, data))
     }
     #[inline]
-    pub(super) fn key_hash(hasher: &Hasher, recs: &[KeyRec], bytes: &[u8], kid: u32) -> u64 {
-        let (tag, r) = Self::key_data_in(recs, bytes, kid);
+    pub(super) fn key_hash(hasher: &Hasher, keys: &KeyStore, kid: u32) -> u64 {
+        let (tag, d) = keys.data(kid);
         if tag == K_STR {
-            hasher.hash_one(&bytes[r])
+            hasher.hash_one(d)
         } else {
-            hasher.hash_one((tag, Self::scalar_bits(&bytes[r])))
+            hasher.hash_one((tag, Self::scalar_bits(d)))
         }
     }
 
@@ -290,29 +274,29 @@ impl Index {
         }
     }
 
-    /// The table of every interned (string, number, boolean) key, from `key_recs`.
+    /// The table of every interned (string, number, boolean) key.
     fn rebuild_table(&self) -> KeyTable {
         let mut t = KeyTable::default();
-        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
-        let n = recs
-            .iter()
-            .filter(|k| matches!(k.tag(), K_STR | K_NUM | K_BOOL))
+        let (hasher, ks) = (&self.hasher, &self.kstore);
+        let nk = ks.len() as u32;
+        let n = (0..nk)
+            .filter(|&k| matches!(ks.tag(k), K_STR | K_NUM | K_BOOL))
             .count();
-        t.reserve(n, |k| Self::key_hash(hasher, recs, bytes, k));
+        t.reserve(n, |k| Self::key_hash(hasher, ks, k));
         // each key's slot is prefetched AHEAD keys before it is written: the table is far
         // larger than the cache, and a miss per key would dominate the rebuild
         const AHEAD: usize = 16;
         let mut ring = [(0u64, 0u32); AHEAD];
         let mut pending = 0usize;
-        for (kid, k) in recs.iter().enumerate() {
-            if matches!(k.tag(), K_STR | K_NUM | K_BOOL) {
-                let h = Self::key_hash(hasher, recs, bytes, kid as u32);
+        for kid in 0..nk {
+            if matches!(ks.tag(kid), K_STR | K_NUM | K_BOOL) {
+                let h = Self::key_hash(hasher, ks, kid);
                 t.prefetch(h);
                 let slot = &mut ring[pending % AHEAD];
                 if pending >= AHEAD {
                     t.put(slot.0, slot.1);
                 }
-                *slot = (h, kid as u32);
+                *slot = (h, kid);
                 pending += 1;
             }
         }
@@ -328,8 +312,8 @@ impl Index {
     #[inline]
     pub(super) fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
         self.table().find(h, |kid| {
-            let (tag, r) = Self::key_data_in(&self.key_recs, &self.key_bytes, kid);
-            tag == K_STR && r.len() == s.len() && same_bytes(&self.key_bytes[r], s)
+            let (tag, d) = self.kstore.data(kid);
+            tag == K_STR && d.len() == s.len() && same_bytes(d, s)
         })
     }
 
@@ -362,9 +346,9 @@ impl Index {
         }
         let kid = self.push_key(K_STR, s.as_bytes());
         self.ensure_table();
-        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        let (hasher, ks) = (&self.hasher, &self.kstore);
         let keys = self.keys.get_mut().expect("just built");
-        keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        keys.insert(h, kid, |k| Self::key_hash(hasher, ks, k));
         kid
     }
 
@@ -382,9 +366,9 @@ impl Index {
             self.push_key(tag, &data.to_ne_bytes())
         };
         self.ensure_table();
-        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        let (hasher, ks) = (&self.hasher, &self.kstore);
         let keys = self.keys.get_mut().expect("just built");
-        keys.insert(h, kid, |k| Self::key_hash(hasher, recs, bytes, k));
+        keys.insert(h, kid, |k| Self::key_hash(hasher, ks, k));
         kid
     }
 
@@ -425,14 +409,15 @@ impl Index {
     /// with every entry are neither copied as they grow nor faulted in 4 KiB at a time.
     pub fn reserve(&mut self, entries: usize) {
         self.ensure_table();
-        let (hasher, recs, bytes) = (&self.hasher, &self.key_recs, &self.key_bytes);
+        let (hasher, ks) = (&self.hasher, &self.kstore);
         let keys = self.keys.get_mut().expect("just built");
-        keys.reserve(entries, |k| Self::key_hash(hasher, recs, bytes, k));
-        reserve_large(&mut self.recs, entries);
+        keys.reserve(entries, |k| Self::key_hash(hasher, ks, k));
+        reserve_large(self.recs.tail_mut(), entries);
         // about one new key (its id) per entry; Pi ids are 8 bytes
-        reserve_large(&mut self.key_recs, entries);
-        reserve_large(&mut self.by_id, entries);
-        reserve_large(&mut self.key_bytes, entries * 8);
+        let (kr, kb) = self.kstore.tails_mut();
+        reserve_large(kr, entries);
+        reserve_large(kb, entries * 8);
+        reserve_large(self.by_id_mut(), entries);
     }
 
     /// Key id of a string id, without interning (None when no such key exists).
@@ -458,7 +443,7 @@ impl Index {
     /// The JSON text `JSON.stringify` gives a non-string scalar key (a number or boolean id, as
     /// hostile files have), or None for strings, objects and missing values.
     pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
-        if kid as usize >= self.key_recs.len() {
+        if kid as usize >= self.kstore.len() {
             return None;
         }
         let (tag, d) = self.key_data(kid);
@@ -477,7 +462,7 @@ impl Index {
 
     /// A non-string scalar key (number, boolean, null) as a skeleton value, or None.
     pub fn scalar_key(&self, kid: u32) -> Option<Val<'static>> {
-        if kid as usize >= self.key_recs.len() {
+        if kid as usize >= self.kstore.len() {
             return None;
         }
         let (tag, d) = self.key_data(kid);
@@ -492,7 +477,7 @@ impl Index {
 
     /// The string behind a key id, if the key is a string.
     pub fn key_string(&self, kid: u32) -> Option<&str> {
-        if kid as usize >= self.key_recs.len() {
+        if kid as usize >= self.kstore.len() {
             return None;
         }
         let (tag, d) = self.key_data(kid);
@@ -504,7 +489,96 @@ impl Index {
     }
     /// Entry that currently owns key `kid` (last occurrence wins), or NONE.
     pub fn winner(&self, kid: u32) -> u32 {
-        self.by_id.get(kid as usize).copied().unwrap_or(NONE)
+        if self.by_id.get().is_none() {
+            if let Some(w) = &self.saved_winners {
+                // (keys past the saved ones exist only once the map is built)
+                return if (kid as usize) < w.len() {
+                    *w.get(kid as usize)
+                } else {
+                    NONE
+                };
+            }
+        }
+        self.by_id().get(kid as usize).copied().unwrap_or(NONE)
+    }
+
+    /// The by-id map as a vector (key id → winning entry index, NONE: no entry has that id).
+    pub fn winners(&self) -> Vec<u32> {
+        self.by_id().to_vec()
+    }
+
+    /// The by-id map's bytes (4 per key id, native order), as a saved index stores them.
+    pub fn winners_bytes(&self) -> &[u8] {
+        let w = self.by_id();
+        // SAFETY: a view of the words' initialised bytes, exactly their length.
+        unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
+    }
+
+    /// Why a block of the saved index was found damaged when read (the first), if one was.
+    pub fn saved_damage(&self) -> Option<&str> {
+        self.recs
+            .damaged()
+            .or_else(|| self.saved_winners.as_ref()?.damaged())
+            .or_else(|| self.kstore.damaged())
+    }
+
+    /// Whether a damaged block of the saved index could not be served from a cold scan (no
+    /// answer may be given from this index).
+    pub fn saved_unrecoverable(&self) -> bool {
+        self.recs.unrecoverable()
+            || self
+                .saved_winners
+                .as_ref()
+                .is_some_and(|w| w.unrecoverable())
+            || self.kstore.unrecoverable()
+    }
+
+    /// Blocks read from the saved index so far (records, winners and key groups), of how many.
+    pub fn saved_blocks_read(&self) -> (usize, usize) {
+        let (a, b) = self.recs.blocks_read();
+        let (c, d) = self
+            .saved_winners
+            .as_ref()
+            .map_or((0, 0), |w| w.blocks_read());
+        let (e, f) = self.kstore.groups_read();
+        (a + c + e, b + d + f)
+    }
+
+    /// The by-id map (key id → winning entry index), built from the records on first use after
+    /// a restore (each record read then, in file order: a later duplicate wins).
+    #[inline]
+    fn by_id(&self) -> &[u32] {
+        self.by_id.get_or_init(|| self.build_by_id())
+    }
+
+    /// The by-id map, to change (built first when it is not yet; see [`Index::by_id`]).
+    #[inline]
+    pub(super) fn by_id_mut(&mut self) -> &mut Vec<u32> {
+        if self.by_id.get().is_none() {
+            let v = self.build_by_id();
+            let _ = self.by_id.set(v);
+        }
+        self.by_id.get_mut().expect("just built")
+    }
+
+    /// The map from the records: one slot per key (NONE: no entry has that id).
+    fn build_by_id(&self) -> Vec<u32> {
+        let (mut by_id, from) = match &self.saved_winners {
+            // the saved map, then the records after the saved ones
+            Some(w) => (
+                (0..w.len()).map(|k| *w.get(k)).collect(),
+                self.recs.saved_len(),
+            ),
+            None => (Vec::new(), 0),
+        };
+        by_id.resize(self.kstore.len(), NONE);
+        for (i, r) in self.recs.iter().enumerate().skip(from) {
+            // (every record's id is a key: checked when its block was read)
+            if let Some(slot) = by_id.get_mut(r.id as usize) {
+                *slot = i as u32;
+            }
+        }
+        by_id
     }
     pub fn index_of_str(&self, s: &str) -> Option<u32> {
         self.lookup_str(s)

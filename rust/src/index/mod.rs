@@ -18,21 +18,26 @@
 
 mod codes;
 mod keys;
+mod keystore;
 mod labels;
 mod legacy;
 mod line;
 mod persist;
 mod problems;
+mod recs;
 mod view;
 
 pub use codes::*;
 pub use line::*;
-pub use persist::{fixed_names_stamp, recs_bytes, recs_from_bytes};
+pub use persist::{fixed_names_stamp, recs_bytes, recs_from_bytes, RecBounds};
 pub use problems::{Problem, Problems};
+pub use recs::{BlockChecks, Paged, PagedRecs, Recs, REC_BLOCK};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
 use crate::json::{JsVal, TopKind, Val};
-use keys::{KeyRec, KeyTable};
+pub use keys::KeyRec;
+use keys::KeyTable;
+pub use keystore::{KeySections, KeyStore, PagedKeys, KEY_GROUP};
 use problems::{P_BLANK, P_EXTRA_HEADER, P_FALSY, P_MALFORMED, P_TOO_LONG, P_TORN, P_UTF8};
 use std::collections::HashMap;
 
@@ -195,7 +200,7 @@ struct Provisional {
 /// The index. Bytes live elsewhere (see `store`); this holds only skeletons.
 #[derive(Default)]
 pub struct Index {
-    pub recs: Vec<Rec>,
+    pub recs: Recs,
     /// (entry index, key id) of each label's target and each compaction's
     /// `firstKeptEntryId`, in entry order (see [`Index::target`])
     targets: Vec<(u32, u32)>,
@@ -214,11 +219,16 @@ pub struct Index {
     /// The table holds key ids (built lazily after a restore from a saved index)
     keys: std::sync::OnceLock<KeyTable>,
     hasher: Hasher,
-    key_recs: Vec<KeyRec>,
-    /// the bytes of every string key, back to back
-    key_bytes: Vec<u8>,
-    /// key id → winning entry index (NONE when no entry has that id)
-    by_id: Vec<u32>,
+    /// the keys (see [`KeyRec`]; read on demand after a restore)
+    kstore: keystore::KeyStore,
+    /// key id → winning entry index (NONE when no entry has that id).
+    ///
+    /// Built from the records on first use after a restore from a saved index (see
+    /// [`Index::by_id`]): a warm open that follows no link never reads every record
+    by_id: std::sync::OnceLock<Vec<u32>>,
+    /// the saved index's by-id map, read on demand until `by_id` is built (a restored index
+    /// only; see [`Index::winner`])
+    saved_winners: Option<Box<recs::Paged<u32>>>,
     types: Vec<String>,
     type_codes: HashMap<String, u16>,
     roles: Vec<String>,
@@ -312,11 +322,12 @@ impl Index {
         }
         self.values = p.values;
         if let Some((kid, prev)) = p.by_id_prev {
-            if prev != NONE && self.by_id[kid as usize] != NONE && prev != self.by_id[kid as usize]
-            {
+            let slot = &mut self.by_id_mut()[kid as usize];
+            let now = *slot;
+            *slot = prev;
+            if prev != NONE && now != NONE && prev != now {
                 self.dup_ids -= 1;
             }
-            self.by_id[kid as usize] = prev;
         }
         if let Some((target, prev)) = p.label_prev {
             self.restore_label(target, prev);
@@ -485,12 +496,12 @@ impl Index {
         if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {
             self.first_context_edit = idx;
         }
-        let prev = self.by_id[id as usize];
+        let slot = &mut self.by_id_mut()[id as usize];
+        let prev = std::mem::replace(slot, idx);
         self.prev_winner_scratch = prev;
         if prev != NONE {
             self.dup_ids += 1;
         }
-        self.by_id[id as usize] = idx;
         self.leaf = Leaf::Key(id);
         self.leaf_version += 1;
         if etype == T_LABEL {

@@ -156,27 +156,34 @@ pub fn recs_bytes(recs: &[Rec]) -> &[u8] {
 ///
 /// Tags known (the fixed `undefined` and `null` first and only there), starts in order and inside
 /// the bytes, each key's bytes of its kind: a string valid UTF-8, a number 8 bytes of a non-NaN f64
-/// (0 as +0), a boolean one byte 0 or 1, nothing for the others.
-fn check_keys(keys: &[KeyRec], bytes: &[u8]) -> Option<()> {
+/// (0 as +0), a boolean one byte 0 or 1, nothing for the others. `keys` are the keys from id
+/// `first` on, `bytes` their bytes, which start at `base` of the key bytes (the first key's start).
+pub(super) fn check_keys(keys: &[KeyRec], bytes: &[u8], base: u64, first: usize) -> Option<()> {
     let n = keys.len();
     // strings are checked as UTF-8 in runs (between the bytes of scalar keys), and each
     // string's start must be a character boundary
     let mut run_start = 0usize;
-    let total = bytes.len() as u64;
+    let total = base + bytes.len() as u64;
+    if keys.first().is_some_and(|k| k.start() != base) {
+        return None;
+    }
     for i in 0..n {
+        let kid = first + i;
         let k = keys[i];
-        let next = keys
-            .get(i + 1)
-            .copied()
-            .unwrap_or(KeyRec::new(K_OBJECT, total));
-        let (tag, start, end) = (k.tag(), k.start(), next.start());
-        if end < start || end > total || (i < 2) != matches!(tag, K_UNDEFINED | K_NULL) {
+        let end = keys.get(i + 1).map_or(total, |k| k.start());
+        let (tag, start) = (k.tag(), k.start());
+        if start < base
+            || end < start
+            || end > total
+            || (kid < 2) != matches!(tag, K_UNDEFINED | K_NULL)
+        {
             return None;
         }
-        if i < 2 && tag != [K_UNDEFINED, K_NULL][i] {
+        if kid < 2 && tag != [K_UNDEFINED, K_NULL][kid] {
             return None;
         }
-        let d = &bytes[start as usize..end as usize];
+        let (s, e) = ((start - base) as usize, (end - base) as usize);
+        let d = &bytes[s..e];
         match tag {
             K_STR => {
                 if d.first().is_some_and(|&b| b & 0xC0 == 0x80) {
@@ -203,8 +210,8 @@ fn check_keys(keys: &[KeyRec], bytes: &[u8]) -> Option<()> {
             _ => return None,
         }
         if matches!(tag, K_NUM | K_BOOL) {
-            simdutf8::basic::from_utf8(&bytes[run_start..start as usize]).ok()?;
-            run_start = end as usize;
+            simdutf8::basic::from_utf8(&bytes[run_start..s]).ok()?;
+            run_start = e;
         }
     }
     simdutf8::basic::from_utf8(&bytes[run_start..]).ok()?;
@@ -308,20 +315,14 @@ impl Index {
         o.u64(self.scanned_to);
         o.u32(self.first_context_edit);
         o.u64(self.v1_seed);
+        o.u32(self.dup_ids);
     }
 
     /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes.
     ///
-    /// The two sections a saved index stores besides the meta and the records.
-    pub fn key_sections(&self) -> (&[u8], &[u8]) {
-        // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.
-        let recs = unsafe {
-            std::slice::from_raw_parts(
-                self.key_recs.as_ptr() as *const u8,
-                std::mem::size_of_val(&self.key_recs[..]),
-            )
-        };
-        (recs, &self.key_bytes)
+    /// The two sections a saved index stores besides the meta, the records and the winners.
+    pub fn key_sections(&self) -> (std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>) {
+        self.kstore.sections()
     }
 
     /// For tests: the meta and the key sections in one buffer, for [`Index::restore`].
@@ -333,8 +334,8 @@ impl Index {
         let mut out = Vec::new();
         let mut o = Out(&mut out);
         o.bytes(&meta);
-        o.bytes(k);
-        o.bytes(b);
+        o.bytes(&k);
+        o.bytes(&b);
         out
     }
 
@@ -347,24 +348,24 @@ impl Index {
         if !r.at_end() || k.len() % 8 != 0 {
             return None;
         }
-        let keys = k
+        let keys: Vec<KeyRec> = k
             .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("8")))
+            .map(|c| KeyRec(u64::from_ne_bytes(c.try_into().expect("8"))))
             .collect();
-        Index::restore_meta(meta, keys, b.to_vec(), recs.len(), covered)?.restore_records(recs)
+        check_keys(&keys, b, 0, 0)?;
+        let keys = super::keystore::KeyStore::from_vecs(keys, b.to_vec());
+        Index::restore_meta(meta, keys, recs.len(), covered)?.restore_records(recs)
     }
 
     /// The first half of restoring a saved index.
     ///
-    /// Everything but the records, which another thread may be reading meanwhile. `keys` and
-    /// `key_bytes` are the key sections (moved into the index as they are, after they are checked),
-    /// `nrecs` the number of records that will follow, `covered` the bytes of the file indexed.
-    /// None when anything is out of bounds or inconsistent. [`Index::restore_records`] completes
-    /// it.
+    /// Everything but the records. `keys` are the keys (checked in memory by the caller, or
+    /// read on demand and checked per group as read), `nrecs` the number of records that will
+    /// follow, `covered` the bytes of the file indexed. None when anything is out of bounds or
+    /// inconsistent. [`Index::restore_records`] or [`Index::restore_paged`] completes it.
     pub fn restore_meta(
         meta: &[u8],
-        keys: Vec<u64>,
-        key_bytes: Vec<u8>,
+        keys: super::keystore::KeyStore,
         nrecs: usize,
         covered: u64,
     ) -> Option<Index> {
@@ -379,8 +380,6 @@ impl Index {
         if nkeys < 2 || nkeys > u32::MAX as usize - 1 {
             return None;
         }
-        let key_recs: Vec<KeyRec> = keys.into_iter().map(KeyRec).collect();
-        check_keys(&key_recs, &key_bytes)?;
         // names
         for which in 0..2 {
             let n = r.count(8)?;
@@ -472,6 +471,7 @@ impl Index {
         ix.scanned_to = r.u64()?;
         ix.first_context_edit = r.u32()?;
         ix.v1_seed = r.u64()?;
+        ix.dup_ids = r.u32()?;
         let last_line = line_runs
             .last()
             .map_or(0, |&(e, l)| l as u64 + (nrecs as u64 - 1 - e as u64));
@@ -488,8 +488,10 @@ impl Index {
         if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
             return None;
         }
-        ix.key_recs = key_recs;
-        ix.key_bytes = key_bytes;
+        if ix.dup_ids as usize > nrecs {
+            return None;
+        }
+        ix.kstore = keys;
         ix.targets = targets;
         ix.extra_headers = extra_headers;
         ix.line_runs = line_runs;
@@ -502,6 +504,46 @@ impl Index {
         Some(ix)
     }
 
+    /// The bounds every record of this index restored by [`Index::restore_meta`] must keep.
+    pub fn rec_bounds(&self) -> Option<RecBounds> {
+        let (hs, hl) = self.header_span?;
+        let (ntypes, nroles) = (self.types.len(), self.roles.len());
+        Some(RecBounds {
+            header_end: hs + hl,
+            covered: self.scanned_to,
+            nkeys: self.kstore.len(),
+            ntypes,
+            nroles,
+            // the "other" codes are given only once a names table is full (see `codes`)
+            types_full: ntypes == u16::MAX as usize,
+            roles_full: nroles == u16::MAX as usize,
+            targets: self.targets.iter().map(|&(e, _)| e).collect(),
+        })
+    }
+
+    /// The second half of restoring a saved index whose records and by-id map (`winners`) stay
+    /// in the saved file (read and checked block by block as queries need them, see `recs`).
+    /// The duplicate count is the meta's. None when `recs` is not the number of records
+    /// announced or `winners` not one per key.
+    pub fn restore_paged(
+        mut self,
+        recs: super::PagedRecs,
+        winners: super::Paged<u32>,
+    ) -> Option<Index> {
+        let recs = super::Recs::paged(recs);
+        if recs.len() != self.pending_recs as usize
+            || !self.recs.is_empty()
+            || winners.len() != self.kstore.len()
+        {
+            return None;
+        }
+        self.recs = recs;
+        self.pending_recs = 0;
+        self.by_id = std::sync::OnceLock::new();
+        self.saved_winners = Some(Box::new(winners));
+        Some(self)
+    }
+
     /// The second half of restoring a saved index ([`Index::restore_meta`]).
     ///
     /// The records, checked (in file order, inside the covered bytes, with known keys and codes)
@@ -512,44 +554,76 @@ impl Index {
         if recs.len() != ix.pending_recs as usize || !ix.recs.is_empty() {
             return None;
         }
-        let (hs, hl) = ix.header_span?;
-        let covered = ix.scanned_to;
-        let nkeys = ix.key_recs.len();
-        let (ntypes, nroles) = (ix.types.len(), ix.roles.len());
-        // the "other" codes are given only once a names table is full (see `codes`)
-        let (types_full, roles_full) = (ntypes == u16::MAX as usize, nroles == u16::MAX as usize);
-        let mut by_id = vec![NONE; nkeys];
+        let bounds = ix.rec_bounds()?;
+        if !bounds.ok(0, &recs) {
+            return None;
+        }
+        let mut by_id = vec![NONE; ix.kstore.len()];
         let mut dup = 0u32;
-        let mut prev_end = hs + hl;
-        // labels and compactions have a target, other entries none
-        let mut next_target = ix.targets.iter().map(|&(e, _)| e).peekable();
         for (i, rec) in recs.iter().enumerate() {
-            let offset = rec.offset();
-            let end = offset + rec.len as u64;
-            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
-            if offset < prev_end
-                || end > covered
-                || rec.id as usize >= nkeys
-                || rec.parent as usize >= nkeys
-                || (rec.etype as usize >= ntypes && !(rec.etype == super::T_OTHER && types_full))
-                || (rec.role as usize >= nroles
-                    && !(rec.role == super::R_OTHER && roles_full && rec.etype == super::T_MESSAGE))
-                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
-                || !rec.well_formed()
-            {
-                return None;
-            }
-            prev_end = end;
             let slot = &mut by_id[rec.id as usize];
             if *slot != NONE {
                 dup += 1;
             }
             *slot = i as u32;
         }
-        ix.by_id = by_id;
+        if dup != ix.dup_ids {
+            return None;
+        }
+        ix.by_id = std::sync::OnceLock::from(by_id);
         ix.dup_ids = dup;
         ix.pending_recs = 0;
-        ix.recs = recs;
+        ix.recs = super::Recs::from_vec(recs);
         Some(self)
+    }
+}
+
+/// The bounds of a restored index's records (see [`Index::rec_bounds`]).
+pub struct RecBounds {
+    header_end: u64,
+    covered: u64,
+    nkeys: usize,
+    ntypes: usize,
+    nroles: usize,
+    types_full: bool,
+    roles_full: bool,
+    /// the entries with a target (labels and compactions), in order
+    targets: Vec<u32>,
+}
+
+impl RecBounds {
+    /// Whether `recs`, the records of entries `first..`, keep the bounds: in file order after
+    /// the header and inside the covered bytes, with known keys and codes, a target exactly
+    /// for labels and compactions, well formed.
+    pub fn ok(&self, first: usize, recs: &[Rec]) -> bool {
+        let mut prev_end = self.header_end;
+        let mut next_target = self.targets
+            [self.targets.partition_point(|&e| (e as usize) < first)..]
+            .iter()
+            .copied()
+            .peekable();
+        for (k, rec) in recs.iter().enumerate() {
+            let i = first + k;
+            let offset = rec.offset();
+            let end = offset + rec.len as u64;
+            let has_target = next_target.next_if_eq(&(i as u32)).is_some();
+            if offset < prev_end
+                || end > self.covered
+                || rec.id as usize >= self.nkeys
+                || rec.parent as usize >= self.nkeys
+                || (rec.etype as usize >= self.ntypes
+                    && !(rec.etype == super::T_OTHER && self.types_full))
+                || (rec.role as usize >= self.nroles
+                    && !(rec.role == super::R_OTHER
+                        && self.roles_full
+                        && rec.etype == super::T_MESSAGE))
+                || has_target != matches!(rec.etype, super::T_LABEL | super::T_COMPACTION)
+                || !rec.well_formed()
+            {
+                return false;
+            }
+            prev_end = end;
+        }
+        true
     }
 }

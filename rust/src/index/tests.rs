@@ -212,7 +212,7 @@ fn lines_past_4_gib_index_with_exact_offsets() {
     // and through a saved index's bytes and back
     let meta = ix.persist_all();
     let covered = ix.scanned_to;
-    let back = Index::restore(&meta, ix.recs.clone(), covered).expect("restores");
+    let back = Index::restore(&meta, ix.recs.to_vec(), covered).expect("restores");
     assert_eq!(back.recs[1].offset(), (1 << 33) + 77);
     assert_eq!(back.key_string(back.target(1)), Some("a"));
 }
@@ -336,10 +336,10 @@ fn a_saved_index_of_other_fixed_names_is_refused() {
     }
     let all = ix.persist_all();
     let covered = ix.scanned_to;
-    let back = Index::restore(&all, ix.recs.clone(), covered).expect("restores");
+    let back = Index::restore(&all, ix.recs.to_vec(), covered).expect("restores");
     assert_eq!(back.types[back.recs[0].etype as usize], "foo");
     // the stamp is the meta's first u64 (after the section's length)
     let mut other = all.clone();
     other[8..16].copy_from_slice(&fixed_names_stamp(&more, &ROLE_NAMES).to_ne_bytes());
-    assert!(Index::restore(&other, ix.recs.clone(), covered).is_none());
+    assert!(Index::restore(&other, ix.recs.to_vec(), covered).is_none());
 }

@@ -1,0 +1,186 @@
+"""The saved index read on demand: a warm open reads the key groups and record blocks a query
+needs, each checked when read. Properties: whatever questions are asked, in whatever order,
+of a fresh warm open, the answers are the cold open's; a byte changed anywhere in one block
+of the saved file is caught when that block is read, and the answers are still the cold
+open's (the cold scan stands in, and a good index is saved again)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiontree import Session
+
+# records per block, keys per group (rust/src/index/recs.rs, keystore.rs)
+BLOCK = 1024
+
+
+def _file(n: int, branchy: int) -> bytes:
+    out = [
+        orjson.dumps(
+            {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+        )
+    ]
+    ids: list[str] = []
+    for i in range(n):
+        # mostly a chain, every `branchy`-th entry forks from an older one
+        parent = ids[-1] if ids else None
+        if ids and branchy and i % branchy == 0:
+            parent = ids[(i * 7919) % len(ids)]
+        eid = f"e{i:07x}"
+        if i % 11 == 10 and ids:
+            e = {
+                "type": "label",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "targetId": ids[i // 2],
+                "label": f"l{i}",
+            }
+        elif i % 97 == 96 and ids:
+            e = {
+                "type": "compaction",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:02.000Z",
+                "summary": f"sum {i}",
+                "firstKeptEntryId": ids[-3] if len(ids) > 3 else ids[0],
+                "tokensBefore": 1000,
+            }
+        else:
+            role = "user" if i % 2 else "assistant"
+            content = f"message {i}" if role == "user" else [{"type": "text", "text": f"reply {i}"}]
+            e = {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": {"role": role, "content": content},
+            }
+        out.append(orjson.dumps(e))
+        ids.append(eid)
+    return b"\n".join(out) + b"\n"
+
+
+QUESTIONS = ("leaf", "len", "get_entry", "children", "branch", "context", "labels", "entries", "tree")
+
+
+def _ask(s: Session, q: str, k: int) -> object:
+    n = len(s)
+    eid = f"e{k % max(n, 1):07x}"
+    if q == "leaf":
+        return s.leaf_id
+    if q == "len":
+        return (len(s), s.entry_count())
+    if q == "get_entry":
+        e = s.get_entry(eid)
+        return None if e is None else (e.id, e.parent_id, e.type, e.line)
+    if q == "children":
+        return [c.id for c in s.get_children(eid)]
+    if q == "branch":
+        return [e.id for e in s.get_branch(eid)] if s.get_entry(eid) is not None else None
+    if q == "context":
+        return s.build_context().messages
+    if q == "labels":
+        return s.labels
+    if q == "entries":
+        return [(e.id, e.parent_id, e.type, e.line) for e in s.entries()]
+    return repr(s.tree_table())
+
+
+def _saved_file(cache: Path) -> Path:
+    (f,) = [x for x in cache.iterdir() if x.suffix == ".stidx"]
+    return f
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 3 * BLOCK + 50),
+    branchy=st.sampled_from([0, 3, 50]),
+    qs=st.lists(st.tuples(st.sampled_from(QUESTIONS), st.integers(0, 10**6)), min_size=1, max_size=6),
+)
+def test_warm_on_demand_answers_equal_cold_in_any_order(n, branchy, qs):
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.jsonl"
+        cache = Path(d) / "cache"
+        p.write_bytes(_file(n, branchy))
+        os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"] = "0"
+        try:
+            assert Session.open(p, index_cache=cache).index_cache_state()[0] == "saved"
+            warm = Session.open(p, index_cache=cache)
+        finally:
+            del os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"]
+        assert warm.index_cache_state()[0] == "warm"
+        # the open read at most one key group, one block of records and one of winners (the
+        # leaf's): nothing that grows with the file
+        read, total = warm._core.cache_blocks_read()
+        assert read <= 3 and total == 2 * -(-n // BLOCK) + -(-(n + 2) // BLOCK), (read, total)
+        cold = Session.open(p, index_cache=False)
+        for q, k in qs:
+            assert _ask(warm, q, k) == _ask(cold, q, k), (q, k)
+        assert warm.index_cache_state()[0] == "warm"  # nothing damaged was read
+        # an append after on-demand reads (the by-id map and key table then built from the
+        # saved blocks) answers as a cold open of the grown file
+        warm.append_message({"role": "user", "content": "more", "timestamp": 0})
+        grown = Session.open(p, index_cache=False)
+        for q, k in [("leaf", 0), ("len", 0), ("get_entry", n), ("context", 0), ("entries", 0), ("children", n - 1)]:
+            assert _ask(warm, q, k) == _ask(grown, q, k), (q, k)
+        assert warm.get_entry(grown.leaf_id) is not None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(50, 3 * BLOCK + 50),
+    where=st.floats(0.0, 1.0, exclude_max=True),
+    bit=st.integers(0, 7),
+    qs=st.lists(st.tuples(st.sampled_from(QUESTIONS), st.integers(0, 10**6)), min_size=1, max_size=4),
+)
+def test_a_damaged_block_is_caught_when_read_and_answers_equal_cold(n, where, bit, qs):
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.jsonl"
+        cache = Path(d) / "cache"
+        p.write_bytes(_file(n, 7))
+        os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"] = "0"
+        try:
+            Session.open(p, index_cache=cache)
+            f = _saved_file(cache)
+            good = f.read_bytes()
+            # the keys, records and winners sections (read on demand) end the file: flip one
+            # bit in them, away from the tables the open checks whole
+            lazy = len(good) - _lazy_bytes(good)
+            at = lazy + int(where * (len(good) - lazy))
+            bad = bytearray(good)
+            bad[at] ^= 1 << bit
+            f.write_bytes(bytes(bad))
+            warm = Session.open(p, index_cache=cache)
+        finally:
+            del os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"]
+        # (the open reads the leaf's key group only: a small session's one group may be the
+        # damaged one)
+        assert warm.index_cache_state()[0] in ("warm", "cold")
+        cold = Session.open(p, index_cache=False)
+        for q, k in qs + [("entries", 0), ("tree", 0), ("get_entry", n - 1), ("context", 0)]:
+            assert _ask(warm, q, k) == _ask(cold, q, k), (q, k)
+        # once every key and record was read, the damage was caught
+        kind, _, why = warm.index_cache_state()
+        if kind == "warm":
+            # (only the winners block of a key no query followed can still be unread)
+            assert warm._core.cache_blocks_read()[0] < warm._core.cache_blocks_read()[1]
+        else:
+            assert kind == "cold" and "damaged" in why, why
+            # a good index was saved over the damaged one
+            assert _saved_file(cache).read_bytes() == good
+
+
+def _lazy_bytes(saved: bytes) -> int:
+    """Bytes of the sections read on demand (key records and bytes, records, winners), from
+    the header's lengths (rust/src/saved.rs: u64 fields from byte 24)."""
+    field = lambda i: int.from_bytes(saved[24 + 8 * i : 32 + 8 * i], sys.byteorder)  # noqa: E731
+    nrecs, nkeys, kb = field(8), field(10), field(11)
+    return nkeys * 8 + kb + nrecs * 28 + nkeys * 4

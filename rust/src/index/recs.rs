@@ -246,7 +246,11 @@ impl Recs {
     }
     /// Binary search over records sorted by `f` (as `slice::binary_search_by_key`): reads
     /// O(log n) blocks of a saved index, never all of them.
-    pub fn binary_search_by_key<K: Ord>(&self, key: &K, f: impl Fn(&Rec) -> K) -> Result<usize, usize> {
+    pub fn binary_search_by_key<K: Ord>(
+        &self,
+        key: &K,
+        f: impl Fn(&Rec) -> K,
+    ) -> Result<usize, usize> {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

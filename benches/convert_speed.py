@@ -13,9 +13,14 @@ function calls and outputs, token_count events. Deterministic (seeded).
 * ``pigz``: ``pigz -1 -p 2 -c FILE > /dev/null`` (the floor the target names);
 * ``convert``: ``sessiontree.convert.to_pi(FILE, OUT)`` in a child process (two streaming
   passes, the Pi file written and fsynced), its peak RSS from ``getrusage``;
+* ``memory``: ``sessiontree.convert.to_pi_bytes(data)`` in that child (the same conversion with
+  nothing written: the file's bytes already read);
+* CPU seconds of each (pigz's from ``RUSAGE_CHILDREN``, the conversion's ``process_time``, every
+  thread): on a loaded machine wall times measure the scheduler, CPU times the work;
 
-and prints each time (best of ``--repeat``), the ratio convert/pigz, and peak RSS as a share of
-the file's size. The CI check at a small size is ``tests/perf/test_convert_ratio.py``.
+and prints each time (best of ``--repeat``), the ratios convert/pigz (wall and CPU), and peak
+RSS as a share of the file's size. The Pi file is about twice the source (every entry carries
+its source line), written and fsynced; pigz writes to ``/dev/null``. The CI check at a small size is ``tests/perf/test_convert_ratio.py``.
 """
 
 from __future__ import annotations
@@ -224,13 +229,18 @@ def measure(path: Path, repeat: int = 3) -> dict:
             pass
     pigz = shutil.which("pigz")
     best_pigz = best_conv = float("inf")
+    cpu_pigz = cpu_conv = mem_wall = mem_cpu = float("inf")
     rss = 0
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out.jsonl"
         code = (
-            "import resource,sys,time\nfrom sessiontree import convert\nt=time.perf_counter()\n"
+            "import resource,sys,time\nfrom sessiontree import convert\nt=time.perf_counter();c=time.process_time()\n"
             f"convert.to_pi({str(path)!r}, {str(out)!r})\n"
-            "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+            "w=time.perf_counter()-t;cpu=time.process_time()-c\n"
+            "rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            f"data=open({str(path)!r},'rb').read();t=time.perf_counter();c=time.process_time()\n"
+            "pi,_=convert.to_pi_bytes(data)\n"
+            "print(w, rss, cpu, time.perf_counter()-t, time.process_time()-c)"
         )
         base = subprocess.run(
             [
@@ -245,19 +255,32 @@ def measure(path: Path, repeat: int = 3) -> dict:
         base_rss = int(base.stdout.split()[0])
         for _ in range(repeat):
             if pigz:
+                import resource
+
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
                 with open(os.devnull, "wb") as null:
                     subprocess.run([pigz, "-1", "-p", "2", "-c", str(path)], stdout=null, check=True)
                 best_pigz = min(best_pigz, time.perf_counter() - t)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu_pigz = min(cpu_pigz, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-            secs, peak = r.stdout.split()
+            secs, peak, cpu, mwall, mcpu = r.stdout.split()
             best_conv = min(best_conv, float(secs))
+            cpu_conv = min(cpu_conv, float(cpu))
+            mem_wall = min(mem_wall, float(mwall))
+            mem_cpu = min(mem_cpu, float(mcpu))
             rss = max(rss, int(peak))
     return {
         "bytes": size,
         "pigz_s": best_pigz,
         "convert_s": best_conv,
         "ratio": best_conv / best_pigz if pigz else None,
+        "pigz_cpu_s": cpu_pigz if pigz else None,
+        "convert_cpu_s": cpu_conv,
+        "cpu_ratio": cpu_conv / cpu_pigz if pigz else None,
+        "memory_s": mem_wall,
+        "memory_cpu_s": mem_cpu,
         "peak_rss_kib": rss,
         "interpreter_rss_kib": base_rss,
         "rss_share": (rss - base_rss) * 1024 / size,
@@ -282,7 +305,8 @@ def main() -> None:
         print(json.dumps(m))
         print(
             f"{m['bytes'] / 1e6:.0f} MB: pigz {m['pigz_s']:.2f} s, convert {m['convert_s']:.2f} s, "
-            f"ratio {m['ratio']:.2f}x; peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
+            f"ratio {m['ratio']:.2f}x; CPU pigz {m['pigz_cpu_s']:.2f} s, convert {m['convert_cpu_s']:.2f} s, "
+            f"ratio {m['cpu_ratio']:.2f}x; in memory {m['memory_s']:.2f} s ({m['memory_cpu_s']:.2f} s CPU); peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
             f"({m['rss_share'] * 100:.1f}% of the file above the interpreter's {m['interpreter_rss_kib'] / 1024:.0f} MiB)"
         )
 

@@ -45,6 +45,10 @@ SLOW_TESTS = (
     # the conversion (tests/convert): the 1 MB Codex capture, an 8 MiB line
     "tests/convert/test_convert_fixtures.py::test_codex_round_trips_and_validates[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9]",
     "tests/convert/test_convert_hostile.py::test_a_huge_line_is_carried",
+    # the CLI in child processes over converted files, a store's stats
+    "tests/convert/test_convert_reads.py::test_read_commands_take_the_file_and_say_it_was_converted",
+    "tests/convert/test_convert_reads.py::test_stats_reads_claude_code_and_codex_files_and_names_the_format",
+    "tests/convert/test_convert_all.py::test_cli_lines_json_and_exit_codes",
     "tests/cli/test_cli.py::test_branch_of_a_200k_deep_chain",
     "tests/cli/test_cli.py::test_installed_script_runs",
     "tests/cli/test_cli.py::test_output_into_a_closed_pipe_is_quiet",

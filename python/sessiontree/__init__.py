@@ -29,6 +29,8 @@ from .errors import (
     SessionLockedError,
     SessionReadOnlyError,
     SessionTreeError,
+    SearchIndexError,
+    SearchQueryError,
 )
 from .session import Session
 from .settings import CompactionSettings
@@ -50,6 +52,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time these load on first use
     )
     from .provider_context import ProviderContext
     from .scrub import ScrubFinding, ScrubReport
+    from .searching import SearchHit, SearchResult, search
     from .summarizers.base import SummarizerError
     from .token_counter import TokenCounterError
 
@@ -72,6 +75,9 @@ _LAZY: dict[str, str] = {
     "ProviderContext": ".provider_context",
     "ScrubFinding": ".scrub",
     "ScrubReport": ".scrub",
+    "SearchHit": ".searching",
+    "SearchResult": ".searching",
+    "search": ".searching",
     "SummarizerError": ".summarizers.base",
     "TokenCounterError": ".token_counter",
 }
@@ -113,6 +119,9 @@ __all__ = [
     "AutoCompactor",
     "RecoveryResult",
     "list_sessions",
+    "search",
+    "SearchHit",
+    "SearchResult",
     "estimate_tokens",
     "SessionTreeError",
     "SessionError",
@@ -126,6 +135,8 @@ __all__ = [
     "SessionArgumentError",
     "MessageShapeError",
     "OutputPathError",
+    "SearchQueryError",
+    "SearchIndexError",
     "NothingToCompactError",
     "AlreadyCompactedError",
     "CompactionCancelledError",

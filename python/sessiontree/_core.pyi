@@ -5,7 +5,7 @@ when they are strings (None otherwise). Byte offsets and lengths are in bytes of
 """
 
 from os import PathLike
-from typing import Any, Callable, Literal, final
+from typing import Any, Callable, Literal, TypeAlias, final
 
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem, ScrubFinding, ScrubStats, TreeTable
 
@@ -13,7 +13,9 @@ __all__ = [
     "INDEX_CACHE_MAX_BYTES",
     "Index",
     "Scrubber",
+    "convert_bytes",
     "convert_detect",
+    "convert_detect_bytes",
     "convert_file",
     "date_parse",
     "header_probe",
@@ -26,9 +28,17 @@ __all__ = [
     "__version__",
 ]
 
+def convert_bytes(
+    data: bytes, name: str | PathLike[str], source: str | None = None
+) -> tuple[bytes, dict[str, Any]]: ...
 def convert_detect(path: str | PathLike[str]) -> str: ...
+def convert_detect_bytes(data: bytes, name: str | PathLike[str]) -> str: ...
 def convert_file(
-    src: str | PathLike[str], out: str | PathLike[str], source: str | None = None, target: str = "pi"
+    src: str | PathLike[str],
+    out: str | PathLike[str],
+    source: str | None = None,
+    target: str = "pi",
+    shown: str | PathLike[str] | None = None,
 ) -> dict[str, Any]: ...
 def date_parse(s: str) -> float: ...
 def iso_now() -> str: ...
@@ -43,11 +53,12 @@ class Index:
         cache_min: int = 1048576,
         cache_max: int = 1073741824,
         cache_evict_s: int = 10,
+        row_sums: bool = False,
     ) -> Index: ...
     def cache_state(self) -> tuple[Literal["off", "warm", "saved", "cold"], int, str]: ...
     def cache_blocks_read(self) -> tuple[int, int]: ...
     @staticmethod
-    def from_bytes(data: bytes | bytearray | memoryview, parallel: bool = True) -> Index: ...
+    def from_bytes(data: bytes | bytearray | memoryview, parallel: bool = True, row_sums: bool = False) -> Index: ...
     @staticmethod
     def in_memory() -> Index: ...
     def refresh(self) -> int: ...
@@ -123,6 +134,37 @@ def header_probe(buf: bytes, eof: bool) -> HeaderProbe: ...
 def index_cache_clear(dir: str | PathLike[str]) -> int: ...
 def index_cache_census(dir: str | PathLike[str]) -> tuple[int, int, int] | None: ...
 def index_cache_evict(dir: str | PathLike[str], max_bytes: int) -> int: ...
+
+__all__ += ["search_extract", "search_match", "search_store", "search_tokens"]
+
+_SearchHitTuple: TypeAlias = tuple[
+    tuple[str, str | None, str | None, str, str | None, str | None, int | None, int, int],
+    tuple[str, list[tuple[int, int]], float, str, str | None, str | None, list[str]],
+]
+
+def search_store(
+    query: str,
+    files: list[str],
+    store_key: str,
+    cache_dir: str | PathLike[str] | None = None,
+    cache_min: int = 1048576,
+    cache_max: int = 1073741824,
+    cache_evict_s: int = 10,
+    limit: int = 20,
+    offset: int = 0,
+    role: str | None = None,
+    etype: str | None = None,
+    tool: str | None = None,
+    branch_state: str | None = None,
+    session: str | None = None,
+    cwd: str | None = None,
+    label: str | None = None,
+    since: int | None = None,
+    until: int | None = None,
+) -> tuple[list[_SearchHitTuple], int, int | None, float]: ...
+def search_match(query: str, text: str) -> list[tuple[int, int]] | None: ...
+def search_tokens(text: str) -> list[tuple[str, int, bool]]: ...
+def search_extract(line: bytes) -> str | None: ...
 
 INDEX_CACHE_MAX_BYTES: int
 

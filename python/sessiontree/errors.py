@@ -151,3 +151,14 @@ class ConvertError(SessionTreeError, ValueError):
 class UnrecognisedFormatError(ConvertError):
     """The source is not a Claude Code transcript, a Codex rollout or a Pi session (detected
     from the content of its first lines), or not the format asked for."""
+
+
+class SearchQueryError(SessionTreeError, ValueError):
+    """A search query that does not parse (:func:`sessiontree.search`): ``str(err)`` is one
+    line, ``bad query: why`` (an unclosed quote, ``OR`` without an item on each side, a
+    negated item inside an ``OR``, only negated items, nothing to search for)."""
+
+
+class SearchIndexError(SessionTreeError):
+    """The search index could not be built or written, even after a rebuild (a full disk, a
+    cache folder that refuses writes)."""

@@ -374,6 +374,7 @@ def clear(index_cache: IndexCache = None) -> int:
     if d is None:
         return 0
     n = index_cache_clear(str(d))
+    n += _clear_search(d)
     dfd = _open_folder(d, False)
     if dfd is None:
         return n
@@ -389,6 +390,53 @@ def clear(index_cache: IndexCache = None) -> int:
         pass
     finally:
         os.close(dfd)
+    return n
+
+
+_SEARCH_DIR = re.compile(r"\.?[0-9a-f]{16}(\.old\.\d+\.\d+)?")
+
+
+def _clear_search(d: Path) -> int:
+    """Removes the search indexes (``search/<16 hex>/``, ``rust/src/search/store_index.rs``) under
+    the cache folder ``d``; returns how many files went. Only folders named as the core names
+    them, in a ``search`` folder of ours (never through a symlink: ``shutil.rmtree`` works
+    through descriptors)."""
+    import shutil
+
+    dfd = _open_folder(d, False)
+    if dfd is None:
+        return 0
+    try:
+        sfd = os.open("search", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return 0
+    finally:
+        os.close(dfd)
+    n = 0
+    try:
+        st = os.fstat(sfd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return 0
+        for name in os.listdir(sfd):
+            if _SEARCH_DIR.fullmatch(name) is None:
+                continue
+            try:
+                sub = os.stat(name, dir_fd=sfd, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(sub.st_mode) or sub.st_uid != os.geteuid():
+                continue
+            try:
+                cfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=sfd)
+                try:
+                    n += sum(1 for _ in os.scandir(cfd))
+                finally:
+                    os.close(cfd)
+                shutil.rmtree(name, dir_fd=sfd)
+            except OSError:
+                continue
+    finally:
+        os.close(sfd)
     return n
 
 

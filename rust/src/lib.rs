@@ -18,6 +18,7 @@ pub mod rows;
 pub mod saved;
 pub mod scan;
 pub mod scrub;
+pub mod search;
 pub mod store;
 pub mod tokens;
 pub mod treejson;

@@ -23,6 +23,7 @@ mod index_walks;
 mod index_writes;
 mod results;
 mod scrub;
+mod search;
 mod tree;
 
 use crate::index::NONE;
@@ -83,8 +84,11 @@ impl Index {
     /// after a cold scan of a file of at least `cache_min` bytes); see `cache_state`.
     /// After a save the folder's saved indexes of files gone or rewritten are evicted, then the
     /// least recently used past `cache_max` bytes (at most once per `cache_evict_s` seconds).
+    /// With `row_sums`, a cold scan also sums the stats row's usage as it parses each line (the
+    /// fleet's row then reads no line again; see `rows::RowSums`).
     #[staticmethod]
-    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = 1073741824, cache_evict_s = 10))]
+    #[pyo3(signature = (path, parallel = true, cache_dir = None, cache_min = 1048576, cache_max = 1073741824, cache_evict_s = 10, row_sums = false))]
+    #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -93,6 +97,7 @@ impl Index {
         cache_min: u64,
         cache_max: u64,
         cache_evict_s: u64,
+        row_sums: bool,
     ) -> PyResult<Self> {
         let cfg = cache_dir.map(|dir| crate::saved::CacheCfg {
             dir,
@@ -100,7 +105,8 @@ impl Index {
             max_bytes: cache_max,
             evict_every_s: cache_evict_s,
         });
-        let (st, cache) = py.detach(|| Store::open_cached(&path, parallel, cfg.as_ref()))?;
+        let (st, cache) =
+            py.detach(|| Store::open_cached_with(&path, parallel, cfg.as_ref(), row_sums))?;
         Ok(Index::new(st, cache))
     }
 
@@ -126,13 +132,19 @@ impl Index {
     /// `data`: bytes, bytearray, memoryview, mmap: anything with the buffer protocol. Scanned with
     /// the GIL released, the same index `open` builds from a file holding these bytes. Appends
     /// raise SessionReadOnlyError.
+    /// `row_sums`: as in `open`.
     #[staticmethod]
-    #[pyo3(signature = (data, parallel = true))]
-    fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>, parallel: bool) -> PyResult<Self> {
+    #[pyo3(signature = (data, parallel = true, row_sums = false))]
+    fn from_bytes(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        parallel: bool,
+        row_sums: bool,
+    ) -> PyResult<Self> {
         let buf = pyo3::buffer::PyBuffer::<u8>::get(data)?;
         let bytes = buf.to_vec(py)?;
         drop(buf);
-        let st = py.detach(|| Store::from_bytes(bytes, parallel));
+        let st = py.detach(|| Store::from_bytes_with(bytes, parallel, row_sums));
         Ok(Index::new(st, crate::saved::CacheState::Off))
     }
 
@@ -170,6 +182,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::header_probe, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_detect, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_file, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_detect_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;
@@ -183,6 +197,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export::html_write_segments, m)?)?;
     m.add_function(wrap_pyfunction!(tree::stringify_lines, m)?)?;
     m.add_function(wrap_pyfunction!(tree::tree_json, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_store, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_match, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_extract, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<scrub::Scrubber>()?;
     m.add_function(wrap_pyfunction!(functions::date_parse, m)?)?;

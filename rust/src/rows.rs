@@ -202,6 +202,15 @@ impl<'a> W<'a> {
         let body = &self.b[start..end - 1];
         Some((body, memchr::memchr(b'\\', body).is_some()))
     }
+    /// Skips a string at `"` (its body's length: 0 for `""`); no escape check (a skipped
+    /// string is never compared).
+    #[inline]
+    fn skip_str(&mut self) -> Option<usize> {
+        let start = self.i + 1;
+        let end = skip_string_body(self.b, start).ok()?;
+        self.i = end;
+        Some(end - 1 - start)
+    }
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         if self.b.get(self.i..self.i + word.len())? == word {
             self.i += word.len();
@@ -244,7 +253,7 @@ impl<'a> W<'a> {
             let c = self.peek()?;
             match c {
                 b'"' => {
-                    self.string()?;
+                    self.skip_str()?;
                     continue;
                 }
                 b'{' | b'[' => {
@@ -269,12 +278,9 @@ impl<'a> W<'a> {
     fn skip_value(&mut self) -> Option<Scalar> {
         self.ws();
         match self.peek()? {
-            b'"' => {
-                let (body, _) = self.string()?;
-                Some(Scalar::Str {
-                    empty: body.is_empty(),
-                })
-            }
+            b'"' => Some(Scalar::Str {
+                empty: self.skip_str()? == 0,
+            }),
             b'{' => {
                 let save = self.i;
                 self.i += 1;
@@ -582,22 +588,108 @@ pub struct Rows {
 /// Lines are read and scanned in batches of about this many bytes (bounded memory).
 const BATCH_BYTES: u64 = 2 << 20;
 
-/// Usage candidates of the index.
+/// Whether an entry of type code `etype` and role code `role` is a usage candidate.
 ///
 /// Message entries whose role is assistant or toolResult, compactions, branch summaries and `usage`
 /// entries (what `fleet/_rows.py` parses).
+pub fn is_candidate(etype: u16, role: u16) -> bool {
+    match entry_kind::type_row(etype).usage {
+        UsageAt::Message => entry_kind::role_row(role).usage != Carries::Never,
+        UsageAt::Entry(_) => true,
+        UsageAt::Nowhere => false,
+    }
+}
+
+/// Usage candidates of the index (see [`is_candidate`]).
 fn candidates(st: &Store) -> Vec<usize> {
     let ix = &st.index;
     (0..ix.recs.len())
-        .filter(|&i| {
-            let r = &ix.recs[i];
-            match entry_kind::type_row(r.etype).usage {
-                UsageAt::Message => entry_kind::role_row(r.role).usage != Carries::Never,
-                UsageAt::Entry(_) => true,
-                UsageAt::Nowhere => false,
-            }
-        })
+        .filter(|&i| is_candidate(ix.recs[i].etype, ix.recs[i].role))
         .collect()
+}
+
+/// What one usage candidate's line adds to the stats row: its usage numbers (input, output,
+/// cacheRead, cacheWrite, cost; None: it carries no usage) and its `toolCall` blocks. None:
+/// undecided (the Python rules decide).
+pub type LineRow = Option<(Option<[Option<Num>; 5]>, u32)>;
+
+/// [`LineRow`] of the line of a candidate entry of type code `etype` whose role is named `role`.
+pub fn line_row(etype: u16, role: &str, line: &[u8]) -> LineRow {
+    let t = entry_kind::type_row(etype);
+    let is_msg = t.usage == UsageAt::Message;
+    if is_msg && role == "toolResult" && surely_without_usage(line) {
+        return Some((None, 0));
+    }
+    let f = line_facts(line)?;
+    let u = carried(t, &f);
+    let nums = u.map(|u| u.fields.map(usage_number));
+    let calls = if is_msg && role == "assistant" && f.message_obj && f.content_array {
+        f.tool_calls
+    } else {
+        0
+    };
+    Some((nums, calls))
+}
+
+/// The stats row's usage sums, kept by the index as it ingests lines (the scan computes each
+/// candidate's [`LineRow`] in its parallel phase, from the bytes it has just parsed, and the
+/// index adds them in file order): the session's [`Rows`] without a second read of its lines.
+#[derive(Debug, Clone)]
+pub struct RowSums {
+    all: Option<Sums>,
+    summary: Option<Sums>,
+    tool_calls: u64,
+    undecided: Vec<u32>,
+    /// false when a candidate came without its line's row (an appended line, a code the
+    /// parallel phase did not foresee): then [`session_rows`] reads the lines again
+    pub complete: bool,
+}
+
+impl Default for RowSums {
+    fn default() -> Self {
+        RowSums {
+            all: Some(Sums::default()),
+            summary: Some(Sums::default()),
+            tool_calls: 0,
+            undecided: Vec::new(),
+            complete: true,
+        }
+    }
+}
+
+impl RowSums {
+    /// Adds candidate entry `i` (a summary type or not) with its line's row, in file order.
+    pub fn add(&mut self, i: u32, summary_type: bool, one: &LineRow) {
+        let Some((nums, calls)) = one else {
+            self.undecided.push(i);
+            self.all = None;
+            self.summary = None;
+            return;
+        };
+        self.tool_calls += u64::from(*calls);
+        let Some(nums) = nums else { return };
+        if let Some(s) = self.all.as_mut() {
+            if s.add(nums).is_none() {
+                self.all = None;
+            }
+        }
+        if summary_type {
+            if let Some(s) = self.summary.as_mut() {
+                if s.add(nums).is_none() {
+                    self.summary = None;
+                }
+            }
+        }
+    }
+    fn rows(&self) -> Rows {
+        Rows {
+            usage: Vec::new(),
+            undecided: self.undecided.clone(),
+            totals: self.all.and_then(|s| s.totals()),
+            summary_totals: self.summary.and_then(|s| s.totals()),
+            tool_calls: self.tool_calls,
+        }
+    }
 }
 
 /// `each(k, line)` for the lines of entries `idx`, read in batches of about [`BATCH_BYTES`] and run
@@ -646,8 +738,13 @@ fn scan_lines<T: Send>(
 /// [`MAX_DEPTH`] opening brackets. Tool results rarely carry a usage and are much of a
 /// session's bytes: this finds most of them out at memory speed instead of scanning them.
 fn surely_without_usage(line: &[u8]) -> bool {
-    memchr::memmem::find(line, b"\"usage\"").is_none()
-        && memchr::memmem::find(line, b"\\u").is_none()
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    // built once (a searcher built per line cost about a fifth of this check)
+    static USAGE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    USAGE.find(line).is_none()
+        && ESCAPE.find(line).is_none()
         && memchr::memchr2_iter(b'{', b'[', line)
             .take(MAX_DEPTH)
             .count()
@@ -658,69 +755,42 @@ fn surely_without_usage(line: &[u8]) -> bool {
 /// `usage` is empty).
 pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     let ix = &st.index;
+    if !per_entry {
+        if let Some(acc) = ix.row_sums.as_deref().filter(|a| a.complete) {
+            return Ok(acc.rows());
+        }
+    }
     let n = ix.recs.len();
     let idx = candidates(st);
     // (usage numbers, tool calls) per candidate; None: undecided
-    type One = Option<(Option<[Option<Num>; 5]>, u32)>;
-    let per: Vec<One> = scan_lines(st, &idx, |k, line| {
+    let per: Vec<LineRow> = scan_lines(st, &idx, |k, line| {
         let r = &ix.recs[idx[k]];
-        let t = entry_kind::type_row(r.etype);
-        let is_msg = t.usage == UsageAt::Message;
-        if is_msg && ix.role_name(r.role) == "toolResult" && surely_without_usage(line) {
-            return Some((None, 0));
-        }
-        let f = line_facts(line)?;
-        let u = carried(t, &f);
-        let nums = u.map(|u| u.fields.map(usage_number));
-        let calls =
-            if is_msg && ix.role_name(r.role) == "assistant" && f.message_obj && f.content_array {
-                f.tool_calls
-            } else {
-                0
-            };
-        Some((nums, calls))
+        line_row(r.etype, ix.role_name(r.role), line)
     })?;
-    let mut rows = Rows {
-        usage: if per_entry { vec![None; n] } else { Vec::new() },
-        ..Rows::default()
-    };
-    let mut all = Some(Sums::default());
-    let mut summary = Some(Sums::default());
-    for (k, one) in per.into_iter().enumerate() {
+    let mut usage: Vec<Option<EntryUsage>> = if per_entry { vec![None; n] } else { Vec::new() };
+    let mut acc = RowSums::default();
+    for (k, one) in per.iter().enumerate() {
         let i = idx[k];
-        let Some((nums, calls)) = one else {
-            rows.undecided.push(i as u32);
-            all = None;
-            summary = None;
-            continue;
-        };
-        rows.tool_calls += u64::from(calls);
-        let Some(nums) = nums else {
-            // a candidate without a usage: the per-entry sums of nothing, zeros
-            if per_entry {
-                rows.usage[i] = Some([Some(0.0); 5]);
-            }
-            continue;
-        };
+        acc.add(
+            i as u32,
+            entry_kind::type_row(ix.recs[i].etype).is_summary(),
+            one,
+        );
         if per_entry {
-            rows.usage[i] =
-                Some(nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))));
-        }
-        if let Some(s) = all.as_mut() {
-            if s.add(&nums).is_none() {
-                all = None;
-            }
-        }
-        if entry_kind::type_row(ix.recs[i].etype).is_summary() {
-            if let Some(s) = summary.as_mut() {
-                if s.add(&nums).is_none() {
-                    summary = None;
+            match one {
+                // a candidate without a usage: the per-entry sums of nothing, zeros
+                Some((None, _)) => usage[i] = Some([Some(0.0); 5]),
+                Some((Some(nums), _)) => {
+                    usage[i] = Some(
+                        nums.map(|v| v.map(|x| Num::Int(0).add(x).map_or(f64::NAN, Num::to_f64))),
+                    )
                 }
+                None => {}
             }
         }
     }
-    rows.totals = all.and_then(|s| s.totals());
-    rows.summary_totals = summary.and_then(|s| s.totals());
+    let mut rows = acc.rows();
+    rows.usage = usage;
     Ok(rows)
 }
 
@@ -1198,6 +1268,53 @@ mod tests {
     }
 
     #[test]
+    fn sums_kept_by_the_scan_equal_a_second_read() {
+        let asst = |id: &str, parent: &str, u: &str| {
+            format!(
+                r#"{{"type":"message","id":"{id}","parentId":"{parent}","message":{{"role":"assistant","content":[{{"type":"toolCall"}}],"usage":{u}}}}}"#
+            )
+        };
+        let mut lines = vec![
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#.to_string(),
+            r#"{"type":"message","id":"t","parentId":"a","message":{"role":"toolResult","content":"x","usage":{"output":3}}}"#.to_string(),
+            r#"{"type":"compaction","id":"c","parentId":"t","summary":"s","firstKeptEntryId":"a","usage":{"input":4,"cost":{"total":0.5}}}"#.to_string(),
+        ];
+        for k in 0..200 {
+            let parent = if k == 0 {
+                "c".to_string()
+            } else {
+                format!("m{}", k - 1)
+            };
+            lines.push(asst(
+                &format!("m{k}"),
+                &parent,
+                &format!(r#"{{"input":{k},"output":1.5,"cost":{{"total":0.01}}}}"#),
+            ));
+        }
+        lines.push(asst("u", "m199", r#"{"inp\u0075t":5}"#)); // undecided
+        let text: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let st = store(&text);
+        let want = session_rows(&st, false).unwrap();
+        for parallel in [false, true] {
+            let mut data = format!(
+                "{}\n{}\n",
+                r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}"#,
+                text.join("\n")
+            )
+            .into_bytes();
+            // whole, and with the last line unterminated (provisional, then completed)
+            let kept = Store::from_bytes_with(data.clone(), parallel, true);
+            assert!(kept.index.row_sums.as_ref().is_some_and(|a| a.complete));
+            let got = session_rows(&kept, false).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+            data.pop();
+            let torn = Store::from_bytes_with(data, parallel, true);
+            let got = session_rows(&torn, false).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        }
+    }
+
+    #[test]
     fn hostile_lines_never_panic() {
         let cases = [
             "",
@@ -1278,5 +1395,57 @@ mod tests {
             mb / parse.as_secs_f64(),
             rows.undecided.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod prof {
+    /// `ROWS_PROFILE=FILE cargo test --profile dev-fast --lib rows::prof -- --ignored --nocapture`:
+    /// the row scan's parts on one file (tool-result prefilter, assistant lines' facts).
+    #[test]
+    #[ignore]
+    fn profile() {
+        let Ok(p) = std::env::var("ROWS_PROFILE") else {
+            return;
+        };
+        let data = std::fs::read(p).unwrap();
+        let lines: Vec<&[u8]> = data
+            .split(|&c| c == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let tr: Vec<&[u8]> = lines
+            .iter()
+            .copied()
+            .filter(|l| memchr::memmem::find(l, b"\"role\":\"toolResult\"").is_some())
+            .collect();
+        let asst: Vec<&[u8]> = lines
+            .iter()
+            .copied()
+            .filter(|l| memchr::memmem::find(l, b"\"role\":\"assistant\"").is_some())
+            .collect();
+        let mb = |v: &[&[u8]]| v.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let n = tr.iter().filter(|l| super::surely_without_usage(l)).count();
+            let a = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let m = tr
+                .iter()
+                .filter(|l| memchr::memmem::find(l, b"\"usage\"").is_none())
+                .count();
+            let a1 = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let k = asst
+                .iter()
+                .filter(|l| super::line_facts(l).is_some())
+                .count();
+            let b = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let mut p = crate::json::LineParser::new();
+            let j = lines.iter().filter(|l| p.parse(l).is_ok()).count();
+            let c = t.elapsed().as_secs_f64();
+            eprintln!("prefilter {n}/{} lines {:.1} MB {:.4}s ({:.0} MB/s; memmem usage only {m}: {:.4}s) | facts {k}/{} lines {:.1} MB {:.4}s ({:.0} MB/s) | skeleton parse {j} lines {:.4}s ({:.0} MB/s)",
+                tr.len(), mb(&tr), a, mb(&tr) / a, a1, asst.len(), mb(&asst), b, mb(&asst) / b, c, data.len() as f64 / 1e6 / c);
+        }
     }
 }

@@ -62,11 +62,45 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
             }
         }
     }
+    if pool.rows {
+        row_lines(data, base, &mut out);
+    }
     Part {
         lines: out,
         start: s,
         stop,
         end: e,
+    }
+}
+
+/// The stats row ([`crate::rows::line_row`]) of each usage candidate among `lines`, from its
+/// bytes in `data` (file offset `base`) while they are still in cache: what the index adds to its
+/// row sums, so the row never reads the line again. The type and role codes are the ones the
+/// parse worked out (a name past the fixed tables is no candidate); the index checks them
+/// against the codes it gives the entry.
+fn row_lines(data: &[u8], base: u64, lines: &mut [ParsedLine<'_>]) {
+    use crate::index::{ROLE_NAMES, T_MESSAGE};
+    for pl in lines.iter_mut() {
+        let LineResult::Value(_, pre) = &pl.result else {
+            continue;
+        };
+        let Some(etype) = pre.etype else { continue };
+        let role = if etype == T_MESSAGE {
+            match pre.role {
+                Some(r) => r,
+                None => continue,
+            }
+        } else {
+            0
+        };
+        if !crate::rows::is_candidate(etype, role) {
+            continue;
+        }
+        let a = (pl.offset - base) as usize;
+        let line = &data[a..a + pl.len as usize];
+        let name = ROLE_NAMES.get(role as usize).copied().unwrap_or("");
+        let row = crate::rows::line_row(etype, name, line);
+        pl.row = Some(Box::new((etype, role, row)));
     }
 }
 
@@ -116,6 +150,7 @@ fn parse_lines<'a>(
                 terminated: false,
                 end: 0,
                 result: LineResult::Value(Skel::new(TopKind::Object), Pre::NONE),
+                row: None,
             });
             // SAFETY: the slot past the old length was just written.
             unsafe { out.set_len(n + 1) };
@@ -148,6 +183,7 @@ fn parse_lines<'a>(
             terminated: at.nl.is_some(),
             end: base + at.next as u64,
             result: parse_one(&mut parser, line),
+            row: None,
         });
         start = at.next;
     }
@@ -221,16 +257,28 @@ fn chunks(data: &[u8], s: usize, e: usize, size: usize) -> Vec<(usize, usize)> {
 ///
 /// Fresh ones for every chunk would have the allocator hand out (and the kernel zero) new pages
 /// over and over.
+///
+/// Also says whether each chunk's usage candidates get their stats row ([`row_lines`]).
 #[derive(Default)]
-struct Pool<'a>(Mutex<Vec<Vec<ParsedLine<'a>>>>);
+struct Pool<'a> {
+    free: Mutex<Vec<Vec<ParsedLine<'a>>>>,
+    rows: bool,
+}
 
 impl<'a> Pool<'a> {
+    /// The pool of a scan into `index` (rows when the index keeps row sums).
+    fn for_index(index: &Index) -> Self {
+        Pool {
+            free: Mutex::default(),
+            rows: index.row_sums.is_some(),
+        }
+    }
     fn take(&self) -> Vec<ParsedLine<'a>> {
-        self.0.lock().unwrap().pop().unwrap_or_default()
+        self.free.lock().unwrap().pop().unwrap_or_default()
     }
     fn give(&self, mut v: Vec<ParsedLine<'a>>) {
         v.clear();
-        self.0.lock().unwrap().push(v);
+        self.free.lock().unwrap().push(v);
     }
 }
 
@@ -516,7 +564,7 @@ pub fn scan_into(index: &mut Index, data: &[u8], base: u64, parallel: bool) -> u
     let before = index.recs.len();
     // Pi sessions average well over 1 KiB a line; a wrong guess only costs a rehash
     index.reserve(data.len() / 1024);
-    let pool = Pool::default();
+    let pool = Pool::for_index(index);
     let threads = if parallel && data.len() > PARALLEL_MIN {
         rayon::current_num_threads()
     } else {
@@ -840,6 +888,7 @@ where
                                     terminated: found.is_some(),
                                     end: next,
                                     result: LineResult::TooLong,
+                                    row: None,
                                 });
                                 held = ls;
                             } else {
@@ -1126,7 +1175,7 @@ where
             error: None,
         }),
         cv: Condvar::new(),
-        pool: Pool::default(),
+        pool: Pool::for_index(index),
         bufs: Buffers::default(),
         knobs,
     };
@@ -1189,6 +1238,7 @@ pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
             terminated: at.nl.is_some(),
             end: at.next as u64,
             result: parse_one(&mut parser, &buf[start..at.end]),
+            row: None,
         };
         ix.ingest(&pl);
         match &ix.header.0 {
@@ -1501,6 +1551,7 @@ mod tests {
                 } else {
                     parse_one(&mut parser, &data[start..end])
                 },
+                row: None,
             };
             ix.ingest(&pl);
         }

@@ -286,6 +286,12 @@ impl Store {
     /// The same scan and index as [`Store::open`] on a file holding these bytes; no path, no
     /// refresh, and every append fails with [`StoreError::ReadOnly`]. The store owns the bytes.
     pub fn from_bytes(data: Vec<u8>, parallel: bool) -> Self {
+        Store::from_bytes_with(data, parallel, false)
+    }
+
+    /// [`Store::from_bytes`]; with `rows`, the index keeps the stats row's usage sums as it
+    /// scans ([`Index::keep_row_sums`]).
+    pub fn from_bytes_with(data: Vec<u8>, parallel: bool, rows: bool) -> Self {
         let len = data.len() as u64;
         let base = if data.is_empty() {
             Base::None
@@ -294,6 +300,9 @@ impl Store {
         };
         let mut st = Store::with_base(None, base, len, parallel);
         st.read_only = true;
+        if rows {
+            st.index.keep_row_sums();
+        }
         if let Base::Buf(b) = &st.base {
             scan::scan_into(&mut st.index, &b[..len as usize], 0, parallel);
         }
@@ -302,11 +311,20 @@ impl Store {
 
     /// Opens and scans a file. Never writes to it.
     pub fn open(path: &Path, parallel: bool) -> Result<Self, StoreError> {
+        Store::open_with(path, parallel, false)
+    }
+
+    /// [`Store::open`]; with `rows`, the index keeps the stats row's usage sums as it scans
+    /// ([`Index::keep_row_sums`]: the fleet's row then reads no line a second time).
+    pub fn open_with(path: &Path, parallel: bool, rows: bool) -> Result<Self, StoreError> {
         let f = File::open(path)?;
         let meta = f.metadata()?;
         let (base, base_len) = load(&f, meta.len())?;
         let mut st = Store::with_base(Some(path.to_path_buf()), base, base_len, parallel);
         st.ident = Some(ident_of(&meta));
+        if rows {
+            st.index.keep_row_sums();
+        }
         match &st.base {
             Base::Buf(b) => {
                 scan::scan_into(&mut st.index, b, 0, parallel);
@@ -328,8 +346,22 @@ impl Store {
         parallel: bool,
         cache: Option<&saved::CacheCfg>,
     ) -> Result<(Self, saved::CacheState), StoreError> {
+        Store::open_cached_with(path, parallel, cache, false)
+    }
+
+    /// [`Store::open_cached`]; with `rows`, a cold scan keeps the stats row's usage sums
+    /// ([`Store::open_with`]); a loaded index has none (the row reads its lines).
+    pub fn open_cached_with(
+        path: &Path,
+        parallel: bool,
+        cache: Option<&saved::CacheCfg>,
+        rows: bool,
+    ) -> Result<(Self, saved::CacheState), StoreError> {
         let Some(cfg) = cache else {
-            return Ok((Store::open(path, parallel)?, saved::CacheState::Off));
+            return Ok((
+                Store::open_with(path, parallel, rows)?,
+                saved::CacheState::Off,
+            ));
         };
         let f = File::open(path)?;
         let meta = f.metadata()?;
@@ -337,7 +369,7 @@ impl Store {
             // a small file: its scan costs about what a load would; the cache is not looked at
             drop(f);
             let why = "below the size saved".to_string();
-            let st = Store::open(path, parallel)?;
+            let st = Store::open_with(path, parallel, rows)?;
             return Ok((st, saved::CacheState::Cold { why, saved: false }));
         }
         let why = match saved::load(cfg, &f, &meta) {
@@ -372,7 +404,7 @@ impl Store {
             Err(why) => why,
         };
         drop(f);
-        let st = Store::open(path, parallel)?;
+        let st = Store::open_with(path, parallel, rows)?;
         let file = st.file.as_ref().expect("opened from a file");
         let same = file
             .metadata()
@@ -1199,6 +1231,7 @@ impl Store {
             terminated: true,
             end: offset + line.len() as u64,
             result: LineResult::Value(sk, pre),
+            row: None,
         };
         self.index.ingest(&pl);
         rng.prepare(&self.index);

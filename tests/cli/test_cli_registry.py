@@ -88,8 +88,10 @@ def _argv(name: str, tmp_path: Path) -> list[str]:
         "scrub": [session, "-o", tmp_path / "scrubbed.jsonl"],
         "scrub-all": [tmp_path, "--out", tmp_path.parent / (tmp_path.name + "-scrubbed")],
         "convert": [session, "-o", tmp_path / "out.jsonl", "--to", "codex"],
+        "convert-all": [tmp_path, "--out", tmp_path.parent / (tmp_path.name + "-converted")],
         "otel": [session, "-o", tmp_path / "trace.jsonl"],
         "stats": [session],
+        "search": ["hello", session],
         "compact-all": [session, "--context-window", "10000000"],  # under the threshold: writes nothing
     }
     return [name, *map(str, files.get(name, [session]))]

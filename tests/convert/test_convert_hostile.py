@@ -57,6 +57,20 @@ def test_non_utf8_bytes_are_carried_exactly(tmp_path):
     assert "malformed_json" in _kinds(r)
 
 
+def test_non_utf8_bytes_inside_a_json_line_are_never_copied_into_the_pi_file(tmp_path):
+    # a valid JSON object apart from bytes that are not UTF-8 inside a field no rule reads
+    # (a progress line: a custom entry), and inside a message line's unread field
+    progress = b'{"type":"progress","uuid":"u2","parentUuid":"u1","data":"\xff\xfe"}'
+    message = _cc("u3", "u2")[:-1].encode() + b',"extra":"\x80"}'
+    data = _cc("u1", None).encode() + b"\n" + progress + b"\n" + message + b"\n"
+    r = _round_trip(tmp_path, data)  # every Pi file validates with 0 problems
+    (tmp_path / "pi.jsonl").read_bytes().decode("utf-8")  # the Pi file is UTF-8
+    assert [p.line for p in r.problems if p.kind == "invalid_utf8"] == [2, 3]
+    # the lines keep their place in the tree (their uuid and parent)
+    entries = [json.loads(x) for x in (tmp_path / "pi.jsonl").read_text().splitlines()[1:]]
+    assert [(e["id"], e["parentId"]) for e in entries] == [("u1", None), ("u2", "u1"), ("u3", "u2")]
+
+
 def test_unknown_types_and_non_objects_become_custom_entries(tmp_path):
     data = "\n".join(
         [_cc("u1", None), json.dumps({"type": "brand-new", "uuid": "z", "parentUuid": "u1"}), "[1,2]", "42", ""]

@@ -18,6 +18,8 @@
     $ sessiontree scrub-all SOURCE --out DIR
     $ sessiontree otel SOURCE -o OUT.jsonl  # OpenTelemetry GenAI traces
     $ sessiontree convert SRC -o OUT        # Claude Code / Codex <-> Pi
+    $ sessiontree convert-all SRC_DIR --out DIR  # a whole store to Pi sessions
+    $ sessiontree search QUERY [SOURCE...]  # full-text search, each hit's branch state
 
 Each command is a row of :data:`sessiontree.cli.commands.COMMANDS` (name, module, handler,
 what it writes, ``--json``, help line).

@@ -18,6 +18,7 @@ from ..errors import (
     SessionError,
     SessionFormatError,
     SessionLockedError,
+    SessionTreeError,
 )
 from ..session import Session
 
@@ -32,6 +33,7 @@ from .render import (
     _write_out,
     json_document,
     print_failure,
+    safe_text,
 )
 
 __all__ = ["COMMANDS", "WRITING_COMMANDS", "build_parser", "cmd_cache", "main"]
@@ -307,7 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"{args.file}: no such file")
     except SessionFormatError as exc:
         text = str(exc)
-        return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+        converted = None if args.command in WRITING_COMMANDS else _open_converted(args.file)
+        if converted is None:
+            return fail(text if "not a valid pi session" in text else f"{args.file}: not a Pi session ({text})")
+        session = converted
     except (OSError, SessionError) as exc:
         return fail(f"{args.file}: cannot read: {exc}")
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
@@ -352,6 +357,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             session.close()
         except Exception as exc:  # noqa: BLE001 - a failed final flush/close is an error, not a traceback
             print_failure(f"{args.file}: cannot close: {exc}", 2, False)
+
+
+def _open_converted(path: str) -> Session | None:
+    """A Claude Code transcript or Codex rollout opened for a read command, or None.
+
+    Converted to Pi in memory (:func:`sessiontree.convert.open_as_pi`), with a note on stderr
+    naming the format; None when the file is none of them (or a Pi file that does not open)."""
+    from ..convert import open_as_pi
+
+    try:
+        session, result = open_as_pi(path)
+    except (OSError, SessionTreeError):  # none of the formats, unreadable, not a regular file
+        return None
+    if result.source_format == "pi":
+        session.close()
+        return None
+    try:
+        print(
+            f"sessiontree: note: {safe_text(path)} is a {result.source_format} file, read as a Pi session "
+            f"converted in memory ({result.lines} lines, {len(result.problems)} problems; nothing written)",
+            file=sys.stderr,
+        )
+    except (OSError, ValueError, AttributeError):
+        pass
+    return session
 
 
 if __name__ == "__main__":  # pragma: no cover

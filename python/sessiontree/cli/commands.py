@@ -169,6 +169,26 @@ COMMANDS: tuple[Command, ...] = (
         "convert Claude Code / Codex files to Pi sessions and back",
         parser=f"{_CLI}.convert",
     ),
+    Command(
+        "convert-all",
+        f"{_CLI}.convert",
+        "run",
+        "args",
+        "files",
+        True,
+        "convert every Claude Code / Codex session of a store to Pi sessions",
+        parser=f"{_CLI}.convert",
+    ),
+    Command(
+        "search",
+        f"{_CLI}.search",
+        "run",
+        "args",
+        "cache",
+        True,
+        "full-text search over a store, each hit's branch state (active/compacted/abandoned)",
+        parser=f"{_CLI}.search",
+    ),
 )
 
 #: The rows by name.

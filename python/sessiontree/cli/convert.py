@@ -1,15 +1,16 @@
-"""``sessiontree convert``: Claude Code and Codex files to Pi sessions and back, over the public
-:mod:`sessiontree.convert` API. Registered by :mod:`.app`."""
+"""``sessiontree convert`` and ``sessiontree convert-all``: Claude Code and Codex files to Pi
+sessions and back, over the public :mod:`sessiontree.convert` API. Registered by :mod:`.app`."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import orjson
 
-from .args import documented_parser
+from .args import _pos_int, documented_parser
 
 _CONVERT_EPILOG = """SRC's format is detected from the content of its first lines (--from auto, the default):
 a Claude Code transcript, a Codex rollout (either layout) or a Pi session. --to pi (default)
@@ -24,8 +25,27 @@ exit codes: 0 written; 2 SRC not recognised (one line), unreadable, bad options,
 (a symlink, not a regular file, the source)"""
 
 
+_CONVERT_ALL_EPILOG = """SRC_DIR: a store (Claude Code's ~/.claude/projects, Codex's ~/.codex/sessions with its
+YYYY/MM/DD folders, a Pi store, or a mix), a glob, or files: each *.jsonl file's format is
+detected from its content (--from to force one). Each becomes a Pi session at the same path
+below DIR; Claude Code sidechain and subagent sessions are written beside it (a session's
+subagents/*.jsonl files convert with it). Runs on the fleet's engines: local (a process pool;
+in this process for a small store) or --engine ray (--address of a running cluster; DIR must be
+shared with the workers).
+
+A file that cannot be converted (not recognised, unreadable, a refused output) is a failed row;
+damaged lines are recorded problems and the file is still converted. Nothing is written through
+a symbolic link inside DIR, over a source, or more readable than its source; a DIR inside
+SRC_DIR is not read. One JSON line per session on stdout (path, output, source_format, files,
+lines, problems, error); with --json, one JSON document instead (the totals and the rows). A
+progress bar on stderr when it is a terminal (--progress / --no-progress).
+
+exit codes: 0 every session converted; 1 some sessions failed (see their lines); 2 bad options,
+SRC_DIR missing, DIR inside SRC_DIR, missing extra for --engine ray"""
+
+
 def add_parsers(sub: Any) -> None:
-    """Register ``convert`` on the CLI's subparsers."""
+    """Register ``convert`` and ``convert-all`` on the CLI's subparsers."""
     p = documented_parser(
         sub,
         "convert",
@@ -37,6 +57,22 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--from", dest="source", choices=("auto", "claude-code", "codex", "pi"), default="auto")
     p.add_argument("--to", dest="target", choices=("pi", "claude-code", "codex"), default="pi")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+    p = documented_parser(
+        sub,
+        "convert-all",
+        description="Convert every session of SRC_DIR to Pi sessions below DIR (sessiontree.convert.convert_all).",
+        epilog=_CONVERT_ALL_EPILOG,
+    )
+    p.add_argument("source", metavar="SRC_DIR", nargs="+", help="directory, glob or files (local)")
+    p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument("--from", dest="source_format", choices=("auto", "claude-code", "codex", "pi"), default="auto")
+    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
+    p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
+    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _doc(r: Any) -> dict[str, Any]:
@@ -55,7 +91,9 @@ def _doc(r: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``convert``; returns the exit code."""
+    """Run ``convert`` or ``convert-all``; returns the exit code."""
+    if args.command == "convert-all":
+        return _convert_all(args)
     from .. import convert
     from ..errors import SessionTreeError
 
@@ -96,3 +134,69 @@ def run(args: argparse.Namespace) -> int:
             print(f"  not carried: {n}")
     sys.stdout.flush()
     return 0
+
+
+def _convert_all(args: argparse.Namespace) -> int:
+    from .. import convert
+    from .._progress import close_bar, progress_bar, stderr_is_terminal
+    from ..errors import SessionTreeError
+    from .render import json_document, print_failure, safe_text
+
+    for s in args.source:
+        if not any(c in s for c in "*?[") and not os.path.exists(s):
+            return print_failure(f"{s}: no such file or directory", 2, args.json)
+    wanted = (args.progress or stderr_is_terminal()) and not args.no_progress
+    state: dict[str, Any] = {"bar": None}
+
+    def tick(n: int) -> None:
+        if state["bar"] is not None:
+            state["bar"](n)
+
+    if wanted and args.engine == "local":
+        from ..fleet import resolve_source
+
+        try:
+            total = len(resolve_source(args.source))
+        except (OSError, ValueError):
+            total = 0
+        state["bar"] = progress_bar(total, True)
+    try:
+        result = convert.convert_all(
+            args.source,
+            args.out,
+            source_format=args.source_format,
+            engine=args.engine,
+            workers=args.workers,
+            address=args.address,
+            progress=tick if args.engine == "local" else wanted,
+        )
+    except ImportError as exc:
+        return print_failure(str(exc), 2, args.json)
+    except SessionTreeError as exc:
+        return print_failure(str(exc), 2, args.json)
+    except (OSError, ValueError) as exc:
+        return print_failure(str(exc), 2, args.json)
+    finally:
+        if state["bar"] is not None:
+            close_bar(state["bar"])
+    from .scrub import _text_row
+
+    if args.json:
+        doc = result.summary()
+        doc["rows"] = [_text_row(r.to_json()) for r in result.rows]
+        sys.stdout.write(json_document(doc) + "\n")
+    else:
+        for r in result.rows:
+            sys.stdout.write(orjson.dumps(_text_row(r.to_json())).decode() + "\n")
+        s = result.summary()
+        formats = ", ".join(f"{k} {v}" for k, v in s["by_format"].items())
+        print(
+            f"{s['sessions']} sessions: {s['converted']} converted ({formats or 'none'}), {s['failed']} failed; "
+            f"{s['files']} files written, {s['problems']} problems recorded",
+            file=sys.stderr,
+        )
+        for r in result.rows:
+            if r.error is not None:
+                print(f"  {r.error_kind}: {safe_text(r.path)}: {safe_text(r.error)}", file=sys.stderr)
+    sys.stdout.flush()
+    return 1 if result.failed else 0

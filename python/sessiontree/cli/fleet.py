@@ -70,7 +70,7 @@ def add_parsers(sub: Any) -> None:
         "--engine",
         choices=("local", "ray"),
         default="local",
-        help="local: a process pool here (default); ray: Ray Data (ray.init, or --address)",
+        help="local: a process pool here (default); ray: Ray tasks (ray.init, or --address)",
     )
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
     p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")
@@ -222,6 +222,8 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         "sessions": table.num_rows,
         "readable": table.num_rows - sum(errors.values()),
         "errors": errors,
+        # Claude Code / Codex files are read as Pi sessions converted in memory
+        "formats": _count(table.column("source_format").to_pylist()),
         "over_threshold": over,
         "entries": sum(e or 0 for e in table.column("entries").to_pylist()),
         "entry_rows": entry_rows,
@@ -340,6 +342,15 @@ def _print_summary(summary: dict[str, Any], bad: list[tuple[str, str, str]]) -> 
         f"{summary['sessions'] - summary['readable']:,} with errors, "
         f"{summary['over_threshold']:,} over the compaction threshold)",
         f"entries         {summary['entries']:,}",
+        *(
+            [
+                "formats         "
+                + ", ".join(f"{safe_text(k)} {n:,}" for k, n in summary["formats"].items())
+                + " (Claude Code / Codex files converted to Pi in memory)"
+            ]
+            if set(summary.get("formats", {})) - {"pi"}
+            else []
+        ),
         f"tokens          {_num(t['total'])} total (input {_num(t['input'])}, output {_num(t['output'])}, "
         f"cache read {_num(t['cache_read'])}, cache write {_num(t['cache_write'])})",
         f"cost            {'-' if cost is None else f'${cost:,.4f}'}",

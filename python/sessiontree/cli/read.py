@@ -58,7 +58,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
             context_tokens = None if any(t is None for t in per) else sum(per)
     version = disk.get("version") if disk is not None else None
     info = {
-        "path": str(s.path),
+        "path": str(s.path if s.path is not None else s.source_name),
         "session_id": header.get("id") if disk is not None else None,
         "cwd": header.get("cwd") if disk is not None else None,
         "version": version,
@@ -363,7 +363,7 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(
             {
-                "path": str(s.path),
+                "path": str(s.path if s.path is not None else s.source_name),
                 "ok": errors == 0,
                 "errors": errors,
                 "notes": len(problems) - errors,
@@ -379,6 +379,6 @@ def cmd_validate(s: Session, args: argparse.Namespace) -> int:
     summary = "ok" if not errors else f"{errors} problem{'s' if errors != 1 else ''}"
     if notes:
         summary += f", {notes} note{'s' if notes != 1 else ''}"
-    out(f"{safe_text(str(s.path))}: {summary}")
+    out(f"{safe_text(str(s.path if s.path is not None else s.source_name))}: {summary}")
     out.flush()
     return 1 if errors else 0

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from .._progress import close_bar, progress_bar
-from .args import documented_parser
+from .args import _pos_int, documented_parser
 from .render import progress_wanted
 
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
@@ -72,6 +72,12 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
     p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument(
+        "--workers",
+        type=_pos_int,
+        metavar="N",
+        help="processes scrubbing at once (default: one per CPU from 256 MiB of sessions, else 1)",
+    )
     _common(p)
 
 
@@ -128,7 +134,9 @@ def _scrub(args: argparse.Namespace) -> int:
         close_bar(bar)
     from .render import json_document
 
+    fmt = _format_of(args.file)
     report_doc = _text_row(report.to_json(), ("source", "output"))
+    report_doc["sourceFormat"] = fmt
     if args.report is not None:
         doc = (json_document(report_doc) + "\n").encode("utf-8")
         if args.report == "-":
@@ -148,8 +156,23 @@ def _scrub(args: argparse.Namespace) -> int:
     what = "found" if args.check else "replaced"
     summary_line = f"{report.found} secret(s) {what}" + (f" ({kinds})" if kinds else "")
     summary_line += f"; replay fields: {report.replay_fields} ({args.replay})"
+    if fmt in ("claude-code", "codex"):
+        summary_line += f"; a {fmt} file, scrubbed in its own format"
     print(summary_line, file=sys.stderr if args.report == "-" else sys.stdout)
     return 1 if args.check and report.found else 0
+
+
+def _format_of(path: str) -> str | None:
+    """The format of ``path`` from its first lines (``pi``, ``claude-code``, ``codex``), or None.
+    The scrubber reads every JSON string of every line whatever the format, so a Claude Code
+    transcript or a Codex rollout is scrubbed in its own format (the output opens in that
+    agent's tools and converts to Pi as the source would)."""
+    from ..convert import detect
+
+    try:
+        return detect(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _text_row(row: dict[str, Any], keys: tuple[str, ...] = ("path", "output")) -> dict[str, Any]:
@@ -179,8 +202,12 @@ def _scrub_all(args: argparse.Namespace) -> int:
         state["bar"](1)
 
     try:
-        for row in scrub_sessions(args.source, args.out, replay=args.replay, header=args.header, progress=progress):
+        rows_out = scrub_sessions(
+            args.source, args.out, replay=args.replay, header=args.header, progress=progress, workers=args.workers
+        )
+        for row in rows_out:
             failed += row["error"] is not None
+            row["source_format"] = _format_of(row["path"])
             row = _text_row(row)
             if args.json:
                 rows.append(row)

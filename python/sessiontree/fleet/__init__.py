@@ -1,8 +1,8 @@
 """Every session in a store: stats and entry tables as Arrow/Parquet, and bulk compaction.
 
-One API, two engines: ``engine="local"`` (default; a process pool on this machine, nothing to
-start) and ``engine="ray"`` (Ray Data over the same per-file function, on ``ray.init()`` or an
-existing cluster ``address``). Both give the same rows in the same order and write the same
+One API, two engines: ``engine="local"`` (default; a long-lived process pool on this machine,
+nothing to start) and ``engine="ray"`` (Ray tasks over bundles of files running the same
+per-file function, on ``ray.init()`` or an existing cluster ``address``). Both give the same rows in the same order and write the same
 Parquet; DuckDB then answers questions over it (``docs/fleet.md``).
 
     >>> from sessiontree.fleet import session_stats            # doctest: +SKIP
@@ -38,11 +38,17 @@ from ._sources import Item, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._compact import compact_sessions, outcomes_schema
+    from ._convert import convert_sessions
     from ._scrub import scrub_sessions
 
 #: Names loaded on first use (``sessiontree stats`` needs neither bulk compaction nor scrubbing:
 #: ~90 ms of imports less per process)
-_LAZY = {"compact_sessions": "._compact", "outcomes_schema": "._compact", "scrub_sessions": "._scrub"}
+_LAZY = {
+    "compact_sessions": "._compact",
+    "outcomes_schema": "._compact",
+    "scrub_sessions": "._scrub",
+    "convert_sessions": "._convert",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -60,6 +66,7 @@ __all__ = [
     "entries_table",
     "compact_sessions",
     "scrub_sessions",
+    "convert_sessions",
     "stats_schema",
     "entries_schema",
     "outcomes_schema",
@@ -111,6 +118,9 @@ def stats_schema() -> Any:
       summary part of them.
     * ``problems`` and ``problems_<kind>`` (one per scanner problem kind), ``problems_other``,
       ``needs_migration`` (a v1/v2 file).
+    * ``source_format``: ``pi``, or ``claude-code`` / ``codex`` for a Claude Code transcript
+      or a Codex rollout read as a Pi session converted in memory in the core
+      (:func:`sessiontree.convert.to_pi_bytes`; its sidechains and subagents are not counted).
     * ``error_kind``, ``error``: set when the file could not be opened (then only ``path``,
       ``bytes`` and ``file_modified`` may be set).
     """
@@ -335,8 +345,8 @@ def session_stats(
             below 4 GiB of work counted in bytes (each session's bytes plus 2 MiB), where
             starting a pool costs more than it saves, else one process per CPU, the sessions
             sent in batches of about equal bytes) or
-            ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
-            ``num_cpus``; ``workers`` bounds its concurrency).
+            ``"ray"`` (Ray tasks over bundles of files; ``address`` of a running cluster, else
+            ``ray.init`` with ``num_cpus``; ``workers`` bounds the tasks in flight).
         context_window, settings: for ``should_compact`` (Pi's ``shouldCompact``: context
             tokens > window - ``settings.reserve_tokens``).
         filesystem: a ``pyarrow.fs`` or fsspec filesystem for URLs/keys.
@@ -349,12 +359,15 @@ def session_stats(
     """
     from . import _engine, _rows
 
+    if engine == "local" and workers is not None and workers > 1:
+        _engine.start_pool(workers, wait=False)  # its start overlaps the listing
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
 
     opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
-    rows = _engine.run(
-        _rows.stats_rows,
+    opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
+    batches = _engine.run(
+        _rows.stats_batch,
         items,
         opts,
         engine=engine,
@@ -363,12 +376,33 @@ def session_stats(
         num_cpus=num_cpus,
         progress=progress,
     )
-    rows.sort(key=lambda r: r["path"])
-    _resolve_parents(rows)
-    table = _table(rows, stats_schema())
+    table = _stats_table(batches)
     if parquet is not None:
         write_parquet(table, parquet)
     return table
+
+
+def _stats_table(batches: list[Any]) -> Any:
+    """One stats table of the workers' ``(table, links)`` batches
+    (:func:`sessiontree.fleet._rows.stats_batch`): in path order, ``parent_session_id`` set
+    (:func:`_resolve_parents` over the links)."""
+    pa = _pa()
+    schema = stats_schema()
+    tables = [t for t, _ in batches if t.num_rows]
+    links = [link for _, part in batches for link in part]
+    if not links:
+        return schema.empty_table()
+    table = pa.concat_tables(tables).combine_chunks() if len(tables) > 1 else tables[0]
+    order = sorted(range(len(links)), key=lambda k: links[k][0])  # stable: as rows.sort did
+    rows = [{"path": links[k][0], "session_id": links[k][1], "parent_session": links[k][2]} for k in order]
+    _resolve_parents(rows)
+    if order != list(range(len(order))):
+        table = table.take(pa.array(order, pa.int64()))
+    at = schema.get_field_index("parent_session_id")
+    from ._arrow import from_list
+
+    parents = from_list(pa, pa.string(), [arrow_text(r.get("parent_session_id")) for r in rows])
+    return table.set_column(at, schema.field(at), parents)
 
 
 def entries_table(

@@ -1,17 +1,21 @@
-"""Engines: run a per-file function over items and gather rows.
+"""Engines: run a per-batch function over items and gather what it returns.
 
-``local``: a process pool on this machine (``workers`` processes, forkserver start: safe in a
-process that runs threads), items sent in batches of about equal bytes (:func:`byte_chunks`);
-with one worker, inline (with ``workers=None``: the CPU count from
-:data:`AUTO_POOL_MIN_BYTES` of work up, counted in bytes by :func:`work_bytes`, inline below).
-``ray``: Ray Data over the same function (``ray.data.from_items`` → ``map_batches``), on an
-existing cluster (``address``) or one started here (``ray.init``). Rows come back in item
-order from both, so both write the same Parquet.
+``local``: in this process (one worker), or in the process's long-lived pool
+(:func:`worker_pool`: forkserver start, safe in a process that runs threads, with the package
+and pyarrow imported once in the fork server; kept for the next job), items sent in batches of
+about equal bytes (:func:`byte_chunks`); with ``workers=None``, the CPU count from
+:data:`AUTO_POOL_MIN_BYTES` of work up, counted in bytes by :func:`work_bytes`, inline below.
+``ray``: Ray tasks over bundles of items (:func:`ray_bundles`: by bytes, small files
+together), a bundle of local files on this process's node, on an existing cluster
+(``address``) or one started here (``ray.init``). Results come back in item order from both,
+so both write the same Parquet. ``docs/fleet.md`` ("The engine interface") documents the
+interface for other jobs over a store.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Sequence
 
 from ._sources import Item
@@ -76,40 +80,211 @@ def byte_chunks(items: Sequence[Any], sizes: Sequence[int], parts: int, cap: int
 from .._progress import Bar as _Bar, progress_bar as _progress_bar  # noqa: E402, F401 (_Bar re-exported)
 
 
+#: Modules every pool worker has imported before its first task (the fork server imports them
+#: once; each worker is a fork of it): the per-file functions, the Arrow tables they build.
+PRELOAD = ("sessiontree.fleet", "sessiontree.fleet._rows", "pyarrow")
+#: Batches per worker of a local pool job: enough that a slow batch does not hold the job,
+#: few enough that each batch is many files (its fixed cost, a task's round trip and pickled
+#: result, is paid per batch).
+BATCHES_PER_WORKER = 4
+
+#: The long-lived pools of this process, by (worker count, working folder) (see
+#: :func:`worker_pool`: a worker resolves relative paths against the folder it started in).
+_POOLS: dict[tuple[int, str], Any] = {}
+#: the readiness tasks of each pool in :data:`_POOLS` (by ``id``; see :func:`start_pool`)
+_UP: dict[int, list[Any]] = {}
+
+#: Timed phases of the last :func:`run_local` / :func:`run_ray` of this process (seconds):
+#: ``engine``, ``workers``, ``tasks``, ``pool_start`` (starting the pool, 0 when reused),
+#: ``busy`` (the sum over tasks of each task's own time in its worker: the parallel work),
+#: ``cpu`` (the CPU seconds of those tasks, scan threads included), ``wall`` (from the first
+#: submit to the last result). Read by ``benches/fleet_scaling.py``.
+LAST_RUN: dict[str, Any] = {}
+
+
+def _worker_init(threads: int) -> None:
+    """A pool worker's start: the core's scan threads capped at ``threads`` (the pool already
+    runs one process per core: a worker's scan on every core would only contend), and the
+    per-file modules imported (a no-op when the fork server preloaded them)."""
+    os.environ["RAYON_NUM_THREADS"] = str(max(1, threads))
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - pyarrow is the fleet extra's
+            pass
+
+
+def _ready() -> int:
+    """A no-op task: returns the worker's pid (the pool is up when every worker answered)."""
+    return os.getpid()
+
+
+def worker_pool(workers: int) -> Any:
+    """The process's long-lived pool of ``workers`` processes (made on first use, kept for the
+    next job, shut down at exit): forkserver start (safe in a process that runs threads) with
+    :data:`PRELOAD` imported once in the fork server, so each worker starts as a fork with the
+    package and pyarrow loaded; each worker's core scans on ``cpu_count // workers`` threads.
+    A broken pool (a worker killed) is replaced on the next call, and so is one started in
+    another working folder (relative paths must name the same files)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    key = (workers, os.getcwd())
+    pool = _POOLS.get(key)
+    if pool is not None and not getattr(pool, "_broken", False):
+        return pool
+    for old_key in [k for k in _POOLS if k[0] == workers]:
+        old = _POOLS.pop(old_key)
+        _UP.pop(id(old), None)
+        old.shutdown(wait=False, cancel_futures=True)
+    ctx = multiprocessing.get_context("forkserver")
+    # only takes effect when this process's fork server is not running yet
+    ctx.set_forkserver_preload(list(PRELOAD))
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,))
+    if not _POOLS:
+        import atexit
+
+        atexit.register(shutdown_pools)  # before the interpreter tears its modules down
+    _POOLS[key] = pool
+    return pool
+
+
+def start_pool(workers: int, wait: bool = True) -> float:
+    """Start (or reuse) the pool of ``workers`` processes; with ``wait``, until every worker is
+    up. Returns the seconds this call took (about 0 for a pool already running, or without
+    ``wait``: the start then goes on in a thread). A job calls it with ``wait=False`` before
+    listing its source, so the fork server's imports overlap the caller's listing and
+    imports (two cores: both at once)."""
+    import time
+
+    t = time.perf_counter()
+    if not wait:
+        threading.Thread(target=start_pool, args=(workers, True), daemon=True, name="sessiontree-pool-start").start()
+        return time.perf_counter() - t
+    with _START_LOCK:
+        pool = worker_pool(workers)
+        up = _UP.get(id(pool))
+        if up is None:
+            # (the first submit starts the fork server and waits for its imports)
+            up = _UP[id(pool)] = [pool.submit(_ready) for _ in range(workers)]
+    if all(f.done() for f in up):
+        for f in up:
+            f.result()  # (a worker that failed to start raises here)
+        return 0.0
+    for f in up:
+        f.result()
+    return time.perf_counter() - t
+
+
+#: one pool start at a time (a background start and the job's own call)
+_START_LOCK = threading.Lock()
+
+
+def shutdown_pools() -> None:
+    """Stop this process's long-lived pools (they stop at exit anyway)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        _UP.pop(id(pool), None)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def timed_call(fn: Callable[[Any, Any], list[Any]], part: Sequence[Any], opts: Any) -> tuple[list[Any], float, float]:
+    """``(fn(part, opts), seconds it took, CPU seconds of the process meanwhile)``: what a pool
+    or Ray task runs (the CPU time counts the core's scan threads too)."""
+    import time
+
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(part, opts)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
 def run_local(
-    fn: Callable[[Sequence[Item], Any], list[Any]],
-    items: Sequence[Item],
+    fn: Callable[[Any, Any], list[Any]],
+    items: Sequence[Any],
     opts: Any,
     *,
     workers: int | None = None,
     chunk: int = 0,
-    progress: bool = False,
+    progress: Any = False,
+    sizes: Sequence[int] | None = None,
+    auto_min_bytes: int = AUTO_POOL_MIN_BYTES,
 ) -> list[Any]:
-    """``fn(chunk_of_items, opts)`` over chunks in a process pool; results in item order,
-    concatenated."""
-    sizes = [item_bytes(it) for it in items]
+    """``fn(batch_of_items, opts)`` over batches of ``items``; the lists it returns
+    concatenated in item order.
+
+    ``items``: :class:`~sessiontree.fleet.Item` (their sizes stat-ed here) or anything
+    picklable with ``sizes`` given (bytes of work per item). ``progress``: a bar on stderr
+    when true, or a callable given the number of items each finished batch held.
+    ``workers`` (None: the CPU count from ``auto_min_bytes`` of work up, else 1): with
+    1 (or fewer than 2 items), in this process, batches of at most 128 MiB; else in the
+    long-lived pool (:func:`worker_pool`), in :data:`BATCHES_PER_WORKER` batches per worker of
+    about equal bytes (:func:`byte_chunks`; ``chunk``: that many items per batch instead).
+    ``fn`` must be a module-level function (it is pickled to the workers), and so must what it
+    returns. The timed phases go to :data:`LAST_RUN`."""
+    import time
+
+    sizes = [item_bytes(it) for it in items] if sizes is None else list(sizes)
     if workers is None:
         # starting a pool (forkserver, imports in each worker) costs about a second on a busy
         # 2-core machine: worth it only for work large enough to amortize it, in bytes
-        workers = (os.cpu_count() or 1) if work_bytes(sizes) >= AUTO_POOL_MIN_BYTES else 1
+        workers = (os.cpu_count() or 1) if work_bytes(sizes) >= auto_min_bytes else 1
     tick = progress if callable(progress) else _progress_bar(len(items), bool(progress))
+    t0 = time.perf_counter()
     if workers <= 1 or len(items) < 2:
         out: list[Any] = []
-        for part in byte_chunks(items, sizes, 1, cap=128 << 20):
-            out.extend(fn(part, opts))
-            tick(len(part))
-        return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # batches of about equal bytes, several per worker (a slow one does not hold the job)
-    parts = _chunks(items, chunk) if chunk else byte_chunks(items, sizes, workers * 8)
-    out = []
-    ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for part, rows in zip(parts, pool.map(fn, parts, [opts] * len(parts))):
+        busy = cpu = 0.0
+        parts = byte_chunks(items, sizes, 1, cap=128 << 20)
+        for part in parts:
+            rows, took, used = timed_call(fn, part, opts)
             out.extend(rows)
+            busy += took
+            cpu += used
             tick(len(part))
+        LAST_RUN.clear()
+        LAST_RUN.update(
+            engine="local",
+            workers=1,
+            tasks=len(parts),
+            pool_start=0.0,
+            busy=busy,
+            cpu=cpu,
+            wall=time.perf_counter() - t0,
+        )
+        return out
+    started = start_pool(workers)
+    pool = worker_pool(workers)
+    # batches of about equal bytes, several per worker (a slow one does not hold the job)
+    parts = _chunks(items, chunk) if chunk else byte_chunks(items, sizes, workers * BATCHES_PER_WORKER)
+    t1 = time.perf_counter()
+    futures = [pool.submit(timed_call, fn, part, opts) for part in parts]
+    out = []
+    busy = cpu = 0.0
+    try:
+        for part, fut in zip(parts, futures):
+            rows, took, used = fut.result()
+            out.extend(rows)
+            busy += took
+            cpu += used
+            tick(len(part))
+    except BaseException:
+        for fut in futures:
+            fut.cancel()
+        if getattr(pool, "_broken", False):
+            _UP.pop(id(_POOLS.pop((workers, os.getcwd()), None)), None)
+        raise
+    LAST_RUN.clear()
+    LAST_RUN.update(
+        engine="local",
+        workers=workers,
+        tasks=len(parts),
+        pool_start=started,
+        busy=busy,
+        cpu=cpu,
+        wall=time.perf_counter() - t1,
+    )
     return out
 
 
@@ -132,17 +307,35 @@ def ray_init(address: str | None, num_cpus: int | None) -> Any:
     return ray
 
 
-def _ray_batch(fn: Callable[..., Any], opts: Any) -> Callable[..., Any]:
-    def apply(batch: Any) -> Any:
-        import pickle
+#: A Ray bundle holds at least this much work, in bytes (:func:`work_bytes`): a task's fixed
+#: cost (submit, schedule, the pickled result back; ~1-3 ms on a local cluster) stays under
+#: 10% of its work, whatever the files' sizes (16 small sessions, or one 10 MB file).
+RAY_MIN_BUNDLE_BYTES = 32 << 20
+#: ... and at most this much (a large file is a bundle of its own).
+RAY_MAX_BUNDLE_BYTES = 256 << 20
 
-        import pyarrow as pa
+_RAY_TASK: Any = None
 
-        items = [pickle.loads(b) for b in batch.column("item").to_pylist()]
-        rows = fn(items, opts)
-        return pa.table({"row": pa.array([pickle.dumps(r) for r in rows], pa.large_binary())})
 
-    return apply
+def ray_bundles(
+    items: Sequence[Any], sizes: Sequence[int], cpus: int, batch_size: int | None = None
+) -> list[Sequence[Any]]:
+    """``items`` in order, cut into Ray bundles: about four per CPU of the cluster, each of
+    :data:`RAY_MIN_BUNDLE_BYTES` to :data:`RAY_MAX_BUNDLE_BYTES` of work (:func:`work_bytes`;
+    a larger single item alone), at most ``batch_size`` items each when given."""
+    total = work_bytes(sizes)
+    target = min(RAY_MAX_BUNDLE_BYTES, max(RAY_MIN_BUNDLE_BYTES, -(-total // max(1, cpus * 4))))
+    parts = byte_chunks(items, sizes, max(1, -(-total // target)), cap=target)
+    if batch_size:
+        parts = [p[k : k + batch_size] for p in parts for k in range(0, len(p), batch_size)]
+    return parts
+
+
+def _ray_task(ray: Any) -> Any:
+    global _RAY_TASK
+    if _RAY_TASK is None:
+        _RAY_TASK = ray.remote(num_cpus=1)(timed_call)
+    return _RAY_TASK
 
 
 def run_ray(
@@ -152,31 +345,62 @@ def run_ray(
     *,
     address: str | None = None,
     num_cpus: int | None = None,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     concurrency: int | None = None,
     progress: bool = False,
 ) -> list[Any]:
-    """``fn`` over ``items`` with Ray Data ``map_batches`` (rows in item order)."""
-    import pickle
+    """``fn(bundle_of_items, opts)`` as Ray tasks (one CPU each) over bundles of ``items``
+    (:func:`ray_bundles`: by bytes, small files together); the lists it returns concatenated
+    in item order. A bundle of local files runs on this process's node (where the files are:
+    each file is read once, there); a bundle of objects in storage runs anywhere. At most
+    ``concurrency`` tasks in flight when given. ``fn`` and what it returns are pickled. The
+    timed phases go to :data:`LAST_RUN`."""
+    import time
 
     ray = ray_init(address, num_cpus)
     if not items:
         return []
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = bool(progress)
-    ctx.execution_options.preserve_order = True
-    import pyarrow as pa
+    t0 = time.perf_counter()
+    sizes = [item_bytes(it) for it in items]
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    parts = ray_bundles(items, sizes, cpus, batch_size)
+    task = _ray_task(ray)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    table = pa.table({"item": pa.array([pickle.dumps(it) for it in items], pa.large_binary())})
-    ds = ray.data.from_arrow(table).repartition(max(1, (len(items) + batch_size - 1) // batch_size))
-    kwargs: dict[str, Any] = {"batch_size": batch_size, "batch_format": "pyarrow"}
-    if concurrency:
-        kwargs["concurrency"] = concurrency
-    out_ds = ds.map_batches(_ray_batch(fn, opts), **kwargs)
-    out: list[Any] = []
-    for batch in out_ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        out.extend(pickle.loads(b) for b in batch.column("row").to_pylist())
-    return out
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    opts_ref = ray.put(opts)
+    tick = progress if callable(progress) else _progress_bar(len(items), bool(progress))
+    results: list[Any] = [None] * len(parts)
+    where: dict[Any, int] = {}
+    limit = concurrency or len(parts)
+    nxt = 0
+    busy = cpu_s = 0.0
+    while nxt < len(parts) or where:
+        while nxt < len(parts) and len(where) < limit:
+            part = list(parts[nxt])
+            local = all(getattr(it, "fs", None) is None for it in part)
+            ref = task.options(scheduling_strategy=here if local else "DEFAULT").remote(fn, part, opts_ref)
+            where[ref] = nxt
+            nxt += 1
+        done, _ = ray.wait(list(where), num_returns=1)
+        for ref in done:
+            k = where.pop(ref)
+            rows, took, used = ray.get(ref)
+            results[k] = rows
+            busy += took
+            cpu_s += used
+            tick(len(parts[k]))
+    LAST_RUN.clear()
+    LAST_RUN.update(
+        engine="ray",
+        workers=cpus,
+        tasks=len(parts),
+        pool_start=0.0,
+        busy=busy,
+        cpu=cpu_s,
+        wall=time.perf_counter() - t0,
+    )
+    return [row for part in results for row in part]
 
 
 def run(

@@ -25,7 +25,7 @@ from ._sources import Item
 from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 from .columns import core_entry_columns
 
-__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "entries_rows"]
+__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "stats_batch", "entries_rows"]
 
 #: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
 _USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
@@ -50,6 +50,9 @@ class Options:
         self.index_cache = index_cache
         #: open each session from its scrubbed bytes (``entries_table(scrub=True)``)
         self.scrub = bool(scrub)
+        #: open each session with the core summing the stats row's usage in its scan (the stats
+        #: row then reads no line of the file a second time)
+        self.row_sums = False
 
 
 class _Unopenable(SessionTreeError):
@@ -200,7 +203,33 @@ def _check_not_empty(s: Session, item: Item, size: int, mtime: float | None) -> 
 
 
 def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
-    """``(session, bytes, file mtime ms)`` for one item; raises :class:`_Unopenable`."""
+    """``(session, bytes, file mtime ms)`` for one item; raises :class:`_Unopenable`. A Claude
+    Code transcript or a Codex rollout is converted to Pi in memory (:func:`open_item_as`)."""
+    s, size, mtime, _fmt = open_item_as(item, opts)
+    return s, size, mtime
+
+
+def _converted(data: bytes, item: Item, exc: SessionFormatError) -> tuple[Session, str]:
+    """``data`` (not a Pi session: ``exc``) as a Pi session converted in memory in the core
+    (:func:`sessiontree.convert.to_pi_bytes`) and its format; ``exc`` again when the bytes
+    are no Claude Code transcript or Codex rollout either."""
+    # the core's conversion through session/ (as sessiontree.convert.to_pi_bytes calls it; the
+    # convert module imports the fleet for convert_all, so the fleet does not import it)
+    from ..errors import UnrecognisedFormatError
+    from ..session import convert_bytes
+
+    try:
+        pi, report = convert_bytes(bytes(data), item.path, "auto")
+    except UnrecognisedFormatError:
+        raise exc from None
+    if report["source_format"] == "pi":
+        raise exc
+    return Session.from_bytes(pi, name=item.path), str(report["source_format"])
+
+
+def open_item_as(item: Item, opts: Options) -> tuple[Session, int, float | None, str]:
+    """:func:`open_item` and the file's format: ``"pi"``, or ``"claude-code"`` / ``"codex"``
+    for a file converted to Pi in memory (no temporary file)."""
     try:
         if item.fs is not None:
             try:
@@ -209,9 +238,13 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
                 raise
             except Exception as exc:  # a storage client's error (ArrowInvalid, botocore...): a row
                 raise _Unopenable("unreadable", f"{item.path}: {type(exc).__name__}: {exc}") from None
-            s = Session.from_bytes(data, name=item.path)
+            fmt = "pi"
+            try:
+                s = Session.from_bytes(data, name=item.path, _row_sums=getattr(opts, "row_sums", False))
+            except SessionFormatError as exc:
+                s, fmt = _converted(data, item, exc)
             _check_not_empty(s, item, size, mtime)
-            return s, size, mtime
+            return s, size, mtime, fmt
         try:
             st = os.stat(item.path)  # follows symlinks: a loop is ELOOP, a dangling one ENOENT
         except FileNotFoundError:
@@ -228,13 +261,26 @@ def open_item(item: Item, opts: Options) -> tuple[Session, int, float | None]:
         mtime = st.st_mtime * 1000
         if opts.max_bytes is not None and st.st_size > opts.max_bytes:
             raise _Unopenable("too_large", f"{st.st_size} bytes, over max_bytes={opts.max_bytes}", st.st_size, mtime)
-        s = Session.open(item.path, index_cache=getattr(opts, "index_cache", None))
+        fmt = "pi"
+        try:
+            s = Session.open(
+                item.path, index_cache=getattr(opts, "index_cache", None), _row_sums=getattr(opts, "row_sums", False)
+            )
+        except SessionFormatError as exc:
+            with open(item.path, "rb") as fh:
+                data = fh.read() if opts.max_bytes is None else fh.read(opts.max_bytes + 1)
+            if opts.max_bytes is not None and len(data) > opts.max_bytes:
+                raise _Unopenable("too_large", f"over max_bytes={opts.max_bytes}", len(data), mtime) from None
+            s, fmt = _converted(data, item, exc)
+            del data
+            _check_not_empty(s, item, st.st_size, mtime)
+            return s, st.st_size, mtime, fmt
         if opts.max_bytes is not None and s.indexed_bytes > opts.max_bytes:  # grew after the check
             size = s.indexed_bytes
             s.close()
             raise _Unopenable("too_large", f"{size} bytes, over max_bytes={opts.max_bytes}", size, mtime)
         _check_not_empty(s, item, s.indexed_bytes, mtime)
-        return s, s.indexed_bytes, mtime
+        return s, s.indexed_bytes, mtime, fmt
     except _Unopenable:
         raise
     except SessionFormatError as exc:
@@ -325,11 +371,12 @@ def stats_row(item: Item, opts: Options) -> dict[str, Any]:
             saved["path"] = item.path  # the same file under another name (a hard link)
             return saved
     try:
-        s, size, mtime = open_item(item, opts)
+        s, size, mtime, fmt = open_item_as(item, opts)
     except _Unopenable as exc:
         return _error_row(item, exc)
     try:
         row = _stats_of(s, item, size, mtime, opts)
+        row["source_format"] = fmt
         if st is not None and row.get("error_kind") is None:
             index_cache.save_row("stats", st, _stats_key(opts), row, cache)
         return row
@@ -492,7 +539,22 @@ def context_estimate(s: Session, opts: Options) -> tuple[Any, bool | None, str |
 
 
 def stats_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
+    """The stats rows of ``items`` (dicts, in item order)."""
     return [stats_row(it, opts) for it in items]
+
+
+def stats_batch(items: Iterable[Item], opts: Options) -> list[Any]:
+    """What a worker sends back for a batch of ``items``: one ``(table, links)`` pair, the
+    batch's stats rows as a ``pyarrow.Table`` (:func:`sessiontree.fleet.stats_schema`, item
+    order, ``parent_session_id`` not yet set: it needs every row) and, per row, ``(path,
+    session_id, parent_session)`` as the rows hold them (what
+    :func:`sessiontree.fleet._resolve_parents` matches). Arrow buffers travel back, not a
+    dict per session."""
+    from . import _table, stats_schema
+
+    rows = stats_rows(items, opts)
+    links = [(r["path"], r.get("session_id"), r.get("parent_session")) for r in rows]
+    return [(_table(rows, stats_schema()), links)]
 
 
 def entry_rows(item: Item, opts: Options) -> list[Any]:

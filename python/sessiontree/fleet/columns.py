@@ -67,6 +67,7 @@ STATS_COLUMNS: tuple[tuple[str, str], ...] = (
     *[(f"problems_{k}", "int64") for k in PROBLEM_KINDS],
     ("problems_other", "int64"),
     ("needs_migration", "bool"),
+    ("source_format", "string"),
     ("error_kind", "string"),
     ("error", "string"),
 )

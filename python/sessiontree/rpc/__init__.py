@@ -24,7 +24,9 @@ Beyond Pi, only after the client sent ``{"type": "hello"}`` (so a Pi client sees
 ``navigate_tree``, ``set_label``, ``get_entries`` with ``limit``, ``get_entry``,
 ``list_sessions``, ``follow`` (``entry_appended`` events; a ``follow_end`` event when the file is
 deleted, replaced or rewritten, and the follow ends) and ``get_tree`` with ``format: "flat"``
-(paged nodes with ``parentId``, ``childCount`` and labels, for JSON parsers with a depth limit).
+(paged nodes with ``parentId``, ``childCount`` and labels, for JSON parsers with a depth limit),
+``search`` (:func:`sessiontree.search` over the current session or a ``sessionDir``: hits with
+their branch state, snippet and labels).
 
 Launch flags (:func:`main`) are Pi's session flags, honoured as Pi does: ``--session FILE|ID``,
 ``--fork FILE|ID``, ``--session-id``, ``--session-dir``, ``--continue``, ``--no-session``,

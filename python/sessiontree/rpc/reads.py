@@ -418,3 +418,54 @@ class ReadCommands(ServerBase):
                 d[camel_case(k)] = str(v) if isinstance(v, Path) else (v.isoformat() if hasattr(v, "isoformat") else v)
             out.append(d)
         return response(cmd_id, ctype, {"sessions": out})
+
+    def _search(self, c: dict[str, Any], cmd_id: Any, ctype: str) -> dict[str, Any]:
+        """RPC ``search`` (after ``hello``; Pi has none): :func:`sessiontree.search` over the session.
+
+        ``{"type":"search","query":Q, "limit"?, "offset"?, "role"?, "entryType"?, "tool"?,
+        "branchState"?, "label"?, "since"?, "until"?, "sessionDir"?}``: over the current session's
+        file, or over every session of ``sessionDir``. Answers ``{hits, total, nextOffset, tookMs}``, each hit's keys in
+        camelCase; a bad query is ``success:false`` with its one-line message."""
+        from ..searching import search, search_files
+
+        q = c.get("query")
+        if not isinstance(q, str):
+            raise RpcError(f'search: "query" must be a string, not {_json_type(q)}')
+        kw: dict[str, Any] = {}
+        for key, name in (("limit", "limit"), ("offset", "offset")):
+            v = c.get(key)
+            if v is not None:
+                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                    raise RpcError(f'search: "{key}" must be a non-negative integer, not {_js_string(v)}')
+                kw[name] = v
+        for key, name in (
+            ("role", "role"),
+            ("entryType", "type"),
+            ("tool", "tool"),
+            ("branchState", "branch_state"),
+            ("label", "label"),
+            ("since", "since"),
+            ("until", "until"),
+        ):
+            v = c.get(key)
+            if v is not None:
+                if not isinstance(v, str):
+                    raise RpcError(f'search: "{key}" must be a string, not {_json_type(v)}')
+                kw[name] = v
+        sdir = c.get("sessionDir")
+        if sdir is not None and not isinstance(sdir, str):
+            raise RpcError('search: "sessionDir" must be a string')
+        if sdir is not None:
+            r = search(q, sdir, **kw)
+        else:
+            s = self.session
+            if s.path is None:
+                raise RpcError("search: the session has no file yet (nothing to search)")
+            s.flush()
+            path = str(Path(s.path).resolve())
+            r = search_files(q, [path], path, **kw)
+        doc = r.to_dict()
+        hits = [{camel_case(k): v for k, v in h.items()} for h in doc["hits"]]
+        return response(
+            cmd_id, ctype, {"hits": hits, "total": r.total, "nextOffset": r.next_offset, "tookMs": doc["took_ms"]}
+        )

@@ -183,6 +183,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("get_entry", "extra", RpcServer._get_entry, ("get_entry",)),
     Command("list_sessions", "extra", RpcServer._list_sessions, ("list_sessions",)),
     Command("follow", "extra", RpcServer._follow, ("follow", "follow_end")),
+    Command("search", "extra", RpcServer._search, ("search",)),
     *_agent(
         "prompt",
         "steer",

@@ -83,11 +83,23 @@ def convert_detect(path: str) -> str:
     return _core.convert_detect(path)
 
 
-def convert_file(src: str, out: str, source: str, target: str) -> dict[str, Any]:
+def convert_file(src: str, out: str, source: str, target: str, shown: str | None = None) -> dict[str, Any]:
     """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released).
 
     Its report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
-    return _core.convert_file(src, out, source, target)
+    return _core.convert_file(src, out, source, target, shown)
+
+
+def convert_detect_bytes(data: bytes, name: str) -> str:
+    """:func:`convert_detect` over a file's bytes held in memory (``_core.convert_detect_bytes``)."""
+    return _core.convert_detect_bytes(data, name)
+
+
+def convert_bytes(data: bytes, name: str, source: str) -> tuple[bytes, dict[str, Any]]:
+    """The core's in-memory conversion to Pi (``_core.convert_bytes``, the GIL released).
+
+    The main Pi session's bytes and the report as a dict. :mod:`sessiontree.convert` drives it."""
+    return _core.convert_bytes(data, name, source)
 
 
 def _bom_reason(head: bytes) -> str | None:
@@ -124,6 +136,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         durability: Durability = "flush",
         lock_timeout: float | None = None,
         index_cache: IndexCache = None,
+        _row_sums: bool = False,
     ) -> "Session":
         """Open an existing session file. Never modifies the file.
 
@@ -144,6 +157,9 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
                 ``$XDG_CACHE_HOME/sessiontree``), a folder, or ``False``/``"off"``. A saved index
                 that passes its checks is loaded and only bytes appended since are scanned; the
                 answers are the cold scan's either way. The session file is never written.
+            _row_sums: (for :mod:`sessiontree.fleet`) a cold scan also sums the usage its
+                stats row needs as it parses each line, so :meth:`fleet_columns` reads no
+                line again; the answers are the same without it.
 
         Raises:
             FileNotFoundError: no such file.
@@ -161,7 +177,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
             if not p.exists():
                 raise FileNotFoundError(f"no session file at {p}")
             raise SessionFormatError(f"not a regular file: {p}")
-        core = _core.Index.open(str(p), **cache)
+        core = _core.Index.open(str(p), row_sums=_row_sums, **cache)
         if core.end == 0 and file_head(p, 1):
             # /proc and other pseudo files: stat says 0 bytes, a read returns some. One rule for
             # every caller (CLI, RPC, fleet): only files whose size is what they hold are read.
@@ -233,7 +249,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         )
 
     @classmethod
-    def from_bytes(cls, data: Any, *, name: str | None = None) -> "Session":
+    def from_bytes(cls, data: Any, *, name: str | None = None, _row_sums: bool = False) -> "Session":
         """A read-only session over a session file's bytes held in memory (no temporary file).
 
         An object read from storage, say: the same index and the same answers as :meth:`open`
@@ -246,6 +262,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
                 never fault the session).
             name: where the bytes came from (``"s3://bucket/key.jsonl"``), used in error
                 messages and kept as :attr:`source_name`; :attr:`path` is None.
+            _row_sums: as in :meth:`open`.
 
         Writing raises :class:`SessionReadOnlyError` (nothing is appended); :meth:`refresh`
         finds nothing new; the leaf can still be moved in memory with :meth:`branch`.
@@ -256,7 +273,7 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         """
         if isinstance(data, str):
             raise TypeError("Session.from_bytes needs bytes (or a buffer), not str")
-        core = _core.Index.from_bytes(data)
+        core = _core.Index.from_bytes(data, row_sums=_row_sums)
         shown = name if name is not None else "<bytes>"
 
         def head() -> bytes:

@@ -485,3 +485,49 @@ class Views(SessionBase):
         if isinstance(columns, (str, bytes)) or (names is not None and not all(isinstance(c, str) for c in names)):
             raise SessionArgumentError(f"columns must be a list of column names (str), not {columns!r}")
         return _core.fleet_rows(self._core, self._context_leaf(), per_entry, list(labels), names)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        role: str | None = None,
+        type: str | None = None,
+        branch_state: str | None = None,
+        label: str | None = None,
+        tool: str | None = None,
+        since_time: Any = None,
+        until_time: Any = None,
+        index_cache: Any = None,
+    ) -> Any:
+        """Full-text search of this session's file, as :func:`sessiontree.search` of this one file.
+
+        The same query syntax, filters and :class:`~sessiontree.SearchResult`. Reads
+        what is in the file: lines still buffered by this session's writer are not found until
+        written. ``since_time``/``until_time`` are :func:`sessiontree.search`'s ``since``/``until``
+        (named apart from this class's ``since``, which is an entry id). Raises
+        :class:`SessionArgumentError` for a session with no file (in memory),
+        :class:`~sessiontree.errors.SearchQueryError` for a bad query."""
+        import os
+
+        from .search import search_files
+
+        if self._path is None:
+            raise SessionArgumentError("search reads the session file; an in-memory session has none")
+        path = os.path.abspath(self._path)
+        return search_files(
+            query,
+            [path],
+            path,
+            limit=limit,
+            offset=offset,
+            role=role,
+            type=type,
+            branch_state=branch_state,  # type: ignore[arg-type]
+            label=label,
+            tool=tool,
+            since=since_time,
+            until=until_time,
+            index_cache=index_cache,
+        )

@@ -12,7 +12,7 @@
 //! several tool results: one per result), the leaf (the last main-chain message) last.
 
 use super::{
-    io_err, ms_of, open_lines, push_str, s, safe_name, Carried, ConvertError, EntryOut, Format,
+    io_err, ms_of, open_src, push_str, s, safe_name, Carried, ConvertError, EntryOut, Format,
     Report,
 };
 use serde::Deserialize;
@@ -189,8 +189,8 @@ struct Plan {
     ts: Option<String>,
 }
 
-fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
-    let mut lines = open_lines(src)?;
+fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, ConvertError> {
+    let mut lines = open_src(src, data)?;
     let mut pid = Ids::default();
     let mut pkind: Vec<u8> = Vec::new(); // 0 no parentUuid, 1 null, 2 a string
     let mut rparent: Vec<u32> = Vec::new();
@@ -214,6 +214,14 @@ fn plan(src: &Path, rep: &mut Report) -> Result<Plan, ConvertError> {
         };
         match &meta {
             Some(m) => {
+                if simdutf8::basic::from_utf8(line).is_err() {
+                    rep.problem(
+                        src,
+                        n as u64 + 1,
+                        "invalid_utf8",
+                        "bytes that are not UTF-8: the line keeps its place in the tree and is carried as raw bytes in a custom entry".into(),
+                    );
+                }
                 let ty = s(m.ty.as_ref());
                 let sub = s(m.subtype.as_ref());
                 if let Some(u) = s(m.uuid.as_ref()) {
@@ -844,18 +852,22 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
     }
 }
 
-/// Converts one Claude Code file (and, for a top-level file, its subagent files).
+/// Converts one Claude Code file (and, for a top-level file read from disk, its subagent
+/// files): `data` its bytes when held in memory; `shown` the path the headers give the main
+/// output (`out` itself, or the same file by another path).
 pub fn convert(
     src: &Path,
+    data: Option<&[u8]>,
     out: &Path,
+    shown: &Path,
     parent_session: Option<(&Path, &str)>,
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
-    let plan = plan(src, rep)?;
+    let plan = plan(src, data, rep)?;
     // subagent files: <dir>/<stem>/subagents/*.jsonl
     let mut subagents: Vec<PathBuf> = Vec::new();
-    if parent_session.is_none() {
+    if parent_session.is_none() && data.is_none() {
         if let (Some(dir), Some(stem)) = (src.parent(), src.file_stem()) {
             let sd = dir.join(stem).join("subagents");
             if let Ok(rd) = std::fs::read_dir(&sd) {
@@ -944,7 +956,7 @@ pub fn convert(
         &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field),
     )?;
     let mut slots = vec![main_slot];
-    let out_s = out.display().to_string();
+    let out_s = shown.display().to_string();
     for (g, p) in plan.groups.iter().zip(&side_paths) {
         let slot = outs.open(p)?;
         let mut f = Vec::new();
@@ -973,7 +985,7 @@ pub fn convert(
         plan: &plan,
     };
     let mut stash: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
-    let mut lines = open_lines(src)?;
+    let mut lines = open_src(src, data)?;
     let mut n: u32 = 0;
     let mut last_ts = ts0.clone();
     let mut buf = Vec::with_capacity(1 << 16);
@@ -985,8 +997,11 @@ pub fn convert(
         let id = plan.pid.get(i);
         let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
         let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
+        // a line that is not UTF-8 (even in a field no rule reads) is carried as raw bytes,
+        // never copied into the Pi file as JSON text
+        let utf8 = simdutf8::basic::from_utf8(line).is_ok();
         // a line that becomes a custom entry: its type is all it needs (no full parse)
-        let fast = if plan.flags[i] & F_FULL == 0 && starts {
+        let fast = if plan.flags[i] & F_FULL == 0 && starts && utf8 {
             serde_json::from_slice::<Meta>(line).ok().map(|m| {
                 if let Some(t) = s(m.timestamp.as_ref()) {
                     last_ts = t.to_string();
@@ -1006,7 +1021,7 @@ pub fn convert(
         };
         let parsed = if fast.is_some() {
             super::Parsed::Other
-        } else if super::is_blank(line) {
+        } else if super::is_blank(line) || !utf8 {
             super::Parsed::Bad
         } else {
             super::parse_line(line)
@@ -1096,7 +1111,19 @@ pub fn convert(
     // subagent files: sessions of their own, parentSession naming this one
     for (sp, pp) in subagents.iter().zip(&sub_paths) {
         outs.also_read(sp)?;
-        convert(sp, pp, Some((out, "subagent")), outs, rep)?;
+        let pp_shown = match pp.file_name() {
+            Some(f) => shown.with_file_name(f),
+            None => pp.clone(),
+        };
+        convert(
+            sp,
+            None,
+            pp,
+            &pp_shown,
+            Some((shown, "subagent")),
+            outs,
+            rep,
+        )?;
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! last assistant item before it), pass 2 writes.
 
 use super::{
-    io_err, ms_of, open_lines, push_str, s, Carried, ConvertError, EntryOut, Format, Report,
+    io_err, ms_of, open_src, push_str, s, Carried, ConvertError, EntryOut, Format, Report,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -96,8 +96,8 @@ fn zero_usage() -> Value {
 }
 
 /// Pass 1: the usage of each assistant-item line that has one, in line order.
-fn usages(src: &Path) -> Result<Vec<(u32, Counts)>, ConvertError> {
-    let mut lines = open_lines(src)?;
+fn usages(src: &Path, data: Option<&[u8]>) -> Result<Vec<(u32, Counts)>, ConvertError> {
+    let mut lines = open_src(src, data)?;
     let mut out = Vec::new();
     let mut last: Option<u32> = None;
     let mut n = 0u32;
@@ -508,14 +508,16 @@ fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-/// Converts one Codex rollout.
+/// Converts one Codex rollout (`data`: its bytes when held in memory; then no parent rollout
+/// is looked for beside it).
 pub fn convert(
     src: &Path,
+    data: Option<&[u8]>,
     out: &Path,
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
-    let usage = usages(src)?;
+    let usage = usages(src, data)?;
     let mut cx = Cx {
         model: String::new(),
         names: HashMap::new(),
@@ -532,7 +534,7 @@ pub fn convert(
         .file_stem()
         .map(|x| x.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut lines = open_lines(src)?;
+    let mut lines = open_src(src, data)?;
     let mut n = 0u32;
     let mut prev: Option<String> = None;
     let mut used: HashSet<String> = HashSet::new();
@@ -570,7 +572,7 @@ pub fn convert(
                     let cwd = s(p.get("cwd")).unwrap_or("");
                     let mut parent = None;
                     if let Some(f) = s(p.get("forked_from_id")) {
-                        match find_parent(src, f) {
+                        match data.is_none().then(|| find_parent(src, f)).flatten() {
                             Some(pp) => parent = Some(pp.display().to_string()),
                             None => rep.not_carried.push(format!(
                                 "forked_from_id {f:?}: no rollout of that id beside the source, so no parentSession"

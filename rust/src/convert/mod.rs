@@ -157,6 +157,18 @@ pub(crate) fn open_lines(p: &Path) -> Result<Lines<std::fs::File>, ConvertError>
     Ok(Lines::new(std::fs::File::open(p).map_err(io_err(p))?))
 }
 
+/// The lines of the file `p`, or of `data` when given (the file's bytes held in memory; `p`
+/// then only names them).
+pub(crate) fn open_src<'a>(
+    p: &Path,
+    data: Option<&'a [u8]>,
+) -> Result<Lines<Box<dyn Read + 'a>>, ConvertError> {
+    Ok(match data {
+        Some(d) => Lines::new(Box::new(d) as Box<dyn Read + 'a>),
+        None => Lines::new(Box::new(std::fs::File::open(p).map_err(io_err(p))?)),
+    })
+}
+
 /// How a line parsed.
 pub(crate) enum Parsed {
     Object(serde_json::Map<String, Value>),
@@ -413,7 +425,16 @@ pub fn detect(path: &Path) -> Result<Format, ConvertError> {
             "not a regular file".into(),
         ));
     }
-    let mut lines = Lines::new(f.take(DETECT_BYTES));
+    detect_in(Lines::new(f.take(DETECT_BYTES)), path)
+}
+
+/// `detect` over a file's bytes held in memory (`name` names them in errors).
+pub fn detect_bytes(data: &[u8], name: &Path) -> Result<Format, ConvertError> {
+    let end = data.len().min(DETECT_BYTES as usize);
+    detect_in(Lines::new(&data[..end]), name)
+}
+
+fn detect_in<R: Read>(mut lines: Lines<R>, path: &Path) -> Result<Format, ConvertError> {
     let mut seen = 0;
     while let Some((line, _)) = lines.next_line().map_err(io_err(path))? {
         if is_blank(line) {
@@ -456,6 +477,17 @@ fn regular(p: &Path) -> Result<(), ConvertError> {
 /// Converts `src` to Pi at `out`; `from` None: detected. Sidechains and subagent files are
 /// written beside `out` (listed in the report).
 pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, ConvertError> {
+    to_pi_shown(src, from, out, out)
+}
+
+/// `to_pi`, the headers naming the main output `shown` (in a sidechain's `parentSession`)
+/// where `out` is another path to the same file (through an open folder, `/proc/self/fd/N/x`).
+pub fn to_pi_shown(
+    src: &Path,
+    from: Option<Format>,
+    out: &Path,
+    shown: &Path,
+) -> Result<Report, ConvertError> {
     regular(src)?;
     let fmt = match from {
         Some(f) => f,
@@ -468,12 +500,49 @@ pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, Con
     };
     let mut outs = out::Outputs::new(&[src])?;
     match fmt {
-        Format::ClaudeCode => cc::convert(src, out, None, &mut outs, &mut rep)?,
-        Format::Codex => codex::convert(src, out, &mut outs, &mut rep)?,
+        Format::ClaudeCode => cc::convert(src, None, out, shown, None, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(src, None, out, &mut outs, &mut rep)?,
         Format::Pi => back::copy_pi(src, out, &mut outs, &mut rep)?,
     }
     rep.files = outs.commit()?;
     Ok(rep)
+}
+
+/// A file made in memory: its name and bytes.
+pub type MemoryFile = (PathBuf, Vec<u8>);
+
+/// Converts a Claude Code transcript or a Codex rollout held in memory (`data`, named `name`)
+/// to Pi in memory: the files made, the main one first (`(name, bytes)`; Claude Code
+/// sidechains after it, named as `to_pi` would write them beside `name`), and the report.
+/// Nothing is read from or written to the filesystem (subagent files beside a transcript are
+/// not looked for). A Pi session comes back as it is.
+pub fn to_pi_bytes(
+    data: &[u8],
+    name: &Path,
+    from: Option<Format>,
+) -> Result<(Vec<MemoryFile>, Report), ConvertError> {
+    let fmt = match from {
+        Some(f) => f,
+        None => detect_bytes(data, name)?,
+    };
+    let mut rep = Report {
+        from: Some(fmt),
+        to: Some(Format::Pi),
+        ..Report::default()
+    };
+    let mut outs = out::Outputs::memory();
+    match fmt {
+        Format::ClaudeCode => cc::convert(name, Some(data), name, name, None, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(name, Some(data), name, &mut outs, &mut rep)?,
+        Format::Pi => {
+            rep.lines = data.split(|&c| c == b'\n').count() as u64;
+            rep.written = rep.lines;
+            return Ok((vec![(name.to_path_buf(), data.to_vec())], rep));
+        }
+    }
+    let files = outs.take_memory();
+    rep.files = files.iter().map(|(p, _)| p.clone()).collect();
+    Ok((files, rep))
 }
 
 /// Converts the Pi session `src` to `to` at `out`.

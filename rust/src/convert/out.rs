@@ -15,6 +15,8 @@ struct One {
     path: PathBuf,
     tmp: PathBuf,
     w: Option<BufWriter<File>>,
+    /// the bytes written, in memory mode
+    mem: Vec<u8>,
 }
 
 /// The files one conversion writes.
@@ -22,6 +24,8 @@ pub struct Outputs {
     sources: Vec<(u64, u64)>,
     mode: u32,
     files: Vec<One>,
+    /// files held in memory, never written (`Outputs::memory`)
+    memory: bool,
 }
 
 fn check_target(
@@ -90,11 +94,33 @@ impl Outputs {
             sources: ids,
             mode,
             files: Vec::new(),
+            memory: false,
         })
+    }
+
+    /// Outputs held in memory (nothing touches the filesystem); `take_memory` hands them out.
+    pub fn memory() -> Self {
+        Outputs {
+            sources: Vec::new(),
+            mode: 0o600,
+            files: Vec::new(),
+            memory: true,
+        }
+    }
+
+    /// The files of a memory conversion, the main one first: `(path, bytes)`.
+    pub fn take_memory(mut self) -> Vec<(PathBuf, Vec<u8>)> {
+        std::mem::take(&mut self.files)
+            .into_iter()
+            .map(|mut one| (std::mem::take(&mut one.path), std::mem::take(&mut one.mem)))
+            .collect()
     }
 
     /// Another file that is read (a sidechain, a subagent file): never written over.
     pub fn also_read(&mut self, p: &Path) -> Result<(), ConvertError> {
+        if self.memory {
+            return Ok(());
+        }
         let m = std::fs::metadata(p).map_err(io_err(p))?;
         self.sources.push((m.dev(), m.ino()));
         Ok(())
@@ -107,6 +133,15 @@ impl Outputs {
                 path.to_path_buf(),
                 "is written twice by this conversion".into(),
             ));
+        }
+        if self.memory {
+            self.files.push(One {
+                path: path.to_path_buf(),
+                tmp: PathBuf::new(),
+                w: None,
+                mem: Vec::new(),
+            });
+            return Ok(self.files.len() - 1);
         }
         let existing = check_target(path, &self.sources)?;
         if let Some(dir) = path.parent() {
@@ -134,6 +169,7 @@ impl Outputs {
             path: path.to_path_buf(),
             tmp,
             w: Some(BufWriter::with_capacity(1 << 20, f)),
+            mem: Vec::new(),
         });
         Ok(self.files.len() - 1)
     }
@@ -144,6 +180,10 @@ impl Outputs {
 
     pub fn write(&mut self, slot: usize, data: &[u8]) -> Result<(), ConvertError> {
         let one = &mut self.files[slot];
+        if self.memory {
+            one.mem.extend_from_slice(data);
+            return Ok(());
+        }
         let w = one.w.as_mut().expect("an open output");
         w.write_all(data)
             .map_err(|e| ConvertError::Io(one.path.clone(), e))
@@ -151,6 +191,9 @@ impl Outputs {
 
     /// Syncs every file, checks each target again and renames them into place; the paths.
     pub fn commit(mut self) -> Result<Vec<PathBuf>, ConvertError> {
+        if self.memory {
+            return Ok(self.files.iter().map(|f| f.path.clone()).collect());
+        }
         for one in &mut self.files {
             let w = one.w.take().expect("an open output");
             let f = w

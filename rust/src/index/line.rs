@@ -48,6 +48,9 @@ pub struct ParsedLine<'a> {
     /// offset just past the line's `\n` (or the end of data when unterminated)
     pub end: u64,
     pub result: LineResult<'a>,
+    /// The stats row of a usage candidate's line, when the scan keeps row sums
+    /// ([`super::Index::keep_row_sums`]): the type and role codes it assumed, and the row.
+    pub row: Option<Box<(u16, u16, crate::rows::LineRow)>>,
 }
 
 // `Value` is the common case (nearly every line): boxing it would cost an allocation per line.

@@ -195,6 +195,8 @@ struct Provisional {
     header: Option<HeaderUndo>,
     /// (legacy_v1, legacy_v2, v1_seed): what a header line set
     legacy_prev: (bool, bool, u64),
+    /// the stats row's sums before the line (when kept)
+    row_sums_prev: Option<Box<crate::rows::RowSums>>,
 }
 
 /// The index. Bytes live elsewhere (see `store`); this holds only skeletons.
@@ -267,6 +269,9 @@ pub struct Index {
     v1_seed: u64,
     /// records announced to [`Index::restore_records`] (0 otherwise)
     pending_recs: u32,
+    /// The stats row's usage sums, kept as lines are ingested when asked for before the scan
+    /// ([`Index::keep_row_sums`]); None otherwise (and in a restored saved index).
+    pub row_sums: Option<Box<crate::rows::RowSums>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -301,6 +306,39 @@ impl Index {
         self.dup_ids > 0
     }
 
+    /// Keeps the stats row's usage sums ([`crate::rows::RowSums`]) from here on; the scan then
+    /// computes each usage candidate's [`crate::rows::LineRow`] while it parses the line. Only
+    /// on an empty index (the sums cover every entry or none).
+    pub fn keep_row_sums(&mut self) {
+        if self.recs.is_empty() && self.pending_recs == 0 {
+            self.row_sums = Some(Box::default());
+        }
+    }
+
+    /// Adds entry `i` (type `etype`, role `role`) to the kept row sums, with the row the scan
+    /// computed for its line (`row`: the codes it assumed and the row).
+    fn add_row_sums(
+        &mut self,
+        i: u32,
+        etype: u16,
+        role: u16,
+        row: Option<&(u16, u16, crate::rows::LineRow)>,
+    ) {
+        let Some(acc) = self.row_sums.as_deref_mut() else {
+            return;
+        };
+        if !crate::rows::is_candidate(etype, role) {
+            return;
+        }
+        match row {
+            Some((e, r, one)) if *e == etype && *r == role => {
+                let summary = crate::entry_kind::type_row(etype).is_summary();
+                acc.add(i, summary, one);
+            }
+            _ => acc.complete = false,
+        }
+    }
+
     // ------------------------------------------------------------------ ingest
 
     /// Undoes what an unterminated last line did (called before scanning from its start).
@@ -321,6 +359,9 @@ impl Index {
             self.first_context_edit = NONE;
         }
         self.values = p.values;
+        if self.row_sums.is_some() {
+            self.row_sums = p.row_sums_prev;
+        }
         if let Some((kid, prev)) = p.by_id_prev {
             let slot = &mut self.by_id_mut()[kid as usize];
             let now = *slot;
@@ -373,6 +414,7 @@ impl Index {
                     self.header_version.clone(),
                 )),
                 legacy_prev: (self.legacy_v1, self.legacy_v2, self.v1_seed),
+                row_sums_prev: self.row_sums.clone(),
             })
         };
         let r = self.ingest_inner(pl);
@@ -490,6 +532,7 @@ impl Index {
         let rec = Rec::new(pl.offset, pl.len as u32, id, parent, pre.ts, etype, role)
             .expect("offset checked above");
         self.recs.push(rec);
+        self.add_row_sums(idx, etype, role, pl.row.as_deref());
         if target != NONE {
             self.targets.push((idx, target));
         }

@@ -193,6 +193,7 @@ fn lines_past_4_gib_index_with_exact_offsets() {
             terminated: true,
             end: offset + bytes.len() as u64 + 1,
             result,
+            row: None,
         };
         ix.ingest(&pl);
     }
@@ -330,6 +331,7 @@ fn a_saved_index_of_other_fixed_names_is_refused() {
             terminated: true,
             end,
             result,
+            row: None,
         };
         ix.ingest(&pl);
         offset = end;

@@ -174,6 +174,12 @@ impl Index {
         })
     }
 
+    /// The entry whose line starts at byte `offset` (entries are in file order, so their
+    /// offsets increase), or None.
+    pub fn entry_at_offset(&self, offset: u64) -> Option<usize> {
+        self.recs.binary_search_by_key(&offset, |r| r.offset()).ok()
+    }
+
     /// Entry `i`'s id when it names an entry and the id is a string.
     pub fn id_at(&self, i: usize) -> Option<&str> {
         self.recs.get(i).and_then(|r| self.key_string(r.id))

@@ -4,7 +4,7 @@
 use super::errors::os_err;
 use crate::convert::{self as core, Format};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
 
 pyo3::import_exception!(sessiontree.errors, ConvertError);
@@ -42,22 +42,63 @@ pub fn convert_detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
         .map_err(map_err)
 }
 
-/// Converts `src` (format `source`, "auto": detected) to `target` at `out`; a dict report.
+/// The format of a file's bytes held in memory (`name` names them in errors).
 #[pyfunction]
-#[pyo3(signature = (src, out, source = None, target = "pi"))]
+pub fn convert_detect_bytes(py: Python<'_>, data: &[u8], name: PathBuf) -> PyResult<&'static str> {
+    py.detach(|| crate::convert::detect_bytes(data, &name))
+        .map(Format::name)
+        .map_err(map_err)
+}
+
+/// Converts `src` (format `source`, "auto": detected) to `target` at `out`; a dict report.
+/// `shown`: the path the headers give `out` (to Pi only; default `out`).
+#[pyfunction]
+#[pyo3(signature = (src, out, source = None, target = "pi", shown = None))]
 pub fn convert_file<'py>(
     py: Python<'py>,
     src: PathBuf,
     out: PathBuf,
     source: Option<&str>,
     target: &str,
+    shown: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let from = format_arg(source)?;
     let to = format_arg(Some(target))?
         .ok_or_else(|| SessionArgumentError::new_err("the target format cannot be 'auto'"))?;
     let rep = py
-        .detach(|| crate::convert::convert(&src, from, to, &out))
+        .detach(|| match (&shown, to) {
+            (Some(sh), Format::Pi) => crate::convert::to_pi_shown(&src, from, &out, sh),
+            _ => crate::convert::convert(&src, from, to, &out),
+        })
         .map_err(map_err)?;
+    report_dict(py, rep)
+}
+
+/// Converts a Claude Code or Codex file's bytes (`data`, named `name`; `source`: its format,
+/// "auto": detected) to Pi in memory: `(pi_bytes, report)`, the main session only (the
+/// report's `files` names every session made; sidechains are not returned).
+#[pyfunction]
+#[pyo3(signature = (data, name, source = None))]
+pub fn convert_bytes<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    name: PathBuf,
+    source: Option<&str>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>)> {
+    let from = format_arg(source)?;
+    let (mut files, rep) = py
+        .detach(|| crate::convert::to_pi_bytes(data, &name, from))
+        .map_err(map_err)?;
+    let main = if files.is_empty() {
+        Vec::new()
+    } else {
+        files.swap_remove(0).1
+    };
+    drop(files);
+    Ok((PyBytes::new(py, &main), report_dict(py, rep)?))
+}
+
+fn report_dict(py: Python<'_>, rep: core::Report) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("source_format", rep.from.map(Format::name))?;
     d.set_item("target_format", rep.to.map(Format::name))?;

@@ -1,0 +1,251 @@
+"""Search against its peers, as ratios measured in one run (docs/benchmarks.md, "Search").
+
+    python benches/search_bench.py [--megabytes 500] [--queries 40] [--json OUT]
+
+The store: generated sessions (/work/shared/tools/gen_session.py, 8 files, seeded) of about
+``--megabytes`` in all, plus tests/corpus. Peers: the PyPI ``tantivy`` package indexing the same
+extracted text (``_core.search_extract``, the index's own extraction; stored text, its default
+tokenizer: split on non-alphanumerics, lowercase, long tokens removed), its time not counting the
+extraction; and one ``rg -F`` pass over the store (ripgrep, Debian package ``ripgrep``).
+
+Figures:
+* build: our first search over the store with no index (extraction included) / the package's
+  indexing of the extracted text (commit included); index size as % of the searchable text;
+* query p95, top 10 with snippets, in process: ours / the package's (search + a snippet per hit),
+  and ours / one ``rg -F`` pass (median of the queries' passes);
+* CLI p95, one process per query: ``sessiontree search`` / ``python -c`` with the package;
+* after an append: the first search after 1 MB is appended to one session / (a warm query + a
+  cold scan of 1 MB);
+* memory: peak RSS of a process doing the first search, as % of the store's bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GEN = Path("/work/shared/tools/gen_session.py")
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
+
+
+def make_store(d: Path, megabytes: int) -> list[Path]:
+    files = []
+    per = max(1, megabytes // 8)
+    for i in range(8):
+        out = d / f"--gen{i}--" / f"2025-01-0{i + 1}T00-00-00-000Z_gen{i}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(GEN),
+                "--megabytes",
+                str(per),
+                "--branchiness",
+                "0.05",
+                "--seed",
+                str(i + 1),
+                "--out",
+                str(out),
+            ],
+            check=True,
+        )
+        files.append(out)
+    shutil.copytree(ROOT / "tests" / "corpus", d / "corpus")
+    return files
+
+
+def extracted(store: Path) -> list[tuple[str, int, str]]:
+    from sessiontree import _core
+
+    out = []
+    for p in sorted(store.rglob("*.jsonl")):
+        off = 0
+        with open(p, "rb") as f:
+            for line in f:
+                t = _core.search_extract(line.rstrip(b"\r\n"))
+                if t:
+                    out.append((str(p), off, t))
+                off += len(line)
+    return out
+
+
+def peer_build(docs: list[tuple[str, int, str]], where: Path) -> tuple[float, object]:
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("text", stored=True)
+    sb.add_text_field("path", stored=True)
+    sb.add_integer_field("off", stored=True)
+    schema = sb.build()
+    where.mkdir()
+    index = tantivy.Index(schema, path=str(where))
+    t = time.perf_counter()
+    w = index.writer()
+    for path, off, text in docs:
+        w.add_document(tantivy.Document(text=text, path=path, off=off))
+    w.commit()
+    w.wait_merging_threads()
+    took = time.perf_counter() - t
+    index.reload()
+    return took, index
+
+
+def peer_query(index, q: str) -> float:
+    import tantivy
+
+    t = time.perf_counter()
+    searcher = index.searcher()
+    query = index.parse_query(q, ["text"])
+    hits = searcher.search(query, 10).hits
+    sg = tantivy.SnippetGenerator.create(searcher, query, index.schema, "text")
+    for _score, addr in hits:
+        sg.snippet_from_doc(searcher.doc(addr)).to_html()
+    return time.perf_counter() - t
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def rss_child(code: str, env: dict[str, str]) -> tuple[float, int]:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    return time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--megabytes", type=int, default=int(os.environ.get("SESSIONTREE_BENCH_SEARCH_MB", "64")))
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args()
+    rg = shutil.which("rg")
+    res: dict[str, object] = {"megabytes": a.megabytes}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpd = Path(tmp)
+        store = tmpd / "store"
+        files = make_store(store, a.megabytes)
+        store_bytes = sum(p.stat().st_size for p in store.rglob("*.jsonl"))
+        cache = tmpd / "cache"
+        env = dict(os.environ, SESSIONTREE_INDEX_CACHE=str(cache))
+        os.environ["SESSIONTREE_INDEX_CACHE"] = str(cache)
+        # build: the first search, in a fresh process (its peak RSS too)
+        code = f"from sessiontree import search; search('zzzunlikely', {str(store)!r})"
+        build_s, rss = rss_child(code, env)
+        docs = extracted(store)
+        text_bytes = sum(len(t.encode()) for _, _, t in docs)
+        peer_s, index = peer_build(docs, tmpd / "peer")
+        ours_bytes = dir_bytes(cache / "search")
+        res.update(
+            store_bytes=store_bytes,
+            text_bytes=text_bytes,
+            build_s=build_s,
+            peer_build_s=peer_s,
+            build_ratio=build_s / peer_s,
+            index_pct_of_text=100 * ours_bytes / text_bytes,
+            peer_index_pct_of_text=100 * dir_bytes(tmpd / "peer") / text_bytes,
+            peak_rss_pct_of_store=100 * rss / store_bytes,
+        )
+        # queries: words sampled from the text (seeded), each a single word or a two-word phrase
+        from sessiontree import search
+
+        rnd = random.Random(5)
+        words = [w for _, _, t in rnd.sample(docs, min(400, len(docs))) for w in re.findall(r"[a-z]{5,12}", t.lower())]
+        qs = []
+        for i in range(a.queries):
+            ws = re.findall(r"[a-z]{3,12}", rnd.choice(docs)[2].lower()) if i % 3 == 2 else []
+            if len(ws) >= 2:
+                j = rnd.randrange(len(ws) - 1)
+                qs.append(f'"{ws[j]} {ws[j + 1]}"')
+            else:
+                qs.append(rnd.choice(words))
+        search(qs[0], store)  # warm
+        ours = []
+        for q in qs:
+            t = time.perf_counter()
+            search(q, store, limit=10)
+            ours.append(time.perf_counter() - t)
+        peer = [peer_query(index, q) for q in qs]
+        res.update(
+            query_p95_ms=1000 * p95(ours), peer_query_p95_ms=1000 * p95(peer), query_ratio_vs_peer=p95(ours) / p95(peer)
+        )
+        if rg:
+            passes = []
+            for q in qs[:5]:
+                t = time.perf_counter()
+                subprocess.run([rg, "-F", "-i", "-c", q.strip('"'), str(store)], stdout=subprocess.DEVNULL)
+                passes.append(time.perf_counter() - t)
+            res.update(
+                rg_pass_ms=1000 * statistics.median(passes), query_ratio_vs_rg=p95(ours) / statistics.median(passes)
+            )
+        # the CLI, one process per query, against the package in one process per query
+        cli, pcli = [], []
+        peer_code = (
+            "import sys, tantivy; ix = tantivy.Index.open(sys.argv[1]); s = ix.searcher();"
+            "q = ix.parse_query(sys.argv[2], ['text']); h = s.search(q, 10).hits;"
+            "g = tantivy.SnippetGenerator.create(s, q, ix.schema, 'text');"
+            "[g.snippet_from_doc(s.doc(a)).to_html() for _, a in h]"
+        )
+        for q in qs[:10]:
+            t = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "sessiontree", "search", q, str(store), "--limit", "10", "--json"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                check=True,
+            )
+            cli.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", peer_code, str(tmpd / "peer"), q], check=True)
+            pcli.append(time.perf_counter() - t)
+        res.update(cli_p95_ms=1000 * p95(cli), peer_cli_p95_ms=1000 * p95(pcli), cli_ratio_vs_peer=p95(cli) / p95(pcli))
+        # after an append of 1 MB to one session
+        from sessiontree import Session
+
+        warm = []
+        for _ in range(5):
+            t = time.perf_counter()
+            search(qs[1], store, limit=10)
+            warm.append(time.perf_counter() - t)
+        one_mb = tmpd / "onemb.jsonl"
+        subprocess.run([sys.executable, str(GEN), "--megabytes", "1", "--seed", "99", "--out", str(one_mb)], check=True)
+        body = one_mb.read_bytes().split(b"\n", 1)[1]
+        t = time.perf_counter()
+        Session.open(one_mb, index_cache=False)
+        scan_1mb = time.perf_counter() - t
+        with open(files[0], "ab") as f:
+            f.write(body)
+        t = time.perf_counter()
+        search(qs[1], store, limit=10)
+        after = time.perf_counter() - t
+        res.update(
+            warm_query_ms=1000 * statistics.median(warm),
+            scan_1mb_ms=1000 * scan_1mb,
+            after_append_ms=1000 * after,
+            after_append_ratio=after / (statistics.median(warm) + scan_1mb),
+        )
+    for k, v in res.items():
+        print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

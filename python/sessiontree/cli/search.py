@@ -1,0 +1,134 @@
+"""``sessiontree search``: full-text search over a store, each hit placed in its session's tree,
+over the public :func:`sessiontree.search` API. Registered by :mod:`.app`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import orjson
+
+from .args import documented_parser
+
+_SEARCH_EPILOG = """QUERY: words (all required), "exact phrases", a OR b, -excluded, prefix*. Ids, paths,
+hashes and identifiers (bd-q3fy, src/foo_bar.rs, a1b2c3d4, snake_case_name, CamelCase) are
+found as typed and by their words. Case-insensitive; ranked by BM25, ties to the newer entry.
+
+SOURCE: a session file, a directory (Pi's layout), or a glob; several allowed (default: Pi's
+session folder, ~/.pi/agent/sessions). The index lives in the saved-index cache folder
+(`sessiontree cache info`; `sessiontree cache clear` removes it) and is brought up to date
+with the files before every query. docs/search.md has the details.
+
+Each hit: the session file and line, the entry, its branch state (active: in the context;
+compacted: on the active path before the latest compaction's kept entries; abandoned: on a
+branch the leaf left, with its fork point and covering branch summary), the labels on its
+path, and a snippet with the matches in [brackets].
+
+exit codes: 0 searched (hits or none); 2 a bad query (one line), a missing SOURCE, bad options"""
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``search`` on the CLI's subparsers."""
+    p = documented_parser(
+        sub,
+        "search",
+        description="Search the sessions of SOURCE for QUERY (sessiontree.search).",
+        epilog=_SEARCH_EPILOG,
+    )
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("source", metavar="SOURCE", nargs="*", help="file, directory or glob (default: Pi's sessions)")
+    p.add_argument("--limit", type=_nonneg, default=20, metavar="N", help="hits per page (default 20)")
+    p.add_argument("--offset", type=_nonneg, default=0, metavar="N", help="skip this many hits (paging)")
+    p.add_argument("--json", action="store_true", help="one JSON object: hits, total, next_offset, took_ms")
+    p.add_argument("--role", help="message role (user, assistant, toolResult, bashExecution, ...)")
+    p.add_argument("--type", dest="etype", metavar="TYPE", help="entry type (message, compaction, label, ...)")
+    p.add_argument("--branch-state", choices=("active", "compacted", "abandoned"))
+    p.add_argument("--session", metavar="ID", help="the session id (its header's)")
+    p.add_argument("--cwd", help="the session's working directory (its header's)")
+    p.add_argument("--label", help="a label on the hit's path")
+    p.add_argument("--tool", metavar="NAME", help="a tool call's or tool result's tool name")
+    p.add_argument("--since", metavar="TIME", help="entries at or after TIME (ISO 8601)")
+    p.add_argument("--until", metavar="TIME", help="entries at or before TIME (ISO 8601)")
+
+
+def _nonneg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {v}")
+    return v
+
+
+def _fail(message: str, as_json: bool) -> int:
+    from .render import safe_text
+
+    print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    if as_json:
+        sys.stdout.write(orjson.dumps({"error": True, "exit_code": 2, "message": message}).decode() + "\n")
+        sys.stdout.flush()
+    return 2
+
+
+def _print_text(r: Any) -> None:
+    from .render import safe_text
+
+    shown = f"{r.total} hit{'s' if r.total != 1 else ''}"
+    if r.hits:
+        first = r.next_offset - len(r.hits) if r.next_offset is not None else r.total - len(r.hits)
+        shown += f", {first + 1}-{first + len(r.hits)} shown"
+    print(f"{shown} ({r.took_ms:.1f} ms)")
+    for h in r.hits:
+        who = h.type if h.role is None else f"{h.type}/{h.role}"
+        if h.tool:
+            who += f" {h.tool}"
+        state = h.branch_state
+        if h.branch_state == "abandoned":
+            state += f" (fork {h.fork_point or '-'}" + (f", summary {h.summary_id}" if h.summary_id else "") + ")"
+        labels = f" labels: {', '.join(h.labels)}" if h.labels else ""
+        print(f"{safe_text(h.path)}:{h.line} {safe_text(h.entry_id)} {safe_text(who)} {state}{safe_text(labels)}")
+        print(f"  {safe_text(h.marked())}")
+    if r.next_offset is not None:
+        print(f"more: --offset {r.next_offset}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``search``; returns the exit code."""
+    from ..errors import SearchQueryError, SessionTreeError
+    from ..searching import default_source, search
+
+    sources = list(args.source) or [default_source()]
+    for s in sources:
+        if not any(c in s for c in "*?[") and not os.path.lexists(s):
+            return _fail(f"cannot read {s}: no such file or directory", args.json)
+    try:
+        r = search(
+            args.query,
+            sources,
+            limit=args.limit,
+            offset=args.offset,
+            role=args.role,
+            type=args.etype,
+            branch_state=args.branch_state,
+            session=args.session,
+            cwd=args.cwd,
+            label=args.label,
+            tool=args.tool,
+            since=args.since,
+            until=args.until,
+        )
+    except SearchQueryError as exc:
+        return _fail(str(exc).replace("\n", " "), args.json)
+    except (SessionTreeError, ValueError) as exc:
+        return _fail(str(exc).replace("\n", " "), args.json)
+    except OSError as exc:
+        return _fail(f"{exc.filename or 'search'}: {exc.strerror or exc}", args.json)
+    if args.json:
+        sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
+    else:
+        _print_text(r)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,213 @@
+"""Converting a whole store to Pi sessions: ``convert_sessions``, under ``convert-all``.
+
+The engine of ``sessiontree convert-all`` and :func:`sessiontree.convert.convert_all` (which
+imports this module when it runs, so this one calls the core's conversion through ``session/``,
+as :mod:`sessiontree.convert` does, and never imports that module: no import circle).
+
+Stores: Claude Code's ``~/.claude/projects/<cwd>/<session>.jsonl`` (with
+``<session>/subagents/*.jsonl``, converted with their session), Codex's
+``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``, Pi's own layout, or any mix: each file's format
+is detected from its content. Each session is one unit of work on the fleet's engines
+(:func:`sessiontree.fleet._engine.run`: local process pool or Ray), one row each.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import SessionArgumentError, SessionError
+from ._scrub import _inside, _OutDirs, _relative
+from ._sources import Item, resolve_source
+
+#: the per-session problems a row lists (the rest are counted in ``problems``)
+ROW_PROBLEMS = 20
+#: the formats read (``sessiontree.convert.FORMATS``)
+FORMATS = ("claude-code", "codex", "pi")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What every worker needs: the output folder (real path), the source base the outputs'
+    paths are taken below, and the source format (``auto`` or one of the formats)."""
+
+    out_root: str
+    base: str | None
+    source_format: str
+
+
+def _subagent_of_listed(path: str, listed: set[str]) -> bool:
+    """Whether ``path`` is ``<dir>/<session>/subagents/<name>.jsonl`` of a ``<dir>/<session>.jsonl``
+    that is listed too (the core converts it with that session, into a file beside it)."""
+    p = Path(path)
+    if p.parent.name != "subagents":
+        return False
+    session_dir = p.parent.parent
+    return str(session_dir.parent / f"{session_dir.name}.jsonl") in listed
+
+
+def _proc_dir(fd: int) -> str | None:
+    """A path that names the open folder ``fd`` itself (``/proc/self/fd/N``): a path through it
+    never follows a symbolic link planted in the output tree after the folder was opened."""
+    p = f"/proc/self/fd/{fd}"
+    return p if os.path.isdir(p) else None
+
+
+def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
+    """One session of the store converted to Pi below ``opts.out_root``: its row (see
+    :func:`convert_sessions`). Never raises for a session: a failure is the row's ``error``."""
+    from ..errors import UnrecognisedFormatError
+    from ..session import convert_detect, convert_file
+
+    rel = _relative(item, opts.base).split("/")
+    dest = Path(opts.out_root).joinpath(*rel)
+    row: dict[str, Any] = {
+        "path": item.path,
+        "output": None,
+        "source_format": None,
+        "files": [],
+        "lines": 0,
+        "written": 0,
+        "messages": 0,
+        "compactions": 0,
+        "problems": 0,
+        "problem_kinds": {},
+        "problem_list": [],
+        "not_carried": 0,
+        "error_kind": None,
+        "error": None,
+    }
+    if item.fs is not None:
+        row.update(error_kind="unsupported", error="objects in storage are not converted (a local store only)")
+        return row
+    dirs = None
+    try:
+        fmt = convert_detect(item.path) if opts.source_format == "auto" else opts.source_format
+        row["source_format"] = fmt
+        dirs = _OutDirs(Path(opts.out_root))
+        dfd = dirs.open(rel[:-1])
+        try:
+            through = _proc_dir(dfd)
+            target = os.path.join(through, rel[-1]) if through else str(dest)
+            r = convert_file(item.path, target, fmt, "pi", str(dest))
+        finally:
+            os.close(dfd)
+        shown_dir = str(dest.parent)
+        files = [
+            os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f
+            for f in r["files"]
+        ]
+        kinds: dict[str, int] = {}
+        for _file, _line, kind, _message in r["problems"]:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        row.update(
+            output=files[0] if files else str(dest),
+            files=files,
+            lines=r["lines"],
+            written=r["written"],
+            messages=r["messages"],
+            compactions=r["compactions"],
+            problems=len(r["problems"]),
+            problem_kinds=dict(sorted(kinds.items())),
+            problem_list=[
+                {"file": f, "line": n, "kind": k, "message": m} for f, n, k, m in r["problems"][:ROW_PROBLEMS]
+            ],
+            not_carried=len(r["not_carried"]),
+        )
+    except UnrecognisedFormatError as exc:
+        row.update(error_kind="unrecognised", error=str(exc))
+    except FileNotFoundError as exc:
+        row.update(error_kind="not_found", error=f"{exc.filename or item.path}: {exc.strerror or exc}")
+    except OSError as exc:
+        from ..errors import OutputPathError
+
+        kind = "refused_output" if isinstance(exc, OutputPathError) else "io"
+        where = f"{exc.filename}: " if exc.filename and exc.strerror else ""
+        row.update(error_kind=kind, error=f"{type(exc).__name__}: {where}{exc.strerror or exc}")
+    except SessionError as exc:
+        row.update(error_kind="error", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        if dirs is not None:
+            dirs.close()
+    return row
+
+
+def convert_rows(items: Sequence[Item], opts: ConvertOptions) -> list[dict[str, Any]]:
+    """:func:`convert_one` over a batch (the engines' per-batch function)."""
+    return [convert_one(it, opts) for it in items]
+
+
+def convert_sessions(
+    source: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    source_format: str = "auto",
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    progress: Any = False,
+) -> list[dict[str, Any]]:
+    """Convert every session of ``source`` (a directory, glob or files, local) to Pi sessions
+    below ``out_dir``, keeping each file's path below the source directory (sidechain and
+    subagent sessions beside their session's output). One row per session, in path order:
+    ``path``, ``output``, ``source_format``, ``files`` (every file written), ``lines``,
+    ``written``, ``messages``, ``compactions``, ``problems`` (count), ``problem_kinds``
+    (count per kind), ``problem_list`` (the first 20), ``not_carried``, ``error_kind``
+    (``unrecognised``, ``not_found``, ``refused_output``, ``io``, ``error``) and ``error``;
+    a session that fails is its row, never the job's failure.
+
+    Subagent files (``<session>/subagents/*.jsonl``) of a listed session are converted with it,
+    not on their own. Nothing is written through a symbolic link inside ``out_dir``: every
+    folder below it is opened relative to its parent with ``O_NOFOLLOW`` and the core writes
+    through that open folder; each output is written atomically, never over a source, never
+    more readable than its source. An ``out_dir`` inside the source is not read as a source.
+
+    Args:
+        engine: ``"local"`` or ``"ray"`` (as :func:`sessiontree.fleet.session_stats`; under Ray,
+            ``out_dir`` must be on a filesystem the workers share).
+        progress: True: a bar on stderr (local engine) or Ray's bars; a callable ``f(n)`` is
+            called with the sessions done after each batch.
+
+    Raises:
+        SessionArgumentError: ``out_dir`` is a source folder or holds one, or an unknown
+            ``source_format`` (nothing written).
+        ValueError: an unknown engine.
+    """
+    from . import _engine
+
+    if source_format != "auto" and source_format not in FORMATS:
+        raise SessionArgumentError(
+            f"source_format must be one of 'auto', {', '.join(map(repr, FORMATS))}, not {source_format!r}"
+        )
+    if engine not in _engine.ENGINES:
+        raise ValueError(f"engine must be one of {_engine.ENGINES}, not {engine!r}")
+    root = Path(out_dir)
+    out_real = os.path.realpath(root)
+    srcs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    for x in srcs:
+        if isinstance(x, (str, os.PathLike)) and os.path.isdir(x) and _inside(os.fspath(x), out_real):
+            raise SessionArgumentError(
+                f"{out_dir}: the output folder is the source folder {x} or holds it (nothing was written)"
+            )
+    items = resolve_source(source)
+    items = [it for it in items if it.fs is not None or not _inside(it.path, out_real)]
+    listed = {it.path for it in items}
+    items = [it for it in items if not _subagent_of_listed(it.path, listed)]
+    local = [os.path.abspath(it.path) for it in items if it.fs is None]
+    if srcs and all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in srcs):
+        base: str | None = os.path.commonpath([os.path.abspath(x) for x in srcs])
+    else:
+        base = os.path.commonpath([os.path.dirname(p) for p in local]) if local else None
+    root.mkdir(parents=True, exist_ok=True)
+    opts = ConvertOptions(out_real, base, source_format)
+    rows = _engine.run(
+        convert_rows, items, opts, engine=engine, workers=workers, address=address, num_cpus=num_cpus, progress=progress
+    )
+    rows.sort(key=lambda r: r["path"])
+    return rows
+
+
+__all__ = ["convert_sessions", "convert_rows", "ConvertOptions"]

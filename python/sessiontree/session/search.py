@@ -1,0 +1,204 @@
+"""The typed answer of a search and the one call into the core's search (``rust/src/search/``).
+
+:func:`sessiontree.search` (``searching.py``) resolves a store's sources into files;
+:meth:`Session.search` searches its own file; both come here. ``docs/search.md`` has the rules.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence, Union, cast
+
+from .. import _core
+from ..errors import SessionArgumentError
+from ..index_cache import IndexCache
+from ..index_cache import open_kwargs as _cache_kwargs
+
+__all__ = ["BRANCH_STATES", "BranchState", "SearchHit", "SearchResult", "TimeBound", "search_files"]
+
+BranchState = Literal["active", "compacted", "abandoned"]
+#: The branch states a hit can have (``branch_state=`` accepts one of them).
+BRANCH_STATES: tuple[str, ...] = ("active", "compacted", "abandoned")
+
+#: A time bound: a ``datetime`` (naive ones are UTC), an ISO 8601 string, or ms since the epoch.
+TimeBound = Union[_dt.datetime, str, int, float]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One matching entry.
+
+    ``path``/``session_id``: its session file and the header's id; ``entry_id``, ``type``,
+    ``role`` (message entries), ``tool`` (the first tool call's name, or a tool result's tool),
+    ``timestamp_ms`` (ms since the epoch, None when invalid), ``line`` (1-based) and ``offset``
+    (the line's byte offset); ``snippet``: at most 160 characters of the entry's searchable text
+    around the first match (newlines as spaces), ``spans`` the matches in it as character
+    offsets ``(start, end)``; ``score`` (BM25); ``branch_state``: ``active`` (in the context
+    ``build_context()`` gives), ``compacted`` (on the active path, before the latest
+    compaction's first kept entry) or ``abandoned`` (on a branch the leaf left), with
+    ``fork_point`` (the nearest ancestor on the active path) and ``summary_id`` (the branch
+    summary covering it, if any) for abandoned hits; ``labels``: the labels on its path, root
+    first."""
+
+    path: str
+    session_id: str | None
+    entry_id: str | None
+    type: str
+    role: str | None
+    tool: str | None
+    timestamp_ms: int | None
+    line: int
+    offset: int
+    snippet: str
+    spans: tuple[tuple[int, int], ...]
+    score: float
+    branch_state: BranchState
+    fork_point: str | None
+    summary_id: str | None
+    labels: tuple[str, ...]
+
+    def marked(self, left: str = "[", right: str = "]") -> str:
+        """The snippet with each match between ``left`` and ``right``."""
+        out: list[str] = []
+        at = 0
+        for a, b in self.spans:
+            if a < at:
+                continue
+            out += [self.snippet[at:a], left, self.snippet[a:b], right]
+            at = b
+        out.append(self.snippet[at:])
+        return "".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready values (``spans`` as lists)."""
+        d = asdict(self)
+        d["spans"] = [list(s) for s in self.spans]
+        d["labels"] = list(self.labels)
+        return d
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A page of hits in rank order (BM25, ties to the newer entry), and how many in all.
+
+    ``total`` hits in all, ``next_offset`` the next page's ``offset`` (None: the last page),
+    ``took_ms`` the time taken, indexing included."""
+
+    hits: tuple[SearchHit, ...]
+    total: int
+    next_offset: int | None
+    took_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"hits": [...], "total", "next_offset", "took_ms"}``."""
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "total": self.total,
+            "next_offset": self.next_offset,
+            "took_ms": round(self.took_ms, 3),
+        }
+
+
+def _ms(v: TimeBound | None, name: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise SessionArgumentError(f"{name} must be a datetime, an ISO string or ms since the epoch, not {v!r}")
+    if isinstance(v, (int, float)):
+        if v != v or abs(v) > 8.64e15:
+            raise SessionArgumentError(f"{name} is out of range: {v!r}")
+        return int(v)
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.timezone.utc)
+        return int(v.timestamp() * 1000)
+    if isinstance(v, str):
+        t = _core.date_parse(v)
+        if t != t:
+            raise SessionArgumentError(f"{name}: not a date: {v!r}")
+        return int(t)
+    raise SessionArgumentError(f"{name} must be a datetime, an ISO string or ms since the epoch, not {v!r}")
+
+
+def _count(v: Any, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SessionArgumentError(f"{name} must be an int >= 0, not {v!r}")
+    return v
+
+
+def _opt_str(v: Any, name: str) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise SessionArgumentError(f"{name} must be a str, not {v!r}")
+    return v
+
+
+def search_files(
+    query: str,
+    files: Sequence[str],
+    store_key: str,
+    *,
+    limit: int = 20,
+    offset: int = 0,
+    role: str | None = None,
+    type: str | None = None,
+    branch_state: BranchState | None = None,
+    session: str | None = None,
+    cwd: str | None = None,
+    label: str | None = None,
+    tool: str | None = None,
+    since: TimeBound | None = None,
+    until: TimeBound | None = None,
+    index_cache: IndexCache = None,
+) -> SearchResult:
+    """:func:`sessiontree.search` over session files already resolved (absolute paths).
+
+    The index is the one of the store named ``store_key``."""
+    if not isinstance(query, str):
+        raise SessionArgumentError(f"query must be a str, not {query!r}")
+    if branch_state is not None and branch_state not in BRANCH_STATES:
+        raise SessionArgumentError(f"branch_state must be one of {', '.join(BRANCH_STATES)}, not {branch_state!r}")
+    kw: dict[str, Any] = dict(_cache_kwargs(index_cache))
+    hits, total, next_offset, took = _core.search_store(
+        query,
+        list(files),
+        store_key,
+        limit=_count(limit, "limit"),
+        offset=_count(offset, "offset"),
+        role=_opt_str(role, "role"),
+        etype=_opt_str(type, "type"),
+        tool=_opt_str(tool, "tool"),
+        branch_state=branch_state,
+        session=_opt_str(session, "session"),
+        cwd=_opt_str(cwd, "cwd"),
+        label=_opt_str(label, "label"),
+        since=_ms(since, "since"),
+        until=_ms(until, "until"),
+        **kw,
+    )
+    return SearchResult(
+        hits=tuple(
+            SearchHit(
+                path=a[0],
+                session_id=a[1],
+                entry_id=a[2],
+                type=a[3],
+                role=a[4],
+                tool=a[5],
+                timestamp_ms=a[6],
+                line=a[7],
+                offset=a[8],
+                snippet=b[0],
+                spans=tuple((x, y) for x, y in b[1]),
+                score=b[2],
+                branch_state=cast(BranchState, b[3]),
+                fork_point=b[4],
+                summary_id=b[5],
+                labels=tuple(b[6]),
+            )
+            for a, b in hits
+        ),
+        total=total,
+        next_offset=next_offset,
+        took_ms=took,
+    )

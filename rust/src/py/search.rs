@@ -1,0 +1,177 @@
+//! Search over a store (`crate::search`): arguments in, hits out as tuples, the GIL released.
+
+use super::errors::os_err;
+use crate::search::{BranchState, Filters, Hit, Place, SearchError};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+pyo3::import_exception!(sessiontree.errors, SearchQueryError);
+pyo3::import_exception!(sessiontree.errors, SearchIndexError);
+
+impl From<SearchError> for PyErr {
+    fn from(e: SearchError) -> PyErr {
+        match &e {
+            SearchError::Query(q) => SearchQueryError::new_err(q.to_string()),
+            SearchError::Io(io) => os_err(io, "search index: "),
+            SearchError::Index(_) => SearchIndexError::new_err(e.to_string()),
+        }
+    }
+}
+
+/// One hit as two tuples (PyO3 converts tuples of at most 12): (path, session_id, entry_id,
+/// type, role, tool, ts_ms, line, offset) and (snippet, spans, score, branch_state, fork_point,
+/// summary_id, labels).
+pub type HitTuple = (
+    (
+        String,
+        Option<String>,
+        Option<String>,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        u32,
+        u64,
+    ),
+    (
+        String,
+        Vec<(usize, usize)>,
+        f32,
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Vec<String>,
+    ),
+);
+
+fn tuple(h: Hit) -> HitTuple {
+    (
+        (
+            h.path,
+            h.session_id,
+            h.entry_id,
+            h.etype,
+            h.role,
+            h.tool,
+            h.ts,
+            h.line,
+            h.offset,
+        ),
+        (
+            h.snippet,
+            h.spans,
+            h.score,
+            h.state.name(),
+            h.fork_point,
+            h.summary_id,
+            h.labels,
+        ),
+    )
+}
+
+/// Searches the session files `files` (absolute paths; the store named `store_key`) for
+/// `query`. The index lives under `cache_dir` (None: in memory, for this call); sessions open
+/// through the saved indexes there (`cache_min`, `cache_max`, `cache_evict_s` as for
+/// `Index.open`). Filters as `crate::search::Filters` (`since`/`until`: ms since the epoch).
+/// Returns (hits, total, next_offset, took_ms). Raises SearchQueryError for a bad query,
+/// SearchIndexError when the index cannot be written even after a rebuild, OSError for the
+/// cache folder.
+#[pyfunction]
+#[pyo3(signature = (query, files, store_key, cache_dir=None, cache_min=1048576, cache_max=1073741824, cache_evict_s=10, limit=20, offset=0, role=None, etype=None, tool=None, branch_state=None, session=None, cwd=None, label=None, since=None, until=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn search_store(
+    py: Python<'_>,
+    query: &str,
+    files: Vec<PathBuf>,
+    store_key: &str,
+    cache_dir: Option<PathBuf>,
+    cache_min: u64,
+    cache_max: u64,
+    cache_evict_s: u64,
+    limit: usize,
+    offset: usize,
+    role: Option<String>,
+    etype: Option<String>,
+    tool: Option<String>,
+    branch_state: Option<String>,
+    session: Option<String>,
+    cwd: Option<String>,
+    label: Option<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+) -> PyResult<(Vec<HitTuple>, usize, Option<usize>, f64)> {
+    let branch_state = match branch_state.as_deref() {
+        None => None,
+        Some(s) => Some(BranchState::from_name(s).ok_or_else(|| {
+            super::errors::SessionArgumentError::new_err(format!(
+                "branch_state must be active, compacted or abandoned, not {s:?}"
+            ))
+        })?),
+    };
+    let filters = Filters {
+        role,
+        etype,
+        tool,
+        branch_state,
+        session,
+        cwd,
+        label,
+        since,
+        until,
+    };
+    let place = Place {
+        saved: cache_dir.as_ref().map(|dir| crate::saved::CacheCfg {
+            dir: dir.clone(),
+            min_bytes: cache_min,
+            max_bytes: cache_max,
+            evict_every_s: cache_evict_s,
+        }),
+        dir: cache_dir,
+    };
+    let query = query.to_string();
+    let store_key = store_key.to_string();
+    let out = py.detach(move || {
+        crate::search::search(&place, &store_key, &files, &query, &filters, limit, offset)
+    })?;
+    Ok((
+        out.hits.into_iter().map(tuple).collect(),
+        out.total,
+        out.next_offset,
+        out.took_ms,
+    ))
+}
+
+/// The byte-free matcher for one text: the character spans of `query`'s matches in `text`, or
+/// None when `text` does not match the whole query (the rule every hit is checked with).
+/// Raises SearchQueryError for a bad query.
+#[pyfunction]
+pub fn search_match(query: &str, text: &str) -> PyResult<Option<Vec<(usize, usize)>>> {
+    let q = crate::search::parse(query).map_err(SearchError::Query)?;
+    let tp = crate::search::query::TextParts::new(text);
+    if !q.matches(&tp) {
+        return Ok(None);
+    }
+    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let ci = |b: usize| starts.partition_point(|&x| x < b);
+    Ok(Some(
+        q.spans(&tp)
+            .into_iter()
+            .map(|(a, b)| (ci(a), ci(b)))
+            .collect(),
+    ))
+}
+
+/// The tokens of `text` as the index sees them: (lowercased text, position, whole compound).
+#[pyfunction]
+pub fn search_tokens(text: &str) -> Vec<(String, usize, bool)> {
+    let mut v = Vec::new();
+    crate::search::tokenize::tokens(text, true, |t| v.push((t.text, t.pos, t.whole)));
+    v
+}
+
+/// The searchable text of one entry line as the index sees it (`crate::search::extract`), or
+/// None for a line that is not an entry.
+#[pyfunction]
+pub fn search_extract(line: &[u8]) -> Option<String> {
+    crate::search::extract::extract(line).map(|x| x.text)
+}

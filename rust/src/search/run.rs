@@ -1,0 +1,821 @@
+//! A query's run: the Tantivy query, the ranking, and each hit read back and placed in its tree.
+
+use super::extract::extract;
+use super::query::{parse, Matcher, Query as Parsed, TextParts};
+use super::store_index::{discard, index_dir, line_hash, Fields, FileRec, StoreIndex};
+use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
+use crate::index::NONE;
+use crate::store::Store;
+use std::collections::{BinaryHeap, HashMap};
+use std::ops::Bound;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::Instant;
+use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::columnar::Column;
+use tantivy::query::{
+    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, PhrasePrefixQuery, PhraseQuery, Query,
+    RangeQuery, TermQuery, TermSetQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, Term};
+
+/// Searches the store of session files `files` (absolute paths) named `store_key` for `q`;
+/// the hits `offset..offset+limit` in rank order (BM25, then the newer entry, then file
+/// order). See the module docs of `search` for what is checked.
+///
+/// Errors: [`SearchError::Query`] for a bad query (nothing is read); an index that cannot be
+/// written even after a rebuild.
+pub fn search(
+    place: &Place,
+    store_key: &str,
+    files: &[PathBuf],
+    q: &str,
+    filters: &Filters,
+    limit: usize,
+    offset: usize,
+) -> Result<Outcome, SearchError> {
+    let t0 = Instant::now();
+    let parsed = parse(q)?;
+    let dir = place.dir.as_ref().map(|c| index_dir(c, store_key));
+    let mut last_err = None;
+    for attempt in 0..3 {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut si = StoreIndex::open(dir.as_deref())?;
+            si.sync(files)?;
+            run(&si, place, &parsed, filters, limit, offset)
+        }));
+        match outcome {
+            Ok(Ok((hits, total))) => {
+                let next = offset + hits.len();
+                return Ok(Outcome {
+                    next_offset: (next < total).then_some(next),
+                    hits,
+                    total,
+                    took_ms: t0.elapsed().as_secs_f64() * 1000.0,
+                });
+            }
+            Ok(Err(SearchError::Query(e))) => return Err(SearchError::Query(e)),
+            Ok(Err(e)) => last_err = Some(e),
+            Err(_) => last_err = Some(SearchError::Index("the index is damaged".into())),
+        }
+        // the first failure may be a race with another process's writer (a segment merged
+        // away under us): try again; a second one means damage: the index is rebuilt
+        if attempt >= 1 {
+            if let Some(d) = &dir {
+                discard(d)?;
+            }
+        }
+    }
+    Err(last_err.unwrap_or_else(|| SearchError::Index("unknown failure".into())))
+}
+
+fn term_q(f: Field, s: &str, opt: IndexRecordOption) -> Box<dyn Query> {
+    Box::new(TermQuery::new(Term::from_field_text(f, s), opt))
+}
+
+fn prefix_q(f: Field, p: &str) -> Box<dyn Query> {
+    let mut hi = p.to_string();
+    hi.push(char::MAX);
+    Box::new(RangeQuery::new(
+        Bound::Included(Term::from_field_text(f, p)),
+        Bound::Excluded(Term::from_field_text(f, &hi)),
+    ))
+}
+
+fn matcher_q(f: Field, m: &Matcher) -> Box<dyn Query> {
+    let terms: Vec<(usize, Term)> = m
+        .parts
+        .iter()
+        .map(|(p, s)| (*p, Term::from_field_text(f, s)))
+        .collect();
+    let parts_q: Box<dyn Query> = match (terms.len(), m.prefix) {
+        (1, false) => term_q(f, &m.parts[0].1, IndexRecordOption::WithFreqs),
+        (1, true) => prefix_q(f, &m.parts[0].1),
+        (_, false) => Box::new(PhraseQuery::new_with_offset(terms)),
+        (_, true) => Box::new(PhrasePrefixQuery::new_with_offset(terms)),
+    };
+    match &m.whole {
+        Some(w) => {
+            let whole = if m.prefix {
+                prefix_q(f, w)
+            } else {
+                term_q(f, w, IndexRecordOption::WithFreqs)
+            };
+            Box::new(BooleanQuery::new(vec![
+                (Occur::Should, whole),
+                (Occur::Should, parts_q),
+            ]))
+        }
+        None => parts_q,
+    }
+}
+
+fn all_of(qs: Vec<Box<dyn Query>>) -> Box<dyn Query> {
+    if qs.len() == 1 {
+        return qs.into_iter().next().expect("one");
+    }
+    Box::new(BooleanQuery::new(
+        qs.into_iter().map(|q| (Occur::Must, q)).collect(),
+    ))
+}
+
+fn filter(q: Box<dyn Query>) -> (Occur, Box<dyn Query>) {
+    (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
+}
+
+fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dyn Query> {
+    let mut subs: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for c in &p.clauses {
+        let alts: Vec<Box<dyn Query>> = c
+            .alts
+            .iter()
+            .map(|alt| all_of(alt.iter().map(|m| matcher_q(f.text, m)).collect()))
+            .collect();
+        let q: Box<dyn Query> = if alts.len() == 1 {
+            alts.into_iter().next().expect("one")
+        } else {
+            Box::new(BooleanQuery::new(
+                alts.into_iter().map(|q| (Occur::Should, q)).collect(),
+            ))
+        };
+        subs.push((if c.neg { Occur::MustNot } else { Occur::Must }, q));
+    }
+    for (field, v) in [(f.etype, &fl.etype), (f.role, &fl.role), (f.tool, &fl.tool)] {
+        if let Some(v) = v {
+            subs.push(filter(term_q(field, v, IndexRecordOption::Basic)));
+        }
+    }
+    if fl.since.is_some() || fl.until.is_some() {
+        let lo = Bound::Included(Term::from_field_i64(
+            f.ts,
+            fl.since.unwrap_or(i64::MIN + 1).max(i64::MIN + 1),
+        ));
+        let hi = match fl.until {
+            Some(u) => Bound::Included(Term::from_field_i64(f.ts, u)),
+            None => Bound::Unbounded,
+        };
+        subs.push(filter(Box::new(RangeQuery::new(lo, hi))));
+    }
+    if let Some(keys) = keys {
+        let terms = keys.into_iter().map(|k| Term::from_field_u64(f.file, k));
+        subs.push(filter(Box::new(TermSetQuery::new(terms))));
+    }
+    Box::new(BooleanQuery::new(subs))
+}
+
+/// A ranked document: higher is better.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    score: Score,
+    ts: i64,
+    addr: DocAddress,
+}
+impl Ord for Cand {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.score
+            .total_cmp(&o.score)
+            .then(self.ts.cmp(&o.ts))
+            .then(o.addr.cmp(&self.addr))
+    }
+}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+impl Eq for Cand {}
+
+/// The best `k` documents by (score, timestamp), and how many matched.
+struct Ranked {
+    k: usize,
+}
+struct RankedSeg {
+    ts: Column<i64>,
+    seg: SegmentOrdinal,
+    heap: BinaryHeap<std::cmp::Reverse<Cand>>,
+    k: usize,
+    count: usize,
+}
+
+impl Collector for Ranked {
+    type Fruit = (Vec<Cand>, usize);
+    type Child = RankedSeg;
+    fn for_segment(&self, seg: SegmentOrdinal, r: &SegmentReader) -> tantivy::Result<RankedSeg> {
+        Ok(RankedSeg {
+            ts: r.fast_fields().i64("ts")?,
+            seg,
+            heap: BinaryHeap::new(),
+            k: self.k,
+            count: 0,
+        })
+    }
+    fn requires_scoring(&self) -> bool {
+        true
+    }
+    fn merge_fruits(&self, fr: Vec<(Vec<Cand>, usize)>) -> tantivy::Result<(Vec<Cand>, usize)> {
+        let count = fr.iter().map(|f| f.1).sum();
+        let mut all: Vec<Cand> = fr.into_iter().flat_map(|f| f.0).collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        all.truncate(self.k);
+        Ok((all, count))
+    }
+}
+
+impl SegmentCollector for RankedSeg {
+    type Fruit = (Vec<Cand>, usize);
+    fn collect(&mut self, doc: DocId, score: Score) {
+        self.count += 1;
+        if self.k == 0 {
+            return;
+        }
+        let c = Cand {
+            score,
+            ts: self.ts.first(doc).unwrap_or(i64::MIN),
+            addr: DocAddress::new(self.seg, doc),
+        };
+        if self.heap.len() < self.k {
+            self.heap.push(std::cmp::Reverse(c));
+        } else if self.heap.peek().is_some_and(|w| c > w.0) {
+            self.heap.pop();
+            self.heap.push(std::cmp::Reverse(c));
+        }
+    }
+    fn harvest(self) -> (Vec<Cand>, usize) {
+        (self.heap.into_iter().map(|r| r.0).collect(), self.count)
+    }
+}
+
+/// A session opened for its hits, and what its tree says.
+struct Sess {
+    st: Store,
+    tree: Option<Tree>,
+    labels: HashMap<u32, Option<String>>,
+    /// the index's (generation, leaf version) when `tree` and `labels` were computed
+    seen: (u64, u64),
+    /// the file's key in the search index when opened: the same key later means the file was
+    /// only appended to since (a rewrite or replacement is indexed under a new key)
+    key: u64,
+}
+
+/// Sessions opened by earlier queries of this process, by path: reused after a `refresh()`
+/// (which reads only appended bytes, and errs when the file was rewritten or replaced), so a
+/// warm query reads no index again. At most [`KEEP_SESSIONS`].
+static OPENED: std::sync::Mutex<Option<HashMap<String, Sess>>> = std::sync::Mutex::new(None);
+const KEEP_SESSIONS: usize = 64;
+
+fn take_opened(path: &str) -> Option<Sess> {
+    OPENED.lock().ok()?.as_mut()?.remove(path)
+}
+
+fn keep_opened(sess: HashMap<String, Sess>) {
+    if let Ok(mut g) = OPENED.lock() {
+        let m = g.get_or_insert_with(HashMap::new);
+        for (k, v) in sess {
+            if m.len() >= KEEP_SESSIONS {
+                m.clear();
+            }
+            m.insert(k, v);
+        }
+    }
+}
+
+/// The active path, the context and (lazily) the branch summaries' coverage of one session.
+struct Tree {
+    on_path: Vec<bool>,
+    in_ctx: Vec<bool>,
+    covered: Option<HashMap<u32, u32>>,
+}
+
+impl Sess {
+    fn tree(&mut self) -> &mut Tree {
+        let st = &self.st;
+        self.tree.get_or_insert_with(|| {
+            let ix = &st.index;
+            let n = ix.len();
+            let mut on_path = vec![false; n];
+            let mut in_ctx = vec![false; n];
+            if let Some(path) = ix.leaf_entry().and_then(|leaf| ix.branch(leaf).ok()) {
+                let from = kept_from(st, &path);
+                for (k, &e) in path.iter().enumerate() {
+                    on_path[e as usize] = true;
+                    in_ctx[e as usize] = k >= from;
+                }
+            }
+            Tree {
+                on_path,
+                in_ctx,
+                covered: None,
+            }
+        })
+    }
+
+    fn state(&mut self, e: u32) -> BranchState {
+        let t = self.tree();
+        if t.on_path[e as usize] {
+            if t.in_ctx[e as usize] {
+                BranchState::Active
+            } else {
+                BranchState::Compacted
+            }
+        } else {
+            BranchState::Abandoned
+        }
+    }
+
+    /// The nearest ancestor of `e` on the active path.
+    fn fork_point(&mut self, e: u32) -> Option<u32> {
+        let n = self.st.index.len();
+        self.tree();
+        let t = self.tree.as_ref().expect("built");
+        let mut c = self.st.index.walk_parent(e);
+        for _ in 0..n {
+            if c == NONE {
+                return None;
+            }
+            if t.on_path[c as usize] {
+                return Some(c);
+            }
+            c = self.st.index.walk_parent(c);
+        }
+        None
+    }
+
+    /// The branch summary covering `e`: one whose `fromId` is `e` or below it, appended where
+    /// `e` is not an ancestor (Pi `branchWithSummary`: the summary covers the entries from
+    /// `fromId` up to the common ancestor with its position).
+    fn summary_of(&mut self, e: u32) -> Option<u32> {
+        if self.tree().covered.is_none() {
+            let ix = &self.st.index;
+            let n = ix.len();
+            let mut cov = HashMap::new();
+            let depth = depths(ix);
+            for s in 0..n {
+                if ix.view(s).ok().and_then(|v| v.type_name) != Some("branch_summary") {
+                    continue;
+                }
+                let Some(x) = self
+                    .st
+                    .line(s)
+                    .ok()
+                    .and_then(|l| serde_json::from_slice::<serde_json::Value>(&l).ok())
+                else {
+                    continue;
+                };
+                let Some(from) = x
+                    .get("fromId")
+                    .and_then(|v| v.as_str())
+                    .and_then(|id| ix.index_of_str(id))
+                else {
+                    continue;
+                };
+                // the entries from `from` up to its common ancestor with the summary
+                let stop = common_ancestor(ix, &depth, from, s as u32);
+                let mut c = from;
+                for _ in 0..n {
+                    if c == NONE || c == stop {
+                        break;
+                    }
+                    cov.insert(c, s as u32);
+                    c = ix.walk_parent(c);
+                }
+            }
+            self.tree.as_mut().expect("built").covered = Some(cov);
+        }
+        self.tree
+            .as_ref()
+            .and_then(|t| t.covered.as_ref())
+            .and_then(|c| c.get(&e).copied())
+    }
+
+    /// The labels on `e`'s path, root first.
+    fn labels(&mut self, e: u32) -> Vec<String> {
+        let n = self.st.index.len();
+        let mut out = Vec::new();
+        let mut c = e;
+        for _ in 0..n {
+            if c == NONE {
+                break;
+            }
+            if let Some(l) = self
+                .st
+                .index
+                .id_at(c as usize)
+                .and_then(|id| self.st.index.label_entry_of(id))
+            {
+                let st = &self.st;
+                let text = self.labels.entry(l).or_insert_with(|| {
+                    st.line(l as usize)
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                        .and_then(|v| v.get("label").and_then(|x| x.as_str()).map(str::to_string))
+                });
+                if let Some(t) = text {
+                    out.push(t.clone());
+                }
+            }
+            c = self.st.index.walk_parent(c);
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// Each entry's number of ancestors (entries on a parent cycle: 0), in O(entries).
+fn depths(ix: &crate::index::Index) -> Vec<u32> {
+    const TODO: u32 = u32::MAX;
+    const BUSY: u32 = u32::MAX - 1;
+    let n = ix.len();
+    let mut d = vec![TODO; n];
+    let mut stack = Vec::new();
+    for i in 0..n as u32 {
+        let mut c = i;
+        while c != NONE && d[c as usize] == TODO {
+            d[c as usize] = BUSY;
+            stack.push(c);
+            c = ix.walk_parent(c);
+        }
+        let mut base = match c {
+            NONE => 0,
+            c if d[c as usize] == BUSY => 0, // a cycle
+            c => d[c as usize] + 1,
+        };
+        while let Some(x) = stack.pop() {
+            d[x as usize] = base;
+            base += 1;
+        }
+    }
+    d
+}
+
+/// The nearest common ancestor-or-self of `a` and `b` (NONE: none), in O(their depths).
+fn common_ancestor(ix: &crate::index::Index, depth: &[u32], mut a: u32, mut b: u32) -> u32 {
+    let n = ix.len();
+    for _ in 0..2 * n + 2 {
+        if a == NONE || b == NONE {
+            return NONE;
+        }
+        if a == b {
+            return a;
+        }
+        let (da, db) = (depth[a as usize], depth[b as usize]);
+        if da >= db {
+            a = ix.walk_parent(a);
+        }
+        if db >= da {
+            b = ix.walk_parent(b);
+        }
+    }
+    NONE
+}
+
+/// Where the context starts on `path` (root first): Pi's `buildSessionContext` keeps, after the
+/// latest compaction on the path, the entries from the first one before it whose id is its
+/// `firstKeptEntryId` (a v1 file's `firstKeptEntryIndex` names the entry at that value
+/// position, as Pi's migration maps it); when none has it, from the compaction on. No
+/// compaction: the whole path. The same rule as `sessiontree.context.latest_compaction_at`.
+fn kept_from(st: &Store, path: &[u32]) -> usize {
+    let ix = &st.index;
+    let Some(c) = path
+        .iter()
+        .rposition(|&e| ix.view(e as usize).ok().and_then(|v| v.type_name) == Some("compaction"))
+    else {
+        return 0;
+    };
+    let v = st
+        .line(path[c] as usize)
+        .ok()
+        .and_then(|l| serde_json::from_slice::<serde_json::Value>(&l).ok());
+    let first = v.as_ref().and_then(|v| {
+        if let Some(id) = v.get("firstKeptEntryId") {
+            let id = id.as_str()?;
+            (0..c).find(|&i| ix.id_at(path[i] as usize) == Some(id))
+        } else {
+            let at = v.get("firstKeptEntryIndex")?.as_u64()?;
+            let e = ix.entry_at_vpos(u32::try_from(at).ok()?)?;
+            (0..c).find(|&i| path[i] == e)
+        }
+    });
+    first.unwrap_or(c)
+}
+
+/// Fast-field columns of one segment.
+struct Cols {
+    file: Column<u64>,
+    off: Column<u64>,
+    len: Column<u64>,
+    h: Column<u64>,
+}
+
+struct Ctx<'a> {
+    place: &'a Place,
+    recs: HashMap<u64, &'a FileRec>,
+    sess: HashMap<u64, Option<Sess>>,
+}
+
+impl Ctx<'_> {
+    fn sess(&mut self, key: u64) -> Option<&mut Sess> {
+        let rec = *self.recs.get(&key)?;
+        let place = self.place;
+        self.sess
+            .entry(key)
+            .or_insert_with(|| {
+                let meta = std::fs::metadata(&rec.path).ok()?;
+                if (meta.dev(), meta.ino()) != (rec.dev, rec.ino) {
+                    return None;
+                }
+                if let Some(mut s) = take_opened(&rec.path) {
+                    if s.key == key
+                        && s.st.identity() == Some((rec.dev, rec.ino))
+                        && s.st.refresh().is_ok()
+                    {
+                        let now = (s.st.index.generation, s.st.index.leaf_version);
+                        if now != s.seen {
+                            s.tree = None;
+                            s.labels.clear();
+                            s.seen = now;
+                        }
+                        return Some(s);
+                    }
+                }
+                let (st, _) =
+                    Store::open_cached(std::path::Path::new(&rec.path), true, place.saved.as_ref())
+                        .ok()?;
+                if st.identity() != Some((rec.dev, rec.ino)) {
+                    return None;
+                }
+                let seen = (st.index.generation, st.index.leaf_version);
+                Some(Sess {
+                    st,
+                    tree: None,
+                    labels: HashMap::new(),
+                    seen,
+                    key,
+                })
+            })
+            .as_mut()
+    }
+
+    /// Hands the sessions opened to the next query of this process.
+    fn keep(self) {
+        let recs = self.recs;
+        keep_opened(
+            self.sess
+                .into_iter()
+                .filter_map(|(k, s)| Some((recs.get(&k)?.path.clone(), s?)))
+                .collect(),
+        );
+    }
+}
+
+type Found = (Vec<Hit>, usize);
+
+fn run(
+    si: &StoreIndex,
+    place: &Place,
+    p: &Parsed,
+    fl: &Filters,
+    limit: usize,
+    offset: usize,
+) -> Result<Found, SearchError> {
+    let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
+    let keys = if fl.session.is_some() || fl.cwd.is_some() {
+        Some(
+            si.manifest
+                .files
+                .iter()
+                .filter(|r| fl.session.is_none() || r.sid == fl.session)
+                .filter(|r| fl.cwd.is_none() || r.cwd == fl.cwd)
+                .map(|r| r.key)
+                .collect::<Vec<u64>>(),
+        )
+    } else {
+        None
+    };
+    if keys.as_ref().is_some_and(|k| k.is_empty()) {
+        return Ok((vec![], 0));
+    }
+    let tq: Box<dyn Query> = if p.clauses.is_empty() {
+        Box::new(EmptyQuery)
+    } else {
+        build(&si.f, p, fl, keys)
+    };
+    let reader = si
+        .index
+        .reader_builder()
+        .reload_policy(tantivy::ReloadPolicy::Manual)
+        .try_into()?;
+    let searcher = reader.searcher();
+    let post = fl.branch_state.is_some() || fl.label.is_some();
+    let want = offset.saturating_add(limit);
+    let mut k = if post {
+        usize::MAX
+    } else {
+        want.saturating_add(8)
+    };
+    let mut ctx = Ctx {
+        place,
+        recs,
+        sess: HashMap::new(),
+    };
+    let mut cols: HashMap<SegmentOrdinal, Cols> = HashMap::new();
+    loop {
+        let (cands, count) = searcher.search(&*tq, &Ranked { k: k.min(1 << 24) })?;
+        let mut hits = Vec::new();
+        let mut passed = 0usize;
+        let mut stale = 0usize;
+        for c in &cands {
+            let co = match cols.entry(c.addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let ff = searcher.segment_reader(c.addr.segment_ord).fast_fields();
+                    v.insert(Cols {
+                        file: ff.u64("file")?,
+                        off: ff.u64("off")?,
+                        len: ff.u64("len")?,
+                        h: ff.u64("h")?,
+                    })
+                }
+            };
+            let d = c.addr.doc_id;
+            let (Some(file), Some(off), Some(len), Some(h)) = (
+                co.file.first(d),
+                co.off.first(d),
+                co.len.first(d),
+                co.h.first(d),
+            ) else {
+                stale += 1;
+                continue;
+            };
+            let Some(s) = ctx.sess(file) else {
+                stale += 1;
+                continue;
+            };
+            let Some(e) = s.st.index.entry_at_offset(off) else {
+                stale += 1;
+                continue;
+            };
+            if post {
+                let state = s.state(e as u32);
+                if fl.branch_state.is_some_and(|b| b != state) {
+                    continue;
+                }
+                if let Some(l) = &fl.label {
+                    if !s.labels(e as u32).iter().any(|x| x == l) {
+                        continue;
+                    }
+                }
+            }
+            passed += 1;
+            if passed <= offset || hits.len() >= limit {
+                continue;
+            }
+            let rec = ctx.recs[&file];
+            match hit(
+                ctx.sess(file).expect("opened"),
+                rec,
+                e,
+                off,
+                len,
+                h,
+                c.score,
+                p,
+            ) {
+                Some(x) => hits.push(x),
+                None => {
+                    stale += 1;
+                    passed -= 1;
+                }
+            }
+        }
+        let total = if post {
+            passed
+        } else {
+            count.saturating_sub(stale)
+        };
+        // stale candidates may have left the page short while more documents matched
+        if hits.len() < limit && cands.len() < count && !post && k < count {
+            k = k.saturating_mul(4);
+            continue;
+        }
+        ctx.keep();
+        return Ok((hits, total));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn hit(
+    s: &mut Sess,
+    rec: &FileRec,
+    e: usize,
+    off: u64,
+    len: u64,
+    h: u64,
+    score: Score,
+    p: &Parsed,
+) -> Option<Hit> {
+    let line = s.st.read(off, len).ok()?;
+    if line_hash(&line) != h {
+        return None;
+    }
+    let x = extract(&line)?;
+    let tp = TextParts::new(&x.text);
+    if !p.matches(&tp) {
+        return None;
+    }
+    let spans = p.spans(&tp);
+    let (snippet, spans) = snippet(&x.text, &spans);
+    let view = s.st.index.view(e).ok()?;
+    let entry_id = view.id.map(str::to_string);
+    let line_no = view.line;
+    let state = s.state(e as u32);
+    let (fork_point, summary_id) = if state == BranchState::Abandoned {
+        let fp = s
+            .fork_point(e as u32)
+            .and_then(|f| s.st.index.id_at(f as usize).map(str::to_string));
+        let sm = s
+            .summary_of(e as u32)
+            .and_then(|f| s.st.index.id_at(f as usize).map(str::to_string));
+        (fp, sm)
+    } else {
+        (None, None)
+    };
+    Some(Hit {
+        path: rec.path.clone(),
+        session_id: rec.sid.clone(),
+        entry_id,
+        etype: x.etype,
+        role: x.role,
+        tool: x.tools.into_iter().next(),
+        ts: x.ts,
+        line: line_no,
+        offset: off,
+        snippet,
+        spans,
+        score,
+        state,
+        fork_point,
+        summary_id,
+        labels: s.labels(e as u32),
+    })
+}
+
+/// At most [`SNIPPET_CHARS`] characters of `text` around the first of `spans` (byte ranges),
+/// newlines as spaces, and the spans inside it as character offsets.
+pub(crate) fn snippet(text: &str, spans: &[(usize, usize)]) -> (String, Vec<(usize, usize)>) {
+    // byte offset of every char, and the text's end
+    let starts: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
+    let nchars = starts.len() - 1;
+    let ci = |b: usize| starts.partition_point(|&x| x < b);
+    let (first_s, first_e) = spans
+        .first()
+        .map(|&(a, b)| (ci(a), ci(b)))
+        .unwrap_or((0, 0));
+    let mlen = first_e - first_s;
+    let lead = if mlen >= SNIPPET_CHARS {
+        0
+    } else {
+        ((SNIPPET_CHARS - mlen) / 3).min(first_s)
+    };
+    let mut from = first_s - lead;
+    let to = (from + SNIPPET_CHARS).min(nchars);
+    // use the room left at the end for more text before the match
+    from = from.min(to.saturating_sub(SNIPPET_CHARS));
+    let snip: String = text[starts[from]..starts[to]]
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    let out = spans
+        .iter()
+        .map(|&(a, b)| (ci(a), ci(b)))
+        .filter(|&(a, b)| a >= from && b <= to && a < b)
+        .map(|(a, b)| (a - from, b - from))
+        .collect();
+    (snip, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippet_windows_the_first_match() {
+        let text = format!("{}needle{}", "a ".repeat(200), " b".repeat(200));
+        let i = text.find("needle").unwrap();
+        let (s, sp) = snippet(&text, &[(i, i + 6)]);
+        assert_eq!(s.chars().count(), SNIPPET_CHARS);
+        let (a, b) = sp[0];
+        assert_eq!(s.chars().skip(a).take(b - a).collect::<String>(), "needle");
+        let (s, sp) = snippet("x\nneedle", &[(2, 8)]);
+        assert_eq!((s.as_str(), sp), ("x needle", vec![(2, 8)]));
+    }
+}

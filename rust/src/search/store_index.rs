@@ -1,0 +1,509 @@
+//! The Tantivy index of one store, and keeping it true to the files.
+//!
+//! Place: `<cache folder>/search/<hash of the store's sources>/` (created 0700; a folder that is
+//! a symlink, another user's, or writable by others is not used: the query runs on an index in
+//! memory instead). Tantivy's `MmapDirectory` maps the index's own segment files there. That
+//! mapping is safe from SIGBUS: the files are ours, in a folder only we can write, and Tantivy
+//! never truncates or rewrites a segment file (it writes new ones and deletes old ones; a
+//! deleted file stays mapped until unmapped). Session files are never mapped (read with
+//! `pread`).
+//!
+//! The manifest (one JSON object, the commit's payload in Tantivy's `meta.json`, so it commits
+//! atomically with the segments it describes) records per session file its key, identity
+//! (device, inode), the bytes indexed (`covered`: up to the last complete line), its size,
+//! mtime and ctime when indexed, a fingerprint of the first and the last 4 KiB before
+//! `covered`, and the header's session id and `cwd`. Before a query every file is checked:
+//! same size, mtime and ctime: unchanged; same identity, at least `covered` bytes and the same
+//! fingerprint: appended (only the lines after `covered` are indexed); anything else:
+//! rewritten or replaced (its documents deleted, the file indexed again); a file no longer in
+//! the store or gone: evicted. An index that cannot be opened, has another schema or format,
+//! or a manifest that does not parse is moved aside and rebuilt.
+//!
+//! Writers: Tantivy's lock file (`flock`) admits one writer at a time, across processes; a
+//! second waits for it (at most [`LOCK_WAIT`]), then checks the files again against the
+//! manifest the first committed. Readers never wait: they read the last commit.
+
+use super::extract::extract;
+use super::tokenize::{SearchTokenizer, TOKENIZER};
+use super::SearchError;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tantivy::directory::error::LockError;
+use tantivy::directory::MmapDirectory;
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING,
+};
+use tantivy::{Index, IndexWriter, TantivyDocument, TantivyError, Term};
+
+/// Bumped whenever the schema, the tokenizer or the extraction changes: an index of another
+/// format is rebuilt.
+pub const FORMAT: u32 = 1;
+const SEED: u64 = 0x5e55_1017_5ea7_c401;
+/// Bytes hashed at each end of the covered range for the fingerprint.
+const FP_BLOCK: u64 = 4096;
+/// How long a second writer waits for the first.
+pub const LOCK_WAIT: Duration = Duration::from_secs(300);
+/// Bytes read per `pread` while indexing a file.
+const CHUNK: usize = 4 << 20;
+/// The writer's memory budget per indexing thread (Tantivy's minimum is 15 MB).
+const BUDGET_PER_THREAD: usize = 24 << 20;
+
+pub(crate) fn hasher() -> foldhash::fast::FoldHasher<'static> {
+    foldhash::fast::FixedState::with_seed(SEED).build_hasher()
+}
+
+/// The hash of a line's bytes, as the index records it.
+pub(crate) fn line_hash(b: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write(b);
+    h.finish()
+}
+
+/// The folder of the index of the store named `store_key` under the cache folder `cache`.
+pub fn index_dir(cache: &Path, store_key: &str) -> PathBuf {
+    cache
+        .join("search")
+        .join(format!("{:016x}", line_hash(store_key.as_bytes())))
+}
+
+/// One indexed file (see the module docs).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FileRec {
+    pub path: String,
+    pub key: u64,
+    pub dev: u64,
+    pub ino: u64,
+    pub covered: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub fp: u64,
+    pub sid: Option<String>,
+    pub cwd: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Manifest {
+    pub v: u32,
+    pub next_key: u64,
+    pub files: Vec<FileRec>,
+}
+
+/// The schema's fields.
+#[derive(Clone, Copy)]
+pub struct Fields {
+    pub text: Field,
+    pub etype: Field,
+    pub role: Field,
+    pub tool: Field,
+    pub file: Field,
+    pub off: Field,
+    pub len: Field,
+    pub h: Field,
+    pub ts: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let text = sb.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(TOKENIZER)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        ),
+    );
+    let f = Fields {
+        text,
+        etype: sb.add_text_field("type", STRING),
+        role: sb.add_text_field("role", STRING),
+        tool: sb.add_text_field("tool", STRING),
+        file: sb.add_u64_field("file", INDEXED | FAST),
+        off: sb.add_u64_field("off", FAST),
+        len: sb.add_u64_field("len", FAST),
+        h: sb.add_u64_field("h", FAST),
+        ts: sb.add_i64_field("ts", INDEXED | FAST),
+    };
+    (sb.build(), f)
+}
+
+/// A store's index, opened, with the manifest of its last commit.
+pub struct StoreIndex {
+    pub index: Index,
+    pub f: Fields,
+    pub manifest: Manifest,
+}
+
+fn bad(why: impl std::fmt::Display) -> SearchError {
+    SearchError::Index(why.to_string())
+}
+
+/// Creates `d` (0700, parents too) and checks it is a real folder of ours that others cannot
+/// write.
+fn prepare_dir(d: &Path) -> Result<(), SearchError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(d)?;
+    let m = std::fs::symlink_metadata(d)?;
+    // SAFETY: geteuid has no preconditions
+    let uid = unsafe { libc::geteuid() };
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
+        return Err(bad(format!(
+            "{} is not a folder of ours that only we can write",
+            d.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Moves the folder `d` aside (one rename: readers that have it open keep their files) and
+/// removes it.
+pub(crate) fn discard(d: &Path) -> Result<(), SearchError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_nanos())
+        .unwrap_or(0);
+    let name = d.file_name().and_then(|n| n.to_str()).unwrap_or("index");
+    let aside = d.with_file_name(format!(".{name}.old.{}.{nanos}", std::process::id()));
+    match std::fs::rename(d, &aside) {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&aside);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn read_manifest(index: &Index) -> Result<Manifest, SearchError> {
+    let metas = index.load_metas()?;
+    let docs: u64 = metas.segments.iter().map(|s| s.max_doc() as u64).sum();
+    match metas.payload {
+        None if docs == 0 => Ok(Manifest {
+            v: FORMAT,
+            ..Default::default()
+        }),
+        None => Err(bad("an index without a manifest")),
+        Some(p) => {
+            let m: Manifest = serde_json::from_str(&p).map_err(bad)?;
+            if m.v != FORMAT {
+                return Err(bad(format!("an index of format {}", m.v)));
+            }
+            let mut keys: Vec<u64> = m.files.iter().map(|r| r.key).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            if keys.len() != m.files.len() || keys.last().is_some_and(|&k| k >= m.next_key) {
+                return Err(bad("a manifest with reused keys"));
+            }
+            Ok(m)
+        }
+    }
+}
+
+impl StoreIndex {
+    /// Opens (or creates) the index in `dir`, or in memory when `dir` is None or unusable. A
+    /// damaged index is moved aside and created again.
+    pub fn open(dir: Option<&Path>) -> Result<StoreIndex, SearchError> {
+        let Some(d) = dir else {
+            return Ok(Self::in_memory());
+        };
+        if prepare_dir(d).is_err() {
+            return Ok(Self::in_memory());
+        }
+        match Self::try_open(d) {
+            Ok(s) => Ok(s),
+            Err(_) => {
+                discard(d)?;
+                prepare_dir(d)?;
+                Self::try_open(d)
+            }
+        }
+    }
+
+    fn in_memory() -> StoreIndex {
+        let (schema, f) = schema();
+        let index = Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(TOKENIZER, SearchTokenizer::default());
+        StoreIndex {
+            index,
+            f,
+            manifest: Manifest {
+                v: FORMAT,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn try_open(d: &Path) -> Result<StoreIndex, SearchError> {
+        let (schema, f) = schema();
+        let mdir = MmapDirectory::open(d).map_err(bad)?;
+        let index = Index::open_or_create(mdir, schema)?;
+        index
+            .tokenizers()
+            .register(TOKENIZER, SearchTokenizer::default());
+        let manifest = read_manifest(&index)?;
+        Ok(StoreIndex { index, f, manifest })
+    }
+
+    /// Brings the index up to date with `files` (absolute paths of the store's session files;
+    /// a file that cannot be opened is left out, and evicted if it was indexed).
+    pub fn sync(&mut self, files: &[PathBuf]) -> Result<(), SearchError> {
+        if self.plan(files).is_empty() {
+            return Ok(());
+        }
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get().min(2))
+            .unwrap_or(1);
+        let started = Instant::now();
+        let writer: IndexWriter<TantivyDocument> = loop {
+            match self
+                .index
+                .writer_with_num_threads(threads, threads * BUDGET_PER_THREAD)
+            {
+                Ok(w) => break w,
+                Err(TantivyError::LockFailure(LockError::LockBusy, _))
+                    if started.elapsed() < LOCK_WAIT =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        // another process may have committed while we waited
+        self.manifest = read_manifest(&self.index)?;
+        let plan = self.plan(files);
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let mut next_key = self.manifest.next_key;
+        let mut keep: Vec<FileRec> = Vec::new();
+        let mut work: Vec<(FileRec, u64)> = Vec::new();
+        let mut touched = std::collections::HashSet::new();
+        for (path, act) in plan {
+            touched.insert(path.clone());
+            match act {
+                Act::Evict(key) => {
+                    writer.delete_term(Term::from_field_u64(self.f.file, key));
+                }
+                Act::Append(rec) => work.push((rec.clone(), rec.covered)),
+                Act::Fresh(old) => {
+                    if let Some(key) = old {
+                        writer.delete_term(Term::from_field_u64(self.f.file, key));
+                    }
+                    let rec = FileRec {
+                        path,
+                        key: next_key,
+                        dev: 0,
+                        ino: 0,
+                        covered: 0,
+                        size: 0,
+                        mtime_ns: 0,
+                        ctime_ns: 0,
+                        fp: 0,
+                        sid: None,
+                        cwd: None,
+                    };
+                    next_key += 1;
+                    work.push((rec, 0));
+                }
+            }
+        }
+        for r in &self.manifest.files {
+            if !touched.contains(&r.path) {
+                keep.push(r.clone());
+            }
+        }
+        let f = self.f;
+        let done: Vec<Option<FileRec>> = work
+            .into_par_iter()
+            .map(|(rec, from)| index_file(&writer, f, rec, from).ok())
+            .collect();
+        keep.extend(done.into_iter().flatten());
+        keep.sort_by(|a, b| a.path.cmp(&b.path));
+        let m = Manifest {
+            v: FORMAT,
+            next_key,
+            files: keep,
+        };
+        let mut writer = writer;
+        let mut pc = writer.prepare_commit()?;
+        pc.set_payload(&serde_json::to_string(&m).map_err(bad)?);
+        pc.commit()?;
+        writer.wait_merging_threads()?;
+        self.manifest = m;
+        Ok(())
+    }
+
+    /// What each file needs (files that need nothing are left out).
+    fn plan(&self, files: &[PathBuf]) -> Vec<(String, Act)> {
+        let by_path: std::collections::HashMap<&str, &FileRec> = self
+            .manifest
+            .files
+            .iter()
+            .map(|r| (r.path.as_str(), r))
+            .collect();
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for p in files {
+            let Some(ps) = p.to_str() else { continue };
+            if !seen.insert(ps) {
+                continue;
+            }
+            let meta = match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => m,
+                _ => {
+                    if let Some(r) = by_path.get(ps) {
+                        out.push((ps.to_string(), Act::Evict(r.key)));
+                    }
+                    continue;
+                }
+            };
+            let Some(r) = by_path.get(ps) else {
+                out.push((ps.to_string(), Act::Fresh(None)));
+                continue;
+            };
+            let (size, mt, ct) = stat_of(&meta);
+            if (meta.dev(), meta.ino(), size, mt, ct)
+                == (r.dev, r.ino, r.size, r.mtime_ns, r.ctime_ns)
+            {
+                continue;
+            }
+            let appended = meta.dev() == r.dev
+                && meta.ino() == r.ino
+                && size >= r.covered
+                && File::open(p)
+                    .ok()
+                    .and_then(|f| fingerprint(&f, r.covered).ok())
+                    == Some(r.fp);
+            if appended {
+                out.push((ps.to_string(), Act::Append((*r).clone())));
+            } else {
+                out.push((ps.to_string(), Act::Fresh(Some(r.key))));
+            }
+        }
+        let want: std::collections::HashSet<&str> =
+            files.iter().filter_map(|p| p.to_str()).collect();
+        for r in &self.manifest.files {
+            if !want.contains(r.path.as_str()) {
+                out.push((r.path.clone(), Act::Evict(r.key)));
+            }
+        }
+        out
+    }
+}
+
+enum Act {
+    Evict(u64),
+    Append(FileRec),
+    /// index the whole file (deleting the old key's documents)
+    Fresh(Option<u64>),
+}
+
+fn stat_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
+    (
+        m.len(),
+        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    )
+}
+
+/// The hash of the first and the last [`FP_BLOCK`] bytes before `covered`.
+fn fingerprint(f: &File, covered: u64) -> std::io::Result<u64> {
+    let mut h = hasher();
+    h.write_u64(covered);
+    let mut buf = vec![0u8; FP_BLOCK as usize];
+    for start in [0, covered.saturating_sub(FP_BLOCK)] {
+        let n = (covered - start).min(FP_BLOCK) as usize;
+        f.read_exact_at(&mut buf[..n], start)?;
+        h.write(&buf[..n]);
+    }
+    Ok(h.finish())
+}
+
+/// Indexes the complete lines of `rec.path` from byte `from` (a line start) to its end; returns
+/// the record for the manifest.
+fn index_file(
+    w: &IndexWriter<TantivyDocument>,
+    f: Fields,
+    mut rec: FileRec,
+    from: u64,
+) -> Result<FileRec, SearchError> {
+    let file = File::open(&rec.path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    let (size, mt, ct) = stat_of(&meta);
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK.min(size as usize) + 1);
+    let mut pos = from; // file offset of buf[0]
+    let mut read_to = from;
+    let mut header_seen = from > 0;
+    let mut covered = from;
+    while read_to < size {
+        let want = (size - read_to).min(CHUNK as u64) as usize;
+        let old = buf.len();
+        buf.resize(old + want, 0);
+        let n = file.read_at(&mut buf[old..], read_to)?;
+        buf.truncate(old + n);
+        if n == 0 {
+            break;
+        }
+        read_to += n as u64;
+        let mut start = 0usize;
+        while let Some(nl) = memchr::memchr(b'\n', &buf[start..]) {
+            let end = start + nl;
+            let line = &buf[start..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let off = pos + start as u64;
+            if !header_seen && !crate::jsdate::js_trim(&String::from_utf8_lossy(line)).is_empty() {
+                header_seen = true;
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+                    if v.get("type").and_then(|t| t.as_str()) == Some("session") {
+                        rec.sid = v.get("id").and_then(|t| t.as_str()).map(str::to_string);
+                        rec.cwd = v.get("cwd").and_then(|t| t.as_str()).map(str::to_string);
+                    }
+                }
+            }
+            if let Some(x) = extract(line) {
+                if !x.text.is_empty() {
+                    let mut doc = TantivyDocument::default();
+                    doc.add_text(f.text, &x.text);
+                    doc.add_text(f.etype, &x.etype);
+                    if let Some(r) = &x.role {
+                        doc.add_text(f.role, r);
+                    }
+                    for t in &x.tools {
+                        doc.add_text(f.tool, t);
+                    }
+                    doc.add_u64(f.file, rec.key);
+                    doc.add_u64(f.off, off);
+                    doc.add_u64(f.len, line.len() as u64);
+                    doc.add_u64(f.h, line_hash(line));
+                    doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
+                    w.add_document(doc)?;
+                }
+            }
+            start = end + 1;
+            covered = pos + start as u64;
+        }
+        buf.drain(..start);
+        pos += start as u64;
+    }
+    rec.dev = meta.dev();
+    rec.ino = meta.ino();
+    rec.size = size;
+    rec.mtime_ns = mt;
+    rec.ctime_ns = ct;
+    rec.covered = covered;
+    rec.fp = fingerprint(&file, covered)?;
+    Ok(rec)
+}

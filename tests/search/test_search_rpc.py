@@ -1,0 +1,56 @@
+"""RPC ``search`` (a command beyond Pi, after ``hello``: docs/divergences.md row 34)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiontree import Session
+from sessiontree.rpc import RpcServer
+
+from ._build import Builder
+
+
+def _server(tmp_path: Path) -> tuple[RpcServer, dict[str, str]]:
+    b = Builder(tmp_path / "s.jsonl")
+    e = {"a": b.user("rpc needle one"), "b": b.assistant("other words")}
+    e["c"] = b.user("second needle", parent=e["a"])
+    b.write()
+    return RpcServer(Session.open(b.path)), e
+
+
+def test_rpc_search_after_hello(tmp_path):
+    server, e = _server(tmp_path)
+    try:
+        assert server.handle({"type": "search", "query": "needle"})["error"] == "Unknown command: search"
+        assert server.handle({"type": "hello"})["success"]
+        r = server.handle({"type": "search", "query": "needle", "id": "1"})
+        assert r["success"] and r["id"] == "1", r
+        d = r["data"]
+        assert d["total"] == 2 and d["nextOffset"] is None and d["tookMs"] >= 0
+        by = {h["entryId"]: h for h in d["hits"]}
+        assert by[e["c"]]["branchState"] == "active"
+        assert by[e["a"]]["branchState"] == "active"
+        r = server.handle({"type": "search", "query": "other", "branchState": "abandoned"})
+        (h,) = r["data"]["hits"]
+        assert (h["entryId"], h["forkPoint"]) == (e["b"], e["a"])
+        r = server.handle({"type": "search", "query": "needle", "limit": 1})
+        assert r["data"]["nextOffset"] == 1
+        r = server.handle({"type": "search", "query": "needle", "sessionDir": str(tmp_path)})
+        assert r["data"]["total"] == 2
+    finally:
+        server.close()
+
+
+def test_rpc_search_bad_query_is_one_line(tmp_path):
+    server, _ = _server(tmp_path)
+    try:
+        server.handle({"type": "hello"})
+        r = server.handle({"type": "search", "query": '"open'})
+        assert r["success"] is False and "bad query" in r["error"] and "\n" not in r["error"]
+        r = server.handle({"type": "search", "query": 3})
+        assert r["success"] is False and '"query" must be a string' in r["error"]
+        r = server.handle({"type": "search", "query": "x", "limit": -1})
+        assert r["success"] is False
+        assert server.handle({"type": "get_state"})["success"]
+    finally:
+        server.close()

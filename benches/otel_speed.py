@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}; nice {os.nice(0)}")
     for mb in [float(x) for x in args.sizes.split(",")]:
         src = session_file(mb)
         size = src.stat().st_size
@@ -93,6 +94,8 @@ def main() -> None:
                     f"  time/export-html {r['secs'] / h:5.2f}  RSS/open {r['rss_mb'] / res['open']['rss_mb']:5.2f}"
                     f"  RSS/open:cli {r['rss_mb'] / res['open:cli']['rss_mb']:5.2f}"
                 )
+
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

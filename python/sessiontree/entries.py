@@ -195,6 +195,16 @@ def new_scrubber(header: bool, replay: str, record: bool) -> Any:
     return _core.Scrubber(bool(header), replay, bool(record))
 
 
+def otel_trace_id(session_id: str) -> str:
+    """The OpenTelemetry trace id (32 hex digits) of a session (rust/src/otel ``trace_id_of``)."""
+    return _core.otel_trace_id(session_id)
+
+
+def otel_span_id(session_id: str, parts: list[str]) -> str:
+    """The span id (16 hex digits) of ``parts`` (an entry id...) in a session (rust/src/otel)."""
+    return _core.otel_span_id(session_id, parts)
+
+
 class ScrubStats(NamedTuple):
     """What the core's scrubber counted so far (``_core.Scrubber.stats``).
 

@@ -13,6 +13,7 @@ pub mod index;
 pub mod jsdate;
 pub mod json;
 pub mod jstext;
+pub mod otel;
 pub mod reads;
 pub mod rows;
 pub mod saved;

@@ -9,7 +9,7 @@
 //! `errors.rs` (the core's errors as the package's exceptions, so that they map with `?`),
 //! `results.rs` (the named tuples), `functions.rs` (the module's functions), `export.rs` (the
 //! HTML export's calls) and `tree.rs` (RPC `get_tree`'s text), module functions taking an
-//! `Index`; `fleet.rs` (the fleet's columns), `scrub.rs` (`Scrubber`). Entries are read
+//! `Index`; `fleet.rs` (the fleet's columns), `scrub.rs` (`Scrubber`), `otel.rs` (`OtelMapper`). Entries are read
 //! through the core's views (`crate::index::view`, `crate::reads`), never from the records
 //! themselves.
 
@@ -21,6 +21,7 @@ mod functions;
 mod index_reads;
 mod index_walks;
 mod index_writes;
+mod otel;
 mod results;
 mod scrub;
 mod search;
@@ -203,6 +204,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search::search_extract, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<scrub::Scrubber>()?;
+    m.add_class::<otel::OtelMapper>()?;
+    m.add_function(wrap_pyfunction!(otel::otel_trace_id, m)?)?;
+    m.add_function(wrap_pyfunction!(otel::otel_span_id, m)?)?;
     m.add_function(wrap_pyfunction!(functions::date_parse, m)?)?;
     m.add_function(wrap_pyfunction!(functions::iso_now, m)?)?;
     m.add_function(wrap_pyfunction!(functions::json_check, m)?)?;

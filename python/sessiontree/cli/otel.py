@@ -23,7 +23,8 @@ branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
 first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
 
 One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
-error); with --json, one JSON document instead (sessions, failed, output and the rows). Bad
+error); with --json, one JSON document instead (output, content, sessions, written, failed,
+spans, requests, problems and the rows; an error as {"error": true, "exit_code", "message"}). Bad
 input (no timestamps, unknown types, usage that is not a number) still gives a valid trace;
 each problem is listed and recorded on the trace's root span. OUT is written atomically (never
 a partial file; never over a session read).
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``otel``; returns the exit code."""
     from ..errors import SessionError
     from ..otel import export
-    from .render import print_failure
+    from .render import os_error_text, print_failure
 
     def _err(message: str) -> int:
         return print_failure(message, 2, args.json)
@@ -74,14 +75,25 @@ def run(args: argparse.Namespace) -> int:
     except SessionError as exc:
         return _err(str(exc))
     except OSError as exc:
-        name = exc.filename if exc.filename is not None else ""
-        return _err(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc))
+        return _err(os_error_text(exc))
     if not rows:
         return _err("no session found in " + " ".join(args.source) + f" ({args.output} holds no trace)")
     failed = sum(row["error"] is not None for row in rows)
     if args.json:
-        doc = {"sessions": len(rows), "failed": failed, "output": args.output, "rows": rows}
-        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+        from .render import json_document
+
+        doc = {
+            "output": args.output,
+            "content": args.content,
+            "sessions": len(rows),
+            "written": len(rows) - failed,
+            "failed": failed,
+            "spans": sum(r["spans"] for r in rows),
+            "requests": sum(r["requests"] for r in rows),
+            "problems": sum(len(r["problems"]) + r["problemsDropped"] for r in rows),
+            "rows": rows,
+        }
+        sys.stdout.write(json_document(doc) + "\n")
     else:
         for row in rows:
             sys.stdout.write(orjson.dumps(row).decode() + "\n")

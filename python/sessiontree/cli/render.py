@@ -399,6 +399,20 @@ def _silence_stdout() -> None:
         sys.stdout = None
 
 
+def os_error_text(exc: OSError) -> str:
+    """What an OSError says, its file named once.
+
+    ``NAME: strerror``, or its message (with the name before it when the message does not hold
+    it already)."""
+    name = exc.filename
+    if exc.strerror:
+        return f"{name}: {exc.strerror}" if name is not None else exc.strerror
+    text = str(exc.args[0]) if exc.args else type(exc).__name__
+    if name is not None and str(name) not in text:
+        return f"{name}: {text}"
+    return text
+
+
 def print_failure(message: str, code: int = 2, as_json: bool = False) -> int:
     """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
     try:

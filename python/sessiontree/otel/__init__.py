@@ -7,6 +7,7 @@ it); this module exports every session of a source (files, directories, globs, U
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -119,7 +120,9 @@ def export(
         except OSError:  # one of them does not exist (yet)
             same = False
         if same:
-            raise OutputPathError(f"{out} is one of the sessions read: write the trace elsewhere (nothing written)")
+            raise OutputPathError(
+                errno.EEXIST, "is one of the sessions read: write the trace elsewhere (nothing written)", str(out)
+            )
     with atomic_writer(out_path, source=local[0] if len(local) == 1 else None) as fh:
         if engine == "ray":
             for rep_json, data in run_ray(

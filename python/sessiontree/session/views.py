@@ -431,6 +431,41 @@ class Views(SessionBase):
         """
         _core.html_write_segments(self._core, fd, bounds, order, heads, tail, data)
 
+    def otel_mapper(self, **meta: Any) -> Any:
+        """A new ``_core.OtelMapper`` for this session's trace (rust/src/otel).
+
+        ``meta``: its keyword arguments but ``n`` (the entries: this session's), as
+        :func:`sessiontree.otel.session_requests` gives them. Feed it with :meth:`otel_feed`.
+        """
+        return _core.OtelMapper(n=len(self._core), **meta)
+
+    def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
+        """Maps entries ``lo:hi`` into ``mapper``; the OTLP/JSON request lines it finished (bytes).
+
+        ``mapper`` is a ``_core.OtelMapper`` (the OpenTelemetry export of
+        :mod:`sessiontree.otel`, rust/src/otel). The core reads the entries' ids, types, parents and lines from the index, then
+        maps them with the GIL released. ``lines``: the entries' lines after migration (a legacy
+        file), instead of the file's. Cost: each line read and parsed once.
+
+        Raises:
+            IndexError: ``lo:hi`` is not a range of entry positions.
+            SessionFileChangedError: the file changed under the index.
+        """
+        data: bytes = mapper.feed(self._core, lo, hi, lines)
+        return data
+
+    def otel_finish_chunk(self, mapper: Any, k: int, lines: list[bytes] | None = None) -> bytes:
+        """Writes the turn and branch spans of ``mapper``'s chunk ``k``; the request lines finished.
+
+        See :meth:`otel_feed`. The turns' user messages are read again when content is on
+        (``lines``: theirs after migration).
+
+        Raises:
+            SessionFileChangedError: the file changed under the index.
+        """
+        data: bytes = mapper.finish_chunk(self._core, k, lines)
+        return data
+
     def fleet_columns(
         self,
         *,

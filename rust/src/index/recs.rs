@@ -244,6 +244,20 @@ impl Recs {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Rec> + ExactSizeIterator + '_ {
         (0..self.len()).map(move |i| &self[i])
     }
+    /// Binary search over records sorted by `f` (as `slice::binary_search_by_key`): reads
+    /// O(log n) blocks of a saved index, never all of them.
+    pub fn binary_search_by_key<K: Ord>(&self, key: &K, f: impl Fn(&Rec) -> K) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match f(&self[mid]).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
     /// A copy of every record (tests, and a save of the whole index).
     pub fn to_vec(&self) -> Vec<Rec> {
         self.iter().copied().collect()

@@ -1,0 +1,231 @@
+//! OTLP/JSON text: attribute values, spans and the request line around them.
+//!
+//! What `opentelemetry-exporter-otlp-json-file` writes: camelCase keys, trace and span ids as
+//! lowercase hex, 64-bit integers (times in nanoseconds, `intValue`) as decimal strings, enums
+//! as integers. Strings are escaped as `JSON.stringify` and orjson escape them (`"`, `\`, the
+//! C0 controls; everything else as UTF-8).
+
+use serde_json::Value;
+
+/// One attribute value (`AnyValue`).
+#[derive(Debug, Clone)]
+pub enum AttrValue {
+    Str(String),
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    /// an array of strings (`gen_ai.response.finish_reasons`)
+    Strs(Vec<String>),
+}
+
+/// Attributes in the order they are written; a key set twice keeps its first place.
+#[derive(Debug, Clone, Default)]
+pub struct Attrs(pub Vec<(&'static str, AttrValue)>);
+
+impl Attrs {
+    pub fn set(&mut self, key: &'static str, v: AttrValue) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((key, v)),
+        }
+    }
+    pub fn str(&mut self, key: &'static str, v: Option<&str>) {
+        if let Some(s) = v {
+            self.set(key, AttrValue::Str(s.to_string()));
+        }
+    }
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| match v {
+                AttrValue::Str(s) => Some(s.as_str()),
+                _ => None,
+            })
+    }
+}
+
+/// `s` as a JSON string (quoted, escaped) appended to `out`.
+pub fn push_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let b = s.as_bytes();
+    let mut start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&b[start..i]);
+        if esc.is_empty() {
+            out.extend_from_slice(format!("\\u{c:04x}").as_bytes());
+        } else {
+            out.extend_from_slice(esc);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+/// A double as JSON (the shortest text that reads back to it, as orjson writes it).
+pub fn push_f64(out: &mut Vec<u8>, x: f64) {
+    match serde_json::to_vec(&x) {
+        Ok(v) if x.is_finite() => out.extend_from_slice(&v),
+        _ => out.extend_from_slice(b"null"),
+    }
+}
+
+/// A JSON value (parsed from a session line) as compact JSON.
+pub fn push_value(out: &mut Vec<u8>, v: &Value) {
+    // a Value of parsed JSON always serializes (finite numbers, string keys)
+    if serde_json::to_writer(&mut *out, v).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// `ms` (epoch milliseconds) as the decimal string of whole nanoseconds (`int(ms * 1e6)`,
+/// truncated toward zero).
+pub fn push_nanos(out: &mut Vec<u8>, ms: f64) {
+    out.push(b'"');
+    out.extend_from_slice(((ms * 1_000_000.0) as i128).to_string().as_bytes());
+    out.push(b'"');
+}
+
+fn push_any(out: &mut Vec<u8>, v: &AttrValue) {
+    match v {
+        AttrValue::Str(s) => {
+            out.extend_from_slice(b"{\"stringValue\":");
+            push_str(out, s);
+        }
+        AttrValue::Bool(b) => {
+            out.extend_from_slice(if *b {
+                b"{\"boolValue\":true"
+            } else {
+                b"{\"boolValue\":false"
+            });
+        }
+        AttrValue::Int(i) => {
+            out.extend_from_slice(b"{\"intValue\":\"");
+            out.extend_from_slice(i.to_string().as_bytes());
+            out.push(b'"');
+        }
+        AttrValue::Double(x) => {
+            out.extend_from_slice(b"{\"doubleValue\":");
+            push_f64(out, *x);
+        }
+        AttrValue::Strs(v) => {
+            out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
+            for (k, s) in v.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"stringValue\":");
+                push_str(out, s);
+                out.push(b'}');
+            }
+            out.extend_from_slice(b"]}");
+        }
+    }
+    out.push(b'}');
+}
+
+/// `[{"key":K,"value":V},...]` of `attrs`.
+pub fn push_attrs<'a>(
+    out: &mut Vec<u8>,
+    attrs: impl IntoIterator<Item = (&'a str, &'a AttrValue)>,
+) {
+    out.push(b'[');
+    for (k, (key, v)) in attrs.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"key\":");
+        push_str(out, key);
+        out.extend_from_slice(b",\"value\":");
+        push_any(out, v);
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// Lowercase hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * b.len());
+    for &x in b {
+        s.push(D[usize::from(x >> 4)] as char);
+        s.push(D[usize::from(x & 15)] as char);
+    }
+    s
+}
+
+/// A span link (`Span.Link`) to `span` of `trace`, with `sessiontree.link` = `why`.
+pub fn push_link(out: &mut Vec<u8>, trace: &str, span: &[u8; 8], why: &str) {
+    out.extend_from_slice(b"{\"traceId\":");
+    push_str(out, trace);
+    out.extend_from_slice(b",\"spanId\":");
+    push_str(out, &hex(span));
+    out.extend_from_slice(b",\"attributes\":");
+    push_attrs(
+        out,
+        [("sessiontree.link", &AttrValue::Str(why.to_string()))],
+    );
+    out.push(b'}');
+}
+
+/// A JSON document built by the mapping (message parts), written in the order given.
+pub enum J<'a> {
+    Null,
+    Str(std::borrow::Cow<'a, str>),
+    /// a value of the session line, as it parsed
+    Val(&'a Value),
+    /// JSON text already written
+    Raw(&'a [u8]),
+    Obj(Vec<(&'static str, J<'a>)>),
+    Arr(Vec<J<'a>>),
+}
+
+impl J<'_> {
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            J::Null => out.extend_from_slice(b"null"),
+            J::Str(s) => push_str(out, s),
+            J::Val(v) => push_value(out, v),
+            J::Raw(r) => out.extend_from_slice(r),
+            J::Obj(m) => {
+                out.push(b'{');
+                for (k, (key, v)) in m.iter().enumerate() {
+                    if k > 0 {
+                        out.push(b',');
+                    }
+                    push_str(out, key);
+                    out.push(b':');
+                    v.write(out);
+                }
+                out.push(b'}');
+            }
+            J::Arr(a) => {
+                out.push(b'[');
+                for (k, v) in a.iter().enumerate() {
+                    if k > 0 {
+                        out.push(b',');
+                    }
+                    v.write(out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write(&mut v);
+        v
+    }
+}

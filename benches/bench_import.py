@@ -97,6 +97,55 @@ def measure(rounds: int = 15) -> dict[str, dict[str, float]]:
     return best
 
 
+def own_share(rounds: int = 9, baseline: bool = False) -> dict[str, float]:
+    """The package's own modules against what they stand on, inside one process: for each fresh
+    ``python -X importtime -c "import sessiontree"``, the self times of the ``sessiontree*``
+    modules (``_core`` included: the extension's load) over the rest of the import's cumulative
+    time (the stdlib and orjson modules loaded under it). Both halves share the process and its
+    moment, so the machine's load scales them alike; the median of the rounds is reported.
+
+    Returns ``{"own_ms", "floor_ms", "ratio"}``: medians, ms and own / floor."""
+    own_l: list[float] = []
+    floor_l: list[float] = []
+    ratio_l: list[float] = []
+    for _ in range(rounds):
+        err = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import sessiontree"],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=_env(True, baseline),
+        ).stderr
+        own = total = 0.0
+        for line in err.splitlines():
+            m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$", line)
+            if m is None:
+                continue
+            if m.group(4).split(".")[0] == "sessiontree":
+                own += float(m.group(1))
+            if m.group(4) == "sessiontree" and not m.group(3):
+                total = float(m.group(2))
+        assert total > own > 0, err
+        own_l.append(own / 1000)
+        floor_l.append((total - own) / 1000)
+        ratio_l.append(own / (total - own))
+
+    def median(v: list[float]) -> float:
+        return sorted(v)[len(v) // 2]
+
+    return {"own_ms": median(own_l), "floor_ms": median(floor_l), "ratio": median(ratio_l)}
+
+
+#: CI's bound on :func:`own_share`'s ratio (docs/benchmarks.md has the measured figures).
+OWN_SHARE_MAX = 1.0
+
+
+def bench_import_own_share(benchmark):
+    share = benchmark.pedantic(own_share, args=(9,), rounds=1, iterations=1)
+    benchmark.extra_info.update(share)
+    assert share["ratio"] <= OWN_SHARE_MAX, share
+
+
 def bench_import_sessiontree(benchmark):
     best = benchmark.pedantic(measure, args=(9,), rounds=1, iterations=1)
     benchmark.extra_info.update({k: v for k, v in best.items()})
@@ -111,3 +160,10 @@ if __name__ == "__main__":
     print(f"{'':31} {'import (best)':>14} {'process wall (best)':>20} {'wall - floor':>13}")
     for name, r in res.items():
         print(f"{name:31} {r['import_ms']:11.1f} ms {r['wall_ms']:17.1f} ms {r['wall_ms'] - floor:10.1f} ms")
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    for base in (False, True) if BASELINE else (False,):
+        sh = own_share(rounds, base)
+        print(
+            f"own modules / what they stand on{' (baseline)' if base else ''}, one process, median of"
+            f" {rounds}: {sh['own_ms']:.1f} ms / {sh['floor_ms']:.1f} ms = {sh['ratio']:.2f}"
+        )

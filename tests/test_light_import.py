@@ -30,7 +30,36 @@ HEAVY = (
     "sessiontree.html",
     "sessiontree.rpc",
     "sessiontree.cli",
+    "sessiontree.otel",
+    "sessiontree.convert",
+    "sessiontree.search",
+    "sessiontree.scrub",
+    "sessiontree.hooks",
+    # the third-party packages the fleet, convert, export and otel paths use
+    "pyarrow",
+    "tqdm",
+    "numpy",
+    "pandas",
+    "duckdb",
+    "ray",
+    "opentelemetry",
+    "httpx",
+    "jinja2",
+    "pydantic",
+    # stdlib modules no open/read/append needs
+    "subprocess",
+    "multiprocessing",
+    "logging",
+    "hashlib",
+    "secrets",
+    "shutil",
+    "zlib",
 )
+
+
+def _heavy_in(loaded: set[str]) -> list[str]:
+    """The :data:`HEAVY` names in ``loaded``, a package counting when any of its modules is."""
+    return sorted(h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in loaded))
 
 
 def _modules_after(code: str) -> set[str]:
@@ -46,7 +75,53 @@ def _modules_after(code: str) -> set[str]:
 def test_import_loads_no_heavy_module():
     loaded = _modules_after("import sessiontree")
     assert "sessiontree.session" in loaded and "sessiontree._core" in loaded
-    assert sorted(m for m in HEAVY if m in loaded) == []
+    assert _heavy_in(loaded) == []
+
+
+def test_heavy_check_sees_a_heavy_import():
+    # the check above is live: importing one of the lazy packages is caught, by its submodules too
+    loaded = _modules_after("import sessiontree\nimport sessiontree.fleet")
+    assert "sessiontree.fleet" in _heavy_in(loaded)
+    assert _heavy_in({"pyarrow.lib"}) == ["pyarrow"]
+    assert _heavy_in({"pyarrowx", "sessiontree.session"}) == []
+
+
+def test_every_listed_name_resolves_in_a_fresh_interpreter():
+    # dir() and __all__ of a fresh ``import sessiontree`` (no other test's imports): every public
+    # name resolves to a real object, the lazy ones to the object of the module they come from
+    code = (
+        "import sessiontree, json\n"
+        "names = [n for n in dir(sessiontree) if not n.startswith('_')]\n"
+        "missing = [n for n in names + sessiontree.__all__ if getattr(sessiontree, n, None) is None]\n"
+        "print(json.dumps([sorted(set(names) - set(sessiontree.__all__)), missing]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    extra, missing = json.loads(out.splitlines()[-1])
+    assert missing == []
+    assert set(sessiontree.__all__) <= set(dir(sessiontree))
+    # what dir() lists beyond __all__ is the loaded submodules and the typing names the module
+    # itself uses, never a stray helper (``importlib`` stays inside ``__getattr__``)
+    assert set(extra) <= _SUBMODULES | {"annotations", "Any", "TYPE_CHECKING"}, extra
+
+
+_SUBMODULES = {
+    "context",
+    "entries",
+    "errors",
+    "session",
+    "settings",
+    "tokens",
+    "usage",
+    "index_cache",
+    "paths",
+    "writer",
+    "migrate",
+    "results",
+    "provider_context",
+    "validation",
+    "entry_types",
+    "message_shape",
+}
 
 
 def test_open_and_build_context_stay_light(tmp_path):
@@ -95,3 +170,23 @@ def test_unknown_name_is_an_attribute_error():
         sessiontree.NoSuchName  # noqa: B018
     with pytest.raises(ImportError):
         exec("from sessiontree import NoSuchName", {})
+
+
+def test_light_named_tuples_build_no_forward_refs():
+    # their modules keep annotations as objects (no ``from __future__ import annotations``), so
+    # ``typing.NamedTuple`` does not compile a ForwardRef per field at import
+    import typing
+
+    from sessiontree import entries, entry_types, provider_context
+
+    tuples = [
+        v
+        for mod in (entries, entry_types, provider_context)
+        for v in vars(mod).values()
+        if isinstance(v, type) and issubclass(v, tuple) and hasattr(v, "_fields") and v.__module__ == mod.__name__
+    ]
+    assert len(tuples) >= 13
+    refs = [(t.__name__, n) for t in tuples for n, a in t.__annotations__.items() if isinstance(a, typing.ForwardRef)]
+    assert refs == []
+    # and the hints resolve as before
+    assert typing.get_type_hints(entries.CutPoint)["first_kept_entry_id"] == str | None

@@ -166,8 +166,9 @@ def message_role(message: Any) -> Any:
 # with array-index keys (`{"1":`, which a JS object enumerates first in ascending order) take
 # the pure-Python writer, whose numbers come from js_number_to_string (tests/core/
 # test_append_bytes_js_exact.py checks the two against each other).
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_PAIR_OR_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+# Patterns as text, compiled by `re` on first use (its cache keeps them): a light import.
+_SURROGATE = "[\ud800-\udfff]"
+_SURROGATE_PAIR_OR_LONE = "[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]"
 _ARRAY_INDEX_MAX = 2**32 - 2
 _MAX_SAFE = 2**53
 
@@ -338,14 +339,14 @@ def _fix_surrogates(s: str) -> str:
             return chr(0x10000 + ((ord(g[0]) - 0xD800) << 10) + (ord(g[1]) - 0xDC00))
         return "\\u%04x" % ord(g)
 
-    return _SURROGATE_PAIR_OR_LONE.sub(repl, s)
+    return re.sub(_SURROGATE_PAIR_OR_LONE, repl, s)
 
 
 def _slow_str(value: Any) -> str:
     out: list[Any] = []
     _slow(value, out)
     s = "".join(out)
-    if _SURROGATE.search(s):
+    if re.search(_SURROGATE, s):
         s = _fix_surrogates(s)
     return s
 

@@ -5,8 +5,8 @@ line number come from the Rust index; the line is parsed (with orjson) only when
 asked for, through :attr:`Entry.raw` or mapping access (``entry["message"]``).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: with it, every NamedTuple field annotation
+# below is a string that ``typing`` compiles into a ForwardRef at import (a light import).
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field

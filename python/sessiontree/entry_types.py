@@ -10,7 +10,8 @@ projection, the ``Session`` method that appends it, the CLI preview, the HTML vi
 bottom floor: it imports nothing. CONTRIBUTING.md lists the steps to add a type.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: the NamedTuple's field annotations stay objects,
+# not strings ``typing`` compiles into ForwardRefs at import (a light import).
 
 from typing import NamedTuple
 

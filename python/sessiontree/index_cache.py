@@ -177,14 +177,14 @@ def for_workers(index_cache: IndexCache = None) -> IndexCache:
     return os.environ.get("SESSIONTREE_INDEX_CACHE")
 
 
-_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
+_SIZE = r"(?i)\s*(\d+)\s*([kmgt]?)i?b?\s*"  # compiled by `re` on first use (a light import)
 
 
 def _size(v: str | None, default: int) -> int:
     """A byte count from ``v`` (``123``, ``512M``, ``2GiB``: powers of 1024), else ``default``."""
     if v is None:
         return default
-    m = _SIZE.fullmatch(v)
+    m = re.fullmatch(_SIZE, v)
     if m is None or len(m.group(1)) > 20:
         return default
     return int(m.group(1)) << (10 * "kmgt".find(m.group(2).lower()) + 10 if m.group(2) else 0)
@@ -292,7 +292,7 @@ def _row_is_ours(dfd: int, name: str) -> bool:
     """Whether ``name`` in the folder ``dfd`` is a saved row this module would load: our name,
     a regular file of ours (never through a symlink), its checksum and version right, and
     its stamp naming the file its name does."""
-    m = _ROW_NAME.fullmatch(name)
+    m = re.fullmatch(_ROW_NAME, name)
     if m is None:
         return False
     v = _read_row_file(dfd, name, owned=True)
@@ -309,7 +309,7 @@ def _row_is_ours(dfd: int, name: str) -> bool:
 
 def _row_temp_is_ours(dfd: int, name: str) -> bool:
     """Whether ``name`` is a leftover temp file of :func:`save_row` (regular, ours, 0600)."""
-    if _ROW_TEMP.fullmatch(name) is None:
+    if re.fullmatch(_ROW_TEMP, name) is None:
         return False
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -453,8 +453,8 @@ def _clear_search(d: Path) -> int:
 # through); anything odd reads as "no row".
 
 _ROW_SUFFIX = ".row"
-_ROW_NAME = re.compile(r"([0-9a-f]{16})-([0-9a-f]{16})\.[a-z0-9_]+\.row")
-_ROW_TEMP = re.compile(r"\.[0-9a-f]{16}-[0-9a-f]{16}\.[a-z0-9_]+\.row\.\d+\.[0-9a-f]{12}\.stidx\.tmp")
+_ROW_NAME = r"([0-9a-f]{16})-([0-9a-f]{16})\.[a-z0-9_]+\.row"  # compiled by `re` on first use
+_ROW_TEMP = r"\.[0-9a-f]{16}-[0-9a-f]{16}\.[a-z0-9_]+\.row\.\d+\.[0-9a-f]{12}\.stidx\.tmp"
 _ROW_MAX = 1 << 20
 _ROW_VERSION = 2
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import _core
 
-_UNSAFE_NAME = re.compile(r"[\x00-\x1f/\\:]")
+_UNSAFE_NAME = r"[\x00-\x1f/\\:]"  # compiled by `re` on first use (a light import)
 
 
 def agent_dir() -> Path:
@@ -86,7 +86,7 @@ def check_session_id(session_id: str) -> str:
         not isinstance(session_id, str)
         or not session_id
         or session_id in (".", "..")
-        or _UNSAFE_NAME.search(session_id)
+        or re.search(_UNSAFE_NAME, session_id)
     ):
         raise ValueError(f"unsafe session id for a file name: {session_id!r}")
     return session_id

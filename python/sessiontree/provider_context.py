@@ -30,7 +30,8 @@ within the same assistant turn, every tool call has exactly one result, and no f
 empty.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: the NamedTuple's field annotations stay objects,
+# not strings ``typing`` compiles into ForwardRefs at import (a light import).
 
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Sequence

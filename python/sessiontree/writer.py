@@ -145,7 +145,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-_TMP_RE = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
+_TMP_RE = r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z"  # compiled by `re` on first use (a light import)
 
 
 def _temp_name(path: Path) -> Path:
@@ -166,7 +166,7 @@ def remove_stale_temp_files(path: Path, older_than: float) -> list[Path]:
     except OSError:
         return removed
     for n in names:
-        m = _TMP_RE.match(n)
+        m = re.match(_TMP_RE, n)
         if m is None or m.group("name") != path.name:
             continue
         tmp = path.with_name(n)

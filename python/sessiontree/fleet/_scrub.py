@@ -1,4 +1,4 @@
-"""Scrubbing a whole store (issue 20): ``scrub_sessions`` and the scrubbed opening behind
+"""Scrubbing a whole store: ``scrub_sessions`` and the scrubbed opening behind
 ``entries_table(scrub=True)``, over the public :mod:`sessiontree.scrub` API."""
 
 from __future__ import annotations

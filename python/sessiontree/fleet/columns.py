@@ -1,4 +1,4 @@
-"""The columns of the fleet's tables, one list each (issue 21): the stats table's Arrow schema
+"""The columns of the fleet's tables, one list each: the stats table's Arrow schema
 (:func:`sessiontree.fleet.stats_schema`) is built from :data:`STATS_COLUMNS`, whichever path
 computes the rows (the Python rows of ``_rows.py`` or the core), and
 ``tests/fleet/test_columns.py`` checks the rows, the schema's docstring and docs/fleet.md

@@ -57,11 +57,13 @@ def test_sums_in_the_scan_equal_the_python_rules_on_a_generated_store(tmp_path):
         opts = _rows.Options(index_cache="off")
         opts.row_sums = True
         item = Item(str(p))
-        s, size, mtime = _rows.open_item(item, opts)
+        s, size, mtime, fmt = _rows.open_item_as(item, opts)
         try:
             oracle = oracle_rows.stats_of(s, item, size, mtime, opts)
         finally:
             s.close()
+        assert fmt == got["source_format"] == "pi"  # the row names the format the open found
+        oracle["source_format"] = fmt
         assert _diff(got, oracle) == {}, p
 
 

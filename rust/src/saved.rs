@@ -1077,15 +1077,13 @@ mod tests {
         assert!(restored < 3000);
     }
 
-    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error, or,
-    /// when the damage is in a block of records (read only when a query needs it), loads and
-    /// gives the cold scan's records once that block is read, saying so.
-    #[test]
-    fn a_damaged_saved_file_is_refused_or_caught_when_read() {
-        let dir = std::env::temp_dir().join(format!("sessiontree-saved-{}", std::process::id()));
+    /// A fresh folder (its name from `tag` and the process id) holding `sample()` as
+    /// `s.jsonl`, and a cache config saving every file there: (folder, session path, config).
+    fn sample_with_cache(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, CacheCfg) {
+        let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("s.jsonl");
         std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
         std::fs::write(&path, sample()).unwrap();
         let cfg = CacheCfg {
             dir: dir.join("cache"),
@@ -1093,6 +1091,15 @@ mod tests {
             max_bytes: DEFAULT_MAX_BYTES,
             evict_every_s: DEFAULT_EVICT_EVERY_S,
         };
+        (dir, path, cfg)
+    }
+
+    /// A saved file damaged anywhere (any byte changed, any length cut) loads as an error, or,
+    /// when the damage is in a block of records (read only when a query needs it), loads and
+    /// gives the cold scan's records once that block is read, saying so.
+    #[test]
+    fn a_damaged_saved_file_is_refused_or_caught_when_read() {
+        let (dir, path, cfg) = sample_with_cache("sessiontree-saved");
         let (cold, state) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         assert!(
             matches!(state, CacheState::Cold { saved: true, .. }),
@@ -1159,17 +1166,7 @@ mod tests {
     /// records stand in: no panic, no out-of-bounds read, the cold answers.
     #[test]
     fn a_forged_block_with_valid_checksums_is_bounds_checked_when_read() {
-        let dir = std::env::temp_dir().join(format!("st-saved-forged-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.jsonl");
-        std::fs::write(&path, sample()).unwrap();
-        let cfg = CacheCfg {
-            dir: dir.join("cache"),
-            min_bytes: 0,
-            max_bytes: DEFAULT_MAX_BYTES,
-            evict_every_s: DEFAULT_EVICT_EVERY_S,
-        };
+        let (dir, path, cfg) = sample_with_cache("st-saved-forged");
         let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         let f = File::open(&path).unwrap();
         let meta = f.metadata().unwrap();
@@ -1222,17 +1219,7 @@ mod tests {
     /// cold open.
     #[test]
     fn an_index_saved_by_the_previous_layout_is_refused() {
-        let dir = std::env::temp_dir().join(format!("st-saved-old-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.jsonl");
-        std::fs::write(&path, sample()).unwrap();
-        let cfg = CacheCfg {
-            dir: dir.join("cache"),
-            min_bytes: 0,
-            max_bytes: DEFAULT_MAX_BYTES,
-            evict_every_s: DEFAULT_EVICT_EVERY_S,
-        };
+        let (dir, path, cfg) = sample_with_cache("st-saved-old");
         let (cold, _) = Store::open_cached(&path, false, Some(&cfg)).unwrap();
         let f = File::open(&path).unwrap();
         let meta = f.metadata().unwrap();

@@ -14,6 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def _env(tmp_path: Path) -> dict:
     env = dict(os.environ, SESSIONTREE_BENCH_MAX_MB="2", SESSIONTREE_BENCH_SHAPES="")
     env["SESSIONTREE_BENCH_DIR"] = str(tmp_path / "inputs")
+    # the benches' own default (benches/conftest.py), not the suite's per-test folder: a warm open
+    # of a few MB takes well under a millisecond, and ratios to it are noise
+    env["SESSIONTREE_INDEX_CACHE"] = "off"
     return env
 
 

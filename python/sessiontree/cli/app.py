@@ -114,8 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
     p = sub.add_parser("context", parents=[common, previews])
     p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
-    p = sub.add_parser("entries", parents=[common])
+    p = sub.add_parser(
+        "entries",
+        parents=[common],
+        description="Entries in file order (line, id, parentId, role or type), printed as they are read. "
+        '--since ID keeps the entries after ID in the file; --limit N the first N of them ("truncated": '
+        "true in --json when it cut the list).",
+    )
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
+    p.add_argument("--limit", type=_nonneg_int, metavar="N", help="at most N entry lines")
     sub.add_parser("validate", parents=[common, progress])
     sub.add_parser("rpc", add_help=False)  # main() hands its words to sessiontree.rpc unparsed
 

@@ -312,7 +312,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("standard output is closed; nothing done")
     command = BY_NAME[args.command]
     if command.calls == "args":  # it reads its own inputs (a SOURCE, an action) and maps its errors
-        return command.load()(args)
+        try:
+            rc = command.load()(args)
+            _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
+            return int(rc)
+        except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
+            _silence_stdout()
+            return 0
+        except _OutputError as exc:
+            _silence_stdout()
+            return print_failure(str(exc), 2, False)
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

@@ -313,9 +313,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = BY_NAME[args.command]
     if command.calls == "args":  # it reads its own inputs (a SOURCE, an action) and maps its errors
         try:
-            rc = command.load()(args)
-            _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
-            return int(rc)
+            rc = int(command.load()(args))
+            try:
+                _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
+            except (_OutputError, BrokenPipeError):
+                if rc == 0:
+                    raise
+                _silence_stdout()  # the command failed and said why already: one line, not two
+            return rc
         except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
             _silence_stdout()
             return 0

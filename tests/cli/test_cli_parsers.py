@@ -49,3 +49,12 @@ def test_an_unknown_option_shows_the_commands_usage(tmp_path, capsys):
     assert main(["entries", str(path), "--bogus", "--json"]) == 2
     out = capsys.readouterr().out
     assert '"exit_code": 2' in out
+
+
+@pytest.mark.parametrize("command", ["scrub-all", "convert-all"])
+def test_store_commands_take_dash_o_like_the_single_file_ones(command):
+    """scrub, convert and otel write to -o; their store forms take -o for their --out DIR too."""
+    from sessiontree.cli import build_parser
+
+    args = build_parser().parse_args([command, "src", "-o", "dest"])
+    assert args.out == "dest"

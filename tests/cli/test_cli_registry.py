@@ -173,3 +173,10 @@ def test_a_source_command_on_a_full_device_says_so_once(tmp_path):
         )
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.count("\n") == 1 and "No space left on device" in p.stderr
+
+
+def test_the_top_level_help_names_the_cache_writes():
+    """`sessiontree --help` says which commands write what; "the others only read" held only for
+    the sessions: read commands and search also write to the index cache folder."""
+    text = build_parser().format_help()
+    assert "index cache folder" in text and "SESSIONTREE_INDEX_CACHE=off" in text

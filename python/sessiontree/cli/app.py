@@ -289,8 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # the command's own usage line, not the top-level one argparse would print
-            subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-            subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, usage errors
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):

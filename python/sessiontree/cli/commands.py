@@ -233,4 +233,6 @@ class RegisteredSubparsers:
             raise KeyError(f"sessiontree {name}: no row in sessiontree.cli.commands.COMMANDS")
         if "help" in kwargs:
             raise TypeError(f"sessiontree {name}: its help line is the row's (sessiontree.cli.commands.COMMANDS)")
-        return cast(argparse.ArgumentParser, self._action.add_parser(name, help=row.help, **kwargs))
+        parser = cast(argparse.ArgumentParser, self._action.add_parser(name, help=row.help, **kwargs))
+        parser.set_defaults(command_parser=parser)  # main() reports an unknown option with this usage
+        return parser

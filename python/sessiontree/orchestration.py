@@ -394,13 +394,9 @@ class CompactionPlan:
 
 
 def read_context(session: "Session") -> tuple[Optional[str], list[Any]]:
-    """``(leaf_id, values)``: the session's leaf, then its context span parsed.
+    """``(leaf_id, values)``: the leaf, then :meth:`sessiontree.Session.context_values` (parsed).
 
-    ``values`` is :meth:`sessiontree.Session.context_values`; the leaf is read first, so a
-    leaf that moves in between makes the pair stale, never wrong (:func:`plan_compaction`
-    reads again when the leaf is no longer ``leaf_id``). A check that reads the context
-    (:class:`sessiontree.autocompact.AutoCompactor`) hands the pair on as ``span``, so a
-    compaction parses the span once before its summary."""
+    Leaf first: a leaf that moves in between makes the pair stale (read again), never wrong."""
     leaf_id = session.leaf_id
     return leaf_id, session.context_values()
 
@@ -412,22 +408,16 @@ def plan_compaction(
     *,
     span: Optional[tuple[Optional[str], list[Any]]] = None,
 ) -> CompactionPlan:
-    """Plan a compaction of the active branch: Pi 1.6 ``prepareCompaction`` plus the requests.
-
-    The summary requests, file lists and figures; nothing is sent or written. Reads the
-    context span only (:meth:`sessiontree.Session.get_context_entries`), parsed once.
-    ``span``: a :func:`read_context` pair the caller already holds; used while the leaf is
-    still its ``leaf_id`` (the values are the context at that leaf), else read again.
+    """Plan a compaction of ``session``'s active branch (Pi 1.6 ``prepareCompaction`` plus the
+    summary requests, file lists and figures); nothing is sent or written. Reads the context
+    span only, once (``span``: a :func:`read_context` pair, used while its leaf is the leaf).
 
     Raises:
         NothingToCompactError: nothing to summarize (``AlreadyCompactedError`` when the leaf is
             a compaction), with Pi's text.
     """
     settings = settings or DEFAULT_COMPACTION_SETTINGS
-    if span is not None and span[0] == session.leaf_id:
-        leaf_id, path = span
-    else:
-        leaf_id, path = read_context(session)
+    leaf_id, path = span if span is not None and span[0] == session.leaf_id else read_context(session)
     preparation = prepare_compaction(path, settings)
     if preparation is None:
         if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
@@ -560,11 +550,9 @@ async def acompact(
     accept_suspect_summary: bool = False,
     span: Optional[tuple[Optional[str], list[Any]]] = None,
 ) -> CompactionResult:
-    """Compact the active branch of ``session`` (Pi 1.6 ``AgentSession.compact``).
-
-    See the module docstring for the steps. The plan is :func:`plan_compaction`'s; only the
-    context span is read: parsed once before the summary (or taken from ``span``) and once
-    after the append, for the result's context and estimate.
+    """Compact the active branch of ``session`` (Pi 1.6 ``AgentSession.compact``); see the module
+    docstring for the steps. The plan is :func:`plan_compaction`'s; only the context span is read,
+    parsed once before the summary (or ``span``'s) and once after the append.
 
     Args:
         summarizer: a :class:`sessiontree.summarizers.base.Summarizer`; default the offline one.
@@ -577,8 +565,7 @@ async def acompact(
         will_retry: tell hooks that an overflowed call is retried afterwards.
         accept_suspect_summary: keep a summary that was cut off at the budget or is far larger
             than asked (refused by default, see :func:`check_summary`).
-        span: the :func:`read_context` pair the caller just read (a threshold check's), used
-            when the leaf has not moved since (see :func:`plan_compaction`).
+        span: a :func:`read_context` pair the caller holds (a threshold check's; :func:`plan_compaction`).
 
     Concurrency: compactions of one session run one at a time; a second one waits, then plans
     again, so it raises :class:`AlreadyCompactedError` when the first one just compacted.

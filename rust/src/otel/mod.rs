@@ -1167,7 +1167,9 @@ impl Mapper {
             Some(m) if !m.is_empty() => format!("chat {m}"),
             _ => "chat".into(),
         };
-        let rec = self.simple(span, at.own, name, CLIENT, at.start, at.ms, attrs, at.active);
+        let rec = self.simple(
+            span, at.own, name, CLIENT, at.start, at.ms, attrs, at.active,
+        );
         self.emit(&rec, err.as_deref());
         if let Some(Value::Array(blocks)) = msg.get("content") {
             for b in blocks {

@@ -94,11 +94,25 @@ class SessionWriter:
 
         Raises:
             SessionLockedError: another writer holds the lock (after ``lock_timeout``).
+            SessionArgumentError: the path is not a regular file (a FIFO, a device: opened
+                without blocking, so a FIFO with no reader does not hang the call).
             OSError: the file cannot be opened for writing.
         """
         if self._fd is not None:
             return False
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # a FIFO with no reader
+                raise SessionArgumentError(f"{self.path}: not a regular file (nothing was written)") from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SessionArgumentError(f"{self.path}: not a regular file (nothing was written)")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
         deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
         delay = 0.005
         while True:

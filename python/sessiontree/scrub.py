@@ -18,9 +18,10 @@ Outputs are written by :func:`sessiontree.writer.atomic_write` (a temp file, fsy
 never a partial file. A report never holds a value: kind, where, offsets, hash.
 
 Data safety (``docs/scrub.md``): a rewrite in place copies, scrubbed, whatever another writer
-that takes no lock (Pi) appended while it ran, before and after its rename; a file with other
-hard links is not rewritten in place; the session, the output and the report are three
-different files (:func:`check_distinct_files`).
+that takes no lock (Pi) appended while it ran, before and after its rename, and waits for every
+other process that holds the file (or, after the rename, the old file) open for writing to
+close it (:func:`_open_writers`); a file with other hard links is not rewritten in place; the
+session, the output and the report are three different files (:func:`check_distinct_files`).
 """
 
 from __future__ import annotations
@@ -454,7 +455,7 @@ def _same_file(path: str, ident: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == ident
 
 
-def open_writers(ident: tuple[int, int]) -> list[tuple[int, int]] | None:
+def _open_writers(ident: tuple[int, int]) -> list[tuple[int, int]] | None:
     """``(pid, fd)`` of each descriptor another process holds open for writing on the file
     ``ident`` (device, inode), as ``/proc`` shows them (the processes this user may inspect: its
     own); None where there is no ``/proc`` (not Linux). This process is left out: its own
@@ -481,11 +482,11 @@ def open_writers(ident: tuple[int, int]) -> list[tuple[int, int]] | None:
 
 def _wait_writers(ident: tuple[int, int], wait: float) -> list[tuple[int, int]]:
     """Wait up to ``wait`` seconds until no other process holds the file ``ident`` open for
-    writing (:func:`open_writers`, looked at again once those it found are closed). Returns the
+    writing (:func:`_open_writers`, looked at again once those it found are closed). Returns the
     writers still there at the end ([] when none; [] too where there is no ``/proc``)."""
     deadline = time.monotonic() + wait
     while True:
-        held = open_writers(ident)
+        held = _open_writers(ident)
         if not held:
             return []
         while held and time.monotonic() < deadline:
@@ -518,13 +519,20 @@ def rewrite_open_file(
     (after an fsync of the copy), right before the copy is renamed over ``target``. Bytes
     appended to the old file after that check (an append already under way at the rename) are
     copied to the new file right after the rename, and once more :data:`LATE_APPEND_WAIT`
-    seconds later. Memory stays bounded by the longest line.
+    seconds later. Another process that holds the file open for writing (an append stalled
+    between its open and its write) is waited for before the rename (:data:`WRITER_WAIT`), and
+    one that opened the old file before the rename is waited for after it
+    (:data:`LATE_WRITER_WAIT`), its bytes then copied (:func:`_open_writers`: what ``/proc``
+    shows). Memory stays bounded by the longest line.
 
     Raises:
         SessionArgumentError: not a regular file; the file has other hard links (a rewrite
             would leave the secrets readable under the other names).
         SessionFileChangedError: the file kept growing for :data:`TAIL_ROUNDS` checks, shrank,
-            or was replaced meanwhile (nothing is changed).
+            was replaced meanwhile, or another process held it open for writing through
+            :data:`WRITER_WAIT` (nothing is changed); or, after the rename, another process
+            still held the old file open for writing after :data:`LATE_WRITER_WAIT` (the file is
+            rewritten; what that process writes to the old file from then on is not in it).
         OutputPathError, OSError: as :func:`sessiontree.session.atomic_write`.
     """
     if not stat.S_ISREG(st.st_mode):

@@ -514,7 +514,16 @@ _STALLED_WRITER = textwrap.dedent(
 
 def _stalled_writer(path, line: bytes, stall: float, *, wait_go: bool = False, hold: bool = False):
     return subprocess.Popen(
-        [sys.executable, "-c", _STALLED_WRITER, str(path), line.decode(), str(stall), str(int(wait_go)), str(int(hold))],
+        [
+            sys.executable,
+            "-c",
+            _STALLED_WRITER,
+            str(path),
+            line.decode(),
+            str(stall),
+            str(int(wait_go)),
+            str(int(hold)),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -605,7 +614,12 @@ def test_a_reader_holding_the_file_open_does_not_hold_up_the_rewrite(tmp_path):
     src = tmp_path / "s.jsonl"
     _big_session(src, 50)
     reader = subprocess.Popen(
-        [sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()", str(src)],
+        [
+            sys.executable,
+            "-c",
+            "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()",
+            str(src),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -644,9 +658,7 @@ def test_in_place_on_a_fifo_or_a_device_is_refused_without_hanging(tmp_path):
                 print(type(e).__name__, str(e).count(chr(10)))
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(fifo), str(dev)], capture_output=True, text=True, timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", code, str(fifo), str(dev)], capture_output=True, text=True, timeout=60)
     assert out.stdout.split("\n")[:2] == ["SessionArgumentError 0", "SessionArgumentError 0"], out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl", "z.jsonl"]
 
@@ -707,3 +719,15 @@ def test_in_place_in_a_folder_it_cannot_write_fails_cleanly(tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(d)], check=True)
     assert src.read_bytes() == before and sorted(p.name for p in d.iterdir()) == ["s.jsonl"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file another owner")
+def test_in_place_keeps_the_owner_group_and_mode_of_another_users_file(tmp_path):
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 30)
+    os.chown(src, 4321, 4322)
+    os.chmod(src, 0o620)
+    scrub_file(src, in_place=True)
+    st = os.stat(src)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4321, 4322, 0o620)
+    assert TOK.encode() not in src.read_bytes()

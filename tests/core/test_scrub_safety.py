@@ -774,3 +774,32 @@ def test_a_writer_of_ours_waiting_for_the_lock_does_not_hold_up_the_rewrite(tmp_
         if waiter and waiter[0].poll() is None:
             waiter[0].kill()
     assert out.split() == ["locked"] and TOK.encode() not in src.read_bytes()
+
+
+def test_a_lock_waited_for_while_the_file_is_replaced_is_taken_on_the_new_file(tmp_path):
+    """A writer waits for the lock while a rewrite in place replaces the file: it ends up holding
+    the lock of the file the path names now, appending there (before, it locked the old file,
+    which no name reaches, and appended there)."""
+    import threading
+    from pathlib import Path
+
+    from sessiontree.writer import SessionWriter
+
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 5)
+    holder = SessionWriter(Path(src))
+    holder.acquire()
+    got: list[SessionWriter] = []
+    waiter = SessionWriter(Path(src), lock_timeout=10)
+    t = threading.Thread(target=lambda: (waiter.acquire(), got.append(waiter)))
+    t.start()
+    time.sleep(0.2)  # waiting by now
+    new = tmp_path / "new.jsonl"
+    new.write_bytes(src.read_bytes())
+    os.replace(new, src)
+    holder.close()
+    t.join(10)
+    try:
+        assert got and os.fstat(waiter.fd).st_ino == os.stat(src).st_ino
+    finally:
+        waiter.close()

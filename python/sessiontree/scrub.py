@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .entries import SCRUB_KINDS, ScrubFinding, new_scrubber
 from .errors import SessionArgumentError, SessionFileChangedError
-from .writer import AtomicWriter, SessionWriter, atomic_write, check_target
+from .writer import AtomicWriter, SessionWriter, atomic_write, check_target, remove_stale_temp_files
 
 __all__ = [
     "KINDS",
@@ -67,6 +67,9 @@ WRITER_WAIT = 2.0
 #: file for writing before the rename to close it (its late bytes are then copied); then it
 #: raises :class:`~sessiontree.errors.SessionFileChangedError` naming the process.
 LATE_WRITER_WAIT = 30.0
+#: Seconds since its last change after which a rewrite in place removes a temp copy of the file
+#: that a killed rewrite left.
+STALE_TEMP_AGE = 60.0
 
 
 @dataclass
@@ -543,6 +546,9 @@ def rewrite_open_file(
             "the secrets readable under the other names (scrub into a new file with -o; nothing was changed)"
         )
     sc = _scrubber(header, replay, record)
+    # the temp copies a rewrite killed mid-way left (we hold the lock; a copy written in the last
+    # minute is left alone: a rewrite that lost the lock to a rename may still be writing it)
+    remove_stale_temp_files(target, time.time() - STALE_TEMP_AGE)
     written: list[os.stat_result] = []
 
     ident = (st.st_dev, st.st_ino)

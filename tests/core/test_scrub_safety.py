@@ -803,3 +803,21 @@ def test_a_lock_waited_for_while_the_file_is_replaced_is_taken_on_the_new_file(t
         assert got and os.fstat(waiter.fd).st_ino == os.stat(src).st_ino
     finally:
         waiter.close()
+
+
+def test_in_place_removes_the_temp_copies_a_killed_rewrite_left(tmp_path):
+    """A rewrite killed mid-way (SIGKILL) leaves its temp copy; the next rewrite in place, under
+    the lock, removes those older than a minute (a copy that recent may still be written) and
+    touches no other name."""
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 20)
+    old = tmp_path / ".s.jsonl.0badc0de.tmp"
+    fresh = tmp_path / ".s.jsonl.1badc0de.tmp"
+    other = tmp_path / ".t.jsonl.2badc0de.tmp"
+    for p in (old, fresh, other):
+        p.write_bytes(b"partial copy\n")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    os.utime(other, (hour_ago, hour_ago))
+    scrub_file(src, in_place=True)
+    assert not old.exists() and fresh.exists() and other.exists()

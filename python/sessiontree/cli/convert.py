@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
         epilog=_CONVERT_ALL_EPILOG,
     )
     p.add_argument("source", metavar="SRC_DIR", nargs="+", help="directory, glob or files (local)")
-    p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument("--from", dest="source_format", choices=("auto", "claude-code", "codex", "pi"), default="auto")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")

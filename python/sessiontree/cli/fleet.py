@@ -286,9 +286,12 @@ def _totals(table: Any) -> dict[str, Any]:
         )
     }
 
-    def total(name: str) -> int | None:
+    from .._jsjson import js_whole_numbers
+
+    def total(name: str) -> int | float | None:
+        """The column's sum: an int when whole (token counts print as 12, not 12.0)."""
         values = [v for v in col[name] if v is not None]
-        return sum(values) if values else None
+        return js_whole_numbers(sum(values)) if values else None
 
     tokens = {
         "input": total("input_tokens"),
@@ -304,7 +307,7 @@ def _totals(table: Any) -> dict[str, Any]:
             "path": col["path"][k],
             "bytes": col["bytes"][k],
             "entries": col["entries"][k],
-            "total_tokens": col["total_tokens"][k],
+            "total_tokens": js_whole_numbers(col["total_tokens"][k]),
             "cost": col["cost"][k],
         }
         for k in readable[:_BIGGEST]

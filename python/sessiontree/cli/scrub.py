@@ -71,7 +71,7 @@ def add_parsers(sub: Any) -> None:
         epilog=_SCRUB_ALL_EPILOG,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
-    p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument(
         "--workers",
         type=_pos_int,

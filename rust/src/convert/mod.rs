@@ -18,6 +18,7 @@ pub mod back;
 pub mod cc;
 pub mod codex;
 pub mod out;
+pub(crate) mod raw;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
@@ -230,6 +231,13 @@ impl EntryOut<'_> {
         push_str(self.buf, key);
         self.buf.push(b':');
         push_val(self.buf, v);
+    }
+    /// A field whose value is JSON text already written.
+    pub fn field_raw(&mut self, key: &str, json: &[u8]) {
+        self.buf.push(b',');
+        push_str(self.buf, key);
+        self.buf.push(b':');
+        self.buf.extend_from_slice(json);
     }
     pub fn field_str(&mut self, key: &str, v: &str) {
         self.buf.push(b',');

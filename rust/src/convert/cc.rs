@@ -131,14 +131,38 @@ pub(crate) fn cycles(parent: &[u32]) -> Vec<Vec<u32>> {
     out
 }
 
-/// Every line's Pi id in one arena, and each uuid's first line by a keyed hash (verified
-/// against the arena on lookup): about 50 bytes a line with a uuid.
+/// Every line's Pi id in one arena, and each uuid's first line in a table of line numbers
+/// (keyed hashes of the ids, compared against the arena): about 36 + 4 + 6 bytes a line with a
+/// uuid, nothing per line kept twice.
 #[derive(Default)]
 pub(crate) struct Ids {
     arena: String,
-    start: Vec<u64>,
-    by_hash: HashMap<u64, u32>,
+    /// each id's start in the arena, its low 32 bits
+    start: Vec<u32>,
+    /// `(first line, high bits)` from which the starts pass a multiple of 2^32 (an arena of
+    /// more than 4 GiB of ids: a hostile file of that size)
+    high: Vec<(u32, u64)>,
+    table: hashbrown::HashTable<u32>,
     keys: std::collections::hash_map::RandomState,
+}
+
+fn id_at<'a>(arena: &'a str, start: &[u32], high: &[(u32, u64)], i: usize) -> &'a str {
+    let off = |i: usize| -> usize {
+        let lo = start[i] as u64;
+        if high.is_empty() {
+            return lo as usize;
+        }
+        let k = high.partition_point(|&(at, _)| at as usize <= i);
+        let hi = if k == 0 { 0 } else { high[k - 1].1 };
+        (hi | lo) as usize
+    };
+    let a = off(i);
+    let b = if i + 1 < start.len() {
+        off(i + 1)
+    } else {
+        arena.len()
+    };
+    &arena[a..b]
 }
 
 impl Ids {
@@ -147,31 +171,44 @@ impl Ids {
         self.keys.hash_one(s)
     }
     pub fn get(&self, i: usize) -> &str {
-        let a = self.start[i] as usize;
-        let b = self
-            .start
-            .get(i + 1)
-            .map_or(self.arena.len(), |&x| x as usize);
-        &self.arena[a..b]
+        id_at(&self.arena, &self.start, &self.high, i)
     }
     /// The first line whose uuid is `s`.
     pub fn find(&self, s: &str) -> Option<u32> {
-        let l = *self.by_hash.get(&self.hash(s))?;
-        (self.get(l as usize) == s).then_some(l)
+        self.table
+            .find(self.hash(s), |&l| self.get(l as usize) == s)
+            .copied()
     }
-    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: the hash is
-    /// taken by another uuid, a 2^-64 event, and it is not indexed).
+    #[cfg(test)]
+    pub fn push_for_test(&mut self, s: &str, index: bool) -> bool {
+        self.push(s, index)
+    }
+    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: a line before
+    /// already has it, and it is not indexed).
     fn push(&mut self, s: &str, index: bool) -> bool {
-        self.start.push(self.arena.len() as u64);
+        let off = self.arena.len() as u64;
+        let hi = off & !0xffff_ffff;
+        if hi != self.high.last().map_or(0, |h| h.1) {
+            self.high.push((self.start.len() as u32, hi));
+        }
+        self.start.push(off as u32);
         self.arena.push_str(s);
-        if !index {
+        if !index || self.find(s).is_some() {
             return false;
         }
         let h = self.hash(s);
-        if self.by_hash.contains_key(&h) {
-            return false;
-        }
-        self.by_hash.insert(h, self.start.len() as u32 - 1);
+        let line = self.start.len() as u32 - 1;
+        let Ids {
+            arena,
+            start,
+            high,
+            table,
+            keys,
+        } = self;
+        table.insert_unique(h, line, |&l| {
+            use std::hash::BuildHasher;
+            keys.hash_one(id_at(arena, start, high, l as usize))
+        });
         true
     }
 }

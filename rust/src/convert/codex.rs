@@ -1,13 +1,14 @@
 //! Codex rollout -> Pi session (one chain: Codex has no tree).
 //!
 //! The first line (`session_meta`, or the first layout's `{id, timestamp, instructions}`)
-//! becomes the header; `forked_from_id` becomes `parentSession` when a rollout of that id is in
-//! the same folder. Each later line becomes one entry, under the previous one: `response_item`
-//! messages, reasoning and tool calls/outputs become messages, `turn_context` a model and a
-//! thinking-level change, `compacted` a compaction (retain-none: its replacement history is
-//! the new context), anything else a `custom` entry (`codex:<type>[:<payload type>]`). Pass 1
-//! finds which assistant item each `token_count` event's `last_token_usage` belongs to (the
-//! last assistant item before it), pass 2 writes.
+//! becomes the header; `forked_from_id` becomes `parentSession` when a rollout of that id is
+//! found (beside it, or in another day folder of Codex's `sessions/YYYY/MM/DD/` layout). Each
+//! later line becomes one entry, under the previous one: `response_item` messages, reasoning
+//! and tool calls/outputs become messages, `turn_context` a model and a thinking-level change,
+//! `compacted` a compaction (retain-none: its replacement history is the new context),
+//! anything else a `custom` entry (`codex:<type>[:<payload type>]`). Pass 1 finds which
+//! assistant item each `token_count` event's `last_token_usage` belongs to (the last assistant
+//! item before it), pass 2 writes.
 
 use super::raw::{self, raw_struct, W};
 use super::{
@@ -694,27 +695,92 @@ fn make(m: &Map<String, Value>) -> Vec<Made> {
     )]
 }
 
-/// The rollout beside `src` whose name ends with `-<id>.jsonl` (or is `<id>.jsonl`).
-fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
-    if id.is_empty() || id.contains('/') {
-        return None;
-    }
-    let dir = src.parent()?;
+/// A rollout of id `id` in the folder `dir` (its name `<id>.jsonl` or ending `-<id>.jsonl`),
+/// never `src` itself; the first in name order.
+fn rollout_in(dir: &Path, id: &str, src: &Path) -> Option<PathBuf> {
     let want = format!("{id}.jsonl");
+    let tail = format!("-{want}");
     let rd = std::fs::read_dir(if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     })
     .ok()?;
+    let mut found: Option<PathBuf> = None;
     for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if (name == want || name.ends_with(&format!("-{want}"))) && e.path() != src {
-            return Some(e.path());
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if (name == want || name.ends_with(&tail)) && e.path() != src {
+            let p = e.path();
+            if found.as_ref().is_none_or(|f| p < *f) {
+                found = Some(p);
+            }
+        }
+    }
+    found
+}
+
+/// The sub-folders of `dir` whose names are all digits, in name order.
+fn digit_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            !n.is_empty()
+                && n.bytes().all(|c| c.is_ascii_digit())
+                && e.file_type().is_ok_and(|t| t.is_dir())
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The rollout a fork names (`forked_from_id`): beside `src` first; then, when `src` is in
+/// Codex's `sessions/YYYY/MM/DD/` layout, in any day folder of that `sessions` folder (a fork
+/// is often made on a later day than its parent), the newest day first. No symbolic link
+/// between folders is followed.
+pub(crate) fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains('/') || id.contains('\0') {
+        return None;
+    }
+    let dir = src.parent()?;
+    if let Some(p) = rollout_in(dir, id, src) {
+        return Some(p);
+    }
+    let is_num = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+    };
+    let (dd, mm) = (Some(dir), dir.parent());
+    let yyyy = mm.and_then(Path::parent);
+    if !(is_num(dd) && is_num(mm) && is_num(yyyy)) {
+        return None;
+    }
+    let root = yyyy?.parent()?;
+    for y in digit_dirs(root).into_iter().rev() {
+        for m in digit_dirs(&y).into_iter().rev() {
+            for d in digit_dirs(&m).into_iter().rev() {
+                if d == dir {
+                    continue;
+                }
+                if let Some(p) = rollout_in(&d, id, src) {
+                    return Some(p);
+                }
+            }
         }
     }
     None
 }
+
+/// Where the Pi sessions of a store go: `(source folder, output folder)`; a parent rollout
+/// below the source folder is named by its Pi output at the same path below the output.
+pub type StoreDirs<'a> = Option<(&'a Path, &'a Path)>;
 
 /// Converts one Codex rollout (`data`: its bytes when held in memory; then no parent rollout
 /// is looked for beside it).
@@ -722,6 +788,7 @@ pub fn convert(
     src: &Path,
     data: Option<&[u8]>,
     out: &Path,
+    store: StoreDirs<'_>,
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
@@ -781,9 +848,18 @@ pub fn convert(
                     let mut parent = None;
                     if let Some(f) = s(p.get("forked_from_id")) {
                         match data.is_none().then(|| find_parent(src, f)).flatten() {
-                            Some(pp) => parent = Some(pp.display().to_string()),
+                            Some(pp) => {
+                                // in a store converted whole: the parent's Pi output
+                                let shown = store
+                                    .and_then(|(from, to)| {
+                                        let abs = std::path::absolute(&pp).ok()?;
+                                        abs.strip_prefix(from).ok().map(|rel| to.join(rel))
+                                    })
+                                    .unwrap_or(pp);
+                                parent = Some(shown.display().to_string())
+                            }
                             None => rep.not_carried.push(format!(
-                                "forked_from_id {f:?}: no rollout of that id beside the source, so no parentSession"
+                                "forked_from_id {f:?}: no rollout of that id beside the source or in the store's day folders, so no parentSession"
                             )),
                         }
                     }

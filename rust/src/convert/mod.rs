@@ -485,16 +485,19 @@ fn regular(p: &Path) -> Result<(), ConvertError> {
 /// Converts `src` to Pi at `out`; `from` None: detected. Sidechains and subagent files are
 /// written beside `out` (listed in the report).
 pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, ConvertError> {
-    to_pi_shown(src, from, out, out)
+    to_pi_shown(src, from, out, out, None)
 }
 
 /// `to_pi`, the headers naming the main output `shown` (in a sidechain's `parentSession`)
-/// where `out` is another path to the same file (through an open folder, `/proc/self/fd/N/x`).
+/// where `out` is another path to the same file (through an open folder, `/proc/self/fd/N/x`);
+/// `store`: `(source folder, output folder)` of a whole store's conversion, so that a Codex
+/// fork's `parentSession` names its parent's Pi output.
 pub fn to_pi_shown(
     src: &Path,
     from: Option<Format>,
     out: &Path,
     shown: &Path,
+    store: codex::StoreDirs<'_>,
 ) -> Result<Report, ConvertError> {
     regular(src)?;
     let fmt = match from {
@@ -509,7 +512,7 @@ pub fn to_pi_shown(
     let mut outs = out::Outputs::new(&[src])?;
     match fmt {
         Format::ClaudeCode => cc::convert(src, None, out, shown, None, &mut outs, &mut rep)?,
-        Format::Codex => codex::convert(src, None, out, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(src, None, out, store, &mut outs, &mut rep)?,
         Format::Pi => back::copy_pi(src, out, &mut outs, &mut rep)?,
     }
     rep.files = outs.commit()?;
@@ -541,7 +544,7 @@ pub fn to_pi_bytes(
     let mut outs = out::Outputs::memory();
     match fmt {
         Format::ClaudeCode => cc::convert(name, Some(data), name, name, None, &mut outs, &mut rep)?,
-        Format::Codex => codex::convert(name, Some(data), name, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(name, Some(data), name, None, &mut outs, &mut rep)?,
         Format::Pi => {
             rep.lines = data.split(|&c| c == b'\n').count() as u64;
             rep.written = rep.lines;

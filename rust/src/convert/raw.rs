@@ -78,9 +78,7 @@ pub(crate) fn count(r: Option<&RawValue>) -> u64 {
 }
 
 /// The elements of a JSON array field (empty when absent or not an array).
-pub(crate) fn elements<'a>(
-    r: Option<&'a RawValue>,
-) -> Result<Vec<&'a RawValue>, serde_json::Error> {
+pub(crate) fn elements(r: Option<&RawValue>) -> Result<Vec<&RawValue>, serde_json::Error> {
     match r {
         Some(r) if r.get().starts_with('[') => serde_json::from_str(r.get()),
         _ => Ok(Vec::new()),

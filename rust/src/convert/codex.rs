@@ -778,12 +778,14 @@ pub(crate) fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-/// Where the Pi sessions of a store go: `(source folder, output folder)`; a parent rollout
-/// below the source folder is named by its Pi output at the same path below the output.
+/// Where the Pi sessions of a store go: `(source folder, output folder)`.
+///
+/// A parent rollout below the source folder is named by its Pi output at the same path below
+/// the output folder.
 pub type StoreDirs<'a> = Option<(&'a Path, &'a Path)>;
 
-/// Converts one Codex rollout (`data`: its bytes when held in memory; then no parent rollout
-/// is looked for beside it).
+/// Converts one Codex rollout. `data`: its bytes when held in memory; then no parent rollout is
+/// looked for beside it.
 pub fn convert(
     src: &Path,
     data: Option<&[u8]>,

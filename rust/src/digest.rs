@@ -866,7 +866,9 @@ pub fn digest_columns(
     push_column(&mut out, "l", recs(), |o, r| push_json(o, &r.len));
     push_column(&mut out, "o", recs(), |o, r| push_json(o, &r.offset()));
     push_column(&mut out, "p", ds(), |o, d| push_json(o, &d.preview));
-    push_column(&mut out, "r", ds(), |o, d| push_opt(o, d.reference.as_ref()));
+    push_column(&mut out, "r", ds(), |o, d| {
+        push_opt(o, d.reference.as_ref())
+    });
     push_column(&mut out, "t", recs(), |o, r| push_json(o, &r.ts()));
     push_column(&mut out, "u", ds(), |o, d| match d.usage {
         Some(u) => push_json(o, &u),

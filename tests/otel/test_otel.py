@@ -326,8 +326,20 @@ def test_a_cycle_on_the_active_path_is_one_problem_with_the_walks_message(tmp_pa
     ts = "2026-01-01T00:00:0%d.000Z"
     lines = [
         {"type": "session", "version": 3, "id": "cyc", "timestamp": ts % 0, "cwd": "/p"},
-        {"type": "message", "id": "a", "parentId": "b", "timestamp": ts % 1, "message": {"role": "user", "content": "hi"}},
-        {"type": "message", "id": "b", "parentId": "a", "timestamp": ts % 2, "message": {"role": "user", "content": "yo"}},
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": "b",
+            "timestamp": ts % 1,
+            "message": {"role": "user", "content": "hi"},
+        },
+        {
+            "type": "message",
+            "id": "b",
+            "parentId": "a",
+            "timestamp": ts % 2,
+            "message": {"role": "user", "content": "yo"},
+        },
     ]
     src = tmp_path / "cyc.jsonl"
     src.write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -306,7 +306,11 @@ mod tests {
         for s in cases {
             let mut out = b"x".to_vec();
             push_str(&mut out, &s);
-            assert_eq!(out[1..], *serde_json::to_string(&s).unwrap().as_bytes(), "{s:?}");
+            assert_eq!(
+                out[1..],
+                *serde_json::to_string(&s).unwrap().as_bytes(),
+                "{s:?}"
+            );
         }
     }
 }

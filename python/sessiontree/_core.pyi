@@ -250,9 +250,7 @@ class OtelMapper:
         path: str | None,
         version: str,
         content: str,
-        n: int,
-        active: list[int],
-        active_error: str | None,
+        index: Index,
         dups: bool,
     ) -> OtelMapper: ...
     def feed(self, index: Index, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes: ...

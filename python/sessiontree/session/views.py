@@ -434,10 +434,11 @@ class Views(SessionBase):
     def otel_mapper(self, **meta: Any) -> Any:
         """A new ``_core.OtelMapper`` for this session's trace (rust/src/otel).
 
-        ``meta``: its keyword arguments but ``n`` (the entries: this session's), as
-        :func:`sessiontree.otel.session_requests` gives them. Feed it with :meth:`otel_feed`.
+        ``meta``: its keyword arguments but ``index`` (this session's: its entries and the
+        leaf's branch, walked in the core), as :func:`sessiontree.otel.session_requests` gives
+        them. Feed it with :meth:`otel_feed`.
         """
-        return _core.OtelMapper(n=len(self._core), **meta)
+        return _core.OtelMapper(index=self._core, **meta)
 
     def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
         """Maps entries ``lo:hi`` into ``mapper``; the OTLP/JSON request lines it finished (bytes).

@@ -301,6 +301,31 @@ impl<'a> W<'a> {
             _ => None,
         }
     }
+    /// Skips a value the row does not read: None where [`W::skip_value`] is None, without
+    /// converting a number whose text surely converts (up to 18 digits, or a float ending in a
+    /// digit: the cost fields beside `total` are most of a usage's numbers).
+    fn skip(&mut self) -> Option<()> {
+        self.ws();
+        if !matches!(self.peek()?, b'-' | b'0'..=b'9') {
+            return self.skip_value().map(|_| ());
+        }
+        let start = self.i;
+        let mut int = true;
+        while let Some(c) = self.peek() {
+            match c {
+                b'0'..=b'9' | b'-' | b'+' => {}
+                b'.' | b'e' | b'E' => int = false,
+                _ => break,
+            }
+            self.i += 1;
+        }
+        let ends_in_digit = self.b[self.i - 1].is_ascii_digit();
+        if !ends_in_digit || (int && self.i - start > 18) {
+            self.i = start;
+            self.number()?;
+        }
+        Some(())
+    }
     fn name(&mut self) -> Option<Name<'a>> {
         self.ws();
         if self.peek()? == b'"' {
@@ -433,14 +458,12 @@ impl<'a> W<'a> {
                         self.skip_value()?;
                     }
                 } else {
-                    self.skip_value()?;
+                    self.skip()?;
                 }
             }
             (Obj::Cost, b"total") => f.usage.fields[4] = self.skip_value()?,
             (Obj::Block, b"type") => *bt = self.name()?,
-            _ => {
-                self.skip_value()?;
-            }
+            _ => self.skip()?,
         }
         Some(())
     }

@@ -645,9 +645,9 @@ pub fn line_row(etype: u16, role: &str, line: &[u8]) -> LineRow {
     row_of_facts(etype, role, &line_facts(line)?)
 }
 
-/// [`line_row`] of a line the open's parser has just walked, from the places it recorded
-/// ([`RowSpans`]): only the `usage` values (and the role) are read again, never the content.
-/// The same answer as [`line_row`] (`rows::tests` checks it); a line the spans cannot settle
+/// [`line_row`] from the places the open's parser recorded ([`RowSpans`]).
+///
+/// Only the `usage` values (and the role) are read again, never the content. The same answer as [`line_row`] (`rows::tests` checks it); a line the spans cannot settle
 /// (an escaped block key or type, nesting near [`MAX_DEPTH`]) goes the whole way.
 pub fn line_row_at(etype: u16, role: &str, line: &[u8], at: &RowSpans) -> LineRow {
     if at.undecided || at.depth as usize >= MAX_DEPTH {

@@ -515,9 +515,10 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Pi getTree's nodes without children, as entry positions in file order: an entry is a
-    /// node when its id is its own (`node_of`; every entry is when no id repeats), nodes no
-    /// root reaches included.
+    /// Pi getTree's nodes without children, as entry positions in file order.
+    ///
+    /// An entry is a node when its id is its own (`node_of`; every entry is when no id
+    /// repeats); nodes no root reaches are included.
     pub fn leaves(&self, ix: &Index) -> Vec<u32> {
         let n = ix.recs.len();
         let unique = ix.entry_count() == n;

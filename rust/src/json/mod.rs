@@ -141,8 +141,10 @@ impl Skeleton {
     }
 }
 
-/// Where the stats row's facts sit in an object line, recorded by the parse when the parser
-/// is asked to ([`LineParser::with_rows`]), so the row never walks the line a second time.
+/// Where the stats row's facts sit in an object line.
+///
+/// Recorded by the parse when the parser is asked to ([`LineParser::with_rows`]), so the row
+/// never walks the line a second time.
 ///
 /// Offsets are bytes from the line's start to a value's first byte (0: no such value; offset 0
 /// is the line's `{`); a repeated key's last value counts, as in `JSON.parse`. Keys are
@@ -843,8 +845,9 @@ impl LineParser {
         Self::default()
     }
 
-    /// A parser that also records each object line's [`RowSpans`] in its skeleton (the parse
-    /// then walks `message.content`'s blocks' members instead of skipping them whole).
+    /// A parser that also records each object line's [`RowSpans`] in its skeleton.
+    ///
+    /// The parse then walks `message.content`'s blocks' members instead of skipping them whole.
     pub fn with_rows(rows: bool) -> Self {
         LineParser {
             rows,

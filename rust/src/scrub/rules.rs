@@ -265,7 +265,7 @@ pub const RULES: &[Rule] = &[
             "sk-None-",
             "T3BlbkFJ"
         ],
-        r"\bsk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
+        r"\bsk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{8,}T3BlbkFJ[A-Za-z0-9_-]{8,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
         0,
         Shape
     ),
@@ -326,11 +326,14 @@ pub const RULES: &[Rule] = &[
         0,
         Shape
     ),
+    // a bot token has no literal (its first part is the base64 of a numeric id): the rule is a
+    // candidate wherever two dots stand 7 bytes apart with 6 token bytes between them
+    // (`super::DOTTED_SIX`), the token's middle part
     rule!(
         "discord_bot_token",
-        ["discord", "Discord", "DISCORD"],
-        r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
-        0,
+        [],
+        r"([MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(

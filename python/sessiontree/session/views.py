@@ -294,12 +294,9 @@ class Views(SessionBase):
         Raises:
             SessionError: the tree walk would repeat whole subtrees past a size limit.
         """
-        n = len(self._core)
-        if n == 0:
+        if len(self._core) == 0:
             return []
-        _roots, start, _kids = self._core.tree_table()
-        unique = self._core.entry_count() == n  # no repeated id: every entry is its own node
-        return [p for p in range(n) if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
+        return self._core.tree_leaves()
 
     def unreachable_entries(self) -> list[Entry]:
         """Entries no root reaches (they hang off a ``parentId`` cycle), in file order.

@@ -141,6 +141,34 @@ impl Skeleton {
     }
 }
 
+/// Where the stats row's facts sit in an object line.
+///
+/// Recorded by the parse when the parser is asked to ([`LineParser::with_rows`]), so the row
+/// never walks the line a second time.
+///
+/// Offsets are bytes from the line's start to a value's first byte (0: no such value; offset 0
+/// is the line's `{`); a repeated key's last value counts, as in `JSON.parse`. Keys are
+/// compared decoded (`"us\u0061ge"` is `usage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowSpans {
+    /// the top-level `usage`
+    pub usage: u32,
+    /// the (last) `message` is an object
+    pub message_obj: bool,
+    /// `message.role`
+    pub role: u32,
+    /// `message.usage`
+    pub msg_usage: u32,
+    /// `message.content` is an array
+    pub content_array: bool,
+    /// its elements that are objects whose (last) `type` is the string `toolCall`
+    pub tool_calls: u32,
+    /// a bound on the line's container nesting (at least its depth)
+    pub depth: u32,
+    /// a content block's key or `type` held an escape: the row must be read another way
+    pub undecided: bool,
+}
+
 /// [`Skeleton`] borrowing from the line (what [`LineParser::parse`] returns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skel<'a> {
@@ -156,6 +184,8 @@ pub struct Skel<'a> {
     pub first_kept_entry_id: Val<'a>,
     pub role: Val<'a>,
     pub invalid_utf8: bool,
+    /// the stats row's facts (all absent unless the parser records them)
+    pub rows: RowSpans,
 }
 
 impl<'a> Skel<'a> {
@@ -173,6 +203,7 @@ impl<'a> Skel<'a> {
             first_kept_entry_id: Val::Missing,
             role: Val::Missing,
             invalid_utf8: false,
+            rows: RowSpans::default(),
         }
     }
     pub fn to_owned(&self) -> Skeleton {
@@ -246,6 +277,8 @@ pub struct LineParser {
     stack: Vec<u8>,
     /// UTF-16 code units of a captured string with escapes
     units: Vec<u16>,
+    /// record each object line's [`RowSpans`]
+    rows: bool,
 }
 
 /// `LINE`: the input is one whole line, where `\n` is whitespace as in `JSON.parse`. Without
@@ -257,6 +290,8 @@ struct P<'a, 's, const LINE: bool> {
     units: &'s mut Vec<u16>,
     /// deepest container nesting seen by [`P::skip_value`] (1 = inside one container)
     deepest: usize,
+    /// record [`RowSpans`]
+    rows: bool,
 }
 
 impl<'a, const LINE: bool> P<'a, '_, LINE> {
@@ -610,8 +645,9 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         false
     }
 
-    /// The members of `message` (cursor on `{`): its `role`, validating the rest.
-    fn message_role(&mut self) -> R<Val<'a>> {
+    /// The members of `message` (cursor on `{`): its `role`, validating the rest; with
+    /// [`P::rows`], its row facts into `rf` too.
+    fn message_role(&mut self, rf: &mut RowSpans) -> R<Val<'a>> {
         let mut role = Val::Missing;
         if self.open_object() {
             return Ok(role);
@@ -621,13 +657,120 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             let k = self.key()?;
             self.colon()?;
             if &*k == b"role" {
+                if self.rows {
+                    self.ws();
+                    rf.role = self.i as u32;
+                }
                 role = self.capture()?;
+            } else if self.rows && &*k == b"usage" {
+                self.ws();
+                rf.msg_usage = self.i as u32;
+                self.skip_value()?;
+            } else if self.rows && &*k == b"content" {
+                self.ws();
+                rf.content_array = self.peek() == Some(b'[');
+                rf.tool_calls = 0;
+                if rf.content_array {
+                    rf.tool_calls = self.content_calls(rf)?;
+                } else {
+                    self.skip_value()?;
+                }
             } else {
                 self.skip_value()?;
             }
             if !self.member_end()? {
                 return Ok(role);
             }
+        }
+    }
+
+    /// `message.content` (cursor on `[`), validated as [`P::skip_value`] does (same errors):
+    /// how many of its elements are objects whose last `type` is the string `toolCall`. A block
+    /// key or `type` string holding an escape sets `rf.undecided` (compared raw here).
+    fn content_calls(&mut self, rf: &mut RowSpans) -> R<u32> {
+        let b = self.b;
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            return Ok(0);
+        }
+        let mut calls = 0u32;
+        loop {
+            self.ws();
+            if self.peek() == Some(b'{') {
+                let mut call = false;
+                if !self.open_object() {
+                    loop {
+                        self.ws();
+                        if self.peek() != Some(b'"') {
+                            return self.err("expected object key");
+                        }
+                        let s = self.i;
+                        self.skip_string()?;
+                        let key = &b[s + 1..self.i - 1];
+                        self.colon()?;
+                        if memchr::memchr(b'\\', key).is_some() {
+                            rf.undecided = true;
+                        }
+                        if key == b"type" {
+                            self.ws();
+                            let v = self.i;
+                            self.skip_value()?;
+                            let text = &b[v..self.i];
+                            call = text == b"\"toolCall\"";
+                            if text.first() == Some(&b'"') && memchr::memchr(b'\\', text).is_some()
+                            {
+                                rf.undecided = true;
+                            }
+                        } else {
+                            self.skip_value()?;
+                        }
+                        if !self.block_member_end()? {
+                            break;
+                        }
+                    }
+                }
+                calls = calls.saturating_add(u32::from(call));
+            } else {
+                self.skip_value()?;
+            }
+            let mut c = b.get(self.i).copied();
+            if matches!(c, Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.ws();
+                c = self.peek();
+            }
+            match c {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(calls);
+                }
+                _ => return self.err("expected , or closing bracket"),
+            }
+        }
+    }
+
+    /// After a content block's member: `,` (true) or `}` (false), with [`P::skip_value`]'s
+    /// error.
+    #[inline(always)]
+    fn block_member_end(&mut self) -> R<bool> {
+        let mut c = self.b.get(self.i).copied();
+        if matches!(c, Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.ws();
+            c = self.peek();
+        }
+        match c {
+            Some(b',') => {
+                self.i += 1;
+                self.ws();
+                Ok(true)
+            }
+            Some(b'}') => {
+                self.i += 1;
+                Ok(false)
+            }
+            _ => self.err("expected , or closing bracket"),
         }
     }
 
@@ -649,8 +792,15 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             match top_field(&k) {
                 Some(Field::Message) => {
                     self.ws();
+                    // a repeated `message`: the last one is the message
+                    let usage = sk.rows.usage;
+                    sk.rows = RowSpans {
+                        usage,
+                        ..RowSpans::default()
+                    };
                     if self.peek() == Some(b'{') {
-                        sk.role = self.message_role()?;
+                        sk.rows.message_obj = self.rows;
+                        sk.role = self.message_role(&mut sk.rows)?;
                     } else {
                         self.skip_value()?;
                         sk.role = Val::Missing;
@@ -670,9 +820,20 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                         Field::Message => unreachable!(),
                     }
                 }
-                None => self.skip_value()?,
+                None => {
+                    if self.rows && &*k == b"usage" {
+                        self.ws();
+                        sk.rows.usage = self.i as u32;
+                    }
+                    self.skip_value()?
+                }
             }
             if !self.member_end()? {
+                if self.rows {
+                    // the walks above reach 4 levels (a content block's members); what they
+                    // skipped nests `deepest` more
+                    sk.rows.depth = u32::try_from(self.deepest + 4).unwrap_or(u32::MAX);
+                }
                 return Ok(());
             }
         }
@@ -684,6 +845,16 @@ impl LineParser {
         Self::default()
     }
 
+    /// A parser that also records each object line's [`RowSpans`] in its skeleton.
+    ///
+    /// The parse then walks `message.content`'s blocks' members instead of skipping them whole.
+    pub fn with_rows(rows: bool) -> Self {
+        LineParser {
+            rows,
+            ..Self::default()
+        }
+    }
+
     /// Parses one line as `JSON.parse` would and extracts its skeleton.
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
         let mut p = P::<true> {
@@ -692,6 +863,7 @@ impl LineParser {
             stack: &mut self.stack,
             units: &mut self.units,
             deepest: 0,
+            rows: self.rows,
         };
         let sk = p.value()?;
         if p.i != line.len() {
@@ -729,6 +901,7 @@ impl LineParser {
             stack: &mut self.stack,
             units: &mut self.units,
             deepest: 0,
+            rows: self.rows,
         };
         p.stack.clear();
         if p.member_end().ok()? {
@@ -775,6 +948,7 @@ impl LineParser {
             stack: &mut self.stack,
             units: &mut self.units,
             deepest: 0,
+            rows: self.rows,
         };
         p.stack.clear();
         p.top_object(sk).ok()?;
@@ -854,6 +1028,7 @@ pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
         stack: &mut stack,
         units: &mut units,
         deepest: 0,
+        rows: false,
     };
     p.skip_value()?;
     p.ws();

@@ -290,6 +290,58 @@ def test_branch_states_match_session_on_generated_trees(tmp_path):
             assert h.branch_state == want[h.entry_id], (t, h.entry_id)
 
 
+def _loop_at_leaf(tmp_path: Path, with_compaction: bool) -> tuple[Path, dict[str, str]]:
+    """A file whose parent chain from the leaf loops: ``a`` names the leaf's ancestor ``c`` as
+    its parent (a -> c -> b -> a). ``x`` branches off ``a`` and was left; with a compaction
+    below the loop, the leaf is ``e`` (e -> comp -> d -> c ...), and the context kept from d."""
+    b = Builder(tmp_path / "loop.jsonl")
+    e = {}
+    e["a"] = b.user("marker a")
+    e["b"] = b.assistant("marker b")
+    e["x"] = b.user("marker x", parent=e["a"])
+    e["c"] = b.user("marker c", parent=e["b"])
+    if with_compaction:
+        e["d"] = b.assistant("marker d")
+        e["comp"] = b.add("compaction", summary="marker comp", firstKeptEntryId=e["d"], tokensBefore=10)
+        e["e"] = b.user("marker e")
+    b.lines[1]["parentId"] = e["c"]
+    b.write()
+    return b.path, e
+
+
+def test_a_loop_at_the_leaf_keeps_the_walked_entries_on_the_path(tmp_path):
+    """The walk from the leaf visits each entry of the loop once: those entries are on the
+    active path (Session raises SessionCycleError for the branch; a store-wide search places
+    the hits instead), the others are abandoned with their fork point on the walk."""
+    path, e = _loop_at_leaf(tmp_path, with_compaction=False)
+    with pytest.raises(sessiontree.SessionCycleError):
+        Session.open(path).get_branch()
+    hits = {h.entry_id: h for h in search("marker", path, limit=100).hits}
+    assert {k: hits[v].branch_state for k, v in e.items()} == {
+        "a": "active",
+        "b": "active",
+        "c": "active",
+        "x": "abandoned",
+    }
+    assert hits[e["x"]].fork_point == e["a"]
+
+
+def test_a_loop_above_the_kept_range_agrees_with_session_context(tmp_path):
+    """A loop above the latest compaction's kept range: Session's context span (the walk back
+    to the kept entry) does not meet it; search's active hits are that context, the rest of the walk is
+    compacted."""
+    path, e = _loop_at_leaf(tmp_path, with_compaction=True)
+    s = Session.open(path)
+    span = set(s.context_span(with_settings=False, context_rule=False))
+    in_ctx = {x.id for x in s.entries() if x.index in span}
+    assert in_ctx == {e["d"], e["comp"], e["e"]}
+    hits = {h.entry_id: h for h in search("marker", path, limit=100).hits}
+    for k, v in e.items():
+        want = "active" if v in in_ctx else ("abandoned" if k == "x" else "compacted")
+        assert hits[v].branch_state == want, k
+    assert hits[e["x"]].fork_point == e["a"]
+
+
 def test_a_new_leaf_changes_states_without_reindexing(tmp_path):
     path, e = _tree(tmp_path)
     assert search("lost", path).hits[0].branch_state == "abandoned"

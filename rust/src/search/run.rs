@@ -300,10 +300,10 @@ impl Sess {
             let n = ix.len();
             let mut on_path = vec![false; n];
             let mut in_ctx = vec![false; n];
-            if let Some(path) = ix.leaf_entry().and_then(|leaf| ix.branch(leaf).ok()) {
+            if let Some(leaf) = ix.leaf_entry() {
+                let path = walked_path(ix, leaf, &mut on_path);
                 let from = kept_from(st, &path);
                 for (k, &e) in path.iter().enumerate() {
-                    on_path[e as usize] = true;
                     in_ctx[e as usize] = k >= from;
                 }
             }
@@ -424,6 +424,22 @@ impl Sess {
         out.reverse();
         out
     }
+}
+
+/// The entries the walk up from `leaf` visits, root first (Pi `getBranch`), each marked in
+/// `seen`. On a `parentId` loop the walk stops before it would visit an entry again: the path
+/// is the entries from the leaf round the loop once, and the one met last stands first (Pi
+/// never returns there; `Index::branch` reports the cycle). O(path).
+fn walked_path(ix: &crate::index::Index, leaf: u32, seen: &mut [bool]) -> Vec<u32> {
+    let mut path = Vec::new();
+    let mut c = leaf;
+    while c != NONE && !seen[c as usize] {
+        seen[c as usize] = true;
+        path.push(c);
+        c = ix.walk_parent(c);
+    }
+    path.reverse();
+    path
 }
 
 /// Each entry's number of ancestors (entries on a parent cycle: 0), in O(entries).

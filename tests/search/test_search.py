@@ -479,6 +479,34 @@ def test_cache_clear_removes_the_search_index(store):
     assert _index_dirs(cache) == []
 
 
+def test_search_indexes_are_capped_across_stores(tmp_path, monkeypatch):
+    """The search indexes of all stores in one cache folder are held to the folder's cap
+    (``max_bytes``, as the saved indexes are): after a search that indexed, the least recently
+    used other stores' indexes are removed; the one in use is kept even when alone larger."""
+    from sessiontree.index_cache import CacheSettings
+
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_EVICT_SECONDS", "0")
+    cache = tmp_path / "cache"
+    stores = []
+    for i in range(4):
+        (tmp_path / f"s{i}").mkdir()
+        b = Builder(tmp_path / f"s{i}" / "a.jsonl")
+        b.user(f"needle in store {i}")
+        b.write()
+        stores.append(tmp_path / f"s{i}")
+    roomy = CacheSettings(folder=cache, max_bytes=1 << 30)
+    for d in stores[:3]:
+        assert search("needle", d, index_cache=roomy).total == 1
+    assert len(_index_dirs(cache)) == 3
+    tight = CacheSettings(folder=cache, max_bytes=1)
+    assert search("needle", stores[3], index_cache=tight).total == 1
+    (left,) = _index_dirs(cache)
+    assert search("needle", stores[3], index_cache=tight).hits[0].snippet == "needle in store 3"
+    # an evicted store's index is built again on its next search, with the same answer
+    assert search("needle", stores[0], index_cache=tight).hits[0].snippet == "needle in store 0"
+    assert len(_index_dirs(cache)) == 1 and _index_dirs(cache) != [left]
+
+
 def test_session_search(store):
     d, e = store
     s = Session.open(d / "a.jsonl")

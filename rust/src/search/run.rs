@@ -2,7 +2,10 @@
 
 use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
-use super::store_index::{discard, index_dir, line_hash, Fields, FileRec, StoreIndex};
+use super::store_index::{
+    discard, evict_indexes, index_dir, line_hash, touch, Fields, FileRec, StoreIndex,
+};
+use crate::saved::DEFAULT_EVICT_EVERY_S;
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
 use crate::store::Store;
@@ -18,7 +21,7 @@ use tantivy::query::{
     RangeQuery, TermQuery, TermSetQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, Term};
+use tantivy::{DocAddress, DocId, IndexReader, Score, SegmentOrdinal, SegmentReader, Term};
 
 /// Searches the store of session files `files` (absolute paths) named `store_key` for `q`;
 /// the hits `offset..offset+limit` in rank order (BM25, then the newer entry, then file
@@ -41,9 +44,33 @@ pub fn search(
     let mut last_err = None;
     for attempt in 0..3 {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut si = StoreIndex::open(dir.as_deref())?;
-            si.sync(files)?;
-            run(&si, place, &parsed, filters, limit, offset)
+            let mut o = match dir.as_deref().and_then(take_open) {
+                Some(o) => o,
+                None => Open::new(StoreIndex::open(dir.as_deref())?)?,
+            };
+            o.refresh()?;
+            if o.si.sync(files)? {
+                o.reader.reload()?;
+                o.stamp = o.si.meta_stamp();
+                if let (Some(d), Some(c)) = (&dir, &place.dir) {
+                    let (max, every) = place
+                        .saved
+                        .as_ref()
+                        .map(|s| (s.max_bytes, s.evict_every_s))
+                        .unwrap_or((crate::saved::DEFAULT_MAX_BYTES, DEFAULT_EVICT_EVERY_S));
+                    evict_indexes(c, d, max, every);
+                }
+            }
+            if let Some(d) = &dir {
+                touch(d);
+            }
+            super::store_index::trace(&format!("open+sync {:?}", t0.elapsed()));
+            let found = run(&o, place, &parsed, filters, limit, offset)?;
+            super::store_index::trace(&format!("run {:?}", t0.elapsed()));
+            if let Some(d) = &dir {
+                keep_open(d, o);
+            }
+            Ok(found)
         }));
         match outcome {
             Ok(Ok((hits, total))) => {
@@ -68,6 +95,56 @@ pub fn search(
         }
     }
     Err(last_err.unwrap_or_else(|| SearchError::Index("unknown failure".into())))
+}
+
+/// An index opened by an earlier query of this process, with its reader: reused while its
+/// commit is the one on disk (`meta.json`'s identity unchanged), else reloaded.
+struct Open {
+    si: StoreIndex,
+    reader: IndexReader,
+    /// `meta.json`'s (device, inode, size, mtime) when the manifest and reader were loaded
+    stamp: Option<(u64, u64, u64, i64)>,
+}
+
+impl Open {
+    fn new(si: StoreIndex) -> Result<Open, SearchError> {
+        let reader = si
+            .index
+            .reader_builder()
+            .reload_policy(tantivy::ReloadPolicy::Manual)
+            .try_into()?;
+        let stamp = si.meta_stamp();
+        Ok(Open { si, reader, stamp })
+    }
+
+    /// Reloads the manifest and the reader when another process committed since.
+    fn refresh(&mut self) -> Result<(), SearchError> {
+        let now = self.si.meta_stamp();
+        if now != self.stamp || now.is_none() {
+            self.si.reload_manifest()?;
+            self.reader.reload()?;
+            self.stamp = now;
+        }
+        Ok(())
+    }
+}
+
+/// Indexes opened by earlier queries of this process, by folder (at most [`KEEP_INDEXES`]).
+static OPEN: std::sync::Mutex<Option<HashMap<PathBuf, Open>>> = std::sync::Mutex::new(None);
+const KEEP_INDEXES: usize = 4;
+
+fn take_open(dir: &std::path::Path) -> Option<Open> {
+    OPEN.lock().ok()?.as_mut()?.remove(dir)
+}
+
+fn keep_open(dir: &std::path::Path, o: Open) {
+    if let Ok(mut g) = OPEN.lock() {
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= KEEP_INDEXES {
+            m.clear();
+        }
+        m.insert(dir.to_path_buf(), o);
+    }
 }
 
 fn term_q(f: Field, s: &str, opt: IndexRecordOption) -> Box<dyn Query> {
@@ -592,13 +669,14 @@ impl Ctx<'_> {
 type Found = (Vec<Hit>, usize);
 
 fn run(
-    si: &StoreIndex,
+    o: &Open,
     place: &Place,
     p: &Parsed,
     fl: &Filters,
     limit: usize,
     offset: usize,
 ) -> Result<Found, SearchError> {
+    let si = &o.si;
     let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
     let keys = if fl.session.is_some() || fl.cwd.is_some() {
         Some(
@@ -621,12 +699,7 @@ fn run(
     } else {
         build(&si.f, p, fl, keys)
     };
-    let reader = si
-        .index
-        .reader_builder()
-        .reload_policy(tantivy::ReloadPolicy::Manual)
-        .try_into()?;
-    let searcher = reader.searcher();
+    let searcher = o.reader.searcher();
     let post = fl.branch_state.is_some() || fl.label.is_some();
     let want = offset.saturating_add(limit);
     let mut k = if post {
@@ -642,6 +715,7 @@ fn run(
     let mut cols: HashMap<SegmentOrdinal, Cols> = HashMap::new();
     loop {
         let (cands, count) = searcher.search(&*tq, &Ranked { k: k.min(1 << 24) })?;
+        super::store_index::trace(&format!("tantivy search {count} matched"));
         let mut hits = Vec::new();
         let mut passed = 0usize;
         let mut stale = 0usize;

@@ -5,9 +5,9 @@ use super::query::{parse, Matcher, Query as Parsed, TextParts};
 use super::store_index::{
     discard, evict_indexes, index_dir, line_hash, touch, Fields, FileRec, StoreIndex,
 };
-use crate::saved::DEFAULT_EVICT_EVERY_S;
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
+use crate::saved::DEFAULT_EVICT_EVERY_S;
 use crate::store::Store;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
@@ -64,9 +64,7 @@ pub fn search(
             if let Some(d) = &dir {
                 touch(d);
             }
-            super::store_index::trace(&format!("open+sync {:?}", t0.elapsed()));
             let found = run(&o, place, &parsed, filters, limit, offset)?;
-            super::store_index::trace(&format!("run {:?}", t0.elapsed()));
             if let Some(d) = &dir {
                 keep_open(d, o);
             }
@@ -715,7 +713,6 @@ fn run(
     let mut cols: HashMap<SegmentOrdinal, Cols> = HashMap::new();
     loop {
         let (cands, count) = searcher.search(&*tq, &Ranked { k: k.min(1 << 24) })?;
-        super::store_index::trace(&format!("tantivy search {count} matched"));
         let mut hits = Vec::new();
         let mut passed = 0usize;
         let mut stale = 0usize;

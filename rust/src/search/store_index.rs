@@ -292,7 +292,6 @@ impl StoreIndex {
     /// a file that cannot be opened is left out, and evicted if it was indexed). True when it
     /// committed (the index changed).
     pub fn sync(&mut self, files: &[PathBuf]) -> Result<bool, SearchError> {
-        let t0 = Instant::now();
         let plan = self.plan(files);
         if plan.is_empty() {
             return Ok(false);
@@ -339,7 +338,6 @@ impl StoreIndex {
         if plan.is_empty() {
             return Ok(false);
         }
-        trace(&format!("plan+writer {:?} bytes {bytes} threads {threads}", t0.elapsed()));
         let mut next_key = self.manifest.next_key;
         let mut keep: Vec<FileRec> = Vec::new();
         let mut work: Vec<(FileRec, u64)> = Vec::new();
@@ -384,7 +382,6 @@ impl StoreIndex {
             .map(|(rec, from)| index_file(&writer, f, rec, from).ok())
             .collect();
         keep.extend(done.into_iter().flatten());
-        trace(&format!("indexed {:?}", t0.elapsed()));
         keep.sort_by(|a, b| a.path.cmp(&b.path));
         let m = Manifest {
             v: FORMAT,
@@ -395,9 +392,7 @@ impl StoreIndex {
         let mut pc = writer.prepare_commit()?;
         pc.set_payload(&serde_json::to_string(&m).map_err(bad)?);
         pc.commit()?;
-        trace(&format!("committed {:?}", t0.elapsed()));
         writer.wait_merging_threads()?;
-        trace(&format!("merged {:?} segments {}", t0.elapsed(), self.index.searchable_segment_ids().map(|v| v.len()).unwrap_or(0)));
         self.manifest = m;
         Ok(true)
     }
@@ -567,12 +562,6 @@ fn index_file(
     Ok(rec)
 }
 
-pub(crate) fn trace(what: &str) {
-    if std::env::var_os("SESSIONTREE_SEARCH_TRACE").is_some() {
-        eprintln!("search: {what}");
-    }
-}
-
 /// Marks the index folder `d` used now (its mtime), at most once a minute: the age
 /// [`evict_indexes`] ranks folders by.
 pub(crate) fn touch(d: &Path) {
@@ -581,7 +570,11 @@ pub(crate) fn touch(d: &Path) {
     };
     let now = std::time::SystemTime::now();
     let old = m.modified().unwrap_or(std::time::UNIX_EPOCH);
-    if now.duration_since(old).map(|a| a.as_secs() < 60).unwrap_or(true) {
+    if now
+        .duration_since(old)
+        .map(|a| a.as_secs() < 60)
+        .unwrap_or(true)
+    {
         return;
     }
     if let Ok(f) = File::open(d) {

@@ -365,6 +365,8 @@ struct Tree {
     on_path: Vec<bool>,
     in_ctx: Vec<bool>,
     covered: Option<HashMap<u32, u32>>,
+    /// [`nearest_labelled`], built on the first hit that needs it
+    near: Option<(Vec<u32>, usize)>,
 }
 
 impl Sess {
@@ -386,6 +388,7 @@ impl Sess {
                 on_path,
                 in_ctx,
                 covered: None,
+                near: None,
             }
         })
     }
@@ -468,37 +471,83 @@ impl Sess {
             .and_then(|c| c.get(&e).copied())
     }
 
-    /// The labels on `e`'s path, root first.
+    /// The labels on `e`'s path, root first (an entry is labelled when a label targets its
+    /// id, as Pi's `getLabel(id)`). Per session, built on the first hit that needs it: each
+    /// entry's nearest labelled ancestor-or-self, so a hit's labels cost one step per label on
+    /// its path; a session with no label answers at once. On a parent cycle the walk stops
+    /// after as many steps as there are labelled entries.
     fn labels(&mut self, e: u32) -> Vec<String> {
-        let n = self.st.index.len();
+        self.tree();
+        let t = self.tree.as_mut().expect("built");
+        let ix = &self.st.index;
+        let (near, count) = t.near.get_or_insert_with(|| nearest_labelled(ix));
+        if *count == 0 {
+            return Vec::new();
+        }
         let mut out = Vec::new();
-        let mut c = e;
-        for _ in 0..n {
+        let mut c = near[e as usize];
+        for _ in 0..*count {
             if c == NONE {
                 break;
             }
-            if let Some(l) = self
-                .st
-                .index
+            let l = ix
                 .id_at(c as usize)
-                .and_then(|id| self.st.index.label_entry_of(id))
-            {
-                let st = &self.st;
-                let text = self.labels.entry(l).or_insert_with(|| {
-                    st.line(l as usize)
-                        .ok()
-                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                        .and_then(|v| v.get("label").and_then(|x| x.as_str()).map(str::to_string))
-                });
-                if let Some(t) = text {
-                    out.push(t.clone());
-                }
+                .and_then(|id| ix.label_entry_of(id))
+                .unwrap_or(NONE);
+            let st = &self.st;
+            let text = self.labels.entry(l).or_insert_with(|| {
+                st.line(l as usize)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|v| v.get("label").and_then(|x| x.as_str()).map(str::to_string))
+            });
+            if let Some(t) = text {
+                out.push(t.clone());
             }
-            c = self.st.index.walk_parent(c);
+            let p = ix.walk_parent(c);
+            c = if p == NONE { NONE } else { near[p as usize] };
         }
         out.reverse();
         out
     }
+}
+
+/// Each entry's nearest ancestor-or-self that a label targets (NONE: none), and how many
+/// entries are labelled; `(vec![], 0)` when the session has no label. O(entries); a parent
+/// cycle ends the chain where the walk meets it again.
+fn nearest_labelled(ix: &crate::index::Index) -> (Vec<u32>, usize) {
+    if ix.labels().is_empty() {
+        return (Vec::new(), 0);
+    }
+    const TODO: u32 = u32::MAX;
+    const BUSY: u32 = u32::MAX - 1;
+    let n = ix.len();
+    let labelled: Vec<bool> = (0..n)
+        .map(|c| ix.id_at(c).and_then(|id| ix.label_entry_of(id)).is_some())
+        .collect();
+    let count = labelled.iter().filter(|&&x| x).count();
+    let mut near = vec![TODO; n];
+    let mut stack = Vec::new();
+    for i in 0..n as u32 {
+        let mut c = i;
+        while c != NONE && near[c as usize] == TODO {
+            near[c as usize] = BUSY;
+            stack.push(c);
+            c = ix.walk_parent(c);
+        }
+        let mut base = match c {
+            NONE => NONE,
+            c if near[c as usize] == BUSY => NONE, // a cycle
+            c => near[c as usize],
+        };
+        while let Some(x) = stack.pop() {
+            if labelled[x as usize] {
+                base = x;
+            }
+            near[x as usize] = base;
+        }
+    }
+    (near, count)
 }
 
 /// The entries the walk up from `leaf` visits, root first (Pi `getBranch`), each marked in

@@ -653,3 +653,51 @@ def test_cli_default_source_is_pis_session_folder(tmp_path, monkeypatch):
 def test_oracle_helper_sanity():
     assert oracle_contains("see bd-q3fy here", ["bd", "q3fy"])
     assert not oracle_contains("see bd-q3fz here", ["bd", "q3fy"])
+
+
+def test_extraction_reads_a_line_as_json_parse_does():
+    """One pass over the line: the last of a duplicated key, escapes decoded, bytes that are
+    not UTF-8 as U+FFFD (Pi decodes the file as UTF-8), keys of tool-call arguments in sorted
+    order, non-string values where strings are expected ignored, trailing bytes refused."""
+    ex = _core.search_extract
+    assert ex(b'{"type":"message","message":{"role":"user","content":"first","content":"second"}}') == "second"
+    assert ex(b'{"type":"message","message":{"role":"user","content":"caf\xff ok"}}') == "caf\ufffd ok"
+    assert ex(b'{"type":"message","message":{"role":"user","content":"a\\nb\\u00e9"}}') == "a\nb\u00e9"
+    assert ex(b'{"type":"label","id":5,"timestamp":7,"label":"x"}') == "x"
+    call = b'{"type":"message","message":{"role":"assistant","content":[{"type":"toolCall","name":"bash","arguments":{"b":2,"a":"z"}}]}}'
+    assert ex(call) == "bash\nz\n2"
+    assert ex(b'{"type":"message","message":"not an object"}') == ""
+    assert (
+        ex(
+            b'{"type":"message","message":{"role":"user","content":[1,{"type":"text","text":7},{"type":"text","text":"ok"}]}}'
+        )
+        == "ok"
+    )
+    assert ex(b'{"type":"label","label":"x"} trailing') is None
+    assert ex(b'{"type":"session","id":"s"}') is None
+    assert ex(b'["type","label"]') is None
+
+
+def test_labels_on_the_path_match_session(tmp_path):
+    """A hit's labels are those Session gives (``get_label``) for the entries of its branch
+    (``get_branch(entry id)``), root first; a relabel or an unlabel counts as Pi replays it."""
+    import random
+
+    rnd = random.Random(3)
+    b = Builder(tmp_path / "labels.jsonl")
+    made: list[str] = []
+    for i in range(80):
+        r = rnd.random()
+        if made and r < 0.15:
+            made.append(b.add("label", targetId=rnd.choice(made), label=rnd.choice(["one", "two", "", "three"])))
+        elif made and r < 0.25:
+            made.append(b.user(f"marker fork {i}", parent=rnd.choice(made)))
+        else:
+            made.append(b.user(f"marker step {i}"))
+    b.write()
+    s = Session.open(b.path)
+    hits = search("marker", b.path, limit=1000).hits
+    assert len(hits) > 40
+    for h in hits:
+        want = tuple(x for x in (s.get_label(e.id) for e in s.get_branch(h.entry_id)) if x)
+        assert h.labels == want, h.entry_id

@@ -95,8 +95,8 @@ impl std::fmt::Display for FallbackCount {
 }
 impl std::error::Error for FallbackCount {}
 
-/// The tree of `ix` (a copy of its children table, so the caller may let the index go) and
-/// its pre-order, as [`write_tree`] takes them.
+/// The tree of `ix` and its pre-order, as [`write_tree`] takes them. The children table is a copy,
+/// so the caller may let the index go.
 pub fn tree_and_order(
     cache: &mut crate::walk::TreeCache,
     ix: &crate::index::Index,
@@ -118,8 +118,8 @@ pub struct Frame<'a> {
     pub foot: &'a [u8],
     /// node position -> the text after its children (`,"label":...`)
     pub tails: &'a std::collections::HashMap<u32, Vec<u8>>,
-    /// about the bytes of the entries' lines (the buffer is sized for them and ~30 bytes of
-    /// nesting per node, so it is not copied as it grows)
+    /// about the bytes of the entries' lines. The buffer is sized for them and ~30 bytes of nesting
+    /// per node, so it is not copied as it grows
     pub size_guess: usize,
 }
 
@@ -187,8 +187,8 @@ pub fn write_tree<E: From<FallbackCount>>(
     Ok(out)
 }
 
-/// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text
-/// ([`crate::jstext::is_stringify_text`]), checked on every core.
+/// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text. Checked on every
+/// core ([`crate::jstext::is_stringify_text`]).
 pub fn stringify_flags(raw: &[u8], span: &[(usize, usize)]) -> Vec<bool> {
     use rayon::prelude::*;
     span.par_iter()

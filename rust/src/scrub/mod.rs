@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use std::sync::OnceLock;
 
 /// What to do with provider replay fields (`thinkingSignature`, `textSignature`,
-/// `thoughtSignature`: opaque, often encrypted, data a provider checks on replay).
+/// `thoughtSignature`). They hold opaque, often encrypted, data a provider checks on replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replay {
     /// left byte for byte as they are and not searched (a changed one breaks the replay)

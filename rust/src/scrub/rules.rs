@@ -47,8 +47,8 @@ pub struct Rule {
     pub check: Check,
     /// when not empty, the string must also contain one of these
     pub context: &'static [&'static str],
-    /// names: each makes the rule a candidate when followed by one of [`NAME_ENDS`] (so
-    /// `token=` and `"token"` are candidates, the frequent `totalTokens` and `tokens` are not)
+    /// names: each makes the rule a candidate when followed by one of [`NAME_ENDS`]. So `token=`
+    /// and `"token"` are candidates, the frequent `totalTokens` and `tokens` are not
     pub names: &'static [&'static str],
 }
 
@@ -77,17 +77,16 @@ macro_rules! assign {
     };
 }
 
-/// Names under a secret-like word that hold no secret: a CSRF token (per page, not a
-/// credential), a public token or key, and the name, size, id, file, URL... of a secret
-/// (`LLM_SECRET_NAME`, `token_file`, `api_key_id`). Matched against the whole name, any case;
-/// the words are those of gitleaks' `generic-api-key` allowlist
-/// (cmd/generate/config/rules/generic.go).
+/// Names under a secret-like word that hold no secret. A CSRF token (per page, not a credential), a
+/// public token or key, and the name, size, id, file, URL... of a secret (`LLM_SECRET_NAME`,
+/// `token_file`, `api_key_id`). Matched against the whole name, any case; the words are those of
+/// gitleaks' `generic-api-key` allowlist (cmd/generate/config/rules/generic.go).
 pub const BENIGN_NAME: &str = r"(?i)(?:csrf|xsrf|public[_.-]?(?:token|key)|pub[_.-]?key|(?:secret|token|key|passw(?:or)?d|pwd|credentials?|creds)[_.-]?(?:names?|length|len|size|ids?|alias|file(?:name|path)?|path|dir|url|uri|endpoint|type|count|version|ttl|field|label|prefix|header)$)";
 
-/// Values published as public, kept by every rule: Google's example API keys of
+/// Values published as public, kept by every rule. Google's example API keys of
 /// firebase-android-sdk (the keys gitleaks' `gcp-api-key` allowlist keeps,
-/// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a
-/// public value (yarnpkg/berry#6201).
+/// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a public
+/// value (yarnpkg/berry#6201).
 pub const PUBLIC_VALUES: &[&str] = &[
     "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
     "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",

@@ -328,10 +328,11 @@ fn push_scalars(out: &mut String, v: &Value) {
     }
 }
 
-/// The searchable text of one line; None for a line that is not a JSON object with a string
-/// `type`, or is the session header. Bytes that are not UTF-8 read as U+FFFD, as Pi reads the
-/// file (Node's `utf8` decoding). One pass over the line (a tool call's `arguments` parsed
-/// again as a value); only the fields read are kept.
+/// The searchable text of one line, read in one pass.
+///
+/// None for a line that is not a JSON object with a string `type`, or is the session header.
+/// Bytes that are not UTF-8 read as U+FFFD, as Pi reads the file (Node's `utf8` decoding); a
+/// tool call's `arguments` are parsed again as a value; only the fields read are kept.
 pub fn extract(line: &[u8]) -> Option<Extracted> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => Cow::Borrowed(t),

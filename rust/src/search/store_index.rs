@@ -40,8 +40,9 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexWriter, TantivyDocument, TantivyError, Term};
 
-/// Bumped whenever the schema, the tokenizer or the extraction changes: an index of another
-/// format is rebuilt.
+/// Bumped whenever the schema, the tokenizer or the extraction changes.
+///
+/// An index of another format is rebuilt.
 pub const FORMAT: u32 = 2;
 const SEED: u64 = 0x5e55_1017_5ea7_c401;
 /// Bytes hashed at each end of the covered range for the fingerprint.
@@ -266,7 +267,8 @@ impl StoreIndex {
         })
     }
 
-    /// The identity of the last commit on disk: `meta.json`'s (device, inode, size, mtime);
+    /// The identity of the last commit on disk: `meta.json`'s (device, inode, size, mtime).
+    ///
     /// Tantivy replaces the file at each commit. A constant for an index in memory (only this
     /// process writes it); None when it cannot be read.
     pub fn meta_stamp(&self) -> Option<(u64, u64, u64, i64)> {
@@ -288,8 +290,9 @@ impl StoreIndex {
         Ok(())
     }
 
-    /// Brings the index up to date with `files` (absolute paths of the store's session files;
-    /// a file that cannot be opened is left out, and evicted if it was indexed). True when it
+    /// Brings the index up to date with `files`, the absolute paths of the store's session files.
+    ///
+    /// A file that cannot be opened is left out, and evicted if it was indexed. True when it
     /// committed (the index changed).
     pub fn sync(&mut self, files: &[PathBuf]) -> Result<bool, SearchError> {
         let plan = self.plan(files);

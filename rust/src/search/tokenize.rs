@@ -13,7 +13,7 @@
 /// The longest token indexed, in bytes (a longer one keeps its position, unindexed).
 pub const MAX_TOKEN: usize = 128;
 
-/// One token: its lowercased text, its byte range in the text, its position, whether it is a
+/// One token: its lowercased text, byte range and position, and whether it is a whole compound. A
 /// whole compound (of 2+ parts) rather than a part.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tok {
@@ -155,8 +155,9 @@ pub fn lower_into(s: &str, out: &mut String) {
     }
 }
 
-/// The token walk without the tokens' text: whole compounds and parts as byte ranges with
-/// their positions, in position order. No allocation once `parts` has grown.
+/// The token walk without the tokens' text: byte ranges and positions.
+///
+/// Whole compounds and parts, in position order. No allocation once `parts` has grown.
 pub struct Walk<'t> {
     text: &'t str,
     wholes: bool,

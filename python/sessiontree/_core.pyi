@@ -171,7 +171,7 @@ def search_extract(line: bytes) -> str | None: ...
 
 INDEX_CACHE_MAX_BYTES: int
 
-# fleet rows (issue 18, rust/src/rows.rs): see Session.fleet_columns
+# fleet rows (rust/src/rows.rs): see Session.fleet_columns
 __all__ += ["fleet_rows"]
 
 def fleet_rows(
@@ -217,7 +217,7 @@ def tree_json(
 
 __version__: str
 
-# the core's fixed names (issue 21: rust/src/index/codes.rs, index/problems.rs; entries.py
+# the core's fixed names (rust/src/index/codes.rs, index/problems.rs; entries.py
 # re-exports them)
 __all__ += ["TYPE_NAMES", "ROLE_NAMES", "PROBLEM_KINDS"]
 TYPE_NAMES: tuple[str, ...]

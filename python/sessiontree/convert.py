@@ -251,8 +251,8 @@ class ConvertAllRow:
     then sidechain and subagent sessions), ``lines``, ``written``, ``messages``,
     ``compactions``; ``problems`` (count) and ``problem_kinds`` (count per kind) and
     ``problem_list`` (the first 20, as :class:`ConvertProblem`); ``not_carried`` (count);
-    ``error_kind`` (``unrecognised``, ``not_found``, ``refused_output``, ``io``, ``error``,
-    ``unsupported``) and ``error``: None when written."""
+    ``error_kind`` (``unrecognised``, ``not_found``, ``not_a_file`` for a directory or FIFO,
+    ``refused_output``, ``io``, ``error``, ``unsupported``) and ``error``: None when written."""
 
     path: str
     output: str | None

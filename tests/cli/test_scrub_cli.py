@@ -102,8 +102,18 @@ def test_scrub_all(tmp_path, capsys):
     (store / "bad.jsonl").mkdir()
     out = tmp_path / "out"
     assert main(["scrub-all", str(tmp_path / "store"), "--out", str(out)]) == 1  # bad.jsonl is a directory
-    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    cap = capsys.readouterr()
+    rows = [json.loads(x) for x in cap.out.splitlines()]
     assert [r["found"] for r in rows if r["error"] is None] == [0, 1, 1]
+    # a summary on stderr, as convert-all prints one, then each failed session
+    err = cap.err.splitlines()
+    assert err[0] == "4 sessions: 3 scrubbed, 1 failed; 2 secret(s) replaced (github_token 2)", cap.err
+    assert len(err) == 2 and err[1].startswith("  ") and "bad.jsonl" in err[1]
+    assert main(["scrub-all", str(tmp_path / "store"), "--out", str(out), "--json"]) == 1
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert (doc["sessions"], doc["written"], doc["failed"], doc["found"]) == (4, 3, 1, 2)
+    assert cap.err == ""  # --json: the totals are in the document
     assert [r for r in rows if r["error"]][0]["path"].endswith("bad.jsonl")
     for n in range(3):
         data = (out / "--w--" / f"{n}.jsonl").read_bytes()

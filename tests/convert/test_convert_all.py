@@ -180,6 +180,10 @@ def test_unreadable_and_odd_files_are_rows(tmp_path):
     for name in ("fifo.jsonl", "dir.jsonl", "dangling.jsonl", "empty.jsonl"):
         assert rows[name].error is not None and rows[name].output is None, name
     assert result.failed == 4
+    # the same status as the fleet's rows (stats, compact-all) for the same condition
+    assert rows["fifo.jsonl"].error_kind == "not_a_file" and "a FIFO" in rows["fifo.jsonl"].error
+    assert rows["dir.jsonl"].error_kind == "not_a_file" and "a directory" in rows["dir.jsonl"].error
+    assert rows["dangling.jsonl"].error_kind == "not_found"
 
 
 def test_progress_counts_every_session(tmp_path):

@@ -426,6 +426,38 @@ def test_a_deleted_file_is_evicted(store):
     assert ids(r) == {e["quote"]} and r.total == 1
 
 
+def test_a_file_whose_name_is_not_utf8_is_searched(store, tmp_path):
+    """In a folder and named directly; the hit's path is the name as ``os.fsdecode`` gives it
+    (surrogates for the bytes that are not UTF-8), as the fleet's rows name such files."""
+    d, e = store
+    odd = os.path.join(os.fsencode(d), b"caf\xe9.jsonl")
+    os.rename(os.fsencode(d / "b.jsonl"), odd)
+    name = os.fsdecode(odd)
+    for cache in (None, False):
+        r = search("bears", d, index_cache=cache)
+        assert ids(r) == {e["other"]} and [h.path for h in r.hits] == [name]
+        r = search("bears", name, index_cache=cache)  # a non-UTF-8 store key, named directly
+        assert ids(r) == {e["other"]} and r.hits[0].path == name
+    assert ids(search("quick", d)) == {e["quote"], e["other"]}  # warm: the same answer
+    os.unlink(odd)
+    assert ids(search("quick", d)) == {e["quote"]}  # evicted when gone
+    p = _cli("search", "quick", str(d), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["total"] == 1
+
+
+def test_the_cli_names_a_non_utf8_file_as_text(store):
+    d, e = store
+    odd = os.path.join(os.fsencode(d), b"caf\xe9.jsonl")
+    os.rename(os.fsencode(d / "b.jsonl"), odd)
+    for src in (os.fsencode(d), odd):
+        p = subprocess.run([sys.executable, "-m", "sessiontree", "search", "bears", src, "--json"], capture_output=True)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["total"] == 1 and doc["hits"][0]["path"].endswith("caf\\xe9.jsonl")
+        p = subprocess.run([sys.executable, "-m", "sessiontree", "search", "bears", src], capture_output=True)
+        assert p.returncode == 0 and b"caf\\udce9.jsonl:" in p.stdout, p.stderr
+
+
 def test_a_stale_hit_is_never_returned(tmp_path):
     """A file rewritten between the index check and the read: simulated by changing the file
     under a manifest that still matches its stamp (same size, mtime restored)."""

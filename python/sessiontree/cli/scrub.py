@@ -39,7 +39,8 @@ locked file"""
 
 _SCRUB_ALL_EPILOG = """Scrubs every session of SOURCE (a directory, a glob or files) into DIR,
 keeping the paths below SOURCE's directory. One JSON line per session on stdout (path, output,
-found, kinds, error); with --json, one JSON document instead (the totals and the rows).
+found, kinds, error), then a summary on stderr (sessions, scrubbed, failed, secrets replaced by
+kind) and each failed session; with --json, one JSON document instead (the totals and the rows).
 Existing outputs are replaced atomically. Nothing is written through a symbolic link inside
 DIR (a folder or a file); a DIR inside SOURCE is not read as a source. A progress bar on stderr
 when it is a terminal (--progress / --no-progress).
@@ -208,20 +209,32 @@ def _scrub_all(args: argparse.Namespace) -> int:
             failed += row["error"] is not None
             row["source_format"] = _format_of(row["path"])
             row = _text_row(row)
-            if args.json:
-                rows.append(row)
-            else:
+            rows.append(row)
+            if not args.json:
                 sys.stdout.write(orjson.dumps(row).decode() + "\n")
     finally:
         if state["bar"] is not None:
             close_bar(state["bar"])
-    if args.json:
+    kinds: dict[str, int] = {}
+    for r in rows:
+        for k, n in (r.get("kinds") or {}).items():
+            kinds[k] = kinds.get(k, 0) + n
+    if not args.json:  # the summary on stderr, as convert-all's (--json has it in the document)
+        from .render import safe_text
+
+        found = sum(r["found"] or 0 for r in rows)
+        shown = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        print(
+            f"{len(rows)} sessions: {len(rows) - failed} scrubbed, {failed} failed; "
+            f"{found} secret(s) replaced" + (f" ({shown})" if shown else ""),
+            file=sys.stderr,
+        )
+        for r in rows:
+            if r["error"] is not None:
+                print(f"  {safe_text(r['path'])}: {safe_text(r['error'])}", file=sys.stderr)
+    else:
         from .render import json_document
 
-        kinds: dict[str, int] = {}
-        for r in rows:
-            for k, n in (r.get("kinds") or {}).items():
-                kinds[k] = kinds.get(k, 0) + n
         doc = {
             "sessions": len(rows),
             "written": sum(r["error"] is None for r in rows),

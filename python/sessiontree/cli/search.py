@@ -140,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from .render import _write_out
 
-        _write_out(orjson.dumps(r.to_dict()).decode() + "\n", flush=True)
+        from ..fleet import path_text
+
+        doc = r.to_dict()
+        for h in doc["hits"]:  # a name that is not UTF-8: \xNN for each such byte, as stats' rows
+            h["path"] = path_text(h["path"])
+        _write_out(orjson.dumps(doc).decode() + "\n", flush=True)
     else:
         _print_text(r)
     return 0

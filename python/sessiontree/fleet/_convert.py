@@ -14,6 +14,7 @@ is detected from its content. Each session is one unit of work on the fleet's en
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -90,6 +91,11 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         return text.replace(through, str(dest.parent)) if through else text
 
     try:
+        st = os.stat(item.path)  # follows symlinks: a dangling one is FileNotFoundError below
+        if not stat.S_ISREG(st.st_mode):  # named as the fleet's rows name it (``not_a_file``)
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else None
+            row.update(error_kind="not_a_file", error=f"{item.path}: {what or 'not a regular file'}")
+            return row
         fmt = convert_detect(item.path) if opts.source_format == "auto" else opts.source_format
         row["source_format"] = fmt
         dirs = _OutDirs(Path(opts.out_root))
@@ -163,7 +169,8 @@ def convert_sessions(
     ``path``, ``output``, ``source_format``, ``files`` (every file written), ``lines``,
     ``written``, ``messages``, ``compactions``, ``problems`` (count), ``problem_kinds``
     (count per kind), ``problem_list`` (the first 20), ``not_carried``, ``error_kind``
-    (``unrecognised``, ``not_found``, ``refused_output``, ``io``, ``error``) and ``error``;
+    (``unrecognised``, ``not_found``, ``not_a_file`` for a directory or FIFO, ``refused_output``,
+    ``io``, ``error``) and ``error``;
     a session that fails is its row, never the job's failure.
 
     Subagent files (``<session>/subagents/*.jsonl``) of a listed session are converted with it,

@@ -20,10 +20,11 @@ impl From<SearchError> for PyErr {
 
 /// One hit as two tuples (PyO3 converts tuples of at most 12). (path, session_id, entry_id, type,
 /// role, tool, ts_ms, line, offset) and (snippet, spans, score, branch_state, fork_point,
-/// summary_id, labels).
+/// summary_id, labels). The path is a str, decoded as `os.fsdecode` decodes (a name that is not
+/// UTF-8 keeps its bytes as surrogates).
 pub type HitTuple = (
     (
-        String,
+        std::ffi::OsString,
         Option<String>,
         Option<String>,
         String,
@@ -47,7 +48,7 @@ pub type HitTuple = (
 fn tuple(h: Hit) -> HitTuple {
     (
         (
-            h.path,
+            h.path.into_os_string(),
             h.session_id,
             h.entry_id,
             h.etype,
@@ -69,7 +70,8 @@ fn tuple(h: Hit) -> HitTuple {
     )
 }
 
-/// Searches the session files `files` (absolute paths; the store named `store_key`) for
+/// Searches the session files `files` (absolute paths; the store named `store_key`, a str or
+/// path encoded as `os.fsencode` encodes it, so names that are not UTF-8 work) for
 /// `query`. The index lives under `cache_dir` (None: in memory, for this call); sessions open
 /// through the saved indexes there (`cache_min`, `cache_max`, `cache_evict_s` as for
 /// `Index.open`). Filters as `crate::search::Filters` (`since`/`until`: ms since the epoch).
@@ -83,7 +85,7 @@ pub fn search_store(
     py: Python<'_>,
     query: &str,
     files: Vec<PathBuf>,
-    store_key: &str,
+    store_key: PathBuf,
     cache_dir: Option<PathBuf>,
     cache_min: u64,
     cache_max: u64,
@@ -129,7 +131,10 @@ pub fn search_store(
         dir: cache_dir,
     };
     let query = query.to_string();
-    let store_key = store_key.to_string();
+    let store_key = {
+        use std::os::unix::ffi::OsStringExt;
+        store_key.into_os_string().into_vec()
+    };
     let out = py.detach(move || {
         crate::search::search(&place, &store_key, &files, &query, &filters, limit, offset)
     })?;

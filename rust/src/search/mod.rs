@@ -87,7 +87,8 @@ pub struct Place {
 /// hits only; `labels` the labels on the entry's path, root first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
-    pub path: String,
+    /// the session file (its name need not be UTF-8)
+    pub path: PathBuf,
     pub session_id: Option<String>,
     pub entry_id: Option<String>,
     pub etype: String,

@@ -3,7 +3,7 @@
 use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
 use super::store_index::{
-    discard, evict_indexes, index_dir, line_hash, touch, Fields, FileRec, StoreIndex,
+    discard, evict_indexes, index_dir, key_path, line_hash, touch, Fields, FileRec, StoreIndex,
 };
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
@@ -23,7 +23,8 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, IndexReader, Score, SegmentOrdinal, SegmentReader, Term};
 
-/// Searches the store of session files `files` (absolute paths) named `store_key` for `q`. The hits
+/// Searches the store of session files `files` (absolute paths, UTF-8 or not) named `store_key`
+/// (the bytes of its name) for `q`. The hits
 /// `offset..offset+limit` in rank order (BM25, then the newer entry, then file order). See the
 /// module docs of `search` for what is checked.
 ///
@@ -31,7 +32,7 @@ use tantivy::{DocAddress, DocId, IndexReader, Score, SegmentOrdinal, SegmentRead
 /// written even after a rebuild.
 pub fn search(
     place: &Place,
-    store_key: &str,
+    store_key: &[u8],
     files: &[PathBuf],
     q: &str,
     filters: &Filters,
@@ -665,7 +666,7 @@ impl Ctx<'_> {
         self.sess
             .entry(key)
             .or_insert_with(|| {
-                let meta = std::fs::metadata(&rec.path).ok()?;
+                let meta = std::fs::metadata(key_path(&rec.path)).ok()?;
                 if (meta.dev(), meta.ino()) != (rec.dev, rec.ino) {
                     return None;
                 }
@@ -684,8 +685,7 @@ impl Ctx<'_> {
                     }
                 }
                 let (st, _) =
-                    Store::open_cached(std::path::Path::new(&rec.path), true, place.saved.as_ref())
-                        .ok()?;
+                    Store::open_cached(&key_path(&rec.path), true, place.saved.as_ref()).ok()?;
                 if st.identity() != Some((rec.dev, rec.ino)) {
                     return None;
                 }
@@ -882,7 +882,7 @@ fn hit(
         (None, None)
     };
     Some(Hit {
-        path: rec.path.clone(),
+        path: key_path(&rec.path),
         session_id: rec.sid.clone(),
         entry_id,
         etype: x.etype,

@@ -69,16 +69,59 @@ pub(crate) fn line_hash(b: &[u8]) -> u64 {
     h.finish()
 }
 
-/// The folder of the index of the store named `store_key` under the cache folder `cache`.
-pub fn index_dir(cache: &Path, store_key: &str) -> PathBuf {
+/// The folder of the index of the store named `store_key` (the bytes of its name, which need
+/// not be UTF-8) under the cache folder `cache`.
+pub fn index_dir(cache: &Path, store_key: &[u8]) -> PathBuf {
     cache
         .join("search")
-        .join(format!("{:016x}", line_hash(store_key.as_bytes())))
+        .join(format!("{:016x}", line_hash(store_key)))
+}
+
+/// The manifest's name of the file `p` ([`FileRec::path`]): its text when it is UTF-8, else a
+/// NUL then its bytes in lowercase hex. A path never holds a NUL byte, so the two forms never
+/// meet; [`key_path`] reverses it.
+pub(crate) fn path_key(p: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    match p.to_str() {
+        Some(s) => s.to_string(),
+        None => {
+            let b = p.as_os_str().as_bytes();
+            let mut out = String::with_capacity(1 + 2 * b.len());
+            out.push('\0');
+            for x in b {
+                out.push_str(&format!("{x:02x}"));
+            }
+            out
+        }
+    }
+}
+
+/// The file named by the manifest's name `k` (see [`path_key`]); a malformed hex form (a
+/// manifest we did not write) names a path that does not exist.
+pub(crate) fn key_path(k: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let Some(hex) = k.strip_prefix('\0') else {
+        return PathBuf::from(k);
+    };
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect();
+    match bytes {
+        Some(b) if hex.len().is_multiple_of(2) && !b.contains(&0) => {
+            PathBuf::from(std::ffi::OsString::from_vec(b))
+        }
+        _ => PathBuf::from("/\0"),
+    }
 }
 
 /// One indexed file (see the module docs).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct FileRec {
+    /// the file's name as [`path_key`] writes it (the file: [`key_path`])
     pub path: String,
     pub key: u64,
     pub dev: u64,
@@ -411,10 +454,11 @@ impl StoreIndex {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for p in files {
-            let Some(ps) = p.to_str() else { continue };
-            if !seen.insert(ps) {
+            let ps = path_key(p);
+            if !seen.insert(ps.clone()) {
                 continue;
             }
+            let ps = ps.as_str();
             let meta = match std::fs::metadata(p) {
                 Ok(m) if m.is_file() => m,
                 _ => {
@@ -447,10 +491,8 @@ impl StoreIndex {
                 out.push((ps.to_string(), Act::Fresh(Some(r.key))));
             }
         }
-        let want: std::collections::HashSet<&str> =
-            files.iter().filter_map(|p| p.to_str()).collect();
         for r in &self.manifest.files {
-            if !want.contains(r.path.as_str()) {
+            if !seen.contains(&r.path) {
                 out.push((r.path.clone(), Act::Evict(r.key)));
             }
         }
@@ -494,7 +536,7 @@ fn index_file(
     mut rec: FileRec,
     from: u64,
 ) -> Result<FileRec, SearchError> {
-    let file = File::open(&rec.path)?;
+    let file = File::open(key_path(&rec.path))?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(bad("not a regular file"));
@@ -651,4 +693,25 @@ pub(crate) fn evict_indexes(cache: &Path, keep: &Path, max_bytes: u64, every_s: 
         }
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{key_path, path_key};
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    #[test]
+    fn a_name_that_is_not_utf8_round_trips_and_never_meets_a_utf8_one() {
+        let odd = Path::new(OsStr::from_bytes(b"/s/caf\xe9.jsonl"));
+        let k = path_key(odd);
+        assert!(k.starts_with('\0'));
+        assert_eq!(key_path(&k), odd);
+        assert_eq!(path_key(Path::new("/s/café.jsonl")), "/s/café.jsonl");
+        assert_eq!(key_path("/s/café.jsonl"), Path::new("/s/café.jsonl"));
+        for bad in ["\0zz", "\0abc", "\000"] {
+            assert!(std::fs::metadata(key_path(bad)).is_err(), "{bad:?}");
+        }
+    }
 }

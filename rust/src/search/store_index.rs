@@ -111,7 +111,7 @@ pub(crate) fn key_path(k: &str) -> PathBuf {
         })
         .collect();
     match bytes {
-        Some(b) if hex.len().is_multiple_of(2) && !b.contains(&0) => {
+        Some(b) if hex.len() % 2 == 0 && !b.contains(&0) => {
             PathBuf::from(std::ffi::OsString::from_vec(b))
         }
         _ => PathBuf::from("/\0"),
@@ -710,7 +710,7 @@ mod tests {
         assert_eq!(key_path(&k), odd);
         assert_eq!(path_key(Path::new("/s/café.jsonl")), "/s/café.jsonl");
         assert_eq!(key_path("/s/café.jsonl"), Path::new("/s/café.jsonl"));
-        for bad in ["\0zz", "\0abc", "\000"] {
+        for bad in ["\0zz", "\0abc", "\x0000"] {
             assert!(std::fs::metadata(key_path(bad)).is_err(), "{bad:?}");
         }
     }

@@ -70,11 +70,10 @@ fn tuple(h: Hit) -> HitTuple {
     )
 }
 
-/// Searches the session files `files` (absolute paths; the store named `store_key`, a str or
-/// path encoded as `os.fsencode` encodes it, so names that are not UTF-8 work) for
-/// `query`. The index lives under `cache_dir` (None: in memory, for this call); sessions open
-/// through the saved indexes there (`cache_min`, `cache_max`, `cache_evict_s` as for
-/// `Index.open`). Filters as `crate::search::Filters` (`since`/`until`: ms since the epoch).
+/// Searches the session files `files` (absolute paths) for `query`. `store_key` names the
+/// store: a str or path, encoded as `os.fsencode` encodes it, so names that are not UTF-8 work.
+/// The index lives under `cache_dir` (None: in memory, for this call); sessions open through
+/// the saved indexes there (`cache_min`, `cache_max`, `cache_evict_s` as for `Index.open`). Filters as `crate::search::Filters` (`since`/`until`: ms since the epoch).
 /// Returns (hits, total, next_offset, took_ms). Raises SearchQueryError for a bad query,
 /// SearchIndexError when the index cannot be written even after a rebuild, OSError for the
 /// cache folder.

@@ -23,8 +23,8 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, IndexReader, Score, SegmentOrdinal, SegmentReader, Term};
 
-/// Searches the store of session files `files` (absolute paths, UTF-8 or not) named `store_key`
-/// (the bytes of its name) for `q`. The hits
+/// Searches the store of session files `files` (absolute paths) named `store_key` for `q`.
+/// The paths and `store_key` (the bytes of the store's name) need not be UTF-8. The hits
 /// `offset..offset+limit` in rank order (BM25, then the newer entry, then file order). See the
 /// module docs of `search` for what is checked.
 ///

@@ -69,16 +69,17 @@ pub(crate) fn line_hash(b: &[u8]) -> u64 {
     h.finish()
 }
 
-/// The folder of the index of the store named `store_key` (the bytes of its name, which need
-/// not be UTF-8) under the cache folder `cache`.
+/// The folder of the index of the store named `store_key` under the cache folder `cache`.
+/// `store_key` is the bytes of the store's name, which need not be UTF-8.
 pub fn index_dir(cache: &Path, store_key: &[u8]) -> PathBuf {
     cache
         .join("search")
         .join(format!("{:016x}", line_hash(store_key)))
 }
 
-/// The manifest's name of the file `p` ([`FileRec::path`]): its text when it is UTF-8, else a
-/// NUL then its bytes in lowercase hex. A path never holds a NUL byte, so the two forms never
+/// The manifest's name of the file `p` ([`FileRec::path`]).
+///
+/// Its text when it is UTF-8, else a NUL then its bytes in lowercase hex. A path never holds a NUL byte, so the two forms never
 /// meet; [`key_path`] reverses it.
 pub(crate) fn path_key(p: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
@@ -96,8 +97,9 @@ pub(crate) fn path_key(p: &Path) -> String {
     }
 }
 
-/// The file named by the manifest's name `k` (see [`path_key`]); a malformed hex form (a
-/// manifest we did not write) names a path that does not exist.
+/// The file named by the manifest's name `k` (see [`path_key`]).
+///
+/// A malformed hex form (a manifest we did not write) names a path that does not exist.
 pub(crate) fn key_path(k: &str) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
     let Some(hex) = k.strip_prefix('\0') else {

@@ -125,19 +125,21 @@ impl Store {
     }
 
     /// Calls `f(k, bytes)` with the line of entry `idx[k]`, for each `k` (in file order) whose
-    /// line already is `JSON.stringify(JSON.parse(line))`'s text
-    /// ([`crate::jstext::is_stringify_text`]).
+    /// line the scan found already `JSON.stringify(JSON.parse(line))`'s text
+    /// ([`crate::index::Rec::stringify_form`]); only those lines are read.
     pub fn with_stringify_lines(
         &self,
         idx: &[usize],
         mut f: impl FnMut(usize, &[u8]),
     ) -> Result<(), ReadError> {
         self.index.check_all(idx.iter().copied())?;
-        self.with_lines(idx, |k, b| {
-            if crate::jstext::is_stringify_text(b) {
-                f(k, b)
-            }
-        })?;
+        let (at, want): (Vec<usize>, Vec<usize>) = idx
+            .iter()
+            .enumerate()
+            .filter(|&(_, &i)| self.index.recs[i].stringify_form())
+            .map(|(k, &i)| (k, i))
+            .unzip();
+        self.with_lines(&want, |k, b| f(at[k], b))?;
         Ok(())
     }
 

@@ -156,6 +156,9 @@ pub struct Skel<'a> {
     pub first_kept_entry_id: Val<'a>,
     pub role: Val<'a>,
     pub invalid_utf8: bool,
+    /// The line's text is already what `JSON.stringify(JSON.parse(line))` writes, as far as
+    /// the parse saw (see [`LineParser::parse`]; the caller also requires `!invalid_utf8`).
+    pub canon: bool,
 }
 
 impl<'a> Skel<'a> {
@@ -173,6 +176,7 @@ impl<'a> Skel<'a> {
             first_kept_entry_id: Val::Missing,
             role: Val::Missing,
             invalid_utf8: false,
+            canon: false,
         }
     }
     pub fn to_owned(&self) -> Skeleton {
@@ -235,7 +239,7 @@ mod strings;
 
 pub use strings::find_special;
 pub use strings::skip_body as skip_string_body;
-use strings::{check_escape, quote16, skip_body};
+use strings::{check_escape, quote16, skip_body, OddEscapes};
 
 // ---------------------------------------------------------------------------- the parser
 
@@ -246,7 +250,40 @@ pub struct LineParser {
     stack: Vec<u8>,
     /// UTF-16 code units of a captured string with escapes
     units: Vec<u16>,
+    /// the key spans of the open objects, and where each open object's start in it
+    keys: Keys,
 }
+
+/// Keys of the open objects of a line, for [`P::note_key`]'s repeated-key check.
+#[derive(Default)]
+struct Keys {
+    /// a 64-bit hash of each key's text ([`key_hash`]), the open objects' side by side
+    hashes: Vec<u64>,
+    /// per open object: where its keys start in `hashes`
+    open: Vec<usize>,
+}
+
+/// A hash of the key `b[s..e]`: its length, its first and last 8 bytes. Two keys of one
+/// object with equal hashes count as repeated (a rare false alarm only costs the copy).
+#[inline(always)]
+fn key_hash(b: &[u8], s: usize, e: usize) -> u64 {
+    let n = e - s;
+    let load = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let (first, last) = if n >= 8 {
+        (load(s), load(e - 8))
+    } else if s + 8 <= b.len() {
+        (load(s) & ((1u64 << (8 * n)) - 1), 0)
+    } else {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[s..e]);
+        (u64::from_le_bytes(w), 0)
+    };
+    (first ^ last.rotate_left(29) ^ (n as u64).rotate_left(53)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// An object with more keys than this leaves its line not marked `canon` (the repeated-key check
+/// stays linear; the caller's exact writer handles such a line).
+const CANON_MAX_KEYS: usize = 32;
 
 /// `LINE`: the input is one whole line, where `\n` is whitespace as in `JSON.parse`. Without
 /// it the input runs on past the line, so `\n` ends the value (and is never whitespace).
@@ -257,6 +294,9 @@ struct P<'a, 's, const LINE: bool> {
     units: &'s mut Vec<u16>,
     /// deepest container nesting seen by [`P::skip_value`] (1 = inside one container)
     deepest: usize,
+    /// no sign yet that the text is not `JSON.stringify`'s (see [`Skel::canon`])
+    canon: bool,
+    keys: &'s mut Keys,
 }
 
 impl<'a, const LINE: bool> P<'a, '_, LINE> {
@@ -275,6 +315,61 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                 break;
             }
             self.i += 1;
+            self.canon = false;
+        }
+    }
+
+    /// Marks the start of a non-empty object (for [`P::note_key`]).
+    #[inline(always)]
+    fn obj_open(&mut self) {
+        if self.canon {
+            self.keys.open.push(self.keys.hashes.len());
+        }
+    }
+
+    /// Marks the end of the object [`P::obj_open`] marked last.
+    #[inline(always)]
+    fn obj_close(&mut self) {
+        if self.canon {
+            let from = self.keys.open.pop().unwrap_or(0);
+            self.keys.hashes.truncate(from);
+        }
+    }
+
+    /// The key `b[s..e]` (its raw text, between the quotes) of the innermost open object: a
+    /// repeated key (`JSON.parse` keeps the last; one whose [`key_hash`] repeats counts), an
+    /// array-index key (JavaScript lists those first) or an object of more than
+    /// [`CANON_MAX_KEYS`] keys clears `canon`. Escapes inside keys were checked to be
+    /// `JSON.stringify`'s own (else `canon` is cleared anyway), so equal texts are equal keys.
+    #[inline(always)]
+    fn note_key(&mut self, s: usize, e: usize) {
+        if self.canon {
+            self.note_key_canon(s, e);
+        }
+    }
+
+    #[inline(always)]
+    fn note_key_canon(&mut self, s: usize, e: usize) {
+        let b = self.b;
+        let from = self.keys.open.last().copied().unwrap_or(0);
+        let h = key_hash(b, s, e);
+        let have = &self.keys.hashes[from..];
+        if have.len() >= CANON_MAX_KEYS
+            || have.contains(&h)
+            || (b.get(s).is_some_and(u8::is_ascii_digit)
+                && crate::jstext::is_array_index(&b[s..e]))
+        {
+            self.canon = false;
+        } else {
+            self.keys.hashes.push(h);
+        }
+    }
+
+    /// Clears `canon` when the number `tok` is not spelled as JavaScript spells it.
+    #[inline(always)]
+    fn note_number(&mut self, tok: &[u8]) {
+        if self.canon && crate::jstext::may_differ(tok) && !crate::jstext::is_js_number_text(tok) {
+            self.canon = false;
         }
     }
     #[inline(always)]
@@ -416,6 +511,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             i = digits(i + 1);
         }
         self.i = i;
+        self.note_number(&b[s..i]);
         Ok(&b[s..i])
     }
 
@@ -442,7 +538,9 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.peek() != Some(b'"') {
             return self.err("expected object key");
         }
+        let s = self.i + 1;
         self.skip_string()?;
+        self.note_key(s, self.i - 1);
         self.colon()
     }
 
@@ -475,6 +573,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                         self.i += 1;
                     } else {
                         self.stack.push(1);
+                        self.obj_open();
                         self.key_colon()?;
                         continue;
                     }
@@ -522,6 +621,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                     Some(b'}') if is_obj => {
                         self.i += 1;
                         self.stack.pop();
+                        self.obj_close();
                     }
                     Some(b']') if !is_obj => {
                         self.i += 1;
@@ -543,14 +643,18 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         let s = self.i + 1;
         if let Some((j, _)) = quote16(b, s) {
             self.i = j + 1;
+            self.note_key(s, j);
             return Ok(Cow::Borrowed(&b[s..j]));
         }
         let j = find_special(b, s);
         if b.get(j) == Some(&b'"') {
             self.i = j + 1;
+            self.note_key(s, j);
             return Ok(Cow::Borrowed(&b[s..j]));
         }
-        Ok(Cow::Owned(self.string_slow(s)?.into_owned().into_bytes()))
+        let k = self.string_slow(s)?.into_owned().into_bytes();
+        self.note_key(s, self.i - 1);
+        Ok(Cow::Owned(k))
     }
 
     /// A value we keep: scalars are decoded, containers skipped and marked `Composite`.
@@ -616,6 +720,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.open_object() {
             return Ok(role);
         }
+        self.obj_open();
         loop {
             self.ws();
             let k = self.key()?;
@@ -626,6 +731,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                 self.skip_value()?;
             }
             if !self.member_end()? {
+                self.obj_close();
                 return Ok(role);
             }
         }
@@ -636,6 +742,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.open_object() {
             return Ok(());
         }
+        self.obj_open();
         self.top_members(sk)
     }
 
@@ -684,19 +791,38 @@ impl LineParser {
         Self::default()
     }
 
-    /// Parses one line as `JSON.parse` would and extracts its skeleton.
-    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
-        let mut p = P::<true> {
-            b: line,
-            i: 0,
+    /// A parser at `i` of `b`, nothing open.
+    fn at<'a, const LINE: bool>(&mut self, b: &'a [u8], i: usize) -> P<'a, '_, LINE> {
+        self.stack.clear();
+        self.keys.hashes.clear();
+        self.keys.open.clear();
+        OddEscapes::clear();
+        P {
+            b,
+            i,
             stack: &mut self.stack,
             units: &mut self.units,
             deepest: 0,
-        };
-        let sk = p.value()?;
+            canon: true,
+            keys: &mut self.keys,
+        }
+    }
+
+    /// Parses one line as `JSON.parse` would and extracts its skeleton.
+    ///
+    /// `canon` tells whether the line already is `JSON.stringify(JSON.parse(line))`'s text
+    /// (its one home; `crate::jstext::is_stringify_text` is its test oracle), leaving out only
+    /// the UTF-8 check (`invalid_utf8`): no whitespace around or between tokens; escapes only as
+    /// `JSON.stringify` writes them (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase
+    /// `\u00xx` for the other control characters); numbers spelled as JavaScript spells them;
+    /// no repeated or array-index key, nor more than 32 keys, in any object.
+    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
+        let mut p = self.at::<true>(line, 0);
+        let mut sk = p.value()?;
         if p.i != line.len() {
             return p.err("trailing characters after JSON value");
         }
+        sk.canon = p.canon && !OddEscapes::seen();
         Ok(sk)
     }
 
@@ -723,14 +849,8 @@ impl LineParser {
         from: usize,
         sk: &mut Skel<'a>,
     ) -> Option<usize> {
-        let mut p = P::<false> {
-            b: buf,
-            i: from,
-            stack: &mut self.stack,
-            units: &mut self.units,
-            deepest: 0,
-        };
-        p.stack.clear();
+        let mut p = self.at::<false>(buf, from);
+        // (the members before `from` are not seen: the line is not marked `canon`)
         if p.member_end().ok()? {
             p.top_members(sk).ok()?;
         }
@@ -769,19 +889,15 @@ impl LineParser {
         if buf.first() != Some(&b'{') {
             return None;
         }
-        let mut p = P::<false> {
-            b: buf,
-            i: 0,
-            stack: &mut self.stack,
-            units: &mut self.units,
-            deepest: 0,
-        };
-        p.stack.clear();
+        let mut p = self.at::<false>(buf, 0);
         p.top_object(sk).ok()?;
+        let (canon, end) = (p.canon, p.i);
         p.ws();
         if p.i < buf.len() && buf[p.i] != b'\n' {
             return None;
         }
+        // the line's text ends before one `\r` ahead of its `\n`
+        sk.canon = canon && !OddEscapes::seen() && (p.i == end || &buf[end..p.i] == b"\r");
         Some(p.i)
     }
 }
@@ -847,14 +963,8 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
 /// refuse what JavaScript refuses (`NaN`, `Infinity`, trailing commas) and to bound the depth
 /// it will recurse to, before building anything.
 pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
-    let (mut stack, mut units) = (Vec::new(), Vec::new());
-    let mut p = P::<true> {
-        b: line,
-        i: 0,
-        stack: &mut stack,
-        units: &mut units,
-        deepest: 0,
-    };
+    let mut parser = LineParser::new();
+    let mut p = parser.at::<true>(line, 0);
     p.skip_value()?;
     p.ws();
     if p.i != line.len() {

@@ -205,7 +205,36 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The parse's `canon` (with valid UTF-8) is `is_stringify_text`, its oracle: on the line
+/// alone, and on the line read by the scan's object path up to `\n` or `\r\n` (whose text
+/// ends before them).
+fn canon_agrees(line: &[u8]) {
+    let want = crate::jstext::is_stringify_text(line);
+    let show = || String::from_utf8_lossy(line).into_owned();
+    let mut parser = LineParser::new();
+    if let Ok(sk) = parser.parse(line) {
+        assert_eq!(sk.canon && !sk.invalid_utf8, want, "{:?}", show());
+    } else {
+        assert!(!want, "{:?}", show());
+    }
+    for end in [&b"\n"[..], b"\r\n", b""] {
+        let mut buf = line.to_vec();
+        buf.extend_from_slice(end);
+        buf.extend_from_slice(b"{\"next\":1}");
+        let mut sk = Skel::new(TopKind::Object);
+        if let Some(k) = parser.parse_object_line_into(&buf, &mut sk) {
+            if k == line.len() + end.len().saturating_sub(1) && !end.is_empty() {
+                // the text the scan records: up to the `\n`, less one `\r` before it
+                let text = buf[..k].strip_suffix(b"\r").unwrap_or(&buf[..k]);
+                let want = crate::jstext::is_stringify_text(text);
+                assert_eq!(sk.canon && !sk.invalid_utf8, want, "{:?} + {end:?}", show());
+            }
+        }
+    }
+}
+
 fn same(line: &[u8]) {
+    canon_agrees(line);
     let got = parse_line(line);
     let want = reference::parse_line(line);
     match (&got, &want) {

@@ -71,7 +71,8 @@ impl Index {
 impl Index {
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
     fn append(&mut self, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
-        Ok(self.st.append_bytes(offset, data)?)
+        let v = self.st.append_bytes(offset, data)?;
+        self.done(v)
     }
 
     /// Appends from now on are written to the file open on `fd`, per `durability`.
@@ -83,18 +84,21 @@ impl Index {
         let mode = crate::append::Durability::parse(durability).ok_or_else(|| {
             PyValueError::new_err(format!("unknown durability mode {durability:?}"))
         })?;
-        Ok(self.st.attach_sink(fd, mode)?)
+        let v = self.st.attach_sink(fd, mode)?;
+        self.done(v)
     }
 
     /// Writes out what is buffered and closes the duplicate descriptor (always, even when the
     /// write fails and the error is raised).
     fn detach_writer(&mut self) -> PyResult<()> {
-        Ok(self.st.detach_sink()?)
+        let v = self.st.detach_sink()?;
+        self.done(v)
     }
 
     /// Writes out what durability "none" buffered.
     fn flush_writes(&mut self) -> PyResult<()> {
-        Ok(self.st.flush_pending()?)
+        let v = self.st.flush_pending()?;
+        self.done(v)
     }
 
     /// Flush, then fsync the file (with the GIL released and the index free for other threads).
@@ -184,6 +188,6 @@ impl Index {
             self.check(i)?;
         }
         self.st.index.set_leaf(i.map(|i| i as u32));
-        Ok(())
+        self.done(())
     }
 }

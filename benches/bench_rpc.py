@@ -302,7 +302,9 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=0, help="many clients on one socket (and get_tree); 0: off")
     ap.add_argument("--seconds", type=float, default=2.0, help="--clients: length of each run")
     ap.add_argument("--rounds", type=int, default=3, help="--clients: interleaved rounds")
-    ap.add_argument("--file", type=Path, nargs="+", help="--clients, --tree: these session files instead of generated ones")
+    ap.add_argument(
+        "--file", type=Path, nargs="+", help="--clients, --tree: these session files instead of generated ones"
+    )
     ap.add_argument("--tree", action="store_true", help="only get_tree against the cold open, at each size (or --file)")
     args = ap.parse_args()
     if args.tree:
@@ -314,7 +316,11 @@ def main() -> None:
         return
     if args.clients:
         mb = max(args.sizes)
-        path = args.file[0] if args.file else (session_file(args.tail) if mb <= args.tail else session_with_tail(mb, args.tail))
+        path = (
+            args.file[0]
+            if args.file
+            else (session_file(args.tail) if mb <= args.tail else session_with_tail(mb, args.tail))
+        )
         since = last_id(path)
         load0 = os.getloadavg()
         rows = clients_run(path, since, args.clients, args.seconds, args.rounds)

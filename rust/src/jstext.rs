@@ -362,7 +362,11 @@ mod number_text_tests {
             assert!(is_js_number_text(t.as_bytes()), "{t}");
             let digits = 1 + next() % 17;
             let int = next() % 4;
-            let mut tok = if next() % 2 == 0 { String::from("-") } else { String::new() };
+            let mut tok = if next() % 2 == 0 {
+                String::from("-")
+            } else {
+                String::new()
+            };
             tok.push_str(&int.to_string());
             tok.push('.');
             for _ in 0..digits {

@@ -262,7 +262,17 @@ mod tests {
             taken.append(o);
             Ok(())
         };
-        write_nested(&[0], &start, &kids, &order, |_| None, text_of, flush, &mut out).unwrap();
+        write_nested(
+            &[0],
+            &start,
+            &kids,
+            &order,
+            |_| None,
+            text_of,
+            flush,
+            &mut out,
+        )
+        .unwrap();
         taken.append(&mut out);
         let out = taken;
         assert!(out.starts_with(b"[{\"entry\":0,\"children\":[{\"entry\":1,"));

@@ -132,3 +132,45 @@ def test_a_label_timestamp_that_is_null_is_sent_and_a_missing_one_left_out(tmp_p
         assert "labelTimestamp" not in by_id["b"] and by_id["c"]["labelTimestamp"] == 5
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("path", FILES[:40], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_streamed_line_is_the_answer_line(path: Path):
+    """What a transport writes for ``get_tree`` (streamed in pieces) is the JSON line of the
+    answer ``handle`` gives, byte for byte as ``encode`` writes it."""
+    try:
+        s = Session.open(path)
+    except Exception:
+        pytest.skip("not a session that opens")
+    server = RpcServer(s)
+    try:
+        want = encode(server.handle({"type": "get_tree", "id": 7}))
+        got = server.handle_line(b'{"type":"get_tree","id":7}', text_ok=True)
+        pieces: list[bytes] = []
+        got.write_to(pieces.append)  # type: ignore[attr-defined]
+        assert b"".join(pieces) == want
+    finally:
+        server.close()
+
+
+def test_a_stream_that_fails_half_way_cuts_the_line_and_closes_the_writer():
+    """A ``StreamedText`` whose data fails after its head was written leaves a cut line (no
+    newline) and a broken writer: nothing more is written, so the client never reads a line
+    mixing two answers."""
+    import io
+
+    from sessiontree.errors import SessionFileChangedError
+    from sessiontree.rpc.protocol import StreamedText
+    from sessiontree.rpc.transports import _LineWriter
+
+    def produce(write):
+        write(b'{"tree":[')
+        raise SessionFileChangedError("changed under the answer")
+
+    out = io.BytesIO()
+    w = _LineWriter(out)
+    w(StreamedText(1, "get_tree", produce))
+    assert w.broken
+    assert not out.getvalue().endswith(b"\n") and b'"data":{"tree":[' in out.getvalue()
+    w({"type": "response", "command": "get_state", "success": True})
+    assert b"get_state" not in out.getvalue()

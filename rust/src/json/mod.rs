@@ -356,8 +356,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         let have = &self.keys.hashes[from..];
         if have.len() >= CANON_MAX_KEYS
             || have.contains(&h)
-            || (b.get(s).is_some_and(u8::is_ascii_digit)
-                && crate::jstext::is_array_index(&b[s..e]))
+            || (b.get(s).is_some_and(u8::is_ascii_digit) && crate::jstext::is_array_index(&b[s..e]))
         {
             self.canon = false;
         } else {

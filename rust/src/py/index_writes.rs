@@ -84,21 +84,18 @@ impl Index {
         let mode = crate::append::Durability::parse(durability).ok_or_else(|| {
             PyValueError::new_err(format!("unknown durability mode {durability:?}"))
         })?;
-        let v = self.st.attach_sink(fd, mode)?;
-        self.done(v)
+        Ok(self.st.attach_sink(fd, mode)?)
     }
 
     /// Writes out what is buffered and closes the duplicate descriptor (always, even when the
     /// write fails and the error is raised).
     fn detach_writer(&mut self) -> PyResult<()> {
-        let v = self.st.detach_sink()?;
-        self.done(v)
+        Ok(self.st.detach_sink()?)
     }
 
     /// Writes out what durability "none" buffered.
     fn flush_writes(&mut self) -> PyResult<()> {
-        let v = self.st.flush_pending()?;
-        self.done(v)
+        Ok(self.st.flush_pending()?)
     }
 
     /// Flush, then fsync the file (with the GIL released and the index free for other threads).

@@ -20,6 +20,10 @@ Chromium's ``~/.config/chromium`` and ``~/.cache/dconf``): ``_suite_home`` point
 folders and ``PI_CODING_AGENT_DIR`` at temporary ones and unsets ``PI_CODING_AGENT_SESSION_DIR``
 for the whole run (``tests/seams/test_suite_hygiene.py``). A test that sets one itself
 (``monkeypatch.setenv``) still does.
+
+Hypothesis runs under the ``suite`` profile: no per-example deadline and no ``too_slow`` health
+check, because the CI machines have 2 noisy cores and the time an example takes is not what a
+property test checks (speed has its own ratio tests in ``tests/perf``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -117,8 +117,9 @@ class StreamedText(Text):
 
     @property
     def parts(self) -> tuple[bytes, bytes, bytes]:
-        """The line in three parts, the data produced into memory (for callers other than the
-        transports)."""
+        """The line in three parts, the data produced into memory.
+
+        For callers other than the transports (which call :meth:`write_to`)."""
         got: list[bytes] = []
         self.produce(got.append)
         return (self.head, b"".join(got), b"}")

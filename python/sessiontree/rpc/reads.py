@@ -125,10 +125,10 @@ class ReadCommands(ServerBase):
         return {"tree": out_roots, "leafId": s.leaf_id}
 
     def _tree_text(self) -> bytes:
-        """``get_tree``'s data as its JSON text, the tree written by the core (:meth:`Session.tree_json`;
-        what the transports send, streamed).
+        """``get_tree``'s data as its JSON text, written by the core (:meth:`Session.tree_json`).
 
-        The same bytes as :meth:`_tree_text_py` (its test oracle)."""
+        What the transports send, streamed; the same bytes as :meth:`_tree_text_py` (its test
+        oracle)."""
         s = self.session
         return s.tree_json(encode, b'{"tree":', b',"leafId":' + encode(s.leaf_id) + b"}")
 

@@ -64,10 +64,11 @@ class _LineWriter:
         self.broken = False
 
     def __call__(self, obj: dict[str, Any]) -> None:
-        """Writes ``obj`` as one line: a :class:`Text` as its parts (a :class:`StreamedText`'s
-        data as it is produced; if producing fails half-way, the line is cut and the writer is
-        broken: the connection closes, the client sees the end of the stream, never a line
-        mixing two answers)."""
+        """Writes ``obj`` as one line.
+
+        A :class:`Text` as its parts, a :class:`StreamedText`'s data as it is produced. If that
+        fails half-way, the line is cut and the writer broken: the connection closes, the client
+        sees the end of the stream, never a line mixing two answers."""
         with self.lock:
             if self.broken:
                 return

@@ -59,7 +59,11 @@ release-tools: $(PY)  ## install the release extra (maturin, ziglang, auditwheel
 # A second full release build: `pip install .` builds for this machine's glibc into target/release,
 # the wheel with zig for glibc 2.17 into target/<triple>/release with zig's compilers and linker, so
 # cargo cannot reuse the first (measured: forcing the same maturin flags on pip's build still
-# rebuilds, maturin hands the two builds different zig wrappers and PYO3_PYTHON).
+# rebuilds, maturin hands the two builds different zig wrappers and PYO3_PYTHON). Checked against
+# maturin 1.16's docs (maturin.rs/config) and its PEP 517 backend: [tool.maturin] has no key for zig
+# or the target, and the backend passes `--compatibility off` unless MATURIN_PEP517_ARGS or pip's
+# -C maturin.build-args say otherwise; `use-base-python` only keeps PYO3_PYTHON stable between
+# venvs. So a plain `pip install .` can never be the zig/manylinux2014 build this target makes.
 wheel: release-tools  ## abi3 manylinux2014 wheels into dist/ (zig as the linker), each checked with auditwheel
 	rm -f dist/*.whl
 	$(PY) -m maturin build --release --zig --compatibility manylinux2014 --out dist

@@ -7,7 +7,11 @@ two versions are compared by running this script once per version, interleaved:
     python benches/facade_split_job.py /path/to/old/python big.jsonl /tmp 3
     python benches/facade_split_job.py python big.jsonl /tmp 3
 
-docs/benchmarks.md ("The main job after the facade split") has a run.
+With a fifth argument ``check`` the job is open, ``AutoCompactor.before_prompt`` (the threshold
+check, then the compaction it triggers, offline), append: the path where the check hands its
+parsed context span to the compaction.
+
+docs/benchmarks.md ("The main job after the facade split") has a run of each.
 """
 
 import os
@@ -16,7 +20,7 @@ import sys
 import time
 
 
-def main(root: str, src: str, work: str, reps: int) -> float:
+def main(root: str, src: str, work: str, reps: int, job: str = "compact") -> float:
     root = os.path.abspath(root)
     sys.path.insert(0, root)
     import sessiontree
@@ -32,9 +36,13 @@ def main(root: str, src: str, work: str, reps: int) -> float:
         shutil.copyfile(src, dst)
         t0 = time.perf_counter()
         s = Session.open(dst, index_cache=False)
-        s.build_context()
-        AutoCompactor(s, context_window=200_000).context_tokens()
-        s.compact(OfflineSummarizer(), settings=CompactionSettings(keep_recent_tokens=2000))
+        if job == "check":
+            auto = AutoCompactor(s, OfflineSummarizer(), CompactionSettings(keep_recent_tokens=20000))
+            assert auto.before_prompt(), "the session is under the threshold: nothing compacted"
+        else:
+            s.build_context()
+            AutoCompactor(s, context_window=200_000).context_tokens()
+            s.compact(OfflineSummarizer(), settings=CompactionSettings(keep_recent_tokens=2000))
         s.append_message({"role": "user", "content": "next", "timestamp": 1})
         s.close()
         best = min(best, time.perf_counter() - t0)
@@ -43,4 +51,4 @@ def main(root: str, src: str, work: str, reps: int) -> float:
 
 
 if __name__ == "__main__":
-    print(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    print(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:6]))

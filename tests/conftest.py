@@ -217,3 +217,12 @@ def _private_index_cache(_suite_index_cache, tmp_path_factory, monkeypatch):
     """Every test gets its own saved-index folder, so none reads or pollutes
     ``~/.cache/sessiontree`` or another test's saved indexes."""
     monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", str(tmp_path_factory.mktemp("index-cache")))
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster (2 CPUs) for the test module that asks for it (``tests/support/ray_local.py``)."""
+    from tests.support.ray_local import local_ray
+
+    with local_ray(2):
+        yield

@@ -38,6 +38,7 @@ from .orchestration import (
     AlreadyCompactedError,
     NothingToCompactError,
     acompact,
+    read_context,
     run_blocking,
 )
 from .provider_context import ProviderContext, repair_for_provider
@@ -141,6 +142,12 @@ class RecoveryResult:
     context: Optional[ProviderContext] = None
 
 
+def _projected_tokens(path: list[Any]) -> Any:
+    """Pi's projected estimate (tokens) of the context span ``path`` (entry dicts, root first)."""
+    ctx = build_session_context(path)
+    return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
+
+
 class AutoCompactor:
     """Pi 1.6's automatic compaction policy for one session.
 
@@ -179,16 +186,18 @@ class AutoCompactor:
 
     def context_tokens(self) -> Any:
         """Pi's projected estimate of the current context, tokens."""
-        path = self.session.context_values()
-        ctx = build_session_context(path)
-        return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
+        return _projected_tokens(self.session.context_values())
 
     def needs_compaction(self) -> bool:
         """Pi ``shouldCompact`` over :meth:`context_tokens`."""
         return should_compact(self.context_tokens(), self.context_window, self.settings)
 
     async def _compact(
-        self, reason: str, will_retry: bool = False, settings: Optional[CompactionSettings] = None
+        self,
+        reason: str,
+        will_retry: bool = False,
+        settings: Optional[CompactionSettings] = None,
+        span: Optional[tuple[Optional[str], list[Any]]] = None,
     ) -> CompactionResult:
         result = await acompact(
             self.session,
@@ -198,15 +207,18 @@ class AutoCompactor:
             context_window=self.summary_context_window,
             max_tokens=self.max_tokens,
             will_retry=will_retry,
+            span=span,
         )
         self.last_result = result
         return result
 
     async def _threshold(self) -> bool:
-        if not self.needs_compaction():
+        # the context the check reads is the one the compaction plans from (parsed once)
+        span = read_context(self.session)
+        if not should_compact(_projected_tokens(span[1]), self.context_window, self.settings):
             return False
         try:
-            await self._compact("threshold")
+            await self._compact("threshold", span=span)
         except CompactionCancelledError:
             return False
         except AlreadyCompactedError as exc:
@@ -219,7 +231,7 @@ class AutoCompactor:
             # Pi's cut rule keeps everything (the keep budget falls inside a run of tool results
             # after the last cut point): fall back to the latest cut point that frees tokens
             # (docs/divergences.md), or say so; never let an over-window request go out silently.
-            keep = latest_cut_keep(self.session.context_values(), self.settings)
+            keep = latest_cut_keep(span[1], self.settings)
             if keep is None:
                 raise CannotCompactError(
                     f"the context ({self.context_tokens()} tokens) is over the threshold "
@@ -227,7 +239,7 @@ class AutoCompactor:
                     "to compact at"
                 ) from exc
             try:
-                await self._compact("threshold", settings=replace(self.settings, keep_recent_tokens=keep))
+                await self._compact("threshold", settings=replace(self.settings, keep_recent_tokens=keep), span=span)
             except NothingToCompactError as again:
                 raise CannotCompactError("over the threshold, and the fallback cut frees nothing") from again
             except CompactionCancelledError:

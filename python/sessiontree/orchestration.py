@@ -100,6 +100,7 @@ __all__ = [
     "CompactionResult",
     "CompactionPlan",
     "plan_compaction",
+    "read_context",
     "check_summary",
     "LeafMovedError",
     "SummaryBudgetError",
@@ -278,11 +279,6 @@ async def _gather_or_cancel(coros: list[Any]) -> list[Any]:
         raise
 
 
-def _projected_tokens(path: list[Any]) -> Any:
-    ctx = build_session_context(path)
-    return estimate_projected_context_tokens(ctx.messages, ctx.sources, path).tokens
-
-
 def _validate_first_kept(session: "Session", path: list[Any], first_kept_id: Any) -> None:
     """A kept region must start on the active path and never at a tool result."""
     if not isinstance(first_kept_id, str) or not first_kept_id:
@@ -397,22 +393,31 @@ class CompactionPlan:
         ]
 
 
+def read_context(session: "Session") -> tuple[Optional[str], list[Any]]:
+    """``(leaf_id, values)``: the leaf, then :meth:`sessiontree.Session.context_values` (parsed).
+
+    Leaf first: a leaf that moves in between makes the pair stale (read again), never wrong."""
+    leaf_id = session.leaf_id
+    return leaf_id, session.context_values()
+
+
 def plan_compaction(
     session: "Session",
     settings: Optional[CompactionSettings] = None,
     custom_instructions: Optional[str] = None,
+    *,
+    span: Optional[tuple[Optional[str], list[Any]]] = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``session``'s active branch (Pi 1.6 ``prepareCompaction`` plus the
     summary requests, file lists and figures); nothing is sent or written. Reads the context
-    span only (:meth:`sessiontree.Session.get_context_entries`).
+    span only, once (``span``: a :func:`read_context` pair, used while its leaf is the leaf).
 
     Raises:
         NothingToCompactError: nothing to summarize (``AlreadyCompactedError`` when the leaf is
             a compaction), with Pi's text.
     """
     settings = settings or DEFAULT_COMPACTION_SETTINGS
-    leaf_id = session.leaf_id
-    path = session.context_values()
+    leaf_id, path = span if span is not None and span[0] == session.leaf_id else read_context(session)
     preparation = prepare_compaction(path, settings)
     if preparation is None:
         if path and isinstance(path[-1], dict) and path[-1].get("type") == "compaction":
@@ -543,9 +548,11 @@ async def acompact(
     max_tokens: Optional[int] = None,
     will_retry: bool = False,
     accept_suspect_summary: bool = False,
+    span: Optional[tuple[Optional[str], list[Any]]] = None,
 ) -> CompactionResult:
     """Compact the active branch of ``session`` (Pi 1.6 ``AgentSession.compact``); see the module
-    docstring for the steps. The plan is :func:`plan_compaction`'s; only the context span is read.
+    docstring for the steps. The plan is :func:`plan_compaction`'s; only the context span is read,
+    parsed once before the summary (or ``span``'s) and once after the append.
 
     Args:
         summarizer: a :class:`sessiontree.summarizers.base.Summarizer`; default the offline one.
@@ -558,6 +565,7 @@ async def acompact(
         will_retry: tell hooks that an overflowed call is retried afterwards.
         accept_suspect_summary: keep a summary that was cut off at the budget or is far larger
             than asked (refused by default, see :func:`check_summary`).
+        span: a :func:`read_context` pair the caller holds (a threshold check's; :func:`plan_compaction`).
 
     Concurrency: compactions of one session run one at a time; a second one waits, then plans
     again, so it raises :class:`AlreadyCompactedError` when the first one just compacted.
@@ -574,7 +582,7 @@ async def acompact(
         SummarizerError: a summary call failed (nothing appended).
         LeafMovedError: the leaf moved while the summary was written (nothing appended).
     """
-    plan = plan_compaction(session, settings, custom_instructions)
+    plan = plan_compaction(session, settings, custom_instructions, span=span)
     preparation = plan.preparation
     path = plan.path
 

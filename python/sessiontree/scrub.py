@@ -18,9 +18,10 @@ Outputs are written by :func:`sessiontree.writer.atomic_write` (a temp file, fsy
 never a partial file. A report never holds a value: kind, where, offsets, hash.
 
 Data safety (``docs/scrub.md``): a rewrite in place copies, scrubbed, whatever another writer
-that takes no lock (Pi) appended while it ran, before and after its rename; a file with other
-hard links is not rewritten in place; the session, the output and the report are three
-different files (:func:`check_distinct_files`).
+that takes no lock (Pi) appended while it ran, before and after its rename, and waits for every
+other process that holds the file (or, after the rename, the old file) open for writing to
+close it (:func:`_open_writers`); a file with other hard links is not rewritten in place; the
+session, the output and the report are three different files (:func:`check_distinct_files`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .entries import SCRUB_KINDS, ScrubFinding, new_scrubber
 from .errors import SessionArgumentError, SessionFileChangedError
-from .writer import AtomicWriter, SessionWriter, atomic_write, check_target
+from .writer import AtomicWriter, SessionWriter, atomic_write, check_target, remove_stale_temp_files
 
 __all__ = [
     "KINDS",
@@ -59,6 +60,16 @@ TAIL_ROUNDS = 200
 #: Seconds a rewrite in place waits after its rename before it looks at the old file a last
 #: time (an append that opened it before the rename and was descheduled before its write).
 LATE_APPEND_WAIT = 0.05
+#: Seconds a rewrite in place waits, before its rename, for another process to close the file it
+#: holds open for writing; then the rewrite is refused (nothing is changed).
+WRITER_WAIT = 2.0
+#: Seconds a rewrite in place waits, after its rename, for another process that opened the old
+#: file for writing before the rename to close it (its late bytes are then copied); then it
+#: raises :class:`~sessiontree.errors.SessionFileChangedError` naming the process.
+LATE_WRITER_WAIT = 30.0
+#: Seconds since its last change after which a rewrite in place removes a temp copy of the file
+#: that a killed rewrite left.
+STALE_TEMP_AGE = 60.0
 
 
 @dataclass
@@ -374,6 +385,8 @@ def _reinsert(target: Path, state: dict[str, Any], data: bytes, depth: int) -> N
         moved: list[os.stat_result] = []
 
         def settle(out: Any) -> None:
+            if _wait_writers((st.st_dev, st.st_ino), WRITER_WAIT):
+                raise _KeepsGrowing  # held open by another writer: left as it is
             for _ in range(TAIL_ROUNDS):
                 more = fh.read()
                 if more:
@@ -414,11 +427,80 @@ def _reinsert(target: Path, state: dict[str, Any], data: bytes, depth: int) -> N
             return
         state["at"] = at + len(data)
         time.sleep(LATE_APPEND_WAIT)
+        _wait_writers((st.st_dev, st.st_ino), LATE_WRITER_WAIT)
         late()
 
 
 class _KeepsGrowing(SessionFileChangedError):
     """A reinsertion's copy kept growing: the file is left as it is (caught in :func:`_reinsert`)."""
+
+
+def _writes(pid: int, fd: str) -> bool:
+    """Whether descriptor ``fd`` of process ``pid`` is open for writing (``/proc/PID/fdinfo``);
+    True when that cannot be read (assume the worst)."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"flags:"):
+                    return int(line.split()[1], 8) & 3 != os.O_RDONLY
+    except FileNotFoundError:
+        return False  # closed meanwhile
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
+
+
+def _same_file(path: str, ident: tuple[int, int]) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == ident
+
+
+def _open_writers(ident: tuple[int, int]) -> list[tuple[int, int]] | None:
+    """``(pid, fd)`` of each descriptor another process holds open for writing on the file
+    ``ident`` (device, inode), as ``/proc`` shows them (the processes this user may inspect: its
+    own); None where there is no ``/proc`` (not Linux). This process is left out: its own
+    writers take the writer lock."""
+    me = os.getpid()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return None
+    found: list[tuple[int, int]] = []
+    for pid in pids:
+        if pid == me:
+            continue
+        base = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(base)
+        except OSError:
+            continue  # gone, or another user's
+        for fd in fds:
+            if _same_file(f"{base}/{fd}", ident) and _writes(pid, fd):
+                found.append((pid, int(fd)))
+    return found
+
+
+def _wait_writers(ident: tuple[int, int], wait: float) -> list[tuple[int, int]]:
+    """Wait up to ``wait`` seconds until no other process holds the file ``ident`` open for
+    writing (:func:`_open_writers`, looked at again once those it found are closed). Returns the
+    writers still there at the end ([] when none; [] too where there is no ``/proc``)."""
+    deadline = time.monotonic() + wait
+    while True:
+        held = _open_writers(ident)
+        if not held:
+            return []
+        while held and time.monotonic() < deadline:
+            time.sleep(0.002)
+            held = [(p, f) for p, f in held if _same_file(f"/proc/{p}/fd/{f}", ident)]
+        if held:
+            return held
+
+
+def _held_by(held: list[tuple[int, int]]) -> str:
+    return ", ".join(sorted({f"process {p}" for p, _ in held}))
 
 
 def rewrite_open_file(
@@ -440,13 +522,20 @@ def rewrite_open_file(
     (after an fsync of the copy), right before the copy is renamed over ``target``. Bytes
     appended to the old file after that check (an append already under way at the rename) are
     copied to the new file right after the rename, and once more :data:`LATE_APPEND_WAIT`
-    seconds later. Memory stays bounded by the longest line.
+    seconds later. Another process that holds the file open for writing (an append stalled
+    between its open and its write) is waited for before the rename (:data:`WRITER_WAIT`), and
+    one that opened the old file before the rename is waited for after it
+    (:data:`LATE_WRITER_WAIT`), its bytes then copied (:func:`_open_writers`: what ``/proc``
+    shows). Memory stays bounded by the longest line.
 
     Raises:
         SessionArgumentError: not a regular file; the file has other hard links (a rewrite
             would leave the secrets readable under the other names).
         SessionFileChangedError: the file kept growing for :data:`TAIL_ROUNDS` checks, shrank,
-            or was replaced meanwhile (nothing is changed).
+            was replaced meanwhile, or another process held it open for writing through
+            :data:`WRITER_WAIT` (nothing is changed); or, after the rename, another process
+            still held the old file open for writing after :data:`LATE_WRITER_WAIT` (the file is
+            rewritten; what that process writes to the old file from then on is not in it).
         OutputPathError, OSError: as :func:`sessiontree.session.atomic_write`.
     """
     if not stat.S_ISREG(st.st_mode):
@@ -457,9 +546,22 @@ def rewrite_open_file(
             "the secrets readable under the other names (scrub into a new file with -o; nothing was changed)"
         )
     sc = _scrubber(header, replay, record)
+    # the temp copies a rewrite killed mid-way left (we hold the lock; a copy written in the last
+    # minute is left alone: a rewrite that lost the lock to a rename may still be writing it)
+    remove_stale_temp_files(target, time.time() - STALE_TEMP_AGE)
     written: list[os.stat_result] = []
 
+    ident = (st.st_dev, st.st_ino)
+
     def settle(out: Any) -> None:
+        # another process holding the file open for writing would write into the old file after
+        # the rename, where no name reaches it: wait until it closes it, or refuse
+        held = _wait_writers(ident, WRITER_WAIT)
+        if held:
+            raise SessionFileChangedError(
+                f"{target} is held open for writing by {_held_by(held)} (waited {WRITER_WAIT:g} s): what it "
+                "writes after a rewrite would be lost; nothing was changed, try again when it is closed"
+            )
         # the copy is fsynced: copy what was appended meanwhile until the size holds still
         rounds = 0
         while True:
@@ -501,9 +603,16 @@ def rewrite_open_file(
 
     with AtomicWriter(target, like=st, settle=settle, renamed=renamed) as out:
         _feed(fh, sc, out, progress)
-    # an append that opened the old file before the rename may land a little later
+    # an append that opened the old file before the rename may land a little later: wait until
+    # every process that holds the old file open for writing has closed it, then copy what it wrote
     time.sleep(LATE_APPEND_WAIT)
+    held = _wait_writers(ident, LATE_WRITER_WAIT)
     _carry_late(fh, target, state, sc)
+    if held:
+        raise SessionFileChangedError(
+            f"{target} was rewritten, but {_held_by(held)} still holds the old file open for writing after "
+            f"{LATE_WRITER_WAIT:g} s: what it writes there from now on is not in the file"
+        )
     return _fill(ScrubReport(str(target), str(target), True, replay, bool(header)), sc)
 
 

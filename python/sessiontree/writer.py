@@ -61,8 +61,12 @@ def check_lock_timeout(value: object) -> float | None:
 
 
 class SessionWriter:
-    """The writer lock of one session file (see the module docs): the descriptor the lock is
-    held on. The session's Rust core writes through a duplicate of :attr:`fd`.
+    """The writer lock of one session file (see the module docs) and the descriptor to append
+    with. The lock is taken (and waited for) on a descriptor open for reading only, and
+    :attr:`fd` (``O_WRONLY | O_APPEND``) is opened once the lock is held: a process waiting for
+    the lock holds nothing open for writing, so a rewrite in place
+    (:func:`sessiontree.scrub.rewrite_open_file`) never takes it for a writer that takes no lock.
+    The session's Rust core writes through a duplicate of :attr:`fd`.
 
     Args:
         path: the session file (must exist).
@@ -73,6 +77,7 @@ class SessionWriter:
         self.path = Path(path)
         self.lock_timeout = check_lock_timeout(lock_timeout)
         self._fd: int | None = None
+        self._lock_fd: int | None = None
 
     @property
     def locked(self) -> bool:
@@ -80,7 +85,8 @@ class SessionWriter:
 
     @property
     def fd(self) -> int:
-        """The descriptor (``O_WRONLY | O_APPEND``) the lock is held on.
+        """The descriptor to append with (``O_WRONLY | O_APPEND``), opened once the lock is
+        held (the lock is on another descriptor of the same file).
 
         Raises:
             RuntimeError: the lock is not held.
@@ -94,17 +100,43 @@ class SessionWriter:
 
         Raises:
             SessionLockedError: another writer holds the lock (after ``lock_timeout``).
-            OSError: the file cannot be opened for writing.
+            SessionArgumentError: the path is not a regular file (a FIFO, a device: opened
+                without blocking, so a FIFO with no reader does not hang the call).
+            SessionFileChangedError: the path was replaced each time the lock was taken (100
+                times); once replaced, the lock of the file it names now is waited for.
+            OSError: the file cannot be opened for reading or writing.
         """
         if self._fd is not None:
             return False
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
+        for _ in range(100):
+            fd = self._open(os.O_RDONLY)
+            self._flock(fd, deadline)
+            try:
+                wfd = self._open(os.O_WRONLY | os.O_APPEND)
+            except BaseException:
+                os.close(fd)
+                raise
+            a, b = os.fstat(fd), os.fstat(wfd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                break
+            # the file was replaced (a rewrite in place) while we waited: the lock we hold is on
+            # the old file; wait for the lock of the one the path names now
+            os.close(wfd)
+            os.close(fd)
+        else:
+            raise SessionFileChangedError(f"{self.path} kept being replaced while its writer lock was taken")
+        self._lock_fd, self._fd = fd, wfd
+        return True
+
+    def _flock(self, fd: int, deadline: float | None) -> None:
+        """Take the lock on ``fd``, waiting until ``deadline`` (None: not at all); closes ``fd``
+        on failure."""
         delay = 0.005
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return
             except BlockingIOError:
                 if deadline is None or time.monotonic() >= deadline:
                     os.close(fd)
@@ -117,16 +149,35 @@ class SessionWriter:
             except BaseException:
                 os.close(fd)
                 raise
-        self._fd = fd
-        return True
+
+    def _open(self, flags: int) -> int:
+        """The path opened with ``flags``, without blocking (a FIFO with no reader or writer must
+        not hang the call), and only when it is a regular file."""
+        try:
+            fd = os.open(self.path, flags | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # a FIFO with no reader
+                raise SessionArgumentError(f"{self.path}: not a regular file (nothing was written)") from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SessionArgumentError(f"{self.path}: not a regular file (nothing was written)")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def close(self) -> None:
-        """Release the lock and close the file (the core's duplicate must be closed first,
-        or the lock lives on with it)."""
+        """Close the file and release the lock (the core's duplicate of :attr:`fd` must be
+        closed first: the lock no longer covers its writes)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        os.close(fd)  # closing the last descriptor of the open file releases the flock
+        lock_fd, self._lock_fd = self._lock_fd, None
+        os.close(fd)
+        if lock_fd is not None:
+            os.close(lock_fd)  # closing the last descriptor of the open file releases the flock
 
 
 # ==== whole files: atomic writes, temp cleanup, rewrites, copies ====

@@ -60,8 +60,8 @@ impl IdRng {
         }
         id
     }
-    /// Draws the next candidate now and prefetches the key-table slot its check will read
-    /// (called after an append, while the caller does other work).
+    /// Draws the next candidate now and prefetches the key-table slot its check will read. Called
+    /// after an append, while the caller does other work.
     pub fn prepare(&mut self, index: &Index) {
         let c = self.candidate();
         index.prefetch_str(&c);
@@ -82,8 +82,8 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// JavaScript `new Date(ms).toISOString()` for years 0..=9999, as its 24 ASCII bytes
-/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`).
+/// JavaScript `new Date(ms).toISOString()` for years 0..=9999, as its 24 ASCII bytes. The shape is
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn write_iso(ms: i64) -> [u8; 24] {
     let days = ms.div_euclid(86_400_000);
     let rem = ms.rem_euclid(86_400_000);
@@ -195,11 +195,11 @@ pub struct Built {
     pub rest: usize,
 }
 
-/// Appends `{"type":T,"id":ID,"parentId":LEAF,"timestamp":NOW,<body>}\n` to `out` and returns
-/// the new id and where its parts are. On error nothing is appended. The JSON of the body is
-/// not checked here (the caller parses the rest of the line). With `js`, the body (orjson's
-/// text) is written as `JSON.stringify` writes it ([`crate::jstext`]: JavaScript's number
-/// spelling; `KeyOrder` for an array-index key); without, it is copied as it is (it is
+/// Appends one entry line to `out`; returns the new id and where its parts are. The line is
+/// `{"type":T,"id":ID,"parentId":LEAF,"timestamp":NOW,<body>}\n`. On error nothing is appended. The
+/// JSON of the body is not checked here (the caller parses the rest of the line). With `js`, the
+/// body (orjson's text) is written as `JSON.stringify` writes it ([`crate::jstext`]: JavaScript's
+/// number spelling; `KeyOrder` for an array-index key); without, it is copied as it is (it is
 /// `JSON.stringify`'s text already).
 pub fn build_line_into(
     out: &mut Vec<u8>,
@@ -402,8 +402,8 @@ impl Sink {
         }
     }
 
-    /// (whether the file we write to has no name left — removed, or another file renamed over
-    /// it —, its length in bytes): one `fstat`, no path lookup.
+    /// Whether the file we write to has no name left, and its length in bytes. No name left:
+    /// removed, or another file renamed over it. One `fstat`, no path lookup.
     pub fn state(&self) -> std::io::Result<(bool, u64)> {
         use std::os::fd::AsRawFd;
         // SAFETY: fstat on our own descriptor into a zeroed buffer.

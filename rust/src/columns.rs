@@ -175,9 +175,9 @@ pub struct SessionColumns {
     pub entries: Option<EntryTable>,
 }
 
-/// The row facts of session `st` with the context leaf `leaf`, and with `entry_columns` its
-/// per-entry table of those columns (names of [`ENTRY_COLUMNS`], in the order given).
-/// `labels`: (entry id, label) pairs for the `label` column. The line scans run on every core.
+/// The row facts of session `st` with the context leaf `leaf`. With `entry_columns`, also its
+/// per-entry table of those columns (names of [`ENTRY_COLUMNS`], in the order given). `labels`:
+/// (entry id, label) pairs for the `label` column. The line scans run on every core.
 pub fn session_columns(
     st: &Store,
     leaf: Option<usize>,

@@ -1,5 +1,5 @@
-//! Pi's cut-point search (compaction.ts `findCutPoint`, as Pi 1.6 runs it over the context
-//! projection), walking back from the newest entry and parsing only the entries it needs.
+//! Pi's cut-point search (compaction.ts `findCutPoint`), over the context projection as Pi 1.6 runs
+//! it. It walks back from the newest entry and parses only the entries it needs.
 //!
 //! Per entry, what matters is the context message it contributes (if any), its token estimate,
 //! and whether it may start the kept region (user, assistant, bashExecution, custom,

@@ -17,8 +17,8 @@
 
 use crate::index::{ROLE_NAMES, TYPE_NAMES, T_NONE};
 
-/// The context message an entry of a type contributes (Pi `sessionEntryToContextMessages`,
-/// `sessiontree.context.entry_to_context_messages`).
+/// The context message an entry of a type contributes (Pi `sessionEntryToContextMessages`). The
+/// Python home is `sessiontree.context.entry_to_context_messages`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Context {
     /// `message`: the stored message (its role says the rest: [`RoleRow`])

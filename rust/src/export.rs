@@ -46,8 +46,8 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// `data` as one gzip member (level [`GZIP_LEVEL`]), then base64 (standard alphabet, padded:
-/// what `atob` reads), safe inside any HTML element.
+/// `data` as one gzip member (level [`GZIP_LEVEL`]), then base64, safe inside any HTML element.
+/// Base64 of the standard alphabet, padded: what `atob` reads.
 pub fn gz_b64(data: &[u8]) -> Vec<u8> {
     let gz = COMPRESSOR.with(|c| {
         let mut c = c.borrow_mut();
@@ -121,9 +121,9 @@ pub fn cut_at_line_starts(
     out
 }
 
-/// The pieces of a store's known bytes, cut at its entries' line starts (no read: the index
-/// knows where every entry's line starts). Lines that are not entries (blank, damaged) stay
-/// inside a piece.
+/// The pieces of a store's known bytes, cut at its entries' line starts. No read: the index knows
+/// where every entry's line starts. Lines that are not entries (blank, damaged) stay inside a
+/// piece.
 pub fn segment_bounds(st: &Store, seg_bytes: u64) -> Vec<(u64, u64)> {
     cut_at_line_starts(
         st.index.recs.iter().map(|r| r.offset()),
@@ -132,16 +132,16 @@ pub fn segment_bounds(st: &Store, seg_bytes: u64) -> Vec<(u64, u64)> {
     )
 }
 
-/// The pieces of bytes held in memory, cut after the last `\n` within each `seg_bytes` (a
-/// longer line makes its piece run to the first `\n` after it).
+/// The pieces of bytes held in memory, cut after the last `\n` within each `seg_bytes`. A longer
+/// line makes its piece run to the first `\n` after it.
 pub fn bytes_bounds(data: &[u8], seg_bytes: u64) -> Vec<(u64, u64)> {
     let starts = memchr::memchr_iter(b'\n', data).map(|i| i as u64 + 1);
     cut_at_line_starts(starts, data.len() as u64, seg_bytes)
 }
 
-/// Runs `work(k)` for `k` in `0..jobs` on `threads` threads and hands each result to `sink` in
-/// order of `k`, with at most [`WINDOW`] results waiting or in work ahead of the next one
-/// `sink` takes. The first error (of a job or of `sink`) stops the rest and is returned.
+/// Runs `work(k)` for `k` in `0..jobs` on `threads` threads, handing each result to `sink` in
+/// order. At most [`WINDOW`] results wait or are in work ahead of the next one `sink` takes. The
+/// first error (of a job or of `sink`) stops the rest and is returned.
 pub fn in_order<E: Send>(
     jobs: usize,
     threads: usize,
@@ -212,10 +212,10 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Writes the pieces `bounds[order[i]]` of `src` to `out` in that order, each as
-/// `heads[order[i]]`, its gzip+base64, then `tail`. Reading and compressing run on every core
-/// while earlier pieces are written; a piece that cannot be read whole (the file shrank) stops
-/// the export with that error.
+/// Writes the pieces `bounds[order[i]]` of `src` to `out` in that order. Each is written as
+/// `heads[order[i]]`, its gzip+base64, then `tail`. Reading and compressing run on every core while
+/// earlier pieces are written; a piece that cannot be read whole (the file shrank) stops the export
+/// with that error.
 pub fn write_segments(
     src: &DetachedReader,
     bounds: &[(u64, u64)],
@@ -317,8 +317,8 @@ pub fn write_index(
     write_index_chunks(st, batch, preview_chars, id_of, head, tail, out)
 }
 
-/// `Ok` when `heads` has one head per piece of `bounds` and `order` names only pieces that
-/// exist (what [`write_segments`] needs), else [`ExportError::Pieces`].
+/// Checks the pieces' plan: `Ok`, or [`ExportError::Pieces`]. `Ok` when `heads` has one head per
+/// piece of `bounds` and `order` names only pieces that exist (what [`write_segments`] needs).
 pub fn check_pieces(
     bounds: &[(u64, u64)],
     order: &[usize],

@@ -1,5 +1,5 @@
-//! JavaScript `new Date(x).getTime()` for the values a session entry's `timestamp` can hold,
-//! as Pi uses it to order siblings (Pi session-manager.ts getTree sorts children by it).
+//! JavaScript `new Date(x).getTime()` for the values a session entry's `timestamp` can hold. Pi
+//! uses it to order siblings (Pi session-manager.ts getTree sorts children by it).
 //!
 //! Strings follow the ECMAScript date-time string format (`YYYY`, `YYYY-MM`, `YYYY-MM-DD`,
 //! `±YYYYYY`, optional `THH:mm`, `:ss`, `.fraction`, `Z` or `±HH:mm`). Date-only forms are

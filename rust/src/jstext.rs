@@ -199,14 +199,14 @@ pub fn push_js_text(out: &mut Vec<u8>, input: &[u8]) -> bool {
 
 // ==== text already in JSON.stringify's form (RPC get_tree copies such lines verbatim) ====
 
-/// Whether `line` is exactly what `JSON.stringify(JSON.parse(line))` writes, so a caller may copy
+/// Whether `line` is exactly what `JSON.stringify(JSON.parse(line))` writes. A caller may then copy
 /// it instead of parsing and writing it again. Conservative: true only for one valid JSON value
-/// (`crate::json::check_value`) that is valid UTF-8, has no whitespace between tokens, escapes
-/// in strings only as `JSON.stringify` does (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase
-/// `\u00xx` for the other control characters; a lone surrogate escape is refused), numbers
-/// spelled as JavaScript spells them, and objects without repeated or array-index keys (JSON.parse
-/// keeps the last of repeated keys; JavaScript enumerates array-index keys first). Anything else
-/// is false (the caller's exact writer handles it). One linear pass, no recursion.
+/// (`crate::json::check_value`) that is valid UTF-8, has no whitespace between tokens, escapes in
+/// strings only as `JSON.stringify` does (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase
+/// `\u00xx` for the other control characters; a lone surrogate escape is refused), numbers spelled
+/// as JavaScript spells them, and objects without repeated or array-index keys (JSON.parse keeps
+/// the last of repeated keys; JavaScript enumerates array-index keys first). Anything else is false
+/// (the caller's exact writer handles it). One linear pass, no recursion.
 pub fn is_stringify_text(line: &[u8]) -> bool {
     if std::str::from_utf8(line).is_err() || crate::json::check_value(line).is_err() {
         return false;

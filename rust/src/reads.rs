@@ -105,7 +105,7 @@ impl Store {
         Ok(f(cols))
     }
 
-    /// The type names of entries `idx` (None: not a string), names past the full names table
+    /// The type names of entries `idx` (None: not a string). Names past the full names table are
     /// read back from the lines.
     pub fn type_names(&self, idx: &[usize]) -> Result<Vec<Option<Cow<'_, str>>>, ReadError> {
         let ix = &self.index;
@@ -124,8 +124,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Calls `f(k, bytes)` with the line of entry `idx[k]`, for each `k` (in file order) whose
-    /// line the scan found already `JSON.stringify(JSON.parse(line))`'s text
+    /// Calls `f(k, bytes)` with the line of each entry `idx[k]` the scan found stringify text.
+    /// Each `k` in file order whose line already is `JSON.stringify(JSON.parse(line))`'s text
     /// ([`crate::index::Rec::stringify_form`]); only those lines are read.
     pub fn with_stringify_lines(
         &self,
@@ -143,7 +143,7 @@ impl Store {
         Ok(())
     }
 
-    /// The lines of entries `idx` side by side in `raw` (cleared first), `span[k]` the range of
+    /// The lines of entries `idx` side by side in `raw` (cleared first). `span[k]` is the range of
     /// entry `idx[k]`'s line in it.
     pub fn lines_into(
         &self,

@@ -40,8 +40,8 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    /// A parsed value (None: missing) as a [`Scalar`] (an integer that fits 64 bits stays an
-    /// integer, as this scanner reads it; larger ones are floats, as `serde_json` parsed them).
+    /// A parsed value (None: missing) as a [`Scalar`]. An integer that fits 64 bits stays an
+    /// integer, as this scanner reads it; larger ones are floats, as `serde_json` parsed them.
     pub fn of_value(v: Option<&serde_json::Value>) -> Scalar {
         use serde_json::Value;
         match v {
@@ -572,13 +572,13 @@ pub type EntryUsage = [Option<f64>; 5];
 /// The columns and sums of a whole session.
 #[derive(Debug, Clone, Default)]
 pub struct Rows {
-    /// per entry: the usage sums of that entry alone (None: not an entry that may carry one;
-    /// zeros for one that carries none)
+    /// per entry: the usage sums of that entry alone. None: not an entry that may carry one; zeros
+    /// for one that carries none
     pub usage: Vec<Option<EntryUsage>>,
     /// entries the exact (Python) rules must decide (file order)
     pub undecided: Vec<u32>,
-    /// `usage.py` totals over every entry, summaries included / summaries only (None when an
-    /// entry is undecided or an integer sum overflowed)
+    /// `usage.py` totals over every entry: summaries included / summaries only. None when an entry
+    /// is undecided or an integer sum overflowed
     pub totals: Option<[Option<f64>; 6]>,
     pub summary_totals: Option<[Option<f64>; 6]>,
     /// `toolCall` blocks of assistant messages
@@ -608,9 +608,9 @@ fn candidates(st: &Store) -> Vec<usize> {
         .collect()
 }
 
-/// What one usage candidate's line adds to the stats row: its usage numbers (input, output,
-/// cacheRead, cacheWrite, cost; None: it carries no usage) and its `toolCall` blocks. None:
-/// undecided (the Python rules decide).
+/// What one usage candidate's line adds to the stats row: its usage numbers and its `toolCall`
+/// blocks. The numbers: input, output, cacheRead, cacheWrite, cost (None: it carries no usage).
+/// None: undecided (the Python rules decide).
 pub type LineRow = Option<(Option<[Option<Num>; 5]>, u32)>;
 
 /// [`LineRow`] of the line of a candidate entry of type code `etype` whose role is named `role`.
@@ -631,17 +631,17 @@ pub fn line_row(etype: u16, role: &str, line: &[u8]) -> LineRow {
     Some((nums, calls))
 }
 
-/// The stats row's usage sums, kept by the index as it ingests lines (the scan computes each
-/// candidate's [`LineRow`] in its parallel phase, from the bytes it has just parsed, and the
-/// index adds them in file order): the session's [`Rows`] without a second read of its lines.
+/// The stats row's usage sums, kept by the index as it ingests lines. The scan computes each
+/// candidate's [`LineRow`] in its parallel phase, from the bytes it has just parsed, and the index
+/// adds them in file order: the session's [`Rows`] without a second read of its lines.
 #[derive(Debug, Clone)]
 pub struct RowSums {
     all: Option<Sums>,
     summary: Option<Sums>,
     tool_calls: u64,
     undecided: Vec<u32>,
-    /// false when a candidate came without its line's row (an appended line, a code the
-    /// parallel phase did not foresee): then [`session_rows`] reads the lines again
+    /// false when a candidate came without its line's row; then [`session_rows`] reads the lines
+    /// again. An appended line, or a code the parallel phase did not foresee
     pub complete: bool,
 }
 
@@ -794,8 +794,8 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     Ok(rows)
 }
 
-/// Pi's token estimate of every entry's context messages (`cut::entry_info`, what
-/// `Session.entry_metrics` reads), on every core; None where Python decides.
+/// Pi's token estimate of every entry's context messages, on every core; None where Python decides.
+/// As `cut::entry_info` makes it, what `Session.entry_metrics` reads.
 pub fn entry_tokens(st: &Store) -> Vec<Option<u64>> {
     (0..st.index.recs.len() as u32)
         .into_par_iter()

@@ -70,8 +70,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
-/// Bumped whenever the layout or the meaning of any field changes (also covers the
-/// fingerprint and checksum hash, foldhash 0.2's fixed state).
+/// Bumped whenever the layout or the meaning of any field changes. This also covers the fingerprint
+/// and checksum hash, foldhash 0.2's fixed state.
 pub const FORMAT_VERSION: u32 = 6;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
@@ -85,11 +85,11 @@ const SEED: u64 = 0x5e55_1017_7ee5_0001;
 /// A file claiming more is not read (a real index is well under half the file).
 const MAX_RATIO: u64 = 32;
 pub const SUFFIX: &str = ".stidx";
-/// A warm open saves again when at least this much (and a quarter of what was covered) was
-/// appended since the save.
+/// A warm open saves again when at least this much was appended since the save. And at least a
+/// quarter of what was covered.
 pub const RESAVE_MIN: u64 = 8 << 20;
-/// A warm open scans the bytes appended after the saved index on the calling thread below this
-/// many (the pool's threads cost more to start in a new process than a few MiB cost to scan).
+/// Below this many appended bytes, a warm open scans them on the calling thread. The pool's threads
+/// cost more to start in a new process than a few MiB cost to scan.
 pub const PARALLEL_REST: u64 = 8 << 20;
 
 /// Where saved indexes go, from what file size on, and how much they may total.
@@ -98,12 +98,12 @@ pub struct CacheCfg {
     pub dir: PathBuf,
     /// files smaller than this are not saved (a scan of them is about as fast as a load)
     pub min_bytes: u64,
-    /// the saved indexes in `dir` total at most this many bytes after a save (least recently
-    /// used evicted first; the one just saved is kept even when alone it is larger)
+    /// the saved indexes in `dir` total at most this many bytes after a save. Least recently used
+    /// evicted first; the one just saved is kept even when alone it is larger
     pub max_bytes: u64,
-    /// a process evicts at most once per this many seconds (its first save always does): each
-    /// eviction reads every saved index's header, so a bulk job saving thousands of indexes
-    /// into one folder must not do it on every save
+    /// a process evicts at most once per this many seconds (its first save always does). Each
+    /// eviction reads every saved index's header, so a bulk job saving thousands of indexes into
+    /// one folder must not do it on every save
     pub evict_every_s: u64,
 }
 
@@ -616,8 +616,8 @@ fn rescan(f: &File, covered: u64, nrecs: usize, meta_sum: u64, ktab: &[u8]) -> O
 
 static TMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Saves `index`, built from all `index.scanned_to` bytes of `f` whose metadata before the
-/// scan was `before`, unless the file changed meanwhile. Never writes outside the folder.
+/// Saves `index` unless the file changed meanwhile. `index` is built from all `index.scanned_to`
+/// bytes of `f` whose metadata before the scan was `before`. Never writes outside the folder.
 pub fn save(
     cfg: &CacheCfg,
     index: &Index,
@@ -875,10 +875,10 @@ fn remove(dir: &OwnedFd, name: &str) -> bool {
     unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) == 0 }
 }
 
-/// Evicts from the open cache folder `dir`: saved indexes whose session file is gone or was
-/// rewritten, temp files of interrupted saves older than an hour, then the least recently
-/// used saved indexes while they total more than `max_bytes` (never `keep`, the one just
-/// saved). Returns how many files were removed. Failures are ignored (eviction is upkeep).
+/// Evicts stale and least recently used files from the open cache folder `dir`. Saved indexes whose
+/// session file is gone or was rewritten, temp files of interrupted saves older than an hour, then
+/// the least recently used saved indexes while they total more than `max_bytes` (never `keep`, the
+/// one just saved). Returns how many files were removed. Failures are ignored (eviction is upkeep).
 pub fn evict(dir: &OwnedFd, max_bytes: u64, keep: Option<&str>) -> usize {
     let mut live: Vec<(i64, u64, String)> = Vec::new();
     let mut removed = 0;
@@ -911,8 +911,8 @@ pub fn evict(dir: &OwnedFd, max_bytes: u64, keep: Option<&str>) -> usize {
     removed
 }
 
-/// Removes every file of ours (see [`inspect`]) from the cache folder `dir`, when the folder
-/// passes [`open_dir`]'s rules (else nothing); returns how many were removed.
+/// Removes every file of ours (see [`inspect`]) from the cache folder `dir`; returns how many. Only
+/// when the folder passes [`open_dir`]'s rules (else nothing is removed).
 pub fn clear(dir: &Path) -> usize {
     let Ok(d) = open_dir(dir, false) else {
         return 0;
@@ -926,8 +926,8 @@ pub fn clear(dir: &Path) -> usize {
     n
 }
 
-/// The files of ours in the cache folder `dir` (when it passes [`open_dir`]'s rules):
-/// (saved indexes, their total bytes, temp files).
+/// The files of ours in the cache folder `dir`: (saved indexes, their total bytes, temp files).
+/// Only when the folder passes [`open_dir`]'s rules.
 pub fn census(dir: &Path) -> Option<(usize, u64, usize)> {
     let d = open_dir(dir, false).ok()?;
     let (mut files, mut bytes, mut temps) = (0, 0, 0);

@@ -1078,9 +1078,9 @@ where
     }
 }
 
-/// Scans bytes `[from, to)` of a file into `index`, reading them with `read(buf, offset)`
-/// (which fills `buf` with the bytes at `offset`, or errs). `from` is a line start; only the
-/// last line may end inside a line at `to` (the index keeps it provisional).
+/// Scans bytes `[from, to)` of a file into `index`, reading them with `read(buf, offset)`. `read`
+/// fills `buf` with the bytes at `offset`, or errs. `from` is a line start; only the last line may
+/// end inside a line at `to` (the index keeps it provisional).
 ///
 /// Reading and scanning go on at once on every pool thread (with `parallel`): each thread
 /// reads a range of the file into a buffer of its own (in the cache when it is parsed), finds
@@ -1218,9 +1218,8 @@ pub enum HeaderProbe {
     Invalid(String),
 }
 
-/// Reads lines from the start of a file (`buf`, its first bytes; `eof`: `buf` is the whole
-/// file) until the first JSON value decides whether it is a Pi session. Reads only as far
-/// as that value's line.
+/// Reads a file's first lines until the first JSON value decides whether it is a Pi session. `buf`:
+/// its first bytes; `eof`: `buf` is the whole file. Reads only as far as that value's line.
 pub fn probe_header(buf: &[u8], eof: bool) -> HeaderProbe {
     use crate::index::HeaderState;
     let mut ix = Index::new();

@@ -156,8 +156,8 @@ pub struct Store {
     read_only: bool,
     /// what `refresh` checks before it trusts that the file only grew (see [`Guard`])
     guard: Option<Guard>,
-    /// how many times `refresh` found the file's size, mtime or ctime changed (its bytes under the
-    /// guard unchanged).
+    /// how many times `refresh` found the file's size, mtime or ctime changed. Its bytes under the
+    /// guard were unchanged.
     ///
     /// Part of `Session.state_key`, so an answer cached before a rewrite the guard cannot see is
     /// never given after it
@@ -289,8 +289,8 @@ impl Store {
         Store::from_bytes_with(data, parallel, false)
     }
 
-    /// [`Store::from_bytes`]; with `rows`, the index keeps the stats row's usage sums as it
-    /// scans ([`Index::keep_row_sums`]).
+    /// [`Store::from_bytes`], optionally keeping the stats row's usage sums. With `rows`, the index
+    /// keeps them as it scans ([`Index::keep_row_sums`]).
     pub fn from_bytes_with(data: Vec<u8>, parallel: bool, rows: bool) -> Self {
         let len = data.len() as u64;
         let base = if data.is_empty() {
@@ -314,8 +314,9 @@ impl Store {
         Store::open_with(path, parallel, false)
     }
 
-    /// [`Store::open`]; with `rows`, the index keeps the stats row's usage sums as it scans
-    /// ([`Index::keep_row_sums`]: the fleet's row then reads no line a second time).
+    /// [`Store::open`], optionally keeping the stats row's usage sums. With `rows`, the index keeps
+    /// them as it scans ([`Index::keep_row_sums`]: the fleet's row then reads no line a second
+    /// time).
     pub fn open_with(path: &Path, parallel: bool, rows: bool) -> Result<Self, StoreError> {
         let f = File::open(path)?;
         let meta = f.metadata()?;
@@ -349,8 +350,8 @@ impl Store {
         Store::open_cached_with(path, parallel, cache, false)
     }
 
-    /// [`Store::open_cached`]; with `rows`, a cold scan keeps the stats row's usage sums
-    /// ([`Store::open_with`]); a loaded index has none (the row reads its lines).
+    /// [`Store::open_cached`], optionally keeping the stats row's usage sums. With `rows`, a cold
+    /// scan keeps them ([`Store::open_with`]); a loaded index has none (the row reads its lines).
     pub fn open_cached_with(
         path: &Path,
         parallel: bool,
@@ -540,9 +541,8 @@ impl Store {
         }
     }
 
-    /// Entry `i`'s `message.role` when it is a message whose role is a string (v2
-    /// `hookMessage` reads `custom`), else None; [`crate::index::R_OTHER`] as in
-    /// [`Store::entry_type`].
+    /// Entry `i`'s `message.role` when it is a message whose role is a string, else None. v2
+    /// `hookMessage` reads `custom`; [`crate::index::R_OTHER`] as in [`Store::entry_type`].
     pub fn entry_role(&self, i: usize) -> Result<Option<String>, StoreError> {
         match self.index.recs[i].role {
             0 => Ok(None),
@@ -567,12 +567,12 @@ impl Store {
         }
     }
 
-    /// Calls `f(k, bytes)` with the bytes of the line of entry `idx[k]`, for every `k` (in file
-    /// order, not in the order given). Lines close together in the file are read with one
-    /// `pread`. Each line read from the file is checked to still be a line where the index
-    /// has it (its first byte opens a JSON value, the byte after it ends the line): a file
-    /// rewritten in place errs ([`StoreError::Rewritten`]), one that shrank errs
-    /// ([`StoreError::Shrunk`]); neither can fault.
+    /// Calls `f(k, bytes)` with the bytes of the line of entry `idx[k]`, for every `k`. In file
+    /// order, not in the order given. Lines close together in the file are read with one `pread`.
+    /// Each line read from the file is checked to still be a line where the index has it (its first
+    /// byte opens a JSON value, the byte after it ends the line): a file rewritten in place errs
+    /// ([`StoreError::Rewritten`]), one that shrank errs ([`StoreError::Shrunk`]); neither can
+    /// fault.
     pub fn with_lines(
         &self,
         idx: &[usize],
@@ -897,8 +897,8 @@ impl Store {
         Ok(())
     }
 
-    /// Writes out what is buffered and lets go of the descriptor (always, even when the write
-    /// fails: the duplicate must not keep the writer lock alive).
+    /// Writes out what is buffered and lets go of the descriptor. Always, even when the write
+    /// fails: the duplicate must not keep the writer lock alive.
     pub fn detach_sink(&mut self) -> Result<(), StoreError> {
         let r = self.flush_pending();
         if let (Err(_), Some(sink)) = (&r, &self.sink) {
@@ -908,8 +908,8 @@ impl Store {
         r
     }
 
-    /// Lets go of the descriptor without writing anything (in a child process after `fork`:
-    /// what is buffered is the parent's to write, and the lock is the parent's).
+    /// Lets go of the descriptor without writing anything. In a child process after `fork`: what is
+    /// buffered is the parent's to write, and the lock is the parent's.
     pub fn forget_sink(&mut self) {
         self.sink = None;
     }
@@ -1079,8 +1079,8 @@ impl Store {
         Ok(())
     }
 
-    /// A duplicate of the written file's descriptor, to `fsync` without holding the store
-    /// (None without a writer).
+    /// A duplicate of the written file's descriptor, to `fsync` without holding the store. None
+    /// without a writer.
     pub fn sync_handle(&self) -> Result<Option<std::os::fd::OwnedFd>, StoreError> {
         match &self.sink {
             Some(sink) => Ok(Some(sink.dup()?)),

@@ -101,8 +101,8 @@ impl std::fmt::Display for FallbackCount {
 }
 impl std::error::Error for FallbackCount {}
 
-/// The tree of `ix` (a copy of its children table, so the caller may let the index go) and
-/// its pre-order, as [`write_tree`] takes them.
+/// The tree of `ix` and its pre-order, as [`write_tree`] takes them. The children table is a copy,
+/// so the caller may let the index go.
 pub fn tree_and_order(
     cache: &mut crate::walk::TreeCache,
     ix: &crate::index::Index,
@@ -204,8 +204,8 @@ pub fn write_tree<E: From<FallbackCount>>(
     Ok(())
 }
 
-/// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text
-/// ([`crate::jstext::is_stringify_text`]), checked on every core: the test oracle of the scan's
+/// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text. Checked on every
+/// core ([`crate::jstext::is_stringify_text`]): the test oracle of the scan's
 /// [`crate::index::Rec::stringify_form`].
 pub fn stringify_flags(raw: &[u8], span: &[(usize, usize)]) -> Vec<bool> {
     use rayon::prelude::*;

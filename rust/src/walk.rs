@@ -1,6 +1,6 @@
-//! Walking the tree: branches (root first), children in Pi's
-//! order, roots, pre-order and unreachable entries. Nothing recurses; every walk is bounded,
-//! and a `parentId` cycle is reported instead of looping (Pi loops until the heap is gone).
+//! Walking the tree: branches (root first), children in Pi's order, roots, pre-order. And the
+//! unreachable entries. Nothing recurses; every walk is bounded, and a `parentId` cycle is reported
+//! instead of looping (Pi loops until the heap is gone).
 
 use crate::index::{
     Index, Leaf, KID_NULL, NONE, R_ASSISTANT, T_COMPACTION, T_CONTEXT_EDIT, T_MESSAGE,
@@ -271,8 +271,8 @@ impl Index {
         Ok(false)
     }
 
-    /// The newest entry at or above `from` on its branch whose type is `etype` (and whose
-    /// role is `role`, when given), walking back only as far as needed.
+    /// The newest entry at or above `from` on its branch whose type is `etype`. And whose role is
+    /// `role`, when given; it walks back only as far as needed.
     pub fn find_back(
         &self,
         from: u32,
@@ -317,8 +317,8 @@ impl Index {
         self.find_back(from, t, r)
     }
 
-    /// The branch from `to` (exclusive: an ancestor of `from`, or NONE for the root) down to
-    /// `from`, root first, walking only that far; None when `to` is not an ancestor of `from`.
+    /// The branch from `to` (exclusive) down to `from`, root first, walking only that far. `to`: an
+    /// ancestor of `from`, or NONE for the root; None when `to` is not an ancestor of `from`.
     pub fn branch_since(&self, from: u32, to: u32) -> Result<Option<Vec<u32>>, Cycle> {
         let limit = self.recs.len();
         let mut out = Vec::new();
@@ -420,8 +420,9 @@ impl Index {
         }
     }
 
-    /// Roots (occurrences, in file order, each mapped to its node) and the children lists in
-    /// CSR form, each list sorted like Pi (by `Date` of the timestamp, ties in file order).
+    /// Roots and the children lists in CSR form, each list sorted like Pi. Roots: occurrences, in
+    /// file order, each mapped to its node; children by `Date` of the timestamp, ties in file
+    /// order.
     pub fn build_tree(&self) -> Tree {
         let n = self.recs.len();
         let mut roots = Vec::new();
@@ -475,8 +476,8 @@ struct NotAbove {
     dangling: Option<String>,
 }
 
-/// The children table of one index, built on first use and rebuilt only once the index has
-/// changed since (its `generation` moved: an entry indexed, a rollback, a rescan).
+/// The children table of one index, built on first use and rebuilt once the index has changed. It
+/// changed when its `generation` moved: an entry indexed, a rollback, a rescan.
 #[derive(Default)]
 pub struct TreeCache(Option<(u64, Tree)>);
 

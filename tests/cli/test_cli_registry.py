@@ -8,6 +8,7 @@ with a help line of its own, is refused; a command's module is imported only whe
 from __future__ import annotations
 
 import inspect
+import os
 import json
 import subprocess
 import sys
@@ -145,3 +146,37 @@ def test_the_module_docstring_and_the_readme_name_every_command():
     for c in COMMANDS:
         assert f"sessiontree {c.name} " in (sessiontree.cli.__doc__ or ""), c.name
         assert f"sessiontree {c.name} " in block, c.name
+
+
+def test_a_source_command_on_a_full_device_says_so_once(tmp_path):
+    """`stats STORE > /dev/full`: one line on stderr (the command's), exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    pytest.importorskip("pyarrow")
+    d = tmp_path / "store"
+    d.mkdir()
+    (d / "s.jsonl").write_text(
+        '{"type":"session","version":3,"id":"x","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/"}\n'
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hi","timestamp":0}}\n'
+    )
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            [sys.executable, "-m", "sessiontree", "stats", str(d)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1 and "No space left on device" in p.stderr
+
+
+def test_the_top_level_help_names_the_cache_writes():
+    """`sessiontree --help` says which commands write what; "the others only read" held only for
+    the sessions: read commands and search also write to the index cache folder."""
+    text = build_parser().format_help()
+    assert "index cache folder" in text and "SESSIONTREE_INDEX_CACHE=off" in text

@@ -409,3 +409,37 @@ def test_tree_json_peaks_at_most_twice_the_opens_memory(tmp_path):
     opened = _peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", path)
     tree = _peak_kb("from sessiontree.cli import main; assert main(['tree', sys.argv[1], '--json']) == 0", path)
     assert tree <= 2 * opened, (tree, opened)
+
+
+# ==== entries --limit, streamed ======================================================
+
+
+def test_entries_limit_since_and_the_streamed_document(tmp_path, capsys):
+    from sessiontree.cli import json_document
+
+    path = forked(tmp_path)
+    assert main(["entries", str(path), "--since", "c2", "--limit", "2", "--json"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    assert [r["id"] for r in doc["entries"]] == ["c3", "c4"] and doc["truncated"] is True
+    assert doc["count"] == 2 and doc["since"] == "c2"
+    assert out == json_document(doc) + "\n"  # streamed, yet the text json_document gives
+    assert main(["entries", str(path), "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["2  r0  null  user", "3  a1  r0  assistant", "-- 15 more entries (--limit 2) --"]
+    assert main(["entries", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["count"] == 17 and doc["truncated"] is False and len(doc["entries"]) == 17
+
+
+def test_entries_streams_its_first_line_at_once(tmp_path, capsys, monkeypatch):
+    path = chain(tmp_path / "chain.jsonl", 3000)
+    counts = _Counts(monkeypatch)
+    for json_flag in ([], ["--json"]):
+        counts.rows = 0
+        counts.at_first_write = None
+        assert main(["entries", str(path), *json_flag]) == 0
+        out = capsys.readouterr().out
+        assert (len(json.loads(out)["entries"]) if json_flag else len(out.splitlines())) == 3000
+        # the first line at once: the first batch (8 rows), and the last line's row for the text's column width
+        assert counts.at_first_write is not None and counts.at_first_write[0] <= 9

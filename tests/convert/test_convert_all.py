@@ -133,6 +133,9 @@ def test_a_symlink_inside_the_output_is_never_written_through(tmp_path):
     rows = _by_path(result)
     assert rows[str(s["rollout"])].error_kind == "refused_output"
     assert rows[str(s["main"])].error_kind == "refused_output"
+    # the refusal names the output as the user knows it, not the folder handle it was opened by
+    assert "/proc/self/fd" not in rows[str(s["main"])].error
+    assert str(link_file) in rows[str(s["main"])].error
     assert list(elsewhere.iterdir()) == []
     assert victim.read_text() == "keep me\n"
     assert rows[str(s["side"])].error is None  # the others still converted

@@ -487,3 +487,337 @@ def test_scrub_all_refuses_an_out_that_is_the_source_or_holds_it(tmp_path):
             scrub_sessions(str(store / "proj") if out != store else str(store), out)
     assert (store / "proj" / "a.jsonl").read_bytes() == before
     assert sorted(p.name for p in store.rglob("*")) == ["a.jsonl", "proj"]
+
+
+# ---- a writer that opened the file before the rename and writes much later ----
+
+# A Pi-style append descheduled between its open and its write (Node's appendFileSync, no lock):
+# opens the path when told ("go" on stdin, or at once), says "open", waits STALL seconds, writes
+# its line, closes, says "written". With HOLD it keeps the file open afterwards until stdin ends.
+_STALLED_WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    path, line, stall, wait_go, hold = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
+    if wait_go:
+        sys.stdin.readline()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    print("open", flush=True)
+    time.sleep(stall)
+    os.write(fd, line.encode())
+    print("written", flush=True)
+    if hold:
+        sys.stdin.read()
+    os.close(fd)
+    """
+)
+
+
+def _stalled_writer(path, line: bytes, stall: float, *, wait_go: bool = False, hold: bool = False):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _STALLED_WRITER,
+            str(path),
+            line.decode(),
+            str(stall),
+            str(int(wait_go)),
+            str(int(hold)),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ids(path) -> list[str]:
+    return [orjson.loads(x).get("id") for x in path.read_bytes().splitlines()]
+
+
+def test_an_append_stalled_between_open_and_write_is_kept(tmp_path):
+    """The writer opened the file before the rewrite and writes 0.4 s later, long after the
+    50 ms a rewrite used to wait: the rewrite waits until it has closed the file (before its
+    rename), so its line is in the rewritten file, scrubbed. Before, it went into the old file,
+    which no name reaches."""
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    w = _stalled_writer(src, _entry("stalled", last, f"late {TOK}") + b"\n", 0.4)
+    try:
+        assert w.stdout is not None and w.stdout.readline().strip() == "open"
+        report = scrub_file(src, in_place=True)
+        assert w.stdout.readline().strip() == "written"
+    finally:
+        w.communicate(timeout=30)
+    assert report.written and _ids(src)[-2:] == [last, "stalled"]
+    assert TOK.encode() not in src.read_bytes()
+
+
+def test_an_append_opened_just_before_the_rename_and_written_late_is_kept(tmp_path, monkeypatch):
+    """The writer opens the file after the rewrite's last look for writers and before its rename,
+    then writes 0.3 s later into the old file: after the rename the rewrite waits for every
+    process that holds the old file open for writing and copies what it wrote, in its place."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 200)
+    w = _stalled_writer(src, _entry("stalled", last, f"late {TOK}") + b"\n", 0.3, wait_go=True)
+    real = scrub_mod._wait_writers
+    calls = []
+
+    def wait_writers(ident, wait):
+        held = real(ident, wait)
+        if not calls:  # the look before the rename: now the writer opens the file
+            assert w.stdin is not None and w.stdout is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+            assert w.stdout.readline().strip() == "open"
+        calls.append(held)
+        return held
+
+    monkeypatch.setattr(scrub_mod, "_wait_writers", wait_writers)
+    try:
+        scrub_file(src, in_place=True)
+        assert w.stdout is not None and w.stdout.readline().strip() == "written"
+    finally:
+        w.communicate(timeout=30)
+    assert len(calls) == 2 and calls == [[], []]  # the second waited for it to close
+    assert _ids(src)[-2:] == [last, "stalled"] and len(_ids(src)) == 202
+    assert TOK.encode() not in src.read_bytes()
+
+
+def test_a_file_held_open_for_writing_is_not_rewritten(tmp_path, monkeypatch):
+    """Another process keeps the file open for writing (a writer that opens once and appends
+    for ever): a rewrite would lose what it writes later, so it is refused with one line naming
+    the process, after a wait, and the file is left as it was, with no temp file."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    last = _big_session(src, 50)
+    monkeypatch.setattr(scrub_mod, "WRITER_WAIT", 0.3)
+    w = _stalled_writer(src, _entry("held", last, "held") + b"\n", 0, hold=True)
+    try:
+        assert w.stdout is not None and w.stdout.readline().strip() == "open"
+        assert w.stdout.readline().strip() == "written"
+        before = src.read_bytes()
+        with pytest.raises(SessionFileChangedError, match=f"held open for writing by process {w.pid}") as exc:
+            scrub_file(src, in_place=True)
+        assert "\n" not in str(exc.value) and TOK not in str(exc.value)
+        assert src.read_bytes() == before and TOK.encode() in before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    finally:
+        w.communicate("", timeout=30)
+
+
+def test_a_reader_holding_the_file_open_does_not_hold_up_the_rewrite(tmp_path):
+    """Only writers count: a `tail -f` keeping the file open for reading does not delay or
+    refuse the rewrite."""
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 50)
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()",
+            str(src),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "open"
+        t = time.monotonic()
+        assert scrub_file(src, in_place=True).written
+        assert time.monotonic() - t < 1.5
+    finally:
+        reader.communicate("", timeout=30)
+    assert TOK.encode() not in src.read_bytes()
+
+
+# ---- where an in-place rewrite writes: FIFOs, devices, symlinks, folders it cannot write ----
+
+
+def test_in_place_on_a_fifo_or_a_device_is_refused_without_hanging(tmp_path):
+    """A FIFO with no reader used to hang the lock's open for writing for ever; a link to
+    /dev/zero would have been a device. Both are refused with one line, nothing written."""
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    dev = tmp_path / "z.jsonl"
+    dev.symlink_to("/dev/zero")
+    code = textwrap.dedent(
+        """
+        import sys
+        from sessiontree import Session
+        from sessiontree.errors import SessionTreeError
+        from sessiontree.scrub import scrub_file
+        for p in sys.argv[1:]:
+            try:
+                scrub_file(p, in_place=True)
+                print("written")
+            except SessionTreeError as e:
+                print(type(e).__name__, str(e).count(chr(10)))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(fifo), str(dev)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split("\n")[:2] == ["SessionArgumentError 0", "SessionArgumentError 0"], out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl", "z.jsonl"]
+
+
+def test_in_place_through_a_symlink_rewrites_the_target_and_keeps_the_link(tmp_path):
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    target = real_dir / "s.jsonl"
+    _big_session(target, 30)
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    scrub_file(link, in_place=True)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert TOK.encode() not in target.read_bytes() and len(_ids(target)) == 31
+    assert oct(os.stat(target).st_mode & 0o777) == oct(0o640)
+
+
+def test_a_target_swapped_for_a_symlink_during_the_rewrite_is_not_written_through(tmp_path, monkeypatch):
+    """The file is replaced by a link to another file while the rewrite runs: the rewrite is
+    refused and the other file is untouched."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 30)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep me\n")
+    real = scrub_mod._wait_writers
+
+    def swap(ident, wait):
+        if src.exists() and not src.is_symlink():
+            os.replace(src, tmp_path / "moved.jsonl")
+            src.symlink_to(victim)
+        return real(ident, wait)
+
+    monkeypatch.setattr(scrub_mod, "_wait_writers", swap)
+    with pytest.raises((SessionFileChangedError, OSError)):
+        scrub_file(src, in_place=True)
+    assert victim.read_bytes() == b"keep me\n" and src.is_symlink()
+    assert TOK.encode() in (tmp_path / "moved.jsonl").read_bytes()
+    assert not [p for p in tmp_path.iterdir() if "tmp" in p.name]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/chattr"), reason="needs root and chattr")
+def test_in_place_in_a_folder_it_cannot_write_fails_cleanly(tmp_path):
+    """The folder is immutable (no temp file can be made there, even by root): a clean error,
+    the file as it was, nothing left behind."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    src = d / "s.jsonl"
+    _big_session(src, 30)
+    before = src.read_bytes()
+    if subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode:
+        pytest.skip("the file system does not support chattr +i")
+    try:
+        with pytest.raises(OSError):
+            scrub_file(src, in_place=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(d)], check=True)
+    assert src.read_bytes() == before and sorted(p.name for p in d.iterdir()) == ["s.jsonl"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file another owner")
+def test_in_place_keeps_the_owner_group_and_mode_of_another_users_file(tmp_path):
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 30)
+    os.chown(src, 4321, 4322)
+    os.chmod(src, 0o620)
+    scrub_file(src, in_place=True)
+    st = os.stat(src)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4321, 4322, 0o620)
+    assert TOK.encode() not in src.read_bytes()
+
+
+def test_a_writer_of_ours_waiting_for_the_lock_does_not_hold_up_the_rewrite(tmp_path, monkeypatch):
+    """Another process waits for the writer lock (a `Session` append or a second scrub with a
+    lock timeout): it waits on a descriptor open for reading only, so the rewrite that holds the
+    lock does not take it for a writer that takes no lock (before, two `--in-place` scrubs at
+    once refused each other after a 2 s wait)."""
+    import sessiontree.scrub as scrub_mod
+
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 50)
+    monkeypatch.setattr(scrub_mod, "WRITER_WAIT", 1.0)
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from sessiontree.writer import SessionWriter
+        w = SessionWriter(Path(sys.argv[1]), lock_timeout=30)
+        print("waiting", flush=True)
+        w.acquire()
+        print("locked", flush=True)
+        w.close()
+        """
+    )
+    real = scrub_mod._wait_writers
+    waiter: list[subprocess.Popen] = []
+
+    def wait_writers(ident, wait):
+        if not waiter:  # the rewrite holds the lock: another process starts waiting for it
+            p = subprocess.Popen([sys.executable, "-c", code, str(src)], stdout=subprocess.PIPE, text=True)
+            waiter.append(p)
+            assert p.stdout is not None and p.stdout.readline().strip() == "waiting"
+            time.sleep(0.3)  # polling the lock by now
+        return real(ident, wait)
+
+    monkeypatch.setattr(scrub_mod, "_wait_writers", wait_writers)
+    try:
+        assert scrub_file(src, in_place=True).written
+        out, _ = waiter[0].communicate(timeout=60)
+    finally:
+        if waiter and waiter[0].poll() is None:
+            waiter[0].kill()
+    assert out.split() == ["locked"] and TOK.encode() not in src.read_bytes()
+
+
+def test_a_lock_waited_for_while_the_file_is_replaced_is_taken_on_the_new_file(tmp_path):
+    """A writer waits for the lock while a rewrite in place replaces the file: it ends up holding
+    the lock of the file the path names now, appending there (before, it locked the old file,
+    which no name reaches, and appended there)."""
+    import threading
+    from pathlib import Path
+
+    from sessiontree.writer import SessionWriter
+
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 5)
+    holder = SessionWriter(Path(src))
+    holder.acquire()
+    got: list[SessionWriter] = []
+    waiter = SessionWriter(Path(src), lock_timeout=10)
+    t = threading.Thread(target=lambda: (waiter.acquire(), got.append(waiter)))
+    t.start()
+    time.sleep(0.2)  # waiting by now
+    new = tmp_path / "new.jsonl"
+    new.write_bytes(src.read_bytes())
+    os.replace(new, src)
+    holder.close()
+    t.join(10)
+    try:
+        assert got and os.fstat(waiter.fd).st_ino == os.stat(src).st_ino
+    finally:
+        waiter.close()
+
+
+def test_in_place_removes_the_temp_copies_a_killed_rewrite_left(tmp_path):
+    """A rewrite killed mid-way (SIGKILL) leaves its temp copy; the next rewrite in place, under
+    the lock, removes those older than a minute (a copy that recent may still be written) and
+    touches no other name."""
+    src = tmp_path / "s.jsonl"
+    _big_session(src, 20)
+    old = tmp_path / ".s.jsonl.0badc0de.tmp"
+    fresh = tmp_path / ".s.jsonl.1badc0de.tmp"
+    other = tmp_path / ".t.jsonl.2badc0de.tmp"
+    for p in (old, fresh, other):
+        p.write_bytes(b"partial copy\n")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    os.utime(other, (hour_ago, hour_ago))
+    scrub_file(src, in_place=True)
+    assert not old.exists() and fresh.exists() and other.exists()

@@ -14,15 +14,6 @@ from sessiontree.convert import convert_all  # noqa: E402
 from tests.convert.test_convert_all import _store  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 def test_ray_converts_a_store_as_the_local_engine_does(ray_cluster, tmp_path):
     s = _store(tmp_path)
     local = convert_all(s["root"], tmp_path / "local", engine="local", workers=1)

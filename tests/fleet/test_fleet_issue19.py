@@ -613,3 +613,34 @@ def test_progress_bar_on_a_terminal(tmp_path):
         assert "5/5" in err and "100%" in err, (cmd, err)
         piped = subprocess.run([sys.executable, "-m", "sessiontree", *cmd], capture_output=True, text=True, timeout=120)
         assert piped.returncode == 0 and "5/5" not in piped.stderr
+
+
+def test_a_filesystem_file_that_reads_text_is_an_unreadable_row():
+    """A filesystem whose file object's read() hands back text instead of bytes (a broken or
+    hostile fsspec implementation): the item's row says unreadable, the job goes on."""
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    mem.pipe_file("/textfs/s.jsonl", _session_bytes(1))
+    real_open = mem.open
+
+    class _TextFile:
+        def __init__(self, fh):
+            self._fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._fh.close()
+
+        def read(self, n=-1):
+            return self._fh.read(n).decode("utf-8")
+
+    mem.open = lambda path, mode="rb", **kw: _TextFile(real_open(path, mode, **kw))
+    try:
+        rows = session_stats("memory://textfs", filesystem=mem, workers=1).to_pylist()
+    finally:
+        del mem.open
+        mem.rm("/textfs/s.jsonl")
+    assert [r["error_kind"] for r in rows] == ["unreadable"]
+    assert "str, not bytes" in rows[0]["error"]

@@ -24,15 +24,6 @@ from sessiontree.summarizers import OpenAICompatSummarizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return shared_store(tmp_path_factory)
 

@@ -20,19 +20,15 @@ ray = pytest.importorskip("ray")
 from sessiontree.fleet import _engine, _rows, session_stats  # noqa: E402
 from sessiontree.fleet._sources import Item  # noqa: E402
 from tests.support.fleet_store import make_store  # noqa: E402
+from tests.support.ray_local import local_ray  # noqa: E402
 
 GEN = Path(__file__).resolve().parent.parent / "tools" / "gen_session.py"
 
 
 @pytest.fixture(scope="module")
 def ray4():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    with local_ray(4) as ray_:
+        yield ray_
 
 
 def test_small_files_are_bundled_by_bytes():

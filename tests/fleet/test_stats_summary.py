@@ -49,3 +49,12 @@ def test_stats_json_is_the_summary(tmp_path, capsys):
     assert doc["tokens"] == {"input": 70, "output": 14, "cache_read": 0, "cache_write": 0, "total": 84}
     assert [b["path"] for b in doc["biggest"]] == [str(store / "big.jsonl"), str(store / "small.jsonl")]
     assert doc["biggest"][0]["entries"] == 12 and doc["biggest"][0]["total_tokens"] == 72
+
+
+def test_stats_json_token_counts_are_integers(tmp_path, capsys):
+    """Token totals are counts: 70, not 70.0 (the table's float64 sums, whole, as ints)."""
+    store = _store(tmp_path)
+    assert main(["stats", str(store), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(type(v) is int for v in doc["tokens"].values()), doc["tokens"]
+    assert all(type(b["total_tokens"]) is int for b in doc["biggest"])

@@ -67,3 +67,23 @@ def test_an_os_error_names_its_file_once(tmp_path, capsys, monkeypatch):
     assert cap.err.count("/mnt/store/x.jsonl") == 1 and "the store went away" in cap.err
     assert "None" not in cap.err
     assert json.loads(cap.out)["message"] == "/mnt/store/x.jsonl: the store went away"
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_non_utf8_file_name_is_a_row_not_a_traceback(tmp_path, capsys, as_json):
+    """A session whose file name is not UTF-8 (decoded with surrogateescape): its row's path is
+    written as JSON.stringify writes a lone surrogate, in the text lines and in --json."""
+    import os
+
+    src = _small(tmp_path)
+    d = tmp_path / "store"
+    d.mkdir()
+    odd = os.path.join(os.fsencode(d), b"name\xff.jsonl")
+    with open(odd, "wb") as fh:
+        fh.write(src.read_bytes())
+    out = tmp_path / "t.jsonl"
+    assert main(["otel", str(d), "-o", str(out), *(["--json"] if as_json else [])]) == 0
+    text = capsys.readouterr().out
+    rows = json.loads(text)["rows"] if as_json else [json.loads(line) for line in text.splitlines()]
+    assert len(rows) == 1 and rows[0]["error"] is None
+    assert rows[0]["path"].endswith("name\udcff.jsonl")

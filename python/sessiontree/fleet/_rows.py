@@ -10,7 +10,7 @@ import math
 import os
 import stat
 import zlib
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from ..index_cache import IndexCache
 
@@ -65,12 +65,20 @@ class _Unopenable(SessionTreeError):
         self.mtime_ms = mtime_ms
 
 
-def _read_capped(fh: Any, max_bytes: int | None) -> bytes:
+class _Readable(Protocol):
+    """A storage file object opened for reading: ``pyarrow.NativeFile`` or an fsspec file."""
+
+    def read(self, nbytes: int = ..., /) -> bytes: ...
+
+
+def _read_capped(fh: _Readable, max_bytes: int | None) -> bytes:
     """The bytes of an open object, at most ``max_bytes`` + 1 of them read (the limit holds on
-    the bytes read, whatever a size check said before: the object may have been replaced)."""
-    if max_bytes is None:
-        return fh.read()
-    return fh.read(max_bytes + 1)
+    the bytes read, whatever a size check said before: the object may have been replaced).
+    Raises TypeError when the filesystem's file returns something other than bytes."""
+    data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+    if not isinstance(data, bytes):
+        raise TypeError(f"the filesystem's file read {type(data).__name__}, not bytes")
+    return data
 
 
 def _normalised_by_pyarrow(key: str) -> bool:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from . import Session
 
 
+#: entries whose usage :meth:`usage_totals` parses at a time (its memory: one batch, not the file)
+_USAGE_BATCH = 256
+
+
 class Reads(SessionBase):
     """Properties and Pi's read methods (``getEntry``, ``getBranch``, ``getTree``, ...)."""
 
@@ -382,7 +386,9 @@ class Reads(SessionBase):
         if run.count < stable:
             new = range(run.count, stable)
             tys = self._core.types(list(new))
-            run.add(self.raw_values([i for i, t in zip(new, tys) if t in types]))
+            todo = [i for i, t in zip(new, tys) if t in types]
+            for k in range(0, len(todo), _USAGE_BATCH):  # a batch of entries in memory at a time
+                run.add(self.raw_values(todo[k : k + _USAGE_BATCH]))
             run.count = stable
         if stable == n:
             return run.totals()

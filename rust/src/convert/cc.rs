@@ -852,9 +852,9 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
     }
 }
 
-/// Converts one Claude Code file (and, for a top-level file read from disk, its subagent
-/// files): `data` its bytes when held in memory; `shown` the path the headers give the main
-/// output (`out` itself, or the same file by another path).
+/// Converts one Claude Code file and, for a top-level file read from disk, its subagent files.
+/// `data`: its bytes when held in memory; `shown`: the path the headers give the main output (`out`
+/// itself, or the same file by another path).
 pub fn convert(
     src: &Path,
     data: Option<&[u8]>,

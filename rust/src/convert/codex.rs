@@ -508,8 +508,8 @@ fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-/// Converts one Codex rollout (`data`: its bytes when held in memory; then no parent rollout
-/// is looked for beside it).
+/// Converts one Codex rollout. `data`: its bytes when held in memory; then no parent rollout is
+/// looked for beside it.
 pub fn convert(
     src: &Path,
     data: Option<&[u8]>,

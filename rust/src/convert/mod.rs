@@ -412,9 +412,9 @@ fn vote(m: &serde_json::Map<String, Value>) -> Option<Format> {
 /// At most this many bytes of the first lines are read to detect a format.
 const DETECT_BYTES: u64 = 16 << 20;
 
-/// The format of a file from the content of its first lines (up to 16 lines, 16 MiB): a Pi
-/// header, a Codex rollout (either layout) or a Claude Code transcript; the file's name is never
-/// looked at. `Unrecognised` when no line decides.
+/// The format of a file from the content of its first lines (up to 16 lines, 16 MiB). A Pi header,
+/// a Codex rollout (either layout) or a Claude Code transcript; the file's name is never looked at.
+/// `Unrecognised` when no line decides.
 pub fn detect(path: &Path) -> Result<Format, ConvertError> {
     regular(path)?;
     let f = std::fs::File::open(path).map_err(io_err(path))?;
@@ -480,8 +480,9 @@ pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, Con
     to_pi_shown(src, from, out, out)
 }
 
-/// `to_pi`, the headers naming the main output `shown` (in a sidechain's `parentSession`)
-/// where `out` is another path to the same file (through an open folder, `/proc/self/fd/N/x`).
+/// `to_pi` with the headers naming the main output `shown`. Sidechains name it in their
+/// `parentSession`; `shown` is used where `out` is another path to the same file (through an open
+/// folder, `/proc/self/fd/N/x`).
 pub fn to_pi_shown(
     src: &Path,
     from: Option<Format>,
@@ -511,11 +512,11 @@ pub fn to_pi_shown(
 /// A file made in memory: its name and bytes.
 pub type MemoryFile = (PathBuf, Vec<u8>);
 
-/// Converts a Claude Code transcript or a Codex rollout held in memory (`data`, named `name`)
-/// to Pi in memory: the files made, the main one first (`(name, bytes)`; Claude Code
-/// sidechains after it, named as `to_pi` would write them beside `name`), and the report.
-/// Nothing is read from or written to the filesystem (subagent files beside a transcript are
-/// not looked for). A Pi session comes back as it is.
+/// Converts a Claude Code transcript or a Codex rollout held in memory to Pi in memory. `data` is
+/// named `name`. Returns the files made, the main one first (`(name, bytes)`; Claude Code
+/// sidechains after it, named as `to_pi` would write them beside `name`), and the report. Nothing
+/// is read from or written to the filesystem (subagent files beside a transcript are not looked
+/// for). A Pi session comes back as it is.
 pub fn to_pi_bytes(
     data: &[u8],
     name: &Path,

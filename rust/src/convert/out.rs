@@ -1,9 +1,9 @@
-//! The conversion's output files, written as the package's `atomic_write` writes: a temp file
-//! `.<name>.<hex>.tmp` created `O_EXCL | O_NOFOLLOW` in the same folder, fsync, a check of the
-//! target, rename, fsync of the folder. A symbolic link, a FIFO, a device, a directory or a
-//! source file at a target is refused (nothing written); a new file is never more readable
-//! than the first source (nor than the file it replaces). All files of one conversion are
-//! renamed into place only when every one was written; an error removes every temp file.
+//! The conversion's output files, written as the package's `atomic_write` writes. A temp file
+//! `.<name>.<hex>.tmp` is created `O_EXCL | O_NOFOLLOW` in the same folder, then fsync, a check of
+//! the target, rename, fsync of the folder. A symbolic link, a FIFO, a device, a directory or a
+//! source file at a target is refused (nothing written); a new file is never more readable than the
+//! first source (nor than the file it replaces). All files of one conversion are renamed into place
+//! only when every one was written; an error removes every temp file.
 
 use super::{io_err, ConvertError};
 use std::fs::File;

@@ -167,14 +167,14 @@ impl Index {
         }
     }
 
-    /// Whether a names table is full, so that some entries may carry [`T_OTHER`] or
-    /// [`R_OTHER`] (their names are then read back from their lines).
+    /// Whether a names table is full. Then some entries may carry [`T_OTHER`] or [`R_OTHER`] (their
+    /// names are then read back from their lines).
     pub fn names_overflowed(&self) -> bool {
         self.types.len() >= T_OTHER as usize || self.roles.len() >= R_OTHER as usize
     }
 
-    /// The code of an entry type name already met (None: no entry has this type, or only
-    /// entries coded [`T_OTHER`] once the table is full: callers ask for well-known names).
+    /// The code of an entry type name already met. None: no entry has this type, or only entries
+    /// coded [`T_OTHER`] once the table is full (callers ask for well-known names).
     pub fn type_code_of(&self, name: &str) -> Option<u16> {
         self.type_codes.get(name).copied()
     }

@@ -440,8 +440,8 @@ impl Index {
             _ => false,
         }
     }
-    /// The JSON text `JSON.stringify` gives a non-string scalar key (a number or boolean id, as
-    /// hostile files have), or None for strings, objects and missing values.
+    /// The JSON text `JSON.stringify` gives a non-string scalar key, or None. A number or boolean
+    /// id, as hostile files have; None for strings, objects and missing values.
     pub fn scalar_key_json(&self, kid: u32) -> Option<String> {
         if kid as usize >= self.kstore.len() {
             return None;
@@ -522,8 +522,8 @@ impl Index {
             .or_else(|| self.kstore.damaged())
     }
 
-    /// Whether a damaged block of the saved index could not be served from a cold scan (no
-    /// answer may be given from this index).
+    /// Whether a damaged block of the saved index could not be served from a cold scan. Then no
+    /// answer may be given from this index.
     pub fn saved_unrecoverable(&self) -> bool {
         self.recs.unrecoverable()
             || self

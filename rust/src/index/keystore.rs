@@ -43,8 +43,9 @@ pub struct PagedKeys {
 }
 
 impl PagedKeys {
-    /// `n` keys: records at `at_recs` (8 bytes each), bytes at `at_bytes` (`total_bytes` of
-    /// them) of `file`; `table` one (checksum, bytes start) per group of [`KEY_GROUP`].
+    /// `n` keys of `file`: records at `at_recs` (8 bytes each), bytes at `at_bytes`. There are
+    /// `total_bytes` key bytes; `table` holds one (checksum, bytes start) per group of
+    /// [`KEY_GROUP`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         file: Arc<File>,
@@ -260,8 +261,8 @@ impl KeyStore {
     pub fn tails_mut(&mut self) -> (&mut Vec<KeyRec>, &mut Vec<u8>) {
         (&mut self.recs, &mut self.bytes)
     }
-    /// The key records (8 bytes each) and the key bytes, whole (every saved group read;
-    /// borrowed when every key is in memory).
+    /// The key records (8 bytes each) and the key bytes, whole. Every saved group is read; borrowed
+    /// when every key is in memory.
     pub fn sections(&self) -> (std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>) {
         if self.saved.is_none() {
             // SAFETY: `KeyRec` is a transparent u64: its memory is initialised, the length exact.

@@ -1,5 +1,5 @@
-//! Labels: replayed in file order with JavaScript `Map` semantics (a truthy `label` sets, and
-//! keeps the key's position when it already exists; anything else deletes).
+//! Labels, replayed in file order with JavaScript `Map` semantics. A truthy `label` sets, and keeps
+//! the key's position when it already exists; anything else deletes.
 
 use super::Index;
 

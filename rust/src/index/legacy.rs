@@ -1,5 +1,5 @@
-//! Legacy files: the header version that decides Pi's migrations, and the seeds and ids of
-//! v1 entries (which have none: Pi's `migrateV1ToV2` gives them fresh ids and a linear chain).
+//! Legacy files: the header version that decides Pi's migrations, and the seeds and ids of v1
+//! entries. v1 entries have none: Pi's `migrateV1ToV2` gives them fresh ids and a linear chain.
 
 use super::{Index, KID_NULL, NONE};
 use crate::json::{JsVal, Skel, TopKind, Val};

@@ -48,8 +48,8 @@ pub struct ParsedLine<'a> {
     /// offset just past the line's `\n` (or the end of data when unterminated)
     pub end: u64,
     pub result: LineResult<'a>,
-    /// The stats row of a usage candidate's line, when the scan keeps row sums
-    /// ([`super::Index::keep_row_sums`]): the type and role codes it assumed, and the row.
+    /// The stats row of a usage candidate's line: the type and role codes it assumed, and the row.
+    /// Made when the scan keeps row sums ([`super::Index::keep_row_sums`]).
     pub row: Option<Box<(u16, u16, crate::rows::LineRow)>>,
 }
 
@@ -82,8 +82,8 @@ pub fn parse_one<'a>(parser: &mut LineParser, bytes: &'a [u8]) -> LineResult<'a>
     }
 }
 
-/// Facts about a parsed line that need no index, worked out in the parallel phase so the
-/// sequential one does not touch the line's bytes again.
+/// Facts about a parsed line that need no index, worked out in the parallel phase. The sequential
+/// phase then does not touch the line's bytes again.
 #[derive(Debug, Clone, Copy)]
 pub struct Pre {
     /// `new Date(timestamp).getTime()`

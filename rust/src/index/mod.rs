@@ -285,8 +285,8 @@ pub struct Index {
     v1_seed: u64,
     /// records announced to [`Index::restore_records`] (0 otherwise)
     pending_recs: u32,
-    /// The stats row's usage sums, kept as lines are ingested when asked for before the scan
-    /// ([`Index::keep_row_sums`]); None otherwise (and in a restored saved index).
+    /// The stats row's usage sums, kept as lines are ingested; None unless asked for. They are
+    /// asked for before the scan ([`Index::keep_row_sums`]); a restored saved index has none.
     pub row_sums: Option<Box<crate::rows::RowSums>>,
 }
 
@@ -322,9 +322,9 @@ impl Index {
         self.dup_ids > 0
     }
 
-    /// Keeps the stats row's usage sums ([`crate::rows::RowSums`]) from here on; the scan then
-    /// computes each usage candidate's [`crate::rows::LineRow`] while it parses the line. Only
-    /// on an empty index (the sums cover every entry or none).
+    /// Keeps the stats row's usage sums ([`crate::rows::RowSums`]) from here on. The scan then
+    /// computes each usage candidate's [`crate::rows::LineRow`] while it parses the line. Only on
+    /// an empty index (the sums cover every entry or none).
     pub fn keep_row_sums(&mut self) {
         if self.recs.is_empty() && self.pending_recs == 0 {
             self.row_sums = Some(Box::default());
@@ -618,8 +618,8 @@ impl Index {
         (lo < n && self.vpos(lo) == vpos).then_some(lo)
     }
 
-    /// Entry `i`'s label target (a label) or `firstKeptEntryId` (a compaction) as a key id;
-    /// NONE for other entries.
+    /// Entry `i`'s label target or `firstKeptEntryId` as a key id; NONE for other entries. The
+    /// label target for a label, `firstKeptEntryId` for a compaction.
     pub fn target(&self, i: u32) -> u32 {
         match self.targets.binary_search_by_key(&i, |&(e, _)| e) {
             Ok(k) => self.targets[k].1,

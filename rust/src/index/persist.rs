@@ -1,10 +1,10 @@
-//! The index as bytes and back, for the saved index (`crate::saved`, which owns the file, its
-//! checks and its folder). Only what cannot be derived is written: the meta (a stamp of the
-//! fixed type and role names, [`fixed_names_stamp`], then the extra type and role names,
-//! labels, problem runs, line runs, label/compaction targets, extra headers, the header
-//! state), the key records and key bytes as they are, and the records as their bytes.
-//! The by-id map and the duplicate count are rebuilt from the records; the key table is
-//! rebuilt on first use (a warm open that looks no id up never pays for it).
+//! The index as bytes and back, for the saved index. `crate::saved` owns the file, its checks and
+//! its folder. Only what cannot be derived is written: the meta (a stamp of the fixed type and role
+//! names, [`fixed_names_stamp`], then the extra type and role names, labels, problem runs, line
+//! runs, label/compaction targets, extra headers, the header state), the key records and key bytes
+//! as they are, and the records as their bytes. The by-id map and the duplicate count are rebuilt
+//! from the records; the key table is rebuilt on first use (a warm open that looks no id up never
+//! pays for it).
 //!
 //! Restoring trusts nothing: every length is checked against the bytes left before anything
 //! is allocated, and every key (tag, start, the bytes of its kind, UTF-8 for strings), key
@@ -339,8 +339,8 @@ impl Index {
         out
     }
 
-    /// For tests: the index that [`Index::persist_all`] and the records describe (None when
-    /// anything is out of bounds or inconsistent), as a saved index's load restores it.
+    /// For tests: the index that [`Index::persist_all`] and the records describe. As a saved
+    /// index's load restores it; None when anything is out of bounds or inconsistent.
     #[cfg(test)]
     pub fn restore(all: &[u8], recs: Vec<Rec>, covered: u64) -> Option<Index> {
         let mut r = In::new(all);
@@ -521,10 +521,10 @@ impl Index {
         })
     }
 
-    /// The second half of restoring a saved index whose records and by-id map (`winners`) stay
-    /// in the saved file (read and checked block by block as queries need them, see `recs`).
-    /// The duplicate count is the meta's. None when `recs` is not the number of records
-    /// announced or `winners` not one per key.
+    /// The second half of restoring a saved index whose records and by-id map stay in the file. The
+    /// records and `winners` are read and checked block by block as queries need them (see `recs`).
+    /// The duplicate count is the meta's. None when `recs` is not the number of records announced
+    /// or `winners` not one per key.
     pub fn restore_paged(
         mut self,
         recs: super::PagedRecs,
@@ -592,9 +592,9 @@ pub struct RecBounds {
 }
 
 impl RecBounds {
-    /// Whether `recs`, the records of entries `first..`, keep the bounds: in file order after
-    /// the header and inside the covered bytes, with known keys and codes, a target exactly
-    /// for labels and compactions, well formed.
+    /// Whether `recs`, the records of entries `first..`, keep the bounds. In file order after the
+    /// header and inside the covered bytes, with known keys and codes, a target exactly for labels
+    /// and compactions, well formed.
     pub fn ok(&self, first: usize, recs: &[Rec]) -> bool {
         let mut prev_end = self.header_end;
         let mut next_target = self.targets

@@ -1,5 +1,5 @@
-//! Skipped and odd lines (blank, malformed, torn, falsy, not UTF-8, extra headers), stored as
-//! runs so a file of a million identical bad lines costs one record.
+//! Skipped and odd lines (blank, malformed, torn, falsy, not UTF-8, extra headers), stored as runs.
+//! A file of a million identical bad lines costs one record.
 
 /// A skipped or odd line.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,8 +19,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 
-/// Items per block of a saved index's paged sections (records, winners): one checksum, one
-/// `pread` (28 KiB of records).
+/// Items per block of a saved index's paged sections (records, winners). One checksum, one `pread`
+/// (28 KiB of records).
 pub const REC_BLOCK: usize = 1024;
 
 /// Fixed-size items that any bit pattern makes (read straight from a saved file's bytes).
@@ -53,8 +53,8 @@ fn items_from_bytes<T: Plain>(b: &[u8]) -> Option<Vec<T>> {
 /// Whether items (the position of the first, the items) keep their bounds.
 pub type ItemsOk<T> = Box<dyn Fn(usize, &[T]) -> bool + Send + Sync>;
 
-/// How a block is checked: its checksum (block number, bytes) and its items' bounds (position
-/// of the first, the items).
+/// How a block is checked: its checksum and its items' bounds. The checksum covers the block number
+/// and bytes; the bounds are the position of the first item, and the items.
 pub struct BlockChecks<T> {
     pub sum: fn(u64, &[u8]) -> u64,
     pub sums: Vec<u64>,
@@ -82,8 +82,8 @@ pub struct Paged<T: Plain> {
 pub type PagedRecs = Paged<Rec>;
 
 impl<T: Plain> Paged<T> {
-    /// `n` items at byte `at` of `file`, in blocks of [`REC_BLOCK`] (one checksum each in
-    /// `checks.sums`, which must hold exactly one per block).
+    /// `n` items at byte `at` of `file`, in blocks of [`REC_BLOCK`]. One checksum each in
+    /// `checks.sums`, which must hold exactly one per block.
     pub fn new(
         file: std::sync::Arc<File>,
         at: u64,
@@ -244,8 +244,8 @@ impl Recs {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Rec> + ExactSizeIterator + '_ {
         (0..self.len()).map(move |i| &self[i])
     }
-    /// Binary search over records sorted by `f` (as `slice::binary_search_by_key`): reads
-    /// O(log n) blocks of a saved index, never all of them.
+    /// Binary search over records sorted by `f`, as `slice::binary_search_by_key`. It reads O(log
+    /// n) blocks of a saved index, never all of them.
     pub fn binary_search_by_key<K: Ord>(
         &self,
         key: &K,
@@ -278,8 +278,8 @@ impl Recs {
     pub fn damaged(&self) -> Option<&str> {
         self.paged.as_ref()?.damaged()
     }
-    /// Whether a refused block could not be served from a cold scan either (its records are
-    /// placeholders: no answer may be given from this index).
+    /// Whether a refused block could not be served from a cold scan either. Its records are then
+    /// placeholders: no answer may be given from this index.
     pub fn unrecoverable(&self) -> bool {
         self.paged.as_ref().is_some_and(|p| p.unrecoverable())
     }

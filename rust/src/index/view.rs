@@ -28,8 +28,8 @@ pub struct EntryView<'a> {
     pub type_name: Option<&'a str>,
     /// `message.role` of a message entry (v2 `hookMessage` reads `custom`)
     pub role: Option<&'a str>,
-    /// the codes of `type_name` and `role` (`codes.rs`: below the lengths of `TYPE_NAMES`
-    /// and `ROLE_NAMES`, a fixed name)
+    /// the codes of `type_name` and `role`. Below the lengths of `TYPE_NAMES` and `ROLE_NAMES`
+    /// (`codes.rs`), a fixed name
     pub type_code: u16,
     pub role_code: u16,
     /// 1-based line number
@@ -174,8 +174,8 @@ impl Index {
         })
     }
 
-    /// The entry whose line starts at byte `offset` (entries are in file order, so their
-    /// offsets increase), or None.
+    /// The entry whose line starts at byte `offset`, or None. Entries are in file order, so their
+    /// offsets increase.
     pub fn entry_at_offset(&self, offset: u64) -> Option<usize> {
         self.recs.binary_search_by_key(&offset, |r| r.offset()).ok()
     }

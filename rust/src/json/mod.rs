@@ -836,8 +836,8 @@ impl LineParser {
         Some((sk, end))
     }
 
-    /// Finishes an object line whose first members we wrote ourselves and already put in `sk` (a
-    /// line being appended).
+    /// Finishes an object line whose first members we wrote and put in `sk` ourselves. For a line
+    /// being appended.
     ///
     /// `buf[from]` is the `,` or `}` after those members. The rest is read and checked as
     /// [`LineParser::parse_object_line_into`] does (a later duplicate key still wins, as in
@@ -861,7 +861,7 @@ impl LineParser {
         Some(p.i)
     }
 
-    /// [`LineParser::parse_object_line`] writing into `sk` (a fresh `Skel` of an object), which
+    /// [`LineParser::parse_object_line`] writing into `sk`, a fresh `Skel` of an object. This
     /// spares copying skeletons around; on None, `sk` holds garbage.
     #[inline]
     pub fn parse_object_line_into<'a>(
@@ -972,8 +972,8 @@ pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
     Ok(p.deepest)
 }
 
-/// Parses one line as `JSON.parse` would and extracts its skeleton (owned; for one-off use —
-/// loops should keep a [`LineParser`]).
+/// Parses one line as `JSON.parse` would and extracts its skeleton (owned). For one-off use: loops
+/// should keep a [`LineParser`].
 pub fn parse_line(line: &[u8]) -> Result<Skeleton, JsonError> {
     LineParser::new().parse(line).map(|s| s.to_owned())
 }

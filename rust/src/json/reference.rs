@@ -1,5 +1,5 @@
-//! The straightforward byte-at-a-time reader the fast one replaced, kept as the oracle it is
-//! compared against (test-only; see `tests.rs`).
+//! The straightforward byte-at-a-time reader the fast one replaced, kept as its oracle. Test-only:
+//! the fast reader is compared against it (see `tests.rs`).
 
 use super::{JsVal, JsonError, Skeleton, TopKind};
 type R<T> = Result<T, JsonError>;

@@ -1,5 +1,5 @@
-//! Message content in the GenAI conventions' JSON shape (`gen_ai.input.messages`,
-//! `gen_ai.output.messages`): Pi's content blocks as message parts.
+//! Message content in the GenAI conventions' JSON shape: Pi's content blocks as message parts. The
+//! shape of `gen_ai.input.messages` and `gen_ai.output.messages`.
 
 use super::out::J;
 use serde_json::Value;
@@ -29,8 +29,8 @@ pub fn text_of(content: Option<&Value>) -> Cow<'_, str> {
     }
 }
 
-/// Python's `str()` of a parsed JSON value, as a message's text shows a field that is not a
-/// string (`None`, `True`, numbers; arrays and objects as compact JSON).
+/// Python's `str()` of a parsed JSON value, as a message's text shows a non-string field. `None`,
+/// `True`, numbers; arrays and objects as compact JSON.
 pub fn py_str(v: Option<&Value>) -> Cow<'_, str> {
     match v {
         None | Some(Value::Null) => Cow::Borrowed("None"),
@@ -119,8 +119,8 @@ fn text_part<'a>(kind: &'static str, s: &'a str) -> J<'a> {
     ])
 }
 
-/// A context message (user, toolResult, bashExecution, custom, summaries) as a GenAI input
-/// message; None for other roles.
+/// A context message as a GenAI input message; None for other roles. Context messages: user,
+/// toolResult, bashExecution, custom, summaries.
 pub fn input_message(msg: &serde_json::Map<String, Value>) -> Option<J<'_>> {
     let role = str_of(msg.get("role"))?;
     Some(match role {

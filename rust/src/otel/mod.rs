@@ -107,10 +107,10 @@ pub fn span_id_of(session_id: &str, parts: &[&str]) -> [u8; 8] {
     sha_id::<8>(&all)
 }
 
-/// A session line as a JSON value (`Null` when it is not JSON), read as Pi's loader reads it:
-/// bytes that are not UTF-8 and lone UTF-16 surrogates (`"\\ud800"`, which `JSON.parse` accepts
-/// and serde_json refuses) become U+FFFD, as the index keeps them. One linear pass, only for
-/// a line serde_json refused.
+/// A session line as a JSON value (`Null` when it is not JSON), read as Pi's loader reads it. Bytes
+/// that are not UTF-8 and lone UTF-16 surrogates (`"\\ud800"`, which `JSON.parse` accepts and
+/// serde_json refuses) become U+FFFD, as the index keeps them. One linear pass, only for a line
+/// serde_json refused.
 pub fn parse_value(line: &[u8]) -> Value {
     if let Ok(v) = serde_json::from_slice(line) {
         return v;
@@ -186,6 +186,18 @@ pub struct Batch {
     from_pos: Vec<Option<u32>>,
     raw: Vec<u8>,
     span: Vec<(usize, usize)>,
+}
+
+/// Where an entry's span sits: the entry id, its span-id parts, its parent span, its start and
+/// time (epoch ms), and whether it is on the active branch.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    eid: &'a str,
+    cur: &'a [&'a str],
+    own: [u8; 8],
+    start: f64,
+    ms: f64,
+    active: bool,
 }
 
 /// A span waiting for its end: a turn or a branch (kept until the end), or a tool call (until
@@ -377,7 +389,7 @@ fn s(v: &str) -> AttrValue {
 }
 
 impl Mapper {
-    /// The export of a session of `n` entries; `active`: the positions on the leaf's branch (Err:
+    /// The export of a session of `n` entries. `active`: the positions on the leaf's branch (Err:
     /// why the active path could not be walked, recorded as a problem); `dups`: some entry ids
     /// repeat (`entry_count() != n`).
     pub fn new(
@@ -921,6 +933,14 @@ impl Mapper {
             own = bspan;
         }
         self.touch(g, ms);
+        let at = Site {
+            eid: &eid,
+            cur: &cur,
+            own,
+            start,
+            ms,
+            active,
+        };
         let mut span_here = None;
         let etype = b.types[k].as_deref();
         let full = self.content != Content::None;
@@ -961,11 +981,10 @@ impl Mapper {
                             self.touch(g, ms);
                         }
                         Some("assistant") => {
-                            span_here =
-                                Some(self.chat(&eid, &cur, msg, own, start, ms, active, parent));
+                            span_here = Some(self.chat(&at, msg, parent));
                         }
                         Some("toolResult") => {
-                            self.tool_result(&eid, &cur, msg, own, start, ms, active);
+                            self.tool_result(&at, msg);
                             if full {
                                 let im = Self::input_json(msg).unwrap_or_else(|| b"{}".to_vec());
                                 self.recent.insert(p, im);
@@ -1032,18 +1051,7 @@ impl Mapper {
                 }
             }
             Some(t @ ("compaction" | "branch_summary")) => {
-                span_here = Some(self.summary(
-                    p,
-                    &eid,
-                    &cur,
-                    t,
-                    raw,
-                    b.from_pos[k],
-                    own,
-                    start,
-                    ms,
-                    active,
-                ));
+                span_here = Some(self.summary(p, &at, t, raw, b.from_pos[k]));
             }
             Some("custom_message") => {
                 let mut a = ev_attrs(&eid);
@@ -1092,20 +1100,10 @@ impl Mapper {
         self.own[p] = span_here.unwrap_or_else(|| self.group_span(g));
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn chat(
-        &mut self,
-        eid: &str,
-        cur: &[&str],
-        msg: &Map<String, Value>,
-        own: [u8; 8],
-        start: f64,
-        ms: f64,
-        active: bool,
-        parent: Option<usize>,
-    ) -> [u8; 8] {
+    fn chat(&mut self, at: &Site, msg: &Map<String, Value>, parent: Option<usize>) -> [u8; 8] {
+        let eid = at.eid;
         let what = format!("entry {eid}");
-        let span = span_id_of(&self.sid, cur);
+        let span = span_id_of(&self.sid, at.cur);
         let model = str_of(msg.get("model"));
         let stop = msg.get("stopReason");
         let stop_s = str_of(stop);
@@ -1169,7 +1167,9 @@ impl Mapper {
             Some(m) if !m.is_empty() => format!("chat {m}"),
             _ => "chat".into(),
         };
-        let rec = self.simple(span, own, name, CLIENT, start, ms, attrs, active);
+        let rec = self.simple(
+            span, at.own, name, CLIENT, at.start, at.ms, attrs, at.active,
+        );
         self.emit(&rec, err.as_deref());
         if let Some(Value::Array(blocks)) = msg.get("content") {
             for b in blocks {
@@ -1194,7 +1194,7 @@ impl Mapper {
                     let v = self.content_value(args, &what);
                     ta.set("gen_ai.tool.call.arguments", AttrValue::Str(v));
                 }
-                let mut parts: Vec<&str> = cur.to_vec();
+                let mut parts: Vec<&str> = at.cur.to_vec();
                 parts.push("tool");
                 parts.push(cid);
                 let tspan = span_id_of(&self.sid, &parts);
@@ -1208,10 +1208,10 @@ impl Mapper {
                     span,
                     format!("execute_tool {tname}"),
                     INTERNAL,
-                    ms,
-                    ms,
+                    at.ms,
+                    at.ms,
                     ta,
-                    active,
+                    at.active,
                 );
                 if cid.is_empty() {
                     self.problem(format!("entry {eid}: a tool call without an id"));
@@ -1225,17 +1225,8 @@ impl Mapper {
         span
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn tool_result(
-        &mut self,
-        eid: &str,
-        cur: &[&str],
-        msg: &Map<String, Value>,
-        own: [u8; 8],
-        start: f64,
-        ms: f64,
-        active: bool,
-    ) {
+    fn tool_result(&mut self, at: &Site, msg: &Map<String, Value>) {
+        let eid = at.eid;
         let cid = str_of(msg.get("toolCallId")).unwrap_or("");
         let found = if cid.is_empty() {
             None
@@ -1259,7 +1250,7 @@ impl Mapper {
                 self.problem(format!(
                     "entry {eid}: a tool result for no earlier tool call ({shown})"
                 ));
-                let mut parts: Vec<&str> = cur.to_vec();
+                let mut parts: Vec<&str> = at.cur.to_vec();
                 parts.push("tool");
                 parts.push(cid);
                 let mut a = Attrs::default();
@@ -1272,17 +1263,17 @@ impl Mapper {
                 let sp = span_id_of(&self.sid, &parts);
                 self.simple(
                     sp,
-                    own,
+                    at.own,
                     format!("execute_tool {tname}"),
                     INTERNAL,
-                    start,
-                    ms,
+                    at.start,
+                    at.ms,
                     a,
-                    active,
+                    at.active,
                 )
             }
         };
-        rec.end = ms;
+        rec.end = at.ms;
         rec.attrs.set("sessiontree.result.entry_id", s(eid));
         if full {
             let t = J::Str(text_of(msg.get("content"))).to_vec();
@@ -1292,22 +1283,17 @@ impl Mapper {
         self.emit(&rec, err.as_deref());
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn summary(
         &mut self,
         p: usize,
-        eid: &str,
-        cur: &[&str],
+        at: &Site,
         etype: &str,
         raw: &Map<String, Value>,
         from_pos: Option<u32>,
-        own: [u8; 8],
-        start: f64,
-        ms: f64,
-        active: bool,
     ) -> [u8; 8] {
+        let eid = at.eid;
         let what = format!("entry {eid}");
-        let span = span_id_of(&self.sid, cur);
+        let span = span_id_of(&self.sid, at.cur);
         let summary = str_of(raw.get("summary"));
         let mut attrs = Attrs::default();
         attrs.set("sessiontree.entry.id", s(eid));
@@ -1394,13 +1380,13 @@ impl Mapper {
         }
         let mut rec = self.simple(
             span,
-            own,
+            at.own,
             etype.to_string(),
             INTERNAL,
-            start,
-            ms,
+            at.start,
+            at.ms,
             attrs,
-            active,
+            at.active,
         );
         rec.links = links;
         self.emit(&rec, None);
@@ -1409,8 +1395,8 @@ impl Mapper {
 
     // --- the end ---
 
-    /// The positions of the user messages whose turn spans [`Mapper::finish_chunk`] `k` writes
-    /// (their content is read again then, in content modes; none otherwise).
+    /// The positions of the user messages whose turn spans [`Mapper::finish_chunk`] `k` writes.
+    /// Their content is read again then, in content modes; none otherwise.
     pub fn chunk_turns(&self, k: usize) -> Vec<usize> {
         if self.content == Content::None {
             return Vec::new();
@@ -1445,8 +1431,8 @@ impl Mapper {
         }
     }
 
-    /// Writes the tool calls left without a result (at the first call), then the turn and
-    /// branch spans of chunk `k` (made [`BATCH`] at a time, in the order they were made);
+    /// Writes the tool calls left without a result, then the turn and branch spans of chunk `k`.
+    /// Tool calls at the first call; spans made [`BATCH`] at a time, in the order they were made.
     /// `lines`: in content modes, the lines of [`Mapper::chunk_turns`] `k`, in that order.
     pub fn finish_chunk(&mut self, k: usize, lines: &[Vec<u8>]) {
         self.close_tools();
@@ -1556,10 +1542,10 @@ impl Mapper {
     }
 }
 
-/// Reads entries `lo..hi` of `st` for [`Mapper::map_batch`]: ids, types, parents, lines
-/// (`lines`, when given, instead of the file's: a legacy session's lines after migration), the
-/// by-id lookups (repeated ids, branch summaries' `fromId`) and the ids of fork points. In the
-/// scrubbed mode the lines are scrubbed here.
+/// Reads entries `lo..hi` of `st` for [`Mapper::map_batch`]. Ids, types, parents, lines (`lines`,
+/// when given, instead of the file's: a legacy session's lines after migration), the by-id lookups
+/// (repeated ids, branch summaries' `fromId`) and the ids of fork points. In the scrubbed mode the
+/// lines are scrubbed here.
 pub fn read_batch(
     st: &Store,
     m: &mut Mapper,

@@ -90,8 +90,8 @@ pub fn push_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// `ms` (epoch milliseconds) as the decimal string of whole nanoseconds (`int(ms * 1e6)`,
-/// truncated toward zero).
+/// `ms` (epoch milliseconds) as the decimal string of whole nanoseconds. That is `int(ms * 1e6)`,
+/// truncated toward zero.
 pub fn push_nanos(out: &mut Vec<u8>, ms: f64) {
     out.push(b'"');
     out.extend_from_slice(((ms * 1_000_000.0) as i128).to_string().as_bytes());

@@ -1,5 +1,5 @@
-//! `convert`: the core's conversion between Claude Code, Codex and Pi files (`crate::convert`),
-//! the GIL released; its report as a dict (the Python module makes the typed result).
+//! `convert`: the core's conversion between Claude Code, Codex and Pi files (`crate::convert`). The
+//! GIL is released; the report is a dict (the Python module makes the typed result).
 
 use super::errors::os_err;
 use crate::convert::{self as core, Format};
@@ -74,9 +74,9 @@ pub fn convert_file<'py>(
     report_dict(py, rep)
 }
 
-/// Converts a Claude Code or Codex file's bytes (`data`, named `name`; `source`: its format,
-/// "auto": detected) to Pi in memory: `(pi_bytes, report)`, the main session only (the
-/// report's `files` names every session made; sidechains are not returned).
+/// Converts a Claude Code or Codex file's bytes to Pi in memory: `(pi_bytes, report)`. `data` is
+/// named `name`; `source`: its format ("auto": detected). The main session only: the report's
+/// `files` names every session made; sidechains are not returned.
 #[pyfunction]
 #[pyo3(signature = (data, name, source = None))]
 pub fn convert_bytes<'py>(

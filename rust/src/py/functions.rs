@@ -1,5 +1,5 @@
-//! The module's functions: the one date rule, the clock, `JSON.stringify`'s text, the JSON
-//! check of a line and the header probe.
+//! The module's functions: the date rule, the clock, `JSON.stringify`'s text, the line checks. The
+//! line checks are the JSON check of a line and the header probe.
 
 use super::results::{named, PROBE};
 use pyo3::prelude::*;
@@ -84,24 +84,24 @@ pub fn add_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Removes the saved indexes (and leftover temp files) of ours from the cache folder `dir`:
-/// only files this core would load, and nothing when the folder is a symlink, another user's
-/// or writable by others. Returns how many files were removed.
+/// Removes our saved indexes (and leftover temp files) from the cache folder `dir`. Only files this
+/// core would load, and nothing when the folder is a symlink, another user's or writable by others.
+/// Returns how many files were removed.
 #[pyfunction]
 pub fn index_cache_clear(py: Python<'_>, dir: std::path::PathBuf) -> usize {
     py.detach(|| crate::saved::clear(&dir))
 }
 
-/// `(saved indexes, their bytes, temp files)` of ours in the cache folder `dir`; None when
-/// the folder is missing, a symlink, another user's or writable by others.
+/// `(saved indexes, their bytes, temp files)` of ours in the cache folder `dir`. None when the
+/// folder is missing, a symlink, another user's or writable by others.
 #[pyfunction]
 pub fn index_cache_census(py: Python<'_>, dir: std::path::PathBuf) -> Option<(usize, u64, usize)> {
     py.detach(|| crate::saved::census(&dir))
 }
 
-/// Evicts from the cache folder `dir` the saved indexes of files gone or rewritten, then the
-/// least recently used past `max_bytes`; returns how many files were removed (0 when the
-/// folder is refused).
+/// Evicts stale and least recently used saved indexes from the cache folder `dir`. First those of
+/// files gone or rewritten, then the least recently used past `max_bytes`; returns how many files
+/// were removed (0 when the folder is refused).
 #[pyfunction]
 pub fn index_cache_evict(py: Python<'_>, dir: std::path::PathBuf, max_bytes: u64) -> usize {
     py.detach(|| match crate::saved::open_dir(&dir, false) {

@@ -9,8 +9,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// The export of one session (see `crate::otel`): `feed` each batch of entries, then
-/// `finish_chunk` for each of `chunks()`, then `finish_root`; each returns the request lines
+/// The export of one session (see `crate::otel`), fed batch by batch. `feed` each batch of entries,
+/// then `finish_chunk` for each of `chunks()`, then `finish_root`; each returns the request lines
 /// finished (bytes, each line ending in `\n`). `report()` gives the counts and problems.
 #[pyclass(module = "sessiontree._core")]
 pub struct OtelMapper {
@@ -160,8 +160,8 @@ pub fn otel_trace_id(session_id: &str) -> String {
     crate::otel::trace_id_of(session_id)
 }
 
-/// The span id (16 hex digits) of `parts` (an entry id, then "tool" and a call id, ...) in the
-/// session `session_id`.
+/// The span id (16 hex digits) of `parts` in the session `session_id`. `parts`: an entry id, then
+/// "tool" and a call id, ...
 #[pyfunction]
 pub fn otel_span_id(session_id: &str, parts: Vec<String>) -> String {
     let p: Vec<&str> = parts.iter().map(String::as_str).collect();

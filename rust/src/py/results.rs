@@ -114,8 +114,8 @@ fn name<'py>(
     }
 }
 
-/// An `EntryRecord` (what `Entry` shows: id, parent id, parentId is null, type, role, line,
-/// offset) of one entry's view.
+/// An `EntryRecord` of one entry's view: what `Entry` shows. Its id, parent id, whether parentId is
+/// null, type, role, line, offset.
 pub fn record<'py>(py: Python<'py>, v: crate::index::EntryView<'_>) -> PyResult<Bound<'py, PyAny>> {
     use crate::index::{ROLE_NAMES, TYPE_NAMES};
     let t = name(py, &TYPES, &TYPE_NAMES, v.type_code, v.type_name);
@@ -152,14 +152,14 @@ pub fn problem<'py>(
     )
 }
 
-/// The children table `t` as a `TreeTable` (roots, start, kids: lists made from the table
-/// itself, no copy of it first).
+/// The children table `t` as a `TreeTable` (roots, start, kids). The lists are made from the table
+/// itself, with no copy of it first.
 pub fn tree_table<'py>(py: Python<'py>, t: &crate::walk::Tree) -> PyResult<Bound<'py, PyAny>> {
     named(py, &TREE, "TreeTable", false, (&t.roots, &t.start, &t.kids))
 }
 
-/// A scrubber's finding as a `ScrubFinding`: line, entry id, JSON pointer, in a key, kind,
-/// start, end, hash6.
+/// A scrubber's finding as a `ScrubFinding`. Line, entry id, JSON pointer, in a key, kind, start,
+/// end, hash6.
 pub fn finding<'py>(py: Python<'py>, f: crate::scrub::Finding) -> PyResult<Bound<'py, PyAny>> {
     let items = (
         f.line, f.entry_id, f.pointer, f.in_key, f.kind, f.start, f.end, f.hash,
@@ -167,8 +167,8 @@ pub fn finding<'py>(py: Python<'py>, f: crate::scrub::Finding) -> PyResult<Bound
     named(py, &FINDING, "ScrubFinding", true, items)
 }
 
-/// A scrubber's counts as a `ScrubStats`: bytes fed, lines changed, secrets found, replay
-/// fields kept or dropped.
+/// A scrubber's counts as a `ScrubStats`. Bytes fed, lines changed, secrets found, replay fields
+/// kept or dropped.
 pub fn scrub_stats<'py>(
     py: Python<'py>,
     s: &crate::scrub::Scrubber,

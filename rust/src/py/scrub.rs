@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// The secret scrubber of `crate::scrub` over a byte stream: `feed` returns the scrubbed whole
+/// The secret scrubber of `crate::scrub` over a byte stream. `feed` returns the scrubbed whole
 /// lines, `finish` the last line without `\n`. Values never cross this boundary.
 #[pyclass(module = "sessiontree._core")]
 pub struct Scrubber {

@@ -18,8 +18,8 @@ impl From<SearchError> for PyErr {
     }
 }
 
-/// One hit as two tuples (PyO3 converts tuples of at most 12): (path, session_id, entry_id,
-/// type, role, tool, ts_ms, line, offset) and (snippet, spans, score, branch_state, fork_point,
+/// One hit as two tuples (PyO3 converts tuples of at most 12). (path, session_id, entry_id, type,
+/// role, tool, ts_ms, line, offset) and (snippet, spans, score, branch_state, fork_point,
 /// summary_id, labels).
 pub type HitTuple = (
     (
@@ -141,9 +141,9 @@ pub fn search_store(
     ))
 }
 
-/// The byte-free matcher for one text: the character spans of `query`'s matches in `text`, or
-/// None when `text` does not match the whole query (the rule every hit is checked with).
-/// Raises SearchQueryError for a bad query.
+/// The byte-free matcher for one text: the character spans of `query`'s matches in `text`. None
+/// when `text` does not match the whole query (the rule every hit is checked with). Raises
+/// SearchQueryError for a bad query.
 #[pyfunction]
 pub fn search_match(query: &str, text: &str) -> PyResult<Option<Vec<(usize, usize)>>> {
     let q = crate::search::parse(query).map_err(SearchError::Query)?;
@@ -169,8 +169,8 @@ pub fn search_tokens(text: &str) -> Vec<(String, usize, bool)> {
     v
 }
 
-/// The searchable text of one entry line as the index sees it (`crate::search::extract`), or
-/// None for a line that is not an entry.
+/// The searchable text of one entry line as the index sees it (`crate::search::extract`). None for
+/// a line that is not an entry.
 #[pyfunction]
 pub fn search_extract(line: &[u8]) -> Option<String> {
     crate::search::extract::extract(line).map(|x| x.text)

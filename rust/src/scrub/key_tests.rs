@@ -1,4 +1,4 @@
-//! Keys are compared as `JSON.parse` decodes them: a tree key or a replay field written with
+//! Keys are compared as `JSON.parse` decodes them. A tree key or a replay field written with
 //! escapes keeps its rule.
 use super::*;
 

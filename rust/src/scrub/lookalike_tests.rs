@@ -192,3 +192,94 @@ fn detect_secrets_samples_of_its_plugin_tests() {
         "gloas-checking_Length-Is-_exactly_64--Xchecking_Length-Is-_longer_longer",
     ]);
 }
+
+#[test]
+fn a_bare_discord_bot_token_is_found_and_its_look_alikes_kept() {
+    // detect-secrets tests/plugins/discord_test.py: every true positive written alone (no word
+    // `discord` near it), and every false positive
+    assert_found(&[
+        (
+            "MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+            "discord_bot_token",
+        ),
+        (
+            "Nzk5MjgxNDk0NDc2NDU1OTg3.YABS5g.2lmzECVlZv3vv6miVnUaKPQi2wI",
+            "discord_bot_token",
+        ),
+        (
+            "MZ1yGvKTjE0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zMC",
+            "discord_bot_token",
+        ),
+        (
+            "OTUyNED5MDk2MTMxNzc2MkEz.YjESug.UNf-1GhsIG8zWT409q2C7Bh_zWQ",
+            "discord_bot_token",
+        ),
+        (
+            "OTUyNED5MDk2MTMxNzc2MkEz.GSroKE.g2MTwve8OnUAAByz8KV_ZTV1Ipzg4o_NmQWUMs",
+            "discord_bot_token",
+        ),
+        (
+            "MTAyOTQ4MTN5OTU5MTDwMEcxNg.GSwJyi.sbaw8msOR3Wi6vPUzeIWy_P0vJbB0UuRVjH8l8",
+            "discord_bot_token",
+        ),
+        (
+            "ATMyOTQ4MTN5OTU5MTDwMEcxNg.GSwJyi.sbaw8msOR3Wi6vPUzeIWy_P0vJbB0UuRVjH8l8",
+            "discord_bot_token",
+        ),
+        (
+            "=MTAyOTQ4MTN5OTU5MTDwMEcxN.GSwJyi.sbaw8msOR3Wi6vPUzeIWy_P0vJbB0UuRVjH8l8",
+            "discord_bot_token",
+        ),
+        (
+            "MTAyOTQ4MTN5OTU5MTDwMEcxNg.YjESug.UNf-1GhsIG8zWT409q2C7Bh_zWQ!4o_NmQWUMs",
+            "discord_bot_token",
+        ),
+        (
+            "bot = Client(token='MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs')",
+            "discord_bot_token",
+        ),
+    ]);
+    assert_kept(&[
+        "MZ1yGvKTj0rY0cV8i47CjAa.uHQPq.Xb1Mk2nEhe-4icrGOuegj57zMC",
+        "MZ1yGvKTj0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zMC",
+        "MZ1yGvKTjE0rY0cV8i47CjAa.uHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zMC",
+        "MZ1yGvKTjE0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zM",
+        "MZ1yGvKTjE0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe,4iUcrGOuegj57zMC",
+        "PZ1yGvKTjE0rY0cV8i47CjAa.uRHQPq.Xb1Mk2nEhe-4iUcrGOuegj57zMC",
+        "MTAyOTQ4MTN5OTU5MTDwMEcxNg0.GSwJyi.sbaw8msOR3Wi6vPUzeIWy_P0vJbB0UuRVjH8l8",
+        // dotted names and versions of the same rhythm that are not tokens
+        "see sessiontree.scrub.rules.Discord and com.example.widget.render.module",
+        "MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWsTooLongForTheHmac",
+    ]);
+}
+
+#[test]
+fn an_openai_key_needs_its_marker() {
+    // detect-secrets tests/plugins/openai_test.py: the project key with `T3BlbkFJ` (base64 of
+    // `OpenAI`, in every OpenAI key format) goes, the one with the marker changed is kept
+    assert_found(&[
+        (
+            "sk-proj-Xi8tdMjHV6pmbBbwilTeT3BlbkFJ3UDnpdEwNNm6wVBpYM0o",
+            "openai_api_key",
+        ),
+        (
+            "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",
+            "openai_api_key",
+        ),
+    ]);
+    assert_kept(&["sk-proj-Xi8tdMjHV6pmbBbwilTeT4BlbkFJ3UDnpdEwNNm6wVBpYM0o"]);
+}
+
+#[test]
+fn two_words_under_a_password_name_are_a_name() {
+    // detect-secrets tests/plugins/ibm_cloud_iam_test.py (a false positive)
+    assert_kept(&["ibm-cloud-pwd = shorter-version", "db_password: read_only"]);
+    assert_found(&[
+        ("ibm-cloud-pwd = shorter-version-2", "password_assignment"),
+        (
+            "password = correct-horse-battery-staple",
+            "password_assignment",
+        ),
+        ("password = \"hunter2-but-long\"", "password_assignment"),
+    ]);
+}

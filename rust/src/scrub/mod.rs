@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use std::sync::OnceLock;
 
 /// What to do with provider replay fields (`thinkingSignature`, `textSignature`,
-/// `thoughtSignature`: opaque, often encrypted, data a provider checks on replay).
+/// `thoughtSignature`). They hold opaque, often encrypted, data a provider checks on replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replay {
     /// left byte for byte as they are and not searched (a changed one breaks the replay)
@@ -93,6 +93,30 @@ struct Engine {
     password_name: Regex,
     /// [`rules::BENIGN_NAME`]
     benign_name: Regex,
+    /// the rules made candidates by [`DOTTED_SIX`] (Discord bot tokens)
+    dotted_mask: Mask,
+}
+
+/// Rules with no literal of their own, made candidates where two dots stand 7 bytes apart with
+/// 6 token bytes (`[A-Za-z0-9_-]`) between them and 24 bytes or more before the first: the
+/// middle part of a Discord bot token (`<base64 id>.<6>.<hmac>`).
+const DOTTED_SIX: &[&str] = &["discord_bot_token"];
+
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// The offsets of the first dot of each `.xxxxxx.` in `line` (see [`DOTTED_SIX`]): one
+/// `memchr` pass over the dots, a constant check at each.
+fn dotted_six(line: &[u8], mut push: impl FnMut(usize)) {
+    for i in memchr::memchr_iter(b'.', line) {
+        if i >= 24
+            && line.get(i + 7) == Some(&b'.')
+            && line[i + 1..i + 7].iter().all(|&b| token_byte(b))
+        {
+            push(i);
+        }
+    }
 }
 
 /// A set of rules: bit `r` is [`RULES`]`[r]`.
@@ -163,6 +187,11 @@ fn engine() -> &'static Engine {
             secret_name: Regex::new(&format!("(?-u){}", rules::SECRET_NAME)).unwrap(),
             password_name: Regex::new(r"(?-u)(?i)passw(?:or)?d|passphrase|pwd").unwrap(),
             benign_name: Regex::new(&format!("(?-u){}", rules::BENIGN_NAME)).unwrap(),
+            dotted_mask: RULES
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| DOTTED_SIX.contains(&r.kind))
+                .fold(0, |m, (k, _)| m | 1 << k),
         }
     })
 }
@@ -365,7 +394,22 @@ fn password_ok(v: &[u8]) -> bool {
     if v.iter().all(|&b| b.is_ascii_lowercase() || b == b'_') && v.len() < 12 && shannon(v) < 3.0 {
         return false;
     }
-    true
+    !two_words(v)
+}
+
+/// A name of two lower-case words joined by one `-` or `_` (`shorter-version`, `read_only`,
+/// `new-user`): a name, not a password. A passphrase of words (`correct-horse-battery-staple`)
+/// has more of them, and a typed password a digit or a capital.
+fn two_words(v: &[u8]) -> bool {
+    let mut seps = v.iter().filter(|&&b| b == b'-' || b == b'_');
+    seps.next().is_some()
+        && seps.next().is_none()
+        && v.iter()
+            .all(|&b| b.is_ascii_lowercase() || b == b'-' || b == b'_')
+        && !v.starts_with(b"-")
+        && !v.starts_with(b"_")
+        && !v.ends_with(b"-")
+        && !v.ends_with(b"_")
 }
 
 fn assigned_ok(v: &[u8]) -> bool {
@@ -840,6 +884,8 @@ impl Scrubber {
             self.lit_hits
                 .push((m.start(), e.lit_mask[m.pattern().as_usize()]));
         }
+        let dotted = e.dotted_mask;
+        dotted_six(line, |i| self.lit_hits.push((i, dotted)));
         if self.lit_hits.is_empty()
             && !(self.opts.replay == Replay::Drop && contains(line, b"Signature\""))
         {

@@ -47,8 +47,8 @@ pub struct Rule {
     pub check: Check,
     /// when not empty, the string must also contain one of these
     pub context: &'static [&'static str],
-    /// names: each makes the rule a candidate when followed by one of [`NAME_ENDS`] (so
-    /// `token=` and `"token"` are candidates, the frequent `totalTokens` and `tokens` are not)
+    /// names: each makes the rule a candidate when followed by one of [`NAME_ENDS`]. So `token=`
+    /// and `"token"` are candidates, the frequent `totalTokens` and `tokens` are not
     pub names: &'static [&'static str],
 }
 
@@ -77,17 +77,16 @@ macro_rules! assign {
     };
 }
 
-/// Names under a secret-like word that hold no secret: a CSRF token (per page, not a
-/// credential), a public token or key, and the name, size, id, file, URL... of a secret
-/// (`LLM_SECRET_NAME`, `token_file`, `api_key_id`). Matched against the whole name, any case;
-/// the words are those of gitleaks' `generic-api-key` allowlist
-/// (cmd/generate/config/rules/generic.go).
+/// Names under a secret-like word that hold no secret. A CSRF token (per page, not a credential), a
+/// public token or key, and the name, size, id, file, URL... of a secret (`LLM_SECRET_NAME`,
+/// `token_file`, `api_key_id`). Matched against the whole name, any case; the words are those of
+/// gitleaks' `generic-api-key` allowlist (cmd/generate/config/rules/generic.go).
 pub const BENIGN_NAME: &str = r"(?i)(?:csrf|xsrf|public[_.-]?(?:token|key)|pub[_.-]?key|(?:secret|token|key|passw(?:or)?d|pwd|credentials?|creds)[_.-]?(?:names?|length|len|size|ids?|alias|file(?:name|path)?|path|dir|url|uri|endpoint|type|count|version|ttl|field|label|prefix|header)$)";
 
-/// Values published as public, kept by every rule: Google's example API keys of
+/// Values published as public, kept by every rule. Google's example API keys of
 /// firebase-android-sdk (the keys gitleaks' `gcp-api-key` allowlist keeps,
-/// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a
-/// public value (yarnpkg/berry#6201).
+/// cmd/generate/config/rules/gcp.go) and the key gitleaks' `generic-api-key` keeps as a public
+/// value (yarnpkg/berry#6201).
 pub const PUBLIC_VALUES: &[&str] = &[
     "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
     "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",
@@ -266,7 +265,7 @@ pub const RULES: &[Rule] = &[
             "sk-None-",
             "T3BlbkFJ"
         ],
-        r"\bsk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
+        r"\bsk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{8,}T3BlbkFJ[A-Za-z0-9_-]{8,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
         0,
         Shape
     ),
@@ -327,11 +326,14 @@ pub const RULES: &[Rule] = &[
         0,
         Shape
     ),
+    // a bot token has no literal (its first part is the base64 of a numeric id): the rule is a
+    // candidate wherever two dots stand 7 bytes apart with 6 token bytes between them
+    // (`super::DOTTED_SIX`), the token's middle part
     rule!(
         "discord_bot_token",
-        ["discord", "Discord", "DISCORD"],
-        r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
-        0,
+        [],
+        r"([MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?:[^A-Za-z0-9_-]|$)",
+        1,
         Shape
     ),
     rule!(

@@ -79,8 +79,8 @@ fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str)
 }
 
-/// The searchable text of one line; None for a line that is not a JSON object with a string
-/// `type`, or is the session header.
+/// The searchable text of one line. None for a line that is not a JSON object with a string `type`,
+/// or is the session header.
 pub fn extract(line: &[u8]) -> Option<Extracted> {
     let v: Value = serde_json::from_slice(line).ok()?;
     let etype = str_of(&v, "type")?.to_string();

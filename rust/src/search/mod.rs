@@ -72,8 +72,8 @@ pub struct Filters {
     pub until: Option<i64>,
 }
 
-/// Where the index lives: `dir` (created 0700 inside the cache folder) or, None, in memory
-/// for this query only; `saved` the saved-index cache the hits' sessions open through.
+/// Where the index lives, and the saved-index cache the hits' sessions open through (`saved`).
+/// `dir` (created 0700 inside the cache folder) or, None, in memory for this query only.
 #[derive(Debug, Clone, Default)]
 pub struct Place {
     pub dir: Option<PathBuf>,
@@ -108,8 +108,8 @@ pub struct Hit {
 /// The longest snippet, in characters.
 pub const SNIPPET_CHARS: usize = 160;
 
-/// A query's answer: the page of hits, how many hits there are in all, the offset of the next
-/// page (None: this was the last), and the time taken (ms), indexing included.
+/// A query's answer: the page of hits, the number of hits, the next page's offset, the time. The
+/// offset is None when this was the last page; the time (ms) includes indexing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub hits: Vec<Hit>,

@@ -1,6 +1,5 @@
-//! The query language, parsed once into [`Query`], which both builds the Tantivy query and
-//! re-checks a hit's text (a hit is returned only when its text, read back from the session
-//! file, still matches).
+//! The query language, parsed once into [`Query`]: it builds the Tantivy query and re-checks hits.
+//! A hit is returned only when its text, read back from the session file, still matches.
 //!
 //! Syntax: whitespace-separated items, all required (AND); `"an exact phrase"`; `a OR b`
 //! (OR binds tighter than the implicit AND: `x a OR b` is `x AND (a OR b)`); `-item` excludes;
@@ -23,8 +22,8 @@ impl std::fmt::Display for QueryError {
 }
 impl std::error::Error for QueryError {}
 
-/// A sequence of parts at relative positions; the last one a prefix when `prefix`; `whole`
-/// the compound as typed (lowercased) when the matcher came from one word of 2+ parts.
+/// A sequence of parts at relative positions; the last one a prefix when `prefix`. `whole` the
+/// compound as typed (lowercased) when the matcher came from one word of 2+ parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matcher {
     pub parts: Vec<(usize, String)>,
@@ -210,9 +209,9 @@ pub fn parse(q: &str) -> Result<Query, QueryError> {
     Ok(Query { clauses })
 }
 
-/// The tokens of a text, for matching: (position, lowercased text, byte range), parts and whole
-/// compounds as the index holds them (a whole at its first part's position), so a query matches
-/// a text here exactly when Tantivy's phrase and term queries match its document.
+/// The tokens of a text for matching, as the index holds them. (position, lowercased text, byte
+/// range), parts and whole compounds (a whole at its first part's position), so a query matches a
+/// text here exactly when Tantivy's phrase and term queries match its document.
 pub struct TextParts {
     toks: Vec<(usize, String, usize, usize)>,
 }

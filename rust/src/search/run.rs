@@ -20,9 +20,9 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, Term};
 
-/// Searches the store of session files `files` (absolute paths) named `store_key` for `q`;
-/// the hits `offset..offset+limit` in rank order (BM25, then the newer entry, then file
-/// order). See the module docs of `search` for what is checked.
+/// Searches the store of session files `files` (absolute paths) named `store_key` for `q`. The hits
+/// `offset..offset+limit` in rank order (BM25, then the newer entry, then file order). See the
+/// module docs of `search` for what is checked.
 ///
 /// Errors: [`SearchError::Query`] for a bad query (nothing is read); an index that cannot be
 /// written even after a rebuild.

@@ -40,8 +40,8 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexWriter, TantivyDocument, TantivyError, Term};
 
-/// Bumped whenever the schema, the tokenizer or the extraction changes: an index of another
-/// format is rebuilt.
+/// Bumped whenever the schema, the tokenizer or the extraction changes. An index of another format
+/// is rebuilt.
 pub const FORMAT: u32 = 1;
 const SEED: u64 = 0x5e55_1017_5ea7_c401;
 /// Bytes hashed at each end of the covered range for the fingerprint.
@@ -254,8 +254,8 @@ impl StoreIndex {
         Ok(StoreIndex { index, f, manifest })
     }
 
-    /// Brings the index up to date with `files` (absolute paths of the store's session files;
-    /// a file that cannot be opened is left out, and evicted if it was indexed).
+    /// Brings the index up to date with `files`, the absolute paths of the store's session files. A
+    /// file that cannot be opened is left out, and evicted if it was indexed.
     pub fn sync(&mut self, files: &[PathBuf]) -> Result<(), SearchError> {
         if self.plan(files).is_empty() {
             return Ok(());

@@ -13,7 +13,7 @@
 /// The longest token indexed, in bytes (a longer one keeps its position, unindexed).
 pub const MAX_TOKEN: usize = 128;
 
-/// One token: its lowercased text, its byte range in the text, its position, whether it is a
+/// One token: its lowercased text, byte range and position, and whether it is a whole compound. A
 /// whole compound (of 2+ parts) rather than a part.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tok {

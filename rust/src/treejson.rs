@@ -126,13 +126,15 @@ pub struct Frame<'a> {
     pub tails: &'a std::collections::HashMap<u32, Vec<u8>>,
 }
 
-/// Bytes of text [`write_tree`] gathers before it hands them to its sink (at least; a batch's
-/// text at most, see [`write_nested`]).
+/// Bytes of text [`write_tree`] gathers before it hands them to its sink.
+///
+/// At least; a batch's text at most, see [`write_nested`].
 pub const CHUNK: usize = 1 << 20;
 
-/// RPC `get_tree` (nested): `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]),
-/// `frame.foot`, handed to `sink` in pieces of at least [`CHUNK`] bytes (the last may be
-/// shorter; never an empty one). The entries are read in batches by `read(idx, raw, span)`
+/// RPC `get_tree` (nested) handed to `sink` in pieces.
+///
+/// `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]), `frame.foot`, in pieces of
+/// at least [`CHUNK`] bytes (the last may be shorter; never an empty one). The entries are read in batches by `read(idx, raw, span)`
 /// (their lines side by side in `raw`, as [`crate::store::Store::lines_into`] gives them); an
 /// entry for which `copy_ok(idx)` says true (its line already `JSON.stringify`'s text) is
 /// copied, the others are written by `fallback(positions)` (the exact writer: one text per

@@ -142,10 +142,11 @@ impl Rec {
         let ts = self.ts();
         self.hi() >> TS_BITS & 2 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
     }
-    /// Whether the entry's line (its JSON text, see [`Rec::offset`]) already is what
-    /// `JSON.stringify(JSON.parse(line))` writes, as the scan found ([`crate::json::Skel::canon`],
-    /// valid UTF-8): RPC `get_tree` copies such a line instead of writing it again. False is
-    /// always safe (the exact writer is used).
+    /// Whether the entry's line already is `JSON.stringify`'s text, as the scan found.
+    ///
+    /// The line: its JSON text, see [`Rec::offset`]; the text `JSON.stringify(JSON.parse(line))`
+    /// writes ([`crate::json::Skel::canon`], valid UTF-8). RPC `get_tree` copies such a line
+    /// instead of writing it again. False is always safe (the exact writer is used).
     #[inline]
     pub fn stringify_form(&self) -> bool {
         self.hi() >> TS_BITS & 1 != 0

@@ -156,8 +156,10 @@ pub struct Skel<'a> {
     pub first_kept_entry_id: Val<'a>,
     pub role: Val<'a>,
     pub invalid_utf8: bool,
-    /// The line's text is already what `JSON.stringify(JSON.parse(line))` writes, as far as
-    /// the parse saw (see [`LineParser::parse`]; the caller also requires `!invalid_utf8`).
+    /// The line's text is already what `JSON.stringify(JSON.parse(line))` writes.
+    ///
+    /// As far as the parse saw (see [`LineParser::parse`]; the caller also requires
+    /// `!invalid_utf8`).
     pub canon: bool,
 }
 

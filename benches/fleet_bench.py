@@ -14,8 +14,9 @@ Loops measured over the same generated store (``tests/support/fleet_store.py``, 
 * ``row``: the fleet's per-file function (``Session.open`` and the row) in a plain loop;
 * ``engine-1`` / ``engine-2``: ``session_stats(engine="local", workers=1|2)`` (the fleet layer:
   process pool, Arrow table, sort);
-* ``ray-1`` / ``ray-2``: ``session_stats(engine="ray")`` with Ray Data concurrency 1 and 2, warm
-  (after a first job), and Ray's fixed cost (``ray.init`` and the first job).
+* ``ray-1`` / ``ray-2``: ``session_stats(engine="ray", workers=1|2)``: Ray tasks over bundles of
+  files (``sessiontree.fleet._engine.run_ray``), at most 1 and 2 in flight, warm (after a first
+  job), and Ray's fixed cost (``ray.init`` and the first job).
 
 Each timing is the best of ``--repeat`` runs. The 2-core machine is shared: ratios measured in
 the same run are what to read, not absolute times.

@@ -1,6 +1,6 @@
 """Search against its peers, as ratios measured in one run (docs/benchmarks.md, "Search").
 
-    python benches/search_bench.py [--megabytes 500] [--queries 40] [--json OUT]
+    python benches/search_bench.py [--megabytes 500] [--queries 40] [--store DIR] [--json OUT]
 
 The store: generated sessions (/work/shared/tools/gen_session.py, 8 files, seeded) of about
 ``--megabytes`` in all, plus tests/corpus. Peers: the PyPI ``tantivy`` package indexing the same
@@ -8,9 +8,14 @@ extracted text (``_core.search_extract``, the index's own extraction; stored tex
 tokenizer: split on non-alphanumerics, lowercase, long tokens removed), its time not counting the
 extraction; and one ``rg -F`` pass over the store (ripgrep, Debian package ``ripgrep``).
 
+``--store DIR`` uses a store made beforehand (copied, since a session is appended to).
+
 Figures:
-* build: our first search over the store with no index (extraction included) / the package's
-  indexing of the extracted text (commit included); index size as % of the searchable text;
+* build: our first search over the store with no index (extraction included; timed inside the
+  fresh process, as the package's indexing is timed inside this one: neither counts the
+  interpreter's start or the import) / the package's indexing of the extracted text (commit
+  included), in wall time and in CPU time (all threads); index size as % of the searchable
+  text;
 * query p95, top 10 with snippets, in process: ours / the package's (search + a snippet per hit),
   and ours / one ``rg -F`` pass (median of the queries' passes);
 * CLI p95, one process per query: ``sessiontree search`` / ``python -c`` with the package;
@@ -123,10 +128,33 @@ def dir_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
 
 
-def rss_child(code: str, env: dict[str, str]) -> tuple[float, int]:
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
-    return time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+def cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+#: The first search in a fresh process: prints (import s, search wall s, search CPU s).
+BUILD_CODE = """
+import json, resource, sys, time
+t = time.perf_counter()
+from sessiontree import search
+t1 = time.perf_counter()
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+c = cpu()
+search('zzzunlikely', sys.argv[1])
+print(json.dumps([t1 - t, time.perf_counter() - t1, cpu() - c]))
+"""
+
+
+def build_child(store: Path, env: dict[str, str]) -> tuple[float, float, float, int]:
+    """(import s, search wall s, search CPU s, peak RSS bytes) of the first search in a child."""
+    out = subprocess.run(
+        [sys.executable, "-c", BUILD_CODE, str(store)], check=True, env=env, capture_output=True, text=True
+    ).stdout
+    imp, wall, cpu = json.loads(out.splitlines()[-1])
+    return imp, wall, cpu, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
 
 def main() -> int:
@@ -134,23 +162,29 @@ def main() -> int:
     ap.add_argument("--megabytes", type=int, default=int(os.environ.get("SESSIONTREE_BENCH_SEARCH_MB", "64")))
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--store", help="a store made beforehand (copied; --megabytes is then ignored)")
     a = ap.parse_args()
     rg = shutil.which("rg")
-    res: dict[str, object] = {"megabytes": a.megabytes}
+    res: dict[str, object] = {"megabytes": a.megabytes} if not a.store else {"store": a.store}
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         store = tmpd / "store"
-        files = make_store(store, a.megabytes)
+        if a.store:
+            shutil.copytree(a.store, store)
+            files = sorted(p for p in store.rglob("*.jsonl") if "corpus" not in p.parts)
+        else:
+            files = make_store(store, a.megabytes)
         store_bytes = sum(p.stat().st_size for p in store.rglob("*.jsonl"))
         cache = tmpd / "cache"
         env = dict(os.environ, SESSIONTREE_INDEX_CACHE=str(cache))
         os.environ["SESSIONTREE_INDEX_CACHE"] = str(cache)
         # build: the first search, in a fresh process (its peak RSS too)
-        code = f"from sessiontree import search; search('zzzunlikely', {str(store)!r})"
-        build_s, rss = rss_child(code, env)
+        import_s, build_s, build_cpu, rss = build_child(store, env)
         docs = extracted(store)
         text_bytes = sum(len(t.encode()) for _, _, t in docs)
+        c = cpu_self()
         peer_s, index = peer_build(docs, tmpd / "peer")
+        peer_cpu = cpu_self() - c
         ours_bytes = dir_bytes(cache / "search")
         res.update(
             store_bytes=store_bytes,
@@ -158,6 +192,10 @@ def main() -> int:
             build_s=build_s,
             peer_build_s=peer_s,
             build_ratio=build_s / peer_s,
+            build_cpu_s=build_cpu,
+            peer_build_cpu_s=peer_cpu,
+            build_cpu_ratio=build_cpu / peer_cpu,
+            child_import_s=import_s,
             index_pct_of_text=100 * ours_bytes / text_bytes,
             peer_index_pct_of_text=100 * dir_bytes(tmpd / "peer") / text_bytes,
             peak_rss_pct_of_store=100 * rss / store_bytes,
@@ -215,30 +253,43 @@ def main() -> int:
             subprocess.run([sys.executable, "-c", peer_code, str(tmpd / "peer"), q], check=True)
             pcli.append(time.perf_counter() - t)
         res.update(cli_p95_ms=1000 * p95(cli), peer_cli_p95_ms=1000 * p95(pcli), cli_ratio_vs_peer=p95(cli) / p95(pcli))
+        # where the CLI's time goes: the imports alone, one process each (medians of 5)
+        imports: dict[str, list[float]] = {"sessiontree.cli": [], "tantivy": []}
+        for _ in range(5):
+            for mod, xs in imports.items():
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-c", f"import {mod}"], env=env, check=True)
+                xs.append(time.perf_counter() - t)
+        res.update(
+            cli_import_ms=1000 * statistics.median(imports["sessiontree.cli"]),
+            peer_import_ms=1000 * statistics.median(imports["tantivy"]),
+        )
         # after an append of 1 MB to one session
         from sessiontree import Session
 
-        warm = []
+        warm, warm_cpu = [], []
         for _ in range(5):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu_self()
             search(qs[1], store, limit=10)
             warm.append(time.perf_counter() - t)
+            warm_cpu.append(cpu_self() - c)
         one_mb = tmpd / "onemb.jsonl"
         subprocess.run([sys.executable, str(GEN), "--megabytes", "1", "--seed", "99", "--out", str(one_mb)], check=True)
         body = one_mb.read_bytes().split(b"\n", 1)[1]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_self()
         Session.open(one_mb, index_cache=False)
-        scan_1mb = time.perf_counter() - t
+        scan_1mb, scan_cpu = time.perf_counter() - t, cpu_self() - c
         with open(files[0], "ab") as f:
             f.write(body)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_self()
         search(qs[1], store, limit=10)
-        after = time.perf_counter() - t
+        after, after_cpu = time.perf_counter() - t, cpu_self() - c
         res.update(
             warm_query_ms=1000 * statistics.median(warm),
             scan_1mb_ms=1000 * scan_1mb,
             after_append_ms=1000 * after,
             after_append_ratio=after / (statistics.median(warm) + scan_1mb),
+            after_append_cpu_ratio=after_cpu / (statistics.median(warm_cpu) + scan_cpu),
         )
     for k, v in res.items():
         print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")

@@ -398,9 +398,9 @@ def convert_all(
     Args:
         source_format: ``"auto"`` (detected per file) or a format every file is read as.
         engine: ``"local"`` (a process pool here; in this process for small stores) or
-            ``"ray"`` (Ray Data; ``address`` of a running cluster, else ``ray.init`` with
-            ``num_cpus``; ``out_dir`` must be shared with the workers); ``workers``: processes
-            or Ray concurrency.
+            ``"ray"`` (Ray tasks over bundles of files; ``address`` of a running cluster, else
+            ``ray.init`` with ``num_cpus``; ``out_dir`` must be shared with the workers);
+            ``workers``: processes, or Ray tasks in flight.
         progress: True for a progress bar on stderr (tqdm; Ray's bars under Ray), or a
             callable ``f(n)`` told the sessions done after each batch.
 

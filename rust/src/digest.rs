@@ -340,28 +340,32 @@ mod fast {
         }
     }
 
-    /// Non-whitespace characters of a text kept for its preview when the text had to be copied (it
-    /// has escapes).
-    ///
-    /// [`clip`] never reads past the `max + 1`-th, so previews of fewer characters are exact
-    /// (longer ones go to `digest_value`).
+    /// The longest preview the fast reader makes (longer ones go to `digest_value`).
     pub(super) const HEAD_CHARS: usize = 1024;
 
     /// A text block's or a content string's UTF-16 length and (a head of) its text.
     ///
-    /// Borrowed when it has no escapes, else only its first [`HEAD_CHARS`] non-whitespace
-    /// characters copied (a tool output of megabytes is not).
+    /// Borrowed when it has no escapes, else only its first `max + 1` non-whitespace characters
+    /// copied, `max` the preview's length (a tool output of megabytes is not): [`clip`] never
+    /// reads past the `max + 1`-th, so the preview is exact.
     struct Txt<'a> {
         head: Cow<'a, str>,
         units: u64,
     }
 
+    thread_local! {
+        /// The non-whitespace characters a copied text keeps on this thread: the preview's
+        /// length of the digest being read ([`digest`] sets it; [`clip`] reads at most one more).
+        static HEAD: std::cell::Cell<usize> = const { std::cell::Cell::new(HEAD_CHARS) };
+    }
+
     fn head_of(s: &str) -> &str {
+        let limit = HEAD.with(std::cell::Cell::get);
         let mut k = 0;
         for (i, c) in s.char_indices() {
             if !c.is_whitespace() {
                 k += 1;
-                if k > HEAD_CHARS {
+                if k > limit {
                     return &s[..i + c.len_utf8()];
                 }
             }
@@ -712,6 +716,7 @@ mod fast {
         if preview_chars >= HEAD_CHARS {
             return None;
         }
+        HEAD.with(|h| h.set(preview_chars));
         // one SIMD check of the whole line, then `from_str` (no check per string); a line that
         // is not UTF-8 is one `Value` rejects too
         let text = simdutf8::basic::from_utf8(line).ok()?;
@@ -757,17 +762,80 @@ mod fast {
     }
 }
 
-fn num(v: f64) -> Value {
-    serde_json::Number::from_f64(v)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
+/// Entries digested per task: each task reads its lines (`Store::with_lines`) and digests them
+/// as they are read, so no batch's lines are copied side by side first.
+const PART: usize = 1024;
+
+/// The digest of entry `i` from its `line`, with the fix-ups only the index knows.
+fn digest_at(st: &Store, i: usize, line: &[u8], preview_chars: usize) -> Digest {
+    let mut d = digest(line, preview_chars);
+    // the digest reads a `hookMessage` message as `custom` (what Pi's migrateV2ToV3 makes of
+    // it); the index keeps the role as `hookMessage` only in a file Pi does not migrate (v3),
+    // where Pi's estimateTokens has no case for it: 0
+    if d.tokens.is_some() && st.index.recs[i].role == crate::index::R_HOOK {
+        d.tokens = Some(0);
+    }
+    if d.kind == "?" {
+        // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
+        // nesting past 128): keep the type the index read
+        let t = st.index.recs[i].etype;
+        if t == crate::index::T_OTHER {
+            // a name past the full names table: the core's parse of the line has it
+            if let Some(n) = crate::index::type_of_line(line) {
+                d.kind = n;
+            }
+        } else if t != 0 {
+            d.kind = st.index.type_name(t).to_string();
+        }
+    }
+    d
+}
+
+/// Writes `"key":[...]` (after a `,` unless first) with `each` writing the values of `items`.
+fn push_column<T>(
+    out: &mut Vec<u8>,
+    key: &str,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut Vec<u8>, T),
+) {
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    push_json(out, key);
+    out.extend_from_slice(b":[");
+    for (k, v) in items.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        each(out, v);
+    }
+    out.push(b']');
+}
+
+/// `v` as serde_json writes it (strings escaped, floats in its shortest form, NaN and the
+/// infinities as `null`).
+fn push_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    // writing into a Vec fails only for a value that cannot be JSON (none is given here)
+    if serde_json::to_writer(&mut *out, v).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+fn push_opt<T: serde::Serialize>(out: &mut Vec<u8>, v: Option<T>) {
+    match v {
+        Some(v) => push_json(out, &v),
+        None => out.extend_from_slice(b"null"),
+    }
 }
 
 /// Entries `start..end` (file order) as one JSON document of columns.
 ///
 /// `id` (string or null), `k` kind, `p` preview, `r` reference, `o` byte offset of the line, `l`
 /// its byte length, `t` timestamp in ms (null when invalid), `e` token estimate (null: none), `u`
-/// usage `[input, output, cacheRead, cacheWrite, cost]` or null. Digests run in parallel.
+/// usage `[input, output, cacheRead, cacheWrite, cost]` or null (NaN fields null). Keys in
+/// sorted order, compact, as serde_json writes a map. Digests run in parallel, [`PART`] entries
+/// a task, each reading its own lines (nearby lines in one `pread`; a file changed under the
+/// index errs instead of faulting).
 pub fn digest_columns(
     st: &Store,
     start: usize,
@@ -775,91 +843,39 @@ pub fn digest_columns(
     preview_chars: usize,
     id_of: impl Fn(usize) -> Option<String>,
 ) -> Result<Vec<u8>, StoreError> {
-    // the lines are read first (nearby lines in one `pread`; a file changed under the index
-    // errs instead of faulting), then digested in parallel
-    let idx: Vec<usize> = (start..end).collect();
-    // the batch's lines side by side in one buffer (no allocation per line)
-    let mut buf: Vec<u8> = Vec::new();
-    let mut spans: Vec<(usize, usize)> = vec![(0, 0); idx.len()];
-    st.with_lines(&idx, |k, b| {
-        spans[k] = (buf.len(), b.len());
-        buf.extend_from_slice(b);
-    })?;
-    let ds: Vec<Digest> = spans
+    let parts: Vec<usize> = (start..end).step_by(PART).collect();
+    let ds: Vec<Vec<Digest>> = parts
         .par_iter()
-        .enumerate()
-        .map(|(k, &(o, l))| {
-            let i = start + k;
-            let mut d = digest(&buf[o..o + l], preview_chars);
-            // the digest reads a `hookMessage` message as `custom` (what Pi's migrateV2ToV3
-            // makes of it); the index keeps the role as `hookMessage` only in a file Pi does
-            // not migrate (v3), where Pi's estimateTokens has no case for it: 0
-            if d.tokens.is_some() && st.index.recs[i].role == crate::index::R_HOOK {
-                d.tokens = Some(0);
-            }
-            if d.kind == "?" {
-                // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
-                // nesting past 128): keep the type the index read
-                let t = st.index.recs[i].etype;
-                if t == crate::index::T_OTHER {
-                    // a name past the full names table: the core's parse of the line has it
-                    if let Some(n) = crate::index::type_of_line(&buf[o..o + l]) {
-                        d.kind = n;
-                    }
-                } else if t != 0 {
-                    d.kind = st.index.type_name(t).to_string();
-                }
-            }
-            d
+        .map(|&s| {
+            let e = (s + PART).min(end);
+            let idx: Vec<usize> = (s..e).collect();
+            let mut ds = vec![Digest::default(); e - s];
+            st.with_lines(&idx, |k, line| {
+                ds[k] = digest_at(st, s + k, line, preview_chars)
+            })?;
+            Ok(ds)
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
+    let ds = || ds.iter().flatten();
     let recs = || (start..end).map(|i| &st.index.recs[i]);
-    let mut cols = Map::new();
-    cols.insert(
-        "id".into(),
-        (start..end)
-            .map(|i| id_of(i).map_or(Value::Null, Value::String))
-            .collect(),
-    );
-    cols.insert(
-        "o".into(),
-        recs().map(|r| Value::from(r.offset())).collect(),
-    );
-    cols.insert(
-        "l".into(),
-        recs().map(|r| Value::from(r.len as u64)).collect(),
-    );
-    cols.insert("t".into(), recs().map(|r| num(r.ts())).collect());
-    cols.insert(
-        "e".into(),
-        ds.iter()
-            .map(|d| d.tokens.map_or(Value::Null, Value::from))
-            .collect(),
-    );
-    cols.insert(
-        "u".into(),
-        ds.iter()
-            .map(|d| match d.usage {
-                Some(u) => Value::Array(u.iter().map(|&x| num(x)).collect()),
-                None => Value::Null,
-            })
-            .collect(),
-    );
-    cols.insert(
-        "r".into(),
-        ds.iter()
-            .map(|d| d.reference.clone().map_or(Value::Null, Value::String))
-            .collect(),
-    );
-    cols.insert(
-        "k".into(),
-        ds.iter().map(|d| Value::String(d.kind.clone())).collect(),
-    );
-    cols.insert(
-        "p".into(),
-        ds.into_iter().map(|d| Value::String(d.preview)).collect(),
-    );
-    Ok(serde_json::to_vec(&Value::Object(cols)).unwrap_or_default())
+    let mut out = Vec::with_capacity((end - start) * 160);
+    out.push(b'{');
+    push_column(&mut out, "e", ds(), |o, d| push_opt(o, d.tokens));
+    push_column(&mut out, "id", start..end, |o, i| push_opt(o, id_of(i)));
+    push_column(&mut out, "k", ds(), |o, d| push_json(o, &d.kind));
+    push_column(&mut out, "l", recs(), |o, r| push_json(o, &r.len));
+    push_column(&mut out, "o", recs(), |o, r| push_json(o, &r.offset()));
+    push_column(&mut out, "p", ds(), |o, d| push_json(o, &d.preview));
+    push_column(&mut out, "r", ds(), |o, d| {
+        push_opt(o, d.reference.as_ref())
+    });
+    push_column(&mut out, "t", recs(), |o, r| push_json(o, &r.ts()));
+    push_column(&mut out, "u", ds(), |o, d| match d.usage {
+        Some(u) => push_json(o, &u),
+        None => o.extend_from_slice(b"null"),
+    });
+    out.push(b'}');
+    Ok(out)
 }
 
 #[cfg(test)]

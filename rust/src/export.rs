@@ -41,31 +41,55 @@ impl From<StoreError> for ExportError {
     }
 }
 
+/// What each compressing thread keeps from one piece to the next: its compressor, its gzip
+/// output buffer and the buffer segments are read into (no buffer of megabytes allocated, zeroed
+/// and faulted in again per piece).
+struct Worker {
+    compressor: libdeflater::Compressor,
+    gz: Vec<u8>,
+    read: Vec<u8>,
+}
+
 thread_local! {
-    static COMPRESSOR: std::cell::RefCell<Option<libdeflater::Compressor>> =
-        const { std::cell::RefCell::new(None) };
+    static WORKER: std::cell::RefCell<Option<Worker>> = const { std::cell::RefCell::new(None) };
+}
+
+fn with_worker<T>(f: impl FnOnce(&mut Worker) -> T) -> T {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        let w = w.get_or_insert_with(|| Worker {
+            compressor: libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(GZIP_LEVEL).expect("a valid level"),
+            ),
+            gz: Vec::new(),
+            read: Vec::new(),
+        });
+        f(w)
+    })
 }
 
 /// `data` as one gzip member (level [`GZIP_LEVEL`]), then base64, safe inside any HTML element.
 /// Base64 of the standard alphabet, padded: what `atob` reads.
 pub fn gz_b64(data: &[u8]) -> Vec<u8> {
-    let gz = COMPRESSOR.with(|c| {
-        let mut c = c.borrow_mut();
-        let c = c.get_or_insert_with(|| {
-            libdeflater::Compressor::new(
-                libdeflater::CompressionLvl::new(GZIP_LEVEL).expect("a valid level"),
-            )
-        });
-        let mut gz = vec![0u8; c.gzip_compress_bound(data.len())];
-        let n = c
-            .gzip_compress(data, &mut gz)
-            .expect("the output buffer has the compressor's bound");
-        gz.truncate(n);
-        gz
-    });
-    base64::engine::general_purpose::STANDARD
-        .encode(gz)
-        .into_bytes()
+    with_worker(|w| gz_b64_with(w, data))
+}
+
+fn gz_b64_with(w: &mut Worker, data: &[u8]) -> Vec<u8> {
+    let bound = w.compressor.gzip_compress_bound(data.len());
+    if w.gz.len() < bound {
+        w.gz.resize(bound, 0);
+    }
+    let n = w
+        .compressor
+        .gzip_compress(data, &mut w.gz)
+        .expect("the output buffer has the compressor's bound");
+    let engine = &base64::engine::general_purpose::STANDARD;
+    let mut out = vec![0u8; base64::encoded_len(n, true).expect("a piece's length fits")];
+    let k = engine
+        .encode_slice(&w.gz[..n], &mut out)
+        .expect("the output has the encoded length");
+    out.truncate(k);
+    out
 }
 
 /// `(offset, length)` of the pieces `[0, end)` is cut into at the line starts `starts`.
@@ -229,9 +253,13 @@ pub fn write_segments(
         cores(),
         |i| {
             let (o, l) = bounds[order[i]];
-            let mut buf = Vec::new();
-            src.read_into(o, l, &mut buf)?;
-            Ok(gz_b64(&buf))
+            with_worker(|w| {
+                let mut buf = std::mem::take(&mut w.read);
+                let r = src.read_into(o, l, &mut buf);
+                let b64 = r.map(|()| gz_b64_with(w, &buf));
+                w.read = buf;
+                Ok(b64?)
+            })
         },
         |i, b64| write_piece(out, &heads[order[i]], &b64, tail),
     )

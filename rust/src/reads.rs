@@ -126,7 +126,8 @@ impl Store {
 
     /// Calls `f(k, bytes)` with the line of each entry `idx[k]` the scan found stringify text.
     /// Each `k` in file order whose line already is `JSON.stringify(JSON.parse(line))`'s text
-    /// ([`crate::index::Rec::stringify_form`]); only those lines are read.
+    /// ([`crate::index::Rec::stringify_form`] and [`crate::json::canon_rest`]); only the lines
+    /// with the bit are read.
     pub fn with_stringify_lines(
         &self,
         idx: &[usize],
@@ -139,7 +140,11 @@ impl Store {
             .filter(|&(_, &i)| self.index.recs[i].stringify_form())
             .map(|(k, &i)| (k, i))
             .unzip();
-        self.with_lines(&want, |k, b| f(at[k], b))?;
+        self.with_lines(&want, |k, b| {
+            if crate::json::canon_rest(b) {
+                f(at[k], b);
+            }
+        })?;
         Ok(())
     }
 

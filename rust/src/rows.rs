@@ -16,7 +16,7 @@
 
 use crate::entry_kind::{self, Carries, Context, Shape, TypeRow, UsageAt};
 use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION, T_MESSAGE};
-use crate::json::skip_string_body;
+use crate::json::{skip_string_body, RowSpans};
 use crate::store::{Store, StoreError};
 use rayon::prelude::*;
 
@@ -301,6 +301,31 @@ impl<'a> W<'a> {
             _ => None,
         }
     }
+    /// Skips a value the row does not read: None where [`W::skip_value`] is None, without
+    /// converting a number whose text surely converts (up to 18 digits, or a float ending in a
+    /// digit: the cost fields beside `total` are most of a usage's numbers).
+    fn skip(&mut self) -> Option<()> {
+        self.ws();
+        if !matches!(self.peek()?, b'-' | b'0'..=b'9') {
+            return self.skip_value().map(|_| ());
+        }
+        let start = self.i;
+        let mut int = true;
+        while let Some(c) = self.peek() {
+            match c {
+                b'0'..=b'9' | b'-' | b'+' => {}
+                b'.' | b'e' | b'E' => int = false,
+                _ => break,
+            }
+            self.i += 1;
+        }
+        let ends_in_digit = self.b[self.i - 1].is_ascii_digit();
+        if !ends_in_digit || (int && self.i - start > 18) {
+            self.i = start;
+            self.number()?;
+        }
+        Some(())
+    }
     fn name(&mut self) -> Option<Name<'a>> {
         self.ws();
         if self.peek()? == b'"' {
@@ -433,14 +458,12 @@ impl<'a> W<'a> {
                         self.skip_value()?;
                     }
                 } else {
-                    self.skip_value()?;
+                    self.skip()?;
                 }
             }
             (Obj::Cost, b"total") => f.usage.fields[4] = self.skip_value()?,
             (Obj::Block, b"type") => *bt = self.name()?,
-            _ => {
-                self.skip_value()?;
-            }
+            _ => self.skip()?,
         }
         Some(())
     }
@@ -616,12 +639,48 @@ pub type LineRow = Option<(Option<[Option<Num>; 5]>, u32)>;
 /// [`LineRow`] of the line of a candidate entry of type code `etype` whose role is named `role`.
 pub fn line_row(etype: u16, role: &str, line: &[u8]) -> LineRow {
     let t = entry_kind::type_row(etype);
-    let is_msg = t.usage == UsageAt::Message;
-    if is_msg && role == "toolResult" && surely_without_usage(line) {
+    if t.usage == UsageAt::Message && role == "toolResult" && surely_without_usage(line) {
         return Some((None, 0));
     }
-    let f = line_facts(line)?;
-    let u = carried(t, &f);
+    row_of_facts(etype, role, &line_facts(line)?)
+}
+
+/// [`line_row`] from the places the open's parser recorded ([`RowSpans`]).
+///
+/// Only the `usage` values (and the role) are read again, never the content. The same answer as [`line_row`] (`rows::tests` checks it); a line the spans cannot settle
+/// (an escaped block key or type, nesting near [`MAX_DEPTH`]) goes the whole way.
+pub fn line_row_at(etype: u16, role: &str, line: &[u8], at: &RowSpans) -> LineRow {
+    if at.undecided || at.depth as usize >= MAX_DEPTH {
+        return line_row(etype, role, line);
+    }
+    let w = |i: u32, d: usize| W {
+        b: line,
+        i: i as usize,
+        d,
+    };
+    let mut f = LineFacts::default();
+    if at.usage != 0 {
+        f.usage = w(at.usage, 1).usage(Obj::TopUsage)?;
+    }
+    if at.message_obj {
+        f.message_obj = true;
+        if at.role != 0 {
+            f.role = w(at.role, 2).name()?;
+        }
+        if at.msg_usage != 0 {
+            f.msg_usage = w(at.msg_usage, 2).usage(Obj::MsgUsage)?;
+        }
+        f.content_array = at.content_array;
+        f.tool_calls = at.tool_calls;
+    }
+    row_of_facts(etype, role, &f)
+}
+
+/// [`LineRow`] of a line's facts.
+fn row_of_facts(etype: u16, role: &str, f: &LineFacts<'_>) -> LineRow {
+    let t = entry_kind::type_row(etype);
+    let is_msg = t.usage == UsageAt::Message;
+    let u = carried(t, f);
     let nums = u.map(|u| u.fields.map(usage_number));
     let calls = if is_msg && role == "assistant" && f.message_obj && f.content_array {
         f.tool_calls
@@ -1314,6 +1373,152 @@ mod tests {
         }
     }
 
+    /// Random lines built from the keys the row reads (repeated, nested, escaped, at the wrong
+    /// level) and values of every kind, with whitespace between tokens.
+    fn random_line(seed: &mut u64) -> String {
+        fn next(s: &mut u64) -> u64 {
+            *s ^= *s << 13;
+            *s ^= *s >> 7;
+            *s ^= *s << 17;
+            *s
+        }
+        const KEYS: [&str; 16] = [
+            "type",
+            "role",
+            "usage",
+            "content",
+            "message",
+            "input",
+            "output",
+            "cost",
+            "total",
+            "cacheRead",
+            "cacheWrite",
+            "totalTokens",
+            "text",
+            "arguments",
+            "us\\u0061ge",
+            "typ\\u0065",
+        ];
+        const SCALARS: [&str; 14] = [
+            "1",
+            "-2",
+            "2.5",
+            "1e3",
+            "null",
+            "true",
+            "false",
+            "\"toolCall\"",
+            "\"text\"",
+            "\"assistant\"",
+            "\"\"",
+            "\"toolC\\u0061ll\"",
+            "\"x\\\"}\"",
+            "123456789012345678901",
+        ];
+        fn value(s: &mut u64, depth: u32, out: &mut String) {
+            let ws = |s: &mut u64, out: &mut String| {
+                if next(s) % 5 == 0 {
+                    out.push_str(" \t");
+                }
+            };
+            match next(s) % if depth > 4 { 2 } else { 5 } {
+                0 | 1 => out.push_str(SCALARS[(next(s) % SCALARS.len() as u64) as usize]),
+                2 | 3 => {
+                    out.push('{');
+                    for k in 0..next(s) % 5 {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        ws(s, out);
+                        out.push('"');
+                        out.push_str(KEYS[(next(s) % KEYS.len() as u64) as usize]);
+                        out.push('"');
+                        ws(s, out);
+                        out.push(':');
+                        ws(s, out);
+                        value(s, depth + 1, out);
+                        ws(s, out);
+                    }
+                    out.push('}');
+                }
+                _ => {
+                    out.push('[');
+                    for k in 0..next(s) % 4 {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        ws(s, out);
+                        value(s, depth + 1, out);
+                    }
+                    out.push(']');
+                }
+            }
+        }
+        let mut out = String::from("{\"type\":\"message\"");
+        for _ in 0..1 + next(seed) % 4 {
+            out.push_str(",\"");
+            out.push_str(KEYS[(next(seed) % KEYS.len() as u64) as usize]);
+            out.push_str("\":");
+            value(seed, 1, &mut out);
+        }
+        out.push('}');
+        out
+    }
+
+    #[test]
+    fn rows_from_the_parse_equal_a_second_read() {
+        use crate::index::{T_BRANCH_SUMMARY, T_COMPACTION};
+        let mut lines: Vec<String> = vec![
+            r#"{"type":"message","id":"a","message":{"role":"assistant","content":[{"type":"text","text":"x\"}"},{"type":"toolCall","name":"r","arguments":{"type":"toolCall"}},"s",{"type":"toolCall"}],"usage":{"input":10,"output":2.5,"cacheRead":null,"cacheWrite":true,"totalTokens":9,"cost":{"total":0.25,"input":1}},"timestamp":5}}"#.into(),
+            r#"{"type":"message","message":{"role":"assistant","content":[{"type":"toolCall","type":"text"},{"type":"text","type":"toolCall"}]},"message":{"role":"assistant","content":[{"type":"toolCall"}],"content":[]}}"#.into(),
+            r#"{"usage":{"input":1},"message":{"role":"toolResult","content":"x","usage":{"output":3}},"usage":{"output":7}}"#.into(),
+            r#"{"message":{"role":"assistant","content":[ { "type" : "toolCall" } , {} , [] ] , "usage" : { "input" : 4 } } }"#.into(),
+            r#"{"message":{"role":"assistant","content":[{"typ\u0065":"toolCall"},{"type":"toolC\u0061ll"}]}}"#.into(),
+            r#"{"message":"x","usage":{"input":2,"cost":{"total":1}}}"#.into(),
+        ];
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        lines.extend((0..3000).map(|_| random_line(&mut seed)));
+        let mut parser = crate::json::LineParser::with_rows(true);
+        let mut compared = 0;
+        for line in &lines {
+            let Ok(sk) = parser.parse(line.as_bytes()) else {
+                continue;
+            };
+            for (etype, role) in [
+                (T_MESSAGE, "assistant"),
+                (T_MESSAGE, "toolResult"),
+                (T_COMPACTION, ""),
+                (T_BRANCH_SUMMARY, ""),
+            ] {
+                let want = line_row(etype, role, line.as_bytes());
+                let got = line_row_at(etype, role, line.as_bytes(), &sk.rows);
+                // (the second read leaves escaped keys to Python; the parse decodes them)
+                if want.is_some() {
+                    compared += 1;
+                    assert_eq!(got, want, "{line}");
+                }
+            }
+        }
+        assert!(compared > 4000, "{compared}");
+        // an escaped key is the key it spells
+        let plain = r#"{"message":{"role":"assistant","content":[],"usage":{"input":3}}}"#;
+        let escaped = r#"{"message":{"role":"assistant","content":[],"us\u0061ge":{"input":3}}}"#;
+        let mut spans = |l: &str| parser.parse(l.as_bytes()).unwrap().rows;
+        let a = line_row_at(T_MESSAGE, "assistant", plain.as_bytes(), &spans(plain));
+        assert_eq!(
+            a,
+            Some((Some([Some(Num::Int(3)), None, None, None, None]), 0))
+        );
+        let b = line_row_at(T_MESSAGE, "assistant", escaped.as_bytes(), &spans(escaped));
+        assert_eq!(a, b);
+        // without rows the parse records nothing
+        let none = crate::json::LineParser::new()
+            .parse(plain.as_bytes())
+            .unwrap();
+        assert_eq!(none.rows, RowSpans::default());
+    }
+
     #[test]
     fn hostile_lines_never_panic() {
         let cases = [
@@ -1424,7 +1629,7 @@ mod prof {
             .filter(|l| memchr::memmem::find(l, b"\"role\":\"assistant\"").is_some())
             .collect();
         let mb = |v: &[&[u8]]| v.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
-        for _ in 0..3 {
+        for _ in 0..9 {
             let t = std::time::Instant::now();
             let n = tr.iter().filter(|l| super::surely_without_usage(l)).count();
             let a = t.elapsed().as_secs_f64();
@@ -1444,6 +1649,34 @@ mod prof {
             let mut p = crate::json::LineParser::new();
             let j = lines.iter().filter(|l| p.parse(l).is_ok()).count();
             let c = t.elapsed().as_secs_f64();
+            // the parse that records the row's places, then the rows from them
+            let t = std::time::Instant::now();
+            let mut pr = crate::json::LineParser::with_rows(true);
+            let spans: Vec<_> = lines.iter().map(|l| pr.parse(l).map(|s| s.rows)).collect();
+            let cr = t.elapsed().as_secs_f64();
+            let msg = crate::index::T_MESSAGE;
+            let roles: Vec<Option<&str>> = lines
+                .iter()
+                .map(|l| {
+                    if memchr::memmem::find(l, b"\"role\":\"assistant\"").is_some() {
+                        Some("assistant")
+                    } else if memchr::memmem::find(l, b"\"role\":\"toolResult\"").is_some() {
+                        Some("toolResult")
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            let t = std::time::Instant::now();
+            let mut decided = 0;
+            for ((l, sp), role) in lines.iter().zip(&spans).zip(&roles) {
+                if let (Ok(sp), Some(role)) = (sp, role) {
+                    decided += usize::from(super::line_row_at(msg, role, l, sp).is_some());
+                }
+            }
+            let ra = t.elapsed().as_secs_f64();
+            let all = data.len() as f64 / 1e6;
+            eprintln!("parse recording rows {:.0} MB/s (plain {:.0} MB/s); rows from the places {decided} lines {:.4}s ({:.0} MB/s of the file)", all / cr, all / c, ra, all / ra);
             eprintln!("prefilter {n}/{} lines {:.1} MB {:.4}s ({:.0} MB/s; memmem usage only {m}: {:.4}s) | facts {k}/{} lines {:.1} MB {:.4}s ({:.0} MB/s) | skeleton parse {j} lines {:.4}s ({:.0} MB/s)",
                 tr.len(), mb(&tr), a, mb(&tr) / a, a1, asst.len(), mb(&asst), b, mb(&asst) / b, c, data.len() as f64 / 1e6 / c);
         }

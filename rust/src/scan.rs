@@ -48,7 +48,7 @@ const PREFETCH: usize = 16 << 10;
 /// parsed lines and where it stopped (`e` unless the line limit was reached).
 fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a>) -> Part<'a> {
     let mut out = pool.take();
-    let stop = parse_lines(data, s, e, base, &mut out);
+    let stop = parse_lines(data, s, e, base, pool.rows, &mut out);
     // Object lines were parsed without their UTF-8 check: one check of the whole chunk, while
     // it is still in cache, settles them all at once in the common case. (A line's bytes
     // outside its strings are ASCII, and lines split at `\n`, so the chunk is UTF-8 exactly
@@ -73,15 +73,16 @@ fn parse_chunk<'a>(data: &'a [u8], s: usize, e: usize, base: u64, pool: &Pool<'a
     }
 }
 
-/// The stats row ([`crate::rows::line_row`]) of each usage candidate among `lines`, from its
-/// bytes in `data` (file offset `base`) while they are still in cache: what the index adds to its
-/// row sums, so the row never reads the line again. The type and role codes are the ones the
+/// The stats row ([`crate::rows::line_row_at`]) of each usage candidate among `lines`, from the
+/// places in its bytes (in `data`, file offset `base`) its parse recorded: what the index adds to
+/// its row sums, so the row never reads the line again (and the content blocks the parse walked
+/// are not walked twice). The type and role codes are the ones the
 /// parse worked out (a name past the fixed tables is no candidate); the index checks them
 /// against the codes it gives the entry.
 fn row_lines(data: &[u8], base: u64, lines: &mut [ParsedLine<'_>]) {
     use crate::index::{ROLE_NAMES, T_MESSAGE};
     for pl in lines.iter_mut() {
-        let LineResult::Value(_, pre) = &pl.result else {
+        let LineResult::Value(sk, pre) = &pl.result else {
             continue;
         };
         let Some(etype) = pre.etype else { continue };
@@ -99,7 +100,7 @@ fn row_lines(data: &[u8], base: u64, lines: &mut [ParsedLine<'_>]) {
         let a = (pl.offset - base) as usize;
         let line = &data[a..a + pl.len as usize];
         let name = ROLE_NAMES.get(role as usize).copied().unwrap_or("");
-        let row = crate::rows::line_row(etype, name, line);
+        let row = crate::rows::line_row_at(etype, name, line, &sk.rows);
         pl.row = Some(Box::new((etype, role, row)));
     }
 }
@@ -113,9 +114,11 @@ fn parse_lines<'a>(
     s: usize,
     e: usize,
     base: u64,
+    rows: bool,
     out: &mut Vec<ParsedLine<'a>>,
 ) -> usize {
-    let mut parser = LineParser::new();
+    // (with `rows`, the parse records where each line's stats row facts are)
+    let mut parser = LineParser::with_rows(rows);
     let mut start = s;
     #[cfg(target_arch = "x86_64")]
     let mut fetched = s;

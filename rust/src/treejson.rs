@@ -136,8 +136,8 @@ pub const CHUNK: usize = 1 << 20;
 /// `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]), `frame.foot`, in pieces of
 /// at least [`CHUNK`] bytes (the last may be shorter; never an empty one). The entries are read in batches by `read(idx, raw, span)`
 /// (their lines side by side in `raw`, as [`crate::store::Store::lines_into`] gives them); an
-/// entry for which `copy_ok(idx)` says true (its line already `JSON.stringify`'s text) is
-/// copied, the others are written by `fallback(positions)` (the exact writer: one text per
+/// entry for which `copy_ok(idx)` says true (the scan's [`crate::index::Rec::stringify_form`])
+/// and whose line's keys are plain ([`crate::json::canon_rest`]) is copied, the others are written by `fallback(positions)` (the exact writer: one text per
 /// position, else [`FallbackCount`]).
 ///
 /// Errors: the first of `read`, `fallback` or `sink`.
@@ -164,7 +164,10 @@ pub fn write_tree<E: From<FallbackCount>>(
             let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
             // the lines straight into `buf`: when every one may be copied, they are the texts
             read(&idx, buf, &mut span)?;
-            let ok = copy_ok(&idx);
+            let mut ok = copy_ok(&idx);
+            for (k, &(a, b)) in span.iter().enumerate() {
+                ok[k] = ok[k] && crate::json::canon_rest(&buf[a..b]);
+            }
             let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
             if redo.is_empty() {
                 ends.extend_from_slice(&span);

@@ -515,6 +515,21 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// Pi getTree's nodes without children, as entry positions in file order.
+    ///
+    /// An entry is a node when its id is its own (`node_of`; every entry is when no id
+    /// repeats); nodes no root reaches are included.
+    pub fn leaves(&self, ix: &Index) -> Vec<u32> {
+        let n = ix.recs.len();
+        let unique = ix.entry_count() == n;
+        (0..n as u32)
+            .filter(|&p| {
+                self.start[p as usize + 1] == self.start[p as usize]
+                    && (unique || ix.node_of(p) == p)
+            })
+            .collect()
+    }
+
     pub fn children(&self, p: u32) -> &[u32] {
         &self.kids[self.start[p as usize] as usize..self.start[p as usize + 1] as usize]
     }

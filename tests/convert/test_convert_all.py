@@ -212,3 +212,65 @@ def test_cli_lines_json_and_exit_codes(tmp_path):
     assert r.returncode == 2 and "nothing was written" in r.stderr
     r = _cli("convert-all", str(s["root"]), "--out", str(tmp_path / "o4"), "--engine", "spark")
     assert r.returncode == 2
+
+
+def _rollout(path: Path, rid: str, forked_from: str | None = None) -> Path:
+    """A small Codex rollout of id ``rid`` (a fork of ``forked_from`` when given)."""
+    meta: dict = {"id": rid, "timestamp": "2025-10-30T09:00:00.000Z", "cwd": "/w", "originator": "codex_cli_rs"}
+    if forked_from:
+        meta["forked_from_id"] = forked_from
+    lines = [
+        {"timestamp": "2025-10-30T09:00:00.000Z", "type": "session_meta", "payload": meta},
+        {
+            "timestamp": "2025-10-30T09:00:01.000Z",
+            "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi " + rid}]},
+        },
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+PARENT_ID = "019a3a10-0000-7000-8000-000000000001"
+FORK_ID = "019a3a10-0000-7000-8000-000000000002"
+
+
+def _fork_store(tmp: Path) -> tuple[Path, Path, Path]:
+    """Codex's sessions/YYYY/MM/DD/: a rollout, and a fork of it made the next day."""
+    root = tmp / "sessions"
+    parent = _rollout(root / "2025" / "10" / "30" / f"rollout-2025-10-30T09-00-00-{PARENT_ID}.jsonl", PARENT_ID)
+    fork = _rollout(
+        root / "2025" / "10" / "31" / f"rollout-2025-10-31T10-00-00-{FORK_ID}.jsonl", FORK_ID, forked_from=PARENT_ID
+    )
+    return root, parent, fork
+
+
+def test_a_codex_fork_names_its_parent_rollout_in_another_day_folder(tmp_path):
+    _root, parent, fork = _fork_store(tmp_path)
+    r = to_pi(fork, tmp_path / "fork.pi.jsonl")
+    header = json.loads((tmp_path / "fork.pi.jsonl").read_text().splitlines()[0])
+    assert header["parentSession"] == str(parent)
+    assert not r.not_carried
+
+
+def test_convert_all_names_the_parent_sessions_pi_output(tmp_path):
+    root, parent, fork = _fork_store(tmp_path)
+    out = tmp_path / "out"
+    res = convert_all(root, out)
+    rows = {Path(r.path).name: r for r in res.rows}
+    parent_out = rows[parent.name].output
+    fork_out = rows[fork.name].output
+    header = json.loads(Path(fork_out).read_text().splitlines()[0])
+    assert header["parentSession"] == parent_out
+    assert Path(parent_out).is_file()
+    # the parent session opens, and its first user text is the parent's
+    assert PARENT_ID in Path(parent_out).read_text()
+
+
+def test_a_codex_fork_whose_parent_is_gone_says_so(tmp_path):
+    fork = _rollout(tmp_path / "sessions" / "2025" / "10" / "31" / f"rollout-x-{FORK_ID}.jsonl", FORK_ID, PARENT_ID)
+    r = to_pi(fork, tmp_path / "fork.pi.jsonl")
+    header = json.loads((tmp_path / "fork.pi.jsonl").read_text().splitlines()[0])
+    assert "parentSession" not in header
+    assert any(PARENT_ID in x for x in r.not_carried)

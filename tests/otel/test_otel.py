@@ -317,3 +317,38 @@ def test_session_to_otlp_and_cli(tmp_path, capsys):
     assert main(["otel", str(src), "-o", str(src)]) == 2
     assert json.loads(src.read_text().splitlines()[0])["type"] == "session"
     assert main(["otel", str(tmp_path / "none*.jsonl"), "-o", str(tmp_path / "d.jsonl")]) == 2
+
+
+def test_a_cycle_on_the_active_path_is_one_problem_with_the_walks_message(tmp_path):
+    """The mapper walks the leaf's branch in the core: a ``parentId`` cycle on it is recorded
+    as the problem ``SessionCycleError``'s message names (what ``branch_positions`` raises), and
+    the trace is still valid (every span off the active path)."""
+    ts = "2026-01-01T00:00:0%d.000Z"
+    lines = [
+        {"type": "session", "version": 3, "id": "cyc", "timestamp": ts % 0, "cwd": "/p"},
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": "b",
+            "timestamp": ts % 1,
+            "message": {"role": "user", "content": "hi"},
+        },
+        {
+            "type": "message",
+            "id": "b",
+            "parentId": "a",
+            "timestamp": ts % 2,
+            "message": {"role": "user", "content": "yo"},
+        },
+    ]
+    src = tmp_path / "cyc.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    s = Session.open(src)
+    with pytest.raises(Exception) as exc:
+        s.branch_positions()
+    rep = s.to_otlp(tmp_path / "t.jsonl")
+    s.close()
+    assert f"the active path could not be walked: {exc.value}" in rep.problems
+    spans = read_spans(tmp_path / "t.jsonl")
+    check_structure(spans)
+    assert not any(attrs(sp).get("sessiontree.active_path") for sp in spans if sp.get("parentSpanId"))

@@ -48,9 +48,10 @@ def test_conversion_costs_a_small_multiple_of_pigz(tmp_path, fmt):
     for k in range(3):
         best_p = min(best_p, _pigz_cpu(src))
         best_c = min(best_c, _convert_cpu(src, tmp_path / f"o{k}.jsonl"))
-    # target at 1 GiB: 1.5x pigz's wall time (docs/benchmarks.md has the measured figures);
-    # here CPU time at 8 MB, a floor that catches a regression to per-line Python-speed work
-    assert best_c <= 8 * best_p, (best_c, best_p)
+    # target: 1.5x pigz (docs/benchmarks.md has the measured figures: about 1.0x to 1.5x in
+    # CPU); here CPU time at 8 MB with a 2x margin for a loaded 2-core machine: it catches a
+    # return to a value tree per line (about 2x) or to per-line Python-speed work
+    assert best_c <= 3 * best_p, (best_c, best_p)
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])

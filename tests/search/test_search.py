@@ -290,6 +290,58 @@ def test_branch_states_match_session_on_generated_trees(tmp_path):
             assert h.branch_state == want[h.entry_id], (t, h.entry_id)
 
 
+def _loop_at_leaf(tmp_path: Path, with_compaction: bool) -> tuple[Path, dict[str, str]]:
+    """A file whose parent chain from the leaf loops: ``a`` names the leaf's ancestor ``c`` as
+    its parent (a -> c -> b -> a). ``x`` branches off ``a`` and was left; with a compaction
+    below the loop, the leaf is ``e`` (e -> comp -> d -> c ...), and the context kept from d."""
+    b = Builder(tmp_path / "loop.jsonl")
+    e = {}
+    e["a"] = b.user("marker a")
+    e["b"] = b.assistant("marker b")
+    e["x"] = b.user("marker x", parent=e["a"])
+    e["c"] = b.user("marker c", parent=e["b"])
+    if with_compaction:
+        e["d"] = b.assistant("marker d")
+        e["comp"] = b.add("compaction", summary="marker comp", firstKeptEntryId=e["d"], tokensBefore=10)
+        e["e"] = b.user("marker e")
+    b.lines[1]["parentId"] = e["c"]
+    b.write()
+    return b.path, e
+
+
+def test_a_loop_at_the_leaf_keeps_the_walked_entries_on_the_path(tmp_path):
+    """The walk from the leaf visits each entry of the loop once: those entries are on the
+    active path (Session raises SessionCycleError for the branch; a store-wide search places
+    the hits instead), the others are abandoned with their fork point on the walk."""
+    path, e = _loop_at_leaf(tmp_path, with_compaction=False)
+    with pytest.raises(sessiontree.SessionCycleError):
+        Session.open(path).get_branch()
+    hits = {h.entry_id: h for h in search("marker", path, limit=100).hits}
+    assert {k: hits[v].branch_state for k, v in e.items()} == {
+        "a": "active",
+        "b": "active",
+        "c": "active",
+        "x": "abandoned",
+    }
+    assert hits[e["x"]].fork_point == e["a"]
+
+
+def test_a_loop_above_the_kept_range_agrees_with_session_context(tmp_path):
+    """A loop above the latest compaction's kept range: Session's context span (the walk back
+    to the kept entry) does not meet it; search's active hits are that context, the rest of the walk is
+    compacted."""
+    path, e = _loop_at_leaf(tmp_path, with_compaction=True)
+    s = Session.open(path)
+    span = set(s.context_span(with_settings=False, context_rule=False))
+    in_ctx = {x.id for x in s.entries() if x.index in span}
+    assert in_ctx == {e["d"], e["comp"], e["e"]}
+    hits = {h.entry_id: h for h in search("marker", path, limit=100).hits}
+    for k, v in e.items():
+        want = "active" if v in in_ctx else ("abandoned" if k == "x" else "compacted")
+        assert hits[v].branch_state == want, k
+    assert hits[e["x"]].fork_point == e["a"]
+
+
 def test_a_new_leaf_changes_states_without_reindexing(tmp_path):
     path, e = _tree(tmp_path)
     assert search("lost", path).hits[0].branch_state == "abandoned"
@@ -425,6 +477,34 @@ def test_cache_clear_removes_the_search_index(store):
     assert _index_dirs(cache)
     assert index_cache.clear() > 0
     assert _index_dirs(cache) == []
+
+
+def test_search_indexes_are_capped_across_stores(tmp_path, monkeypatch):
+    """The search indexes of all stores in one cache folder are held to the folder's cap
+    (``max_bytes``, as the saved indexes are): after a search that indexed, the least recently
+    used other stores' indexes are removed; the one in use is kept even when alone larger."""
+    from sessiontree.index_cache import CacheSettings
+
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_EVICT_SECONDS", "0")
+    cache = tmp_path / "cache"
+    stores = []
+    for i in range(4):
+        (tmp_path / f"s{i}").mkdir()
+        b = Builder(tmp_path / f"s{i}" / "a.jsonl")
+        b.user(f"needle in store {i}")
+        b.write()
+        stores.append(tmp_path / f"s{i}")
+    roomy = CacheSettings(folder=cache, max_bytes=1 << 30)
+    for d in stores[:3]:
+        assert search("needle", d, index_cache=roomy).total == 1
+    assert len(_index_dirs(cache)) == 3
+    tight = CacheSettings(folder=cache, max_bytes=1)
+    assert search("needle", stores[3], index_cache=tight).total == 1
+    (left,) = _index_dirs(cache)
+    assert search("needle", stores[3], index_cache=tight).hits[0].snippet == "needle in store 3"
+    # an evicted store's index is built again on its next search, with the same answer
+    assert search("needle", stores[0], index_cache=tight).hits[0].snippet == "needle in store 0"
+    assert len(_index_dirs(cache)) == 1 and _index_dirs(cache) != [left]
 
 
 def test_session_search(store):
@@ -573,6 +653,54 @@ def test_cli_default_source_is_pis_session_folder(tmp_path, monkeypatch):
 def test_oracle_helper_sanity():
     assert oracle_contains("see bd-q3fy here", ["bd", "q3fy"])
     assert not oracle_contains("see bd-q3fz here", ["bd", "q3fy"])
+
+
+def test_extraction_reads_a_line_as_json_parse_does():
+    """One pass over the line: the last of a duplicated key, escapes decoded, bytes that are
+    not UTF-8 as U+FFFD (Pi decodes the file as UTF-8), keys of tool-call arguments in sorted
+    order, non-string values where strings are expected ignored, trailing bytes refused."""
+    ex = _core.search_extract
+    assert ex(b'{"type":"message","message":{"role":"user","content":"first","content":"second"}}') == "second"
+    assert ex(b'{"type":"message","message":{"role":"user","content":"caf\xff ok"}}') == "caf\ufffd ok"
+    assert ex(b'{"type":"message","message":{"role":"user","content":"a\\nb\\u00e9"}}') == "a\nb\u00e9"
+    assert ex(b'{"type":"label","id":5,"timestamp":7,"label":"x"}') == "x"
+    call = b'{"type":"message","message":{"role":"assistant","content":[{"type":"toolCall","name":"bash","arguments":{"b":2,"a":"z"}}]}}'
+    assert ex(call) == "bash\nz\n2"
+    assert ex(b'{"type":"message","message":"not an object"}') == ""
+    assert (
+        ex(
+            b'{"type":"message","message":{"role":"user","content":[1,{"type":"text","text":7},{"type":"text","text":"ok"}]}}'
+        )
+        == "ok"
+    )
+    assert ex(b'{"type":"label","label":"x"} trailing') is None
+    assert ex(b'{"type":"session","id":"s"}') is None
+    assert ex(b'["type","label"]') is None
+
+
+def test_labels_on_the_path_match_session(tmp_path):
+    """A hit's labels are those Session gives (``get_label``) for the entries of its branch
+    (``get_branch(entry id)``), root first; a relabel or an unlabel counts as Pi replays it."""
+    import random
+
+    rnd = random.Random(3)
+    b = Builder(tmp_path / "labels.jsonl")
+    made: list[str] = []
+    for i in range(80):
+        r = rnd.random()
+        if made and r < 0.15:
+            made.append(b.add("label", targetId=rnd.choice(made), label=rnd.choice(["one", "two", "", "three"])))
+        elif made and r < 0.25:
+            made.append(b.user(f"marker fork {i}", parent=rnd.choice(made)))
+        else:
+            made.append(b.user(f"marker step {i}"))
+    b.write()
+    s = Session.open(b.path)
+    hits = search("marker", b.path, limit=1000).hits
+    assert len(hits) > 40
+    for h in hits:
+        want = tuple(x for x in (s.get_label(e.id) for e in s.get_branch(h.entry_id)) if x)
+        assert h.labels == want, h.entry_id
 
 
 def test_cli_output_to_a_closed_pipe_or_a_full_device(store, tmp_path):

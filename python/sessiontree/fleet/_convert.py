@@ -97,7 +97,8 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         try:
             through = _proc_dir(dfd)
             target = os.path.join(through, rel[-1]) if through else str(dest)
-            r = convert_file(item.path, target, fmt, "pi", str(dest))
+            store = (opts.base, opts.out_root) if opts.base is not None else None
+            r = convert_file(item.path, target, fmt, "pi", str(dest), store)
         finally:
             os.close(dfd)
         shown_dir = str(dest.parent)

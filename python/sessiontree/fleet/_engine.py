@@ -295,7 +295,7 @@ def ray_init(address: str | None, num_cpus: int | None) -> Any:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "engine='ray' needs Ray Data: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')"
+            "engine='ray' needs Ray: pip install 'sessiontree[fleet]' (from a source checkout: pip install '.[fleet]')"
         ) from exc
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}

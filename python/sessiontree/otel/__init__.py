@@ -20,6 +20,7 @@ from .trace import (
     SEMCONV_VERSION,
     OtelReport,
     check_content,
+    session_chunks,
     session_requests,
     span_id_of,
     to_otlp,
@@ -67,7 +68,7 @@ def _ray_one(items: Sequence[Any], opts: Any) -> list[Any]:
         lines: list[bytes] = []
         if s is not None:
             try:
-                lines = list(session_requests(s, content=content, report=rep))
+                lines = list(session_chunks(s, content=content, report=rep))
             except SessionError as exc:
                 rep.error = f"{type(exc).__name__}: {exc}"
                 lines = []
@@ -136,8 +137,8 @@ def export(
                 rep, _, s = _export_item(it, content, max_bytes)
                 if s is not None:
                     try:
-                        for line in session_requests(s, content=content, report=rep):
-                            fh.write(line)
+                        for data in session_chunks(s, content=content, report=rep):
+                            fh.write(data)
                     except SessionError as exc:  # the lines written are whole requests: they stay
                         rep.error = f"{type(exc).__name__}: {exc}"
                     finally:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from ..entries import otel_span_id, otel_trace_id
-from ..errors import SessionArgumentError, SessionError
+from ..errors import SessionArgumentError
 from ..writer import atomic_writer
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "SEMCONV_VERSION",
     "SCHEMA_URL",
     "OtelReport",
+    "session_chunks",
     "session_requests",
     "write_session",
     "to_otlp",
@@ -181,14 +182,18 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         SessionArgumentError: ``content`` is not one of :data:`CONTENT_MODES`.
         SessionFileChangedError: the file changed under the index meanwhile.
     """
+    for data in session_chunks(session, content=content, report=report):
+        yield from data.splitlines(keepends=True)
+
+
+def session_chunks(session: Session, *, content: str = "none", report: OtelReport | None = None) -> Iterator[bytes]:
+    """:func:`session_requests`' lines as the core hands them over: ``bytes`` of whole lines
+    (one or more, or none), each chunk what one call into the core finished. What a writer
+    wants (no split into lines and no write per line); same errors."""
     check_content(content)
     rep = report if report is not None else OtelReport()
     s = session
     n = len(s)
-    try:
-        active, active_error = s.branch_positions(), None
-    except SessionError as exc:
-        active, active_error = [], str(exc)
     head = s.header
     sid = s.session_id
     m = s.otel_mapper(
@@ -201,11 +206,8 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         path=_text(rep.path),
         version=_version(),
         content=content,
-        active=active,
-        active_error=active_error,
         dups=s.entry_count() != n,
     )
-    del active  # the core holds it (a byte per entry)
     # a legacy file's entries are migrated here (the one home of migration) and handed over as lines
     migrate = s.needs_migration
     for lo in range(0, n, READ):
@@ -213,22 +215,22 @@ def session_requests(session: Session, *, content: str = "none", report: OtelRep
         lines = [_dumps(r) for r in s.raw_values(range(lo, hi))] if migrate else None
         data = s.otel_feed(m, lo, hi, lines)
         _fill(rep, m)
-        yield from data.splitlines(keepends=True)
+        yield data
     for k in range(m.chunks()):
         turns = m.chunk_turns(k) if migrate else []
         data = s.otel_finish_chunk(m, k, [_dumps(r) for r in s.raw_values(turns)] if turns else None)
         _fill(rep, m)
-        yield from data.splitlines(keepends=True)
+        yield data
     data = m.finish_root()
     _fill(rep, m)
-    yield from data.splitlines(keepends=True)
+    yield data
 
 
 def write_session(session: Session, fh: Any, *, content: str = "none", path: str | None = None) -> OtelReport:
     """Write one session's trace to the binary file object ``fh``; its :class:`OtelReport`."""
     rep = OtelReport(path=path if path is not None else (str(session.path) if session.path else session.source_name))
-    for line in session_requests(session, content=content, report=rep):
-        fh.write(line)
+    for data in session_chunks(session, content=content, report=rep):
+        fh.write(data)
     return rep
 
 

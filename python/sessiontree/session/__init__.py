@@ -83,11 +83,22 @@ def convert_detect(path: str) -> str:
     return _core.convert_detect(path)
 
 
-def convert_file(src: str, out: str, source: str, target: str, shown: str | None = None) -> dict[str, Any]:
+def convert_file(
+    src: str,
+    out: str,
+    source: str,
+    target: str,
+    shown: str | None = None,
+    store: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     """The core's conversion (``_core.convert_file``, rust/src/convert/, the GIL released).
 
-    Its report as a dict. :mod:`sessiontree.convert` drives it and makes the typed result."""
-    return _core.convert_file(src, out, source, target, shown)
+    ``store``: ``(source folder, output folder)`` of a whole store's conversion (a Codex fork's
+    ``parentSession`` then names its parent's Pi output). Its report as a dict.
+    :mod:`sessiontree.convert` drives it and makes the typed result."""
+    if store is None:
+        return _core.convert_file(src, out, source, target, shown)
+    return _core.convert_file(src, out, source, target, shown, store[0], store[1])
 
 
 def convert_detect_bytes(data: bytes, name: str) -> str:

@@ -294,12 +294,9 @@ class Views(SessionBase):
         Raises:
             SessionError: the tree walk would repeat whole subtrees past a size limit.
         """
-        n = len(self._core)
-        if n == 0:
+        if len(self._core) == 0:
             return []
-        _roots, start, _kids = self._core.tree_table()
-        unique = self._core.entry_count() == n  # no repeated id: every entry is its own node
-        return [p for p in range(n) if start[p + 1] == start[p] and (unique or self._core.node_of(p) == p)]
+        return self._core.tree_leaves()
 
     def unreachable_entries(self) -> list[Entry]:
         """Entries no root reaches (they hang off a ``parentId`` cycle), in file order.
@@ -456,10 +453,11 @@ class Views(SessionBase):
     def otel_mapper(self, **meta: Any) -> Any:
         """A new ``_core.OtelMapper`` for this session's trace (rust/src/otel).
 
-        ``meta``: its keyword arguments but ``n`` (the entries: this session's), as
-        :func:`sessiontree.otel.session_requests` gives them. Feed it with :meth:`otel_feed`.
+        ``meta``: its keyword arguments but ``index`` (this session's: its entries and the
+        leaf's branch, walked in the core), as :func:`sessiontree.otel.session_requests` gives
+        them. Feed it with :meth:`otel_feed`.
         """
-        return _core.OtelMapper(n=len(self._core), **meta)
+        return _core.OtelMapper(index=self._core, **meta)
 
     def otel_feed(self, mapper: Any, lo: int, hi: int, lines: list[bytes] | None = None) -> bytes:
         """Maps entries ``lo:hi`` into ``mapper``; the OTLP/JSON request lines it finished (bytes).

@@ -11,6 +11,7 @@
 //! (`<session>/subagents/*.jsonl`) too. Pass 2 writes one entry per line (a user line with
 //! several tool results: one per result), the leaf (the last main-chain message) last.
 
+use super::raw::{self, raw_struct, W};
 use super::{
     io_err, ms_of, open_src, push_str, s, safe_name, Carried, ConvertError, EntryOut, Format,
     Report,
@@ -130,14 +131,38 @@ pub(crate) fn cycles(parent: &[u32]) -> Vec<Vec<u32>> {
     out
 }
 
-/// Every line's Pi id in one arena, and each uuid's first line by a keyed hash (verified
-/// against the arena on lookup): about 50 bytes a line with a uuid.
+/// Every line's Pi id in one arena, and each uuid's first line in a table of line numbers
+/// (keyed hashes of the ids, compared against the arena): about 36 + 4 + 6 bytes a line with a
+/// uuid, nothing per line kept twice.
 #[derive(Default)]
 pub(crate) struct Ids {
     arena: String,
-    start: Vec<u64>,
-    by_hash: HashMap<u64, u32>,
+    /// each id's start in the arena, its low 32 bits
+    start: Vec<u32>,
+    /// `(first line, high bits)` from which the starts pass a multiple of 2^32 (an arena of
+    /// more than 4 GiB of ids: a hostile file of that size)
+    high: Vec<(u32, u64)>,
+    table: hashbrown::HashTable<u32>,
     keys: std::collections::hash_map::RandomState,
+}
+
+fn id_at<'a>(arena: &'a str, start: &[u32], high: &[(u32, u64)], i: usize) -> &'a str {
+    let off = |i: usize| -> usize {
+        let lo = start[i] as u64;
+        if high.is_empty() {
+            return lo as usize;
+        }
+        let k = high.partition_point(|&(at, _)| at as usize <= i);
+        let hi = if k == 0 { 0 } else { high[k - 1].1 };
+        (hi | lo) as usize
+    };
+    let a = off(i);
+    let b = if i + 1 < start.len() {
+        off(i + 1)
+    } else {
+        arena.len()
+    };
+    &arena[a..b]
 }
 
 impl Ids {
@@ -146,31 +171,44 @@ impl Ids {
         self.keys.hash_one(s)
     }
     pub fn get(&self, i: usize) -> &str {
-        let a = self.start[i] as usize;
-        let b = self
-            .start
-            .get(i + 1)
-            .map_or(self.arena.len(), |&x| x as usize);
-        &self.arena[a..b]
+        id_at(&self.arena, &self.start, &self.high, i)
     }
     /// The first line whose uuid is `s`.
     pub fn find(&self, s: &str) -> Option<u32> {
-        let l = *self.by_hash.get(&self.hash(s))?;
-        (self.get(l as usize) == s).then_some(l)
+        self.table
+            .find(self.hash(s), |&l| self.get(l as usize) == s)
+            .copied()
     }
-    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: the hash is
-    /// taken by another uuid, a 2^-64 event, and it is not indexed).
+    #[cfg(test)]
+    pub fn push_for_test(&mut self, s: &str, index: bool) -> bool {
+        self.push(s, index)
+    }
+    /// Appends the next line's id; `index`: as a uuid that `find` finds (false: a line before
+    /// already has it, and it is not indexed).
     fn push(&mut self, s: &str, index: bool) -> bool {
-        self.start.push(self.arena.len() as u64);
+        let off = self.arena.len() as u64;
+        let hi = off & !0xffff_ffff;
+        if hi != self.high.last().map_or(0, |h| h.1) {
+            self.high.push((self.start.len() as u32, hi));
+        }
+        self.start.push(off as u32);
         self.arena.push_str(s);
-        if !index {
+        if !index || self.find(s).is_some() {
             return false;
         }
         let h = self.hash(s);
-        if self.by_hash.contains_key(&h) {
-            return false;
-        }
-        self.by_hash.insert(h, self.start.len() as u32 - 1);
+        let line = self.start.len() as u32 - 1;
+        let Ids {
+            arena,
+            start,
+            high,
+            table,
+            keys,
+        } = self;
+        table.insert_unique(h, line, |&l| {
+            use std::hash::BuildHasher;
+            keys.hash_one(id_at(arena, start, high, l as usize))
+        });
         true
     }
 }
@@ -524,59 +562,350 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
     })
 }
 
-fn usage(u: Option<&Value>) -> Value {
-    let g = |k: &str| {
-        u.and_then(|u| u.get(k))
-            .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
-            .unwrap_or(0)
-    };
-    let (i, o, cr, cw) = (
-        g("input_tokens"),
-        g("output_tokens"),
-        g("cache_read_input_tokens"),
-        g("cache_creation_input_tokens"),
-    );
-    json!({"input": i, "output": o, "cacheRead": cr, "cacheWrite": cw, "totalTokens": i + o + cr + cw,
-           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
+raw_struct!(
+    /// The fields pass 2 reads of every line.
+    Line {
+        ty => "type",
+        subtype => "subtype",
+        is_meta => "isMeta",
+        timestamp => "timestamp",
+        message => "message",
+        pi_entry => "piEntry",
+    }
+);
+raw_struct!(
+    /// The fields of a `message` the mapping reads.
+    Msg {
+        content => "content",
+        model => "model",
+        usage => "usage",
+        stop_reason => "stop_reason",
+        id => "id",
+    }
+);
+raw_struct!(
+    /// The fields of a content block the mapping reads (any block type).
+    Block {
+        ty => "type",
+        text => "text",
+        thinking => "thinking",
+        signature => "signature",
+        data => "data",
+        id => "id",
+        name => "name",
+        input => "input",
+        tool_use_id => "tool_use_id",
+        content => "content",
+        is_error => "is_error",
+        source => "source",
+    }
+);
+raw_struct!(ImgSrc { ty => "type", data => "data", media_type => "media_type", url => "url" });
+raw_struct!(Usage {
+    input => "input_tokens",
+    output => "output_tokens",
+    cache_read => "cache_read_input_tokens",
+    cache_write => "cache_creation_input_tokens",
+});
+
+type Res<T> = Result<T, serde_json::Error>;
+
+/// The blocks of a content array (a non-object element reads as a block without fields).
+fn blocks(content: Option<&RawValue>) -> Res<Vec<Block<'_>>> {
+    raw::elements(content)?
+        .into_iter()
+        .map(|e| raw::object(Some(e)))
+        .collect()
 }
 
-fn image(b: &Value) -> Option<Value> {
-    let src = b.get("source")?;
-    if s(src.get("type")) == Some("base64") {
-        Some(
-            json!({"type": "image", "data": s(src.get("data")).unwrap_or(""),
-                    "mimeType": s(src.get("media_type")).unwrap_or("image/png")}),
-        )
+/// Pi usage from a Claude Code `usage` object (no cost in the transcripts: 0).
+fn usage(w: &mut W<'_>, u: Option<&RawValue>) -> Res<()> {
+    let u: Usage = raw::object(u)?;
+    let (i, o, cr, cw) = (
+        raw::count(u.input),
+        raw::count(u.output),
+        raw::count(u.cache_read),
+        raw::count(u.cache_write),
+    );
+    let total = i.wrapping_add(o).wrapping_add(cr).wrapping_add(cw);
+    raw::usage(w, i, o, cr, cw, total, None);
+    Ok(())
+}
+
+/// A text block `{"text","type":"text"}` of a string field (`""` when not a string).
+fn text_block(w: &mut W<'_>, t: Option<&RawValue>) {
+    w.lit("{\"text\":")
+        .tok_or_empty(t)
+        .lit(",\"type\":\"text\"}");
+}
+
+/// An `image` block: base64 source -> Pi image; a URL -> a text naming it; else nothing.
+fn image(w: &mut W<'_>, b: &Block<'_>) -> Res<bool> {
+    if b.source.is_none() {
+        return Ok(false);
+    }
+    let src: ImgSrc = raw::object(b.source)?;
+    if raw::str_of(src.ty).as_deref() == Some("base64") {
+        w.lit("{\"data\":")
+            .tok_or_empty(src.data)
+            .lit(",\"mimeType\":");
+        match raw::str_tok(src.media_type) {
+            Some(t) => w.lit(t),
+            None => w.lit("\"image/png\""),
+        };
+        w.lit(",\"type\":\"image\"}");
+        Ok(true)
+    } else if let Some(u) = raw::str_of(src.url) {
+        w.lit("{\"text\":")
+            .str(&format!("[image: {u}]"))
+            .lit(",\"type\":\"text\"}");
+        Ok(true)
     } else {
-        s(src.get("url")).map(|u| json!({"type": "text", "text": format!("[image: {u}]")}))
+        Ok(false)
     }
 }
 
-/// User-side blocks (text, image) as Pi content blocks.
-fn user_blocks(a: &[Value]) -> Vec<Value> {
-    let mut o = Vec::new();
+/// User-side blocks (text, image) as Pi content blocks, comma-separated; how many.
+fn user_blocks(w: &mut W<'_>, a: &[Block<'_>]) -> Res<usize> {
+    let mut k = 0;
     for b in a {
-        match s(b.get("type")) {
-            Some("text") => o.push(json!({"type": "text", "text": s(b.get("text")).unwrap_or("")})),
-            Some("image") => o.extend(image(b)),
-            _ => {}
+        let at = w.0.len();
+        if k > 0 {
+            w.lit(",");
+        }
+        let wrote = match raw::str_of(b.ty).as_deref() {
+            Some("text") => {
+                text_block(w, b.text);
+                true
+            }
+            Some("image") => image(w, b)?,
+            _ => false,
+        };
+        if wrote {
+            k += 1;
+        } else {
+            w.0.truncate(at);
         }
     }
-    o
+    Ok(k)
 }
 
-fn result_content(c: Option<&Value>) -> Value {
-    match c {
-        Some(Value::String(t)) => json!([{"type": "text", "text": t}]),
-        Some(Value::Array(a)) => Value::Array(user_blocks(a)),
-        _ => json!([]),
+/// A tool result's content: a string -> one text block; blocks -> their text and images.
+fn result_content(w: &mut W<'_>, c: Option<&RawValue>) -> Res<()> {
+    w.lit("[");
+    match raw::kind(c) {
+        b'"' => text_block(w, c),
+        b'[' => {
+            user_blocks(w, &blocks(c)?)?;
+        }
+        _ => {}
     }
+    w.lit("]");
+    Ok(())
+}
+
+fn message_made(body: Vec<u8>) -> Made {
+    Made {
+        ty: "message",
+        fields: vec![],
+        body: Some(body),
+        extra: None,
+        message: true,
+    }
+}
+
+/// The Pi messages of a main-chain `user` or `assistant` line (`None`: the line has no
+/// `message.content` and becomes a custom entry). Errors: a field given twice.
+fn make_message(
+    user: bool,
+    message: Option<&RawValue>,
+    ts_ms: i64,
+    cx: &mut Ctx<'_>,
+) -> Res<Option<Vec<Made>>> {
+    let msg: Msg = raw::object(message)?;
+    let Some(content) = msg.content else {
+        return Ok(None);
+    };
+    let cap = content.get().len() + 256;
+    if user {
+        return Ok(Some(match raw::kind(Some(content)) {
+            b'[' => {
+                let a = blocks(Some(content))?;
+                let mut made = Vec::new();
+                for b in a
+                    .iter()
+                    .filter(|b| raw::str_of(b.ty).as_deref() == Some("tool_result"))
+                {
+                    let call = raw::str_of(b.tool_use_id);
+                    let name = {
+                        use std::hash::BuildHasher;
+                        cx.names
+                            .get(&cx.keys.hash_one(call.as_deref().unwrap_or("")))
+                            .map(|&k| cx.tools[k as usize].as_str())
+                            .unwrap_or("")
+                    };
+                    let mut body = Vec::with_capacity(cap);
+                    let mut w = W(&mut body);
+                    w.lit("{\"content\":");
+                    result_content(&mut w, b.content)?;
+                    w.lit(",\"isError\":")
+                        .lit(if raw::is_true(b.is_error) {
+                            "true"
+                        } else {
+                            "false"
+                        })
+                        .lit(",\"role\":\"toolResult\",\"timestamp\":")
+                        .int(ts_ms)
+                        .lit(",\"toolCallId\":")
+                        .tok_or_empty(b.tool_use_id)
+                        .lit(",\"toolName\":")
+                        .str(name)
+                        .lit("}");
+                    made.push(message_made(body));
+                }
+                let mut body = Vec::with_capacity(cap);
+                let mut w = W(&mut body);
+                w.lit("{\"content\":[");
+                let k = user_blocks(&mut w, &a)?;
+                if k > 0 || made.is_empty() {
+                    w.lit("],\"role\":\"user\",\"timestamp\":")
+                        .int(ts_ms)
+                        .lit("}");
+                    made.push(message_made(body));
+                }
+                made
+            }
+            b'"' => {
+                let mut body = Vec::with_capacity(cap);
+                W(&mut body)
+                    .lit("{\"content\":")
+                    .raw(content)
+                    .lit(",\"role\":\"user\",\"timestamp\":")
+                    .int(ts_ms)
+                    .lit("}");
+                vec![message_made(body)]
+            }
+            _ => vec![custom("claude-code:user".into())],
+        }));
+    }
+    let mut body = Vec::with_capacity(cap);
+    let mut w = W(&mut body);
+    w.lit("{\"api\":\"anthropic-messages\",\"content\":[");
+    let mut calls = false;
+    match raw::kind(Some(content)) {
+        b'"' => text_block(&mut w, Some(content)),
+        b'[' => {
+            let mut first = true;
+            for b in blocks(Some(content))? {
+                let ty = raw::str_of(b.ty);
+                let sep = if first { "" } else { "," };
+                match ty.as_deref() {
+                    Some("text") => {
+                        w.lit(sep);
+                        text_block(&mut w, b.text);
+                    }
+                    Some("thinking") => {
+                        w.lit(sep).lit("{\"thinking\":").tok_or_empty(b.thinking);
+                        if let Some(sig) = raw::str_tok(b.signature) {
+                            w.lit(",\"thinkingSignature\":").lit(sig);
+                        }
+                        w.lit(",\"type\":\"thinking\"}");
+                    }
+                    Some("redacted_thinking") => {
+                        w.lit(sep)
+                            .lit("{\"redacted\":true,\"thinking\":\"\",\"thinkingSignature\":")
+                            .tok_or_empty(b.data)
+                            .lit(",\"type\":\"thinking\"}");
+                    }
+                    Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
+                        calls = true;
+                        let name = raw::str_of(b.name);
+                        let name = name.as_deref().unwrap_or("");
+                        let k = match cx.tools.iter().position(|t| t == name) {
+                            Some(k) => Some(k),
+                            None if cx.tools.len() < 4096 => {
+                                cx.tools.push(name.to_string());
+                                Some(cx.tools.len() - 1)
+                            }
+                            None => None,
+                        };
+                        if let Some(k) = k {
+                            use std::hash::BuildHasher;
+                            let id = raw::str_of(b.id);
+                            let h = cx.keys.hash_one(id.as_deref().unwrap_or(""));
+                            cx.names.insert(h, k as u32);
+                        }
+                        w.lit(sep).lit("{\"arguments\":");
+                        match (raw::kind(b.input), b.input) {
+                            (b'{', Some(i)) => {
+                                w.raw(i);
+                            }
+                            (0 | b'n', _) => {
+                                w.lit("{}");
+                            }
+                            (_, Some(i)) => {
+                                w.lit("{\"input\":").raw(i).lit("}");
+                            }
+                            (_, None) => unreachable!("kind 0 is absent"),
+                        }
+                        w.lit(",\"id\":")
+                            .tok_or_empty(b.id)
+                            .lit(",\"name\":")
+                            .tok_or_empty(b.name)
+                            .lit(",\"type\":\"toolCall\"}");
+                    }
+                    _ => continue,
+                }
+                first = false;
+            }
+        }
+        _ => {}
+    }
+    let stop = match raw::str_of(msg.stop_reason).as_deref() {
+        Some("tool_use") => "toolUse",
+        Some("max_tokens" | "model_context_window_exceeded") => "length",
+        Some(_) => "stop",
+        None if calls => "toolUse",
+        None => "stop",
+    };
+    w.lit("],\"model\":").tok_or_empty(msg.model);
+    w.lit(",\"provider\":\"anthropic\"");
+    if let Some(rid) = raw::str_tok(msg.id) {
+        w.lit(",\"responseId\":").lit(rid);
+    }
+    w.lit(",\"role\":\"assistant\",\"stopReason\":\"")
+        .lit(stop)
+        .lit("\",\"timestamp\":")
+        .int(ts_ms)
+        .lit(",\"usage\":");
+    usage(&mut w, msg.usage)?;
+    w.lit("}");
+    Ok(Some(vec![message_made(body)]))
+}
+
+/// The `customType` of a line kept as a custom entry: `claude-code:<type>[:<subtype>|:meta]`
+/// (`claude-code:compact-summary` for a compaction's summary line).
+fn custom_kind(ty: Option<&str>, sub: Option<&str>, is_meta: bool, flags: u8) -> String {
+    if flags & F_SUMMARY != 0 {
+        return "claude-code:compact-summary".into();
+    }
+    let ty = ty.unwrap_or("");
+    let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
+    if let Some(sub) = sub {
+        k.push(':');
+        k.push_str(sub);
+    } else if is_meta {
+        k.push_str(":meta");
+    }
+    k
 }
 
 /// Pi's entries for one parsed line: (type, fields); several for a user line of tool results.
 struct Made {
     ty: &'static str,
     fields: Vec<(&'static str, Value)>,
+    /// a message entry's `message` object, written
+    body: Option<Vec<u8>>,
     /// a restored Pi entry's own fields
     extra: Option<Map<String, Value>>,
     message: bool,
@@ -586,6 +915,7 @@ fn custom(kind: String) -> Made {
     Made {
         ty: "custom",
         fields: vec![("customType", Value::String(kind))],
+        body: None,
         extra: None,
         message: false,
     }
@@ -599,27 +929,12 @@ struct Ctx<'a> {
     plan: &'a Plan,
 }
 
-fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Made> {
+/// The entries of a line read whole (a restored Pi entry, a compaction boundary, a summary,
+/// a title; anything else a custom entry). Main-chain messages: `make_message`.
+fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
     let ty = s(m.get("type")).unwrap_or("");
     let sub = s(m.get("subtype"));
     let flags = cx.plan.flags[n as usize];
-    let msg = m.get("message");
-    let content = msg.and_then(|v| v.get("content"));
-    let msgf = |role: &str, content: Value, extra: Vec<(&'static str, Value)>| {
-        let mut o = Map::new();
-        o.insert("role".into(), Value::String(role.into()));
-        o.insert("content".into(), content);
-        for (k, v) in extra {
-            o.insert(k.into(), v);
-        }
-        o.insert("timestamp".into(), json!(ts_ms));
-        Made {
-            ty: "message",
-            fields: vec![("message", Value::Object(o))],
-            extra: None,
-            message: true,
-        }
-    };
     if let Some(Value::Object(e)) = m.get("piEntry") {
         if let Some(t) = s(e.get("type")).filter(|t| *t != "session") {
             let mut extra = Map::new();
@@ -634,121 +949,13 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
             return vec![Made {
                 ty: super::pi_entry_type(t),
                 fields: vec![],
+                body: None,
                 extra: Some(extra),
                 message: t == "message",
             }];
         }
     }
     match ty {
-        "user" if flags & F_MSG != 0 && content.is_some() => {
-            let c = content.expect("checked");
-            match c {
-                Value::Array(a) => {
-                    let mut made = Vec::new();
-                    for b in a.iter().filter(|b| s(b.get("type")) == Some("tool_result")) {
-                        let call = s(b.get("tool_use_id")).unwrap_or("");
-                        let name = {
-                            use std::hash::BuildHasher;
-                            cx.names
-                                .get(&cx.keys.hash_one(call))
-                                .map(|&k| cx.tools[k as usize].clone())
-                                .unwrap_or_default()
-                        };
-                        made.push(msgf(
-                            "toolResult",
-                            result_content(b.get("content")),
-                            vec![
-                                ("toolCallId", Value::String(call.into())),
-                                ("toolName", Value::String(name)),
-                                (
-                                    "isError",
-                                    Value::Bool(b.get("is_error") == Some(&Value::Bool(true))),
-                                ),
-                            ],
-                        ));
-                    }
-                    let rest = user_blocks(a);
-                    if !rest.is_empty() || made.is_empty() {
-                        made.push(msgf("user", Value::Array(rest), vec![]));
-                    }
-                    made
-                }
-                Value::String(t) => vec![msgf("user", Value::String(t.clone()), vec![])],
-                _ => vec![custom("claude-code:user".into())],
-            }
-        }
-        "assistant" if flags & F_MSG != 0 && content.is_some() => {
-            let mut blocks = Vec::new();
-            match content.expect("checked") {
-                Value::String(t) => blocks.push(json!({"type": "text", "text": t})),
-                Value::Array(a) => {
-                    for b in a {
-                        match s(b.get("type")) {
-                            Some("text") => blocks.push(
-                                json!({"type": "text", "text": s(b.get("text")).unwrap_or("")}),
-                            ),
-                            Some("thinking") => {
-                                let mut t = json!({"type": "thinking", "thinking": s(b.get("thinking")).unwrap_or("")});
-                                if let Some(sig) = s(b.get("signature")) {
-                                    t["thinkingSignature"] = Value::String(sig.into());
-                                }
-                                blocks.push(t);
-                            }
-                            Some("redacted_thinking") => blocks
-                                .push(json!({"type": "thinking", "thinking": "", "redacted": true,
-                                "thinkingSignature": s(b.get("data")).unwrap_or("")})),
-                            Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
-                                let id = s(b.get("id")).unwrap_or("");
-                                let name = s(b.get("name")).unwrap_or("");
-                                let k = match cx.tools.iter().position(|t| t == name) {
-                                    Some(k) => Some(k),
-                                    None if cx.tools.len() < 4096 => {
-                                        cx.tools.push(name.to_string());
-                                        Some(cx.tools.len() - 1)
-                                    }
-                                    None => None,
-                                };
-                                if let Some(k) = k {
-                                    use std::hash::BuildHasher;
-                                    let h = cx.keys.hash_one(id);
-                                    cx.names.insert(h, k as u32);
-                                }
-                                let args = match b.get("input") {
-                                    Some(Value::Object(o)) => Value::Object(o.clone()),
-                                    Some(Value::Null) | None => json!({}),
-                                    Some(v) => json!({"input": v}),
-                                };
-                                blocks.push(json!({"type": "toolCall", "id": id, "name": name, "arguments": args}));
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
-            }
-            let calls = blocks.iter().any(|b| b["type"] == "toolCall");
-            let stop = match s(msg.and_then(|v| v.get("stop_reason"))) {
-                Some("tool_use") => "toolUse",
-                Some("max_tokens" | "model_context_window_exceeded") => "length",
-                Some(_) => "stop",
-                None if calls => "toolUse",
-                None => "stop",
-            };
-            let mut extra = vec![
-                ("api", json!("anthropic-messages")),
-                ("provider", json!("anthropic")),
-                (
-                    "model",
-                    json!(s(msg.and_then(|v| v.get("model"))).unwrap_or("")),
-                ),
-                ("usage", usage(msg.and_then(|v| v.get("usage")))),
-                ("stopReason", json!(stop)),
-            ];
-            if let Some(rid) = s(msg.and_then(|v| v.get("id"))) {
-                extra.push(("responseId", json!(rid)));
-            }
-            vec![msgf("assistant", Value::Array(blocks), extra)]
-        }
         "system" if flags & F_BOUNDARY != 0 => {
             let bd = &cx.plan.bounds[&n];
             let meta = bd.meta.as_ref();
@@ -784,6 +991,7 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                     ),
                     ("tokensBefore", json!(tokens)),
                 ],
+                body: None,
                 extra: None,
                 message: false,
             }]
@@ -802,6 +1010,7 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                 vec![Made {
                     ty: super::pi_entry_type(s(e.get("type")).expect("checked")),
                     fields: vec![],
+                    body: None,
                     extra: Some(extra),
                     message: s(e.get("type")) == Some("message"),
                 }]
@@ -820,12 +1029,14 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
                         ),
                         ("label", Value::String(text)),
                     ],
+                    body: None,
                     extra: None,
                     message: false,
                 }],
                 None => vec![Made {
                     ty: "session_info",
                     fields: vec![("name", Value::String(text))],
+                    body: None,
                     extra: None,
                     message: false,
                 }],
@@ -834,21 +1045,16 @@ fn make(m: &Map<String, Value>, n: u32, ts_ms: i64, cx: &mut Ctx<'_>) -> Vec<Mad
         "custom-title" if s(m.get("customTitle")).is_some() => vec![Made {
             ty: "session_info",
             fields: vec![("name", m["customTitle"].clone())],
+            body: None,
             extra: None,
             message: false,
         }],
-        _ => {
-            let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
-            if flags & F_SUMMARY != 0 {
-                k = "claude-code:compact-summary".into();
-            } else if let Some(sub) = sub {
-                k.push(':');
-                k.push_str(sub);
-            } else if m.get("isMeta") == Some(&Value::Bool(true)) {
-                k.push_str(":meta");
-            }
-            vec![custom(k)]
-        }
+        _ => vec![custom(custom_kind(
+            Some(ty),
+            sub,
+            m.get("isMeta") == Some(&Value::Bool(true)),
+            flags,
+        ))],
     }
 }
 
@@ -1000,54 +1206,90 @@ pub fn convert(
         // a line that is not UTF-8 (even in a field no rule reads) is carried as raw bytes,
         // never copied into the Pi file as JSON text
         let utf8 = simdutf8::basic::from_utf8(line).is_ok();
-        // a line that becomes a custom entry: its type is all it needs (no full parse)
-        let fast = if plan.flags[i] & F_FULL == 0 && starts && utf8 {
-            serde_json::from_slice::<Meta>(line).ok().map(|m| {
-                if let Some(t) = s(m.timestamp.as_ref()) {
-                    last_ts = t.to_string();
-                }
-                let ty = s(m.ty.as_ref()).unwrap_or("");
-                let mut k = format!("claude-code:{}", if ty.is_empty() { "untyped" } else { ty });
-                if let Some(sub) = s(m.subtype.as_ref()) {
-                    k.push(':');
-                    k.push_str(sub);
-                } else if truthy(&m.is_meta) {
-                    k.push_str(":meta");
-                }
-                k
-            })
+        let flags = plan.flags[i];
+        // the fields every line needs, borrowed from it (None: not an object, or a field
+        // given twice: the line is read whole below)
+        let head = if starts && utf8 {
+            serde_json::from_slice::<Line>(line).ok()
         } else {
             None
         };
-        let parsed = if fast.is_some() {
-            super::Parsed::Other
-        } else if super::is_blank(line) || !utf8 {
-            super::Parsed::Bad
-        } else {
-            super::parse_line(line)
+        let ty = head.as_ref().and_then(|h| raw::str_of(h.ty));
+        let custom_of = |h: &Line<'_>| {
+            custom(custom_kind(
+                ty.as_deref(),
+                raw::str_of(h.subtype).as_deref(),
+                raw::is_true(h.is_meta),
+                flags,
+            ))
         };
-        let (made, carried) = match &parsed {
-            _ if fast.is_some() => (
-                vec![custom(fast.clone().expect("checked"))],
-                Carried::Json(line, eol),
-            ),
-            super::Parsed::Object(m) => {
-                if let Some(t) = s(m.get("timestamp")) {
-                    last_ts = t.to_string();
-                }
+        // a main-chain message, read through borrowed fields; a line with an escaped
+        // surrogate is read whole first (a lone one is not JSON text Pi can hold)
+        let message = head.as_ref().filter(|h| {
+            flags & F_MSG != 0
+                && h.pi_entry.is_none()
+                && matches!(ty.as_deref(), Some("user" | "assistant"))
+                && (!raw::may_have_surrogate(line) || serde_json::from_slice::<Value>(line).is_ok())
+        });
+        let mut parsed = super::Parsed::Other;
+        let mut set_ts = |h: &Line<'_>| {
+            if let Some(t) = raw::str_of(h.timestamp) {
+                last_ts.clear();
+                last_ts.push_str(&t);
+            }
+        };
+        let (made, carried) = match (&head, message) {
+            (Some(h), _) if flags & F_FULL == 0 => {
+                set_ts(h);
+                (vec![custom_of(h)], Carried::Json(line, eol))
+            }
+            (Some(h), Some(_)) => {
+                set_ts(h);
+                let user = ty.as_deref() == Some("user");
+                let ts_ms = ms_of(&last_ts);
+                let made = match make_message(user, h.message, ts_ms, &mut cx) {
+                    Ok(made) => made,
+                    // a field given twice inside the message: read as the whole-line parse
+                    // reads it (the last one), the line itself still carried as it is
+                    Err(_) => match super::parse_line(line) {
+                        super::Parsed::Object(m) => {
+                            let text = serde_json::to_vec(&m).expect("a map serializes");
+                            serde_json::from_slice::<Line>(&text)
+                                .ok()
+                                .and_then(|h2| make_message(user, h2.message, ts_ms, &mut cx).ok())
+                                .flatten()
+                        }
+                        _ => None,
+                    },
+                };
                 (
-                    make(m, n, ms_of(&last_ts), &mut cx),
+                    made.unwrap_or_else(|| vec![custom_of(h)]),
                     Carried::Json(line, eol),
                 )
             }
-            super::Parsed::Other => (
-                vec![custom("claude-code:unparsed".into())],
-                Carried::Json(line, eol),
-            ),
-            super::Parsed::Bad => (
-                vec![custom("claude-code:unparsed".into())],
-                Carried::Raw(line, eol),
-            ),
+            _ => {
+                parsed = if super::is_blank(line) || !utf8 {
+                    super::Parsed::Bad
+                } else {
+                    super::parse_line(line)
+                };
+                match &parsed {
+                    super::Parsed::Object(m) => {
+                        if let Some(t) = s(m.get("timestamp")) {
+                            last_ts = t.to_string();
+                        }
+                        (make(m, n, &mut cx), Carried::Json(line, eol))
+                    }
+                    super::Parsed::Other => (
+                        vec![custom("claude-code:unparsed".into())],
+                        Carried::Json(line, eol),
+                    ),
+                    super::Parsed::Bad => (
+                        vec![custom("claude-code:unparsed".into())],
+                        Carried::Raw(line, eol),
+                    ),
+                }
+            }
         };
         let k = made.len();
         let mut prev_id: Option<String> = parent_id.map(str::to_string);
@@ -1072,6 +1314,9 @@ pub fn convert(
             w.begin(e.ty, &this, prev_id.as_deref(), &ts);
             for (key, v) in &e.fields {
                 w.field(key, v);
+            }
+            if let Some(b) = &e.body {
+                w.field_raw("message", b);
             }
             if let Some(x) = &e.extra {
                 for (key, v) in x {

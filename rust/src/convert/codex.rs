@@ -1,14 +1,16 @@
 //! Codex rollout -> Pi session (one chain: Codex has no tree).
 //!
 //! The first line (`session_meta`, or the first layout's `{id, timestamp, instructions}`)
-//! becomes the header; `forked_from_id` becomes `parentSession` when a rollout of that id is in
-//! the same folder. Each later line becomes one entry, under the previous one: `response_item`
-//! messages, reasoning and tool calls/outputs become messages, `turn_context` a model and a
-//! thinking-level change, `compacted` a compaction (retain-none: its replacement history is
-//! the new context), anything else a `custom` entry (`codex:<type>[:<payload type>]`). Pass 1
-//! finds which assistant item each `token_count` event's `last_token_usage` belongs to (the
-//! last assistant item before it), pass 2 writes.
+//! becomes the header; `forked_from_id` becomes `parentSession` when a rollout of that id is
+//! found (beside it, or in another day folder of Codex's `sessions/YYYY/MM/DD/` layout). Each
+//! later line becomes one entry, under the previous one: `response_item` messages, reasoning
+//! and tool calls/outputs become messages, `turn_context` a model and a thinking-level change,
+//! `compacted` a compaction (retain-none: its replacement history is the new context),
+//! anything else a `custom` entry (`codex:<type>[:<payload type>]`). Pass 1 finds which
+//! assistant item each `token_count` event's `last_token_usage` belongs to (the last assistant
+//! item before it), pass 2 writes.
 
+use super::raw::{self, raw_struct, W};
 use super::{
     io_err, ms_of, open_src, push_str, s, Carried, ConvertError, EntryOut, Format, Report,
 };
@@ -79,22 +81,6 @@ fn counts_of(u: &Value) -> Counts {
     ]
 }
 
-/// Pi usage from the counts (`input_tokens` includes the cached ones).
-fn usage_of(c: &Counts) -> Value {
-    let [input, cached, output, total, reasoning] = *c;
-    let mut o = json!({"input": input.saturating_sub(cached), "output": output, "cacheRead": cached, "cacheWrite": 0,
-        "totalTokens": total, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
-    if reasoning != u64::MAX {
-        o["reasoning"] = json!(reasoning);
-    }
-    o
-}
-
-fn zero_usage() -> Value {
-    json!({"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
-        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
-}
-
 /// Pass 1: the usage of each assistant-item line that has one, in line order.
 fn usages(src: &Path, data: Option<&[u8]>) -> Result<Vec<(u32, Counts)>, ConvertError> {
     let mut lines = open_src(src, data)?;
@@ -138,33 +124,122 @@ fn usages(src: &Path, data: Option<&[u8]>) -> Result<Vec<(u32, Counts)>, Convert
     Ok(out)
 }
 
-fn text_blocks(content: Option<&Value>, user: bool) -> Vec<Value> {
-    let mut o = Vec::new();
-    match content {
-        Some(Value::String(t)) => o.push(json!({"type": "text", "text": t})),
-        Some(Value::Array(a)) => {
-            for b in a {
-                match s(b.get("type")) {
+raw_struct!(
+    /// The fields of a line the mapping reads first.
+    Head {
+        ty => "type",
+        timestamp => "timestamp",
+        payload => "payload",
+        pi => "piEntry",
+        pi_part => "piPart",
+        record_type => "record_type",
+        call_id => "call_id",
+    }
+);
+raw_struct!(
+    /// A response item's fields (a `response_item` payload, or a line of the first layout).
+    Item {
+        ty => "type",
+        role => "role",
+        content => "content",
+        summary => "summary",
+        encrypted_content => "encrypted_content",
+        call_id => "call_id",
+        id => "id",
+        name => "name",
+        arguments => "arguments",
+        input => "input",
+        action => "action",
+        output => "output",
+    }
+);
+raw_struct!(CxBlock { ty => "type", text => "text", refusal => "refusal", image_url => "image_url" });
+raw_struct!(TurnContext { model => "model", effort => "effort", reasoning_effort => "reasoning_effort" });
+raw_struct!(OutputObj { content => "content" });
+raw_struct!(PiHead { ty => "type" });
+
+type Res<T> = Result<T, serde_json::Error>;
+
+fn cx_blocks(content: Option<&RawValue>) -> Res<Vec<CxBlock<'_>>> {
+    raw::elements(content)?
+        .into_iter()
+        .map(|e| raw::object(Some(e)))
+        .collect()
+}
+
+/// A message's content as Pi text (and, for a user, image) blocks, comma-separated.
+fn text_blocks(w: &mut W<'_>, content: Option<&RawValue>, user: bool) -> Res<()> {
+    match raw::kind(content) {
+        b'"' => {
+            w.lit("{\"text\":")
+                .tok_or_empty(content)
+                .lit(",\"type\":\"text\"}");
+        }
+        b'[' => {
+            let mut first = true;
+            for b in cx_blocks(content)? {
+                let sep = if first { "" } else { "," };
+                match raw::str_of(b.ty).as_deref() {
                     Some("input_text" | "output_text" | "text" | "refusal") => {
-                        let t = s(b.get("text"))
-                            .or_else(|| s(b.get("refusal")))
-                            .unwrap_or("");
-                        o.push(json!({"type": "text", "text": t}));
+                        let t = raw::str_tok(b.text).or_else(|| raw::str_tok(b.refusal));
+                        w.lit(sep)
+                            .lit("{\"text\":")
+                            .lit(t.unwrap_or("\"\""))
+                            .lit(",\"type\":\"text\"}");
                     }
                     Some("input_image") if user => {
-                        if let Some(url) = s(b.get("image_url")) {
-                            if let Some(rest) = url.strip_prefix("data:") {
-                                if let Some((mime, data)) = rest.split_once(";base64,") {
-                                    o.push(
-                                        json!({"type": "image", "data": data, "mimeType": mime}),
-                                    );
-                                    continue;
-                                }
+                        let Some(url) = raw::str_of(b.image_url) else {
+                            continue;
+                        };
+                        w.lit(sep);
+                        match url
+                            .strip_prefix("data:")
+                            .and_then(|r| r.split_once(";base64,"))
+                        {
+                            Some((mime, data)) => {
+                                w.lit("{\"data\":")
+                                    .str(data)
+                                    .lit(",\"mimeType\":")
+                                    .str(mime)
+                                    .lit(",\"type\":\"image\"}");
                             }
-                            o.push(json!({"type": "text", "text": format!("[image: {url}]")}));
+                            None => {
+                                w.lit("{\"text\":")
+                                    .str(&format!("[image: {url}]"))
+                                    .lit(",\"type\":\"text\"}");
+                            }
                         }
                     }
-                    _ => {}
+                    _ => continue,
+                }
+                first = false;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The texts of a content value joined by "\n" (a `compacted` replacement history item).
+fn texts_joined(content: Option<&Value>) -> String {
+    let mut o = String::new();
+    let mut add = |t: &str| {
+        if !o.is_empty() {
+            o.push('\n');
+        }
+        o.push_str(t);
+    };
+    match content {
+        Some(Value::String(t)) => add(t),
+        Some(Value::Array(a)) => {
+            for b in a {
+                if matches!(
+                    s(b.get("type")),
+                    Some("input_text" | "output_text" | "text" | "refusal")
+                ) {
+                    add(s(b.get("text"))
+                        .or_else(|| s(b.get("refusal")))
+                        .unwrap_or(""));
                 }
             }
         }
@@ -173,27 +248,59 @@ fn text_blocks(content: Option<&Value>, user: bool) -> Vec<Value> {
     o
 }
 
-fn output_text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(t)) => t.clone(),
-        Some(Value::Object(o)) => match o.get("content") {
-            Some(Value::String(t)) => t.clone(),
-            Some(c) => output_text(Some(c)),
-            None => serde_json::to_string(v.expect("some")).unwrap_or_default(),
-        },
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|b| s(b.get("text")))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
+/// A tool output as a JSON string: a string as it is; an object's `content` (followed
+/// through nested objects); an array's texts joined by "\n"; an object without `content`
+/// as its JSON text; null or absent: empty; another value as its JSON text.
+fn output_text(w: &mut W<'_>, mut v: Option<&RawValue>) -> Res<()> {
+    loop {
+        match raw::kind(v) {
+            b'"' => {
+                w.tok_or_empty(v);
+            }
+            b'{' => {
+                let o: OutputObj = raw::object(v)?;
+                match raw::kind(o.content) {
+                    0 => {
+                        let val: Value = serde_json::from_str(v.expect("present").get())?;
+                        w.str(&val.to_string());
+                    }
+                    _ => {
+                        v = o.content;
+                        continue;
+                    }
+                }
+            }
+            b'[' => {
+                let mut t = String::new();
+                for (i, b) in cx_blocks(v)?
+                    .iter()
+                    .filter_map(|b| raw::str_of(b.text))
+                    .enumerate()
+                {
+                    if i > 0 {
+                        t.push('\n');
+                    }
+                    t.push_str(&b);
+                }
+                w.str(&t);
+            }
+            0 | b'n' => {
+                w.lit("\"\"");
+            }
+            _ => {
+                let val: Value = serde_json::from_str(v.expect("present").get())?;
+                w.str(&val.to_string());
+            }
+        }
+        return Ok(());
     }
 }
 
 struct Made {
     ty: &'static str,
     fields: Vec<(&'static str, Value)>,
+    /// a message entry's `message` object, written
+    body: Option<Vec<u8>>,
     extra: Option<Map<String, Value>>,
     /// an id the entry keeps (a restored Pi entry's)
     keep_id: Option<String>,
@@ -205,6 +312,7 @@ fn made(ty: &'static str, fields: Vec<(&'static str, Value)>) -> Made {
     Made {
         ty,
         fields,
+        body: None,
         extra: None,
         keep_id: None,
         ts: None,
@@ -227,12 +335,13 @@ struct Cx {
 }
 
 impl Cx {
-    fn usage_at(&mut self, n: u32) -> Option<Value> {
+    /// The usage counts of the assistant item on line `n`, if a `token_count` event names it.
+    fn usage_at(&mut self, n: u32) -> Option<Counts> {
         while self.usage.peek().is_some_and(|(l, _)| *l < n) {
             self.usage.next();
         }
         match self.usage.peek() {
-            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| usage_of(&u)),
+            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| u),
             _ => None,
         }
     }
@@ -257,131 +366,292 @@ impl Cx {
     }
 }
 
-fn message(role: &str, content: Value, extra: Vec<(&'static str, Value)>, ts: i64) -> Made {
-    let mut o = Map::new();
-    o.insert("role".into(), json!(role));
-    o.insert("content".into(), content);
-    for (k, v) in extra {
-        o.insert(k.into(), v);
+fn message_made(body: Vec<u8>) -> Made {
+    Made {
+        ty: "message",
+        fields: vec![],
+        body: Some(body),
+        extra: None,
+        keep_id: None,
+        ts: None,
     }
-    o.insert("timestamp".into(), json!(ts));
-    made("message", vec![("message", Value::Object(o))])
 }
 
-fn item(p: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
-    let pty = s(p.get("type")).unwrap_or("");
-    let role = s(p.get("role"));
-    let assistant = |blocks: Vec<Value>, cx: &mut Cx| {
-        let calls = blocks.iter().any(|b| b["type"] == "toolCall");
-        let usage = cx.usage_at(n).unwrap_or_else(zero_usage);
-        message(
-            "assistant",
-            Value::Array(blocks),
-            vec![
-                ("api", json!("openai-responses")),
-                ("provider", json!("openai")),
-                ("model", json!(cx.model)),
-                ("usage", usage),
-                ("stopReason", json!(if calls { "toolUse" } else { "stop" })),
-            ],
-            ts,
-        )
-    };
-    let call_id = |k: &str| s(p.get(k)).map(str::to_string);
-    match (pty, role) {
-        ("message", Some("user")) => vec![message(
-            "user",
-            Value::Array(text_blocks(p.get("content"), true)),
-            vec![],
-            ts,
-        )],
-        ("message", Some("assistant")) => vec![assistant(text_blocks(p.get("content"), false), cx)],
+/// An assistant message of the blocks `blocks` writes (`calls`: it holds a tool call).
+fn assistant(
+    n: u32,
+    ts: i64,
+    cx: &mut Cx,
+    calls: bool,
+    blocks: impl FnOnce(&mut W<'_>) -> Res<()>,
+) -> Res<Made> {
+    let mut body = Vec::with_capacity(512);
+    let mut w = W(&mut body);
+    w.lit("{\"api\":\"openai-responses\",\"content\":[");
+    blocks(&mut w)?;
+    w.lit("],\"model\":")
+        .str(&cx.model)
+        .lit(",\"provider\":\"openai\",\"role\":\"assistant\",\"stopReason\":")
+        .lit(if calls { "\"toolUse\"" } else { "\"stop\"" })
+        .lit(",\"timestamp\":")
+        .int(ts)
+        .lit(",\"usage\":");
+    let c = cx.usage_at(n).unwrap_or([0, 0, 0, 0, u64::MAX]);
+    let [input, cached, output, total, reasoning] = c;
+    raw::usage(
+        &mut w,
+        input.saturating_sub(cached),
+        output,
+        cached,
+        0,
+        total,
+        (reasoning != u64::MAX).then_some(reasoning),
+    );
+    w.lit("}");
+    Ok(message_made(body))
+}
+
+/// A function call's `arguments` as Pi arguments: a JSON object text -> that object; an
+/// object -> itself; null or absent -> `{}`; anything else -> `{"input": it}`.
+fn arguments(w: &mut W<'_>, a: Option<&RawValue>) -> Res<()> {
+    match raw::kind(a) {
+        b'"' => {
+            let text = raw::str_of(a).expect("a string");
+            let obj = serde_json::from_str::<&RawValue>(&text)
+                .ok()
+                .filter(|r| r.get().starts_with('{'))
+                .filter(|_| {
+                    !raw::may_have_surrogate(text.as_bytes())
+                        || serde_json::from_str::<Value>(&text).is_ok()
+                });
+            match obj {
+                Some(r) => {
+                    w.raw(r);
+                }
+                None => {
+                    w.lit("{\"input\":").tok_or_empty(a).lit("}");
+                }
+            }
+        }
+        b'{' => {
+            w.raw(a.expect("present"));
+        }
+        0 | b'n' => {
+            w.lit("{}");
+        }
+        _ => {
+            w.lit("{\"input\":").raw(a.expect("present")).lit("}");
+        }
+    }
+    Ok(())
+}
+
+fn item(p: &Item<'_>, n: u32, ts: i64, cx: &mut Cx) -> Res<Vec<Made>> {
+    let pty = raw::str_of(p.ty);
+    let pty = pty.as_deref().unwrap_or("");
+    let role = raw::str_of(p.role);
+    Ok(match (pty, role.as_deref()) {
+        ("message", Some("user")) => {
+            let mut body = Vec::with_capacity(256);
+            let mut w = W(&mut body);
+            w.lit("{\"content\":[");
+            text_blocks(&mut w, p.content, true)?;
+            w.lit("],\"role\":\"user\",\"timestamp\":").int(ts).lit("}");
+            vec![message_made(body)]
+        }
+        ("message", Some("assistant")) => vec![assistant(n, ts, cx, false, |w| {
+            text_blocks(w, p.content, false)
+        })?],
         ("reasoning", _) => {
-            let mut blocks: Vec<Value> = Vec::new();
-            if let Some(Value::Array(a)) = p.get("summary") {
-                for b in a {
-                    if let Some(t) = s(b.get("text")) {
-                        blocks.push(json!({"type": "thinking", "thinking": t}));
+            let enc = raw::str_tok(p.encrypted_content);
+            vec![assistant(n, ts, cx, false, |w| {
+                let mut k = 0;
+                for e in raw::elements(p.summary)? {
+                    let b: CxBlock<'_> = raw::object(Some(e))?;
+                    if let Some(t) = raw::str_tok(b.text) {
+                        w.lit(if k > 0 { "," } else { "" })
+                            .lit("{\"thinking\":")
+                            .lit(t);
+                        if let (0, Some(e)) = (k, enc) {
+                            w.lit(",\"thinkingSignature\":").lit(e);
+                        }
+                        w.lit(",\"type\":\"thinking\"}");
+                        k += 1;
                     }
                 }
-            }
-            if let Some(enc) = s(p.get("encrypted_content")) {
-                match blocks.first_mut() {
-                    Some(b) => b["thinkingSignature"] = json!(enc),
-                    None => blocks.push(json!({"type": "thinking", "thinking": "", "redacted": true, "thinkingSignature": enc})),
+                if k == 0 {
+                    match enc {
+                        Some(e) => w
+                            .lit("{\"redacted\":true,\"thinking\":\"\",\"thinkingSignature\":")
+                            .lit(e)
+                            .lit(",\"type\":\"thinking\"}"),
+                        None => w.lit("{\"thinking\":\"\",\"type\":\"thinking\"}"),
+                    };
                 }
-            }
-            if blocks.is_empty() {
-                blocks.push(json!({"type": "thinking", "thinking": ""}));
-            }
-            vec![assistant(blocks, cx)]
+                Ok(())
+            })?]
         }
         ("function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call", _) => {
-            let id = call_id("call_id")
-                .or_else(|| call_id("id"))
-                .unwrap_or_else(|| format!("call-{n}"));
-            let (name, args) = match pty {
-                "function_call" => (
-                    s(p.get("name")).unwrap_or("").to_string(),
-                    match p.get("arguments") {
-                        Some(Value::String(a)) => match serde_json::from_str::<Value>(a) {
-                            Ok(Value::Object(o)) => Value::Object(o),
-                            _ => json!({"input": a}),
-                        },
-                        Some(Value::Object(o)) => Value::Object(o.clone()),
-                        Some(Value::Null) | None => json!({}),
-                        Some(v) => json!({"input": v}),
-                    },
-                ),
-                "custom_tool_call" => (
-                    s(p.get("name")).unwrap_or("").to_string(),
-                    json!({"input": p.get("input").cloned().unwrap_or(Value::Null)}),
-                ),
-                "local_shell_call" => (
-                    "local_shell".into(),
-                    match p.get("action") {
-                        Some(Value::Object(o)) => Value::Object(o.clone()),
-                        _ => json!({}),
-                    },
-                ),
-                _ => (
-                    "web_search".into(),
-                    match p.get("action") {
-                        Some(Value::Object(o)) => Value::Object(o.clone()),
-                        _ => json!({}),
-                    },
-                ),
+            let id = raw::str_of(p.call_id)
+                .or_else(|| raw::str_of(p.id))
+                .map_or_else(|| format!("call-{n}"), |c| c.into_owned());
+            let name = match pty {
+                "function_call" | "custom_tool_call" => raw::str_of(p.name)
+                    .map(|c| c.into_owned())
+                    .unwrap_or_default(),
+                "local_shell_call" => "local_shell".into(),
+                _ => "web_search".into(),
             };
             cx.set_name(&id, &name);
-            vec![assistant(
-                vec![json!({"type": "toolCall", "id": id, "name": name, "arguments": args})],
-                cx,
-            )]
+            vec![assistant(n, ts, cx, true, |w| {
+                w.lit("{\"arguments\":");
+                match pty {
+                    "function_call" => arguments(w, p.arguments)?,
+                    "custom_tool_call" => {
+                        w.lit("{\"input\":");
+                        match p.input {
+                            Some(i) => w.raw(i),
+                            None => w.lit("null"),
+                        };
+                        w.lit("}");
+                    }
+                    _ => {
+                        match (raw::kind(p.action), p.action) {
+                            (b'{', Some(a)) => w.raw(a),
+                            _ => w.lit("{}"),
+                        };
+                    }
+                }
+                w.lit(",\"id\":")
+                    .str(&id)
+                    .lit(",\"name\":")
+                    .str(&name)
+                    .lit(",\"type\":\"toolCall\"}");
+                Ok(())
+            })?]
         }
         ("function_call_output" | "custom_tool_call_output", _) => {
-            let id = call_id("call_id").unwrap_or_default();
-            let name = cx.name(&id);
-            let text = output_text(p.get("output"));
-            vec![message(
-                "toolResult",
-                json!([{"type": "text", "text": text}]),
-                vec![
-                    ("toolCallId", json!(id)),
-                    ("toolName", json!(name)),
-                    ("isError", json!(false)),
-                ],
-                ts,
-            )]
+            let id = raw::str_of(p.call_id)
+                .map(|c| c.into_owned())
+                .unwrap_or_default();
+            let mut body = Vec::with_capacity(256);
+            let mut w = W(&mut body);
+            w.lit("{\"content\":[{\"text\":");
+            output_text(&mut w, p.output)?;
+            w.lit(",\"type\":\"text\"}],\"isError\":false,\"role\":\"toolResult\",\"timestamp\":")
+                .int(ts)
+                .lit(",\"toolCallId\":")
+                .str(&id)
+                .lit(",\"toolName\":")
+                .str(&cx.name(&id))
+                .lit("}");
+            vec![message_made(body)]
         }
         ("message", r) => vec![custom(format!("codex:message:{}", r.unwrap_or("unknown")))],
         (t, _) => vec![custom(format!(
             "codex:response_item:{}",
             if t.is_empty() { "untyped" } else { t }
         ))],
-    }
+    })
 }
 
-fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
+/// The entries of one line (after the header), read through borrowed fields, and the source
+/// record's id; `last_ts` follows the line's timestamp. Errors: not an object, or a field
+/// given twice (the caller reads the line whole).
+fn entries(
+    line: &[u8],
+    n: u32,
+    last_ts: &mut String,
+    cx: &mut Cx,
+) -> Res<(Vec<Made>, Option<String>)> {
+    let h: Head<'_> = serde_json::from_slice(line)?;
+    if let Some(t) = raw::str_of(h.timestamp)
+        .filter(|t| super::ms_of(t) != 0 || *t == "1970-01-01T00:00:00.000Z")
+    {
+        last_ts.clear();
+        last_ts.push_str(&t);
+    }
+    let ts = ms_of(last_ts);
+    let p: Item<'_> = raw::object(h.payload)?;
+    let sid = raw::str_of(p.call_id)
+        .or_else(|| raw::str_of(p.id))
+        .or_else(|| raw::str_of(h.call_id))
+        .map(|c| c.into_owned());
+    let pi: PiHead<'_> = raw::object(h.pi)?;
+    if raw::str_of(pi.ty).is_some_and(|t| t != "session") {
+        let m: Map<String, Value> = serde_json::from_slice(line)?;
+        return Ok((make(&m), sid));
+    }
+    if h.pi_part.is_some() {
+        return Ok((vec![custom("codex:pi-part".into())], sid));
+    }
+    let ty = raw::str_of(h.ty);
+    let object = raw::kind(h.payload) == b'{';
+    let made = match (ty.as_deref(), object) {
+        (Some("response_item"), true) => item(&p, n, ts, cx)?,
+        (Some("turn_context"), true) => {
+            let t: TurnContext<'_> = raw::object(h.payload)?;
+            let mut v = Vec::new();
+            if let Some(model) = raw::str_of(t.model) {
+                cx.model = model.into_owned();
+                v.push(made(
+                    "model_change",
+                    vec![("provider", json!("openai")), ("modelId", json!(cx.model))],
+                ));
+            }
+            let effort = raw::str_of(t.effort).or_else(|| raw::str_of(t.reasoning_effort));
+            if let Some(e) = effort {
+                let level = match &*e {
+                    "none" => "off",
+                    other => other,
+                };
+                v.push(made(
+                    "thinking_level_change",
+                    vec![("thinkingLevel", json!(level))],
+                ));
+            }
+            if v.is_empty() {
+                v.push(custom("codex:turn_context".into()));
+            }
+            v
+        }
+        (Some("compacted"), true) => {
+            let m: Map<String, Value> = serde_json::from_slice(line)?;
+            make(&m)
+        }
+        (Some("event_msg"), true) => {
+            let t = raw::str_of(p.ty);
+            vec![custom(format!(
+                "codex:event_msg:{}",
+                t.as_deref().unwrap_or("untyped")
+            ))]
+        }
+        (
+            Some(
+                "message"
+                | "reasoning"
+                | "function_call"
+                | "function_call_output"
+                | "custom_tool_call"
+                | "custom_tool_call_output"
+                | "local_shell_call"
+                | "web_search_call",
+            ),
+            _,
+        ) if h.payload.is_none() => {
+            // the first layout: items at top level
+            let it: Item<'_> = serde_json::from_slice(line)?;
+            item(&it, n, ts, cx)?
+        }
+        (Some(t), _) => vec![custom(format!("codex:{t}"))],
+        (None, _) if h.record_type.is_some() => vec![custom("codex:state".into())],
+        (None, _) => vec![custom("codex:untyped".into())],
+    };
+    Ok((made, sid))
+}
+
+/// The entries of a line read whole: a restored Pi entry, or a `compacted` record.
+fn make(m: &Map<String, Value>) -> Vec<Made> {
     if let Some(Value::Object(e)) = m.get("piEntry") {
         if let Some(t) = s(e.get("type")).filter(|t| *t != "session") {
             let mut extra = Map::new();
@@ -397,116 +667,122 @@ fn make(m: &Map<String, Value>, n: u32, ts: i64, cx: &mut Cx) -> Vec<Made> {
             return vec![Made {
                 ty,
                 fields: vec![],
+                body: None,
                 extra: Some(extra),
                 keep_id: s(e.get("id")).map(str::to_string),
                 ts: s(e.get("timestamp")).map(str::to_string),
             }];
         }
     }
-    if m.contains_key("piPart") {
-        return vec![custom("codex:pi-part".into())];
+    let Some(Value::Object(p)) = m.get("payload") else {
+        return vec![custom("codex:compacted".into())];
+    };
+    let mut summary = s(p.get("message")).unwrap_or("").to_string();
+    if summary.is_empty() {
+        if let Some(Value::Array(h)) = p.get("replacement_history") {
+            let parts: Vec<String> = h
+                .iter()
+                .map(|i| texts_joined(i.get("content")))
+                .filter(|t| !t.is_empty())
+                .collect();
+            summary = parts.join("\n\n");
+        }
     }
-    let ty = s(m.get("type"));
-    let payload = m.get("payload");
-    match (ty, payload) {
-        (Some("response_item"), Some(Value::Object(p))) => item(p, n, ts, cx),
-        (Some("turn_context"), Some(Value::Object(p))) => {
-            let mut v = Vec::new();
-            if let Some(model) = s(p.get("model")) {
-                cx.model = model.to_string();
-                v.push(made(
-                    "model_change",
-                    vec![("provider", json!("openai")), ("modelId", json!(model))],
-                ));
-            }
-            let effort = s(p.get("effort")).or_else(|| s(p.get("reasoning_effort")));
-            if let Some(e) = effort {
-                let level = match e {
-                    "none" => "off",
-                    other => other,
-                };
-                v.push(made(
-                    "thinking_level_change",
-                    vec![("thinkingLevel", json!(level))],
-                ));
-            }
-            if v.is_empty() {
-                v.push(custom("codex:turn_context".into()));
-            }
-            v
-        }
-        (Some("compacted"), Some(Value::Object(p))) => {
-            let mut summary = s(p.get("message")).unwrap_or("").to_string();
-            if summary.is_empty() {
-                if let Some(Value::Array(h)) = p.get("replacement_history") {
-                    let parts: Vec<String> = h
-                        .iter()
-                        .map(|i| {
-                            text_blocks(i.get("content"), false)
-                                .iter()
-                                .filter_map(|b| s(b.get("text")).map(str::to_string))
-                                .collect::<Vec<_>>()
-                                .join("\n")
-                        })
-                        .filter(|t| !t.is_empty())
-                        .collect();
-                    summary = parts.join("\n\n");
-                }
-            }
-            // firstKeptEntryId is filled with the entry's own id (retain-none) by the writer
-            vec![made(
-                "compaction",
-                vec![("summary", json!(summary)), ("tokensBefore", json!(0))],
-            )]
-        }
-        (Some("event_msg"), Some(Value::Object(p))) => {
-            vec![custom(format!(
-                "codex:event_msg:{}",
-                s(p.get("type")).unwrap_or("untyped")
-            ))]
-        }
-        (
-            Some(
-                "message"
-                | "reasoning"
-                | "function_call"
-                | "function_call_output"
-                | "custom_tool_call"
-                | "custom_tool_call_output"
-                | "local_shell_call"
-                | "web_search_call",
-            ),
-            None,
-        ) => {
-            item(m, n, ts, cx) // the first layout: items at top level
-        }
-        (Some(t), _) => vec![custom(format!("codex:{t}"))],
-        (None, _) if m.contains_key("record_type") => vec![custom("codex:state".into())],
-        (None, _) => vec![custom("codex:untyped".into())],
-    }
+    // firstKeptEntryId is filled with the entry's own id (retain-none) by the writer
+    vec![made(
+        "compaction",
+        vec![("summary", json!(summary)), ("tokensBefore", json!(0))],
+    )]
 }
 
-/// The rollout beside `src` whose name ends with `-<id>.jsonl` (or is `<id>.jsonl`).
-fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
-    if id.is_empty() || id.contains('/') {
-        return None;
-    }
-    let dir = src.parent()?;
+/// A rollout of id `id` in the folder `dir` (its name `<id>.jsonl` or ending `-<id>.jsonl`),
+/// never `src` itself; the first in name order.
+fn rollout_in(dir: &Path, id: &str, src: &Path) -> Option<PathBuf> {
     let want = format!("{id}.jsonl");
+    let tail = format!("-{want}");
     let rd = std::fs::read_dir(if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     })
     .ok()?;
+    let mut found: Option<PathBuf> = None;
     for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if (name == want || name.ends_with(&format!("-{want}"))) && e.path() != src {
-            return Some(e.path());
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if (name == want || name.ends_with(&tail)) && e.path() != src {
+            let p = e.path();
+            if found.as_ref().is_none_or(|f| p < *f) {
+                found = Some(p);
+            }
+        }
+    }
+    found
+}
+
+/// The sub-folders of `dir` whose names are all digits, in name order.
+fn digit_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            !n.is_empty()
+                && n.bytes().all(|c| c.is_ascii_digit())
+                && e.file_type().is_ok_and(|t| t.is_dir())
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The rollout a fork names (`forked_from_id`): beside `src` first; then, when `src` is in
+/// Codex's `sessions/YYYY/MM/DD/` layout, in any day folder of that `sessions` folder (a fork
+/// is often made on a later day than its parent), the newest day first. No symbolic link
+/// between folders is followed.
+pub(crate) fn find_parent(src: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains('/') || id.contains('\0') {
+        return None;
+    }
+    let dir = src.parent()?;
+    if let Some(p) = rollout_in(dir, id, src) {
+        return Some(p);
+    }
+    let is_num = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+    };
+    let (dd, mm) = (Some(dir), dir.parent());
+    let yyyy = mm.and_then(Path::parent);
+    if !(is_num(dd) && is_num(mm) && is_num(yyyy)) {
+        return None;
+    }
+    let root = yyyy?.parent()?;
+    for y in digit_dirs(root).into_iter().rev() {
+        for m in digit_dirs(&y).into_iter().rev() {
+            for d in digit_dirs(&m).into_iter().rev() {
+                if d == dir {
+                    continue;
+                }
+                if let Some(p) = rollout_in(&d, id, src) {
+                    return Some(p);
+                }
+            }
         }
     }
     None
 }
+
+/// Where the Pi sessions of a store go: `(source folder, output folder)`.
+///
+/// A parent rollout below the source folder is named by its Pi output at the same path below
+/// the output folder.
+pub type StoreDirs<'a> = Option<(&'a Path, &'a Path)>;
 
 /// Converts one Codex rollout. `data`: its bytes when held in memory; then no parent rollout is
 /// looked for beside it.
@@ -514,6 +790,7 @@ pub fn convert(
     src: &Path,
     data: Option<&[u8]>,
     out: &Path,
+    store: StoreDirs<'_>,
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
@@ -543,13 +820,13 @@ pub fn convert(
     let mut header_done = false;
     while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
         buf.clear();
-        let parsed = if super::is_blank(line) {
-            super::Parsed::Bad
-        } else {
-            super::parse_line(line)
-        };
         if !header_done {
             header_done = true;
+            let parsed = if super::is_blank(line) {
+                super::Parsed::Bad
+            } else {
+                super::parse_line(line)
+            };
             if let super::Parsed::Object(m) = &parsed {
                 let meta = match (s(m.get("type")), m.get("payload")) {
                     (Some("session_meta"), Some(Value::Object(p))) => Some(p),
@@ -573,9 +850,18 @@ pub fn convert(
                     let mut parent = None;
                     if let Some(f) = s(p.get("forked_from_id")) {
                         match data.is_none().then(|| find_parent(src, f)).flatten() {
-                            Some(pp) => parent = Some(pp.display().to_string()),
+                            Some(pp) => {
+                                // in a store converted whole: the parent's Pi output
+                                let shown = store
+                                    .and_then(|(from, to)| {
+                                        let abs = std::path::absolute(&pp).ok()?;
+                                        abs.strip_prefix(from).ok().map(|rel| to.join(rel))
+                                    })
+                                    .unwrap_or(pp);
+                                parent = Some(shown.display().to_string())
+                            }
                             None => rep.not_carried.push(format!(
-                                "forked_from_id {f:?}: no rollout of that id beside the source, so no parentSession"
+                                "forked_from_id {f:?}: no rollout of that id beside the source or in the store's day folders, so no parentSession"
                             )),
                         }
                     }
@@ -608,57 +894,65 @@ pub fn convert(
             );
             outs.write(slot, &super::header(&stem, &last_ts, "", None, &sf))?;
         }
-        let (made, carried, source_id) = match &parsed {
-            super::Parsed::Object(m) => {
-                if let Some(t) = s(m.get("timestamp"))
-                    .filter(|t| super::ms_of(t) != 0 || *t == "1970-01-01T00:00:00.000Z")
-                {
-                    last_ts = t.to_string();
+        let blank = super::is_blank(line);
+        // a lone escaped surrogate is not JSON text a Pi file can hold: read it whole first
+        let whole_ok = blank
+            || !raw::may_have_surrogate(line)
+            || serde_json::from_slice::<Value>(line).is_ok();
+        let typed = if blank || !whole_ok {
+            None
+        } else {
+            entries(line, n, &mut last_ts, &mut cx).ok()
+        };
+        let (made, carried, source_id) = match typed {
+            Some((made, sid)) => (made, Carried::Json(line, eol), sid),
+            None => match if blank {
+                super::Parsed::Bad
+            } else {
+                super::parse_line(line)
+            } {
+                super::Parsed::Object(m) => {
+                    // a field given twice: read as the whole-line parse reads it (the last
+                    // one), the line itself still carried as it is
+                    let text = serde_json::to_vec(&m).expect("a map serializes");
+                    let (made, sid) = entries(&text, n, &mut last_ts, &mut cx)
+                        .unwrap_or_else(|_| (vec![custom("codex:unparsed".into())], None));
+                    (made, Carried::Json(line, eol), sid)
                 }
-                let sid = m
-                    .get("payload")
-                    .and_then(|p| s(p.get("call_id")).or_else(|| s(p.get("id"))))
-                    .or_else(|| s(m.get("call_id")))
-                    .map(str::to_string);
-                (
-                    make(m, n, ms_of(&last_ts), &mut cx),
-                    Carried::Json(line, eol),
-                    sid,
-                )
-            }
-            super::Parsed::Other => {
-                rep.problem(
-                    src,
-                    n as u64 + 1,
-                    "not_an_object",
-                    "a JSON value that is not an object: carried in a custom entry".into(),
-                );
-                (
-                    vec![custom("codex:unparsed".into())],
-                    Carried::Json(line, eol),
-                    None,
-                )
-            }
-            super::Parsed::Bad => {
-                if !super::is_blank(line) {
-                    let kind = if eol {
-                        "malformed_json"
-                    } else {
-                        "torn_last_line"
-                    };
+                super::Parsed::Other => {
                     rep.problem(
                         src,
                         n as u64 + 1,
-                        kind,
-                        "not JSON: carried as raw text in a custom entry".into(),
+                        "not_an_object",
+                        "a JSON value that is not an object: carried in a custom entry".into(),
                     );
+                    (
+                        vec![custom("codex:unparsed".into())],
+                        Carried::Json(line, eol),
+                        None,
+                    )
                 }
-                (
-                    vec![custom("codex:unparsed".into())],
-                    Carried::Raw(line, eol),
-                    None,
-                )
-            }
+                super::Parsed::Bad => {
+                    if !blank {
+                        let kind = if eol {
+                            "malformed_json"
+                        } else {
+                            "torn_last_line"
+                        };
+                        rep.problem(
+                            src,
+                            n as u64 + 1,
+                            kind,
+                            "not JSON: carried as raw text in a custom entry".into(),
+                        );
+                    }
+                    (
+                        vec![custom("codex:unparsed".into())],
+                        Carried::Raw(line, eol),
+                        None,
+                    )
+                }
+            },
         };
         let k = made.len();
         for (j, e) in made.into_iter().enumerate() {
@@ -686,6 +980,9 @@ pub fn convert(
             w.begin(e.ty, &id, prev.as_deref(), &ts);
             for (key, v) in &e.fields {
                 w.field(key, v);
+            }
+            if let Some(b) = &e.body {
+                w.field_raw("message", b);
             }
             if e.ty == "compaction" && e.extra.is_none() {
                 w.field_str("firstKeptEntryId", &id);

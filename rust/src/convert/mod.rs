@@ -18,6 +18,7 @@ pub mod back;
 pub mod cc;
 pub mod codex;
 pub mod out;
+pub(crate) mod raw;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
@@ -230,6 +231,13 @@ impl EntryOut<'_> {
         push_str(self.buf, key);
         self.buf.push(b':');
         push_val(self.buf, v);
+    }
+    /// A field whose value is JSON text already written.
+    pub fn field_raw(&mut self, key: &str, json: &[u8]) {
+        self.buf.push(b',');
+        push_str(self.buf, key);
+        self.buf.push(b':');
+        self.buf.extend_from_slice(json);
     }
     pub fn field_str(&mut self, key: &str, v: &str) {
         self.buf.push(b',');
@@ -477,17 +485,19 @@ fn regular(p: &Path) -> Result<(), ConvertError> {
 /// Converts `src` to Pi at `out`; `from` None: detected. Sidechains and subagent files are
 /// written beside `out` (listed in the report).
 pub fn to_pi(src: &Path, from: Option<Format>, out: &Path) -> Result<Report, ConvertError> {
-    to_pi_shown(src, from, out, out)
+    to_pi_shown(src, from, out, out, None)
 }
 
 /// `to_pi` with the headers naming the main output `shown`. Sidechains name it in their
 /// `parentSession`; `shown` is used where `out` is another path to the same file (through an open
-/// folder, `/proc/self/fd/N/x`).
+/// folder, `/proc/self/fd/N/x`). `store`: `(source folder, output folder)` of a whole store's
+/// conversion, so that a Codex fork's `parentSession` names its parent's Pi output.
 pub fn to_pi_shown(
     src: &Path,
     from: Option<Format>,
     out: &Path,
     shown: &Path,
+    store: codex::StoreDirs<'_>,
 ) -> Result<Report, ConvertError> {
     regular(src)?;
     let fmt = match from {
@@ -502,7 +512,7 @@ pub fn to_pi_shown(
     let mut outs = out::Outputs::new(&[src])?;
     match fmt {
         Format::ClaudeCode => cc::convert(src, None, out, shown, None, &mut outs, &mut rep)?,
-        Format::Codex => codex::convert(src, None, out, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(src, None, out, store, &mut outs, &mut rep)?,
         Format::Pi => back::copy_pi(src, out, &mut outs, &mut rep)?,
     }
     rep.files = outs.commit()?;
@@ -534,7 +544,7 @@ pub fn to_pi_bytes(
     let mut outs = out::Outputs::memory();
     match fmt {
         Format::ClaudeCode => cc::convert(name, Some(data), name, name, None, &mut outs, &mut rep)?,
-        Format::Codex => codex::convert(name, Some(data), name, &mut outs, &mut rep)?,
+        Format::Codex => codex::convert(name, Some(data), name, None, &mut outs, &mut rep)?,
         Format::Pi => {
             rep.lines = data.split(|&c| c == b'\n').count() as u64;
             rep.written = rep.lines;

@@ -72,3 +72,146 @@ fn codex_round_trips_byte_for_byte() {
     from_pi(&pi, Format::Codex, &back).unwrap();
     assert_eq!(std::fs::read_to_string(&back).unwrap(), text);
 }
+
+#[test]
+fn ids_find_the_first_line_of_each_uuid_exactly() {
+    let mut ids = cc::Ids::default();
+    assert!(ids.push_for_test("a", true));
+    assert!(ids.push_for_test("bb", true));
+    assert!(!ids.push_for_test("a", true)); // a duplicate is not indexed again
+    assert!(!ids.push_for_test("cc-3", false));
+    assert_eq!(ids.find("a"), Some(0));
+    assert_eq!(ids.find("bb"), Some(1));
+    assert_eq!(ids.find("cc-3"), None);
+    assert_eq!(ids.find("b"), None);
+    assert_eq!(
+        (0..4).map(|i| ids.get(i)).collect::<Vec<_>>(),
+        ["a", "bb", "a", "cc-3"]
+    );
+    // many ids: the table grows and still finds each
+    for k in 0..10_000 {
+        ids.push_for_test(&format!("id-{k}"), true);
+    }
+    assert_eq!(ids.find("id-9999"), Some(4 + 9_999));
+    assert_eq!(ids.get(4 + 5_000), "id-5000");
+}
+
+/// The Pi entries (parsed) of a converted source text: (type, message or customType).
+fn pi_of(name: &str, text: &str) -> Vec<serde_json::Value> {
+    let d = tmp(name);
+    let src = d.join("s.jsonl");
+    std::fs::write(&src, text).unwrap();
+    let pi = d.join("s.pi.jsonl");
+    to_pi(&src, None, &pi).unwrap();
+    let back = d.join("back.jsonl");
+    let fmt = detect(&src).unwrap();
+    from_pi(&pi, fmt, &back).unwrap();
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), text, "round trip");
+    std::fs::read_to_string(&pi)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn claude_code_messages_read_through_borrowed_fields_map_as_the_table_says() {
+    let text = concat!(
+        r#"{"type":"assistant","uuid":"a1","parentUuid":null,"sessionId":"s","timestamp":"2025-01-01T00:00:01Z","message":{"id":"m1","model":"claude","content":["str",{"type":"t\u0065xt","text":"caf\u00e9 \/"},{"type":"text","text":7},{"type":"thinking","thinking":"th","signature":5},{"type":"redacted_thinking","data":"dd"},{"type":"tool_use","id":"t1","name":"Bash","input":null},{"type":"tool_use","id":"t2","name":"Ed","input":[1]}],"usage":{"input_tokens":1.9,"output_tokens":"3","cache_read_input_tokens":4}}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u1","parentUuid":"a1","timestamp":"2025-01-01T00:00:02Z","message":{"content":[{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"r"},{"type":"image","source":{"type":"base64","data":"AAA"}},{"type":"image","source":{"url":"http://x"}}],"is_error":true},{"type":"text","text":"and"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u2","parentUuid":"u1","timestamp":"2025-01-01T00:00:03Z","message":{"content":"a","content":"last"}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u3","parentUuid":"u2","timestamp":"2025-01-01T00:00:04Z","message":{"content":null}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"u4","parentUuid":"u3","timestamp":"2025-01-01T00:00:05Z","message":{"content":"x \ud800"}}"#,
+        "\n",
+    );
+    let e = pi_of("cc-typed", text);
+    let m = &e[0]["message"];
+    assert_eq!(
+        m["content"],
+        serde_json::json!([
+            {"type": "text", "text": "café /"},
+            {"type": "text", "text": ""},
+            {"type": "thinking", "thinking": "th"},
+            {"type": "thinking", "thinking": "", "redacted": true, "thinkingSignature": "dd"},
+            {"type": "toolCall", "id": "t1", "name": "Bash", "arguments": {}},
+            {"type": "toolCall", "id": "t2", "name": "Ed", "arguments": {"input": [1]}},
+        ])
+    );
+    assert_eq!(m["stopReason"], "toolUse");
+    assert_eq!(m["responseId"], "m1");
+    assert_eq!(m["model"], "claude");
+    assert_eq!(m["usage"]["input"], 1);
+    assert_eq!(m["usage"]["output"], 0);
+    assert_eq!(m["usage"]["cacheRead"], 4);
+    assert_eq!(m["usage"]["totalTokens"], 5);
+    assert_eq!(m["timestamp"], 1735689601000i64);
+    // one tool result, then the user's own blocks
+    assert_eq!(e[1]["message"]["role"], "toolResult");
+    assert_eq!(e[1]["message"]["toolName"], "Ed");
+    assert_eq!(e[1]["message"]["isError"], true);
+    assert_eq!(
+        e[1]["message"]["content"],
+        serde_json::json!([{"type": "text", "text": "r"}, {"type": "image", "data": "AAA", "mimeType": "image/png"}, {"type": "text", "text": "[image: http://x]"}])
+    );
+    assert_eq!(
+        e[2]["message"]["content"],
+        serde_json::json!([{"type": "text", "text": "and"}])
+    );
+    // a field given twice reads as the last one
+    assert_eq!(e[3]["message"]["content"], "last");
+    // null content: a custom entry; a lone surrogate: unparsed, carried raw
+    assert_eq!(e[4]["customType"], "claude-code:user");
+    assert_eq!(e[5]["customType"], "claude-code:unparsed");
+    assert!(e[5]["source"]["raw"].is_string());
+}
+
+#[test]
+fn codex_items_read_through_borrowed_fields_map_as_the_table_says() {
+    let text = concat!(
+        r#"{"timestamp":"2025-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x","cwd":"/t"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:01Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi\u00e9"},{"type":"input_image","image_url":"data:image/png;base64,AAA"},"s"]}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:02Z","type":"response_item","payload":{"type":"reasoning","summary":[{"text":"a"},{"text":"b"}],"encrypted_content":"E"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:03Z","type":"response_item","payload":{"type":"function_call","name":"sh","arguments":"[1]","call_id":"c1"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:04Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":10,"cached_input_tokens":4,"output_tokens":2,"reasoning_output_tokens":1}}}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:05Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":{"content":[{"text":"a"},{"text":"b"}]}}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:06Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":{"x":1}}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:07Z","type":"response_item","payload":{"type":"message","role":"user","role":"assistant","content":"dup"}}"#,
+        "\n",
+    );
+    let e = pi_of("codex-typed", text);
+    assert_eq!(
+        e[0]["message"]["content"],
+        serde_json::json!([{"type": "text", "text": "hié"}, {"type": "image", "data": "AAA", "mimeType": "image/png"}])
+    );
+    assert_eq!(
+        e[1]["message"]["content"],
+        serde_json::json!([{"type": "thinking", "thinking": "a", "thinkingSignature": "E"}, {"type": "thinking", "thinking": "b"}])
+    );
+    let call = &e[2]["message"];
+    assert_eq!(
+        call["content"][0]["arguments"],
+        serde_json::json!({"input": "[1]"})
+    );
+    assert_eq!(call["stopReason"], "toolUse");
+    assert_eq!(call["usage"]["input"], 6);
+    assert_eq!(call["usage"]["cacheRead"], 4);
+    assert_eq!(call["usage"]["reasoning"], 1);
+    assert_eq!(e[4]["message"]["content"][0]["text"], "a\nb");
+    assert_eq!(e[4]["message"]["toolName"], "sh");
+    assert_eq!(e[5]["message"]["content"][0]["text"], r#"{"x":1}"#);
+    // a field given twice reads as the last one
+    assert_eq!(e[6]["message"]["role"], "assistant");
+    assert_eq!(e[6]["source"]["id"], serde_json::Value::Null);
+}

@@ -75,7 +75,7 @@ pub struct Rec {
     /// as one u64 (low half first).
     ///
     /// Bits 0..54 the timestamp as a signed integer ([`TS_NAN`]: NaN); 54 whether the line is
-    /// already `JSON.stringify`'s text ([`Rec::stringify_form`]); 55 zero; 56..64 the offset's
+    /// `JSON.stringify`'s text but for its keys and numbers ([`Rec::stringify_form`]); 55 zero; 56..64 the offset's
     /// bits 32..40
     hi: [u32; 2],
 }
@@ -142,11 +142,14 @@ impl Rec {
         let ts = self.ts();
         self.hi() >> TS_BITS & 2 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
     }
-    /// Whether the entry's line already is `JSON.stringify`'s text, as the scan found.
+    /// Whether the scan found the entry's line `JSON.stringify`'s text but for keys and numbers.
     ///
     /// The line: its JSON text, see [`Rec::offset`]; the text `JSON.stringify(JSON.parse(line))`
-    /// writes ([`crate::json::Skel::canon`], valid UTF-8). RPC `get_tree` copies such a line
-    /// instead of writing it again. False is always safe (the exact writer is used).
+    /// writes unless a number in it is spelled otherwise or an object has a repeated,
+    /// array-index or 33rd key
+    /// ([`crate::json::Skel::canon`], valid UTF-8). RPC `get_tree` copies such a line instead of
+    /// writing it again once [`crate::json::canon_rest`] passes it. False is always safe (the
+    /// exact writer is used).
     #[inline]
     pub fn stringify_form(&self) -> bool {
         self.hi() >> TS_BITS & 1 != 0

@@ -141,6 +141,34 @@ impl Skeleton {
     }
 }
 
+/// Where the stats row's facts sit in an object line.
+///
+/// Recorded by the parse when the parser is asked to ([`LineParser::with_rows`]), so the row
+/// never walks the line a second time.
+///
+/// Offsets are bytes from the line's start to a value's first byte (0: no such value; offset 0
+/// is the line's `{`); a repeated key's last value counts, as in `JSON.parse`. Keys are
+/// compared decoded (`"us\u0061ge"` is `usage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowSpans {
+    /// the top-level `usage`
+    pub usage: u32,
+    /// the (last) `message` is an object
+    pub message_obj: bool,
+    /// `message.role`
+    pub role: u32,
+    /// `message.usage`
+    pub msg_usage: u32,
+    /// `message.content` is an array
+    pub content_array: bool,
+    /// its elements that are objects whose (last) `type` is the string `toolCall`
+    pub tool_calls: u32,
+    /// a bound on the line's container nesting (at least its depth)
+    pub depth: u32,
+    /// a content block's key or `type` held an escape: the row must be read another way
+    pub undecided: bool,
+}
+
 /// [`Skeleton`] borrowing from the line (what [`LineParser::parse`] returns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skel<'a> {
@@ -161,6 +189,8 @@ pub struct Skel<'a> {
     /// As far as the parse saw (see [`LineParser::parse`]; the caller also requires
     /// `!invalid_utf8`).
     pub canon: bool,
+    /// the stats row's facts (all absent unless the parser records them)
+    pub rows: RowSpans,
 }
 
 impl<'a> Skel<'a> {
@@ -179,6 +209,7 @@ impl<'a> Skel<'a> {
             role: Val::Missing,
             invalid_utf8: false,
             canon: false,
+            rows: RowSpans::default(),
         }
     }
     pub fn to_owned(&self) -> Skeleton {
@@ -252,40 +283,114 @@ pub struct LineParser {
     stack: Vec<u8>,
     /// UTF-16 code units of a captured string with escapes
     units: Vec<u16>,
-    /// the key spans of the open objects, and where each open object's start in it
-    keys: Keys,
+    /// record each object line's [`RowSpans`]
+    rows: bool,
 }
 
-/// Keys of the open objects of a line, for [`P::note_key`]'s repeated-key check.
-#[derive(Default)]
-struct Keys {
-    /// a 64-bit hash of each key's text ([`key_hash`]), the open objects' side by side
-    hashes: Vec<u64>,
-    /// per open object: where its keys start in `hashes`
-    open: Vec<usize>,
-}
-
-/// A hash of the key `b[s..e]`: its length, its first and last 8 bytes. Two keys of one
-/// object with equal hashes count as repeated (a rare false alarm only costs the copy).
-#[inline(always)]
-fn key_hash(b: &[u8], s: usize, e: usize) -> u64 {
-    let n = e - s;
-    let load = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    let (first, last) = if n >= 8 {
-        (load(s), load(e - 8))
-    } else if s + 8 <= b.len() {
-        (load(s) & ((1u64 << (8 * n)) - 1), 0)
-    } else {
-        let mut w = [0u8; 8];
-        w[..n].copy_from_slice(&b[s..e]);
-        (u64::from_le_bytes(w), 0)
-    };
-    (first ^ last.rotate_left(29) ^ (n as u64).rotate_left(53)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// An object with more keys than this leaves its line not marked `canon` (the repeated-key check
-/// stays linear; the caller's exact writer handles such a line).
+/// [`canon_rest`] is false for a line with an object of more keys than this (the check stays
+/// linear; the caller's exact writer handles such a line).
 const CANON_MAX_KEYS: usize = 32;
+
+/// The closing quote of the string whose body starts at `s` of canonical text (the first `"`
+/// after an even run of backslashes), if any. Linear: each run is counted once.
+fn string_end(b: &[u8], s: usize) -> Option<usize> {
+    let mut j = s;
+    loop {
+        j += memchr::memchr(b'"', &b[j..])?;
+        let run = b[s..j].iter().rev().take_while(|&&c| c == b'\\').count();
+        if run % 2 == 0 {
+            return Some(j);
+        }
+        j += 1;
+    }
+}
+
+/// The rest of "this line is `JSON.stringify`'s text" for a line marked [`Skel::canon`].
+///
+/// Every number is spelled as JavaScript spells it, and no object in
+/// it has a repeated key (`JSON.parse` keeps the last), an array-index key (JavaScript lists
+/// those first) or more than [`CANON_MAX_KEYS`] keys.
+///
+/// Kept out of the parse so that only the lines a caller copies pay for it. Such a line's
+/// escapes are `JSON.stringify`'s own, so equal key texts are equal keys. Linear in the line,
+/// no recursion; false for text that is not a whole JSON value without whitespace.
+pub fn canon_rest(line: &[u8]) -> bool {
+    let b = line;
+    // key spans of the open objects side by side; per open container, where its keys start
+    // (`usize::MAX`: an array)
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let s = i + 1;
+                // the closing quote: the first `"` after an even run of backslashes (message
+                // texts hold many `\n`, so looking for quotes alone stops less often); most
+                // strings are short: one 16-byte probe settles them without a call
+                let j = match quote16(b, s) {
+                    Some((k, _)) => k,
+                    None => match string_end(b, s) {
+                        Some(k) => k,
+                        None => return false,
+                    },
+                };
+                i = j + 1;
+                if b.get(i) == Some(&b':') {
+                    let from = match open.last() {
+                        Some(&f) if f != usize::MAX => f,
+                        _ => return false,
+                    };
+                    let k = &b[s..j];
+                    let have = &keys[from..];
+                    if have.len() >= CANON_MAX_KEYS
+                        || have.iter().any(|&(x, y)| &b[x..y] == k)
+                        || (k.first().is_some_and(u8::is_ascii_digit)
+                            && crate::jstext::is_array_index(k))
+                    {
+                        return false;
+                    }
+                    keys.push((s, j));
+                    i += 1;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let s = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let tok = &b[s..i];
+                if crate::jstext::may_differ(tok) && !crate::jstext::is_js_number_text(tok) {
+                    return false;
+                }
+            }
+            b'{' => {
+                open.push(keys.len());
+                i += 1;
+            }
+            b'[' => {
+                open.push(usize::MAX);
+                i += 1;
+            }
+            b'}' => {
+                match open.pop() {
+                    Some(f) if f != usize::MAX => keys.truncate(f),
+                    _ => return false,
+                }
+                i += 1;
+            }
+            b']' => {
+                if open.pop() != Some(usize::MAX) {
+                    return false;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    open.is_empty()
+}
 
 /// `LINE`: the input is one whole line, where `\n` is whitespace as in `JSON.parse`. Without
 /// it the input runs on past the line, so `\n` ends the value (and is never whitespace).
@@ -298,7 +403,8 @@ struct P<'a, 's, const LINE: bool> {
     deepest: usize,
     /// no sign yet that the text is not `JSON.stringify`'s (see [`Skel::canon`])
     canon: bool,
-    keys: &'s mut Keys,
+    /// record [`RowSpans`]
+    rows: bool,
 }
 
 impl<'a, const LINE: bool> P<'a, '_, LINE> {
@@ -321,58 +427,6 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         }
     }
 
-    /// Marks the start of a non-empty object (for [`P::note_key`]).
-    #[inline(always)]
-    fn obj_open(&mut self) {
-        if self.canon {
-            self.keys.open.push(self.keys.hashes.len());
-        }
-    }
-
-    /// Marks the end of the object [`P::obj_open`] marked last.
-    #[inline(always)]
-    fn obj_close(&mut self) {
-        if self.canon {
-            let from = self.keys.open.pop().unwrap_or(0);
-            self.keys.hashes.truncate(from);
-        }
-    }
-
-    /// The key `b[s..e]` (its raw text, between the quotes) of the innermost open object: a
-    /// repeated key (`JSON.parse` keeps the last; one whose [`key_hash`] repeats counts), an
-    /// array-index key (JavaScript lists those first) or an object of more than
-    /// [`CANON_MAX_KEYS`] keys clears `canon`. Escapes inside keys were checked to be
-    /// `JSON.stringify`'s own (else `canon` is cleared anyway), so equal texts are equal keys.
-    #[inline(always)]
-    fn note_key(&mut self, s: usize, e: usize) {
-        if self.canon {
-            self.note_key_canon(s, e);
-        }
-    }
-
-    #[inline(always)]
-    fn note_key_canon(&mut self, s: usize, e: usize) {
-        let b = self.b;
-        let from = self.keys.open.last().copied().unwrap_or(0);
-        let h = key_hash(b, s, e);
-        let have = &self.keys.hashes[from..];
-        if have.len() >= CANON_MAX_KEYS
-            || have.contains(&h)
-            || (b.get(s).is_some_and(u8::is_ascii_digit) && crate::jstext::is_array_index(&b[s..e]))
-        {
-            self.canon = false;
-        } else {
-            self.keys.hashes.push(h);
-        }
-    }
-
-    /// Clears `canon` when the number `tok` is not spelled as JavaScript spells it.
-    #[inline(always)]
-    fn note_number(&mut self, tok: &[u8]) {
-        if self.canon && crate::jstext::may_differ(tok) && !crate::jstext::is_js_number_text(tok) {
-            self.canon = false;
-        }
-    }
     #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -512,7 +566,6 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             i = digits(i + 1);
         }
         self.i = i;
-        self.note_number(&b[s..i]);
         Ok(&b[s..i])
     }
 
@@ -539,9 +592,7 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.peek() != Some(b'"') {
             return self.err("expected object key");
         }
-        let s = self.i + 1;
         self.skip_string()?;
-        self.note_key(s, self.i - 1);
         self.colon()
     }
 
@@ -574,7 +625,6 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                         self.i += 1;
                     } else {
                         self.stack.push(1);
-                        self.obj_open();
                         self.key_colon()?;
                         continue;
                     }
@@ -622,7 +672,6 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                     Some(b'}') if is_obj => {
                         self.i += 1;
                         self.stack.pop();
-                        self.obj_close();
                     }
                     Some(b']') if !is_obj => {
                         self.i += 1;
@@ -644,17 +693,14 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         let s = self.i + 1;
         if let Some((j, _)) = quote16(b, s) {
             self.i = j + 1;
-            self.note_key(s, j);
             return Ok(Cow::Borrowed(&b[s..j]));
         }
         let j = find_special(b, s);
         if b.get(j) == Some(&b'"') {
             self.i = j + 1;
-            self.note_key(s, j);
             return Ok(Cow::Borrowed(&b[s..j]));
         }
         let k = self.string_slow(s)?.into_owned().into_bytes();
-        self.note_key(s, self.i - 1);
         Ok(Cow::Owned(k))
     }
 
@@ -715,26 +761,132 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         false
     }
 
-    /// The members of `message` (cursor on `{`): its `role`, validating the rest.
-    fn message_role(&mut self) -> R<Val<'a>> {
+    /// The members of `message` (cursor on `{`): its `role`, validating the rest; with
+    /// [`P::rows`], its row facts into `rf` too.
+    fn message_role(&mut self, rf: &mut RowSpans) -> R<Val<'a>> {
         let mut role = Val::Missing;
         if self.open_object() {
             return Ok(role);
         }
-        self.obj_open();
         loop {
             self.ws();
             let k = self.key()?;
             self.colon()?;
             if &*k == b"role" {
+                if self.rows {
+                    self.ws();
+                    rf.role = self.i as u32;
+                }
                 role = self.capture()?;
+            } else if self.rows && &*k == b"usage" {
+                self.ws();
+                rf.msg_usage = self.i as u32;
+                self.skip_value()?;
+            } else if self.rows && &*k == b"content" {
+                self.ws();
+                rf.content_array = self.peek() == Some(b'[');
+                rf.tool_calls = 0;
+                if rf.content_array {
+                    rf.tool_calls = self.content_calls(rf)?;
+                } else {
+                    self.skip_value()?;
+                }
             } else {
                 self.skip_value()?;
             }
             if !self.member_end()? {
-                self.obj_close();
                 return Ok(role);
             }
+        }
+    }
+
+    /// `message.content` (cursor on `[`), validated as [`P::skip_value`] does (same errors):
+    /// how many of its elements are objects whose last `type` is the string `toolCall`. A block
+    /// key or `type` string holding an escape sets `rf.undecided` (compared raw here).
+    fn content_calls(&mut self, rf: &mut RowSpans) -> R<u32> {
+        let b = self.b;
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            return Ok(0);
+        }
+        let mut calls = 0u32;
+        loop {
+            self.ws();
+            if self.peek() == Some(b'{') {
+                let mut call = false;
+                if !self.open_object() {
+                    loop {
+                        self.ws();
+                        if self.peek() != Some(b'"') {
+                            return self.err("expected object key");
+                        }
+                        let s = self.i;
+                        self.skip_string()?;
+                        let key = &b[s + 1..self.i - 1];
+                        self.colon()?;
+                        if memchr::memchr(b'\\', key).is_some() {
+                            rf.undecided = true;
+                        }
+                        if key == b"type" {
+                            self.ws();
+                            let v = self.i;
+                            self.skip_value()?;
+                            let text = &b[v..self.i];
+                            call = text == b"\"toolCall\"";
+                            if text.first() == Some(&b'"') && memchr::memchr(b'\\', text).is_some()
+                            {
+                                rf.undecided = true;
+                            }
+                        } else {
+                            self.skip_value()?;
+                        }
+                        if !self.block_member_end()? {
+                            break;
+                        }
+                    }
+                }
+                calls = calls.saturating_add(u32::from(call));
+            } else {
+                self.skip_value()?;
+            }
+            let mut c = b.get(self.i).copied();
+            if matches!(c, Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.ws();
+                c = self.peek();
+            }
+            match c {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(calls);
+                }
+                _ => return self.err("expected , or closing bracket"),
+            }
+        }
+    }
+
+    /// After a content block's member: `,` (true) or `}` (false), with [`P::skip_value`]'s
+    /// error.
+    #[inline(always)]
+    fn block_member_end(&mut self) -> R<bool> {
+        let mut c = self.b.get(self.i).copied();
+        if matches!(c, Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.ws();
+            c = self.peek();
+        }
+        match c {
+            Some(b',') => {
+                self.i += 1;
+                self.ws();
+                Ok(true)
+            }
+            Some(b'}') => {
+                self.i += 1;
+                Ok(false)
+            }
+            _ => self.err("expected , or closing bracket"),
         }
     }
 
@@ -743,7 +895,6 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
         if self.open_object() {
             return Ok(());
         }
-        self.obj_open();
         self.top_members(sk)
     }
 
@@ -757,8 +908,15 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             match top_field(&k) {
                 Some(Field::Message) => {
                     self.ws();
+                    // a repeated `message`: the last one is the message
+                    let usage = sk.rows.usage;
+                    sk.rows = RowSpans {
+                        usage,
+                        ..RowSpans::default()
+                    };
                     if self.peek() == Some(b'{') {
-                        sk.role = self.message_role()?;
+                        sk.rows.message_obj = self.rows;
+                        sk.role = self.message_role(&mut sk.rows)?;
                     } else {
                         self.skip_value()?;
                         sk.role = Val::Missing;
@@ -778,9 +936,20 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                         Field::Message => unreachable!(),
                     }
                 }
-                None => self.skip_value()?,
+                None => {
+                    if self.rows && &*k == b"usage" {
+                        self.ws();
+                        sk.rows.usage = self.i as u32;
+                    }
+                    self.skip_value()?
+                }
             }
             if !self.member_end()? {
+                if self.rows {
+                    // the walks above reach 4 levels (a content block's members); what they
+                    // skipped nests `deepest` more
+                    sk.rows.depth = u32::try_from(self.deepest + 4).unwrap_or(u32::MAX);
+                }
                 return Ok(());
             }
         }
@@ -792,11 +961,19 @@ impl LineParser {
         Self::default()
     }
 
+    /// A parser that also records each object line's [`RowSpans`] in its skeleton.
+    ///
+    /// The parse then walks `message.content`'s blocks' members instead of skipping them whole.
+    pub fn with_rows(rows: bool) -> Self {
+        LineParser {
+            rows,
+            ..Self::default()
+        }
+    }
+
     /// A parser at `i` of `b`, nothing open.
     fn at<'a, const LINE: bool>(&mut self, b: &'a [u8], i: usize) -> P<'a, '_, LINE> {
         self.stack.clear();
-        self.keys.hashes.clear();
-        self.keys.open.clear();
         OddEscapes::clear();
         P {
             b,
@@ -805,18 +982,19 @@ impl LineParser {
             units: &mut self.units,
             deepest: 0,
             canon: true,
-            keys: &mut self.keys,
+            rows: self.rows,
         }
     }
 
     /// Parses one line as `JSON.parse` would and extracts its skeleton.
     ///
-    /// `canon` tells whether the line already is `JSON.stringify(JSON.parse(line))`'s text
-    /// (its one home; `crate::jstext::is_stringify_text` is its test oracle), leaving out only
-    /// the UTF-8 check (`invalid_utf8`): no whitespace around or between tokens; escapes only as
-    /// `JSON.stringify` writes them (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase
-    /// `\u00xx` for the other control characters); numbers spelled as JavaScript spells them;
-    /// no repeated or array-index key, nor more than 32 keys, in any object.
+    /// `canon` with [`canon_rest`] tells whether the line already is
+    /// `JSON.stringify(JSON.parse(line))`'s text (their one home; `crate::jstext::is_stringify_text`
+    /// is the test oracle), leaving out only the UTF-8 check (`invalid_utf8`). `canon`: no
+    /// whitespace around or between tokens; escapes only as `JSON.stringify` writes them (`\"`,
+    /// `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase `\u00xx` for the other control characters).
+    /// The numbers' spelling and the keys (repeated, array-index, too many) are left to
+    /// [`canon_rest`], run only on the lines a caller copies: the open pays nothing for them.
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
         let mut p = self.at::<true>(line, 0);
         let mut sk = p.value()?;

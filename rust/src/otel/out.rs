@@ -45,30 +45,83 @@ impl Attrs {
     }
 }
 
+/// Bytes [`push_str`] escapes: `"`, `\\` and the C0 controls.
+const fn escape_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+}
+static ESCAPE: [bool; 256] = escape_table();
+
+/// Whether one of the 8 bytes of `w` is `"`, `\\` or below 0x20 (exact, no false positives).
+#[inline]
+fn word_needs_escape(w: u64) -> bool {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    // per byte: its low 7 bits + 0x60 sets bit 7 exactly when they are >= 0x20 (no carry into
+    // the next byte); a byte with bit 7 set is not a control character
+    let below_space = !((w & !HIGH) + ONES * 0x60) & !w & HIGH;
+    let quote = has_zero(w ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
+    (below_space | quote | backslash) != 0
+}
+
+/// Bit 7 of each byte of `x` that is zero (exact).
+#[inline]
+fn has_zero(x: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    !(((x & !HIGH) + !HIGH) | x) & HIGH
+}
+
 /// `s` as a JSON string (quoted, escaped) appended to `out`.
+///
+/// Runs without a byte to escape are found 8 bytes at a time and copied whole; each escaped
+/// byte is written as `JSON.stringify` writes it (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`,
+/// else `\u00xx`).
 pub fn push_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
     let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push(b'"');
     let mut start = 0;
-    for (i, &c) in b.iter().enumerate() {
-        let esc: &[u8] = match c {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&b[start..i]);
-        if esc.is_empty() {
-            out.extend_from_slice(format!("\\u{c:04x}").as_bytes());
-        } else {
-            out.extend_from_slice(esc);
+    let mut i = 0;
+    while i < b.len() {
+        if i + 8 <= b.len() {
+            let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            if !word_needs_escape(w) {
+                i += 8;
+                continue;
+            }
         }
-        start = i + 1;
+        let c = b[i];
+        if !ESCAPE[usize::from(c)] {
+            i += 1;
+            continue;
+        }
+        out.extend_from_slice(&b[start..i]);
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(c >> 4)]);
+                out.push(HEX[usize::from(c & 15)]);
+            }
+        }
+        i += 1;
+        start = i;
     }
     out.extend_from_slice(&b[start..]);
     out.push(b'"');
@@ -227,5 +280,37 @@ impl J<'_> {
         let mut v = Vec::new();
         self.write(&mut v);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_str;
+
+    /// The escaping is serde_json's (and `JSON.stringify`'s) for every ASCII byte at every
+    /// place in a word, and non-ASCII text is copied as it is.
+    #[test]
+    fn strings_are_escaped_as_json_stringify_escapes_them() {
+        let mut cases: Vec<String> = Vec::new();
+        for c in 0u8..0x80 {
+            for pad in 0..17 {
+                let mut t: String = "ab\u{e9}cdefghij".repeat(2).chars().take(pad).collect();
+                t.push(char::from(c));
+                t.push_str("klmnop\u{1f600}qrs");
+                cases.push(t);
+            }
+        }
+        cases.push(String::new());
+        cases.push("\u{2028}\u{2029}\u{7f}\u{80}\u{ff}".into());
+        cases.push("\"\\\n\r\t\u{8}\u{c}\u{1}\u{1f}".repeat(9));
+        for s in cases {
+            let mut out = b"x".to_vec();
+            push_str(&mut out, &s);
+            assert_eq!(
+                out[1..],
+                *serde_json::to_string(&s).unwrap().as_bytes(),
+                "{s:?}"
+            );
+        }
     }
 }

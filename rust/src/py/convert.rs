@@ -51,9 +51,12 @@ pub fn convert_detect_bytes(py: Python<'_>, data: &[u8], name: PathBuf) -> PyRes
 }
 
 /// Converts `src` (format `source`, "auto": detected) to `target` at `out`; a dict report.
-/// `shown`: the path the headers give `out` (to Pi only; default `out`).
+/// `shown`: the path the headers give `out` (to Pi only; default `out`); `store_src`,
+/// `store_out`: the source and output folders of a whole store's conversion (a Codex fork's
+/// `parentSession` then names its parent's Pi output).
 #[pyfunction]
-#[pyo3(signature = (src, out, source = None, target = "pi", shown = None))]
+#[pyo3(signature = (src, out, source = None, target = "pi", shown = None, store_src = None, store_out = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn convert_file<'py>(
     py: Python<'py>,
     src: PathBuf,
@@ -61,13 +64,18 @@ pub fn convert_file<'py>(
     source: Option<&str>,
     target: &str,
     shown: Option<PathBuf>,
+    store_src: Option<PathBuf>,
+    store_out: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let from = format_arg(source)?;
     let to = format_arg(Some(target))?
         .ok_or_else(|| SessionArgumentError::new_err("the target format cannot be 'auto'"))?;
     let rep = py
         .detach(|| match (&shown, to) {
-            (Some(sh), Format::Pi) => crate::convert::to_pi_shown(&src, from, &out, sh),
+            (Some(sh), Format::Pi) => {
+                let store = store_src.as_deref().zip(store_out.as_deref());
+                crate::convert::to_pi_shown(&src, from, &out, sh, store)
+            }
             _ => crate::convert::convert(&src, from, to, &out),
         })
         .map_err(map_err)?;

@@ -89,6 +89,13 @@ impl Index {
         self.done(t)
     }
 
+    /// The tree's leaf nodes in file order ([`crate::walk::Tree::leaves`]).
+    fn tree_leaves(&mut self) -> PyResult<Vec<u32>> {
+        self.live()?;
+        let ix = &self.st.index;
+        Ok(self.tree.get(ix).leaves(ix))
+    }
+
     /// Depth-first pre-order of nodes from the roots. Raises SessionCycleError on a cycle
     /// reachable from a root (only possible with duplicate ids).
     fn preorder(&mut self) -> PyResult<Vec<u32>> {

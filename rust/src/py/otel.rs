@@ -28,13 +28,15 @@ impl OtelMapper {
 
 #[pymethods]
 impl OtelMapper {
-    /// `content`: "none", "scrubbed" or "full"; `n`: the entries; `active`: the positions on
-    /// the leaf's branch, or `active_error` (why they could not be walked); `dups`: some entry
-    /// ids repeat.
+    /// `content`: "none", "scrubbed" or "full"; `index`: the session's (its entries are the
+    /// trace's; the leaf's branch, Pi's getBranch from the leaf, is the active path: walked here,
+    /// so no list of its positions is built; a cycle on it is recorded as a problem, with the
+    /// message `SessionCycleError` would have); `dups`: some entry ids repeat.
     #[new]
-    #[pyo3(signature = (*, session_id, fallback_id, cwd, parent_session, timestamp, session_name, path, version, content, n, active, active_error, dups))]
+    #[pyo3(signature = (*, session_id, fallback_id, cwd, parent_session, timestamp, session_name, path, version, content, index, dups))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         session_id: Option<String>,
         fallback_id: String,
         cwd: Option<String>,
@@ -44,9 +46,7 @@ impl OtelMapper {
         path: Option<String>,
         version: String,
         content: &str,
-        n: usize,
-        active: Vec<u32>,
-        active_error: Option<String>,
+        index: PyRef<'_, Index>,
         dups: bool,
     ) -> PyResult<Self> {
         let content = Content::parse(content)
@@ -61,12 +61,16 @@ impl OtelMapper {
             path,
             version,
         };
-        let active = match active_error {
-            Some(e) => Err(e),
-            None => Ok(active),
+        index.live()?;
+        let ix = &index.st.index;
+        let active = match ix.leaf_entry() {
+            None => Ok(Vec::new()),
+            Some(leaf) => index
+                .walked(ix.branch(leaf))
+                .map_err(|e| e.value(py).to_string()),
         };
         Ok(OtelMapper {
-            m: Mapper::new(meta, content, n, active, dups),
+            m: Mapper::new(meta, content, ix.len(), active, dups),
         })
     }
 

@@ -11,7 +11,11 @@
 //! `session_info`'s `name`; a `custom_message`'s content. Pieces are joined by `\n`. Nothing
 //! else (ids, model names, usage, images, `custom` entries' data) is searchable.
 
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
 
 /// The searchable text and filter facts of one entry line.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -41,21 +45,270 @@ fn push(out: &mut String, s: &str) {
     out.push_str(s);
 }
 
-fn push_content(out: &mut String, v: Option<&Value>) {
-    match v {
-        Some(Value::String(s)) => push(out, s),
-        Some(Value::Array(blocks)) => {
+// ---- the line's shape, read in one pass: only the keys named below are kept (the last of a
+// duplicated key, as JSON.parse does), strings borrowed from the line where they hold no
+// escape; every other value is skipped unparsed (its syntax still checked).
+
+/// Any JSON value, kept when it is a string.
+#[derive(Default)]
+struct Str<'a>(Option<Cow<'a, str>>);
+
+impl Str<'_> {
+    fn get(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+struct StrV;
+impl<'de> Visitor<'de> for StrV {
+    type Value = Str<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Str(Some(Cow::Owned(v))))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Str(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Str(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Str(None))
+    }
+}
+impl<'de> Deserialize<'de> for Str<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrV)
+    }
+}
+
+/// Implements a visitor for a lenient object shape: a map fills the fields named (each
+/// through `$read`), any other value gives the default.
+macro_rules! lenient_object {
+    ($ty:ident, $v:ident, |$m:ident, $out:ident, $key:ident| $body:block) => {
+        struct $v;
+        impl<'de> Visitor<'de> for $v {
+            type Value = $ty<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut $m: A) -> Result<Self::Value, A::Error> {
+                let mut $out = $ty::default();
+                while let Some($key) = $m.next_key::<Str<'de>>()? {
+                    $body
+                }
+                Ok($out)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok($ty::default())
+            }
+            fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok($ty::default())
+            }
+        }
+        impl<'de> Deserialize<'de> for $ty<'de> {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_any($v)
+            }
+        }
+    };
+}
+
+/// A content block (`text`, `thinking`, `toolCall`; others are skipped).
+#[derive(Default)]
+struct Block<'a> {
+    btype: Str<'a>,
+    text: Str<'a>,
+    thinking: Str<'a>,
+    name: Str<'a>,
+    /// a tool call's arguments, unparsed until the block is known to be one
+    arguments: Option<&'a RawValue>,
+}
+lenient_object!(Block, BlockV, |m, b, k| {
+    match k.get().unwrap_or("") {
+        "type" => b.btype = m.next_value()?,
+        "text" => b.text = m.next_value()?,
+        "thinking" => b.thinking = m.next_value()?,
+        "name" => b.name = m.next_value()?,
+        "arguments" => b.arguments = Some(m.next_value()?),
+        _ => {
+            m.next_value::<IgnoredAny>()?;
+        }
+    }
+});
+
+/// A message's or entry's `content`: a string, a list of blocks, or anything else (nothing).
+#[derive(Default)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+    #[default]
+    Other,
+}
+struct ContentV;
+impl<'de> Visitor<'de> for ContentV {
+    type Value = Content<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Content::Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Content::Text(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Content::Text(Cow::Owned(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(b) = a.next_element::<Block<'de>>()? {
+            out.push(b);
+        }
+        Ok(Content::Blocks(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Content::Other)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+}
+impl<'de> Deserialize<'de> for Content<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentV)
+    }
+}
+
+/// A message (`message` of a message entry).
+#[derive(Default)]
+struct Msg<'a> {
+    role: Str<'a>,
+    command: Str<'a>,
+    output: Str<'a>,
+    summary: Str<'a>,
+    tool_name: Str<'a>,
+    content: Content<'a>,
+}
+lenient_object!(Msg, MsgV, |m, x, k| {
+    match k.get().unwrap_or("") {
+        "role" => x.role = m.next_value()?,
+        "command" => x.command = m.next_value()?,
+        "output" => x.output = m.next_value()?,
+        "summary" => x.summary = m.next_value()?,
+        "toolName" => x.tool_name = m.next_value()?,
+        "content" => x.content = m.next_value()?,
+        _ => {
+            m.next_value::<IgnoredAny>()?;
+        }
+    }
+});
+
+/// An entry line.
+#[derive(Default)]
+struct Line<'a> {
+    etype: Str<'a>,
+    id: Str<'a>,
+    timestamp: Str<'a>,
+    summary: Str<'a>,
+    label: Str<'a>,
+    name: Str<'a>,
+    /// present (any value) or not
+    message: Option<Msg<'a>>,
+    content: Content<'a>,
+}
+lenient_object!(Line, LineV, |m, x, k| {
+    match k.get().unwrap_or("") {
+        "type" => x.etype = m.next_value()?,
+        "id" => x.id = m.next_value()?,
+        "timestamp" => x.timestamp = m.next_value()?,
+        "summary" => x.summary = m.next_value()?,
+        "label" => x.label = m.next_value()?,
+        "name" => x.name = m.next_value()?,
+        "message" => x.message = Some(m.next_value()?),
+        "content" => x.content = m.next_value()?,
+        _ => {
+            m.next_value::<IgnoredAny>()?;
+        }
+    }
+});
+
+fn push_content(out: &mut String, c: &Content) {
+    match c {
+        Content::Text(s) => push(out, s),
+        Content::Blocks(blocks) => {
             for b in blocks {
-                match b.get("type").and_then(Value::as_str) {
-                    Some("text") => push(out, b.get("text").and_then(Value::as_str).unwrap_or("")),
-                    Some("thinking") => {
-                        push(out, b.get("thinking").and_then(Value::as_str).unwrap_or(""))
-                    }
+                match b.btype.get() {
+                    Some("text") => push(out, b.text.get().unwrap_or("")),
+                    Some("thinking") => push(out, b.thinking.get().unwrap_or("")),
                     _ => {}
                 }
             }
         }
-        _ => {}
+        Content::Other => {}
     }
 }
 
@@ -75,58 +328,63 @@ fn push_scalars(out: &mut String, v: &Value) {
     }
 }
 
-fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
-    v.get(k).and_then(Value::as_str)
-}
-
-/// The searchable text of one line. None for a line that is not a JSON object with a string `type`,
-/// or is the session header.
+/// The searchable text of one line, read in one pass.
+///
+/// None for a line that is not a JSON object with a string `type`, or is the session header.
+/// Bytes that are not UTF-8 read as U+FFFD, as Pi reads the file (Node's `utf8` decoding); a
+/// tool call's `arguments` are parsed again as a value; only the fields read are kept.
 pub fn extract(line: &[u8]) -> Option<Extracted> {
-    let v: Value = serde_json::from_slice(line).ok()?;
-    let etype = str_of(&v, "type")?.to_string();
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(line),
+    };
+    let v: Line = serde_json::from_str(&text).ok()?;
+    let etype = v.etype.get()?;
     if etype == "session" {
         return None;
     }
     let mut x = Extracted {
-        etype: etype.clone(),
-        id: str_of(&v, "id").map(str::to_string),
-        ts: str_of(&v, "timestamp")
+        etype: etype.to_string(),
+        id: v.id.get().map(str::to_string),
+        ts: v
+            .timestamp
+            .get()
             .map(crate::jsdate::parse_iso)
             .filter(|t| t.is_finite())
             .map(|t| t as i64),
         ..Default::default()
     };
     let out = &mut x.text;
-    match etype.as_str() {
+    match etype {
         "message" => {
-            let m = v.get("message")?;
-            let role = str_of(m, "role").unwrap_or("");
+            let m = v.message.as_ref()?;
+            let role = m.role.get().unwrap_or("");
             x.role = Some(role.to_string());
             match role {
                 "bashExecution" => {
-                    push(out, str_of(m, "command").unwrap_or(""));
-                    push(out, str_of(m, "output").unwrap_or(""));
+                    push(out, m.command.get().unwrap_or(""));
+                    push(out, m.output.get().unwrap_or(""));
                 }
-                "branchSummary" | "compactionSummary" => {
-                    push(out, str_of(m, "summary").unwrap_or(""))
-                }
+                "branchSummary" | "compactionSummary" => push(out, m.summary.get().unwrap_or("")),
                 "toolResult" => {
-                    if let Some(t) = str_of(m, "toolName") {
+                    if let Some(t) = m.tool_name.get() {
                         x.tools.push(t.to_string());
                     }
-                    push_content(out, m.get("content"));
+                    push_content(out, &m.content);
                 }
                 _ => {
-                    push_content(out, m.get("content"));
-                    if let Some(Value::Array(blocks)) = m.get("content") {
+                    push_content(out, &m.content);
+                    if let Content::Blocks(blocks) = &m.content {
                         for b in blocks {
-                            if str_of(b, "type") == Some("toolCall") {
-                                if let Some(n) = str_of(b, "name") {
+                            if b.btype.get() == Some("toolCall") {
+                                if let Some(n) = b.name.get() {
                                     x.tools.push(n.to_string());
                                     push(out, n);
                                 }
-                                if let Some(a) = b.get("arguments") {
-                                    push_scalars(out, a);
+                                if let Some(a) = b.arguments {
+                                    if let Ok(a) = serde_json::from_str::<Value>(a.get()) {
+                                        push_scalars(out, &a);
+                                    }
                                 }
                             }
                         }
@@ -134,10 +392,10 @@ pub fn extract(line: &[u8]) -> Option<Extracted> {
                 }
             }
         }
-        "compaction" | "branch_summary" => push(out, str_of(&v, "summary").unwrap_or("")),
-        "label" => push(out, str_of(&v, "label").unwrap_or("")),
-        "session_info" => push(out, str_of(&v, "name").unwrap_or("")),
-        "custom_message" => push_content(out, v.get("content")),
+        "compaction" | "branch_summary" => push(out, v.summary.get().unwrap_or("")),
+        "label" => push(out, v.label.get().unwrap_or("")),
+        "session_info" => push(out, v.name.get().unwrap_or("")),
+        "custom_message" => push_content(out, &v.content),
         _ => {}
     }
     Some(x)

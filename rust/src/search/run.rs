@@ -2,9 +2,12 @@
 
 use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
-use super::store_index::{discard, index_dir, line_hash, Fields, FileRec, StoreIndex};
+use super::store_index::{
+    discard, evict_indexes, index_dir, line_hash, touch, Fields, FileRec, StoreIndex,
+};
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
+use crate::saved::DEFAULT_EVICT_EVERY_S;
 use crate::store::Store;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
@@ -18,7 +21,7 @@ use tantivy::query::{
     RangeQuery, TermQuery, TermSetQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, Term};
+use tantivy::{DocAddress, DocId, IndexReader, Score, SegmentOrdinal, SegmentReader, Term};
 
 /// Searches the store of session files `files` (absolute paths) named `store_key` for `q`. The hits
 /// `offset..offset+limit` in rank order (BM25, then the newer entry, then file order). See the
@@ -41,9 +44,31 @@ pub fn search(
     let mut last_err = None;
     for attempt in 0..3 {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut si = StoreIndex::open(dir.as_deref())?;
-            si.sync(files)?;
-            run(&si, place, &parsed, filters, limit, offset)
+            let mut o = match dir.as_deref().and_then(take_open) {
+                Some(o) => o,
+                None => Open::new(StoreIndex::open(dir.as_deref())?)?,
+            };
+            o.refresh()?;
+            if o.si.sync(files)? {
+                o.reader.reload()?;
+                o.stamp = o.si.meta_stamp();
+                if let (Some(d), Some(c)) = (&dir, &place.dir) {
+                    let (max, every) = place
+                        .saved
+                        .as_ref()
+                        .map(|s| (s.max_bytes, s.evict_every_s))
+                        .unwrap_or((crate::saved::DEFAULT_MAX_BYTES, DEFAULT_EVICT_EVERY_S));
+                    evict_indexes(c, d, max, every);
+                }
+            }
+            if let Some(d) = &dir {
+                touch(d);
+            }
+            let found = run(&o, place, &parsed, filters, limit, offset)?;
+            if let Some(d) = &dir {
+                keep_open(d, o);
+            }
+            Ok(found)
         }));
         match outcome {
             Ok(Ok((hits, total))) => {
@@ -68,6 +93,56 @@ pub fn search(
         }
     }
     Err(last_err.unwrap_or_else(|| SearchError::Index("unknown failure".into())))
+}
+
+/// An index opened by an earlier query of this process, with its reader: reused while its
+/// commit is the one on disk (`meta.json`'s identity unchanged), else reloaded.
+struct Open {
+    si: StoreIndex,
+    reader: IndexReader,
+    /// `meta.json`'s (device, inode, size, mtime) when the manifest and reader were loaded
+    stamp: Option<(u64, u64, u64, i64)>,
+}
+
+impl Open {
+    fn new(si: StoreIndex) -> Result<Open, SearchError> {
+        let reader = si
+            .index
+            .reader_builder()
+            .reload_policy(tantivy::ReloadPolicy::Manual)
+            .try_into()?;
+        let stamp = si.meta_stamp();
+        Ok(Open { si, reader, stamp })
+    }
+
+    /// Reloads the manifest and the reader when another process committed since.
+    fn refresh(&mut self) -> Result<(), SearchError> {
+        let now = self.si.meta_stamp();
+        if now != self.stamp || now.is_none() {
+            self.si.reload_manifest()?;
+            self.reader.reload()?;
+            self.stamp = now;
+        }
+        Ok(())
+    }
+}
+
+/// Indexes opened by earlier queries of this process, by folder (at most [`KEEP_INDEXES`]).
+static OPEN: std::sync::Mutex<Option<HashMap<PathBuf, Open>>> = std::sync::Mutex::new(None);
+const KEEP_INDEXES: usize = 4;
+
+fn take_open(dir: &std::path::Path) -> Option<Open> {
+    OPEN.lock().ok()?.as_mut()?.remove(dir)
+}
+
+fn keep_open(dir: &std::path::Path, o: Open) {
+    if let Ok(mut g) = OPEN.lock() {
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= KEEP_INDEXES {
+            m.clear();
+        }
+        m.insert(dir.to_path_buf(), o);
+    }
 }
 
 fn term_q(f: Field, s: &str, opt: IndexRecordOption) -> Box<dyn Query> {
@@ -290,6 +365,8 @@ struct Tree {
     on_path: Vec<bool>,
     in_ctx: Vec<bool>,
     covered: Option<HashMap<u32, u32>>,
+    /// [`nearest_labelled`], built on the first hit that needs it
+    near: Option<(Vec<u32>, usize)>,
 }
 
 impl Sess {
@@ -300,10 +377,10 @@ impl Sess {
             let n = ix.len();
             let mut on_path = vec![false; n];
             let mut in_ctx = vec![false; n];
-            if let Some(path) = ix.leaf_entry().and_then(|leaf| ix.branch(leaf).ok()) {
+            if let Some(leaf) = ix.leaf_entry() {
+                let path = walked_path(ix, leaf, &mut on_path);
                 let from = kept_from(st, &path);
                 for (k, &e) in path.iter().enumerate() {
-                    on_path[e as usize] = true;
                     in_ctx[e as usize] = k >= from;
                 }
             }
@@ -311,6 +388,7 @@ impl Sess {
                 on_path,
                 in_ctx,
                 covered: None,
+                near: None,
             }
         })
     }
@@ -393,37 +471,99 @@ impl Sess {
             .and_then(|c| c.get(&e).copied())
     }
 
-    /// The labels on `e`'s path, root first.
+    /// The labels on `e`'s path, root first (an entry is labelled when a label targets its
+    /// id, as Pi's `getLabel(id)`). Per session, built on the first hit that needs it: each
+    /// entry's nearest labelled ancestor-or-self, so a hit's labels cost one step per label on
+    /// its path; a session with no label answers at once. On a parent cycle the walk stops
+    /// after as many steps as there are labelled entries.
     fn labels(&mut self, e: u32) -> Vec<String> {
-        let n = self.st.index.len();
+        self.tree();
+        let t = self.tree.as_mut().expect("built");
+        let ix = &self.st.index;
+        let (near, count) = t.near.get_or_insert_with(|| nearest_labelled(ix));
+        if *count == 0 {
+            return Vec::new();
+        }
         let mut out = Vec::new();
-        let mut c = e;
-        for _ in 0..n {
+        let mut c = near[e as usize];
+        for _ in 0..*count {
             if c == NONE {
                 break;
             }
-            if let Some(l) = self
-                .st
-                .index
+            let l = ix
                 .id_at(c as usize)
-                .and_then(|id| self.st.index.label_entry_of(id))
-            {
-                let st = &self.st;
-                let text = self.labels.entry(l).or_insert_with(|| {
-                    st.line(l as usize)
-                        .ok()
-                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                        .and_then(|v| v.get("label").and_then(|x| x.as_str()).map(str::to_string))
-                });
-                if let Some(t) = text {
-                    out.push(t.clone());
-                }
+                .and_then(|id| ix.label_entry_of(id))
+                .unwrap_or(NONE);
+            let st = &self.st;
+            let text = self.labels.entry(l).or_insert_with(|| {
+                st.line(l as usize)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|v| v.get("label").and_then(|x| x.as_str()).map(str::to_string))
+            });
+            if let Some(t) = text {
+                out.push(t.clone());
             }
-            c = self.st.index.walk_parent(c);
+            let p = ix.walk_parent(c);
+            c = if p == NONE { NONE } else { near[p as usize] };
         }
         out.reverse();
         out
     }
+}
+
+/// Each entry's nearest ancestor-or-self that a label targets (NONE: none), and how many
+/// entries are labelled; `(vec![], 0)` when the session has no label. O(entries); a parent
+/// cycle ends the chain where the walk meets it again.
+fn nearest_labelled(ix: &crate::index::Index) -> (Vec<u32>, usize) {
+    if ix.labels().is_empty() {
+        return (Vec::new(), 0);
+    }
+    const TODO: u32 = u32::MAX;
+    const BUSY: u32 = u32::MAX - 1;
+    let n = ix.len();
+    let labelled: Vec<bool> = (0..n)
+        .map(|c| ix.id_at(c).and_then(|id| ix.label_entry_of(id)).is_some())
+        .collect();
+    let count = labelled.iter().filter(|&&x| x).count();
+    let mut near = vec![TODO; n];
+    let mut stack = Vec::new();
+    for i in 0..n as u32 {
+        let mut c = i;
+        while c != NONE && near[c as usize] == TODO {
+            near[c as usize] = BUSY;
+            stack.push(c);
+            c = ix.walk_parent(c);
+        }
+        let mut base = match c {
+            NONE => NONE,
+            c if near[c as usize] == BUSY => NONE, // a cycle
+            c => near[c as usize],
+        };
+        while let Some(x) = stack.pop() {
+            if labelled[x as usize] {
+                base = x;
+            }
+            near[x as usize] = base;
+        }
+    }
+    (near, count)
+}
+
+/// The entries the walk up from `leaf` visits, root first (Pi `getBranch`), each marked in
+/// `seen`. On a `parentId` loop the walk stops before it would visit an entry again: the path
+/// is the entries from the leaf round the loop once, and the one met last stands first (Pi
+/// never returns there; `Index::branch` reports the cycle). O(path).
+fn walked_path(ix: &crate::index::Index, leaf: u32, seen: &mut [bool]) -> Vec<u32> {
+    let mut path = Vec::new();
+    let mut c = leaf;
+    while c != NONE && !seen[c as usize] {
+        seen[c as usize] = true;
+        path.push(c);
+        c = ix.walk_parent(c);
+    }
+    path.reverse();
+    path
 }
 
 /// Each entry's number of ancestors (entries on a parent cycle: 0), in O(entries).
@@ -576,13 +716,14 @@ impl Ctx<'_> {
 type Found = (Vec<Hit>, usize);
 
 fn run(
-    si: &StoreIndex,
+    o: &Open,
     place: &Place,
     p: &Parsed,
     fl: &Filters,
     limit: usize,
     offset: usize,
 ) -> Result<Found, SearchError> {
+    let si = &o.si;
     let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
     let keys = if fl.session.is_some() || fl.cwd.is_some() {
         Some(
@@ -605,12 +746,7 @@ fn run(
     } else {
         build(&si.f, p, fl, keys)
     };
-    let reader = si
-        .index
-        .reader_builder()
-        .reload_policy(tantivy::ReloadPolicy::Manual)
-        .try_into()?;
-    let searcher = reader.searcher();
+    let searcher = o.reader.searcher();
     let post = fl.branch_state.is_some() || fl.label.is_some();
     let want = offset.saturating_add(limit);
     let mut k = if post {

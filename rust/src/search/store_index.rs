@@ -40,9 +40,10 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexWriter, TantivyDocument, TantivyError, Term};
 
-/// Bumped whenever the schema, the tokenizer or the extraction changes. An index of another format
-/// is rebuilt.
-pub const FORMAT: u32 = 1;
+/// Bumped whenever the schema, the tokenizer or the extraction changes.
+///
+/// An index of another format is rebuilt.
+pub const FORMAT: u32 = 2;
 const SEED: u64 = 0x5e55_1017_5ea7_c401;
 /// Bytes hashed at each end of the covered range for the fingerprint.
 const FP_BLOCK: u64 = 4096;
@@ -50,8 +51,12 @@ const FP_BLOCK: u64 = 4096;
 pub const LOCK_WAIT: Duration = Duration::from_secs(300);
 /// Bytes read per `pread` while indexing a file.
 const CHUNK: usize = 4 << 20;
-/// The writer's memory budget per indexing thread (Tantivy's minimum is 15 MB).
+/// The writer's memory budget per indexing thread (Tantivy's minimum is 15 MB): the most its
+/// arena holds before it writes a segment. The arena grows as it fills, so a small sync uses
+/// little of it.
 const BUDGET_PER_THREAD: usize = 24 << 20;
+/// Below this many bytes to index, one indexing thread (one new segment): an append's sync.
+const ONE_THREAD_BELOW: u64 = 16 << 20;
 
 pub(crate) fn hasher() -> foldhash::fast::FoldHasher<'static> {
     foldhash::fast::FixedState::with_seed(SEED).build_hasher()
@@ -134,6 +139,8 @@ fn schema() -> (Schema, Fields) {
 
 /// A store's index, opened, with the manifest of its last commit.
 pub struct StoreIndex {
+    /// the folder, None for an index in memory
+    pub dir: Option<PathBuf>,
     pub index: Index,
     pub f: Fields,
     pub manifest: Manifest,
@@ -234,6 +241,7 @@ impl StoreIndex {
             .tokenizers()
             .register(TOKENIZER, SearchTokenizer::default());
         StoreIndex {
+            dir: None,
             index,
             f,
             manifest: Manifest {
@@ -251,24 +259,73 @@ impl StoreIndex {
             .tokenizers()
             .register(TOKENIZER, SearchTokenizer::default());
         let manifest = read_manifest(&index)?;
-        Ok(StoreIndex { index, f, manifest })
+        Ok(StoreIndex {
+            dir: Some(d.to_path_buf()),
+            index,
+            f,
+            manifest,
+        })
     }
 
-    /// Brings the index up to date with `files`, the absolute paths of the store's session files. A
-    /// file that cannot be opened is left out, and evicted if it was indexed.
-    pub fn sync(&mut self, files: &[PathBuf]) -> Result<(), SearchError> {
-        if self.plan(files).is_empty() {
-            return Ok(());
+    /// The identity of the last commit on disk: `meta.json`'s (device, inode, size, mtime).
+    ///
+    /// Tantivy replaces the file at each commit. A constant for an index in memory (only this
+    /// process writes it); None when it cannot be read.
+    pub fn meta_stamp(&self) -> Option<(u64, u64, u64, i64)> {
+        let Some(d) = &self.dir else {
+            return Some((0, 0, 0, 0));
+        };
+        let m = std::fs::metadata(d.join("meta.json")).ok()?;
+        Some((
+            m.dev(),
+            m.ino(),
+            m.len(),
+            m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        ))
+    }
+
+    /// Reads the manifest of the last commit again (another process may have committed).
+    pub fn reload_manifest(&mut self) -> Result<(), SearchError> {
+        self.manifest = read_manifest(&self.index)?;
+        Ok(())
+    }
+
+    /// Brings the index up to date with `files`, the absolute paths of the store's session files.
+    ///
+    /// A file that cannot be opened is left out, and evicted if it was indexed. True when it
+    /// committed (the index changed).
+    pub fn sync(&mut self, files: &[PathBuf]) -> Result<bool, SearchError> {
+        let plan = self.plan(files);
+        if plan.is_empty() {
+            return Ok(false);
         }
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get().min(2))
-            .unwrap_or(1);
+        // bytes to index: an append's new bytes, a fresh file's all
+        let bytes: u64 = plan
+            .iter()
+            .map(|(p, a)| {
+                let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                match a {
+                    Act::Evict(_) => 0,
+                    Act::Append(r) => size.saturating_sub(r.covered),
+                    Act::Fresh(_) => size,
+                }
+            })
+            .sum();
+        let threads = if bytes < ONE_THREAD_BELOW {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get().min(2))
+                .unwrap_or(1)
+        };
+        let options = tantivy::indexer::IndexWriterOptions::builder()
+            .memory_budget_per_thread(BUDGET_PER_THREAD)
+            .num_worker_threads(threads)
+            .num_merge_threads(1)
+            .build();
         let started = Instant::now();
         let writer: IndexWriter<TantivyDocument> = loop {
-            match self
-                .index
-                .writer_with_num_threads(threads, threads * BUDGET_PER_THREAD)
-            {
+            match self.index.writer_with_options(options.clone()) {
                 Ok(w) => break w,
                 Err(TantivyError::LockFailure(LockError::LockBusy, _))
                     if started.elapsed() < LOCK_WAIT =>
@@ -282,7 +339,7 @@ impl StoreIndex {
         self.manifest = read_manifest(&self.index)?;
         let plan = self.plan(files);
         if plan.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut next_key = self.manifest.next_key;
         let mut keep: Vec<FileRec> = Vec::new();
@@ -340,7 +397,7 @@ impl StoreIndex {
         pc.commit()?;
         writer.wait_merging_threads()?;
         self.manifest = m;
-        Ok(())
+        Ok(true)
     }
 
     /// What each file needs (files that need nothing are left out).
@@ -506,4 +563,92 @@ fn index_file(
     rec.covered = covered;
     rec.fp = fingerprint(&file, covered)?;
     Ok(rec)
+}
+
+/// Marks the index folder `d` used now (its mtime), at most once a minute: the age
+/// [`evict_indexes`] ranks folders by.
+pub(crate) fn touch(d: &Path) {
+    let Ok(m) = std::fs::symlink_metadata(d) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let old = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+    if now
+        .duration_since(old)
+        .map(|a| a.as_secs() < 60)
+        .unwrap_or(true)
+    {
+        return;
+    }
+    if let Ok(f) = File::open(d) {
+        let _ = f.set_modified(now);
+    }
+}
+
+/// When this process last evicted search indexes (seconds since the epoch; 0: never).
+static LAST_EVICT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Keeps the search indexes under the cache folder `cache` (`<cache>/search/<16 hex>/`) at
+/// most `max_bytes` in all: the least recently used folders (by mtime, see [`touch`]) are
+/// discarded first, never `keep` (the one just used, kept even when alone it is larger).
+/// Only folders of ours (real directories we own, named as [`index_dir`] names them) are
+/// counted or removed. At most once per `every_s` seconds per process (its first call always
+/// runs). Returns how many were removed; failures are ignored (eviction is upkeep).
+pub(crate) fn evict_indexes(cache: &Path, keep: &Path, max_bytes: u64, every_s: u64) -> usize {
+    use std::sync::atomic::Ordering;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let last = LAST_EVICT.load(Ordering::Relaxed);
+    if last != 0 && now - last < every_s as i64 {
+        return 0;
+    }
+    LAST_EVICT.store(now, Ordering::Relaxed);
+    let root = cache.join("search");
+    let Ok(rd) = std::fs::read_dir(&root) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions
+    let uid = unsafe { libc::geteuid() };
+    let mut found: Vec<(i64, u64, PathBuf)> = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(n) = name.to_str() else { continue };
+        if n.len() != 16 || !n.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !m.is_dir() || m.uid() != uid {
+            continue;
+        }
+        let size: u64 = std::fs::read_dir(e.path())
+            .map(|r| {
+                r.flatten()
+                    .filter_map(|f| f.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        found.push((m.mtime() * 1_000_000_000 + m.mtime_nsec(), size, e.path()));
+    }
+    let mut total: u64 = found.iter().map(|x| x.1).sum();
+    found.sort();
+    let mut removed = 0;
+    for (_, size, p) in found {
+        if total <= max_bytes {
+            break;
+        }
+        if p == keep {
+            continue;
+        }
+        if discard(&p).is_ok() {
+            removed += 1;
+            total -= size;
+        }
+    }
+    removed
 }

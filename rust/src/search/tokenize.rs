@@ -37,28 +37,73 @@ fn is_joiner(c: char) -> bool {
     )
 }
 
-/// The compounds of `text`: byte ranges, in order.
-pub fn compounds(text: &str) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
+/// The compound starting at or after byte `from` of `text`: `(start, end, resume)`, `resume`
+/// where the scan for the next one goes on. One forward scan; ASCII bytes are classed without
+/// decoding.
+#[inline]
+fn next_compound(text: &str, from: usize) -> Option<(usize, usize, usize)> {
+    let b = text.as_bytes();
+    let mut i = from;
     let mut start: Option<usize> = None;
     // end of the last word char of the current compound
     let mut last_word_end = 0;
-    for (i, c) in text.char_indices() {
-        if is_word(c) {
+    while i < b.len() {
+        let (word, joiner, len) = if b[i] < 0x80 {
+            let c = b[i];
+            (
+                c.is_ascii_alphanumeric() || c == b'_',
+                is_joiner(c as char),
+                1,
+            )
+        } else {
+            let c = text[i..].chars().next().expect("a char boundary");
+            (is_word(c), false, c.len_utf8())
+        };
+        if word {
             if start.is_none() {
                 start = Some(i);
             }
-            last_word_end = i + c.len_utf8();
-        } else if is_joiner(c) && start.is_some() {
-            // a joiner continues the compound only if a word char follows (checked later)
-        } else if let Some(s) = start.take() {
-            out.push((s, last_word_end));
+            last_word_end = i + len;
+        } else if joiner && start.is_some() {
+            // a joiner continues the compound only if a word char follows
+        } else if let Some(s) = start {
+            return Some((s, last_word_end, i + len));
         }
+        i += len;
     }
-    if let Some(s) = start {
-        out.push((s, last_word_end));
+    start.map(|s| (s, last_word_end, b.len()))
+}
+
+/// The compounds of `text`: byte ranges, in order.
+pub fn compounds(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some((a, b, next)) = next_compound(text, at) {
+        out.push((a, b));
+        at = next;
     }
     out
+}
+
+/// A char's class for the part split: 0 not alphanumeric, 1 lower or other, 2 upper, 3 digit.
+#[inline]
+fn class_of(c: char) -> u8 {
+    if c.is_ascii() {
+        match c {
+            'a'..='z' => 1,
+            'A'..='Z' => 2,
+            '0'..='9' => 3,
+            _ => 0,
+        }
+    } else if !c.is_alphanumeric() {
+        0
+    } else if c.is_uppercase() {
+        2
+    } else if c.is_numeric() {
+        3
+    } else {
+        1
+    }
 }
 
 /// The parts of the compound `text[from..to]`: byte ranges in `text`.
@@ -69,20 +114,14 @@ pub fn parts(text: &str, from: usize, to: usize, out: &mut Vec<(usize, usize)>) 
     let mut prev = 0u8;
     let mut it = s.char_indices().peekable();
     while let Some((i, c)) = it.next() {
-        if !c.is_alphanumeric() {
+        let class = class_of(c);
+        if class == 0 {
             if let Some(st) = start.take() {
                 out.push((from + st, from + i));
             }
             prev = 0;
             continue;
         }
-        let class = if c.is_uppercase() {
-            2
-        } else if c.is_numeric() {
-            3
-        } else {
-            1
-        };
         if let Some(st) = start {
             let split = match (prev, class) {
                 (1, 2) | (3, 2) => true,
@@ -104,90 +143,157 @@ pub fn parts(text: &str, from: usize, to: usize, out: &mut Vec<(usize, usize)>) 
     }
 }
 
-/// Every token of `text`, in position order (a whole compound before its first part).
-/// `wholes`: emit whole compounds (the index and snippets do; a phrase query does not).
-pub fn tokens(text: &str, wholes: bool, mut f: impl FnMut(Tok)) {
-    let mut pos = 0usize;
-    let mut ps = Vec::new();
-    for (a, b) in compounds(text) {
-        ps.clear();
-        parts(text, a, b, &mut ps);
-        if ps.is_empty() {
-            continue;
+/// Writes `s` lowercased (`str::to_lowercase`) into `out`, reusing its buffer.
+#[inline]
+pub fn lower_into(s: &str, out: &mut String) {
+    out.clear();
+    if s.is_ascii() {
+        out.push_str(s);
+        out.make_ascii_lowercase();
+    } else {
+        out.push_str(&s.to_lowercase());
+    }
+}
+
+/// The token walk without the tokens' text: byte ranges and positions.
+///
+/// Whole compounds and parts, in position order. No allocation once `parts` has grown.
+pub struct Walk<'t> {
+    text: &'t str,
+    wholes: bool,
+    at: usize,
+    pos: usize,
+    parts: Vec<(usize, usize)>,
+    next_part: usize,
+    whole: Option<(usize, usize)>,
+}
+
+impl<'t> Walk<'t> {
+    pub fn new(text: &'t str, wholes: bool) -> Self {
+        Self::with_buf(text, wholes, Vec::new())
+    }
+
+    /// As [`Walk::new`], reusing `parts` (its contents are dropped).
+    pub fn with_buf(text: &'t str, wholes: bool, mut parts: Vec<(usize, usize)>) -> Self {
+        parts.clear();
+        Walk {
+            text,
+            wholes,
+            at: 0,
+            pos: 0,
+            parts,
+            next_part: 0,
+            whole: None,
         }
-        if wholes && ps.len() > 1 && b - a <= MAX_TOKEN {
-            f(Tok {
-                text: text[a..b].to_lowercase(),
-                from: a,
-                to: b,
-                pos,
-                whole: true,
-            });
-        }
-        for &(x, y) in &ps {
-            if y - x <= MAX_TOKEN {
-                f(Tok {
-                    text: text[x..y].to_lowercase(),
-                    from: x,
-                    to: y,
-                    pos,
-                    whole: false,
-                });
+    }
+
+    /// The parts buffer back, for reuse.
+    pub fn into_buf(self) -> Vec<(usize, usize)> {
+        self.parts
+    }
+
+    /// The next token: `(from, to, pos, whole)`.
+    #[inline]
+    pub fn next_range(&mut self) -> Option<(usize, usize, usize, bool)> {
+        loop {
+            if let Some((a, b)) = self.whole.take() {
+                return Some((a, b, self.pos, true));
             }
-            pos += 1;
+            if self.next_part < self.parts.len() {
+                let (x, y) = self.parts[self.next_part];
+                self.next_part += 1;
+                let pos = self.pos;
+                self.pos += 1;
+                if y - x <= MAX_TOKEN {
+                    return Some((x, y, pos, false));
+                }
+                continue;
+            }
+            let (a, b, next) = next_compound(self.text, self.at)?;
+            self.at = next;
+            self.parts.clear();
+            self.next_part = 0;
+            parts(self.text, a, b, &mut self.parts);
+            if self.wholes && self.parts.len() > 1 && b - a <= MAX_TOKEN {
+                self.whole = Some((a, b));
+            }
         }
     }
 }
 
-/// The same tokens for Tantivy (registered as [`TOKENIZER`] on the text field).
+/// Every token of `text`, in position order (a whole compound before its first part).
+/// `wholes`: emit whole compounds (the index and snippets do; a phrase query does not).
+pub fn tokens(text: &str, wholes: bool, mut f: impl FnMut(Tok)) {
+    let mut w = Walk::new(text, wholes);
+    while let Some((from, to, pos, whole)) = w.next_range() {
+        f(Tok {
+            text: text[from..to].to_lowercase(),
+            from,
+            to,
+            pos,
+            whole,
+        });
+    }
+}
+
+/// The same tokens for Tantivy (registered as [`TOKENIZER`] on the text field). Streams them:
+/// one [`tantivy::tokenizer::Token`] whose text buffer is reused.
 #[derive(Clone, Default)]
 pub struct SearchTokenizer {
-    buf: Vec<tantivy::tokenizer::Token>,
+    token: tantivy::tokenizer::Token,
+    parts: Vec<(usize, usize)>,
 }
 
 /// The name the text field's tokenizer is registered under.
 pub const TOKENIZER: &str = "sessiontree";
 
 pub struct SearchTokenStream<'a> {
-    toks: &'a [tantivy::tokenizer::Token],
-    i: usize,
+    walk: Walk<'a>,
+    token: &'a mut tantivy::tokenizer::Token,
+    parts: &'a mut Vec<(usize, usize)>,
 }
 
 impl tantivy::tokenizer::Tokenizer for SearchTokenizer {
     type TokenStream<'a> = SearchTokenStream<'a>;
     fn token_stream<'a>(&'a mut self, text: &'a str) -> SearchTokenStream<'a> {
-        self.buf.clear();
-        let buf = &mut self.buf;
-        tokens(text, true, |t| {
-            buf.push(tantivy::tokenizer::Token {
-                offset_from: t.from,
-                offset_to: t.to,
-                position: t.pos,
-                text: t.text,
-                position_length: 1,
-            })
-        });
+        self.token.text.clear();
+        self.token.position = usize::MAX;
+        self.token.position_length = 1;
+        let buf = std::mem::take(&mut self.parts);
         SearchTokenStream {
-            toks: &self.buf,
-            i: 0,
+            walk: Walk::with_buf(text, true, buf),
+            token: &mut self.token,
+            parts: &mut self.parts,
         }
+    }
+}
+
+impl Drop for SearchTokenStream<'_> {
+    fn drop(&mut self) {
+        // hand the parts buffer back to the tokenizer
+        let w = std::mem::replace(&mut self.walk, Walk::new("", false));
+        *self.parts = w.into_buf();
     }
 }
 
 impl tantivy::tokenizer::TokenStream for SearchTokenStream<'_> {
     fn advance(&mut self) -> bool {
-        if self.i < self.toks.len() {
-            self.i += 1;
-            true
-        } else {
-            false
+        match self.walk.next_range() {
+            Some((from, to, pos, _)) => {
+                lower_into(&self.walk.text[from..to], &mut self.token.text);
+                self.token.offset_from = from;
+                self.token.offset_to = to;
+                self.token.position = pos;
+                true
+            }
+            None => false,
         }
     }
     fn token(&self) -> &tantivy::tokenizer::Token {
-        &self.toks[self.i - 1]
+        self.token
     }
     fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
-        unreachable!("the search tokenizer's stream is read only")
+        self.token
     }
 }
 

@@ -1,0 +1,77 @@
+"""Search's speed as ratios measured here and now at a small size (issue 29), against the PyPI
+``tantivy`` package on the same extracted text, in CPU seconds of this process (all threads;
+other jobs on a shared 2-core machine inflate wall time, not CPU time), best of interleaved
+rounds, with margins wide enough for that noise. The full-size wall-time figures come from
+``benches/search_bench.py`` (docs/benchmarks.md, "Search")."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tantivy")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benches"))
+import inputs  # noqa: E402
+import search_bench  # noqa: E402
+
+from sessiontree import search  # noqa: E402
+from sessiontree.index_cache import CacheSettings  # noqa: E402
+
+QUERIES = ["error", "function", '"the file"', "return value", "config", '"an error"']
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Two copies of a generated 3 MB session."""
+    src = inputs.session_file(3)
+    d = tmp_path_factory.mktemp("search-store")
+    for k in range(2):
+        shutil.copyfile(src, d / f"s{k}.jsonl")
+    return d
+
+
+def test_the_first_search_costs_about_what_the_package_spends_indexing(store, tmp_path):
+    docs = search_bench.extracted(store)
+    ours = peer = float("inf")
+    for k in range(3):
+        t = time.process_time()
+        search("zzzunlikely", store, index_cache=CacheSettings(folder=tmp_path / f"c{k}"))
+        ours = min(ours, time.process_time() - t)
+        t = time.process_time()
+        search_bench.peer_build(docs, tmp_path / f"p{k}")
+        peer = min(peer, time.process_time() - t)
+    # target at 500 MB: wall time <= 1x the package's (which does not extract); here CPU time
+    # with the extraction included (measured 1.15x on 2026-12-07), a floor that catches a
+    # regression to per-token allocation or a second parse per line
+    assert ours <= 2.5 * peer, (ours, peer)
+
+
+def test_warm_queries_cost_about_what_the_package_spends(store, tmp_path):
+    import tantivy
+
+    docs = search_bench.extracted(store)
+    _, index = search_bench.peer_build(docs, tmp_path / "peer")
+    assert isinstance(index, tantivy.Index)
+    cache = CacheSettings(folder=tmp_path / "cache")
+    for q in QUERIES:
+        search(q, store, limit=10, index_cache=cache)  # warm: the index built, the sessions open
+    ours = peer = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        for q in QUERIES:
+            search(q, store, limit=10, index_cache=cache)
+        ours = min(ours, time.process_time() - t)
+        t = time.process_time()
+        for q in QUERIES:
+            search_bench.peer_query(index, q)
+        peer = min(peer, time.process_time() - t)
+    # target at 500 MB: p95 wall time <= 1x the package's (search + snippets); here the CPU
+    # time of a few queries, top 10 with snippets read back from the files and re-checked. At
+    # this size a query is well under a millisecond and the Python call's fixed part (the
+    # sources resolved, typed hits built) is a third of it: measured 2.8x on 2026-12-07
+    assert ours <= 5 * peer, (ours, peer)

@@ -23,9 +23,14 @@ it has read the answer, for ``--seconds``), interleaved ``--rounds`` times; tota
 p50 and p99 latency of each, and the ratios (targets: calls/s with 10 clients at least 1.5x one
 client's, p99 at most 4x p50). Then ``get_tree`` in process (``RpcServer.handle_line`` as the
 transports call it, cold: a new ``Session.open`` each time) against ``Session.open`` of the same
-file, interleaved (target: at most 1.3x)::
+file, interleaved (target: at most 1.5x)::
 
     python benches/bench_rpc.py --clients 10 --sizes 1024
+
+``--tree``: only that ``get_tree`` measurement, at each size (generated, or ``--file``), as a
+table of ratios to the cold open::
+
+    python benches/bench_rpc.py --tree --sizes 10 100 --rounds 5
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from inputs import session_file, session_with_tail  # noqa: E402
 
 from sessiontree import Session  # noqa: E402
 from sessiontree.rpc import RpcServer  # noqa: E402
+from sessiontree.rpc.protocol import Text  # noqa: E402
 
 EXE = [sys.executable, "-m", "sessiontree", "rpc"]
 
@@ -237,26 +243,51 @@ def clients_table(rows: list[dict], n: int) -> str:
 
 def tree_run(path: Path, rounds: int) -> dict:
     """``Session.open`` (without the saved index: a cold scan, and with it) against
-    ``Session.open`` + RPC ``get_tree`` as the transports ask for it (cold, nothing cached),
-    interleaved; best of ``rounds`` each."""
+    ``Session.open`` (cold) + RPC ``get_tree`` as the transports send it (the answer's line
+    streamed to ``/dev/null``, nothing cached), interleaved; best of ``rounds`` each."""
     cold, warm, trees = [], [], []
     size = 0
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        Session.open(path, index_cache=False).close()
-        cold.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        Session.open(path).close()
-        warm.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        server = RpcServer(Session.open(path))
-        r = server.handle_line(b'{"type":"get_tree"}', text_ok=True)
-        trees.append(time.perf_counter() - t0)
-        text = getattr(r, "text", b"")
-        assert text.startswith(b'{"type":"response","command":"get_tree","success":true'), text[:300]
-        size = len(text)
-        server.close()
+    with open(os.devnull, "wb") as sink:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            Session.open(path, index_cache=False).close()
+            cold.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            Session.open(path).close()
+            warm.append(time.perf_counter() - t0)
+            got = [0, b""]
+
+            def write(b: bytes) -> None:
+                got[0] += len(b)
+                if not got[1]:
+                    got[1] = bytes(b[:300])
+                sink.write(b)
+
+            t0 = time.perf_counter()
+            server = RpcServer(Session.open(path, index_cache=False))
+            r = server.handle_line(b'{"type":"get_tree"}', text_ok=True)
+            assert isinstance(r, Text), r
+            r.write_to(write)
+            trees.append(time.perf_counter() - t0)
+            assert got[1].startswith(b'{"type":"response","command":"get_tree","success":true'), got[1]
+            size = got[0]
+            server.close()
     return {"cold": min(cold), "warm": min(warm), "open+tree": min(trees), "bytes": size}
+
+
+def tree_table(paths: list[Path], rounds: int) -> str:
+    """``get_tree``'s ratio to the cold open at each size (:func:`tree_run`), one run."""
+    out = [
+        "| session | Session.open (cold) | open + get_tree (streamed) | ratio | answer |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for p in paths:
+        tr = tree_run(p, rounds)
+        out.append(
+            f"| {p.stat().st_size / 2**20:.0f} MiB | {fmt(tr['cold'])} | {fmt(tr['open+tree'])} | "
+            f"**{tr['open+tree'] / tr['cold']:.2f}x** | {tr['bytes'] / 2**20:.0f} MiB |"
+        )
+    return "\n".join(out)
 
 
 def fmt_lat(s: float) -> str:
@@ -271,11 +302,25 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=0, help="many clients on one socket (and get_tree); 0: off")
     ap.add_argument("--seconds", type=float, default=2.0, help="--clients: length of each run")
     ap.add_argument("--rounds", type=int, default=3, help="--clients: interleaved rounds")
-    ap.add_argument("--file", type=Path, help="--clients: this session file instead of a generated one")
+    ap.add_argument(
+        "--file", type=Path, nargs="+", help="--clients, --tree: these session files instead of generated ones"
+    )
+    ap.add_argument("--tree", action="store_true", help="only get_tree against the cold open, at each size (or --file)")
     args = ap.parse_args()
+    if args.tree:
+        paths = args.file or [session_file(mb) for mb in sorted(args.sizes)]
+        load0 = os.getloadavg()
+        print(tree_table(paths, args.rounds))
+        load1 = os.getloadavg()
+        print(f"\nLoad average while measuring: {load0[0]:.2f} at the start, {load1[0]:.2f} at the end (2 cores).")
+        return
     if args.clients:
         mb = max(args.sizes)
-        path = args.file or (session_file(args.tail) if mb <= args.tail else session_with_tail(mb, args.tail))
+        path = (
+            args.file[0]
+            if args.file
+            else (session_file(args.tail) if mb <= args.tail else session_with_tail(mb, args.tail))
+        )
         since = last_id(path)
         load0 = os.getloadavg()
         rows = clients_run(path, since, args.clients, args.seconds, args.rounds)

@@ -36,7 +36,13 @@ def _tree(path: Path, oracle: bool) -> tuple[float, int]:
     if oracle:
         n = len(server._tree_text_py())
     else:
-        n = sum(map(len, server.handle_line(b'{"type":"get_tree"}', text_ok=True).parts))  # as written
+        got = [0]
+
+        def write(b: bytes) -> None:  # as the transport writes it (streamed, not held)
+            got[0] += len(b)
+
+        server.handle_line(b'{"type":"get_tree"}', text_ok=True).write_to(write)  # type: ignore[attr-defined]
+        n = got[0]
     dt = time.perf_counter() - t
     server.close()
     return dt, n

@@ -213,7 +213,8 @@ def tree_json(
     check: bool,
     head: bytes,
     foot: bytes,
-) -> bytes: ...
+    sink: Callable[[bytes], object],
+) -> None: ...
 
 __version__: str
 

@@ -30,7 +30,7 @@ pub enum JsText {
 /// Whether `key` (a key's raw text, between the quotes) is a canonical array index.
 ///
 /// `0` or `[1-9][0-9]*` up to 2^32 - 2 (escaped keys are not: orjson never escapes digits).
-fn is_array_index(key: &[u8]) -> bool {
+pub(crate) fn is_array_index(key: &[u8]) -> bool {
     match key {
         [b'0'] => true,
         [b'1'..=b'9', rest @ ..] if rest.len() <= 9 && rest.iter().all(u8::is_ascii_digit) => {
@@ -50,11 +50,58 @@ pub fn js_number(x: f64, buf: &mut ryu_js::Buffer) -> &str {
     }
 }
 
+/// Whether number token `tok` (a valid JSON number) is spelled as `JSON.stringify` spells
+/// its value.
+///
+/// Settled without formatting when `tok` is a plain fraction of at most 15 significant digits,
+/// no trailing zero and at most 5 zeros after `0.` (`-?(0|[1-9][0-9]*)\.[0-9]*[1-9]`): a decimal of
+/// at most 15 significant digits is the only one of that many digits or fewer that reads as its
+/// double (10^15 < 2^53), so it is the shortest one, which `Number.prototype.toString` writes in
+/// fixed notation for values from 1e-6 below 1e21.
+pub(crate) fn is_js_number_text(tok: &[u8]) -> bool {
+    if plain_fraction(tok) {
+        return true;
+    }
+    // SAFETY: a JSON number token is ASCII digits, signs, `.` and `e`
+    let Ok(x) = unsafe { std::str::from_utf8_unchecked(tok) }.parse::<f64>() else {
+        return false;
+    };
+    js_number(x, &mut ryu_js::Buffer::new()).as_bytes() == tok
+}
+
+/// See [`is_js_number_text`]: a valid JSON number token that JavaScript spells as it is,
+/// known without formatting it (false: not known).
+fn plain_fraction(tok: &[u8]) -> bool {
+    let t = tok.strip_prefix(b"-").unwrap_or(tok);
+    let Some(dot) = t.iter().position(|&c| c == b'.') else {
+        return false;
+    };
+    let (int, frac) = (&t[..dot], &t[dot + 1..]);
+    if frac.is_empty()
+        || frac.last() == Some(&b'0')
+        || !int.iter().chain(frac).all(u8::is_ascii_digit)
+        || int.is_empty()
+        || (int.len() > 1 && int[0] == b'0')
+    {
+        return false;
+    }
+    let digits = if int == b"0" {
+        let zeros = frac.iter().take_while(|&&c| c == b'0').count();
+        if zeros > 5 {
+            return false;
+        }
+        frac.len() - zeros
+    } else {
+        int.len() + frac.len()
+    };
+    digits <= 15
+}
+
 /// Whether number token `tok` (a valid JSON number) may be spelled otherwise by JavaScript.
 ///
 /// A fraction or exponent, `-0`, or an integer too long to be sure it is below 2^53.
 #[inline]
-fn may_differ(tok: &[u8]) -> bool {
+pub(crate) fn may_differ(tok: &[u8]) -> bool {
     tok.len() >= 16 || tok == b"-0" || tok.iter().any(|&b| matches!(b, b'.' | b'e' | b'E'))
 }
 
@@ -283,6 +330,51 @@ impl<'a> Keys<'a> {
             self.many = Some(self.few.drain(..).collect());
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod number_text_tests {
+    use super::{is_js_number_text, js_number};
+
+    /// The shortcut for plain fractions agrees with formatting: every double's own text passes;
+    /// decimal texts of up to 17 digits pass exactly when they are that text.
+    #[test]
+    fn number_text_agrees_with_formatting() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut buf = ryu_js::Buffer::new();
+        for k in 0..200_000 {
+            let v = match k % 3 {
+                0 => f64::from_bits(next()),
+                1 => (next() % 1_000_000_000) as f64 / 10f64.powi((next() % 12) as i32),
+                _ => (next() % 100_000) as f64 * 1e-9,
+            };
+            if !v.is_finite() {
+                continue;
+            }
+            let t = js_number(v, &mut buf).to_string();
+            assert!(is_js_number_text(t.as_bytes()), "{t}");
+            let digits = 1 + next() % 17;
+            let int = next() % 4;
+            let mut tok = if next() % 2 == 0 {
+                String::from("-")
+            } else {
+                String::new()
+            };
+            tok.push_str(&int.to_string());
+            tok.push('.');
+            for _ in 0..digits {
+                tok.push(char::from(b'0' + (next() % 10) as u8));
+            }
+            let want = js_number(tok.parse().unwrap(), &mut buf).as_bytes() == tok.as_bytes();
+            assert_eq!(is_js_number_text(tok.as_bytes()), want, "{tok}");
+        }
     }
 }
 

@@ -72,9 +72,20 @@ impl Index {
     fn opt(i: u32) -> Option<u32> {
         (i != NONE).then_some(i)
     }
-    /// A walk's result, its cycle as `SessionCycleError` (the ids resolved).
+    /// A walk's result, its cycle as `SessionCycleError` (the ids resolved); checked as
+    /// [`Index::done`] checks.
     fn walked<T>(&self, r: Result<T, crate::walk::Cycle>) -> PyResult<T> {
-        r.map_err(|c| self.st.index.cycle_error(c).into())
+        let r = r.map_err(|c| self.st.index.cycle_error(c).into());
+        self.live()?;
+        r
+    }
+    /// `v`, an answer built from the index, unless a read made while building it found the
+    /// saved index unusable (a damaged block the cold scan could not stand in for: its records
+    /// read as placeholders): then SessionFileChangedError, as every later call raises. So no
+    /// answer is ever built from placeholders.
+    fn done<T>(&self, v: T) -> PyResult<T> {
+        self.live()?;
+        Ok(v)
     }
 }
 
@@ -174,7 +185,7 @@ impl Index {
         self.st.end()
     }
     fn ends_without_newline(&self) -> PyResult<bool> {
-        Ok(self.st.ends_without_newline()?)
+        self.done(self.st.ends_without_newline()?)
     }
 }
 

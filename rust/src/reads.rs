@@ -124,18 +124,25 @@ impl Store {
         Ok(out)
     }
 
-    /// Calls `f(k, bytes)` with the line of each entry `idx[k]` that is already stringify text.
+    /// Calls `f(k, bytes)` with the line of each entry `idx[k]` the scan found stringify text.
     /// Each `k` in file order whose line already is `JSON.stringify(JSON.parse(line))`'s text
-    /// ([`crate::jstext::is_stringify_text`]).
+    /// ([`crate::index::Rec::stringify_form`] and [`crate::json::canon_rest`]); only the lines
+    /// with the bit are read.
     pub fn with_stringify_lines(
         &self,
         idx: &[usize],
         mut f: impl FnMut(usize, &[u8]),
     ) -> Result<(), ReadError> {
         self.index.check_all(idx.iter().copied())?;
-        self.with_lines(idx, |k, b| {
-            if crate::jstext::is_stringify_text(b) {
-                f(k, b)
+        let (at, want): (Vec<usize>, Vec<usize>) = idx
+            .iter()
+            .enumerate()
+            .filter(|&(_, &i)| self.index.recs[i].stringify_form())
+            .map(|(k, &i)| (k, i))
+            .unzip();
+        self.with_lines(&want, |k, b| {
+            if crate::json::canon_rest(b) {
+                f(at[k], b);
             }
         })?;
         Ok(())

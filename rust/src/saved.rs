@@ -72,7 +72,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"STIDX\0\r\n";
 /// Bumped whenever the layout or the meaning of any field changes. This also covers the fingerprint
 /// and checksum hash, foldhash 0.2's fixed state.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 const ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 128;
 /// Bytes per sampled block of the fingerprint.

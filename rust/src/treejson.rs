@@ -5,9 +5,11 @@
 //! entry two JSON levels below its parent. [`write_nested`] writes the `"tree"` array from the
 //! children table ([`crate::walk::Tree`]) with an explicit stack (no recursion on depth: a
 //! 100,000-deep chain is one loop), taking each entry's text from a caller that reads lines in
-//! batches (in pre-order, the order the text lists them): a line already in `JSON.stringify`'s form
-//! ([`crate::jstext::is_stringify_text`]) is copied, the others are written by the caller's exact
-//! writer. The label tails and `leafId` come from the caller as ready JSON text.
+//! batches (in pre-order, the order the text lists them): a line the scan found already in
+//! `JSON.stringify`'s form ([`crate::index::Rec::stringify_form`]) is copied, the others are
+//! written by the caller's exact writer. The label tails and `leafId` come from the caller as
+//! ready JSON text. The text goes to the caller's sink a batch at a time (it is never held
+//! whole: a 1 GiB session's answer is over 1 GiB).
 
 /// Entries read per batch by [`write_nested`].
 pub const BATCH: usize = 4096;
@@ -16,20 +18,23 @@ pub const BATCH: usize = 4096;
 ///
 /// Node `p`'s children are `kids[start[p]..start[p + 1]]`; the tree's pre-order is `order` (from
 /// [`crate::walk::Tree::preorder`], which refuses cycles and bounds repeats). `texts(batch, buf,
-/// ends)` appends the JSON text of each entry of `batch` (a slice of `order`, in that order) to
-/// `buf` (empty on the call) and its end in `buf` to `ends`; `tail(p)` is the text written after
-/// node `p`'s children array and before its closing brace (`,"label":...,"labelTimestamp":...` or
-/// empty).
+/// spans)` appends the JSON text of each entry of `batch` (a slice of `order`) to `buf` (empty on
+/// the call; in any order) and pushes where each lies in `buf` to `spans` (in `batch`'s order);
+/// `tail(p)` is the text written after node `p`'s children array and before its closing brace
+/// (`,"label":...,"labelTimestamp":...` or empty). Before each batch is read, `flush(out)` may take what `out` holds so far (and leave
+/// it empty): the text is the concatenation of what `flush` took and what `out` holds at the end.
 ///
-/// Errors: the first error of `texts`. Panics if `order` is not the pre-order of the tree (a
-/// caller's bug), never on content.
+/// Errors: the first error of `texts` or `flush`. Panics if `order` is not the pre-order of the
+/// tree (a caller's bug), never on content.
+#[allow(clippy::too_many_arguments)]
 pub fn write_nested<E>(
     roots: &[u32],
     start: &[u32],
     kids: &[u32],
     order: &[u32],
     mut tail: impl FnMut(u32) -> Option<Vec<u8>>,
-    mut texts: impl FnMut(&[u32], &mut Vec<u8>, &mut Vec<usize>) -> Result<(), E>,
+    mut texts: impl FnMut(&[u32], &mut Vec<u8>, &mut Vec<(usize, usize)>) -> Result<(), E>,
+    mut flush: impl FnMut(&mut Vec<u8>) -> Result<(), E>,
     out: &mut Vec<u8>,
 ) -> Result<(), E> {
     out.push(b'[');
@@ -37,7 +42,7 @@ pub fn write_nested<E>(
     const CLOSE: u64 = 1 << 32;
     let mut stack: Vec<u64> = roots.iter().rev().map(|&r| u64::from(r)).collect();
     let mut buf: Vec<u8> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
+    let mut ends: Vec<(usize, usize)> = Vec::new();
     let mut taken = 0; // texts of the batch already written
     let mut next = 0; // position in `order` of the next batch
     let mut first = true;
@@ -53,6 +58,7 @@ pub fn write_nested<E>(
             continue;
         }
         if taken == ends.len() {
+            flush(out)?;
             buf.clear();
             ends.clear();
             taken = 0;
@@ -71,8 +77,8 @@ pub fn write_nested<E>(
         } else {
             b",{\"entry\":"
         });
-        let a = if taken == 0 { 0 } else { ends[taken - 1] };
-        out.extend_from_slice(&buf[a..ends[taken]]);
+        let (a, b) = ends[taken];
+        out.extend_from_slice(&buf[a..b]);
         taken += 1;
         out.extend_from_slice(b",\"children\":[");
         first = true;
@@ -113,39 +119,41 @@ pub fn tree_and_order(
 
 /// What [`write_tree`] writes around the tree and after each node.
 pub struct Frame<'a> {
-    /// written before and after the array (the whole answer is one buffer)
+    /// written before and after the array
     pub head: &'a [u8],
     pub foot: &'a [u8],
     /// node position -> the text after its children (`,"label":...`)
     pub tails: &'a std::collections::HashMap<u32, Vec<u8>>,
-    /// about the bytes of the entries' lines. The buffer is sized for them and ~30 bytes of nesting
-    /// per node, so it is not copied as it grows
-    pub size_guess: usize,
 }
 
-/// RPC `get_tree` (nested): `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]),
-/// `frame.foot`. The entries are read in batches by `read(idx, raw, span)` (their lines side by
-/// side in `raw`, as [`crate::store::Store::lines_into`] gives them); with `check`, each line
-/// that `flags(raw, span)` finds already `JSON.stringify`'s text
-/// ([`stringify_flags`]) is copied, and the others are written by `fallback(positions)` (the
-/// exact writer: one text per position, else [`FallbackCount`]).
+/// Bytes of text [`write_tree`] gathers before it hands them to its sink.
+///
+/// At least; a batch's text at most, see [`write_nested`].
+pub const CHUNK: usize = 1 << 20;
+
+/// RPC `get_tree` (nested) handed to `sink` in pieces.
+///
+/// `frame.head`, the text of Pi's `"tree"` array ([`write_nested`]), `frame.foot`, in pieces of
+/// at least [`CHUNK`] bytes (the last may be shorter; never an empty one). The entries are read in batches by `read(idx, raw, span)`
+/// (their lines side by side in `raw`, as [`crate::store::Store::lines_into`] gives them); an
+/// entry for which `copy_ok(idx)` says true (the scan's [`crate::index::Rec::stringify_form`])
+/// and whose line's keys are plain ([`crate::json::canon_rest`]) is copied, the others are written by `fallback(positions)` (the exact writer: one text per
+/// position, else [`FallbackCount`]).
+///
+/// Errors: the first of `read`, `fallback` or `sink`.
 pub fn write_tree<E: From<FallbackCount>>(
     tree: &crate::walk::Tree,
     order: &[u32],
     frame: Frame<'_>,
-    check: bool,
     mut read: impl FnMut(&[usize], &mut Vec<u8>, &mut Vec<(usize, usize)>) -> Result<(), E>,
-    flags: impl Fn(&[u8], &[(usize, usize)]) -> Vec<bool>,
+    copy_ok: impl Fn(&[usize]) -> Vec<bool>,
     mut fallback: impl FnMut(Vec<usize>) -> Result<Vec<Vec<u8>>, E>,
-) -> Result<Vec<u8>, E> {
-    let mut out = Vec::with_capacity(
-        frame
-            .size_guess
-            .saturating_add(order.len().saturating_mul(32))
-            .saturating_add(frame.head.len() + frame.foot.len()),
-    );
+    mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut out = Vec::with_capacity(CHUNK + frame.head.len());
     out.extend_from_slice(frame.head);
-    let (mut raw, mut span) = (Vec::new(), Vec::new());
+    let mut span = Vec::new();
+    let mut raw = Vec::new();
     write_nested(
         &tree.roots,
         &tree.start,
@@ -154,41 +162,56 @@ pub fn write_tree<E: From<FallbackCount>>(
         |p| frame.tails.get(&p).cloned(),
         |batch, buf, ends| -> Result<(), E> {
             let idx: Vec<usize> = batch.iter().map(|&i| i as usize).collect();
-            read(&idx, &mut raw, &mut span)?;
-            let ok = if check {
-                flags(&raw, &span)
-            } else {
-                vec![false; idx.len()]
-            };
-            let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
-            let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
-            if !redo.is_empty() {
-                let got = fallback(redo.iter().map(|&k| idx[k]).collect())?;
-                if got.len() != redo.len() {
-                    return Err(FallbackCount.into());
-                }
-                for (k, text) in redo.into_iter().zip(got) {
-                    again[k] = Some(text);
-                }
-            }
-            buf.reserve(raw.len());
+            // the lines straight into `buf`: when every one may be copied, they are the texts
+            read(&idx, buf, &mut span)?;
+            let mut ok = copy_ok(&idx);
             for (k, &(a, b)) in span.iter().enumerate() {
+                ok[k] = ok[k] && crate::json::canon_rest(&buf[a..b]);
+            }
+            let redo: Vec<usize> = (0..idx.len()).filter(|&k| !ok[k]).collect();
+            if redo.is_empty() {
+                ends.extend_from_slice(&span);
+                return Ok(());
+            }
+            let got = fallback(redo.iter().map(|&k| idx[k]).collect())?;
+            if got.len() != redo.len() {
+                return Err(FallbackCount.into());
+            }
+            let mut again: Vec<Option<Vec<u8>>> = vec![None; idx.len()];
+            for (k, text) in redo.into_iter().zip(got) {
+                again[k] = Some(text);
+            }
+            std::mem::swap(buf, &mut raw);
+            buf.clear();
+            for (k, &(a, b)) in span.iter().enumerate() {
+                let from = buf.len();
                 match &again[k] {
                     Some(t) => buf.extend_from_slice(t),
                     None => buf.extend_from_slice(&raw[a..b]),
                 }
-                ends.push(buf.len());
+                ends.push((from, buf.len()));
+            }
+            Ok(())
+        },
+        |out| {
+            if out.len() >= CHUNK {
+                sink(out)?;
+                out.clear();
             }
             Ok(())
         },
         &mut out,
     )?;
     out.extend_from_slice(frame.foot);
-    Ok(out)
+    if !out.is_empty() {
+        sink(&out)?;
+    }
+    Ok(())
 }
 
 /// Which of the lines `raw[a..b]` (`span`) already are `JSON.stringify`'s text. Checked on every
-/// core ([`crate::jstext::is_stringify_text`]).
+/// core ([`crate::jstext::is_stringify_text`]): the test oracle of the scan's
+/// [`crate::index::Rec::stringify_form`].
 pub fn stringify_flags(raw: &[u8], span: &[(usize, usize)]) -> Vec<bool> {
     use rayon::prelude::*;
     span.par_iter()
@@ -200,10 +223,11 @@ pub fn stringify_flags(raw: &[u8], span: &[(usize, usize)]) -> Vec<bool> {
 mod tests {
     use super::*;
 
-    fn text_of(b: &[u32], buf: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<(), ()> {
+    fn text_of(b: &[u32], buf: &mut Vec<u8>, ends: &mut Vec<(usize, usize)>) -> Result<(), ()> {
         for i in b {
+            let from = buf.len();
             buf.extend_from_slice(format!("{i}").as_bytes());
-            ends.push(buf.len());
+            ends.push((from, buf.len()));
         }
         Ok(())
     }
@@ -221,6 +245,7 @@ mod tests {
             &[0, 1, 2, 3, 4],
             |p| (p == 2).then(|| b",\"label\":\"x\"".to_vec()),
             text_of,
+            |_| Ok(()),
             &mut out,
         )
         .unwrap();
@@ -237,7 +262,24 @@ mod tests {
         let kids: Vec<u32> = (1..n).collect();
         let order: Vec<u32> = (0..n).collect();
         let mut out = Vec::new();
-        write_nested(&[0], &start, &kids, &order, |_| None, text_of, &mut out).unwrap();
+        let mut taken = Vec::new();
+        let flush = |o: &mut Vec<u8>| {
+            taken.append(o);
+            Ok(())
+        };
+        write_nested(
+            &[0],
+            &start,
+            &kids,
+            &order,
+            |_| None,
+            text_of,
+            flush,
+            &mut out,
+        )
+        .unwrap();
+        taken.append(&mut out);
+        let out = taken;
         assert!(out.starts_with(b"[{\"entry\":0,\"children\":[{\"entry\":1,"));
         assert!(out.ends_with(
             &b"]}"
@@ -267,22 +309,30 @@ mod tests {
             head: b"<",
             foot: b">",
             tails,
-            size_guess: 0,
+        };
+        let copy_ok = |idx: &[usize]| -> Vec<bool> {
+            idx.iter()
+                .map(|&i| st.index.recs[i].stringify_form())
+                .collect()
         };
         let read = |idx: &[usize], raw: &mut Vec<u8>, span: &mut Vec<(usize, usize)>| {
             st.lines_into(idx, raw, span).map_err(|_| FallbackCount)
         };
         let mut asked = Vec::new();
-        let got = write_tree(
+        let mut got = Vec::new();
+        write_tree(
             &tree,
             &order,
             frame(&tails),
-            true,
             read,
-            stringify_flags,
+            copy_ok,
             |p| {
                 asked.extend(p.iter().copied());
                 Ok(vec![b"B".to_vec(); p.len()])
+            },
+            |chunk| {
+                got.extend_from_slice(chunk);
+                Ok(())
             },
         )
         .unwrap();
@@ -294,10 +344,10 @@ mod tests {
             &tree,
             &order,
             frame(&tails),
-            false,
             read,
-            stringify_flags,
+            |idx| vec![false; idx.len()],
             |_| Ok(vec![]),
+            |_| Ok(()),
         );
         assert_eq!(wrong, Err(FallbackCount));
     }
@@ -305,7 +355,7 @@ mod tests {
     #[test]
     fn empty_tree() {
         let mut out = Vec::new();
-        write_nested(&[], &[0], &[], &[], |_| None, text_of, &mut out).unwrap();
+        write_nested(&[], &[0], &[], &[], |_| None, text_of, |_| Ok(()), &mut out).unwrap();
         assert_eq!(out, b"[]");
     }
 }

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import Session
+from sessiontree.errors import SessionFileChangedError
 
 # records per block, keys per group (rust/src/index/recs.rs, keystore.rs)
 BLOCK = 1024
@@ -185,3 +186,69 @@ def _lazy_bytes(saved: bytes) -> int:
     field = lambda i: int.from_bytes(saved[24 + 8 * i : 32 + 8 * i], sys.byteorder)  # noqa: E731
     nrecs, nkeys, kb = field(8), field(10), field(11)
     return nkeys * 8 + kb + nrecs * 28 + nkeys * 4
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(2 * BLOCK + 10, 3 * BLOCK + 50),
+    section=st.sampled_from(["records", "winners", "keys"]),
+    q=st.sampled_from(QUESTIONS),
+    k=st.integers(0, 10**6),
+)
+def test_a_damaged_block_of_a_changed_file_never_answers_from_placeholders(n, section, q, k):
+    """A warm open, then the session file changes in place (an id rewritten: a cold scan no
+    longer gives the saved keys), then a query reads a damaged block of the saved index: the
+    block can be served neither from the saved file nor from the cold scan. That query raises
+    SessionFileChangedError (as every later one does); an answer given instead is the one the
+    saved index was built for (from blocks that were good), never one built from placeholders."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.jsonl"
+        cache = Path(d) / "cache"
+        data = _file(n, 0)
+        p.write_bytes(data)
+        os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"] = "0"
+        try:
+            Session.open(p, index_cache=cache)
+            f = _saved_file(cache)
+            good = f.read_bytes()
+            field = lambda i: int.from_bytes(good[24 + 8 * i : 32 + 8 * i], sys.byteorder)  # noqa: E731
+            nrecs, nkeys, kb = field(8), field(10), field(11)
+            end = len(good)
+            at_winners = end - nkeys * 4
+            at_recs = at_winners - nrecs * 28
+            at_keys = at_recs - kb - nkeys * 8
+            # the first block of the section (the open reads only the leaf's: the last ones)
+            at = {"records": at_recs + 5, "winners": at_winners + 4, "keys": at_keys + 3}[section]
+            bad = bytearray(good)
+            bad[at] ^= 0x10
+            f.write_bytes(bytes(bad))
+            warm = Session.open(p, index_cache=cache)
+        finally:
+            del os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"]
+        assert warm.index_cache_state()[0] == "warm"
+        before = Session.open(p, index_cache=False)
+        want = _ask(before, q, k)
+        # rewrite the first entry's id in place (same length, same mtime: a cold scan gives
+        # other keys than the saved index's)
+        st_ = p.stat()
+        at = data.index(b'"id":"e0000000"') + len(b'"id":"e00000')
+        with open(p, "r+b") as fh:
+            fh.seek(at)
+            fh.write(b"zz")
+        os.utime(p, ns=(st_.st_atime_ns, st_.st_mtime_ns))
+        try:
+            got = _ask(warm, q, k)
+        except SessionFileChangedError:
+            got = None
+        else:
+            assert got == want, (q, k)
+        # the entries read every block of records and keys: the damage shows now
+        try:
+            _ask(warm, "entries", 0)
+            warm.entry_count()
+            [warm.get_entry(f"e{i:07x}") for i in range(0, n, BLOCK // 2)]
+        except SessionFileChangedError:
+            return
+        # a query could answer only if what it read was good (the winners' block of an id no
+        # query followed may stay unread)
+        assert section == "winners" and warm.index_cache_state()[0] == "warm"

@@ -132,3 +132,81 @@ def test_a_label_timestamp_that_is_null_is_sent_and_a_missing_one_left_out(tmp_p
         assert "labelTimestamp" not in by_id["b"] and by_id["c"]["labelTimestamp"] == 5
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("path", FILES[:40], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_streamed_line_is_the_answer_line(path: Path):
+    """What a transport writes for ``get_tree`` (streamed in pieces) is the JSON line of the
+    answer ``handle`` gives, byte for byte as ``encode`` writes it."""
+    try:
+        s = Session.open(path)
+    except Exception:
+        pytest.skip("not a session that opens")
+    server = RpcServer(s)
+    try:
+        want = encode(server.handle({"type": "get_tree", "id": 7}))
+        got = server.handle_line(b'{"type":"get_tree","id":7}', text_ok=True)
+        pieces: list[bytes] = []
+        got.write_to(pieces.append)  # type: ignore[attr-defined]
+        assert b"".join(pieces) == want
+    finally:
+        server.close()
+
+
+def test_a_stream_that_fails_half_way_cuts_the_line_and_closes_the_writer():
+    """A ``StreamedText`` whose data fails after its head was written leaves a cut line (no
+    newline) and a broken writer: nothing more is written, so the client never reads a line
+    mixing two answers."""
+    import io
+
+    from sessiontree.errors import SessionFileChangedError
+    from sessiontree.rpc.protocol import StreamedText
+    from sessiontree.rpc.transports import _LineWriter
+
+    def produce(write):
+        write(b'{"tree":[')
+        raise SessionFileChangedError("changed under the answer")
+
+    out = io.BytesIO()
+    w = _LineWriter(out)
+    w(StreamedText(1, "get_tree", produce))
+    assert w.broken
+    assert not out.getvalue().endswith(b"\n") and b'"data":{"tree":[' in out.getvalue()
+    w({"type": "response", "command": "get_state", "success": True})
+    assert b"get_state" not in out.getvalue()
+
+
+def test_repeated_index_and_many_keys_are_rewritten_other_keys_copied(tmp_path: Path):
+    """The scan's bit leaves keys and numbers to the read: a number JavaScript spells otherwise,
+    a repeated key (top level, nested, in an array),
+    an array-index key or a 33rd key makes the line rewritten; the same key in sibling or nested
+    objects, or a key text inside a string value, still lets it be copied."""
+    from sessiontree.session import dumps_entry
+
+    ts = '"timestamp":"2026-01-01T00:00:0{}.000Z"'
+    many = ",".join(f'"k{i}":{i}' for i in range(33))
+    data = [
+        ('{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}],"d":"\\"a\\":1"}', True),
+        ('{"a":1,"b":2,"a":3}', False),
+        ('{"x":[{"k":1,"k":2}]}', False),
+        ('{"b":{"c":1},"b":{"c":2}}', False),
+        ('{"x":1,"7":2}', False),
+        ('{"n":1.50}', False),
+        ("[1e21,-0]", False),
+        ("{" + many + "}", False),
+    ]
+    head = '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}'
+    body, parent = [], "null"
+    for n, (d, _) in enumerate(data):
+        body.append(f'{{"type":"custom","customType":"x","data":{d},"id":"e{n}","parentId":{parent},{ts.format(n)}}}')
+        parent = f'"e{n}"'
+    body.append('{"type":"custom","customType":"x","id":"t","id":"t","parentId":"e7",' + ts.format(9) + "}")
+    p = tmp_path / "keys.jsonl"
+    p.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
+    s = Session.open(p)
+    texts = s.entry_texts(range(len(s)))
+    assert [t is not None for t in texts] == [ok for _, ok in data] + [False]
+    assert texts[0] == dumps_entry(s.entry_at(0).raw)
+    got, want = _both(s)
+    assert got == want
+    assert json.loads(got)["tree"][0]["entry"]["data"]["d"] == '"a":1'

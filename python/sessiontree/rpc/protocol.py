@@ -5,7 +5,7 @@ recursion for deep values), and the small JavaScript-flavoured helpers that erro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import SessionError
 from ..session import dumps_entry
@@ -83,14 +83,52 @@ class Text(dict[str, Any]):
 
     def __init__(self, cmd_id: Any, command: Any, data_text: bytes):
         super().__init__(response(cmd_id, command, has_data=False))
-        #: the line in three parts, written one after the other (a large cached ``data`` is
-        #: not copied into a new line for each answer)
-        self.parts = (encode(dict(self))[:-1] + b',"data":', data_text, b"}")
+        #: the line up to its data (a large cached ``data`` is not copied into a new line for
+        #: each answer)
+        self.head = encode(dict(self))[:-1] + b',"data":'
+        self.data = data_text
+
+    @property
+    def parts(self) -> tuple[bytes, bytes, bytes]:
+        """The line in three parts, written one after the other: head, data, ``}``."""
+        return (self.head, self.data, b"}")
 
     @property
     def text(self) -> bytes:
         """The whole JSON line (no newline)."""
         return b"".join(self.parts)
+
+    def write_to(self, write: Callable[[bytes], object]) -> None:
+        """Hands the line (no newline) to ``write`` in pieces."""
+        for part in self.parts:
+            write(part)
+
+
+class StreamedText(Text):
+    """A :class:`Text` whose ``data`` is written while it is sent, never held whole.
+
+    ``produce(write)`` hands the data's JSON text to ``write`` in pieces (RPC ``get_tree`` of a
+    large session: its answer is larger than the session file). If it raises after some pieces
+    were written, the line is cut: the transport closes the connection."""
+
+    def __init__(self, cmd_id: Any, command: Any, produce: Callable[[Callable[[bytes], object]], None]):
+        super().__init__(cmd_id, command, b"")
+        self.produce = produce
+
+    @property
+    def parts(self) -> tuple[bytes, bytes, bytes]:
+        """The line in three parts, the data produced into memory.
+
+        For callers other than the transports (which call :meth:`write_to`)."""
+        got: list[bytes] = []
+        self.produce(got.append)
+        return (self.head, b"".join(got), b"}")
+
+    def write_to(self, write: Callable[[bytes], object]) -> None:
+        """Hands the line (no newline) to ``write``, the data as it is produced."""
+        write(self.head)
+        self.produce(write)
+        write(b"}")
 
 
 def error_response(cmd_id: Any, command: Any, message: str) -> dict[str, Any]:

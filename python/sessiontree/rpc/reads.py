@@ -16,7 +16,7 @@ from ..orchestration import user_message_text
 from ..paths import default_session_dir
 from .base import ServerBase
 from .config import public_model
-from .protocol import RpcError, _js_string, _json_type, encode, response
+from .protocol import RpcError, StreamedText, _js_string, _json_type, encode, response
 
 
 def last_assistant_text(messages: Iterable[dict[str, Any]]) -> Optional[str]:
@@ -75,7 +75,15 @@ class ReadCommands(ServerBase):
             return self._get_tree_flat(c, cmd_id, ctype)
         if fmt != "nested":
             raise RpcError(f'get_tree: "format" must be "nested" or "flat", not {_js_string(fmt)}')
-        return self._reply(cmd_id, ctype, "tree", self._tree_value, self._tree_text)
+        if self._text_ok:
+            # for a transport: written while it is sent (a large session's answer is larger than
+            # its file; it is neither held nor cached). Pi's checks first, so that a refusal is
+            # an error answer, not a cut line.
+            s = self.session
+            s.get_tree()
+            foot = b',"leafId":' + encode(s.leaf_id) + b"}"
+            return StreamedText(cmd_id, ctype, lambda write: s.write_tree_json(write, encode, b'{"tree":', foot))
+        return response(cmd_id, ctype, dict(self._cached("tree", self._tree_value)))
 
     def _tree_table(self) -> tuple[list[int], list[int], list[int], list[int], dict[int, tuple[Any, Any]]]:
         """Pi's tree from the core's columns.
@@ -117,9 +125,10 @@ class ReadCommands(ServerBase):
         return {"tree": out_roots, "leafId": s.leaf_id}
 
     def _tree_text(self) -> bytes:
-        """``get_tree``'s data as its JSON text, the tree written by the core (:meth:`Session.tree_json`).
+        """``get_tree``'s data as its JSON text, written by the core (:meth:`Session.tree_json`).
 
-        The same bytes as :meth:`_tree_text_py` (its test oracle)."""
+        What the transports send, streamed; the same bytes as :meth:`_tree_text_py` (its test
+        oracle)."""
         s = self.session
         return s.tree_json(encode, b'{"tree":', b',"leafId":' + encode(s.leaf_id) + b"}")
 

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from ..errors import SessionError
-from .protocol import MAX_LINE_BYTES, RpcError, Text, encode, error_response
+from .protocol import MAX_LINE_BYTES, RpcError, StreamedText, Text, encode, error_response
 from .server import RpcServer
 
 #: the one line a connection gets when the server is out of file descriptors
@@ -64,19 +64,27 @@ class _LineWriter:
         self.broken = False
 
     def __call__(self, obj: dict[str, Any]) -> None:
-        if isinstance(obj, Text):
-            head, data, tail = obj.parts
-            parts: tuple[bytes, ...] = (head, data, tail + b"\n")
-        else:
-            parts = (encode(obj) + b"\n",)
+        """Writes ``obj`` as one line.
+
+        A :class:`Text` as its parts, a :class:`StreamedText`'s data as it is produced. If that
+        fails half-way, the line is cut and the writer broken: the connection closes, the client
+        sees the end of the stream, never a line mixing two answers."""
         with self.lock:
             if self.broken:
                 return
             try:
-                for part in parts:
-                    self.stream.write(part)
+                if isinstance(obj, Text):
+                    obj.write_to(self.stream.write)
+                    self.stream.write(b"\n")
+                else:
+                    self.stream.write(encode(obj) + b"\n")
                 self.stream.flush()
             except (BrokenPipeError, ConnectionError, OSError, ValueError):
+                self.broken = True
+            except Exception:
+                if not isinstance(obj, StreamedText):
+                    raise
+                # its data failed after its head was written: the line is cut
                 self.broken = True
 
 

@@ -330,17 +330,38 @@ class Views(SessionBase):
     def tree_json(self, write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b"") -> bytes:
         """The JSON text of Pi's nested tree as RPC ``get_tree`` sends it under ``"tree"``.
 
-        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` (the
-        nodes of :meth:`get_tree` in its order), written by the core in one iterative pass (no
-        recursion on depth). Each entry's line is copied where it already is
-        ``JSON.stringify``'s text (as :meth:`entry_texts` checks); the others, labels and label
-        timestamps are ``write(value)`` of the parsed value (:attr:`Entry.raw`; ``write`` must
-        give ``JSON.stringify``'s text). Lines are read in batches of 4,096; the answer is one
-        ``bytes``.
+        ``head + [{"entry": E, "children": [...], "label"?, "labelTimestamp"?}...] + foot`` as one
+        ``bytes``: what :meth:`write_tree_json` hands its sink, joined (see there).
 
         Raises:
             SessionCycleError: duplicate ids put a node below itself (as :meth:`get_tree`).
             SessionError: the walk would repeat whole subtrees past a size limit.
+        """
+        parts: list[bytes] = []
+        self.write_tree_json(parts.append, write, head, foot)
+        return b"".join(parts)
+
+    def write_tree_json(
+        self, sink: Callable[[bytes], object], write: Callable[[Any], bytes], head: bytes = b"", foot: bytes = b""
+    ) -> None:
+        """:meth:`tree_json`'s text handed to ``sink`` in pieces (never held whole).
+
+        The nodes of :meth:`get_tree` in its order, written by the core in one iterative pass
+        (no recursion on depth); ``sink(piece)`` is called with pieces of about 1 MiB or more,
+        whose concatenation is the text. Each entry's line is copied where the scan found it
+        already ``JSON.stringify``'s text (as :meth:`entry_texts` tells); the others, labels and
+        label timestamps are ``write(value)`` of the parsed value (:attr:`Entry.raw`; ``write``
+        must give ``JSON.stringify``'s text). Lines are read in batches of 4,096. The tree is
+        the one of the call's start: entries appended meanwhile (another thread) are not in it.
+
+        Raises:
+            SessionCycleError: duplicate ids put a node below itself (as :meth:`get_tree`),
+                before ``sink`` is called.
+            SessionError: the walk would repeat whole subtrees past a size limit (before
+                ``sink`` is called).
+            SessionFileChangedError: the file changed under the session (possibly after some
+                pieces were handed over).
+            Whatever ``sink`` raises.
         """
         tails: dict[int, bytes] = {}
         for i, (label, ts) in self.tree_labels().items():
@@ -349,13 +370,14 @@ class Views(SessionBase):
                 if ts is not JS_UNDEFINED:
                     t += b',"labelTimestamp":' + write(ts)
                 tails[i] = t
-        return _core.tree_json(
+        _core.tree_json(
             self._core,
             tails,
             lambda idx: [write(v) for v in self.raw_values(idx)],
             not self._core.needs_migration,
             head,
             foot,
+            sink,
         )
 
     # ==== the core's batch writers: the HTML page, the fleet's rows ==================

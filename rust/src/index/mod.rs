@@ -74,8 +74,9 @@ pub struct Rec {
     off_lo: u32,
     /// as one u64 (low half first).
     ///
-    /// Bits 0..54 the timestamp as a signed integer ([`TS_NAN`]: NaN); 54..56 zero; 56..64 the
-    /// offset's bits 32..40
+    /// Bits 0..54 the timestamp as a signed integer ([`TS_NAN`]: NaN); 54 whether the line is
+    /// `JSON.stringify`'s text but for its keys and numbers ([`Rec::stringify_form`]); 55 zero; 56..64 the offset's
+    /// bits 32..40
     hi: [u32; 2],
 }
 const _: () = assert!(std::mem::size_of::<Rec>() == 28);
@@ -139,7 +140,26 @@ impl Rec {
     #[inline]
     pub(crate) fn well_formed(&self) -> bool {
         let ts = self.ts();
-        self.hi() >> TS_BITS & 3 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
+        self.hi() >> TS_BITS & 2 == 0 && (ts.is_nan() || ts.abs() <= 8.64e15)
+    }
+    /// Whether the scan found the entry's line `JSON.stringify`'s text but for keys and numbers.
+    ///
+    /// The line: its JSON text, see [`Rec::offset`]; the text `JSON.stringify(JSON.parse(line))`
+    /// writes unless a number in it is spelled otherwise or an object has a repeated,
+    /// array-index or 33rd key
+    /// ([`crate::json::Skel::canon`], valid UTF-8). RPC `get_tree` copies such a line instead of
+    /// writing it again once [`crate::json::canon_rest`] passes it. False is always safe (the
+    /// exact writer is used).
+    #[inline]
+    pub fn stringify_form(&self) -> bool {
+        self.hi() >> TS_BITS & 1 != 0
+    }
+    /// This record with [`Rec::stringify_form`] set to `yes`.
+    #[inline]
+    pub fn with_stringify_form(mut self, yes: bool) -> Rec {
+        let hi = self.hi() & !(1 << TS_BITS) | u64::from(yes) << TS_BITS;
+        self.hi = [hi as u32, (hi >> 32) as u32];
+        self
     }
 }
 
@@ -530,7 +550,8 @@ impl Index {
             self.line_runs.push((idx, pl.line));
         }
         let rec = Rec::new(pl.offset, pl.len as u32, id, parent, pre.ts, etype, role)
-            .expect("offset checked above");
+            .expect("offset checked above")
+            .with_stringify_form(sk.canon && !sk.invalid_utf8);
         self.recs.push(rec);
         self.add_row_sums(idx, etype, role, pl.row.as_deref());
         if target != NONE {

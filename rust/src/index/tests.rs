@@ -166,6 +166,17 @@ fn a_record_keeps_offsets_past_4_gib_and_every_date_value() {
             assert_eq!((r.len, r.id, r.parent), (7, 11, 12));
             assert_eq!((r.etype, r.role), (T_MESSAGE, R_ASSISTANT));
             assert!(r.well_formed());
+            // the stringify-form bit sits beside them and changes nothing else
+            assert!(!r.stringify_form());
+            let c = r.with_stringify_form(true);
+            assert!(c.stringify_form() && c.well_formed());
+            assert_eq!(c.offset(), off);
+            assert!(c.ts() == ts || (c.ts().is_nan() && ts.is_nan()), "{ts}");
+            assert!(!c.with_stringify_form(false).stringify_form());
+            assert_eq!(
+                format!("{:?}", c.with_stringify_form(false)),
+                format!("{r:?}")
+            );
         }
     }
     assert!(Rec::new(MAX_OFFSET, 1, 2, 1, 0.0, T_MESSAGE, 0).is_none());

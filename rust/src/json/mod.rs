@@ -184,6 +184,11 @@ pub struct Skel<'a> {
     pub first_kept_entry_id: Val<'a>,
     pub role: Val<'a>,
     pub invalid_utf8: bool,
+    /// The line's text is already what `JSON.stringify(JSON.parse(line))` writes.
+    ///
+    /// As far as the parse saw (see [`LineParser::parse`]; the caller also requires
+    /// `!invalid_utf8`).
+    pub canon: bool,
     /// the stats row's facts (all absent unless the parser records them)
     pub rows: RowSpans,
 }
@@ -203,6 +208,7 @@ impl<'a> Skel<'a> {
             first_kept_entry_id: Val::Missing,
             role: Val::Missing,
             invalid_utf8: false,
+            canon: false,
             rows: RowSpans::default(),
         }
     }
@@ -266,7 +272,7 @@ mod strings;
 
 pub use strings::find_special;
 pub use strings::skip_body as skip_string_body;
-use strings::{check_escape, quote16, skip_body};
+use strings::{check_escape, quote16, skip_body, OddEscapes};
 
 // ---------------------------------------------------------------------------- the parser
 
@@ -281,6 +287,111 @@ pub struct LineParser {
     rows: bool,
 }
 
+/// [`canon_rest`] is false for a line with an object of more keys than this (the check stays
+/// linear; the caller's exact writer handles such a line).
+const CANON_MAX_KEYS: usize = 32;
+
+/// The closing quote of the string whose body starts at `s` of canonical text (the first `"`
+/// after an even run of backslashes), if any. Linear: each run is counted once.
+fn string_end(b: &[u8], s: usize) -> Option<usize> {
+    let mut j = s;
+    loop {
+        j += memchr::memchr(b'"', &b[j..])?;
+        let run = b[s..j].iter().rev().take_while(|&&c| c == b'\\').count();
+        if run % 2 == 0 {
+            return Some(j);
+        }
+        j += 1;
+    }
+}
+
+/// The rest of "this line is `JSON.stringify`'s text" for a line marked [`Skel::canon`].
+///
+/// Every number is spelled as JavaScript spells it, and no object in
+/// it has a repeated key (`JSON.parse` keeps the last), an array-index key (JavaScript lists
+/// those first) or more than [`CANON_MAX_KEYS`] keys.
+///
+/// Kept out of the parse so that only the lines a caller copies pay for it. Such a line's
+/// escapes are `JSON.stringify`'s own, so equal key texts are equal keys. Linear in the line,
+/// no recursion; false for text that is not a whole JSON value without whitespace.
+pub fn canon_rest(line: &[u8]) -> bool {
+    let b = line;
+    // key spans of the open objects side by side; per open container, where its keys start
+    // (`usize::MAX`: an array)
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let s = i + 1;
+                // the closing quote: the first `"` after an even run of backslashes (message
+                // texts hold many `\n`, so looking for quotes alone stops less often); most
+                // strings are short: one 16-byte probe settles them without a call
+                let j = match quote16(b, s) {
+                    Some((k, _)) => k,
+                    None => match string_end(b, s) {
+                        Some(k) => k,
+                        None => return false,
+                    },
+                };
+                i = j + 1;
+                if b.get(i) == Some(&b':') {
+                    let from = match open.last() {
+                        Some(&f) if f != usize::MAX => f,
+                        _ => return false,
+                    };
+                    let k = &b[s..j];
+                    let have = &keys[from..];
+                    if have.len() >= CANON_MAX_KEYS
+                        || have.iter().any(|&(x, y)| &b[x..y] == k)
+                        || (k.first().is_some_and(u8::is_ascii_digit)
+                            && crate::jstext::is_array_index(k))
+                    {
+                        return false;
+                    }
+                    keys.push((s, j));
+                    i += 1;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let s = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let tok = &b[s..i];
+                if crate::jstext::may_differ(tok) && !crate::jstext::is_js_number_text(tok) {
+                    return false;
+                }
+            }
+            b'{' => {
+                open.push(keys.len());
+                i += 1;
+            }
+            b'[' => {
+                open.push(usize::MAX);
+                i += 1;
+            }
+            b'}' => {
+                match open.pop() {
+                    Some(f) if f != usize::MAX => keys.truncate(f),
+                    _ => return false,
+                }
+                i += 1;
+            }
+            b']' => {
+                if open.pop() != Some(usize::MAX) {
+                    return false;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    open.is_empty()
+}
+
 /// `LINE`: the input is one whole line, where `\n` is whitespace as in `JSON.parse`. Without
 /// it the input runs on past the line, so `\n` ends the value (and is never whitespace).
 struct P<'a, 's, const LINE: bool> {
@@ -290,6 +401,8 @@ struct P<'a, 's, const LINE: bool> {
     units: &'s mut Vec<u16>,
     /// deepest container nesting seen by [`P::skip_value`] (1 = inside one container)
     deepest: usize,
+    /// no sign yet that the text is not `JSON.stringify`'s (see [`Skel::canon`])
+    canon: bool,
     /// record [`RowSpans`]
     rows: bool,
 }
@@ -310,8 +423,10 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
                 break;
             }
             self.i += 1;
+            self.canon = false;
         }
     }
+
     #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -585,7 +700,8 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
             self.i = j + 1;
             return Ok(Cow::Borrowed(&b[s..j]));
         }
-        Ok(Cow::Owned(self.string_slow(s)?.into_owned().into_bytes()))
+        let k = self.string_slow(s)?.into_owned().into_bytes();
+        Ok(Cow::Owned(k))
     }
 
     /// A value we keep: scalars are decoded, containers skipped and marked `Composite`.
@@ -855,20 +971,37 @@ impl LineParser {
         }
     }
 
-    /// Parses one line as `JSON.parse` would and extracts its skeleton.
-    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
-        let mut p = P::<true> {
-            b: line,
-            i: 0,
+    /// A parser at `i` of `b`, nothing open.
+    fn at<'a, const LINE: bool>(&mut self, b: &'a [u8], i: usize) -> P<'a, '_, LINE> {
+        self.stack.clear();
+        OddEscapes::clear();
+        P {
+            b,
+            i,
             stack: &mut self.stack,
             units: &mut self.units,
             deepest: 0,
+            canon: true,
             rows: self.rows,
-        };
-        let sk = p.value()?;
+        }
+    }
+
+    /// Parses one line as `JSON.parse` would and extracts its skeleton.
+    ///
+    /// `canon` with [`canon_rest`] tells whether the line already is
+    /// `JSON.stringify(JSON.parse(line))`'s text (their one home; `crate::jstext::is_stringify_text`
+    /// is the test oracle), leaving out only the UTF-8 check (`invalid_utf8`). `canon`: no
+    /// whitespace around or between tokens; escapes only as `JSON.stringify` writes them (`\"`,
+    /// `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, lowercase `\u00xx` for the other control characters).
+    /// The numbers' spelling and the keys (repeated, array-index, too many) are left to
+    /// [`canon_rest`], run only on the lines a caller copies: the open pays nothing for them.
+    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Result<Skel<'a>, JsonError> {
+        let mut p = self.at::<true>(line, 0);
+        let mut sk = p.value()?;
         if p.i != line.len() {
             return p.err("trailing characters after JSON value");
         }
+        sk.canon = p.canon && !OddEscapes::seen();
         Ok(sk)
     }
 
@@ -895,15 +1028,8 @@ impl LineParser {
         from: usize,
         sk: &mut Skel<'a>,
     ) -> Option<usize> {
-        let mut p = P::<false> {
-            b: buf,
-            i: from,
-            stack: &mut self.stack,
-            units: &mut self.units,
-            deepest: 0,
-            rows: self.rows,
-        };
-        p.stack.clear();
+        let mut p = self.at::<false>(buf, from);
+        // (the members before `from` are not seen: the line is not marked `canon`)
         if p.member_end().ok()? {
             p.top_members(sk).ok()?;
         }
@@ -942,20 +1068,15 @@ impl LineParser {
         if buf.first() != Some(&b'{') {
             return None;
         }
-        let mut p = P::<false> {
-            b: buf,
-            i: 0,
-            stack: &mut self.stack,
-            units: &mut self.units,
-            deepest: 0,
-            rows: self.rows,
-        };
-        p.stack.clear();
+        let mut p = self.at::<false>(buf, 0);
         p.top_object(sk).ok()?;
+        let (canon, end) = (p.canon, p.i);
         p.ws();
         if p.i < buf.len() && buf[p.i] != b'\n' {
             return None;
         }
+        // the line's text ends before one `\r` ahead of its `\n`
+        sk.canon = canon && !OddEscapes::seen() && (p.i == end || &buf[end..p.i] == b"\r");
         Some(p.i)
     }
 }
@@ -1021,15 +1142,8 @@ impl<'a, const LINE: bool> P<'a, '_, LINE> {
 /// refuse what JavaScript refuses (`NaN`, `Infinity`, trailing commas) and to bound the depth
 /// it will recurse to, before building anything.
 pub fn check_value(line: &[u8]) -> Result<usize, JsonError> {
-    let (mut stack, mut units) = (Vec::new(), Vec::new());
-    let mut p = P::<true> {
-        b: line,
-        i: 0,
-        stack: &mut stack,
-        units: &mut units,
-        deepest: 0,
-        rows: false,
-    };
+    let mut parser = LineParser::new();
+    let mut p = parser.at::<true>(line, 0);
     p.skip_value()?;
     p.ws();
     if p.i != line.len() {

@@ -159,13 +159,59 @@ unsafe fn find_special_avx2(b: &[u8], mut i: usize) -> usize {
     n
 }
 
-/// Checks the escape whose backslash is at `j`; returns the position after it.
+/// Whether this thread's parse of the current line met an escape `JSON.stringify` does not
+/// write (`\/`, or a `\u` escape other than lowercase `\u00xx` of a control character without a
+/// short escape): [`check_escape`] notes it, the line parser clears and reads it per line. (A
+/// flag beside the hot loops instead of a value through them: such escapes are rare, and the
+/// loops stay as they are.)
+pub(super) struct OddEscapes;
+
+thread_local! {
+    static ODD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl OddEscapes {
+    #[inline]
+    pub(super) fn clear() {
+        ODD.with(|c| c.set(false));
+    }
+    #[inline]
+    pub(super) fn seen() -> bool {
+        ODD.with(|c| c.get())
+    }
+    #[cold]
+    fn note() {
+        ODD.with(|c| c.set(true));
+    }
+}
+
+/// Whether the 4 hex digits `h` of a `\u` escape are how `JSON.stringify` writes a character:
+/// lowercase, a control character below 0x20 without a short escape (`\b\t\n\f\r`).
+#[inline]
+fn stringify_u(h: &[u8]) -> bool {
+    let lower = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    h[0] == b'0'
+        && h[1] == b'0'
+        && matches!(h[2], b'0' | b'1')
+        && lower(h[3])
+        && !(h[2] == b'0' && matches!(h[3], b'8' | b'9' | b'a' | b'c' | b'd'))
+}
+
+/// Checks the escape whose backslash is at `j`; returns the position after it (and notes one
+/// `JSON.stringify` would not write, see [`OddEscapes`]).
 #[inline(always)]
 pub(super) fn check_escape(b: &[u8], j: usize) -> R<usize> {
     match b.get(j + 1) {
-        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(j + 2),
+        Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(j + 2),
+        Some(b'/') => {
+            OddEscapes::note();
+            Ok(j + 2)
+        }
         Some(b'u') => {
             if j + 6 <= b.len() && b[j + 2..j + 6].iter().all(u8::is_ascii_hexdigit) {
+                if !stringify_u(&b[j + 2..j + 6]) {
+                    OddEscapes::note();
+                }
                 Ok(j + 6)
             } else {
                 Err(JsonError {

@@ -205,7 +205,43 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The parse's `canon` (with valid UTF-8) and `canon_rest` are `is_stringify_text`, their
+/// oracle: on the line
+/// alone, and on the line read by the scan's object path up to `\n` or `\r\n` (whose text
+/// ends before them).
+fn canon_agrees(line: &[u8]) {
+    let want = crate::jstext::is_stringify_text(line);
+    let show = || String::from_utf8_lossy(line).into_owned();
+    let mut parser = LineParser::new();
+    if let Ok(sk) = parser.parse(line) {
+        assert_eq!(
+            sk.canon && !sk.invalid_utf8 && canon_rest(line),
+            want,
+            "{:?}",
+            show()
+        );
+    } else {
+        assert!(!want, "{:?}", show());
+    }
+    for end in [&b"\n"[..], b"\r\n", b""] {
+        let mut buf = line.to_vec();
+        buf.extend_from_slice(end);
+        buf.extend_from_slice(b"{\"next\":1}");
+        let mut sk = Skel::new(TopKind::Object);
+        if let Some(k) = parser.parse_object_line_into(&buf, &mut sk) {
+            if k == line.len() + end.len().saturating_sub(1) && !end.is_empty() {
+                // the text the scan records: up to the `\n`, less one `\r` before it
+                let text = buf[..k].strip_suffix(b"\r").unwrap_or(&buf[..k]);
+                let want = crate::jstext::is_stringify_text(text);
+                let got = sk.canon && !sk.invalid_utf8 && canon_rest(text);
+                assert_eq!(got, want, "{:?} + {end:?}", show());
+            }
+        }
+    }
+}
+
 fn same(line: &[u8]) {
+    canon_agrees(line);
     let got = parse_line(line);
     let want = reference::parse_line(line);
     match (&got, &want) {
@@ -326,5 +362,49 @@ fn string_scanners_agree() {
                 "{v:?} {start}"
             ),
         }
+    }
+}
+
+/// `canon_rest`: a number JavaScript spells otherwise, a repeated key, an array-index key or a 33rd key in any one object is found
+/// (the same key in sibling or nested objects is not); text that is not a whole value is false,
+/// never a panic.
+#[test]
+fn canon_rest_finds_the_keys_and_numbers_stringify_would_change() {
+    assert!(canon_rest(
+        br#"{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}],"d":"\"a\":"}"#
+    ));
+    assert!(!canon_rest(br#"{"a":1,"b":2,"a":3}"#));
+    assert!(!canon_rest(br#"{"x":[{"k":1,"k":2}]}"#));
+    assert!(!canon_rest(br#"{"b":{"c":1},"b":2}"#));
+    assert!(!canon_rest(br#"{"x":1,"7":2}"#));
+    assert!(canon_rest(br#"{"x":1,"07":2,"-1":3}"#));
+    let many = |n: usize| {
+        let body: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+        format!("{{{}}}", body.join(","))
+    };
+    assert!(canon_rest(
+        br#"{"n":[0.5,-1,1e+21,123456789012345680000,-0.000001]}"#
+    ));
+    for odd in [
+        &br#"{"n":1.50}"#[..],
+        br#"[1e21]"#,
+        br#"[-0]"#,
+        br#"[1E+21]"#,
+        br#"[0.0000001]"#,
+    ] {
+        assert!(!canon_rest(odd), "{:?}", String::from_utf8_lossy(odd));
+    }
+    assert!(canon_rest(many(32).as_bytes()));
+    assert!(!canon_rest(many(33).as_bytes()));
+    for bad in [
+        &br#"{"a":1"#[..],
+        br#"{"a"#,
+        br#""a\"#,
+        b"}",
+        b"[}",
+        br#"["a":1]"#,
+        b"{]",
+    ] {
+        assert!(!canon_rest(bad), "{:?}", String::from_utf8_lossy(bad));
     }
 }

@@ -36,7 +36,7 @@ pub fn html_digest<'py>(
     preview_chars: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let doc = crate::export::digest(&index.st, start, end, preview_chars)?;
-    Ok(PyBytes::new(py, &doc))
+    index.done(PyBytes::new(py, &doc))
 }
 
 /// `(offset, length)` of the pieces the HTML view cuts the known bytes of `index` into.
@@ -44,7 +44,8 @@ pub fn html_digest<'py>(
 /// They start at entries' line starts, each about `seg_bytes` long (no read: from the index).
 #[pyfunction]
 pub fn html_segment_bounds(index: PyRef<'_, Index>, seg_bytes: u64) -> PyResult<Vec<(u64, u64)>> {
-    Ok(crate::export::live_segment_bounds(&index.st, seg_bytes)?)
+    let b = crate::export::live_segment_bounds(&index.st, seg_bytes)?;
+    index.done(b)
 }
 
 /// Writes the index chunks of `index` to the file descriptor `fd` at its offset.
@@ -62,14 +63,9 @@ pub fn html_write_index(
     tail: &[u8],
 ) -> PyResult<()> {
     let mut out = dup_fd(fd)?;
-    Ok(crate::export::write_index(
-        &index.st,
-        batch,
-        preview_chars,
-        head,
-        tail,
-        &mut out,
-    )?)
+    crate::export::write_index(&index.st, batch, preview_chars, head, tail, &mut out)?;
+    // (what was written is refused with the page: the caller renames nothing on an error)
+    index.done(())
 }
 
 /// Writes the pieces `bounds[k]` for `k` in `order` to the file descriptor `fd` at its offset.

@@ -34,6 +34,7 @@ pub fn fleet_rows<'py>(
     let names = columns.unwrap_or_else(|| ENTRY_COLUMNS.map(String::from).to_vec());
     let want = per_entry.then_some(&names[..]);
     let c = crate::columns::session_columns(&index.st, leaf, want, &labels)?;
+    index.done(())?;
     to_dict(py, c)
 }
 

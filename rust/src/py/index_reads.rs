@@ -22,7 +22,7 @@ impl Index {
     }
     fn header_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         self.live()?;
-        Ok(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
+        self.done(self.st.header_bytes()?.map(|b| PyBytes::new(py, &b)))
     }
 
     #[getter]
@@ -36,18 +36,18 @@ impl Index {
     }
     fn __len__(&self) -> PyResult<usize> {
         self.live()?;
-        Ok(self.st.index.len())
+        self.done(self.st.index.len())
     }
 
     /// Distinct ids (Pi getEntryCount).
     fn entry_count(&self) -> PyResult<usize> {
         self.live()?;
-        Ok(self.st.index.entry_count())
+        self.done(self.st.index.entry_count())
     }
     fn line<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.check(i)?;
         let line = self.st.line(i)?;
-        Ok(PyBytes::new(py, &line))
+        self.done(PyBytes::new(py, &line))
     }
 
     /// The lines of entries `idx`, in that order (lines close together in the file are read
@@ -57,24 +57,25 @@ impl Index {
         let mut out = vec![None; idx.len()];
         self.st
             .with_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))?;
-        Ok(out.into_iter().flatten().collect()) // every line was read
+        self.done(out.into_iter().flatten().collect()) // every line was read
     }
 
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        self.st.with_record(i, |v| results::record(py, v))?
+        let r = self.st.with_record(i, |v| results::record(py, v))??;
+        self.done(r)
     }
 
     /// The ids of entries `idx` (when strings, else None).
     fn ids(&self, idx: Vec<usize>) -> PyResult<Vec<Option<&str>>> {
         self.live()?;
-        Ok(self.st.index.ids_of(&idx)?)
+        self.done(self.st.index.ids_of(&idx)?)
     }
 
     /// The type names of entries `idx` (when strings, else None).
     fn types(&self, idx: Vec<usize>) -> PyResult<Vec<Option<std::borrow::Cow<'_, str>>>> {
         self.live()?;
-        Ok(self.st.type_names(&idx)?)
+        self.done(self.st.type_names(&idx)?)
     }
 
     /// What listings show of entries `idx`, as an `EntryColumns`: ids, parent ids, parentId is
@@ -83,7 +84,8 @@ impl Index {
         let parts = |c: crate::index::EntryColumns<'_>| {
             named(py, &COLUMNS, "EntryColumns", false, c.into_parts())
         };
-        self.st.with_columns(&idx, parts)?
+        let t = self.st.with_columns(&idx, parts)??;
+        self.done(t)
     }
 
     /// What `Session.entry_metrics` shows of entries `idx`: (sizes, times, token estimates).
@@ -91,59 +93,59 @@ impl Index {
     /// Byte lengths, times or None where `new Date` is NaN, token estimates as
     /// `estimate_tokens` gives them.
     fn metrics(&self, idx: Vec<usize>) -> PyResult<crate::reads::Metrics> {
-        Ok(self.st.metrics(&idx)?)
+        self.done(self.st.metrics(&idx)?)
     }
 
     /// Index of the entry owning string id `id` (the last one with that id), or None.
     fn index_of(&self, id: &str) -> PyResult<Option<u32>> {
         self.live()?;
-        Ok(self.st.index.index_of_str(id))
+        self.done(self.st.index.index_of_str(id))
     }
 
     /// Index of the entry at Pi `fileEntries` position `pos` (header = 0), or None.
     fn entry_at_value_pos(&self, pos: u32) -> PyResult<Option<u32>> {
         self.live()?;
-        Ok(self.st.index.entry_at_vpos(pos))
+        self.done(self.st.index.entry_at_vpos(pos))
     }
 
     /// The leaf entry's index (None when the leaf is null or names no entry).
     fn leaf(&self) -> PyResult<Option<u32>> {
         self.live()?;
-        Ok(self.st.index.leaf_entry())
+        self.done(self.st.index.leaf_entry())
     }
     fn leaf_is_null(&self) -> PyResult<bool> {
         self.live()?;
-        Ok(self.st.index.leaf == crate::index::Leaf::Null)
+        self.done(self.st.index.leaf == crate::index::Leaf::Null)
     }
 
     /// The leaf id when it is a string.
     fn leaf_id(&self) -> PyResult<Option<&str>> {
         self.live()?;
-        Ok(self.st.index.leaf_id())
+        self.done(self.st.index.leaf_id())
     }
 
     /// Resolved labels in Pi's Map order: (target id if a string, label entry index).
     fn labels(&self) -> PyResult<Vec<(Option<&str>, u32)>> {
         self.live()?;
-        Ok(self.st.index.label_ids())
+        self.done(self.st.index.label_ids())
     }
 
     /// Index of the label entry currently labelling id `id`, or None.
     fn label_entry(&self, id: &str) -> PyResult<Option<u32>> {
         self.live()?;
-        Ok(self.st.index.label_entry_of(id))
+        self.done(self.st.index.label_entry_of(id))
     }
 
     /// Index of the last session_info entry in file order, or None.
     fn session_info_entry(&self) -> PyResult<Option<u32>> {
         self.live()?;
-        Ok(Self::opt(self.st.index.session_info))
+        self.done(Self::opt(self.st.index.session_info))
     }
 
     /// How many problems were recorded (without building them).
     fn problem_count(&self) -> PyResult<usize> {
         self.live()?;
-        Ok(self.st.index.problems.len())
+        self.done(self.st.index.problems.len())
     }
 
     /// Problem `i` (file order), a `Problem`: line 1-based, byte offset, kind, message.
@@ -155,7 +157,7 @@ impl Index {
     ///
     /// 0 for entries without one, None where the exact (Python) rules must decide.
     fn estimate_tokens(&self, idx: Vec<usize>) -> PyResult<Vec<Option<u64>>> {
-        Ok(self.st.estimate_tokens(&idx)?)
+        self.done(self.st.estimate_tokens(&idx)?)
     }
 
     /// Total lines seen.

@@ -14,7 +14,8 @@ impl Index {
     /// Pi getBranch's parent of entry `i`, or None.
     fn walk_parent(&self, i: usize) -> PyResult<Option<u32>> {
         self.check(i)?;
-        Ok(Self::opt(self.st.index.walk_parent(i as u32)))
+        let v = Self::opt(self.st.index.walk_parent(i as u32));
+        self.done(v)
     }
 
     /// Entry indices root first down to `i` (Pi getBranch). Raises SessionCycleError.
@@ -63,25 +64,29 @@ impl Index {
     /// Pi getTree's node (the winning entry of entry `i`'s id).
     fn node_of(&self, i: usize) -> PyResult<u32> {
         self.check(i)?;
-        Ok(self.st.index.node_of(i as u32))
+        let v = self.st.index.node_of(i as u32);
+        self.done(v)
     }
 
     /// Root nodes in Pi's order (one per root occurrence).
     fn roots(&mut self) -> PyResult<Vec<u32>> {
         self.live()?;
-        Ok(self.tree.get(&self.st.index).roots.clone())
+        let v = self.tree.get(&self.st.index).roots.clone();
+        self.done(v)
     }
 
     /// Children nodes of node `i` in Pi's order.
     fn children(&mut self, i: usize) -> PyResult<Vec<u32>> {
         self.check(i)?;
-        Ok(self.tree.get(&self.st.index).children(i as u32).to_vec())
+        let v = self.tree.get(&self.st.index).children(i as u32).to_vec();
+        self.done(v)
     }
 
     /// A `TreeTable` (roots, start, kids): the whole children table in CSR form.
     fn tree_table<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.live()?;
-        results::tree_table(py, self.tree.get(&self.st.index))
+        let t = results::tree_table(py, self.tree.get(&self.st.index))?;
+        self.done(t)
     }
 
     /// The tree's leaf nodes in file order ([`crate::walk::Tree::leaves`]).
@@ -96,7 +101,8 @@ impl Index {
     fn preorder(&mut self) -> PyResult<Vec<u32>> {
         self.live()?;
         let ix = &self.st.index;
-        Ok(self.tree.preorder(ix).map_err(|e| ix.walk_error(e))?)
+        let v = self.tree.preorder(ix).map_err(|e| ix.walk_error(e))?;
+        self.done(v)
     }
 
     /// Raises what [`Index::preorder`] raises (SessionCycleError on a cycle reachable from a
@@ -109,7 +115,8 @@ impl Index {
     fn unreachable(&mut self) -> PyResult<Vec<u32>> {
         self.live()?;
         let ix = &self.st.index;
-        Ok(self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?)
+        let v = self.tree.unreachable(ix).map_err(|e| ix.walk_error(e))?;
+        self.done(v)
     }
 
     /// Pi's findCutPoint over `path[start..end]`. Touches only the entries it needs.
@@ -124,6 +131,7 @@ impl Index {
         end: usize,
         keep_recent_tokens: u64,
     ) -> PyResult<Option<(usize, isize, bool)>> {
-        Ok(self.st.cut_point(&path, start, end, keep_recent_tokens)?)
+        let v = self.st.cut_point(&path, start, end, keep_recent_tokens)?;
+        self.done(v)
     }
 }

@@ -71,7 +71,8 @@ impl Index {
 impl Index {
     /// Indexes whole lines we appended at byte `offset`. Returns the last new entry's index.
     fn append(&mut self, offset: u64, data: &[u8]) -> PyResult<Option<u32>> {
-        Ok(self.st.append_bytes(offset, data)?)
+        let v = self.st.append_bytes(offset, data)?;
+        self.done(v)
     }
 
     /// Appends from now on are written to the file open on `fd`, per `durability`.
@@ -184,6 +185,6 @@ impl Index {
             self.check(i)?;
         }
         self.st.index.set_leaf(i.map(|i| i as u32));
-        Ok(())
+        self.done(())
     }
 }

@@ -93,6 +93,7 @@ impl OtelMapper {
             return Err(PyValueError::new_err("one line per entry"));
         }
         crate::otel::read_batch(&index.st, &mut self.m, lo, hi, lines)?;
+        index.done(())?;
         drop(index);
         let m = &mut self.m;
         py.detach(|| m.map_batch());
@@ -127,7 +128,8 @@ impl OtelMapper {
             None => {
                 index.live()?;
                 index.st.index.check_all(turns.iter().copied())?;
-                crate::otel::read_lines(&index.st, &turns)?
+                let got = crate::otel::read_lines(&index.st, &turns)?;
+                index.done(got)?
             }
         };
         drop(index);

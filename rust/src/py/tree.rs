@@ -19,18 +19,20 @@ pub fn stringify_lines<'py>(
 ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
     let mut out: Vec<Option<Bound<'py, PyBytes>>> = vec![None; idx.len()];
     (index.st).with_stringify_lines(&idx, |k, b| out[k] = Some(PyBytes::new(py, b)))?;
-    Ok(out)
+    index.done(out)
 }
 
-/// RPC `get_tree` (nested) of `index`, written by the core.
+/// RPC `get_tree` (nested) of `index`, written by the core and handed to `sink` in pieces.
 ///
-/// `head`, the text of Pi's `"tree"` array,
-/// `[{"entry":...,"children":[...]...}...]`, then `foot`, written by
-/// [`crate::treejson::write_tree`]. Each entry's line is copied when `check` and it is already
-/// `JSON.stringify`'s text (checked with the GIL released, on a copy of the batch's lines: no
-/// borrow of the index is held meanwhile); the others are written by `fallback(positions) ->
-/// list[bytes]` (the exact Python writer). `tails`: node position -> the text after its
-/// children (`,"label":...`). Raises what `Index.check_tree` raises.
+/// `head`, the text of Pi's `"tree"` array, `[{"entry":...,"children":[...]...}...]`, then
+/// `foot`, written by [`crate::treejson::write_tree`]: `sink(bytes)` is called with pieces of
+/// about 1 MiB or more (their concatenation is the text; the answer is never held whole). Each
+/// entry's line is copied when `check` and the scan found it already `JSON.stringify`'s text
+/// (`Rec::stringify_form`); the others are written by `fallback(positions) -> list[bytes]` (the
+/// exact Python writer). `tails`: node position -> the text after its children
+/// (`,"label":...`). Raises what `Index.check_tree` raises, what `fallback` or `sink` raise, and
+/// SessionFileChangedError when a read found the saved index unusable (nothing more is written
+/// then).
 #[pyfunction]
 pub fn tree_json<'py>(
     index: &Bound<'py, Index>,
@@ -39,28 +41,38 @@ pub fn tree_json<'py>(
     check: bool,
     head: Vec<u8>,
     foot: Vec<u8>,
-) -> PyResult<Bound<'py, PyBytes>> {
+    sink: &Bound<'py, PyAny>,
+) -> PyResult<()> {
     let py = index.py();
-    let (tree, order, size_guess) = {
+    let (tree, order) = {
         let mut this = index.borrow_mut();
+        this.live()?;
         let this = &mut *this;
-        let (tree, order) = crate::treejson::tree_and_order(&mut this.tree, &this.st.index)?;
-        (tree, order, usize::try_from(this.st.end()).unwrap_or(0))
+        crate::treejson::tree_and_order(&mut this.tree, &this.st.index)?
     };
     let frame = crate::treejson::Frame {
         head: &head,
         foot: &foot,
         tails: &tails,
-        size_guess,
     };
-    let out = crate::treejson::write_tree::<PyErr>(
+    crate::treejson::write_tree::<PyErr>(
         &tree,
         &order,
         frame,
-        check,
         |idx, raw, span| Ok(index.borrow().st.lines_into(idx, raw, span)?),
-        |raw, span| py.detach(|| crate::treejson::stringify_flags(raw, span)),
+        |idx| {
+            let this = index.borrow();
+            let recs = &this.st.index.recs;
+            idx.iter()
+                .map(|&i| check && recs.get(i).is_some_and(|r| r.stringify_form()))
+                .collect()
+        },
         |want| fallback.call1((want,))?.extract(),
-    )?;
-    Ok(PyBytes::new(py, &out))
+        |chunk| {
+            // (a block read while writing may have found the saved index unusable)
+            index.borrow().live()?;
+            sink.call1((PyBytes::new(py, chunk),))?;
+            Ok(())
+        },
+    )
 }

@@ -446,8 +446,8 @@ def _writes(pid: int, fd: str) -> bool:
     except FileNotFoundError:
         return False  # closed meanwhile
     except (OSError, ValueError, IndexError):
-        pass
-    return True
+        return True  # unreadable or malformed: assume a writer
+    return True  # no flags line: assume a writer
 
 
 def _same_file(path: str, ident: tuple[int, int]) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from sessiontree import Session
 from sessiontree.cli import main
 from sessiontree.errors import EntryNotFoundError
+from tests.support.peak_memory import peak_kb
 
 HEAD = {"type": "session", "version": 3, "id": "scale", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/tmp"}
 
@@ -376,24 +377,6 @@ def test_progress_bars_on_a_terminal_and_none_on_a_pipe(tmp_path):
 
 #: run in a fresh interpreter: the code, then its peak resident memory (VmHWM: the new process's
 #: own; ru_maxrss would count the test process's memory at the fork) on stderr
-_HWM = (
-    "import re, sys\n{code}\n"
-    "sys.stderr.write(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
-)
-
-
-def _peak_kb(code: str, *argv: str) -> int:
-    env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
-    proc = subprocess.run(
-        [sys.executable, "-c", _HWM.format(code=code), *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return int(proc.stderr.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
@@ -406,8 +389,8 @@ def test_tree_json_peaks_at_most_twice_the_opens_memory(tmp_path):
         prev = f"m{k}"
     path = str(_write(tmp_path / "wide.jsonl", entries))
     del entries
-    opened = _peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", path)
-    tree = _peak_kb("from sessiontree.cli import main; assert main(['tree', sys.argv[1], '--json']) == 0", path)
+    opened = peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", path)
+    tree = peak_kb("from sessiontree.cli import main; assert main(['tree', sys.argv[1], '--json']) == 0", path)
     assert tree <= 2 * opened, (tree, opened)
 
 

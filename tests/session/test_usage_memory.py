@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import orjson
 import pytest
 
-_HWM = (
-    "import re, sys\n{code}\n"
-    "sys.stderr.write(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
-)
-
-
-def _peak_kb(code: str, path: str) -> int:
-    env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
-    proc = subprocess.run(
-        [sys.executable, "-c", _HWM.format(code=code), path],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return int(proc.stderr.strip().splitlines()[-1])
+from tests.support.peak_memory import peak_kb
 
 
 @pytest.mark.slow
@@ -47,8 +27,8 @@ def test_usage_totals_holds_a_batch_not_the_file(tmp_path):
             fh.write(orjson.dumps(e) + b"\n")
             prev = f"m{k}"
     size_kb = path.stat().st_size // 1024
-    opened = _peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", str(path))
-    summed = _peak_kb(
+    opened = peak_kb("from sessiontree import Session; Session.open(sys.argv[1]).leaf_id", str(path))
+    summed = peak_kb(
         "from sessiontree import Session; u = Session.open(sys.argv[1]).usage_totals(); assert u.input == 80000, u",
         str(path),
     )

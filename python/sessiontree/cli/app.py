@@ -326,6 +326,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _OutputError as exc:
             _silence_stdout()
             return print_failure(str(exc), 2, False)
+        except OSError as exc:  # a write the command did not map: its own print to a full stdout?
+            try:
+                _write_out("", flush=True)  # stdout's pending bytes fail again if it was stdout
+            except BrokenPipeError:
+                _silence_stdout()
+                return 0
+            except _OutputError as out:
+                _silence_stdout()
+                return print_failure(str(out), 2, False)
+            where = f" {exc.filename}" if exc.filename is not None else ""
+            return fail(f"cannot write{where}: {exc.strerror or exc}")
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

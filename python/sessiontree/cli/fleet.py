@@ -493,6 +493,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except SourceError as exc:  # listing the source failed: a read failure
         return _fail(str(exc))
+    except BrokenPipeError:  # the reader went away (`| head`): the CLI's main stops quietly
+        raise
     except OSError as exc:
         where = getattr(exc, "filename", None)
         return _fail(f"cannot write{' ' + str(where) if where else ''}: {exc.strerror or exc}")

@@ -59,6 +59,18 @@ def safe_text(s: object) -> str:
     return _UNSAFE.sub(_escape_char, s)
 
 
+def path_shown(path: object) -> str:
+    """A file name as the text commands print: :func:`safe_text` of it, with each byte of the
+    name that is not UTF-8 written ``\\xNN`` (as the store commands' ``path`` rows write it),
+    not Python's ``\\udcNN`` for the byte it could not decode."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else ("" if path is None else str(path))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return safe_text(text)
+
+
 # Raw characters that JSON leaves unescaped but terminals may act on; inside a JSON document
 # they can only occur in strings, so writing them as \\uXXXX keeps the value identical.
 _JSON_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")

@@ -60,9 +60,10 @@ def safe_text(s: object) -> str:
 
 
 def path_shown(path: object) -> str:
-    """A file name as the text commands print: :func:`safe_text` of it, with each byte of the
-    name that is not UTF-8 written ``\\xNN`` (as the store commands' ``path`` rows write it),
-    not Python's ``\\udcNN`` for the byte it could not decode."""
+    """A file name as the text commands print it.
+
+    :func:`safe_text` of the name, each byte that is not UTF-8 written ``\\xNN`` (as the store
+    commands' ``path`` rows write it), not Python's ``\\udcNN`` for the byte it could not decode."""
     text = os.fspath(path) if isinstance(path, os.PathLike) else ("" if path is None else str(path))
     try:
         text.encode("utf-8")

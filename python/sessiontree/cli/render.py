@@ -59,17 +59,24 @@ def safe_text(s: object) -> str:
     return _UNSAFE.sub(_escape_char, s)
 
 
+#: a byte of a file name that was not UTF-8, as Python decodes it (``surrogateescape``)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def bytes_shown(text: str) -> str:
+    """``text`` with each undecodable file-name byte (U+DC80..U+DCFF) written ``\\xNN``.
+
+    For messages that name files; the rest is left to :func:`safe_text`."""
+    return _ESCAPED_BYTE.sub(lambda m: "\\x%02x" % (ord(m.group()) - 0xDC00), text)
+
+
 def path_shown(path: object) -> str:
     """A file name as the text commands print it.
 
     :func:`safe_text` of the name, each byte that is not UTF-8 written ``\\xNN`` (as the store
     commands' ``path`` rows write it), not Python's ``\\udcNN`` for the byte it could not decode."""
     text = os.fspath(path) if isinstance(path, os.PathLike) else ("" if path is None else str(path))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = os.fsencode(text).decode("utf-8", "backslashreplace")
-    return safe_text(text)
+    return safe_text(bytes_shown(str(text)))
 
 
 # Raw characters that JSON leaves unescaped but terminals may act on; inside a JSON document
@@ -443,7 +450,7 @@ def os_error_text(exc: OSError) -> str:
 def print_failure(message: str, code: int = 2, as_json: bool = False) -> int:
     """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
     try:
-        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+        print(f"sessiontree: error: {safe_text(bytes_shown(message))}", file=sys.stderr)
     except (OSError, ValueError, AttributeError):
         pass
     if as_json:

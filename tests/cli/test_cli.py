@@ -767,4 +767,3 @@ def test_errors_name_a_file_that_is_not_utf8_with_xnn(tmp_path):
     res = subprocess.run([sys.executable, "-m", "sessiontree", "info", missing], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.rstrip().endswith("nope-\\xff.jsonl: no such file"), res.stderr
     assert "\\udc" not in res.stderr
-

@@ -4,23 +4,30 @@ predicts more cores (issue 32). A script, not a timed test: one run, every figur
 measurements taken in that run.
 
     python benches/fleet_scaling.py [--store DIR] [--sessions 40 --megabytes 10]
-                                    [--workers 1,2] [--predict 16] [--repeat 2] [--json OUT]
+                                    [--workers 1,2] [--predict 16] [--repeat 2]
+                                    [--modes summary,parquet] [--python PY] [--json OUT]
 
 The store: ``--store`` (every ``*.jsonl`` below it), else ``--sessions`` files of
 ``--megabytes`` MB made with ``tests/tools/gen_session.py`` in a temporary folder (removed at
-the end). Each measurement is a fresh process (its imports counted), best of ``--repeat``,
-the contenders interleaved round by round:
+the end). ``--python``: the interpreter whose ``sessiontree`` is measured (another checkout's
+venv, to compare builds in one run). Each measurement is a fresh process (its imports
+counted), best of ``--repeat``, the contenders interleaved round by round:
 
-* ``floor``: ``import sessiontree.fleet, pyarrow`` and ``Session.open`` of every file, in one
-  process (cold: no saved index);
-* ``stats-N``: ``session_stats(DIR, workers=N, parquet=OUT, index_cache="off")`` for each N of
-  ``--workers``; the process reports its timed phases (``sessiontree.fleet._engine.LAST_RUN``
-  and its own clocks): ``import``, ``list`` (the source listed, each file stat-ed),
-  ``pool_start``, ``busy`` (the sum of the tasks' own times: the parallel work), ``work``
-  (the wall time of the job's tasks), ``combine`` (one table: sort, parent ids), ``parquet``;
+* ``floor``: ``import sessiontree.fleet`` and ``Session.open`` of every file, in one process
+  (cold: no saved index); ``floor+pyarrow``: the same importing pyarrow too (what a job that
+  writes Parquet must import);
+* ``summary-N``: ``stats_columns(DIR, workers=N, index_cache="off")``, the rows
+  ``sessiontree stats`` prints its summary from (no Parquet, no pyarrow);
+  ``parquet-N``: ``session_stats(DIR, workers=N, parquet=OUT, index_cache="off")``; for each
+  N of ``--workers``; the process reports its timed phases
+  (``sessiontree.fleet._engine.LAST_RUN`` and its own clocks): ``import``, ``list`` (the
+  source listed, each file stat-ed), ``pool_start``, ``busy`` (the sum of the tasks' own
+  times: the parallel work), ``work`` (the wall time of the job's tasks), ``combine`` (rows
+  in order, parent ids), ``parquet`` (the Arrow table built and written);
 * ``duckdb``: one DuckDB ``read_json`` over the store computing the same per-file usage sums,
   written to Parquet (``benches/fleet_stats_bench.py``'s query);
-* ``rerun``: ``stats`` with an index-cache folder, after a first run filled it.
+* ``<mode>-first`` / ``<mode>-rerun``: the same job with an index-cache folder, empty, then
+  again over the unchanged store (saved rows checked before any worker starts).
 
 The model (Amdahl): ``T(n) = S + P / n`` in CPU seconds (other jobs on a shared machine
 inflate wall times, not CPU): ``S`` the process's CPU outside its tasks (interpreter start,
@@ -233,7 +240,11 @@ def main() -> None:
                 print(
                     f"stats {mode} --workers {n}: {best[k]:.3f} s = {best[k] / best[floor]:.2f}x {floor}"
                     + f" ({cpu[k]:.3f} s CPU = {cpu[k] / cpu[floor]:.2f}x)"
-                    + (f", {best[k] / best['duckdb']:.2f}x DuckDB ({cpu[k] / cpu['duckdb']:.2f}x CPU)" if "duckdb" in best else "")
+                    + (
+                        f", {best[k] / best['duckdb']:.2f}x DuckDB ({cpu[k] / cpu['duckdb']:.2f}x CPU)"
+                        if "duckdb" in best
+                        else ""
+                    )
                     + "; phases "
                     + ", ".join(f"{p} {v:.3f}" for p, v in ph.items() if isinstance(v, float) and p != "wall")
                     + f"; pyarrow imported: {ph.get('pyarrow')}"

@@ -72,6 +72,9 @@ def test_a_rerun_over_an_unchanged_store_starts_no_worker(tmp_path, monkeypatch)
     assert _engine.LAST_RUN["dispatched"] == 1 and _engine.LAST_RUN["saved"] == 7
     cold = session_stats(tmp_path / "store", workers=1, index_cache="off")
     assert third.equals(cold) and not third.equals(first)
+    # a bad engine is an error even when every row is saved (nothing would be dispatched)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        session_stats(tmp_path / "store", engine="rayy", index_cache=cache)
     _engine.shutdown_pools()
 
 
@@ -84,7 +87,9 @@ def _old_table(items, opts):
 
     rows = _rows.stats_rows(items, opts)
     rows.sort(key=lambda r: r["path"])
-    links = [{"path": r["path"], "session_id": r.get("session_id"), "parent_session": r.get("parent_session")} for r in rows]
+    links = [
+        {"path": r["path"], "session_id": r.get("session_id"), "parent_session": r.get("parent_session")} for r in rows
+    ]
     _resolve_parents(links)
     for r, link in zip(rows, links):
         r["parent_session_id"] = link.get("parent_session_id")
@@ -100,7 +105,9 @@ def _sources(tmp_path: Path) -> list[str]:
     parent = sorted(store.rglob("*.jsonl"))[0]
     child = store / "child.jsonl"
     text = parent.read_text().split("\n", 1)
-    child.write_text(text[0].replace('"type":"session"', f'"type":"session","parentSession":"{parent}"', 1) + "\n" + text[1])
+    child.write_text(
+        text[0].replace('"type":"session"', f'"type":"session","parentSession":"{parent}"', 1) + "\n" + text[1]
+    )
     (store / "empty.jsonl").write_bytes(b"")
     (store / "not.jsonl").write_bytes(b"not json\n")
     srcs = [str(store), str(TESTS / "corpus")]

@@ -225,11 +225,7 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         "entries_parquet": str(args.entries_parquet) if args.entries_parquet else None,
     }
     summary.update(_totals(table))
-    bad = [
-        (p, k, e)
-        for p, k, e in zip(table.column("path"), kinds, table.column("error"))
-        if k is not None
-    ]
+    bad = [(p, k, e) for p, k, e in zip(table.column("path"), kinds, table.column("error")) if k is not None]
     if args.json:
         import json
 

@@ -455,6 +455,8 @@ def stats_columns(
     from . import _engine, _rows
     from ..index_cache import for_workers
 
+    if engine not in _engine.ENGINES:  # checked here too: a rerun may dispatch nothing
+        raise ValueError(f"engine must be one of {_engine.ENGINES}, not {engine!r}")
     items = resolve_source(source, filesystem=filesystem)
     opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
     opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
@@ -464,7 +466,9 @@ def stats_columns(
         if row is not None:
             saved[k] = row
     todo = [it for k, it in enumerate(items) if k not in saved]
-    bar = _engine._progress_bar(len(items), bool(progress))
+    from .._progress import close_bar, progress_bar
+
+    bar = progress_bar(len(items), bool(progress))
     batches: list[Any] = []
     try:
         if saved:
@@ -485,8 +489,6 @@ def stats_columns(
             _engine.LAST_RUN.update(engine=engine, workers=0, tasks=0, pool_start=0.0, busy=0.0, cpu=0.0, wall=0.0)
         _engine.LAST_RUN.update(saved=len(saved), dispatched=len(todo))
     finally:
-        from .._progress import close_bar
-
         close_bar(bar)
     return _stats_columns(batches, saved, len(items))
 

@@ -100,7 +100,9 @@ _UP: dict[int, list[Any]] = {}
 #: ``engine``, ``workers``, ``tasks``, ``pool_start`` (starting the pool, 0 when reused),
 #: ``busy`` (the sum over tasks of each task's own time in its worker: the parallel work),
 #: ``cpu`` (the CPU seconds of those tasks, scan threads included), ``wall`` (from the first
-#: submit to the last result). Read by ``benches/fleet_scaling.py``.
+#: submit to the last result); after :func:`sessiontree.fleet.stats_columns`, also ``saved``
+#: (rows read from the index cache in the calling process) and ``dispatched`` (files sent to the
+#: engine: 0 and ``workers`` 0 when every row was saved). Read by ``benches/fleet_scaling.py``.
 LAST_RUN: dict[str, Any] = {}
 
 

@@ -164,13 +164,15 @@ def main() -> None:
     ap.add_argument("--predict", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--modes", default=",".join(MODES), help="summary (no Parquet), parquet")
-    ap.add_argument("--python", default=PY, help="the interpreter whose sessiontree is measured")
+    ap.add_argument(
+        "--python", default=PY, help="the interpreter(s) whose sessiontree is measured, comma-separated (interleaved)"
+    )
     ap.add_argument("--no-duckdb", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    PY = args.python
     counts = [int(x) for x in args.workers.split(",")]
     modes = [m for m in args.modes.split(",") if m]
+    pythons = [p for p in args.python.split(",") if p]
     tmp = Path(tempfile.mkdtemp(prefix="fleet-scaling-"))
     try:
         store = args.store or tmp / "store"
@@ -180,110 +182,127 @@ def main() -> None:
         total = sum(f.stat().st_size for f in files)
         load_before = os.getloadavg()
         out = tmp / "stats.parquet"
-        best: dict[str, float] = {}
-        cpu: dict[str, float] = {}
-        phases: dict[str, dict[str, float]] = {}
-        task_cpu: dict[str, float] = {}
         env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
         cache = tmp / "cache"
-
-        def keep(name: str, t: float, c: float, ph: dict[str, float] | None = None) -> None:
-            if c < cpu.get(name, float("inf")):
-                cpu[name] = c
-                if ph is not None:
-                    task_cpu[name] = ph["cpu"] or 0.0
-            if t < best.get(name, float("inf")):
-                best[name] = t
-                if ph is not None:
-                    phases[name] = {**ph, "wall": t}
-
+        # per interpreter: best wall, best CPU, the phases of the best wall, the tasks' CPU
+        measured: dict[str, Measured] = {py: Measured() for py in pythons}
+        duck: dict[str, float] = {}
         for _round in range(args.repeat):
-            t, _ = run(FLOOR, str(store), env=env)
-            keep("floor", t, LAST_CPU[0])
-            t, _ = run(FLOOR, str(store), "pyarrow", env=env)
-            keep("floor+pyarrow", t, LAST_CPU[0])
-            for mode in modes:
-                for n in counts:
-                    t, text = run(STATS, str(store), str(out), str(n), "off", mode, env=env)
-                    ph = json.loads(text.strip().splitlines()[-1])
-                    # a pool's workers are not the process's children: their tasks' CPU added
-                    keep(f"{mode}-{n}", t, LAST_CPU[0] + (ph["cpu"] if n > 1 else 0.0), ph)
-                shutil.rmtree(cache, ignore_errors=True)
-                t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
-                keep(f"{mode}-first", t, LAST_CPU[0])
-                t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
-                keep(f"{mode}-rerun", t, LAST_CPU[0], json.loads(text.strip().splitlines()[-1]))
+            for py in pythons:  # the builds interleaved: each sees the same minutes' load
+                PY = py
+                m = measured[py]
+                t, _ = run(FLOOR, str(store), env=env)
+                m.keep("floor", t, LAST_CPU[0])
+                t, _ = run(FLOOR, str(store), "pyarrow", env=env)
+                m.keep("floor+pyarrow", t, LAST_CPU[0])
+                for mode in modes:
+                    for n in counts:
+                        t, text = run(STATS, str(store), str(out), str(n), "off", mode, env=env)
+                        ph = json.loads(text.strip().splitlines()[-1])
+                        # a pool's workers are not the process's children: their tasks' CPU added
+                        m.keep(f"{mode}-{n}", t, LAST_CPU[0] + (ph["cpu"] if n > 1 else 0.0), ph)
+                    shutil.rmtree(cache, ignore_errors=True)
+                    t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
+                    m.keep(f"{mode}-first", t, LAST_CPU[0])
+                    t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
+                    m.keep(f"{mode}-rerun", t, LAST_CPU[0], json.loads(text.strip().splitlines()[-1]))
             if not args.no_duckdb:
                 t, _ = run(_duckdb_script(), str(store) + "/**/*.jsonl", str(tmp / "duck.parquet"))
-                keep("duckdb", t, LAST_CPU[0])
+                duck["wall"] = min(duck.get("wall", t), t)
+                duck["cpu"] = min(duck.get("cpu", LAST_CPU[0]), LAST_CPU[0])
         load_after = os.getloadavg()
+        print(
+            f"store: {len(files)} files, {total / 1e6:.0f} MB;"
+            f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        )
+        if duck:
+            print(f"DuckDB read_json: {duck['wall']:.3f} s, {duck['cpu']:.3f} s CPU")
         report: dict[str, object] = {
-            "python": PY,
             "store": f"{len(files)} files, {total / 1e6:.0f} MB",
             "load": [load_before, load_after],
-            "best": best,
-            "cpu": cpu,
-            "phases": phases,
+            "duckdb": duck,
+            "builds": {py: _report(py, measured[py], duck, modes, counts, args.predict) for py in pythons},
         }
-        print(f"python: {PY}")
-        print(f"store: {report['store']}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-        for f in ("floor", "floor+pyarrow"):
-            print(f"{f} (import + Session.open of every file, one process): {best[f]:.3f} s, {cpu[f]:.3f} s CPU")
-        if "duckdb" in best:
-            print(f"DuckDB read_json: {best['duckdb']:.3f} s, {cpu['duckdb']:.3f} s CPU")
-        models: dict[str, object] = {}
-        for mode in modes:
-            floor = "floor" if mode == "summary" else "floor+pyarrow"
-            for n in counts:
-                k = f"{mode}-{n}"
-                ph = phases[k]
-                print(
-                    f"stats {mode} --workers {n}: {best[k]:.3f} s = {best[k] / best[floor]:.2f}x {floor}"
-                    + f" ({cpu[k]:.3f} s CPU = {cpu[k] / cpu[floor]:.2f}x)"
-                    + (
-                        f", {best[k] / best['duckdb']:.2f}x DuckDB ({cpu[k] / cpu['duckdb']:.2f}x CPU)"
-                        if "duckdb" in best
-                        else ""
-                    )
-                    + "; phases "
-                    + ", ".join(f"{p} {v:.3f}" for p, v in ph.items() if isinstance(v, float) and p != "wall")
-                    + f"; pyarrow imported: {ph.get('pyarrow')}"
-                )
-            first, again = f"{mode}-first", f"{mode}-rerun"
-            print(
-                f"stats {mode} rerun over an unchanged store: {best[again]:.3f} s = {100 * best[again] / best[first]:.1f}%"
-                f" of the first run ({best[first]:.3f} s); CPU {100 * cpu[again] / cpu[first]:.1f}%"
-                f" ({cpu[again]:.3f} / {cpu[first]:.3f} s); pool started: {phases[again].get('tasks', 0) != 0}"
-            )
-            # the model: serial S = the process's CPU outside its tasks (interpreter, imports,
-            # listing, saved-row checks, combine, Parquet), parallel P = the tasks' CPU, both at
-            # the first worker count (CPU, not wall: other jobs on a shared machine inflate wall)
-            k1 = f"{mode}-{counts[0]}"
-            par = task_cpu[k1]
-            serial = cpu[k1] - par
-            frac = serial / cpu[k1]
-            line = f"stats {mode}: serial {serial:.3f} s CPU, parallel {par:.3f} s: serial fraction {100 * frac:.1f}%"
-            if len(counts) > 1:
-                k2 = f"{mode}-{counts[1]}"
-                s2 = cpu[k2] - task_cpu[k2]
-                line += f" ({100 * s2 / cpu[k2]:.1f}% at {counts[1]} workers, the pool's start included)"
-                r = counts[0] / counts[1]
-                fit = (best[k2] / best[k1] - r) / (1 - r)
-                line += f"; fitted to the wall times at {counts[0]} and {counts[1]}: {100 * fit:.1f}%"
-            print(line)
-            curve = {}
-            print("  workers  measured speed-up  predicted speed-up")
-            for n in sorted(set(counts) | {1, 2, 4, 8, args.predict}):
-                pred = model(serial, par, 1) / model(serial, par, n)
-                meas = best[k1] / best[f"{mode}-{n}"] if f"{mode}-{n}" in best else None
-                curve[n] = {"measured": meas, "predicted": pred}
-                print(f"  {n:7d}  {'' if meas is None else f'{meas:17.2f}':>17}  {pred:18.2f}")
-            models[mode] = {"serial_s": serial, "parallel_s": par, "serial_fraction": frac, "curve": curve}
-        report["models"] = models
         if args.json:
             args.json.write_text(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Measured:
+    """One interpreter's figures: the best wall and the best CPU seconds per contender, the
+    timed phases of the best wall, and the tasks' CPU of the best CPU."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.phases: dict[str, dict[str, float]] = {}
+        self.task_cpu: dict[str, float] = {}
+
+    def keep(self, name: str, t: float, c: float, ph: dict[str, float] | None = None) -> None:
+        if c < self.cpu.get(name, float("inf")):
+            self.cpu[name] = c
+            if ph is not None:
+                self.task_cpu[name] = ph["cpu"] or 0.0
+        if t < self.best.get(name, float("inf")):
+            self.best[name] = t
+            if ph is not None:
+                self.phases[name] = {**ph, "wall": t}
+
+
+def _report(
+    py: str, m: Measured, duck: dict[str, float], modes: list[str], counts: list[int], predict: int
+) -> dict[str, object]:
+    """Prints one interpreter's figures; returns them with its model per mode."""
+    best, cpu, phases, task_cpu = m.best, m.cpu, m.phases, m.task_cpu
+    print(f"\npython: {py}")
+    for f in ("floor", "floor+pyarrow"):
+        print(f"{f} (import + Session.open of every file, one process): {best[f]:.3f} s, {cpu[f]:.3f} s CPU")
+    models: dict[str, object] = {}
+    for mode in modes:
+        floor = "floor" if mode == "summary" else "floor+pyarrow"
+        for n in counts:
+            k = f"{mode}-{n}"
+            ph = phases[k]
+            print(
+                f"stats {mode} --workers {n}: {best[k]:.3f} s = {best[k] / best[floor]:.2f}x {floor}"
+                + f" ({cpu[k]:.3f} s CPU = {cpu[k] / cpu[floor]:.2f}x)"
+                + (f", {best[k] / duck['wall']:.2f}x DuckDB ({cpu[k] / duck['cpu']:.2f}x CPU)" if duck else "")
+                + "; phases "
+                + ", ".join(f"{p} {v:.3f}" for p, v in ph.items() if isinstance(v, float) and p != "wall")
+                + f"; pyarrow imported: {ph.get('pyarrow')}"
+            )
+        first, again = f"{mode}-first", f"{mode}-rerun"
+        print(
+            f"stats {mode} rerun over an unchanged store: {best[again]:.3f} s = {100 * best[again] / best[first]:.1f}%"
+            f" of the first run ({best[first]:.3f} s); CPU {100 * cpu[again] / cpu[first]:.1f}%"
+            f" ({cpu[again]:.3f} / {cpu[first]:.3f} s); tasks run: {phases[again].get('tasks')}"
+        )
+        # the model: serial S = the process's CPU outside its tasks (interpreter, imports,
+        # listing, saved-row checks, combine, Parquet), parallel P = the tasks' CPU, both at the
+        # first worker count (CPU, not wall: other jobs on a shared machine inflate wall times)
+        k1 = f"{mode}-{counts[0]}"
+        par = task_cpu[k1]
+        serial = cpu[k1] - par
+        frac = serial / cpu[k1]
+        line = f"stats {mode}: serial {serial:.3f} s CPU, parallel {par:.3f} s: serial fraction {100 * frac:.1f}%"
+        if len(counts) > 1:
+            k2 = f"{mode}-{counts[1]}"
+            s2 = cpu[k2] - task_cpu[k2]
+            line += f" ({100 * s2 / cpu[k2]:.1f}% at {counts[1]} workers, the pool's start included)"
+            r = counts[0] / counts[1]
+            fit = (best[k2] / best[k1] - r) / (1 - r)
+            line += f"; fitted to the wall times at {counts[0]} and {counts[1]}: {100 * fit:.1f}%"
+        print(line)
+        curve = {}
+        print("  workers  measured speed-up  predicted speed-up")
+        for n in sorted(set(counts) | {1, 2, 4, 8, predict}):
+            pred = model(serial, par, 1) / model(serial, par, n)
+            meas = best[k1] / best[f"{mode}-{n}"] if f"{mode}-{n}" in best else None
+            curve[n] = {"measured": meas, "predicted": pred}
+            print(f"  {n:7d}  {'' if meas is None else f'{meas:17.2f}':>17}  {pred:18.2f}")
+        models[mode] = {"serial_s": serial, "parallel_s": par, "serial_fraction": frac, "curve": curve}
+    return {"best": best, "cpu": cpu, "phases": phases, "models": models}
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@ measurements taken in that run.
 
     python benches/fleet_scaling.py [--store DIR] [--sessions 40 --megabytes 10]
                                     [--workers 1,2] [--predict 16] [--repeat 2]
-                                    [--modes summary,parquet] [--python PY] [--json OUT]
+                                    [--modes summary,parquet] [--python PY[,PY2]] [--json OUT]
 
 The store: ``--store`` (every ``*.jsonl`` below it), else ``--sessions`` files of
 ``--megabytes`` MB made with ``tests/tools/gen_session.py`` in a temporary folder (removed at
-the end). ``--python``: the interpreter whose ``sessiontree`` is measured (another checkout's
-venv, to compare builds in one run). Each measurement is a fresh process (its imports
-counted), best of ``--repeat``, the contenders interleaved round by round:
+the end). ``--python``: the interpreters whose ``sessiontree`` is measured (another checkout's
+venv: builds compared in one run, interleaved). Each measurement is a fresh process (its imports
+counted), best of ``--repeat``, the contenders interleaved round by round. Compare builds with
+their bytecode compiled alike: with ``PYTHONDONTWRITEBYTECODE`` set and a checkout without
+``__pycache__``, every process compiles the package (~0.07 s of CPU here); run with
+``PYTHONPYCACHEPREFIX=/tmp/pycache`` and that variable unset:
 
 * ``floor``: ``import sessiontree.fleet`` and ``Session.open`` of every file, in one process
   (cold: no saved index); ``floor+pyarrow``: the same importing pyarrow too (what a job that

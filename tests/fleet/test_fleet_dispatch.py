@@ -169,3 +169,18 @@ def test_the_cli_summary_imports_no_pyarrow(tmp_path):
     summary, modules = out.stdout.strip().splitlines()
     assert '"sessions": 5' in summary and modules == "[]"
     shutil.rmtree(store)
+
+
+def test_cache_settings_min_bytes_applies_to_saved_rows(tmp_path, monkeypatch):
+    # CacheSettings(min_bytes=0) saves the rows of small files too (it was read for saved
+    # indexes only: the rows followed $SESSIONTREE_INDEX_CACHE_MIN_BYTES, 1 MiB by default)
+    from sessiontree.index_cache import CacheSettings
+
+    monkeypatch.delenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", raising=False)
+    make_store(tmp_path / "store", 4, seed=12)
+    settings = CacheSettings(folder=str(tmp_path / "cache"), min_bytes=0)
+    first = session_stats(tmp_path / "store", workers=1, index_cache=settings)
+    assert len(list((tmp_path / "cache").glob("*.stats.row"))) == 4
+    again = session_stats(tmp_path / "store", workers=1, index_cache=settings)
+    assert _engine.LAST_RUN["saved"] == 4 and _engine.LAST_RUN["dispatched"] == 0
+    assert again.equals(first)

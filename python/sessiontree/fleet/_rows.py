@@ -379,7 +379,7 @@ def _saved_stats_row(item: Item, opts: Options) -> tuple[os.stat_result | None, 
     from .. import index_cache
 
     st = _local_stat(item)
-    if st is None or st.st_size < index_cache.min_bytes():
+    if st is None or st.st_size < index_cache.min_bytes(getattr(opts, "index_cache", None)):
         return None, None  # a small file: computing its row costs about what reading a saved one does
     saved = index_cache.load_row("stats", st, _stats_key(opts), getattr(opts, "index_cache", None))
     if saved is not None:

@@ -363,7 +363,8 @@ def session_stats(
         index_cache: where sessions' saved indexes are read and written
             (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: the caller's
             ``$SESSIONTREE_INDEX_CACHE`` when set, else each worker's default folder on its own
-            machine). Objects read from storage are never saved.
+            machine). Objects read from storage are never saved. Saved stats rows are checked
+            here before any work is dispatched (see :func:`stats_columns`).
     """
     cols = stats_columns(
         source,

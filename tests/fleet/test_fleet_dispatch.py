@@ -46,9 +46,12 @@ class _Spy:
 
 
 def test_a_rerun_over_an_unchanged_store_starts_no_worker(tmp_path, monkeypatch):
-    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE_MIN_BYTES", "0")
+    from sessiontree.index_cache import CacheSettings
+
     paths = make_store(tmp_path / "store", 8, seed=21)
-    cache = tmp_path / "cache"
+    # small files saved too, by the workers as here: the settings travel with the job (a pool's
+    # workers are forks of a fork server that may have started before this test's environment)
+    cache = CacheSettings(folder=str(tmp_path / "cache"), min_bytes=0)
     _engine.shutdown_pools()  # a pool left by another test would hide a start
     spy = _Spy(monkeypatch)
     first = session_stats(tmp_path / "store", workers=2, index_cache=cache)

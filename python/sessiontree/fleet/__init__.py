@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..index_cache import IndexCache
 
-from ..settings import CompactionSettings
-from ._rows import Options
 from .columns import ENTRY_COLUMNS, STATS_COLUMNS
 from ._sources import Item, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import CompactionSettings
     from ._compact import compact_sessions, outcomes_schema
     from ._convert import convert_sessions
     from ._scrub import scrub_sessions
@@ -364,6 +363,8 @@ def session_stats(
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
 
+    from ._rows import Options  # here: resolving a SOURCE (search) needs no Session
+
     opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
     opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
     batches = _engine.run(
@@ -428,6 +429,8 @@ def entries_table(
 
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
+
+    from ._rows import Options
 
     opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache), scrub=scrub)
     rows = _engine.run(

@@ -123,3 +123,24 @@ def test_a_tail_file_rewritten_is_indexed_again(tmp_path):
     os.utime(b.path, ns=(1, 1))
     assert _same_as_fresh("alpha", store, cache) == 1
     assert _same_as_fresh("omega", store, cache) == 1
+
+
+def test_a_tail_file_truncated_back_is_searched_as_it_is_now(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "cache"
+    store.mkdir()
+    b = Builder(store / "s.jsonl")
+    b.user("alpha first")
+    b.write()
+    assert search("alpha", store, index_cache=cache).total == 1
+    committed = _meta(cache)
+    _append_user(b, "alpha second")
+    keep = os.path.getsize(b.path)
+    _append_user(b, "alpha third")
+    assert _same_as_fresh("alpha", store, cache) == 3
+    # the last line cut off (the file still longer than the commit covers): its hit goes
+    with open(b.path, "r+b") as f:
+        f.truncate(keep)
+    assert _same_as_fresh("alpha", store, cache) == 2
+    _append_user(b, "alpha fourth")
+    assert _same_as_fresh("alpha", store, cache) == 3
+    assert _meta(cache) == committed

@@ -109,7 +109,7 @@ def __dir__() -> list[str]:
 
 
 # The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from ._core import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
+from .paths import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

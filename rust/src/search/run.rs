@@ -165,9 +165,11 @@ impl Open {
         Ok(o)
     }
 
-    /// Reloads the manifest and the reader when a commit was made since (by another process,
-    /// or `stamp` None), both from the same commit: `meta.json`'s identity the same before and
-    /// after reading them. Drops the tail index (it was built against the old commit).
+    /// Reloads the manifest and the reader when a commit was made since.
+    ///
+    /// By another process, or `stamp` None. Both come from the same commit: `meta.json`'s
+    /// identity the same before and after reading them. Drops the tail index (it was built
+    /// against the old commit).
     fn refresh(&mut self) -> Result<(), SearchError> {
         let mut now = self.si.meta_stamp();
         if now == self.stamp && now.is_some() {
@@ -187,10 +189,11 @@ impl Open {
         Ok(())
     }
 
-    /// Keeps a tail index holding the lines of `recs` (the manifest's records of the files
-    /// appended to, [`Synced::Tail`]) past their `covered`: the one built by an earlier query
-    /// when it holds the same files, still of the size and times it read, else a new one.
-    /// None: no tail.
+    /// Keeps a tail index of the lines of `recs` past their `covered`.
+    ///
+    /// `recs`: the manifest's records of the files appended to ([`Synced::Tail`]); None: no
+    /// tail. The tail built by earlier queries is kept, extended by a part for the bytes
+    /// appended since; it is built again when a file changed otherwise.
     fn set_tail(&mut self, recs: Option<Vec<FileRec>>) -> Result<(), SearchError> {
         let Some(recs) = recs else {
             self.tail = None;

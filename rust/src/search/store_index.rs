@@ -56,10 +56,11 @@ const CHUNK: usize = 1 << 20;
 /// indexing thread (fed by the extraction threads): a second one's arena, and the segment it
 /// finalizes at the same time, were a third of the build's peak memory.
 const BUDGET_PER_THREAD: usize = 24 << 20;
-/// The most bytes appended to indexed files (in all, past what the last commit covers) that
-/// are searched from a tail index in memory instead of committed: a sync whose only work is
-/// appends of at most this much commits nothing (see [`Synced::Tail`]); the next sync with
-/// more, or with a new, rewritten or removed file, commits them with the rest.
+/// The most appended bytes kept uncommitted, in a tail index in memory.
+///
+/// Counted in all, past what the last commit covers: a sync whose only work is appends of at
+/// most this much commits nothing (see [`Synced::Tail`]); the next sync with more, or with a
+/// new, rewritten or removed file, commits them with the rest.
 pub const PENDING_MAX: u64 = 4 << 20;
 /// The tail index's writer arena: its first hash table is sized from it (a third at most).
 const TAIL_BUDGET: usize = 8 << 20;
@@ -477,11 +478,12 @@ impl StoreIndex {
         Ok(Synced::Committed)
     }
 
-    /// An index in memory of the lines of each of `work` (a file's record and the byte, a line
-    /// start, from which to index it) to the file's end, with this index's schema and
-    /// tokenizer, and the records as they would be committed (`covered`, size, times and
-    /// fingerprint as read). One segment, built in this thread. Files that cannot be read are
-    /// left out (the next sync finds them).
+    /// A tail index: the lines of each file of `work` from its byte to its end, in memory.
+    ///
+    /// `work`: a file's record and the byte (a line start) from which to index it. Returns the
+    /// index (this index's schema and tokenizer; one segment, built in this thread) and the
+    /// records as they would be committed (`covered`, size, times and fingerprint as read).
+    /// Files that cannot be read are left out (the next sync finds them).
     pub fn tail_index(
         &self,
         work: &[(FileRec, u64)],

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -20,8 +20,9 @@ from ..errors import (
     SessionCycleError,
     SessionTreeError,
 )
-from ..session import EntryTable, Session
 
+if TYPE_CHECKING:
+    from ..session import EntryTable, Session
 
 #: Characters of preview shown by default (``--max-preview``).
 DEFAULT_PREVIEW = 60

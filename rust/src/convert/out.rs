@@ -22,7 +22,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 /// Bytes handed to the writer thread at a time.
-const CHUNK: usize = 256 << 10;
+const CHUNK: usize = 128 << 10;
 /// Batches queued for the writer thread.
 const DEPTH: usize = 2;
 /// Bytes of a file after which its write-back is started.

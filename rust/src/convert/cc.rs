@@ -176,12 +176,14 @@ const BATCH: usize = 64 << 10;
 /// Threads reading the lines' fields.
 const WORKERS: usize = 2;
 
-/// Pass 1's records of every line of `src` (or `data`), `apply` called on each in line order.
+/// Pass 1's records of every line of `src` (or `data`), `apply` called on each in line order
+/// (batches of `batch` bytes).
 /// The lines are read on one thread and parsed by `WORKERS` threads, batch `i` by worker
 /// `i % WORKERS`, so the batches come back in order; at most a few batches are in flight.
 fn read_records(
     src: &Path,
     data: Option<&[u8]>,
+    batch: usize,
     mut apply: impl FnMut(Rec),
 ) -> Result<(), ConvertError> {
     std::thread::scope(|sc| {
@@ -224,7 +226,7 @@ fn read_records(
                 while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
                     b.bytes.extend_from_slice(line);
                     b.ends.push((b.bytes.len(), eol));
-                    if b.bytes.len() >= BATCH {
+                    if b.bytes.len() >= batch {
                         if to_workers[k % WORKERS].send(std::mem::take(&mut b)).is_err() {
                             return Ok(());
                         }
@@ -422,6 +424,48 @@ struct Plan {
 }
 
 fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, ConvertError> {
+    plan_in(src, data, rep, BATCH)
+}
+
+/// Pass 1's plan of what each line's bytes say, in line order (`plan`), and of every problem:
+/// `(ids, parents, outputs, flags, leaves, groups, problems)`, the lines read in batches of
+/// `batch` bytes. Equal for every batch size (a test's oracle: one batch is one thread).
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn plan_summary(
+    data: &[u8],
+    batch: usize,
+) -> (
+    Vec<String>,
+    Vec<u32>,
+    Vec<u32>,
+    Vec<u8>,
+    Vec<u32>,
+    Vec<String>,
+    Vec<(u64, &'static str, String)>,
+) {
+    let mut rep = Report::default();
+    let p = plan_in(Path::new("t.jsonl"), Some(data), &mut rep, batch).expect("a plan");
+    (
+        (0..p.parent.len()).map(|i| p.pid.get(i).to_string()).collect(),
+        p.parent,
+        p.out,
+        p.flags,
+        p.leaf,
+        p.groups,
+        rep.problems
+            .into_iter()
+            .map(|x| (x.line, x.kind, x.message))
+            .collect(),
+    )
+}
+
+fn plan_in(
+    src: &Path,
+    data: Option<&[u8]>,
+    rep: &mut Report,
+    batch: usize,
+) -> Result<Plan, ConvertError> {
     let mut pid = Ids::default();
     let mut pkind: Vec<u8> = Vec::new(); // 0 no parentUuid, 1 null, 2 a string
     let mut rparent: Vec<u32> = Vec::new();
@@ -433,7 +477,7 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
     let (mut session, mut cwd, mut ts) = (None, None, None);
     let mut last_msg = NONE;
     let mut n: u32 = 0;
-    read_records(src, data, |rec| {
+    read_records(src, data, batch, |rec| {
         let mut f = 0u8;
         let mut pref = PRef::Absent;
         let mut uuid: Option<String> = None;

@@ -307,13 +307,24 @@ mod tests {
             _ => panic!("an object"),
         }
         assert_eq!(o.q, Some(3));
-        for v in ["[1,[2]]", "\"s\"", "null", "true", "-1.5", "7"] {
-            let o: Out = serde_json::from_str(&format!(r#"{{"p":{v},"q":1}}"#)).unwrap();
+        for v in ["[1,[2]]", "\"s\"", "true", "-1.5", "7"] {
+            let text = format!(r#"{{"p":{v},"q":1}}"#);
+            let o: Out = serde_json::from_str(&text).unwrap();
             assert!(matches!(o.p, Some(Nested::Other)), "{v}");
             assert_eq!(o.q, Some(1));
         }
         let o: Out = serde_json::from_str(r#"{"q":1}"#).unwrap();
         assert!(o.p.is_none());
+        // a plain Option reads null as absent; present_nested keeps it (Other)
+        let o: Out = serde_json::from_str(r#"{"p":null}"#).unwrap();
+        assert!(o.p.is_none());
+        #[derive(serde::Deserialize)]
+        struct Kept<'a> {
+            #[serde(borrow, default, deserialize_with = "present_nested")]
+            p: Option<Nested<In<'a>>>,
+        }
+        let o: Kept = serde_json::from_str(r#"{"p":null}"#).unwrap();
+        assert!(matches!(o.p, Some(Nested::Other)));
         // a key given twice inside fails the parse, as a separate parse of the field would
         assert!(serde_json::from_str::<Out>(r#"{"p":{"x":1,"x":2}}"#).is_err());
         // a number out of f64's range fails here (the caller reads the line the two-step way)

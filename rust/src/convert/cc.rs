@@ -113,12 +113,12 @@ fn record(line: &[u8], eol: bool) -> Rec {
     };
     match meta {
         Some(m) => {
-            let summary_text = (s(m.ty.as_ref()) == Some("user")
-                && truthy(&m.compact_summary))
-            .then(|| {
-                let msg: Option<Value> = m.message.and_then(|r| serde_json::from_str(r.get()).ok());
-                text_of(msg.as_ref().and_then(|v| v.get("content")))
-            });
+            let summary_text = (s(m.ty.as_ref()) == Some("user") && truthy(&m.compact_summary))
+                .then(|| {
+                    let msg: Option<Value> =
+                        m.message.and_then(|r| serde_json::from_str(r.get()).ok());
+                    text_of(msg.as_ref().and_then(|v| v.get("content")))
+                });
             Rec {
                 meta: Some(Box::new(MetaRec {
                     utf8_bad: simdutf8::basic::from_utf8(line).is_err(),
@@ -227,7 +227,10 @@ fn read_records(
                     b.bytes.extend_from_slice(line);
                     b.ends.push((b.bytes.len(), eol));
                     if b.bytes.len() >= batch {
-                        if to_workers[k % WORKERS].send(std::mem::take(&mut b)).is_err() {
+                        if to_workers[k % WORKERS]
+                            .send(std::mem::take(&mut b))
+                            .is_err()
+                        {
                             return Ok(());
                         }
                         k += 1;
@@ -447,7 +450,9 @@ pub(crate) fn plan_summary(
     let mut rep = Report::default();
     let p = plan_in(Path::new("t.jsonl"), Some(data), &mut rep, batch).expect("a plan");
     (
-        (0..p.parent.len()).map(|i| p.pid.get(i).to_string()).collect(),
+        (0..p.parent.len())
+            .map(|i| p.pid.get(i).to_string())
+            .collect(),
         p.parent,
         p.out,
         p.flags,
@@ -523,8 +528,7 @@ fn plan_in(
                     ts = s(m.timestamp.as_ref()).map(str::to_string);
                 }
                 let summary = ty == Some("user") && truthy(&m.compact_summary);
-                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title"))
-                    || m.has_pi
+                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title")) || m.has_pi
                 {
                     f |= F_FULL;
                 }

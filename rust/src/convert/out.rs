@@ -62,7 +62,10 @@ struct Sink {
     kicked: u64,
 }
 
-fn writer_loop(rx: Receiver<Msg>, back: SyncSender<Vec<u8>>) -> Result<Vec<Option<File>>, WriteFail> {
+fn writer_loop(
+    rx: Receiver<Msg>,
+    back: SyncSender<Vec<u8>>,
+) -> Result<Vec<Option<File>>, WriteFail> {
     let mut sinks: Vec<Option<Sink>> = Vec::new();
     while let Ok(m) = rx.recv() {
         match m {
@@ -170,7 +173,10 @@ impl Writer {
         self.tx = None;
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err((usize::MAX, std::io::Error::other("the writer thread panicked"))),
+            Some(Err(_)) => Err((
+                usize::MAX,
+                std::io::Error::other("the writer thread panicked"),
+            )),
             None => Ok(Vec::new()),
         }
     }

@@ -223,22 +223,41 @@ fn mixed_claude_code() -> Vec<u8> {
     for i in 0..400 {
         let u = format!("u{i}");
         let line = match i % 9 {
-            0 => format!(r#"{{"type":"user","uuid":"{u}","parentUuid":{parent},"sessionId":"s","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"hi {i}"}}}}"#),
-            1 => format!(r#"{{"type":"assistant","uuid":"{u}","parentUuid":{parent},"isSidechain":{},"agentId":"a{}","message":{{"role":"assistant","content":[{{"type":"text","text":"yo"}}]}}}}"#, i % 2 == 0, i % 3),
+            0 => format!(
+                r#"{{"type":"user","uuid":"{u}","parentUuid":{parent},"sessionId":"s","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"hi {i}"}}}}"#
+            ),
+            1 => format!(
+                r#"{{"type":"assistant","uuid":"{u}","parentUuid":{parent},"isSidechain":{},"agentId":"a{}","message":{{"role":"assistant","content":[{{"type":"text","text":"yo"}}]}}}}"#,
+                i % 2 == 0,
+                i % 3
+            ),
             2 => "not json".to_string(),
             3 => "[1,2]".to_string(),
-            4 => format!(r#"{{"type":"user","uuid":"u{}","parentUuid":"later{i}","message":{{"role":"user","content":"dup id"}}}}"#, i - 4),
-            5 => format!(r#"{{"type":"system","subtype":"compact_boundary","uuid":"{u}","parentUuid":null,"logicalParentUuid":"u{}","compactMetadata":{{"preTokens":5}}}}"#, i - 5),
-            6 => format!(r#"{{"type":"user","isCompactSummary":true,"uuid":"{u}","parentUuid":{parent},"message":{{"content":[{{"type":"text","text":"sum {i}"}}]}}}}"#),
+            4 => format!(
+                r#"{{"type":"user","uuid":"u{}","parentUuid":"later{i}","message":{{"role":"user","content":"dup id"}}}}"#,
+                i - 4
+            ),
+            5 => format!(
+                r#"{{"type":"system","subtype":"compact_boundary","uuid":"{u}","parentUuid":null,"logicalParentUuid":"u{}","compactMetadata":{{"preTokens":5}}}}"#,
+                i - 5
+            ),
+            6 => format!(
+                r#"{{"type":"user","isCompactSummary":true,"uuid":"{u}","parentUuid":{parent},"message":{{"content":[{{"type":"text","text":"sum {i}"}}]}}}}"#
+            ),
             7 => format!(r#"{{"type":"progress","uuid":"{u}","uuid":"x","parentUuid":3}}"#),
-            _ => format!(r#"{{"type":"user","uuid":"later{}","parentUuid":{parent},"message":{{"role":"user","content":"\ud800 \u00e9"}}}}"#, i - 4),
+            _ => format!(
+                r#"{{"type":"user","uuid":"later{}","parentUuid":{parent},"message":{{"role":"user","content":"\ud800 \u00e9"}}}}"#,
+                i - 4
+            ),
         };
         t.push_str(&line);
         t.push('\n');
         parent = format!("\"{u}\"");
     }
     let mut b = t.into_bytes();
-    b.extend_from_slice(b"{\"type\":\"user\",\"uuid\":\"z\",\"parentUuid\":\"u1\",\"x\":\"\xff\"}\n");
+    b.extend_from_slice(
+        b"{\"type\":\"user\",\"uuid\":\"z\",\"parentUuid\":\"u1\",\"x\":\"\xff\"}\n",
+    );
     b.extend_from_slice(b"{\"type\":\"user\",\"uu");
     b
 }
@@ -248,7 +267,12 @@ fn claude_code_pass_1_is_the_same_for_every_batch_size() {
     let data = mixed_claude_code();
     // one batch: one worker reads every line in order (the sequential reading)
     let one = cc::plan_summary(&data, usize::MAX);
-    assert!(one.0.len() > 400 && one.6.len() > 100, "{} lines, {} problems", one.0.len(), one.6.len());
+    assert!(
+        one.0.len() > 400 && one.6.len() > 100,
+        "{} lines, {} problems",
+        one.0.len(),
+        one.6.len()
+    );
     for batch in [1, 7, 100, 4096] {
         assert!(cc::plan_summary(&data, batch) == one, "batch {batch}");
     }
@@ -320,7 +344,9 @@ fn codex_usage_follows_each_assistant_item_over_many_lines() {
         if v["type"] != "message" {
             continue;
         }
-        let i: u64 = v["message"]["content"][0]["text"].as_str().unwrap()[1..].parse().unwrap();
+        let i: u64 = v["message"]["content"][0]["text"].as_str().unwrap()[1..]
+            .parse()
+            .unwrap();
         let want = if i % 3 != 0 { i } else { 0 };
         assert_eq!(v["message"]["usage"]["input"], want, "message {i}");
         seen += 1;

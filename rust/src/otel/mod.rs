@@ -251,12 +251,51 @@ struct Group {
     active: bool,
 }
 
+/// The groups in the order they were made, in blocks of [`Groups::BLOCK`] (no doubling of one
+/// large array as they grow: at most one block's room unused).
+#[derive(Default)]
+struct Groups {
+    blocks: Vec<Vec<Group>>,
+    len: usize,
+}
+
+impl Groups {
+    const BLOCK: usize = 4096;
+
+    fn push(&mut self, g: Group) {
+        if self.blocks.last().is_none_or(|b| b.len() == Self::BLOCK) {
+            self.blocks.push(Vec::with_capacity(Self::BLOCK));
+        }
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(g);
+            self.len += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Index<usize> for Groups {
+    type Output = Group;
+    fn index(&self, ix: usize) -> &Group {
+        &self.blocks[ix / Self::BLOCK][ix % Self::BLOCK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Groups {
+    fn index_mut(&mut self, ix: usize) -> &mut Group {
+        &mut self.blocks[ix / Self::BLOCK][ix % Self::BLOCK]
+    }
+}
+
 #[derive(Default)]
 struct Extra {
     events: Vec<u8>,
     n_events: usize,
     dropped: u64,
-    input: Option<String>,
+    input: Option<AttrValue>,
 }
 
 /// The state of one session's export.
@@ -275,7 +314,7 @@ pub struct Mapper {
     /// [`ACTIVE`], [`OWN_SPAN`]
     flags: Vec<u8>,
     /// the turns and branches in the order they were made (`group` holds indices into it)
-    group_list: Vec<Group>,
+    group_list: Groups,
     /// the groups' ids, one after the other (see [`Group::id_end`])
     group_ids: String,
     /// the branches' fork point spans (their links), by group index, in order
@@ -433,7 +472,7 @@ impl Mapper {
             group: vec![G_UNSEEN; n],
             time: vec![f64::NAN; n],
             flags: vec![0; n],
-            group_list: Vec::new(),
+            group_list: Groups::default(),
             group_ids: String::new(),
             forks: Vec::new(),
             tools: HashMap::new(),
@@ -662,25 +701,38 @@ impl Mapper {
 
     // --- helpers ---
 
-    /// `value`'s JSON text as a content attribute (cut to [`MAX_CONTENT_CHARS`] characters).
-    fn content_value(&mut self, text: Vec<u8>, what: &str) -> String {
-        // the text is the mapping's own JSON (UTF-8 by construction): checked with SIMD
+    /// The JSON text of `doc` as a content attribute's value (cut to [`MAX_CONTENT_CHARS`]
+    /// characters, the cut recorded as a problem). Written escaped as the attribute's string in
+    /// one pass; the text is made first only when it may be over the limit.
+    fn content_value(&mut self, doc: &J, what: &str) -> AttrValue {
+        let (v, problem) = Self::content_of(doc, what);
+        if let Some(p) = problem {
+            self.problem(p);
+        }
+        v
+    }
+
+    /// [`Mapper::content_value`]: the value and the problem to record.
+    fn content_of(doc: &J, what: &str) -> (AttrValue, Option<String>) {
+        let mut escaped = Vec::new();
+        doc.write_escaped(&mut escaped);
+        // the text is no longer than its escaped form
+        if escaped.len() <= MAX_CONTENT_CHARS {
+            return (AttrValue::Escaped(escaped), None);
+        }
+        drop(escaped);
+        // the mapping's own JSON (UTF-8 by construction): checked with SIMD
+        let text = doc.to_vec();
         let text = match simdutf8::basic::from_utf8(&text) {
             // SAFETY: `text` was just checked to be UTF-8
             Ok(_) => unsafe { String::from_utf8_unchecked(text) },
             Err(_) => String::from_utf8_lossy(&text).into_owned(),
         };
-        let chars = if text.len() > MAX_CONTENT_CHARS {
-            text.chars().count()
-        } else {
-            text.len()
-        };
+        let chars = text.chars().count();
         if chars <= MAX_CONTENT_CHARS {
-            return text;
+            return (AttrValue::Str(text), None);
         }
-        self.problem(format!(
-            "{what}: content of {chars} characters cut to {MAX_CONTENT_CHARS}"
-        ));
+        let problem = format!("{what}: content of {chars} characters cut to {MAX_CONTENT_CHARS}");
         let cut: String = text.chars().take(MAX_CONTENT_CHARS).collect();
         let j = J::Arr(vec![J::Obj(vec![
             ("role", J::Str("user".into())),
@@ -692,7 +744,8 @@ impl Mapper {
                 ])]),
             ),
         ])]);
-        String::from_utf8(j.to_vec()).unwrap_or_default()
+        let v = AttrValue::Str(String::from_utf8(j.to_vec()).unwrap_or_default());
+        (v, Some(problem))
     }
 
     fn group_span(&self, g: i64) -> [u8; 8] {
@@ -1076,9 +1129,9 @@ impl Mapper {
                                     "gen_ai.tool.call.arguments",
                                     AttrValue::Str(String::from_utf8_lossy(&args).into_owned()),
                                 );
-                                let res = msg.get("output").map_or(J::Null, J::Val).to_vec();
-                                let v = self.content_value(res, &what);
-                                attrs.set("gen_ai.tool.call.result", AttrValue::Str(v));
+                                let res = msg.get("output").map_or(J::Null, J::Val);
+                                let v = self.content_value(&res, &what);
+                                attrs.set("gen_ai.tool.call.result", v);
                                 let im = Self::input_json(msg).unwrap_or_else(|| b"{}".to_vec());
                                 self.recent.insert(p, im);
                             }
@@ -1205,19 +1258,21 @@ impl Mapper {
                 .filter(|m| m.as_slice() != b"{}")
                 .collect();
             if !inputs.is_empty() {
-                let j = J::Arr(inputs.iter().map(|m| J::Raw(m)).collect()).to_vec();
-                let v = self.content_value(j, &what);
-                attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+                let j = J::Arr(inputs.iter().map(|m| J::Raw(m)).collect());
+                let (v, problem) = Self::content_of(&j, &what);
+                attrs.set("gen_ai.input.messages", v);
+                if let Some(p) = problem {
+                    self.problem(p);
+                }
             }
             let fr = stop_s.map_or("stop", finish_reason);
             let j = J::Arr(vec![J::Obj(vec![
                 ("role", J::Str("assistant".into())),
                 ("parts", parts(msg.get("content"))),
                 ("finish_reason", J::Str(fr.into())),
-            ])])
-            .to_vec();
-            let v = self.content_value(j, &what);
-            attrs.set("gen_ai.output.messages", AttrValue::Str(v));
+            ])]);
+            let v = self.content_value(&j, &what);
+            attrs.set("gen_ai.output.messages", v);
         }
         let err = (stop_s == Some("error")).then(|| {
             str_of(msg.get("errorMessage"))
@@ -1251,9 +1306,9 @@ impl Mapper {
                 ta.set("gen_ai.tool.type", s("function"));
                 ta.set("sessiontree.entry.id", s(eid));
                 if full {
-                    let args = b.get("arguments").map_or(J::Null, J::Val).to_vec();
-                    let v = self.content_value(args, &what);
-                    ta.set("gen_ai.tool.call.arguments", AttrValue::Str(v));
+                    let args = b.get("arguments").map_or(J::Null, J::Val);
+                    let v = self.content_value(&args, &what);
+                    ta.set("gen_ai.tool.call.arguments", v);
                 }
                 let mut parts: Vec<&str> = at.cur.to_vec();
                 parts.push("tool");
@@ -1337,9 +1392,9 @@ impl Mapper {
         rec.end = at.ms;
         rec.attrs.set("sessiontree.result.entry_id", s(eid));
         if full {
-            let t = J::Str(text_of(msg.get("content"))).to_vec();
-            let v = self.content_value(t, &format!("entry {eid}"));
-            rec.attrs.set("gen_ai.tool.call.result", AttrValue::Str(v));
+            let t = J::Str(text_of(msg.get("content")));
+            let v = self.content_value(&t, &format!("entry {eid}"));
+            rec.attrs.set("gen_ai.tool.call.result", v);
         }
         self.emit(&rec, err.as_deref());
     }
@@ -1423,10 +1478,9 @@ impl Mapper {
                         ])]),
                     ),
                     ("finish_reason", J::Str("stop".into())),
-                ])])
-                .to_vec();
-                let v = self.content_value(j, &what);
-                attrs.set("gen_ai.output.messages", AttrValue::Str(v));
+                ])]);
+                let v = self.content_value(&j, &what);
+                attrs.set("gen_ai.output.messages", v);
                 let im = J::Obj(vec![
                     ("role", J::Str("user".into())),
                     (
@@ -1469,8 +1523,8 @@ impl Mapper {
         if self.content == Content::None {
             return Vec::new();
         }
-        self.group_list[self.chunk_range(k)]
-            .iter()
+        self.chunk_range(k)
+            .map(|ix| &self.group_list[ix])
             .filter(|g| g.turn)
             .map(|g| g.pos as usize)
             .collect()
@@ -1516,7 +1570,7 @@ impl Mapper {
                     .and_then(Self::input_json);
                 if let Some(im) = im {
                     let what = format!("entry {}", self.group_id(ix));
-                    let v = self.content_value(J::Arr(vec![J::Raw(&im)]).to_vec(), &what);
+                    let v = self.content_value(&J::Arr(vec![J::Raw(&im)]), &what);
                     self.group_list[ix]
                         .extra
                         .get_or_insert_with(Box::default)
@@ -1563,7 +1617,7 @@ impl Mapper {
             .map(|b| *b)
             .unwrap_or_default();
         if let Some(v) = x.input {
-            attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+            attrs.set("gen_ai.input.messages", v);
         }
         Pending {
             span,
@@ -1584,7 +1638,7 @@ impl Mapper {
     /// Writes the root span (the problems as its events) and the last request line.
     pub fn finish_root(&mut self) {
         self.close_tools();
-        self.group_list = Vec::new();
+        self.group_list = Groups::default();
         self.group_ids = String::new();
         self.forks = Vec::new();
         let problems = self.problems.clone();

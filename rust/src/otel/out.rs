@@ -403,11 +403,14 @@ mod tests {
     /// written.
     #[test]
     fn a_document_escaped_in_one_pass_is_its_text_escaped() {
-        let mut texts: Vec<String> = (0u8..0x80).map(|c| format!("a{}\u{e9}", char::from(c))).collect();
+        let mut texts: Vec<String> = (0u8..0x80)
+            .map(|c| format!("a{}\u{e9}", char::from(c)))
+            .collect();
         texts.push("\"\\\n\r\t\u{8}\u{c}\u{1}\u{1f}/\u{7f}\u{2028}\u{1f600}".repeat(5));
         texts.push(String::new());
         for t in &texts {
-            let val: serde_json::Value = serde_json::json!({t.as_str(): [t, 1.5, -2, null, true, {"k": t}]});
+            let val: serde_json::Value =
+                serde_json::json!({t.as_str(): [t, 1.5, -2, null, true, {"k": t}]});
             let raw = serde_json::to_vec(&val).unwrap();
             let doc = J::Arr(vec![
                 J::Obj(vec![("role", J::Str(Cow::Borrowed(t))), ("x", J::Null)]),
@@ -420,7 +423,11 @@ mod tests {
             let mut got = b"\"".to_vec();
             doc.write_escaped(&mut got);
             got.push(b'"');
-            assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want), "{t:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{t:?}"
+            );
         }
     }
 

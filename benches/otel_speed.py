@@ -14,8 +14,8 @@ wall time and ``ru_maxrss``):
 * ``otel``: ``sessiontree otel FILE -o OUT`` (``--content none``, the default);
 * ``otel full``: ``--content full``.
 
-Prints the times, peak RSS, and the ratios otel / export-html (time) and otel / open (peak
-RSS), each step's best of ``--repeat`` rounds (the steps interleaved in each round). The index
+Prints the times (wall and CPU seconds), peak RSS, and the ratios otel / export-html (time)
+and otel / open (peak RSS), each step's best of ``--repeat`` rounds (the steps interleaved in each round). The index
 cache is off (``SESSIONTREE_INDEX_CACHE=off``): every run indexes the file.
 
 ``--compare DIR``: a second build (a folder holding a ``sessiontree`` package, e.g. a copy of
@@ -58,7 +58,8 @@ else:
             rc = main(["otel", src, "-o", out, "--content", what.split(":")[1]])
     assert rc == 0, rc
 dt = time.perf_counter() - t0
-print(json.dumps({"secs": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"secs": dt, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}))
 """
 
 
@@ -102,8 +103,8 @@ def main() -> None:
             print(f"{mb:g} MiB ({size / 2**20:.0f} MiB file), load average {os.getloadavg()[0]:.1f}:")
             for what, r in res.items():
                 print(
-                    f"  {what:15s} {r['secs']:7.2f} s  peak RSS {r['rss_mb']:7.0f} MB  out {r['out_mb']:7.1f} MiB"
-                    f"  time/export-html {r['secs'] / h:5.2f}  RSS/open {r['rss_mb'] / res['open']['rss_mb']:5.2f}"
+                    f"  {what:15s} {r['secs']:7.2f} s  CPU {r['cpu']:7.2f} s  peak RSS {r['rss_mb']:7.0f} MB  out {r['out_mb']:7.1f} MiB"
+                    f"  time/export-html {r['secs'] / h:5.2f}  CPU/export-html {r['cpu'] / res['html']['cpu']:5.2f}  RSS/open {r['rss_mb'] / res['open']['rss_mb']:5.2f}"
                     f"  RSS/open:cli {r['rss_mb'] / res['open:cli']['rss_mb']:5.2f}"
                 )
 

@@ -45,8 +45,9 @@ pub const SEMCONV_VERSION: &str = "1.41.0";
 pub const SPANS_PER_REQUEST: usize = 512;
 /// Entries read per batch.
 pub const BATCH: usize = 2048;
-/// Turn and branch spans written per [`Mapper::finish_chunk`] (one request line's worth: what
-/// the call hands back at once).
+/// Turn and branch spans written per [`Mapper::finish_chunk`].
+///
+/// One request line's worth: what the call hands back at once.
 pub const FINISH: usize = 512;
 /// Events kept on one span; more are counted in `droppedEventsCount`.
 pub const MAX_EVENTS: usize = 256;

@@ -347,9 +347,10 @@ impl J<'_> {
         v
     }
 
-    /// What [`J::write`] writes, escaped as a JSON string's text (between its quotes), in one
-    /// pass: the value of a string attribute holding this document, as [`push_str`] would
-    /// write the text `write` gives.
+    /// What [`J::write`] writes, escaped as a JSON string's text, in one pass.
+    ///
+    /// The bytes between the quotes of a string attribute holding this document: what
+    /// [`push_str`] would write of the text `write` gives.
     pub fn write_escaped(&self, out: &mut Vec<u8>) {
         match self {
             J::Null => out.extend_from_slice(b"null"),

@@ -17,7 +17,6 @@ use super::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -389,7 +388,7 @@ fn output_text(w: &mut W<'_>, mut v: Option<&RawValue>) -> Res<()> {
 
 struct Made {
     /// the entry's type: Pi's, or a restored entry's own (one Pi 1.6 does not know)
-    ty: Cow<'static, str>,
+    ty: Cow<'static>,
     fields: Vec<(&'static str, Value)>,
     /// a message entry's `message` object, written
     body: Option<Vec<u8>>,

@@ -65,8 +65,8 @@
 //! (our name, magic and layout), through the folder's descriptor, never through a symlink.
 
 use crate::index::{
-    lookup_block_ok, recs_bytes, BlockChecks, Index, KeyStore, Paged, PagedKeys,
-    PagedRecs, Rec, SavedLookup, KEY_GROUP, KID_NULL, KID_UNDEFINED, NONE, REC_BLOCK, T_NONE,
+    lookup_block_ok, recs_bytes, BlockChecks, Index, KeyStore, Paged, PagedKeys, PagedRecs, Rec,
+    SavedLookup, KEY_GROUP, KID_NULL, KID_UNDEFINED, NONE, REC_BLOCK, T_NONE,
 };
 use std::ffi::CString;
 use std::fs::File;
@@ -566,7 +566,14 @@ pub fn load(cfg: &CacheCfg, f: &File, meta: &std::fs::Metadata) -> Result<(Index
     let want_ktab = ktab.clone();
     let rescue = std::sync::Arc::new(move || {
         cold.get_or_init(|| {
-            let ix = rescan(&session, covered, nrecs as usize, meta_sum, &want_ktab, seed)?;
+            let ix = rescan(
+                &session,
+                covered,
+                nrecs as usize,
+                meta_sum,
+                &want_ktab,
+                seed,
+            )?;
             let _ = save(&cfg, &ix, &session, &stat, &path);
             let (k, b) = ix.key_sections();
             Some((
@@ -1453,7 +1460,10 @@ mod tests {
         head[16..20].copy_from_slice(&48u32.to_ne_bytes());
         head[SUM_AT..SUM_AT + 8].fill(0);
         let meta_b = &good[HEADER_LEN..before_recs];
-        let sum = checksum(&head, [section_sum(meta_b), 0, 0, section_sum(&old_recs), 0]);
+        let sum = checksum(
+            &head,
+            [section_sum(meta_b), 0, 0, section_sum(&old_recs), 0],
+        );
         head[SUM_AT..SUM_AT + 8].copy_from_slice(&sum.to_ne_bytes());
         let mut old = head.to_vec();
         old.extend_from_slice(meta_b);

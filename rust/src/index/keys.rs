@@ -359,7 +359,10 @@ impl Index {
     /// saved lookup is read whole.
     pub fn lookup_entries(&self) -> Vec<u64> {
         let t = self.table();
-        let mut v = self.saved_lookup.as_ref().map_or_else(Vec::new, |l| l.to_vec());
+        let mut v = self
+            .saved_lookup
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.to_vec());
         v.reserve(t.len);
         v.extend(
             t.slots

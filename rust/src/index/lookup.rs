@@ -180,7 +180,10 @@ mod tests {
         let mut s = e.clone();
         s.swap(2, 3);
         assert!(!lookup_block_ok(&f, 10, 0, &s), "unsorted");
-        assert!(!lookup_block_ok(&[1], 10, 0, &e), "first tag is not the fence");
+        assert!(
+            !lookup_block_ok(&[1], 10, 0, &e),
+            "first tag is not the fence"
+        );
         assert!(!lookup_block_ok(&f, 10, REC_BLOCK, &e), "no such block");
     }
 }

@@ -354,9 +354,10 @@ impl Index {
         self.table().len + self.saved_lookup.as_ref().map_or(0, |l| l.len())
     }
 
-    /// The key lookup a saved index stores (see `lookup.rs`): per string, number and boolean key,
-    /// `hash >> 32 << 32 | key id`, ascending ([`Index::lookup_len`] of them). A restored index's
-    /// saved lookup is read whole.
+    /// The key lookup a saved index stores (see `lookup.rs`), ascending.
+    ///
+    /// Per string, number and boolean key, `hash >> 32 << 32 | key id` ([`Index::lookup_len`] of
+    /// them). A restored index's saved lookup is read whole.
     pub fn lookup_entries(&self) -> Vec<u64> {
         let t = self.table();
         let mut v = self
@@ -595,8 +596,9 @@ impl Index {
                 .is_some_and(|l| l.entries.unrecoverable())
     }
 
-    /// Blocks read from the saved index so far (records, winners, key groups and key lookup
-    /// blocks), of how many.
+    /// Blocks read from the saved index so far, of how many.
+    ///
+    /// Records, winners, key groups and key lookup blocks.
     pub fn saved_blocks_read(&self) -> (usize, usize) {
         let (a, b) = self.recs.blocks_read();
         let (c, d) = self

@@ -25,8 +25,10 @@ pub struct SavedLookup {
 }
 
 impl SavedLookup {
-    /// The lookup of a saved index with `nkeys` keys: its `entries` and per block the first
-    /// entry's tag (`fences`, which must be one per block and ascending). None otherwise.
+    /// The lookup of a saved index with `nkeys` keys; None when `fences` do not fit `entries`.
+    ///
+    /// `entries` and per block the first entry's tag (`fences`, which must be one per block and
+    /// ascending).
     pub fn new(entries: Paged<u64>, fences: Vec<u32>, nkeys: u32) -> Option<Self> {
         if fences.len() != entries.len().div_ceil(REC_BLOCK) || !fences.is_sorted() {
             return None;
@@ -82,6 +84,11 @@ impl SavedLookup {
         self.entries.len()
     }
 
+    /// Whether the lookup has no entries (a session whose ids are all objects or missing).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Every entry, ascending (every block read).
     pub fn to_vec(&self) -> Vec<u64> {
         (0..self.entries.len())
@@ -90,9 +97,11 @@ impl SavedLookup {
     }
 }
 
-/// Whether block `b`'s entries (`items`, from entry `first`) keep the bounds a saved lookup of
-/// `nkeys` keys with these `fences` sets: ascending, the first tag the block's fence, none past
-/// the next fence, each a key id below `nkeys`.
+/// Whether a block of a saved lookup keeps its bounds.
+///
+/// The block's entries are `items`, from entry `first`; the lookup has `nkeys` keys and these
+/// `fences`. Ascending, the first tag the block's fence, none past the next fence, each a key id
+/// below `nkeys`.
 pub fn lookup_block_ok(fences: &[u32], nkeys: u32, first: usize, items: &[u64]) -> bool {
     let b = first / REC_BLOCK;
     let Some(&fence) = fences.get(b) else {

@@ -329,8 +329,9 @@ impl Index {
         Index::with_key_seed(random_seed())
     }
 
-    /// An empty index whose keys hash with `seed` (a saved index's, for a scan that must give the
-    /// same saved key lookup).
+    /// An empty index whose keys hash with `seed`.
+    ///
+    /// A saved index's seed, for a scan that must give the same saved key lookup.
     pub fn with_key_seed(seed: u64) -> Self {
         let mut ix = Index {
             hasher: KeyHasher::with_seed(seed),

@@ -361,8 +361,9 @@ impl Index {
         Index::restore_meta(meta, keys, recs.len(), covered)?.restore_records(recs)
     }
 
-    /// The key seed and the key lookup's size a meta section ends with ([`Index::persist_meta`]);
-    /// None when it is too short.
+    /// The key seed and the key lookup's size that end a meta section; None when too short.
+    ///
+    /// As [`Index::persist_meta`] writes them.
     pub fn meta_lookup(meta: &[u8]) -> Option<(u64, u64)> {
         let n = meta.len().checked_sub(16)?;
         let v = |at: usize| u64::from_ne_bytes(meta[at..at + 8].try_into().expect("8 bytes"));

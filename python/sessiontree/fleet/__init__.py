@@ -34,9 +34,11 @@ from ..index_cache import IndexCache
 from ..settings import CompactionSettings
 from ._rows import Options
 from .columns import ENTRY_COLUMNS, STATS_COLUMNS
-from ._sources import Item, resolve_source
+from ._sources import FileSystemArg, Item, SourceArg, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow
+
     from ._compact import compact_sessions, outcomes_schema
     from ._convert import convert_sessions
     from ._scrub import scrub_sessions
@@ -266,7 +268,7 @@ def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
     yield from sink.take()
 
 
-def write_parquet(table: Any, path: str | os.PathLike[str]) -> None:
+def write_parquet(table: pyarrow.Table, path: str | os.PathLike[str]) -> None:
     """Write ``table`` to one Parquet file (zstd) through the package's atomic write
     (:func:`sessiontree.session.atomic_write`: a new ``O_EXCL`` temp file with a random name
     beside ``path``, fsynced, renamed over it): never through a planted symlink, never half a
@@ -322,7 +324,7 @@ def _entry_parts_table(parts: list[Any], schema: Any) -> Any:
 
 
 def session_stats(
-    source: Any,
+    source: SourceArg,
     *,
     parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
@@ -331,7 +333,7 @@ def session_stats(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,
@@ -406,14 +408,14 @@ def _stats_table(batches: list[Any]) -> Any:
 
 
 def entries_table(
-    source: Any,
+    source: SourceArg,
     *,
     parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,

@@ -14,11 +14,31 @@ import glob as _glob
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeAlias
 
 from ..errors import SessionTreeError
 
-__all__ = ["Item", "resolve_source", "SourceError"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow.fs
+
+__all__ = ["Item", "resolve_source", "SourceError", "SourceArg", "FileSystemArg", "FsspecFileSystem"]
+
+
+class FsspecFileSystem(Protocol):
+    """An fsspec filesystem (``fsspec.AbstractFileSystem``) as far as the fleet reads one: it
+    lists keys (``isdir``, ``find``) and reads them (``cat_file``)."""
+
+    def cat_file(self, path: str) -> bytes: ...
+
+    def isdir(self, path: str) -> bool: ...
+
+    def find(self, path: str) -> list[str]: ...
+
+
+#: A filesystem the fleet reads URLs and keys with: a ``pyarrow.fs.FileSystem`` or an fsspec one.
+FileSystemArg: TypeAlias = "pyarrow.fs.FileSystem | FsspecFileSystem"
+#: A fleet source: a directory, glob, file path or URL, or a sequence of them.
+SourceArg: TypeAlias = "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
 
 
 class SourceError(SessionTreeError, OSError):
@@ -36,7 +56,7 @@ class Item:
 
     path: str
     key: str | None = None
-    fs: Any = None
+    fs: FileSystemArg | None = None
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
@@ -123,7 +143,7 @@ def _is_fsspec(filesystem: Any) -> bool:
     return hasattr(filesystem, "cat_file") and not hasattr(filesystem, "open_input_file")
 
 
-def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
+def resolve_source(source: SourceArg, *, filesystem: FileSystemArg | None = None) -> list[Item]:
     """The items of ``source``, sorted by path (so every engine writes rows in one order).
 
     ``source``: a directory path, a glob (``*``, ``?``, ``[`` in it; ``**`` recurses), a path

@@ -229,9 +229,9 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         if k is not None
     ]
     if args.json:
-        import json
+        from .render import json_document
 
-        print(json.dumps(summary, ensure_ascii=False))
+        print(json_document(summary))
     elif not args.parquet:
         _print_summary(summary, bad)
     else:
@@ -436,6 +436,8 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
 def _report_outcomes(args: argparse.Namespace, out: Any, interrupted: bool) -> None:
     import json
 
+    from .render import json_document
+
     rows = out.to_pylist()
     counts = _count([r["outcome"] for r in rows])
     skipped = json.loads((out.schema.metadata or {}).get(b"sessiontree.skipped", b"{}"))
@@ -444,7 +446,7 @@ def _report_outcomes(args: argparse.Namespace, out: Any, interrupted: bool) -> N
     failed = {k: v for k, v in counts.items() if k in _FAILED}
     if args.json:
         print(
-            json.dumps(
+            json_document(
                 {
                     "sessions": len(rows),
                     "outcomes": counts,

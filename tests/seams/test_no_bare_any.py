@@ -36,7 +36,7 @@ JSON_VALUES = {
     "sessiontree.estimate_tokens(message)",
 }
 
-#: Still to type (a summarizer, settings, a token counter, an OTel mapper, an exception...).
+#: Still to type (an OTel mapper, an exception, a compaction's preparation and token counts).
 NOT_YET = {
     "sessiontree.AutoCompactor.arecover_from_overflow(error)",
     "sessiontree.AutoCompactor.recover_from_overflow(error)",
@@ -44,18 +44,10 @@ NOT_YET = {
     "sessiontree.CompactionResult.__init__(estimated_tokens_before)",
     "sessiontree.CompactionResult.__init__(preparation)",
     "sessiontree.CompactionResult.__init__(tokens_before)",
-    "sessiontree.Session.acompact(settings)",
-    "sessiontree.Session.acompact(summarizer)",
-    "sessiontree.Session.anavigate_tree(summarizer)",
     "sessiontree.Session.append_compaction(expected_leaf_id)",
-    "sessiontree.Session.compact(settings)",
-    "sessiontree.Session.compact(summarizer)",
-    "sessiontree.Session.find_cut_point(token_counter)",
-    "sessiontree.Session.navigate_tree(summarizer)",
     "sessiontree.Session.otel_feed(mapper)",
     "sessiontree.Session.otel_finish_chunk(mapper)",
     "sessiontree.Session.otel_mapper(meta)",
-    "sessiontree.fleet.compact_sessions(summarizer)",
 }
 
 

@@ -18,6 +18,8 @@ from ..results import BRANCH_SUMMARY_RESERVE_TOKENS, CompactionResult, Navigatio
 from .base import SessionBase, _as_indexed
 
 if TYPE_CHECKING:
+    from ..settings import CompactionSettings
+    from ..summarizers.base import Summarizer
     from . import Session
 
 
@@ -83,7 +85,9 @@ class Delegates(SessionBase):
                 return found
         return latest_compaction(self.raw_values(path))
 
-    def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
+    def find_cut_point(
+        self, keep_recent_tokens: int, *, token_counter: Callable[[dict[str, Any]], Any] | None = None
+    ) -> "CutPoint":
         """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch.
 
         Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
@@ -153,9 +157,9 @@ class Delegates(SessionBase):
 
     async def acompact(
         self,
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         *,
-        settings: Any = None,
+        settings: CompactionSettings | None = None,
         custom_instructions: str | None = None,
         reason: str = "manual",
         context_window: int | None = None,
@@ -204,7 +208,7 @@ class Delegates(SessionBase):
         target_id: str,
         *,
         summarize: bool = False,
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         custom_instructions: str | None = None,
         replace_instructions: bool = False,
         label: str | None = None,

@@ -1,8 +1,9 @@
-//! Where Pi throws on an entry's content: context building (session-manager.ts
-//! `sessionEntryToContextMessages`), then the token estimate of each message (compaction.ts
-//! `estimateTokens`), then the summary serialization (`convertToLlm` + utils.ts
-//! `serializeConversation`), in that order, as compaction, branch summaries and `shouldCompact`
-//! run them on a branch. `sessiontree validate` reports each entry this finds as a
+//! Where Pi throws on an entry's content, and with which text.
+//!
+//! Pi runs context building (session-manager.ts `sessionEntryToContextMessages`), then the
+//! token estimate of each message (compaction.ts `estimateTokens`), then the summary
+//! serialization (`convertToLlm` + utils.ts `serializeConversation`), in that order, as
+//! compaction, branch summaries and `shouldCompact` run them on a branch. `sessiontree validate` reports each entry this finds as a
 //! `content_error` (`sessiontree.validation.content_problems`).
 //!
 //! Only whether and where Pi throws matters, so an entry is read as a shape: which fields are
@@ -639,8 +640,9 @@ pub fn check_line(line: &[u8]) -> Check {
 /// Entries checked per task.
 const PART: usize = 1024;
 
-/// [`check_line`] on the entries at positions `idx` of `st`, on every core: `(position, check)`
-/// for each entry that is not [`Check::Fine`], in the order of `idx`.
+/// [`check_line`] on the entries at positions `idx` of `st`, on every core.
+///
+/// `(position, check)` for each entry that is not [`Check::Fine`], in the order of `idx`.
 pub fn check_entries(st: &Store, idx: &[usize]) -> Result<Vec<(usize, Check)>, StoreError> {
     let parts: Vec<Vec<(usize, Check)>> = idx
         .par_chunks(PART)

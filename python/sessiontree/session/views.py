@@ -74,8 +74,10 @@ class Views(SessionBase):
         return [parse_json_line(line) for line in self._core.lines(idx)]
 
     def _content_findings(self, indices: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
-        """Where Pi throws on the content of the entries at positions ``indices`` (the core's
-        check, ``rust/src/content.rs``; :func:`sessiontree.validation.content_problems` reports it).
+        """Where Pi throws on the content of the entries at positions ``indices``.
+
+        The core's check (``rust/src/content.rs``); :func:`sessiontree.validation.content_problems`
+        reports it.
 
         ``(position, stage, pi_error)`` for each entry Pi throws on (``stage``: ``"context"``,
         ``"estimate"`` or ``"serialize"``), ``(position, None, None)`` for each one the core leaves

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from .errors import ConvertError, SessionArgumentError, UnrecognisedFormatError
 from .session import convert_bytes, convert_detect, convert_detect_bytes, convert_file
 
+from .paths import SourceArg
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .fleet._sources import SourceArg
     from .session import Session
 
 __all__ = [

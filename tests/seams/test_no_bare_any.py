@@ -36,7 +36,10 @@ JSON_VALUES = {
     "sessiontree.estimate_tokens(message)",
 }
 
-#: Still to type (an OTel mapper, an exception, a compaction's preparation and token counts).
+#: Still to type (a summarizer: ``Summarizer`` lives beside asyncio, which ``import sessiontree``
+#: does not load, and ``typing.get_type_hints(Session.compact)`` must resolve; an OTel mapper,
+#: an exception, a compaction's preparation and token counts, a pyarrow.Table: pyarrow is an
+#: extra, and the hints must resolve without it).
 NOT_YET = {
     "sessiontree.AutoCompactor.arecover_from_overflow(error)",
     "sessiontree.AutoCompactor.recover_from_overflow(error)",
@@ -44,10 +47,15 @@ NOT_YET = {
     "sessiontree.CompactionResult.__init__(estimated_tokens_before)",
     "sessiontree.CompactionResult.__init__(preparation)",
     "sessiontree.CompactionResult.__init__(tokens_before)",
+    "sessiontree.Session.acompact(summarizer)",
+    "sessiontree.Session.anavigate_tree(summarizer)",
+    "sessiontree.Session.compact(summarizer)",
+    "sessiontree.Session.navigate_tree(summarizer)",
     "sessiontree.Session.append_compaction(expected_leaf_id)",
     "sessiontree.Session.otel_feed(mapper)",
     "sessiontree.Session.otel_finish_chunk(mapper)",
     "sessiontree.Session.otel_mapper(meta)",
+    "sessiontree.fleet.write_parquet(table)",
 }
 
 

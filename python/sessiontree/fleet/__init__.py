@@ -37,8 +37,6 @@ from .columns import ENTRY_COLUMNS, STATS_COLUMNS
 from ._sources import FileSystemArg, Item, SourceArg, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow
-
     from ._compact import compact_sessions, outcomes_schema
     from ._convert import convert_sessions
     from ._scrub import scrub_sessions
@@ -268,7 +266,7 @@ def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
     yield from sink.take()
 
 
-def write_parquet(table: pyarrow.Table, path: str | os.PathLike[str]) -> None:
+def write_parquet(table: Any, path: str | os.PathLike[str]) -> None:
     """Write ``table`` to one Parquet file (zstd) through the package's atomic write
     (:func:`sessiontree.session.atomic_write`: a new ``O_EXCL`` temp file with a random name
     beside ``path``, fsynced, renamed over it): never through a planted symlink, never half a

@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..index_cache import IndexCache
 
@@ -26,9 +26,7 @@ from ..session import Session
 from ..settings import CompactionSettings
 from ._rows import Options, _num, context_estimate
 from ._sources import SourceArg, resolve_source
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..summarizers.base import Summarizer
+from ..summarizers.base import Summarizer
 
 #: Outcomes after which a rerun with the same outcomes file does not look at the session
 #: again: only a finished compaction. Everything else (under the threshold, nothing to compact,

@@ -14,31 +14,20 @@ import glob as _glob
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeAlias
+from typing import Any, Iterable, Sequence
 
 from ..errors import SessionTreeError
+from ..paths import ArrowFileSystem, FileSystemArg, FsspecFileSystem, SourceArg
 
-if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow.fs
-
-__all__ = ["Item", "resolve_source", "SourceError", "SourceArg", "FileSystemArg", "FsspecFileSystem"]
-
-
-class FsspecFileSystem(Protocol):
-    """An fsspec filesystem (``fsspec.AbstractFileSystem``) as far as the fleet reads one: it
-    lists keys (``isdir``, ``find``) and reads them (``cat_file``)."""
-
-    def cat_file(self, path: str) -> bytes: ...
-
-    def isdir(self, path: str) -> bool: ...
-
-    def find(self, path: str) -> list[str]: ...
-
-
-#: A filesystem the fleet reads URLs and keys with: a ``pyarrow.fs.FileSystem`` or an fsspec one.
-FileSystemArg: TypeAlias = "pyarrow.fs.FileSystem | FsspecFileSystem"
-#: A fleet source: a directory, glob, file path or URL, or a sequence of them.
-SourceArg: TypeAlias = "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+__all__ = [
+    "Item",
+    "resolve_source",
+    "SourceError",
+    "SourceArg",
+    "FileSystemArg",
+    "ArrowFileSystem",
+    "FsspecFileSystem",
+]
 
 
 class SourceError(SessionTreeError, OSError):

@@ -28,8 +28,9 @@ from .trace import (
     write_session,
 )
 
+from ..paths import FileSystemArg, SourceArg
+
 if TYPE_CHECKING:
-    from ..fleet._sources import FileSystemArg, SourceArg
     from ..session import Session
 
 __all__ = [

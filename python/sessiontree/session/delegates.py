@@ -15,11 +15,10 @@ from ..context import latest_compaction, latest_compaction_at
 from ..entries import CutPoint
 from ..errors import PiError
 from ..results import BRANCH_SUMMARY_RESERVE_TOKENS, CompactionResult, NavigationResult, SessionHooks
+from ..settings import CompactionSettings
 from .base import SessionBase, _as_indexed
 
 if TYPE_CHECKING:
-    from ..settings import CompactionSettings
-    from ..summarizers.base import Summarizer
     from . import Session
 
 
@@ -157,7 +156,7 @@ class Delegates(SessionBase):
 
     async def acompact(
         self,
-        summarizer: Summarizer | None = None,
+        summarizer: Any = None,
         *,
         settings: CompactionSettings | None = None,
         custom_instructions: str | None = None,
@@ -208,7 +207,7 @@ class Delegates(SessionBase):
         target_id: str,
         *,
         summarize: bool = False,
-        summarizer: Summarizer | None = None,
+        summarizer: Any = None,
         custom_instructions: str | None = None,
         replace_instructions: bool = False,
         label: str | None = None,

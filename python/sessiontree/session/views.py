@@ -7,20 +7,18 @@ above the facade).
 
 from __future__ import annotations
 
+import datetime
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import _core
 from .._jsjson import JS_UNDEFINED
+from ..index_cache import IndexCache
 from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable, parse_json_line
 from ..errors import SessionArgumentError, SessionCycleError, SessionError
 from ..tokens import estimate_tokens
 from .base import SessionBase
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..index_cache import IndexCache
-    from .search import TimeBound
 
 
 class Views(SessionBase):
@@ -575,8 +573,8 @@ class Views(SessionBase):
         branch_state: str | None = None,
         label: str | None = None,
         tool: str | None = None,
-        since_time: TimeBound | None = None,
-        until_time: TimeBound | None = None,
+        since_time: datetime.datetime | str | int | float | None = None,
+        until_time: datetime.datetime | str | int | float | None = None,
         index_cache: IndexCache = None,
     ) -> Any:
         """Full-text search of this session's file, as :func:`sessiontree.search` of this one file.

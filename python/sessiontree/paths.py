@@ -138,4 +138,4 @@ class FsspecFileSystem(Protocol):
 #: A filesystem the fleet reads URLs and keys with: a ``pyarrow.fs.FileSystem`` or an fsspec one.
 FileSystemArg: TypeAlias = Union[ArrowFileSystem, FsspecFileSystem]
 #: A fleet source: a directory, glob, file path or URL, or a sequence of them.
-SourceArg: TypeAlias = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+SourceArg: TypeAlias = Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]

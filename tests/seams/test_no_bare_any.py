@@ -116,3 +116,27 @@ def test_the_check_finds_a_planted_any(tmp_path):
         "sessiontree_planted.load(fs)",
         "sessiontree_planted.Reader.__init__(hint)",
     }
+
+
+def test_the_types_given_here_resolve_at_runtime():
+    """``typing.get_type_hints`` (pydantic, typeguard, docs tools) resolves the parameters typed
+    for this list: their names are importable where the functions live, without the extras."""
+    import sessiontree
+    import sessiontree.convert
+    import sessiontree.fleet
+    import sessiontree.otel
+
+    for fn in (
+        sessiontree.Session.from_bytes,
+        sessiontree.Session.search,
+        sessiontree.Session.find_cut_point,
+        sessiontree.fleet.session_stats,
+        sessiontree.fleet.entries_table,
+        sessiontree.fleet.scrub_sessions,
+        sessiontree.fleet.compact_sessions,
+        sessiontree.fleet.resolve_source,
+        sessiontree.convert.convert_all,
+        sessiontree.otel.export,
+    ):
+        hints = typing.get_type_hints(fn)
+        assert all(h is not typing.Any for name, h in hints.items() if name != "return"), fn

@@ -130,7 +130,6 @@ def test_the_types_given_here_resolve_at_runtime():
         sessiontree.Session.from_bytes,
         sessiontree.Session.search,
         sessiontree.Session.find_cut_point,
-        sessiontree.fleet.session_stats,
         sessiontree.fleet.entries_table,
         sessiontree.fleet.scrub_sessions,
         sessiontree.fleet.compact_sessions,

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from .errors import ConvertError, SessionArgumentError, UnrecognisedFormatError
 from .session import convert_bytes, convert_detect, convert_detect_bytes, convert_file
+
+from .paths import SourceArg
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
@@ -370,7 +372,7 @@ def _row(d: dict[str, Any]) -> ConvertAllRow:
 
 
 def convert_all(
-    source: Any,
+    source: SourceArg,
     out_dir: str | os.PathLike[str],
     *,
     source_format: str = "auto",
@@ -378,7 +380,7 @@ def convert_all(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    progress: Any = False,
+    progress: bool | Callable[[int], None] = False,
 ) -> ConvertAllResult:
     """Convert every session of a store to Pi sessions below ``out_dir``, on the fleet's
     engines (:mod:`sessiontree.fleet`; needs the ``fleet`` extra for ``engine="ray"``).

@@ -61,7 +61,7 @@ class CacheSettings:
 
 #: What ``index_cache=`` accepts: None (the default place), a folder, False / "off", or a
 #: :class:`CacheSettings`.
-IndexCache = Union[None, bool, str, "os.PathLike[str]", CacheSettings]
+IndexCache = Union[None, bool, str, os.PathLike[str], CacheSettings]
 
 _SUFFIX = ".stidx"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any, Protocol, Sequence, TypeAlias, Union
 
 from . import _core
 
@@ -113,3 +114,32 @@ def inside(directory: Path, name: str) -> Path:
     if target.parent.resolve() != Path(directory).resolve():
         raise ValueError(f"{name!r} leaves {directory}")
     return target
+
+
+# ==== what the fleet reads (its sources, the filesystems of URLs) ====
+
+
+class ArrowFileSystem(Protocol):
+    """A ``pyarrow.fs.FileSystem`` as far as the fleet reads one: it lists keys
+    (``get_file_info``) and reads them (``open_input_file``)."""
+
+    def get_file_info(self, path: Any) -> Any: ...
+
+    def open_input_file(self, path: str) -> Any: ...
+
+
+class FsspecFileSystem(Protocol):
+    """An fsspec filesystem (``fsspec.AbstractFileSystem``) as far as the fleet reads one: it
+    lists keys (``isdir``, ``find``) and reads them (``cat_file``)."""
+
+    def cat_file(self, path: str) -> bytes: ...
+
+    def isdir(self, path: str) -> bool: ...
+
+    def find(self, path: str) -> list[str]: ...
+
+
+#: A filesystem the fleet reads URLs and keys with: a ``pyarrow.fs.FileSystem`` or an fsspec one.
+FileSystemArg: TypeAlias = Union[ArrowFileSystem, FsspecFileSystem]
+#: A fleet source: a directory, glob, file path or URL, or a sequence of them.
+SourceArg: TypeAlias = Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]

@@ -6,13 +6,17 @@ returns, so the library and the CLI agree on every file. Two kinds:
 * structural (ids, parent links, cycles, label targets): :func:`structural_problems`;
 * content Pi would throw on when it builds the context, estimates tokens or serializes a
   conversation for a summary (a ``message`` that is null, ``content`` that is not iterable, a
-  tool call without ``arguments``...): :func:`entry_content_error`, one entry at a time.
+  tool call without ``arguments``...): :func:`content_problems`, decided by the core
+  (``rust/src/content.rs``) for the whole file; :func:`entry_content_error` runs the Python
+  rules on one parsed entry (the check's test oracle, and the judge of the lines the core
+  leaves undecided).
 
 Each problem is a dict ``{line, offset, kind, message, severity}``, severity ``"error"`` or
 ``"note"`` (blank lines), as the CLI has always printed them.
 
 :meth:`Session.validate` hands these functions itself; they read it through its public batch
-views only (entry table, problems, walks), never the core index. Users call
+views (entry table, problems, walks) and the core's content check
+(``Session._content_findings``), never the core index itself. Users call
 :meth:`Session.validate`.
 """
 
@@ -217,43 +221,68 @@ def content_problems(session: "Session", progress: Callable[[int], None] | None 
     """``content_error`` for every entry whose content Pi would throw on when it builds the
     context, estimates tokens or serializes the conversation for a summary
     (:func:`entry_content_error`): compaction, branch summaries and ``should_compact`` fail on a
-    branch holding one. The message names the entry and Pi's error. Cost: parses the entries of
-    the four content-carrying types. ``progress(n)``: called as entries are passed (``n``
+    branch holding one. The message names the entry and Pi's error. A ``too_deep`` note for an
+    entry nested too deeply for Python to load. In entry order.
+
+    The core's check decides (``rust/src/content.rs``: it reads each line of the four
+    content-carrying types once, on every core, as a shape); a line it leaves undecided (nesting
+    past 128 levels, a duplicate key, a number beyond a double, a legacy file migrated in
+    memory) is parsed here and checked by :func:`entry_content_error`, the rule's test oracle
+    (tests/parity/test_content_check.py). ``progress(n)``: called as entries are passed (``n``
     entry positions at a time, ``len(session)`` in all)."""
     out: list[dict[str, Any]] = []
     table = session.entry_table()
+    n = len(table.type)
     todo = [i for i, etype in enumerate(table.type) if etype in _CONTENT_TYPES]
     passed = 0
-    for i, raw in _raw_values(session, todo):
-        if progress is not None and i + 1 - passed >= 4096:
-            progress(i + 1 - passed)
-            passed = i + 1
+    for c0 in range(0, len(todo), _CHUNK):
+        part = todo[c0 : c0 + _CHUNK]
+        found = session._content_findings(part)
+        undecided = [i for i, stage, _ in found if stage is None]
+        by_python = _python_problems(session, undecided) if undecided else {}
+        for i, stage, pi_error in found:
+            if stage is None:
+                out += by_python.get(i, [])
+            else:
+                out.append(_content_error(table.line[i], table.offset[i], table.id[i], stage, pi_error or ""))
+        if progress is not None and c0 + _CHUNK < len(todo):
+            progress(part[-1] + 1 - passed)
+            passed = part[-1] + 1
+    if progress is not None and n > passed:
+        progress(n - passed)
+    return out
+
+
+#: Entry positions checked per call of the core (a progress step).
+_CHUNK = 16384
+
+
+def _content_error(line: int, offset: int, entry_id: Any, stage: str, pi_error: str) -> dict[str, Any]:
+    return _problem(
+        line,
+        offset,
+        "content_error",
+        f"entry {entry_id!r}: Pi throws {pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
+    )
+
+
+def _python_problems(session: "Session", idx: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The problems of the entries at ``idx`` by the Python rules (:func:`_content_check`), by
+    position: the lines the core's check leaves undecided."""
+    table = session.entry_table()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, raw in _raw_values(session, idx):
         line, offset = table.line[i], table.offset[i]
         if isinstance(raw, SessionError):  # nested too deeply for Python's parser
-            exc = raw
-            out.append(
-                _problem(
-                    line,
-                    offset,
-                    "too_deep",
-                    f"entry {table.id[i]!r}: {exc} (Pi reads it; "
-                    "building the context or compacting over it here fails)",
-                )
+            message = (
+                f"entry {table.id[i]!r}: {raw} (Pi reads it; building the context or compacting over it here fails)"
             )
+            out[i] = [_problem(line, offset, "too_deep", message)]
             continue
         found = _content_check(raw)
         if found is not None:
             stage, err = found
-            out.append(
-                _problem(
-                    line,
-                    offset,
-                    "content_error",
-                    f"entry {table.id[i]!r}: Pi throws {err.pi_error!r} on its content ({_STAGE_EFFECT[stage]})",
-                )
-            )
-    if progress is not None and len(table.type) > passed:
-        progress(len(table.type) - passed)
+            out[i] = [_content_error(line, offset, table.id[i], stage, err.pi_error)]
     return out
 
 

@@ -4,6 +4,7 @@
 
 pub mod append;
 pub mod columns;
+pub mod content;
 pub mod convert;
 pub mod cut;
 pub mod digest;

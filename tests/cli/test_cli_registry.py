@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree.cli import build_parser, main
+from sessiontree.cli import build_parser, json_document, main
 from sessiontree.cli.commands import BY_NAME, COMMANDS, WRITING_COMMANDS, RegisteredSubparsers
 from tests.support.cli_run import run_cli
 
@@ -113,6 +113,22 @@ def test_json_prints_one_document(name, tmp_path, monkeypatch):
     assert rc in (0, 1), err
     doc = json.loads(out)  # one document: a second line would fail here
     assert isinstance(doc, dict) and doc.get("error") is not True
+    # every command writes it the same way: indented by two, as json_document writes it
+    assert out == json_document(doc) + "\n", out[:200]
+
+
+@pytest.mark.parametrize("name", ["convert", "search", "info", "export-html"])
+def test_a_json_failure_is_the_same_indented_document(name, tmp_path):
+    missing = str(tmp_path / "missing.jsonl")
+    argv = {
+        "convert": ["convert", missing, "-o", str(tmp_path / "o.jsonl"), "--to", "codex"],
+        "search": ["search", "x", missing],
+        "info": ["info", missing],
+        "export-html": ["export-html", missing, "-o", str(tmp_path / "o.html")],
+    }[name]
+    rc, out, err = run_cli(*argv, "--json")
+    doc = json.loads(out)
+    assert rc == 2 and doc["error"] is True and out == json_document(doc) + "\n", out
 
 
 def test_a_command_module_is_imported_only_when_it_runs(tmp_path):

@@ -135,3 +135,29 @@ def test_entries_table_scrub(src):
     plain = entries_table(str(src))
     assert "secrets" not in plain.column_names
     assert plain.column("entry_id").to_pylist() == t.column("entry_id").to_pylist()
+
+
+def test_scrub_all_rows_say_why_a_session_failed_as_the_other_fleet_rows_do(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "ok.jsonl").write_bytes(HEAD + _line("a", None, f"t {TOK}") + b"\n")
+    (store / "dir.jsonl").mkdir()
+    os.mkfifo(store / "fifo.jsonl")
+    gone = tmp_path / "gone.jsonl"
+    out = tmp_path / "out"
+    rows = scrub_sessions([str(store / "ok.jsonl"), str(store / "dir.jsonl"), str(store / "fifo.jsonl")], out)
+    kinds = {os.path.basename(r["path"]): r["error_kind"] for r in rows}
+    assert kinds == {"ok.jsonl": None, "dir.jsonl": "not_a_file", "fifo.jsonl": "not_a_file"}
+    rows = scrub_sessions([str(store / "ok.jsonl"), str(gone)], out / "2")
+    assert {os.path.basename(r["path"]): r["error_kind"] for r in rows} == {"ok.jsonl": None, "gone.jsonl": "not_found"}
+    # the CLI's rows and its --json document carry it too
+    assert main(["scrub-all", str(store), "--out", str(out / "3")]) == 1
+    text_rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sorted((os.path.basename(r["path"]), r["error_kind"]) for r in text_rows) == [
+        ("dir.jsonl", "not_a_file"),
+        ("fifo.jsonl", "not_a_file"),
+        ("ok.jsonl", None),
+    ]
+    assert main(["scrub-all", str(store), "--out", str(out / "4"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(r["error_kind"] or "" for r in doc["rows"]) == ["", "not_a_file", "not_a_file"]

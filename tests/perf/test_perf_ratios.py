@@ -397,3 +397,22 @@ def test_a_warm_reopen_and_the_per_turn_job_do_not_grow_with_the_file(tmp_path):
     # the same context: about the same blocks (its entries sit at other positions in the big
     # file, so a few more block boundaries may fall inside it)
     assert r_big <= r_small + 6 and r_big < n_big // 4, reads
+
+
+# ==== validate ====================================================================
+
+
+def test_validate_costs_at_most_twice_the_open_and_the_structural_check():
+    # Target at 200 MB: validate (the content check included) at most ~2x a cold Session.open
+    # plus the structural check (docs/benchmarks.md, "validate"). The content check parsed every
+    # message in Python (~15x); the core's check reads the lines once. Here: 12 MB, both from a
+    # cold open; 2.5x leaves room for noise and fails the per-entry Python check.
+    from sessiontree.validation import structural_problems
+
+    path = session_file(12)
+    t_validate, t_floor = best_pair(
+        lambda: Session.open(path).validate(),
+        lambda: structural_problems(Session.open(path)),
+        3,
+    )
+    assert t_validate <= 2.5 * t_floor, f"validate {t_validate:.4f}s vs open + structural {t_floor:.4f}s"

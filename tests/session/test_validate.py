@@ -68,3 +68,31 @@ def test_validate_notes_an_entry_too_deep_for_python_without_failing(tmp_path):
     (problem,) = Session.open(p).validate()
     assert (problem["kind"], problem["severity"], problem["line"]) == ("too_deep", "note", 2)
     assert main(["validate", str(p)]) == 0
+
+
+def _one_message_file(tmp_path: Path, message: dict) -> Path:
+    p = tmp_path / "one.jsonl"
+    p.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+        + json.dumps(
+            {
+                "type": "message",
+                "id": "a",
+                "parentId": None,
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": message,
+            }
+        )
+        + "\n"
+    )
+    return p
+
+
+@pytest.mark.parametrize("length", ["x", None, [1], {"a": 1}])
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_validate_reads_a_text_whose_length_is_not_a_number_without_a_traceback(tmp_path, role, length):
+    # JavaScript adds `text.length` whatever it is (`0 + "x"` is "0x"): Pi's estimateTokens does
+    # not throw, so validate reports nothing; the Python check raised TypeError on `+=`.
+    p = _one_message_file(tmp_path, {"role": role, "content": [{"type": "text", "text": {"length": length}}]})
+    assert Session.open(p).validate() == []
+    assert main(["validate", str(p)]) == 0

@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     def fail(message: str) -> int:
         print(f"sessiontree: error: {message}", file=sys.stderr)
         if args.json:
-            sys.stdout.write(orjson.dumps({"error": True, "exit_code": 2, "message": message}).decode() + "\n")
+            from .render import json_document
+
+            sys.stdout.write(json_document({"error": True, "exit_code": 2, "message": message}) + "\n")
             sys.stdout.flush()
         return 2
 
@@ -124,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         name = exc.filename if exc.filename is not None else args.src
         return fail(f"{name}: {exc.strerror or exc}")
     if args.json:
-        sys.stdout.write(orjson.dumps(_doc(r)).decode() + "\n")
+        from .render import json_document
+
+        sys.stdout.write(json_document(_doc(r)) + "\n")
     else:
         extra = f" (+{len(r.files) - 1} sidechain/subagent files)" if len(r.files) > 1 else ""
         print(f"{r.source_format} -> {r.target_format}: {r.lines} lines, {r.written} written to {r.output}{extra}")

@@ -230,9 +230,9 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
     summary.update(_totals(table))
     bad = [(p, k, e) for p, k, e in zip(table.column("path"), kinds, table.column("error")) if k is not None]
     if args.json:
-        import json
+        from .render import json_document
 
-        print(json.dumps(summary, ensure_ascii=False))
+        print(json_document(summary))
     elif not args.parquet:
         _print_summary(summary, bad)
     else:
@@ -437,6 +437,8 @@ def _compact_all(args: argparse.Namespace, fleet: Any, source: Any) -> int:
 def _report_outcomes(args: argparse.Namespace, out: Any, interrupted: bool) -> None:
     import json
 
+    from .render import json_document
+
     rows = out.to_pylist()
     counts = _count([r["outcome"] for r in rows])
     skipped = json.loads((out.schema.metadata or {}).get(b"sessiontree.skipped", b"{}"))
@@ -445,7 +447,7 @@ def _report_outcomes(args: argparse.Namespace, out: Any, interrupted: bool) -> N
     failed = {k: v for k, v in counts.items() if k in _FAILED}
     if args.json:
         print(
-            json.dumps(
+            json_document(
                 {
                     "sessions": len(rows),
                     "outcomes": counts,

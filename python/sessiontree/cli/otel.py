@@ -20,8 +20,8 @@ branch {fromId} spans linked to their fork point (docs/otel.md has the mapping).
 --content none (default: no message text), scrubbed (secrets replaced by the scrub rules
 first), full (gen_ai.input.messages / gen_ai.output.messages in the conventions' shape).
 
-One JSON line per session on stdout (path, sessionId, traceId, spans, requests, problems,
-error); with --json, one JSON document instead (output, content, sessions, written, failed,
+One JSON line per session on stdout as each is done (path, sessionId, traceId, spans, requests,
+problems, error); with --json, one JSON document instead (output, content, sessions, written, failed,
 spans, requests, problems and the rows; an error as {"error": true, "exit_code", "message"}). Bad
 input (no timestamps, unknown types, usage that is not a number) still gives a valid trace;
 each problem is listed and recorded on the trace's root span. OUT is written atomically (never
@@ -61,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     def _err(message: str) -> int:
         return print_failure(message, 2, args.json)
 
+    def on_row(row: dict[str, Any]) -> None:  # each session's line as it is done (streamed)
+        if not args.json:
+            _write_out(json_line(row) + "\n", flush=True)
+
     try:
         rows = export(
             args.source,
@@ -69,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             engine=args.engine,
             address=args.address,
             progress=args.progress,
+            on_row=on_row,
         )
     except SessionError as exc:
         return _err(str(exc))
@@ -92,6 +97,4 @@ def run(args: argparse.Namespace) -> int:
             "rows": rows,
         }
         _write_out(json_document(doc) + "\n", flush=True)
-    else:
-        _write_out("".join(json_line(row) + "\n" for row in rows), flush=True)
     return 1 if failed else 0

@@ -38,8 +38,8 @@ input, refused output (the input itself, a symlink, not a regular file, two role
 locked file"""
 
 _SCRUB_ALL_EPILOG = """Scrubs every session of SOURCE (a directory, a glob or files) into DIR,
-keeping the paths below SOURCE's directory. One JSON line per session on stdout (path, output,
-found, kinds, error), then a summary on stderr (sessions, scrubbed, failed, secrets replaced by
+keeping the paths below SOURCE's directory. One JSON line per session on stdout as each is done
+(path, output, found, kinds, error_kind, error), then a summary on stderr (sessions, scrubbed, failed, secrets replaced by
 kind) and each failed session; with --json, one JSON document instead (the totals and the rows).
 Existing outputs are replaced atomically. Nothing is written through a symbolic link inside
 DIR (a folder or a file); a DIR inside SOURCE is not read as a source. A progress bar on stderr
@@ -193,7 +193,6 @@ def _text_row(row: dict[str, Any], keys: tuple[str, ...] = ("path", "output")) -
 def _scrub_all(args: argparse.Namespace) -> int:
     from ..fleet import scrub_sessions
 
-    failed = 0
     rows: list[dict[str, Any]] = []
     state: dict[str, Any] = {"bar": None}
     wanted = progress_wanted(args)
@@ -203,17 +202,24 @@ def _scrub_all(args: argparse.Namespace) -> int:
             state["bar"] = progress_bar(total, wanted, "sessions")
         state["bar"](1)
 
+    def on_row(row: dict[str, Any]) -> None:  # each row as its session is done (streamed)
+        row = _text_row({**row, "source_format": _format_of(row["path"])})
+        rows.append(row)
+        if not args.json:
+            sys.stdout.write(orjson.dumps(row).decode() + "\n")
+            sys.stdout.flush()
+
     try:
-        rows_out = scrub_sessions(
-            args.source, args.out, replay=args.replay, header=args.header, progress=progress, workers=args.workers
+        scrub_sessions(
+            args.source,
+            args.out,
+            replay=args.replay,
+            header=args.header,
+            progress=progress,
+            workers=args.workers,
+            on_row=on_row,
         )
-        for row in rows_out:
-            failed += row["error"] is not None
-            row["source_format"] = _format_of(row["path"])
-            row = _text_row(row)
-            rows.append(row)
-            if not args.json:
-                sys.stdout.write(orjson.dumps(row).decode() + "\n")
+        failed = sum(row["error"] is not None for row in rows)
     finally:
         if state["bar"] is not None:
             close_bar(state["bar"])

@@ -8,7 +8,6 @@ import os
 import sys
 from typing import Any
 
-import orjson
 
 from .args import documented_parser
 
@@ -68,7 +67,9 @@ def _fail(message: str, as_json: bool) -> int:
 
     print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
     if as_json:
-        sys.stdout.write(orjson.dumps({"error": True, "exit_code": 2, "message": message}).decode() + "\n")
+        from .render import json_document
+
+        sys.stdout.write(json_document({"error": True, "exit_code": 2, "message": message}) + "\n")
         sys.stdout.flush()
     return 2
 
@@ -138,14 +139,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.filename or 'search'}: {exc.strerror or exc}", args.json)
     if args.json:
-        from .render import _write_out
+        from .render import _write_out, json_document
 
         from ..fleet import path_text
 
         doc = r.to_dict()
         for h in doc["hits"]:  # a name that is not UTF-8: \xNN for each such byte, as stats' rows
             h["path"] = path_text(h["path"])
-        _write_out(orjson.dumps(doc).decode() + "\n", flush=True)
+        _write_out(json_document(doc) + "\n", flush=True)
     else:
         _print_text(r)
     return 0

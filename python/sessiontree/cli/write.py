@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-import orjson
 
 from ..errors import (
     EntryNotFoundError,
@@ -14,7 +13,7 @@ from ..errors import (
 from ..session import Session
 
 from ..providers import names_text
-from .render import _CliFailure, _Out, _print_json, _shown_id, safe_text
+from .render import _CliFailure, _Out, _print_json, _shown_id, json_document, safe_text
 from .compact import (
     _Progress,
     _ProgressSummarizer,
@@ -197,7 +196,7 @@ def cmd_export_html(session: Session, args: argparse.Namespace) -> int:
     except OSError as exc:
         raise _CliFailure(f"cannot write {out}: {exc.strerror or exc}", 2) from exc
     if args.json:
-        print(orjson.dumps({"path": str(written), "bytes": written.stat().st_size}).decode())
+        print(json_document({"path": str(written), "bytes": written.stat().st_size}))
     else:
         print(safe_text(str(written)))
     return 0

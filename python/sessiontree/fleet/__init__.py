@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..index_cache import IndexCache
 
 from .columns import ENTRY_COLUMNS, STATS_COLUMNS
-from ._sources import Item, resolve_source
+from ._sources import FileSystemArg, Item, SourceArg, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import CompactionSettings
@@ -329,7 +329,7 @@ def _entry_parts_table(parts: list[Any], schema: Any) -> Any:
 
 
 def session_stats(
-    source: Any,
+    source: SourceArg,
     *,
     parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
@@ -338,7 +338,7 @@ def session_stats(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,
@@ -431,7 +431,7 @@ class StatsColumns:
 
 
 def stats_columns(
-    source: Any,
+    source: SourceArg,
     *,
     engine: str = "local",
     context_window: int = 200_000,
@@ -439,7 +439,7 @@ def stats_columns(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,
@@ -533,14 +533,14 @@ def _stats_columns(batches: list[Any], saved: dict[int, dict[str, Any]], n: int)
 
 
 def entries_table(
-    source: Any,
+    source: SourceArg,
     *,
     parquet: str | os.PathLike[str] | None = None,
     engine: str = "local",
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,

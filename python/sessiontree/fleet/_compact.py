@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..index_cache import IndexCache
 
@@ -25,7 +25,8 @@ from ..errors import SessionError, SessionFormatError, SessionLockedError, Sessi
 from ..session import Session
 from ..settings import CompactionSettings
 from ._rows import Options, _num, context_estimate
-from ._sources import resolve_source
+from ._sources import SourceArg, resolve_source
+from ..summarizers.base import Summarizer
 
 #: Outcomes after which a rerun with the same outcomes file does not look at the session
 #: again: only a finished compaction. Everything else (under the threshold, nothing to compact,
@@ -371,7 +372,7 @@ def _run_local(
     opts: CompactOptions,
     concurrency: int,
     ledger: _Ledger,
-    progress: Any,
+    progress: Callable[[int], None],
     stop: threading.Event,
 ) -> list[dict[str, Any]]:
     """Threads over ``paths``, a few sessions queued at a time. When ``stop`` is set (the CLI's
@@ -452,7 +453,7 @@ def _run_ray(
     ledger: _Ledger,
     address: str | None,
     num_cpus: int | None,
-    progress: Any,
+    progress: Callable[[int], None],
     stop: threading.Event,
 ) -> list[dict[str, Any]]:
     from ._engine import ray_init
@@ -512,8 +513,8 @@ def _run_ray(
 
 
 def compact_sessions(
-    source: Any,
-    summarizer: Any,
+    source: SourceArg,
+    summarizer: Summarizer | None,
     *,
     context_window: int,
     concurrency: int = 4,
@@ -526,9 +527,9 @@ def compact_sessions(
     max_tokens: int | None = None,
     custom_instructions: str | None = None,
     parquet: str | os.PathLike[str] | None = None,
-    progress: Any = False,
+    progress: bool | Callable[[int], None] = False,
     stop: threading.Event | None = None,
-    index_cache: Any = None,
+    index_cache: IndexCache = None,
 ) -> Any:
     """Compact every session of ``source`` whose context is over Pi's threshold.
 

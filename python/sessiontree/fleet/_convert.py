@@ -17,11 +17,11 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import SessionArgumentError, SessionError
 from ._scrub import _inside, _OutDirs, _relative
-from ._sources import Item, resolve_source
+from ._sources import Item, SourceArg, resolve_source
 
 #: the per-session problems a row lists (the rest are counted in ``problems``)
 ROW_PROBLEMS = 20
@@ -153,7 +153,7 @@ def convert_rows(items: Sequence[Item], opts: ConvertOptions) -> list[dict[str, 
 
 
 def convert_sessions(
-    source: Any,
+    source: SourceArg,
     out_dir: str | os.PathLike[str],
     *,
     source_format: str = "auto",
@@ -161,7 +161,7 @@ def convert_sessions(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    progress: Any = False,
+    progress: bool | Callable[[int], None] = False,
 ) -> list[dict[str, Any]]:
     """Convert every session of ``source`` (a directory, glob or files, local) to Pi sessions
     below ``out_dir``, keeping each file's path below the source directory (sidechain and

@@ -212,12 +212,17 @@ def run_local(
     *,
     workers: int | None = None,
     chunk: int = 0,
-    progress: Any = False,
+    progress: bool | Callable[[int], None] = False,
     sizes: Sequence[int] | None = None,
     auto_min_bytes: int = AUTO_POOL_MIN_BYTES,
+    on_rows: Callable[[list[Any]], None] | None = None,
 ) -> list[Any]:
     """``fn(batch_of_items, opts)`` over batches of ``items``; the lists it returns
     concatenated in item order.
+
+    ``on_rows``: called with each batch's list as soon as it and every batch before it have
+    finished (in item order), so a caller can print rows while later sessions still run; in
+    this process each item is then a batch of its own.
 
     ``items``: :class:`~sessiontree.fleet.Item` (their sizes stat-ed here) or anything
     picklable with ``sizes`` given (bytes of work per item). ``progress``: a bar on stderr
@@ -240,10 +245,12 @@ def run_local(
     if workers <= 1 or len(items) < 2:
         out: list[Any] = []
         busy = cpu = 0.0
-        parts = byte_chunks(items, sizes, 1, cap=128 << 20)
+        parts = byte_chunks(items, sizes, 1, cap=128 << 20) if on_rows is None else [[it] for it in items]
         for part in parts:
             rows, took, used = timed_call(fn, part, opts)
             out.extend(rows)
+            if on_rows is not None:
+                on_rows(rows)
             busy += took
             cpu += used
             tick(len(part))
@@ -270,6 +277,8 @@ def run_local(
         for part, fut in zip(parts, futures):
             rows, took, used = fut.result()
             out.extend(rows)
+            if on_rows is not None:
+                on_rows(rows)
             busy += took
             cpu += used
             tick(len(part))
@@ -416,13 +425,15 @@ def run(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    progress: Any = False,
+    progress: bool | Callable[[int], None] = False,
 ) -> list[Any]:
     """``fn`` over batches of ``items`` on ``engine`` (:func:`run_local` or :func:`run_ray`);
     ``progress``: a bar when true, or a callable given the number of items each finished
-    batch held."""
+    batch held (Ray shows a bar for a callable)."""
     if engine == "local":
         return run_local(fn, items, opts, workers=workers, progress=progress)
     if engine == "ray":
-        return run_ray(fn, items, opts, address=address, num_cpus=num_cpus, concurrency=workers, progress=progress)
+        return run_ray(
+            fn, items, opts, address=address, num_cpus=num_cpus, concurrency=workers, progress=bool(progress)
+        )
     raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")

@@ -178,7 +178,7 @@ def _read_s3_exact(item: Item, max_bytes: int | None) -> tuple[bytes, int, float
 
 
 def _read_object(item: Item, max_bytes: int | None) -> tuple[bytes, int, float | None]:
-    fs = item.fs
+    fs: Any = item.fs  # pyarrow's or fsspec's: told apart by what it has
     assert item.key is not None  # an object in a filesystem has a key
     if hasattr(fs, "open_input_file") and _normalised_by_pyarrow(item.key):
         return _read_s3_exact(item, max_bytes)

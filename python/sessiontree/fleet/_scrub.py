@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import OutputPathError, SessionArgumentError, SessionError
+from ..errors import OutputPathError, SessionArgumentError, SessionFormatError, SessionTreeError
 from ..scrub import scrub_bytes, scrub_file
 from ..writer import atomic_write
-from ._sources import Item, resolve_source
+from ._sources import FileSystemArg, Item, SourceArg, resolve_source
 
 
 def _relative(item: Item, base: str | None) -> str:
@@ -83,27 +84,32 @@ class _OutDirs:
 
 
 def scrub_sessions(
-    source: Any,
+    source: SourceArg,
     out_dir: str | os.PathLike[str],
     *,
     replay: str = "keep",
     header: bool = False,
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Scrub every session of ``source`` (see :func:`resolve_source`) into ``out_dir``, keeping
     each file's path below the source directory (files and globs: below their common
     directory; objects: their key). Returns one
     row per session, in path order: ``path``, ``output``, ``found``, ``kinds`` (secrets per
-    kind), ``replay_fields``, ``error`` (None, or why it was not written). Outputs are written
+    kind), ``replay_fields``, ``error_kind`` and ``error`` (None, or why it was not written:
+    ``not_found``, ``not_a_file``, ``unreadable``, ``not_a_session``, ``refused_output``, ``io``,
+    ``error``, as the stats and convert-all rows name them). Outputs are written
     atomically with the source's mode; nothing is written for a failed session.
 
     Every folder below ``out_dir`` is opened relative to its parent with ``O_NOFOLLOW``: a
     symbolic link inside ``out_dir`` (a folder or the file) is never written through (that
     session's row has the error). Files under ``out_dir`` are not sources (an ``out_dir``
     inside the source is skipped, so a second run does not scrub the first run's outputs).
-    ``progress(done, total)`` is called after each session.
+    ``progress(done, total)`` is called after each session; ``on_row(row)`` with each row as
+    soon as its session and those before it are done (in path order, before this returns: the
+    CLI prints them as they come).
 
     ``workers``: processes that scrub at once (the fleet's long-lived pool,
     :func:`sessiontree.fleet._engine.run_local`: batches of about equal bytes; 1: in this
@@ -143,8 +149,20 @@ def scrub_sessions(
 
     opts = _ScrubOptions(root, replay, header)
     return _engine.run_local(
-        _scrub_batch, pairs, opts, workers=workers, progress=tick, sizes=sizes, auto_min_bytes=POOL_MIN_BYTES
+        _scrub_batch,
+        pairs,
+        opts,
+        workers=workers,
+        progress=tick,
+        sizes=sizes,
+        auto_min_bytes=POOL_MIN_BYTES,
+        on_rows=None if on_row is None else functools.partial(_each, on_row),
     )
+
+
+def _each(f: Callable[[dict[str, Any]], None], rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        f(row)
 
 
 #: With ``workers=None``, :func:`scrub_sessions` starts a pool from this much work (bytes, see
@@ -178,8 +196,21 @@ def _scrub_batch(pairs: list[tuple[Item, str]], opts: _ScrubOptions) -> list[dic
 def _scrub_one(it: Item, rel_path: str, dirs: _OutDirs, opts: _ScrubOptions) -> dict[str, Any]:
     rel = rel_path.split("/")
     dest = opts.root.joinpath(*rel)
-    row: dict[str, Any] = {"path": it.path, "output": str(dest), "found": None, "kinds": None, "error": None}
+    row: dict[str, Any] = {
+        "path": it.path,
+        "output": str(dest),
+        "found": None,
+        "kinds": None,
+        "error_kind": None,
+        "error": None,
+    }
     try:
+        if it.fs is None:
+            st = os.stat(it.path)  # follows symlinks: a dangling one is FileNotFoundError below
+            if not stat.S_ISREG(st.st_mode):  # named as the fleet's rows name it (``not_a_file``)
+                what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else None
+                row.update(error_kind="not_a_file", error=f"{it.path}: {what or 'not a regular file'}", output=None)
+                return row
         dfd = dirs.open(rel[:-1])
         try:
             if it.fs is not None:
@@ -193,12 +224,32 @@ def _scrub_one(it: Item, rel_path: str, dirs: _OutDirs, opts: _ScrubOptions) -> 
         finally:
             os.close(dfd)
         row.update(found=report.found, kinds=report.kinds, replay_fields=report.replay_fields)
-    except (OSError, SessionError) as exc:
+    except (OSError, SessionTreeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename and exc.strerror else ""
         row["error"] = f"{type(exc).__name__}: {where}{why}"
+        row["error_kind"] = _error_kind(exc, it)
         row["output"] = None
     return row
+
+
+def _error_kind(exc: BaseException, it: Item) -> str:
+    """The fleet's ``error_kind`` of a session that was not scrubbed (the stats and convert-all
+    rows' names): ``not_found``, ``unreadable`` (the source could not be read), ``not_a_session``,
+    ``refused_output`` (a link or non-folder in the output's way), ``io`` (writing failed),
+    ``error`` (anything else), or the object store's reason (``too_large``...)."""
+    kind = getattr(exc, "kind", None)  # an object the store would not hand over
+    if isinstance(kind, str):
+        return kind
+    if isinstance(exc, OutputPathError):
+        return "refused_output"
+    if isinstance(exc, SessionFormatError):
+        return "not_a_session"
+    if isinstance(exc, FileNotFoundError) and exc.filename in (None, it.path):
+        return "not_found"
+    if isinstance(exc, OSError):
+        return "unreadable" if exc.filename == it.path else "io"
+    return "error"
 
 
 __all__ = ["scrub_sessions", "SessionArgumentError"]

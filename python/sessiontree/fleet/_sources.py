@@ -17,8 +17,17 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ..errors import SessionTreeError
+from ..paths import ArrowFileSystem, FileSystemArg, FsspecFileSystem, SourceArg
 
-__all__ = ["Item", "resolve_source", "SourceError"]
+__all__ = [
+    "Item",
+    "resolve_source",
+    "SourceError",
+    "SourceArg",
+    "FileSystemArg",
+    "ArrowFileSystem",
+    "FsspecFileSystem",
+]
 
 
 class SourceError(SessionTreeError, OSError):
@@ -36,7 +45,7 @@ class Item:
 
     path: str
     key: str | None = None
-    fs: Any = None
+    fs: FileSystemArg | None = None
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
@@ -123,7 +132,7 @@ def _is_fsspec(filesystem: Any) -> bool:
     return hasattr(filesystem, "cat_file") and not hasattr(filesystem, "open_input_file")
 
 
-def resolve_source(source: Any, *, filesystem: Any = None) -> list[Item]:
+def resolve_source(source: SourceArg, *, filesystem: FileSystemArg | None = None) -> list[Item]:
     """The items of ``source``, sorted by path (so every engine writes rows in one order).
 
     ``source``: a directory path, a glob (``*``, ``?``, ``[`` in it; ``**`` recurses), a path

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import OutputPathError, SessionArgumentError, SessionError, SessionTreeError
 from ..writer import atomic_writer
@@ -27,6 +27,8 @@ from .trace import (
     trace_id_of,
     write_session,
 )
+
+from ..paths import FileSystemArg, SourceArg
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -79,16 +81,17 @@ def _ray_one(items: Sequence[Any], opts: Any) -> list[Any]:
 
 
 def export(
-    source: Any,
+    source: SourceArg,
     out: str | os.PathLike[str],
     *,
     content: str = "none",
     engine: str = "local",
-    filesystem: Any = None,
+    filesystem: FileSystemArg | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
     max_bytes: int | None = None,
     progress: bool = False,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Export every session of ``source`` (a file, directory, glob, URL or a list of them, as
     for :func:`sessiontree.fleet.stats`) as traces into one OTLP/JSON file ``out``, written
@@ -98,7 +101,9 @@ def export(
 
     ``engine="local"`` streams each session in this process (memory bounded per session);
     ``"ray"`` maps the sessions on a Ray cluster (``address``; None: a local one), each task
-    returning its session's lines, which this process writes in source order.
+    returning its session's lines, which this process writes in source order. ``on_row(row)``
+    is called with each row as soon as its session's lines are written (in source order, before
+    ``out`` is renamed into place: a caller can print rows while later sessions still run).
 
     Raises:
         SessionArgumentError: ``content`` or ``engine`` is not known.
@@ -131,6 +136,8 @@ def export(
             ):
                 fh.write(data)
                 rows.append(rep_json)
+                if on_row is not None:
+                    on_row(rep_json)
         else:
             tick = _progress_bar(len(items), progress)
             for it in items:
@@ -144,5 +151,7 @@ def export(
                     finally:
                         s.close()
                 rows.append(rep.to_json())
+                if on_row is not None:
+                    on_row(rows[-1])
                 tick(1)
     return rows

@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import orjson
 
@@ -227,7 +227,7 @@ def session_chunks(session: Session, *, content: str = "none", report: OtelRepor
     yield data
 
 
-def write_session(session: Session, fh: Any, *, content: str = "none", path: str | None = None) -> OtelReport:
+def write_session(session: Session, fh: BinaryIO, *, content: str = "none", path: str | None = None) -> OtelReport:
     """Write one session's trace to the binary file object ``fh``; its :class:`OtelReport`."""
     rep = OtelReport(path=path if path is not None else (str(session.path) if session.path else session.source_name))
     for data in session_chunks(session, content=content, report=rep):

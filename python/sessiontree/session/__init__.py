@@ -260,15 +260,18 @@ class Session(Reads, Views, Writes, Rewrites, Delegates):
         )
 
     @classmethod
-    def from_bytes(cls, data: Any, *, name: str | None = None, _row_sums: bool = False) -> "Session":
+    def from_bytes(
+        cls, data: bytes | bytearray | memoryview, *, name: str | None = None, _row_sums: bool = False
+    ) -> "Session":
         """A read-only session over a session file's bytes held in memory (no temporary file).
 
         An object read from storage, say: the same index and the same answers as :meth:`open`
         on a file holding these bytes.
 
         Args:
-            data: ``bytes``, ``bytearray``, ``memoryview``, ``mmap.mmap`` or anything else with
-                the buffer protocol (contiguous bytes). The bytes are copied once, so the
+            data: ``bytes``, ``bytearray`` or ``memoryview``; an ``mmap.mmap`` or anything else
+                with the buffer protocol (contiguous bytes) works too (wrapped in a
+                ``memoryview`` for a type checker). The bytes are copied once, so the
                 caller may reuse or close the buffer afterwards (a closed or shrunk mmap can
                 never fault the session).
             name: where the bytes came from (``"s3://bucket/key.jsonl"``), used in error

@@ -15,6 +15,7 @@ from ..context import latest_compaction, latest_compaction_at
 from ..entries import CutPoint
 from ..errors import PiError
 from ..results import BRANCH_SUMMARY_RESERVE_TOKENS, CompactionResult, NavigationResult, SessionHooks
+from ..settings import CompactionSettings
 from .base import SessionBase, _as_indexed
 
 if TYPE_CHECKING:
@@ -83,7 +84,9 @@ class Delegates(SessionBase):
                 return found
         return latest_compaction(self.raw_values(path))
 
-    def find_cut_point(self, keep_recent_tokens: int, *, token_counter: Any = None) -> "CutPoint":
+    def find_cut_point(
+        self, keep_recent_tokens: int, *, token_counter: Callable[[dict[str, Any]], Any] | None = None
+    ) -> "CutPoint":
         """Where a compaction keeping about ``keep_recent_tokens`` would cut the current branch.
 
         Pi 1.6 ``findCutPoint`` as ``prepareCompaction`` runs it: from the latest compaction's
@@ -155,7 +158,7 @@ class Delegates(SessionBase):
         self,
         summarizer: Any = None,
         *,
-        settings: Any = None,
+        settings: CompactionSettings | None = None,
         custom_instructions: str | None = None,
         reason: str = "manual",
         context_window: int | None = None,

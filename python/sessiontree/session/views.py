@@ -7,12 +7,14 @@ above the facade).
 
 from __future__ import annotations
 
+import datetime
 import threading
 import warnings
 from typing import Any, Callable, Sequence
 
 from .. import _core
 from .._jsjson import JS_UNDEFINED
+from ..index_cache import IndexCache
 from ..entries import AbandonedBranch, Entry, EntryMetrics, EntryTable, TreeTable, parse_json_line
 from ..errors import SessionArgumentError, SessionCycleError, SessionError
 from ..tokens import estimate_tokens
@@ -68,6 +70,25 @@ class Views(SessionBase):
         if self._core.needs_migration:
             return [self._load_raw(i) for i in idx]
         return [parse_json_line(line) for line in self._core.lines(idx)]
+
+    def _content_findings(self, indices: Sequence[int]) -> list[tuple[int, str | None, str | None]]:
+        """Where Pi throws on the content of the entries at positions ``indices``.
+
+        The core's check (``rust/src/content.rs``); :func:`sessiontree.validation.content_problems`
+        reports it.
+
+        ``(position, stage, pi_error)`` for each entry Pi throws on (``stage``: ``"context"``,
+        ``"estimate"`` or ``"serialize"``), ``(position, None, None)`` for each one the core leaves
+        to the Python rules (every entry of a legacy file, migrated in memory); the others are
+        left out. In the order of ``indices``.
+
+        Raises:
+            IndexError: a position names no entry.
+        """
+        idx = list(indices)
+        if self._core.needs_migration:
+            return [(i, None, None) for i in idx]
+        return self._core.content_check(idx)
 
     def raw_entries(self, indices: Sequence[int]) -> list[Any]:
         """Deprecated alias of :meth:`raw_values` (the same values; warns ``DeprecationWarning``)."""
@@ -552,9 +573,9 @@ class Views(SessionBase):
         branch_state: str | None = None,
         label: str | None = None,
         tool: str | None = None,
-        since_time: Any = None,
-        until_time: Any = None,
-        index_cache: Any = None,
+        since_time: datetime.datetime | str | int | float | None = None,
+        until_time: datetime.datetime | str | int | float | None = None,
+        index_cache: IndexCache = None,
     ) -> Any:
         """Full-text search of this session's file, as :func:`sessiontree.search` of this one file.
 

@@ -209,7 +209,9 @@ class SummaryResult:
 class Summarizer(Protocol):
     """Anything with ``name`` and ``async summarize(request) -> SummaryResult``."""
 
-    name: str
+    @property
+    def name(self) -> str:  # pragma: no cover - protocol (an attribute or a read-only property)
+        ...
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:  # pragma: no cover - protocol
         ...

@@ -60,6 +60,24 @@ impl Index {
         self.done(out.into_iter().flatten().collect()) // every line was read
     }
 
+    /// Where Pi throws on the content of the entries at positions `idx` (`crate::content`):
+    /// `(position, stage, pi_error)` for each entry it throws on, `(position, None, None)` for
+    /// each line the core's check leaves to Python, in the order of `idx`; other entries are
+    /// left out. Reads the lines on every core.
+    #[allow(clippy::type_complexity)]
+    fn content_check(
+        &self,
+        idx: Vec<usize>,
+    ) -> PyResult<Vec<(usize, Option<&'static str>, Option<&'static str>)>> {
+        self.st.index.check_all(idx.iter().copied())?;
+        let found = crate::content::check_entries(&self.st, &idx)?;
+        let out = found.into_iter().map(|(i, c)| match c {
+            crate::content::Check::Throws(stage, text) => (i, Some(stage.name()), Some(text)),
+            _ => (i, None, None),
+        });
+        self.done(out.collect())
+    }
+
     /// Entry `i`'s facts from the index, in one call (`Entry` keeps it): an `EntryRecord`.
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         let r = self.st.with_record(i, |v| results::record(py, v))??;

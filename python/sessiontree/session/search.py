@@ -150,10 +150,14 @@ def search_files(
     since: TimeBound | None = None,
     until: TimeBound | None = None,
     index_cache: IndexCache = None,
+    stats: str | None = None,
 ) -> SearchResult:
     """:func:`sessiontree.search` over session files already resolved (absolute paths).
 
-    The index is the one of the store named ``store_key``."""
+    The index is the one of the store named ``store_key``. ``stats``: when these files are one
+    shard of a store, the store's BM25 statistics for the query (JSON: the shards'
+    ``_core.search_shard_stats`` summed by ``_core.search_stats_sum``), so scores equal one
+    index's over the whole store (``sessiontree/fleet/_search.py``); None: this index's own."""
     if not isinstance(query, str):
         raise SessionArgumentError(f"query must be a str, not {query!r}")
     if branch_state is not None and branch_state not in BRANCH_STATES:
@@ -174,6 +178,7 @@ def search_files(
         label=_opt_str(label, "label"),
         since=_ms(since, "since"),
         until=_ms(until, "until"),
+        stats=stats,
         **kw,
     )
     return SearchResult(

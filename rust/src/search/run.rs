@@ -5,6 +5,7 @@ use super::query::{parse, Matcher, Query as Parsed, TextParts};
 use super::store_index::{
     discard, evict_indexes, index_dir, key_path, line_hash, touch, Fields, FileRec, StoreIndex,
 };
+use super::shard::{Global, Stats};
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
 use crate::saved::DEFAULT_EVICT_EVERY_S;
@@ -13,6 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
@@ -39,8 +41,45 @@ pub fn search(
     limit: usize,
     offset: usize,
 ) -> Result<Outcome, SearchError> {
+    search_scored(place, store_key, files, q, filters, limit, offset, None)
+}
+
+/// [`search`], its BM25 scores computed from `stats` (the statistics of a whole store whose
+/// shards this index is one of: [`super::shard`]) instead of this index's own. None: [`search`].
+#[allow(clippy::too_many_arguments)]
+pub fn search_scored(
+    place: &Place,
+    store_key: &[u8],
+    files: &[PathBuf],
+    q: &str,
+    filters: &Filters,
+    limit: usize,
+    offset: usize,
+    stats: Option<&Stats>,
+) -> Result<Outcome, SearchError> {
     let t0 = Instant::now();
     let parsed = parse(q)?;
+    let (hits, total) = with_synced(place, store_key, files, |o| {
+        run(o, place, &parsed, filters, limit, offset, stats)
+    })?;
+    let next = offset + hits.len();
+    Ok(Outcome {
+        next_offset: (next < total).then_some(next),
+        hits,
+        total,
+        took_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Opens the index of the store `store_key` (or takes the one this process keeps open),
+/// brings it up to date with `files`, and runs `f` on it. A failure other than a bad query is
+/// retried once (a race with another process's writer), then the index is rebuilt.
+pub(crate) fn with_synced<T>(
+    place: &Place,
+    store_key: &[u8],
+    files: &[PathBuf],
+    mut f: impl FnMut(&mut Open) -> Result<T, SearchError>,
+) -> Result<T, SearchError> {
     let dir = place.dir.as_ref().map(|c| index_dir(c, store_key));
     let mut last_err = None;
     for attempt in 0..3 {
@@ -65,22 +104,14 @@ pub fn search(
             if let Some(d) = &dir {
                 touch(d);
             }
-            let found = run(&o, place, &parsed, filters, limit, offset)?;
+            let found = f(&mut o)?;
             if let Some(d) = &dir {
                 keep_open(d, o);
             }
             Ok(found)
         }));
         match outcome {
-            Ok(Ok((hits, total))) => {
-                let next = offset + hits.len();
-                return Ok(Outcome {
-                    next_offset: (next < total).then_some(next),
-                    hits,
-                    total,
-                    took_ms: t0.elapsed().as_secs_f64() * 1000.0,
-                });
-            }
+            Ok(Ok(found)) => return Ok(found),
             Ok(Err(SearchError::Query(e))) => return Err(SearchError::Query(e)),
             Ok(Err(e)) => last_err = Some(e),
             Err(_) => last_err = Some(SearchError::Index("the index is damaged".into())),
@@ -98,11 +129,13 @@ pub fn search(
 
 /// An index opened by an earlier query of this process, with its reader: reused while its
 /// commit is the one on disk (`meta.json`'s identity unchanged), else reloaded.
-struct Open {
-    si: StoreIndex,
-    reader: IndexReader,
+pub(crate) struct Open {
+    pub(crate) si: StoreIndex,
+    pub(crate) reader: IndexReader,
     /// `meta.json`'s (device, inode, size, mtime) when the manifest and reader were loaded
     stamp: Option<(u64, u64, u64, i64)>,
+    /// [`Open::ranks`] and the stamp they were computed at
+    ranks: Option<(Option<(u64, u64, u64, i64)>, Arc<HashMap<u64, u32>>)>,
 }
 
 impl Open {
@@ -113,7 +146,41 @@ impl Open {
             .reload_policy(tantivy::ReloadPolicy::Manual)
             .try_into()?;
         let stamp = si.meta_stamp();
-        Ok(Open { si, reader, stamp })
+        Ok(Open {
+            si,
+            reader,
+            stamp,
+            ranks: None,
+        })
+    }
+
+    /// Each indexed file's rank in the order of its name's bytes (the tie-break after the
+    /// score and the timestamp, the same in every index of a store's shards), by file key;
+    /// kept until the next commit.
+    fn ranks(&mut self) -> Arc<HashMap<u64, u32>> {
+        if let Some((at, r)) = &self.ranks {
+            if at.is_some() && *at == self.stamp && self.si.dir.is_some() {
+                return r.clone();
+            }
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let mut names: Vec<(PathBuf, u64)> = self
+            .si
+            .manifest
+            .files
+            .iter()
+            .map(|r| (key_path(&r.path), r.key))
+            .collect();
+        names.sort_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));
+        let r: Arc<HashMap<u64, u32>> = Arc::new(
+            names
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, k))| (k, i as u32))
+                .collect(),
+        );
+        self.ranks = Some((self.stamp, r.clone()));
+        r
     }
 
     /// Reloads the manifest and the reader when another process committed since.
@@ -200,7 +267,7 @@ fn filter(q: Box<dyn Query>) -> (Occur, Box<dyn Query>) {
     (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
 }
 
-fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dyn Query> {
+pub(crate) fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dyn Query> {
     let mut subs: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for c in &p.clauses {
         let alts: Vec<Box<dyn Query>> = c
@@ -240,11 +307,16 @@ fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dy
     Box::new(BooleanQuery::new(subs))
 }
 
-/// A ranked document: higher is better.
+/// A ranked document: higher is better. By score, then the newer entry, then the file whose
+/// name's bytes sort first ([`Open::ranks`]), then the earlier line: an order every shard of a
+/// store agrees on, so merged shards rank as one index does.
 #[derive(Clone, Copy, Debug)]
 struct Cand {
     score: Score,
     ts: i64,
+    /// the file's rank ([`Open::ranks`]; lower first)
+    file: u32,
+    off: u64,
     addr: DocAddress,
 }
 impl Ord for Cand {
@@ -252,6 +324,8 @@ impl Ord for Cand {
         self.score
             .total_cmp(&o.score)
             .then(self.ts.cmp(&o.ts))
+            .then(o.file.cmp(&self.file))
+            .then(o.off.cmp(&self.off))
             .then(o.addr.cmp(&self.addr))
     }
 }
@@ -267,12 +341,16 @@ impl PartialEq for Cand {
 }
 impl Eq for Cand {}
 
-/// The best `k` documents by (score, timestamp), and how many matched.
+/// The best `k` documents by [`Cand`]'s order, and how many matched.
 struct Ranked {
     k: usize,
+    ranks: Arc<HashMap<u64, u32>>,
 }
 struct RankedSeg {
     ts: Column<i64>,
+    file: Column<u64>,
+    off: Column<u64>,
+    ranks: Arc<HashMap<u64, u32>>,
     seg: SegmentOrdinal,
     heap: BinaryHeap<std::cmp::Reverse<Cand>>,
     k: usize,
@@ -283,8 +361,12 @@ impl Collector for Ranked {
     type Fruit = (Vec<Cand>, usize);
     type Child = RankedSeg;
     fn for_segment(&self, seg: SegmentOrdinal, r: &SegmentReader) -> tantivy::Result<RankedSeg> {
+        let ff = r.fast_fields();
         Ok(RankedSeg {
-            ts: r.fast_fields().i64("ts")?,
+            ts: ff.i64("ts")?,
+            file: ff.u64("file")?,
+            off: ff.u64("off")?,
+            ranks: self.ranks.clone(),
             seg,
             heap: BinaryHeap::new(),
             k: self.k,
@@ -310,12 +392,27 @@ impl SegmentCollector for RankedSeg {
         if self.k == 0 {
             return;
         }
+        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
+        let full = self.heap.len() >= self.k;
+        if full
+            && self.heap.peek().is_some_and(|w| {
+                score.total_cmp(&w.0.score).then(ts.cmp(&w.0.ts)) == std::cmp::Ordering::Less
+            })
+        {
+            return; // below the worst kept on score and time: the tie-break is not needed
+        }
         let c = Cand {
             score,
-            ts: self.ts.first(doc).unwrap_or(i64::MIN),
+            ts,
+            file: self
+                .file
+                .first(doc)
+                .and_then(|k| self.ranks.get(&k).copied())
+                .unwrap_or(u32::MAX),
+            off: self.off.first(doc).unwrap_or(u64::MAX),
             addr: DocAddress::new(self.seg, doc),
         };
-        if self.heap.len() < self.k {
+        if !full {
             self.heap.push(std::cmp::Reverse(c));
         } else if self.heap.peek().is_some_and(|w| c > w.0) {
             self.heap.pop();
@@ -716,13 +813,16 @@ impl Ctx<'_> {
 type Found = (Vec<Hit>, usize);
 
 fn run(
-    o: &Open,
+    o: &mut Open,
     place: &Place,
     p: &Parsed,
     fl: &Filters,
     limit: usize,
     offset: usize,
+    stats: Option<&Stats>,
 ) -> Result<Found, SearchError> {
+    let ranks = o.ranks();
+    let o = &*o;
     let si = &o.si;
     let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
     let keys = if fl.session.is_some() || fl.cwd.is_some() {
@@ -761,7 +861,22 @@ fn run(
     };
     let mut cols: HashMap<SegmentOrdinal, Cols> = HashMap::new();
     loop {
-        let (cands, count) = searcher.search(&*tq, &Ranked { k: k.min(1 << 24) })?;
+        let ranked = Ranked {
+            k: k.min(1 << 24),
+            ranks: ranks.clone(),
+        };
+        let (cands, count) = match stats {
+            Some(s) => searcher.search_with_statistics_provider(
+                &*tq,
+                &ranked,
+                &Global {
+                    stats: s,
+                    local: &searcher,
+                    text: si.f.text,
+                },
+            )?,
+            None => searcher.search(&*tq, &ranked)?,
+        };
         let mut hits = Vec::new();
         let mut passed = 0usize;
         let mut stale = 0usize;

@@ -190,9 +190,10 @@ def _usable(r: Remote, side: dict[str, Any] | None, copy: str) -> bool:
 
 def copies_of(remotes: Sequence[Remote], root: str) -> dict[str, str]:
     """Brings the copies of ``remotes`` under the cache folder ``root`` up to date (see the
-    module docs); returns {copy path: object URL} for the objects copied (an object that
-    cannot be read, or whose folder is refused, has none: it is not searched). Copies of
-    objects no longer listed by a source named here are removed."""
+    module docs); returns {copy path: object URL} for the objects copied (an object deleted
+    since the listing has none: it is not searched). Copies of objects no longer listed by a
+    source named here are removed. Raises :class:`SourceError` for an object that cannot be
+    read (access denied, a refused connection) and for a copies' folder that is refused."""
     out: dict[str, str] = {}
     by_source: dict[str, list[Remote]] = {}
     for r in remotes:
@@ -200,7 +201,7 @@ def copies_of(remotes: Sequence[Remote], root: str) -> dict[str, str]:
     for source, rs in by_source.items():
         d = store_folder(root, source)
         if not _own_folder(d):
-            continue
+            raise SourceError(f"cannot keep copies of {_shown(source)} in {d}: not a folder of ours that only we can write")
         keep: set[str] = set()
         for r in rs:
             name = _h(r.item.key or r.item.path)
@@ -229,12 +230,12 @@ def copies_of(remotes: Sequence[Remote], root: str) -> dict[str, str]:
                 side = _fetch(r, copy)
                 _write_atomic(side_path, [json.dumps(side).encode()])
                 out[copy] = r.item.path
-            except FileNotFoundError:
+            except FileNotFoundError:  # deleted since the listing: never searched
                 _remove(d, name)
-            except (OSError, ValueError) as exc:
-                if isinstance(exc, SourceError):
-                    raise
-                _remove(d, name)
+            except SourceError:
+                raise
+            except (OSError, ValueError) as exc:  # unreadable: an error, never fewer hits in silence
+                raise SourceError(f"cannot read {r.item.path}: {exc}") from exc
         try:
             names = os.listdir(d)
         except OSError:

@@ -137,7 +137,10 @@ def search_ray(
     for f in files:
         parts.setdefault(shard_of(f, n), ([], []))[0].append(f)
     for r in remotes:
-        parts.setdefault(shard_of(r.item.path, n), ([], []))[1].append(r)
+        i = shard_of(r.item.path, n)
+        # each shard keeps its objects' copies in a folder of its own (a shard prunes the
+        # copies its folder holds that it no longer lists)
+        parts.setdefault(i, ([], []))[1].append(replace(r, source=f"{r.source}\n#shard {i}/{n}"))
     if not parts:
         return [], 0, None
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

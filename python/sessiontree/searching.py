@@ -169,12 +169,14 @@ def _search_with_copies(
     from .fleet._copies import copies_of
     from .index_cache import resolve, usable
 
-    root = resolve(index_cache)
+    found = resolve(index_cache)
     tmp = None
-    if root is None or not usable(root):
+    if found is not None and usable(found):
+        root = str(found)
+    else:
         root = tmp = tempfile.mkdtemp(prefix="sessiontree-objects-")
     try:
-        back = copies_of(remotes, str(root))
+        back = copies_of(remotes, root)
         every = sorted(set(files) | set(back))
         r = search_files(query, every, store_key, limit=limit, offset=offset, index_cache=index_cache, **kw)
     finally:

@@ -105,7 +105,19 @@ def test_ray_engine_sees_an_append_and_a_delete(tmp_path, ray_cluster):
 def test_cli_engine_ray(store, ray_cluster):
     env = dict(os.environ, RAY_ADDRESS=_address())
     p = subprocess.run(
-        [sys.executable, "-m", "sessiontree", "search", "file read", str(store), "--engine", "ray", "--json", "--limit", "5"],
+        [
+            sys.executable,
+            "-m",
+            "sessiontree",
+            "search",
+            "file read",
+            str(store),
+            "--engine",
+            "ray",
+            "--json",
+            "--limit",
+            "5",
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -156,6 +168,11 @@ def test_s3_hits_equal_the_files_searched_locally(store, s3):
     assert {p: p.stat().st_ino for p in objects.rglob("*.jsonl")} == before
     for p in objects.rglob("*"):
         assert p.stat().st_mode & 0o077 == 0, p
+    from sessiontree import index_cache
+
+    assert index_cache.clear() >= 2 * len(mapping)
+    assert not any(objects.rglob("*.jsonl"))
+    assert search("the", url).total == search("the", store).total  # copied again
 
 
 def test_s3_changed_object_reindexed_deleted_never_returned(tmp_path, s3, monkeypatch):
@@ -191,4 +208,6 @@ def test_s3_with_ray_equals_local(store, s3, ray_cluster):
         one = search(q, url, limit=30)
         r = search(q, url, engine="ray", shards=3, limit=30)
         assert r.total == one.total, q
-        assert sorted((h.path, h.offset, h.score) for h in r.hits) == sorted((h.path, h.offset, h.score) for h in one.hits)
+        assert sorted((h.path, h.offset, h.score) for h in r.hits) == sorted(
+            (h.path, h.offset, h.score) for h in one.hits
+        )

@@ -201,7 +201,9 @@ def copies_of(remotes: Sequence[Remote], root: str) -> dict[str, str]:
     for source, rs in by_source.items():
         d = store_folder(root, source)
         if not _own_folder(d):
-            raise SourceError(f"cannot keep copies of {_shown(source)} in {d}: not a folder of ours that only we can write")
+            raise SourceError(
+                f"cannot keep copies of {_shown(source)} in {d}: not a folder of ours that only we can write"
+            )
         keep: set[str] = set()
         for r in rs:
             name = _h(r.item.key or r.item.path)

@@ -97,7 +97,9 @@ def _resolve_url_infos(url: str, filesystem: Any) -> list[tuple[Item, Any]]:
     from pyarrow import fs as pafs
 
     if any(seg in ("", ".", "..") for seg in root.split("/")[1:-1]) or root.endswith(("/.", "/..")):
-        return [(Item(prefix + root, root, filesystem), None)]  # one object by its exact key (pyarrow would normalise it)
+        return [
+            (Item(prefix + root, root, filesystem), None)
+        ]  # one object by its exact key (pyarrow would normalise it)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.Directory:
         sel = pafs.FileSelector(root.rstrip("/"), recursive=True)
@@ -129,8 +131,8 @@ def info_stat(info: Any) -> ObjectStat | None:
         size = info.get("size")
         if not isinstance(size, int) or info.get("type") == "directory":
             return None
-        t = info.get("LastModified", info.get("mtime", info.get("last_modified")))
-        if hasattr(t, "timestamp"):
+        t: Any = info.get("LastModified", info.get("mtime", info.get("last_modified")))
+        if t is not None and hasattr(t, "timestamp"):
             mt = int(t.timestamp() * 1e9)
         elif isinstance(t, (int, float)):
             mt = int(t * 1e9)

@@ -2,10 +2,10 @@
 
 use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
+use super::shard::{Global, Stats};
 use super::store_index::{
     discard, evict_indexes, index_dir, key_path, line_hash, touch, Fields, FileRec, StoreIndex,
 };
-use super::shard::{Global, Stats};
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
 use crate::saved::DEFAULT_EVICT_EVERY_S;
@@ -133,10 +133,15 @@ pub(crate) struct Open {
     pub(crate) si: StoreIndex,
     pub(crate) reader: IndexReader,
     /// `meta.json`'s (device, inode, size, mtime) when the manifest and reader were loaded
-    stamp: Option<(u64, u64, u64, i64)>,
+    stamp: Option<Stamp>,
     /// [`Open::ranks`] and the stamp they were computed at
-    ranks: Option<(Option<(u64, u64, u64, i64)>, Arc<HashMap<u64, u32>>)>,
+    ranks: Option<(Option<Stamp>, Ranks)>,
 }
+
+/// `meta.json`'s (device, inode, size, mtime): a commit's identity.
+type Stamp = (u64, u64, u64, i64);
+/// Each file key's rank by its name's bytes ([`Open::ranks`]).
+type Ranks = Arc<HashMap<u64, u32>>;
 
 impl Open {
     fn new(si: StoreIndex) -> Result<Open, SearchError> {
@@ -267,7 +272,12 @@ fn filter(q: Box<dyn Query>) -> (Occur, Box<dyn Query>) {
     (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
 }
 
-pub(crate) fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dyn Query> {
+pub(crate) fn build(
+    f: &Fields,
+    p: &Parsed,
+    fl: &Filters,
+    keys: Option<Vec<u64>>,
+) -> Box<dyn Query> {
     let mut subs: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for c in &p.clauses {
         let alts: Vec<Box<dyn Query>> = c

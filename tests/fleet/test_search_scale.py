@@ -211,3 +211,29 @@ def test_s3_with_ray_equals_local(store, s3, ray_cluster):
         assert sorted((h.path, h.offset, h.score) for h in r.hits) == sorted(
             (h.path, h.offset, h.score) for h in one.hits
         )
+
+
+def test_s3_object_gone_after_listing_is_skipped_unreadable_is_an_error(tmp_path, s3):
+    from sessiontree.fleet._copies import Remote, copies_of
+    from sessiontree.fleet._sources import SourceError, object_stats
+
+    server, _ = s3
+    d = tmp_path / "s"
+    paths = make_store(d, 3, seed=11)
+    mapping = server.upload(d, paths, "gone")
+    url = server.uri("gone")
+    remotes = [Remote(it, st, url) for it, st in object_stats(url)]
+    assert len(remotes) == 3 and all(r.stat is not None and r.stat.size > 0 for r in remotes)
+    gone = sorted(mapping)[1]
+    server.fs.delete_file(gone[len("s3://") :])
+    got = copies_of(remotes, str(tmp_path / "cache"))
+    assert sorted(got.values()) == sorted(u for u in mapping if u != gone)
+    # a store that stops answering between the listing and the copy: an error, not fewer hits
+    other = LoopbackS3(bucket="closing")
+    try:
+        other.upload(d, paths, "x")
+        remotes = [Remote(it, st, other.uri("x")) for it, st in object_stats(other.uri("x"))]
+    finally:
+        other.close()
+    with pytest.raises(SourceError, match="cannot read s3://closing/x/"):
+        copies_of(remotes, str(tmp_path / "cache2"))

@@ -175,6 +175,13 @@ def test_s3_hits_equal_the_files_searched_locally(store, s3):
     assert search("the", url).total == search("the", store).total  # copied again
 
 
+def _copy_of(url: str) -> Path:
+    """The local copy of the object ``url`` in this test's cache folder (by its sidecar)."""
+    objects = Path(os.environ["SESSIONTREE_INDEX_CACHE"]) / "objects"
+    (side,) = [p for p in objects.rglob("*.json") if json.loads(p.read_text())["url"] == url]
+    return side.with_suffix(".jsonl")
+
+
 def test_s3_changed_object_reindexed_deleted_never_returned(tmp_path, s3, monkeypatch):
     server, _ = s3
     d = tmp_path / "s"
@@ -184,18 +191,27 @@ def test_s3_changed_object_reindexed_deleted_never_returned(tmp_path, s3, monkey
     assert search("okapi_marker", url).total == 0
     target = sorted(mapping)[2]
     body = _with_line(mapping[target].read_bytes(), "an okapi_marker here")
-    # rewrite the object at once (the same second as the copy may be: the racy check by ETag)
+    ino = _copy_of(target).stat().st_ino
+    # the object grew (an append): only the new bytes fetched, appended to the copy in place
     with server.fs.open_output_stream(target[len("s3://") :]) as fh:
         fh.write(body)
     r = search("okapi_marker", url)
     assert [h.path for h in r.hits] == [target] and "[okapi_marker]" in r.hits[0].marked()
-    # the same size and second, other bytes: still seen (ETag)
+    assert _copy_of(target).stat().st_ino == ino and _copy_of(target).read_bytes() == body
+    # the same size and second, other bytes (the racy check by ETag): copied again, whole
     body2 = body.replace(b"okapi_marker", b"ocelot_mark_")
     assert len(body2) == len(body)
     with server.fs.open_output_stream(target[len("s3://") :]) as fh:
         fh.write(body2)
     assert search("okapi_marker", url).total == 0
     assert [h.path for h in search("ocelot_mark_", url).hits] == [target]
+    assert _copy_of(target).stat().st_ino != ino and _copy_of(target).read_bytes() == body2
+    # rewritten, not appended (the start differs): copied whole
+    body3 = b" " + body2[1:]
+    with server.fs.open_output_stream(target[len("s3://") :]) as fh:
+        fh.write(body3 + b"\n")
+    search("ocelot_mark_", url)
+    assert _copy_of(target).read_bytes() == body3 + b"\n"
     server.fs.delete_file(target[len("s3://") :])
     assert search("ocelot_mark_", url).total == 0
     assert search("ocelot_mark_", url, engine="local", index_cache=False).total == 0

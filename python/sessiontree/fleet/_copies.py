@@ -11,6 +11,9 @@ mtime and ETag. Before each use every copy is checked against the listing:
   it is *racy*: copied, or last checked, within :data:`RACY_NS` after the object's mtime (S3
   keeps whole seconds, so a replacement in that second could keep the stamp). A racy copy's
   ETag is asked again (a HEAD); the same: used (and checked now), else copied again;
+* grown, with the copy's first and last 4 KiB before its end unchanged (an append, as the
+  search index judges a local file): only the new bytes fetched and appended to the copy in
+  place (so the index indexes only them);
 * anything else (changed, replaced, new): copied again (to a new file, O_EXCL, 0600, renamed
   over the old, so a reader of the old copy keeps its bytes and the search index sees a
   replaced file and indexes it again);
@@ -171,6 +174,55 @@ def _fetch(r: Remote, path: str) -> dict[str, Any]:
     return {"url": r.item.path, "size": size, "mtime_ns": mtime or 0, "etag": etag, "checked_ns": time.time_ns()}
 
 
+#: Bytes compared at each end of a copy before only an object's new bytes are fetched.
+FP_BLOCK = 4096
+
+
+def _grow(r: Remote, side: dict[str, Any], copy: str) -> dict[str, Any] | None:
+    """When the object grew and its first and last :data:`FP_BLOCK` bytes before the copy's end
+    are the copy's (an append, as the search index judges a local file), fetches only the new
+    bytes and appends them to the copy in place (so the index indexes only them); returns the
+    new sidecar. None (copy the whole object) otherwise, or for an fsspec filesystem. The copy
+    is locked (``flock``) while it grows, and its size checked again under the lock, so two
+    processes never append the same bytes twice."""
+    import fcntl
+
+    st, fs, key = r.stat, r.item.fs, r.item.key
+    old = side.get("size")
+    if st is None or _is_fsspec(fs) or not isinstance(old, int) or old <= 0 or st.size <= old:
+        return None
+    fd = os.open(copy, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_size != old:
+            return None
+        with fs.open_input_file(key) as f:
+            meta = f.metadata()
+            size = f.size()
+            if size <= old:
+                return None
+            for at in sorted({0, max(0, old - FP_BLOCK)}):
+                n = min(FP_BLOCK, old - at)
+                if f.read_at(n, at) != os.pread(fd, n, at):
+                    return None
+            at = old
+            while at < size:
+                b = f.read_at(min(CHUNK, size - at), at)
+                if not b:
+                    return None
+                os.write(fd, b)
+                at += len(b)
+        return {
+            "url": r.item.path,
+            "size": size,
+            "mtime_ns": _meta_mtime(meta) or st.mtime_ns,
+            "etag": _meta_etag(meta),
+            "checked_ns": time.time_ns(),
+        }
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
 def _usable(r: Remote, side: dict[str, Any] | None, copy: str) -> bool:
     """Whether the copy (with its sidecar ``side``) is the object the listing names."""
     st = r.stat
@@ -229,7 +281,8 @@ def copies_of(remotes: Sequence[Remote], root: str) -> dict[str, str]:
                     if etag is not None and etag == side.get("etag") and size == side.get("size"):
                         out[copy] = r.item.path
                         continue
-                side = _fetch(r, copy)
+                grown = _grow(r, side, copy) if side is not None else None
+                side = grown if grown is not None else _fetch(r, copy)
                 _write_atomic(side_path, [json.dumps(side).encode()])
                 out[copy] = r.item.path
             except FileNotFoundError:  # deleted since the listing: never searched

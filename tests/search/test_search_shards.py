@@ -6,6 +6,7 @@ then the offset, in both. The Ray run itself: tests/fleet/test_search_ray.py."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
@@ -120,8 +121,10 @@ def test_statistics_sum_and_reject_damage(store, tmp_path):
     with pytest.raises(sessiontree_errors().SearchIndexError):
         search_files("file", files, "one", stats='{"docs": "x"}', index_cache=tmp_path)
     # statistics that undercount (another process committed between the rounds) never fail
-    r = search_files("file", files, "one", stats='{"docs": 1, "tokens": 1, "terms": {"file": 0}}', index_cache=tmp_path)
-    assert r.total == search("file", files, index_cache=tmp_path).total > 0
+    for bad in ('{"docs": 1, "tokens": 1, "terms": {"file": 0}}', '{"docs": 0, "tokens": 0, "terms": {"file": 99999}}'):
+        r = search_files("file", files, "one", stats=bad, index_cache=tmp_path)
+        assert r.total == search("file", files, index_cache=tmp_path).total > 0
+        assert all(math.isfinite(h.score) for h in r.hits)
 
 
 def sessiontree_errors():

@@ -87,9 +87,10 @@ pub fn shard_stats(
 }
 
 /// The statistics a shard ranks with: the store's ([`Stats`]) for the text field and the
-/// query's terms, the shard's own for anything else (filters, which score nothing). A count
-/// is never more than the documents (so a sum computed before another process committed
-/// cannot make Tantivy's `idf` fail).
+/// query's terms, the shard's own for anything else (filters, which score nothing). The
+/// store's counts are never below the shard's own (documents, tokens), and a term's count
+/// never above the documents, so sums computed before another process committed, or damaged,
+/// cannot make Tantivy's `idf` fail or an average length zero.
 pub(crate) struct Global<'a> {
     pub stats: &'a Stats,
     pub local: &'a Searcher,
@@ -99,7 +100,7 @@ pub(crate) struct Global<'a> {
 impl Bm25StatisticsProvider for Global<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         if field == self.text {
-            Ok(self.stats.tokens)
+            Ok(self.stats.tokens.max(self.local.total_num_tokens(field)?))
         } else {
             self.local.total_num_tokens(field)
         }

@@ -81,17 +81,15 @@ def search(
     """
     import time
 
-    from . import _core
     from .fleet._sources import is_url, object_stats, resolve_source
+    from .session.search import check_query
 
     t0 = time.perf_counter()
     if engine not in ("local", "ray"):
         raise SessionArgumentError(f"engine must be local or ray, not {engine!r}")
     if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
         raise SessionArgumentError(f"shards must be an int >= 1, not {shards!r}")
-    if not isinstance(query, str):
-        raise SessionArgumentError(f"query must be a str, not {query!r}")
-    _core.search_match(query, "")  # a bad query fails here, before any listing or indexing
+    check_query(query)  # a bad query fails here, before any listing or indexing
     if sources is None:
         sources = default_source()
     srcs = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)

@@ -71,8 +71,14 @@ def test_ray_engine_equals_local(_aws_env, store, ray_cluster, tmp_path):
             one = search(q, store, **kw)
             for shards in (None, 3):
                 r = search(q, store, engine="ray", shards=shards, **kw)
-                assert (r.total, r.next_offset) == (one.total, one.next_offset), (q, kw, shards)
                 assert [_key(h) for h in r.hits] == [_key(h) for h in one.hits], (q, kw, shards)
+                full = search(q, store, limit=100000).total
+                count = search(q, store, limit=0).total
+                if "branch_state" in kw or kw.get("limit", 20) + kw.get("offset", 0) + 8 >= count:
+                    # every candidate checked: exact
+                    assert (r.total, r.next_offset) == (one.total, one.next_offset), (q, kw, shards)
+                else:  # see tests/search/test_search_shards.py: a page's total is a bound
+                    assert full <= r.total <= count and full <= one.total <= count, (q, kw, shards)
     # the shards' indexes are kept (in this test's cache folder): the second run indexes nothing
     cache = Path(os.environ["SESSIONTREE_INDEX_CACHE"]) / "search"
     kept = sorted(p.name for p in cache.iterdir())

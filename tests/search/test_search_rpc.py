@@ -51,6 +51,8 @@ def test_rpc_search_bad_query_is_one_line(tmp_path):
         assert r["success"] is False and '"query" must be a string' in r["error"]
         r = server.handle({"type": "search", "query": "x", "limit": -1})
         assert r["success"] is False
+        r = server.handle({"type": "search", "query": "x", "sessionDir": "s3://bucket/prefix"})
+        assert r["success"] is False and "not a URL" in r["error"]
         assert server.handle({"type": "get_state"})["success"]
     finally:
         server.close()

@@ -7,7 +7,7 @@ for objects in storage, a node chosen by the shard's number, ``sessiontree/fleet
 keeping the copies there). A query runs in two rounds of Ray tasks, one task per shard:
 
 1. each shard brings its index up to date with its files and gives its BM25 statistics for
-   the query's terms (``_core.search_shard_stats``);
+   the query's terms (``session.search.shard_stats``);
 2. the statistics summed, each shard (on the node of round 1) ranks its hits with them and
    returns its first ``offset + limit`` hits and its total.
 
@@ -65,7 +65,7 @@ def _prepare(
     to remove after round 2 or None)."""
     import ray
 
-    from .. import _core
+    from ..session.search import shard_stats
 
     tmp = None
     back: dict[str, str] = {}
@@ -75,7 +75,7 @@ def _prepare(
             root = tmp = tempfile.mkdtemp(prefix="sessiontree-objects-")
         back = copies_of(remotes, str(root))
     every = sorted(set(files) | set(back))
-    stats = _core.search_shard_stats(query, every, shard_key, **cache)
+    stats = shard_stats(query, every, shard_key, index_cache=cache.get("cache_dir") or False)
     return ray.get_runtime_context().get_node_id(), stats, every, back, tmp
 
 
@@ -126,8 +126,8 @@ def search_ray(
 ) -> tuple[list[Any], int, int | None]:
     """The page ``offset..offset+limit`` of a search over local ``files`` and objects
     ``remotes`` as shards on Ray (see the module docs); ``cache`` the core's cache arguments
-    (``index_cache.open_kwargs``: each node keeps its shards' indexes in that folder; empty:
-    in memory), ``shards`` how many (None: the cluster's CPUs), ``kw`` the filters. Returns
+    (``index_cache.open_kwargs``: each node keeps its shards' indexes in its ``cache_dir``;
+    empty: in memory), ``shards`` how many (None: the cluster's CPUs), ``kw`` the filters. Returns
     (hits, total, next_offset)."""
     from ._engine import ray_init
 
@@ -155,9 +155,9 @@ def search_ray(
         where = NodeAffinitySchedulingStrategy(node_id=node, soft=soft)
         refs[i] = prepare.options(scheduling_strategy=where).remote(query, fs, rs, keys[i], cache)
     got = {i: ray.get(ref) for i, ref in refs.items()}
-    from .. import _core
+    from ..session.search import sum_stats
 
-    stats = _core.search_stats_sum([g[1] for g in got.values()])
+    stats = sum_stats([g[1] for g in got.values()])
     want = offset + limit
     qrefs = []
     for i, (node, _, every, back, tmp) in sorted(got.items()):

@@ -466,6 +466,10 @@ class ReadCommands(ServerBase):
         sdir = c.get("sessionDir")
         if sdir is not None and not isinstance(sdir, str):
             raise RpcError('search: "sessionDir" must be a string')
+        from ..fleet._sources import is_url
+
+        if sdir is not None and is_url(sdir):  # a client never makes the server fetch objects
+            raise RpcError('search: "sessionDir" must be a local folder, not a URL')
         if sdir is not None:
             r = search(q, sdir, **kw)
         else:

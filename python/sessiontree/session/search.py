@@ -15,7 +15,17 @@ from ..errors import SessionArgumentError
 from ..index_cache import IndexCache
 from ..index_cache import open_kwargs as _cache_kwargs
 
-__all__ = ["BRANCH_STATES", "BranchState", "SearchHit", "SearchResult", "TimeBound", "search_files"]
+__all__ = [
+    "BRANCH_STATES",
+    "BranchState",
+    "SearchHit",
+    "SearchResult",
+    "TimeBound",
+    "check_query",
+    "search_files",
+    "shard_stats",
+    "sum_stats",
+]
 
 BranchState = Literal["active", "compacted", "abandoned"]
 #: The branch states a hit can have (``branch_state=`` accepts one of them).
@@ -207,3 +217,26 @@ def search_files(
         next_offset=next_offset,
         took_ms=took,
     )
+
+
+def check_query(query: Any) -> None:
+    """Raises :class:`~sessiontree.errors.SearchQueryError` (one line) when ``query`` does not
+    parse, :class:`SessionArgumentError` when it is not a str; reads nothing."""
+    if not isinstance(query, str):
+        raise SessionArgumentError(f"query must be a str, not {query!r}")
+    _core.search_match(query, "")
+
+
+def shard_stats(query: str, files: Sequence[str], store_key: str, *, index_cache: IndexCache = None) -> str:
+    """One shard of a store (``files``, its index named ``store_key``): its index brought up to
+    date, and its BM25 statistics for ``query``'s terms as JSON (``rust/src/search/shard.rs``),
+    to be summed over the shards (:func:`sum_stats`) and given to each shard's
+    :func:`search_files` (``stats=``). Raises as :func:`search_files`."""
+    check_query(query)
+    return _core.search_shard_stats(query, list(files), store_key, **dict(_cache_kwargs(index_cache)))
+
+
+def sum_stats(parts: Sequence[str]) -> str:
+    """The sum of shards' statistics (:func:`shard_stats`' JSON), as JSON. Raises
+    :class:`~sessiontree.errors.SearchIndexError` for one that does not parse."""
+    return _core.search_stats_sum(list(parts))

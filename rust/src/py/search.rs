@@ -167,10 +167,11 @@ fn parse_stats(s: &str) -> PyResult<crate::search::Stats> {
         .map_err(|e| SearchIndexError::new_err(format!("search statistics: {e}")))
 }
 
-/// One shard of a store (`files`, its index named `store_key`, as `search_store`'s): its index
-/// brought up to date, and its BM25 statistics for `query`'s terms as JSON
-/// (`{"docs", "tokens", "terms": {term: documents}}`), to be summed over the shards
-/// (`search_stats_sum`) and given to each shard's `search_store(stats=...)`. Raises as
+/// One shard's index brought up to date, and its BM25 statistics as JSON.
+///
+/// The shard: `files`, its index named `store_key`, as `search_store`'s. The statistics of
+/// `query`'s terms: `{"docs", "tokens", "terms": {term: documents}}`, to be summed over the
+/// shards (`search_stats_sum`) and given to each shard's `search_store(stats=...)`. Raises as
 /// `search_store`.
 #[pyfunction]
 #[pyo3(signature = (query, files, store_key, cache_dir=None, cache_min=1048576, cache_max=1073741824, cache_evict_s=10))]

@@ -44,8 +44,10 @@ pub fn search(
     search_scored(place, store_key, files, q, filters, limit, offset, None)
 }
 
-/// [`search`], its BM25 scores computed from `stats` (the statistics of a whole store whose
-/// shards this index is one of: [`super::shard`]) instead of this index's own. None: [`search`].
+/// [`search`], ranked with a whole store's BM25 statistics.
+///
+/// `stats`: the statistics of the store whose shards this index is one of ([`super::shard`]),
+/// used instead of this index's own. None: [`search`].
 #[allow(clippy::too_many_arguments)]
 pub fn search_scored(
     place: &Place,

@@ -1,5 +1,4 @@
-//! A store searched as shards: one index per shard, the query's BM25 statistics summed over
-//! them, each shard ranked with the sums.
+//! A store searched as shards, one index each, ranked with the shards' summed statistics.
 //!
 //! BM25 scores a document with its index's statistics (the number of documents, of tokens in
 //! the text field, and of documents holding each query term). Shards searched with their own
@@ -26,8 +25,10 @@ use tantivy::query::{Bm25StatisticsProvider, Query};
 use tantivy::schema::Field;
 use tantivy::{Searcher, Term};
 
-/// The BM25 statistics of a query over some indexes: `docs` documents, `tokens` tokens in the
-/// text field, and per query term (its text), how many documents hold it.
+/// The BM25 statistics of a query over some indexes.
+///
+/// `docs` documents, `tokens` tokens in the text field, and per query term (its text), how
+/// many documents hold it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub docs: u64,
@@ -47,8 +48,10 @@ impl Stats {
     }
 }
 
-/// Brings the index of the shard `store_key` up to date with `files` (as [`super::search`]
-/// does) and returns its statistics for `q`'s terms. Errors as [`super::search`]'s.
+/// Brings a shard's index up to date and returns its statistics for `q`'s terms.
+///
+/// The shard: the index `store_key` of `files`, synced as [`super::search`] does. Errors as
+/// [`super::search`]'s.
 pub fn shard_stats(
     place: &Place,
     store_key: &[u8],

@@ -4,23 +4,33 @@ predicts more cores (issue 32). A script, not a timed test: one run, every figur
 measurements taken in that run.
 
     python benches/fleet_scaling.py [--store DIR] [--sessions 40 --megabytes 10]
-                                    [--workers 1,2] [--predict 16] [--repeat 2] [--json OUT]
+                                    [--workers 1,2] [--predict 16] [--repeat 2]
+                                    [--modes summary,parquet] [--python PY[,PY2]] [--json OUT]
 
 The store: ``--store`` (every ``*.jsonl`` below it), else ``--sessions`` files of
 ``--megabytes`` MB made with ``tests/tools/gen_session.py`` in a temporary folder (removed at
-the end). Each measurement is a fresh process (its imports counted), best of ``--repeat``,
-the contenders interleaved round by round:
+the end). ``--python``: the interpreters whose ``sessiontree`` is measured (another checkout's
+venv: builds compared in one run, interleaved). Each measurement is a fresh process (its imports
+counted), best of ``--repeat``, the contenders interleaved round by round. Compare builds with
+their bytecode compiled alike: with ``PYTHONDONTWRITEBYTECODE`` set and a checkout without
+``__pycache__``, every process compiles the package (~0.07 s of CPU here); run with
+``PYTHONPYCACHEPREFIX=/tmp/pycache`` and that variable unset:
 
-* ``floor``: ``import sessiontree.fleet, pyarrow`` and ``Session.open`` of every file, in one
-  process (cold: no saved index);
-* ``stats-N``: ``session_stats(DIR, workers=N, parquet=OUT, index_cache="off")`` for each N of
-  ``--workers``; the process reports its timed phases (``sessiontree.fleet._engine.LAST_RUN``
-  and its own clocks): ``import``, ``list`` (the source listed, each file stat-ed),
-  ``pool_start``, ``busy`` (the sum of the tasks' own times: the parallel work), ``work``
-  (the wall time of the job's tasks), ``combine`` (one table: sort, parent ids), ``parquet``;
+* ``floor``: ``import sessiontree.fleet`` and ``Session.open`` of every file, in one process
+  (cold: no saved index); ``floor+pyarrow``: the same importing pyarrow too (what a job that
+  writes Parquet must import);
+* ``summary-N``: ``stats_columns(DIR, workers=N, index_cache="off")``, the rows
+  ``sessiontree stats`` prints its summary from (no Parquet, no pyarrow);
+  ``parquet-N``: ``session_stats(DIR, workers=N, parquet=OUT, index_cache="off")``; for each
+  N of ``--workers``; the process reports its timed phases
+  (``sessiontree.fleet._engine.LAST_RUN`` and its own clocks): ``import``, ``list`` (the
+  source listed, each file stat-ed), ``pool_start``, ``busy`` (the sum of the tasks' own
+  times: the parallel work), ``work`` (the wall time of the job's tasks), ``combine`` (rows
+  in order, parent ids), ``parquet`` (the Arrow table built and written);
 * ``duckdb``: one DuckDB ``read_json`` over the store computing the same per-file usage sums,
   written to Parquet (``benches/fleet_stats_bench.py``'s query);
-* ``rerun``: ``stats`` with an index-cache folder, after a first run filled it.
+* ``<mode>-first`` / ``<mode>-rerun``: the same job with an index-cache folder, empty, then
+  again over the unchanged store (saved rows checked before any worker starts).
 
 The model (Amdahl): ``T(n) = S + P / n`` in CPU seconds (other jobs on a shared machine
 inflate wall times, not CPU): ``S`` the process's CPU outside its tasks (interpreter start,
@@ -52,41 +62,49 @@ sys.path.insert(0, str(ROOT / "benches"))
 STATS = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import sessiontree.fleet as fleet, pyarrow  # noqa: F401
+import sessiontree.fleet as fleet  # what `sessiontree stats` imports (pyarrow: only to write Parquet)
 from sessiontree.fleet import _engine, _sources
 t1 = time.perf_counter()
 src, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cache = sys.argv[4] if len(sys.argv) > 4 else "off"
+mode = sys.argv[5] if len(sys.argv) > 5 else "parquet"
 a = time.perf_counter()
 _sources.resolve_source(src)  # the listing, timed on its own (the job lists again: cached dentries)
 t_list = time.perf_counter() - a
-t_start = 0.0  # the job starts its pool itself, in the background while it lists the source
 phases = {}
-orig = fleet._stats_table
-def timed_table(batches):
-    a = time.perf_counter()
-    t = orig(batches)
-    phases["combine"] = time.perf_counter() - a
-    return t
-fleet._stats_table = timed_table
-orig_write = fleet.write_parquet
-def timed_write(table, path):
-    a = time.perf_counter()
-    orig_write(table, path)
-    phases["parquet"] = time.perf_counter() - a
-fleet.write_parquet = timed_write
+def timed(owner, name, phase):
+    orig = getattr(owner, name, None)
+    if orig is None:
+        return
+    def wrapper(*args, **kw):
+        a = time.perf_counter()
+        try:
+            return orig(*args, **kw)
+        finally:
+            phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - a
+    setattr(owner, name, wrapper)
+timed(fleet, "_stats_columns", "combine")  # this branch: rows in item order, sorted, parent ids
+timed(fleet, "_stats_table", "combine")  # before: the workers' Arrow tables concatenated
+timed(fleet, "write_parquet", "parquet")  # the Arrow table built and written (pyarrow's import included)
 a = time.perf_counter()
-table = fleet.session_stats(src, parquet=out, workers=workers, index_cache=cache)
+if mode == "summary" and hasattr(fleet, "stats_columns"):  # what `sessiontree stats --json` computes
+    rows = fleet.stats_columns(src, workers=workers, index_cache=cache).num_rows
+elif mode == "summary":  # a build without stats_columns: the table, no Parquet
+    rows = fleet.session_stats(src, workers=workers, index_cache=cache).num_rows
+else:
+    rows = fleet.session_stats(src, parquet=out, workers=workers, index_cache=cache).num_rows
 job = time.perf_counter() - a
 run = dict(_engine.LAST_RUN)
-print(json.dumps({"import": t1 - t0, "list": t_list, "pool_start": t_start + run.get("pool_start", 0.0),
+print(json.dumps({"import": t1 - t0, "list": t_list, "pool_start": run.get("pool_start", 0.0),
                   "busy": run.get("busy"), "cpu": run.get("cpu"), "work": run.get("wall"), "job": job,
-                  "rows": table.num_rows, **phases}))
+                  "rows": rows, "pyarrow": "pyarrow" in sys.modules, **phases}))
 """
 
 FLOOR = r"""
 import sys, glob
-import sessiontree.fleet, pyarrow  # noqa: F401  (what stats imports)
+import sessiontree.fleet  # noqa: F401  (what stats imports)
+if len(sys.argv) > 2:
+    import pyarrow  # noqa: F401  (what stats --parquet imports too)
 from sessiontree import Session
 n = 0
 for p in sorted(glob.glob(sys.argv[1] + "/**/*.jsonl", recursive=True)):
@@ -136,7 +154,11 @@ def model(s: float, p: float, n: int) -> float:
     return s + p / n
 
 
+MODES = ("summary", "parquet")
+
+
 def main() -> None:
+    global PY
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", type=Path)
     ap.add_argument("--sessions", type=int, default=40)
@@ -144,10 +166,16 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--predict", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--modes", default=",".join(MODES), help="summary (no Parquet), parquet")
+    ap.add_argument(
+        "--python", default=PY, help="the interpreter(s) whose sessiontree is measured, comma-separated (interleaved)"
+    )
     ap.add_argument("--no-duckdb", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
+    modes = [m for m in args.modes.split(",") if m]
+    pythons = [p for p in args.python.split(",") if p]
     tmp = Path(tempfile.mkdtemp(prefix="fleet-scaling-"))
     try:
         store = args.store or tmp / "store"
@@ -157,132 +185,127 @@ def main() -> None:
         total = sum(f.stat().st_size for f in files)
         load_before = os.getloadavg()
         out = tmp / "stats.parquet"
-        best: dict[str, float] = {}
-        phases: dict[int, dict[str, float]] = {}
         env = dict(os.environ, SESSIONTREE_INDEX_CACHE="off")
         cache = tmp / "cache"
-        cpu: dict[str, float] = {}
-        cpu_phases: dict[int, dict[str, float]] = {}
-
-        def keep(name: str, t: float, c: float) -> bool:
-            cpu[name] = min(cpu.get(name, c), c)
-            if t < best.get(name, float("inf")):
-                best[name] = t
-                return True
-            return False
-
+        # per interpreter: best wall, best CPU, the phases of the best wall, the tasks' CPU
+        measured: dict[str, Measured] = {py: Measured() for py in pythons}
+        duck: dict[str, float] = {}
         for _round in range(args.repeat):
-            t, _ = run(FLOOR, str(store), env=env)
-            keep("floor", t, LAST_CPU[0])
-            for n in counts:
-                t, text = run(STATS, str(store), str(out), str(n), env=env)
-                ph = json.loads(text.strip().splitlines()[-1])
-                # a pool's workers are not the process's children: their tasks' CPU added
-                c = LAST_CPU[0] + (ph["cpu"] if n > 1 else 0.0)
-                if keep(f"stats-{n}", t, c):
-                    ph["wall"] = t
-                    phases[n] = ph
-                ph_cpu = cpu_phases.setdefault(n, {})
-                if c <= min(ph_cpu.get("process_cpu", c), c):
-                    ph_cpu.update(process_cpu=c, task_cpu=ph["cpu"])
+            for py in pythons:  # the builds interleaved: each sees the same minutes' load
+                PY = py
+                m = measured[py]
+                t, _ = run(FLOOR, str(store), env=env)
+                m.keep("floor", t, LAST_CPU[0])
+                t, _ = run(FLOOR, str(store), "pyarrow", env=env)
+                m.keep("floor+pyarrow", t, LAST_CPU[0])
+                for mode in modes:
+                    for n in counts:
+                        t, text = run(STATS, str(store), str(out), str(n), "off", mode, env=env)
+                        ph = json.loads(text.strip().splitlines()[-1])
+                        # a pool's workers are not the process's children: their tasks' CPU added
+                        m.keep(f"{mode}-{n}", t, LAST_CPU[0] + (ph["cpu"] if n > 1 else 0.0), ph)
+                    shutil.rmtree(cache, ignore_errors=True)
+                    t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
+                    m.keep(f"{mode}-first", t, LAST_CPU[0])
+                    t, text = run(STATS, str(store), str(out), str(counts[0]), str(cache), mode)
+                    m.keep(f"{mode}-rerun", t, LAST_CPU[0], json.loads(text.strip().splitlines()[-1]))
             if not args.no_duckdb:
                 t, _ = run(_duckdb_script(), str(store) + "/**/*.jsonl", str(tmp / "duck.parquet"))
-                keep("duckdb", t, LAST_CPU[0])
-            shutil.rmtree(cache, ignore_errors=True)
-            first, _ = run(STATS, str(store), str(out), "1", str(cache))
-            keep("first", first, LAST_CPU[0])
-            again, _ = run(STATS, str(store), str(out), "1", str(cache))
-            keep("rerun", again, LAST_CPU[0])
+                duck["wall"] = min(duck.get("wall", t), t)
+                duck["cpu"] = min(duck.get("cpu", LAST_CPU[0]), LAST_CPU[0])
         load_after = os.getloadavg()
-        # per worker count: serial S (the job's phases outside its tasks, and the same with the
-        # interpreter's start and imports) and parallel P (the tasks' CPU seconds)
-        fractions = {}
-        cpu_model = {}
-        for n in counts:
-            c = cpu_phases[n]
-            # CPU seconds: the process's outside its tasks (interpreter, imports, listing, pool,
-            # combine, Parquet) against the tasks' own
-            s_cpu = c["process_cpu"] - c["task_cpu"]
-            cpu_model[n] = {"S_cpu": s_cpu, "P_cpu": c["task_cpu"], "serial_fraction": s_cpu / c["process_cpu"]}
-        for n, ph in phases.items():
-            # the job outside its tasks (listing, sizes, batches, combine, Parquet) and the pool's start
-            job_serial = ph["job"] - ph["work"] + ph["pool_start"]
-            start = ph["wall"] - ph["job"] - ph["list"] - ph["pool_start"]  # interpreter + imports
-            fractions[n] = {
-                "S_job": job_serial,
-                "S_process": job_serial + start,
-                "P": ph["cpu"],
-                "serial_fraction_job": job_serial / (job_serial + ph["cpu"]),
-                "serial_fraction_process": (job_serial + start) / (job_serial + start + ph["cpu"]),
-            }
-        # the model: serial and parallel CPU seconds at the first count (robust to other jobs
-        # on the machine, which inflate wall times, not CPU)
-        m1 = cpu_model[counts[0]]
-        serial, par = m1["S_cpu"], m1["P_cpu"]
-        frac = m1["serial_fraction"]
+        print(
+            f"store: {len(files)} files, {total / 1e6:.0f} MB;"
+            f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        )
+        if duck:
+            print(f"DuckDB read_json: {duck['wall']:.3f} s, {duck['cpu']:.3f} s CPU")
         report: dict[str, object] = {
             "store": f"{len(files)} files, {total / 1e6:.0f} MB",
             "load": [load_before, load_after],
-            "best": best,
-            "phases": phases,
-            "fractions": fractions,
-            "cpu_model": cpu_model,
-            "cpu": cpu,
-            "serial_s": serial,
-            "parallel_s": par,
-            "serial_fraction": frac,
+            "duckdb": duck,
+            "builds": {py: _report(py, measured[py], duck, modes, counts, args.predict) for py in pythons},
         }
-        print(f"store: {report['store']}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-        print(
-            f"floor (import + Session.open of every file, one process): {best['floor']:.3f} s, {cpu['floor']:.3f} s CPU"
-        )
-        for n in counts:
-            ph = phases[n]
-            print(
-                f"stats --workers {n}: {best[f'stats-{n}']:.3f} s = {best[f'stats-{n}'] / best['floor']:.2f}x floor"
-                + f" ({cpu[f'stats-{n}']:.3f} s CPU = {cpu[f'stats-{n}'] / cpu['floor']:.2f}x the floor's)"
-                + (f", {best[f'stats-{n}'] / best['duckdb']:.2f}x DuckDB" if "duckdb" in best else "")
-                + "; phases "
-                + ", ".join(f"{k} {v:.3f}" for k, v in ph.items() if isinstance(v, float) and k != "wall")
-            )
-        if "duckdb" in best:
-            print(f"DuckDB read_json: {best['duckdb']:.3f} s, {cpu['duckdb']:.3f} s CPU")
-        print(
-            f"rerun over an unchanged store: {best['rerun']:.3f} s = {100 * best['rerun'] / best['first']:.1f}% of the"
-            f" first run ({best['first']:.3f} s); CPU {100 * cpu['rerun'] / cpu['first']:.1f}%"
-        )
-        for n, f in fractions.items():
-            print(
-                f"timed phases at {n} worker(s): serial {f['S_job']:.3f} s in the job, {f['S_process']:.3f} s with the"
-                f" interpreter and imports; parallel (task CPU) {f['P']:.3f} s: serial fraction"
-                f" {100 * f['serial_fraction_job']:.1f}% of the job, {100 * f['serial_fraction_process']:.1f}% of the process"
-            )
-        for n, m in cpu_model.items():
-            print(
-                f"CPU at {n} worker(s): serial (outside the tasks) {m['S_cpu']:.3f} s, tasks {m['P_cpu']:.3f} s:"
-                f" serial fraction {100 * m['serial_fraction']:.1f}%"
-            )
-        print(f"model T(n) = S + P/n with S = {serial:.3f} s, P = {par:.3f} s (CPU seconds at {counts[0]} worker)")
-        if len(counts) > 1:
-            n2 = counts[1]
-            t1, t2 = best[f"stats-{counts[0]}"], best[f"stats-{n2}"]
-            # Amdahl fitted to the two wall times: T2/T1 = f + (1 - f) * n1/n2
-            r = counts[0] / n2
-            fit = (t2 / t1 - r) / (1 - r)
-            report["serial_fraction_fit"] = fit
-            print(f"serial fraction fitted to the wall times at {counts[0]} and {n2} workers: {100 * fit:.1f}%")
-        print("workers  measured speed-up  predicted speed-up")
-        curve = {}
-        for n in sorted(set(counts) | {1, 2, 4, 8, args.predict}):
-            pred = model(serial, par, 1) / model(serial, par, n)
-            meas = best[f"stats-{counts[0]}"] / best[f"stats-{n}"] if f"stats-{n}" in best else None
-            curve[n] = {"measured": meas, "predicted": pred}
-            print(f"{n:7d}  {'' if meas is None else f'{meas:17.2f}':>17}  {pred:18.2f}")
-        report["curve"] = curve
         if args.json:
             args.json.write_text(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Measured:
+    """One interpreter's figures: the best wall and the best CPU seconds per contender, the
+    timed phases of the best wall, and the tasks' CPU of the best CPU."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.phases: dict[str, dict[str, float]] = {}
+        self.task_cpu: dict[str, float] = {}
+
+    def keep(self, name: str, t: float, c: float, ph: dict[str, float] | None = None) -> None:
+        if c < self.cpu.get(name, float("inf")):
+            self.cpu[name] = c
+            if ph is not None:
+                self.task_cpu[name] = ph["cpu"] or 0.0
+        if t < self.best.get(name, float("inf")):
+            self.best[name] = t
+            if ph is not None:
+                self.phases[name] = {**ph, "wall": t}
+
+
+def _report(
+    py: str, m: Measured, duck: dict[str, float], modes: list[str], counts: list[int], predict: int
+) -> dict[str, object]:
+    """Prints one interpreter's figures; returns them with its model per mode."""
+    best, cpu, phases, task_cpu = m.best, m.cpu, m.phases, m.task_cpu
+    print(f"\npython: {py}")
+    for f in ("floor", "floor+pyarrow"):
+        print(f"{f} (import + Session.open of every file, one process): {best[f]:.3f} s, {cpu[f]:.3f} s CPU")
+    models: dict[str, object] = {}
+    for mode in modes:
+        floor = "floor" if mode == "summary" else "floor+pyarrow"
+        for n in counts:
+            k = f"{mode}-{n}"
+            ph = phases[k]
+            print(
+                f"stats {mode} --workers {n}: {best[k]:.3f} s = {best[k] / best[floor]:.2f}x {floor}"
+                + f" ({cpu[k]:.3f} s CPU = {cpu[k] / cpu[floor]:.2f}x)"
+                + (f", {best[k] / duck['wall']:.2f}x DuckDB ({cpu[k] / duck['cpu']:.2f}x CPU)" if duck else "")
+                + "; phases "
+                + ", ".join(f"{p} {v:.3f}" for p, v in ph.items() if isinstance(v, float) and p != "wall")
+                + f"; pyarrow imported: {ph.get('pyarrow')}"
+            )
+        first, again = f"{mode}-first", f"{mode}-rerun"
+        print(
+            f"stats {mode} rerun over an unchanged store: {best[again]:.3f} s = {100 * best[again] / best[first]:.1f}%"
+            f" of the first run ({best[first]:.3f} s); CPU {100 * cpu[again] / cpu[first]:.1f}%"
+            f" ({cpu[again]:.3f} / {cpu[first]:.3f} s); tasks run: {phases[again].get('tasks')}"
+        )
+        # the model: serial S = the process's CPU outside its tasks (interpreter, imports,
+        # listing, saved-row checks, combine, Parquet), parallel P = the tasks' CPU, both at the
+        # first worker count (CPU, not wall: other jobs on a shared machine inflate wall times)
+        k1 = f"{mode}-{counts[0]}"
+        par = task_cpu[k1]
+        serial = cpu[k1] - par
+        frac = serial / cpu[k1]
+        line = f"stats {mode}: serial {serial:.3f} s CPU, parallel {par:.3f} s: serial fraction {100 * frac:.1f}%"
+        if len(counts) > 1:
+            k2 = f"{mode}-{counts[1]}"
+            s2 = cpu[k2] - task_cpu[k2]
+            line += f" ({100 * s2 / cpu[k2]:.1f}% at {counts[1]} workers, the pool's start included)"
+            r = counts[0] / counts[1]
+            fit = (best[k2] / best[k1] - r) / (1 - r)
+            line += f"; fitted to the wall times at {counts[0]} and {counts[1]}: {100 * fit:.1f}%"
+        print(line)
+        curve = {}
+        print("  workers  measured speed-up  predicted speed-up")
+        for n in sorted(set(counts) | {1, 2, 4, 8, predict}):
+            pred = model(serial, par, 1) / model(serial, par, n)
+            meas = best[k1] / best[f"{mode}-{n}"] if f"{mode}-{n}" in best else None
+            curve[n] = {"measured": meas, "predicted": pred}
+            print(f"  {n:7d}  {'' if meas is None else f'{meas:17.2f}':>17}  {pred:18.2f}")
+        models[mode] = {"serial_s": serial, "parallel_s": par, "serial_fraction": frac, "curve": curve}
+    return {"best": best, "cpu": cpu, "phases": phases, "models": models}
 
 
 if __name__ == "__main__":

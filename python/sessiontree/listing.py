@@ -386,7 +386,7 @@ def _listed(p: Path, index_cache: IndexCache) -> SessionInfo | None:
         st = os.stat(p)
     except OSError:
         return None
-    if stat.S_ISREG(st.st_mode) and st.st_size >= ic.min_bytes() and ic.resolve(index_cache) is not None:
+    if stat.S_ISREG(st.st_mode) and st.st_size >= ic.min_bytes(index_cache) and ic.resolve(index_cache) is not None:
         row = ic.load_row("list", st, "1", index_cache)
         if row is not None:
             hit = _info_of_row(p, row)

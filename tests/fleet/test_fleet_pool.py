@@ -1,6 +1,6 @@
 """The fleet's long-lived local pool (issue 32): ``scrub_sessions`` on it writes the same files
 and rows as in process; a pool started in another working folder is not reused (relative
-paths name other files there); a worker's batch comes back as Arrow."""
+paths name other files there); a worker's batch comes back as plain columns (no pyarrow)."""
 
 from __future__ import annotations
 
@@ -61,10 +61,37 @@ def test_a_pool_started_in_another_folder_is_not_reused(tmp_path, monkeypatch):
     assert again.column("error_kind").to_pylist() == ["not_found"] * 6
 
 
-def test_a_batch_comes_back_as_one_arrow_table(tmp_path):
-    import pyarrow as pa
+def test_a_batch_comes_back_as_plain_columns_without_pyarrow(tmp_path):
+    """A stats worker imports neither pyarrow nor numpy (~0.17 s of CPU per process): its
+    batch is one list per column, the values the Arrow table then holds."""
+    import subprocess
+    import sys
+
+    from sessiontree.fleet import _table, stats_schema
 
     paths = make_store(tmp_path, 5, seed=4)
-    [(table, links)] = _rows.stats_batch([Item(str(p)) for p in paths], _rows.Options(index_cache="off"))
-    assert isinstance(table, pa.Table) and table.num_rows == 5
+    [(cols, links)] = _rows.stats_batch([Item(str(p)) for p in paths], _rows.Options(index_cache="off"))
+    assert list(cols) == stats_schema().names and all(len(v) == 5 for v in cols.values())
     assert [link[0] for link in links] == [str(p) for p in paths]
+    rows = _rows.stats_rows([Item(str(p)) for p in paths], _rows.Options(index_cache="off"))
+    assert _table(rows, stats_schema()).to_pydict() == _columns_as_arrow(cols).to_pydict()
+    code = (
+        "import sys\n"
+        "from sessiontree.fleet import _rows\n"
+        "from sessiontree.fleet._sources import Item\n"
+        "[(cols, links)] = _rows.stats_batch([Item(p) for p in sys.argv[1:]], _rows.Options(index_cache='off'))\n"
+        "assert len(cols['path']) == len(sys.argv) - 1 and cols['entries'][0] > 0\n"
+        "print(sorted(m for m in ('pyarrow', 'numpy', 'pandas') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *map(str, paths)], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _columns_as_arrow(cols):
+    from sessiontree.fleet import _columns_table, stats_schema
+
+    return _columns_table(cols, stats_schema())
+
+
+def test_the_pool_preloads_no_pyarrow():
+    assert "pyarrow" not in _engine.PRELOAD and "numpy" not in _engine.PRELOAD

@@ -136,3 +136,32 @@ def test_ray_reads_objects_from_s3(ray_cluster, store, monkeypatch):
     for r in rows:
         want = local[str(mapping[r["path"]])]
         assert {k: v for k, v in r.items() if k not in where} == {k: v for k, v in want.items() if k not in where}
+
+
+def test_a_ray_rerun_over_saved_rows_submits_no_task(ray_cluster, tmp_path, monkeypatch):
+    # saved rows are checked by the driver before any task: a rerun over an unchanged store
+    # submits none; one changed file is the only one sent; the rows equal a cold local run's
+    from sessiontree.fleet import _engine
+    from sessiontree.index_cache import CacheSettings
+    from tests.support.fleet_store import make_store
+
+    paths = make_store(tmp_path / "store", 6, seed=31)
+    # small files saved too, in the workers as here (the settings travel with the job)
+    cache = CacheSettings(folder=str(tmp_path / "cache"), min_bytes=0)
+    sent: list[int] = []
+    real = _engine.run_ray
+
+    def counting(fn, items, opts, **kw):  # type: ignore[no-untyped-def]
+        sent.append(len(items))
+        return real(fn, items, opts, **kw)
+
+    monkeypatch.setattr(_engine, "run_ray", counting)
+    first = session_stats(tmp_path / "store", engine="ray", index_cache=cache)
+    assert sent == [6]
+    again = session_stats(tmp_path / "store", engine="ray", index_cache=cache)
+    assert sent == [6] and _engine.LAST_RUN["saved"] == 6 and again.equals(first)
+    with open(paths[2], "ab") as f:
+        f.write(b'{"type":"label","id":"zz000002","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z"}\n')
+    third = session_stats(tmp_path / "store", engine="ray", index_cache=cache)
+    assert sent == [6, 1]
+    assert third.equals(session_stats(tmp_path / "store", workers=1, index_cache="off"))

@@ -182,9 +182,9 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
     from ..cli import safe_text
 
     progress = (args.progress or _tty()) and not args.no_progress
-    table = fleet.session_stats(
+    # the rows as Python lists: pyarrow (and numpy) imported only to write --parquet
+    table = fleet.stats_columns(
         source,
-        parquet=args.parquet,
         engine=args.engine,
         address=args.address,
         workers=args.workers,
@@ -193,6 +193,8 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         max_bytes=args.max_bytes,
         progress=progress,
     )
+    if args.parquet:
+        table.write_parquet(args.parquet)
     entry_rows = None
     if args.entries_parquet:
         entry_rows = fleet.entries_table(
@@ -204,30 +206,26 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
             max_bytes=args.max_bytes,
             progress=progress,
         ).num_rows
-    kinds = table.column("error_kind").to_pylist()
+    kinds = table.column("error_kind")
     errors = _count(kinds)
-    over = sum(1 for v in table.column("should_compact").to_pylist() if v)
-    costs = [c for c in table.column("cost").to_pylist() if c is not None]
+    over = sum(1 for v in table.column("should_compact") if v)
+    costs = [c for c in table.column("cost") if c is not None]
     cost = sum(costs) if costs else None
     summary = {
         "sessions": table.num_rows,
         "readable": table.num_rows - sum(errors.values()),
         "errors": errors,
         # Claude Code / Codex files are read as Pi sessions converted in memory
-        "formats": _count(table.column("source_format").to_pylist()),
+        "formats": _count(table.column("source_format")),
         "over_threshold": over,
-        "entries": sum(e or 0 for e in table.column("entries").to_pylist()),
+        "entries": sum(e or 0 for e in table.column("entries")),
         "entry_rows": entry_rows,
         "cost": cost,
         "parquet": str(args.parquet) if args.parquet else None,
         "entries_parquet": str(args.entries_parquet) if args.entries_parquet else None,
     }
     summary.update(_totals(table))
-    bad = [
-        (p, k, e)
-        for p, k, e in zip(table.column("path").to_pylist(), kinds, table.column("error").to_pylist())
-        if k is not None
-    ]
+    bad = [(p, k, e) for p, k, e in zip(table.column("path"), kinds, table.column("error")) if k is not None]
     if args.json:
         import json
 
@@ -262,7 +260,7 @@ def _totals(table: Any) -> dict[str, Any]:
     where no session has a value) and its ``biggest`` sessions by bytes (path, bytes, entries,
     total tokens, cost), from the stats table."""
     col = {
-        name: table.column(name).to_pylist()
+        name: table.column(name)
         for name in (
             "path",
             "bytes",

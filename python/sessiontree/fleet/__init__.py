@@ -63,6 +63,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "session_stats",
+    "stats_columns",
+    "StatsColumns",
     "entries_table",
     "compact_sessions",
     "scrub_sessions",
@@ -204,16 +206,22 @@ def arrow_text(v: Any) -> Any:
 
 
 def _table(rows: list[dict[str, Any]], schema: Any) -> Any:
+    """``rows`` (dicts) as a table of ``schema`` (:func:`sessiontree.fleet._rows.row_columns`
+    makes the values, :func:`_columns_table` the arrays)."""
     pa = _pa()
-    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
-    if "path_bytes" in cols:
-        cols["path_bytes"] = [path_bytes(r["path"]) for r in rows]
-        cols["path"] = [path_text(r["path"]) for r in rows]
-    for f in schema:
-        if pa.types.is_timestamp(f.type):
-            cols[f.name] = [_ms_or_none(v) for v in cols[f.name]]
-        elif pa.types.is_string(f.type):
-            cols[f.name] = [arrow_text(v) for v in cols[f.name]]
+    kinds = tuple(
+        (f.name, "timestamp" if pa.types.is_timestamp(f.type) else "string" if pa.types.is_string(f.type) else "other")
+        for f in schema
+    )
+    from ._rows import row_columns
+
+    return _columns_table(row_columns(rows, kinds), schema)
+
+
+def _columns_table(cols: dict[str, list[Any]], schema: Any) -> Any:
+    """A table of ``schema`` from one list of values per column, as
+    :func:`sessiontree.fleet._rows.row_columns` makes them."""
+    pa = _pa()
     from ._arrow import from_list  # buffers, not pa.array() on lists (that imports pandas)
 
     return pa.Table.from_arrays([from_list(pa, f.type, cols[f.name]) for f in schema], schema=schema)
@@ -355,54 +363,174 @@ def session_stats(
         index_cache: where sessions' saved indexes are read and written
             (:mod:`sessiontree.index_cache`: a folder, ``False``/``"off"``; None: the caller's
             ``$SESSIONTREE_INDEX_CACHE`` when set, else each worker's default folder on its own
-            machine). Objects read from storage are never saved.
+            machine). Objects read from storage are never saved. Saved stats rows are checked
+            here before any work is dispatched (see :func:`stats_columns`).
     """
-    from . import _engine, _rows
-
-    if engine == "local" and workers is not None and workers > 1:
-        _engine.start_pool(workers, wait=False)  # its start overlaps the listing
-    items = resolve_source(source, filesystem=filesystem)
-    from ..index_cache import for_workers
-
-    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
-    opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
-    batches = _engine.run(
-        _rows.stats_batch,
-        items,
-        opts,
+    cols = stats_columns(
+        source,
         engine=engine,
+        context_window=context_window,
+        settings=settings,
         workers=workers,
         address=address,
         num_cpus=num_cpus,
+        filesystem=filesystem,
+        max_bytes=max_bytes,
         progress=progress,
+        index_cache=index_cache,
     )
-    table = _stats_table(batches)
+    table = cols.to_arrow()
     if parquet is not None:
         write_parquet(table, parquet)
     return table
 
 
-def _stats_table(batches: list[Any]) -> Any:
-    """One stats table of the workers' ``(table, links)`` batches
-    (:func:`sessiontree.fleet._rows.stats_batch`): in path order, ``parent_session_id`` set
-    (:func:`_resolve_parents` over the links)."""
-    pa = _pa()
-    schema = stats_schema()
-    tables = [t for t, _ in batches if t.num_rows]
-    links = [link for _, part in batches for link in part]
-    if not links:
-        return schema.empty_table()
-    table = pa.concat_tables(tables).combine_chunks() if len(tables) > 1 else tables[0]
-    order = sorted(range(len(links)), key=lambda k: links[k][0])  # stable: as rows.sort did
-    rows = [{"path": links[k][0], "session_id": links[k][1], "parent_session": links[k][2]} for k in order]
-    _resolve_parents(rows)
-    if order != list(range(len(order))):
-        table = table.take(pa.array(order, pa.int64()))
-    at = schema.get_field_index("parent_session_id")
-    from ._arrow import from_list
+class StatsColumns:
+    """The stats rows of a store as Python lists, one per column of :func:`stats_schema`, in
+    path order (what :func:`stats_columns` returns): no pyarrow until :meth:`to_arrow` or
+    :meth:`write_parquet` is called. Values are those of the Arrow table's
+    ``to_pylist()``, except timestamps: int milliseconds since the epoch (UTC), or None."""
 
-    parents = from_list(pa, pa.string(), [arrow_text(r.get("parent_session_id")) for r in rows])
-    return table.set_column(at, schema.field(at), parents)
+    def __init__(self, cols: dict[str, list[Any]], order: list[int] | None) -> None:
+        #: the columns in the workers' item order; ``order``: the row positions in path order
+        #: (None: already in path order)
+        self._cols = cols
+        self._order = order
+
+    @property
+    def num_rows(self) -> int:
+        """How many rows (one per session file)."""
+        return len(self._cols["path"])
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns' names, in :func:`stats_schema` order."""
+        return list(self._cols)
+
+    def column(self, name: str) -> list[Any]:
+        """The values of column ``name``, in path order. Raises KeyError for another name."""
+        col = self._cols[name]
+        return list(col) if self._order is None else [col[k] for k in self._order]
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """One dict per row, in path order (timestamps as int ms)."""
+        names = self.column_names
+        cols = [self.column(n) for n in names]
+        return [dict(zip(names, vals)) for vals in zip(*cols)]
+
+    def to_arrow(self) -> Any:
+        """The ``pyarrow.Table`` (:func:`stats_schema`), in path order."""
+        pa = _pa()
+        table = _columns_table(self._cols, stats_schema())
+        if self._order is not None:
+            table = table.take(pa.array(self._order, pa.int64()))
+        return table
+
+    def write_parquet(self, path: str | os.PathLike[str]) -> None:
+        """Writes :meth:`to_arrow` to ``path`` (:func:`write_parquet`)."""
+        write_parquet(self.to_arrow(), path)
+
+
+def stats_columns(
+    source: Any,
+    *,
+    engine: str = "local",
+    context_window: int = 200_000,
+    settings: CompactionSettings | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    filesystem: Any = None,
+    max_bytes: int | None = None,
+    progress: bool = False,
+    index_cache: IndexCache = None,
+) -> StatsColumns:
+    """The rows of :func:`session_stats` as :class:`StatsColumns` (Python lists; arguments as
+    :func:`session_stats`): what ``sessiontree stats`` prints its summary from without
+    importing pyarrow.
+
+    Saved rows are checked here, before any work is dispatched: each local file is stat-ed and
+    its saved row read (:func:`sessiontree.fleet._rows.saved_stats_row`: same device, inode,
+    size, mtime and ctime, same options); only the files without one go to the engine, so a
+    rerun over an unchanged store starts no worker process and no Ray task."""
+    from . import _engine, _rows
+    from ..index_cache import for_workers
+
+    if engine not in _engine.ENGINES:  # checked here too: a rerun may dispatch nothing
+        raise ValueError(f"engine must be one of {_engine.ENGINES}, not {engine!r}")
+    items = resolve_source(source, filesystem=filesystem)
+    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
+    opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
+    saved: dict[int, dict[str, Any]] = {}
+    for k, it in enumerate(items):
+        row = _rows.saved_stats_row(it, opts)
+        if row is not None:
+            saved[k] = row
+    todo = [it for k, it in enumerate(items) if k not in saved]
+    from .._progress import close_bar, progress_bar
+
+    bar = progress_bar(len(items), bool(progress))
+    batches: list[Any] = []
+    try:
+        if saved:
+            bar(len(saved))
+        if todo:
+            batches = _engine.run(
+                _rows.stats_batch,
+                todo,
+                opts,
+                engine=engine,
+                workers=workers,
+                address=address,
+                num_cpus=num_cpus,
+                progress=bar,
+            )
+        else:  # every row saved: no pool, no task
+            _engine.LAST_RUN.clear()
+            _engine.LAST_RUN.update(engine=engine, workers=0, tasks=0, pool_start=0.0, busy=0.0, cpu=0.0, wall=0.0)
+        _engine.LAST_RUN.update(saved=len(saved), dispatched=len(todo))
+    finally:
+        close_bar(bar)
+    return _stats_columns(batches, saved, len(items))
+
+
+def _stats_columns(batches: list[Any], saved: dict[int, dict[str, Any]], n: int) -> StatsColumns:
+    """One :class:`StatsColumns` of the workers' ``(columns, links)`` batches
+    (:func:`sessiontree.fleet._rows.stats_batch`, for the items without a saved row, in item
+    order) and the ``saved`` rows (by item position; ``n`` items in all): rows in item order,
+    then sorted by path (stable), ``parent_session_id`` set (:func:`_resolve_parents`)."""
+    from ._rows import row_columns
+    from .columns import STATS_COLUMNS
+
+    names = [name for name, _kind in STATS_COLUMNS]
+    done: dict[str, list[Any]] = {name: [] for name in names}
+    links: list[tuple[Any, Any, Any]] = []
+    for part_cols, part_links in batches:
+        for name in names:
+            done[name].extend(part_cols[name])
+        links.extend(part_links)
+    if saved:
+        rows = [saved[k] for k in sorted(saved)]
+        mine = row_columns(rows)
+        mine_links = [(r["path"], r.get("session_id"), r.get("parent_session")) for r in rows]
+        # the saved rows back in their places among the computed ones (item order)
+        take = [k in saved for k in range(n)]
+        cols: dict[str, list[Any]] = {}
+        for name in names:
+            a, b = iter(mine[name]), iter(done[name])
+            cols[name] = [next(a) if s else next(b) for s in take]
+        a_links, b_links = iter(mine_links), iter(links)
+        links = [next(a_links) if s else next(b_links) for s in take]
+    else:
+        cols = done
+    order = sorted(range(len(links)), key=lambda k: links[k][0])  # stable: as rows.sort did
+    rows_in_order = [{"path": links[k][0], "session_id": links[k][1], "parent_session": links[k][2]} for k in order]
+    _resolve_parents(rows_in_order)
+    parents: list[Any] = [None] * len(links)
+    for k, r in zip(order, rows_in_order):
+        parents[k] = arrow_text(r.get("parent_session_id"))
+    cols["parent_session_id"] = parents
+    return StatsColumns(cols, None if order == list(range(len(order))) else order)
 
 
 def entries_table(

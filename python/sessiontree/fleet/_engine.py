@@ -2,7 +2,7 @@
 
 ``local``: in this process (one worker), or in the process's long-lived pool
 (:func:`worker_pool`: forkserver start, safe in a process that runs threads, with the package
-and pyarrow imported once in the fork server; kept for the next job), items sent in batches of
+imported once in the fork server (not pyarrow: see :data:`PRELOAD`); kept for the next job), items sent in batches of
 about equal bytes (:func:`byte_chunks`); with ``workers=None``, the CPU count from
 :data:`AUTO_POOL_MIN_BYTES` of work up, counted in bytes by :func:`work_bytes`, inline below.
 ``ray``: Ray tasks over bundles of items (:func:`ray_bundles`: by bytes, small files
@@ -81,8 +81,10 @@ from .._progress import Bar as _Bar, progress_bar as _progress_bar  # noqa: E402
 
 
 #: Modules every pool worker has imported before its first task (the fork server imports them
-#: once; each worker is a fork of it): the per-file functions, the Arrow tables they build.
-PRELOAD = ("sessiontree.fleet", "sessiontree.fleet._rows", "pyarrow")
+#: once; each worker is a fork of it): the per-file functions. Not pyarrow (and the numpy it
+#: imports: ~0.17 s of CPU): ``stats`` workers send plain columns back and never need it; a job
+#: whose workers build Arrow tables (the entry table) imports it in each worker on first use.
+PRELOAD = ("sessiontree.fleet", "sessiontree.fleet._rows")
 #: Batches per worker of a local pool job: enough that a slow batch does not hold the job,
 #: few enough that each batch is many files (its fixed cost, a task's round trip and pickled
 #: result, is paid per batch).
@@ -98,7 +100,9 @@ _UP: dict[int, list[Any]] = {}
 #: ``engine``, ``workers``, ``tasks``, ``pool_start`` (starting the pool, 0 when reused),
 #: ``busy`` (the sum over tasks of each task's own time in its worker: the parallel work),
 #: ``cpu`` (the CPU seconds of those tasks, scan threads included), ``wall`` (from the first
-#: submit to the last result). Read by ``benches/fleet_scaling.py``.
+#: submit to the last result); after :func:`sessiontree.fleet.stats_columns`, also ``saved``
+#: (rows read from the index cache in the calling process) and ``dispatched`` (files sent to the
+#: engine: 0 and ``workers`` 0 when every row was saved). Read by ``benches/fleet_scaling.py``.
 LAST_RUN: dict[str, Any] = {}
 
 
@@ -112,7 +116,7 @@ def _worker_init(threads: int) -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except ImportError:  # pragma: no cover - pyarrow is the fleet extra's
+        except ImportError:  # pragma: no cover - a module of an optional extra
             pass
 
 
@@ -125,7 +129,7 @@ def worker_pool(workers: int) -> Any:
     """The process's long-lived pool of ``workers`` processes (made on first use, kept for the
     next job, shut down at exit): forkserver start (safe in a process that runs threads) with
     :data:`PRELOAD` imported once in the fork server, so each worker starts as a fork with the
-    package and pyarrow loaded; each worker's core scans on ``cpu_count // workers`` threads.
+    package loaded; each worker's core scans on ``cpu_count // workers`` threads.
     A broken pool (a worker killed) is replaced on the next call, and so is one started in
     another working folder (relative paths must name the same files)."""
     import multiprocessing
@@ -347,7 +351,7 @@ def run_ray(
     num_cpus: int | None = None,
     batch_size: int | None = None,
     concurrency: int | None = None,
-    progress: bool = False,
+    progress: Any = False,
 ) -> list[Any]:
     """``fn(bundle_of_items, opts)`` as Ray tasks (one CPU each) over bundles of ``items``
     (:func:`ray_bundles`: by bytes, small files together); the lists it returns concatenated
@@ -412,8 +416,11 @@ def run(
     workers: int | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
-    progress: bool = False,
+    progress: Any = False,
 ) -> list[Any]:
+    """``fn`` over batches of ``items`` on ``engine`` (:func:`run_local` or :func:`run_ray`);
+    ``progress``: a bar when true, or a callable given the number of items each finished
+    batch held."""
     if engine == "local":
         return run_local(fn, items, opts, workers=workers, progress=progress)
     if engine == "ray":

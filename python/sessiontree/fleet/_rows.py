@@ -25,7 +25,17 @@ from ._sources import Item
 from .columns import PROBLEM_KINDS, ROLES  # their home: the column list
 from .columns import core_entry_columns
 
-__all__ = ["PROBLEM_KINDS", "open_item", "stats_row", "entry_rows", "stats_rows", "stats_batch", "entries_rows"]
+__all__ = [
+    "PROBLEM_KINDS",
+    "open_item",
+    "stats_row",
+    "saved_stats_row",
+    "entry_rows",
+    "stats_rows",
+    "stats_batch",
+    "row_columns",
+    "entries_rows",
+]
 
 #: the registry's types whose own ``usage`` is summed (``message`` entries: by role, below)
 _USAGE_TYPES = tuple(t for t in USAGE_TYPES if t != "message")
@@ -361,6 +371,29 @@ def _local_stat(item: Item) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+def _saved_stats_row(item: Item, opts: Options) -> tuple[os.stat_result | None, dict[str, Any] | None]:
+    """``(stat, saved row)`` of a local file: the ``os.stat`` a new row is saved under (None for
+    an object in storage, a file that cannot be stat-ed, or one below
+    :func:`sessiontree.index_cache.min_bytes`) and the row saved for exactly that state of the
+    file with these options (None when there is none or it does not match)."""
+    from .. import index_cache
+
+    st = _local_stat(item)
+    if st is None or st.st_size < index_cache.min_bytes(getattr(opts, "index_cache", None)):
+        return None, None  # a small file: computing its row costs about what reading a saved one does
+    saved = index_cache.load_row("stats", st, _stats_key(opts), getattr(opts, "index_cache", None))
+    if saved is not None:
+        saved["path"] = item.path  # the same file under another name (a hard link)
+    return st, saved
+
+
+def saved_stats_row(item: Item, opts: Options) -> dict[str, Any] | None:
+    """The saved stats row of ``item`` when one matches the file as it is now (see
+    :func:`stats_row`), else None. What a job checks before it dispatches any work: a rerun
+    over an unchanged store starts no worker."""
+    return _saved_stats_row(item, opts)[1]
+
+
 def stats_row(item: Item, opts: Options) -> dict[str, Any]:
     """One session's stats row (see :func:`sessiontree.fleet.stats_schema` for the fields).
 
@@ -370,14 +403,9 @@ def stats_row(item: Item, opts: Options) -> dict[str, Any]:
     from .. import index_cache
 
     cache = getattr(opts, "index_cache", None)
-    st = _local_stat(item)
-    if st is not None and st.st_size < index_cache.min_bytes():
-        st = None  # a small file: computing its row costs about what reading a saved one does
-    if st is not None:
-        saved = index_cache.load_row("stats", st, _stats_key(opts), cache)
-        if saved is not None:
-            saved["path"] = item.path  # the same file under another name (a hard link)
-            return saved
+    st, saved = _saved_stats_row(item, opts)
+    if saved is not None:
+        return saved
     try:
         s, size, mtime, fmt = open_item_as(item, opts)
     except _Unopenable as exc:
@@ -552,17 +580,42 @@ def stats_rows(items: Iterable[Item], opts: Options) -> list[dict[str, Any]]:
 
 
 def stats_batch(items: Iterable[Item], opts: Options) -> list[Any]:
-    """What a worker sends back for a batch of ``items``: one ``(table, links)`` pair, the
-    batch's stats rows as a ``pyarrow.Table`` (:func:`sessiontree.fleet.stats_schema`, item
-    order, ``parent_session_id`` not yet set: it needs every row) and, per row, ``(path,
-    session_id, parent_session)`` as the rows hold them (what
-    :func:`sessiontree.fleet._resolve_parents` matches). Arrow buffers travel back, not a
-    dict per session."""
-    from . import _table, stats_schema
-
+    """What a worker sends back for a batch of ``items``: one ``(columns, links)`` pair, the
+    batch's stats rows as columns (:func:`row_columns`: one list per column of
+    :data:`~sessiontree.fleet.columns.STATS_COLUMNS`, item order, ``parent_session_id`` not
+    yet set: it needs every row) and, per row, ``(path, session_id, parent_session)`` as the
+    rows hold them (what :func:`sessiontree.fleet._resolve_parents` matches). Plain lists
+    travel back (one pickle per batch, not a dict per session), and no pyarrow: a worker
+    imports neither it nor numpy (~0.17 s of CPU each); the parent builds the Arrow table only
+    when one is asked for."""
     rows = stats_rows(items, opts)
     links = [(r["path"], r.get("session_id"), r.get("parent_session")) for r in rows]
-    return [(_table(rows, stats_schema()), links)]
+    return [(row_columns(rows), links)]
+
+
+def row_columns(rows: list[dict[str, Any]], columns: tuple[tuple[str, str], ...] | None = None) -> dict[str, list[Any]]:
+    """``rows`` as one list per column of ``columns`` (default
+    :data:`~sessiontree.fleet.columns.STATS_COLUMNS`), holding what the Arrow column holds:
+    ``path`` as text (:func:`sessiontree.fleet.path_text`) and ``path_bytes`` its bytes, a
+    ``timestamp`` as int ms UTC or None (outside JavaScript's Date range: None), a ``string``
+    valid UTF-8 (:func:`sessiontree.fleet.arrow_text`), a missing field None. Pure Python
+    (no pyarrow); :func:`sessiontree.fleet._table` wraps the lists as Arrow."""
+    from . import _ms_or_none, arrow_text, path_bytes, path_text
+    from .columns import STATS_COLUMNS
+
+    cols: dict[str, list[Any]] = {}
+    for name, kind in STATS_COLUMNS if columns is None else columns:
+        if name == "path_bytes":
+            cols[name] = [path_bytes(r["path"]) for r in rows]
+        elif name == "path":
+            cols[name] = [path_text(r["path"]) for r in rows]
+        elif kind == "timestamp":
+            cols[name] = [_ms_or_none(r.get(name)) for r in rows]
+        elif kind == "string":
+            cols[name] = [arrow_text(r.get(name)) for r in rows]
+        else:
+            cols[name] = [r.get(name) for r in rows]
+    return cols
 
 
 def entry_rows(item: Item, opts: Options) -> list[Any]:

@@ -220,23 +220,28 @@ def search_files(
 
 
 def check_query(query: Any) -> None:
-    """Raises :class:`~sessiontree.errors.SearchQueryError` (one line) when ``query`` does not
-    parse, :class:`SessionArgumentError` when it is not a str; reads nothing."""
+    """Checks that ``query`` parses, reading nothing.
+
+    Raises :class:`~sessiontree.errors.SearchQueryError` (one line) when it does not,
+    :class:`SessionArgumentError` when it is not a str."""
     if not isinstance(query, str):
         raise SessionArgumentError(f"query must be a str, not {query!r}")
     _core.search_match(query, "")
 
 
 def shard_stats(query: str, files: Sequence[str], store_key: str, *, index_cache: IndexCache = None) -> str:
-    """One shard of a store (``files``, its index named ``store_key``): its index brought up to
-    date, and its BM25 statistics for ``query``'s terms as JSON (``rust/src/search/shard.rs``),
-    to be summed over the shards (:func:`sum_stats`) and given to each shard's
+    """One shard's index brought up to date, and its BM25 statistics as JSON.
+
+    The shard: ``files``, its index named ``store_key``. The statistics of ``query``'s terms
+    (``rust/src/search/shard.rs``), to be summed over the shards (:func:`sum_stats`) and given to each shard's
     :func:`search_files` (``stats=``). Raises as :func:`search_files`."""
     check_query(query)
-    return _core.search_shard_stats(query, list(files), store_key, **dict(_cache_kwargs(index_cache)))
+    kw: dict[str, Any] = dict(_cache_kwargs(index_cache))
+    return _core.search_shard_stats(query, list(files), store_key, **kw)
 
 
 def sum_stats(parts: Sequence[str]) -> str:
-    """The sum of shards' statistics (:func:`shard_stats`' JSON), as JSON. Raises
-    :class:`~sessiontree.errors.SearchIndexError` for one that does not parse."""
+    """The sum of shards' statistics (:func:`shard_stats`' JSON), as JSON.
+
+    Raises :class:`~sessiontree.errors.SearchIndexError` for one that does not parse."""
     return _core.search_stats_sum(list(parts))

@@ -72,8 +72,9 @@ def test_ray_engine_equals_local(_aws_env, store, ray_cluster, tmp_path):
             for shards in (None, 3):
                 r = search(q, store, engine="ray", shards=shards, **kw)
                 assert [_key(h) for h in r.hits] == [_key(h) for h in one.hits], (q, kw, shards)
-                full = search(q, store, limit=100000).total
-                count = search(q, store, limit=0).total
+                filters = {k: v for k, v in kw.items() if k not in ("limit", "offset")}
+                full = search(q, store, limit=100000, **filters).total
+                count = search(q, store, limit=0, **filters).total
                 if "branch_state" in kw or kw.get("limit", 20) + kw.get("offset", 0) + 8 >= count:
                     # every candidate checked: exact
                     assert (r.total, r.next_offset) == (one.total, one.next_offset), (q, kw, shards)

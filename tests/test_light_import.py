@@ -74,8 +74,28 @@ def _modules_after(code: str) -> set[str]:
 
 def test_import_loads_no_heavy_module():
     loaded = _modules_after("import sessiontree")
-    assert "sessiontree.session" in loaded and "sessiontree._core" in loaded
+    assert "sessiontree._core" in loaded and "sessiontree.session" not in loaded
     assert _heavy_in(loaded) == []
+    loaded = _modules_after("from sessiontree import Session")
+    assert "sessiontree.session" in loaded
+    assert _heavy_in(loaded) == []
+
+
+def test_the_search_command_loads_no_session(tmp_path):
+    # `sessiontree search` needs the sources, the core's search and the output: not Session
+    (tmp_path / "s.jsonl").write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}\n'
+    )
+    code = (
+        "import contextlib, io, os, sys\n"
+        f"os.environ['SESSIONTREE_INDEX_CACHE'] = {str(tmp_path / 'cache')!r}\n"
+        "from sessiontree.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['search', 'zzz', {str(tmp_path)!r}, '--json']) == 0\n"
+    )
+    loaded = _modules_after(code)
+    assert "sessiontree.search_hits" in loaded
+    assert "sessiontree.session" not in loaded and "sessiontree.context" not in loaded
 
 
 def test_heavy_check_sees_a_heavy_import():

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .context import SessionContext
-from .entries import Entry, Problem, TreeNode
 from .errors import (
     EntryNotFoundError,
     PiError,
@@ -32,12 +30,14 @@ from .errors import (
     SearchIndexError,
     SearchQueryError,
 )
-from .session import Session
-from .settings import CompactionSettings
-from .tokens import estimate_tokens
-from .usage import UsageTotals
 
 if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
+    from .context import SessionContext
+    from .entries import Entry, Problem, TreeNode
+    from .session import Session
+    from .settings import CompactionSettings
+    from .tokens import estimate_tokens
+    from .usage import UsageTotals
     from .autocompact import AutoCompactor, RecoveryResult
     from .hooks import HookResultError
     from .results import SessionHooks
@@ -56,10 +56,20 @@ if TYPE_CHECKING:  # what type checkers see; at run time these load on first use
     from .summarizers.base import SummarizerError
     from .token_counter import TokenCounterError
 
-# A light import: ``import sessiontree`` loads what ``Session`` needs; the names
-# below (summarizers, asyncio through orchestration, hooks, listing, the token counter's
-# sockets, the scrubber's tempfile) load on first use through the module ``__getattr__`` (PEP 562).
+# A light import: ``import sessiontree`` loads the errors and the core extension; every name
+# below (``Session`` and what it needs, summarizers, asyncio through orchestration, hooks,
+# listing, the token counter's sockets, the scrubber's tempfile, search) loads on first use
+# through the module ``__getattr__`` (PEP 562), so a command that needs only search (``python
+# -m sessiontree search``) never loads ``Session``.
 _LAZY: dict[str, str] = {
+    "Session": ".session",
+    "SessionContext": ".context",
+    "Entry": ".entries",
+    "Problem": ".entries",
+    "TreeNode": ".entries",
+    "CompactionSettings": ".settings",
+    "estimate_tokens": ".tokens",
+    "UsageTotals": ".usage",
     "AutoCompactor": ".autocompact",
     "RecoveryResult": ".autocompact",
     "HookResultError": ".hooks",
@@ -99,7 +109,7 @@ def __dir__() -> list[str]:
 
 
 # The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from .session import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
+from .paths import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

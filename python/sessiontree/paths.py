@@ -19,6 +19,10 @@ from pathlib import Path
 
 from . import _core
 
+#: The package's one version: Cargo.toml's, compiled into the core (``sessiontree.__version__``;
+#: here, a light core owner, so that ``import sessiontree`` need not load ``Session``).
+__version__: str = _core.__version__
+
 _UNSAFE_NAME = r"[\x00-\x1f/\\:]"  # compiled by `re` on first use (a light import)
 
 

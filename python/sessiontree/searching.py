@@ -20,7 +20,7 @@ from typing import Any, Sequence, Union
 
 from .errors import SessionArgumentError
 from .index_cache import IndexCache
-from .session.search import BRANCH_STATES, BranchState, SearchHit, SearchResult, TimeBound, search_files
+from .search_hits import BRANCH_STATES, BranchState, SearchHit, SearchResult, TimeBound, search_files
 
 __all__ = ["SearchHit", "SearchResult", "search", "search_files", "default_source", "BRANCH_STATES"]
 

@@ -746,3 +746,24 @@ def test_output_into_a_closed_pipe_is_quiet(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0
     assert err == b""
+
+
+def test_info_writes_a_name_that_is_not_utf8_as_the_store_commands_do(tmp_path, capsys):
+    """A file name with bytes that are not UTF-8: ``info`` shows each as ``\\xNN`` (the
+    ``path`` of scrub-all, convert-all and the fleet's rows), not Python's ``\\udcNN``."""
+    name = os.fsdecode(b"name-\xff\xfe.jsonl")
+    path = tmp_path / name
+    path.write_bytes((GEN / "labels.jsonl").read_bytes())
+    rc, out, _ = run(capsys, "info", path)
+    assert rc == 0
+    first = out.splitlines()[0]
+    assert first.endswith("name-\\xff\\xfe.jsonl") and "\\udc" not in out, first
+
+
+def test_errors_name_a_file_that_is_not_utf8_with_xnn(tmp_path):
+    """A one-line error naming a file (here a missing one) writes the name's bytes
+    that are not UTF-8 as ``\\xNN``, like ``info`` and the store rows, not ``\\udcNN``."""
+    missing = os.fsdecode(os.fsencode(str(tmp_path)) + b"/nope-\xff.jsonl")
+    res = subprocess.run([sys.executable, "-m", "sessiontree", "info", missing], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.rstrip().endswith("nope-\\xff.jsonl: no such file"), res.stderr
+    assert "\\udc" not in res.stderr

@@ -54,3 +54,16 @@ def test_claude_code_to_codex_is_refused_with_one_line(tmp_path, capsys):
     src = CC / "inspect_swe__simple_conversation.jsonl"
     assert main(["convert", str(src), "-o", str(tmp_path / "o.jsonl"), "--to", "codex"]) == 2
     assert "convert to pi first" in capsys.readouterr().err
+
+
+def test_dash_as_the_output_is_refused_not_a_file_named_dash(tmp_path, capsys, monkeypatch):
+    """``-o -`` reads as standard output (as in ``scrub`` and ``otel``), but convert writes files
+    (a sidechain's beside OUT): it is refused in one line, and no file named ``-`` appears."""
+    monkeypatch.chdir(tmp_path)
+    src = CC / "inspect_swe__simple_conversation.jsonl"
+    for argv in (["-o", "-"], ["--output", "-", "--json"]):
+        rc = main(["convert", str(src), *argv])
+        cap = capsys.readouterr()
+        assert rc == 2 and not (tmp_path / "-").exists()
+        assert len(cap.err.strip().splitlines()) == 1 and "standard output" in cap.err
+    assert json.loads(cap.out)["exit_code"] == 2

@@ -180,3 +180,51 @@ def test_the_top_level_help_names_the_cache_writes():
     the sessions: read commands and search also write to the index cache folder."""
     text = build_parser().format_help()
     assert "index cache folder" in text and "SESSIONTREE_INDEX_CACHE=off" in text
+
+
+def _run_with_stdout(name: str, tmp_path: Path, stdout, monkeypatch, *extra: str):
+    monkeypatch.setenv("SESSIONTREE_INDEX_CACHE", str(tmp_path / "cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessiontree", *_argv(name, work), *extra],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(c.name, marks=[pytest.mark.slow] if c.name in SLOW else []) for c in COMMANDS if c.json],
+)
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+def test_every_command_on_a_full_device_says_so_in_one_line(name, json_flag, tmp_path, monkeypatch):
+    """``sessiontree CMD ... > /dev/full``: exit 2, one line naming the full device, no traceback
+    (``convert`` and ``convert-all`` printed a traceback)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    with open("/dev/full", "w") as full:
+        proc = _run_with_stdout(name, tmp_path, full, monkeypatch, *json_flag)
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 2, err
+    assert "Traceback" not in err and "No space left on device" in err, err
+    assert err.count("No space left on device") == 1, err
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(c.name, marks=[pytest.mark.slow] if c.name in SLOW else []) for c in COMMANDS if c.json],
+)
+def test_every_command_into_a_closed_pipe_is_quiet(name, tmp_path, monkeypatch):
+    """``sessiontree CMD ... | head -0``: the reader went away, so no error line and no
+    traceback (``stats`` said ``cannot write: Broken pipe`` and exited 2)."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write
+    try:
+        proc = _run_with_stdout(name, tmp_path, w, monkeypatch)
+    finally:
+        os.close(w)
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=120)
+    assert "Traceback" not in err and "Broken pipe" not in err, err
+    assert rc in (0, 1), err

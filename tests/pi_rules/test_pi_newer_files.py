@@ -268,3 +268,40 @@ def test_a_harness_leaf_entry_is_read_as_pi_16_reads_it_and_reported(tmp_path):
     corpus = Path(__file__).resolve().parent.parent / "corpus" / "real" / "whamp-branch-summary-leaf.jsonl"
     kinds = [x["kind"] for x in Session.open(corpus, index_cache=False).validate()]
     assert kinds.count("leaf_entry") == 1 and "missing_id" not in kinds
+
+
+@pytest.mark.parametrize("target", ["claude-code", "codex"])
+def test_unknown_types_and_fields_survive_a_convert_round_trip(tmp_path, target):
+    """Pi -> Claude Code / Codex -> Pi: an entry of a type Pi 1.6 does not know (a later
+    version's, a harness ``leaf``) comes back with its own type and fields, not as a ``custom``
+    entry without a ``customType``; extra fields on known entries come back too."""
+    from sessiontree import convert
+
+    t = "2026-05-12T01:02:{:02d}.000Z"
+    lines = [
+        _line(HEADER),
+        _line({"type": "session_info", "id": "aa000001", "parentId": None, "timestamp": t.format(27), "name": "n"}),
+        _line(
+            {
+                "type": "message",
+                "id": "aa000002",
+                "parentId": "aa000001",
+                "timestamp": t.format(28),
+                "message": {"role": "user", "content": "hi", "timestamp": 1},
+                "extraField": {"keep": "me"},
+            }
+        ),
+        FUTURE.replace(b'"parentId":"aa000004"', b'"parentId":"aa000002"'),
+        b'{"type":"leaf","id":"aa000006","parentId":"aa000005","timestamp":"2026-05-12T01:02:32.000Z","targetId":"aa000002"}\n',
+    ]
+    src = tmp_path / "src.jsonl"
+    src.write_bytes(b"".join(lines))
+    there, back = tmp_path / f"there.{target}.jsonl", tmp_path / "back.jsonl"
+    convert.from_pi(src, there, to=target)
+    convert.to_pi(there, back)
+    got = {e["id"]: e for e in map(orjson.loads, back.read_bytes().splitlines()[1:])}
+    for line in lines[1:]:
+        want = orjson.loads(line)
+        e = got[want["id"]]
+        assert e["type"] == want["type"], (want["type"], e)
+        assert {k: v for k, v in e.items() if k != "source"} == want

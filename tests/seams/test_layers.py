@@ -37,7 +37,10 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("checks", {"validation"}),
     ("facade", {"session", "session.*"}),
     ("orchestration", {"hooks", "orchestration", "autocompact", "token_counter", "summarizers", "summarizers.*"}),
-    ("streaming views", {"listing", "scrub", "convert", "html", "html.*", "otel", "otel.*", "searching"}),
+    (
+        "streaming views",
+        {"listing", "scrub", "convert", "html", "html.*", "otel", "otel.*", "searching", "search_hits"},
+    ),
     (
         "clients",
         {"cli", "cli.*", "rpc", "rpc.*", "fleet", "fleet.*", "__main__", ""},

@@ -14,9 +14,10 @@ PKG = Path(sessiontree.__file__).parent
 #: The package internals that own the core: the Session facade (the ``session/`` folder, every
 #: module in it) and its entry views, and the JavaScript rules and the clock Python takes from
 #: Rust (Date parsing, JS number text, the ISO clock). Everything else reaches the core through
-#: them (the version, the scrubber and the HTML digest are handed out by ``session/``). A name
-#: ending in ``/`` is a folder.
-CORE_OWNERS = {"session/", "entries.py", "_jsjson.py", "paths.py", "index_cache.py"}
+#: them (the scrubber and the HTML digest are handed out by ``session/``, the version by
+#: ``paths.py``), and the search's one call into the core (``search_hits.py``, light so that
+#: ``sessiontree search`` loads no ``Session``). A name ending in ``/`` is a folder.
+CORE_OWNERS = {"session/", "entries.py", "_jsjson.py", "paths.py", "index_cache.py", "search_hits.py"}
 
 
 def _owns_core(rel: str, owners: set[str] = CORE_OWNERS) -> bool:

@@ -115,3 +115,28 @@ def test_a_block_that_needs_a_missing_extra_says_so_in_one_line(tmp_path, extra)
     )
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"this block needs the {extra} extra: pip install 'sessiontree[{extra}]'"]
+
+
+def test_the_tiktoken_block_runs_after_the_first_alone_and_says_when_the_encoding_file_is_missing(tmp_path):
+    """The first block, then the tiktoken block (a reader without the openai extra skips the one
+    between): it needs no name from the skipped block, and without ``o200k_base.tiktoken`` in
+    the folder it ends in one line saying so, not a ``TokenCounterError`` traceback."""
+    pytest.importorskip("tiktoken")
+    blocks = tour_blocks()
+    block = next(b for b in blocks[1:] if "import tiktoken" in b)
+    folder = tmp_path / "here"
+    folder.mkdir()
+    (folder / "examples").mkdir()
+    (folder / "examples" / "session.jsonl").write_bytes(_example_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-c", blocks[0] + "\n" + block],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(tmp_path),
+        cwd=folder,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert "o200k_base.tiktoken" in line

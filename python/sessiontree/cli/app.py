@@ -10,7 +10,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import (
     EntryNotFoundError,
@@ -20,8 +20,6 @@ from ..errors import (
     SessionLockedError,
     SessionTreeError,
 )
-from ..session import Session
-
 from ..providers import SUMMARIZER_NAMES, names_text
 from .args import _COMPACT_EPILOG, _NAVIGATE_EPILOG, _nonneg_float, _nonneg_int, _pos_int, documented_parser
 from .commands import BY_NAME, COMMANDS, WRITING_COMMANDS, RegisteredSubparsers, summary
@@ -35,6 +33,9 @@ from .render import (
     print_failure,
     safe_text,
 )
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 __all__ = ["COMMANDS", "WRITING_COMMANDS", "build_parser", "cmd_cache", "main"]
 
@@ -326,6 +327,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _OutputError as exc:
             _silence_stdout()
             return print_failure(str(exc), 2, False)
+        except OSError as exc:  # a write the command did not map: its own print to a full stdout?
+            try:
+                _write_out("", flush=True)  # stdout's pending bytes fail again if it was stdout
+            except BrokenPipeError:
+                _silence_stdout()
+                return 0
+            except _OutputError as out:
+                _silence_stdout()
+                return print_failure(str(out), 2, False)
+            where = f" {exc.filename}" if exc.filename is not None else ""
+            return fail(f"cannot write{where}: {exc.strerror or exc}")
+    from ..session import Session  # here: commands that read a SOURCE (search, stats) never load it
+
     try:
         session = Session.open(args.file, lock_timeout=getattr(args, "lock_timeout", None))
     except FileNotFoundError:

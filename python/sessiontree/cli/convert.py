@@ -53,7 +53,9 @@ def add_parsers(sub: Any) -> None:
         epilog=_CONVERT_EPILOG,
     )
     p.add_argument("src", metavar="SRC")
-    p.add_argument("-o", "--output", metavar="OUT", required=True, help="the file to write")
+    p.add_argument(
+        "-o", "--output", metavar="OUT", required=True, help="the file to write (a file: - is refused, not stdout)"
+    )
     p.add_argument("--from", dest="source", choices=("auto", "claude-code", "codex", "pi"), default="auto")
     p.add_argument("--to", dest="target", choices=("pi", "claude-code", "codex"), default="pi")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
@@ -102,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         return 2
 
+    if args.output == "-":  # not standard output: the outputs are files (sidechains beside OUT)
+        return fail("convert writes files, not standard output: give -o a file name (./- for a file named -)")
     try:
         source = args.source
         if source == "auto":

@@ -138,7 +138,9 @@ def _tty() -> bool:
 def _fail(message: str) -> int:
     from ..cli import safe_text
 
-    print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+    from .render import bytes_shown
+
+    print(f"sessiontree: error: {safe_text(bytes_shown(message))}", file=sys.stderr)
     return 2
 
 
@@ -163,9 +165,10 @@ _NAMED = 20
 def _name_errors(rows: list[tuple[str, str, str]], what: str) -> None:
     """``(path, kind, error)`` of the files that could not be read, on stderr."""
     from ..cli import safe_text
+    from .render import bytes_shown, path_shown
 
     for path, kind, err in rows[:_NAMED]:
-        print(f"  {kind}: {safe_text(path)}: {safe_text(err)}", file=sys.stderr)
+        print(f"  {kind}: {path_shown(path)}: {safe_text(bytes_shown(err))}", file=sys.stderr)
     if len(rows) > _NAMED:
         print(f"  ... and {len(rows) - _NAMED} more {what} (see error_kind in the output)", file=sys.stderr)
 
@@ -491,6 +494,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except SourceError as exc:  # listing the source failed: a read failure
         return _fail(str(exc))
+    except BrokenPipeError:  # the reader went away (`| head`): the CLI's main stops quietly
+        raise
     except OSError as exc:
         where = getattr(exc, "filename", None)
         return _fail(f"cannot write{' ' + str(where) if where else ''}: {exc.strerror or exc}")

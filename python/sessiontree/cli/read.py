@@ -16,6 +16,7 @@ from ..listing import parent_session_of
 from ..session import Session
 
 from .render import (
+    path_shown,
     _Out,
     _Stream,
     _active_path,
@@ -83,7 +84,7 @@ def cmd_info(s: Session, args: argparse.Namespace) -> int:
         _print_json(info)
         return 0
     out = _Out()
-    out(f"path:            {safe_text(info['path'])}")
+    out(f"path:            {path_shown(info['path'])}")
     if disk is None:
         out("header:          none (empty file; Pi writes a new header when it opens it)")
     else:

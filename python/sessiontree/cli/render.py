@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -20,8 +20,9 @@ from ..errors import (
     SessionCycleError,
     SessionTreeError,
 )
-from ..session import EntryTable, Session
 
+if TYPE_CHECKING:
+    from ..session import EntryTable, Session
 
 #: Characters of preview shown by default (``--max-preview``).
 DEFAULT_PREVIEW = 60
@@ -57,6 +58,26 @@ def safe_text(s: object) -> str:
     if not isinstance(s, str):
         s = "" if s is None else str(s)
     return _UNSAFE.sub(_escape_char, s)
+
+
+#: a byte of a file name that was not UTF-8, as Python decodes it (``surrogateescape``)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def bytes_shown(text: str) -> str:
+    """``text`` with each undecodable file-name byte (U+DC80..U+DCFF) written ``\\xNN``.
+
+    For messages that name files; the rest is left to :func:`safe_text`."""
+    return _ESCAPED_BYTE.sub(lambda m: "\\x%02x" % (ord(m.group()) - 0xDC00), text)
+
+
+def path_shown(path: object) -> str:
+    """A file name as the text commands print it.
+
+    :func:`safe_text` of the name, each byte that is not UTF-8 written ``\\xNN`` (as the store
+    commands' ``path`` rows write it), not Python's ``\\udcNN`` for the byte it could not decode."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else ("" if path is None else str(path))
+    return safe_text(bytes_shown(str(text)))
 
 
 # Raw characters that JSON leaves unescaped but terminals may act on; inside a JSON document
@@ -430,7 +451,7 @@ def os_error_text(exc: OSError) -> str:
 def print_failure(message: str, code: int = 2, as_json: bool = False) -> int:
     """One line on stderr (and, for ``--json``, an error document on stdout); returns ``code``."""
     try:
-        print(f"sessiontree: error: {safe_text(message)}", file=sys.stderr)
+        print(f"sessiontree: error: {safe_text(bytes_shown(message))}", file=sys.stderr)
     except (OSError, ValueError, AttributeError):
         pass
     if as_json:

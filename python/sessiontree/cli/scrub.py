@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         return _scrub_all(args)
     except SessionError as exc:
         return _fail(str(exc), 2, args.json)
+    except BrokenPipeError:  # the reader went away (`| head`): the CLI's main stops quietly
+        raise
     except OSError as exc:
         name = exc.filename if exc.filename is not None else ""
         return _fail(f"{name}: {exc.strerror or exc}" if name else str(exc.strerror or exc), 2, args.json)

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..index_cache import IndexCache
 
-from ..settings import CompactionSettings
-from ._rows import Options
 from .columns import ENTRY_COLUMNS, STATS_COLUMNS
 from ._sources import Item, resolve_source
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import CompactionSettings
     from ._compact import compact_sessions, outcomes_schema
     from ._convert import convert_sessions
     from ._scrub import scrub_sessions
@@ -459,7 +458,7 @@ def stats_columns(
     if engine not in _engine.ENGINES:  # checked here too: a rerun may dispatch nothing
         raise ValueError(f"engine must be one of {_engine.ENGINES}, not {engine!r}")
     items = resolve_source(source, filesystem=filesystem)
-    opts = Options(context_window, settings, max_bytes, for_workers(index_cache))
+    opts = _rows.Options(context_window, settings, max_bytes, for_workers(index_cache))
     opts.row_sums = True  # each file read once: the core sums the row's usage as it scans
     saved: dict[int, dict[str, Any]] = {}
     for k, it in enumerate(items):
@@ -556,6 +555,8 @@ def entries_table(
 
     items = resolve_source(source, filesystem=filesystem)
     from ..index_cache import for_workers
+
+    from ._rows import Options
 
     opts = Options(max_bytes=max_bytes, index_cache=for_workers(index_cache), scrub=scrub)
     rows = _engine.run(

@@ -566,7 +566,7 @@ class Views(SessionBase):
         :class:`~sessiontree.errors.SearchQueryError` for a bad query."""
         import os
 
-        from .search import search_files
+        from ..search_hits import search_files
 
         if self._path is None:
             raise SessionArgumentError("search reads the session file; an in-memory session has none")

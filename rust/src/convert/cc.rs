@@ -19,6 +19,7 @@ use super::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -706,7 +707,7 @@ fn result_content(w: &mut W<'_>, c: Option<&RawValue>) -> Res<()> {
 
 fn message_made(body: Vec<u8>) -> Made {
     Made {
-        ty: "message",
+        ty: Cow::Borrowed("message"),
         fields: vec![],
         body: Some(body),
         extra: None,
@@ -902,7 +903,8 @@ fn custom_kind(ty: Option<&str>, sub: Option<&str>, is_meta: bool, flags: u8) ->
 
 /// Pi's entries for one parsed line: (type, fields); several for a user line of tool results.
 struct Made {
-    ty: &'static str,
+    /// the entry's type: Pi's, or a restored entry's own (one Pi 1.6 does not know)
+    ty: Cow<'static, str>,
     fields: Vec<(&'static str, Value)>,
     /// a message entry's `message` object, written
     body: Option<Vec<u8>>,
@@ -913,7 +915,7 @@ struct Made {
 
 fn custom(kind: String) -> Made {
     Made {
-        ty: "custom",
+        ty: Cow::Borrowed("custom"),
         fields: vec![("customType", Value::String(kind))],
         body: None,
         extra: None,
@@ -982,7 +984,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                 .clone()
                 .unwrap_or_else(|| s(m.get("content")).unwrap_or("").to_string());
             vec![Made {
-                ty: "compaction",
+                ty: Cow::Borrowed("compaction"),
                 fields: vec![
                     ("summary", Value::String(summary)),
                     (
@@ -1021,7 +1023,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
             let text = s(m.get("summary")).unwrap_or("").to_string();
             match s(m.get("leafUuid")).and_then(|u| cx.plan.pid.find(u)) {
                 Some(r) => vec![Made {
-                    ty: "label",
+                    ty: Cow::Borrowed("label"),
                     fields: vec![
                         (
                             "targetId",
@@ -1034,7 +1036,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                     message: false,
                 }],
                 None => vec![Made {
-                    ty: "session_info",
+                    ty: Cow::Borrowed("session_info"),
                     fields: vec![("name", Value::String(text))],
                     body: None,
                     extra: None,
@@ -1043,7 +1045,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
             }
         }
         "custom-title" if s(m.get("customTitle")).is_some() => vec![Made {
-            ty: "session_info",
+            ty: Cow::Borrowed("session_info"),
             fields: vec![("name", m["customTitle"].clone())],
             body: None,
             extra: None,
@@ -1299,8 +1301,8 @@ pub fn convert(
             } else {
                 format!("{id}#{}", j + 1)
             };
-            let ts = match (&parsed, e.ty) {
-                (super::Parsed::Object(m), _)
+            let ts = match &parsed {
+                super::Parsed::Object(m)
                     if m.get("piEntry").is_some() && plan.flags[i] & F_MSG != 0 =>
                 {
                     m.get("piEntry")
@@ -1311,7 +1313,7 @@ pub fn convert(
                 _ => last_ts.clone(),
             };
             let mut w = EntryOut { buf: &mut buf };
-            w.begin(e.ty, &this, prev_id.as_deref(), &ts);
+            w.begin(&e.ty, &this, prev_id.as_deref(), &ts);
             for (key, v) in &e.fields {
                 w.field(key, v);
             }

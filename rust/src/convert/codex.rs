@@ -17,6 +17,7 @@ use super::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -297,7 +298,8 @@ fn output_text(w: &mut W<'_>, mut v: Option<&RawValue>) -> Res<()> {
 }
 
 struct Made {
-    ty: &'static str,
+    /// the entry's type: Pi's, or a restored entry's own (one Pi 1.6 does not know)
+    ty: Cow<'static, str>,
     fields: Vec<(&'static str, Value)>,
     /// a message entry's `message` object, written
     body: Option<Vec<u8>>,
@@ -310,7 +312,7 @@ struct Made {
 
 fn made(ty: &'static str, fields: Vec<(&'static str, Value)>) -> Made {
     Made {
-        ty,
+        ty: Cow::Borrowed(ty),
         fields,
         body: None,
         extra: None,
@@ -368,7 +370,7 @@ impl Cx {
 
 fn message_made(body: Vec<u8>) -> Made {
     Made {
-        ty: "message",
+        ty: Cow::Borrowed("message"),
         fields: vec![],
         body: Some(body),
         extra: None,
@@ -977,7 +979,7 @@ pub fn convert(
             }
             let ts = e.ts.clone().unwrap_or_else(|| last_ts.clone());
             let mut w = EntryOut { buf: &mut buf };
-            w.begin(e.ty, &id, prev.as_deref(), &ts);
+            w.begin(&e.ty, &id, prev.as_deref(), &ts);
             for (key, v) in &e.fields {
                 w.field(key, v);
             }
@@ -1003,7 +1005,7 @@ pub fn convert(
                 },
             );
             rep.written += 1;
-            match e.ty {
+            match &*e.ty {
                 "message" => rep.messages += 1,
                 "compaction" => rep.compactions += 1,
                 "custom" => rep.custom += 1,

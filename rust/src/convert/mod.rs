@@ -633,21 +633,24 @@ pub(crate) fn beside(out: &Path, tag: &str) -> PathBuf {
     out.with_file_name(format!("{stem}.{tag}.jsonl"))
 }
 
-/// Pi entry types restored from a `pi_entry` line (an unknown one stays a custom entry's type).
-pub(crate) fn pi_entry_type(t: &str) -> &'static str {
+/// The type of a Pi entry restored from a `pi_entry` line: Pi's own types borrowed, any other
+/// (a later version's, a harness `leaf`) kept as written, so a round trip through Claude Code
+/// or Codex gives the entry back with its type and fields.
+pub(crate) fn pi_entry_type(t: &str) -> std::borrow::Cow<'static, str> {
+    use std::borrow::Cow;
     match t {
-        "message" => "message",
-        "compaction" => "compaction",
-        "branch_summary" => "branch_summary",
-        "custom" => "custom",
-        "custom_message" => "custom_message",
-        "label" => "label",
-        "session_info" => "session_info",
-        "model_change" => "model_change",
-        "thinking_level_change" => "thinking_level_change",
-        "usage" => "usage",
-        "context_edit" => "context_edit",
-        _ => "custom",
+        "message" => Cow::Borrowed("message"),
+        "compaction" => Cow::Borrowed("compaction"),
+        "branch_summary" => Cow::Borrowed("branch_summary"),
+        "custom" => Cow::Borrowed("custom"),
+        "custom_message" => Cow::Borrowed("custom_message"),
+        "label" => Cow::Borrowed("label"),
+        "session_info" => Cow::Borrowed("session_info"),
+        "model_change" => Cow::Borrowed("model_change"),
+        "thinking_level_change" => Cow::Borrowed("thinking_level_change"),
+        "usage" => Cow::Borrowed("usage"),
+        "context_edit" => Cow::Borrowed("context_edit"),
+        other => Cow::Owned(other.to_string()),
     }
 }
 

@@ -4,7 +4,8 @@ use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
 use super::shard::{Global, Stats};
 use super::store_index::{
-    discard, evict_indexes, index_dir, key_path, line_hash, touch, Fields, FileRec, StoreIndex,
+    discard, evict_indexes, fingerprint, index_dir, key_path, line_hash, stat_of, touch, Fields,
+    FileRec, StoreIndex, Synced,
 };
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
@@ -73,9 +74,10 @@ pub fn search_scored(
     })
 }
 
-/// Opens the index of the store `store_key` (or takes the one this process keeps open),
-/// brings it up to date with `files`, and runs `f` on it. A failure other than a bad query is
-/// retried once (a race with another process's writer), then the index is rebuilt.
+/// Opens the index of the store `store_key`, brings it up to date with `files`, runs `f` on it.
+///
+/// The index this process keeps open is reused. A failure other than a bad query is retried
+/// once (a race with another process's writer), then the index is rebuilt.
 pub(crate) fn with_synced<T>(
     place: &Place,
     store_key: &[u8],
@@ -86,23 +88,43 @@ pub(crate) fn with_synced<T>(
     let mut last_err = None;
     for attempt in 0..3 {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut o = match dir.as_deref().and_then(take_open) {
-                Some(o) => o,
-                None => Open::new(StoreIndex::open(dir.as_deref())?)?,
+            // a process that searched this store before keeps small appends in a tail index
+            // (its cost paid once, then reused); a new one commits them (so that a process
+            // per query never indexes the same appended bytes again)
+            let (mut o, defer) = match dir.as_deref().and_then(take_open) {
+                Some(o) => (o, true),
+                None => (Open::new(StoreIndex::open(dir.as_deref())?)?, false),
             };
             o.refresh()?;
-            if o.si.sync(files)? {
-                o.reader.reload()?;
-                o.stamp = o.si.meta_stamp();
-                if let (Some(d), Some(c)) = (&dir, &place.dir) {
-                    let (max, every) = place
-                        .saved
-                        .as_ref()
-                        .map(|s| (s.max_bytes, s.evict_every_s))
-                        .unwrap_or((crate::saved::DEFAULT_MAX_BYTES, DEFAULT_EVICT_EVERY_S));
-                    evict_indexes(c, d, max, every);
+            // the manifest and the reader always come from the same commit: after a commit
+            // (ours or another process's, met under the writer's lock) both are reloaded and
+            // the files checked again
+            let mut tail = None;
+            for _ in 0..4 {
+                tail = None;
+                match o.si.sync(files, defer)? {
+                    Synced::Same => {}
+                    Synced::Tail(recs) => tail = Some(recs),
+                    Synced::Committed => {
+                        o.stamp = None;
+                        o.refresh()?;
+                        if let (Some(d), Some(c)) = (&dir, &place.dir) {
+                            let (max, every) = place
+                                .saved
+                                .as_ref()
+                                .map(|s| (s.max_bytes, s.evict_every_s))
+                                .unwrap_or((
+                                    crate::saved::DEFAULT_MAX_BYTES,
+                                    DEFAULT_EVICT_EVERY_S,
+                                ));
+                            evict_indexes(c, d, max, every);
+                        }
+                        continue;
+                    }
                 }
+                break;
             }
+            o.set_tail(tail)?;
             if let Some(d) = &dir {
                 touch(d);
             }
@@ -138,12 +160,28 @@ pub(crate) struct Open {
     stamp: Option<Stamp>,
     /// [`Open::ranks`] and the stamp they were computed at
     ranks: Option<(Option<Stamp>, Ranks)>,
+    /// the lines appended since the commit (not committed: [`Synced::Tail`]), in memory
+    tail: Option<Tail>,
 }
 
-/// `meta.json`'s (device, inode, size, mtime): a commit's identity.
-type Stamp = (u64, u64, u64, i64);
-/// Each file key's rank by its name's bytes ([`Open::ranks`]).
-type Ranks = Arc<HashMap<u64, u32>>;
+/// A tail index: the appended lines of some files, past what the commit covers, in parts
+/// (one per query that found more appended, each a segment in memory), oldest first.
+struct Tail {
+    parts: Vec<tantivy::Searcher>,
+    /// per file key, its record as the parts cover it: `covered`, the (device, inode, size,
+    /// mtime, ctime) read and the fingerprint before `covered`
+    recs: HashMap<u64, FileRec>,
+}
+
+/// The most parts a tail has; one more and it is built again as one.
+const TAIL_PARTS: usize = 16;
+
+/// A file's (device, inode, size, mtime ns, ctime ns) now; None when it cannot be read.
+fn stat_now(rec: &FileRec) -> Option<(u64, u64, u64, i64, i64)> {
+    let m = std::fs::metadata(key_path(&rec.path)).ok()?;
+    let (size, mt, ct) = stat_of(&m);
+    Some((m.dev(), m.ino(), size, mt, ct))
+}
 
 impl Open {
     fn new(si: StoreIndex) -> Result<Open, SearchError> {
@@ -152,19 +190,47 @@ impl Open {
             .reader_builder()
             .reload_policy(tantivy::ReloadPolicy::Manual)
             .try_into()?;
-        let stamp = si.meta_stamp();
-        Ok(Open {
+        let mut o = Open {
             si,
             reader,
-            stamp,
+            stamp: None,
+            tail: None,
             ranks: None,
-        })
+        };
+        // the manifest and the reader, from one commit
+        o.refresh()?;
+        Ok(o)
     }
 
-    /// Each indexed file's rank in the order of its name's bytes (the tie-break after the
-    /// score and the timestamp, the same in every index of a store's shards), by file key;
-    /// kept until the next commit.
-    fn ranks(&mut self) -> Arc<HashMap<u64, u32>> {
+    /// Reloads the manifest and the reader when a commit was made since.
+    ///
+    /// By another process, or `stamp` None. Both come from the same commit: `meta.json`'s
+    /// identity the same before and after reading them. Drops the tail index (it was built
+    /// against the old commit).
+    fn refresh(&mut self) -> Result<(), SearchError> {
+        let mut now = self.si.meta_stamp();
+        if now == self.stamp && now.is_some() {
+            return Ok(());
+        }
+        self.tail = None;
+        for _ in 0..8 {
+            self.si.reload_manifest()?;
+            self.reader.reload()?;
+            let after = self.si.meta_stamp();
+            if after == now && now.is_some() {
+                break;
+            }
+            now = after;
+        }
+        self.stamp = now;
+        Ok(())
+    }
+
+    /// Each indexed file's rank in the order of its name's bytes, by file key.
+    ///
+    /// The tie-break after the score and the timestamp, the same in every index of a store's
+    /// shards; kept until the next commit.
+    fn ranks(&mut self) -> Ranks {
         if let Some((at, r)) = &self.ranks {
             if at.is_some() && *at == self.stamp && self.si.dir.is_some() {
                 return r.clone();
@@ -179,7 +245,7 @@ impl Open {
             .map(|r| (key_path(&r.path), r.key))
             .collect();
         names.sort_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));
-        let r: Arc<HashMap<u64, u32>> = Arc::new(
+        let r: Ranks = Arc::new(
             names
                 .into_iter()
                 .enumerate()
@@ -190,15 +256,108 @@ impl Open {
         r
     }
 
-    /// Reloads the manifest and the reader when another process committed since.
-    fn refresh(&mut self) -> Result<(), SearchError> {
-        let now = self.si.meta_stamp();
-        if now != self.stamp || now.is_none() {
-            self.si.reload_manifest()?;
-            self.reader.reload()?;
-            self.stamp = now;
+    /// The commit's searcher and the tail's parts, in that order.
+    pub(crate) fn searchers(&self) -> Vec<tantivy::Searcher> {
+        let mut all = vec![self.reader.searcher()];
+        if let Some(t) = &self.tail {
+            all.extend(t.parts.iter().cloned());
         }
+        all
+    }
+
+    /// Keeps a tail index of the lines of `recs` past their `covered`.
+    ///
+    /// `recs`: the manifest's records of the files appended to ([`Synced::Tail`]); None: no
+    /// tail. The tail built by earlier queries is kept, extended by a part for the bytes
+    /// appended since; it is built again when a file changed otherwise.
+    fn set_tail(&mut self, recs: Option<Vec<FileRec>>) -> Result<(), SearchError> {
+        let Some(recs) = recs else {
+            self.tail = None;
+            return Ok(());
+        };
+        // what each file needs past the tail's parts: nothing (unchanged since), the bytes
+        // after the tail's `covered` (appended to again), or everything after the commit's
+        let mut tail = self.tail.take().unwrap_or(Tail {
+            parts: Vec::new(),
+            recs: HashMap::new(),
+        });
+        let mut work: Vec<(FileRec, u64)> = Vec::new();
+        let mut again = tail.recs.keys().any(|k| !recs.iter().any(|r| r.key == *k));
+        for r in &recs {
+            let Some(t) = tail.recs.get(&r.key) else {
+                work.push((r.clone(), r.covered));
+                continue;
+            };
+            let now = stat_now(t);
+            if now == Some((t.dev, t.ino, t.size, t.mtime_ns, t.ctime_ns)) {
+                continue;
+            }
+            let appended = now.is_some_and(|(dev, ino, size, _, _)| {
+                (dev, ino) == (t.dev, t.ino)
+                    && size >= t.covered
+                    && std::fs::File::open(key_path(&t.path))
+                        .ok()
+                        .and_then(|f| fingerprint(&f, t.covered).ok())
+                        == Some(t.fp)
+            });
+            if !appended {
+                again = true;
+                break;
+            }
+            work.push((t.clone(), t.covered));
+        }
+        if again || tail.parts.len() >= TAIL_PARTS {
+            tail.parts.clear();
+            tail.recs.clear();
+            work = recs.iter().map(|r| (r.clone(), r.covered)).collect();
+        }
+        if !work.is_empty() {
+            let (index, done) = self.si.tail_index(&work)?;
+            let reader: IndexReader = index
+                .reader_builder()
+                .reload_policy(tantivy::ReloadPolicy::Manual)
+                .try_into()?;
+            tail.parts.push(reader.searcher());
+            for r in done {
+                tail.recs.insert(r.key, r);
+            }
+        }
+        self.tail = Some(tail);
         Ok(())
+    }
+}
+
+/// `meta.json`'s (device, inode, size, mtime): a commit's identity.
+type Stamp = (u64, u64, u64, i64);
+/// Each file key's rank by its name's bytes ([`Open::ranks`]).
+type Ranks = Arc<HashMap<u64, u32>>;
+
+/// BM25 statistics of the commit and the tail's parts together: each a sum over all, as over
+/// the segments of one index, so a hit's score is the one a single index of all the lines
+/// gives.
+pub(crate) struct AllStats<'a>(pub(crate) Vec<&'a tantivy::Searcher>);
+
+impl tantivy::query::Bm25StatisticsProvider for AllStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in &self.0 {
+            n += s.total_num_tokens(field)?;
+        }
+        Ok(n)
+    }
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in &self.0 {
+            n += s.total_num_docs()?;
+        }
+        Ok(n)
+    }
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in &self.0 {
+            n += s.doc_freq(term)?;
+        }
+        Ok(n)
     }
 }
 
@@ -319,9 +478,12 @@ pub(crate) fn build(
     Box::new(BooleanQuery::new(subs))
 }
 
-/// A ranked document: higher is better. By score, then the newer entry, then the file whose
-/// name's bytes sort first ([`Open::ranks`]), then the earlier line: an order every shard of a
-/// store agrees on, so merged shards rank as one index does.
+/// A ranked document: higher is better.
+///
+/// By score, then the newer entry, then the file whose name's bytes sort first
+/// ([`Open::ranks`]), then the earlier line: an order every shard of a store agrees on, so
+/// merged shards rank as one index does. `src`: 0 in the commit's index, i + 1 in the tail's
+/// part i.
 #[derive(Clone, Copy, Debug)]
 struct Cand {
     score: Score,
@@ -329,6 +491,7 @@ struct Cand {
     /// the file's rank ([`Open::ranks`]; lower first)
     file: u32,
     off: u64,
+    src: usize,
     addr: DocAddress,
 }
 impl Ord for Cand {
@@ -338,6 +501,7 @@ impl Ord for Cand {
             .then(self.ts.cmp(&o.ts))
             .then(o.file.cmp(&self.file))
             .then(o.off.cmp(&self.off))
+            .then(o.src.cmp(&self.src))
             .then(o.addr.cmp(&self.addr))
     }
 }
@@ -356,13 +520,15 @@ impl Eq for Cand {}
 /// The best `k` documents by [`Cand`]'s order, and how many matched.
 struct Ranked {
     k: usize,
-    ranks: Arc<HashMap<u64, u32>>,
+    src: usize,
+    ranks: Ranks,
 }
 struct RankedSeg {
     ts: Column<i64>,
     file: Column<u64>,
     off: Column<u64>,
-    ranks: Arc<HashMap<u64, u32>>,
+    ranks: Ranks,
+    src: usize,
     seg: SegmentOrdinal,
     heap: BinaryHeap<std::cmp::Reverse<Cand>>,
     k: usize,
@@ -379,6 +545,7 @@ impl Collector for Ranked {
             file: ff.u64("file")?,
             off: ff.u64("off")?,
             ranks: self.ranks.clone(),
+            src: self.src,
             seg,
             heap: BinaryHeap::new(),
             k: self.k,
@@ -422,6 +589,7 @@ impl SegmentCollector for RankedSeg {
                 .and_then(|k| self.ranks.get(&k).copied())
                 .unwrap_or(u32::MAX),
             off: self.off.first(doc).unwrap_or(u64::MAX),
+            src: self.src,
             addr: DocAddress::new(self.seg, doc),
         };
         if !full {
@@ -831,7 +999,7 @@ fn run(
     fl: &Filters,
     limit: usize,
     offset: usize,
-    stats: Option<&Stats>,
+    global: Option<&Stats>,
 ) -> Result<Found, SearchError> {
     let ranks = o.ranks();
     let o = &*o;
@@ -859,6 +1027,23 @@ fn run(
         build(&si.f, p, fl, keys)
     };
     let searcher = o.reader.searcher();
+    let mut all: Vec<&tantivy::Searcher> = vec![&searcher];
+    if let Some(t) = &o.tail {
+        all.extend(t.parts.iter());
+    }
+    let own = AllStats(all.clone());
+    let shards;
+    let stats: &dyn tantivy::query::Bm25StatisticsProvider = match global {
+        Some(g) => {
+            shards = Global {
+                stats: g,
+                local: &own,
+                text: si.f.text,
+            };
+            &shards
+        }
+        None => &own,
+    };
     let post = fl.branch_state.is_some() || fl.label.is_some();
     let want = offset.saturating_add(limit);
     let mut k = if post {
@@ -871,32 +1056,34 @@ fn run(
         recs,
         sess: HashMap::new(),
     };
-    let mut cols: HashMap<SegmentOrdinal, Cols> = HashMap::new();
+    let mut cols: HashMap<(usize, SegmentOrdinal), Cols> = HashMap::new();
     loop {
-        let ranked = Ranked {
-            k: k.min(1 << 24),
-            ranks: ranks.clone(),
-        };
-        let (cands, count) = match stats {
-            Some(s) => searcher.search_with_statistics_provider(
-                &*tq,
-                &ranked,
-                &Global {
-                    stats: s,
-                    local: &searcher,
-                    text: si.f.text,
-                },
-            )?,
-            None => searcher.search(&*tq, &ranked)?,
-        };
+        let kk = k.min(1 << 24);
+        let mut cands = Vec::new();
+        let mut count = 0;
+        for (src, s) in all.iter().enumerate() {
+            let ranked = Ranked {
+                k: kk,
+                src,
+                ranks: ranks.clone(),
+            };
+            let (more, n) = s.search_with_statistics_provider(&*tq, &ranked, stats)?;
+            cands.extend(more);
+            count += n;
+        }
+        if all.len() > 1 {
+            cands.sort_unstable_by(|a, b| b.cmp(a));
+            cands.truncate(kk);
+        }
         let mut hits = Vec::new();
         let mut passed = 0usize;
         let mut stale = 0usize;
         for c in &cands {
-            let co = match cols.entry(c.addr.segment_ord) {
+            let co = match cols.entry((c.src, c.addr.segment_ord)) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let ff = searcher.segment_reader(c.addr.segment_ord).fast_fields();
+                    let s = all[c.src];
+                    let ff = s.segment_reader(c.addr.segment_ord).fast_fields();
                     v.insert(Cols {
                         file: ff.u64("file")?,
                         off: ff.u64("off")?,

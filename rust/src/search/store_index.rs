@@ -49,14 +49,35 @@ const SEED: u64 = 0x5e55_1017_5ea7_c401;
 const FP_BLOCK: u64 = 4096;
 /// How long a second writer waits for the first.
 pub const LOCK_WAIT: Duration = Duration::from_secs(300);
-/// Bytes read per `pread` while indexing a file.
-const CHUNK: usize = 4 << 20;
-/// The writer's memory budget per indexing thread (Tantivy's minimum is 15 MB): the most its
-/// arena holds before it writes a segment. The arena grows as it fills, so a small sync uses
-/// little of it.
+/// Bytes read per `pread` while indexing a file (a longer line grows the buffer to hold it).
+const CHUNK: usize = 1 << 20;
+/// The writer's memory budget (Tantivy's minimum is 15 MB): the most its arena holds before
+/// it writes a segment. The arena grows as it fills, so a small sync uses little of it. One
+/// indexing thread (fed by the extraction threads): a second one's arena, and the segment it
+/// finalizes at the same time, were a third of the build's peak memory.
 const BUDGET_PER_THREAD: usize = 24 << 20;
-/// Below this many bytes to index, one indexing thread (one new segment): an append's sync.
-const ONE_THREAD_BELOW: u64 = 16 << 20;
+/// The most appended bytes kept uncommitted, in a tail index in memory.
+///
+/// Counted in all, past what the last commit covers: a sync whose only work is appends of at
+/// most this much commits nothing (see [`Synced::Tail`]); the next sync with more, or with a
+/// new, rewritten or removed file, commits them with the rest.
+pub const PENDING_MAX: u64 = 4 << 20;
+/// The tail index's writer arena: its first hash table is sized from it (a third at most).
+const TAIL_BUDGET: usize = 8 << 20;
+
+/// What [`StoreIndex::sync`] did.
+#[derive(Debug)]
+pub enum Synced {
+    /// nothing to do: the last commit covers every file
+    Same,
+    /// a commit was made (by this process), or found made by another one while waiting for the
+    /// writer's lock: the reader must be reloaded
+    Committed,
+    /// only appends, at most [`PENDING_MAX`] bytes: nothing committed; the manifest's records
+    /// of the appended files, whose lines after `covered` a tail index must hold
+    /// ([`StoreIndex::tail_index`])
+    Tail(Vec<FileRec>),
+}
 
 pub(crate) fn hasher() -> foldhash::fast::FoldHasher<'static> {
     foldhash::fast::FixedState::with_seed(SEED).build_hasher()
@@ -337,18 +358,19 @@ impl StoreIndex {
 
     /// Brings the index up to date with `files`, the absolute paths of the store's session files.
     ///
-    /// A file that cannot be opened is left out, and evicted if it was indexed. True when it
-    /// committed (the index changed).
-    pub fn sync(&mut self, files: &[PathBuf]) -> Result<bool, SearchError> {
+    /// A file that cannot be opened is left out, and evicted if it was indexed. With `defer`,
+    /// appends of at most [`PENDING_MAX`] bytes in all (and nothing else) are not committed:
+    /// [`Synced::Tail`] names them.
+    pub fn sync(&mut self, files: &[PathBuf], defer: bool) -> Result<Synced, SearchError> {
         let plan = self.plan(files);
         if plan.is_empty() {
-            return Ok(false);
+            return Ok(Synced::Same);
         }
         // bytes to index: an append's new bytes, a fresh file's all
         let bytes: u64 = plan
             .iter()
             .map(|(p, a)| {
-                let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                let size = std::fs::metadata(key_path(p)).map(|m| m.len()).unwrap_or(0);
                 match a {
                     Act::Evict(_) => 0,
                     Act::Append(r) => size.saturating_sub(r.covered),
@@ -356,16 +378,19 @@ impl StoreIndex {
                 }
             })
             .sum();
-        let threads = if bytes < ONE_THREAD_BELOW {
-            1
-        } else {
-            std::thread::available_parallelism()
-                .map(|n| n.get().min(2))
-                .unwrap_or(1)
-        };
+        if defer && bytes <= PENDING_MAX && plan.iter().all(|(_, a)| matches!(a, Act::Append(_))) {
+            let recs = plan
+                .into_iter()
+                .filter_map(|(_, a)| match a {
+                    Act::Append(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            return Ok(Synced::Tail(recs));
+        }
         let options = tantivy::indexer::IndexWriterOptions::builder()
             .memory_budget_per_thread(BUDGET_PER_THREAD)
-            .num_worker_threads(threads)
+            .num_worker_threads(1)
             .num_merge_threads(1)
             .build();
         let started = Instant::now();
@@ -384,7 +409,7 @@ impl StoreIndex {
         self.manifest = read_manifest(&self.index)?;
         let plan = self.plan(files);
         if plan.is_empty() {
-            return Ok(false);
+            return Ok(Synced::Committed);
         }
         let mut next_key = self.manifest.next_key;
         let mut keep: Vec<FileRec> = Vec::new();
@@ -427,7 +452,15 @@ impl StoreIndex {
         let f = self.f;
         let done: Vec<Option<FileRec>> = work
             .into_par_iter()
-            .map(|(rec, from)| index_file(&writer, f, rec, from).ok())
+            .map(|(rec, from)| {
+                index_file(
+                    &mut |d| Ok(writer.add_document(d).map(|_| ())?),
+                    f,
+                    rec,
+                    from,
+                )
+                .ok()
+            })
             .collect();
         keep.extend(done.into_iter().flatten());
         keep.sort_by(|a, b| a.path.cmp(&b.path));
@@ -442,7 +475,37 @@ impl StoreIndex {
         pc.commit()?;
         writer.wait_merging_threads()?;
         self.manifest = m;
-        Ok(true)
+        Ok(Synced::Committed)
+    }
+
+    /// A tail index: the lines of each file of `work` from its byte to its end, in memory.
+    ///
+    /// `work`: a file's record and the byte (a line start) from which to index it. Returns the
+    /// index (this index's schema and tokenizer; one segment, built in this thread) and the
+    /// records as they would be committed (`covered`, size, times and fingerprint as read).
+    /// Files that cannot be read are left out (the next sync finds them).
+    pub fn tail_index(
+        &self,
+        work: &[(FileRec, u64)],
+    ) -> Result<(Index, Vec<FileRec>), SearchError> {
+        let tm = tantivy::tokenizer::TokenizerManager::default();
+        tm.register(TOKENIZER, SearchTokenizer::default());
+        let mut w = Index::builder()
+            .schema(self.index.schema())
+            .tokenizers(tm)
+            .single_segment_index_writer::<TantivyDocument>(
+                tantivy::directory::RamDirectory::create(),
+                TAIL_BUDGET,
+            )?;
+        let mut out = Vec::with_capacity(work.len());
+        for (r, from) in work {
+            if let Ok(done) = index_file(&mut |d| Ok(w.add_document(d)?), self.f, r.clone(), *from)
+            {
+                out.push(done);
+            }
+        }
+        let index = w.finalize()?;
+        Ok((index, out))
     }
 
     /// What each file needs (files that need nothing are left out).
@@ -509,7 +572,7 @@ enum Act {
     Fresh(Option<u64>),
 }
 
-fn stat_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
+pub(crate) fn stat_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
     (
         m.len(),
         m.mtime() * 1_000_000_000 + m.mtime_nsec(),
@@ -518,7 +581,7 @@ fn stat_of(m: &std::fs::Metadata) -> (u64, i64, i64) {
 }
 
 /// The hash of the first and the last [`FP_BLOCK`] bytes before `covered`.
-fn fingerprint(f: &File, covered: u64) -> std::io::Result<u64> {
+pub(crate) fn fingerprint(f: &File, covered: u64) -> std::io::Result<u64> {
     let mut h = hasher();
     h.write_u64(covered);
     let mut buf = vec![0u8; FP_BLOCK as usize];
@@ -533,7 +596,7 @@ fn fingerprint(f: &File, covered: u64) -> std::io::Result<u64> {
 /// Indexes the complete lines of `rec.path` from byte `from` (a line start) to its end; returns
 /// the record for the manifest.
 fn index_file(
-    w: &IndexWriter<TantivyDocument>,
+    add: &mut dyn FnMut(TantivyDocument) -> Result<(), SearchError>,
     f: Fields,
     mut rec: FileRec,
     from: u64,
@@ -590,7 +653,7 @@ fn index_file(
                     doc.add_u64(f.len, line.len() as u64);
                     doc.add_u64(f.h, line_hash(line));
                     doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
-                    w.add_document(doc)?;
+                    add(doc)?;
                 }
             }
             start = end + 1;

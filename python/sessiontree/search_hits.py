@@ -10,10 +10,10 @@ import datetime as _dt
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence, Union, cast
 
-from .. import _core
-from ..errors import SessionArgumentError
-from ..index_cache import IndexCache
-from ..index_cache import open_kwargs as _cache_kwargs
+from . import _core
+from .errors import SessionArgumentError
+from .index_cache import IndexCache
+from .index_cache import open_kwargs as _cache_kwargs
 
 __all__ = [
     "BRANCH_STATES",

@@ -82,7 +82,7 @@ def search(
     import time
 
     from .fleet._sources import is_url, object_stats, resolve_source
-    from .session.search import check_query
+    from .search_hits import check_query
 
     t0 = time.perf_counter()
     if engine not in ("local", "ray"):

@@ -15,7 +15,7 @@ import pytest
 
 from sessiontree import search
 from sessiontree.fleet._search import merge_pages, shard_of
-from sessiontree.session.search import search_files, shard_stats, sum_stats
+from sessiontree.search_hits import search_files, shard_stats, sum_stats
 
 from ._build import Builder
 

@@ -7,7 +7,7 @@ for objects in storage, a node chosen by the shard's number, ``sessiontree/fleet
 keeping the copies there). A query runs in two rounds of Ray tasks, one task per shard:
 
 1. each shard brings its index up to date with its files and gives its BM25 statistics for
-   the query's terms (``session.search.shard_stats``);
+   the query's terms (``search_hits.shard_stats``);
 2. the statistics summed, each shard (on the node of round 1) ranks its hits with them and
    returns its first ``offset + limit`` hits and its total.
 
@@ -65,7 +65,7 @@ def _prepare(
     to remove after round 2 or None)."""
     import ray
 
-    from ..session.search import shard_stats
+    from ..search_hits import shard_stats
 
     tmp = None
     back: dict[str, str] = {}
@@ -91,7 +91,7 @@ def _query(
 ) -> Any:
     """Round 2 of one shard: its hits ranked with the store's ``stats`` (an object's hit still
     names its copy: ties break on the copies' names, as in the local engine)."""
-    from ..session.search import search_files
+    from ..search_hits import search_files
 
     try:
         return search_files(query, files, shard_key, stats=stats, index_cache=cache.get("cache_dir") or False, **kw)
@@ -155,7 +155,7 @@ def search_ray(
         where = NodeAffinitySchedulingStrategy(node_id=node, soft=soft)
         refs[i] = prepare.options(scheduling_strategy=where).remote(query, fs, rs, keys[i], cache)
     got = {i: ray.get(ref) for i, ref in refs.items()}
-    from ..session.search import sum_stats
+    from ..search_hits import sum_stats
 
     stats = sum_stats([g[1] for g in got.values()])
     want = offset + limit

@@ -16,14 +16,14 @@
 //! when neither holds deletions not yet merged away.
 
 use super::query::parse;
-use super::run::{build, with_synced};
+use super::run::{build, with_synced, AllStats};
 use super::{Filters, Place, SearchError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tantivy::query::{Bm25StatisticsProvider, Query};
 use tantivy::schema::Field;
-use tantivy::{Searcher, Term};
+use tantivy::Term;
 
 /// The BM25 statistics of a query over some indexes.
 ///
@@ -60,11 +60,13 @@ pub fn shard_stats(
 ) -> Result<Stats, SearchError> {
     let parsed = parse(q)?;
     with_synced(place, store_key, files, |o| {
-        let searcher = o.reader.searcher();
+        // the commit and the tail of lines appended since, as the shard's query ranks them
+        let searchers = o.searchers();
+        let all = AllStats(searchers.iter().collect());
         let text = o.si.f.text;
         let mut st = Stats {
-            docs: Bm25StatisticsProvider::total_num_docs(&searcher)?,
-            tokens: Bm25StatisticsProvider::total_num_tokens(&searcher, text)?,
+            docs: all.total_num_docs()?,
+            tokens: all.total_num_tokens(text)?,
             terms: BTreeMap::new(),
         };
         if parsed.clauses.is_empty() {
@@ -80,7 +82,7 @@ pub fn shard_stats(
         for t in terms {
             if let Some(s) = t.value().as_str() {
                 if !st.terms.contains_key(s) {
-                    let n = searcher.doc_freq(&t)?;
+                    let n = all.doc_freq(&t)?;
                     st.terms.insert(s.to_string(), n);
                 }
             }
@@ -96,7 +98,8 @@ pub fn shard_stats(
 /// cannot make Tantivy's `idf` fail or an average length zero.
 pub(crate) struct Global<'a> {
     pub stats: &'a Stats,
-    pub local: &'a Searcher,
+    /// the shard's own statistics (its commit and tail)
+    pub local: &'a dyn Bm25StatisticsProvider,
     pub text: Field,
 }
 

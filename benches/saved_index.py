@@ -10,13 +10,18 @@ Rows (per size): cold open (cache off); cold open + save (empty cache folder); w
 unchanged); warm reopen (open + ``leaf_id`` + ``len``; also after a cold open, with and without
 the save); warm open + build_context() + AutoCompactor.context_tokens(), and that per-turn job
 alone; warm open with 1 MiB
-appended since the save, and the refresh() of that 1 MiB in a warm session (the scan of 1 MiB);
+appended since the save (the file's last lines again: their ids are saved ones; then the same
+bytes as new entries, fresh ids each the child of the one before), the cold open of that grown
+file, and the refresh() of that 1 MiB in a warm session (the scan of 1 MiB);
 the saved index's size; RssAnon after a cold open. Then ``sessiontree rpc --session`` (whole
 process, spawn to first answer) against ``python -c "import sessiontree"``, and ``sessiontree
 stats`` over a store of N copies of the 10 MiB session, first run vs rerun (whole process).
 Then the targets as ratios of this run's bests: warm reopen <= 2% of the cold open and <= 3x the
 smallest size's warm reopen, the per-turn job after a warm open <= 5% of the cold open, saving
-adds <= 10% to a cold open.
+adds <= 10% to a cold open; the warm reopen after the append against the cold open and the scan
+of 1 MiB. ``--baseline DIR`` (a folder holding another build's ``sessiontree`` package, say a copy
+of main's ``python/sessiontree`` with its built extension) times that build's warm reopen after
+the append beside this one's, interleaved, from its own saved index.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from pathlib import Path
 DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA", "/work/bench-data"))
 # rows to leave out (--skip appended,rss)
 SKIP: set[str] = set()
+# --baseline: a folder holding another build's ``sessiontree`` package, timed beside this one
+BASELINE: list[str] = []
 
 CHILD = r"""
 import json, os, sys, time
@@ -74,13 +81,16 @@ print(json.dumps(out))
 """
 
 
-def child(path: Path, mode: str, cache: str, *extra: str) -> dict:
+def child(path: Path, mode: str, cache: str, *extra: str, baseline: bool = False) -> dict:
+    env = dict(os.environ, SESSIONTREE_INDEX_CACHE_MIN_BYTES="0")
+    if baseline:
+        env["PYTHONPATH"] = BASELINE[0]
     r = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), mode, cache, *extra],
         capture_output=True,
         text=True,
         check=True,
-        env=dict(os.environ, SESSIONTREE_INDEX_CACHE_MIN_BYTES="0"),
+        env=env,
     )
     return json.loads(r.stdout)
 
@@ -109,6 +119,27 @@ def tail_lines(src: Path, nbytes: int) -> bytes:
     return b"".join(reversed(out))
 
 
+def fresh_tail(src: Path, nbytes: int) -> bytes:
+    """`tail_lines` with fresh ids: each line a new id, the child of the line before it (the
+    first, of the file's last entry), as a session's own turns are appended."""
+    import re
+
+    lines = tail_lines(src, nbytes).split(b"\n")[:-1]
+    with open(src, "rb") as f:
+        f.seek(max(0, src.stat().st_size - (1 << 20)))
+        last = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    parent = re.search(rb'"id":"([^"]*)"', last)
+    prev = parent.group(1) if parent else b"none"
+    out = []
+    for i, ln in enumerate(lines):
+        new = b"n%07x" % i
+        ln = re.sub(rb'"id":"[^"]*"', b'"id":"' + new + b'"', ln, count=1)
+        ln = re.sub(rb'"parentId":("[^"]*"|null)', b'"parentId":"' + prev + b'"', ln, count=1)
+        out.append(ln + b"\n")
+        prev = new
+    return b"".join(out)
+
+
 def bench_size(mb: int, rounds: int, work: Path) -> dict:
     src = DATA / f"gen-{mb}MiB.jsonl"
     cache = work / f"cache-{mb}"
@@ -116,6 +147,8 @@ def bench_size(mb: int, rounds: int, work: Path) -> dict:
     add = lambda k, v: res.setdefault(k, []).append(v)  # noqa: E731
     extra = work / "append-1MiB.bin"
     extra.write_bytes(tail_lines(src, 1 << 20))
+    fresh = work / "append-1MiB-fresh.bin"
+    fresh.write_bytes(fresh_tail(src, 1 << 20))
     grown = work / f"grown-{mb}.jsonl"
     for r in range(rounds):
         # cold, cold + save, warm, warm + context: interleaved
@@ -152,10 +185,40 @@ def bench_size(mb: int, rounds: int, work: Path) -> dict:
     shutil.rmtree(gcache, ignore_errors=True)
     assert child(grown, "open", str(gcache))["state"] == "saved"
     o = child(grown, "refresh", str(gcache), str(extra))  # warm, then 1 MiB appended and refreshed
+    bcache = work / f"bcache-{mb}"
+    if BASELINE:
+        # the baseline build's saved index of the same bytes (the file is put back to them
+        # before each round: the same inode, the same first bytes)
+        shutil.rmtree(bcache, ignore_errors=True)
+        with open(grown, "r+b") as f:
+            f.truncate(src.stat().st_size)
+        assert child(grown, "open", str(bcache), baseline=True)["state"] == "saved"
+        with open(grown, "ab") as f:
+            f.write(extra.read_bytes())
     for _ in range(rounds):
         o = child(grown, "open", str(gcache))
         assert o["state"] == "warm", o
         add("warm open, 1 MiB appended since the save", o["open"])
+        add("warm reopen, 1 MiB appended (open + leaf + len)", o["open+leaf+len"])
+        if BASELINE:
+            o = child(grown, "open", str(bcache), baseline=True)
+            assert o["state"] == "warm", o
+            add("baseline build: warm open, 1 MiB appended since the save", o["open"])
+            add("baseline build: warm reopen, 1 MiB appended (open + leaf + len)", o["open+leaf+len"])
+        o = child(grown, "open", "off")
+        add("cold open of the grown file, then leaf + len", o["open+leaf+len"])
+        # the same bytes as new entries (fresh ids, each the child of the one before)
+        with open(grown, "r+b") as f:
+            f.truncate(src.stat().st_size)
+            f.seek(0, 2)
+            f.write(fresh.read_bytes())
+        o = child(grown, "open", str(gcache))
+        assert o["state"] == "warm", o
+        add("warm reopen, 1 MiB of new entries appended (open + leaf + len)", o["open+leaf+len"])
+        if BASELINE:
+            o = child(grown, "open", str(bcache), baseline=True)
+            assert o["state"] == "warm", o
+            add("baseline build: warm reopen, 1 MiB of new entries appended (open + leaf + len)", o["open+leaf+len"])
         # the scan of 1 MiB: refresh() of 1 MiB appended to a warm session (file grows each round)
         o2 = child(grown, "refresh", str(gcache), str(extra))
         add("refresh() of 1 MiB appended (the scan of 1 MiB)", o2["refresh"])
@@ -244,7 +307,15 @@ def main() -> None:
     )
     ap.add_argument("--work", default=None, help="scratch folder (default: a temp folder, removed)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="a folder holding another build's sessiontree package (say main's): its warm open after the "
+        "append is timed beside this build's, interleaved",
+    )
     args = ap.parse_args()
+    if args.baseline:
+        BASELINE.append(str(Path(args.baseline).resolve()))
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="stidx-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     skip = set(filter(None, args.skip.split(",")))
@@ -304,6 +375,26 @@ def report_targets(sizes: list[dict]) -> None:
             f"saving adds {100 * (save / cold - 1):.1f}% to a cold open, "
             f"{100 * (cpu - 1):.1f}% of its CPU time (<= 10%)"
         )
+    for r in sizes:
+        res = r["res"]
+        if "warm reopen, 1 MiB appended (open + leaf + len)" not in res:
+            continue
+        cold = min(res["cold open of the grown file, then leaf + len"])
+        warm = min(res["warm reopen, 1 MiB appended (open + leaf + len)"])
+        scan = min(res["refresh() of 1 MiB appended (the scan of 1 MiB)"])
+        line = (
+            f"{r['mb']} MiB + 1 MiB appended: warm reopen / cold = {100 * warm / cold:.2f}%; "
+            f"warm reopen / the scan of 1 MiB = {warm / scan:.2f}x"
+        )
+        base = res.get("baseline build: warm reopen, 1 MiB appended (open + leaf + len)")
+        if base:
+            line += f"; baseline build: {100 * min(base) / cold:.2f}% of cold, this build / baseline = {warm / min(base):.3f}x"
+        new = min(res["warm reopen, 1 MiB of new entries appended (open + leaf + len)"])
+        line += f"; new entries: {100 * new / cold:.2f}% of cold, {new / scan:.2f}x the scan"
+        base = res.get("baseline build: warm reopen, 1 MiB of new entries appended (open + leaf + len)")
+        if base:
+            line += f", this build / baseline = {new / min(base):.3f}x"
+        print(line)
     small, big = sizes[0], sizes[-1]
     if big is not small:
         a = min(big["res"]["warm reopen (open + leaf + len)"])

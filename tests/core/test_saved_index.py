@@ -249,9 +249,12 @@ def test_each_damaged_saved_index_gives_the_cold_answers(tmp_path):
     for name, bad in _damage_cases(good).items():
         cf.write_bytes(bad)
         s = Session.open(p)
-        kind, _, why = s.index_cache_state()
-        assert kind in ("saved", "cold"), (name, kind)
         assert answers(s) == cold, name
+        # refused at the open, or caught when the answers read the damaged block; or, warm
+        # still, in a block no answer read (a warm open reads blocks only as queries need them)
+        kind, _, why = s.index_cache_state()
+        read, of = s._core.cache_blocks_read()
+        assert kind in ("saved", "cold") or (kind == "warm" and read < of), (name, kind, read, of)
         # the cold open saved a good index again
         assert Session.open(p).index_cache_state()[0] == "warm", name
 

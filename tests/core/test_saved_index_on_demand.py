@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import Session
-from sessiontree.errors import SessionFileChangedError
+from sessiontree.errors import SessionError, SessionFileChangedError
 
 # records per block, keys per group (rust/src/index/recs.rs, keystore.rs)
 BLOCK = 1024
@@ -95,6 +95,14 @@ def _ask(s: Session, q: str, k: int) -> object:
     return repr(s.tree_table())
 
 
+def _try(s: Session, q: str, k: int) -> object:
+    """`_ask`, or the error it raises (an id of the appended numbering names no entry)."""
+    try:
+        return _ask(s, q, k)
+    except SessionError as e:
+        return type(e).__name__
+
+
 def _saved_file(cache: Path) -> Path:
     (f,) = [x for x in cache.iterdir() if x.suffix == ".stidx"]
     return f
@@ -120,20 +128,89 @@ def test_warm_on_demand_answers_equal_cold_in_any_order(n, branchy, qs):
         assert warm.index_cache_state()[0] == "warm"
         # the open read at most one key group, one block of records and one of winners (the
         # leaf's): nothing that grows with the file. Records: one per entry; keys and winners
-        # (the by-id map, one per key): the n ids and two more
+        # (the by-id map, one per key): the n ids and two more; the key lookup: one per id
         read, total = warm._core.cache_blocks_read()
-        assert read <= 3 and total == -(-n // BLOCK) + 2 * -(-(n + 2) // BLOCK), (read, total)
+        assert read <= 3 and total == 2 * -(-n // BLOCK) + 2 * -(-(n + 2) // BLOCK), (read, total)
         cold = Session.open(p, index_cache=False)
         for q, k in qs:
             assert _ask(warm, q, k) == _ask(cold, q, k), (q, k)
         assert warm.index_cache_state()[0] == "warm"  # nothing damaged was read
-        # an append after on-demand reads (the by-id map and key table then built from the
-        # saved blocks) answers as a cold open of the grown file
+        # an append after on-demand reads (its keys and winner kept on top of the saved ones)
+        # answers as a cold open of the grown file
         warm.append_message({"role": "user", "content": "more", "timestamp": 0})
         grown = Session.open(p, index_cache=False)
         for q, k in [("leaf", 0), ("len", 0), ("get_entry", n), ("context", 0), ("entries", 0), ("children", n - 1)]:
             assert _ask(warm, q, k) == _ask(grown, q, k), (q, k)
         assert warm.get_entry(grown.leaf_id) is not None
+
+
+def _append(p: Path, n: int, m: int, k: int) -> None:
+    """Appends `m` entries to a file of `n` made by `_file`: children of old entries, a label of
+    an old entry, an entry reusing an old id (the later one wins) and a number id."""
+    ids = [f"e{i:07x}" for i in range(n)]
+    out = []
+    for j in range(m):
+        parent = ids[(k * 31 + j * 7) % len(ids)] if j % 3 == 0 else (f"a{j - 1:06x}" if j else ids[-1])
+        e: dict[str, object] = {
+            "type": "message",
+            "id": f"a{j:06x}",
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:03.000Z",
+            "message": {"role": "user", "content": f"appended {j}"},
+        }
+        if j % 5 == 4:
+            e = {
+                "type": "label",
+                "id": f"a{j:06x}",
+                "parentId": f"a{j - 1:06x}",
+                "timestamp": "2026-01-01T00:00:03.000Z",
+                "targetId": ids[(k + j) % len(ids)],
+                "label": f"new {j}",
+            }
+        elif j % 7 == 6:
+            e["id"] = ids[(k * 13 + j) % len(ids)]  # an old id again
+        elif j % 11 == 10:
+            e["id"] = 1000 + j  # a number id
+        out.append(orjson.dumps(e) + b"\n")
+    with open(p, "ab") as f:
+        f.write(b"".join(out))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 3 * BLOCK + 50),
+    m=st.integers(1, 60),
+    k=st.integers(0, 10**6),
+    qs=st.lists(st.tuples(st.sampled_from(QUESTIONS), st.integers(0, 10**6)), min_size=1, max_size=6),
+)
+def test_a_warm_open_after_an_append_reads_on_demand_and_answers_equal_cold(n, m, k, qs):
+    """Lines appended since the save are indexed on top of the saved index (their keys looked
+    up in the saved key lookup, their winners kept beside the saved by-id map): the open reads
+    a few blocks per appended line, never every saved key or winner, and every answer, asked in
+    any order, is the cold open's."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.jsonl"
+        cache = Path(d) / "cache"
+        p.write_bytes(_file(n, 3))
+        os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"] = "0"
+        try:
+            assert Session.open(p, index_cache=cache).index_cache_state()[0] == "saved"
+            _append(p, n, m, k)
+            warm = Session.open(p, index_cache=cache)
+        finally:
+            del os.environ["SESSIONTREE_INDEX_CACHE_MIN_BYTES"]
+        assert warm.index_cache_state()[0] == "warm"
+        read, total = warm._core.cache_blocks_read()
+        # per appended line at most its id's and its parent's lookup block and key group, and
+        # the winners' block of an old id it reuses
+        assert read <= min(total, 3 + 5 * m), (read, total)
+        cold = Session.open(p, index_cache=False)
+        for q, j in qs + [("len", 0), ("leaf", 0), ("labels", 0), ("get_entry", k), ("entries", 0), ("tree", 0)]:
+            assert _try(warm, q, j) == _try(cold, q, j), (q, j)
+        for j in range(0, m, 3):
+            e, c = warm.get_entry(f"a{j:06x}"), cold.get_entry(f"a{j:06x}")
+            assert (e and (e.id, e.parent_id, e.line)) == (c and (c.id, c.parent_id, c.line))
+        assert warm.index_cache_state()[0] == "warm"  # nothing damaged was read
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -153,10 +230,18 @@ def test_a_damaged_block_is_caught_when_read_and_answers_equal_cold(n, where, bi
             Session.open(p, index_cache=cache)
             f = _saved_file(cache)
             good = f.read_bytes()
-            # the keys, records and winners sections (read on demand) end the file: flip one
-            # bit in them, away from the tables the open checks whole
-            lazy = len(good) - _lazy_bytes(good)
-            at = lazy + int(where * (len(good) - lazy))
+            # the keys, records and winners sections, and the key lookup (read on demand) end
+            # the file, the lookup-block table (checked whole at the open) between them: flip
+            # one bit in the sections read on demand
+            lay = _layout(good)
+            spans = [(lay["keys"], lay["ltab"]), (lay["lookup"], len(good))]
+            size = sum(b - a for a, b in spans)
+            off = int(where * size)
+            at = (
+                spans[0][0] + off
+                if off < spans[0][1] - spans[0][0]
+                else spans[1][0] + off - (spans[0][1] - spans[0][0])
+            )
             bad = bytearray(good)
             bad[at] ^= 1 << bit
             f.write_bytes(bytes(bad))
@@ -180,18 +265,25 @@ def test_a_damaged_block_is_caught_when_read_and_answers_equal_cold(n, where, bi
             assert _saved_file(cache).read_bytes() == good
 
 
-def _lazy_bytes(saved: bytes) -> int:
-    """Bytes of the sections read on demand (key records and bytes, records, winners), from
-    the header's lengths (rust/src/saved.rs: u64 fields from byte 24)."""
+def _layout(saved: bytes) -> dict[str, int]:
+    """Where the sections read on demand start (key records, records, winners, the lookup-block
+    table, the key lookup), from the header's lengths (rust/src/saved.rs: u64 fields from byte
+    24) and the key lookup's size, which ends the meta."""
     field = lambda i: int.from_bytes(saved[24 + 8 * i : 32 + 8 * i], sys.byteorder)  # noqa: E731
-    nrecs, nkeys, kb = field(8), field(10), field(11)
-    return nkeys * 8 + kb + nrecs * 28 + nkeys * 4
+    meta_len, nrecs, nkeys, kb, path_len = field(7), field(8), field(10), field(11), field(12)
+    meta_end = 128 + path_len + meta_len
+    nlookup = int.from_bytes(saved[meta_end - 8 : meta_end], sys.byteorder)
+    lookup = len(saved) - nlookup * 8
+    ltab = lookup - -(-nlookup // BLOCK) * 16
+    winners = ltab - nkeys * 4
+    recs = winners - nrecs * 28
+    return {"keys": recs - kb - nkeys * 8, "recs": recs, "winners": winners, "ltab": ltab, "lookup": lookup}
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(2 * BLOCK + 10, 3 * BLOCK + 50),
-    section=st.sampled_from(["records", "winners", "keys"]),
+    section=st.sampled_from(["records", "winners", "keys", "lookup"]),
     q=st.sampled_from(QUESTIONS),
     k=st.integers(0, 10**6),
 )
@@ -211,14 +303,14 @@ def test_a_damaged_block_of_a_changed_file_never_answers_from_placeholders(n, se
             Session.open(p, index_cache=cache)
             f = _saved_file(cache)
             good = f.read_bytes()
-            field = lambda i: int.from_bytes(good[24 + 8 * i : 32 + 8 * i], sys.byteorder)  # noqa: E731
-            nrecs, nkeys, kb = field(8), field(10), field(11)
-            end = len(good)
-            at_winners = end - nkeys * 4
-            at_recs = at_winners - nrecs * 28
-            at_keys = at_recs - kb - nkeys * 8
+            lay = _layout(good)
             # the first block of the section (the open reads only the leaf's: the last ones)
-            at = {"records": at_recs + 5, "winners": at_winners + 4, "keys": at_keys + 3}[section]
+            at = {
+                "records": lay["recs"] + 5,
+                "winners": lay["winners"] + 4,
+                "keys": lay["keys"] + 3,
+                "lookup": lay["lookup"] + 2,
+            }[section]
             bad = bytearray(good)
             bad[at] ^= 0x10
             f.write_bytes(bytes(bad))
@@ -250,5 +342,5 @@ def test_a_damaged_block_of_a_changed_file_never_answers_from_placeholders(n, se
         except SessionFileChangedError:
             return
         # a query could answer only if what it read was good (the winners' block of an id no
-        # query followed may stay unread)
-        assert section == "winners" and warm.index_cache_state()[0] == "warm"
+        # query followed, or the lookup block of an id none looked up, may stay unread)
+        assert section in ("winners", "lookup") and warm.index_cache_state()[0] == "warm"

@@ -118,13 +118,16 @@ def test_converted_claude_code_and_codex_sessions_match_the_oracle(converted, co
         _same(path, content)
 
 
-def test_converted_sessions_give_valid_traces(converted, tmp_path):
+@pytest.mark.parametrize("content", ["none", "full"])
+def test_converted_sessions_give_valid_traces(converted, tmp_path, content):
+    """Every line of every converted Claude Code and Codex session parses with the official
+    protobuf classes, every ``gen_ai.*`` attribute is the registry's, spans nest and link."""
     from sessiontree.otel import export
 
     kinds: set[str] = set()
     for path in converted:
         out = tmp_path / "t.jsonl"
-        rows = export(path, out, content="full")
+        rows = export(path, out, content=content)
         assert rows[0]["error"] is None, path.name
         spans = read_spans(out)
         check_registry(spans)

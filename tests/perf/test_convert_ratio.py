@@ -39,6 +39,34 @@ def _convert_cpu(path: Path, out: Path) -> float:
     return time.process_time() - t
 
 
+def _pigz_wall(path: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run([PIGZ, "-1", "-p", "2", "-c", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def _convert_wall(path: Path, out: Path) -> float:
+    t = time.perf_counter()
+    convert.to_pi(path, out)
+    return time.perf_counter() - t
+
+
+@pytest.mark.skipif(PIGZ is None, reason="pigz is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_conversion_wall_time_is_a_small_multiple_of_pigz(tmp_path, fmt):
+    """Wall time (the target's measure) against pigz on both cores, the file written and
+    fsynced: the conversion uses both cores too (docs/benchmarks.md: 0.7x to 1.1x at 100 MB
+    and 1 GiB); the bound, 4.5x, leaves room for a loaded machine and still fails the
+    single-threaded build with the write-back left to the final fsync at its worst (3x to 6x)."""
+    src = tmp_path / "src.jsonl"
+    (gen_claude_code if fmt == "claude-code" else gen_codex)(src, 8)
+    best_c = best_p = float("inf")
+    for k in range(3):
+        best_p = min(best_p, _pigz_wall(src))
+        best_c = min(best_c, _convert_wall(src, tmp_path / f"w{k}.jsonl"))
+    assert best_c <= 4.5 * best_p, (best_c, best_p)
+
+
 @pytest.mark.skipif(PIGZ is None, reason="pigz is not installed (.ci/run installs it)")
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])
 def test_conversion_costs_a_small_multiple_of_pigz(tmp_path, fmt):
@@ -48,10 +76,11 @@ def test_conversion_costs_a_small_multiple_of_pigz(tmp_path, fmt):
     for k in range(3):
         best_p = min(best_p, _pigz_cpu(src))
         best_c = min(best_c, _convert_cpu(src, tmp_path / f"o{k}.jsonl"))
-    # target: 1.5x pigz (docs/benchmarks.md has the measured figures: about 1.0x to 1.5x in
-    # CPU); here CPU time at 8 MB with a 2x margin for a loaded 2-core machine: it catches a
-    # return to a value tree per line (about 2x) or to per-line Python-speed work
-    assert best_c <= 3 * best_p, (best_c, best_p)
+    # target: 1.5x pigz (docs/benchmarks.md has the measured figures: about 1.1x to 1.3x in
+    # CPU at 100 MB, every thread counted); here CPU time at 8 MB with a margin for a loaded
+    # 2-core machine: it catches a return to a value tree per line (about 2x) or to
+    # per-line Python-speed work
+    assert best_c <= 2 * best_p, (best_c, best_p)
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])

@@ -210,3 +210,27 @@ def test_repeated_index_and_many_keys_are_rewritten_other_keys_copied(tmp_path: 
     got, want = _both(s)
     assert got == want
     assert json.loads(got)["tree"][0]["entry"]["data"]["d"] == '"a":1'
+
+
+def test_lines_this_process_appends_are_copied_like_scanned_ones(tmp_path: Path):
+    """Lines written by our own appends carry the scan's "already ``JSON.stringify``'s text" bit
+    (we wrote their text), so ``get_tree`` copies them as it copies the lines a reopen scans: the
+    same bytes as the Python builder (the oracle the goldens check) and as after a reopen."""
+    src = next(p for p in FILES if p.name == "bash_exec.jsonl")
+    p = tmp_path / "own.jsonl"
+    p.write_bytes(src.read_bytes())
+    s = Session.open(p, index_cache=False)
+    n0 = len(s)
+    s.append_message({"role": "user", "content": 'caf\u00e9 \u2028 "q" \\ \x01', "timestamp": 1})
+    s.append_custom_entry("x", {"n": [1, 0.5, 1e21], "k": {"a": None}})
+    s.append_label_change(s.entry_at(0).id, "top")
+    s.flush()
+    texts = s.entry_texts(range(n0, len(s)))
+    assert all(t is not None for t in texts) and len(texts) == 3
+    got, want = _both(s)
+    assert got == want
+    again = Session.open(p, index_cache=False)
+    assert again.entry_texts(range(n0, len(again))) == texts
+    assert _both(again)[0] == got
+    doc = json.loads(got)
+    assert doc["tree"][0]["label"] == "top"

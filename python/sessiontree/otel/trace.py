@@ -27,8 +27,9 @@ The mapping (``docs/otel.md`` has the table):
 The mapping is the core's (``rust/src/otel``, through :meth:`~sessiontree.Session.otel_feed`):
 this module orchestrates it. It streams: entries are read and mapped in batches of
 :data:`BATCH` with the GIL released while mapping, spans are written as they are made, and what
-is kept per entry is a few fixed-size numbers (parent, owning span, time, span id): memory grows
-with the entry count, not with the file. Bad input (no
+is kept per entry is a few fixed-size numbers (its group, time and flags; its parent in the
+content modes: 13 or 17 bytes) and a small record per turn: memory grows with the entry count,
+not with the file. Bad input (no
 timestamps, unknown types, usage that is not a number) still gives a valid trace; each problem
 is recorded (:attr:`OtelReport.problems`, and as a ``sessiontree.problem`` event on the root
 span), never raised.
@@ -72,8 +73,8 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 CONTENT_MODES = ("none", "scrubbed", "full")
 #: Spans per ``ExportTraceServiceRequest`` line.
 SPANS_PER_REQUEST = 512
-#: Entries per batch of the mapping (the turn and branch spans are written this many at a time
-#: at the end; content modes prune the input messages kept at the end of each).
+#: Entries per batch of the mapping (content modes prune the input messages kept at the end of
+#: each).
 BATCH = 2048
 #: Entries read and mapped per call into the core (what is held at once: their lines and the
 #: request lines they finish).

@@ -22,6 +22,7 @@ use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::sync_channel;
 
 const NONE: u32 = u32::MAX;
 const F_MSG: u8 = 1; // a leaf candidate: a user/assistant message, a boundary, a restored Pi entry
@@ -64,6 +65,204 @@ struct Meta<'a> {
     message: Option<&'a RawValue>,
     #[serde(rename = "piEntry", borrow)]
     pi_entry: Option<&'a RawValue>,
+}
+
+/// What pass 1 keeps of a line's `Meta`: its fields, owned (sent between threads), the
+/// summary text of a compact summary, whether it has `piEntry`, whether it is not UTF-8.
+struct MetaRec {
+    ty: Option<Value>,
+    subtype: Option<Value>,
+    uuid: Option<Value>,
+    parent: Option<Value>,
+    logical: Option<Value>,
+    sidechain: Option<Value>,
+    agent: Option<Value>,
+    is_meta: Option<Value>,
+    compact_summary: Option<Value>,
+    session: Option<Value>,
+    cwd: Option<Value>,
+    timestamp: Option<Value>,
+    compact: Option<Value>,
+    has_pi: bool,
+    summary_text: Option<String>,
+    utf8_bad: bool,
+}
+
+/// How a line whose fields were not read parses whole.
+#[derive(Clone, Copy)]
+enum Unparsed {
+    Bad,
+    Other,
+    Object,
+}
+
+/// Pass 1's reading of one line (made on a worker thread, applied in line order).
+struct Rec {
+    meta: Option<Box<MetaRec>>,
+    eol: bool,
+    blank: bool,
+    unparsed: Unparsed,
+}
+
+/// Reads one line for pass 1: its `Meta` fields, or how it fails.
+fn record(line: &[u8], eol: bool) -> Rec {
+    let first = line.iter().find(|c| !c.is_ascii_whitespace());
+    let meta = if first == Some(&b'{') {
+        serde_json::from_slice::<Meta>(line).ok()
+    } else {
+        None
+    };
+    match meta {
+        Some(m) => {
+            let summary_text = (s(m.ty.as_ref()) == Some("user") && truthy(&m.compact_summary))
+                .then(|| {
+                    let msg: Option<Value> =
+                        m.message.and_then(|r| serde_json::from_str(r.get()).ok());
+                    text_of(msg.as_ref().and_then(|v| v.get("content")))
+                });
+            Rec {
+                meta: Some(Box::new(MetaRec {
+                    utf8_bad: simdutf8::basic::from_utf8(line).is_err(),
+                    has_pi: m.pi_entry.is_some(),
+                    summary_text,
+                    ty: m.ty,
+                    subtype: m.subtype,
+                    uuid: m.uuid,
+                    parent: m.parent,
+                    logical: m.logical,
+                    sidechain: m.sidechain,
+                    agent: m.agent,
+                    is_meta: m.is_meta,
+                    compact_summary: m.compact_summary,
+                    session: m.session,
+                    cwd: m.cwd,
+                    timestamp: m.timestamp,
+                    compact: m.compact,
+                })),
+                eol,
+                blank: false,
+                unparsed: Unparsed::Bad,
+            }
+        }
+        None => {
+            let blank = super::is_blank(line);
+            let unparsed = if blank {
+                Unparsed::Bad
+            } else {
+                match super::parse_line(line) {
+                    super::Parsed::Bad => Unparsed::Bad,
+                    super::Parsed::Other => Unparsed::Other,
+                    super::Parsed::Object(_) => Unparsed::Object,
+                }
+            };
+            Rec {
+                meta: None,
+                eol,
+                blank,
+                unparsed,
+            }
+        }
+    }
+}
+
+/// Lines handed to a worker: the bytes (each line without its "\n") and `(end, eol)` per line.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    ends: Vec<(usize, bool)>,
+}
+
+/// Bytes of lines per batch (a longer line is a batch of its own).
+const BATCH: usize = 64 << 10;
+/// Threads reading the lines' fields.
+const WORKERS: usize = 2;
+
+/// Pass 1's records of every line of `src` (or `data`), `apply` called on each in line order
+/// (batches of `batch` bytes).
+/// The lines are read on one thread and parsed by `WORKERS` threads, batch `i` by worker
+/// `i % WORKERS`, so the batches come back in order; at most a few batches are in flight.
+fn read_records(
+    src: &Path,
+    data: Option<&[u8]>,
+    batch: usize,
+    mut apply: impl FnMut(Rec),
+) -> Result<(), ConvertError> {
+    std::thread::scope(|sc| {
+        let mut to_workers = Vec::new();
+        let mut from_workers = Vec::new();
+        let mut workers = Vec::new();
+        for _ in 0..WORKERS {
+            let (tx, rx) = sync_channel::<Batch>(1);
+            let (otx, orx) = sync_channel::<Vec<Rec>>(1);
+            to_workers.push(tx);
+            from_workers.push(orx);
+            let w = std::thread::Builder::new()
+                .name("sessiontree-cc-pass1".into())
+                .spawn_scoped(sc, move || {
+                    while let Ok(b) = rx.recv() {
+                        let mut start = 0;
+                        let recs = b
+                            .ends
+                            .iter()
+                            .map(|&(end, eol)| {
+                                let r = record(&b.bytes[start..end], eol);
+                                start = end;
+                                r
+                            })
+                            .collect();
+                        if otx.send(recs).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(io_err(src))?;
+            workers.push(w);
+        }
+        let reader = std::thread::Builder::new()
+            .name("sessiontree-cc-read".into())
+            .spawn_scoped(sc, move || -> Result<(), ConvertError> {
+                let mut lines = open_src(src, data)?;
+                let mut b = Batch::default();
+                let mut k = 0usize;
+                while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
+                    b.bytes.extend_from_slice(line);
+                    b.ends.push((b.bytes.len(), eol));
+                    if b.bytes.len() >= batch {
+                        if to_workers[k % WORKERS]
+                            .send(std::mem::take(&mut b))
+                            .is_err()
+                        {
+                            return Ok(());
+                        }
+                        k += 1;
+                    }
+                }
+                if !b.ends.is_empty() {
+                    let _ = to_workers[k % WORKERS].send(b);
+                }
+                Ok(())
+            })
+            .map_err(io_err(src))?;
+        let mut k = 0usize;
+        while let Ok(recs) = from_workers[k % WORKERS].recv() {
+            for r in recs {
+                apply(r);
+            }
+            k += 1;
+        }
+        drop(from_workers);
+        let panicked = || {
+            ConvertError::Io(
+                src.to_path_buf(),
+                std::io::Error::other("a thread reading the lines panicked"),
+            )
+        };
+        // a worker that stopped early ended the records early: never a plan of part of a file
+        for w in workers {
+            w.join().map_err(|_| panicked())?;
+        }
+        reader.join().unwrap_or_else(|_| Err(panicked()))
+    })
 }
 
 enum PRef {
@@ -229,7 +428,50 @@ struct Plan {
 }
 
 fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, ConvertError> {
-    let mut lines = open_src(src, data)?;
+    plan_in(src, data, rep, BATCH)
+}
+
+/// Pass 1's plan of what each line's bytes say, in line order (`plan`), and of every problem:
+/// `(ids, parents, outputs, flags, leaves, groups, problems)`, the lines read in batches of
+/// `batch` bytes. Equal for every batch size (a test's oracle: one batch is one thread).
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn plan_summary(
+    data: &[u8],
+    batch: usize,
+) -> (
+    Vec<String>,
+    Vec<u32>,
+    Vec<u32>,
+    Vec<u8>,
+    Vec<u32>,
+    Vec<String>,
+    Vec<(u64, &'static str, String)>,
+) {
+    let mut rep = Report::default();
+    let p = plan_in(Path::new("t.jsonl"), Some(data), &mut rep, batch).expect("a plan");
+    (
+        (0..p.parent.len())
+            .map(|i| p.pid.get(i).to_string())
+            .collect(),
+        p.parent,
+        p.out,
+        p.flags,
+        p.leaf,
+        p.groups,
+        rep.problems
+            .into_iter()
+            .map(|x| (x.line, x.kind, x.message))
+            .collect(),
+    )
+}
+
+fn plan_in(
+    src: &Path,
+    data: Option<&[u8]>,
+    rep: &mut Report,
+    batch: usize,
+) -> Result<Plan, ConvertError> {
     let mut pid = Ids::default();
     let mut pkind: Vec<u8> = Vec::new(); // 0 no parentUuid, 1 null, 2 a string
     let mut rparent: Vec<u32> = Vec::new();
@@ -241,19 +483,13 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
     let (mut session, mut cwd, mut ts) = (None, None, None);
     let mut last_msg = NONE;
     let mut n: u32 = 0;
-    while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
+    read_records(src, data, batch, |rec| {
         let mut f = 0u8;
         let mut pref = PRef::Absent;
         let mut uuid: Option<String> = None;
-        let first = line.iter().find(|c| !c.is_ascii_whitespace());
-        let meta = if first == Some(&b'{') {
-            serde_json::from_slice::<Meta>(line).ok()
-        } else {
-            None
-        };
-        match &meta {
+        match &rec.meta {
             Some(m) => {
-                if simdutf8::basic::from_utf8(line).is_err() {
+                if m.utf8_bad {
                     rep.problem(
                         src,
                         n as u64 + 1,
@@ -293,8 +529,7 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
                     ts = s(m.timestamp.as_ref()).map(str::to_string);
                 }
                 let summary = ty == Some("user") && truthy(&m.compact_summary);
-                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title"))
-                    || m.pi_entry.is_some()
+                if matches!(ty, Some("user" | "assistant" | "summary" | "custom-title")) || m.has_pi
                 {
                     f |= F_FULL;
                 }
@@ -311,11 +546,9 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
                     );
                 } else if summary {
                     f |= F_SUMMARY;
-                    let msg: Option<Value> =
-                        m.message.and_then(|r| serde_json::from_str(r.get()).ok());
-                    summaries.push((n, text_of(msg.as_ref().and_then(|v| v.get("content")))));
+                    summaries.push((n, m.summary_text.clone().unwrap_or_default()));
                 } else if (matches!(ty, Some("user" | "assistant")) && !truthy(&m.is_meta))
-                    || (ty == Some("system") && sub == Some("pi_entry") && m.pi_entry.is_some())
+                    || (ty == Some("system") && sub == Some("pi_entry") && m.has_pi)
                 {
                     f |= F_MSG;
                 }
@@ -324,23 +557,23 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
                 }
             }
             None => {
-                if !super::is_blank(line) {
-                    match super::parse_line(line) {
-                        super::Parsed::Bad => {
-                            let (kind, what) = if eol {
+                if !rec.blank {
+                    match rec.unparsed {
+                        Unparsed::Bad => {
+                            let (kind, what) = if rec.eol {
                                 ("malformed_json", "not JSON")
                             } else {
                                 ("torn_last_line", "a torn last line (no newline, not JSON)")
                             };
                             rep.problem(src, n as u64 + 1, kind, format!("{what}: carried as raw text in a custom entry"));
                         }
-                        super::Parsed::Other => rep.problem(
+                        Unparsed::Other => rep.problem(
                             src,
                             n as u64 + 1,
                             "not_an_object",
                             "a JSON value that is not an object: carried in a custom entry".into(),
                         ),
-                        super::Parsed::Object(_) => rep.problem(
+                        Unparsed::Object => rep.problem(
                             src,
                             n as u64 + 1,
                             "unreadable_fields",
@@ -398,7 +631,7 @@ fn plan(src: &Path, data: Option<&[u8]>, rep: &mut Report) -> Result<Plan, Conve
         flags.push(f);
         n += 1;
         rep.lines += 1;
-    }
+    })?;
     let len = n as usize;
     // parents named before their line (a boundary pointing at a later line, hostile order)
     let resolve = |p: &str| pid.find(p);

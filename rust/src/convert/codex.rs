@@ -17,9 +17,9 @@ use super::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 #[derive(Deserialize)]
 struct M<'a> {
@@ -39,6 +39,66 @@ struct P<'a> {
     role: Option<Value>,
     #[serde(borrow)]
     info: Option<&'a RawValue>,
+}
+
+raw_struct!(P1 { ty => "type", role => "role", info => "info" });
+
+/// Pass 1's fields of a line, its payload read in the same pass (`raw::Nested`).
+#[derive(Deserialize)]
+struct M1<'a> {
+    #[serde(rename = "type", borrow, default, deserialize_with = "raw::present")]
+    ty: Option<&'a RawValue>,
+    #[serde(borrow)]
+    payload: Option<raw::Nested<P1<'a>>>,
+    #[serde(borrow, default, deserialize_with = "raw::present")]
+    role: Option<&'a RawValue>,
+    /// (`null` reads as absent here, as in `M`)
+    #[serde(rename = "piEntry", borrow)]
+    pi: Option<&'a RawValue>,
+}
+
+type Cow<'a> = std::borrow::Cow<'a, str>;
+
+/// What pass 1 reads of a line: its type, whether it has a payload, the payload's type, role
+/// and `info` when the payload is an object, the line's own role, whether it has `piEntry`.
+/// None: not a JSON object, or a field given twice (at the top, or in an object payload).
+#[allow(clippy::type_complexity)]
+fn seen(
+    line: &[u8],
+) -> Option<(
+    Option<Cow<'_>>,
+    bool,
+    Option<(Option<Cow<'_>>, Option<Cow<'_>>, Option<&RawValue>)>,
+    Option<Cow<'_>>,
+    bool,
+)> {
+    if let Ok(m) = serde_json::from_slice::<M1>(line) {
+        let p = match &m.payload {
+            Some(raw::Nested::Object(p)) => Some((raw::str_of(p.ty), raw::str_of(p.role), p.info)),
+            _ => None,
+        };
+        return Some((
+            raw::str_of(m.ty),
+            m.payload.is_some(),
+            p,
+            raw::str_of(m.role),
+            m.pi.is_some(),
+        ));
+    }
+    // a number beyond f64 in the payload fails the one-pass read: the payload as raw text
+    let m = serde_json::from_slice::<M>(line).ok()?;
+    let p = m
+        .payload
+        .filter(|p| p.get().starts_with('{'))
+        .and_then(|p| serde_json::from_str::<P>(p.get()).ok());
+    let own = |v: Option<&Value>| s(v).map(|t| Cow::Owned(t.to_string()));
+    Some((
+        own(m.ty.as_ref()),
+        m.payload.is_some(),
+        p.map(|p| (own(p.ty.as_ref()), own(p.role.as_ref()), p.info)),
+        own(m.role.as_ref()),
+        m.pi.is_some(),
+    ))
 }
 
 const ASSISTANT_ITEMS: &[&str] = &[
@@ -82,38 +142,46 @@ fn counts_of(u: &Value) -> Counts {
     ]
 }
 
-/// Pass 1: the usage of each assistant-item line that has one, in line order.
-fn usages(src: &Path, data: Option<&[u8]>) -> Result<Vec<(u32, Counts)>, ConvertError> {
+/// Pass 1: decides, for each assistant-item line in line order, the usage its `token_count`
+/// event gives (the first such event before the next assistant item), and sends
+/// `(line, Some(counts))` or `(line, None)` as soon as it is decided. Runs beside pass 2, which
+/// waits for a line's decision (`Cx::usage_at`); stops early when pass 2 has stopped.
+fn usages(
+    src: &Path,
+    data: Option<&[u8]>,
+    tx: &SyncSender<(u32, Option<Counts>)>,
+) -> Result<(), ConvertError> {
     let mut lines = open_src(src, data)?;
-    let mut out = Vec::new();
     let mut last: Option<u32> = None;
     let mut n = 0u32;
     while let Some((line, _)) = lines.next_line().map_err(io_err(src))? {
-        if let Ok(m) = serde_json::from_slice::<M>(line) {
-            let ty = s(m.ty.as_ref());
-            let p = m
-                .payload
-                .and_then(|p| serde_json::from_str::<P>(p.get()).ok());
+        if let Some((ty, has_payload, p, own_role, pi)) = seen(line) {
+            let ty = ty.as_deref();
             let (pty, role) = match (ty, &p) {
-                (Some("response_item"), Some(p)) => (s(p.ty.as_ref()), s(p.role.as_ref())),
-                (Some(t), None) => (Some(t), s(m.role.as_ref())),
+                (Some("response_item"), Some((t, r, _))) => (t.as_deref(), r.as_deref()),
+                (Some(t), None) => (Some(t), own_role.as_deref()),
                 _ => (None, None),
             };
-            if m.pi.is_none()
-                && is_assistant_item(pty, role)
-                && (ty == Some("response_item") || m.payload.is_none())
+            if !pi && is_assistant_item(pty, role) && (ty == Some("response_item") || !has_payload)
             {
-                last = Some(n);
+                if let Some(old) = last.replace(n) {
+                    if tx.send((old, None)).is_err() {
+                        return Ok(());
+                    }
+                }
             } else if ty == Some("event_msg") {
-                if let Some(p) = &p {
-                    if s(p.ty.as_ref()) == Some("token_count") {
-                        if let (Some(a), Some(info)) = (last.take(), p.info) {
-                            if let Ok(info) = serde_json::from_str::<Value>(info.get()) {
-                                if let Some(u) =
-                                    info.get("last_token_usage").filter(|u| u.is_object())
-                                {
-                                    out.push((a, counts_of(u)));
-                                }
+                if let Some((Some(t), _, info)) = &p {
+                    if t == "token_count" {
+                        if let Some(a) = last.take() {
+                            let u = info
+                                .and_then(|i| serde_json::from_str::<Value>(i.get()).ok())
+                                .and_then(|i| {
+                                    i.get("last_token_usage")
+                                        .filter(|u| u.is_object())
+                                        .map(counts_of)
+                                });
+                            if tx.send((a, u)).is_err() {
+                                return Ok(());
                             }
                         }
                     }
@@ -122,7 +190,10 @@ fn usages(src: &Path, data: Option<&[u8]>) -> Result<Vec<(u32, Counts)>, Convert
         }
         n += 1;
     }
-    Ok(out)
+    if let Some(a) = last {
+        let _ = tx.send((a, None));
+    }
+    Ok(())
 }
 
 raw_struct!(
@@ -154,6 +225,24 @@ raw_struct!(
         output => "output",
     }
 );
+/// `Head` with the payload read in the same pass.
+#[derive(Deserialize)]
+struct HeadN<'a> {
+    #[serde(rename = "type", borrow, default, deserialize_with = "raw::present")]
+    ty: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw::present")]
+    timestamp: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw::present_nested")]
+    payload: Option<raw::Nested<Item<'a>>>,
+    #[serde(rename = "piEntry", borrow, default, deserialize_with = "raw::present")]
+    pi: Option<&'a RawValue>,
+    #[serde(rename = "piPart", borrow, default, deserialize_with = "raw::present")]
+    pi_part: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw::present")]
+    record_type: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw::present")]
+    call_id: Option<&'a RawValue>,
+}
 raw_struct!(CxBlock { ty => "type", text => "text", refusal => "refusal", image_url => "image_url" });
 raw_struct!(TurnContext { model => "model", effort => "effort", reasoning_effort => "reasoning_effort" });
 raw_struct!(OutputObj { content => "content" });
@@ -299,7 +388,7 @@ fn output_text(w: &mut W<'_>, mut v: Option<&RawValue>) -> Res<()> {
 
 struct Made {
     /// the entry's type: Pi's, or a restored entry's own (one Pi 1.6 does not know)
-    ty: Cow<'static, str>,
+    ty: Cow<'static>,
     fields: Vec<(&'static str, Value)>,
     /// a message entry's `message` object, written
     body: Option<Vec<u8>>,
@@ -332,19 +421,27 @@ struct Cx {
     names: HashMap<u64, u32>,
     tools: Vec<String>,
     keys: std::collections::hash_map::RandomState,
-    /// usages still ahead, the next first
-    usage: std::iter::Peekable<std::vec::IntoIter<(u32, Counts)>>,
+    /// pass 1's decisions still ahead (in line order), the next one read
+    usage: Receiver<(u32, Option<Counts>)>,
+    next_usage: Option<(u32, Option<Counts>)>,
 }
 
 impl Cx {
     /// The usage counts of the assistant item on line `n`, if a `token_count` event names it.
+    /// Waits for pass 1 to decide line `n` (or to pass it, or to end); asked in line order.
     fn usage_at(&mut self, n: u32) -> Option<Counts> {
-        while self.usage.peek().is_some_and(|(l, _)| *l < n) {
-            self.usage.next();
-        }
-        match self.usage.peek() {
-            Some((l, _)) if *l == n => self.usage.next().map(|(_, u)| u),
-            _ => None,
+        loop {
+            if self.next_usage.is_none() {
+                self.next_usage = Some(self.usage.recv().ok()?);
+            }
+            match self.next_usage {
+                Some((l, _)) if l < n => self.next_usage = None,
+                Some((l, u)) if l == n => {
+                    self.next_usage = None;
+                    return u;
+                }
+                _ => return None,
+            }
         }
     }
     fn set_name(&mut self, call: &str, name: &str) {
@@ -566,15 +663,56 @@ fn entries(
     last_ts: &mut String,
     cx: &mut Cx,
 ) -> Res<(Vec<Made>, Option<String>)> {
-    let h: Head<'_> = serde_json::from_slice(line)?;
-    if let Some(t) = raw::str_of(h.timestamp)
-        .filter(|t| super::ms_of(t) != 0 || *t == "1970-01-01T00:00:00.000Z")
-    {
-        last_ts.clear();
-        last_ts.push_str(&t);
+    // one pass over the line, its payload read as it goes (a `turn_context`, which reads its
+    // payload as another struct, and a line this read refuses: the two-step read below)
+    if let Ok(h) = serde_json::from_slice::<HeadN<'_>>(line) {
+        if raw::str_of(h.ty).as_deref() != Some("turn_context") {
+            let has_payload = h.payload.is_some();
+            let (p, object) = match h.payload {
+                Some(raw::Nested::Object(p)) => (p, true),
+                _ => (Item::default(), false),
+            };
+            let head = Head {
+                ty: h.ty,
+                timestamp: h.timestamp,
+                payload: None,
+                pi: h.pi,
+                pi_part: h.pi_part,
+                record_type: h.record_type,
+                call_id: h.call_id,
+            };
+            return entries_of(line, &head, p, object, has_payload, n, last_ts, cx);
+        }
     }
-    let ts = ms_of(last_ts);
+    let h: Head<'_> = serde_json::from_slice(line)?;
     let p: Item<'_> = raw::object(h.payload)?;
+    let object = raw::kind(h.payload) == b'{';
+    entries_of(line, &h, p, object, h.payload.is_some(), n, last_ts, cx)
+}
+
+/// `entries` once the line is read: `h` its fields, `p` its payload's (default when it is not
+/// an object), `object` whether it is one, `has_payload` whether the line has one.
+#[allow(clippy::too_many_arguments)]
+fn entries_of(
+    line: &[u8],
+    h: &Head<'_>,
+    p: Item<'_>,
+    object: bool,
+    has_payload: bool,
+    n: u32,
+    last_ts: &mut String,
+    cx: &mut Cx,
+) -> Res<(Vec<Made>, Option<String>)> {
+    let mut own_ms = None;
+    if let Some(t) = raw::str_of(h.timestamp) {
+        let ms = super::ms_of(&t);
+        if ms != 0 || t == "1970-01-01T00:00:00.000Z" {
+            last_ts.clear();
+            last_ts.push_str(&t);
+            own_ms = Some(ms);
+        }
+    }
+    let ts = own_ms.unwrap_or_else(|| ms_of(last_ts));
     let sid = raw::str_of(p.call_id)
         .or_else(|| raw::str_of(p.id))
         .or_else(|| raw::str_of(h.call_id))
@@ -588,7 +726,6 @@ fn entries(
         return Ok((vec![custom("codex:pi-part".into())], sid));
     }
     let ty = raw::str_of(h.ty);
-    let object = raw::kind(h.payload) == b'{';
     let made = match (ty.as_deref(), object) {
         (Some("response_item"), true) => item(&p, n, ts, cx)?,
         (Some("turn_context"), true) => {
@@ -640,7 +777,7 @@ fn entries(
                 | "web_search_call",
             ),
             _,
-        ) if h.payload.is_none() => {
+        ) if !has_payload => {
             // the first layout: items at top level
             let it: Item<'_> = serde_json::from_slice(line)?;
             item(&it, n, ts, cx)?
@@ -796,14 +933,42 @@ pub fn convert(
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
-    let usage = usages(src, data)?;
-    let mut cx = Cx {
-        model: String::new(),
-        names: HashMap::new(),
-        tools: Vec::new(),
-        keys: Default::default(),
-        usage: usage.into_iter().peekable(),
-    };
+    // pass 1 on a thread of its own, pass 2 here, waiting for its decisions as it needs them
+    let (tx, rx) = sync_channel(1 << 14);
+    std::thread::scope(|sc| {
+        let pass1 = std::thread::Builder::new()
+            .name("sessiontree-codex-pass1".into())
+            .spawn_scoped(sc, move || usages(src, data, &tx))
+            .map_err(io_err(src))?;
+        let cx = Cx {
+            model: String::new(),
+            names: HashMap::new(),
+            tools: Vec::new(),
+            keys: Default::default(),
+            usage: rx,
+            next_usage: None,
+        };
+        let written = write_pi(src, data, out, store, outs, rep, cx);
+        let read = pass1.join().unwrap_or_else(|_| {
+            Err(ConvertError::Io(
+                src.to_path_buf(),
+                std::io::Error::other("pass 1 panicked"),
+            ))
+        });
+        read.and(written)
+    })
+}
+
+/// Pass 2: writes the Pi session, `cx` receiving pass 1's usage decisions.
+fn write_pi(
+    src: &Path,
+    data: Option<&[u8]>,
+    out: &Path,
+    store: StoreDirs<'_>,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+    mut cx: Cx,
+) -> Result<(), ConvertError> {
     let slot = outs.open(out)?;
     let name = src
         .file_name()

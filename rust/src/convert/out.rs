@@ -4,19 +4,191 @@
 //! source file at a target is refused (nothing written); a new file is never more readable than the
 //! first source (nor than the file it replaces). All files of one conversion are renamed into place
 //! only when every one was written; an error removes every temp file.
+//!
+//! The bytes are written on a thread of their own (the conversion goes on while the kernel
+//! copies them into the page cache), handed over in batches of `CHUNK` bytes through a channel
+//! of `DEPTH` batches, so at most about `(DEPTH + 2) * CHUNK` bytes are in flight. Every
+//! `KICK` bytes of a file, the writer asks the kernel to start writing them back
+//! (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, no wait), so the final `fsync` finds little left
+//! to do; the `fsync` before the rename is what makes the file durable, as before.
 
 use super::{io_err, ConvertError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+/// Bytes handed to the writer thread at a time.
+const CHUNK: usize = 128 << 10;
+/// Batches queued for the writer thread.
+const DEPTH: usize = 2;
+/// Bytes of a file after which its write-back is started.
+const KICK: u64 = 8 << 20;
 
 struct One {
     path: PathBuf,
     tmp: PathBuf,
-    w: Option<BufWriter<File>>,
+    /// the file is open (its bytes go to the writer thread)
+    open: bool,
     /// the bytes written, in memory mode
     mem: Vec<u8>,
+}
+
+enum Msg {
+    Open(usize, File),
+    Data(usize, Vec<u8>),
+}
+
+/// The writer thread's failure: the slot whose write failed and the error.
+type WriteFail = (usize, std::io::Error);
+
+/// The thread that writes the output files, and the batch being filled for it.
+struct Writer {
+    tx: Option<SyncSender<Msg>>,
+    /// emptied batches coming back, reused
+    back: Receiver<Vec<u8>>,
+    handle: Option<JoinHandle<Result<Vec<Option<File>>, WriteFail>>>,
+    pending: Vec<u8>,
+    pending_slot: usize,
+}
+
+/// One file on the writer thread: buffered, with the offset its last write-back started at.
+struct Sink {
+    w: BufWriter<File>,
+    written: u64,
+    kicked: u64,
+}
+
+fn writer_loop(
+    rx: Receiver<Msg>,
+    back: SyncSender<Vec<u8>>,
+) -> Result<Vec<Option<File>>, WriteFail> {
+    let mut sinks: Vec<Option<Sink>> = Vec::new();
+    while let Ok(m) = rx.recv() {
+        match m {
+            Msg::Open(slot, f) => {
+                if sinks.len() <= slot {
+                    sinks.resize_with(slot + 1, || None);
+                }
+                sinks[slot] = Some(Sink {
+                    w: BufWriter::with_capacity(64 << 10, f),
+                    written: 0,
+                    kicked: 0,
+                });
+            }
+            Msg::Data(slot, mut data) => {
+                let s = sinks[slot].as_mut().expect("an open output");
+                s.w.write_all(&data).map_err(|e| (slot, e))?;
+                s.written += data.len() as u64;
+                if s.written - s.kicked >= KICK {
+                    s.w.flush().map_err(|e| (slot, e))?;
+                    // a hint: a failure here is found again by the fsync
+                    // SAFETY: the descriptor is open (owned by the BufWriter's File)
+                    unsafe {
+                        libc::sync_file_range(
+                            s.w.get_ref().as_raw_fd(),
+                            s.kicked as libc::off64_t,
+                            (s.written - s.kicked) as libc::off64_t,
+                            libc::SYNC_FILE_RANGE_WRITE,
+                        );
+                    }
+                    s.kicked = s.written;
+                }
+                data.clear();
+                let _ = back.try_send(data);
+            }
+        }
+    }
+    let mut files = Vec::with_capacity(sinks.len());
+    for (slot, s) in sinks.into_iter().enumerate() {
+        files.push(match s {
+            Some(s) => Some(s.w.into_inner().map_err(|e| (slot, e.into_error()))?),
+            None => None,
+        });
+    }
+    Ok(files)
+}
+
+impl Writer {
+    fn new() -> Result<Self, std::io::Error> {
+        let (tx, rx) = sync_channel(DEPTH);
+        let (btx, back) = sync_channel(DEPTH + 1);
+        let handle = std::thread::Builder::new()
+            .name("sessiontree-convert-writer".into())
+            .spawn(move || writer_loop(rx, btx))?;
+        Ok(Writer {
+            tx: Some(tx),
+            back,
+            handle: Some(handle),
+            pending: Vec::new(),
+            pending_slot: 0,
+        })
+    }
+
+    /// Sends a message; false when the thread has stopped (on an error: `finish` returns it).
+    fn send(&mut self, m: Msg) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.send(m).is_ok())
+    }
+
+    fn flush_pending(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let next = self
+            .back
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        let full = std::mem::replace(&mut self.pending, next);
+        let slot = self.pending_slot;
+        self.send(Msg::Data(slot, full))
+    }
+
+    /// Queues `data` for `slot`; false when the thread has stopped.
+    fn write(&mut self, slot: usize, mut data: &[u8]) -> bool {
+        if slot != self.pending_slot && !self.flush_pending() {
+            return false;
+        }
+        self.pending_slot = slot;
+        while !data.is_empty() {
+            if self.pending.capacity() == 0 {
+                self.pending.reserve_exact(CHUNK);
+            }
+            let room = CHUNK.saturating_sub(self.pending.len()).max(1);
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.pending.extend_from_slice(now);
+            data = rest;
+            if self.pending.len() >= CHUNK && !self.flush_pending() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Everything queued written: the files by slot, or the first failure.
+    fn finish(&mut self) -> Result<Vec<Option<File>>, WriteFail> {
+        self.flush_pending();
+        self.tx = None;
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err((
+                usize::MAX,
+                std::io::Error::other("the writer thread panicked"),
+            )),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// The files one conversion writes.
@@ -26,6 +198,8 @@ pub struct Outputs {
     files: Vec<One>,
     /// files held in memory, never written (`Outputs::memory`)
     memory: bool,
+    /// the writer thread, started with the first file
+    writer: Option<Writer>,
 }
 
 fn check_target(
@@ -95,6 +269,7 @@ impl Outputs {
             mode,
             files: Vec::new(),
             memory: false,
+            writer: None,
         })
     }
 
@@ -105,6 +280,7 @@ impl Outputs {
             mode: 0o600,
             files: Vec::new(),
             memory: true,
+            writer: None,
         }
     }
 
@@ -138,7 +314,7 @@ impl Outputs {
             self.files.push(One {
                 path: path.to_path_buf(),
                 tmp: PathBuf::new(),
-                w: None,
+                open: false,
                 mem: Vec::new(),
             });
             return Ok(self.files.len() - 1);
@@ -168,10 +344,18 @@ impl Outputs {
         self.files.push(One {
             path: path.to_path_buf(),
             tmp,
-            w: Some(BufWriter::with_capacity(1 << 20, f)),
+            open: true,
             mem: Vec::new(),
         });
-        Ok(self.files.len() - 1)
+        let slot = self.files.len() - 1;
+        if self.writer.is_none() {
+            self.writer = Some(Writer::new().map_err(io_err(path))?);
+        }
+        let w = self.writer.as_mut().expect("a writer");
+        if !w.send(Msg::Open(slot, f)) {
+            return Err(self.failed());
+        }
+        Ok(slot)
     }
 
     pub fn path(&self, slot: usize) -> &Path {
@@ -179,14 +363,37 @@ impl Outputs {
     }
 
     pub fn write(&mut self, slot: usize, data: &[u8]) -> Result<(), ConvertError> {
-        let one = &mut self.files[slot];
         if self.memory {
-            one.mem.extend_from_slice(data);
+            self.files[slot].mem.extend_from_slice(data);
             return Ok(());
         }
-        let w = one.w.as_mut().expect("an open output");
-        w.write_all(data)
-            .map_err(|e| ConvertError::Io(one.path.clone(), e))
+        assert!(self.files[slot].open, "an open output");
+        let w = self.writer.as_mut().expect("a writer");
+        if w.write(slot, data) {
+            Ok(())
+        } else {
+            Err(self.failed())
+        }
+    }
+
+    /// The writer thread's error, once it has stopped.
+    fn failed(&mut self) -> ConvertError {
+        let r = self.writer.as_mut().map(Writer::finish);
+        self.writer = None;
+        match r {
+            Some(Err(fail)) => self.fail_of(fail),
+            _ => ConvertError::Io(
+                PathBuf::new(),
+                std::io::Error::other("the writer thread stopped"),
+            ),
+        }
+    }
+
+    fn fail_of(&self, (slot, e): WriteFail) -> ConvertError {
+        match self.files.get(slot) {
+            Some(one) => ConvertError::Io(one.path.clone(), e),
+            None => ConvertError::Io(PathBuf::new(), e),
+        }
     }
 
     /// Syncs every file, checks each target again and renames them into place; the paths.
@@ -194,11 +401,18 @@ impl Outputs {
         if self.memory {
             return Ok(self.files.iter().map(|f| f.path.clone()).collect());
         }
-        for one in &mut self.files {
-            let w = one.w.take().expect("an open output");
-            let f = w
-                .into_inner()
-                .map_err(|e| ConvertError::Io(one.path.clone(), e.into_error()))?;
+        let files = match self.writer.as_mut().map(Writer::finish) {
+            None => Vec::new(),
+            Some(Ok(f)) => f,
+            Some(Err(fail)) => {
+                self.writer = None;
+                return Err(self.fail_of(fail));
+            }
+        };
+        self.writer = None;
+        for (one, f) in self.files.iter_mut().zip(files) {
+            let f = f.expect("an open output");
+            one.open = false;
             f.sync_all().map_err(io_err(&one.path))?;
         }
         for one in &self.files {
@@ -232,8 +446,9 @@ impl Outputs {
 
 impl Drop for Outputs {
     fn drop(&mut self) {
+        self.writer = None; // joins the thread: its files are closed first
         for one in &mut self.files {
-            one.w = None;
+            one.open = false;
             if !one.tmp.as_os_str().is_empty() {
                 let _ = std::fs::remove_file(&one.tmp);
             }

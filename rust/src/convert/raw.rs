@@ -37,6 +37,66 @@ macro_rules! raw_struct {
 }
 pub(crate) use raw_struct;
 
+/// A field read as `T` when it is a JSON object, in the same pass over the line as the fields
+/// around it (no second scan of its text); `Other` for any other value. A number `serde_json`
+/// cannot hold (`1e400`) fails the whole parse, where a `&RawValue` would not: callers read
+/// such a line again the two-step way (the raw field, then `T` from it).
+pub(crate) enum Nested<T> {
+    Object(T),
+    Other,
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Nested<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Nested<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Nested<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(a)).map(Nested::Object)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Nested<T>, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Nested::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+            fn visit_none<E>(self) -> Result<Nested<T>, E> {
+                Ok(Nested::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A `Nested` field when the key is present, whatever its value (`null` included: `Other`).
+pub(crate) fn present_nested<'de, D, T>(d: D) -> Result<Option<Nested<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Nested::deserialize(d).map(Some)
+}
+
 /// The raw text of a field that is a JSON string (its token, quotes included).
 pub(crate) fn str_tok(r: Option<&RawValue>) -> Option<&str> {
     r.map(RawValue::get).filter(|t| t.starts_with('"'))
@@ -229,6 +289,46 @@ mod tests {
         let mut o = Vec::new();
         W(&mut o).num(0).lit(" ").num(u64::MAX).lit(" ").int(-42);
         assert_eq!(o, b"0 18446744073709551615 -42");
+    }
+
+    raw_struct!(In { x => "x" });
+    #[derive(serde::Deserialize)]
+    struct Out<'a> {
+        #[serde(borrow)]
+        p: Option<Nested<In<'a>>>,
+        q: Option<u8>,
+    }
+
+    #[test]
+    fn nested_objects_read_in_one_pass() {
+        let o: Out = serde_json::from_str(r#"{"p":{"x":"a\n","y":[1,{"z":2}]},"q":3}"#).unwrap();
+        match o.p {
+            Some(Nested::Object(i)) => assert_eq!(str_tok(i.x), Some(r#""a\n""#)),
+            _ => panic!("an object"),
+        }
+        assert_eq!(o.q, Some(3));
+        for v in ["[1,[2]]", "\"s\"", "true", "-1.5", "7"] {
+            let text = format!(r#"{{"p":{v},"q":1}}"#);
+            let o: Out = serde_json::from_str(&text).unwrap();
+            assert!(matches!(o.p, Some(Nested::Other)), "{v}");
+            assert_eq!(o.q, Some(1));
+        }
+        let o: Out = serde_json::from_str(r#"{"q":1}"#).unwrap();
+        assert!(o.p.is_none());
+        // a plain Option reads null as absent; present_nested keeps it (Other)
+        let o: Out = serde_json::from_str(r#"{"p":null}"#).unwrap();
+        assert!(o.p.is_none());
+        #[derive(serde::Deserialize)]
+        struct Kept<'a> {
+            #[serde(borrow, default, deserialize_with = "present_nested")]
+            p: Option<Nested<In<'a>>>,
+        }
+        let o: Kept = serde_json::from_str(r#"{"p":null}"#).unwrap();
+        assert!(matches!(o.p, Some(Nested::Other)));
+        // a key given twice inside fails the parse, as a separate parse of the field would
+        assert!(serde_json::from_str::<Out>(r#"{"p":{"x":1,"x":2}}"#).is_err());
+        // a number out of f64's range fails here (the caller reads the line the two-step way)
+        assert!(serde_json::from_str::<Out>(r#"{"p":1e400}"#).is_err());
     }
 
     #[test]

@@ -215,3 +215,141 @@ fn codex_items_read_through_borrowed_fields_map_as_the_table_says() {
     assert_eq!(e[6]["message"]["role"], "assistant");
     assert_eq!(e[6]["source"]["id"], serde_json::Value::Null);
 }
+
+/// Lines of every kind pass 1 reads, hostile ones included, for the batch-order test.
+fn mixed_claude_code() -> Vec<u8> {
+    let mut t = String::new();
+    let mut parent = "null".to_string();
+    for i in 0..400 {
+        let u = format!("u{i}");
+        let line = match i % 9 {
+            0 => format!(
+                r#"{{"type":"user","uuid":"{u}","parentUuid":{parent},"sessionId":"s","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"hi {i}"}}}}"#
+            ),
+            1 => format!(
+                r#"{{"type":"assistant","uuid":"{u}","parentUuid":{parent},"isSidechain":{},"agentId":"a{}","message":{{"role":"assistant","content":[{{"type":"text","text":"yo"}}]}}}}"#,
+                i % 2 == 0,
+                i % 3
+            ),
+            2 => "not json".to_string(),
+            3 => "[1,2]".to_string(),
+            4 => format!(
+                r#"{{"type":"user","uuid":"u{}","parentUuid":"later{i}","message":{{"role":"user","content":"dup id"}}}}"#,
+                i - 4
+            ),
+            5 => format!(
+                r#"{{"type":"system","subtype":"compact_boundary","uuid":"{u}","parentUuid":null,"logicalParentUuid":"u{}","compactMetadata":{{"preTokens":5}}}}"#,
+                i - 5
+            ),
+            6 => format!(
+                r#"{{"type":"user","isCompactSummary":true,"uuid":"{u}","parentUuid":{parent},"message":{{"content":[{{"type":"text","text":"sum {i}"}}]}}}}"#
+            ),
+            7 => format!(r#"{{"type":"progress","uuid":"{u}","uuid":"x","parentUuid":3}}"#),
+            _ => format!(
+                r#"{{"type":"user","uuid":"later{}","parentUuid":{parent},"message":{{"role":"user","content":"\ud800 \u00e9"}}}}"#,
+                i - 4
+            ),
+        };
+        t.push_str(&line);
+        t.push('\n');
+        parent = format!("\"{u}\"");
+    }
+    let mut b = t.into_bytes();
+    b.extend_from_slice(
+        b"{\"type\":\"user\",\"uuid\":\"z\",\"parentUuid\":\"u1\",\"x\":\"\xff\"}\n",
+    );
+    b.extend_from_slice(b"{\"type\":\"user\",\"uu");
+    b
+}
+
+#[test]
+fn claude_code_pass_1_is_the_same_for_every_batch_size() {
+    let data = mixed_claude_code();
+    // one batch: one worker reads every line in order (the sequential reading)
+    let one = cc::plan_summary(&data, usize::MAX);
+    assert!(
+        one.0.len() > 400 && one.6.len() > 100,
+        "{} lines, {} problems",
+        one.0.len(),
+        one.6.len()
+    );
+    for batch in [1, 7, 100, 4096] {
+        assert!(cc::plan_summary(&data, batch) == one, "batch {batch}");
+    }
+}
+
+#[test]
+fn claude_code_output_is_the_same_in_memory_and_through_the_writer_thread() {
+    let d = tmp("cc-writer");
+    let src = d.join("s.jsonl");
+    std::fs::write(&src, mixed_claude_code()).unwrap();
+    let pi = d.join("s.pi.jsonl");
+    let r = to_pi(&src, None, &pi).unwrap();
+    let (mem, _) = to_pi_bytes(&std::fs::read(&src).unwrap(), &src, None).unwrap();
+    assert_eq!(r.files.len(), mem.len());
+    assert!(r.files.len() > 1, "sidechain files too");
+    for (p, (_, bytes)) in r.files.iter().zip(&mem) {
+        // the memory files are named beside the source ("s.") where the written ones are
+        // beside the output ("s.pi.")
+        let disk = String::from_utf8_lossy(&std::fs::read(p).unwrap()).replace("s.pi.", "s.");
+        assert!(disk.len() > 100);
+        assert!(disk.as_bytes() == bytes.as_slice(), "{}", p.display());
+    }
+}
+
+#[test]
+fn codex_usage_is_not_taken_by_a_payload_that_is_an_array() {
+    // an array payload is not an item (pass 2 reads only an object payload as one), so the
+    // token_count after it still belongs to the assistant message before it
+    let text = concat!(
+        r#"{"timestamp":"2025-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"r","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:01.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hi"}]}}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:02.000Z","type":"response_item","payload":["reasoning",null,null]}"#,
+        "\n",
+        r#"{"timestamp":"2025-01-01T00:00:03.000Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":5,"output_tokens":2}}}}"#,
+        "\n",
+    );
+    let e = pi_of("codex-array-payload", text);
+    assert_eq!(e[0]["message"]["role"], "assistant");
+    assert_eq!(e[0]["message"]["usage"]["input"], 5);
+    assert_eq!(e[0]["message"]["usage"]["output"], 2);
+    assert_eq!(e[1]["type"], "custom");
+}
+
+#[test]
+fn codex_usage_follows_each_assistant_item_over_many_lines() {
+    // pass 1 runs beside pass 2: every assistant item gets the usage of the token_count
+    // event after it (none when another item comes first), however far ahead pass 1 is
+    let mut text = String::from(
+        r#"{"timestamp":"2025-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"r","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}}"#,
+    );
+    text.push('\n');
+    for i in 0..30_000u32 {
+        text.push_str(&format!(r#"{{"timestamp":"2025-01-01T00:00:01.000Z","type":"response_item","payload":{{"type":"message","role":"assistant","content":"m{i}"}}}}"#));
+        text.push('\n');
+        if i % 3 != 0 {
+            text.push_str(&format!(r#"{{"timestamp":"2025-01-01T00:00:01.000Z","type":"event_msg","payload":{{"type":"token_count","info":{{"last_token_usage":{{"input_tokens":{i},"output_tokens":1}}}}}}}}"#));
+            text.push('\n');
+        }
+    }
+    let d = tmp("codex-many");
+    let src = d.join("s.jsonl");
+    std::fs::write(&src, &text).unwrap();
+    let (files, _) = to_pi_bytes(text.as_bytes(), &src, None).unwrap();
+    let mut seen = 0;
+    for l in String::from_utf8_lossy(&files[0].1).lines().skip(1) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if v["type"] != "message" {
+            continue;
+        }
+        let i: u64 = v["message"]["content"][0]["text"].as_str().unwrap()[1..]
+            .parse()
+            .unwrap();
+        let want = if i % 3 != 0 { i } else { 0 };
+        assert_eq!(v["message"]["usage"]["input"], want, "message {i}");
+        seen += 1;
+    }
+    assert_eq!(seen, 30_000);
+}

@@ -5,7 +5,7 @@
 //! tables.
 
 use super::keystore::KeyStore;
-use super::{Hasher, Index, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
+use super::{Index, KeyHasher, LineResult, ParsedLine, KID_NULL, KID_UNDEFINED, NONE};
 use crate::json::{JsVal, Val};
 use std::hash::BuildHasher;
 
@@ -218,8 +218,11 @@ impl Index {
 
     /// A new key of `tag` whose bytes are `data` (see [`KeyRec`]).
     pub(super) fn push_key(&mut self, tag: u8, data: &[u8]) -> u32 {
-        // (the map first: built lazily, it is sized by the keys before this one)
-        self.by_id_mut().push(NONE);
+        // (the map first: built lazily, it is sized by the keys before this one; a restored
+        // index that has not built it has no winner for a new key)
+        if let Some(m) = self.by_id_map_mut() {
+            m.push(NONE);
+        }
         self.kstore.push(tag, data)
     }
 
@@ -247,7 +250,7 @@ impl Index {
         self.hasher.hash_one((tag, data))
     }
     #[inline]
-    pub(super) fn key_hash(hasher: &Hasher, keys: &KeyStore, kid: u32) -> u64 {
+    pub(super) fn key_hash(hasher: &KeyHasher, keys: &KeyStore, kid: u32) -> u64 {
         let (tag, d) = keys.data(kid);
         if tag == K_STR {
             hasher.hash_one(d)
@@ -274,12 +277,21 @@ impl Index {
         }
     }
 
-    /// The table of every interned (string, number, boolean) key.
+    /// The key ids below this are a saved index's, found through its key lookup; the key table
+    /// holds the (string, number, boolean) keys from here on.
+    #[inline]
+    fn table_base(&self) -> u32 {
+        self.saved_lookup.as_ref().map_or(0, |l| l.nkeys)
+    }
+
+    /// The table of every interned (string, number, boolean) key from [`Index::table_base`] on:
+    /// after a restore with a saved key lookup, only those interned since (none at first).
     fn rebuild_table(&self) -> KeyTable {
         let mut t = KeyTable::default();
         let (hasher, ks) = (&self.hasher, &self.kstore);
         let nk = ks.len() as u32;
-        let n = (0..nk)
+        let base = self.table_base();
+        let n = (base..nk)
             .filter(|&k| matches!(ks.tag(k), K_STR | K_NUM | K_BOOL))
             .count();
         t.reserve(n, |k| Self::key_hash(hasher, ks, k));
@@ -288,7 +300,7 @@ impl Index {
         const AHEAD: usize = 16;
         let mut ring = [(0u64, 0u32); AHEAD];
         let mut pending = 0usize;
-        for kid in 0..nk {
+        for kid in base..nk {
             if matches!(ks.tag(kid), K_STR | K_NUM | K_BOOL) {
                 let h = Self::key_hash(hasher, ks, kid);
                 t.prefetch(h);
@@ -311,10 +323,55 @@ impl Index {
     /// Key id of a string, without interning.
     #[inline]
     pub(super) fn find_str(&self, s: &[u8], h: u64) -> Option<u32> {
-        self.table().find(h, |kid| {
+        let eq = |kid: u32| {
             let (tag, d) = self.kstore.data(kid);
             tag == K_STR && d.len() == s.len() && same_bytes(d, s)
-        })
+        };
+        self.table()
+            .find(h, eq)
+            .or_else(|| self.saved_lookup.as_ref()?.find(h, eq))
+    }
+
+    /// Key id of a number or boolean key (`tag`, its bits as [`Index::scalar_bits`] gives them),
+    /// without interning.
+    fn find_scalar(&self, tag: u8, data: u64, h: u64) -> Option<u32> {
+        let eq = |kid: u32| {
+            let (t, d) = self.key_data(kid);
+            t == tag && Self::scalar_bits(d) == data
+        };
+        self.table()
+            .find(h, eq)
+            .or_else(|| self.saved_lookup.as_ref()?.find(h, eq))
+    }
+
+    /// The seed the keys hash with (a saved index keeps it with its key lookup).
+    pub fn key_seed(&self) -> u64 {
+        self.key_seed
+    }
+
+    /// How many entries the key lookup holds: one per string, number and boolean key.
+    pub fn lookup_len(&self) -> usize {
+        self.table().len + self.saved_lookup.as_ref().map_or(0, |l| l.len())
+    }
+
+    /// The key lookup a saved index stores (see `lookup.rs`), ascending.
+    ///
+    /// Per string, number and boolean key, `hash >> 32 << 32 | key id` ([`Index::lookup_len`] of
+    /// them). A restored index's saved lookup is read whole.
+    pub fn lookup_entries(&self) -> Vec<u64> {
+        let t = self.table();
+        let mut v = self
+            .saved_lookup
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.to_vec());
+        v.reserve(t.len);
+        v.extend(
+            t.slots
+                .iter()
+                .filter(|&&s| s != 0)
+                .map(|&s| s & !0xffff_ffff | (s as u32 - 1) as u64),
+        );
+        super::lookup::sort_entries(v)
     }
 
     /// Hints the cache about the key-table slots a parsed line is about to look up.
@@ -354,10 +411,7 @@ impl Index {
 
     pub(super) fn intern_scalar(&mut self, tag: u8, data: u64) -> u32 {
         let h = self.hash_scalar(tag, data);
-        if let Some(k) = self.table().find(h, |kid| {
-            let (t, d) = self.key_data(kid);
-            t == tag && Self::scalar_bits(d) == data
-        }) {
+        if let Some(k) = self.find_scalar(tag, data, h) {
             return k;
         }
         let kid = if tag == K_BOOL {
@@ -417,7 +471,9 @@ impl Index {
         let (kr, kb) = self.kstore.tails_mut();
         reserve_large(kr, entries);
         reserve_large(kb, entries * 8);
-        reserve_large(self.by_id_mut(), entries);
+        if let Some(m) = self.by_id_map_mut() {
+            reserve_large(m, entries);
+        }
     }
 
     /// Key id of a string id, without interning (None when no such key exists).
@@ -491,7 +547,9 @@ impl Index {
     pub fn winner(&self, kid: u32) -> u32 {
         if self.by_id.get().is_none() {
             if let Some(w) = &self.saved_winners {
-                // (keys past the saved ones exist only once the map is built)
+                if let Some(&e) = self.winners_since.get(&kid) {
+                    return e;
+                }
                 return if (kid as usize) < w.len() {
                     *w.get(kid as usize)
                 } else {
@@ -520,6 +578,7 @@ impl Index {
             .damaged()
             .or_else(|| self.saved_winners.as_ref()?.damaged())
             .or_else(|| self.kstore.damaged())
+            .or_else(|| self.saved_lookup.as_ref()?.entries.damaged())
     }
 
     /// Whether a damaged block of the saved index could not be served from a cold scan. Then no
@@ -531,9 +590,15 @@ impl Index {
                 .as_ref()
                 .is_some_and(|w| w.unrecoverable())
             || self.kstore.unrecoverable()
+            || self
+                .saved_lookup
+                .as_ref()
+                .is_some_and(|l| l.entries.unrecoverable())
     }
 
-    /// Blocks read from the saved index so far (records, winners and key groups), of how many.
+    /// Blocks read from the saved index so far, of how many.
+    ///
+    /// Records, winners, key groups and key lookup blocks.
     pub fn saved_blocks_read(&self) -> (usize, usize) {
         let (a, b) = self.recs.blocks_read();
         let (c, d) = self
@@ -541,7 +606,11 @@ impl Index {
             .as_ref()
             .map_or((0, 0), |w| w.blocks_read());
         let (e, f) = self.kstore.groups_read();
-        (a + c + e, b + d + f)
+        let (g, h) = self
+            .saved_lookup
+            .as_ref()
+            .map_or((0, 0), |l| l.entries.blocks_read());
+        (a + c + e + g, b + d + f + h)
     }
 
     /// The by-id map (key id → winning entry index), built from the records on first use after
@@ -551,14 +620,31 @@ impl Index {
         self.by_id.get_or_init(|| self.build_by_id())
     }
 
-    /// The by-id map, to change (built first when it is not yet; see [`Index::by_id`]).
+    /// The by-id map, to change (built first when it is not yet; see [`Index::by_id`]), or None
+    /// for a restored index that has not built it: its winners are the saved ones and
+    /// `winners_since` (see [`Index::set_winner`]), so that indexing appended lines costs what
+    /// they cost, not a map of every key.
     #[inline]
-    pub(super) fn by_id_mut(&mut self) -> &mut Vec<u32> {
+    pub(super) fn by_id_map_mut(&mut self) -> Option<&mut Vec<u32>> {
         if self.by_id.get().is_none() {
+            if self.saved_winners.is_some() {
+                return None;
+            }
             let v = self.build_by_id();
             let _ = self.by_id.set(v);
         }
-        self.by_id.get_mut().expect("just built")
+        self.by_id.get_mut()
+    }
+
+    /// Makes entry `e` the winner of key `kid` (NONE: none); the winner before.
+    #[inline]
+    pub(super) fn set_winner(&mut self, kid: u32, e: u32) -> u32 {
+        if let Some(m) = self.by_id_map_mut() {
+            return std::mem::replace(&mut m[kid as usize], e);
+        }
+        let prev = self.winner(kid);
+        self.winners_since.insert(kid, e);
+        prev
     }
 
     /// The map from the records: one slot per key (NONE: no entry has that id).
@@ -572,9 +658,9 @@ impl Index {
             None => (Vec::new(), 0),
         };
         by_id.resize(self.kstore.len(), NONE);
-        for (i, r) in self.recs.iter().enumerate().skip(from) {
+        for i in from..self.recs.len() {
             // (every record's id is a key: checked when its block was read)
-            if let Some(slot) = by_id.get_mut(r.id as usize) {
+            if let Some(slot) = by_id.get_mut(self.recs[i].id as usize) {
                 *slot = i as u32;
             }
         }

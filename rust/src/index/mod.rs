@@ -22,6 +22,7 @@ mod keystore;
 mod labels;
 mod legacy;
 mod line;
+mod lookup;
 mod persist;
 mod problems;
 mod recs;
@@ -38,11 +39,15 @@ use crate::json::{JsVal, TopKind, Val};
 pub use keys::KeyRec;
 use keys::KeyTable;
 pub use keystore::{KeySections, KeyStore, PagedKeys, KEY_GROUP};
+pub use lookup::{lookup_block_ok, SavedLookup};
 use problems::{P_BLANK, P_EXTRA_HEADER, P_FALSY, P_MALFORMED, P_TOO_LONG, P_TORN, P_UTF8};
 use std::collections::HashMap;
 
-/// Hash state for keys: fast, randomly seeded per index (file contents cannot aim at it).
+/// Hash state for small maps keyed by key ids: fast, randomly seeded.
 type Hasher = foldhash::fast::RandomState;
+/// Hash state for keys: fast, seeded per index with a random seed that a saved index keeps (its
+/// key lookup is hashed with it; file contents cannot aim at it).
+type KeyHasher = foldhash::fast::FixedState;
 
 pub const NONE: u32 = u32::MAX;
 /// Key id of JavaScript `undefined`.
@@ -163,6 +168,14 @@ impl Rec {
     }
 }
 
+/// A random 64-bit seed (the standard library's per-process random keys, bumped per call).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher as _};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x5e55_1017);
+    h.finish()
+}
+
 /// The 54-bit code of a `Date` value (see [`Rec`]).
 #[inline]
 fn ts_code(ts: f64) -> i64 {
@@ -240,7 +253,13 @@ pub struct Index {
     ///
     /// The table holds key ids (built lazily after a restore from a saved index)
     keys: std::sync::OnceLock<KeyTable>,
-    hasher: Hasher,
+    hasher: KeyHasher,
+    /// the seed of `hasher` (random, or the saved index's)
+    key_seed: u64,
+    /// a saved index's key lookup, read on demand (a restored index only). The key table then
+    /// holds only the keys interned since the restore (from `SavedLookup::nkeys` on); a lookup
+    /// asks the table, then this (see `keys.rs`)
+    saved_lookup: Option<Box<lookup::SavedLookup>>,
     /// the keys (see [`KeyRec`]; read on demand after a restore)
     kstore: keystore::KeyStore,
     /// key id → winning entry index (NONE when no entry has that id).
@@ -251,6 +270,9 @@ pub struct Index {
     /// the saved index's by-id map, read on demand until `by_id` is built (a restored index
     /// only; see [`Index::winner`])
     saved_winners: Option<Box<recs::Paged<u32>>>,
+    /// the winners changed since the restore while `by_id` is not built (key id → winning entry
+    /// index; with `saved_winners`, see [`Index::winner`])
+    winners_since: hashbrown::HashMap<u32, u32, Hasher>,
     types: Vec<String>,
     type_codes: HashMap<String, u16>,
     roles: Vec<String>,
@@ -304,7 +326,16 @@ impl Default for HeaderStateBox {
 
 impl Index {
     pub fn new() -> Self {
+        Index::with_key_seed(random_seed())
+    }
+
+    /// An empty index whose keys hash with `seed`.
+    ///
+    /// A saved index's seed, for a scan that must give the same saved key lookup.
+    pub fn with_key_seed(seed: u64) -> Self {
         let mut ix = Index {
+            hasher: KeyHasher::with_seed(seed),
+            key_seed: seed,
             session_info: NONE,
             leaf: Leaf::Null,
             last_v1_id: NONE,
@@ -383,9 +414,7 @@ impl Index {
             self.row_sums = p.row_sums_prev;
         }
         if let Some((kid, prev)) = p.by_id_prev {
-            let slot = &mut self.by_id_mut()[kid as usize];
-            let now = *slot;
-            *slot = prev;
+            let now = self.set_winner(kid, prev);
             if prev != NONE && now != NONE && prev != now {
                 self.dup_ids -= 1;
             }
@@ -560,8 +589,7 @@ impl Index {
         if etype == T_CONTEXT_EDIT && self.first_context_edit == NONE {
             self.first_context_edit = idx;
         }
-        let slot = &mut self.by_id_mut()[id as usize];
-        let prev = std::mem::replace(slot, idx);
+        let prev = self.set_winner(id, idx);
         self.prev_winner_scratch = prev;
         if prev != NONE {
             self.dup_ids += 1;

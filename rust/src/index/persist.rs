@@ -2,9 +2,10 @@
 //! its folder. Only what cannot be derived is written: the meta (a stamp of the fixed type and role
 //! names, [`fixed_names_stamp`], then the extra type and role names, labels, problem runs, line
 //! runs, label/compaction targets, extra headers, the header state), the key records and key bytes
-//! as they are, and the records as their bytes. The by-id map and the duplicate count are rebuilt
-//! from the records; the key table is rebuilt on first use (a warm open that looks no id up never
-//! pays for it).
+//! as they are, and the records as their bytes; the meta ends with the seed the keys hash with
+//! and the size of the key lookup (`lookup.rs`), which `crate::saved` stores. A restored index
+//! finds saved keys through the saved key lookup and winners through the saved by-id map; its
+//! key table holds only the keys interned since.
 //!
 //! Restoring trusts nothing: every length is checked against the bytes left before anything
 //! is allocated, and every key (tag, start, the bytes of its kind, UTF-8 for strings), key
@@ -316,6 +317,9 @@ impl Index {
         o.u32(self.first_context_edit);
         o.u64(self.v1_seed);
         o.u32(self.dup_ids);
+        // last, at fixed places from the end (see `meta_lookup`): the key lookup's seed and size
+        o.u64(self.key_seed);
+        o.u64(self.lookup_len() as u64);
     }
 
     /// The key records as their bytes (8 each, see `KeyRec`) and the key bytes.
@@ -357,6 +361,15 @@ impl Index {
         Index::restore_meta(meta, keys, recs.len(), covered)?.restore_records(recs)
     }
 
+    /// The key seed and the key lookup's size that end a meta section; None when too short.
+    ///
+    /// As [`Index::persist_meta`] writes them.
+    pub fn meta_lookup(meta: &[u8]) -> Option<(u64, u64)> {
+        let n = meta.len().checked_sub(16)?;
+        let v = |at: usize| u64::from_ne_bytes(meta[at..at + 8].try_into().expect("8 bytes"));
+        Some((v(n), v(n + 8)))
+    }
+
     /// The first half of restoring a saved index.
     ///
     /// Everything but the records. `keys` are the keys (checked in memory by the caller, or
@@ -369,8 +382,9 @@ impl Index {
         nrecs: usize,
         covered: u64,
     ) -> Option<Index> {
-        let mut ix = Index::new();
-        let mut r = In::new(meta);
+        let (seed, nlookup) = Index::meta_lookup(meta)?;
+        let mut ix = Index::with_key_seed(seed);
+        let mut r = In::new(&meta[..meta.len() - 16]);
         if r.u64()? != fixed_names_stamp(&super::TYPE_NAMES, &super::ROLE_NAMES) {
             return None; // saved by a build with other fixed names: its codes mean other types
         }
@@ -488,7 +502,7 @@ impl Index {
         if ix.first_context_edit != NONE && ix.first_context_edit as usize >= nrecs {
             return None;
         }
-        if ix.dup_ids as usize > nrecs {
+        if ix.dup_ids as usize > nrecs || nlookup > nkeys as u64 {
             return None;
         }
         ix.kstore = keys;
@@ -498,7 +512,8 @@ impl Index {
         ix.leaf = leaf;
         ix.header = HeaderStateBox(HeaderState::Valid);
         ix.header_span = Some((hs, hl));
-        // the key table (hashed with this index's own random seed) is rebuilt on first use
+        // the key table (hashed with the saved seed) is rebuilt on first use: all keys without a
+        // saved key lookup, else only those interned after the restore (see `restore_paged`)
         ix.keys = std::sync::OnceLock::new();
         ix.pending_recs = nrecs as u32;
         Some(ix)
@@ -525,15 +540,21 @@ impl Index {
     /// records and `winners` are read and checked block by block as queries need them (see `recs`).
     /// The duplicate count is the meta's. None when `recs` is not the number of records announced
     /// or `winners` not one per key.
+    ///
+    /// `lookup` is the saved key lookup (`lookup.rs`) of every saved key, which must be for this
+    /// many keys; it must hold [`Index::meta_lookup`]'s number of entries (checked by the caller,
+    /// which sized it from the meta).
     pub fn restore_paged(
         mut self,
         recs: super::PagedRecs,
         winners: super::Paged<u32>,
+        lookup: super::SavedLookup,
     ) -> Option<Index> {
         let recs = super::Recs::paged(recs);
         if recs.len() != self.pending_recs as usize
             || !self.recs.is_empty()
             || winners.len() != self.kstore.len()
+            || lookup.nkeys as usize != self.kstore.len()
         {
             return None;
         }
@@ -541,6 +562,9 @@ impl Index {
         self.pending_recs = 0;
         self.by_id = std::sync::OnceLock::new();
         self.saved_winners = Some(Box::new(winners));
+        self.saved_lookup = Some(Box::new(lookup));
+        // the key table holds only the keys interned from now on
+        self.keys = std::sync::OnceLock::new();
         Some(self)
     }
 

@@ -32,6 +32,8 @@ pub unsafe trait Plain: Copy + Send + Sync + 'static {}
 unsafe impl Plain for Rec {}
 // SAFETY: a primitive integer.
 unsafe impl Plain for u32 {}
+// SAFETY: a primitive integer.
+unsafe impl Plain for u64 {}
 
 /// Items from their bytes; None unless a whole number of them.
 fn items_from_bytes<T: Plain>(b: &[u8]) -> Option<Vec<T>> {

@@ -1021,7 +1021,9 @@ impl LineParser {
     ///
     /// `buf[from]` is the `,` or `}` after those members. The rest is read and checked as
     /// [`LineParser::parse_object_line_into`] does (a later duplicate key still wins, as in
-    /// `JSON.parse`); UTF-8 is checked from `from` on.
+    /// `JSON.parse`); UTF-8 is checked from `from` on. `sk.canon` is set as that parse sets it,
+    /// from what the members from `from` on show: the caller's members must be
+    /// `JSON.stringify`'s text (as `crate::append` writes them).
     pub fn parse_object_line_rest<'a>(
         &mut self,
         buf: &'a [u8],
@@ -1029,15 +1031,18 @@ impl LineParser {
         sk: &mut Skel<'a>,
     ) -> Option<usize> {
         let mut p = self.at::<false>(buf, from);
-        // (the members before `from` are not seen: the line is not marked `canon`)
         if p.member_end().ok()? {
             p.top_members(sk).ok()?;
         }
+        let (canon, end) = (p.canon, p.i);
         p.ws();
         if p.i < buf.len() && buf[p.i] != b'\n' {
             return None;
         }
         sk.invalid_utf8 = simdutf8::basic::from_utf8(&buf[from..p.i]).is_err();
+        // the members before `from` are the caller's, which writes them as `JSON.stringify`
+        // does: the line is marked `canon` on what the rest shows
+        sk.canon = canon && !OddEscapes::seen() && p.i == end;
         Some(p.i)
     }
 

@@ -20,8 +20,9 @@
 //! It streams: [`read_batch`] reads a batch of entries from the store (ids, types, parents,
 //! lines, the lookups by id the mapping needs); [`Mapper::map_batch`] maps it without the store
 //! (the binding releases the GIL there) and hands back the finished request lines. Kept per
-//! entry: its parent, group, time, span id and active flag (29 bytes); per user turn and
-//! abandoned branch one pending span until [`Mapper::finish_chunk`]. Bad input (no timestamps,
+//! entry: its group, time and two flags (13 bytes; its parent too in the content modes): its span
+//! id is derived again where a link needs it; per user turn and abandoned branch a small record
+//! (about 60 bytes, its id in one shared buffer) until [`Mapper::finish_chunk`]. Bad input (no timestamps,
 //! unknown types, usage that is not a number) still gives a valid trace; each problem is
 //! recorded ([`Mapper::problems`], and as a `sessiontree.problem` event on the root span).
 
@@ -44,6 +45,10 @@ pub const SEMCONV_VERSION: &str = "1.41.0";
 pub const SPANS_PER_REQUEST: usize = 512;
 /// Entries read per batch.
 pub const BATCH: usize = 2048;
+/// Turn and branch spans written per [`Mapper::finish_chunk`].
+///
+/// One request line's worth: what the call hands back at once.
+pub const FINISH: usize = 512;
 /// Events kept on one span; more are counted in `droppedEventsCount`.
 pub const MAX_EVENTS: usize = 256;
 /// Problems kept per session; more are counted.
@@ -54,8 +59,14 @@ pub const MAX_CONTENT_CHARS: usize = 1 << 20;
 const INTERNAL: u8 = 1;
 const CLIENT: u8 = 3;
 const ROOT: i64 = -1;
-const UNSEEN: i64 = -2;
 const NO_PARENT: u32 = u32::MAX;
+/// [`Mapper`]'s `group` of an entry not mapped yet, and of one under the root.
+const G_UNSEEN: u32 = u32::MAX;
+const G_ROOT: u32 = u32::MAX - 1;
+/// [`Mapper`]'s `flags` of an entry: on the active path; it has a span of its own (a chat, a
+/// bash execution, a summary, a turn), its id from its entry id; else its span is its group's.
+const ACTIVE: u8 = 1;
+const OWN_SPAN: u8 = 2;
 
 /// What content the spans carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,8 +193,12 @@ pub struct Batch {
     repeated: Vec<bool>,
     /// the id of the parent, for the entries that start an abandoned branch
     fork_ids: Vec<Option<String>>,
+    /// for those entries, the parent's own span id (used when it has one)
+    fork_own: Vec<[u8; 8]>,
     /// for branch summaries: `Some(position)` of `fromId` by the by-id lookup
     from_pos: Vec<Option<u32>>,
+    /// for those, the own span id of that entry (used when it has one)
+    from_own: Vec<[u8; 8]>,
     raw: Vec<u8>,
     span: Vec<(usize, usize)>,
 }
@@ -218,24 +233,62 @@ struct Pending {
 }
 
 /// A turn or a branch: its span is written at the end (what falls in it may come anywhere
-/// later in the file). Kept small: about 100 bytes and its id.
+/// later in the file). Kept small: 56 bytes (its id in [`Mapper`]'s `group_ids`, a branch's
+/// fork point span in `forks`; its parent span is its parent group's).
 struct Group {
     span: [u8; 8],
-    parent_span: [u8; 8],
-    /// the group it nests in (its index), or [`ROOT`]
-    parent_group: i64,
     start: f64,
     end: f64,
-    /// a turn: its user message's position; a branch: its first entry's
-    pos: u32,
-    turn: bool,
-    active: bool,
-    /// a turn: the user message's id; a branch: `fromId` (the fork point's id, or `root`)
-    id: Box<str>,
-    /// a branch: the fork point's span (its link)
-    fork: [u8; 8],
     /// events, and the input messages in content modes (most groups have neither)
     extra: Option<Box<Extra>>,
+    /// the group it nests in (its index), or [`G_ROOT`]
+    parent_group: u32,
+    /// a turn: its user message's position; a branch: its first entry's
+    pos: u32,
+    /// a turn: the user message's id; a branch: `fromId` (the fork point's id, or `root`): the
+    /// end of its bytes in `group_ids` (the previous group's end is their start)
+    id_end: u32,
+    turn: bool,
+    active: bool,
+}
+
+/// The groups in the order they were made, in blocks of [`Groups::BLOCK`] (no doubling of one
+/// large array as they grow: at most one block's room unused).
+#[derive(Default)]
+struct Groups {
+    blocks: Vec<Vec<Group>>,
+    len: usize,
+}
+
+impl Groups {
+    const BLOCK: usize = 4096;
+
+    fn push(&mut self, g: Group) {
+        if self.blocks.last().is_none_or(|b| b.len() == Self::BLOCK) {
+            self.blocks.push(Vec::with_capacity(Self::BLOCK));
+        }
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(g);
+            self.len += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Index<usize> for Groups {
+    type Output = Group;
+    fn index(&self, ix: usize) -> &Group {
+        &self.blocks[ix / Self::BLOCK][ix % Self::BLOCK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Groups {
+    fn index_mut(&mut self, ix: usize) -> &mut Group {
+        &mut self.blocks[ix / Self::BLOCK][ix % Self::BLOCK]
+    }
 }
 
 #[derive(Default)]
@@ -243,7 +296,7 @@ struct Extra {
     events: Vec<u8>,
     n_events: usize,
     dropped: u64,
-    input: Option<String>,
+    input: Option<AttrValue>,
 }
 
 /// The state of one session's export.
@@ -255,13 +308,18 @@ pub struct Mapper {
     n: usize,
     dups: bool,
     parent: Vec<u32>,
-    group: Vec<i64>,
+    /// the group (turn or branch) each entry falls in: an index into `group_list`, [`G_ROOT`]
+    /// or [`G_UNSEEN`]
+    group: Vec<u32>,
     time: Vec<f64>,
-    own: Vec<[u8; 8]>,
-    active: Vec<bool>,
-    /// turns by their user message's position, branches by n + their first entry's position
+    /// [`ACTIVE`], [`OWN_SPAN`]
+    flags: Vec<u8>,
     /// the turns and branches in the order they were made (`group` holds indices into it)
-    group_list: Vec<Option<Group>>,
+    group_list: Groups,
+    /// the groups' ids, one after the other (see [`Group::id_end`])
+    group_ids: String,
+    /// the branches' fork point spans (their links), by group index, in order
+    forks: Vec<(u32, [u8; 8])>,
     /// tool call id -> (order made, pending span)
     tools: HashMap<String, (u64, Pending)>,
     tool_seq: u64,
@@ -412,11 +470,12 @@ impl Mapper {
             } else {
                 vec![NO_PARENT; n]
             },
-            group: vec![UNSEEN; n],
+            group: vec![G_UNSEEN; n],
             time: vec![f64::NAN; n],
-            own: vec![[0; 8]; n],
-            active: vec![false; n],
-            group_list: Vec::new(),
+            flags: vec![0; n],
+            group_list: Groups::default(),
+            group_ids: String::new(),
+            forks: Vec::new(),
             tools: HashMap::new(),
             tool_seq: 0,
             recent: HashMap::new(),
@@ -461,8 +520,8 @@ impl Mapper {
         match active {
             Ok(pos) => {
                 for p in pos {
-                    if let Some(a) = m.active.get_mut(p as usize) {
-                        *a = true;
+                    if let Some(a) = m.flags.get_mut(p as usize) {
+                        *a |= ACTIVE;
                     }
                 }
             }
@@ -643,25 +702,38 @@ impl Mapper {
 
     // --- helpers ---
 
-    /// `value`'s JSON text as a content attribute (cut to [`MAX_CONTENT_CHARS`] characters).
-    fn content_value(&mut self, text: Vec<u8>, what: &str) -> String {
-        // the text is the mapping's own JSON (UTF-8 by construction): checked with SIMD
+    /// The JSON text of `doc` as a content attribute's value (cut to [`MAX_CONTENT_CHARS`]
+    /// characters, the cut recorded as a problem). Written escaped as the attribute's string in
+    /// one pass; the text is made first only when it may be over the limit.
+    fn content_value(&mut self, doc: &J, what: &str) -> AttrValue {
+        let (v, problem) = Self::content_of(doc, what);
+        if let Some(p) = problem {
+            self.problem(p);
+        }
+        v
+    }
+
+    /// [`Mapper::content_value`]: the value and the problem to record.
+    fn content_of(doc: &J, what: &str) -> (AttrValue, Option<String>) {
+        let mut escaped = Vec::new();
+        doc.write_escaped(&mut escaped);
+        // the text is no longer than its escaped form
+        if escaped.len() <= MAX_CONTENT_CHARS {
+            return (AttrValue::Escaped(escaped), None);
+        }
+        drop(escaped);
+        // the mapping's own JSON (UTF-8 by construction): checked with SIMD
+        let text = doc.to_vec();
         let text = match simdutf8::basic::from_utf8(&text) {
             // SAFETY: `text` was just checked to be UTF-8
             Ok(_) => unsafe { String::from_utf8_unchecked(text) },
             Err(_) => String::from_utf8_lossy(&text).into_owned(),
         };
-        let chars = if text.len() > MAX_CONTENT_CHARS {
-            text.chars().count()
-        } else {
-            text.len()
-        };
+        let chars = text.chars().count();
         if chars <= MAX_CONTENT_CHARS {
-            return text;
+            return (AttrValue::Str(text), None);
         }
-        self.problem(format!(
-            "{what}: content of {chars} characters cut to {MAX_CONTENT_CHARS}"
-        ));
+        let problem = format!("{what}: content of {chars} characters cut to {MAX_CONTENT_CHARS}");
         let cut: String = text.chars().take(MAX_CONTENT_CHARS).collect();
         let j = J::Arr(vec![J::Obj(vec![
             ("role", J::Str("user".into())),
@@ -673,7 +745,8 @@ impl Mapper {
                 ])]),
             ),
         ])]);
-        String::from_utf8(j.to_vec()).unwrap_or_default()
+        let v = AttrValue::Str(String::from_utf8(j.to_vec()).unwrap_or_default());
+        (v, Some(problem))
     }
 
     fn group_span(&self, g: i64) -> [u8; 8] {
@@ -685,21 +758,78 @@ impl Mapper {
     }
 
     fn grp(&self, g: i64) -> &Group {
-        self.group_list[g as usize]
-            .as_ref()
-            .expect("a group is written only at the end")
+        &self.group_list[g as usize]
     }
 
     fn grp_mut(&mut self, g: i64) -> &mut Group {
-        self.group_list[g as usize]
-            .as_mut()
-            .expect("a group is written only at the end")
+        &mut self.group_list[g as usize]
     }
 
-    /// Adds a group; its index.
-    fn add_group(&mut self, gr: Group) -> i64 {
-        self.group_list.push(Some(gr));
+    /// The id of group `ix` (see [`Group::id_end`]).
+    fn group_id(&self, ix: usize) -> &str {
+        let lo = match ix {
+            0 => 0,
+            _ => self.group_list[ix - 1].id_end as usize,
+        };
+        &self.group_ids[lo..self.group_list[ix].id_end as usize]
+    }
+
+    /// Adds a group (a turn or a branch) under group `parent`, with id `id`; its index.
+    #[allow(clippy::too_many_arguments)]
+    fn add_group(
+        &mut self,
+        span: [u8; 8],
+        parent: i64,
+        start: f64,
+        end: f64,
+        pos: usize,
+        turn: bool,
+        active: bool,
+        id: &str,
+    ) -> i64 {
+        // the ids' total is held to 4 GiB (`id_end` is 32 bits): past it an id reads as empty
+        if self.group_ids.len() + id.len() <= u32::MAX as usize {
+            self.group_ids.push_str(id);
+        }
+        self.group_list.push(Group {
+            span,
+            start,
+            end,
+            extra: None,
+            parent_group: Self::stored(parent),
+            pos: pos as u32,
+            id_end: self.group_ids.len() as u32,
+            turn,
+            active,
+        });
         (self.group_list.len() - 1) as i64
+    }
+
+    /// A group index as `group` holds it.
+    fn stored(g: i64) -> u32 {
+        if g < 0 {
+            G_ROOT
+        } else {
+            u32::try_from(g).unwrap_or(G_ROOT)
+        }
+    }
+
+    /// The group of entry `q` (mapped already), [`ROOT`] for the root.
+    fn group_of(&self, q: usize) -> i64 {
+        match self.group[q] {
+            G_ROOT | G_UNSEEN => ROOT,
+            g => i64::from(g),
+        }
+    }
+
+    /// The span of entry `q` (mapped already): `own`, its own span's id as [`read_batch`]
+    /// derived it, when it has one, else its group's.
+    fn span_of(&self, q: usize, own: [u8; 8]) -> [u8; 8] {
+        if self.flags[q] & OWN_SPAN != 0 {
+            own
+        } else {
+            self.group_span(self.group_of(q))
+        }
     }
 
     /// Extends group `g` and its ancestors (at most 8 up) and the root to `ms`.
@@ -723,7 +853,10 @@ impl Mapper {
             if rec.start.is_nan() || rec.start > ms {
                 rec.start = ms;
             }
-            g = rec.parent_group;
+            g = match rec.parent_group {
+                G_ROOT | G_UNSEEN => ROOT,
+                pg => i64::from(pg),
+            };
             hops += 1;
         }
     }
@@ -744,8 +877,6 @@ impl Mapper {
             )
         } else {
             let x = self.group_list[g as usize]
-                .as_mut()
-                .expect("a group is written only at the end")
                 .extra
                 .get_or_insert_with(Box::default);
             (&mut x.events, &mut x.n_events, &mut x.dropped)
@@ -882,7 +1013,7 @@ impl Mapper {
         let mut parent = (b.parents[k] != NO_PARENT && (b.parents[k] as usize) < self.n)
             .then_some(b.parents[k] as usize);
         if let Some(q) = parent {
-            if self.group[q] == UNSEEN {
+            if self.group[q] == G_UNSEEN {
                 self.problem(format!(
                     "{what}: its parent comes later in the file (placed under the root)"
                 ));
@@ -895,7 +1026,7 @@ impl Mapper {
                 if let Some(slot) = self.parent.get_mut(p) {
                     *slot = q as u32;
                 }
-                g = self.group[q];
+                g = self.group_of(q);
                 start = self.time[q];
                 if ms.is_nan() {
                     ms = start;
@@ -910,10 +1041,11 @@ impl Mapper {
             start = ms;
         }
         self.time[p] = ms;
-        let active = self.active[p];
+        let is_active = |q: usize| self.flags[q] & ACTIVE != 0;
+        let active = is_active(p);
         let mut own = self.group_span(g);
-        if !active && parent.is_none_or(|q| self.active[q]) {
-            let fork = parent.map_or(self.root_span, |q| self.own[q]);
+        if !active && parent.is_none_or(is_active) {
+            let fork = parent.map_or(self.root_span, |q| self.span_of(q, b.fork_own[k]));
             let from_id = match parent {
                 None => "root".to_string(),
                 Some(q) => b.fork_ids[k].clone().unwrap_or_else(|| format!("#{q}")),
@@ -921,19 +1053,8 @@ impl Mapper {
             let mut parts = cur.clone();
             parts.push("branch");
             let bspan = span_id_of(&self.sid, &parts);
-            g = self.add_group(Group {
-                span: bspan,
-                parent_span: own,
-                parent_group: g,
-                start,
-                end: ms,
-                pos: p as u32,
-                turn: false,
-                active: false,
-                id: from_id.into(),
-                fork,
-                extra: None,
-            });
+            g = self.add_group(bspan, g, start, ms, p, false, false, &from_id);
+            self.forks.push(((self.group_list.len() - 1) as u32, fork));
             own = bspan;
         }
         self.touch(g, ms);
@@ -969,19 +1090,7 @@ impl Mapper {
                                     self.recent.insert(p, im);
                                 }
                             }
-                            g = self.add_group(Group {
-                                span: sp,
-                                parent_span: own,
-                                parent_group: g,
-                                start: ms,
-                                end: ms,
-                                pos: p as u32,
-                                turn: true,
-                                active,
-                                id: eid.as_str().into(),
-                                fork: [0; 8],
-                                extra: None,
-                            });
+                            g = self.add_group(sp, g, ms, ms, p, true, active, &eid);
                             self.touch(g, ms);
                         }
                         Some("assistant") => {
@@ -1021,9 +1130,9 @@ impl Mapper {
                                     "gen_ai.tool.call.arguments",
                                     AttrValue::Str(String::from_utf8_lossy(&args).into_owned()),
                                 );
-                                let res = msg.get("output").map_or(J::Null, J::Val).to_vec();
-                                let v = self.content_value(res, &what);
-                                attrs.set("gen_ai.tool.call.result", AttrValue::Str(v));
+                                let res = msg.get("output").map_or(J::Null, J::Val);
+                                let v = self.content_value(&res, &what);
+                                attrs.set("gen_ai.tool.call.result", v);
                                 let im = Self::input_json(msg).unwrap_or_else(|| b"{}".to_vec());
                                 self.recent.insert(p, im);
                             }
@@ -1055,7 +1164,7 @@ impl Mapper {
                 }
             }
             Some(t @ ("compaction" | "branch_summary")) => {
-                span_here = Some(self.summary(p, &at, t, raw, b.from_pos[k]));
+                span_here = Some(self.summary(p, &at, t, raw, b.from_pos[k], b.from_own[k]));
             }
             Some("custom_message") => {
                 let mut a = ev_attrs(&eid);
@@ -1100,8 +1209,10 @@ impl Mapper {
                 self.event(g, ms, "sessiontree.entry", &a);
             }
         }
-        self.group[p] = g;
-        self.own[p] = span_here.unwrap_or_else(|| self.group_span(g));
+        self.group[p] = Self::stored(g);
+        if span_here.is_some() {
+            self.flags[p] |= OWN_SPAN;
+        }
     }
 
     fn chat(&mut self, at: &Site, msg: &Map<String, Value>, parent: Option<usize>) -> [u8; 8] {
@@ -1148,19 +1259,21 @@ impl Mapper {
                 .filter(|m| m.as_slice() != b"{}")
                 .collect();
             if !inputs.is_empty() {
-                let j = J::Arr(inputs.iter().map(|m| J::Raw(m)).collect()).to_vec();
-                let v = self.content_value(j, &what);
-                attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+                let j = J::Arr(inputs.iter().map(|m| J::Raw(m)).collect());
+                let (v, problem) = Self::content_of(&j, &what);
+                attrs.set("gen_ai.input.messages", v);
+                if let Some(p) = problem {
+                    self.problem(p);
+                }
             }
             let fr = stop_s.map_or("stop", finish_reason);
             let j = J::Arr(vec![J::Obj(vec![
                 ("role", J::Str("assistant".into())),
                 ("parts", parts(msg.get("content"))),
                 ("finish_reason", J::Str(fr.into())),
-            ])])
-            .to_vec();
-            let v = self.content_value(j, &what);
-            attrs.set("gen_ai.output.messages", AttrValue::Str(v));
+            ])]);
+            let v = self.content_value(&j, &what);
+            attrs.set("gen_ai.output.messages", v);
         }
         let err = (stop_s == Some("error")).then(|| {
             str_of(msg.get("errorMessage"))
@@ -1194,9 +1307,9 @@ impl Mapper {
                 ta.set("gen_ai.tool.type", s("function"));
                 ta.set("sessiontree.entry.id", s(eid));
                 if full {
-                    let args = b.get("arguments").map_or(J::Null, J::Val).to_vec();
-                    let v = self.content_value(args, &what);
-                    ta.set("gen_ai.tool.call.arguments", AttrValue::Str(v));
+                    let args = b.get("arguments").map_or(J::Null, J::Val);
+                    let v = self.content_value(&args, &what);
+                    ta.set("gen_ai.tool.call.arguments", v);
                 }
                 let mut parts: Vec<&str> = at.cur.to_vec();
                 parts.push("tool");
@@ -1280,9 +1393,9 @@ impl Mapper {
         rec.end = at.ms;
         rec.attrs.set("sessiontree.result.entry_id", s(eid));
         if full {
-            let t = J::Str(text_of(msg.get("content"))).to_vec();
-            let v = self.content_value(t, &format!("entry {eid}"));
-            rec.attrs.set("gen_ai.tool.call.result", AttrValue::Str(v));
+            let t = J::Str(text_of(msg.get("content")));
+            let v = self.content_value(&t, &format!("entry {eid}"));
+            rec.attrs.set("gen_ai.tool.call.result", v);
         }
         self.emit(&rec, err.as_deref());
     }
@@ -1294,6 +1407,7 @@ impl Mapper {
         etype: &str,
         raw: &Map<String, Value>,
         from_pos: Option<u32>,
+        from_own: [u8; 8],
     ) -> [u8; 8] {
         let eid = at.eid;
         let what = format!("entry {eid}");
@@ -1329,8 +1443,8 @@ impl Mapper {
             if let (Some(fid), Some(q)) = (from_id.filter(|x| !x.is_empty()), from_pos) {
                 let q = q as usize;
                 if q < self.n {
-                    let target = if self.group[q] != UNSEEN {
-                        self.own[q]
+                    let target = if self.group[q] != G_UNSEEN {
+                        self.span_of(q, from_own)
                     } else {
                         span_id_of(&self.sid, &[fid])
                     };
@@ -1365,10 +1479,9 @@ impl Mapper {
                         ])]),
                     ),
                     ("finish_reason", J::Str("stop".into())),
-                ])])
-                .to_vec();
-                let v = self.content_value(j, &what);
-                attrs.set("gen_ai.output.messages", AttrValue::Str(v));
+                ])]);
+                let v = self.content_value(&j, &what);
+                attrs.set("gen_ai.output.messages", v);
                 let im = J::Obj(vec![
                     ("role", J::Str("user".into())),
                     (
@@ -1399,17 +1512,20 @@ impl Mapper {
 
     // --- the end ---
 
+    /// The groups [`Mapper::finish_chunk`] `k` writes (indices into `group_list`).
+    fn chunk_range(&self, k: usize) -> std::ops::Range<usize> {
+        let n = self.group_list.len();
+        k.saturating_mul(FINISH).min(n)..k.saturating_add(1).saturating_mul(FINISH).min(n)
+    }
+
     /// The positions of the user messages whose turn spans [`Mapper::finish_chunk`] `k` writes.
     /// Their content is read again then, in content modes; none otherwise.
     pub fn chunk_turns(&self, k: usize) -> Vec<usize> {
         if self.content == Content::None {
             return Vec::new();
         }
-        let lo = (k * BATCH).min(self.group_list.len());
-        let hi = ((k + 1) * BATCH).min(self.group_list.len());
-        self.group_list[lo..hi]
-            .iter()
-            .flatten()
+        self.chunk_range(k)
+            .map(|ix| &self.group_list[ix])
             .filter(|g| g.turn)
             .map(|g| g.pos as usize)
             .collect()
@@ -1417,7 +1533,7 @@ impl Mapper {
 
     /// The number of [`Mapper::finish_chunk`] calls that end the trace.
     pub fn chunks(&self) -> usize {
-        self.group_list.len().div_ceil(BATCH)
+        self.group_list.len().div_ceil(FINISH)
     }
 
     /// Writes the tool calls left without a result (once, before the turn and branch spans).
@@ -1436,15 +1552,15 @@ impl Mapper {
     }
 
     /// Writes the tool calls left without a result, then the turn and branch spans of chunk `k`.
-    /// Tool calls at the first call; spans made [`BATCH`] at a time, in the order they were made.
-    /// `lines`: in content modes, the lines of [`Mapper::chunk_turns`] `k`, in that order.
+    /// Tool calls at the first call; spans made [`FINISH`] at a time, in the order they were
+    /// made. `lines`: in content modes, the lines of [`Mapper::chunk_turns`] `k`, in that order.
     pub fn finish_chunk(&mut self, k: usize, lines: &[Vec<u8>]) {
         self.close_tools();
-        let lo = (k * BATCH).min(self.group_list.len());
-        let hi = ((k + 1) * BATCH).min(self.group_list.len());
+        let range = self.chunk_range(k);
         if self.content != Content::None {
-            let turns: Vec<usize> = (lo..hi)
-                .filter(|&ix| self.group_list[ix].as_ref().is_some_and(|g| g.turn))
+            let turns: Vec<usize> = range
+                .clone()
+                .filter(|&ix| self.group_list[ix].turn)
                 .collect();
             for (ix, line) in turns.into_iter().zip(lines) {
                 let line = self.scrub_line(line).into_owned();
@@ -1454,61 +1570,78 @@ impl Mapper {
                     .and_then(Value::as_object)
                     .and_then(Self::input_json);
                 if let Some(im) = im {
-                    let what = format!("entry {}", self.grp(ix as i64).id);
-                    let v = self.content_value(J::Arr(vec![J::Raw(&im)]).to_vec(), &what);
-                    self.grp_mut(ix as i64)
+                    let what = format!("entry {}", self.group_id(ix));
+                    let v = self.content_value(&J::Arr(vec![J::Raw(&im)]), &what);
+                    self.group_list[ix]
                         .extra
                         .get_or_insert_with(Box::default)
                         .input = Some(v);
                 }
             }
         }
-        for ix in lo..hi {
-            if let Some(g) = self.group_list[ix].take() {
-                let rec = self.group_span_of(g);
-                self.emit(&rec, None);
-            }
+        for ix in range {
+            let rec = self.group_span_of(ix);
+            self.emit(&rec, None);
         }
     }
 
-    /// The span of group `g` (its attributes, links and events).
-    fn group_span_of(&self, g: Group) -> Pending {
+    /// The span of group `ix` (its attributes, links and events; its events and input message
+    /// are taken: each group is written once).
+    fn group_span_of(&mut self, ix: usize) -> Pending {
         let mut attrs = Attrs::default();
         let mut links = Vec::new();
+        let id = self.group_id(ix).to_string();
+        let g = &self.group_list[ix];
         let name = if g.turn {
             attrs.set("gen_ai.operation.name", s("invoke_agent"));
             attrs.set("gen_ai.agent.name", s("pi"));
-            attrs.set("sessiontree.entry.id", s(&g.id));
+            attrs.set("sessiontree.entry.id", AttrValue::Str(id));
             "invoke_agent pi".to_string()
         } else {
-            attrs.set("sessiontree.branch.from_id", s(&g.id));
-            push_link(&mut links, &self.trace, &g.fork, "fork_point");
-            format!("branch {}", g.id)
+            let name = format!("branch {id}");
+            attrs.set("sessiontree.branch.from_id", AttrValue::Str(id));
+            let fork = self
+                .forks
+                .binary_search_by_key(&(ix as u32), |f| f.0)
+                .map_or([0; 8], |f| self.forks[f].1);
+            push_link(&mut links, &self.trace, &fork, "fork_point");
+            name
         };
-        let x = g.extra.map(|b| *b).unwrap_or_default();
+        let parent_span = match g.parent_group {
+            G_ROOT | G_UNSEEN => self.root_span,
+            pg => self.group_list[pg as usize].span,
+        };
+        let (span, start, end, active) = (g.span, g.start, g.end, g.active);
+        let x = self.group_list[ix]
+            .extra
+            .take()
+            .map(|b| *b)
+            .unwrap_or_default();
         if let Some(v) = x.input {
-            attrs.set("gen_ai.input.messages", AttrValue::Str(v));
+            attrs.set("gen_ai.input.messages", v);
         }
         Pending {
-            span: g.span,
-            parent_span: Some(g.parent_span),
+            span,
+            parent_span: Some(parent_span),
             name,
             kind: INTERNAL,
-            start: g.start,
-            end: g.end,
+            start,
+            end,
             attrs,
             links,
             events: x.events,
             n_events: x.n_events,
             dropped: x.dropped,
-            active: g.active,
+            active,
         }
     }
 
     /// Writes the root span (the problems as its events) and the last request line.
     pub fn finish_root(&mut self) {
         self.close_tools();
-        self.group_list = Vec::new();
+        self.group_list = Groups::default();
+        self.group_ids = String::new();
+        self.forks = Vec::new();
         let problems = self.problems.clone();
         for text in problems {
             let mut a = Attrs::default();
@@ -1590,7 +1723,9 @@ fn fill_batch(
         .extend(idx.iter().map(|&i| ix.walk_parent(i as u32)));
     b.repeated.clear();
     b.fork_ids.clear();
+    b.fork_own.clear();
     b.from_pos.clear();
+    b.from_own.clear();
     match lines {
         Some(ls) => {
             b.raw.clear();
@@ -1625,10 +1760,17 @@ fn fill_batch(
                 .is_some_and(|e| ix.index_of_str(e) != Some(i as u32));
         b.repeated.push(rep);
         let q = b.parents[k];
-        let fork = (!m.active[i] && q != NO_PARENT && (q as usize) < m.n && m.active[q as usize])
+        let active = |q: usize| m.flags[q] & ACTIVE != 0;
+        let forks = !active(i) && q != NO_PARENT && (q as usize) < m.n && active(q as usize);
+        let fork = forks
             .then(|| ix.id_at(q as usize).map(str::to_string))
             .flatten();
         b.fork_ids.push(fork);
+        b.fork_own.push(if forks {
+            own_span(&m.sid, ix, q as usize, m.dups)
+        } else {
+            [0; 8]
+        });
         let from = if b.types[k].as_deref() == Some("branch_summary") {
             let (a, z) = b.span[k];
             #[derive(serde::Deserialize)]
@@ -1644,8 +1786,25 @@ fn fill_batch(
             None
         };
         b.from_pos.push(from);
+        b.from_own.push(match from {
+            Some(q) if (q as usize) < m.n => own_span(&m.sid, ix, q as usize, m.dups),
+            _ => [0; 8],
+        });
     }
     Ok(())
+}
+
+/// The id of entry `q`'s own span (a chat, a bash execution, a summary, a turn), as
+/// [`Mapper::map_batch`] derives it: from its entry id, with `@q` for an id the file repeats,
+/// `#q` and `@noid` for an entry without one.
+fn own_span(sid: &str, ix: &crate::index::Index, q: usize, dups: bool) -> [u8; 8] {
+    match ix.id_at(q) {
+        None => span_id_of(sid, &[&format!("#{q}"), "@noid"]),
+        Some(e) if dups && ix.index_of_str(e) != Some(q as u32) => {
+            span_id_of(sid, &[e, &format!("@{q}")])
+        }
+        Some(e) => span_id_of(sid, &[e]),
+    }
 }
 
 /// The lines of the user messages `turns` (for [`Mapper::finish_chunk`]).

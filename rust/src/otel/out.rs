@@ -16,6 +16,9 @@ pub enum AttrValue {
     Double(f64),
     /// an array of strings (`gen_ai.response.finish_reasons`)
     Strs(Vec<String>),
+    /// a string already escaped as a JSON string's text (the bytes between its quotes: what
+    /// [`push_str`] writes of it); valid UTF-8
+    Escaped(Vec<u8>),
 }
 
 /// Attributes in the order they are written; a key set twice keeps its first place.
@@ -86,9 +89,17 @@ fn has_zero(x: u64) -> u64 {
 /// byte is written as `JSON.stringify` writes it (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`,
 /// else `\u00xx`).
 pub fn push_str(out: &mut Vec<u8>, s: &str) {
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
+    out.reserve(s.len() + 2);
     out.push(b'"');
+    push_body(out, s.as_bytes(), 1);
+    out.push(b'"');
+}
+
+/// The text of `b` (UTF-8) as a JSON string's, between the quotes, escaped `times` times over
+/// (1 or 2) in one pass: twice is what escaping the JSON string of `b` again gives (`"` as
+/// `\\\"`, a newline as `\\n`), the text of a JSON document held in a string attribute.
+fn push_body(out: &mut Vec<u8>, b: &[u8], times: usize) {
+    let lead: &[u8] = if times == 2 { b"\\\\" } else { b"\\" };
     let mut start = 0;
     let mut i = 0;
     while i < b.len() {
@@ -105,26 +116,75 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
             continue;
         }
         out.extend_from_slice(&b[start..i]);
-        match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(c >> 4)]);
-                out.push(HEX[usize::from(c & 15)]);
-            }
-        }
+        out.extend_from_slice(lead);
+        push_escape(out, c, times);
         i += 1;
         start = i;
     }
     out.extend_from_slice(&b[start..]);
-    out.push(b'"');
+}
+
+/// What follows the backslash(es) of `c`'s escape (`"`, `\\`, `n`, ..., `u00xx`): `"` and `\\`
+/// escaped again when `times` is 2.
+fn push_escape(out: &mut Vec<u8>, c: u8, times: usize) {
+    match c {
+        b'"' if times == 2 => out.extend_from_slice(b"\\\""),
+        b'\\' if times == 2 => out.extend_from_slice(b"\\\\"),
+        b'"' => out.push(b'"'),
+        b'\\' => out.push(b'\\'),
+        b'\n' => out.push(b'n'),
+        b'\r' => out.push(b'r'),
+        b'\t' => out.push(b't'),
+        0x08 => out.push(b'b'),
+        0x0c => out.push(b'f'),
+        _ => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"u00");
+            out.push(HEX[usize::from(c >> 4)]);
+            out.push(HEX[usize::from(c & 15)]);
+        }
+    }
+}
+
+/// serde_json's compact JSON with every string escaped once more: the text of a JSON document
+/// as a JSON string's (between its quotes). Used for a session value inside a content attribute.
+struct EscapedJson;
+
+impl serde_json::ser::Formatter for EscapedJson {
+    fn begin_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\\\"")
+    }
+    fn end_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\\\"")
+    }
+    // a fragment holds no byte that needs escaping (serde_json splits those out): its text
+    // escaped again is itself
+    fn write_char_escape<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        e: serde_json::ser::CharEscape,
+    ) -> std::io::Result<()> {
+        use serde_json::ser::CharEscape as E;
+        let c = match e {
+            E::Quote => b'"',
+            E::ReverseSolidus => b'\\',
+            E::Solidus => b'/',
+            E::Backspace => 0x08,
+            E::FormFeed => 0x0c,
+            E::LineFeed => b'\n',
+            E::CarriageReturn => b'\r',
+            E::Tab => b'\t',
+            E::AsciiControl(c) => c,
+        };
+        let mut o = Vec::with_capacity(8);
+        o.extend_from_slice(b"\\\\");
+        if c == b'/' {
+            o.push(b'/');
+        } else {
+            push_escape(&mut o, c, 2);
+        }
+        w.write_all(&o)
+    }
 }
 
 /// A double as JSON (the shortest text that reads back to it, as orjson writes it).
@@ -172,6 +232,11 @@ fn push_any(out: &mut Vec<u8>, v: &AttrValue) {
         AttrValue::Double(x) => {
             out.extend_from_slice(b"{\"doubleValue\":");
             push_f64(out, *x);
+        }
+        AttrValue::Escaped(b) => {
+            out.extend_from_slice(b"{\"stringValue\":\"");
+            out.extend_from_slice(b);
+            out.push(b'"');
         }
         AttrValue::Strs(v) => {
             out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
@@ -281,11 +346,91 @@ impl J<'_> {
         self.write(&mut v);
         v
     }
+
+    /// What [`J::write`] writes, escaped as a JSON string's text, in one pass.
+    ///
+    /// The bytes between the quotes of a string attribute holding this document: what
+    /// [`push_str`] would write of the text `write` gives.
+    pub fn write_escaped(&self, out: &mut Vec<u8>) {
+        match self {
+            J::Null => out.extend_from_slice(b"null"),
+            J::Str(s) => {
+                out.extend_from_slice(b"\\\"");
+                push_body(out, s.as_bytes(), 2);
+                out.extend_from_slice(b"\\\"");
+            }
+            J::Val(v) => {
+                let mut ser = serde_json::Serializer::with_formatter(&mut *out, EscapedJson);
+                // a Value of parsed JSON always serializes (finite numbers, string keys)
+                if serde::Serialize::serialize(v, &mut ser).is_err() {
+                    out.extend_from_slice(b"null");
+                }
+            }
+            J::Raw(r) => push_body(out, r, 1),
+            J::Obj(m) => {
+                out.push(b'{');
+                for (k, (key, v)) in m.iter().enumerate() {
+                    if k > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"\\\"");
+                    push_body(out, key.as_bytes(), 2);
+                    out.extend_from_slice(b"\\\":");
+                    v.write_escaped(out);
+                }
+                out.push(b'}');
+            }
+            J::Arr(a) => {
+                out.push(b'[');
+                for (k, v) in a.iter().enumerate() {
+                    if k > 0 {
+                        out.push(b',');
+                    }
+                    v.write_escaped(out);
+                }
+                out.push(b']');
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::push_str;
+    use super::{push_str, J};
+    use std::borrow::Cow;
+
+    /// A document written escaped in one pass is the string of its text escaped again, for
+    /// every ASCII byte in strings, keys and values parsed from a line, and for text already
+    /// written.
+    #[test]
+    fn a_document_escaped_in_one_pass_is_its_text_escaped() {
+        let mut texts: Vec<String> = (0u8..0x80)
+            .map(|c| format!("a{}\u{e9}", char::from(c)))
+            .collect();
+        texts.push("\"\\\n\r\t\u{8}\u{c}\u{1}\u{1f}/\u{7f}\u{2028}\u{1f600}".repeat(5));
+        texts.push(String::new());
+        for t in &texts {
+            let val: serde_json::Value =
+                serde_json::json!({t.as_str(): [t, 1.5, -2, null, true, {"k": t}]});
+            let raw = serde_json::to_vec(&val).unwrap();
+            let doc = J::Arr(vec![
+                J::Obj(vec![("role", J::Str(Cow::Borrowed(t))), ("x", J::Null)]),
+                J::Val(&val),
+                J::Raw(&raw),
+                J::Str(Cow::Owned(t.repeat(3))),
+            ]);
+            let mut want = Vec::new();
+            push_str(&mut want, std::str::from_utf8(&doc.to_vec()).unwrap());
+            let mut got = b"\"".to_vec();
+            doc.write_escaped(&mut got);
+            got.push(b'"');
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{t:?}"
+            );
+        }
+    }
 
     /// The escaping is serde_json's (and `JSON.stringify`'s) for every ASCII byte at every
     /// place in a word, and non-ASCII text is copied as it is.

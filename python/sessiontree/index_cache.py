@@ -374,7 +374,7 @@ def clear(index_cache: IndexCache = None) -> int:
     if d is None:
         return 0
     n = index_cache_clear(str(d))
-    n += _clear_search(d)
+    n += _clear_search(d) + _clear_search(d, "objects")
     dfd = _open_folder(d, False)
     if dfd is None:
         return n
@@ -396,18 +396,19 @@ def clear(index_cache: IndexCache = None) -> int:
 _SEARCH_DIR = re.compile(r"\.?[0-9a-f]{16}(\.old\.\d+\.\d+)?")
 
 
-def _clear_search(d: Path) -> int:
-    """Removes the search indexes (``search/<16 hex>/``, ``rust/src/search/store_index.rs``) under
-    the cache folder ``d``; returns how many files went. Only folders named as the core names
-    them, in a ``search`` folder of ours (never through a symlink: ``shutil.rmtree`` works
-    through descriptors)."""
+def _clear_search(d: Path, folder: str = "search") -> int:
+    """Removes the search indexes (``search/<16 hex>/``, ``rust/src/search/store_index.rs``), or
+    with ``folder="objects"`` the objects' copies search keeps (``objects/<16 hex>/``,
+    ``fleet/_copies.py``), under the cache folder ``d``; returns how many files went. Only
+    folders named as they are named, in a folder of ours (never through a symlink:
+    ``shutil.rmtree`` works through descriptors)."""
     import shutil
 
     dfd = _open_folder(d, False)
     if dfd is None:
         return 0
     try:
-        sfd = os.open("search", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        sfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
     except OSError:
         return 0
     finally:

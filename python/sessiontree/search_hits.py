@@ -15,7 +15,17 @@ from .errors import SessionArgumentError
 from .index_cache import IndexCache
 from .index_cache import open_kwargs as _cache_kwargs
 
-__all__ = ["BRANCH_STATES", "BranchState", "SearchHit", "SearchResult", "TimeBound", "search_files"]
+__all__ = [
+    "BRANCH_STATES",
+    "BranchState",
+    "SearchHit",
+    "SearchResult",
+    "TimeBound",
+    "check_query",
+    "search_files",
+    "shard_stats",
+    "sum_stats",
+]
 
 BranchState = Literal["active", "compacted", "abandoned"]
 #: The branch states a hit can have (``branch_state=`` accepts one of them).
@@ -150,10 +160,14 @@ def search_files(
     since: TimeBound | None = None,
     until: TimeBound | None = None,
     index_cache: IndexCache = None,
+    stats: str | None = None,
 ) -> SearchResult:
     """:func:`sessiontree.search` over session files already resolved (absolute paths).
 
-    The index is the one of the store named ``store_key``."""
+    The index is the one of the store named ``store_key``. ``stats``: when these files are one
+    shard of a store, the store's BM25 statistics for the query (JSON: the shards'
+    ``_core.search_shard_stats`` summed by ``_core.search_stats_sum``), so scores equal one
+    index's over the whole store (``sessiontree/fleet/_search.py``); None: this index's own."""
     if not isinstance(query, str):
         raise SessionArgumentError(f"query must be a str, not {query!r}")
     if branch_state is not None and branch_state not in BRANCH_STATES:
@@ -174,6 +188,7 @@ def search_files(
         label=_opt_str(label, "label"),
         since=_ms(since, "since"),
         until=_ms(until, "until"),
+        stats=stats,
         **kw,
     )
     return SearchResult(
@@ -202,3 +217,31 @@ def search_files(
         next_offset=next_offset,
         took_ms=took,
     )
+
+
+def check_query(query: Any) -> None:
+    """Checks that ``query`` parses, reading nothing.
+
+    Raises :class:`~sessiontree.errors.SearchQueryError` (one line) when it does not,
+    :class:`SessionArgumentError` when it is not a str."""
+    if not isinstance(query, str):
+        raise SessionArgumentError(f"query must be a str, not {query!r}")
+    _core.search_match(query, "")
+
+
+def shard_stats(query: str, files: Sequence[str], store_key: str, *, index_cache: IndexCache = None) -> str:
+    """One shard's index brought up to date, and its BM25 statistics as JSON.
+
+    The shard: ``files``, its index named ``store_key``. The statistics of ``query``'s terms
+    (``rust/src/search/shard.rs``), to be summed over the shards (:func:`sum_stats`) and given to each shard's
+    :func:`search_files` (``stats=``). Raises as :func:`search_files`."""
+    check_query(query)
+    kw: dict[str, Any] = dict(_cache_kwargs(index_cache))
+    return _core.search_shard_stats(query, list(files), store_key, **kw)
+
+
+def sum_stats(parts: Sequence[str]) -> str:
+    """The sum of shards' statistics (:func:`shard_stats`' JSON), as JSON.
+
+    Raises :class:`~sessiontree.errors.SearchIndexError` for one that does not parse."""
+    return _core.search_stats_sum(list(parts))

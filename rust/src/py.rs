@@ -211,6 +211,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tree::tree_json, m)?)?;
     m.add_function(wrap_pyfunction!(search::search_store, m)?)?;
     m.add_function(wrap_pyfunction!(search::search_match, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_shard_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_stats_sum, m)?)?;
     m.add_function(wrap_pyfunction!(search::search_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(search::search_extract, m)?)?;
     m.add_class::<Index>()?;

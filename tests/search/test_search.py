@@ -168,7 +168,11 @@ def test_argument_errors(store):
     with pytest.raises(sessiontree.SessionArgumentError):
         search("x", d, since="not a date")
     with pytest.raises(sessiontree.SessionArgumentError):
-        search("x", "s3://bucket/prefix")
+        search("x", d, engine="spark")
+    with pytest.raises(sessiontree.SessionArgumentError):
+        search("x", d, engine="ray", shards=0)
+    with pytest.raises(sessiontree.SearchQueryError):  # before the URL is listed (no network here)
+        search('"unclosed', "s3://bucket/prefix")
 
 
 # ---- branch states ---------------------------------------------------------------------------

@@ -51,6 +51,41 @@ def test_rpc_search_bad_query_is_one_line(tmp_path):
         assert r["success"] is False and '"query" must be a string' in r["error"]
         r = server.handle({"type": "search", "query": "x", "limit": -1})
         assert r["success"] is False
+        r = server.handle({"type": "search", "query": "x", "sessionDir": "s3://bucket/prefix"})
+        assert r["success"] is False and "not a URL" in r["error"]
         assert server.handle({"type": "get_state"})["success"]
     finally:
         server.close()
+
+
+def test_rpc_search_names_a_non_utf8_file_as_the_cli_does(tmp_path):
+    """A hit in a file whose name is not UTF-8: ``path`` has ``\\xNN`` for the byte (as
+    ``search --json`` and the fleet's rows), over the current session and over a ``sessionDir``;
+    the response is strict UTF-8 JSON (no lone surrogate escape)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sessiontree.rpc.protocol import encode
+
+    b = Builder(tmp_path / "s.jsonl")
+    eid = b.user("rpc needle one")
+    b.write()
+    odd = os.path.join(os.fsencode(tmp_path), b"caf\xe9.jsonl")
+    os.rename(os.fsencode(b.path), odd)
+    want = os.fsdecode(os.fsencode(tmp_path)) + "/caf\\xe9.jsonl"
+    server = RpcServer(Session.open(os.fsdecode(odd)))
+    try:
+        server.handle({"type": "hello"})
+        for extra in ({}, {"sessionDir": str(tmp_path)}):
+            r = server.handle({"type": "search", "query": "needle", **extra})
+            (h,) = r["data"]["hits"]
+            assert (h["path"], h["entryId"]) == (want, eid), extra
+            line = encode(r)
+            line.decode("utf-8")
+            assert b"\\ud" not in line and json.loads(line)["data"]["hits"][0]["path"] == want
+    finally:
+        server.close()
+    p = subprocess.run([sys.executable, "-m", "sessiontree", "search", "needle", odd, "--json"], capture_output=True)
+    assert p.returncode == 0 and json.loads(p.stdout)["hits"][0]["path"] == want

@@ -15,10 +15,13 @@ _SEARCH_EPILOG = """QUERY: words (all required), "exact phrases", a OR b, -exclu
 hashes and identifiers (bd-q3fy, src/foo_bar.rs, a1b2c3d4, snake_case_name, CamelCase) are
 found as typed and by their words. Case-insensitive; ranked by BM25, ties to the newer entry.
 
-SOURCE: a session file, a directory (Pi's layout), or a glob; several allowed (default: Pi's
-session folder, ~/.pi/agent/sessions). The index lives in the saved-index cache folder
-(`sessiontree cache info`; `sessiontree cache clear` removes it) and is brought up to date
-with the files before every query. docs/search.md has the details.
+SOURCE: a session file, a directory (Pi's layout), a glob, or an object-store URL
+(s3://bucket/prefix, as for stats: searched through copies kept in the cache folder); several
+allowed (default: Pi's session folder, ~/.pi/agent/sessions). The index lives in the
+saved-index cache folder (`sessiontree cache info`; `sessiontree cache clear` removes it) and
+is brought up to date with the files before every query. --engine ray: one index per shard,
+each on the node holding its files; the query fans out and the pages merge to the same hits as
+the local engine. docs/search.md has the details.
 
 Each hit: the session file and line, the entry, its branch state (active: in the context;
 compacted: on the active path before the latest compaction's kept entries; abandoned: on a
@@ -50,6 +53,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tool", metavar="NAME", help="a tool call's or tool result's tool name")
     p.add_argument("--since", metavar="TIME", help="entries at or after TIME (ISO 8601)")
     p.add_argument("--until", metavar="TIME", help="entries at or before TIME (ISO 8601)")
+    from .args import _pos_int, ray_flags
+
+    ray_flags(p, "local: one index in this process; ray: one index per shard, fanned out (Ray)")
+    p.add_argument("--shards", type=_pos_int, metavar="N", help="shards (engine ray; default: the cluster's CPUs)")
 
 
 def _nonneg(text: str) -> int:
@@ -113,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
     from ..searching import default_source, search
 
     sources = list(args.source) or [default_source()]
+    from ..fleet._sources import is_url
+
     for s in sources:
-        if not any(c in s for c in "*?[") and not os.path.lexists(s):
+        if not any(c in s for c in "*?[") and not is_url(s) and not os.path.lexists(s):
             return _fail(f"cannot read {s}: no such file or directory", args.json)
     try:
         r = search(
@@ -131,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
             tool=args.tool,
             since=args.since,
             until=args.until,
+            engine=args.engine,
+            address=args.address,
+            shards=args.shards,
         )
     except SearchQueryError as exc:
         return _fail(str(exc).replace("\n", " "), args.json)

@@ -21,6 +21,8 @@ from ..paths import ArrowFileSystem, FileSystemArg, FsspecFileSystem, SourceArg
 
 __all__ = [
     "Item",
+    "ObjectStat",
+    "object_stats",
     "resolve_source",
     "SourceError",
     "SourceArg",
@@ -77,6 +79,13 @@ def _scheme_prefix(url: str) -> str:
 
 def _resolve_url(url: str, filesystem: Any) -> list[Item]:
     """Objects under ``url`` (a prefix or one object) through pyarrow.fs or fsspec."""
+    return [it for it, _ in _resolve_url_infos(url, filesystem)]
+
+
+def _resolve_url_infos(url: str, filesystem: Any) -> list[tuple[Item, Any]]:
+    """:func:`_resolve_url`, each item with what the listing said of it (a pyarrow
+    ``FileInfo``, an fsspec info dict, or None when the object was named by its exact key and
+    not listed)."""
     base = url.split("?", 1)[0]
     if filesystem is None:
         from pyarrow import fs as pafs
@@ -87,25 +96,81 @@ def _resolve_url(url: str, filesystem: Any) -> list[Item]:
     prefix = _scheme_prefix(base)
     if _is_fsspec(filesystem):
         if filesystem.isdir(root):
-            keys = sorted(k for k in filesystem.find(root) if k.endswith(".jsonl"))
+            found = filesystem.find(root, detail=True)
+            keys = sorted(k for k in found if k.endswith(".jsonl"))
+            infos = [found[k] for k in keys]
         else:
-            keys = [root]
-        return [Item(prefix + k.lstrip("/") if not k.startswith(prefix) else k, k, filesystem) for k in keys]
+            keys, infos = [root], [None]
+        return [
+            (Item(prefix + k.lstrip("/") if not k.startswith(prefix) else k, k, filesystem), i)
+            for k, i in zip(keys, infos)
+        ]
     from pyarrow import fs as pafs
 
     if any(seg in ("", ".", "..") for seg in root.split("/")[1:-1]) or root.endswith(("/.", "/..")):
-        return [Item(prefix + root, root, filesystem)]  # one object by its exact key (pyarrow would normalise it)
+        return [
+            (Item(prefix + root, root, filesystem), None)
+        ]  # one object by its exact key (pyarrow would normalise it)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.Directory:
         sel = pafs.FileSelector(root.rstrip("/"), recursive=True)
-        keys = sorted(
-            i.path
+        listed = sorted(
+            (i.path, i)
             for i in filesystem.get_file_info(sel)
             if i.path.endswith(".jsonl") and i.type != pafs.FileType.Directory
         )
-    else:
-        keys = [root]
-    return [Item(prefix + k, k, filesystem) for k in keys]
+        return [(Item(prefix + k, k, filesystem), i) for k, i in listed]
+    return [(Item(prefix + root, root, filesystem), info if info.type == pafs.FileType.File else None)]
+
+
+@dataclass(frozen=True)
+class ObjectStat:
+    """What a listing says of an object: ``size`` in bytes, ``mtime_ns`` (ns since the
+    epoch; S3 gives whole seconds), ``etag`` (None when the listing has none: pyarrow's)."""
+
+    size: int
+    mtime_ns: int
+    etag: str | None = None
+
+
+def info_stat(info: Any) -> ObjectStat | None:
+    """An :class:`ObjectStat` from a pyarrow ``FileInfo`` or an fsspec info dict (None when
+    it names no file, or lacks a size)."""
+    if info is None:
+        return None
+    if isinstance(info, dict):
+        size = info.get("size")
+        if not isinstance(size, int) or info.get("type") == "directory":
+            return None
+        t: Any = info.get("LastModified", info.get("mtime", info.get("last_modified")))
+        if t is not None and hasattr(t, "timestamp"):
+            mt = int(t.timestamp() * 1e9)
+        elif isinstance(t, (int, float)):
+            mt = int(t * 1e9)
+        else:
+            mt = 0
+        etag = info.get("ETag", info.get("etag"))
+        return ObjectStat(size, mt, str(etag) if etag is not None else None)
+    size = getattr(info, "size", None)
+    if size is None:
+        return None
+    return ObjectStat(int(size), int(getattr(info, "mtime_ns", None) or 0), None)
+
+
+def object_stats(url: str, *, filesystem: Any = None) -> list[tuple[Item, ObjectStat | None]]:
+    """The objects of ``url`` (as :func:`resolve_source` lists them), each with its
+    :class:`ObjectStat` from the listing (None for an object named by its exact key that is not
+    there, or not listed). Raises :class:`SourceError` as :func:`resolve_source`."""
+    try:
+        return [(it, info_stat(i)) for it, i in _resolve_url_infos(url, filesystem)]
+    except SourceError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot read {_shown(url)}: {exc}") from exc
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] in ("botocore", "s3fs", "gcsfs", "adlfs", "aiohttp", "fsspec"):
+            raise SourceError(f"cannot read {_shown(url)}: {type(exc).__name__}: {exc}") from exc
+        raise
 
 
 def _listed(url: str, filesystem: Any) -> list[Item]:

@@ -434,7 +434,9 @@ class ReadCommands(ServerBase):
         ``{"type":"search","query":Q, "limit"?, "offset"?, "role"?, "entryType"?, "tool"?,
         "branchState"?, "label"?, "since"?, "until"?, "sessionDir"?}``: over the current session's
         file, or over every session of ``sessionDir``. Answers ``{hits, total, nextOffset, tookMs}``, each hit's keys in
-        camelCase; a bad query is ``success:false`` with its one-line message."""
+        camelCase; a hit's ``path`` whose name is not UTF-8 has ``\\xNN`` for each such byte, as
+        ``sessiontree search --json`` and the fleet's rows write it (never a lone surrogate, which
+        strict JSON readers refuse); a bad query is ``success:false`` with its one-line message."""
         from ..searching import search, search_files
 
         q = c.get("query")
@@ -464,6 +466,10 @@ class ReadCommands(ServerBase):
         sdir = c.get("sessionDir")
         if sdir is not None and not isinstance(sdir, str):
             raise RpcError('search: "sessionDir" must be a string')
+        from ..fleet._sources import is_url
+
+        if sdir is not None and is_url(sdir):  # a client never makes the server fetch objects
+            raise RpcError('search: "sessionDir" must be a local folder, not a URL')
         if sdir is not None:
             r = search(q, sdir, **kw)
         else:
@@ -473,8 +479,10 @@ class ReadCommands(ServerBase):
             s.flush()
             path = str(Path(s.path).resolve())
             r = search_files(q, [path], path, **kw)
+        from ..fleet import path_text
+
         doc = r.to_dict()
-        hits = [{camel_case(k): v for k, v in h.items()} for h in doc["hits"]]
+        hits = [{camel_case(k): path_text(v) if k == "path" else v for k, v in h.items()} for h in doc["hits"]]
         return response(
             cmd_id, ctype, {"hits": hits, "total": r.total, "nextOffset": r.next_offset, "tookMs": doc["took_ms"]}
         )

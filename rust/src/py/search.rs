@@ -74,11 +74,13 @@ fn tuple(h: Hit) -> HitTuple {
 /// store: a str or path, encoded as `os.fsencode` encodes it, so names that are not UTF-8 work.
 /// The index lives under `cache_dir` (None: in memory, for this call); sessions open through
 /// the saved indexes there (`cache_min`, `cache_max`, `cache_evict_s` as for `Index.open`). Filters as `crate::search::Filters` (`since`/`until`: ms since the epoch).
+/// `stats`: the JSON of a store's BM25 statistics (`search_shard_stats`'s answers summed) to
+/// rank with, when these files are one shard of it; None: this index's own.
 /// Returns (hits, total, next_offset, took_ms). Raises SearchQueryError for a bad query,
-/// SearchIndexError when the index cannot be written even after a rebuild, OSError for the
-/// cache folder.
+/// SearchIndexError when the index cannot be written even after a rebuild or `stats` does not
+/// parse, OSError for the cache folder.
 #[pyfunction]
-#[pyo3(signature = (query, files, store_key, cache_dir=None, cache_min=1048576, cache_max=1073741824, cache_evict_s=10, limit=20, offset=0, role=None, etype=None, tool=None, branch_state=None, session=None, cwd=None, label=None, since=None, until=None))]
+#[pyo3(signature = (query, files, store_key, cache_dir=None, cache_min=1048576, cache_max=1073741824, cache_evict_s=10, limit=20, offset=0, role=None, etype=None, tool=None, branch_state=None, session=None, cwd=None, label=None, since=None, until=None, stats=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn search_store(
     py: Python<'_>,
@@ -100,7 +102,9 @@ pub fn search_store(
     label: Option<String>,
     since: Option<i64>,
     until: Option<i64>,
+    stats: Option<&str>,
 ) -> PyResult<(Vec<HitTuple>, usize, Option<usize>, f64)> {
+    let stats = stats.map(parse_stats).transpose()?;
     let branch_state = match branch_state.as_deref() {
         None => None,
         Some(s) => Some(BranchState::from_name(s).ok_or_else(|| {
@@ -120,22 +124,23 @@ pub fn search_store(
         since,
         until,
     };
-    let place = Place {
-        saved: cache_dir.as_ref().map(|dir| crate::saved::CacheCfg {
-            dir: dir.clone(),
-            min_bytes: cache_min,
-            max_bytes: cache_max,
-            evict_every_s: cache_evict_s,
-        }),
-        dir: cache_dir,
-    };
+    let place = place(cache_dir, cache_min, cache_max, cache_evict_s);
     let query = query.to_string();
     let store_key = {
         use std::os::unix::ffi::OsStringExt;
         store_key.into_os_string().into_vec()
     };
     let out = py.detach(move || {
-        crate::search::search(&place, &store_key, &files, &query, &filters, limit, offset)
+        crate::search::search_scored(
+            &place,
+            &store_key,
+            &files,
+            &query,
+            &filters,
+            limit,
+            offset,
+            stats.as_ref(),
+        )
     })?;
     Ok((
         out.hits.into_iter().map(tuple).collect(),
@@ -143,6 +148,63 @@ pub fn search_store(
         out.next_offset,
         out.took_ms,
     ))
+}
+
+fn place(cache_dir: Option<PathBuf>, min: u64, max: u64, evict_s: u64) -> Place {
+    Place {
+        saved: cache_dir.as_ref().map(|dir| crate::saved::CacheCfg {
+            dir: dir.clone(),
+            min_bytes: min,
+            max_bytes: max,
+            evict_every_s: evict_s,
+        }),
+        dir: cache_dir,
+    }
+}
+
+fn parse_stats(s: &str) -> PyResult<crate::search::Stats> {
+    serde_json::from_str(s)
+        .map_err(|e| SearchIndexError::new_err(format!("search statistics: {e}")))
+}
+
+/// One shard's index brought up to date, and its BM25 statistics as JSON.
+///
+/// The shard: `files`, its index named `store_key`, as `search_store`'s. The statistics of
+/// `query`'s terms: `{"docs", "tokens", "terms": {term: documents}}`, to be summed over the
+/// shards (`search_stats_sum`) and given to each shard's `search_store(stats=...)`. Raises as
+/// `search_store`.
+#[pyfunction]
+#[pyo3(signature = (query, files, store_key, cache_dir=None, cache_min=1048576, cache_max=1073741824, cache_evict_s=10))]
+#[allow(clippy::too_many_arguments)]
+pub fn search_shard_stats(
+    py: Python<'_>,
+    query: &str,
+    files: Vec<PathBuf>,
+    store_key: PathBuf,
+    cache_dir: Option<PathBuf>,
+    cache_min: u64,
+    cache_max: u64,
+    cache_evict_s: u64,
+) -> PyResult<String> {
+    let place = place(cache_dir, cache_min, cache_max, cache_evict_s);
+    let query = query.to_string();
+    let store_key = {
+        use std::os::unix::ffi::OsStringExt;
+        store_key.into_os_string().into_vec()
+    };
+    let st = py.detach(move || crate::search::shard_stats(&place, &store_key, &files, &query))?;
+    serde_json::to_string(&st).map_err(|e| SearchIndexError::new_err(e.to_string()))
+}
+
+/// The sum of shards' statistics (JSON texts from `search_shard_stats`), as JSON. Raises
+/// SearchIndexError for one that does not parse.
+#[pyfunction]
+pub fn search_stats_sum(parts: Vec<String>) -> PyResult<String> {
+    let mut sum = crate::search::Stats::default();
+    for p in &parts {
+        sum.add(&parse_stats(p)?);
+    }
+    serde_json::to_string(&sum).map_err(|e| SearchIndexError::new_err(e.to_string()))
 }
 
 /// The byte-free matcher for one text: the character spans of `query`'s matches in `text`. None

@@ -6,8 +6,11 @@
 //! * `store_index.rs`: the Tantivy index of a store, kept in the cache folder and checked
 //!   against every file before a query (appended: the new lines indexed; rewritten or
 //!   replaced: indexed again; gone: evicted; damaged: rebuilt);
-//! * `run.rs`: a query's run: ranking (BM25, then the newer entry), hits read back from the
-//!   session files through their offsets and re-verified, snippets, branch states.
+//! * `run.rs`: a query's run: ranking (BM25, then the newer entry, the file's name, the
+//!   offset), hits read back from the session files through their offsets and re-verified,
+//!   snippets, branch states;
+//! * `shard.rs`: a store searched as shards (one index each), ranked with the store's BM25
+//!   statistics so the merged pages equal one index's.
 //!
 //! The index stores no text: per entry line, the file's key, the line's byte offset, length
 //! and hash, its timestamp, and its type, role and tool names as filter terms. A hit's text is
@@ -18,11 +21,13 @@
 pub mod extract;
 pub mod query;
 mod run;
+pub mod shard;
 mod store_index;
 pub mod tokenize;
 
 pub use query::{parse, Query, QueryError};
-pub use run::search;
+pub use run::{search, search_scored};
+pub use shard::{shard_stats, Stats};
 pub use store_index::{index_dir, StoreIndex};
 
 use std::path::PathBuf;

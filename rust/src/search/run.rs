@@ -2,6 +2,7 @@
 
 use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
+use super::shard::{Global, Stats};
 use super::store_index::{
     discard, evict_indexes, fingerprint, index_dir, key_path, line_hash, stat_of, touch, Fields,
     FileRec, StoreIndex, Synced,
@@ -14,6 +15,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
@@ -40,8 +42,48 @@ pub fn search(
     limit: usize,
     offset: usize,
 ) -> Result<Outcome, SearchError> {
+    search_scored(place, store_key, files, q, filters, limit, offset, None)
+}
+
+/// [`search`], ranked with a whole store's BM25 statistics.
+///
+/// `stats`: the statistics of the store whose shards this index is one of ([`super::shard`]),
+/// used instead of this index's own. None: [`search`].
+#[allow(clippy::too_many_arguments)]
+pub fn search_scored(
+    place: &Place,
+    store_key: &[u8],
+    files: &[PathBuf],
+    q: &str,
+    filters: &Filters,
+    limit: usize,
+    offset: usize,
+    stats: Option<&Stats>,
+) -> Result<Outcome, SearchError> {
     let t0 = Instant::now();
     let parsed = parse(q)?;
+    let (hits, total) = with_synced(place, store_key, files, |o| {
+        run(o, place, &parsed, filters, limit, offset, stats)
+    })?;
+    let next = offset + hits.len();
+    Ok(Outcome {
+        next_offset: (next < total).then_some(next),
+        hits,
+        total,
+        took_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Opens the index of the store `store_key`, brings it up to date with `files`, runs `f` on it.
+///
+/// The index this process keeps open is reused. A failure other than a bad query is retried
+/// once (a race with another process's writer), then the index is rebuilt.
+pub(crate) fn with_synced<T>(
+    place: &Place,
+    store_key: &[u8],
+    files: &[PathBuf],
+    mut f: impl FnMut(&mut Open) -> Result<T, SearchError>,
+) -> Result<T, SearchError> {
     let dir = place.dir.as_ref().map(|c| index_dir(c, store_key));
     let mut last_err = None;
     for attempt in 0..3 {
@@ -86,22 +128,14 @@ pub fn search(
             if let Some(d) = &dir {
                 touch(d);
             }
-            let found = run(&o, place, &parsed, filters, limit, offset)?;
+            let found = f(&mut o)?;
             if let Some(d) = &dir {
                 keep_open(d, o);
             }
             Ok(found)
         }));
         match outcome {
-            Ok(Ok((hits, total))) => {
-                let next = offset + hits.len();
-                return Ok(Outcome {
-                    next_offset: (next < total).then_some(next),
-                    hits,
-                    total,
-                    took_ms: t0.elapsed().as_secs_f64() * 1000.0,
-                });
-            }
+            Ok(Ok(found)) => return Ok(found),
             Ok(Err(SearchError::Query(e))) => return Err(SearchError::Query(e)),
             Ok(Err(e)) => last_err = Some(e),
             Err(_) => last_err = Some(SearchError::Index("the index is damaged".into())),
@@ -119,11 +153,13 @@ pub fn search(
 
 /// An index opened by an earlier query of this process, with its reader: reused while its
 /// commit is the one on disk (`meta.json`'s identity unchanged), else reloaded.
-struct Open {
-    si: StoreIndex,
-    reader: IndexReader,
+pub(crate) struct Open {
+    pub(crate) si: StoreIndex,
+    pub(crate) reader: IndexReader,
     /// `meta.json`'s (device, inode, size, mtime) when the manifest and reader were loaded
-    stamp: Option<(u64, u64, u64, i64)>,
+    stamp: Option<Stamp>,
+    /// [`Open::ranks`] and the stamp they were computed at
+    ranks: Option<(Option<Stamp>, Ranks)>,
     /// the lines appended since the commit (not committed: [`Synced::Tail`]), in memory
     tail: Option<Tail>,
 }
@@ -159,6 +195,7 @@ impl Open {
             reader,
             stamp: None,
             tail: None,
+            ranks: None,
         };
         // the manifest and the reader, from one commit
         o.refresh()?;
@@ -187,6 +224,45 @@ impl Open {
         }
         self.stamp = now;
         Ok(())
+    }
+
+    /// Each indexed file's rank in the order of its name's bytes, by file key.
+    ///
+    /// The tie-break after the score and the timestamp, the same in every index of a store's
+    /// shards; kept until the next commit.
+    fn ranks(&mut self) -> Ranks {
+        if let Some((at, r)) = &self.ranks {
+            if at.is_some() && *at == self.stamp && self.si.dir.is_some() {
+                return r.clone();
+            }
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let mut names: Vec<(PathBuf, u64)> = self
+            .si
+            .manifest
+            .files
+            .iter()
+            .map(|r| (key_path(&r.path), r.key))
+            .collect();
+        names.sort_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));
+        let r: Ranks = Arc::new(
+            names
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, k))| (k, i as u32))
+                .collect(),
+        );
+        self.ranks = Some((self.stamp, r.clone()));
+        r
+    }
+
+    /// The commit's searcher and the tail's parts, in that order.
+    pub(crate) fn searchers(&self) -> Vec<tantivy::Searcher> {
+        let mut all = vec![self.reader.searcher()];
+        if let Some(t) = &self.tail {
+            all.extend(t.parts.iter().cloned());
+        }
+        all
     }
 
     /// Keeps a tail index of the lines of `recs` past their `covered`.
@@ -251,10 +327,15 @@ impl Open {
     }
 }
 
+/// `meta.json`'s (device, inode, size, mtime): a commit's identity.
+type Stamp = (u64, u64, u64, i64);
+/// Each file key's rank by its name's bytes ([`Open::ranks`]).
+type Ranks = Arc<HashMap<u64, u32>>;
+
 /// BM25 statistics of the commit and the tail's parts together: each a sum over all, as over
 /// the segments of one index, so a hit's score is the one a single index of all the lines
 /// gives.
-struct AllStats<'a>(Vec<&'a tantivy::Searcher>);
+pub(crate) struct AllStats<'a>(pub(crate) Vec<&'a tantivy::Searcher>);
 
 impl tantivy::query::Bm25StatisticsProvider for AllStats<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
@@ -352,7 +433,12 @@ fn filter(q: Box<dyn Query>) -> (Occur, Box<dyn Query>) {
     (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
 }
 
-fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dyn Query> {
+pub(crate) fn build(
+    f: &Fields,
+    p: &Parsed,
+    fl: &Filters,
+    keys: Option<Vec<u64>>,
+) -> Box<dyn Query> {
     let mut subs: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for c in &p.clauses {
         let alts: Vec<Box<dyn Query>> = c
@@ -392,12 +478,19 @@ fn build(f: &Fields, p: &Parsed, fl: &Filters, keys: Option<Vec<u64>>) -> Box<dy
     Box::new(BooleanQuery::new(subs))
 }
 
-/// A ranked document: higher is better. `src`: 0 in the commit's index, i + 1 in the tail's
+/// A ranked document: higher is better.
+///
+/// By score, then the newer entry, then the file whose name's bytes sort first
+/// ([`Open::ranks`]), then the earlier line: an order every shard of a store agrees on, so
+/// merged shards rank as one index does. `src`: 0 in the commit's index, i + 1 in the tail's
 /// part i.
 #[derive(Clone, Copy, Debug)]
 struct Cand {
     score: Score,
     ts: i64,
+    /// the file's rank ([`Open::ranks`]; lower first)
+    file: u32,
+    off: u64,
     src: usize,
     addr: DocAddress,
 }
@@ -406,6 +499,8 @@ impl Ord for Cand {
         self.score
             .total_cmp(&o.score)
             .then(self.ts.cmp(&o.ts))
+            .then(o.file.cmp(&self.file))
+            .then(o.off.cmp(&self.off))
             .then(o.src.cmp(&self.src))
             .then(o.addr.cmp(&self.addr))
     }
@@ -422,13 +517,17 @@ impl PartialEq for Cand {
 }
 impl Eq for Cand {}
 
-/// The best `k` documents by (score, timestamp), and how many matched.
+/// The best `k` documents by [`Cand`]'s order, and how many matched.
 struct Ranked {
     k: usize,
     src: usize,
+    ranks: Ranks,
 }
 struct RankedSeg {
     ts: Column<i64>,
+    file: Column<u64>,
+    off: Column<u64>,
+    ranks: Ranks,
     src: usize,
     seg: SegmentOrdinal,
     heap: BinaryHeap<std::cmp::Reverse<Cand>>,
@@ -440,8 +539,12 @@ impl Collector for Ranked {
     type Fruit = (Vec<Cand>, usize);
     type Child = RankedSeg;
     fn for_segment(&self, seg: SegmentOrdinal, r: &SegmentReader) -> tantivy::Result<RankedSeg> {
+        let ff = r.fast_fields();
         Ok(RankedSeg {
-            ts: r.fast_fields().i64("ts")?,
+            ts: ff.i64("ts")?,
+            file: ff.u64("file")?,
+            off: ff.u64("off")?,
+            ranks: self.ranks.clone(),
             src: self.src,
             seg,
             heap: BinaryHeap::new(),
@@ -468,13 +571,28 @@ impl SegmentCollector for RankedSeg {
         if self.k == 0 {
             return;
         }
+        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
+        let full = self.heap.len() >= self.k;
+        if full
+            && self.heap.peek().is_some_and(|w| {
+                score.total_cmp(&w.0.score).then(ts.cmp(&w.0.ts)) == std::cmp::Ordering::Less
+            })
+        {
+            return; // below the worst kept on score and time: the tie-break is not needed
+        }
         let c = Cand {
             score,
-            ts: self.ts.first(doc).unwrap_or(i64::MIN),
+            ts,
+            file: self
+                .file
+                .first(doc)
+                .and_then(|k| self.ranks.get(&k).copied())
+                .unwrap_or(u32::MAX),
+            off: self.off.first(doc).unwrap_or(u64::MAX),
             src: self.src,
             addr: DocAddress::new(self.seg, doc),
         };
-        if self.heap.len() < self.k {
+        if !full {
             self.heap.push(std::cmp::Reverse(c));
         } else if self.heap.peek().is_some_and(|w| c > w.0) {
             self.heap.pop();
@@ -875,13 +993,16 @@ impl Ctx<'_> {
 type Found = (Vec<Hit>, usize);
 
 fn run(
-    o: &Open,
+    o: &mut Open,
     place: &Place,
     p: &Parsed,
     fl: &Filters,
     limit: usize,
     offset: usize,
+    global: Option<&Stats>,
 ) -> Result<Found, SearchError> {
+    let ranks = o.ranks();
+    let o = &*o;
     let si = &o.si;
     let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
     let keys = if fl.session.is_some() || fl.cwd.is_some() {
@@ -910,7 +1031,19 @@ fn run(
     if let Some(t) = &o.tail {
         all.extend(t.parts.iter());
     }
-    let stats = AllStats(all.clone());
+    let own = AllStats(all.clone());
+    let shards;
+    let stats: &dyn tantivy::query::Bm25StatisticsProvider = match global {
+        Some(g) => {
+            shards = Global {
+                stats: g,
+                local: &own,
+                text: si.f.text,
+            };
+            &shards
+        }
+        None => &own,
+    };
     let post = fl.branch_state.is_some() || fl.label.is_some();
     let want = offset.saturating_add(limit);
     let mut k = if post {
@@ -929,8 +1062,12 @@ fn run(
         let mut cands = Vec::new();
         let mut count = 0;
         for (src, s) in all.iter().enumerate() {
-            let (more, n) =
-                s.search_with_statistics_provider(&*tq, &Ranked { k: kk, src }, &stats)?;
+            let ranked = Ranked {
+                k: kk,
+                src,
+                ranks: ranks.clone(),
+            };
+            let (more, n) = s.search_with_statistics_provider(&*tq, &ranked, stats)?;
             cands.extend(more);
             count += n;
         }

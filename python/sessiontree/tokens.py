@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from .errors import PiError
-from ._jsjson import JS_UNDEFINED, js_get, js_len, js_stringify_len, js_truthy
+from ._jsjson import JS_UNDEFINED, js_add, js_get, js_len, js_stringify_len, js_to_number, js_truthy
 
 __all__ = ["EstimateError", "ESTIMATED_IMAGE_CHARS", "estimate_tokens"]
 
@@ -43,7 +43,7 @@ def _prop(obj: Any, key: str) -> Any:
     return js_get(obj, key, EstimateError)
 
 
-def _length(value: Any) -> float:
+def _length(value: Any) -> Any:
     """``value.length`` as a number to add (NaN when JS would add ``undefined``)."""
     n = _prop(value, "length")
     return _NAN if n is JS_UNDEFINED else n
@@ -58,49 +58,56 @@ def _iterate(value: Any, name: str) -> list[Any]:
     raise EstimateError(f"TypeError: {name} is not iterable")
 
 
-def _ceil4(chars: float) -> int | float:
-    if chars != chars:
-        return _NAN
-    return math.ceil(chars / 4)
+def _add(chars: Any, value: Any) -> Any:
+    """``chars += value`` as JavaScript adds (a string ``length`` concatenates)."""
+    return js_add(chars, value, EstimateError)
+
+
+def _ceil4(chars: Any) -> int | float:
+    """``Math.ceil(chars / 4)``: NaN and Infinity as they are (a string is read as ``Number``)."""
+    n = chars if type(chars) in (int, float) else js_to_number(chars, EstimateError)
+    if n != n or n in (math.inf, -math.inf):
+        return float(n)
+    return math.ceil(n / 4)
 
 
 # ==== Per-role character counts ===================================================
 
 
-def _content_chars(content: Any) -> float:
+def _content_chars(content: Any) -> Any:
     """Pi's estimateTextAndImageContentChars: string length, or text lengths + 4800 per image."""
     if isinstance(content, str):
         return js_len(content)
-    chars: float = 0
+    chars: Any = 0
     for block in _iterate(content, "content"):
         btype = _prop(block, "type")
         if btype == "text":
             text = _prop(block, "text")
             if js_truthy(text):
-                chars += _length(text)
+                chars = _add(chars, _length(text))
         elif btype == "image":
-            chars += ESTIMATED_IMAGE_CHARS
+            chars = _add(chars, ESTIMATED_IMAGE_CHARS)
     return chars
 
 
-def _assistant_chars(message: dict[str, Any]) -> float:
-    chars: float = 0
+def _assistant_chars(message: dict[str, Any]) -> Any:
+    chars: Any = 0
     for block in _iterate(_prop(message, "content"), "assistant.content"):
         btype = _prop(block, "type")
         if btype == "text":
-            chars += _length(_prop(block, "text"))
+            chars = _add(chars, _length(_prop(block, "text")))
         elif btype == "thinking":
-            chars += _length(_prop(block, "thinking"))
+            chars = _add(chars, _length(_prop(block, "thinking")))
         elif btype == "toolCall":
             name_len = _length(_prop(block, "name"))
             args = _prop(block, "arguments")
             if args is JS_UNDEFINED:  # JSON.stringify(undefined) is undefined
                 raise EstimateError("TypeError: Cannot read properties of undefined (reading 'length')")
-            chars += name_len + js_stringify_len(args)
+            chars = _add(chars, _add(name_len, js_stringify_len(args)))
     return chars
 
 
-def _system_chars(message: dict[str, Any]) -> float:
+def _system_chars(message: dict[str, Any]) -> Any:
     chars = _content_chars(_prop(message, "content"))
     sections = _prop(message, "sections")
     if js_truthy(sections):
@@ -114,10 +121,10 @@ def _system_chars(message: dict[str, Any]) -> float:
             values = []
         for section in values:
             if js_truthy(section):
-                chars += _length(section)
+                chars = _add(chars, _length(section))
     tools = _prop(message, "toolsAdded")
     if js_truthy(tools):
-        chars += js_stringify_len(tools)
+        chars = _add(chars, js_stringify_len(tools))
     return chars
 
 
@@ -159,7 +166,7 @@ def estimate_tokens(message: Any) -> int | float:
     if role == "system":
         return _ceil4(_system_chars(message))
     if role == "bashExecution":
-        return _ceil4(_length(_prop(message, "command")) + _length(_prop(message, "output")))
+        return _ceil4(_add(_length(_prop(message, "command")), _length(_prop(message, "output"))))
     if role in ("branchSummary", "compactionSummary"):
         return _ceil4(_length(_prop(message, "summary")))
     return 0

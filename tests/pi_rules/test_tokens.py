@@ -163,3 +163,73 @@ def test_legacy_files_path_message_tokens_by_position(name):
                 message = dict(message, role="custom")
             got.append([message.get("role"), goldens.pi_result(estimate_tokens, message)])
     assert got == [[role, tokens] for _, role, tokens in golden["path_message_tokens"]]
+
+
+# ==== a `length` that is not a number: JavaScript's `+` (values checked with node 20) =========
+
+_LENGTHS = [
+    (["x"], "nan"),  # 0 + "x" = "0x": not a number
+    (["1"], 1),  # "01" -> 1 -> ceil(0.25)
+    (["1", 4], 4),  # "01" + 4 = "014" -> 14 / 4 = 3.5 -> 4
+    ([None], 0),
+    ([True], 1),
+    ([[5]], 2),  # "0" + "5" = "05"
+    ([{"a": 1}], "nan"),  # "0[object Object]"
+    ([1e308, 1e308], "inf"),
+    (["x10"], 4),  # "0x10" = 16
+    ([" 12 "], "nan"),
+    (["e5"], 0),  # "0e5"
+    ([[1, [2, 3]]], "nan"),  # "01,2,3"
+    ([4, "1"], 11),  # "41"
+    ([False, "0b11"], "nan"),  # 0 + false = 0, then "00b11"
+    ([[]], 0),  # "0"
+    ([["a"]], "nan"),
+    ([[None]], 0),  # "0"
+    (["1", {"valueOf": 1}], "nan"),  # "01[object Object]"
+]
+
+
+def _check(got, want):
+    if want == "nan":
+        assert isinstance(got, float) and math.isnan(got)
+    elif want == "inf":
+        assert got == math.inf
+    else:
+        assert got == want and isinstance(got, int)
+
+
+@pytest.mark.parametrize(("lengths", "want"), _LENGTHS)
+def test_a_length_of_any_json_type_adds_as_javascript_does(lengths, want):
+    # a text block whose `text` is an object with a `length` crashed (TypeError: float + str)
+    blocks = [{"type": "text", "text": {"length": n}} for n in lengths]
+    _check(estimate_tokens({"role": "assistant", "content": blocks}), want)
+    _check(estimate_tokens({"role": "user", "content": blocks}), want)
+
+
+def test_an_image_after_a_string_length_is_concatenated():
+    # "0" + "1" = "01", then + 4800 = "014800" -> 14800 / 4
+    msg = {"role": "user", "content": [{"type": "text", "text": {"length": "1"}}, {"type": "image"}]}
+    assert estimate_tokens(msg) == 3700
+
+
+def test_a_tool_call_name_length_that_is_a_string_concatenates_first():
+    # chars += name.length + JSON.stringify(arguments).length: "1" + 2 = "12", 0 + "12" = "012"
+    msg = {"role": "assistant", "content": [{"type": "toolCall", "name": {"length": "1"}, "arguments": {}}]}
+    assert estimate_tokens(msg) == 3
+
+
+def test_an_object_with_its_own_to_string_throws_as_javascript_does():
+    for length in ({"toString": 1}, [{"toString": "x"}]):
+        msg = {"role": "bashExecution", "command": {"length": length}, "output": ""}
+        with pytest.raises(EstimateError) as info:
+            estimate_tokens(msg)
+        assert str(info.value) == "TypeError: Cannot convert object to primitive value"
+
+
+def test_a_long_digit_string_is_read_in_linear_time():
+    import time
+
+    digits = "1" * 2_000_000 + "x"  # not a number: a backtracking reader takes minutes
+    t0 = time.process_time()
+    _check(estimate_tokens({"role": "branchSummary", "summary": {"length": digits}}), "nan")
+    assert time.process_time() - t0 < 2.0

@@ -53,10 +53,24 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tool", metavar="NAME", help="a tool call's or tool result's tool name")
     p.add_argument("--since", metavar="TIME", help="entries at or after TIME (ISO 8601)")
     p.add_argument("--until", metavar="TIME", help="entries at or before TIME (ISO 8601)")
-    from .args import _pos_int, ray_flags
+    from .args import _pos_int, progress_flags, ray_flags
 
+    progress_flags(p)
     ray_flags(p, "local: one index in this process; ray: one index per shard, fanned out (Ray)")
     p.add_argument("--shards", type=_pos_int, metavar="N", help="shards (engine ray; default: the cluster's CPUs)")
+
+
+#: seconds a search runs before the notice that it is indexing (a warm query answers sooner)
+NOTICE_AFTER = 1.0
+
+
+def _notice() -> None:
+    print(
+        "sessiontree: search: indexing new or changed files (the first search of a store reads every "
+        "session once; the index is saved in the cache folder: `sessiontree cache info`)...",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _nonneg(text: str) -> int:
@@ -125,6 +139,15 @@ def run(args: argparse.Namespace) -> int:
     for s in sources:
         if not any(c in s for c in "*?[") and not is_url(s) and not os.path.lexists(s):
             return _fail(f"cannot read {s}: no such file or directory", args.json)
+    import threading
+
+    from .render import progress_wanted
+
+    # a search that takes seconds is indexing: say so on a terminal (or with --progress)
+    timer = threading.Timer(NOTICE_AFTER, _notice) if progress_wanted(args) else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
     try:
         r = search(
             args.query,
@@ -150,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc).replace("\n", " "), args.json)
     except OSError as exc:
         return _fail(f"{exc.filename or 'search'}: {exc.strerror or exc}", args.json)
+    finally:
+        if timer is not None:
+            timer.cancel()
     if args.json:
         from .render import _write_out, json_document
 

@@ -108,7 +108,8 @@ def _write_atomic(path: str, chunks: Any) -> None:
 
 def _head(r: Remote) -> tuple[str | None, int | None, int | None]:
     """(ETag, size, mtime ns) of the object now; Nones where the store does not say."""
-    fs, key = r.item.fs, r.item.key
+    fs: Any = r.item.fs  # pyarrow's or fsspec's: told apart by what it has
+    key: Any = r.item.key
     if _is_fsspec(fs):
         from ._sources import info_stat
 
@@ -146,7 +147,8 @@ def _meta_mtime(meta: Any) -> int | None:
 
 def _fetch(r: Remote, path: str) -> dict[str, Any]:
     """Copies the object to ``path``; returns the sidecar (what was copied)."""
-    fs, key = r.item.fs, r.item.key
+    fs: Any = r.item.fs  # pyarrow's or fsspec's: told apart by what it has
+    key: Any = r.item.key
     size = 0
     etag = mtime = None
     if _is_fsspec(fs):
@@ -187,7 +189,9 @@ def _grow(r: Remote, side: dict[str, Any], copy: str) -> dict[str, Any] | None:
     processes never append the same bytes twice."""
     import fcntl
 
-    st, fs, key = r.stat, r.item.fs, r.item.key
+    st = r.stat
+    fs: Any = r.item.fs  # pyarrow's or fsspec's (fsspec: no in-place growth, None below)
+    key: Any = r.item.key
     old = side.get("size")
     if st is None or _is_fsspec(fs) or not isinstance(old, int) or old <= 0 or st.size <= old:
         return None

@@ -381,6 +381,7 @@ def convert_all(
     address: str | None = None,
     num_cpus: int | None = None,
     progress: bool | Callable[[int], None] = False,
+    on_row: Callable[[ConvertAllRow], None] | None = None,
 ) -> ConvertAllResult:
     """Convert every session of a store to Pi sessions below ``out_dir``, on the fleet's
     engines (:mod:`sessiontree.fleet`; needs the ``fleet`` extra for ``engine="ray"``).
@@ -405,6 +406,9 @@ def convert_all(
             ``workers``: processes, or Ray tasks in flight.
         progress: True for a progress bar on stderr (tqdm; Ray's bars under Ray), or a
             callable ``f(n)`` told the sessions done after each batch.
+        on_row: called with each row (the same objects, in the same order, as the result's
+            ``rows``) as soon as its session and those before it are done (local engine; under
+            Ray when the job ends).
 
     Raises:
         SessionArgumentError: ``out_dir`` is a source folder or holds one, or an unknown
@@ -413,6 +417,7 @@ def convert_all(
     """
     from .fleet import convert_sessions
 
+    made: dict[int, tuple[ConvertAllRow, dict[str, Any]]] = {}  # rows handed to on_row, by their dict
     rows = convert_sessions(
         source,
         out_dir,
@@ -422,5 +427,6 @@ def convert_all(
         address=address,
         num_cpus=num_cpus,
         progress=progress,
+        on_row=None if on_row is None else (lambda d: on_row(made.setdefault(id(d), (_row(d), d))[0])),
     )
-    return ConvertAllResult(tuple(_row(r) for r in rows))
+    return ConvertAllResult(tuple(made[id(r)][0] if id(r) in made else _row(r) for r in rows))

@@ -78,3 +78,27 @@ def test_otel_prints_each_row_before_the_last_session_runs(store, tmp_path, monk
     assert len(before.splitlines()) == N - 1
     rows = [json.loads(x) for x in out.splitlines()]
     assert rows == otel.export(str(store), tmp_path / "again.jsonl")
+
+
+def test_convert_all_prints_each_row_before_the_last_session_runs(store, tmp_path, monkeypatch, capsys):
+    import sessiontree.fleet._convert as fleet_convert
+    from sessiontree.convert import convert_all
+
+    seen = _stdout_when_last_starts(monkeypatch, fleet_convert, "convert_one", f"{N - 1}.jsonl")
+    assert main(["convert-all", str(store), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    (before,) = seen
+    assert len(before.splitlines()) == N - 1  # every earlier session's row was already printed
+    rows = [json.loads(x) for x in out.splitlines()]
+    want = convert_all(str(store), tmp_path / "again", workers=1).rows
+    assert [r["path"] for r in rows] == [w.path for w in want]
+    assert [r["source_format"] for r in rows] == [w.source_format for w in want] == ["pi"] * N
+    assert all(r["error"] is None for r in rows)
+
+
+def test_convert_all_hands_each_row_over_as_it_is_done(store, tmp_path):
+    from sessiontree.convert import convert_all
+
+    got = []
+    result = convert_all(str(store), tmp_path / "out", workers=1, on_row=got.append)
+    assert got == list(result.rows) and len(got) == N

@@ -146,7 +146,7 @@ def _convert_all(args: argparse.Namespace) -> int:
     from .. import convert
     from .._progress import close_bar, progress_bar, stderr_is_terminal
     from ..errors import SessionTreeError
-    from .render import json_document, print_failure, safe_text
+    from .render import _OutputError, _write_out, json_document, print_failure, safe_text
 
     for s in args.source:
         if not any(c in s for c in "*?[") and not os.path.exists(s):
@@ -166,6 +166,11 @@ def _convert_all(args: argparse.Namespace) -> int:
         except (OSError, ValueError):
             total = 0
         state["bar"] = progress_bar(total, True)
+    from .scrub import _text_row
+
+    def show(row: Any) -> None:  # each row as its session is done (the summary at the end)
+        _write_out(orjson.dumps(_text_row(row.to_json())).decode() + "\n", flush=True)
+
     try:
         result = convert.convert_all(
             args.source,
@@ -175,7 +180,10 @@ def _convert_all(args: argparse.Namespace) -> int:
             workers=args.workers,
             address=args.address,
             progress=tick if args.engine == "local" else wanted,
+            on_row=None if args.json else show,
         )
+    except (BrokenPipeError, _OutputError):
+        raise  # standard output failed under a row: the CLI's main says so (or stops quietly)
     except ImportError as exc:
         return print_failure(str(exc), 2, args.json)
     except SessionTreeError as exc:
@@ -185,15 +193,11 @@ def _convert_all(args: argparse.Namespace) -> int:
     finally:
         if state["bar"] is not None:
             close_bar(state["bar"])
-    from .scrub import _text_row
-
     if args.json:
         doc = result.summary()
         doc["rows"] = [_text_row(r.to_json()) for r in result.rows]
         sys.stdout.write(json_document(doc) + "\n")
     else:
-        for r in result.rows:
-            sys.stdout.write(orjson.dumps(_text_row(r.to_json())).decode() + "\n")
         s = result.summary()
         formats = ", ".join(f"{k} {v}" for k, v in s["by_format"].items())
         print(

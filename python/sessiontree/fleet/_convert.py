@@ -162,6 +162,7 @@ def convert_sessions(
     address: str | None = None,
     num_cpus: int | None = None,
     progress: bool | Callable[[int], None] = False,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Convert every session of ``source`` (a directory, glob or files, local) to Pi sessions
     below ``out_dir``, keeping each file's path below the source directory (sidechain and
@@ -184,6 +185,8 @@ def convert_sessions(
             ``out_dir`` must be on a filesystem the workers share).
         progress: True: a bar on stderr (local engine) or Ray's bars; a callable ``f(n)`` is
             called with the sessions done after each batch.
+        on_row: called with each row, in path order, as soon as its session and those before
+            it are done (local engine; under Ray when the job ends): the CLI prints them so.
 
     Raises:
         SessionArgumentError: ``out_dir`` is a source folder or holds one, or an unknown
@@ -217,8 +220,22 @@ def convert_sessions(
         base = os.path.commonpath([os.path.dirname(p) for p in local]) if local else None
     root.mkdir(parents=True, exist_ok=True)
     opts = ConvertOptions(out_real, base, source_format)
+    items = sorted(items, key=lambda it: it.path)  # the rows' order, also as they are handed over
+
+    def each(batch: list[dict[str, Any]]) -> None:
+        for row in batch:
+            on_row(row)  # type: ignore[misc]  # only set when on_row is given
+
     rows = _engine.run(
-        convert_rows, items, opts, engine=engine, workers=workers, address=address, num_cpus=num_cpus, progress=progress
+        convert_rows,
+        items,
+        opts,
+        engine=engine,
+        workers=workers,
+        address=address,
+        num_cpus=num_cpus,
+        progress=progress,
+        on_rows=None if on_row is None else each,
     )
     rows.sort(key=lambda r: r["path"])
     return rows

@@ -426,14 +426,20 @@ def run(
     address: str | None = None,
     num_cpus: int | None = None,
     progress: bool | Callable[[int], None] = False,
+    on_rows: Callable[[list[Any]], None] | None = None,
 ) -> list[Any]:
     """``fn`` over batches of ``items`` on ``engine`` (:func:`run_local` or :func:`run_ray`);
     ``progress``: a bar when true, or a callable given the number of items each finished
-    batch held (Ray shows a bar for a callable)."""
+    batch held (Ray shows a bar for a callable). ``on_rows``: as :func:`run_local`'s (each
+    batch's rows in item order as soon as they and those before are done); under Ray, once
+    with every row when the job ends."""
     if engine == "local":
-        return run_local(fn, items, opts, workers=workers, progress=progress)
+        return run_local(fn, items, opts, workers=workers, progress=progress, on_rows=on_rows)
     if engine == "ray":
-        return run_ray(
+        rows = run_ray(
             fn, items, opts, address=address, num_cpus=num_cpus, concurrency=workers, progress=bool(progress)
         )
+        if on_rows is not None:
+            on_rows(rows)
+        return rows
     raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")

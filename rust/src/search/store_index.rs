@@ -593,6 +593,24 @@ pub(crate) fn fingerprint(f: &File, covered: u64) -> std::io::Result<u64> {
     Ok(h.finish())
 }
 
+/// Whether the file's start passes the header rule the session reader applies
+/// ([`crate::scan::probe_header`]); reads only as far as the first JSON value's line, in doubling
+/// reads (linear in that length).
+fn opens_as_session(file: &File, size: u64) -> std::io::Result<bool> {
+    let mut want = (64u64 << 10).min(size);
+    loop {
+        let mut buf = vec![0u8; want as usize];
+        let n = file.read_at(&mut buf, 0)?;
+        buf.truncate(n);
+        let eof = (n as u64) < want || want >= size;
+        match crate::scan::probe_header(&buf, eof) {
+            crate::scan::HeaderProbe::Valid { .. } => return Ok(true),
+            crate::scan::HeaderProbe::NeedMore if !eof => want = (want * 2).min(size),
+            _ => return Ok(false),
+        }
+    }
+}
+
 /// Indexes the complete lines of `rec.path` from byte `from` (a line start) to its end; returns
 /// the record for the manifest.
 fn index_file(
@@ -607,6 +625,20 @@ fn index_file(
         return Err(bad("not a regular file"));
     }
     let (size, mt, ct) = stat_of(&meta);
+    if from == 0 && !opens_as_session(&file, size)? {
+        // the session reader refuses it (no hit could be placed): nothing of it is indexed,
+        // and `covered` stays 0 so a later append probes the header again
+        rec.dev = meta.dev();
+        rec.ino = meta.ino();
+        rec.size = size;
+        rec.mtime_ns = mt;
+        rec.ctime_ns = ct;
+        rec.covered = 0;
+        rec.fp = fingerprint(&file, 0)?;
+        rec.sid = None;
+        rec.cwd = None;
+        return Ok(rec);
+    }
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK.min(size as usize) + 1);
     let mut pos = from; // file offset of buf[0]
     let mut read_to = from;

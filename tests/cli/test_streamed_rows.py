@@ -102,3 +102,15 @@ def test_convert_all_hands_each_row_over_as_it_is_done(store, tmp_path):
     got = []
     result = convert_all(str(store), tmp_path / "out", workers=1, on_row=got.append)
     assert got == list(result.rows) and len(got) == N
+
+
+def test_otel_shows_a_bar_on_a_terminal_by_default(store, tmp_path, monkeypatch, capsys):
+    # a single big session took seconds with nothing on screen unless --progress was given
+    pytest.importorskip("tqdm")
+    assert main(["otel", str(store), "-o", str(tmp_path / "t.jsonl")]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal (as under pytest): no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["otel", str(store), "-o", str(tmp_path / "t2.jsonl")]) == 0
+    assert f"{N}/{N}" in capsys.readouterr().err
+    assert main(["otel", str(store), "-o", str(tmp_path / "t3.jsonl"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""

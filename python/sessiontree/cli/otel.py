@@ -48,7 +48,9 @@ def add_parsers(sub: Any) -> None:
         "--engine", choices=("local", "ray"), default="local", help="where sessions are mapped (default local)"
     )
     p.add_argument("--address", metavar="ADDR", help="--engine ray: the cluster (default: a local one)")
-    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    from .args import progress_flags
+
+    progress_flags(p)
     p.add_argument("--json", action="store_true", help="one JSON document (the rows) instead of a line per session")
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``otel``; returns the exit code."""
     from ..errors import SessionError
     from ..otel import export
-    from .render import _write_out, json_line, os_error_text, print_failure
+    from .render import _OutputError, _write_out, json_line, os_error_text, print_failure, progress_wanted
 
     def _err(message: str) -> int:
         return print_failure(message, 2, args.json)
@@ -72,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
             content=args.content,
             engine=args.engine,
             address=args.address,
-            progress=args.progress,
+            progress=progress_wanted(args),
             on_row=on_row,
         )
+    except (BrokenPipeError, _OutputError):
+        raise  # standard output failed under a row: the CLI's main says so (or stops quietly)
     except SessionError as exc:
         return _err(str(exc))
     except OSError as exc:

@@ -12,11 +12,12 @@ from typing import Callable
 class _Bar:
     """A ``tqdm`` progress bar on stderr: ``bar(n)`` advances it by ``n`` items; ``close()``."""
 
-    def __init__(self, total: int, unit: str, scale: bool = False):
+    def __init__(self, total: int, unit: str, scale: bool = False, desc: str | None = None):
         from tqdm import tqdm  # type: ignore[import-untyped]
 
         self._bar = tqdm(
             total=total,
+            desc=desc,
             unit=unit if scale else f" {unit}",
             unit_scale=scale,
             file=sys.stderr,
@@ -37,15 +38,18 @@ def _noop(n: int) -> None:
     return None
 
 
-def progress_bar(total: int, enabled: bool, unit: str = "sessions", *, scale: bool = False) -> Callable[[int], None]:
+def progress_bar(
+    total: int, enabled: bool, unit: str = "sessions", *, scale: bool = False, desc: str | None = None
+) -> Callable[[int], None]:
     """A progress bar of ``total`` items when ``enabled`` (tqdm, on stderr), else a no-op.
     ``bar(n)`` advances it by ``n``; it closes itself at ``total`` (or call its ``close()``,
     when it has one, to end it early). Without tqdm installed (it comes with the ``fleet``
-    extra), no bar. ``scale``: SI prefixes (k, M, G) on the counts, for bytes."""
+    extra), no bar. ``scale``: SI prefixes (k, M, G) on the counts, for bytes; ``desc``: a
+    word before the bar (which pass of a job it counts)."""
     if not enabled or total == 0:
         return _noop
     try:
-        return _Bar(total, unit, scale)
+        return _Bar(total, unit, scale, desc)
     except ImportError:  # pragma: no cover - the fleet extra brings tqdm
         return _noop
 

@@ -372,6 +372,18 @@ def test_progress_bars_on_a_terminal_and_none_on_a_pipe(tmp_path):
         assert quiet_rc == 0 and "%|" not in quiet, argv
 
 
+def test_export_html_bars_count_the_files_bytes_once_per_pass(tmp_path):
+    # one bar of twice the file's size read as a file twice as big (419M for a 210 MB file)
+    path = chain(tmp_path / "chain.jsonl", 400)
+    size = os.path.getsize(path)
+    rc, err = _run_on_a_pty(["export-html", str(path), "-o", str(tmp_path / "out.html")])
+    assert rc == 0, err
+    tqdm = pytest.importorskip("tqdm")
+    shown, twice = tqdm.tqdm.format_sizeof(size), tqdm.tqdm.format_sizeof(2 * size)
+    assert f"{shown}/{shown}" in err and "index:" in err and "pages:" in err, (size, err)
+    assert twice not in err, err
+
+
 # ==== tree --json: memory stays near the open's =======================================
 
 

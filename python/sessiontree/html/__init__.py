@@ -131,8 +131,8 @@ def export_html(
     last-first while later ones are compressed; ``rust/src/export.rs``). Memory: a few index
     batches and a few segments in flight, plus the tree table (three integers per entry).
 
-    ``progress``: a progress bar on stderr (:func:`sessiontree._progress.progress_bar`), in
-    bytes: the index pass, then the segments as they are written.
+    ``progress``: progress bars on stderr (:func:`sessiontree._progress.progress_bar`), in
+    the file's bytes: ``index`` for the index pass, then ``pages`` as the segments are written.
 
     Raises:
         OutputPathError: ``path`` is the session file (or a hard link to it), a symbolic link,
@@ -219,11 +219,14 @@ def export_html(
         fh.flush()
         from .._progress import close_bar, progress_bar
 
-        bar = progress_bar(2 * end, progress, "B", scale=True)
+        # two passes over the file, a bar each in the file's bytes (one bar of twice the size
+        # read as a file twice as big)
+        index_bar = progress_bar(end, progress, "B", scale=True, desc="index")
         session.html_write_index(
             fh.fileno(), INDEX_BATCH, PREVIEW_CHARS, b'<script type="text/plain" class="st-ix">', b"</script>\n"
         )
-        bar(end)
+        index_bar(end)
+        bar = progress_bar(end, progress, "B", scale=True, desc="pages")
         w(b"<script>" + js.encode() + b"</script>\n")
         # segments, last-first: read, compressed and written by the core with the GIL released
         # (a few in flight); a file that shrank under the index is a SessionFileChangedError

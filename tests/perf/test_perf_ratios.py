@@ -347,8 +347,9 @@ def test_a_warm_open_is_a_small_fraction_of_a_cold_open_and_saving_is_cheap(tmp_
     s = Session.open(path, index_cache=cache)
     assert s.index_cache_state()[0] == "saved"
     saved = sum(f.stat().st_size for f in cache.glob("*.stidx"))
-    # (3.4% since the 28-byte records and 8-byte key records: an index that grows back fails)
-    assert saved <= 0.04 * path.stat().st_size, f"saved index {saved} bytes for {path.stat().st_size}"
+    # (3.4% with the 28-byte records and 8-byte key records; 4.4% since format 7 saves a key
+    # lookup beside them (4.33% at 1 GiB): the target, 5%, is the bound)
+    assert saved <= 0.05 * path.stat().st_size, f"saved index {saved} bytes for {path.stat().st_size}"
     t_warm, t_cold = best_pair(
         lambda: Session.open(path, index_cache=cache), lambda: Session.open(path, index_cache=False), 7
     )

@@ -75,7 +75,7 @@ def _noop(items, opts):
     return []
 
 
-def test_submitting_a_task_costs_under_a_tenth_of_a_10mb_files_work(ray4, tmp_path):
+def test_submitting_a_task_costs_a_small_fraction_of_a_10mb_files_work(ray4, tmp_path):
     p = tmp_path / "ten.jsonl"
     subprocess.run(
         [sys.executable, str(GEN), "--megabytes", "10", "--seed", "3", "--out", str(p)],

@@ -220,8 +220,8 @@ def convert_sessions(
         base = os.path.commonpath([os.path.dirname(p) for p in local]) if local else None
     root.mkdir(parents=True, exist_ok=True)
     opts = ConvertOptions(out_real, base, source_format)
-    items = sorted(items, key=lambda it: it.path)  # the rows' order, also as they are handed over
 
+    # items come sorted by path (resolve_source): rows are handed over in the result's order
     def each(batch: list[dict[str, Any]]) -> None:
         for row in batch:
             on_row(row)  # type: ignore[misc]  # only set when on_row is given

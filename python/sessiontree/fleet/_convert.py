@@ -13,6 +13,7 @@ is detected from its content. Each session is one unit of work on the fleet's en
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from dataclasses import dataclass
@@ -222,10 +223,6 @@ def convert_sessions(
     opts = ConvertOptions(out_real, base, source_format)
 
     # items come sorted by path (resolve_source): rows are handed over in the result's order
-    def each(batch: list[dict[str, Any]]) -> None:
-        for row in batch:
-            on_row(row)  # type: ignore[misc]  # only set when on_row is given
-
     rows = _engine.run(
         convert_rows,
         items,
@@ -235,7 +232,7 @@ def convert_sessions(
         address=address,
         num_cpus=num_cpus,
         progress=progress,
-        on_rows=None if on_row is None else each,
+        on_rows=None if on_row is None else functools.partial(_engine.each_row, on_row),
     )
     rows.sort(key=lambda r: r["path"])
     return rows

@@ -416,6 +416,13 @@ def run_ray(
     return [row for part in results for row in part]
 
 
+def each_row(f: Callable[[Any], None], rows: list[Any]) -> None:
+    """``f(row)`` for each row of a batch: with ``functools.partial(each_row, f)`` as the
+    ``on_rows`` of :func:`run` / :func:`run_local`, a per-row callback."""
+    for row in rows:
+        f(row)
+
+
 def run(
     fn: Callable[..., Any],
     items: Sequence[Item],

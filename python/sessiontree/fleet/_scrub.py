@@ -156,13 +156,8 @@ def scrub_sessions(
         progress=tick,
         sizes=sizes,
         auto_min_bytes=POOL_MIN_BYTES,
-        on_rows=None if on_row is None else functools.partial(_each, on_row),
+        on_rows=None if on_row is None else functools.partial(_engine.each_row, on_row),
     )
-
-
-def _each(f: Callable[[dict[str, Any]], None], rows: list[dict[str, Any]]) -> None:
-    for row in rows:
-        f(row)
 
 
 #: With ``workers=None``, :func:`scrub_sessions` starts a pool from this much work (bytes, see

@@ -12,8 +12,10 @@ The heavy lifting (scanning, indexing, walking) lives in the Rust extension
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+# ``typing`` is not imported at run time: ``import sessiontree`` loads the errors and the core
+# extension only (no typing, re, enum, pathlib); the annotations are strings, and type
+# checkers take any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 from .errors import (
     EntryNotFoundError,
     PiError,
@@ -32,6 +34,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
+    from typing import Any
+
     from .context import SessionContext
     from .entries import Entry, Problem, TreeNode
     from .session import Session
@@ -108,8 +112,9 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-# The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from .paths import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
+# The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION"));
+# ``sessiontree.paths`` re-exports it (that module imports pathlib: not loaded here).
+from ._core import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

@@ -122,3 +122,23 @@ def test_other_rows_or_the_cache_off_write_the_file(store, tmp_path, monkeypatch
     before = _ident(out)
     off.write_parquet(out)
     assert _ident(out) != before
+
+
+def _after_stats(store, workers, arrow_soon):
+    code = (
+        "import sys, json\nfrom sessiontree.fleet import stats_columns, _arrow\n"
+        f"cols = stats_columns({str(store)!r}, workers={workers}, arrow_soon={arrow_soon}, index_cache='off')\n"
+        "_arrow.wait_for_import()\n"
+        "print(json.dumps(['pyarrow.parquet' in sys.modules, cols.num_rows, cols.digest()]))"
+    )
+    got = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=os.environ)
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def test_pyarrow_is_imported_while_a_pool_runs_only_when_the_table_comes_next(store):
+    soon = _after_stats(store, 2, True)
+    assert soon[0] is True  # imported in a thread while the workers ran
+    assert _after_stats(store, 2, False)[0] is False
+    here = _after_stats(store, 1, True)
+    assert here[0] is False  # the work ran in this process: nothing to overlap
+    assert soon[1:] == here[1:] == [3, stats_columns(str(store), index_cache="off").digest()]

@@ -79,6 +79,9 @@ __all__ = [
 
 
 def _pa() -> Any:
+    from ._arrow import wait_for_import
+
+    wait_for_import()  # a background import of pyarrow (stats_columns(arrow_soon=True)) first
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -260,6 +263,7 @@ class _Chunks:
 
 
 def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
+    _pa()
     import pyarrow.parquet as pq
 
     sink = _Chunks()
@@ -457,6 +461,7 @@ def session_stats(
         max_bytes=max_bytes,
         progress=progress,
         index_cache=index_cache,
+        arrow_soon=True,
     )
     table = cols.to_arrow()
     if parquet is not None:
@@ -559,10 +564,16 @@ def stats_columns(
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,
+    arrow_soon: bool = False,
 ) -> StatsColumns:
     """The rows of :func:`session_stats` as :class:`StatsColumns` (Python lists; arguments as
     :func:`session_stats`): what ``sessiontree stats`` prints its summary from without
     importing pyarrow.
+
+    ``arrow_soon``: the caller will build the Arrow table or write Parquet next; when the work
+    runs in other processes (a pool, Ray), this process imports pyarrow in a thread meanwhile
+    (:func:`sessiontree.fleet._arrow.import_in_background`), so the import overlaps the
+    workers' run. Nothing is imported when every row is saved or the work runs here.
 
     Saved rows are checked here, before any work is dispatched: each local file is stat-ed and
     its saved row read (:func:`sessiontree.fleet._rows.saved_stats_row`: same device, inode,
@@ -599,6 +610,7 @@ def stats_columns(
                 address=address,
                 num_cpus=num_cpus,
                 progress=bar,
+                while_waiting=_import_arrow if arrow_soon else None,
             )
         else:  # every row saved: no pool, no task
             _engine.LAST_RUN.clear()
@@ -607,6 +619,12 @@ def stats_columns(
     finally:
         close_bar(bar)
     return _stats_columns(batches, saved, len(items), opts.index_cache)
+
+
+def _import_arrow() -> None:
+    from ._arrow import import_in_background
+
+    import_in_background()
 
 
 def _stats_columns(

@@ -57,7 +57,9 @@ def _import_us(module: str, pyc: bool = True, baseline: bool = False) -> tuple[f
     """(cumulative import time of ``module`` in µs as ``-X importtime`` reports it, wall seconds);
     ``module`` "stdlib" imports :data:`STDLIB` and sums their cumulative times."""
     # ``sessiontree.session`` (what ``Session`` loads): its line and the package's, both top level
-    names = STDLIB if module == "stdlib" else ("sessiontree", module) if module.startswith("sessiontree.") else (module,)
+    names = (
+        STDLIB if module == "stdlib" else ("sessiontree", module) if module.startswith("sessiontree.") else (module,)
+    )
     code = f"import {', '.join(names if module == 'stdlib' else (module,))}" if module else "pass"
     t0 = time.perf_counter()
     err = subprocess.run(

@@ -12,10 +12,6 @@ The heavy lifting (scanning, indexing, walking) lives in the Rust extension
 
 from __future__ import annotations
 
-# ``typing`` is not imported at run time: ``import sessiontree`` loads the errors and the core
-# extension only (no typing, re, enum, pathlib); the annotations are strings, and type
-# checkers take any name ``TYPE_CHECKING`` as true.
-TYPE_CHECKING = False
 from .errors import (
     EntryNotFoundError,
     PiError,
@@ -32,6 +28,11 @@ from .errors import (
     SearchIndexError,
     SearchQueryError,
 )
+
+# ``typing`` is not imported at run time: ``import sessiontree`` loads the errors and the core
+# extension only (no typing, re, enum, pathlib); the annotations are strings, and type
+# checkers take any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
     from typing import Any

@@ -10,8 +10,8 @@ per interpreter, see ``rust/src/py.rs``).
 
 from __future__ import annotations
 
-# typing is not imported at run time (``import sessiontree`` loads this module and the core
-# only; the annotations are strings): type checkers read the names below.
+# typing is not imported at run time (``import sessiontree`` loads this module only; the
+# annotations are strings): type checkers read the names below.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Sequence

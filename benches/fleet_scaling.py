@@ -21,7 +21,11 @@ their bytecode compiled alike: with ``PYTHONDONTWRITEBYTECODE`` set and a checko
   writes Parquet must import);
 * ``summary-N``: ``stats_columns(DIR, workers=N, index_cache="off")``, the rows
   ``sessiontree stats`` prints its summary from (no Parquet, no pyarrow);
-  ``parquet-N``: ``session_stats(DIR, workers=N, parquet=OUT, index_cache="off")``; for each
+  ``parquet-N``: what ``sessiontree stats --parquet OUT`` runs (``stats_columns(DIR,
+  workers=N, index_cache="off", arrow_soon=True).write_parquet(OUT)``: pyarrow imported in a
+  thread while a pool's workers run; its CPU, ``overlapped_cpu``, is part of the model's S and
+  off the critical path from 2 workers on; a build without it: ``session_stats(DIR,
+  workers=N, parquet=OUT, index_cache="off")``); for each
   N of ``--workers``; the process reports its timed phases
   (``sessiontree.fleet._engine.LAST_RUN`` and its own clocks): ``import``, ``list`` (the
   source listed, each file stat-ed), ``pool_start``, ``busy`` (the sum of the tasks' own

@@ -73,12 +73,7 @@ impl<'a> Nest<'a> {
     /// its array).
     ///
     /// Panics if `p` is not the next node of the pre-order (a caller's bug, never content).
-    pub fn open<'t>(
-        &mut self,
-        p: u32,
-        tail: &impl Fn(u32) -> Option<&'t [u8]>,
-        out: &mut Vec<u8>,
-    ) {
+    pub fn open<'t>(&mut self, p: u32, tail: &impl Fn(u32) -> Option<&'t [u8]>, out: &mut Vec<u8>) {
         self.close(tail, out);
         assert_eq!(self.stack.pop(), Some(u64::from(p)), "the tree's pre-order");
         out.extend_from_slice(if self.first {
@@ -94,7 +89,10 @@ impl<'a> Nest<'a> {
         out.extend_from_slice(b",\"children\":[");
         self.first = true;
         self.stack.push(CLOSE | u64::from(p));
-        let (a, b) = (self.start[p as usize] as usize, self.start[p as usize + 1] as usize);
+        let (a, b) = (
+            self.start[p as usize] as usize,
+            self.start[p as usize + 1] as usize,
+        );
         self.stack
             .extend(self.kids[a..b].iter().rev().map(|&k| u64::from(k)));
     }
@@ -278,7 +276,11 @@ pub fn write_tree<E: From<StoreError> + From<FallbackCount>>(
     mut fallback: impl FnMut(&[u32]) -> Result<Vec<Vec<u8>>, E>,
     mut emit: impl FnMut(usize, &mut dyn FnMut(&mut [MaybeUninit<u8>])) -> Result<(), E>,
 ) -> Result<(), E> {
-    assert_eq!(order.len(), lines.len(), "one line per node of the pre-order");
+    assert_eq!(
+        order.len(),
+        lines.len(),
+        "one line per node of the pre-order"
+    );
     let tails = frame.tails;
     let tail = |p: u32| tails.get(&p).map(Vec::as_slice);
     let mut nest = Nest::new(&tree.roots, &tree.start, &tree.kids);
@@ -354,7 +356,9 @@ pub fn write_tree<E: From<StoreError> + From<FallbackCount>>(
                     let (x, y) = t.span[j];
                     &t.buf[x..y]
                 } else {
-                    let r = redo.binary_search(&k).expect("a line not copied was written again");
+                    let r = redo
+                        .binary_search(&k)
+                        .expect("a line not copied was written again");
                     &again[r]
                 }
             };
@@ -412,7 +416,13 @@ mod tests {
     use super::*;
 
     /// The nesting of `order` with entry `i`'s text `i`.
-    fn nested(roots: &[u32], start: &[u32], kids: &[u32], order: &[u32], tails: &HashMap<u32, Vec<u8>>) -> Vec<u8> {
+    fn nested(
+        roots: &[u32],
+        start: &[u32],
+        kids: &[u32],
+        order: &[u32],
+        tails: &HashMap<u32, Vec<u8>>,
+    ) -> Vec<u8> {
         let tail = |p: u32| tails.get(&p).map(Vec::as_slice);
         let mut nest = Nest::new(roots, start, kids);
         let mut out = b"[".to_vec();
@@ -471,12 +481,12 @@ mod tests {
 
     #[derive(Debug)]
     enum TestError {
-        Store(StoreError),
+        Store,
         Count,
     }
     impl From<StoreError> for TestError {
-        fn from(e: StoreError) -> Self {
-            TestError::Store(e)
+        fn from(_: StoreError) -> Self {
+            TestError::Store
         }
     }
     impl From<FallbackCount> for TestError {
@@ -581,7 +591,10 @@ mod tests {
         }
         let want: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
         assert_eq!(ids, want, "every entry once, in pre-order");
-        let empty = crate::store::Store::from_bytes(TEXT.lines().next().unwrap().as_bytes().to_vec(), false);
+        let empty = crate::store::Store::from_bytes(
+            TEXT.lines().next().unwrap().as_bytes().to_vec(),
+            false,
+        );
         let (pieces, _) = tree_text(&empty, true, &HashMap::new()).unwrap();
         assert_eq!(pieces.concat(), b"<[]>");
     }

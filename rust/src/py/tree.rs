@@ -81,8 +81,9 @@ pub fn tree_json<'py>(
         |f| py.detach(f),
         |want| fallback.call1((want.to_vec(),))?.extract(),
         |len, fill| {
-            let size = pyo3::ffi::Py_ssize_t::try_from(len)
-                .map_err(|_| pyo3::exceptions::PyMemoryError::new_err("tree_json: piece too large"))?;
+            let size = pyo3::ffi::Py_ssize_t::try_from(len).map_err(|_| {
+                pyo3::exceptions::PyMemoryError::new_err("tree_json: piece too large")
+            })?;
             // SAFETY: a new bytes object of `len` bytes, owned here (its pointer checked); its
             // buffer is `len` bytes, which `fill` writes every one of (it asserts so) before
             // the object is handed to Python. (`PyBytes::new_with` would zero it first: a

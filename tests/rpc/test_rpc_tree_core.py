@@ -307,3 +307,23 @@ def test_the_session_is_usable_from_another_thread_while_the_tree_streams(tmp_pa
     assert b"".join(parts) == want
     assert len(s) == 20_001
     s.close()
+
+
+def test_a_sink_that_raises_stops_the_reads_and_the_error_is_raised(tmp_path: Path):
+    """The sink's error ends the call (the reading thread stops; nothing hangs), and the session
+    answers again afterwards with the whole text."""
+    p = tmp_path / "s.jsonl"
+    _chain_file(p, 30_000)
+    s = Session.open(p, index_cache=False)
+    calls = [0]
+
+    def sink(piece: bytes) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise BrokenPipeError("client gone")
+
+    with pytest.raises(BrokenPipeError):
+        s.write_tree_json(sink, encode, b"", b"")
+    assert calls[0] == 2
+    assert s.tree_json(encode).startswith(b'[{"entry":{"type":"message","id":"e00000"')
+    s.close()

@@ -68,9 +68,10 @@ impl<'a> Nest<'a> {
         }
     }
 
-    /// Appends to `out` the text before node `p`'s entry: the end of every node finished
-    /// before it (`]`, `tail(q)`, `}`), then `{"entry":` (after a `,` unless it is the first of
-    /// its array).
+    /// Appends to `out` the text before node `p`'s entry.
+    ///
+    /// The end of every node finished before it (`]`, `tail(q)`, `}`), then `{"entry":` (after
+    /// a `,` unless it is the first of its array).
     ///
     /// Panics if `p` is not the next node of the pre-order (a caller's bug, never content).
     pub fn open<'t>(&mut self, p: u32, tail: &impl Fn(u32) -> Option<&'t [u8]>, out: &mut Vec<u8>) {
@@ -134,9 +135,11 @@ pub fn tree_and_order(
     Ok((tree, order?))
 }
 
-/// Where an entry's line lies in the file (its JSON text, without `\r\n`), and whether it may be
-/// copied when its keys and numbers are `JSON.stringify`'s (the scan's
-/// [`crate::index::Rec::stringify_form`], and the caller's leave).
+/// Where an entry's line lies in the file, and whether it may be copied.
+///
+/// The line is its JSON text, without `\r\n`; `copy`: the scan's
+/// [`crate::index::Rec::stringify_form`] and the caller's leave (the line is then copied when its
+/// keys and numbers are `JSON.stringify`'s too).
 #[derive(Debug, Clone, Copy)]
 pub struct LineAt {
     pub offset: u64,

@@ -160,7 +160,9 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
     return row
 
 
-def _convert_object(item: Item, opts: ConvertOptions, rel: list[str], dest: Path, row: dict[str, Any]) -> dict[str, Any]:
+def _convert_object(
+    item: Item, opts: ConvertOptions, rel: list[str], dest: Path, row: dict[str, Any]
+) -> dict[str, Any]:
     """An object in storage (``s3://…``): read into memory (as ``stats`` reads one), converted
     in memory in the core, each session made (the main one, then Claude Code sidechains) written
     with :func:`sessiontree.writer.atomic_write` in its folder below ``opts.out_root``, opened
@@ -245,9 +247,10 @@ def convert_sessions(
     progress: bool | Callable[[int], None] = False,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Convert every session of ``source`` (a directory, glob or files, local) to Pi sessions
-    below ``out_dir``, keeping each file's path below the source directory (sidechain and
-    subagent sessions beside their session's output). One row per session, in path order:
+    """Convert every session of ``source`` (a directory, glob or files, or objects in storage:
+    ``s3://bucket/prefix``) to Pi sessions below ``out_dir``, keeping each file's path below
+    the source directory (sidechain and subagent sessions beside their session's output; an
+    object: at its key, see :func:`object_parts` and :func:`_convert_object`). One row per session, in path order:
     ``path``, ``output``, ``source_format``, ``files`` (every file written), ``lines``,
     ``written``, ``messages``, ``compactions``, ``problems`` (count), ``problem_kinds``
     (count per kind), ``problem_list`` (the first 20), ``not_carried``, ``error_kind``

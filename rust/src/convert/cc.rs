@@ -1365,8 +1365,9 @@ pub fn convert(
         };
         let mut first = super::Lines::new(std::io::Read::take(r, HEADER_PEEK));
         match first.next_line().map_err(io_err(src))? {
-            Some((line, true)) => super::back::header_carried(line, Format::ClaudeCode)
-                .map(|h| [h, b"\n"].concat()),
+            Some((line, true)) => {
+                super::back::header_carried(line, Format::ClaudeCode).map(|h| [h, b"\n"].concat())
+            }
             _ => None,
         }
     } else {

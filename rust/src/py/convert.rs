@@ -106,6 +106,10 @@ pub fn convert_bytes<'py>(
     Ok((PyBytes::new(py, &main), report_dict(py, rep)?))
 }
 
+/// The sessions one conversion made in memory: `(path, bytes)` each (a path's bytes as they
+/// are, not made UTF-8).
+type MadeFiles<'py> = Vec<(PathBuf, Bound<'py, PyBytes>)>;
+
 /// `convert_bytes` with every session made: `([(name, pi_bytes), ...], report)`, the main
 /// session first, then the Claude Code sidechain sessions (named as `to_pi` writes them beside
 /// `name`, their headers' `parentSession` naming `name`).
@@ -116,14 +120,14 @@ pub fn convert_bytes_all<'py>(
     data: &[u8],
     name: PathBuf,
     source: Option<&str>,
-) -> PyResult<(Vec<(String, Bound<'py, PyBytes>)>, Bound<'py, PyDict>)> {
+) -> PyResult<(MadeFiles<'py>, Bound<'py, PyDict>)> {
     let from = format_arg(source)?;
     let (files, rep) = py
         .detach(|| crate::convert::to_pi_bytes(data, &name, from))
         .map_err(map_err)?;
     let files = files
         .into_iter()
-        .map(|(p, b)| (p.display().to_string(), PyBytes::new(py, &b)))
+        .map(|(p, b)| (p, PyBytes::new(py, &b)))
         .collect();
     Ok((files, report_dict(py, rep)?))
 }

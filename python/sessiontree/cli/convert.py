@@ -68,7 +68,9 @@ def add_parsers(sub: Any) -> None:
         description="Convert every session of SRC_DIR to Pi sessions below DIR (sessiontree.convert.convert_all).",
         epilog=_CONVERT_ALL_EPILOG,
     )
-    p.add_argument("source", metavar="SRC_DIR", nargs="+", help="directory, glob, files, or s3://bucket/prefix (objects)")
+    p.add_argument(
+        "source", metavar="SRC_DIR", nargs="+", help="directory, glob, files, or s3://bucket/prefix (objects)"
+    )
     p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument("--from", dest="source_format", choices=("auto", "claude-code", "codex", "pi"), default="auto")
     ray_flags(p)

@@ -110,9 +110,11 @@ pub fn convert_bytes<'py>(
 /// are, not made UTF-8).
 type MadeFiles<'py> = Vec<(PathBuf, Bound<'py, PyBytes>)>;
 
-/// `convert_bytes` with every session made: `([(name, pi_bytes), ...], report)`, the main
-/// session first, then the Claude Code sidechain sessions (named as `to_pi` writes them beside
-/// `name`, their headers' `parentSession` naming `name`).
+/// `convert_bytes` with every session made.
+///
+/// `([(path, pi_bytes), ...], report)`: the main session first, then the Claude Code sidechain
+/// sessions (named as `to_pi` writes them beside `name`, their headers' `parentSession` naming
+/// `name`).
 #[pyfunction]
 #[pyo3(signature = (data, name, source = None))]
 pub fn convert_bytes_all<'py>(

@@ -215,3 +215,13 @@ def test_stats_and_scrub_all_name_the_format_of_each_object(s3, tmp_path):
     rows = scrub_sessions(s3.uri("fmt"), tmp_path / "scrubbed")
     assert {r["path"].rsplit("/", 1)[1]: r["source_format"] for r in rows} == want
     assert all(r["error_kind"] is None for r in rows)
+
+
+def test_an_object_that_is_not_there_is_a_row(s3, tmp_path):
+    """An object named by its key that the store does not hand over (gone since the listing,
+    never there): a ``not_found`` row, the job goes on."""
+    _put(s3, "gone/ok.jsonl", PI.read_bytes())
+    res = convert.convert_all([s3.uri("gone/nope.jsonl"), s3.uri("gone/ok.jsonl")], tmp_path / "out")
+    rows = {r.path.rsplit("/", 1)[1]: r for r in res.rows}
+    assert rows["nope.jsonl"].error_kind == "not_found" and rows["nope.jsonl"].output is None
+    assert rows["ok.jsonl"].error_kind is None and Path(rows["ok.jsonl"].output).is_file()

@@ -170,7 +170,7 @@ def _convert_object(
     ones (a hostile key never leaves the output folder), mode 0600 (an object has no mode to
     follow). Subagent objects are sessions of their own here (their transcript is not read
     beside them). Never raises for a session: a failure is the row's ``error``."""
-    from ..errors import OutputPathError, UnrecognisedFormatError
+    from ..errors import OutputPathError, SessionTreeError, UnrecognisedFormatError
     from ..session import convert_bytes_all
     from ..writer import atomic_write
     from ._rows import _read_object
@@ -197,7 +197,7 @@ def _convert_object(
         _fill(row, r, [os.path.join(str(dest.parent), n) for n in names], str(dest))
     except UnrecognisedFormatError as exc:
         row.update(error_kind="unrecognised", error=str(exc))
-    except (OSError, ValueError, SessionError) as exc:
+    except (OSError, ValueError, SessionTreeError) as exc:
         kind = getattr(exc, "kind", None)  # an object the store would not hand over
         if not isinstance(kind, str):
             refused = isinstance(exc, (OutputPathError, ValueError))

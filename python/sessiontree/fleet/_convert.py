@@ -13,6 +13,7 @@ is detected from its content. Each session is one unit of work on the fleet's en
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
@@ -165,14 +166,14 @@ def _convert_object(
 ) -> dict[str, Any]:
     """An object in storage (``s3://…``): read into memory (as ``stats`` reads one), converted
     in memory in the core, each session made (the main one, then Claude Code sidechains) written
-    with :func:`sessiontree.writer.atomic_write` in its folder below ``opts.out_root``, opened
+    with :func:`sessiontree.writer.atomic_writer` (all temp files written, then renamed) in its folder below ``opts.out_root``, opened
     ``O_NOFOLLOW`` one component at a time from the key's parts without ``..``, ``.`` or empty
     ones (a hostile key never leaves the output folder), mode 0600 (an object has no mode to
     follow). Subagent objects are sessions of their own here (their transcript is not read
     beside them). Never raises for a session: a failure is the row's ``error``."""
     from ..errors import OutputPathError, SessionTreeError, UnrecognisedFormatError
     from ..session import convert_bytes_all
-    from ..writer import atomic_write
+    from ..writer import atomic_writer
     from ._rows import _read_object
 
     dirs = None
@@ -190,8 +191,10 @@ def _convert_object(
         dirs = _OutDirs(Path(opts.out_root))
         dfd = dirs.open(rel[:-1])
         try:
-            for name, (_, pi) in zip(names, made):
-                atomic_write(name, [pi], dir_fd=dfd, mode=0o600)
+            # every temp file written before the first rename: a failure writing any leaves none
+            with contextlib.ExitStack() as stack:
+                for name, (_, pi) in zip(names, made):
+                    stack.enter_context(atomic_writer(name, dir_fd=dfd, mode=0o600)).write(pi)
         finally:
             os.close(dfd)
         _fill(row, r, [os.path.join(str(dest.parent), n) for n in names], str(dest))

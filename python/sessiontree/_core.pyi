@@ -14,6 +14,7 @@ __all__ = [
     "Index",
     "Scrubber",
     "convert_bytes",
+    "convert_bytes_all",
     "convert_detect",
     "convert_detect_bytes",
     "convert_file",
@@ -31,6 +32,9 @@ __all__ = [
 def convert_bytes(
     data: bytes, name: str | PathLike[str], source: str | None = None
 ) -> tuple[bytes, dict[str, Any]]: ...
+def convert_bytes_all(
+    data: bytes, name: str | PathLike[str], source: str | None = None
+) -> tuple[list[tuple[PathLike[str], bytes]], dict[str, Any]]: ...
 def convert_detect(path: str | PathLike[str]) -> str: ...
 def convert_detect_bytes(data: bytes, name: str | PathLike[str]) -> str: ...
 def convert_file(

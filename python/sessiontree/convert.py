@@ -254,7 +254,8 @@ class ConvertAllRow:
     ``compactions``; ``problems`` (count) and ``problem_kinds`` (count per kind) and
     ``problem_list`` (the first 20, as :class:`ConvertProblem`); ``not_carried`` (count);
     ``error_kind`` (``unrecognised``, ``not_found``, ``not_a_file`` for a directory or FIFO,
-    ``refused_output``, ``io``, ``error``, ``unsupported``) and ``error``: None when written."""
+    ``refused_output`` (also an object key no output can be made of), ``io``, ``error``) and
+    ``error``: None when written."""
 
     path: str
     output: str | None
@@ -388,9 +389,14 @@ def convert_all(
 
     ``source``: a directory (Claude Code's ``~/.claude/projects``, Codex's ``~/.codex/sessions``
     with its ``YYYY/MM/DD`` folders, a Pi store, or any mix: each ``*.jsonl`` file's format is
-    detected from its content), a glob, or a list of them. Each output keeps its file's path
-    below the source directory; Claude Code sidechain and subagent sessions are written beside
-    it (``<session>/subagents/*.jsonl`` converts with its session, not on its own).
+    detected from its content), a glob, objects in storage (``s3://bucket/prefix``, as
+    :func:`sessiontree.fleet.session_stats` takes them), or a list of them. Each output keeps
+    its file's path below the source directory; Claude Code sidechain and subagent sessions are
+    written beside it (``<session>/subagents/*.jsonl`` converts with its session, not on its
+    own). An object is read into memory and converted there; its outputs go below ``out_dir``
+    at its key (bucket included), each segment made a plain name one to one (``..``, ``.``,
+    empty and over-long segments escaped: never outside ``out_dir``, never two objects to one
+    output), mode 0600; a subagent object converts on its own.
 
     A file that cannot be converted (not recognised, unreadable, a refused output) is a row
     with ``error``, never the job's failure; damaged lines are recorded problems (as

@@ -306,9 +306,15 @@ class AtomicWriter:
         dir_fd: int | None = None,
         settle: Callable[[Any], None] | None = None,
         renamed: Callable[[], None] | None = None,
+        mode: int | None = None,
+        fsync: bool = True,
     ):
         self.path = Path(path)
         self._like = like
+        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777):
+            raise ValueError(f"mode must be permission bits (0 to 0o777), not {mode!r}")
+        self._mode = mode
+        self._fsync = fsync
         self._settle = settle
         self._renamed = renamed
         self._source = _source_id(source)
@@ -325,7 +331,13 @@ class AtomicWriter:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         # a new path: created with like's bits (or 0644), less the umask (the kernel applies it);
         # a replaced file: created 0600, then given its mode (and like's bound) below
-        create_mode = 0o600 if existing is not None else (stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644)
+        # (with a mode given: created 0600 at most, then given that mode)
+        if self._mode is not None:
+            create_mode = self._mode & 0o600
+        elif existing is not None:
+            create_mode = 0o600
+        else:
+            create_mode = stat.S_IMODE(like.st_mode) & 0o777 if like else 0o644
         fd = os.open(tmp, flags, create_mode, dir_fd=self._dir_fd)
         self._tmp = tmp
         try:
@@ -345,6 +357,8 @@ class AtomicWriter:
                         os.fchown(fd, -1, like.st_gid)
                     except OSError:
                         pass  # not in that group: its bits are dropped below
+            if self._mode is not None:
+                mode = self._mode
             if like is not None:
                 mode &= stat.S_IMODE(like.st_mode)
             gid = os.fstat(fd).st_gid
@@ -373,7 +387,8 @@ class AtomicWriter:
                 fh.close()
                 return
             fh.flush()
-            os.fsync(fh.fileno())
+            if self._fsync:
+                os.fsync(fh.fileno())
             if self._settle is not None:
                 self._settle(fh)  # may write more (and fsync it) right before the rename
             fh.close()
@@ -392,6 +407,8 @@ class AtomicWriter:
             raise
         finally:
             self._discard()
+        if not self._fsync:
+            return
         if self._dir_fd is None:
             _fsync_dir(self.path.parent)
         else:
@@ -407,6 +424,8 @@ def atomic_writer(
     like: os.stat_result | None = None,
     source: os.stat_result | str | os.PathLike[str] | None = None,
     dir_fd: int | None = None,
+    mode: int | None = None,
+    fsync: bool = True,
 ) -> AtomicWriter:
     """:func:`atomic_write` for a producer that streams: ``with atomic_writer(out, like=st) as
     fh: fh.write(chunk)...`` (``fh`` is a binary file object on the temp copy). The checks of
@@ -420,9 +439,9 @@ def atomic_writer(
 
     ``dir_fd``: ``path`` is a bare name in the directory open as ``dir_fd`` (every step, the
     temp file, the checks and the rename, is relative to it: a folder renamed or swapped for
-    a symbolic link meanwhile is not followed).
+    a symbolic link meanwhile is not followed). ``mode`` and ``fsync``: as :func:`atomic_write`.
     """
-    return AtomicWriter(path, like=like, source=source, dir_fd=dir_fd)
+    return AtomicWriter(path, like=like, source=source, dir_fd=dir_fd, mode=mode, fsync=fsync)
 
 
 def atomic_write(
@@ -432,6 +451,8 @@ def atomic_write(
     like: os.stat_result | None = None,
     source: os.stat_result | str | os.PathLike[str] | None = None,
     dir_fd: int | None = None,
+    mode: int | None = None,
+    fsync: bool = True,
 ) -> None:
     """Write ``path`` atomically: a temp file ``.<name>.<8 hex>.tmp`` created ``O_EXCL`` in the
     same folder, the chunks, fsync, rename over ``path``, fsync of the folder. Readers see the
@@ -452,14 +473,20 @@ def atomic_write(
 
     The checks run before the temp file is made and again just before the rename; what another
     program renames into place between that check and the rename (microseconds) is replaced.
-    ``dir_fd``: as :func:`atomic_writer`.
+    ``dir_fd``: as :func:`atomic_writer`. ``mode``: the new file's permission bits (0 to
+    0o777; still narrowed to ``like``'s), in place of the rule above: the temp file is created
+    with at most 0600 and given ``mode`` before anything is written (a private copy: ``0o600``,
+    whatever the umask or the file it replaces). ``fsync=False``: no fsync of the file or the
+    folder (a cache checked before each use and made again when lost; the rename still makes
+    it whole or absent).
 
     Raises:
         OutputPathError: ``path`` is a symbolic link, not a regular file, or the source
             (nothing written; an ``OSError`` too).
         OSError: the folder cannot be written, the disk is full.
+        ValueError: ``mode`` is not permission bits.
     """
-    with atomic_writer(path, like=like, source=source, dir_fd=dir_fd) as fh:
+    with atomic_writer(path, like=like, source=source, dir_fd=dir_fd, mode=mode, fsync=fsync) as fh:
         for chunk in chunks:
             fh.write(chunk)
 

@@ -196,6 +196,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::convert_file, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_detect_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::convert_bytes_all, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;

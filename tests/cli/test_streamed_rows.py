@@ -51,9 +51,10 @@ def test_scrub_all_prints_each_row_before_the_last_session_runs(store, tmp_path,
     assert len(before.splitlines()) == N - 1  # every earlier session's row was already printed
     rows = [json.loads(x) for x in out.splitlines()]
     want = scrub_sessions(str(store), tmp_path / "again", workers=1)
-    assert [{k: v for k, v in r.items() if k not in ("output", "source_format")} for r in rows] == [
+    assert [{k: v for k, v in r.items() if k != "output"} for r in rows] == [
         {k: v for k, v in r.items() if k != "output"} for r in want
     ]
+    assert {r["source_format"] for r in rows} == {"pi"}  # the fleet's rows name it, the CLI's too
     assert [r["found"] for r in rows] == [0, 1, 1, 1]
 
 

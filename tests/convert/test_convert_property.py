@@ -1,6 +1,7 @@
-"""Random Pi trees: Pi -> Claude Code -> Pi keeps the tree (every entry, its type, its parent
-among the original entries, the leaf) and ``build_context()``; Pi -> Codex -> Pi keeps the
-active branch's ``build_context()`` and names the entries off it."""
+"""Random Pi trees under random headers: Pi -> Claude Code -> Pi keeps the header (an equal JSON
+value: every field, known or not), the tree (every entry, its type, its parent among the
+original entries, the leaf) and ``build_context()``; Pi -> Codex -> Pi keeps the header and
+the active branch's ``build_context()`` and names the entries off it."""
 
 from __future__ import annotations
 
@@ -138,9 +139,39 @@ def pi_trees(draw):
     return entries
 
 
-def _write(path: Path, entries: list[dict]) -> None:
-    head = {"type": "session", "version": 3, "id": "sess", "timestamp": TS, "cwd": "/w"}
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_TEXT, kids, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def pi_headers(draw):
+    """A Pi header: the fields Pi 1.6 writes (the timestamp with or without milliseconds), and
+    any of ``parentSession``, ``branchedFrom`` and fields of a later version."""
+    ms = draw(st.one_of(st.just(""), st.integers(0, 999).map(lambda m: f".{m:03d}")))
+    head = {"type": "session", "version": 3, "id": draw(st.uuids()).hex, "timestamp": f"2025-01-01T00:00:00{ms}Z"}
+    head["cwd"] = draw(_TEXT)
+    for k in ("parentSession", "branchedFrom"):
+        if draw(st.booleans()):
+            head[k] = "/s/" + draw(_TEXT) + ".jsonl"
+    reserved = {"type", "version", "id", "timestamp", "cwd", "parentSession", "branchedFrom", "source"}
+    head.update(draw(st.dictionaries(_TEXT.filter(lambda k: k not in reserved), _JSON, max_size=3)))
+    return head
+
+
+def _write(path: Path, head: dict, entries: list[dict]) -> None:
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [head, *entries]))
+
+
+def _header(path: Path) -> object:
+    return json.loads(path.read_bytes().split(b"\n", 1)[0])
 
 
 def _ctx(path: Path):
@@ -150,15 +181,16 @@ def _ctx(path: Path):
 
 @pytest.mark.slow  # about a minute: 40 trees, four conversions and two opens each
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pi_trees())
-def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries):
+@given(pi_trees(), pi_headers())
+def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries, head):
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         a, cc, b = d / "a.jsonl", d / "cc.jsonl", d / "b.jsonl"
-        _write(a, entries)
+        _write(a, head, entries)
         convert.from_pi(a, cc, to="claude-code")
         assert convert.detect(cc) == "claude-code"
         convert.to_pi(cc, b)
+        assert _header(b) == head
         assert Session.open(b).validate() == []
         got = {e["id"]: e for e in (json.loads(x) for x in b.read_text().split("\n")[1:] if x)}
         orig = {e["id"] for e in entries}
@@ -177,15 +209,16 @@ def test_pi_to_claude_code_to_pi_keeps_the_tree_and_the_context(entries):
 
 @pytest.mark.slow  # about a minute: 40 trees, four conversions and two opens each
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pi_trees())
-def test_pi_to_codex_to_pi_keeps_the_active_branch_context(entries):
+@given(pi_trees(), pi_headers())
+def test_pi_to_codex_to_pi_keeps_the_active_branch_context(entries, head):
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         a, cx, b = d / "a.jsonl", d / "cx.jsonl", d / "b.jsonl"
-        _write(a, entries)
+        _write(a, head, entries)
         r = convert.from_pi(a, cx, to="codex")
         assert convert.detect(cx) == "codex"
         convert.to_pi(cx, b)
+        assert _header(b) == head
         assert Session.open(b).validate() == []
         assert _ctx(b) == _ctx(a)
         on_branch = {e.id for e in Session.open(a).get_branch()}

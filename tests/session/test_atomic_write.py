@@ -292,3 +292,54 @@ def test_special_bits_stay_only_on_a_rewrite_of_the_file_itself(tmp_path):
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o4755
     atomic_write(out, [b"a page"])  # something else written over it
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o755
+
+
+def test_mode_gives_the_new_file_exactly_those_bits(tmp_path):
+    """``mode=``: the bits of the new file whatever the umask or the file it replaces (a
+    private copy is 0600), still narrowed to ``like``'s; the temp file is never wider."""
+    old = os.umask(0)
+    try:
+        new = tmp_path / "new"
+        atomic_write(new, [b"x"], mode=0o600)
+        assert _mode(new) == 0o600 and new.read_bytes() == b"x"
+        wide = tmp_path / "wide"
+        wide.write_bytes(b"old")
+        os.chmod(wide, 0o666)
+        atomic_write(wide, [b"y"], mode=0o600)
+        assert _mode(wide) == 0o600 and wide.read_bytes() == b"y"
+        like = tmp_path / "like"
+        like.write_bytes(b"")
+        os.chmod(like, 0o640)
+        atomic_write(new, [b"z"], mode=0o644, like=os.stat(like))
+        assert _mode(new) == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_the_temp_file_of_a_mode_is_created_private(tmp_path, monkeypatch):
+    seen = []
+    real_open = os.open
+
+    def spy(path, flags, mode=0o777, *a, **k):
+        if str(path).endswith(".tmp"):
+            seen.append(mode)
+        return real_open(path, flags, mode, *a, **k)
+
+    monkeypatch.setattr(os, "open", spy)
+    atomic_write(tmp_path / "f", [b"x"], mode=0o644)
+    assert seen == [0o600] and _mode(tmp_path / "f") == 0o644  # the bits asked for, umask or not
+
+
+@pytest.mark.parametrize("bad", [-1, 0o1000, 0o4755, True, 1.5, "600"])
+def test_a_mode_that_is_not_permission_bits_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError):
+        atomic_write(tmp_path / "f", [b"x"], mode=bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fsync_false_skips_the_fsyncs_and_still_renames_into_place(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd))
+    atomic_write(tmp_path / "f", [b"x"], fsync=False)
+    assert calls == [] and (tmp_path / "f").read_bytes() == b"x"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]

@@ -31,7 +31,9 @@ detected from its content (--from to force one). Each becomes a Pi session at th
 below DIR; Claude Code sidechain and subagent sessions are written beside it (a session's
 subagents/*.jsonl files convert with it). Runs on the fleet's engines: local (a process pool;
 in this process for a small store) or --engine ray (--address of a running cluster; DIR must be
-shared with the workers).
+shared with the workers). SRC_DIR may be objects in storage (s3://bucket/prefix?endpoint_override=...,
+as for stats): each object is read into memory and its Pi sessions written below DIR at its key's
+path (no .. or absolute part: never outside DIR), mode 0600.
 
 A file that cannot be converted (not recognised, unreadable, a refused output) is a failed row;
 damaged lines are recorded problems and the file is still converted. Nothing is written through
@@ -66,7 +68,9 @@ def add_parsers(sub: Any) -> None:
         description="Convert every session of SRC_DIR to Pi sessions below DIR (sessiontree.convert.convert_all).",
         epilog=_CONVERT_ALL_EPILOG,
     )
-    p.add_argument("source", metavar="SRC_DIR", nargs="+", help="directory, glob or files (local)")
+    p.add_argument(
+        "source", metavar="SRC_DIR", nargs="+", help="directory, glob, files, or s3://bucket/prefix (objects)"
+    )
     p.add_argument("-o", "--out", metavar="DIR", required=True, help="the directory to write into")
     p.add_argument("--from", dest="source_format", choices=("auto", "claude-code", "codex", "pi"), default="auto")
     ray_flags(p)
@@ -148,8 +152,10 @@ def _convert_all(args: argparse.Namespace) -> int:
     from ..errors import SessionTreeError
     from .render import _OutputError, _write_out, json_document, print_failure, safe_text
 
+    from ..fleet._sources import is_url
+
     for s in args.source:
-        if not any(c in s for c in "*?[") and not os.path.exists(s):
+        if not is_url(s) and not any(c in s for c in "*?[") and not os.path.exists(s):
             return print_failure(f"{s}: no such file or directory", 2, args.json)
     wanted = (args.progress or stderr_is_terminal()) and not args.no_progress
     state: dict[str, Any] = {"bar": None}

@@ -203,7 +203,7 @@ def _scrub_all(args: argparse.Namespace) -> int:
         state["bar"](1)
 
     def on_row(row: dict[str, Any]) -> None:  # each row as its session is done (streamed)
-        row = _text_row({**row, "source_format": _format_of(row["path"])})
+        row = _text_row(row)
         rows.append(row)
         if not args.json:
             sys.stdout.write(orjson.dumps(row).decode() + "\n")

@@ -13,6 +13,7 @@ is detected from its content. Each session is one unit of work on the fleet's en
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
@@ -50,6 +51,35 @@ def _subagent_of_listed(path: str, listed: set[str]) -> bool:
     return str(session_dir.parent / f"{session_dir.name}.jsonl") in listed
 
 
+#: bytes of a key's segment kept as a file name as it is (a longer one is shortened, see
+#: :func:`object_parts`); a file name holds at most 255
+SEGMENT_BYTES = 200
+
+
+def object_parts(key: str) -> list[str]:
+    """The folders and file name below the output folder of the object ``key``: its segments
+    (split at ``/``), each made a plain name, one to one (two keys never share an output):
+    ``%`` is written ``%25``; an empty segment (``a//b``, a leading ``/``) ``%``; ``.`` and ``..``
+    ``%2E`` and ``%2E%2E`` (so no part climbs out or stays in place); a segment over
+    :data:`SEGMENT_BYTES` bytes of UTF-8 is cut there (whole characters) and ended with ``~``
+    and 16 hex digits of its hash (keeping ``.jsonl``). Never ``""``, ``.``, ``..`` or a ``/``."""
+    import hashlib
+
+    parts = []
+    segs = key.split("/")
+    for i, seg in enumerate(segs):
+        seg = seg.replace("%", "%25").replace("\0", "%00")
+        seg = {"": "%", ".": "%2E", "..": "%2E%2E"}.get(seg, seg)
+        raw = seg.encode("utf-8", "surrogateescape")
+        if len(raw) > SEGMENT_BYTES:
+            tail = ".jsonl" if i == len(segs) - 1 and seg.endswith(".jsonl") else ""
+            digest = hashlib.blake2b(raw, digest_size=8).hexdigest()
+            cut = raw[: SEGMENT_BYTES - 64].decode("utf-8", "ignore")  # whole characters
+            seg = f"{cut}~{digest}{tail}"
+        parts.append(seg)
+    return parts
+
+
 def _proc_dir(fd: int) -> str | None:
     """A path that names the open folder ``fd`` itself (``/proc/self/fd/N``): a path through it
     never follows a symbolic link planted in the output tree after the folder was opened."""
@@ -63,7 +93,7 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
     from ..errors import UnrecognisedFormatError
     from ..session import convert_detect, convert_file
 
-    rel = _relative(item, opts.base).split("/")
+    rel = object_parts(item.key or item.path) if item.fs is not None else _relative(item, opts.base).split("/")
     dest = Path(opts.out_root).joinpath(*rel)
     row: dict[str, Any] = {
         "path": item.path,
@@ -82,8 +112,7 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         "error": None,
     }
     if item.fs is not None:
-        row.update(error_kind="unsupported", error="objects in storage are not converted (a local store only)")
-        return row
+        return _convert_object(item, opts, rel, dest, row)
     dirs = None
     through: str | None = None
 
@@ -113,23 +142,7 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
             os.path.join(shown_dir, f[len(through) + 1 :]) if through and f.startswith(through) else f
             for f in r["files"]
         ]
-        kinds: dict[str, int] = {}
-        for _file, _line, kind, _message in r["problems"]:
-            kinds[kind] = kinds.get(kind, 0) + 1
-        row.update(
-            output=files[0] if files else str(dest),
-            files=files,
-            lines=r["lines"],
-            written=r["written"],
-            messages=r["messages"],
-            compactions=r["compactions"],
-            problems=len(r["problems"]),
-            problem_kinds=dict(sorted(kinds.items())),
-            problem_list=[
-                {"file": f, "line": n, "kind": k, "message": m} for f, n, k, m in r["problems"][:ROW_PROBLEMS]
-            ],
-            not_carried=len(r["not_carried"]),
-        )
+        _fill(row, r, files, str(dest))
     except UnrecognisedFormatError as exc:
         row.update(error_kind="unrecognised", error=str(exc))
     except FileNotFoundError as exc:
@@ -146,6 +159,78 @@ def convert_one(item: Item, opts: ConvertOptions) -> dict[str, Any]:
         if dirs is not None:
             dirs.close()
     return row
+
+
+def _convert_object(
+    item: Item, opts: ConvertOptions, rel: list[str], dest: Path, row: dict[str, Any]
+) -> dict[str, Any]:
+    """An object in storage (``s3://…``): read into memory (as ``stats`` reads one), converted
+    in memory in the core, each session made (the main one, then Claude Code sidechains) written
+    with :func:`sessiontree.writer.atomic_writer` (all temp files written, then renamed) in its folder below ``opts.out_root``, opened
+    ``O_NOFOLLOW`` one component at a time from the key's parts without ``..``, ``.`` or empty
+    ones (a hostile key never leaves the output folder), mode 0600 (an object has no mode to
+    follow). Subagent objects are sessions of their own here (their transcript is not read
+    beside them). Never raises for a session: a failure is the row's ``error``."""
+    from ..errors import OutputPathError, SessionTreeError, UnrecognisedFormatError
+    from ..session import convert_bytes_all
+    from ..writer import atomic_writer
+    from ._rows import _read_object
+
+    dirs = None
+    try:
+        data, _, _ = _read_object(item, None)
+        made, r = convert_bytes_all(data, str(dest), opts.source_format)
+        del data
+        row["source_format"] = r["source_format"]
+        names = []
+        for name, _pi in made:
+            name = os.fspath(name)
+            if os.path.dirname(name) != str(dest.parent) or os.path.basename(name) in ("", ".", ".."):
+                raise OutputPathError(0, "a session made would be written outside its folder", name)
+            names.append(os.path.basename(name))
+        dirs = _OutDirs(Path(opts.out_root))
+        dfd = dirs.open(rel[:-1])
+        try:
+            # every temp file written before the first rename: a failure writing any leaves none
+            with contextlib.ExitStack() as stack:
+                for name, (_, pi) in zip(names, made):
+                    stack.enter_context(atomic_writer(name, dir_fd=dfd, mode=0o600)).write(pi)
+        finally:
+            os.close(dfd)
+        _fill(row, r, [os.path.join(str(dest.parent), n) for n in names], str(dest))
+    except UnrecognisedFormatError as exc:
+        row.update(error_kind="unrecognised", error=str(exc))
+    except (OSError, ValueError, SessionTreeError) as exc:
+        kind = getattr(exc, "kind", None)  # an object the store would not hand over
+        if not isinstance(kind, str):
+            refused = isinstance(exc, (OutputPathError, ValueError))
+            kind = "refused_output" if refused else "io" if isinstance(exc, OSError) else "error"
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename and exc.strerror else ""
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        row.update(error_kind=kind, error=f"{type(exc).__name__}: {where}{why}")
+    finally:
+        if dirs is not None:
+            dirs.close()
+    return row
+
+
+def _fill(row: dict[str, Any], r: dict[str, Any], files: list[str], dest: str) -> None:
+    """A converted session's row from the core's report ``r`` and the files written."""
+    kinds: dict[str, int] = {}
+    for _file, _line, kind, _message in r["problems"]:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    row.update(
+        output=files[0] if files else dest,
+        files=files,
+        lines=r["lines"],
+        written=r["written"],
+        messages=r["messages"],
+        compactions=r["compactions"],
+        problems=len(r["problems"]),
+        problem_kinds=dict(sorted(kinds.items())),
+        problem_list=[{"file": f, "line": n, "kind": k, "message": m} for f, n, k, m in r["problems"][:ROW_PROBLEMS]],
+        not_carried=len(r["not_carried"]),
+    )
 
 
 def convert_rows(items: Sequence[Item], opts: ConvertOptions) -> list[dict[str, Any]]:
@@ -165,9 +250,10 @@ def convert_sessions(
     progress: bool | Callable[[int], None] = False,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Convert every session of ``source`` (a directory, glob or files, local) to Pi sessions
-    below ``out_dir``, keeping each file's path below the source directory (sidechain and
-    subagent sessions beside their session's output). One row per session, in path order:
+    """Convert every session of ``source`` (a directory, glob or files, or objects in storage:
+    ``s3://bucket/prefix``) to Pi sessions below ``out_dir``, keeping each file's path below
+    the source directory (sidechain and subagent sessions beside their session's output; an
+    object: at its key, see :func:`object_parts` and :func:`_convert_object`). One row per session, in path order:
     ``path``, ``output``, ``source_format``, ``files`` (every file written), ``lines``,
     ``written``, ``messages``, ``compactions``, ``problems`` (count), ``problem_kinds``
     (count per kind), ``problem_list`` (the first 20), ``not_carried``, ``error_kind``
@@ -212,8 +298,9 @@ def convert_sessions(
             )
     items = resolve_source(source)
     items = [it for it in items if it.fs is not None or not _inside(it.path, out_real)]
-    listed = {it.path for it in items}
-    items = [it for it in items if not _subagent_of_listed(it.path, listed)]
+    listed = {it.path for it in items if it.fs is None}
+    # a local subagent file converts with its session; an object is read on its own
+    items = [it for it in items if it.fs is not None or not _subagent_of_listed(it.path, listed)]
     local = [os.path.abspath(it.path) for it in items if it.fs is None]
     if srcs and all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in srcs):
         base: str | None = os.path.commonpath([os.path.abspath(x) for x in srcs])

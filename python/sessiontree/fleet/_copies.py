@@ -15,7 +15,7 @@ mtime and ETag. Before each use every copy is checked against the listing:
   search index judges a local file): only the new bytes fetched and appended to the copy in
   place (so the index indexes only them);
 * anything else (changed, replaced, new): copied again (to a new file, O_EXCL, 0600, renamed
-  over the old, so a reader of the old copy keeps its bytes and the search index sees a
+  over the old by :func:`sessiontree.writer.atomic_write`, so a reader of the old copy keeps its bytes and the search index sees a
   replaced file and indexes it again);
 * a copy whose object is no longer listed is removed (so its hits can never come back).
 
@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..writer import atomic_write
 from ._sources import Item, ObjectStat, SourceError, _is_fsspec, _shown
 
 __all__ = ["Remote", "copies_of", "RACY_NS"]
@@ -89,21 +90,12 @@ def _read_side(path: str) -> dict[str, Any] | None:
 
 
 def _write_atomic(path: str, chunks: Any) -> None:
-    """Writes ``chunks`` (an iterable of bytes) to a new file (O_EXCL, 0600) beside ``path``,
-    then renames it over ``path``."""
-    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for c in chunks:
-                f.write(c)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Writes ``chunks`` (an iterable of bytes) to ``path`` through
+    :func:`sessiontree.writer.atomic_write`: a new temp file (``O_EXCL | O_NOFOLLOW``, 0600)
+    beside it, renamed over it; never through a symbolic link at ``path``. Mode 0600 whatever
+    the umask; no fsync (a copy is checked against its sidecar before each use and copied
+    again when lost)."""
+    atomic_write(path, chunks, mode=0o600, fsync=False)
 
 
 def _head(r: Remote) -> tuple[str | None, int | None, int | None]:

@@ -97,7 +97,8 @@ def scrub_sessions(
     """Scrub every session of ``source`` (see :func:`resolve_source`) into ``out_dir``, keeping
     each file's path below the source directory (files and globs: below their common
     directory; objects: their key). Returns one
-    row per session, in path order: ``path``, ``output``, ``found``, ``kinds`` (secrets per
+    row per session, in path order: ``path``, ``output``, ``source_format`` (``pi``,
+    ``claude-code``, ``codex``, read from the content; None: none of them), ``found``, ``kinds`` (secrets per
     kind), ``replay_fields``, ``error_kind`` and ``error`` (None, or why it was not written:
     ``not_found``, ``not_a_file``, ``unreadable``, ``not_a_session``, ``refused_output``, ``io``,
     ``error``, as the stats and convert-all rows name them). Outputs are written
@@ -194,6 +195,7 @@ def _scrub_one(it: Item, rel_path: str, dirs: _OutDirs, opts: _ScrubOptions) -> 
     row: dict[str, Any] = {
         "path": it.path,
         "output": str(dest),
+        "source_format": None,
         "found": None,
         "kinds": None,
         "error_kind": None,
@@ -212,9 +214,11 @@ def _scrub_one(it: Item, rel_path: str, dirs: _OutDirs, opts: _ScrubOptions) -> 
                 from ._rows import _read_object
 
                 data, _, _ = _read_object(it, None)
+                row["source_format"] = _format_of_bytes(data, it.path)
                 clean, report = scrub_bytes(data, header=opts.header, replay=opts.replay)
                 atomic_write(rel[-1], [clean], dir_fd=dfd)
             else:
+                row["source_format"] = _format_of_file(it.path)
                 report = scrub_file(it.path, rel[-1], header=opts.header, replay=opts.replay, dir_fd=dfd)
         finally:
             os.close(dfd)
@@ -226,6 +230,30 @@ def _scrub_one(it: Item, rel_path: str, dirs: _OutDirs, opts: _ScrubOptions) -> 
         row["error_kind"] = _error_kind(exc, it)
         row["output"] = None
     return row
+
+
+def _format_of_file(path: str) -> str | None:
+    """``path``'s format from its first lines (``pi``, ``claude-code``, ``codex``; the core's
+    ``convert_detect``), None when it is none of them (scrubbed all the same: the scrubber reads
+    every JSON string of every line whatever the format)."""
+    from ..errors import SessionTreeError
+    from ..session import convert_detect
+
+    try:
+        return convert_detect(path)
+    except (OSError, SessionTreeError):
+        return None
+
+
+def _format_of_bytes(data: bytes, name: str) -> str | None:
+    """:func:`_format_of_file` of an object's bytes held in memory."""
+    from ..errors import SessionTreeError
+    from ..session import convert_detect_bytes
+
+    try:
+        return convert_detect_bytes(data, name)
+    except (OSError, SessionTreeError):
+        return None
 
 
 def _error_kind(exc: BaseException, it: Item) -> str:

@@ -113,6 +113,16 @@ def convert_bytes(data: bytes, name: str, source: str) -> tuple[bytes, dict[str,
     return _core.convert_bytes(data, name, source)
 
 
+def convert_bytes_all(data: bytes, name: str, source: str) -> tuple[list[tuple[str, bytes]], dict[str, Any]]:
+    """:func:`convert_bytes` with every session made (``_core.convert_bytes_all``).
+
+    ``[(path, pi_bytes), ...]``, the main one first (named ``name``), then Claude Code sidechain
+    sessions named beside it (paths as ``str``, their bytes kept: ``os.fsdecode``); and the
+    report as a dict. ``convert-all`` writes them for objects in storage."""
+    made, report = _core.convert_bytes_all(data, name, source)
+    return [(os.fsdecode(os.fspath(p)), b) for p, b in made], report
+
+
 def _bom_reason(head: bytes) -> str | None:
     """Why bytes starting with a UTF-8 byte order mark are not a session (None: no BOM).
 

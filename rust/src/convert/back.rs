@@ -82,17 +82,84 @@ fn carried(src: &RawValue, fmt: Format) -> Option<(u64, Carried)> {
     Some((n, Carried::Line(b)))
 }
 
-/// The first line of a Pi file as an object (the header).
-fn read_header(p: &Path) -> Result<Map<String, Value>, ConvertError> {
+/// The first line of a Pi file (the header): as an object, and its JSON text (the line
+/// without the whitespace around it).
+fn read_header(p: &Path) -> Result<(Map<String, Value>, Vec<u8>), ConvertError> {
     let mut lines = open_lines(p)?;
     let first = lines.next_line().map_err(io_err(p))?;
-    match first.map(|(l, _)| super::parse_line(l)) {
-        Some(super::Parsed::Object(m)) if s(m.get("type")) == Some("session") => Ok(m),
+    match first.map(|(l, _)| (super::parse_line(l), l)) {
+        Some((super::Parsed::Object(m), l)) if s(m.get("type")) == Some("session") => {
+            Ok((m, super::trim_json(l).to_vec()))
+        }
         _ => Err(ConvertError::Unrecognised(
             p.to_path_buf(),
             "not a Pi session (no session header)".into(),
         )),
     }
+}
+
+/// `o` as JSON text with `,"piHeader":<raw>` added before its closing brace, and a newline.
+fn with_pi_header(o: &Value, raw: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256 + raw.len());
+    push_val(&mut b, o);
+    b.pop(); // the closing brace of an object
+    b.extend_from_slice(b",\"piHeader\":");
+    b.extend_from_slice(raw);
+    b.extend_from_slice(b"}\n");
+    b
+}
+
+/// The Claude Code line that carries a Pi header: a `system` line of subtype `pi_header`
+/// (`isMeta`, `parentUuid` null and no line under it: on no chain, so Claude Code never shows
+/// or resumes it) holding the header's JSON text, byte for byte, in `piHeader`. `h`: the
+/// header parsed, `raw`: its text.
+pub(crate) fn cc_header_line(h: &Map<String, Value>, raw: &[u8]) -> Vec<u8> {
+    let id = s(h.get("id")).unwrap_or("");
+    let o = json!({"parentUuid": null, "isSidechain": false, "userType": "external",
+        "cwd": h.get("cwd").cloned().unwrap_or(json!("")), "sessionId": h.get("id").cloned().unwrap_or(json!("")),
+        "version": "sessiontree", "type": "system", "subtype": "pi_header", "content": "Pi session header",
+        "level": "info", "isMeta": true, "uuid": format!("{id}.header"),
+        "timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null)});
+    with_pi_header(&o, raw)
+}
+
+/// The Codex `session_meta` line of a Pi header: the header's id, timestamp and cwd in its
+/// payload, and the header's JSON text, byte for byte, in `piHeader` (a field Codex's reader
+/// ignores, as it ignores `piEntry`).
+pub(crate) fn codex_header_line(h: &Map<String, Value>, raw: &[u8]) -> Vec<u8> {
+    let ts = h.get("timestamp").cloned().unwrap_or(Value::Null);
+    let o = json!({"timestamp": ts.clone(), "type": "session_meta",
+        "payload": {"id": h.get("id").cloned().unwrap_or(json!("")), "timestamp": ts,
+                    "cwd": h.get("cwd").cloned().unwrap_or(json!("")), "originator": "sessiontree", "cli_version": "0",
+                    "source": "cli"}});
+    with_pi_header(&o, raw)
+}
+
+/// The Pi header a target's first line carries, as JSON text: `Some` only when `line` (without
+/// its newline) is exactly the line `from_pi` writes for that header
+/// ([`cc_header_line`] / [`codex_header_line`]); a line edited since is an ordinary line of
+/// its format, never trusted to say the header.
+pub(crate) fn header_carried(line: &[u8], fmt: Format) -> Option<&[u8]> {
+    #[derive(Deserialize)]
+    struct HasHeader<'a> {
+        #[serde(rename = "piHeader", borrow)]
+        header: Option<&'a RawValue>,
+    }
+    // a line without the key is not read further (a long first line is scanned once, not parsed)
+    memchr::memmem::find(line, b"\"piHeader\":")?;
+    let raw = serde_json::from_slice::<HasHeader>(line).ok()?.header?;
+    let h = match serde_json::from_str::<Value>(raw.get()).ok()? {
+        Value::Object(m) if s(m.get("type")) == Some("session") => m,
+        _ => return None,
+    };
+    let raw = raw.get().as_bytes();
+    let made = match fmt {
+        Format::ClaudeCode => cc_header_line(&h, raw),
+        Format::Codex => codex_header_line(&h, raw),
+        Format::Pi => return None,
+    };
+    // the same bytes: then `raw` is a slice of `line` at the same place
+    (made[..made.len() - 1] == *line).then_some(raw)
 }
 
 /// Copies a Pi session as it is (pi -> pi).
@@ -276,7 +343,7 @@ pub fn to_claude_code(
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
-    let h = read_header(src)?;
+    let (h, h_raw) = read_header(src)?;
     let hs = h.get("source");
     let dir = src.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut files: Vec<PathBuf> = vec![src.to_path_buf()];
@@ -302,6 +369,10 @@ pub fn to_claude_code(
         }
     }
     let slot = outs.open(out)?;
+    if s(hs.and_then(|x| x.get("format"))) != Some("claude-code") {
+        // a header Claude Code's lines would not give back: it rides on a line of its own
+        outs.write(slot, &cc_header_line(&h, &h_raw))?;
+    }
     let mut recs: Vec<Rec> = Vec::new();
     let mut compactions: HashSet<String> = HashSet::new();
     let mut handles = Vec::new();
@@ -568,7 +639,7 @@ pub fn to_codex(
     outs: &mut super::out::Outputs,
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
-    let h = read_header(src)?;
+    let (h, h_raw) = read_header(src)?;
     let mut at: HashMap<Box<str>, Located> = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
     let mut total = 0u64;
@@ -664,16 +735,7 @@ pub fn to_codex(
         }
     }
     if !wrote_header {
-        let mut b = Vec::new();
-        push_val(
-            &mut b,
-            &json!({"timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null), "type": "session_meta",
-            "payload": {"id": h.get("id").cloned().unwrap_or(json!("")), "timestamp": h.get("timestamp").cloned().unwrap_or(Value::Null),
-                        "cwd": h.get("cwd").cloned().unwrap_or(json!("")), "originator": "sessiontree", "cli_version": "0",
-                        "source": "cli"}}),
-        );
-        b.push(b'\n');
-        outs.write(slot, &b)?;
+        outs.write(slot, &codex_header_line(&h, &h_raw))?;
     }
     rep.written += 1;
     let f = std::fs::File::open(src).map_err(io_err(src))?;

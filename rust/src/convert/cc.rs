@@ -31,6 +31,8 @@ const F_SUMMARY: u8 = 4;
 const F_SIDE: u8 = 8;
 const F_UUID: u8 = 16; // has a string uuid
 const F_FULL: u8 = 32; // pass 2 needs the whole line parsed (else only its type: a custom entry)
+/// Bytes of the first line read to find a Pi header written by `from_pi` (`back::cc_header_line`).
+const HEADER_PEEK: u64 = 16 << 20;
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
@@ -1354,6 +1356,24 @@ pub fn convert(
             super::beside(out, &uniq(format!("subagent-{}", safe_name(&stem))))
         })
         .collect();
+    // a main session written by `from_pi` from a Pi session: its first line carries the Pi
+    // header, given back as it was (read at most `HEADER_PEEK` bytes in: a longer first line
+    // is no such line)
+    let pi_header: Option<Vec<u8>> = if parent_session.is_none() {
+        let r: Box<dyn std::io::Read + '_> = match data {
+            Some(d) => Box::new(d),
+            None => Box::new(std::fs::File::open(src).map_err(io_err(src))?),
+        };
+        let mut first = super::Lines::new(std::io::Read::take(r, HEADER_PEEK));
+        match first.next_line().map_err(io_err(src))? {
+            Some((line, true)) => {
+                super::back::header_carried(line, Format::ClaudeCode).map(|h| [h, b"\n"].concat())
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
     // headers
     let main_slot = outs.open(out)?;
     let mut src_field = Vec::new();
@@ -1393,10 +1413,13 @@ pub fn convert(
         .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into());
     let cwd = plan.cwd.clone().unwrap_or_default();
     let ps = parent_session.map(|(p, _)| p.display().to_string());
-    outs.write(
-        main_slot,
-        &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field),
-    )?;
+    match &pi_header {
+        Some(h) => outs.write(main_slot, h)?,
+        None => outs.write(
+            main_slot,
+            &super::header(&sid, &ts0, &cwd, ps.as_deref(), &src_field),
+        )?,
+    }
     let mut slots = vec![main_slot];
     let out_s = shown.display().to_string();
     for (g, p) in plan.groups.iter().zip(&side_paths) {
@@ -1433,6 +1456,11 @@ pub fn convert(
     let mut buf = Vec::with_capacity(1 << 16);
     while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
         buf.clear();
+        if n == 0 && pi_header.is_some() {
+            // the header line: on no chain (nothing under it), it makes no entry
+            n += 1;
+            continue;
+        }
         let i = n as usize;
         let parent = plan.parent[i];
         let parent_id = (parent != NONE).then(|| plan.pid.get(parent as usize));

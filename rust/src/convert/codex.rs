@@ -1019,6 +1019,21 @@ fn write_pi(
         buf.clear();
         if !header_done {
             header_done = true;
+            // a rollout written by `from_pi` from a Pi session: the Pi header, as it was
+            if let Some(h) = eol
+                .then(|| super::back::header_carried(line, Format::Codex))
+                .flatten()
+            {
+                if let Ok(m) = serde_json::from_slice::<Map<String, Value>>(h) {
+                    if let Some(t) = s(m.get("timestamp")) {
+                        last_ts = t.to_string();
+                    }
+                }
+                outs.write(slot, &[h, b"\n"].concat())?;
+                rep.lines += 1;
+                n += 1;
+                continue;
+            }
             let parsed = if super::is_blank(line) {
                 super::Parsed::Bad
             } else {

@@ -106,6 +106,34 @@ pub fn convert_bytes<'py>(
     Ok((PyBytes::new(py, &main), report_dict(py, rep)?))
 }
 
+/// The sessions one conversion made in memory: `(path, bytes)` each (a path's bytes as they
+/// are, not made UTF-8).
+type MadeFiles<'py> = Vec<(PathBuf, Bound<'py, PyBytes>)>;
+
+/// `convert_bytes` with every session made.
+///
+/// `([(path, pi_bytes), ...], report)`: the main session first, then the Claude Code sidechain
+/// sessions (named as `to_pi` writes them beside `name`, their headers' `parentSession` naming
+/// `name`).
+#[pyfunction]
+#[pyo3(signature = (data, name, source = None))]
+pub fn convert_bytes_all<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    name: PathBuf,
+    source: Option<&str>,
+) -> PyResult<(MadeFiles<'py>, Bound<'py, PyDict>)> {
+    let from = format_arg(source)?;
+    let (files, rep) = py
+        .detach(|| crate::convert::to_pi_bytes(data, &name, from))
+        .map_err(map_err)?;
+    let files = files
+        .into_iter()
+        .map(|(p, b)| (p, PyBytes::new(py, &b)))
+        .collect();
+    Ok((files, report_dict(py, rep)?))
+}
+
 fn report_dict(py: Python<'_>, rep: core::Report) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("source_format", rep.from.map(Format::name))?;

@@ -571,8 +571,18 @@ impl SegmentCollector for RankedSeg {
         if self.k == 0 {
             return;
         }
-        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
         let full = self.heap.len() >= self.k;
+        // below the worst kept on score alone: no column is read (most documents of a
+        // common term stop here, as in Tantivy's own top-k collector)
+        if full
+            && self
+                .heap
+                .peek()
+                .is_some_and(|w| score.total_cmp(&w.0.score) == std::cmp::Ordering::Less)
+        {
+            return;
+        }
+        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
         if full
             && self.heap.peek().is_some_and(|w| {
                 score.total_cmp(&w.0.score).then(ts.cmp(&w.0.ts)) == std::cmp::Ordering::Less

@@ -19,6 +19,7 @@ from .._local_sources import is_url, local_paths  # the local half: a light modu
 from ..paths import ArrowFileSystem, FileSystemArg, FsspecFileSystem, SourceArg
 
 __all__ = [
+    "is_url",
     "Item",
     "ObjectStat",
     "object_stats",

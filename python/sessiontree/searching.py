@@ -81,7 +81,7 @@ def search(
     """
     import time
 
-    from .fleet._sources import is_url, object_stats, resolve_source
+    from ._local_sources import is_url, local_paths, walk_local_cached
     from .search_hits import check_query
 
     t0 = time.perf_counter()
@@ -103,11 +103,23 @@ def search(
             urls.append(text)
             continue
         names.append(os.path.abspath(os.path.expanduser(text)))
-    items = resolve_source(names) if names else []
-    files = sorted({os.path.abspath(it.path) for it in items if it.key is None})
-    from .fleet._copies import Remote
+    # local sources listed as the fleet lists them (``fleet._sources.resolve_source``), without
+    # importing the fleet package: a search of local files is one light import
+    # (a folder's walk is reused while none of its directories changed; its paths are
+    # absolute already: the root is)
+    found: set[str] = set()
+    for n in names:
+        if not any(c in n for c in "*?[") and not n.endswith(".jsonl") and os.path.isdir(n):
+            found.update(walk_local_cached(n))
+        else:
+            found.update(os.path.abspath(p) for p in local_paths(n))
+    files = sorted(found)
+    remotes: list[Any] = []
+    if urls:
+        from .fleet._copies import Remote
+        from .fleet._sources import object_stats
 
-    remotes = [Remote(it, st, u) for u in sorted(set(urls)) for it, st in object_stats(u)]
+        remotes = [Remote(it, st, u) for u in sorted(set(urls)) for it, st in object_stats(u)]
     store_key = "\n".join(sorted(set(names) | set(urls)))
     kw: dict[str, Any] = dict(
         role=role,

@@ -30,6 +30,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "providers",
             "entry_types",
             "_progress",
+            "_local_sources",
         },
     ),
     ("entry views", {"entries"}),

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from ..searching import default_source, search
 
     sources = list(args.source) or [default_source()]
-    from ..fleet._sources import is_url
+    from .._local_sources import is_url
 
     for s in sources:
         if not any(c in s for c in "*?[") and not is_url(s) and not os.path.lexists(s):
@@ -179,11 +179,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from .render import _write_out, json_document
 
-        from ..fleet import path_text
-
         doc = r.to_dict()
         for h in doc["hits"]:  # a name that is not UTF-8: \xNN for each such byte, as stats' rows
-            h["path"] = path_text(h["path"])
+            if not h["path"].isascii():  # (the fleet package loads only for such a name)
+                from ..fleet import path_text
+
+                h["path"] = path_text(h["path"])
         _write_out(json_document(doc) + "\n", flush=True)
     else:
         _print_text(r)

@@ -10,16 +10,16 @@ looping symlink): the per-file function turns each into a row with its problem.
 
 from __future__ import annotations
 
-import glob as _glob
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ..errors import SessionTreeError
+from .._local_sources import is_url, local_paths  # the local half: a light module of its own
 from ..paths import ArrowFileSystem, FileSystemArg, FsspecFileSystem, SourceArg
 
 __all__ = [
+    "is_url",
     "Item",
     "ObjectStat",
     "object_stats",
@@ -48,28 +48,6 @@ class Item:
     path: str
     key: str | None = None
     fs: FileSystemArg | None = None
-
-
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
-
-
-def is_url(text: str) -> bool:
-    """``scheme://…`` (two letters or more: a Windows drive letter is not a scheme)."""
-    return _SCHEME.match(text) is not None
-
-
-def _walk_local(root: str) -> list[str]:
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames:
-            if name.endswith(".jsonl"):
-                out.append(os.path.join(dirpath, name))
-        for name in dirnames:
-            if name.endswith(".jsonl"):  # a directory (or a symlink to one) named like a session
-                out.append(os.path.join(dirpath, name))
-        # never descend into directories named like sessions: they are rows, not folders
-        dirnames[:] = [d for d in dirnames if not d.endswith(".jsonl")]
-    return out
 
 
 def _scheme_prefix(url: str) -> str:
@@ -227,12 +205,6 @@ def resolve_source(source: SourceArg, *, filesystem: FileSystemArg | None = None
             for it in _listed(text, filesystem):
                 items.setdefault(it.path, it)
             continue
-        if any(c in text for c in "*?["):
-            paths = _glob.glob(text, recursive=True)
-        elif os.path.isdir(text) and not text.endswith(".jsonl"):
-            paths = _walk_local(text)
-        else:
-            paths = [text]  # one file (or a name that is not one: its row says so)
-        for p in paths:
+        for p in local_paths(text):
             items.setdefault(p, Item(p))
     return [items[k] for k in sorted(items)]

@@ -19,6 +19,17 @@ impl Index {
         self.label_entry(self.lookup_str(id)?)
     }
 
+    /// [`Index::label_entry_of`] the id of entry `i` ([`Index::id_at`]), without a string lookup.
+    ///
+    /// A string id is interned once, so its key is the one a lookup of its text finds; an id
+    /// that is not a string is labelled by nothing, as there. None when `i` is out of range.
+    pub fn label_entry_at(&self, i: usize) -> Option<u32> {
+        let kid = self.recs.get(i)?.id;
+        let e = self.label_entry(kid)?;
+        self.key_string(kid)?;
+        Some(e)
+    }
+
     /// Replays label entry `idx` on `target` (remembering the previous state for a rollback).
     #[inline]
     pub(super) fn replay_label(&mut self, target: u32, idx: u32, truthy: bool) {

@@ -140,6 +140,47 @@ fn label_entry_of_looks_up_the_target_id() {
 }
 
 #[test]
+fn label_entry_at_answers_as_label_entry_of_the_entry_id() {
+    // string ids, a numeric id (labelled by nothing: the lookup is by string), an id used
+    // twice, a label changed and one removed
+    let mut st = crate::store::Store::in_memory();
+    let m = |id: &str, p: &str| {
+        format!(
+            r#"{{"type":"message","id":{id},"parentId":{p},"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"x"}}}}"#
+        )
+    };
+    let l = |id: &str, t: &str, label: &str| {
+        format!(
+            r#"{{"type":"label","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","targetId":{t},"label":{label}}}"#
+        )
+    };
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}"#.to_string(),
+        m(r#""a""#, "null"),
+        m("5", r#""a""#),
+        m(r#""b""#, "5"),
+        m(r#""a""#, r#""b""#),
+        l("l1", r#""a""#, r#""one""#),
+        l("l2", "5", r#""five""#),
+        l("l3", r#""5""#, r#""five as text""#),
+        l("l4", r#""b""#, r#""bee""#),
+        l("l5", r#""b""#, "null"),
+        l("l6", r#""a""#, r#""two""#),
+    ];
+    st.append_bytes(0, (lines.join("\n") + "\n").as_bytes())
+        .unwrap();
+    let ix = &st.index;
+    for i in 0..ix.len() + 2 {
+        let want = ix.id_at(i).and_then(|id| ix.label_entry_of(id));
+        assert_eq!(ix.label_entry_at(i), want, "entry {i}");
+    }
+    assert!(
+        ix.label_entry_at(0).is_some(),
+        "the first \"a\" is labelled"
+    );
+}
+
+#[test]
 fn a_record_keeps_offsets_past_4_gib_and_every_date_value() {
     for off in [
         0u64,

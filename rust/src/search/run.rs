@@ -571,8 +571,18 @@ impl SegmentCollector for RankedSeg {
         if self.k == 0 {
             return;
         }
-        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
         let full = self.heap.len() >= self.k;
+        // below the worst kept on score alone: no column is read (most documents of a
+        // common term stop here, as in Tantivy's own top-k collector)
+        if full
+            && self
+                .heap
+                .peek()
+                .is_some_and(|w| score.total_cmp(&w.0.score) == std::cmp::Ordering::Less)
+        {
+            return;
+        }
+        let ts = self.ts.first(doc).unwrap_or(i64::MIN);
         if full
             && self.heap.peek().is_some_and(|w| {
                 score.total_cmp(&w.0.score).then(ts.cmp(&w.0.ts)) == std::cmp::Ordering::Less
@@ -768,10 +778,7 @@ impl Sess {
             if c == NONE {
                 break;
             }
-            let l = ix
-                .id_at(c as usize)
-                .and_then(|id| ix.label_entry_of(id))
-                .unwrap_or(NONE);
+            let l = ix.label_entry_at(c as usize).unwrap_or(NONE);
             let st = &self.st;
             let text = self.labels.entry(l).or_insert_with(|| {
                 st.line(l as usize)
@@ -800,9 +807,7 @@ fn nearest_labelled(ix: &crate::index::Index) -> (Vec<u32>, usize) {
     const TODO: u32 = u32::MAX;
     const BUSY: u32 = u32::MAX - 1;
     let n = ix.len();
-    let labelled: Vec<bool> = (0..n)
-        .map(|c| ix.id_at(c).and_then(|id| ix.label_entry_of(id)).is_some())
-        .collect();
+    let labelled: Vec<bool> = (0..n).map(|c| ix.label_entry_at(c).is_some()).collect();
     let count = labelled.iter().filter(|&&x| x).count();
     let mut near = vec![TODO; n];
     let mut stack = Vec::new();

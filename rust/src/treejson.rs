@@ -312,7 +312,7 @@ mod tests {
         };
         let copy_ok = |idx: &[usize]| -> Vec<bool> {
             idx.iter()
-                .map(|&i| st.index.recs[i].stringify_form())
+                .map(|&i| st.index.recs.at(i).stringify_form())
                 .collect()
         };
         let read = |idx: &[usize], raw: &mut Vec<u8>, span: &mut Vec<(usize, usize)>| {

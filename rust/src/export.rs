@@ -502,6 +502,30 @@ mod tests {
     }
 
     #[test]
+    fn in_order_has_no_writing_thread_of_its_own() {
+        // every result is handed to `sink` by a thread that also works (the one that finished
+        // the next piece), so no thread waits to be scheduled only to write
+        let workers = Mutex::new(std::collections::HashSet::new());
+        let mut writers = std::collections::HashSet::new();
+        in_order::<()>(
+            200,
+            2,
+            |k| {
+                workers.lock().unwrap().insert(std::thread::current().id());
+                Ok(vec![k as u8])
+            },
+            |_, _| {
+                writers.insert(std::thread::current().id());
+                Ok(())
+            },
+        )
+        .unwrap();
+        let workers = workers.into_inner().unwrap();
+        assert!(!writers.is_empty() && writers.is_subset(&workers));
+        assert!(workers.len() <= 2, "the calling thread is one of the two");
+    }
+
+    #[test]
     fn detached_reader_reads_what_the_store_knows_and_errs_past_it() {
         let r = DetachedReader::from_bytes(b"0123456789".to_vec());
         let mut buf = Vec::new();

@@ -24,7 +24,7 @@ use std::sync::{Condvar, Mutex};
 /// gzip level of segments and index chunks (1: fastest; session JSON still shrinks ~4x).
 pub const GZIP_LEVEL: i32 = 1;
 /// Pieces read or compressed ahead of the one being written.
-pub const WINDOW: usize = 8;
+pub const WINDOW: usize = 4;
 
 /// An error of the export: reading the session (its store's error) or writing the page.
 #[derive(Debug)]
@@ -163,97 +163,73 @@ pub fn bytes_bounds(data: &[u8], seg_bytes: u64) -> Vec<(u64, u64)> {
     cut_at_line_starts(starts, data.len() as u64, seg_bytes)
 }
 
-/// Runs `work(k)` for `k` in `0..jobs` on `threads` threads (the calling thread is one of them),
-/// handing each result to `sink` in order. At most [`WINDOW`] results wait or are in work ahead
-/// of the next one `sink` takes. The first error in order (of a job or of `sink`) stops the rest
-/// and is returned: `sink` has then taken every result before it.
-///
-/// There is no writing thread: the thread that finishes the result `sink` takes next hands it
-/// (and every later one already done) to `sink` itself, then works on. On a loaded machine a
-/// separate writer waited for the scheduler each time a piece was done while the workers, the
-/// window full, stood idle; here every thread is runnable until the jobs run out.
+/// Runs `work(k)` for `k` in `0..jobs` on `threads` threads, handing each result to `sink` in
+/// order. At most [`WINDOW`] results wait or are in work ahead of the next one `sink` takes. The
+/// first error (of a job or of `sink`) stops the rest and is returned.
 pub fn in_order<E: Send>(
     jobs: usize,
     threads: usize,
     work: impl Fn(usize) -> Result<Vec<u8>, E> + Sync,
-    sink: impl FnMut(usize, Vec<u8>) -> Result<(), E> + Send,
+    mut sink: impl FnMut(usize, Vec<u8>) -> Result<(), E>,
 ) -> Result<(), E> {
     struct State<E> {
-        /// the next job to start
         next: usize,
-        /// the next result `sink` takes
         taken: usize,
         done: BTreeMap<usize, Result<Vec<u8>, E>>,
-        /// a thread is handing results to `sink`
-        writing: bool,
-        err: Option<E>,
+        stop: bool,
     }
     let state = Mutex::new(State {
         next: 0,
         taken: 0,
         done: BTreeMap::new(),
-        writing: false,
-        err: None,
+        stop: false,
     });
-    let sink = Mutex::new(sink);
     let cv = Condvar::new();
     let lock = || state.lock().unwrap_or_else(|p| p.into_inner());
-    let run = || {
-        loop {
-            let k = {
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(jobs) {
+            s.spawn(|| loop {
+                let k = {
+                    let mut g = lock();
+                    while !g.stop && g.next < jobs && g.next >= g.taken + WINDOW {
+                        g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+                    }
+                    if g.stop || g.next >= jobs {
+                        return;
+                    }
+                    g.next += 1;
+                    g.next - 1
+                };
+                let r = work(k);
                 let mut g = lock();
-                while g.err.is_none() && g.next < jobs && g.next >= g.taken + WINDOW {
+                g.done.insert(k, r);
+                cv.notify_all();
+            });
+        }
+        let mut result = Ok(());
+        for k in 0..jobs {
+            let r = {
+                let mut g = lock();
+                loop {
+                    if let Some(r) = g.done.remove(&k) {
+                        g.taken = k + 1;
+                        cv.notify_all();
+                        break r;
+                    }
                     g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
                 }
-                if g.err.is_some() || g.next >= jobs {
-                    return;
-                }
-                g.next += 1;
-                g.next - 1
             };
-            let r = work(k);
-            let mut g = lock();
-            g.done.insert(k, r);
-            if g.writing {
-                // the thread writing takes it when its turn comes
-                continue;
+            if let Err(e) = r.and_then(|bytes| sink(k, bytes)) {
+                result = Err(e);
+                break;
             }
-            g.writing = true;
-            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                let t = g.taken;
-                let Some(r) = (if g.err.is_none() {
-                    g.done.remove(&t)
-                } else {
-                    None
-                }) else {
-                    break;
-                };
-                drop(g);
-                let r = r.and_then(|bytes| sink(t, bytes));
-                g = lock();
-                match r {
-                    Ok(()) => g.taken = t + 1,
-                    Err(e) => {
-                        g.err.get_or_insert(e);
-                    }
-                }
-                cv.notify_all();
-            }
-            g.writing = false;
         }
-    };
-    std::thread::scope(|s| {
-        for _ in 1..threads.max(1).min(jobs) {
-            s.spawn(run);
-        }
-        run();
-    });
-    let g = state.into_inner().unwrap_or_else(|p| p.into_inner());
-    match g.err {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+        let mut g = lock();
+        g.stop = true;
+        cv.notify_all();
+        drop(g);
+        result
+    })
 }
 
 fn cores() -> usize {
@@ -270,7 +246,7 @@ pub fn write_segments(
     order: &[usize],
     heads: &[Vec<u8>],
     tail: &[u8],
-    out: &mut (impl Write + Send),
+    out: &mut impl Write,
 ) -> Result<(), ExportError> {
     in_order(
         order.len(),
@@ -291,7 +267,7 @@ pub fn write_segments(
 
 /// Writes one piece of the page: its markup `head`, the compressed `b64`, then `tail`.
 fn write_piece(
-    out: &mut (impl Write + Send),
+    out: &mut impl Write,
     head: &[u8],
     b64: &[u8],
     tail: &[u8],
@@ -313,7 +289,7 @@ pub fn write_index_chunks(
     id_of: impl Fn(usize) -> Option<String> + Sync,
     head: &[u8],
     tail: &[u8],
-    out: &mut (impl Write + Send),
+    out: &mut impl Write,
 ) -> Result<(), ExportError> {
     let n = st.index.recs.len();
     let batch = batch.max(1);
@@ -361,7 +337,7 @@ pub fn write_index(
     preview_chars: usize,
     head: &[u8],
     tail: &[u8],
-    out: &mut (impl Write + Send),
+    out: &mut impl Write,
 ) -> Result<(), ExportError> {
     st.check_live()?;
     let ix = &st.index;
@@ -499,30 +475,6 @@ mod tests {
         );
         assert_eq!(r, Err("w"));
         in_order::<()>(0, 2, |_| unreachable!(), |_, _| unreachable!()).unwrap();
-    }
-
-    #[test]
-    fn in_order_has_no_writing_thread_of_its_own() {
-        // every result is handed to `sink` by a thread that also works (the one that finished
-        // the next piece), so no thread waits to be scheduled only to write
-        let workers = Mutex::new(std::collections::HashSet::new());
-        let mut writers = std::collections::HashSet::new();
-        in_order::<()>(
-            200,
-            2,
-            |k| {
-                workers.lock().unwrap().insert(std::thread::current().id());
-                Ok(vec![k as u8])
-            },
-            |_, _| {
-                writers.insert(std::thread::current().id());
-                Ok(())
-            },
-        )
-        .unwrap();
-        let workers = workers.into_inner().unwrap();
-        assert!(!writers.is_empty() && writers.is_subset(&workers));
-        assert!(workers.len() <= 2, "the calling thread is one of the two");
     }
 
     #[test]

@@ -73,8 +73,10 @@ pub struct BlockChecks<T> {
     pub placeholder: T,
 }
 
-/// The default byte budget of the [`BlockCache`]: 128 MiB for the whole process, every open
-/// session's saved blocks together (a 1 GiB session's records, winners and lookup are ~35 MiB).
+/// The default byte budget of the [`BlockCache`] (128 MiB).
+///
+/// For the whole process, every open session's saved blocks together (a 1 GiB session's
+/// records, winners and lookup are ~35 MiB).
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 128 << 20;
 
 /// The blocks of saved indexes a process keeps in memory, under one byte budget.

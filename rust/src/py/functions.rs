@@ -110,8 +110,9 @@ pub fn index_cache_evict(py: Python<'_>, dir: std::path::PathBuf, max_bytes: u64
     })
 }
 
-/// The process's cache of saved-index blocks (`index::BlockCache`): sets its byte budget when
-/// `budget` is given, then returns (bytes held, budget). Blocks past a smaller budget go as the
+/// The process's cache of saved-index blocks (`index::BlockCache`): (bytes held, budget).
+///
+/// Sets the byte budget first when `budget` is given; blocks past a smaller budget go as the
 /// next blocks are read.
 #[pyfunction]
 #[pyo3(signature = (budget = None))]

@@ -10,7 +10,10 @@ function calls and outputs, token_count events. Deterministic (seeded).
 
 ``run`` measures, in one run on the same file (the page cache warmed by a first read):
 
-* ``pigz``: ``pigz -1 -p 2 -c FILE > /dev/null`` (the floor the target names);
+* ``pigz``: ``pigz -1 -p 2 -c FILE > OUT.gz`` (the floor the target names), its output written
+  to a file in the same folder as the conversion's (the same disk, like for like: both read the
+  file and write their output to a file; neither output is read back); ``pigz_null``: the same
+  with the output thrown away (``> /dev/null``, the floor of the figures before session 12);
 * ``convert``: ``sessiontree.convert.to_pi(FILE, OUT)`` in a child process (two streaming
   passes, the Pi file written and fsynced), its peak RSS from ``getrusage``;
 * ``memory``: ``sessiontree.convert.to_pi_bytes(data)`` in that child (the same conversion with
@@ -19,8 +22,11 @@ function calls and outputs, token_count events. Deterministic (seeded).
   thread): on a loaded machine wall times measure the scheduler, CPU times the work;
 
 and prints each time (best of ``--repeat``), the ratios convert/pigz (wall and CPU), and peak
-RSS as a share of the file's size. The Pi file is about twice the source (every entry carries
-its source line), written and fsynced; pigz writes to ``/dev/null``. The CI check at a small size is ``tests/perf/test_convert_ratio.py``.
+RSS as a share of the file's size, and the bytes the conversion read from the disk
+(``/proc/self/io`` ``read_bytes``: 0 when the source stayed in the page cache). The Pi file is
+about twice the source (every entry carries its source line), written and fsynced (the
+conversion's atomic write); pigz's ``.gz`` (about a fifth of the source) is written, not
+fsynced, as ``pigz`` does. The CI check at a small size is ``tests/perf/test_convert_ratio.py``.
 """
 
 from __future__ import annotations
@@ -221,26 +227,31 @@ def gen_codex(out: Path, megabytes: float, seed: int = 1) -> None:
             size += f.write(json.dumps(line, separators=(",", ":")) + "\n")
 
 
-def measure(path: Path, repeat: int = 3) -> dict:
-    """Best-of-``repeat`` times of pigz and the conversion on ``path``, and the peak RSS."""
+def measure(path: Path, repeat: int = 3, out_dir: Path | None = None) -> dict:
+    """Best-of-``repeat`` times of pigz and the conversion on ``path``, and the peak RSS; the
+    outputs written in a temporary folder in ``out_dir`` (default: beside ``path``)."""
     size = path.stat().st_size
     with open(path, "rb") as f:  # warm the page cache
         while f.read(8 << 20):
             pass
     pigz = shutil.which("pigz")
-    best_pigz = best_conv = float("inf")
-    cpu_pigz = cpu_conv = mem_wall = mem_cpu = float("inf")
+    best_pigz = best_conv = best_null = float("inf")
+    cpu_pigz = cpu_conv = cpu_null = mem_wall = mem_cpu = float("inf")
     rss = 0
-    with tempfile.TemporaryDirectory() as d:
+    disk_read = 0
+    # the outputs go beside the source (the same disk for both contenders), or to --out-dir
+    with tempfile.TemporaryDirectory(dir=out_dir or path.parent) as d:
         out = Path(d) / "out.jsonl"
+        gz = Path(d) / "out.jsonl.gz"
         code = (
             "import resource,sys,time\nfrom sessiontree import convert\nt=time.perf_counter();c=time.process_time()\n"
             f"convert.to_pi({str(path)!r}, {str(out)!r})\n"
             "w=time.perf_counter()-t;cpu=time.process_time()-c\n"
             "rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "io=dict(l.split(': ') for l in open('/proc/self/io').read().split('\\n') if l)\n"
             f"data=open({str(path)!r},'rb').read();t=time.perf_counter();c=time.process_time()\n"
             "pi,_=convert.to_pi_bytes(data)\n"
-            "print(w, rss, cpu, time.perf_counter()-t, time.process_time()-c)"
+            "print(w, rss, cpu, time.perf_counter()-t, time.process_time()-c, io['read_bytes'])"
         )
         base = subprocess.run(
             [
@@ -253,19 +264,29 @@ def measure(path: Path, repeat: int = 3) -> dict:
             check=True,
         )
         base_rss = int(base.stdout.split()[0])
+
+        def run_pigz(target: str) -> tuple[float, float]:
+            import resource
+
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            with open(target, "wb") as o:
+                subprocess.run([pigz, "-1", "-p", "2", "-c", str(path)], stdout=o, check=True)
+            wall = time.perf_counter() - t
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+
         for _ in range(repeat):
             if pigz:
-                import resource
-
-                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                t = time.perf_counter()
-                with open(os.devnull, "wb") as null:
-                    subprocess.run([pigz, "-1", "-p", "2", "-c", str(path)], stdout=null, check=True)
-                best_pigz = min(best_pigz, time.perf_counter() - t)
-                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu_pigz = min(cpu_pigz, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+                w, c = run_pigz(str(gz))
+                gz.unlink()
+                best_pigz, cpu_pigz = min(best_pigz, w), min(cpu_pigz, c)
+                w, c = run_pigz(os.devnull)
+                best_null, cpu_null = min(best_null, w), min(cpu_null, c)
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-            secs, peak, cpu, mwall, mcpu = r.stdout.split()
+            out.unlink()
+            secs, peak, cpu, mwall, mcpu, rb = r.stdout.split()
+            disk_read = max(disk_read, int(rb))
             best_conv = min(best_conv, float(secs))
             cpu_conv = min(cpu_conv, float(cpu))
             mem_wall = min(mem_wall, float(mwall))
@@ -279,6 +300,9 @@ def measure(path: Path, repeat: int = 3) -> dict:
         "pigz_cpu_s": cpu_pigz if pigz else None,
         "convert_cpu_s": cpu_conv,
         "cpu_ratio": cpu_conv / cpu_pigz if pigz else None,
+        "pigz_null_s": best_null if pigz else None,
+        "pigz_null_cpu_s": cpu_null if pigz else None,
+        "convert_disk_read_bytes": disk_read,
         "memory_s": mem_wall,
         "memory_cpu_s": mem_cpu,
         "peak_rss_kib": rss,
@@ -297,16 +321,18 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("file")
     r.add_argument("--repeat", type=int, default=3)
+    r.add_argument("--out-dir", default=None, help="where both outputs go (default: beside FILE)")
     a = ap.parse_args()
     if a.cmd == "gen":
         (gen_claude_code if a.format == "claude-code" else gen_codex)(Path(a.out), a.megabytes)
     else:
-        m = measure(Path(a.file), a.repeat)
+        m = measure(Path(a.file), a.repeat, Path(a.out_dir) if a.out_dir else None)
         print(json.dumps(m))
         print(
             f"{m['bytes'] / 1e6:.0f} MB: pigz {m['pigz_s']:.2f} s, convert {m['convert_s']:.2f} s, "
             f"ratio {m['ratio']:.2f}x; CPU pigz {m['pigz_cpu_s']:.2f} s, convert {m['convert_cpu_s']:.2f} s, "
-            f"ratio {m['cpu_ratio']:.2f}x; in memory {m['memory_s']:.2f} s ({m['memory_cpu_s']:.2f} s CPU); peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
+            f"ratio {m['cpu_ratio']:.2f}x; pigz to /dev/null {m['pigz_null_s']:.2f} s ({m['pigz_null_cpu_s']:.2f} s CPU); "
+            f"read from disk {m['convert_disk_read_bytes'] / 1e6:.0f} MB; in memory {m['memory_s']:.2f} s ({m['memory_cpu_s']:.2f} s CPU); peak RSS {m['peak_rss_kib'] / 1024:.0f} MiB "
             f"({m['rss_share'] * 100:.1f}% of the file above the interpreter's {m['interpreter_rss_kib'] / 1024:.0f} MiB)"
         )
 

@@ -12,8 +12,6 @@ The heavy lifting (scanning, indexing, walking) lives in the Rust extension
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .errors import (
     EntryNotFoundError,
     PiError,
@@ -31,7 +29,14 @@ from .errors import (
     SearchQueryError,
 )
 
+# ``typing`` is not imported at run time: ``import sessiontree`` loads the errors only (no
+# typing, re, enum, pathlib; the core extension with the first name that needs it); the
+# annotations are strings, and type checkers take any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
+
 if TYPE_CHECKING:  # what type checkers see; at run time these load on first use (below)
+    from typing import Any
+
     from .context import SessionContext
     from .entries import Entry, Problem, TreeNode
     from .session import Session
@@ -55,8 +60,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time these load on first use
     from .searching import SearchHit, SearchResult, search
     from .summarizers.base import SummarizerError
     from .token_counter import TokenCounterError
+    from .paths import __version__ as __version__
 
-# A light import: ``import sessiontree`` loads the errors and the core extension; every name
+# A light import: ``import sessiontree`` loads the errors; every name
 # below (``Session`` and what it needs, summarizers, asyncio through orchestration, hooks,
 # listing, the token counter's sockets, the scrubber's tempfile, search) loads on first use
 # through the module ``__getattr__`` (PEP 562), so a command that needs only search (``python
@@ -90,6 +96,9 @@ _LAZY: dict[str, str] = {
     "search": ".searching",
     "SummarizerError": ".summarizers.base",
     "TokenCounterError": ".token_counter",
+    # the one version: Cargo.toml's, compiled into the core; its owner ``paths`` (which loads
+    # pathlib) is imported on first use
+    "__version__": ".paths",
 }
 
 
@@ -107,9 +116,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-
-# The one version: Cargo.toml's, compiled into the core (env!("CARGO_PKG_VERSION")).
-from .paths import __version__ as __version__  # noqa: E402 (after the lazy-name hook, as main placed it)
 
 __all__ = [
     "Session",

@@ -34,7 +34,10 @@ import re
 from types import ModuleType
 from typing import Any
 
-from json.encoder import encode_basestring as _encode_str  # C implementation, non-ASCII kept raw
+try:  # the C implementation json.encoder uses, without loading the json package (its decoder, scanner)
+    from _json import encode_basestring as _encode_str  # non-ASCII kept raw
+except ImportError:  # pragma: no cover - an interpreter without the _json accelerator
+    from json.encoder import encode_basestring as _encode_str
 
 from . import _core
 

@@ -10,7 +10,11 @@ per interpreter, see ``rust/src/py.rs``).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+# typing is not imported at run time (``import sessiontree`` loads this module only; the
+# annotations are strings): type checkers read the names below.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 
 class SessionTreeError(Exception):

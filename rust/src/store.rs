@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 /// Files smaller than this are read whole and kept in memory; larger ones are read on demand.
 const WHOLE_MAX: u64 = 64 << 10;
 /// Lines read together whose gaps are at most this many bytes are fetched with one `pread`.
-const READ_GAP: u64 = 16 << 10;
+pub(crate) const READ_GAP: u64 = 16 << 10;
 /// One `pread` of several lines reads at most this many bytes (a longer line is read alone).
-const READ_RUN: u64 = 4 << 20;
+pub(crate) const READ_RUN: u64 = 4 << 20;
 /// Buffered (`Durability::None`) appends check that the path still names the file we write
 /// at least this often (bytes); direct writes check every time.
 const IDENT_CHECK: u64 = 64 << 10;
@@ -231,6 +231,17 @@ fn pread_exact(f: &File, buf: &mut [u8], offset: u64, known: u64) -> Result<(), 
         }
         Err(e) => Err(StoreError::Io(e)),
     }
+}
+
+/// Whether `line`, read where the index has an entry's line, still is one: its first byte may
+/// open a JSON value (or is whitespace), and `next`, the byte read after it, ends the line (`\n`,
+/// or the `\r` of `\r\n`) unless the line is the unterminated last one (`at_end`). A file
+/// rewritten in place fails this ([`StoreError::Rewritten`] for the callers).
+pub(crate) fn line_in_place(line: &[u8], next: Option<u8>, at_end: bool) -> bool {
+    let after_ok = at_end || matches!(next, Some(b'\n' | b'\r'));
+    let first_ok = line.is_empty()
+        || matches!(line[0], b'{' | b'[' | b' ' | b'\t' | b'\r' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | 0x80..=0xff | b'\x0b' | b'\x0c');
+    after_ok && first_ok
 }
 
 /// Scans bytes `[from, to)` of `f` into `index` ([`scan::scan_file`]: both cores read and
@@ -632,13 +643,7 @@ impl Store {
                 let (o, l) = span(idx[k]);
                 let s = (o - run_start) as usize;
                 let line = &bytes[s..s + l as usize];
-                // the next byte ends the line (`\n`, or the `\r` of `\r\n`), unless the line is
-                // the unterminated last one
-                let after_ok =
-                    o + l >= end || matches!(bytes.get(s + l as usize), Some(b'\n' | b'\r'));
-                let first_ok = l == 0
-                    || matches!(line[0], b'{' | b'[' | b' ' | b'\t' | b'\r' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | 0x80..=0xff | b'\x0b' | b'\x0c');
-                if !after_ok || !first_ok {
+                if !line_in_place(line, bytes.get(s + l as usize).copied(), o + l >= end) {
                     return Err(StoreError::Rewritten { offset: o });
                 }
                 f(k, line);
@@ -1301,27 +1306,40 @@ impl DetachedReader {
 
     /// Bytes `[offset, offset + len)` into `out` (cleared first). Errs past the known end.
     pub fn read_into(&self, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), StoreError> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.end());
-        let Some(end) = end else {
+        if offset.checked_add(len).is_none_or(|e| e > self.end()) {
             return Err(StoreError::Shrunk {
                 had: self.end(),
                 now: offset.saturating_add(len),
             });
-        };
+        }
         out.clear();
         out.resize(len as usize, 0);
+        self.read_to(offset, out)
+    }
+
+    /// Fills `dst` with the bytes from `offset` on. Errs past the known end.
+    pub fn read_to(&self, offset: u64, dst: &mut [u8]) -> Result<(), StoreError> {
+        let end = offset
+            .checked_add(dst.len() as u64)
+            .filter(|&e| e <= self.end());
+        let Some(end) = end else {
+            return Err(StoreError::Shrunk {
+                had: self.end(),
+                now: offset.saturating_add(dst.len() as u64),
+            });
+        };
         let in_base = end.min(self.base_len);
         if offset < in_base {
-            let dst = &mut out[..(in_base - offset) as usize];
+            let part = &mut dst[..(in_base - offset) as usize];
             match &self.file {
-                Some(f) => pread_exact(f, dst, offset, self.base_len)?,
-                None => dst.copy_from_slice(&self.buf[offset as usize..in_base as usize]),
+                Some(f) => pread_exact(f, part, offset, self.base_len)?,
+                None => part.copy_from_slice(&self.buf[offset as usize..in_base as usize]),
             }
         }
         if end > self.base_len {
             let from = offset.max(self.base_len);
             let k = (from - offset) as usize;
-            out[k..].copy_from_slice(
+            dst[k..].copy_from_slice(
                 &self.tail[(from - self.base_len) as usize..(end - self.base_len) as usize],
             );
         }

@@ -234,3 +234,96 @@ def test_lines_this_process_appends_are_copied_like_scanned_ones(tmp_path: Path)
     assert _both(again)[0] == got
     doc = json.loads(got)
     assert doc["tree"][0]["label"] == "top"
+
+
+def _chain_file(path: Path, n: int) -> list[bytes]:
+    lines = [json.dumps({"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/"})]
+    for i in range(n):
+        parent = None if i == 0 else f"e{i - 1:05d}"
+        entry = {"type": "message", "id": f"e{i:05d}", "parentId": parent, "timestamp": "2025-01-01T00:00:01.000Z"}
+        entry["message"] = {"role": "user", "content": f"turn {i}", "timestamp": i}
+        lines.append(json.dumps(entry, separators=(",", ":")))
+    data = [ln.encode() + b"\n" for ln in lines]
+    path.write_bytes(b"".join(data))
+    return data
+
+
+@pytest.mark.parametrize("change", ["shrink", "rewrite"])
+def test_a_file_changed_under_the_streamed_tree_raises_and_stops(tmp_path: Path, change: str):
+    """The lines are read batch by batch while the answer is sent, on a reader that does not hold
+    the session: a file cut short, or rewritten in place with other lines, under it raises
+    SessionFileChangedError (the transport then cuts the line), never a text mixing two files.
+    Every line before the change is the old file's."""
+    from sessiontree.errors import SessionFileChangedError
+
+    p = tmp_path / "s.jsonl"
+    data = _chain_file(p, 30_000)  # several batches of 4,096 entries
+    s = Session.open(p, index_cache=False)
+    pieces: list[bytes] = []
+
+    def sink(piece: bytes) -> None:
+        if not pieces:
+            if change == "shrink":
+                with open(p, "r+b") as f:
+                    f.truncate(len(data[0]) + 10)
+            else:  # the same size, every line moved by one byte
+                body = b"".join(data)
+                p.write_bytes(b" " + body[:-1])
+        pieces.append(piece)
+
+    with pytest.raises(SessionFileChangedError):
+        s.write_tree_json(sink, encode, b"<", b">")
+    text = b"".join(pieces)
+    assert pieces and not text.endswith(b">"), "stopped before the end"
+    assert b'"id":"e00000"' in text
+    s.close()
+
+
+def test_the_session_is_usable_from_another_thread_while_the_tree_streams(tmp_path: Path):
+    """The lines are read with the GIL released and without holding the session: another thread
+    reads and appends while the answer is sent; the answer is the tree of the call's start."""
+    import threading
+
+    p = tmp_path / "s.jsonl"
+    _chain_file(p, 20_000)
+    s = Session.open(p, index_cache=False)
+    want = RpcServer(Session.open(p, index_cache=False))._tree_text()
+    seen: list[int] = []
+
+    def sink(piece: bytes) -> None:
+        if len(seen) == 1:
+            t = threading.Thread(target=s.append_message, args=({"role": "user", "content": "x"},))
+            t.start()
+            t.join()
+        seen.append(len(piece))
+
+    parts: list[bytes] = []
+
+    def both(piece: bytes) -> None:
+        sink(piece)
+        parts.append(piece)
+
+    s.write_tree_json(both, encode, b'{"tree":', b',"leafId":' + encode("e19999") + b"}")
+    assert b"".join(parts) == want
+    assert len(s) == 20_001
+    s.close()
+
+
+def test_a_sink_that_raises_stops_the_reads_and_the_error_is_raised(tmp_path: Path):
+    """The sink's error ends the call (the reading thread stops; nothing hangs), and the session
+    answers again afterwards with the whole text."""
+    p = tmp_path / "s.jsonl"
+    _chain_file(p, 30_000)
+    s = Session.open(p, index_cache=False)
+    calls = [0]
+
+    def sink(piece: bytes) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise BrokenPipeError("client gone")
+
+    with pytest.raises(BrokenPipeError):
+        s.write_tree_json(sink, encode, b"", b"")
+    assert calls[0] == 2
+    assert s.tree_json(encode).startswith(b'[{"entry":{"type":"message","id":"e00000"')
+    s.close()

@@ -144,3 +144,33 @@ def test_a_tail_file_truncated_back_is_searched_as_it_is_now(tmp_path):
     _append_user(b, "alpha fourth")
     assert _same_as_fresh("alpha", store, cache) == 3
     assert _meta(cache) == committed
+
+
+def test_a_large_append_to_two_files_equals_a_fresh_index(tmp_path):
+    """Appends of a few hundred KiB to one file and a few lines to another, in one tail
+    segment (its term table grown past the first size the writer's budget gives it): hits,
+    scores, snippets, totals and order equal a fresh index's; nothing is committed."""
+    import random
+
+    store, cache = tmp_path / "store", tmp_path / "cache"
+    store.mkdir()
+    rnd = random.Random(7)
+    vocab = ["alpha", "beta", "gamma", "delta", "bd-q3fy", "src/foo_bar.rs", "CamelCase", "x" * 140, "日本語"]
+    bs = [Builder(store / "a.jsonl", sid="sa"), Builder(store / "b.jsonl", sid="sb")]
+    for b in bs:
+        for _ in range(20):
+            b.user(" ".join(rnd.choice(vocab) for _ in range(rnd.randint(1, 12))))
+        b.write()
+    queries = ["alpha", "gamma delta", '"beta gamma"', "camel*", "bd-q3fy", "foo_bar OR delta", "alpha -beta"]
+    for q in queries:
+        _same_as_fresh(q, store, cache)
+    committed = _meta(cache)
+    for b, n in zip(bs, (1500, 40)):
+        with open(b.path, "a", encoding="utf-8") as f:
+            for _ in range(n):
+                b.user(" ".join(rnd.choice(vocab) for _ in range(rnd.randint(1, 40))))
+                f.write(json.dumps(b.lines[-1]) + "\n")
+    assert 300 << 10 < os.path.getsize(bs[0].path) < 2 << 20
+    totals = [_same_as_fresh(q, store, cache) for q in queries]
+    assert min(totals) > 100, totals
+    assert _meta(cache) == committed

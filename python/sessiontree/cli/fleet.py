@@ -195,6 +195,7 @@ def _stats(args: argparse.Namespace, fleet: Any, source: Any) -> int:
         settings=_settings(args),
         max_bytes=args.max_bytes,
         progress=progress,
+        arrow_soon=bool(args.parquet),  # pyarrow imported while the workers run
     )
     if args.parquet:
         table.write_parquet(args.parquet)

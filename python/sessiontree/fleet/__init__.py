@@ -79,6 +79,9 @@ __all__ = [
 
 
 def _pa() -> Any:
+    from ._arrow import wait_for_import
+
+    wait_for_import()  # a background import of pyarrow (stats_columns(arrow_soon=True)) first
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -260,6 +263,7 @@ class _Chunks:
 
 
 def _parquet_chunks(table: Any, row_group: int = 64 * 1024) -> Any:
+    _pa()
     import pyarrow.parquet as pq
 
     sink = _Chunks()
@@ -280,9 +284,89 @@ def write_parquet(table: Any, path: str | os.PathLike[str]) -> None:
     file. The bytes stream out row group by row group (no copy of the whole file in memory).
 
     Raises :class:`OSError` when it cannot be written (nothing is left behind)."""
+    _write_parquet_summed(table, path)
+
+
+def _write_parquet_summed(table: Any, path: str | os.PathLike[str]) -> str:
+    """:func:`write_parquet`; returns the BLAKE2b-128 (hex) of the bytes written."""
+    import hashlib
+
     from .. import session as _session
 
-    _session.atomic_write(Path(os.fspath(path)), _parquet_chunks(table))
+    h = hashlib.blake2b(digest_size=16)
+
+    def summed() -> Any:
+        for chunk in _parquet_chunks(table):
+            h.update(chunk)
+            yield chunk
+
+    _session.atomic_write(Path(os.fspath(path)), summed())
+    return h.hexdigest()
+
+
+#: The saved-row kind of a Parquet stamp (:func:`sessiontree.index_cache.save_row`), and the
+#: most bytes of Parquet a rerun reads back to check one (a larger file is just rewritten).
+_STAMP_KIND = "parquet"
+_STAMP_MAX_BYTES = 256 << 20
+
+
+def _parquet_is_current(path: str | os.PathLike[str], key: str, cache: IndexCache) -> bool:
+    """True when ``path`` is a regular file this package wrote for the rows whose digest is
+    ``key`` and its bytes are still exactly those written: its stamp in the index cache (saved
+    for the file's device, inode, size, mtime and ctime and for ``key``) names the BLAKE2b of
+    the bytes, and the file read now has that sum and the same identity before and after the
+    read. Anything else (no stamp, another file, a symlink, a FIFO, a changed byte, a read
+    error) is False: the caller writes the file again."""
+    import hashlib
+    import stat as stat_mod
+
+    from .. import index_cache as ic
+
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > _STAMP_MAX_BYTES:
+            return False
+        saved = ic.load_row(_STAMP_KIND, st, key, cache)
+        want = saved.get("blake2b") if saved is not None else None
+        if not isinstance(want, str):
+            return False
+        h = hashlib.blake2b(digest_size=16)
+        left = st.st_size
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                return False  # shorter than it was: changed
+            h.update(b)
+            left -= len(b)
+        if os.read(fd, 1):
+            return False  # longer than it was: changed
+        after = os.fstat(fd)
+        same = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return same and h.hexdigest() == want
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _stamp_parquet(path: str | os.PathLike[str], key: str, digest: str, cache: IndexCache) -> None:
+    """Saves the stamp :func:`_parquet_is_current` checks for the file just written at
+    ``path`` (its identity now, ``key``, the sum of the bytes written). A file replaced between
+    the write and this stat gets a stamp its bytes do not match: the next run rewrites it."""
+    from .. import index_cache as ic
+
+    try:
+        st = os.stat(os.fspath(path), follow_symlinks=False)
+    except (OSError, ValueError):
+        return
+    import stat as stat_mod
+
+    if stat_mod.S_ISREG(st.st_mode):
+        ic.save_row(_STAMP_KIND, st, key, {"blake2b": digest}, cache)
 
 
 def _resolve_parents(rows: list[dict[str, Any]]) -> None:
@@ -377,6 +461,7 @@ def session_stats(
         max_bytes=max_bytes,
         progress=progress,
         index_cache=index_cache,
+        arrow_soon=True,
     )
     table = cols.to_arrow()
     if parquet is not None:
@@ -390,11 +475,13 @@ class StatsColumns:
     :meth:`write_parquet` is called. Values are those of the Arrow table's
     ``to_pylist()``, except timestamps: int milliseconds since the epoch (UTC), or None."""
 
-    def __init__(self, cols: dict[str, list[Any]], order: list[int] | None) -> None:
+    def __init__(self, cols: dict[str, list[Any]], order: list[int] | None, index_cache: IndexCache = "off") -> None:
         #: the columns in the workers' item order; ``order``: the row positions in path order
-        #: (None: already in path order)
+        #: (None: already in path order); ``index_cache``: where :meth:`write_parquet` keeps
+        #: the stamp of the file it wrote
         self._cols = cols
         self._order = order
+        self._cache = index_cache
 
     @property
     def num_rows(self) -> int:
@@ -425,9 +512,43 @@ class StatsColumns:
             table = table.take(pa.array(self._order, pa.int64()))
         return table
 
+    def digest(self) -> str:
+        """BLAKE2b-128 (hex) of the rows in path order, the schema and the package's version:
+        equal digests, equal tables (floats by their exact ``repr``)."""
+        import hashlib
+
+        from .. import __version__
+
+        h = hashlib.blake2b(digest_size=16)
+        h.update(repr((__version__, STATS_COLUMNS, "zstd")).encode())
+        for name in self.column_names:
+            h.update(repr((name, self.column(name))).encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
     def write_parquet(self, path: str | os.PathLike[str]) -> None:
-        """Writes :meth:`to_arrow` to ``path`` (:func:`write_parquet`)."""
-        write_parquet(self.to_arrow(), path)
+        """Writes :meth:`to_arrow` to ``path`` (:func:`write_parquet`).
+
+        With the index cache on, a file this method wrote for the same rows is not written
+        again, and pyarrow is not imported: the file's stamp (its device, inode, size, mtime,
+        ctime and the BLAKE2b of its bytes, saved in the cache with :meth:`digest`) is checked
+        against the file as it is, every byte read back and summed
+        (:func:`_parquet_is_current`); any difference and the file is written again."""
+        key = self.digest()
+        if _resolve_cache(self._cache) and _parquet_is_current(path, key, self._cache):
+            return
+        digest = _write_parquet_summed(self.to_arrow(), path)
+        if _resolve_cache(self._cache):
+            _stamp_parquet(path, key, digest, self._cache)
+
+
+def _resolve_cache(index_cache: IndexCache) -> bool:
+    """Whether ``index_cache`` names a folder (not off)."""
+    from .. import index_cache as ic
+
+    try:
+        return ic.resolve(index_cache) is not None
+    except Exception:  # an unusable setting: no stamp, the file is written as before
+        return False
 
 
 def stats_columns(
@@ -443,10 +564,16 @@ def stats_columns(
     max_bytes: int | None = None,
     progress: bool = False,
     index_cache: IndexCache = None,
+    arrow_soon: bool = False,
 ) -> StatsColumns:
     """The rows of :func:`session_stats` as :class:`StatsColumns` (Python lists; arguments as
     :func:`session_stats`): what ``sessiontree stats`` prints its summary from without
     importing pyarrow.
+
+    ``arrow_soon``: the caller will build the Arrow table or write Parquet next; when the work
+    runs in other processes (a pool, Ray), this process imports pyarrow in a thread meanwhile
+    (:func:`sessiontree.fleet._arrow.import_in_background`), so the import overlaps the
+    workers' run. Nothing is imported when every row is saved or the work runs here.
 
     Saved rows are checked here, before any work is dispatched: each local file is stat-ed and
     its saved row read (:func:`sessiontree.fleet._rows.saved_stats_row`: same device, inode,
@@ -483,6 +610,7 @@ def stats_columns(
                 address=address,
                 num_cpus=num_cpus,
                 progress=bar,
+                while_waiting=_import_arrow if arrow_soon else None,
             )
         else:  # every row saved: no pool, no task
             _engine.LAST_RUN.clear()
@@ -490,10 +618,18 @@ def stats_columns(
         _engine.LAST_RUN.update(saved=len(saved), dispatched=len(todo))
     finally:
         close_bar(bar)
-    return _stats_columns(batches, saved, len(items))
+    return _stats_columns(batches, saved, len(items), opts.index_cache)
 
 
-def _stats_columns(batches: list[Any], saved: dict[int, dict[str, Any]], n: int) -> StatsColumns:
+def _import_arrow() -> None:
+    from ._arrow import import_in_background
+
+    import_in_background()
+
+
+def _stats_columns(
+    batches: list[Any], saved: dict[int, dict[str, Any]], n: int, index_cache: IndexCache = "off"
+) -> StatsColumns:
     """One :class:`StatsColumns` of the workers' ``(columns, links)`` batches
     (:func:`sessiontree.fleet._rows.stats_batch`, for the items without a saved row, in item
     order) and the ``saved`` rows (by item position; ``n`` items in all): rows in item order,
@@ -529,7 +665,7 @@ def _stats_columns(batches: list[Any], saved: dict[int, dict[str, Any]], n: int)
     for k, r in zip(order, rows_in_order):
         parents[k] = arrow_text(r.get("parent_session_id"))
     cols["parent_session_id"] = parents
-    return StatsColumns(cols, None if order == list(range(len(order))) else order)
+    return StatsColumns(cols, None if order == list(range(len(order))) else order, index_cache)
 
 
 def entries_table(

@@ -10,7 +10,49 @@ from __future__ import annotations
 from array import array
 from typing import Any, Sequence
 
-__all__ = ["validity", "from_list", "from_core", "repeated"]
+__all__ = ["validity", "from_list", "from_core", "repeated", "import_in_background", "wait_for_import"]
+
+#: The thread importing pyarrow started by :func:`import_in_background` (None: none started),
+#: and the CPU seconds it took (``time.thread_time``; -1.0 until it has finished).
+_IMPORTER: Any = None
+IMPORT_CPU = [-1.0]
+
+
+def import_in_background() -> None:
+    """Start importing ``pyarrow`` and ``pyarrow.parquet`` (and the numpy pyarrow imports when
+    installed: ~0.13-0.2 s of CPU) in a thread, so that a job whose work runs in other
+    processes (a pool, Ray) has them loaded by the time it builds the table: the import
+    overlaps the workers' run instead of following it. Once per process; a no-op when pyarrow
+    is already loaded. :func:`wait_for_import` joins the thread (the table's first use of
+    pyarrow calls it). An ImportError is left for that use to raise."""
+    global _IMPORTER
+    import sys
+    import threading
+
+    if _IMPORTER is not None or "pyarrow.parquet" in sys.modules:
+        return
+
+    def run() -> None:
+        import time
+
+        c = time.thread_time()
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:  # raised again, with the install hint, where pyarrow is used
+            pass
+        finally:
+            IMPORT_CPU[0] = time.thread_time() - c
+
+    # not a daemon: the interpreter's exit waits for the import rather than freezing it halfway
+    _IMPORTER = threading.Thread(target=run, name="sessiontree-pyarrow-import")
+    _IMPORTER.start()
+
+
+def wait_for_import() -> None:
+    """Wait for :func:`import_in_background`'s thread, when one was started."""
+    if _IMPORTER is not None:
+        _IMPORTER.join()
 
 
 def validity(ok: Sequence[bool]) -> tuple[bytes | None, int]:

@@ -216,9 +216,14 @@ def run_local(
     sizes: Sequence[int] | None = None,
     auto_min_bytes: int = AUTO_POOL_MIN_BYTES,
     on_rows: Callable[[list[Any]], None] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> list[Any]:
     """``fn(batch_of_items, opts)`` over batches of ``items``; the lists it returns
     concatenated in item order.
+
+    ``while_waiting``: called once the batches are handed to the pool's workers, before this
+    process waits for them (never when the work runs in this process), so that it can prepare
+    what comes next meanwhile (e.g. start importing pyarrow in a thread); it must return soon.
 
     ``on_rows``: called with each batch's list as soon as it and every batch before it have
     finished (in item order), so a caller can print rows while later sessions still run; in
@@ -271,6 +276,8 @@ def run_local(
     parts = _chunks(items, chunk) if chunk else byte_chunks(items, sizes, workers * BATCHES_PER_WORKER)
     t1 = time.perf_counter()
     futures = [pool.submit(timed_call, fn, part, opts) for part in parts]
+    if while_waiting is not None:
+        while_waiting()
     out = []
     busy = cpu = 0.0
     try:
@@ -361,13 +368,15 @@ def run_ray(
     batch_size: int | None = None,
     concurrency: int | None = None,
     progress: Any = False,
+    while_waiting: Callable[[], None] | None = None,
 ) -> list[Any]:
     """``fn(bundle_of_items, opts)`` as Ray tasks (one CPU each) over bundles of ``items``
     (:func:`ray_bundles`: by bytes, small files together); the lists it returns concatenated
     in item order. A bundle of local files runs on this process's node (where the files are:
     each file is read once, there); a bundle of objects in storage runs anywhere. At most
     ``concurrency`` tasks in flight when given. ``fn`` and what it returns are pickled. The
-    timed phases go to :data:`LAST_RUN`."""
+    timed phases go to :data:`LAST_RUN`. ``while_waiting``: as :func:`run_local`'s, called
+    once the first tasks are submitted."""
     import time
 
     ray = ray_init(address, num_cpus)
@@ -395,6 +404,9 @@ def run_ray(
             ref = task.options(scheduling_strategy=here if local else "DEFAULT").remote(fn, part, opts_ref)
             where[ref] = nxt
             nxt += 1
+        if while_waiting is not None:
+            while_waiting()
+            while_waiting = None
         done, _ = ray.wait(list(where), num_returns=1)
         for ref in done:
             k = where.pop(ref)
@@ -434,17 +446,28 @@ def run(
     num_cpus: int | None = None,
     progress: bool | Callable[[int], None] = False,
     on_rows: Callable[[list[Any]], None] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> list[Any]:
     """``fn`` over batches of ``items`` on ``engine`` (:func:`run_local` or :func:`run_ray`);
+    ``while_waiting``: as theirs;
     ``progress``: a bar when true, or a callable given the number of items each finished
     batch held (Ray shows a bar for a callable). ``on_rows``: as :func:`run_local`'s (each
     batch's rows in item order as soon as they and those before are done); under Ray, once
     with every row when the job ends."""
     if engine == "local":
-        return run_local(fn, items, opts, workers=workers, progress=progress, on_rows=on_rows)
+        return run_local(
+            fn, items, opts, workers=workers, progress=progress, on_rows=on_rows, while_waiting=while_waiting
+        )
     if engine == "ray":
         rows = run_ray(
-            fn, items, opts, address=address, num_cpus=num_cpus, concurrency=workers, progress=bool(progress)
+            fn,
+            items,
+            opts,
+            address=address,
+            num_cpus=num_cpus,
+            concurrency=workers,
+            progress=bool(progress),
+            while_waiting=while_waiting,
         )
         if on_rows is not None:
             on_rows(rows)

@@ -368,12 +368,14 @@ class Views(SessionBase):
         """:meth:`tree_json`'s text handed to ``sink`` in pieces (never held whole).
 
         The nodes of :meth:`get_tree` in its order, written by the core in one iterative pass
-        (no recursion on depth); ``sink(piece)`` is called with pieces of about 1 MiB or more,
-        whose concatenation is the text. Each entry's line is copied where the scan found it
-        already ``JSON.stringify``'s text (as :meth:`entry_texts` tells); the others, labels and
-        label timestamps are ``write(value)`` of the parsed value (:attr:`Entry.raw`; ``write``
-        must give ``JSON.stringify``'s text). Lines are read in batches of 4,096. The tree is
-        the one of the call's start: entries appended meanwhile (another thread) are not in it.
+        (no recursion on depth); ``sink(piece)`` is called with one piece per batch of up to
+        4,096 entries (or 8 MiB of lines), whose concatenation is the text. Each batch's lines
+        are read and checked with the GIL released, on both cores, while the previous batch is
+        handed over. Each entry's line is copied where the scan found it already
+        ``JSON.stringify``'s text (as :meth:`entry_texts` tells); the others, labels and label
+        timestamps are ``write(value)`` of the parsed value (:attr:`Entry.raw`; ``write`` must
+        give ``JSON.stringify``'s text). The tree is the one of the call's start: entries
+        appended meanwhile (another thread) are not in it.
 
         Raises:
             SessionCycleError: duplicate ids put a node below itself (as :meth:`get_tree`),

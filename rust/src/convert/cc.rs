@@ -333,7 +333,8 @@ pub(crate) fn cycles(parent: &[u32]) -> Vec<Vec<u32>> {
 
 /// Every line's Pi id in one arena, and each uuid's first line in a table of line numbers
 /// (keyed hashes of the ids, compared against the arena): about 36 + 4 + 6 bytes a line with a
-/// uuid, nothing per line kept twice.
+/// uuid, nothing per line kept twice. The keys are foldhash's, randomly seeded per conversion
+/// (a file's ids cannot aim at the table), as the index's key table (`index/mod.rs`).
 #[derive(Default)]
 pub(crate) struct Ids {
     arena: String,
@@ -343,7 +344,7 @@ pub(crate) struct Ids {
     /// more than 4 GiB of ids: a hostile file of that size)
     high: Vec<(u32, u64)>,
     table: hashbrown::HashTable<u32>,
-    keys: std::collections::hash_map::RandomState,
+    keys: foldhash::fast::RandomState,
 }
 
 fn id_at<'a>(arena: &'a str, start: &[u32], high: &[(u32, u64)], i: usize) -> &'a str {

@@ -126,6 +126,14 @@ fn num(v: Option<&Value>) -> u64 {
 /// reasoning (`u64::MAX`: absent). Kept this small between the passes.
 type Counts = [u64; 5];
 
+/// One decision of pass 1: an assistant item's line and the usage a `token_count` gives it.
+type Decision = (u32, Option<Counts>);
+/// Decisions handed from pass 1 to pass 2 at a time: one hand-off (a possible wake-up of the
+/// other thread) per batch, not per assistant item (about 100 KB a batch).
+const DECISIONS: usize = 2048;
+/// Batches queued between the passes.
+const DECISION_DEPTH: usize = 8;
+
 fn counts_of(u: &Value) -> Counts {
     let input = num(u.get("input_tokens"));
     let output = num(u.get("output_tokens"));
@@ -144,14 +152,24 @@ fn counts_of(u: &Value) -> Counts {
 
 /// Pass 1: decides, for each assistant-item line in line order, the usage its `token_count`
 /// event gives (the first such event before the next assistant item), and sends
-/// `(line, Some(counts))` or `(line, None)` as soon as it is decided. Runs beside pass 2, which
-/// waits for a line's decision (`Cx::usage_at`); stops early when pass 2 has stopped.
+/// `(line, Some(counts))` or `(line, None)`, `DECISIONS` at a time (the last batch at the end).
+/// Runs beside pass 2, which waits for a line's decision (`Cx::usage_at`); stops early when
+/// pass 2 has stopped.
 fn usages(
     src: &Path,
     data: Option<&[u8]>,
-    tx: &SyncSender<(u32, Option<Counts>)>,
+    tx: &SyncSender<Vec<Decision>>,
 ) -> Result<(), ConvertError> {
     let mut lines = open_src(src, data)?;
+    let mut batch: Vec<Decision> = Vec::with_capacity(DECISIONS);
+    // false when pass 2 has stopped
+    let send = |d: Decision, batch: &mut Vec<Decision>| {
+        batch.push(d);
+        batch.len() < DECISIONS
+            || tx
+                .send(std::mem::replace(batch, Vec::with_capacity(DECISIONS)))
+                .is_ok()
+    };
     let mut last: Option<u32> = None;
     let mut n = 0u32;
     while let Some((line, _)) = lines.next_line().map_err(io_err(src))? {
@@ -165,7 +183,7 @@ fn usages(
             if !pi && is_assistant_item(pty, role) && (ty == Some("response_item") || !has_payload)
             {
                 if let Some(old) = last.replace(n) {
-                    if tx.send((old, None)).is_err() {
+                    if !send((old, None), &mut batch) {
                         return Ok(());
                     }
                 }
@@ -180,7 +198,7 @@ fn usages(
                                         .filter(|u| u.is_object())
                                         .map(counts_of)
                                 });
-                            if tx.send((a, u)).is_err() {
+                            if !send((a, u), &mut batch) {
                                 return Ok(());
                             }
                         }
@@ -191,7 +209,10 @@ fn usages(
         n += 1;
     }
     if let Some(a) = last {
-        let _ = tx.send((a, None));
+        batch.push((a, None));
+    }
+    if !batch.is_empty() {
+        let _ = tx.send(batch);
     }
     Ok(())
 }
@@ -422,8 +443,10 @@ struct Cx {
     tools: Vec<String>,
     keys: std::collections::hash_map::RandomState,
     /// pass 1's decisions still ahead (in line order), the next one read
-    usage: Receiver<(u32, Option<Counts>)>,
-    next_usage: Option<(u32, Option<Counts>)>,
+    usage: Receiver<Vec<Decision>>,
+    /// the batch being read
+    batch: std::vec::IntoIter<Decision>,
+    next_usage: Option<Decision>,
 }
 
 impl Cx {
@@ -432,7 +455,13 @@ impl Cx {
     fn usage_at(&mut self, n: u32) -> Option<Counts> {
         loop {
             if self.next_usage.is_none() {
-                self.next_usage = Some(self.usage.recv().ok()?);
+                match self.batch.next() {
+                    Some(d) => self.next_usage = Some(d),
+                    None => {
+                        self.batch = self.usage.recv().ok()?.into_iter();
+                        continue;
+                    }
+                }
             }
             match self.next_usage {
                 Some((l, _)) if l < n => self.next_usage = None,
@@ -934,7 +963,7 @@ pub fn convert(
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
     // pass 1 on a thread of its own, pass 2 here, waiting for its decisions as it needs them
-    let (tx, rx) = sync_channel(1 << 14);
+    let (tx, rx) = sync_channel(DECISION_DEPTH);
     std::thread::scope(|sc| {
         let pass1 = std::thread::Builder::new()
             .name("sessiontree-codex-pass1".into())
@@ -946,6 +975,7 @@ pub fn convert(
             tools: Vec::new(),
             keys: Default::default(),
             usage: rx,
+            batch: Vec::new().into_iter(),
             next_usage: None,
         };
         let written = write_pi(src, data, out, store, outs, rep, cx);

@@ -353,3 +353,13 @@ fn codex_usage_follows_each_assistant_item_over_many_lines() {
     }
     assert_eq!(seen, 30_000);
 }
+
+#[test]
+fn the_writer_batches_grow_with_the_source_within_bounds() {
+    // a 1024th of the source: small files keep 128 KiB batches, a 1 GiB one 1 MiB
+    assert_eq!(out::chunk_for(0), 128 << 10);
+    assert_eq!(out::chunk_for(10_000_000), 128 << 10);
+    assert_eq!(out::chunk_for(512 << 20), 512 << 10);
+    assert_eq!(out::chunk_for(1074 << 20), 1 << 20);
+    assert_eq!(out::chunk_for(u64::MAX), 1 << 20);
+}

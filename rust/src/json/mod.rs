@@ -315,11 +315,27 @@ fn string_end(b: &[u8], s: usize) -> Option<usize> {
 /// escapes are `JSON.stringify`'s own, so equal key texts are equal keys. Linear in the line,
 /// no recursion; false for text that is not a whole JSON value without whitespace.
 pub fn canon_rest(line: &[u8]) -> bool {
+    thread_local! {
+        // (reused: a caller checks every line of a session, most with a few small objects)
+        static STACKS: std::cell::RefCell<CanonStacks> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    STACKS.with(|st| match st.try_borrow_mut() {
+        Ok(mut st) => {
+            let (keys, open) = &mut *st;
+            keys.clear();
+            open.clear();
+            canon_rest_with(line, keys, open)
+        }
+        Err(_) => canon_rest_with(line, &mut Vec::new(), &mut Vec::new()),
+    })
+}
+
+/// [`canon_rest`]'s stacks: the key spans of the open objects side by side; per open container,
+/// where its keys start (`usize::MAX`: an array).
+type CanonStacks = (Vec<(usize, usize)>, Vec<usize>);
+
+fn canon_rest_with(line: &[u8], keys: &mut Vec<(usize, usize)>, open: &mut Vec<usize>) -> bool {
     let b = line;
-    // key spans of the open objects side by side; per open container, where its keys start
-    // (`usize::MAX`: an array)
-    let mut keys: Vec<(usize, usize)> = Vec::new();
-    let mut open: Vec<usize> = Vec::new();
     let mut i = 0;
     while i < b.len() {
         match b[i] {

@@ -62,8 +62,11 @@ const BUDGET_PER_THREAD: usize = 24 << 20;
 /// most this much commits nothing (see [`Synced::Tail`]); the next sync with more, or with a
 /// new, rewritten or removed file, commits them with the rest.
 pub const PENDING_MAX: u64 = 4 << 20;
-/// The tail index's writer arena: its first hash table is sized from it (a third at most).
-const TAIL_BUDGET: usize = 8 << 20;
+/// The tail index's writer budget: Tantivy sizes the term table from it (the largest power
+/// of two of 8-byte slots under a third of it, zeroed when the writer starts, grown as terms
+/// come). 512 KiB: 16,384 slots (128 KiB), where 8 MiB zeroed 2 MiB per tail segment (7 % of
+/// the CPU of a 1 MiB tail's build).
+const TAIL_BUDGET: usize = 512 << 10;
 
 /// What [`StoreIndex::sync`] did.
 #[derive(Debug)]

@@ -173,7 +173,7 @@ fn check_walks(ix: &Index, data: &[u8]) {
     assert_eq!(tree.roots.len(), n - non_roots);
     for p in 0..n as u32 {
         let ch = tree.children(p);
-        let ts: Vec<f64> = ch.iter().map(|&c| ix.recs[c as usize].ts()).collect();
+        let ts: Vec<f64> = ch.iter().map(|&c| ix.recs.at(c as usize).ts()).collect();
         if !ts.iter().any(|t| t.is_nan()) {
             assert!(
                 ts.windows(2).all(|w| w[0] <= w[1]),
@@ -278,7 +278,7 @@ pub fn check_scan(data: &[u8]) {
         "appending in two pieces (split at {k}) differs"
     );
     for i in 0..st.index.recs.len() {
-        let r = st.index.recs[i];
+        let r = st.index.recs.at(i);
         assert_eq!(
             &*st.line(i).expect("the file is unchanged"),
             &data[r.offset() as usize..(r.offset() + r.len as u64) as usize]
@@ -648,7 +648,7 @@ mod tests {
             .map(|p| p.0)
             .unwrap_or(inc.scanned_to);
         scan::scan_into(&mut inc, &data[start as usize..], start, false);
-        assert_eq!(inc.key_string(inc.recs[0].id), Some("a"));
+        assert_eq!(inc.key_string(inc.recs.at(0).id), Some("a"));
         assert!(!inc.needs_migration() && !inc.is_legacy_v1());
     }
 

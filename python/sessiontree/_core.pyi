@@ -10,6 +10,7 @@ from typing import Any, Callable, Literal, TypeAlias, final
 from sessiontree.entries import EntryColumns, EntryRecord, HeaderProbe, Problem, ScrubFinding, ScrubStats, TreeTable
 
 __all__ = [
+    "INDEX_BLOCK_CACHE_BYTES",
     "INDEX_CACHE_MAX_BYTES",
     "Index",
     "Scrubber",
@@ -20,6 +21,7 @@ __all__ = [
     "convert_file",
     "date_parse",
     "header_probe",
+    "index_block_cache",
     "index_cache_census",
     "index_cache_clear",
     "index_cache_evict",
@@ -142,6 +144,7 @@ def header_probe(buf: bytes, eof: bool) -> HeaderProbe: ...
 def index_cache_clear(dir: str | PathLike[str]) -> int: ...
 def index_cache_census(dir: str | PathLike[str]) -> tuple[int, int, int] | None: ...
 def index_cache_evict(dir: str | PathLike[str], max_bytes: int) -> int: ...
+def index_block_cache(budget: int | None = None) -> tuple[int, int]: ...
 
 __all__ += ["search_extract", "search_match", "search_shard_stats", "search_stats_sum", "search_store", "search_tokens"]
 
@@ -186,6 +189,7 @@ def search_tokens(text: str) -> list[tuple[str, int, bool]]: ...
 def search_extract(line: bytes) -> str | None: ...
 
 INDEX_CACHE_MAX_BYTES: int
+INDEX_BLOCK_CACHE_BYTES: int
 
 # fleet rows (rust/src/rows.rs): see Session.fleet_columns
 __all__ += ["fleet_rows"]

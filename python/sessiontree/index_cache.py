@@ -23,6 +23,13 @@ least recently used (a load counts as a use) while they total more than
 :data:`DEFAULT_MAX_BYTES` (``$SESSIONTREE_INDEX_CACHE_MAX_BYTES``, or ``max_bytes`` of a
 :class:`CacheSettings` passed as ``index_cache=``).
 
+Memory: an open does not load a saved index whole; a query reads the blocks it needs (1,024
+records, winners or key-lookup entries each, checked when read). The blocks read are kept in one
+cache per process, every session together, under a byte budget: :data:`DEFAULT_BLOCK_CACHE_BYTES`
+(``$SESSIONTREE_INDEX_BLOCK_CACHE_BYTES``, or ``block_cache_bytes`` of a :class:`CacheSettings`;
+each open with the cache on sets it). Past it, blocks not used lately are dropped (CLOCK) and
+read and checked again when next needed. The key groups (ids and other keys) are kept once read.
+
 An unusable setting (``~nosuchuser/x``, no home folder, a file, a folder that cannot be created)
 means no cache: the open goes on cold, and one line on stderr says why (once per process).
 """
@@ -46,17 +53,25 @@ DEFAULT_MIN_BYTES = 1 << 20
 #: The cap on a cache folder's saved indexes (bytes) when none is set (1 GiB).
 DEFAULT_MAX_BYTES = 1 << 30
 
+#: The byte budget of the blocks of saved indexes one process keeps in memory, every session
+#: together, when none is set (128 MiB: a 1 GiB session's records, winners and key lookup are
+#: about 35 MiB).
+DEFAULT_BLOCK_CACHE_BYTES = 128 << 20
+
 
 @dataclass(frozen=True)
 class CacheSettings:
     """``index_cache=`` with settings: ``folder`` (None: the default place; False or ``"off"``:
     no cache), ``max_bytes`` (the cap on the folder's saved indexes, None: the environment's or
-    :data:`DEFAULT_MAX_BYTES`) and ``min_bytes`` (the smallest file saved, None: the
-    environment's or :data:`DEFAULT_MIN_BYTES`)."""
+    :data:`DEFAULT_MAX_BYTES`), ``min_bytes`` (the smallest file saved, None: the
+    environment's or :data:`DEFAULT_MIN_BYTES`) and ``block_cache_bytes`` (the budget of the
+    saved blocks this process keeps in memory, every session together, None: the environment's
+    or :data:`DEFAULT_BLOCK_CACHE_BYTES`; see :func:`block_cache_bytes`)."""
 
     folder: Union[None, bool, str, "os.PathLike[str]"] = None
     max_bytes: int | None = None
     min_bytes: int | None = None
+    block_cache_bytes: int | None = None
 
 
 #: What ``index_cache=`` accepts: None (the default place), a folder, False / "off", or a
@@ -208,6 +223,24 @@ def max_bytes(index_cache: IndexCache = None) -> int:
     return _size(os.environ.get("SESSIONTREE_INDEX_CACHE_MAX_BYTES"), DEFAULT_MAX_BYTES)
 
 
+def block_cache_bytes(index_cache: IndexCache = None) -> int:
+    """The byte budget of the saved-index blocks one process keeps in memory (every session
+    together): ``index_cache``'s ``block_cache_bytes`` when it is a :class:`CacheSettings` that
+    sets it, ``$SESSIONTREE_INDEX_BLOCK_CACHE_BYTES`` (``64M`` ...) or
+    :data:`DEFAULT_BLOCK_CACHE_BYTES`. Process-wide: each open with the cache on sets it (see
+    :func:`open_kwargs`); blocks past a smaller budget go as the next ones are read."""
+    if isinstance(index_cache, CacheSettings) and index_cache.block_cache_bytes is not None:
+        return max(int(index_cache.block_cache_bytes), 0)
+    return _size(os.environ.get("SESSIONTREE_INDEX_BLOCK_CACHE_BYTES"), DEFAULT_BLOCK_CACHE_BYTES)
+
+
+def block_cache_info() -> tuple[int, int]:
+    """``(bytes held, budget)`` of this process's cache of saved-index blocks."""
+    from . import _core
+
+    return _core.index_block_cache()
+
+
 class OpenKwargs(TypedDict, total=False):
     """The saved-index keywords of the core's ``Index.open``."""
 
@@ -219,10 +252,14 @@ class OpenKwargs(TypedDict, total=False):
 
 def open_kwargs(index_cache: IndexCache = None) -> OpenKwargs:
     """Keyword arguments for the core's ``Index.open`` (``cache_dir``, ``cache_min``,
-    ``cache_max``); none when the cache is off or unusable (an open never fails for it)."""
+    ``cache_max``); none when the cache is off or unusable (an open never fails for it). With
+    the cache on, this also sets the process's block budget (:func:`block_cache_bytes`)."""
     d = resolve(index_cache)
     if d is None or not usable(d):
         return {}
+    from . import _core
+
+    _core.index_block_cache(block_cache_bytes(index_cache))
     return {
         "cache_dir": str(d),
         "cache_min": min_bytes(index_cache),

@@ -48,7 +48,7 @@ struct Fields {
 
 /// What entry `i` contributes to the cut-point search, or None when Python must decide.
 pub fn entry_info(st: &Store, i: u32) -> Option<Info> {
-    let rec = st.index.recs[i as usize];
+    let rec = st.index.recs.at(i as usize);
     let kind = entry_kind::type_row(rec.etype).context;
     match kind {
         Context::CompactionSummary => {

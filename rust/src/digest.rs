@@ -772,13 +772,13 @@ fn digest_at(st: &Store, i: usize, line: &[u8], preview_chars: usize) -> Digest 
     // the digest reads a `hookMessage` message as `custom` (what Pi's migrateV2ToV3 makes of
     // it); the index keeps the role as `hookMessage` only in a file Pi does not migrate (v3),
     // where Pi's estimateTokens has no case for it: 0
-    if d.tokens.is_some() && st.index.recs[i].role == crate::index::R_HOOK {
+    if d.tokens.is_some() && st.index.recs.at(i).role == crate::index::R_HOOK {
         d.tokens = Some(0);
     }
     if d.kind == "?" {
         // a line the core accepts but serde_json does not (1e400, a lone surrogate escape,
         // nesting past 128): keep the type the index read
-        let t = st.index.recs[i].etype;
+        let t = st.index.recs.at(i).etype;
         if t == crate::index::T_OTHER {
             // a name past the full names table: the core's parse of the line has it
             if let Some(n) = crate::index::type_of_line(line) {
@@ -857,7 +857,7 @@ pub fn digest_columns(
         })
         .collect::<Result<_, StoreError>>()?;
     let ds = || ds.iter().flatten();
-    let recs = || (start..end).map(|i| &st.index.recs[i]);
+    let recs = || (start..end).map(|i| st.index.recs.at(i));
     let mut out = Vec::with_capacity((end - start) * 160);
     out.push(b'{');
     push_column(&mut out, "e", ds(), |o, d| push_opt(o, d.tokens));

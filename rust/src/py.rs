@@ -201,6 +201,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::index_cache_census, m)?)?;
     m.add_function(wrap_pyfunction!(functions::index_cache_evict, m)?)?;
     m.add("INDEX_CACHE_MAX_BYTES", crate::saved::DEFAULT_MAX_BYTES)?;
+    m.add_function(wrap_pyfunction!(functions::index_block_cache, m)?)?;
+    m.add(
+        "INDEX_BLOCK_CACHE_BYTES",
+        crate::index::DEFAULT_BLOCK_CACHE_BYTES,
+    )?;
     m.add_function(wrap_pyfunction!(fleet::fleet_rows, m)?)?;
     let names = pyo3::types::PyTuple::new(m.py(), crate::columns::ENTRY_COLUMNS)?;
     m.add("FLEET_ENTRY_COLUMNS", names)?;

@@ -137,7 +137,7 @@ impl Store {
         let (at, want): (Vec<usize>, Vec<usize>) = idx
             .iter()
             .enumerate()
-            .filter(|&(_, &i)| self.index.recs[i].stringify_form())
+            .filter(|&(_, &i)| self.index.recs.at(i).stringify_form())
             .map(|(k, &i)| (k, i))
             .unzip();
         self.with_lines(&want, |k, b| {

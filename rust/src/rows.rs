@@ -627,7 +627,7 @@ pub fn is_candidate(etype: u16, role: u16) -> bool {
 fn candidates(st: &Store) -> Vec<usize> {
     let ix = &st.index;
     (0..ix.recs.len())
-        .filter(|&i| is_candidate(ix.recs[i].etype, ix.recs[i].role))
+        .filter(|&i| is_candidate(ix.recs.at(i).etype, ix.recs.at(i).role))
         .collect()
 }
 
@@ -768,8 +768,8 @@ fn scan_lines<T: Send>(
     while a < idx.len() {
         let mut b = a;
         let mut bytes = 0u64;
-        while b < idx.len() && (b == a || bytes + recs[idx[b]].len as u64 <= BATCH_BYTES) {
-            bytes += recs[idx[b]].len as u64;
+        while b < idx.len() && (b == a || bytes + recs.at(idx[b]).len as u64 <= BATCH_BYTES) {
+            bytes += recs.at(idx[b]).len as u64;
             b += 1;
         }
         buf.clear();
@@ -823,7 +823,7 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
     let idx = candidates(st);
     // (usage numbers, tool calls) per candidate; None: undecided
     let per: Vec<LineRow> = scan_lines(st, &idx, |k, line| {
-        let r = &ix.recs[idx[k]];
+        let r = &ix.recs.at(idx[k]);
         line_row(r.etype, ix.role_name(r.role), line)
     })?;
     let mut usage: Vec<Option<EntryUsage>> = if per_entry { vec![None; n] } else { Vec::new() };
@@ -832,7 +832,7 @@ pub fn session_rows(st: &Store, per_entry: bool) -> Result<Rows, StoreError> {
         let i = idx[k];
         acc.add(
             i as u32,
-            entry_kind::type_row(ix.recs[i].etype).is_summary(),
+            entry_kind::type_row(ix.recs.at(i).etype).is_summary(),
             one,
         );
         if per_entry {
@@ -917,7 +917,7 @@ pub fn counts(st: &Store) -> Counts {
 pub fn last_activity(st: &Store) -> Result<Result<Option<f64>, u32>, StoreError> {
     let ix = &st.index;
     for i in (0..ix.recs.len()).rev() {
-        let r = &ix.recs[i];
+        let r = &ix.recs.at(i);
         if r.etype != T_MESSAGE
             || r.role == 0
             || !matches!(ix.role_name(r.role), "user" | "assistant")
@@ -1016,7 +1016,7 @@ pub fn context_estimate(st: &Store, leaf: Option<u32>) -> Option<(Num, u64)> {
         return None;
     }
     let path = ix.branch(leaf).ok()?;
-    let rec = |i: u32| &ix.recs[i as usize];
+    let rec = |i: u32| ix.recs.at(i as usize);
     if path.iter().any(|&i| ix.key_string(rec(i).id).is_none()) {
         return None;
     }

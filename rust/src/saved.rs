@@ -25,7 +25,10 @@
 //! * the key records (8 bytes each) and the key bytes, the records, as their bytes (28 each),
 //!   and the winners (the by-id map: per key id, the entry that owns it, 4 bytes each), none
 //!   read at load: a query reads the groups and blocks it needs (`index::keystore`,
-//!   `index::recs`), each checked against its checksum and bounds when read;
+//!   `index::recs`), each checked against its checksum and bounds when read; blocks of
+//!   records, winners and the lookup are kept in the process's `index::BlockCache` under its
+//!   byte budget (past it, dropped and read and checked again when needed), key groups once
+//!   read;
 //! * the lookup-block table: per block of [`REC_BLOCK`] entries of the key lookup, its checksum
 //!   and its first entry's hash tag (16 bytes), then the key lookup (`index::lookup`: per
 //!   string, number and boolean key, `hash >> 32 << 32 | key id`, ascending, hashed with the seed
@@ -1139,7 +1142,7 @@ mod tests {
                 let _ = bad.labels();
                 let _ = bad.problems.iter().count();
                 for i in 0..bad.recs.len() {
-                    let r = bad.recs[i];
+                    let r = bad.recs.at(i);
                     let _ = (
                         bad.key_string(r.id),
                         bad.winner(r.parent),
@@ -1349,8 +1352,8 @@ mod tests {
             for i in 0..n {
                 assert_eq!(ix.walk_parent(i), cx.walk_parent(i), "entry {i}");
                 assert_eq!(
-                    ix.key_string(ix.recs[i as usize].id),
-                    cx.key_string(cx.recs[i as usize].id)
+                    ix.key_string(ix.recs.at(i as usize).id),
+                    cx.key_string(cx.recs.at(i as usize).id)
                 );
             }
             assert_eq!(ix.lookup_str("57"), None);

@@ -545,7 +545,7 @@ impl Store {
     /// The name of its code, or, for a name past the full names table ([`crate::index::T_OTHER`]),
     /// the name on its line.
     pub fn entry_type(&self, i: usize) -> Result<Option<String>, StoreError> {
-        match self.index.recs[i].etype {
+        match self.index.recs.at(i).etype {
             crate::index::T_NONE => Ok(None),
             crate::index::T_OTHER => self.name_on_line(i, crate::index::type_of_line),
             t => Ok(Some(self.index.type_name(t).to_string())),
@@ -555,7 +555,7 @@ impl Store {
     /// Entry `i`'s `message.role` when it is a message whose role is a string, else None. v2
     /// `hookMessage` reads `custom`; [`crate::index::R_OTHER`] as in [`Store::entry_type`].
     pub fn entry_role(&self, i: usize) -> Result<Option<String>, StoreError> {
-        match self.index.recs[i].role {
+        match self.index.recs.at(i).role {
             0 => Ok(None),
             crate::index::R_OTHER => self.name_on_line(i, crate::index::role_of_line),
             r => Ok(Some(self.index.role_name(r).to_string())),
@@ -573,7 +573,7 @@ impl Store {
         match get(&self.line(i)?) {
             Some(n) => Ok(Some(n)),
             None => Err(StoreError::Rewritten {
-                offset: self.index.recs[i].offset(),
+                offset: self.index.recs.at(i).offset(),
             }),
         }
     }
@@ -592,7 +592,7 @@ impl Store {
         self.check_live()?;
         let end = self.end();
         let recs = &self.index.recs;
-        let span = |i: usize| (recs[i].offset(), recs[i].len as u64);
+        let span = |i: usize| (recs.at(i).offset(), recs.at(i).len as u64);
         let on_disk = matches!(self.base, Base::Disk);
         if !on_disk {
             for (k, &i) in idx.iter().enumerate() {
@@ -602,7 +602,7 @@ impl Store {
             return Ok(());
         }
         let mut order: Vec<usize> = (0..idx.len()).collect();
-        order.sort_unstable_by_key(|&k| recs[idx[k]].offset());
+        order.sort_unstable_by_key(|&k| recs.at(idx[k]).offset());
         let mut buf: Vec<u8> = Vec::new();
         let mut a = 0;
         while a < order.len() {

@@ -510,7 +510,7 @@ mod tests {
         let lines: Vec<LineAt> = order
             .iter()
             .map(|&i| {
-                let r = &recs[i as usize];
+                let r = recs.at(i as usize);
                 LineAt {
                     offset: r.offset(),
                     len: r.len,

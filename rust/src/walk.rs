@@ -15,7 +15,7 @@ impl Index {
     /// Pi `getBranch`'s parent step: `current.parentId ? byId.get(current.parentId) : undefined`.
     #[inline]
     pub fn walk_parent(&self, i: u32) -> u32 {
-        let p = self.recs[i as usize].parent;
+        let p = self.recs.at(i as usize).parent;
         if self.key_is_truthy(p) {
             self.winner(p)
         } else {
@@ -29,7 +29,7 @@ impl Index {
         self.leaf_version += 1;
         self.leaf = match entry {
             None => Leaf::Null,
-            Some(i) => Leaf::Key(self.recs[i as usize].id),
+            Some(i) => Leaf::Key(self.recs.at(i as usize).id),
         };
     }
 
@@ -127,7 +127,7 @@ impl Index {
             return self.branch(leaf);
         }
         let limit = self.recs.len();
-        let rec = |i: u32| &self.recs[i as usize];
+        let rec = |i: u32| self.recs.at(i as usize);
         // leaf back to the latest compaction
         let mut rev: Vec<u32> = Vec::new();
         let mut c = leaf;
@@ -219,7 +219,7 @@ impl Index {
         memo: &SpanMemo,
         leaf: u32,
     ) -> Result<bool, Cycle> {
-        let rec = &self.recs[compaction as usize];
+        let rec = &self.recs.at(compaction as usize);
         let fk = self.key_string(self.target(compaction));
         let mut m = memo.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = m.as_ref() {
@@ -251,7 +251,7 @@ impl Index {
             c = self.walk_parent(c);
         }
         // `last` is the root: its parent is null, or an id no entry has (yet)
-        let p = self.recs[last as usize].parent;
+        let p = self.recs.at(last as usize).parent;
         let dangling = if self.key_is_truthy(p) {
             match self.key_string(p) {
                 Some(d) => Some(d.to_string()),
@@ -283,7 +283,7 @@ impl Index {
         let mut c = from;
         let mut n = 0usize;
         while c != NONE {
-            let r = &self.recs[c as usize];
+            let r = &self.recs.at(c as usize);
             if r.etype == etype && role.is_none_or(|x| r.role == x) {
                 return Ok(Some(c));
             }
@@ -403,7 +403,7 @@ impl Index {
     /// Pi getTree's node for an occurrence: the winner of that entry's id.
     #[inline]
     pub fn node_of(&self, i: u32) -> u32 {
-        self.winner(self.recs[i as usize].id)
+        self.winner(self.recs.at(i as usize).id)
     }
 
     /// Pi getTree's parent rule.
@@ -412,7 +412,7 @@ impl Index {
     /// the node owning `parentId`.
     #[inline]
     pub fn tree_parent(&self, i: u32) -> u32 {
-        let r = &self.recs[i as usize];
+        let r = &self.recs.at(i as usize);
         if r.parent == KID_NULL || r.parent == r.id {
             NONE
         } else {
@@ -453,7 +453,7 @@ impl Index {
         for p in 0..n {
             let (s, e) = (start[p] as usize, start[p + 1] as usize);
             if e - s > 1 {
-                sort_like_v8(&mut kids[s..e], |&c| self.recs[c as usize].ts());
+                sort_like_v8(&mut kids[s..e], |&c| self.recs.at(c as usize).ts());
             }
         }
         Tree { roots, start, kids }
@@ -721,7 +721,11 @@ mod span_tests {
         let leaf = (lines.len() - 1) as u32;
         let ids = |v: &[u32]| {
             v.iter()
-                .map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string())
+                .map(|&i| {
+                    ix.key_string(ix.recs.at(i as usize).id)
+                        .unwrap()
+                        .to_string()
+                })
                 .collect::<Vec<_>>()
         };
         assert_eq!(
@@ -764,7 +768,11 @@ mod span_tests {
         let memo = crate::walk::SpanMemo::default();
         let ids = |ix: &Index, v: &[u32]| {
             v.iter()
-                .map(|&i| ix.key_string(ix.recs[i as usize].id).unwrap().to_string())
+                .map(|&i| {
+                    ix.key_string(ix.recs.at(i as usize).id)
+                        .unwrap()
+                        .to_string()
+                })
                 .collect::<Vec<_>>()
         };
         for _ in 0..2 {

@@ -219,9 +219,9 @@ mod tests {
             );
         }
         // the table filled and the later names took the "other" code, never a known one
-        let last = &st.index.recs[n - 1];
+        let last = &st.index.recs.at(n - 1);
         assert_eq!(last.etype, T_OTHER);
-        assert_eq!(st.index.recs[2 * n - 1].role, R_OTHER);
+        assert_eq!(st.index.recs.at(2 * n - 1).role, R_OTHER);
         assert_eq!(st.index.type_name(T_OTHER), "");
         // a type that is not a string still reads as none
         assert_eq!(st.entry_type(2 * n).unwrap(), None);
@@ -229,8 +229,8 @@ mod tests {
         let ix = &st.index;
         let back =
             Index::restore(&ix.persist_all(), ix.recs.to_vec(), ix.scanned_to).expect("restores");
-        assert_eq!(back.recs[n - 1].etype, T_OTHER);
-        assert_eq!(back.recs[2 * n - 1].role, R_OTHER);
+        assert_eq!(back.recs.at(n - 1).etype, T_OTHER);
+        assert_eq!(back.recs.at(2 * n - 1).role, R_OTHER);
         assert_eq!(back.type_code_of("x10"), ix.type_code_of("x10"));
     }
 

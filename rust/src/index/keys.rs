@@ -551,7 +551,7 @@ impl Index {
                     return e;
                 }
                 return if (kid as usize) < w.len() {
-                    *w.get(kid as usize)
+                    w.get(kid as usize)
                 } else {
                     NONE
                 };
@@ -652,7 +652,7 @@ impl Index {
         let (mut by_id, from) = match &self.saved_winners {
             // the saved map, then the records after the saved ones
             Some(w) => (
-                (0..w.len()).map(|k| *w.get(k)).collect(),
+                (0..w.len()).map(|k| w.get(k)).collect(),
                 self.recs.saved_len(),
             ),
             None => (Vec::new(), 0),
@@ -660,7 +660,7 @@ impl Index {
         by_id.resize(self.kstore.len(), NONE);
         for i in from..self.recs.len() {
             // (every record's id is a key: checked when its block was read)
-            if let Some(slot) = by_id.get_mut(self.recs[i].id as usize) {
+            if let Some(slot) = by_id.get_mut(self.recs.at(i).id as usize) {
                 *slot = i as u32;
             }
         }

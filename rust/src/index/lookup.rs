@@ -60,14 +60,14 @@ impl SavedLookup {
         let (mut a, mut b) = (lo, hi);
         while a < b {
             let mid = a + (b - a) / 2;
-            if *self.entries.get(mid) < want {
+            if self.entries.get(mid) < want {
                 a = mid + 1;
             } else {
                 b = mid;
             }
         }
         for i in a..hi {
-            let e = *self.entries.get(i);
+            let e = self.entries.get(i);
             if (e >> 32) as u32 != tag {
                 break;
             }
@@ -92,7 +92,7 @@ impl SavedLookup {
     /// Every entry, ascending (every block read).
     pub fn to_vec(&self) -> Vec<u64> {
         (0..self.entries.len())
-            .map(|i| *self.entries.get(i))
+            .map(|i| self.entries.get(i))
             .collect()
     }
 }

@@ -32,7 +32,10 @@ pub use codes::*;
 pub use line::*;
 pub use persist::{fixed_names_stamp, recs_bytes, recs_from_bytes, RecBounds};
 pub use problems::{Problem, Problems};
-pub use recs::{BlockChecks, Paged, PagedRecs, Recs, REC_BLOCK};
+pub use recs::{
+    block_cache, BlockCache, BlockChecks, Paged, PagedRecs, RecIter, Recs,
+    DEFAULT_BLOCK_CACHE_BYTES, REC_BLOCK,
+};
 pub use view::{EntryColumns, EntryView, OutOfRange, WalkError};
 
 use crate::json::{JsVal, TopKind, Val};
@@ -469,7 +472,7 @@ impl Index {
         let r = self.ingest_inner(pl);
         if let Some(mut p) = prov {
             if let Some(i) = r {
-                let rec = self.recs[i as usize];
+                let rec = self.recs.at(i as usize);
                 p.by_id_prev = Some((rec.id, self.prev_winner_scratch));
                 if rec.etype == T_LABEL {
                     p.label_prev = Some((self.target(i), self.prev_label_scratch));

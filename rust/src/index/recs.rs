@@ -1,11 +1,15 @@
 //! The records of an index, behind one accessor.
 //!
-//! Every reader indexes them by entry position (`recs[i]`, `recs.get(i)`, `recs.iter()`), so
-//! where they live is this file's business alone: records scanned in this process are in
-//! memory; a saved index's records stay in the saved file until a query reads them
+//! Every reader asks for them by entry position (`recs.at(i)`, `recs.get(i)`, `recs.iter()`), by
+//! value, so where they live is this file's business alone: records scanned in this process are
+//! in memory; a saved index's records stay in the saved file until a query reads them
 //! ([`PagedRecs`]): read a block of [`REC_BLOCK`] records at a time with `pread` (never a
 //! mapping: a cache file truncated by another process must not raise SIGBUS), each block
-//! checked against its own checksum and bounds when it is read, then kept.
+//! checked against its own checksum and bounds when it is read, then kept in the process's
+//! [`BlockCache`] while the blocks kept fit its byte budget (CLOCK: a block used since the hand
+//! last passed it gets a second chance; else it is dropped, and read and checked again if asked
+//! for again). The same holds for every section of [`Paged`] items (the saved by-id map's
+//! winners, the key lookup).
 //!
 //! A block that fails its check (damaged, cut short, forged) is never used: the first one
 //! triggers a cold scan of the session file's indexed bytes, and when that scan gives the same
@@ -15,9 +19,11 @@
 //! tells the store, which then refuses to answer (see `Store::check_live`).
 
 use super::Rec;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Items per block of a saved index's paged sections (records, winners). One checksum, one `pread`
 /// (28 KiB of records).
@@ -67,6 +73,135 @@ pub struct BlockChecks<T> {
     pub placeholder: T,
 }
 
+/// The default byte budget of the [`BlockCache`] (128 MiB).
+///
+/// For the whole process, every open session's saved blocks together (a 1 GiB session's
+/// records, winners and lookup are ~35 MiB).
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 128 << 20;
+
+/// The blocks of saved indexes a process keeps in memory, under one byte budget.
+///
+/// One per process ([`block_cache`]): every [`Paged`] section of every open session puts the
+/// blocks it reads here, and past the budget the CLOCK hand drops blocks not used since it last
+/// passed them (the block just read is never dropped by its own read). A block dropped is read
+/// and checked again when next asked for. Bytes held: at most the budget plus one block per
+/// thread reading at that moment.
+pub struct BlockCache {
+    budget: AtomicUsize,
+    held: AtomicUsize,
+    /// every block held, in the order the hand passes them
+    ring: Mutex<VecDeque<(Weak<dyn Evict>, u32)>>,
+}
+
+/// A section's side of the cache: second chances and drops.
+trait Evict: Send + Sync {
+    /// Whether block `b` was used since the last call (and clears that).
+    fn used(&self, b: u32) -> bool;
+    /// Drops block `b`; the bytes it held.
+    fn drop_block(&self, b: u32) -> usize;
+}
+
+impl BlockCache {
+    const fn new() -> Self {
+        BlockCache {
+            budget: AtomicUsize::new(DEFAULT_BLOCK_CACHE_BYTES),
+            held: AtomicUsize::new(0),
+            ring: Mutex::new(VecDeque::new()),
+        }
+    }
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.budget.load(Ordering::Relaxed)
+    }
+    /// Sets the byte budget (blocks past it go as the next blocks are read).
+    pub fn set_budget(&self, bytes: usize) {
+        self.budget.store(bytes, Ordering::Relaxed);
+    }
+    /// Bytes of blocks held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+    /// Block `b` of `section` (`bytes` long) is now held: drops others past the budget.
+    fn admit(&self, section: Weak<dyn Evict>, b: u32, bytes: usize) {
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        let held = self.held.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        ring.push_back((section, b));
+        if ring.len() >= 1024 && ring.len().is_power_of_two() {
+            // (entries of sections closed since: amortised, the ring stays proportional to what
+            // is held)
+            ring.retain(|(s, _)| s.strong_count() > 0);
+        }
+        if held <= self.budget() {
+            return;
+        }
+        // at most two turns of the hand: the first clears the second chances
+        let mut turns = 2 * ring.len();
+        while self.held() > self.budget() && turns > 0 && ring.len() > 1 {
+            turns -= 1;
+            let Some((s, k)) = ring.pop_front() else {
+                break;
+            };
+            let Some(sec) = s.upgrade() else {
+                // (its section is gone: its bytes were given back then)
+                continue;
+            };
+            if sec.used(k) {
+                ring.push_back((s, k));
+            } else {
+                let freed = sec.drop_block(k);
+                self.held.fetch_sub(freed, Ordering::Relaxed);
+            }
+        }
+    }
+    /// Gives back the bytes of a section closed (its ring entries go as the ring is pruned).
+    fn release(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+static BLOCK_CACHE: BlockCache = BlockCache::new();
+
+/// The process's [`BlockCache`].
+pub fn block_cache() -> &'static BlockCache {
+    &BLOCK_CACHE
+}
+
+/// The blocks of one section: each held or not, and whether used since the hand passed.
+struct Slots<T> {
+    blocks: Vec<Mutex<Option<Arc<[T]>>>>,
+    used: Vec<AtomicBool>,
+    /// blocks read at least once (tests and `blocks_read`)
+    seen: Vec<AtomicBool>,
+}
+
+impl<T: Plain> Evict for Slots<T> {
+    fn used(&self, b: u32) -> bool {
+        self.used[b as usize].swap(false, Ordering::Relaxed)
+    }
+    fn drop_block(&self, b: u32) -> usize {
+        let mut g = self.blocks[b as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        g.take().map_or(0, |bl| std::mem::size_of_val(&bl[..]))
+    }
+}
+
+impl<T> Drop for Slots<T> {
+    fn drop(&mut self) {
+        let held: usize = self
+            .blocks
+            .iter_mut()
+            .filter_map(|m| {
+                m.get_mut()
+                    .ok()?
+                    .as_ref()
+                    .map(|b| std::mem::size_of_val(&b[..]))
+            })
+            .sum();
+        BLOCK_CACHE.release(held);
+    }
+}
+
 /// A section of a saved index read on demand (see the module docs).
 pub struct Paged<T: Plain> {
     file: std::sync::Arc<File>,
@@ -74,10 +209,12 @@ pub struct Paged<T: Plain> {
     at: u64,
     n: usize,
     checks: BlockChecks<T>,
-    blocks: Vec<OnceLock<Box<[T]>>>,
+    slots: Arc<Slots<T>>,
     cold: OnceLock<Option<Vec<T>>>,
     /// why the first damaged block was refused
     damaged: OnceLock<String>,
+    /// blocks read from the file (a block dropped and read again counts again)
+    reads: AtomicUsize,
 }
 
 /// The records of a saved index, read on demand.
@@ -92,18 +229,24 @@ impl<T: Plain> Paged<T> {
         n: usize,
         checks: BlockChecks<T>,
     ) -> Option<Self> {
-        if checks.sums.len() != n.div_ceil(REC_BLOCK) {
+        let nb = n.div_ceil(REC_BLOCK);
+        if checks.sums.len() != nb {
             return None;
         }
-        let blocks = (0..checks.sums.len()).map(|_| OnceLock::new()).collect();
+        let slots = Arc::new(Slots {
+            blocks: (0..nb).map(|_| Mutex::new(None)).collect(),
+            used: (0..nb).map(|_| AtomicBool::new(false)).collect(),
+            seen: (0..nb).map(|_| AtomicBool::new(false)).collect(),
+        });
         Some(Paged {
             file,
             at,
             n,
             checks,
-            blocks,
+            slots,
             cold: OnceLock::new(),
             damaged: OnceLock::new(),
+            reads: AtomicUsize::new(0),
         })
     }
 
@@ -117,10 +260,47 @@ impl<T: Plain> Paged<T> {
 
     /// Item `i` (< `len`).
     #[inline]
-    pub fn get(&self, i: usize) -> &T {
-        let b = i / REC_BLOCK;
-        let block = self.blocks[b].get_or_init(|| self.load(b));
-        &block[i % REC_BLOCK]
+    pub fn get(&self, i: usize) -> T {
+        self.block(i / REC_BLOCK)[i % REC_BLOCK]
+    }
+
+    /// Block `b`: held, else read (and held while the budget allows).
+    #[inline]
+    fn block(&self, b: usize) -> Arc<[T]> {
+        {
+            let g = self.slots.blocks[b]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(bl) = &*g {
+                let u = &self.slots.used[b];
+                if !u.load(Ordering::Relaxed) {
+                    u.store(true, Ordering::Relaxed);
+                }
+                return bl.clone();
+            }
+        }
+        self.fetch(b)
+    }
+
+    #[cold]
+    fn fetch(&self, b: usize) -> Arc<[T]> {
+        let bl: Arc<[T]> = self.load(b).into();
+        let bytes = std::mem::size_of_val(&bl[..]);
+        {
+            let mut g = self.slots.blocks[b]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(other) = &*g {
+                // (another thread read it meanwhile)
+                return other.clone();
+            }
+            *g = Some(bl.clone());
+        }
+        self.slots.seen[b].store(true, Ordering::Relaxed);
+        self.slots.used[b].store(true, Ordering::Relaxed);
+        let weak: Weak<Slots<T>> = Arc::downgrade(&self.slots);
+        BLOCK_CACHE.admit(weak, b as u32, bytes);
+        bl
     }
 
     /// Block `b`, read and checked; else from the cold scan; else placeholders.
@@ -128,6 +308,7 @@ impl<T: Plain> Paged<T> {
     fn load(&self, b: usize) -> Box<[T]> {
         let first = b * REC_BLOCK;
         let k = REC_BLOCK.min(self.n - first);
+        self.reads.fetch_add(1, Ordering::Relaxed);
         match self.read(b, first, k) {
             Ok(v) => v.into_boxed_slice(),
             Err(why) => {
@@ -168,12 +349,27 @@ impl<T: Plain> Paged<T> {
         matches!(self.cold.get(), Some(c) if c.as_ref().is_none_or(|c| c.len() != self.n))
     }
 
-    /// Blocks read so far, of how many.
+    /// Blocks read so far (each counted once, whether still held or dropped since), of how many.
     pub fn blocks_read(&self) -> (usize, usize) {
+        let seen = &self.slots.seen;
         (
-            self.blocks.iter().filter(|b| b.get().is_some()).count(),
-            self.blocks.len(),
+            seen.iter().filter(|b| b.load(Ordering::Relaxed)).count(),
+            seen.len(),
         )
+    }
+
+    /// Reads of blocks from the file so far (a block dropped and read again counts again).
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Blocks held now.
+    pub fn blocks_held(&self) -> usize {
+        self.slots
+            .blocks
+            .iter()
+            .filter(|m| m.lock().is_ok_and(|g| g.is_some()))
+            .count()
     }
 }
 
@@ -215,16 +411,27 @@ impl Recs {
     }
     /// Entry `i`'s record, None past the end.
     #[inline]
-    pub fn get(&self, i: usize) -> Option<&Rec> {
+    pub fn get(&self, i: usize) -> Option<Rec> {
         match &self.paged {
             Some(p) if i < p.n => Some(p.get(i)),
-            Some(p) => self.tail.get(i - p.n),
-            None => self.tail.get(i),
+            Some(p) => self.tail.get(i - p.n).copied(),
+            None => self.tail.get(i).copied(),
+        }
+    }
+    /// Entry `i`'s record.
+    ///
+    /// # Panics
+    /// When `i` >= `len` (a caller's bug, as indexing a slice past its end).
+    #[inline]
+    pub fn at(&self, i: usize) -> Rec {
+        match self.get(i) {
+            Some(r) => r,
+            None => panic!("entry {i} out of range ({} entries)", self.len()),
         }
     }
     /// The last record.
     #[inline]
-    pub fn last(&self) -> Option<&Rec> {
+    pub fn last(&self) -> Option<Rec> {
         self.len().checked_sub(1).and_then(|i| self.get(i))
     }
     pub fn push(&mut self, r: Rec) {
@@ -242,9 +449,14 @@ impl Recs {
             self.tail.truncate(n - base);
         }
     }
-    /// The records in entry order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Rec> + ExactSizeIterator + '_ {
-        (0..self.len()).map(move |i| &self[i])
+    /// The records in entry order. A saved block is fetched once per [`REC_BLOCK`] records.
+    pub fn iter(&self) -> RecIter<'_> {
+        RecIter {
+            recs: self,
+            front: 0,
+            back: self.len(),
+            block: None,
+        }
     }
     /// Binary search over records sorted by `f`, as `slice::binary_search_by_key`. It reads O(log
     /// n) blocks of a saved index, never all of them.
@@ -256,7 +468,7 @@ impl Recs {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match f(&self[mid]).cmp(key) {
+            match f(&self.at(mid)).cmp(key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(mid),
@@ -266,7 +478,7 @@ impl Recs {
     }
     /// A copy of every record (tests, and a save of the whole index).
     pub fn to_vec(&self) -> Vec<Rec> {
-        self.iter().copied().collect()
+        self.iter().collect()
     }
     /// Every record, when all are in memory (none read on demand).
     pub fn in_memory(&self) -> Option<&[Rec]> {
@@ -295,22 +507,65 @@ impl Recs {
     }
 }
 
-impl std::ops::Index<usize> for Recs {
-    type Output = Rec;
+/// The records in entry order, by value (see [`Recs::iter`]).
+pub struct RecIter<'a> {
+    recs: &'a Recs,
+    front: usize,
+    back: usize,
+    /// the saved block last fetched going forward: (its number, its records)
+    block: Option<(usize, Arc<[Rec]>)>,
+}
+
+impl Iterator for RecIter<'_> {
+    type Item = Rec;
     #[inline]
-    fn index(&self, i: usize) -> &Rec {
-        match self.get(i) {
-            Some(r) => r,
-            None => panic!("entry {i} out of range ({} entries)", self.len()),
+    fn next(&mut self) -> Option<Rec> {
+        if self.front >= self.back {
+            return None;
         }
+        let i = self.front;
+        self.front += 1;
+        match &self.recs.paged {
+            Some(p) if i < p.n => {
+                let b = i / REC_BLOCK;
+                match &self.block {
+                    Some((k, bl)) if *k == b => Some(bl[i % REC_BLOCK]),
+                    _ => {
+                        let bl = p.block(b);
+                        let r = bl[i % REC_BLOCK];
+                        self.block = Some((b, bl));
+                        Some(r)
+                    }
+                }
+            }
+            _ => self.recs.get(i),
+        }
+    }
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
     }
 }
 
+impl DoubleEndedIterator for RecIter<'_> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Rec> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.recs.get(self.back)
+    }
+}
+
+impl ExactSizeIterator for RecIter<'_> {}
+
 impl<'a> IntoIterator for &'a Recs {
-    type Item = &'a Rec;
-    type IntoIter = Box<dyn DoubleEndedIterator<Item = &'a Rec> + 'a>;
+    type Item = Rec;
+    type IntoIter = RecIter<'a>;
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
     }
 }
 

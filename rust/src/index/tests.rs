@@ -250,9 +250,9 @@ fn lines_past_4_gib_index_with_exact_offsets() {
         ix.ingest(&pl);
     }
     assert_eq!(ix.recs.len(), 2);
-    assert_eq!(ix.recs[0].offset(), (6 << 30) + 3);
-    assert_eq!(ix.recs[1].offset(), (1 << 33) + 77);
-    assert_eq!(ix.recs[1].ts(), 1_767_225_601_000.0);
+    assert_eq!(ix.recs.at(0).offset(), (6 << 30) + 3);
+    assert_eq!(ix.recs.at(1).offset(), (1 << 33) + 77);
+    assert_eq!(ix.recs.at(1).ts(), 1_767_225_601_000.0);
     assert_eq!(ix.key_string(ix.target(1)), Some("a"));
     assert_eq!(ix.target(0), NONE);
     assert_eq!((ix.vpos(0), ix.vpos(1)), (1, 2));
@@ -266,7 +266,7 @@ fn lines_past_4_gib_index_with_exact_offsets() {
     let meta = ix.persist_all();
     let covered = ix.scanned_to;
     let back = Index::restore(&meta, ix.recs.to_vec(), covered).expect("restores");
-    assert_eq!(back.recs[1].offset(), (1 << 33) + 77);
+    assert_eq!(back.recs.at(1).offset(), (1 << 33) + 77);
     assert_eq!(back.key_string(back.target(1)), Some("a"));
 }
 
@@ -391,7 +391,7 @@ fn a_saved_index_of_other_fixed_names_is_refused() {
     let all = ix.persist_all();
     let covered = ix.scanned_to;
     let back = Index::restore(&all, ix.recs.to_vec(), covered).expect("restores");
-    assert_eq!(back.types[back.recs[0].etype as usize], "foo");
+    assert_eq!(back.types[back.recs.at(0).etype as usize], "foo");
     // the stamp is the meta's first u64 (after the section's length)
     let mut other = all.clone();
     other[8..16].copy_from_slice(&fixed_names_stamp(&more, &ROLE_NAMES).to_ne_bytes());

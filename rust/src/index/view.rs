@@ -223,7 +223,7 @@ impl Index {
         Ok(idx
             .iter()
             .map(|&i| {
-                let r = &self.recs[i];
+                let r = &self.recs.at(i);
                 (r.len, (!r.ts().is_nan()).then_some(r.ts()))
             })
             .unzip())

@@ -109,3 +109,17 @@ pub fn index_cache_evict(py: Python<'_>, dir: std::path::PathBuf, max_bytes: u64
         Err(_) => 0,
     })
 }
+
+/// The process's cache of saved-index blocks (`index::BlockCache`): (bytes held, budget).
+///
+/// Sets the byte budget first when `budget` is given; blocks past a smaller budget go as the
+/// next blocks are read.
+#[pyfunction]
+#[pyo3(signature = (budget = None))]
+pub fn index_block_cache(budget: Option<usize>) -> (usize, usize) {
+    let c = crate::index::block_cache();
+    if let Some(b) = budget {
+        c.set_budget(b);
+    }
+    (c.held(), c.budget())
+}

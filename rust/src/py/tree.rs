@@ -55,7 +55,7 @@ pub fn tree_json<'py>(
         let lines: Vec<crate::treejson::LineAt> = order
             .iter()
             .map(|&i| {
-                let r = &recs[i as usize];
+                let r = recs.at(i as usize);
                 crate::treejson::LineAt {
                     offset: r.offset(),
                     len: r.len,

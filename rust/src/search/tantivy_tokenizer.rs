@@ -1,5 +1,6 @@
-//! The search tokenizer ([`super::Walk`]) as a Tantivy tokenizer, registered as [`TOKENIZER`]
-//! on the index's text field.
+//! The search tokenizer as a Tantivy tokenizer.
+//!
+//! [`super::Walk`]'s tokens, registered as [`TOKENIZER`] on the index's text field.
 
 use super::{lower_into, Walk};
 

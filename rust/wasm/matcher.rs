@@ -19,7 +19,13 @@
 //!   positive items in it, written at `st_out_ptr()` as `2k` `u32`s `[start, end)` in UTF-16
 //!   code units (JavaScript string offsets), sorted, disjoint;
 //! * `st_spans(n) -> k`: the same spans whether or not the text matches the whole query (to mark
-//!   the matches in a piece of an entry's text).
+//!   the matches in a piece of an entry's text);
+//! * `st_needles() -> n`: what a text matching the query must hold, for a prefilter on the raw
+//!   lines: at `st_out_ptr()`, `n` bytes: per positive item a line (`\n` between), per
+//!   alternative of it a field (`\t` between), per alternative the query's parts made only of
+//!   the letters `a`-`z` (a space between; a token holding such a part holds it lowercased,
+//!   so the line's text does). A text matches only if, for every line, some field's parts all
+//!   occur in it (an empty field: no condition).
 //!
 //! Bytes that are not UTF-8 read as U+FFFD (a JavaScript `TextEncoder` never writes them). A
 //! query's repeated items are matched once (AND and OR of the same item are the item): the
@@ -169,4 +175,38 @@ pub extern "C" fn st_match(n: u32) -> i32 {
 #[no_mangle]
 pub extern "C" fn st_spans(n: u32) -> i32 {
     run(n, false)
+}
+
+#[no_mangle]
+pub extern "C" fn st_needles() -> u32 {
+    let mut s = state();
+    let s = &mut *s;
+    s.out.clear();
+    let q = match &s.query {
+        Some(q) => q,
+        None => return 0,
+    };
+    let mut t = String::new();
+    for (k, c) in q.clauses.iter().filter(|c| !c.neg).enumerate() {
+        if k > 0 {
+            t.push('\n');
+        }
+        for (i, alt) in c.alts.iter().enumerate() {
+            if i > 0 {
+                t.push('\t');
+            }
+            let mut first = true;
+            for (_, p) in alt.iter().flat_map(|m| m.parts.iter()) {
+                if !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()) {
+                    if !first {
+                        t.push(' ');
+                    }
+                    t.push_str(p);
+                    first = false;
+                }
+            }
+        }
+    }
+    s.out.extend_from_slice(t.as_bytes());
+    s.out.len() as u32
 }

@@ -69,6 +69,9 @@ QUERIES = [
     "tool -read -bash",
     "the",
     "1.0 OR 42",
+    "kelvin",
+    "httpkelvin",
+    "escaped camel",
     # bad queries
     '"open',
     "OR a",
@@ -179,6 +182,17 @@ def hostile_session(path: Path) -> Path:
         }
     )
     user("after the compaction: the file")
+    # letters the raw line spells otherwise: a \\u escape, an escaped slash, a Kelvin sign (K,
+    # lowercased to k): the page's prefilter on raw lines must still let them through
+    add(
+        {},
+        '{"type":"message","id":"@ID@","parentId":"@PARENT@","message":{"role":"user","content":"the \\u0063amelCase escaped"}}',
+    )
+    add(
+        {},
+        '{"type":"message","id":"@ID@","parentId":"@PARENT@","message":{"role":"user","content":"in src\\/foo_bar.rs, slash"}}',
+    )
+    user("\u212aelvin and HTTP\u212aelvin")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 

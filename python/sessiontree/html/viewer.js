@@ -620,6 +620,13 @@
       },
       // [start, end, start, end, ...] (UTF-16 offsets) when `text` matches the whole query, else null
       match(text) { const k = x.st_match(put(text)); return k < 0 ? null : out(k); },
+      // what a matching text must hold: per positive item, its alternatives' parts of letters
+      // a-z (each must occur in the text, lowercased, for one alternative of each item)
+      needles() {
+        const n = x.st_needles();
+        const t = utf8.decode(new Uint8Array(x.memory.buffer, x.st_out_ptr(), n));
+        return n ? t.split('\n').map((c) => c.split('\t').map((a) => (a ? a.split(' ') : []))) : [];
+      },
       // the query's matches in `text`, whether or not it matches the whole query
       spans(text) { if (query === null || !text) return []; const k = x.st_spans(put(text)); return k < 0 ? [] : out(k); },
     };
@@ -769,6 +776,10 @@
       return;
     }
     lastQuery = { text, scope: sc };
+    // a line whose text matches holds every positive item's letters (as it holds its tokens):
+    // a line without them is skipped unparsed. A \u escape could spell them: such lines are read
+    const needles = MATCHER.needles();
+    const mayHold = (low) => needles.every((c) => c.some((alt) => alt.every((p) => low.includes(p))));
     await segOffsets();
     let hits = 0, scanned = 0;
     let i = 0, t0 = performance.now();
@@ -784,8 +795,10 @@
         scanned++;
         const a = OFF[i] - SEGOFF[k];
         const line = utf8.decode(data.subarray(a, a + LEN[i]));
+        const esc = line.includes('\\u');
+        if (!esc && !mayHold(line.toLowerCase())) continue;
         let e; try { e = JSON.parse(line); } catch (err2) { continue; }
-        const s = searchText(e, ESC.test(line));
+        const s = searchText(e, esc && ESC.test(line));
         if (s === null) continue;
         let sp;
         try { sp = MATCHER.match(s); } catch (trap) { await MATCHER.recover(trap); if (seq !== searchSeq) return; continue; }

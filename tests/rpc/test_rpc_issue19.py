@@ -57,6 +57,43 @@ def _stop(proc: subprocess.Popen) -> str:
     return proc.stderr.read().decode("utf-8", "replace")
 
 
+def _count_refusals(idle: list[socket.socket], deadline: float) -> int:
+    """How many of ``idle`` were told "out of file descriptors", polling until one was or
+    ``deadline`` (monotonic seconds) passes."""
+    told: set[int] = set()
+    while True:
+        for i, s in enumerate(idle):
+            if i in told:
+                continue
+            s.settimeout(0.01)
+            try:
+                data = s.recv(4096)
+            except (socket.timeout, OSError):
+                continue
+            if b"out of file descriptors" in data:
+                told.add(i)
+        if told or time.monotonic() > deadline:
+            return len(told)
+        time.sleep(0.1)
+
+
+def _client_when_accepted(sock: str, deadline: float) -> SockClient:
+    """A client whose connection the server accepted (it answers ``get_state``), retrying while
+    the server still refuses for want of descriptors, until ``deadline``."""
+    while True:
+        client = None
+        try:
+            client = SockClient(sock)
+            if client.request({"type": "get_state"})["success"]:
+                return client
+        except (EOFError, OSError, ValueError):
+            pass
+        if client is not None:
+            client.close()
+        assert time.monotonic() < deadline, "no connection accepted after the descriptors were freed"
+        time.sleep(0.2)
+
+
 # ==== item 2: each connection has its own current session ====
 
 
@@ -170,20 +207,13 @@ def test_out_of_file_descriptors_the_server_refuses_new_connections_and_keeps_se
     try:
         first = SockClient(sock)
         assert first.request({"type": "get_state"})["success"]
-        refused = 0
         for _ in range(80):  # more idle connections than the server has descriptors
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(sock)
             idle.append(s)
-        time.sleep(1.0)
-        for s in idle:
-            s.settimeout(0.05)
-            try:
-                data = s.recv(4096)
-            except (socket.timeout, OSError):
-                continue
-            if b"out of file descriptors" in data:
-                refused += 1
+        # the server answers each idle connection once it gets to it: wait (a loaded machine is
+        # slow to get there), never a fixed sleep
+        refused = _count_refusals(idle, deadline=time.monotonic() + 30)
         assert refused > 0
         assert proc.poll() is None and os.path.exists(sock)  # still up, socket kept
         assert first.request({"type": "get_entries"})["success"]  # still serving its clients
@@ -191,8 +221,8 @@ def test_out_of_file_descriptors_the_server_refuses_new_connections_and_keeps_se
         for s in idle:
             s.close()
         idle.clear()
-        time.sleep(1.5)
-        late = SockClient(sock)  # descriptors are free again: accepted and served
+        # descriptors are free again once the server has seen the closes: accepted and served
+        late = _client_when_accepted(sock, deadline=time.monotonic() + 30)
         assert late.request({"type": "get_state"})["data"]["sessionName"] == "still here"
         late.close()
         first.close()

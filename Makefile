@@ -17,7 +17,7 @@ JOBS ?= 2
 AARCH64 := aarch64-unknown-linux-gnu
 HAVE_AARCH64 := $(shell rustup target list --installed 2>/dev/null | grep -qx $(AARCH64) && echo yes)
 
-.PHONY: help dev test test-all lint fmt bench release-tools wheel sdist sdist-check ci clean
+.PHONY: help dev test test-all lint fmt bench wasm release-tools wheel sdist sdist-check ci clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -50,6 +50,18 @@ fmt:  ## format Python and Rust in place
 
 bench:  ## the pytest-benchmark suite (sizes up to SESSIONTREE_BENCH_MAX_MB, default 50)
 	$(PY) -m pytest -c benches/pytest.ini benches --benchmark-only
+
+# The HTML view's search matcher (rust/wasm/matcher.rs: the CLI's query.rs and tokenize.rs) as
+# WebAssembly, committed and embedded in every exported page. Built with Debian 12's rustc 1.63 and
+# its wasm32 std (`apt-get install rustc libstd-rust-dev-wasm32 lld-14`), which reproduce the
+# committed bytes (tests/html/test_html_search_wasm.py rebuilds into WASM_OUT and compares).
+WASM_RUSTC ?= /usr/bin/rustc
+WASM_OUT ?= python/sessiontree/html/matcher.wasm
+WASM_FLAGS := --edition 2021 --target wasm32-unknown-unknown -O -C codegen-units=1 -C lto -C strip=symbols --crate-type cdylib -A dead_code
+
+wasm:  ## rebuild the HTML view's search matcher (python/sessiontree/html/matcher.wasm; Debian's rustc 1.63)
+	$(WASM_RUSTC) $(WASM_FLAGS) rust/wasm/matcher.rs -o $(WASM_OUT)
+	chmod 644 $(WASM_OUT)
 
 release-tools: $(PY)  ## install the release extra (maturin, ziglang, auditwheel) into .venv
 	mkdir -p target

@@ -673,10 +673,16 @@ def test_odd_shapes_render_without_errors(tmp_path, browser, monkeypatch):
         p.until(f"window.sessiontreeView.rendered === {p.index_of('m8')}")
         p.page.locator("#st-msgs button.more", has_text="show image").click()
         assert "could not be decoded" in p.page.inner_text("#st-msgs")
+        # the page searches what the CLI searches: the core's JSON reader refuses the line with
+        # the lone surrogate escape, so neither finds it (docs/search.md, "In the HTML view")
         p.page.fill("#st-q", "surrogate")
         p.page.click("#st-search")
         p.until("window.sessiontreeView.searchDone")
-        assert p.page.locator("#st-results .hit").count() == 1
+        assert p.page.locator("#st-results .hit").count() == len(s.search("surrogate", index_cache=False).hits) == 0
+        p.page.fill("#st-q", "big number")
+        p.page.click("#st-search")
+        p.until("window.sessiontreeView.searchDone >= 2")
+        assert p.page.locator("#st-results .hit").count() == len(s.search("big number", index_cache=False).hits)
         assert p.js("window.sessiontreeView.errors") == [] and p.errors == []
     finally:
         p.close()

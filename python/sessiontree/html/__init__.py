@@ -16,8 +16,10 @@ proportional to what it writes:
 * **the tree** as the core orders it (Pi's ``getTree`` child order), as little-endian ``uint32``
   arrays.
 
-The page is ``viewer.js`` and ``viewer.css`` (package data next to this file). Session content
-is untrusted: it reaches the page only inside base64 or escaped JSON (``<``, ``>``, ``&``,
+The page is ``viewer.js`` and ``viewer.css`` (package data next to this file), and the search
+matcher ``matcher.wasm`` (the CLI's query parser and matcher compiled to WebAssembly,
+``rust/wasm/matcher.rs``; gzip, base64, about 50 KB of page) that the search box uses.
+Session content is untrusted: it reaches the page only inside base64 or escaped JSON (``<``, ``>``, ``&``,
 U+2028/9 as ``\\uXXXX``), and the script sets it as ``textContent`` only; markdown is not
 rendered.
 """
@@ -25,6 +27,7 @@ rendered.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import sys
@@ -57,6 +60,15 @@ GZIP_LEVEL = 1
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _matcher_block() -> bytes:
+    """The ``<script type="text/plain" id="st-wasm">`` element holding ``matcher.wasm`` (gzip level 9,
+    base64; made once per process: the same bytes in every page)."""
+    wasm = resources.files(__package__).joinpath("matcher.wasm").read_bytes()
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b'<script type="text/plain" id="st-wasm">' + base64.b64encode(c.compress(wasm) + c.flush()) + b"</script>\n"
 
 
 def _csp_hash(text: str) -> str:
@@ -176,7 +188,7 @@ def export_html(
         end = len(mem)
         bounds = _segment_bounds(io.BytesIO(mem), end)
     csp = (
-        "default-src 'none'; script-src "
+        "default-src 'none'; script-src 'wasm-unsafe-eval' "
         + _csp_hash(js)
         + "; style-src "
         + _csp_hash(css)
@@ -227,6 +239,7 @@ def export_html(
         )
         index_bar(end)
         bar = progress_bar(end, progress, "B", scale=True, desc="pages")
+        w(_matcher_block())
         w(b"<script>" + js.encode() + b"</script>\n")
         # segments, last-first: read, compressed and written by the core with the GIL released
         # (a few in flight); a file that shrank under the index is a SessionFileChangedError

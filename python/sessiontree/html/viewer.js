@@ -365,26 +365,34 @@
 
   // ---- message pane --------------------------------------------------------------------
   let win = [0, 0];
-  // the search hit being shown: its needle (lower case) and entry; texts holding the needle past
-  // the clip are shown whole while that entry is on screen, and the first match is marked
-  const HIT = { needle: '', entry: -1, rendering: false };
-  function markText(box, needle) {
-    const walk = doc.createTreeWalker(box, NodeFilter.SHOW_TEXT);
-    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
-      const p = n.nodeValue.toLowerCase().indexOf(needle);
-      if (p < 0) continue;
-      const mid = n.splitText(p); mid.splitText(Math.min(needle.length, mid.nodeValue.length));
-      const mk = el('mark', 'st-hit'); mid.replaceWith(mk); mk.append(mid);
-      for (let d = mk.parentElement; d && d !== box; d = d.parentElement) if (d.tagName === 'DETAILS') d.open = true;
-      return mk;
+  // the search hit being shown: its entry; texts with a match past the clip are shown whole while
+  // that entry is on screen, and every match of the query (the matcher's spans) is marked
+  const HIT = { on: false, entry: -1, rendering: false };
+  function markText(box) {
+    const walk = doc.createTreeWalker(box, NodeFilter.SHOW_TEXT, {
+      acceptNode: (n) => (n.parentElement && n.parentElement.closest('.txt,.name') ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_REJECT),
+    });
+    const nodes = [];
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) nodes.push(n);
+    let first = null;
+    for (const n of nodes) {
+      const sp = MATCHER.spans(n.nodeValue);
+      // from the last span back: splitting a text node leaves the offsets before it valid
+      for (let k = sp.length - 2; k >= 0; k -= 2) {
+        const mid = n.splitText(sp[k]); mid.splitText(sp[k + 1] - sp[k]);
+        const mk = el('mark', 'st-hit'); mid.replaceWith(mk); mk.append(mid);
+        if (k === 0 && !first) first = mk;
+      }
     }
-    return null;
+    if (first) for (let d = first.parentElement; d && d !== box; d = d.parentElement) if (d.tagName === 'DETAILS') d.open = true;
+    return first;
   }
   function clipped(text, cls) {
     const box = el(cls === 'pre' ? 'pre' : 'div', 'txt');
     const s = typeof text === 'string' ? text : JSON.stringify(text, null, 2);
     if (s === undefined) return box;
-    if (s.length <= CLIP || (HIT.rendering && s.toLowerCase().indexOf(HIT.needle, CLIP - HIT.needle.length) >= 0 && s.toLowerCase().slice(0, CLIP).indexOf(HIT.needle) < 0)) { box.textContent = s; return box; }
+    if (s.length <= CLIP) { box.textContent = s; return box; }
+    if (HIT.rendering) { const sp = MATCHER.spans(s); if (sp.length && sp[1] > CLIP) { box.textContent = s; return box; } }
     box.textContent = s.slice(0, CLIP);
     const wrap = el('div');
     const b = el('button', 'more', 'show all (' + s.length.toLocaleString() + ' characters)');
@@ -534,7 +542,7 @@
     const t = msgs.querySelector('.m[data-i="' + target + '"]') || msgs.querySelector('.res[data-r="' + target + '"]');
     if (t) {
       t.classList.add('sel');
-      const mk = HIT.entry === target && HIT.needle ? markText(t, HIT.needle) : null;
+      const mk = HIT.entry === target && HIT.on ? markText(t) : null;
       const top = msgs.getBoundingClientRect().top;
       if (mk) msgs.scrollTop += mk.getBoundingClientRect().top - top - msgs.clientHeight / 3;
       else msgs.scrollTop += t.getBoundingClientRect().top - msgs.getBoundingClientRect().top - 6;
@@ -570,23 +578,165 @@
   }
 
   // ---- search --------------------------------------------------------------------------
+  // The query language and the matcher are the CLI's (`sessiontree search`): rust/src/search/
+  // query.rs and tokenize.rs compiled to WebAssembly (rust/wasm/matcher.rs), embedded in the
+  // page (gzip, base64). No second copy of the rule here: this code only moves text in and out.
+  const MATCHER = (() => {
+    const enc = new TextEncoder();
+    let mod = null, x = null, loading = null, query = null;
+    async function instantiate() {
+      if (!mod) {
+        const node = $('st-wasm');
+        if (!node) throw new Error('the search matcher is missing from the page');
+        mod = await WebAssembly.compile(await gunzip(b64(node.textContent)));
+      }
+      x = (await WebAssembly.instantiate(mod, {})).exports;
+      // a new instance after a trap: the query parsed again
+      if (query !== null) x.st_parse(put(query));
+    }
+    const load = () => (loading = loading || instantiate());
+    // the text as UTF-8 in the module's buffer (a lone surrogate as U+FFFD: the same UTF-16
+    // length, so offsets map back onto the string); returns its length in bytes
+    function put(s) {
+      const n = s.length * 3;
+      const p = x.st_buffer(n);
+      return enc.encodeInto(s, new Uint8Array(x.memory.buffer, p, n)).written;
+    }
+    function out(k) {
+      const dv = new DataView(x.memory.buffer, x.st_out_ptr(), 8 * k), r = new Array(2 * k);
+      for (let j = 0; j < 2 * k; j++) r[j] = dv.getUint32(4 * j, true);
+      return r;
+    }
+    // the module traps only on a defect (a panic): a new instance for the next text
+    async function recover(e) { S.errors.push('search matcher: ' + String(e)); loading = null; await load(); }
+    return {
+      load,
+      recover,
+      // null when the query parses, else the error's one line
+      parse(q) {
+        query = null;
+        if (x.st_parse(put(q))) { query = q; return null; }
+        return utf8.decode(new Uint8Array(x.memory.buffer, x.st_out_ptr(), x.st_out_len()));
+      },
+      // [start, end, start, end, ...] (UTF-16 offsets) when `text` matches the whole query, else null
+      match(text) { const k = x.st_match(put(text)); return k < 0 ? null : out(k); },
+      // what a matching text must hold: per positive item, its alternatives' parts of letters
+      // a-z (each must occur in the text, lowercased, for one alternative of each item)
+      needles() {
+        const n = x.st_needles();
+        const t = utf8.decode(new Uint8Array(x.memory.buffer, x.st_out_ptr(), n));
+        return n ? t.split('\n').map((c) => c.split('\t').map((a) => (a ? a.split(' ') : []))) : [];
+      },
+      // the query's matches in `text`, whether or not it matches the whole query
+      spans(text) { if (query === null || !text) return []; const k = x.st_spans(put(text)); return k < 0 ? [] : out(k); },
+    };
+  })();
+
+  // What of an entry the CLI searches (rust/src/search/extract.rs), from the parsed line: the
+  // pieces joined by "\n"; null for a line it does not search. A string it reads holding a lone
+  // surrogate (a \ud800 escape) makes its JSON reader refuse the line (in a tool call's
+  // arguments: the arguments), as here. Tested against the core's extraction, entry by entry
+  // (tests/html/test_html_search_wasm.py).
+  const ESC = /\\u[dD][89a-fA-F]/;
+  const LONE = /[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
+  const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const bad = (v) => typeof v === 'string' && LONE.test(v);
+  const badKeys = (o) => Object.keys(o).some((k) => LONE.test(k));
+  function badObj(o, fields) { return badKeys(o) || fields.some((f) => bad(o[f])); }
+  function badContent(c) {
+    if (bad(c)) return true;
+    if (!Array.isArray(c)) return false;
+    return c.some((b) => (isObj(b) ? badObj(b, ['type', 'text', 'thinking', 'name']) : bad(b)));
+  }
+  const byCodePoint = (a, b) => {
+    // the order of the core's JSON object keys (bytes of UTF-8: code points)
+    for (let i = 0, j = 0; i < a.length && j < b.length;) {
+      const ca = a.codePointAt(i), cb = b.codePointAt(j);
+      if (ca !== cb) return ca < cb ? -1 : 1;
+      i += ca > 0xffff ? 2 : 1; j += cb > 0xffff ? 2 : 1;
+    }
+    return a.length - b.length;
+  };
+  function argScalars(v, out, lone) {
+    // every scalar, depth first, objects by key, down to 64 containers deep; nothing when the
+    // core's JSON reader refuses the value: nested 128 deep, a number out of range, a lone
+    // surrogate (`lone`: the line has a \uD800-\uDFFF escape)
+    const pieces = [], stack = [[v, 0]];
+    while (stack.length) {
+      const [y, d] = stack.pop();
+      if (typeof y === 'string') { if (lone && LONE.test(y)) return; if (y && d <= 64) pieces.push(y); }
+      else if (typeof y === 'number') { if (!isFinite(y)) return; if (d <= 64) pieces.push(String(y)); }
+      else if (typeof y === 'boolean') { if (d <= 64) pieces.push(y ? 'true' : 'false'); }
+      else if (y !== null && typeof y === 'object') {
+        if (d >= 127) return;
+        const arr = Array.isArray(y), keys = arr ? null : Object.keys(y).sort(byCodePoint);
+        if (lone && !arr && keys.some((k) => LONE.test(k))) return;
+        const vals = arr ? y : keys.map((k) => y[k]);
+        for (let k = vals.length - 1; k >= 0; k--) stack.push([vals[k], d + 1]);
+      }
+    }
+    for (const p of pieces) out.push(p);
+  }
+  function contentPieces(c, out) {
+    if (typeof c === 'string') { if (c) out.push(c); return; }
+    if (!Array.isArray(c)) return;
+    for (const b of c) {
+      if (!isObj(b)) continue;
+      const t = b.type === 'text' ? b.text : b.type === 'thinking' ? b.thinking : undefined;
+      if (typeof t === 'string' && t) out.push(t);
+    }
+  }
+  // `lone`: the line may hold a lone surrogate (it has a \uD800-\uDFFF escape: decoded bytes never do)
+  function searchText(e, lone) {
+    if (!isObj(e) || typeof e.type !== 'string' || e.type === 'session') return null;
+    const m = e.message;
+    if (lone && (badObj(e, ['type', 'id', 'timestamp', 'summary', 'label', 'name', 'message']) || badContent(e.content) ||
+      (isObj(m) && (badObj(m, ['role', 'command', 'output', 'summary', 'toolName']) || badContent(m.content))))) return null;
+    const out = [], str = (v) => { if (typeof v === 'string' && v) out.push(v); };
+    switch (e.type) {
+      case 'message': {
+        if (!Object.prototype.hasOwnProperty.call(e, 'message')) return null;
+        const mm = isObj(m) ? m : {}, role = typeof mm.role === 'string' ? mm.role : '';
+        if (role === 'bashExecution') { str(mm.command); str(mm.output); }
+        else if (role === 'branchSummary' || role === 'compactionSummary') str(mm.summary);
+        else if (role === 'toolResult') contentPieces(mm.content, out);
+        else {
+          contentPieces(mm.content, out);
+          if (Array.isArray(mm.content)) for (const b of mm.content) {
+            if (!isObj(b) || b.type !== 'toolCall') continue;
+            str(b.name);
+            if (Object.prototype.hasOwnProperty.call(b, 'arguments')) argScalars(b.arguments, out, lone);
+          }
+        }
+        break;
+      }
+      case 'compaction': case 'branch_summary': str(e.summary); break;
+      case 'label': str(e.label); break;
+      case 'session_info': str(e.name); break;
+      case 'custom_message': contentPieces(e.content, out); break;
+    }
+    return out.join('\n');
+  }
+
   function inScope(i, sc) {
     if (sc === 'active') return ONACT[i] === 1;
     if (sc === 'abandoned') return ONACT[i] === 0;
     if (sc === 'before') return BEFORE[i] === 1;
     return true;
   }
-  function stringsOf(v, out) {
-    const stack = [v]; let guard = 0;
-    while (stack.length && guard++ < 200000) {
-      const x = stack.pop();
-      if (typeof x === 'string') out.push(x);
-      else if (Array.isArray(x)) for (let k = x.length - 1; k >= 0; k--) stack.push(x[k]);
-      else if (x && typeof x === 'object') {
-        for (const key of Object.keys(x)) if (key !== 'data' && key !== 'id' && key !== 'parentId' && key !== 'type' && key !== 'timestamp' && key !== 'role') stack.push(x[key]);
-      }
+  // a hit's line in the list: up to 160 characters of its text around the first match, the
+  // matches in it marked
+  function snippetInto(btn, text, sp) {
+    const a = Math.max(0, sp[0] - 60), b = Math.min(text.length, Math.max(sp[1], a + 160));
+    let at = a;
+    if (a > 0) btn.append(doc.createTextNode('…'));
+    for (let k = 0; k < sp.length && sp[k] < b; k += 2) {
+      if (sp[k + 1] <= at) continue;
+      const s0 = Math.max(sp[k], at), s1 = Math.min(sp[k + 1], b);
+      btn.append(doc.createTextNode(text.slice(at, s0).replace(/\s+/g, ' ')), el('mark', null, text.slice(s0, s1)));
+      at = s1;
     }
-    return out;
+    btn.append(doc.createTextNode(text.slice(at, b).replace(/\s+/g, ' ') + (b < text.length ? '…' : '')));
   }
   let searchSeq = 0, HITS = [], hitAt = -1, lastQuery = null;
   function goHit(k) {
@@ -596,7 +746,7 @@
     const b = hitList.children[hitAt];
     if (b) { b.classList.add('cur'); const top = b.offsetTop - hitList.offsetTop; if (top < hitList.scrollTop || top > hitList.scrollTop + hitList.clientHeight - b.offsetHeight) hitList.scrollTop = top - 4; }
     hitPos.textContent = (hitAt + 1) + ' / ' + HITS.length;
-    HIT.needle = lastQuery ? lastQuery.needle : ''; HIT.entry = HITS[hitAt];
+    HIT.on = !!lastQuery; HIT.entry = HITS[hitAt];
     S.hitAt = hitAt;
     return select(HITS[hitAt], { hit: true });
   }
@@ -604,18 +754,35 @@
   bHitPrev.addEventListener('click', () => goHit(hitAt - 1));
   async function runSearch() {
     const seq = ++searchSeq;
-    const needle = q.value.trim().toLowerCase();
+    const text = q.value, needle = text.trim();
     hitList.textContent = ''; results.hidden = !needle; HITS = []; hitAt = -1; hitPos.textContent = '';
-    HIT.needle = ''; HIT.entry = -1;
-    lastQuery = needle ? { needle, scope: scope.value } : null;
+    HIT.on = false; HIT.entry = -1;
+    lastQuery = null; S.searchError = null; S.hitIds = S.hitOffsets = null;
     bHitPrev.disabled = bHitNext.disabled = false;
     if (!needle) return;
     const sc = scope.value;
-    const esc = JSON.stringify(needle).slice(1, -1);
     const head = hitHead; head.textContent = 'searching…';
+    await MATCHER.load();
+    if (seq !== searchSeq) return;
+    let err;
+    try { err = MATCHER.parse(text); } catch (trap) { await MATCHER.recover(trap); err = 'the query could not be read: ' + String(trap); }
+    if (seq !== searchSeq) return;
+    if (err !== null) {
+      // a bad query: its one line (a long query's echo cut short)
+      S.searchError = err;
+      head.textContent = err.length > 300 ? err.slice(0, 300) + '…' : err;
+      bHitPrev.disabled = bHitNext.disabled = true; hitPos.textContent = '0 / 0';
+      S.searchDone = seq;
+      return;
+    }
+    lastQuery = { text, scope: sc };
+    // a line whose text matches holds every positive item's letters (as it holds its tokens):
+    // a line without them is skipped unparsed. A \u escape could spell them: such lines are read
+    const needles = MATCHER.needles();
+    const mayHold = (low) => needles.every((c) => c.some((alt) => alt.every((p) => low.includes(p))));
     await segOffsets();
     let hits = 0, scanned = 0;
-    let i = 0;
+    let i = 0, t0 = performance.now();
     for (let k = 0; k < SEGOFF.length && hits < RESULTS_MAX; k++) {
       const end = k + 1 < SEGOFF.length ? SEGOFF[k + 1] : Infinity;
       let any = false;
@@ -627,38 +794,41 @@
         if (!inScope(i, sc)) continue;
         scanned++;
         const a = OFF[i] - SEGOFF[k];
-        const raw = utf8.decode(data.subarray(a, a + LEN[i])).toLowerCase();
-        if (!raw.includes(needle) && !raw.includes(esc) && !(raw.includes('\\u') && /[^\x00-\x7f]/.test(needle))) continue;
-        let e; try { e = JSON.parse(utf8.decode(data.subarray(a, a + LEN[i]))); } catch (err) { continue; }
-        const strs = stringsOf(e, []);
-        let found = null;
-        for (const s of strs) { const p = s.toLowerCase().indexOf(needle); if (p >= 0) { found = [s, p]; break; } }
-        if (!found) continue;
+        const line = utf8.decode(data.subarray(a, a + LEN[i]));
+        const esc = line.includes('\\u');
+        if (!esc && !mayHold(line.toLowerCase())) continue;
+        let e; try { e = JSON.parse(line); } catch (err2) { continue; }
+        const s = searchText(e, esc && ESC.test(line));
+        if (s === null) continue;
+        let sp;
+        try { sp = MATCHER.match(s); } catch (trap) { await MATCHER.recover(trap); if (seq !== searchSeq) return; continue; }
+        if (sp === null) continue;
         hits++;
-        const [s, p] = found;
         const btn = el('button', 'hit'); btn.dataset.hit = String(HITS.length); HITS.push(i);
         const tag = ONACT[i] ? 'active' : 'abandoned';
         btn.append(el('span', 'lab', shortKind(i)), el('span', 'h', (typeof ID[i] === 'string' ? ID[i] : '') + ' · ' + tag + (BEFORE[i] ? ' · before compaction' : '') + ' — '));
-        btn.append(doc.createTextNode((p > 60 ? '…' : '') + s.slice(Math.max(0, p - 60), p)), el('mark', null, s.slice(p, p + needle.length)), doc.createTextNode(s.slice(p + needle.length, p + needle.length + 80)));
+        if (sp.length) snippetInto(btn, s, sp); else btn.append(doc.createTextNode(s.slice(0, 160).replace(/\s+/g, ' ')));
         hitList.append(btn);
         if (HITS.length === 1) goHit(0);  // the first hit at once: the search visibly does something
         else hitPos.textContent = (hitAt + 1) + ' / ' + HITS.length;
+        // a long scan gives the page a frame now and then
+        if (performance.now() - t0 > 50) { await nextFrame(); t0 = performance.now(); if (seq !== searchSeq) return; }
       }
       head.textContent = 'searching… ' + hits + ' found';
-      await nextFrame();
+      await nextFrame(); t0 = performance.now();
       if (seq !== searchSeq) return;
     }
     bHitPrev.disabled = bHitNext.disabled = hits < 2;
     if (!hits) hitPos.textContent = '0 / 0';
-    head.textContent = hits + (hits >= RESULTS_MAX ? '+' : '') + ' result' + (hits === 1 ? '' : 's') + ' for “' + q.value.trim() + '” in ' + scope.options[scope.selectedIndex].text + ' (' + scanned + ' entries searched)';
+    head.textContent = hits + (hits >= RESULTS_MAX ? '+' : '') + ' result' + (hits === 1 ? '' : 's') + ' for “' + needle + '” in ' + scope.options[scope.selectedIndex].text + ' (' + scanned + ' entries searched)';
+    S.hitIds = HITS.map((j) => ID[j]); S.hitOffsets = HITS.map((j) => OFF[j]);
     S.searchDone = seq;
   }
   bSearch.addEventListener('click', runSearch);
   // Enter: search, or the next hit of the same search (Shift+Enter: the previous one)
   q.addEventListener('keydown', (ev) => {
     if (ev.key !== 'Enter') return;
-    const needle = q.value.trim().toLowerCase();
-    if (lastQuery && lastQuery.needle === needle && lastQuery.scope === scope.value && HITS.length) goHit(hitAt + (ev.shiftKey ? -1 : 1));
+    if (lastQuery && lastQuery.text === q.value && lastQuery.scope === scope.value && HITS.length) goHit(hitAt + (ev.shiftKey ? -1 : 1));
     else runSearch();
   });
   hitList.addEventListener('click', (ev) => { const b = ev.target.closest('[data-hit]'); if (b) goHit(+b.dataset.hit); });
@@ -728,6 +898,8 @@
     performance.mark('st-messages');
   }
   S.api = { select, runSearch, rowsShown: () => inner.querySelectorAll('.row:not([hidden])').length, nrows: () => nrows,
-    idOf: (i) => ID[i], indexOf: (id) => IDX.get(id), selected: () => selected, viewLeaf: () => viewLeaf };
+    idOf: (i) => ID[i], indexOf: (id) => IDX.get(id), selected: () => selected, viewLeaf: () => viewLeaf,
+    // for tests: what of entry i the search reads (the CLI's extraction), and the matcher
+    searchTextOfLine: (line) => { let e; try { e = JSON.parse(line); } catch (err) { return null; } return searchText(e, ESC.test(line)); }, matcher: MATCHER };
   start().catch((e) => { S.errors.push(String(e && e.stack || e)); setStatus('error: ' + e); throw e; });
 })();

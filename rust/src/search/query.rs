@@ -24,7 +24,7 @@ impl std::error::Error for QueryError {}
 
 /// A sequence of parts at relative positions; the last one a prefix when `prefix`. `whole` the
 /// compound as typed (lowercased) when the matcher came from one word of 2+ parts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Matcher {
     pub parts: Vec<(usize, String)>,
     pub whole: Option<String>,
@@ -32,7 +32,7 @@ pub struct Matcher {
 }
 
 /// One required (or, `neg`, excluded) item: any of `alts`, each a conjunction of matchers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Clause {
     pub alts: Vec<Vec<Matcher>>,
     pub neg: bool,
@@ -68,8 +68,9 @@ fn lex(q: &str) -> Result<Vec<Lex>, QueryError> {
         }
         if cs[i] == '"' {
             let start = i + 1;
-            let Some(len) = cs[start..].iter().position(|&c| c == '"') else {
-                return Err(QueryError("a quote is not closed".into()));
+            let len = match cs[start..].iter().position(|&c| c == '"') {
+                Some(len) => len,
+                None => return Err(QueryError("a quote is not closed".into())),
             };
             out.push(Lex::Item {
                 text: cs[start..start + len].iter().collect(),
@@ -135,7 +136,7 @@ fn word_matchers(text: &str, prefix: bool) -> Vec<Matcher> {
             continue;
         }
         // a prefix whose last part was too long to index: no prefix left to match
-        if m.prefix && m.parts.last().is_some_and(|p| p.0 + 1 != ps.len()) {
+        if m.prefix && matches!(m.parts.last(), Some(p) if p.0 + 1 != ps.len()) {
             m.prefix = false;
         }
         let first = m.parts[0].0;
@@ -158,7 +159,7 @@ pub fn parse(q: &str) -> Result<Query, QueryError> {
                 if pending_or || clauses.is_empty() {
                     return Err(QueryError("OR needs an item on each side".into()));
                 }
-                if clauses.last().is_some_and(|c| c.neg) {
+                if matches!(clauses.last(), Some(c) if c.neg) {
                     return Err(QueryError("a negated item cannot be part of an OR".into()));
                 }
                 pending_or = true;

@@ -78,7 +78,7 @@ def _pi_entry(pi: Path, entry_id: str) -> dict:
 def _check_parity(src: Path, tmp: Path, fmt: str) -> int:
     """Searches a store holding ``src`` and one holding its conversion; the hits must agree."""
     store, conv = tmp / "store", tmp / "conv"
-    store.mkdir()
+    store.mkdir(parents=True)
     conv.mkdir()
     shutil.copyfile(src, store / src.name)
     out = conv / src.name

@@ -109,8 +109,10 @@ pub struct Hit {
     pub fork_point: Option<String>,
     pub summary_id: Option<String>,
     pub labels: Vec<String>,
-    /// the file's format: `pi`, or `claude-code` / `codex` for a file searched through its
-    /// conversion to Pi (`line` and `offset` then name the source line the entry came from)
+    /// the file's format: `pi`, `claude-code` or `codex`.
+    ///
+    /// The latter two are searched through their conversion to Pi; `line` and `offset` then
+    /// name the source line the entry came from.
     pub source_format: &'static str,
     /// a converted entry's source record id (Claude Code's `uuid`...), as `convert` keeps it
     pub source_id: Option<String>,

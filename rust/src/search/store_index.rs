@@ -159,8 +159,9 @@ pub struct FileRec {
     pub fp: u64,
     pub sid: Option<String>,
     pub cwd: Option<String>,
-    /// a Claude Code transcript or a Codex rollout, indexed through its conversion to Pi
-    /// ([`crate::convert::Format::name`]); None: a Pi session
+    /// the format of a converted file ([`crate::convert::Format::name`]); None: Pi.
+    ///
+    /// A Claude Code transcript or a Codex rollout is indexed through its conversion to Pi.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fmt: Option<String>,
 }

@@ -50,6 +50,15 @@ SLOW_PATHS = (
 )
 
 SLOW_TESTS = (
+    # search of Claude Code and Codex files (tests/search/test_search_converted.py): the largest
+    # Codex captures converted per query, children, every prefix of a hostile file
+    "tests/search/test_search_converted.py::test_hits_in_a_codex_file_are_those_of_its_conversion[localpush__rollout-2026-02-23T12-40-23-019c8a4c-ed]",
+    "tests/search/test_search_converted.py::test_hits_in_a_codex_file_are_those_of_its_conversion[localpush__rollout-2026-02-23T12-47-42-019c8a53-a0]",
+    "tests/search/test_search_converted.py::test_hits_in_a_codex_file_are_those_of_its_conversion[localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f]",
+    "tests/search/test_search_converted.py::test_hits_in_a_codex_file_are_those_of_its_conversion[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9]",
+    "tests/search/test_search_converted.py::test_hostile_lines_give_no_traceback",
+    "tests/search/test_search_converted.py::test_an_append_to_a_claude_code_file_is_found_on_the_next_search[cli]",
+    "tests/search/test_search_converted.py::test_a_mixed_store_names_each_hits_format",
     # the conversion (tests/convert): the 1 MB Codex capture, an 8 MiB line
     "tests/convert/test_convert_fixtures.py::test_codex_round_trips_and_validates[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9]",
     "tests/convert/test_convert_hostile.py::test_a_huge_line_is_carried",

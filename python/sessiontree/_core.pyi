@@ -150,7 +150,7 @@ __all__ += ["search_extract", "search_match", "search_shard_stats", "search_stat
 
 _SearchHitTuple: TypeAlias = tuple[
     tuple[str, str | None, str | None, str, str | None, str | None, int | None, int, int],
-    tuple[str, list[tuple[int, int]], float, str, str | None, str | None, list[str]],
+    tuple[str, list[tuple[int, int]], float, str, str | None, str | None, list[str], str, str | None],
 ]
 
 def search_store(

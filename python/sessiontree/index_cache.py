@@ -202,7 +202,17 @@ def _size(v: str | None, default: int) -> int:
     m = re.fullmatch(_SIZE, v)
     if m is None or len(m.group(1)) > 20:
         return default
-    return int(m.group(1)) << (10 * "kmgt".find(m.group(2).lower()) + 10 if m.group(2) else 0)
+    return _bytes(int(m.group(1)) << (10 * "kmgt".find(m.group(2).lower()) + 10 if m.group(2) else 0))
+
+
+#: the largest byte count handed to the core (a larger one, from the environment or settings,
+#: would fail every open with ``OverflowError``): no budget or cap reaches it anyway
+_MAX_BYTES = (1 << 63) - 1
+
+
+def _bytes(n: int) -> int:
+    """``n`` within ``0 ..= _MAX_BYTES``."""
+    return min(max(int(n), 0), _MAX_BYTES)
 
 
 def min_bytes(index_cache: IndexCache = None) -> int:
@@ -210,7 +220,7 @@ def min_bytes(index_cache: IndexCache = None) -> int:
     :class:`CacheSettings` that sets it, ``$SESSIONTREE_INDEX_CACHE_MIN_BYTES`` or
     :data:`DEFAULT_MIN_BYTES`."""
     if isinstance(index_cache, CacheSettings) and index_cache.min_bytes is not None:
-        return max(int(index_cache.min_bytes), 0)
+        return _bytes(index_cache.min_bytes)
     return _size(os.environ.get("SESSIONTREE_INDEX_CACHE_MIN_BYTES"), DEFAULT_MIN_BYTES)
 
 
@@ -219,7 +229,7 @@ def max_bytes(index_cache: IndexCache = None) -> int:
     is a :class:`CacheSettings` that sets it, ``$SESSIONTREE_INDEX_CACHE_MAX_BYTES`` (``512M``,
     ``2G`` ...) or :data:`DEFAULT_MAX_BYTES`."""
     if isinstance(index_cache, CacheSettings) and index_cache.max_bytes is not None:
-        return max(int(index_cache.max_bytes), 0)
+        return _bytes(index_cache.max_bytes)
     return _size(os.environ.get("SESSIONTREE_INDEX_CACHE_MAX_BYTES"), DEFAULT_MAX_BYTES)
 
 
@@ -230,7 +240,7 @@ def block_cache_bytes(index_cache: IndexCache = None) -> int:
     :data:`DEFAULT_BLOCK_CACHE_BYTES`. Process-wide: each open with the cache on sets it (see
     :func:`open_kwargs`); blocks past a smaller budget go as the next ones are read."""
     if isinstance(index_cache, CacheSettings) and index_cache.block_cache_bytes is not None:
-        return max(int(index_cache.block_cache_bytes), 0)
+        return _bytes(index_cache.block_cache_bytes)
     return _size(os.environ.get("SESSIONTREE_INDEX_BLOCK_CACHE_BYTES"), DEFAULT_BLOCK_CACHE_BYTES)
 
 

@@ -49,7 +49,9 @@ class SearchHit:
     compaction's first kept entry) or ``abandoned`` (on a branch the leaf left), with
     ``fork_point`` (the nearest ancestor on the active path) and ``summary_id`` (the branch
     summary covering it, if any) for abandoned hits; ``labels``: the labels on its path, root
-    first."""
+    first. ``source_format``: ``pi``, or ``claude-code`` / ``codex`` for a file searched through
+    its conversion to Pi (the entry, its id and tree are the converted session's; ``line`` and
+    ``offset`` name the source line it came from, ``source_id`` that line's record id)."""
 
     path: str
     session_id: str | None
@@ -67,6 +69,8 @@ class SearchHit:
     fork_point: str | None
     summary_id: str | None
     labels: tuple[str, ...]
+    source_format: str = "pi"
+    source_id: str | None = None
 
     def marked(self, left: str = "[", right: str = "]") -> str:
         """The snippet with each match between ``left`` and ``right``."""
@@ -210,6 +214,8 @@ def search_files(
                 fork_point=b[4],
                 summary_id=b[5],
                 labels=tuple(b[6]),
+                source_format=b[7],
+                source_id=b[8],
             )
             for a, b in hits
         ),

@@ -219,3 +219,33 @@ def test_a_fifo_source_is_refused_without_waiting(tmp_path):
         convert.to_pi(fifo, tmp_path / "o.jsonl", source_format="claude-code")
     with pytest.raises(UnrecognisedFormatError):
         convert.from_pi(fifo, tmp_path / "o.jsonl", to="codex")
+
+
+def _sidechain_groups(tmp_path: Path, n: int) -> Path:
+    """A Claude Code file with a main line and ``n`` sidechain groups whose names agree in their
+    first 80 characters (a file name keeps only those)."""
+    lines = [_cc("m", None)] + [_cc("u" * 90 + str(k), None, isSidechain=True) for k in range(n)]
+    src = tmp_path / f"groups{n}.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    return src
+
+
+def test_many_sidechain_groups_with_one_name_convert_in_linear_time(tmp_path):
+    """Hostile review: each group's file name was told apart by adding ``x`` until unused,
+    looked up in a list: cubic time (4,000 groups: 11 s of CPU) and, past about 170 groups,
+    a name over 255 bytes (the whole file failed with ENAMETOOLONG)."""
+    import time
+
+    def cpu(n: int) -> float:
+        src = _sidechain_groups(tmp_path, n)
+        best = float("inf")
+        for i in range(2):
+            t = time.process_time()
+            r = convert.to_pi(src, tmp_path / f"o{n}-{i}" / "out.jsonl")
+            best = min(best, time.process_time() - t)
+            assert len(r.files) == n + 1 and len(set(r.files)) == n + 1
+            assert all(len(Path(f).name.encode()) <= 255 for f in r.files)
+        return best
+
+    small, large = cpu(200), cpu(800)
+    assert large < 10 * max(small, 1e-3), (small, large)  # linear: ~4x; the cubic time was ~64x

@@ -142,11 +142,6 @@ def test_scrub_takes_a_claude_code_file_and_keeps_its_format(tmp_path):
     assert [x["source_format"] for x in doc["rows"]] == ["claude-code", "codex"] and doc["found"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="search indexes Pi entry lines only: a Claude Code or Codex file gives no hit (issue 28, "
-    "'What the rest of the package gains'; rust/src/search/extract.rs reads Pi shapes)",
-)
 @pytest.mark.parametrize("src", [CC_FILE, CODEX / "agent-sessions__small.jsonl"], ids=["claude-code", "codex"])
 def test_search_finds_the_text_of_a_claude_code_or_codex_file(src, tmp_path):
     from sessiontree import search

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,18 +28,31 @@ HARNESS = Path(__file__).resolve().parent.parent / "fuzz" / "fuzz_session.py"
 
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris is not installed")
 def test_atheris_harness_runs_clean_for_a_bounded_number_of_inputs(tmp_path):
+    """Two harness processes at once (seeds 1 and 2, half the inputs each): the machine's two cores."""
     runs = int(os.environ.get("SESSIONTREE_ATHERIS_RUNS", "2000"))
-    proc = subprocess.run(
-        [sys.executable, str(HARNESS), f"-runs={runs}", "-seed=1", "-max_len=16384", "-print_final_stats=1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    tail = "\n".join(proc.stderr.splitlines()[-40:])
-    assert proc.returncode == 0, f"atheris found a failing input (saved in {tmp_path}):\n{tail}"
-    assert f"Done {runs} runs" in proc.stderr, tail
-    assert not list(tmp_path.glob("crash-*"))
+    halves = [(seed, runs // 2 + (runs % 2 if seed == 1 else 0)) for seed in (1, 2)]
+    procs = []
+    for seed, n in halves:
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        err = (folder / "stderr.txt").open("w+")
+        cmd = [sys.executable, str(HARNESS), f"-runs={n}", f"-seed={seed}", "-max_len=16384", "-print_final_stats=1"]
+        procs.append((subprocess.Popen(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=err), err, folder, n))
+    for proc, err, folder, n in procs:
+        try:
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        err.seek(0)
+        text = err.read()
+        err.close()
+        tail = "\n".join(text.splitlines()[-40:])
+        assert proc.returncode == 0, f"atheris found a failing input (saved in {folder}):\n{tail}"
+        # libFuzzer counts the seed corpus's inputs in its runs too
+        done = re.search(r"^Done (\d+) runs", text, re.M)
+        assert done and int(done.group(1)) >= n, tail
+        assert not list(folder.glob("crash-*"))
 
 
 def test_random_mutations_of_the_corpus_never_escape_as_bugs(tmp_path):

@@ -60,6 +60,28 @@ def test_the_budget_comes_from_the_settings_the_environment_or_the_default(tmp_p
         _core.index_block_cache(DEFAULT_BLOCK_CACHE_BYTES)
 
 
+def test_a_hostile_size_in_the_environment_never_fails_an_open(tmp_path, monkeypatch):
+    """Hostile review: a size past 64 bits in ``$SESSIONTREE_INDEX_BLOCK_CACHE_BYTES`` (or the
+    cache's min/max) made every open with the cache on raise ``OverflowError``; settings past it
+    too. Now such a size is the largest the core takes, and junk still means the default."""
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(_file(10, 0))
+    want = [e.id for e in Session.open(p, index_cache=False).entries()]
+    try:
+        for var in ("BLOCK_CACHE_BYTES", "CACHE_MIN_BYTES", "CACHE_MAX_BYTES"):
+            for v in ("99999999999999999999T", str(1 << 64), "-1", "nan", ""):
+                monkeypatch.setenv(f"SESSIONTREE_INDEX_{var}", v)
+                assert [e.id for e in Session.open(p, index_cache=tmp_path / "c").entries()] == want, (var, v)
+            monkeypatch.delenv(f"SESSIONTREE_INDEX_{var}")
+        for big in (1 << 64, 10**30):
+            s = CacheSettings(folder=tmp_path / "c", block_cache_bytes=big, min_bytes=big, max_bytes=big)
+            assert [e.id for e in Session.open(p, index_cache=s).entries()] == want
+        monkeypatch.setenv("SESSIONTREE_INDEX_BLOCK_CACHE_BYTES", "99999999999999999999T")
+        assert 0 < block_cache_bytes() < 1 << 64
+    finally:
+        _core.index_block_cache(DEFAULT_BLOCK_CACHE_BYTES)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(1, 4 * BLOCK + 50),

@@ -225,3 +225,35 @@ def test_an_object_that_is_not_there_is_a_row(s3, tmp_path):
     rows = {r.path.rsplit("/", 1)[1]: r for r in res.rows}
     assert rows["nope.jsonl"].error_kind == "not_found" and rows["nope.jsonl"].output is None
     assert rows["ok.jsonl"].error_kind is None and Path(rows["ok.jsonl"].output).is_file()
+
+
+def test_a_cut_name_or_a_sidechain_name_is_never_another_keys_output():
+    """Hostile review: a key spelled as another key's shortened name (``<cut>~<hash>.jsonl``),
+    or as the name of another object's sidechain session, once mapped to that same file."""
+    long = "h/" + "a" * 300 + ".jsonl"
+    cut = object_parts(long)[-1]
+    assert object_parts("h/" + cut) != object_parts(long)
+    for name in ("s.sidechain-root-1.jsonl", "s.subagent-agent-1.jsonl"):
+        got = object_parts("h/" + name)[-1]
+        assert ".sidechain-" not in got and ".subagent-" not in got, got
+    assert object_parts("h/a~b.jsonl") != object_parts("h/a%7Eb.jsonl")
+
+
+def test_an_object_named_as_another_objects_sidechain_keeps_its_own_output(s3, tmp_path):
+    side = CC / "claude-code-log__sidechain_integrated.jsonl"
+    local = convert.to_pi(side, tmp_path / "local" / "s.jsonl")
+    assert len(local.files) > 1
+    _put(s3, "clash/s.jsonl", side.read_bytes())
+    body = PI.read_bytes()
+    for f in local.files[1:]:
+        _put(s3, "clash/" + Path(f).name, body)  # spelled as the session's sidechain output
+    res = convert.convert_all(s3.uri("clash"), tmp_path / "out")
+    assert res.failed == 0, [r.error for r in res.rows if r.error]
+    files = [f for r in res.rows for f in r.files]
+    assert len(set(files)) == len(files)  # no two objects share a file
+    for r in res.rows:
+        if not r.path.endswith("/s.jsonl"):
+            assert Path(r.output).read_bytes() == body
+        else:
+            for f in r.files:
+                assert Path(f).read_bytes() != body

@@ -119,8 +119,10 @@ def _print_text(r: Any) -> None:
         if h.labels:
             more = len(h.labels) - _LABELS_SHOWN
             labels = f" labels: {', '.join(h.labels[:_LABELS_SHOWN])}" + (f" (+{more} more)" if more > 0 else "")
+        # a Claude Code or Codex file: its line is the source line the entry came from
+        fmt = "" if h.source_format == "pi" else f" ({h.source_format})"
         lines.append(
-            f"{safe_text(h.path)}:{h.line} {safe_text(h.entry_id)} {safe_text(who)} {state}{safe_text(labels)}"
+            f"{safe_text(h.path)}:{h.line}{fmt} {safe_text(h.entry_id)} {safe_text(who)} {state}{safe_text(labels)}"
         )
         lines.append(f"  {safe_text(h.marked())}")
     if r.next_offset is not None:

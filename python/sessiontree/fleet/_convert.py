@@ -60,16 +60,22 @@ def object_parts(key: str) -> list[str]:
     """The folders and file name below the output folder of the object ``key``: its segments
     (split at ``/``), each made a plain name, one to one (two keys never share an output):
     ``%`` is written ``%25``; an empty segment (``a//b``, a leading ``/``) ``%``; ``.`` and ``..``
-    ``%2E`` and ``%2E%2E`` (so no part climbs out or stays in place); a segment over
-    :data:`SEGMENT_BYTES` bytes of UTF-8 is cut there (whole characters) and ended with ``~``
-    and 16 hex digits of its hash (keeping ``.jsonl``). Never ``""``, ``.``, ``..`` or a ``/``."""
+    ``%2E`` and ``%2E%2E`` (so no part climbs out or stays in place); ``~`` ``%7E``; a segment
+    over :data:`SEGMENT_BYTES` bytes of UTF-8 is cut there (whole characters) and ended with
+    ``~`` and 16 hex digits of its hash (keeping ``.jsonl``: no other segment has a ``~``). In the
+    file name, ``.sidechain-`` and ``.subagent-`` are written ``%2Esidechain-`` and
+    ``%2Esubagent-``: the sessions written beside another object's output
+    (``<stem>.sidechain-<group>.jsonl``) are never an object's own output. Never ``""``, ``.``,
+    ``..`` or a ``/``."""
     import hashlib
 
     parts = []
     segs = key.split("/")
     for i, seg in enumerate(segs):
-        seg = seg.replace("%", "%25").replace("\0", "%00")
+        seg = seg.replace("%", "%25").replace("\0", "%00").replace("~", "%7E")
         seg = {"": "%", ".": "%2E", "..": "%2E%2E"}.get(seg, seg)
+        if i == len(segs) - 1:  # never the name of another object's sidechain or subagent session
+            seg = seg.replace(".sidechain-", "%2Esidechain-").replace(".subagent-", "%2Esubagent-")
         raw = seg.encode("utf-8", "surrogateescape")
         if len(raw) > SEGMENT_BYTES:
             tail = ".jsonl" if i == len(segs) - 1 and seg.endswith(".jsonl") else ""

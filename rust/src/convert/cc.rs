@@ -1331,14 +1331,27 @@ pub fn convert(
             .unwrap_or_default()
     };
     let mut side_paths: Vec<PathBuf> = Vec::new();
-    let mut used: Vec<String> = Vec::new();
+    // each side session's tag told apart from those before it: the first repeats of a tag end
+    // in `x`, `xx`, `xxx`, later ones in `x<n>` (a file of many groups whose names agree in
+    // their first 80 characters: linear time, names of bounded length)
+    let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut next: HashMap<String, usize> = HashMap::new();
     let mut uniq = |tag: String| {
-        let mut t = tag;
-        while used.contains(&t) {
-            t.push('x');
+        if used.insert(tag.clone()) {
+            return tag;
         }
-        used.push(t.clone());
-        t
+        let n = next.entry(tag.clone()).or_insert(0);
+        loop {
+            *n += 1;
+            let t = if *n <= 3 {
+                format!("{tag}{}", "x".repeat(*n))
+            } else {
+                format!("{tag}x{n}")
+            };
+            if used.insert(t.clone()) {
+                return t;
+            }
+        }
     };
     for g in &plan.groups {
         side_paths.push(super::beside(

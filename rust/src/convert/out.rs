@@ -211,6 +211,8 @@ pub struct Outputs {
     chunk: usize,
     mode: u32,
     files: Vec<One>,
+    /// the paths of `files`: a conversion of many side sessions opens each in constant time
+    paths: std::collections::HashSet<PathBuf>,
     /// files held in memory, never written (`Outputs::memory`)
     memory: bool,
     /// the writer thread, started with the first file
@@ -286,6 +288,7 @@ impl Outputs {
             chunk,
             mode,
             files: Vec::new(),
+            paths: Default::default(),
             memory: false,
             writer: None,
         })
@@ -298,6 +301,7 @@ impl Outputs {
             chunk: CHUNK_MIN,
             mode: 0o600,
             files: Vec::new(),
+            paths: Default::default(),
             memory: true,
             writer: None,
         }
@@ -323,7 +327,7 @@ impl Outputs {
 
     /// Opens a new output; returns its slot for `write`.
     pub fn open(&mut self, path: &Path) -> Result<usize, ConvertError> {
-        if self.files.iter().any(|f| f.path == path) {
+        if !self.paths.insert(path.to_path_buf()) {
             return Err(ConvertError::Output(
                 path.to_path_buf(),
                 "is written twice by this conversion".into(),

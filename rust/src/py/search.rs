@@ -20,7 +20,7 @@ impl From<SearchError> for PyErr {
 
 /// One hit as two tuples (PyO3 converts tuples of at most 12). (path, session_id, entry_id, type,
 /// role, tool, ts_ms, line, offset) and (snippet, spans, score, branch_state, fork_point,
-/// summary_id, labels). The path is a str, decoded as `os.fsdecode` decodes (a name that is not
+/// summary_id, labels, source_format, source_id). The path is a str, decoded as `os.fsdecode` decodes (a name that is not
 /// UTF-8 keeps its bytes as surrogates).
 pub type HitTuple = (
     (
@@ -42,6 +42,8 @@ pub type HitTuple = (
         Option<String>,
         Option<String>,
         Vec<String>,
+        &'static str,
+        Option<String>,
     ),
 );
 
@@ -66,6 +68,8 @@ fn tuple(h: Hit) -> HitTuple {
             h.fork_point,
             h.summary_id,
             h.labels,
+            h.source_format,
+            h.source_id,
         ),
     )
 }

@@ -109,6 +109,13 @@ pub struct Hit {
     pub fork_point: Option<String>,
     pub summary_id: Option<String>,
     pub labels: Vec<String>,
+    /// the file's format: `pi`, `claude-code` or `codex`.
+    ///
+    /// The latter two are searched through their conversion to Pi; `line` and `offset` then
+    /// name the source line the entry came from.
+    pub source_format: &'static str,
+    /// a converted entry's source record id (Claude Code's `uuid`...), as `convert` keeps it
+    pub source_id: Option<String>,
 }
 
 /// The longest snippet, in characters.

@@ -4,8 +4,8 @@ use super::extract::extract;
 use super::query::{parse, Matcher, Query as Parsed, TextParts};
 use super::shard::{Global, Stats};
 use super::store_index::{
-    discard, evict_indexes, fingerprint, index_dir, key_path, line_hash, stat_of, touch, Fields,
-    FileRec, StoreIndex, Synced,
+    convert_file, discard, evict_indexes, fingerprint, index_dir, key_path, line_hash, source_of,
+    source_range, stat_of, touch, Fields, FileRec, StoreIndex, Synced,
 };
 use super::{BranchState, Filters, Hit, Outcome, Place, SearchError, SNIPPET_CHARS};
 use crate::index::NONE;
@@ -624,6 +624,17 @@ struct Sess {
     /// the file's key in the search index when opened: the same key later means the file was
     /// only appended to since (a rewrite or replacement is indexed under a new key)
     key: u64,
+    /// a Claude Code or Codex file: `st` is its conversion to Pi, in memory
+    conv: Option<Conv>,
+}
+
+/// What a converted session keeps of its source file.
+struct Conv {
+    fmt: crate::convert::Format,
+    /// each source line's start offset, the file's end last
+    lines: Vec<u64>,
+    /// the file's (device, inode, size, mtime, ctime) when converted
+    stat: (u64, u64, u64, i64, i64),
 }
 
 /// Sessions opened by earlier queries of this process, by path: reused after a `refresh()`
@@ -948,6 +959,9 @@ impl Ctx<'_> {
         self.sess
             .entry(key)
             .or_insert_with(|| {
+                if rec.fmt.is_some() {
+                    return open_converted(rec, key);
+                }
                 let meta = std::fs::metadata(key_path(&rec.path)).ok()?;
                 if (meta.dev(), meta.ino()) != (rec.dev, rec.ino) {
                     return None;
@@ -978,6 +992,7 @@ impl Ctx<'_> {
                     labels: HashMap::new(),
                     seen,
                     key,
+                    conv: None,
                 })
             })
             .as_mut()
@@ -993,6 +1008,60 @@ impl Ctx<'_> {
                 .collect(),
         );
     }
+}
+
+/// A Claude Code or Codex file's session: its conversion to Pi, in memory, made again unless
+/// this process holds one of the same file key and (device, inode, size, mtime, ctime), the
+/// ones the index read. None: the file changed since it was indexed (its hits are stale).
+fn open_converted(rec: &FileRec, key: u64) -> Option<Sess> {
+    let want = (rec.dev, rec.ino, rec.size, rec.mtime_ns, rec.ctime_ns);
+    if let Some(s) = take_opened(&rec.path) {
+        if s.key == key && s.conv.as_ref().is_some_and(|c| c.stat == want) {
+            return Some(s);
+        }
+    }
+    let path = key_path(&rec.path);
+    let file = std::fs::File::open(&path).ok()?;
+    let m = file.metadata().ok()?;
+    let (size, mt, ct) = stat_of(&m);
+    if (m.dev(), m.ino(), size, mt, ct) != want {
+        return None;
+    }
+    let c = convert_file(&file, &path, (size, mt, ct)).ok()??;
+    let st = Store::from_bytes(c.pi, false);
+    let seen = (st.index.generation, st.index.leaf_version);
+    Some(Sess {
+        st,
+        tree: None,
+        labels: HashMap::new(),
+        seen,
+        key,
+        conv: Some(Conv {
+            fmt: c.fmt,
+            lines: c.lines,
+            stat: want,
+        }),
+    })
+}
+
+/// Where a converted entry line came from: its source line's (byte offset, 1-based number) and
+/// record id, when that line is still in the file as indexed (its hash `h`).
+fn source_line(
+    c: &Conv,
+    rec: &FileRec,
+    pi_line: &[u8],
+    h: u64,
+) -> Option<(u64, u32, Option<String>)> {
+    use std::os::unix::fs::FileExt;
+    let (n, id) = source_of(pi_line)?;
+    let (a, len) = source_range(&c.lines, n)?;
+    let mut buf = vec![0u8; usize::try_from(len).ok()?];
+    let file = std::fs::File::open(key_path(&rec.path)).ok()?;
+    file.read_exact_at(&mut buf, a).ok()?;
+    if line_hash(&buf) != h {
+        return None;
+    }
+    Some((a, u32::try_from(n + 1).unwrap_or(u32::MAX), id))
 }
 
 type Found = (Vec<Hit>, usize);
@@ -1175,9 +1244,12 @@ fn hit(
     p: &Parsed,
 ) -> Option<Hit> {
     let line = s.st.read(off, len).ok()?;
-    if line_hash(&line) != h {
-        return None;
-    }
+    // a converted file's hit is checked against its source line, read from the file
+    let from_source = match &s.conv {
+        None if line_hash(&line) != h => return None,
+        None => None,
+        Some(c) => Some((c.fmt, source_line(c, rec, &line, h)?)),
+    };
     let x = extract(&line)?;
     let tp = TextParts::new(&x.text);
     if !p.matches(&tp) {
@@ -1187,7 +1259,10 @@ fn hit(
     let (snippet, spans) = snippet(&x.text, &spans);
     let view = s.st.index.view(e).ok()?;
     let entry_id = view.id.map(str::to_string);
-    let line_no = view.line;
+    let (line_no, off, source_format, source_id) = match from_source {
+        None => (view.line, off, crate::convert::Format::Pi, None),
+        Some((fmt, (at, n, id))) => (n, at, fmt, id),
+    };
     let state = s.state(e as u32);
     let (fork_point, summary_id) = if state == BranchState::Abandoned {
         let fp = s
@@ -1217,6 +1292,8 @@ fn hit(
         fork_point,
         summary_id,
         labels: s.labels(e as u32),
+        source_format: source_format.name(),
+        source_id,
     })
 }
 

@@ -43,7 +43,7 @@ use tantivy::{Index, IndexWriter, TantivyDocument, TantivyError, Term};
 /// Bumped whenever the schema, the tokenizer or the extraction changes.
 ///
 /// An index of another format is rebuilt.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 const SEED: u64 = 0x5e55_1017_5ea7_c401;
 /// Bytes hashed at each end of the covered range for the fingerprint.
 const FP_BLOCK: u64 = 4096;
@@ -159,6 +159,11 @@ pub struct FileRec {
     pub fp: u64,
     pub sid: Option<String>,
     pub cwd: Option<String>,
+    /// the format of a converted file ([`crate::convert::Format::name`]); None: Pi.
+    ///
+    /// A Claude Code transcript or a Codex rollout is indexed through its conversion to Pi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fmt: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -441,6 +446,7 @@ impl StoreIndex {
                         fp: 0,
                         sid: None,
                         cwd: None,
+                        fmt: None,
                     };
                     next_key += 1;
                     work.push((rec, 0));
@@ -546,7 +552,10 @@ impl StoreIndex {
             {
                 continue;
             }
-            let appended = meta.dev() == r.dev
+            // a converted file is converted whole again on any change (the conversion of a
+            // line depends on the lines before and after it)
+            let appended = r.fmt.is_none()
+                && meta.dev() == r.dev
                 && meta.ino() == r.ino
                 && size >= r.covered
                 && File::open(p)
@@ -629,6 +638,9 @@ fn index_file(
     }
     let (size, mt, ct) = stat_of(&meta);
     if from == 0 && !opens_as_session(&file, size)? {
+        if let Some(done) = index_converted(add, f, &mut rec, &file, &meta)? {
+            return Ok(done);
+        }
         // the session reader refuses it (no hit could be placed): nothing of it is indexed,
         // and `covered` stays 0 so a later append probes the header again
         rec.dev = meta.dev();
@@ -640,6 +652,7 @@ fn index_file(
         rec.fp = fingerprint(&file, 0)?;
         rec.sid = None;
         rec.cwd = None;
+        rec.fmt = None;
         return Ok(rec);
     }
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK.min(size as usize) + 1);
@@ -705,6 +718,160 @@ fn index_file(
     rec.covered = covered;
     rec.fp = fingerprint(&file, covered)?;
     Ok(rec)
+}
+
+/// A Claude Code transcript or Codex rollout, converted to Pi in memory (its main session).
+///
+/// `fmt`: the source's format; `src`: the file's bytes; `pi`: the converted session's bytes; `lines`: the byte offset
+/// of each source line's start, and the file's end last (line `n` is `lines[n]..lines[n+1]`
+/// less its `\n`).
+pub(crate) struct Converted {
+    pub fmt: crate::convert::Format,
+    pub src: Vec<u8>,
+    pub pi: Vec<u8>,
+    pub lines: Vec<u64>,
+}
+
+/// Reads the whole of `file` and converts it when it is a Claude Code transcript or a Codex
+/// rollout; None when it is neither (or cannot be converted). The file's (size, mtime, ctime)
+/// must be `stat` before and after the read, else None (it changed under us).
+pub(crate) fn convert_file(
+    file: &File,
+    name: &Path,
+    stat: (u64, i64, i64),
+) -> std::io::Result<Option<Converted>> {
+    use crate::convert::{detect_bytes, to_pi_bytes, Format};
+    let size = stat.0;
+    let mut data = vec![0u8; size as usize];
+    let mut got = 0usize;
+    while got < data.len() {
+        let n = file.read_at(&mut data[got..], got as u64)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        got += n;
+    }
+    if stat_of(&file.metadata()?) != stat {
+        return Ok(None);
+    }
+    let fmt = match detect_bytes(&data, name) {
+        Ok(f @ (Format::ClaudeCode | Format::Codex)) => f,
+        _ => return Ok(None),
+    };
+    let Ok((mut made, _)) = to_pi_bytes(&data, name, Some(fmt)) else {
+        return Ok(None);
+    };
+    if made.is_empty() {
+        return Ok(None);
+    }
+    let pi = made.swap_remove(0).1;
+    let mut lines = vec![0u64];
+    lines.extend(memchr::memchr_iter(b'\n', &data).map(|i| i as u64 + 1));
+    if *lines.last().unwrap_or(&0) != size {
+        lines.push(size);
+    }
+    Ok(Some(Converted {
+        fmt,
+        src: data,
+        pi,
+        lines,
+    }))
+}
+
+/// The source side field of a converted entry line: the source line's number and record id.
+#[derive(Deserialize)]
+struct SourceOf {
+    source: Option<SourceField>,
+}
+#[derive(Deserialize)]
+struct SourceField {
+    n: Option<u64>,
+    id: Option<serde_json::Value>,
+}
+
+/// The source line number (0-based) and record id a converted entry line names.
+pub(crate) fn source_of(pi_line: &[u8]) -> Option<(u64, Option<String>)> {
+    let s: SourceOf = serde_json::from_slice(pi_line).ok()?;
+    let f = s.source?;
+    let id = match f.id {
+        Some(serde_json::Value::String(s)) => Some(s),
+        _ => None,
+    };
+    Some((f.n?, id))
+}
+
+/// The bytes of source line `n` (without its `\n`), by the offsets of [`Converted::lines`].
+pub(crate) fn source_range(lines: &[u64], n: u64) -> Option<(u64, u64)> {
+    let i = usize::try_from(n).ok()?;
+    let (a, b) = (*lines.get(i)?, *lines.get(i + 1)?);
+    let b = if b > a { b - 1 } else { b };
+    Some((a, b - a))
+}
+
+/// Indexes a Claude Code or Codex file through its conversion to Pi (its main session: the
+/// sidechains and subagents `convert` writes beside it are not searched). A document per
+/// converted entry: `off`/`len` its line in the converted bytes (where the converted session's
+/// tree finds it), `h` the hash of the source line it came from (checked against the file at
+/// query time). None: not such a file.
+fn index_converted(
+    add: &mut dyn FnMut(TantivyDocument) -> Result<(), SearchError>,
+    f: Fields,
+    rec: &mut FileRec,
+    file: &File,
+    meta: &std::fs::Metadata,
+) -> Result<Option<FileRec>, SearchError> {
+    let stat = stat_of(meta);
+    let Some(c) = convert_file(file, &key_path(&rec.path), stat)? else {
+        return Ok(None);
+    };
+    let mut start = 0usize;
+    let mut header_seen = false;
+    while let Some(nl) = memchr::memchr(b'\n', &c.pi[start..]) {
+        let end = start + nl;
+        let line = &c.pi[start..end];
+        let off = start as u64;
+        start = end + 1;
+        if !header_seen {
+            header_seen = true;
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+                rec.sid = v.get("id").and_then(|t| t.as_str()).map(str::to_string);
+                rec.cwd = v.get("cwd").and_then(|t| t.as_str()).map(str::to_string);
+            }
+            continue;
+        }
+        let Some(x) = extract(line) else { continue };
+        if x.text.is_empty() {
+            continue;
+        }
+        let Some((a, n)) = source_of(line).and_then(|(n, _)| source_range(&c.lines, n)) else {
+            continue;
+        };
+        let src = &c.src[a as usize..(a + n) as usize];
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.text, &x.text);
+        doc.add_text(f.etype, &x.etype);
+        if let Some(r) = &x.role {
+            doc.add_text(f.role, r);
+        }
+        for t in &x.tools {
+            doc.add_text(f.tool, t);
+        }
+        doc.add_u64(f.file, rec.key);
+        doc.add_u64(f.off, off);
+        doc.add_u64(f.len, line.len() as u64);
+        doc.add_u64(f.h, line_hash(src));
+        doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
+        add(doc)?;
+    }
+    rec.dev = meta.dev();
+    rec.ino = meta.ino();
+    rec.size = stat.0;
+    rec.mtime_ns = stat.1;
+    rec.ctime_ns = stat.2;
+    rec.covered = stat.0;
+    rec.fp = fingerprint(file, stat.0)?;
+    rec.fmt = Some(c.fmt.name().to_string());
+    Ok(Some(rec.clone()))
 }
 
 /// Marks the index folder `d` used now (its mtime), at most once a minute: the age

@@ -32,6 +32,7 @@ use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tantivy::directory::error::LockError;
 use tantivy::directory::MmapDirectory;
@@ -67,6 +68,82 @@ pub const PENDING_MAX: u64 = 4 << 20;
 /// come). 512 KiB: 16,384 slots (128 KiB), where 8 MiB zeroed 2 MiB per tail segment (7 % of
 /// the CPU of a 1 MiB tail's build).
 const TAIL_BUDGET: usize = 512 << 10;
+
+/// The most bytes of extracted text handed to the writer and not yet indexed.
+///
+/// Tantivy's queue between the extraction threads and the indexing thread holds up to 10,000
+/// documents whatever their size: extraction outruns indexing, so the queue stays full, tens of
+/// MB of text at the build's peak. [`Gate`] holds the extraction threads back instead.
+const IN_FLIGHT: usize = 2 << 20;
+
+/// Bounds the bytes of documents waiting for the indexing thread (see [`IN_FLIGHT`]).
+///
+/// A document's bytes are counted from [`Gate::admit`] until the indexing thread drops it
+/// ([`GatedDoc`]'s `Drop`). One document larger than the bound is admitted alone.
+struct Gate {
+    held: Mutex<usize>,
+    freed: Condvar,
+    cap: usize,
+}
+
+impl Gate {
+    fn new(cap: usize) -> Gate {
+        Gate {
+            held: Mutex::new(0),
+            freed: Condvar::new(),
+            cap,
+        }
+    }
+
+    /// Waits until `bytes` more fit (or nothing is held), then counts them against `doc`.
+    ///
+    /// Never waits forever: after [`GATE_WAIT`] without room it admits the document anyway
+    /// (the bound is memory's, not correctness's).
+    fn admit(self: &Arc<Self>, doc: TantivyDocument, bytes: usize) -> GatedDoc {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        while *held > 0 && *held + bytes > self.cap && started.elapsed() < GATE_WAIT {
+            held = self
+                .freed
+                .wait_timeout(held, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *held += bytes;
+        GatedDoc {
+            doc,
+            gate: self.clone(),
+            bytes,
+        }
+    }
+}
+
+/// How long a document waits for room in the [`Gate`] before it goes in anyway.
+const GATE_WAIT: Duration = Duration::from_secs(10);
+
+/// A document counted against a [`Gate`] until dropped (after Tantivy indexed it).
+struct GatedDoc {
+    doc: TantivyDocument,
+    gate: Arc<Gate>,
+    bytes: usize,
+}
+
+impl Drop for GatedDoc {
+    fn drop(&mut self) {
+        let mut held = self.gate.held.lock().unwrap_or_else(|e| e.into_inner());
+        *held = held.saturating_sub(self.bytes);
+        self.gate.freed.notify_all();
+    }
+}
+
+impl tantivy::Document for GatedDoc {
+    type Value<'a> = <TantivyDocument as tantivy::Document>::Value<'a>;
+    type FieldsValuesIter<'a> = <TantivyDocument as tantivy::Document>::FieldsValuesIter<'a>;
+
+    fn iter_fields_and_values(&self) -> Self::FieldsValuesIter<'_> {
+        self.doc.iter_fields_and_values()
+    }
+}
 
 /// What [`StoreIndex::sync`] did.
 #[derive(Debug)]
@@ -402,7 +479,7 @@ impl StoreIndex {
             .num_merge_threads(1)
             .build();
         let started = Instant::now();
-        let writer: IndexWriter<TantivyDocument> = loop {
+        let writer: IndexWriter<GatedDoc> = loop {
             match self.index.writer_with_options(options.clone()) {
                 Ok(w) => break w,
                 Err(TantivyError::LockFailure(LockError::LockBusy, _))
@@ -459,11 +536,15 @@ impl StoreIndex {
             }
         }
         let f = self.f;
+        let gate = Arc::new(Gate::new(IN_FLIGHT));
         let done: Vec<Option<FileRec>> = work
             .into_par_iter()
             .map(|(rec, from)| {
                 index_file(
-                    &mut |d| Ok(writer.add_document(d).map(|_| ())?),
+                    &mut |d, bytes| {
+                        let d = gate.admit(d, bytes);
+                        Ok(writer.add_document(d).map(|_| ())?)
+                    },
                     f,
                     rec,
                     from,
@@ -508,7 +589,8 @@ impl StoreIndex {
             )?;
         let mut out = Vec::with_capacity(work.len());
         for (r, from) in work {
-            if let Ok(done) = index_file(&mut |d| Ok(w.add_document(d)?), self.f, r.clone(), *from)
+            if let Ok(done) =
+                index_file(&mut |d, _| Ok(w.add_document(d)?), self.f, r.clone(), *from)
             {
                 out.push(done);
             }
@@ -626,7 +708,7 @@ fn opens_as_session(file: &File, size: u64) -> std::io::Result<bool> {
 /// Indexes the complete lines of `rec.path` from byte `from` (a line start) to its end; returns
 /// the record for the manifest.
 fn index_file(
-    add: &mut dyn FnMut(TantivyDocument) -> Result<(), SearchError>,
+    add: &mut dyn FnMut(TantivyDocument, usize) -> Result<(), SearchError>,
     f: Fields,
     mut rec: FileRec,
     from: u64,
@@ -701,7 +783,7 @@ fn index_file(
                     doc.add_u64(f.len, line.len() as u64);
                     doc.add_u64(f.h, line_hash(line));
                     doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
-                    add(doc)?;
+                    add(doc, x.text.len() + 128)?;
                 }
             }
             start = end + 1;

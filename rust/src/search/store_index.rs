@@ -118,6 +118,9 @@ impl Gate {
     }
 }
 
+/// What a document counts against the [`Gate`]: its extracted text plus this (its fields).
+const DOC_FIELDS_BYTES: usize = 128;
+
 /// How long a document waits for room in the [`Gate`] before it goes in anyway.
 const GATE_WAIT: Duration = Duration::from_secs(10);
 
@@ -783,7 +786,7 @@ fn index_file(
                     doc.add_u64(f.len, line.len() as u64);
                     doc.add_u64(f.h, line_hash(line));
                     doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
-                    add(doc, x.text.len() + 128)?;
+                    add(doc, x.text.len() + DOC_FIELDS_BYTES)?;
                 }
             }
             start = end + 1;
@@ -896,7 +899,7 @@ pub(crate) fn source_range(lines: &[u64], n: u64) -> Option<(u64, u64)> {
 /// tree finds it), `h` the hash of the source line it came from (checked against the file at
 /// query time). None: not such a file.
 fn index_converted(
-    add: &mut dyn FnMut(TantivyDocument) -> Result<(), SearchError>,
+    add: &mut dyn FnMut(TantivyDocument, usize) -> Result<(), SearchError>,
     f: Fields,
     rec: &mut FileRec,
     file: &File,
@@ -943,7 +946,7 @@ fn index_converted(
         doc.add_u64(f.len, line.len() as u64);
         doc.add_u64(f.h, line_hash(src));
         doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
-        add(doc)?;
+        add(doc, x.text.len() + DOC_FIELDS_BYTES)?;
     }
     rec.dev = meta.dev();
     rec.ino = meta.ino();

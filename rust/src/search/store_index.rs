@@ -23,7 +23,7 @@
 //! second waits for it (at most [`LOCK_WAIT`]), then checks the files again against the
 //! manifest the first committed. Readers never wait: they read the last commit.
 
-use super::extract::extract;
+use super::extract::{extract, Extracted};
 use super::tokenize::{SearchTokenizer, TOKENIZER};
 use super::SearchError;
 use rayon::prelude::*;
@@ -265,6 +265,28 @@ pub struct Fields {
     pub len: Field,
     pub h: Field,
     pub ts: Field,
+}
+
+impl Fields {
+    /// The document of one entry: its extracted text and fields, the file's key, `off`/`len` of
+    /// the line the hit is placed by, and `h` the hash of the line checked at query time.
+    fn doc(&self, x: &Extracted, key: u64, off: u64, len: usize, h: u64) -> TantivyDocument {
+        let mut doc = TantivyDocument::default();
+        doc.add_text(self.text, &x.text);
+        doc.add_text(self.etype, &x.etype);
+        if let Some(r) = &x.role {
+            doc.add_text(self.role, r);
+        }
+        for t in &x.tools {
+            doc.add_text(self.tool, t);
+        }
+        doc.add_u64(self.file, key);
+        doc.add_u64(self.off, off);
+        doc.add_u64(self.len, len as u64);
+        doc.add_u64(self.h, h);
+        doc.add_i64(self.ts, x.ts.unwrap_or(i64::MIN));
+        doc
+    }
 }
 
 fn schema() -> (Schema, Fields) {
@@ -772,20 +794,7 @@ fn index_file(
             }
             if let Some(x) = extract(line) {
                 if !x.text.is_empty() {
-                    let mut doc = TantivyDocument::default();
-                    doc.add_text(f.text, &x.text);
-                    doc.add_text(f.etype, &x.etype);
-                    if let Some(r) = &x.role {
-                        doc.add_text(f.role, r);
-                    }
-                    for t in &x.tools {
-                        doc.add_text(f.tool, t);
-                    }
-                    doc.add_u64(f.file, rec.key);
-                    doc.add_u64(f.off, off);
-                    doc.add_u64(f.len, line.len() as u64);
-                    doc.add_u64(f.h, line_hash(line));
-                    doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
+                    let doc = f.doc(&x, rec.key, off, line.len(), line_hash(line));
                     add(doc, x.text.len() + DOC_FIELDS_BYTES)?;
                 }
             }
@@ -932,20 +941,7 @@ fn index_converted(
             continue;
         };
         let src = &c.src[a as usize..(a + n) as usize];
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.text, &x.text);
-        doc.add_text(f.etype, &x.etype);
-        if let Some(r) = &x.role {
-            doc.add_text(f.role, r);
-        }
-        for t in &x.tools {
-            doc.add_text(f.tool, t);
-        }
-        doc.add_u64(f.file, rec.key);
-        doc.add_u64(f.off, off);
-        doc.add_u64(f.len, line.len() as u64);
-        doc.add_u64(f.h, line_hash(src));
-        doc.add_i64(f.ts, x.ts.unwrap_or(i64::MIN));
+        let doc = f.doc(&x, rec.key, off, line.len(), line_hash(src));
         add(doc, x.text.len() + DOC_FIELDS_BYTES)?;
     }
     rec.dev = meta.dev();

@@ -669,6 +669,19 @@ struct Tree {
 }
 
 impl Sess {
+    /// A session just opened (or converted): nothing computed yet, `seen` its index's state now.
+    fn new(st: Store, key: u64, conv: Option<Conv>) -> Sess {
+        let seen = (st.index.generation, st.index.leaf_version);
+        Sess {
+            st,
+            tree: None,
+            labels: HashMap::new(),
+            seen,
+            key,
+            conv,
+        }
+    }
+
     fn tree(&mut self) -> &mut Tree {
         let st = &self.st;
         self.tree.get_or_insert_with(|| {
@@ -985,15 +998,7 @@ impl Ctx<'_> {
                 if st.identity() != Some((rec.dev, rec.ino)) {
                     return None;
                 }
-                let seen = (st.index.generation, st.index.leaf_version);
-                Some(Sess {
-                    st,
-                    tree: None,
-                    labels: HashMap::new(),
-                    seen,
-                    key,
-                    conv: None,
-                })
+                Some(Sess::new(st, key, None))
             })
             .as_mut()
     }
@@ -1028,20 +1033,12 @@ fn open_converted(rec: &FileRec, key: u64) -> Option<Sess> {
         return None;
     }
     let c = convert_file(&file, &path, (size, mt, ct)).ok()??;
-    let st = Store::from_bytes(c.pi, false);
-    let seen = (st.index.generation, st.index.leaf_version);
-    Some(Sess {
-        st,
-        tree: None,
-        labels: HashMap::new(),
-        seen,
-        key,
-        conv: Some(Conv {
-            fmt: c.fmt,
-            lines: c.lines,
-            stat: want,
-        }),
-    })
+    let conv = Conv {
+        fmt: c.fmt,
+        lines: c.lines,
+        stat: want,
+    };
+    Some(Sess::new(Store::from_bytes(c.pi, false), key, Some(conv)))
 }
 
 /// Where a converted entry line came from: its source line's (byte offset, 1-based number) and

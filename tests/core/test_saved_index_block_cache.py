@@ -82,6 +82,26 @@ def test_a_hostile_size_in_the_environment_never_fails_an_open(tmp_path, monkeyp
         _core.index_block_cache(DEFAULT_BLOCK_CACHE_BYTES)
 
 
+def test_a_lower_budget_drops_the_blocks_past_it_at_once(tmp_path):
+    """CI found it: a budget lowered (an open with a smaller one) kept the blocks other sessions
+    had read until some block was read again, so a process that lowered it to free memory held
+    them on (and a session of one small block, read from memory, never dropped them)."""
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(_file(4 * BLOCK, 3))
+    try:
+        warm = _warm(big, tmp_path / "c1", None)
+        warm.tree_table()
+        assert block_cache_info()[0] > 2 * REC_BLOCK_BYTES
+        small = tmp_path / "small.jsonl"
+        small.write_bytes(_file(1, 0))
+        _warm(small, tmp_path / "c2", 0)
+        # at most the one block the hand keeps (never the ring's last)
+        assert block_cache_info()[0] <= REC_BLOCK_BYTES
+        assert len(warm.entries()) == len(Session.open(big, index_cache=False).entries())
+    finally:
+        _core.index_block_cache(DEFAULT_BLOCK_CACHE_BYTES)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(1, 4 * BLOCK + 50),

@@ -113,9 +113,13 @@ impl BlockCache {
     pub fn budget(&self) -> usize {
         self.budget.load(Ordering::Relaxed)
     }
-    /// Sets the byte budget (blocks past it go as the next blocks are read).
+    /// Sets the byte budget; the blocks past a lower one are dropped now.
     pub fn set_budget(&self, bytes: usize) {
         self.budget.store(bytes, Ordering::Relaxed);
+        if self.held() > bytes {
+            let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+            self.shrink(&mut ring);
+        }
     }
     /// Bytes of blocks held now.
     pub fn held(&self) -> usize {
@@ -134,7 +138,11 @@ impl BlockCache {
         if held <= self.budget() {
             return;
         }
-        // at most two turns of the hand: the first clears the second chances
+        self.shrink(&mut ring);
+    }
+    /// Moves the hand until the blocks held fit the budget, at most two turns (the first clears
+    /// the second chances); the ring's last block (the one just read) stays.
+    fn shrink(&self, ring: &mut VecDeque<(Weak<dyn Evict>, u32)>) {
         let mut turns = 2 * ring.len();
         while self.held() > self.budget() && turns > 0 && ring.len() > 1 {
             turns -= 1;

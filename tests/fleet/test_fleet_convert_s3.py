@@ -31,7 +31,9 @@ PI = FIXTURES / "pi-real" / "agentsview__pi_session.jsonl"
 def s3():
     old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    server = LoopbackS3()
+    # a bucket of its own: moto's state is one per process, so objects left in the shared
+    # "fleet" bucket showed up in other modules' listings (CI: an extra gone/ok.jsonl)
+    server = LoopbackS3(bucket="convert-s3")
     try:
         yield server
     finally:

@@ -87,7 +87,9 @@ def shared_store(tmp_path_factory, count: int = 1000) -> tuple[Path, list[Path]]
 class LoopbackS3:
     """moto's S3-compatible server on 127.0.0.1 (an ephemeral port), holding ``bucket``;
     ``fs`` is a ``pyarrow.fs.S3FileSystem`` on it, ``uri(prefix)`` an ``s3://`` URL naming the
-    endpoint in its query (credentials come from the environment the caller sets)."""
+    endpoint in its query (credentials come from the environment the caller sets). moto keeps
+    one state per process, shared by every server: a module that leaves objects behind names a
+    bucket of its own."""
 
     def __init__(self, bucket: str = "fleet"):
         import logging

@@ -11,10 +11,14 @@ clean=$(mktemp -d)
 trap 'rm -rf "$clean"' EXIT
 pythons=(/usr/bin/python3)
 for p in /root/.pyenv/versions/3.13*/bin/python3; do [ -x "$p" ] && pythons+=("$p") && break; done
+# the few tools the job below runs, linked into a folder of their own: /usr/bin may hold a Rust
+# toolchain (CI installs Debian's rustc to rebuild the HTML view's matcher), so it is not on PATH
+mkdir -p "$clean/bin"
+for tool in bash cp grep; do ln -s "$(command -v "$tool")" "$clean/bin/$tool"; done
 for py in "${pythons[@]}"; do
     rm -rf "$clean/venv" "$clean/home" && mkdir -p "$clean/home"
     "$py" -m venv "$clean/venv"
-    env -u CARGO_HOME -u RUSTUP_HOME -u VIRTUAL_ENV -u PYTHONPATH HOME="$clean/home" PATH="$clean/venv/bin:/usr/bin:/bin" \
+    env -u CARGO_HOME -u RUSTUP_HOME -u VIRTUAL_ENV -u PYTHONPATH HOME="$clean/home" PATH="$clean/venv/bin:$clean/bin" \
         WHEEL="$wheel" EXAMPLE="$PWD/examples/session.jsonl" VERSION="$version" bash -euo pipefail -c '
         cd "$HOME"
         if command -v cargo || command -v rustc; then echo "a Rust toolchain is on PATH" >&2; exit 1; fi

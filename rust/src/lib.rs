@@ -29,6 +29,25 @@ pub mod walk;
 #[cfg(feature = "python")]
 mod py;
 
+/// xorshift64*: the tests' seeded generator (no dependency), so a failure reproduces.
+#[cfg(test)]
+pub(crate) struct TestRng(pub(crate) u64);
+
+#[cfg(test)]
+impl TestRng {
+    /// The next 64 random bits.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// A number in `0..n` (`n` > 0).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
 /// Every line of every `.jsonl` file under `tests/corpus` (a trailing `\r` cut), for the tests
 /// that check a fast path against its rule over the whole corpus; returns how many lines.
 #[cfg(test)]

@@ -113,19 +113,7 @@ fn invalid_utf8_in_strings_is_accepted_and_flagged() {
     bad(b"{\"a\":1}\xff");
 }
 
-/// xorshift64*: deterministic, no dependencies.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::TestRng as Rng;
 
 const SEEDS: &[&str] = &[
     r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:00Z","message":{"content":[{"role":"x"}],"role":"user"}}"#,

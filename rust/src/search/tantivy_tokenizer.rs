@@ -297,19 +297,7 @@ mod tests {
         }
     }
 
-    /// xorshift64*: seeded, so a failure reproduces.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::TestRng as Rng;
 
     // ASCII of every class, and the characters Unicode case and class rules trip on: Kelvin
     // sign, Turkish dotted/dotless i, sharp s, a titlecase digraph, combining marks, emoji (and

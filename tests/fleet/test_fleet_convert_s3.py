@@ -17,7 +17,7 @@ pytest.importorskip("moto.server")
 pytest.importorskip("boto3")
 
 from tests.convert._helpers import CC, CODEX, FIXTURES, cc_mains, codex_files  # noqa: E402
-from tests.support.fleet_store import LoopbackS3  # noqa: E402
+from tests.support.fleet_store import LoopbackS3, moto_credentials  # noqa: E402
 
 from sessiontree import Session  # noqa: E402
 from sessiontree import convert  # noqa: E402
@@ -29,20 +29,14 @@ PI = FIXTURES / "pi-real" / "agentsview__pi_session.jsonl"
 
 @pytest.fixture(scope="module")
 def s3():
-    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     # a bucket of its own: moto's state is one per process, so objects left in the shared
     # "fleet" bucket showed up in other modules' listings (CI: an extra gone/ok.jsonl)
-    server = LoopbackS3(bucket="convert-s3")
-    try:
-        yield server
-    finally:
-        server.close()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with moto_credentials():
+        server = LoopbackS3(bucket="convert-s3")
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 def _put(server, key: str, body: bytes) -> None:

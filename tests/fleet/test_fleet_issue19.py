@@ -274,20 +274,14 @@ def test_offline_summarizer_is_not_held_to_a_model_window(tmp_path):
 def s3_server():
     pytest.importorskip("moto.server")
     pytest.importorskip("boto3")
-    from tests.support.fleet_store import LoopbackS3
+    from tests.support.fleet_store import LoopbackS3, moto_credentials
 
-    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    server = LoopbackS3()
-    try:
-        yield server
-    finally:
-        server.close()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with moto_credentials():
+        server = LoopbackS3()
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 def _boto(server):

@@ -7,10 +7,13 @@ earlier one (its header names the earlier file as ``parentSession``), every 40th
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
+import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 GEN = Path(__file__).resolve().parent.parent / "tools" / "gen_session.py"
@@ -82,6 +85,22 @@ def shared_store(tmp_path_factory, count: int = 1000) -> tuple[Path, list[Path]]
     paths = make_store(root, count)
     done.touch()
     return root, sorted(paths)
+
+
+@contextlib.contextmanager
+def moto_credentials() -> Iterator[None]:
+    """moto's test credentials in the environment while the block runs, the old values back after."""
+    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class LoopbackS3:

@@ -238,7 +238,8 @@ def block_cache_bytes(index_cache: IndexCache = None) -> int:
     together): ``index_cache``'s ``block_cache_bytes`` when it is a :class:`CacheSettings` that
     sets it, ``$SESSIONTREE_INDEX_BLOCK_CACHE_BYTES`` (``64M`` ...) or
     :data:`DEFAULT_BLOCK_CACHE_BYTES`. Process-wide: each open with the cache on sets it (see
-    :func:`open_kwargs`); blocks past a smaller budget go as the next ones are read."""
+    :func:`open_kwargs`); blocks past a smaller budget are dropped when it is set. Bytes, an
+    ``int`` >= 0; sizes past 2^63-1 are capped there, junk in the environment means the default."""
     if isinstance(index_cache, CacheSettings) and index_cache.block_cache_bytes is not None:
         return _bytes(index_cache.block_cache_bytes)
     return _size(os.environ.get("SESSIONTREE_INDEX_BLOCK_CACHE_BYTES"), DEFAULT_BLOCK_CACHE_BYTES)

@@ -10,6 +10,13 @@
 //! Pi sessions of their own, one per `agentId` (else per sidechain root); subagent files
 //! (`<session>/subagents/*.jsonl`) too. Pass 2 writes one entry per line (a user line with
 //! several tool results: one per result), the leaf (the last main-chain message) last.
+//!
+//! Both passes read the lines on two worker threads in batches (`par_lines`), their results
+//! applied in line order. Pass 2's entries depend on pass 1's plan and on two things of the
+//! lines before: the last timestamp (a line without one takes it) and each tool call's name (a
+//! tool result names it). A worker leaves a tool result's name as a hole that the merging
+//! thread fills in line order, and leaves the lines before its batch's first timestamp to the
+//! merging thread, so the output is byte for byte what one thread writes.
 
 use super::raw::{self, raw_struct, W};
 use super::{
@@ -167,52 +174,50 @@ fn record(line: &[u8], eol: bool) -> Rec {
     }
 }
 
-/// Lines handed to a worker: the bytes (each line without its "\n") and `(end, eol)` per line.
+/// Lines handed to a worker: the bytes (each line without its "\n"), `(end, eol)` per line, and
+/// the number of the first line.
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
     ends: Vec<(usize, bool)>,
+    first: u32,
 }
 
-/// Bytes of lines per batch (a longer line is a batch of its own).
+/// Bytes of lines per batch of pass 1 (a longer line is a batch of its own).
 const BATCH: usize = 64 << 10;
-/// Threads reading the lines' fields.
+/// Bytes of lines per batch of pass 2 (its output is about 2.5 times that).
+pub(crate) const BATCH2: usize = 512 << 10;
+/// Threads working on the lines.
 const WORKERS: usize = 2;
 
-/// Pass 1's records of every line of `src` (or `data`), `apply` called on each in line order
-/// (batches of `batch` bytes).
-/// The lines are read on one thread and parsed by `WORKERS` threads, batch `i` by worker
-/// `i % WORKERS`, so the batches come back in order; at most a few batches are in flight.
-fn read_records(
+/// `work` on every batch of `batch` bytes of lines of `src` (or `data`), `apply` called on each
+/// batch and its result in line order. Both passes read their lines this way.
+/// The lines are read on one thread and worked on by `WORKERS` threads, batch `i` by worker
+/// `i % WORKERS`, so the batches come back in order; at most a few batches are in flight. An
+/// error of `apply` stops the reading and is returned.
+fn par_lines<R: Send>(
     src: &Path,
     data: Option<&[u8]>,
     batch: usize,
-    mut apply: impl FnMut(Rec),
+    work: impl Fn(&Batch) -> R + Sync,
+    mut apply: impl FnMut(Batch, R) -> Result<(), ConvertError>,
 ) -> Result<(), ConvertError> {
+    let work = &work;
     std::thread::scope(|sc| {
         let mut to_workers = Vec::new();
         let mut from_workers = Vec::new();
         let mut workers = Vec::new();
         for _ in 0..WORKERS {
             let (tx, rx) = sync_channel::<Batch>(1);
-            let (otx, orx) = sync_channel::<Vec<Rec>>(1);
+            let (otx, orx) = sync_channel::<(Batch, R)>(1);
             to_workers.push(tx);
             from_workers.push(orx);
             let w = std::thread::Builder::new()
-                .name("sessiontree-cc-pass1".into())
+                .name("sessiontree-cc-lines".into())
                 .spawn_scoped(sc, move || {
                     while let Ok(b) = rx.recv() {
-                        let mut start = 0;
-                        let recs = b
-                            .ends
-                            .iter()
-                            .map(|&(end, eol)| {
-                                let r = record(&b.bytes[start..end], eol);
-                                start = end;
-                                r
-                            })
-                            .collect();
-                        if otx.send(recs).is_err() {
+                        let r = work(&b);
+                        if otx.send((b, r)).is_err() {
                             return;
                         }
                     }
@@ -226,12 +231,18 @@ fn read_records(
                 let mut lines = open_src(src, data)?;
                 let mut b = Batch::default();
                 let mut k = 0usize;
+                let mut n = 0u32;
                 while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
                     b.bytes.extend_from_slice(line);
                     b.ends.push((b.bytes.len(), eol));
+                    n = n.wrapping_add(1);
                     if b.bytes.len() >= batch {
+                        let next = Batch {
+                            first: n,
+                            ..Batch::default()
+                        };
                         if to_workers[k % WORKERS]
-                            .send(std::mem::take(&mut b))
+                            .send(std::mem::replace(&mut b, next))
                             .is_err()
                         {
                             return Ok(());
@@ -246,9 +257,11 @@ fn read_records(
             })
             .map_err(io_err(src))?;
         let mut k = 0usize;
-        while let Ok(recs) = from_workers[k % WORKERS].recv() {
-            for r in recs {
-                apply(r);
+        let mut failed = Ok(());
+        while let Ok((b, r)) = from_workers[k % WORKERS].recv() {
+            if let Err(e) = apply(b, r) {
+                failed = Err(e);
+                break;
             }
             k += 1;
         }
@@ -259,11 +272,12 @@ fn read_records(
                 std::io::Error::other("a thread reading the lines panicked"),
             )
         };
-        // a worker that stopped early ended the records early: never a plan of part of a file
+        // a worker that stopped early ended the results early: never a plan of part of a file
         for w in workers {
             w.join().map_err(|_| panicked())?;
         }
-        reader.join().unwrap_or_else(|_| Err(panicked()))
+        let read = reader.join().unwrap_or_else(|_| Err(panicked()));
+        failed.and(read)
     })
 }
 
@@ -486,7 +500,18 @@ fn plan_in(
     let (mut session, mut cwd, mut ts) = (None, None, None);
     let mut last_msg = NONE;
     let mut n: u32 = 0;
-    read_records(src, data, batch, |rec| {
+    let records = |b: &Batch| -> Vec<Rec> {
+        let mut start = 0;
+        b.ends
+            .iter()
+            .map(|&(end, eol)| {
+                let r = record(&b.bytes[start..end], eol);
+                start = end;
+                r
+            })
+            .collect()
+    };
+    let mut pass1_line = |rec: Rec| {
         let mut f = 0u8;
         let mut pref = PRef::Absent;
         let mut uuid: Option<String> = None;
@@ -634,6 +659,12 @@ fn plan_in(
         flags.push(f);
         n += 1;
         rep.lines += 1;
+    };
+    par_lines(src, data, batch, records, |_, recs| {
+        for rec in recs {
+            pass1_line(rec);
+        }
+        Ok(())
     })?;
     let len = n as usize;
     // parents named before their line (a boundary pointing at a later line, hostile order)
@@ -946,6 +977,7 @@ fn message_made(body: Vec<u8>) -> Made {
         ty: Cow::Borrowed("message"),
         fields: vec![],
         body: Some(body),
+        holes: vec![],
         extra: None,
         message: true,
     }
@@ -957,7 +989,9 @@ fn make_message(
     user: bool,
     message: Option<&RawValue>,
     ts_ms: i64,
-    cx: &mut Ctx<'_>,
+    cx: &Ctx<'_>,
+    n: u32,
+    evs: &mut Vec<Ev>,
 ) -> Res<Option<Vec<Made>>> {
     let msg: Msg = raw::object(message)?;
     let Some(content) = msg.content else {
@@ -974,12 +1008,9 @@ fn make_message(
                     .filter(|b| raw::str_of(b.ty).as_deref() == Some("tool_result"))
                 {
                     let call = raw::str_of(b.tool_use_id);
-                    let name = {
+                    let call = {
                         use std::hash::BuildHasher;
-                        cx.names
-                            .get(&cx.keys.hash_one(call.as_deref().unwrap_or("")))
-                            .map(|&k| cx.tools[k as usize].as_str())
-                            .unwrap_or("")
+                        cx.keys.hash_one(call.as_deref().unwrap_or(""))
                     };
                     let mut body = Vec::with_capacity(cap);
                     let mut w = W(&mut body);
@@ -995,10 +1026,13 @@ fn make_message(
                         .int(ts_ms)
                         .lit(",\"toolCallId\":")
                         .tok_or_empty(b.tool_use_id)
-                        .lit(",\"toolName\":")
-                        .str(name)
-                        .lit("}");
-                    made.push(message_made(body));
+                        .lit(",\"toolName\":");
+                    // the name, from the tool call before it: filled in by `Merge::emit`
+                    let hole = body.len();
+                    body.push(b'}');
+                    let mut m = message_made(body);
+                    m.holes.push((hole, call));
+                    made.push(m);
                 }
                 let mut body = Vec::with_capacity(cap);
                 let mut w = W(&mut body);
@@ -1058,19 +1092,11 @@ fn make_message(
                         calls = true;
                         let name = raw::str_of(b.name);
                         let name = name.as_deref().unwrap_or("");
-                        let k = match cx.tools.iter().position(|t| t == name) {
-                            Some(k) => Some(k),
-                            None if cx.tools.len() < 4096 => {
-                                cx.tools.push(name.to_string());
-                                Some(cx.tools.len() - 1)
-                            }
-                            None => None,
-                        };
-                        if let Some(k) = k {
+                        {
                             use std::hash::BuildHasher;
                             let id = raw::str_of(b.id);
                             let h = cx.keys.hash_one(id.as_deref().unwrap_or(""));
-                            cx.names.insert(h, k as u32);
+                            evs.push(Ev::Use(n, h, name.to_string()));
                         }
                         w.lit(sep).lit("{\"arguments\":");
                         match (raw::kind(b.input), b.input) {
@@ -1144,6 +1170,8 @@ struct Made {
     fields: Vec<(&'static str, Value)>,
     /// a message entry's `message` object, written
     body: Option<Vec<u8>>,
+    /// `(offset in body, keyed hash of the call id)`: where a tool result's `toolName` goes
+    holes: Vec<(usize, u64)>,
     /// a restored Pi entry's own fields
     extra: Option<Map<String, Value>>,
     message: bool,
@@ -1154,22 +1182,24 @@ fn custom(kind: String) -> Made {
         ty: Cow::Borrowed("custom"),
         fields: vec![("customType", Value::String(kind))],
         body: None,
+        holes: vec![],
         extra: None,
         message: false,
     }
 }
 
+/// What pass 2 reads of every line, shared by the threads that convert them.
 struct Ctx<'a> {
-    /// tool names by a keyed hash of the tool_use id, into `tools` (few distinct names)
-    names: HashMap<u64, u32>,
-    tools: Vec<String>,
+    /// the keys of the tool call ids' hashes
     keys: std::collections::hash_map::RandomState,
     plan: &'a Plan,
+    /// the first line is a Pi header (it makes no entry)
+    pi_header: bool,
 }
 
 /// The entries of a line read whole (a restored Pi entry, a compaction boundary, a summary,
 /// a title; anything else a custom entry). Main-chain messages: `make_message`.
-fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
+fn make(m: &Map<String, Value>, n: u32, cx: &Ctx<'_>) -> Vec<Made> {
     let ty = s(m.get("type")).unwrap_or("");
     let sub = s(m.get("subtype"));
     let flags = cx.plan.flags[n as usize];
@@ -1188,6 +1218,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                 ty: super::pi_entry_type(t),
                 fields: vec![],
                 body: None,
+                holes: vec![],
                 extra: Some(extra),
                 message: t == "message",
             }];
@@ -1230,6 +1261,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                     ("tokensBefore", json!(tokens)),
                 ],
                 body: None,
+                holes: vec![],
                 extra: None,
                 message: false,
             }]
@@ -1249,6 +1281,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                     ty: super::pi_entry_type(s(e.get("type")).expect("checked")),
                     fields: vec![],
                     body: None,
+                    holes: vec![],
                     extra: Some(extra),
                     message: s(e.get("type")) == Some("message"),
                 }]
@@ -1268,6 +1301,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                         ("label", Value::String(text)),
                     ],
                     body: None,
+                    holes: vec![],
                     extra: None,
                     message: false,
                 }],
@@ -1275,6 +1309,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
                     ty: Cow::Borrowed("session_info"),
                     fields: vec![("name", Value::String(text))],
                     body: None,
+                    holes: vec![],
                     extra: None,
                     message: false,
                 }],
@@ -1284,6 +1319,7 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
             ty: Cow::Borrowed("session_info"),
             fields: vec![("name", m["customTitle"].clone())],
             body: None,
+            holes: vec![],
             extra: None,
             message: false,
         }],
@@ -1293,6 +1329,341 @@ fn make(m: &Map<String, Value>, n: u32, cx: &mut Ctx<'_>) -> Vec<Made> {
             m.get("isMeta") == Some(&Value::Bool(true)),
             flags,
         ))],
+    }
+}
+
+/// Pass 2's one state that crosses lines, in line order: each tool call's name, which a tool
+/// result after it names (applied by `Merge::emit` on the thread that writes).
+enum Ev {
+    /// line `n`'s tool call: the keyed hash of its id, its name
+    Use(u32, u64, String),
+    /// line `n`'s tool result: its `toolName` goes at byte `at` of the part (keyed hash of its call id)
+    Hole(u32, usize, u64),
+}
+
+impl Ev {
+    fn line(&self) -> u32 {
+        match self {
+            Ev::Use(n, ..) | Ev::Hole(n, ..) => *n,
+        }
+    }
+}
+
+/// The Pi entries of a batch of lines (`convert_batch`), tool names left as holes.
+#[derive(Default)]
+struct Part {
+    /// lines at the batch's start left to the merging thread: before the batch's first
+    /// timestamp, their entries take the timestamp of the lines before the batch
+    skip: usize,
+    bytes: Vec<u8>,
+    /// each converted line: its number and the end of its entries in `bytes`
+    lines: Vec<(u32, usize)>,
+    evs: Vec<Ev>,
+    /// the timestamp after the batch's last line (None: no line of it has one)
+    ts: Option<String>,
+    /// the report's counts: entries, messages, compactions, custom entries
+    counts: [u64; 4],
+}
+
+impl Part {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.lines.clear();
+        self.evs.clear();
+        self.counts = [0; 4];
+    }
+}
+
+/// A batch's Pi entries (on a worker thread). The lines before its first timestamp are left to
+/// the merging thread (`Part::skip`) unless it is the first batch (`ts0` before it).
+fn convert_batch(b: &Batch, cx: &Ctx<'_>, ts0: &str) -> Part {
+    let mut part = Part::default();
+    let mut known = b.first == 0;
+    let mut last_ts = if known {
+        ts0.to_string()
+    } else {
+        String::new()
+    };
+    let mut start = 0;
+    for (j, &(end, eol)) in b.ends.iter().enumerate() {
+        let own = line_out(
+            &b.bytes[start..end],
+            eol,
+            b.first + j as u32,
+            cx,
+            &mut last_ts,
+            &mut part,
+        );
+        start = end;
+        if !known && !own {
+            part.clear();
+            part.skip += 1;
+        } else {
+            known = true;
+        }
+    }
+    part.ts = known.then_some(last_ts);
+    part
+}
+
+/// Pass 2 on line `n`: its entries appended to `part`; `last_ts`, the timestamp of the lines
+/// before, updated. True when the line has a timestamp of its own (then its entries do not
+/// depend on the lines before it).
+fn line_out(
+    line: &[u8],
+    eol: bool,
+    n: u32,
+    cx: &Ctx<'_>,
+    last_ts: &mut String,
+    part: &mut Part,
+) -> bool {
+    if n == 0 && cx.pi_header {
+        // the header line: on no chain (nothing under it), it makes no entry
+        return false;
+    }
+    let plan = cx.plan;
+    let i = n as usize;
+    let parent = plan.parent[i];
+    let parent_id = (parent != NONE).then(|| plan.pid.get(parent as usize));
+    let id = plan.pid.get(i);
+    let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
+    let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
+    // a line that is not UTF-8 (even in a field no rule reads) is carried as raw bytes,
+    // never copied into the Pi file as JSON text
+    let utf8 = simdutf8::basic::from_utf8(line).is_ok();
+    let flags = plan.flags[i];
+    // the fields every line needs, borrowed from it (None: not an object, or a field
+    // given twice: the line is read whole below)
+    let head = if starts && utf8 {
+        serde_json::from_slice::<Line>(line).ok()
+    } else {
+        None
+    };
+    let ty = head.as_ref().and_then(|h| raw::str_of(h.ty));
+    let custom_of = |h: &Line<'_>| {
+        custom(custom_kind(
+            ty.as_deref(),
+            raw::str_of(h.subtype).as_deref(),
+            raw::is_true(h.is_meta),
+            flags,
+        ))
+    };
+    // a main-chain message, read through borrowed fields; a line with an escaped
+    // surrogate is read whole first (a lone one is not JSON text Pi can hold)
+    let message = head.as_ref().filter(|h| {
+        flags & F_MSG != 0
+            && h.pi_entry.is_none()
+            && matches!(ty.as_deref(), Some("user" | "assistant"))
+            && (!raw::may_have_surrogate(line) || serde_json::from_slice::<Value>(line).is_ok())
+    });
+    let mut parsed = super::Parsed::Other;
+    let mut own = false;
+    let mut set_ts = |h: &Line<'_>, last_ts: &mut String| {
+        if let Some(t) = raw::str_of(h.timestamp) {
+            last_ts.clear();
+            last_ts.push_str(&t);
+            own = true;
+        }
+    };
+    let evs = &mut part.evs;
+    let (made, carried) = match (&head, message) {
+        (Some(h), _) if flags & F_FULL == 0 => {
+            set_ts(h, last_ts);
+            (vec![custom_of(h)], Carried::Json(line, eol))
+        }
+        (Some(h), Some(_)) => {
+            set_ts(h, last_ts);
+            let user = ty.as_deref() == Some("user");
+            let ts_ms = ms_of(last_ts);
+            let made = match make_message(user, h.message, ts_ms, cx, n, evs) {
+                Ok(made) => made,
+                // a field given twice inside the message: read as the whole-line parse
+                // reads it (the last one), the line itself still carried as it is
+                Err(_) => match super::parse_line(line) {
+                    super::Parsed::Object(m) => {
+                        let text = serde_json::to_vec(&m).expect("a map serializes");
+                        serde_json::from_slice::<Line>(&text)
+                            .ok()
+                            .and_then(|h2| make_message(user, h2.message, ts_ms, cx, n, evs).ok())
+                            .flatten()
+                    }
+                    _ => None,
+                },
+            };
+            (
+                made.unwrap_or_else(|| vec![custom_of(h)]),
+                Carried::Json(line, eol),
+            )
+        }
+        _ => {
+            parsed = if super::is_blank(line) || !utf8 {
+                super::Parsed::Bad
+            } else {
+                super::parse_line(line)
+            };
+            match &parsed {
+                super::Parsed::Object(m) => {
+                    if let Some(t) = s(m.get("timestamp")) {
+                        *last_ts = t.to_string();
+                        own = true;
+                    }
+                    (make(m, n, cx), Carried::Json(line, eol))
+                }
+                super::Parsed::Other => (
+                    vec![custom("claude-code:unparsed".into())],
+                    Carried::Json(line, eol),
+                ),
+                super::Parsed::Bad => (
+                    vec![custom("claude-code:unparsed".into())],
+                    Carried::Raw(line, eol),
+                ),
+            }
+        }
+    };
+    let k = made.len();
+    let mut prev_id: Option<String> = parent_id.map(str::to_string);
+    let buf = &mut part.bytes;
+    for (j, e) in made.into_iter().enumerate() {
+        let this = if j + 1 == k {
+            id.to_string()
+        } else {
+            format!("{id}#{}", j + 1)
+        };
+        let ts = match &parsed {
+            super::Parsed::Object(m) if m.get("piEntry").is_some() && flags & F_MSG != 0 => m
+                .get("piEntry")
+                .and_then(|p| s(p.get("timestamp")))
+                .unwrap_or(last_ts)
+                .to_string(),
+            _ => last_ts.clone(),
+        };
+        let mut w = EntryOut { buf: &mut *buf };
+        w.begin(&e.ty, &this, prev_id.as_deref(), &ts);
+        for (key, v) in &e.fields {
+            w.field(key, v);
+        }
+        if let Some(b) = &e.body {
+            w.field_raw("message", b);
+            let at = w.buf.len() - b.len();
+            for &(off, call) in &e.holes {
+                part.evs.push(Ev::Hole(n, at + off, call));
+            }
+        }
+        if let Some(x) = &e.extra {
+            for (key, v) in x {
+                w.field(key, v);
+            }
+        }
+        let c = if j + 1 == k {
+            carried
+        } else {
+            Carried::Part(j as u32)
+        };
+        w.source(Format::ClaudeCode, uuid, n as u64, c);
+        part.counts[0] += 1;
+        if e.message {
+            part.counts[1] += 1;
+        } else if e.ty == "compaction" {
+            part.counts[2] += 1;
+        } else if e.ty == "custom" {
+            part.counts[3] += 1;
+        }
+        prev_id = Some(this);
+    }
+    part.lines.push((n, buf.len()));
+    own
+}
+
+/// The merging thread's state: the tool names, the outputs, the leaves held back.
+struct Merge<'a> {
+    plan: &'a Plan,
+    /// tool names by a keyed hash of the tool_use id, into `tools` (few distinct names)
+    names: HashMap<u64, u32>,
+    tools: Vec<String>,
+    /// each of `tools` as JSON text
+    esc: Vec<Vec<u8>>,
+    /// each output's leaf entries, written last
+    stash: Vec<Option<Vec<u8>>>,
+    slots: Vec<usize>,
+    /// the timestamp after the lines merged
+    last_ts: String,
+}
+
+impl Merge<'_> {
+    /// Writes a part's entries, each tool result's name filled in from the calls before it.
+    fn emit(
+        &mut self,
+        part: &Part,
+        outs: &mut super::out::Outputs,
+        rep: &mut Report,
+    ) -> Result<(), ConvertError> {
+        let plan = self.plan;
+        let mut ev = part.evs.iter().peekable();
+        // a run of whole lines for one output, written at once
+        let mut run: Option<(usize, usize)> = None; // (slot, start)
+        let mut start = 0;
+        let mut filled: Vec<u8> = Vec::new();
+        for &(n, end) in &part.lines {
+            let o = plan.out[n as usize] as usize;
+            let slot = self.slots[o];
+            let leaf = plan.leaf[o] == n;
+            filled.clear();
+            let mut pos = start;
+            let mut holes = false;
+            while let Some(e) = ev.next_if(|e| e.line() == n) {
+                match e {
+                    Ev::Use(_, h, name) => {
+                        let k = match self.tools.iter().position(|t| t == name) {
+                            Some(k) => Some(k),
+                            None if self.tools.len() < 4096 => {
+                                self.tools.push(name.clone());
+                                let mut e = Vec::new();
+                                super::push_str(&mut e, name);
+                                self.esc.push(e);
+                                Some(self.tools.len() - 1)
+                            }
+                            None => None,
+                        };
+                        if let Some(k) = k {
+                            self.names.insert(*h, k as u32);
+                        }
+                    }
+                    Ev::Hole(_, at, h) => {
+                        holes = true;
+                        filled.extend_from_slice(&part.bytes[pos..*at]);
+                        match self.names.get(h) {
+                            Some(&k) => filled.extend_from_slice(&self.esc[k as usize]),
+                            None => filled.extend_from_slice(b"\"\""),
+                        }
+                        pos = *at;
+                    }
+                }
+            }
+            if holes || leaf || run.is_some_and(|(s, _)| s != slot) {
+                if let Some((s, a)) = run.take() {
+                    outs.write(s, &part.bytes[a..start])?;
+                }
+            }
+            if holes || leaf {
+                filled.extend_from_slice(&part.bytes[pos..end]);
+                if leaf {
+                    self.stash[o] = Some(std::mem::take(&mut filled));
+                } else {
+                    outs.write(slot, &filled)?;
+                }
+            } else if run.is_none() {
+                run = Some((slot, start));
+            }
+            start = end;
+        }
+        if let Some((s, a)) = run {
+            outs.write(s, &part.bytes[a..start])?;
+        }
+        rep.written += part.counts[0];
+        rep.messages += part.counts[1];
+        rep.compactions += part.counts[2];
+        rep.custom += part.counts[3];
+        Ok(())
     }
 }
 
@@ -1307,6 +1678,22 @@ pub fn convert(
     parent_session: Option<(&Path, &str)>,
     outs: &mut super::out::Outputs,
     rep: &mut Report,
+) -> Result<(), ConvertError> {
+    convert_in(src, data, out, shown, parent_session, outs, rep, BATCH2)
+}
+
+/// `convert` with pass 2's lines converted in batches of `batch` bytes (the output is the same
+/// for every size: a test's oracle is one batch, every line converted in order on one thread).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn convert_in(
+    src: &Path,
+    data: Option<&[u8]>,
+    out: &Path,
+    shown: &Path,
+    parent_session: Option<(&Path, &str)>,
+    outs: &mut super::out::Outputs,
+    rep: &mut Report,
+    batch: usize,
 ) -> Result<(), ConvertError> {
     let plan = plan(src, data, rep)?;
     // subagent files: <dir>/<stem>/subagents/*.jsonl
@@ -1455,181 +1842,57 @@ pub fn convert(
         )?;
         slots.push(slot);
     }
-    // pass 2
-    let mut cx = Ctx {
-        names: HashMap::new(),
-        tools: Vec::new(),
+    // pass 2: batches of lines converted on the worker threads, merged here in line order
+    let cx = Ctx {
         keys: Default::default(),
         plan: &plan,
+        pi_header: pi_header.is_some(),
     };
-    let mut stash: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
-    let mut lines = open_src(src, data)?;
-    let mut n: u32 = 0;
-    let mut last_ts = ts0.clone();
-    let mut buf = Vec::with_capacity(1 << 16);
-    while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
-        buf.clear();
-        if n == 0 && pi_header.is_some() {
-            // the header line: on no chain (nothing under it), it makes no entry
-            n += 1;
-            continue;
-        }
-        let i = n as usize;
-        let parent = plan.parent[i];
-        let parent_id = (parent != NONE).then(|| plan.pid.get(parent as usize));
-        let id = plan.pid.get(i);
-        let uuid = (plan.flags[i] & F_UUID != 0).then_some(id);
-        let starts = line.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'{');
-        // a line that is not UTF-8 (even in a field no rule reads) is carried as raw bytes,
-        // never copied into the Pi file as JSON text
-        let utf8 = simdutf8::basic::from_utf8(line).is_ok();
-        let flags = plan.flags[i];
-        // the fields every line needs, borrowed from it (None: not an object, or a field
-        // given twice: the line is read whole below)
-        let head = if starts && utf8 {
-            serde_json::from_slice::<Line>(line).ok()
-        } else {
-            None
-        };
-        let ty = head.as_ref().and_then(|h| raw::str_of(h.ty));
-        let custom_of = |h: &Line<'_>| {
-            custom(custom_kind(
-                ty.as_deref(),
-                raw::str_of(h.subtype).as_deref(),
-                raw::is_true(h.is_meta),
-                flags,
-            ))
-        };
-        // a main-chain message, read through borrowed fields; a line with an escaped
-        // surrogate is read whole first (a lone one is not JSON text Pi can hold)
-        let message = head.as_ref().filter(|h| {
-            flags & F_MSG != 0
-                && h.pi_entry.is_none()
-                && matches!(ty.as_deref(), Some("user" | "assistant"))
-                && (!raw::may_have_surrogate(line) || serde_json::from_slice::<Value>(line).is_ok())
-        });
-        let mut parsed = super::Parsed::Other;
-        let mut set_ts = |h: &Line<'_>| {
-            if let Some(t) = raw::str_of(h.timestamp) {
-                last_ts.clear();
-                last_ts.push_str(&t);
-            }
-        };
-        let (made, carried) = match (&head, message) {
-            (Some(h), _) if flags & F_FULL == 0 => {
-                set_ts(h);
-                (vec![custom_of(h)], Carried::Json(line, eol))
-            }
-            (Some(h), Some(_)) => {
-                set_ts(h);
-                let user = ty.as_deref() == Some("user");
-                let ts_ms = ms_of(&last_ts);
-                let made = match make_message(user, h.message, ts_ms, &mut cx) {
-                    Ok(made) => made,
-                    // a field given twice inside the message: read as the whole-line parse
-                    // reads it (the last one), the line itself still carried as it is
-                    Err(_) => match super::parse_line(line) {
-                        super::Parsed::Object(m) => {
-                            let text = serde_json::to_vec(&m).expect("a map serializes");
-                            serde_json::from_slice::<Line>(&text)
-                                .ok()
-                                .and_then(|h2| make_message(user, h2.message, ts_ms, &mut cx).ok())
-                                .flatten()
-                        }
-                        _ => None,
-                    },
-                };
-                (
-                    made.unwrap_or_else(|| vec![custom_of(h)]),
-                    Carried::Json(line, eol),
-                )
-            }
-            _ => {
-                parsed = if super::is_blank(line) || !utf8 {
-                    super::Parsed::Bad
-                } else {
-                    super::parse_line(line)
-                };
-                match &parsed {
-                    super::Parsed::Object(m) => {
-                        if let Some(t) = s(m.get("timestamp")) {
-                            last_ts = t.to_string();
-                        }
-                        (make(m, n, &mut cx), Carried::Json(line, eol))
-                    }
-                    super::Parsed::Other => (
-                        vec![custom("claude-code:unparsed".into())],
-                        Carried::Json(line, eol),
-                    ),
-                    super::Parsed::Bad => (
-                        vec![custom("claude-code:unparsed".into())],
-                        Carried::Raw(line, eol),
-                    ),
+    let mut m = Merge {
+        plan: &plan,
+        names: HashMap::new(),
+        tools: Vec::new(),
+        esc: Vec::new(),
+        stash: vec![None; slots.len()],
+        slots,
+        last_ts: ts0.clone(),
+    };
+    par_lines(
+        src,
+        data,
+        batch,
+        |b| convert_batch(b, &cx, &ts0),
+        |b, part| {
+            if part.skip > 0 {
+                // the lines before the batch's first timestamp, with the one before the batch
+                let mut head = Part::default();
+                let mut start = 0;
+                for (j, &(end, eol)) in b.ends[..part.skip].iter().enumerate() {
+                    let line = &b.bytes[start..end];
+                    line_out(
+                        line,
+                        eol,
+                        b.first + j as u32,
+                        &cx,
+                        &mut m.last_ts,
+                        &mut head,
+                    );
+                    start = end;
                 }
+                m.emit(&head, outs, rep)?;
             }
-        };
-        let k = made.len();
-        let mut prev_id: Option<String> = parent_id.map(str::to_string);
-        for (j, e) in made.into_iter().enumerate() {
-            let this = if j + 1 == k {
-                id.to_string()
-            } else {
-                format!("{id}#{}", j + 1)
-            };
-            let ts = match &parsed {
-                super::Parsed::Object(m)
-                    if m.get("piEntry").is_some() && plan.flags[i] & F_MSG != 0 =>
-                {
-                    m.get("piEntry")
-                        .and_then(|p| s(p.get("timestamp")))
-                        .unwrap_or(&last_ts)
-                        .to_string()
-                }
-                _ => last_ts.clone(),
-            };
-            let mut w = EntryOut { buf: &mut buf };
-            w.begin(&e.ty, &this, prev_id.as_deref(), &ts);
-            for (key, v) in &e.fields {
-                w.field(key, v);
+            m.emit(&part, outs, rep)?;
+            if let Some(t) = part.ts {
+                m.last_ts = t;
             }
-            if let Some(b) = &e.body {
-                w.field_raw("message", b);
-            }
-            if let Some(x) = &e.extra {
-                for (key, v) in x {
-                    w.field(key, v);
-                }
-            }
-            let c = if j + 1 == k {
-                carried
-            } else {
-                Carried::Part(j as u32)
-            };
-            w.source(Format::ClaudeCode, uuid, n as u64, c);
-            rep.written += 1;
-            if e.message {
-                rep.messages += 1;
-            } else if e.ty == "compaction" {
-                rep.compactions += 1;
-            } else if e.ty == "custom" {
-                rep.custom += 1;
-            }
-            prev_id = Some(this);
-        }
-        let o = plan.out[i] as usize;
-        if plan.leaf[o] == n {
-            stash[o] = Some(std::mem::take(&mut buf));
-        } else {
-            outs.write(slots[o], &buf)?;
-        }
-        n += 1;
-    }
-    for (o, st) in stash.into_iter().enumerate() {
+            Ok(())
+        },
+    )?;
+    for (o, st) in std::mem::take(&mut m.stash).into_iter().enumerate() {
         if let Some(b) = st {
-            outs.write(slots[o], &b)?;
+            outs.write(m.slots[o], &b)?;
         }
     }
-    drop(cx);
     // subagent files: sessions of their own, parentSession naming this one
     for (sp, pp) in subagents.iter().zip(&sub_paths) {
         outs.also_read(sp)?;
@@ -1637,7 +1900,7 @@ pub fn convert(
             Some(f) => shown.with_file_name(f),
             None => pp.clone(),
         };
-        convert(
+        convert_in(
             sp,
             None,
             pp,
@@ -1645,6 +1908,7 @@ pub fn convert(
             Some((shown, "subagent")),
             outs,
             rep,
+            batch,
         )?;
     }
     Ok(())

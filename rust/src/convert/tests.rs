@@ -363,3 +363,111 @@ fn the_writer_batches_grow_with_the_source_within_bounds() {
     assert_eq!(out::chunk_for(1074 << 20), 1 << 20);
     assert_eq!(out::chunk_for(u64::MAX), 1 << 20);
 }
+
+/// The files of a Claude Code conversion in memory, pass 2 in batches of `batch` bytes, and the
+/// report's counts and problems.
+fn cc_batched(data: &[u8], batch: usize) -> (Vec<MemoryFile>, [u64; 5], usize) {
+    let name = Path::new("t.jsonl");
+    let mut outs = out::Outputs::memory();
+    let mut rep = Report::default();
+    cc::convert_in(
+        name,
+        Some(data),
+        name,
+        name,
+        None,
+        &mut outs,
+        &mut rep,
+        batch,
+    )
+    .unwrap();
+    let counts = [
+        rep.lines,
+        rep.written,
+        rep.messages,
+        rep.compactions,
+        rep.custom,
+    ];
+    (outs.take_memory(), counts, rep.problems.len())
+}
+
+/// Tool calls and their results on lines far apart and near, lines without a timestamp (many
+/// in a row), sidechains, duplicate call ids, more than 4096 tool names, lines that are not JSON.
+fn tools_claude_code(rng: &mut crate::TestRng, lines: usize) -> Vec<u8> {
+    let mut t = String::new();
+    let mut parent = "null".to_string();
+    for i in 0..lines {
+        let u = format!("u{i}");
+        let side = rng.below(8) == 0;
+        let ts = match rng.below(3) {
+            0 => String::new(),
+            _ => format!(
+                r#","timestamp":"2025-01-01T00:{:02}:{:02}.000Z""#,
+                i / 60 % 60,
+                i % 60
+            ),
+        };
+        let call = rng.below(lines / 2 + 1);
+        let line = match rng.below(7) {
+            0 | 1 => format!(
+                r#"{{"type":"assistant","uuid":"{u}","parentUuid":{parent},"isSidechain":{side}{ts},"message":{{"role":"assistant","content":[{{"type":"tool_use","id":"t{call}","name":"tool\"{}","input":{{}}}},{{"type":"tool_use","id":"t{}","name":"n{}","input":{{}}}}]}}}}"#,
+                i,
+                call + 1,
+                rng.below(8)
+            ),
+            2 | 3 => format!(
+                r#"{{"type":"user","uuid":"{u}","parentUuid":{parent},"isSidechain":{side}{ts},"message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{call}","content":"r"}},{{"type":"text","text":"x"}},{{"type":"tool_result","tool_use_id":"t{}","content":[{{"type":"text","text":"y"}}]}}]}}}}"#,
+                rng.below(lines / 2 + 1)
+            ),
+            4 => format!(r#"{{"type":"progress","uuid":"{u}","parentUuid":{parent}{ts}}}"#),
+            5 => format!(
+                r#"{{"type":"user","uuid":"{u}","parentUuid":{parent}{ts},"message":{{"role":"user","content":"hi","content":"dup"}}}}"#
+            ),
+            _ => ["not json", "", "[1]", "{\"timestamp\":7}"][rng.below(4)].to_string(),
+        };
+        t.push_str(&line);
+        t.push('\n');
+        parent = format!("\"{u}\"");
+    }
+    t.into_bytes()
+}
+
+#[test]
+fn claude_code_pass_2_is_the_same_for_every_batch_size() {
+    // every Claude Code fixture, every other fixture and corpus file read as Claude Code
+    // (hostile to it), and generated files of tool calls; one batch (every line converted in
+    // order on one thread) against batches of 1 byte (a line each), of random sizes, and of
+    // the default size
+    let mut rng = crate::TestRng(0x9e37_79b9_7f4a_7c15);
+    let mut inputs: Vec<(String, Vec<u8>)> = vec![("mixed".into(), mixed_claude_code())];
+    for n in [50, 400, 16000] {
+        inputs.push((format!("tools-{n}"), tools_claude_code(&mut rng, n)));
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut stack = vec![root.join("tests/fixtures"), root.join("tests/corpus")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                inputs.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    assert!(inputs.len() > 60, "{} files", inputs.len());
+    let mut checked = 0;
+    for (name, data) in &inputs {
+        let one = cc_batched(data, usize::MAX);
+        let mut sizes = vec![1, 1 + rng.below(300), 1 + rng.below(data.len().max(1))];
+        if data.len() > 64 << 10 {
+            sizes.push(cc::BATCH2);
+        }
+        for batch in sizes {
+            let got = cc_batched(data, batch);
+            assert!(got == one, "{name}: batch {batch}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 180);
+}

@@ -185,8 +185,9 @@ struct Batch {
 
 /// Bytes of lines per batch of pass 1 (a longer line is a batch of its own).
 const BATCH: usize = 64 << 10;
-/// Bytes of lines per batch of pass 2 (its output is about 2.5 times that).
-pub(crate) const BATCH2: usize = 512 << 10;
+/// Bytes of lines per batch of pass 2 (its output is about 2.5 times that): about a dozen
+/// batches and their outputs are in flight, 5 MiB.
+pub(crate) const BATCH2: usize = 128 << 10;
 /// Threads working on the lines.
 const WORKERS: usize = 2;
 
@@ -1377,7 +1378,11 @@ impl Part {
 /// A batch's Pi entries (on a worker thread). The lines before its first timestamp are left to
 /// the merging thread (`Part::skip`) unless it is the first batch (`ts0` before it).
 fn convert_batch(b: &Batch, cx: &Ctx<'_>, ts0: &str) -> Part {
-    let mut part = Part::default();
+    let mut part = Part {
+        // the entries carry each line and add the Pi entry: room for both, no regrowth
+        bytes: Vec::with_capacity(b.bytes.len() * 3),
+        ..Part::default()
+    };
     let mut known = b.first == 0;
     let mut last_ts = if known {
         ts0.to_string()

@@ -188,6 +188,8 @@ const BATCH: usize = 64 << 10;
 /// Bytes of lines per batch of pass 2 (its output is about 2.5 times that): about a dozen
 /// batches and their outputs are in flight, 5 MiB.
 pub(crate) const BATCH2: usize = 128 << 10;
+/// The largest buffer kept for reuse (a long line's is freed).
+const SPARE_MAX: usize = 8 << 20;
 /// Threads working on the lines.
 const WORKERS: usize = 2;
 
@@ -201,9 +203,12 @@ fn par_lines<R: Send>(
     data: Option<&[u8]>,
     batch: usize,
     work: impl Fn(&Batch) -> R + Sync,
-    mut apply: impl FnMut(Batch, R) -> Result<(), ConvertError>,
+    mut apply: impl FnMut(&Batch, R) -> Result<(), ConvertError>,
 ) -> Result<(), ConvertError> {
     let work = &work;
+    // the batches' buffers go back to the reader: fresh ones, made on one thread and freed on
+    // another, cost a page fault per 4 KiB
+    let (spare_tx, spare_rx) = sync_channel::<Vec<u8>>(2 * WORKERS + 2);
     std::thread::scope(|sc| {
         let mut to_workers = Vec::new();
         let mut from_workers = Vec::new();
@@ -240,6 +245,7 @@ fn par_lines<R: Send>(
                     if b.bytes.len() >= batch {
                         let next = Batch {
                             first: n,
+                            bytes: spare_rx.try_recv().unwrap_or_default(),
                             ..Batch::default()
                         };
                         if to_workers[k % WORKERS]
@@ -260,9 +266,14 @@ fn par_lines<R: Send>(
         let mut k = 0usize;
         let mut failed = Ok(());
         while let Ok((b, r)) = from_workers[k % WORKERS].recv() {
-            if let Err(e) = apply(b, r) {
+            if let Err(e) = apply(&b, r) {
                 failed = Err(e);
                 break;
+            }
+            let mut bytes = b.bytes;
+            if bytes.capacity() <= SPARE_MAX {
+                bytes.clear();
+                let _ = spare_tx.try_send(bytes);
             }
             k += 1;
         }
@@ -1377,10 +1388,12 @@ impl Part {
 
 /// A batch's Pi entries (on a worker thread). The lines before its first timestamp are left to
 /// the merging thread (`Part::skip`) unless it is the first batch (`ts0` before it).
-fn convert_batch(b: &Batch, cx: &Ctx<'_>, ts0: &str) -> Part {
+fn convert_batch(b: &Batch, cx: &Ctx<'_>, ts0: &str, mut bytes: Vec<u8>) -> Part {
+    // the entries carry each line and add the Pi entry: room for both, no regrowth
+    bytes.clear();
+    bytes.reserve(b.bytes.len() * 3);
     let mut part = Part {
-        // the entries carry each line and add the Pi entry: room for both, no regrowth
-        bytes: Vec::with_capacity(b.bytes.len() * 3),
+        bytes,
         ..Part::default()
     };
     let mut known = b.first == 0;
@@ -1862,11 +1875,15 @@ pub(crate) fn convert_in(
         slots,
         last_ts: ts0.clone(),
     };
+    let spare: std::sync::Mutex<Vec<Vec<u8>>> = Default::default();
     par_lines(
         src,
         data,
         batch,
-        |b| convert_batch(b, &cx, &ts0),
+        |b| {
+            let spare = spare.lock().ok().and_then(|mut s| s.pop());
+            convert_batch(b, &cx, &ts0, spare.unwrap_or_default())
+        },
         |b, part| {
             if part.skip > 0 {
                 // the lines before the batch's first timestamp, with the one before the batch
@@ -1889,6 +1906,12 @@ pub(crate) fn convert_in(
             m.emit(&part, outs, rep)?;
             if let Some(t) = part.ts {
                 m.last_ts = t;
+            }
+            // the part's buffer back to the workers (as the batches' to the reader)
+            if let Ok(mut s) = spare.lock() {
+                if s.len() < 2 * WORKERS + 2 && part.bytes.capacity() <= SPARE_MAX {
+                    s.push(part.bytes);
+                }
             }
             Ok(())
         },

@@ -235,3 +235,22 @@ def test_any_carried_header_version_is_kept_or_raised_to_3_by_pis_rule(tmp_path_
     else:
         assert got == head
         assert Session.open(b).needs_migration == legacy
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_id_less_entries_under_a_version_3_header_keep_their_chain(tmp_path, to):
+    """A v3 header over entries with neither ``id`` nor ``parentId`` (what Pi's ``forkFrom``
+    writes for a v1 session; our reader reads them as v1, docs/divergences.md row 22): the
+    target's lines get the reader's ids (Codex wrote none of them before), so the session comes
+    back as one chain with the source's context."""
+    a = tmp_path / "a.jsonl"
+    _write(a, _header(3), _v1_entries(False))
+    x, b = tmp_path / f"x.{to}.jsonl", tmp_path / "b.jsonl"
+    r = convert.from_pi(a, x, to=to)
+    assert r.problems == ()
+    convert.to_pi(x, b)
+    back = Session.open(b)
+    entries = back.entries()
+    assert len(entries) == len(Session.open(a).entries()) and back.validate() == []
+    assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
+    assert _messages(b) == _messages(a)

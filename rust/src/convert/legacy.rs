@@ -13,6 +13,9 @@
 //! and the `piEntry` entries are migrated as Pi migrates them ([`Migration::apply`]): a v1
 //! compaction's `firstKeptEntryIndex` becomes `firstKeptEntryId`, a `hookMessage` role
 //! `custom`; their ids and parents are the lines' (the reader's ids, written by Pi -> target).
+//! A later header over a first entry with neither `id` nor `parentId` (read as v1 by our
+//! reader, docs/divergences.md row 22) stays as it was and its `piEntry` entries are migrated
+//! the same way: given ids by their lines, the reader would no longer read them as v1.
 
 use super::{io_err, open_src, push_str, s, ConvertError, Format};
 use serde::Deserialize;
@@ -90,6 +93,21 @@ fn pi_entry_of(line: &[u8]) -> Option<Option<String>> {
     }
 }
 
+/// A line whose `piEntry` has neither `id` nor `parentId` (a v1 entry).
+fn bare_pi_entry(line: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Line {
+        #[serde(rename = "piEntry")]
+        pi: Option<Value>,
+    }
+    match serde_json::from_slice::<Line>(line) {
+        Ok(Line {
+            pi: Some(Value::Object(e)),
+        }) => !e.contains_key("id") && !e.contains_key("parentId"),
+        _ => false,
+    }
+}
+
 /// The Pi header line to write for the header `raw` (JSON text) that the first line `first`
 /// of `src` (or `data`) carries, and the migration of the entries under it (see the module).
 /// `fmt`: the target format; `more`: members the side field adds (Claude Code's side sessions).
@@ -106,14 +124,15 @@ pub(crate) fn carried_header(
         Ok(h) => h,
         Err(_) => return Ok((as_was(), None)),
     };
-    let Some(v1) = crate::index::legacy_of_json(head.get("version")) else {
-        return Ok((as_was(), None));
-    };
+    let legacy = crate::index::legacy_of_json(head.get("version"));
     let mut lines = open_src(src, data)?;
     let mut carried = Vec::new();
     let mut own = false;
     let mut n = 0u32;
     while let Some((line, _)) = lines.next_line().map_err(io_err(src))? {
+        if n == 1 && legacy.is_none() && !bare_pi_entry(line) {
+            return Ok((as_was(), None));
+        }
         if n > 0 {
             match pi_entry_of(line) {
                 Some(id) => carried.push((n, id)),
@@ -122,6 +141,15 @@ pub(crate) fn carried_header(
         }
         n += 1;
     }
+    let Some(v1) = legacy else {
+        // a later header over an entry with neither `id` nor `parentId` first: our reader
+        // reads the entries as v1 (docs/divergences.md row 22); given ids by their lines they
+        // would not be, so they are migrated here, under the header as it was
+        return Ok(match n > 1 {
+            true => (as_was(), Some(Migration { v1: true, carried })),
+            false => (as_was(), None),
+        });
+    };
     if !own {
         return Ok((as_was(), None));
     }
@@ -232,6 +260,9 @@ fn with_member(obj: &[u8], key: &str, value: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Entries' `(id, parentId)` by 1-based line number.
+pub(crate) type IdsByLine = HashMap<u64, (String, Option<String>)>;
+
 /// The ids our reader gives the entries of the Pi session `src` (header `h`) when it reads
 /// them as version 1 (a version 1 header, or entries with neither `id` nor `parentId` under a
 /// later one: docs/divergences.md rows 3 and 22): `(id, parentId)` by 1-based line number.
@@ -239,22 +270,36 @@ fn with_member(obj: &[u8], key: &str, value: &[u8]) -> Vec<u8> {
 pub(crate) fn reader_ids(
     src: &Path,
     h: &Map<String, Value>,
-) -> Result<Option<HashMap<u64, (String, Option<String>)>>, ConvertError> {
+) -> Result<Option<IdsByLine>, ConvertError> {
     let maybe = match crate::index::legacy_of_json(h.get("version")) {
         Some(v1) => v1,
-        // the first entry without `id` and `parentId` (cheap to look at; the index decides)
+        // the first entry without `id` and `parentId`, looked at without allocating (a null
+        // reads as none here: the index decides)
         None => {
+            #[derive(Deserialize)]
+            struct Ids<'a> {
+                #[serde(borrow)]
+                id: Option<&'a RawValue>,
+                #[serde(rename = "parentId", borrow)]
+                parent: Option<&'a RawValue>,
+            }
             let mut lines = super::open_lines(src)?;
-            let mut first = None;
             let mut n = 0;
+            let mut bare = false;
             while let Some((line, _)) = lines.next_line().map_err(io_err(src))? {
                 n += 1;
                 if n > 1 && !super::is_blank(line) {
-                    first = Some(super::parse_line(line));
+                    bare = matches!(
+                        serde_json::from_slice::<Ids>(line),
+                        Ok(Ids {
+                            id: None,
+                            parent: None
+                        })
+                    );
                     break;
                 }
             }
-            matches!(first, Some(super::Parsed::Object(m)) if !m.contains_key("id") && !m.contains_key("parentId"))
+            bare
         }
     };
     if !maybe {

@@ -40,8 +40,22 @@ def _v1_entries(multipart: bool) -> list[dict]:
         {"type": "message", "timestamp": T.format(5), "message": {"role": "user", "content": "second", "timestamp": 5}},
     ]  # fmt: skip
     if multipart:
-        out.append({"type": "compaction", "timestamp": T.format(6), "summary": "sum", "firstKeptEntryIndex": 2, "tokensBefore": 9})
-        out.append({"type": "message", "timestamp": T.format(7), "message": {"role": "user", "content": "after", "timestamp": 7}})
+        out.append(
+            {
+                "type": "compaction",
+                "timestamp": T.format(6),
+                "summary": "sum",
+                "firstKeptEntryIndex": 2,
+                "tokensBefore": 9,
+            }
+        )
+        out.append(
+            {
+                "type": "message",
+                "timestamp": T.format(7),
+                "message": {"role": "user", "content": "after", "timestamp": 7},
+            }
+        )
     return out
 
 
@@ -86,7 +100,13 @@ def _append_own_lines(x: Path, to: str) -> tuple[str | None, list[str]]:
     lines = x.read_text().splitlines()
     if to == "claude-code":
         last = json.loads(lines[-1])
-        base = {"isSidechain": False, "userType": "external", "cwd": "/work/p", "sessionId": last["sessionId"], "version": "2.0.1"}
+        base = {
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/work/p",
+            "sessionId": last["sessionId"],
+            "version": "2.0.1",
+        }
         new = [
             {**base, "parentUuid": last["uuid"], "type": "user", "uuid": "cc-own-1", "timestamp": "2025-04-01T00:00:00.000Z",
              "message": {"role": "user", "content": "resumed"}},

@@ -29,8 +29,9 @@ use std::path::Path;
 pub(crate) struct Migration {
     /// version 1 (v1 -> v2 -> v3), else version 2 (v2 -> v3)
     pub v1: bool,
-    /// the lines (0-based) that carry an entry in its own version, in file order, with that
-    /// entry's `id` when it has a string one: the entries Pi's `firstKeptEntryIndex` counts
+    /// the lines (0-based) carrying an entry in its own version, with the entry's string `id`.
+    ///
+    /// In file order: the entries Pi's `firstKeptEntryIndex` counts.
     pub carried: Vec<(u32, Option<String>)>,
 }
 
@@ -40,11 +41,12 @@ impl Migration {
         self.carried.binary_search_by_key(&n, |c| c.0).is_ok()
     }
 
-    /// Pi's `migrateV1ToV2` and `migrateV2ToV3` on one restored entry (`ty`, and its fields but
-    /// `type`, `id`, `parentId`, `timestamp`): a v1 compaction's numeric `firstKeptEntryIndex`
-    /// becomes `firstKeptEntryId`, the id of the entry at that index (the header being 0: the
-    /// entry of the index-th `piEntry` line, `id_of` its line), none for the header or past
-    /// the end; a message's `hookMessage` role becomes `custom`.
+    /// Pi's `migrateV1ToV2` and `migrateV2ToV3` on one restored entry.
+    ///
+    /// `ty`, and its fields but `type`, `id`, `parentId`, `timestamp`: a v1 compaction's numeric
+    /// `firstKeptEntryIndex` becomes `firstKeptEntryId`, the id of the entry at that index (the
+    /// header being 0: the entry of the index-th `piEntry` line, `id_of` its line), none for the
+    /// header or past the end; a message's `hookMessage` role becomes `custom`.
     pub fn apply(&self, ty: &str, fields: &mut Map<String, Value>, id_of: impl Fn(u32) -> String) {
         if self.v1 && ty == "compaction" {
             if let Some(k) = fields.get("firstKeptEntryIndex").and_then(Value::as_f64) {

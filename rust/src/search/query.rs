@@ -276,7 +276,11 @@ impl TextParts {
             let mut end = t.3;
             let mut all = true;
             for k in 1..=last {
-                match self.at(t.0 + m.parts[k].0).iter().find(|u| ok(k, self.text(u.1))) {
+                match self
+                    .at(t.0 + m.parts[k].0)
+                    .iter()
+                    .find(|u| ok(k, self.text(u.1)))
+                {
                     Some(u) => end = end.max(u.3),
                     None => {
                         all = false;

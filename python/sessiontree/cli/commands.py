@@ -244,8 +244,10 @@ class RegisteredSubparsers:
 
 
 class _NotBuilt:
-    """A subparser left out (:class:`RegisteredSubparsers` with ``only``): every method call
-    (``add_argument``, ``add_argument_group``, ``set_defaults``, ...) is ignored and returns it."""
+    """A subparser left out, standing in for it: every method call is ignored.
+
+    :class:`RegisteredSubparsers` with ``only`` returns it for the other commands; each call
+    (``add_argument``, ``add_argument_group``, ``set_defaults``, ...) returns it again."""
 
     def __getattr__(self, name: str) -> Callable[..., _NotBuilt]:
         return self._ignore

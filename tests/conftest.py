@@ -61,6 +61,8 @@ SLOW_TESTS = (
     "tests/search/test_search_converted.py::test_hostile_lines_give_no_traceback",
     "tests/search/test_search_converted.py::test_an_append_to_a_claude_code_file_is_found_on_the_next_search[cli]",
     "tests/search/test_search_converted.py::test_a_mixed_store_names_each_hits_format",
+    # a warm search against a fresh process's after each of seven changes (7 interpreters)
+    "tests/search/test_search_warm.py::test_warm_answers_equal_cold_ones_after_each_change",
     # the conversion (tests/convert): the 1 MB Codex capture, an 8 MiB line
     "tests/convert/test_convert_fixtures.py::test_codex_round_trips_and_validates[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9]",
     "tests/convert/test_convert_hostile.py::test_a_huge_line_is_carried",

@@ -32,8 +32,9 @@ dev: $(PY)  ## build the extension into .venv (dev-fast profile: no LTO, increme
 test:  ## the fast loop: every test not marked slow, on $(JOBS) workers (at most 90 s here)
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -m "not slow" -n $(JOBS)
 
-test-all:  ## every test, as CI runs them (pytest, slow ones included, then cargo test)
-	$(PY) -m pytest -q
+test-all:  ## every test, as CI runs them (slow ones included, on $(JOBS) workers; then tests/perf alone; then cargo test)
+	$(PY) -m pytest -q -n $(JOBS) --ignore=tests/perf
+	$(PY) -m pytest -q tests/perf
 	cargo test
 
 lint:  ## ruff check, ruff format --check, cargo fmt --check, clippy -D warnings, stubtest, mypy --strict

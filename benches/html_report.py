@@ -14,7 +14,7 @@ JS heap after a garbage collection (DevTools ``Performance.getMetrics``).
 (not Pi's template): the whole session inlined as one base64 JSON blob
 (``{header, entries, leafId}``), decoded at once (``atob``, ``TextDecoder``, ``JSON.parse``), then
 every entry rendered into the tree list and every message of the active path into the page.
-Not a timed test; ``tests/perf/test_benches_smoke.py`` runs it once on a tiny session.
+Not a timed test; ``tests/seams/test_benches_smoke.py`` runs it once on a tiny session.
 """
 
 from __future__ import annotations

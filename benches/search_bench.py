@@ -126,6 +126,16 @@ def peer_query(index, q: str) -> float:
     return time.perf_counter() - t
 
 
+#: The package's CLI query: a process that opens its index (argv[1]) and answers argv[2], top 10
+#: with a snippet per hit.
+PEER_CLI = (
+    "import sys, tantivy; ix = tantivy.Index.open(sys.argv[1]); s = ix.searcher();"
+    "q = ix.parse_query(sys.argv[2], ['text']); h = s.search(q, 10).hits;"
+    "g = tantivy.SnippetGenerator.create(s, q, ix.schema, 'text');"
+    "[g.snippet_from_doc(s.doc(a)).to_html() for _, a in h]"
+)
+
+
 def dir_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
 
@@ -260,12 +270,7 @@ def main() -> int:
             )
         # the CLI, one process per query, against the package in one process per query
         cli, pcli, cli_cpu, pcli_cpu = [], [], [], []
-        peer_code = (
-            "import sys, tantivy; ix = tantivy.Index.open(sys.argv[1]); s = ix.searcher();"
-            "q = ix.parse_query(sys.argv[2], ['text']); h = s.search(q, 10).hits;"
-            "g = tantivy.SnippetGenerator.create(s, q, ix.schema, 'text');"
-            "[g.snippet_from_doc(s.doc(a)).to_html() for _, a in h]"
-        )
+        peer_code = PEER_CLI
         for q in qs[:10]:
             t, c = time.perf_counter(), cpu_children()
             subprocess.run(

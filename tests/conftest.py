@@ -1,10 +1,11 @@
 """The ``slow`` marker (issue 22): ``make test`` runs ``pytest -m "not slow"``, the one-minute loop;
-``pytest -q`` (README command 2, CI) runs everything.
+README command 2 (CI) runs everything: ``pytest -q -n 2 --ignore=tests/perf`` on both cores, then
+``pytest -q tests/perf`` alone (the ratio tests measure the machine, so nothing runs beside them).
 
 Slow tests are marked here, by path, so the test files themselves stay as they are:
 
 * ``SLOW_PATHS``: whole modules or folders (the fleet: a 1,000-session store, pools, a real Ray,
-  a moto S3 server; Chromium; the perf ratios and the benchmarks' smoke run; the fuzz pass; the
+  a moto S3 server; Chromium; the perf ratios; the benchmarks' smoke run; the fuzz pass; the
   RPC replays through the real process, sockets and kills);
 * ``SLOW_TESTS``: single tests (a function, or one parameter of it) that took over ~1.3 s on
   the 2-core machine under load (about 0.5 s quiet): SIGKILL, deep chains, fresh interpreters,
@@ -40,7 +41,8 @@ settings.load_profile("suite")
 ROOT = Path(__file__).resolve().parent.parent
 
 SLOW_PATHS = (
-    "tests/perf/",  # ratios measured in one run; every benchmark once; the report script
+    "tests/perf/",  # ratios measured in one run
+    "tests/seams/test_benches_smoke.py",  # every benchmark once; the report script
     "tests/html/",  # headless Chromium
     "tests/fleet/",  # a generated 1,000-session store, process pools, a local Ray, a moto S3 server
     "tests/core/test_fuzz_short.py",  # the fuzz pass (atheris)
@@ -59,6 +61,8 @@ SLOW_TESTS = (
     "tests/search/test_search_converted.py::test_hostile_lines_give_no_traceback",
     "tests/search/test_search_converted.py::test_an_append_to_a_claude_code_file_is_found_on_the_next_search[cli]",
     "tests/search/test_search_converted.py::test_a_mixed_store_names_each_hits_format",
+    # a warm search against a fresh process's after each of seven changes (7 interpreters)
+    "tests/search/test_search_warm.py::test_warm_answers_equal_cold_ones_after_each_change",
     # the conversion (tests/convert): the 1 MB Codex capture, an 8 MiB line
     "tests/convert/test_convert_fixtures.py::test_codex_round_trips_and_validates[localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9]",
     "tests/convert/test_convert_hostile.py::test_a_huge_line_is_carried",
@@ -166,10 +170,26 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if rel.startswith(SLOW_PATHS) else None
 
 
+#: The ratio tests (speed and memory measured against a peer or a floor in the same run). On CI's
+#: two noisy cores one measurement can land past its bound by chance (1.63x against 1.6x; 2.09x
+#: against 2.0x), so a failing one is measured again, up to twice (pytest-rerunfailures): a real
+#: regression fails all three, and each rerun is shown (``R``) in the summary.
+RATIO_TESTS = ("tests/perf/test_",)
+RATIO_RERUNS = 2
+
+
+def is_ratio_test(nodeid: str) -> bool:
+    """Whether ``nodeid`` is a ratio test (a ``tests/perf`` module named ``*ratio*``)."""
+    path = nodeid.split("::", 1)[0]
+    return path.startswith(RATIO_TESTS) and "ratio" in path.rsplit("/", 1)[-1]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+        if is_ratio_test(item.nodeid):
+            item.add_marker(pytest.mark.flaky(reruns=RATIO_RERUNS))
 
 
 #: The variables ``_suite_home`` points at temporary folders for the whole run.

@@ -7,6 +7,7 @@ with a help line of its own, is refused; a command's module is imported only whe
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import os
 import json
@@ -147,10 +148,8 @@ def test_a_command_module_is_imported_only_when_it_runs(tmp_path):
     handlers = {c.module for c in COMMANDS} - {"sessiontree.cli.app"}
     assert sorted(m for m in handlers if m in before) == []
     assert "sessiontree.cli.read" in after
-    assert sorted(m for m in handlers - {"sessiontree.cli.read", "sessiontree.cli.tree"} if m in after) == [
-        m
-        for m in sorted({c.parser for c in COMMANDS if c.parser})  # parsers only: they add options
-    ]
+    # only the command's own parser is built: no module that adds another command's is imported
+    assert sorted(m for m in handlers - {"sessiontree.cli.read", "sessiontree.cli.tree"} if m in after) == []
     assert "sessiontree.rpc" not in after and "sessiontree.fleet" not in after and "sessiontree.otel" not in after
 
 
@@ -244,3 +243,15 @@ def test_every_command_into_a_closed_pipe_is_quiet(name, tmp_path, monkeypatch):
     rc = proc.wait(timeout=120)
     assert "Traceback" not in err and "Broken pipe" not in err, err
     assert rc in (0, 1), err
+
+
+def test_a_command_named_first_is_parsed_by_its_own_parser_alone():
+    """``main`` builds only the named command's subparser (``build_parser(only=...)``): it is the
+    one the full parser holds, option for option (its help text the same)."""
+    full = build_parser()
+    (everything,) = [a for a in full._actions if isinstance(a, argparse._SubParsersAction)]
+    for c in COMMANDS:
+        one = build_parser(only=c.name)
+        (action,) = [a for a in one._actions if isinstance(a, argparse._SubParsersAction)]
+        assert list(action.choices) == [c.name]
+        assert action.choices[c.name].format_help() == everything.choices[c.name].format_help(), c.name

@@ -183,7 +183,6 @@ BRANCHED = [
 ]  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the carried header's version is not checked (docs/convert.md)")
 @pytest.mark.parametrize("version", [1, None])
 def test_a_carried_header_of_version_1_never_redoes_the_tree(tmp_path, version):
     """Hostile review: a Claude Code file whose first line is what ``from_pi`` writes, but for

@@ -74,9 +74,49 @@ def test_warm_queries_cost_about_what_the_package_spends(store, tmp_path):
         peer = min(peer, time.process_time() - t)
     # target at 500 MB: p95 wall time <= 1x the package's (search + snippets); here the CPU
     # time of a few queries, top 10 with snippets read back from the files and re-checked. At
-    # this size a query is well under a millisecond and the Python call's fixed part (the
-    # sources resolved, typed hits built) is a third of it: measured 2.8x on 2026-12-07
-    assert ours <= 5 * peer, (ours, peer)
+    # this size a query is well under a millisecond and the fixed part (the files checked
+    # against the index, the typed hits) is a large share of it: measured 1.9-2.6x on
+    # 2026-12-07 after the warm-query caches (main before them: 2.5-3.2x, same runs)
+    assert ours <= 4 * peer, (ours, peer)
+
+
+def _child_cpu(argv: list[str], env: dict[str, str]) -> float:
+    """CPU seconds (user + system) of one child process running ``argv``."""
+    import resource
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    c = cpu()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+    return cpu() - c
+
+
+@pytest.mark.slow
+def test_a_cli_query_costs_a_bounded_multiple_of_the_packages_process(store, tmp_path):
+    """Issue 29's CLI target at a small size, in CPU time: ``sessiontree search`` in a process of
+    its own (warm index on disk) against a ``python -c`` that opens the package's index and
+    answers the same query, top 10 with snippets; each query's best of 3 interleaved rounds."""
+    docs = search_bench.extracted(store)
+    search_bench.peer_build(docs, tmp_path / "peer")
+    cache = tmp_path / "cache"
+    env = dict(os.environ, SESSIONTREE_INDEX_CACHE=str(cache))
+    search("error", store, index_cache=CacheSettings(folder=cache))  # the index built
+    ours = peer = 0.0
+    for q in QUERIES[:3]:
+        o = p = float("inf")
+        for _ in range(3):
+            cli = [sys.executable, "-m", "sessiontree", "search", q, str(store), "--limit", "10", "--json"]
+            o = min(o, _child_cpu(cli, env))
+            p = min(p, _child_cpu([sys.executable, "-c", search_bench.PEER_CLI, str(tmp_path / "peer"), q], env))
+        ours, peer = ours + o, peer + p
+    # target: <= 1x the package's process. Not met: ours imports the package (argparse,
+    # dataclasses, orjson), loads a larger extension, checks every file against the index and
+    # places each hit in its session's tree, in a process that has nothing warm
+    # (docs/benchmarks.md, "Search"). Measured 3.4-3.9x here on 2026-12-07; the bound catches a
+    # regression to building every command's parser or importing the fleet package
+    assert ours <= 6 * peer, (ours, peer)
 
 
 def test_a_search_after_an_append_costs_a_bounded_multiple_of_a_warm_query_and_a_scan(store, tmp_path):

@@ -24,6 +24,10 @@ def test_ci_runs_readme_command_2_as_written():
     first, second = readme_commands()
     assert "pip install ." in first and "sessiontree compact" in first
     assert second in (ROOT / ".ci" / "run").read_text()
+    # every test: all but the ratio tests on both cores, then tests/perf alone (nothing beside a
+    # measurement), and no folder of tests left out of both
+    assert "pytest -q -n 2 --ignore=tests/perf && pytest -q tests/perf" in second
+    assert second.count("--ignore") == 1 and "pytest -q -m" not in second and "--deselect" not in second
 
 
 def test_the_wheel_smoke_runs_readme_command_1s_main_job():

@@ -37,3 +37,18 @@ def test_is_slow_matches_functions_parameters_and_paths():
 
 def test_the_marker_is_registered(pytestconfig):
     assert any(m.startswith("slow:") for m in pytestconfig.getini("markers"))
+
+
+def test_ratio_tests_are_measured_again_when_they_fail(request):
+    # every ratio module under tests/perf gets the rerun marker; no other test does (a correctness
+    # test that fails once has failed)
+    ratio_modules = sorted(p.name for p in (ROOT / "tests/perf").glob("test_*ratio*.py"))
+    assert len(ratio_modules) >= 5, ratio_modules
+    for name in ratio_modules:
+        assert conftest.is_ratio_test(f"tests/perf/{name}::test_x[p]"), name
+    assert not conftest.is_ratio_test("tests/seams/test_benches_smoke.py::test_x")
+    assert not conftest.is_ratio_test("tests/session/test_ratio_of_things.py::test_x")
+    assert not conftest.is_ratio_test(request.node.nodeid)
+    assert not request.node.get_closest_marker("flaky")
+    # the plugin that reads the marker is installed with the test extra
+    assert request.config.pluginmanager.hasplugin("rerunfailures")

@@ -49,8 +49,12 @@ _SAVED_INDEX_EPILOG = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser for ``sessiontree`` (one subparser per command)."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argparse parser for ``sessiontree`` (one subparser per command).
+
+    ``only``: a command's name: its subparser is the only one built (what :func:`main` parses
+    a command's words with: building every command's parser, and importing the modules that
+    add theirs, costs a one-shot process more than some commands' work)."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -71,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     previews.add_argument("--no-preview", action="store_true", help="show no text previews")
     action = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    sub = RegisteredSubparsers(action)  # each subparser's help line is its registry row's
+    sub = RegisteredSubparsers(action, only)  # each subparser's help line is its registry row's
     sub.add_parser("info", parents=[common])
     progress = argparse.ArgumentParser(add_help=False)
     progress.add_argument(
@@ -222,9 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["info", "clear"])
     p.add_argument("--json", action="store_true", help="one JSON document")
     for name in ("info", "tree", "branch", "context", "entries", "validate", "export-html"):
-        action.choices[name].epilog = _SAVED_INDEX_EPILOG
+        if name in action.choices:
+            action.choices[name].epilog = _SAVED_INDEX_EPILOG
     # the commands whose parsers their own modules add (fleet, scrub, otel, convert, ...)
-    for module in dict.fromkeys(c.parser for c in COMMANDS if c.parser is not None):
+    for module in dict.fromkeys(c.parser for c in COMMANDS if c.parser is not None and only in (None, c.name)):
         importlib.import_module(module).add_parsers(sub)
     return parser
 
@@ -286,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     row = BY_NAME.get(rest[0]) if rest else None
     if row is not None and row.calls == "argv":  # rpc: Pi's launch flags, see sessiontree.rpc
         return row.load()(rest[1:])
-    parser = build_parser()
+    # a command named first: only its parser is built (any other first word, e.g. --help or a
+    # misspelt command, needs them all for its answer)
+    parser = build_parser(only=row.name if row is not None else None)
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # the command's own usage line, not the top-level one argparse would print

@@ -223,16 +223,34 @@ class RegisteredSubparsers:
     ``add_parsers(sub)`` receive this object.
     """
 
-    def __init__(self, action: Any) -> None:
+    def __init__(self, action: Any, only: str | None = None) -> None:
         self._action = action
+        self._only = only
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        """``action.add_parser(name, help=<the row's help>, **kwargs)``; see the class."""
+        """``action.add_parser(name, help=<the row's help>, **kwargs)``; see the class. With
+        ``only``, the other commands' subparsers are not built: a stand-in that takes and
+        ignores every call is returned for them."""
         row = BY_NAME.get(name)
         if row is None:
             raise KeyError(f"sessiontree {name}: no row in sessiontree.cli.commands.COMMANDS")
         if "help" in kwargs:
             raise TypeError(f"sessiontree {name}: its help line is the row's (sessiontree.cli.commands.COMMANDS)")
+        if self._only is not None and name != self._only:
+            return cast(argparse.ArgumentParser, _NotBuilt())
         parser = cast(argparse.ArgumentParser, self._action.add_parser(name, help=row.help, **kwargs))
         parser.set_defaults(command_parser=parser)  # main() reports an unknown option with this usage
         return parser
+
+
+class _NotBuilt:
+    """A subparser left out, standing in for it: every method call is ignored.
+
+    :class:`RegisteredSubparsers` with ``only`` returns it for the other commands; each call
+    (``add_argument``, ``add_argument_group``, ``set_defaults``, ...) returns it again."""
+
+    def __getattr__(self, name: str) -> Callable[..., _NotBuilt]:
+        return self._ignore
+
+    def _ignore(self, *args: Any, **kwargs: Any) -> _NotBuilt:
+        return self

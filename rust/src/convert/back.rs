@@ -42,6 +42,13 @@ struct Src<'a> {
     pad: Option<(String, String)>,
 }
 
+/// A header's side field, as its JSON text.
+#[derive(Deserialize)]
+struct HeaderProbe<'a> {
+    #[serde(borrow)]
+    source: Option<&'a RawValue>,
+}
+
 /// What a side field says of its entry.
 enum Carried {
     /// the source line's bytes (with its newline when it had one)
@@ -188,6 +195,8 @@ struct Rec {
     file: u32,
     off: u64,
     len: u32,
+    /// 1-based line number in its file
+    line: u64,
 }
 
 fn cc_content_user(c: &Value) -> Value {
@@ -206,14 +215,15 @@ fn cc_content_user(c: &Value) -> Value {
 }
 
 /// The Claude Code lines of one entry made in Pi (or in another format).
+/// `id` and `parent`: the entry's, as our reader reads them.
 fn cc_lines(
     e: &Map<String, Value>,
+    id: &str,
     parent: Value,
     side: bool,
     h: &Map<String, Value>,
     out: &mut Vec<u8>,
 ) {
-    let id = s(e.get("id")).unwrap_or("");
     let ts = e.get("timestamp").cloned().unwrap_or(Value::Null);
     let base = |ty: &str| {
         let mut o = Map::new();
@@ -368,10 +378,20 @@ pub fn to_claude_code(
             }
         }
     }
+    // a session Pi reads as version 1: its lines get the ids our reader derives (the entries
+    // still travel in their own version), so lines Claude Code appends hang under them
+    let v1 = super::legacy::reader_ids(src, &h)?;
     let slot = outs.open(out)?;
     if s(hs.and_then(|x| x.get("format"))) != Some("claude-code") {
         // a header Claude Code's lines would not give back: it rides on a line of its own
         outs.write(slot, &cc_header_line(&h, &h_raw))?;
+    } else if let Some((0, Carried::Line(b))) = serde_json::from_slice::<HeaderProbe>(&h_raw)
+        .ok()
+        .and_then(|hp| hp.source)
+        .and_then(|r| carried(r, Format::ClaudeCode))
+    {
+        // a header migrated from the one a Claude Code line carried: that line, as it was
+        outs.write(slot, &b)?;
     }
     let mut recs: Vec<Rec> = Vec::new();
     let mut compactions: HashSet<String> = HashSet::new();
@@ -415,7 +435,11 @@ pub fn to_claude_code(
                             }
                             None => {
                                 if s(p.ty.as_ref()) == Some("compaction") {
-                                    if let Some(i) = s(p.id.as_ref()) {
+                                    let id = match (&v1, fi) {
+                                        (Some(ids), 0) => ids.get(&ln).map(|x| x.0.as_str()),
+                                        _ => s(p.id.as_ref()),
+                                    };
+                                    if let Some(i) = id {
                                         compactions.insert(i.to_string());
                                     }
                                 }
@@ -428,6 +452,7 @@ pub fn to_claude_code(
                                 file: fi as u32,
                                 off,
                                 len: line.len() as u32,
+                                line: ln,
                             });
                         }
                     }
@@ -461,12 +486,19 @@ pub fn to_claude_code(
             Some((_, Carried::Part)) => {}
             None => {
                 if let super::Parsed::Object(e) = super::parse_line(&buf) {
-                    let parent = match s(e.get("parentId")) {
+                    let (id, pid) = match v1.as_ref().filter(|_| r.file == 0) {
+                        Some(ids) => match ids.get(&r.line) {
+                            Some((i, p)) => (i.as_str(), p.as_deref()),
+                            None => ("", None),
+                        },
+                        None => (s(e.get("id")).unwrap_or(""), s(e.get("parentId"))),
+                    };
+                    let parent = match pid {
                         Some(pid) if compactions.contains(pid) => json!(format!("{pid}.summary")),
                         Some(pid) => json!(pid),
                         None => Value::Null,
                     };
-                    cc_lines(&e, parent, r.file > 0, &h, &mut out_buf);
+                    cc_lines(&e, id, parent, r.file > 0, &h, &mut out_buf);
                 }
             }
         }
@@ -640,6 +672,7 @@ pub fn to_codex(
     rep: &mut Report,
 ) -> Result<(), ConvertError> {
     let (h, h_raw) = read_header(src)?;
+    let v1 = super::legacy::reader_ids(src, &h)?;
     let mut at: HashMap<Box<str>, Located> = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
     let mut total = 0u64;
@@ -653,9 +686,18 @@ pub fn to_codex(
             if ln > 1 && !super::is_blank(line) {
                 match serde_json::from_slice::<Probe>(line) {
                     Ok(p) => {
-                        if let Some(id) = s(p.id.as_ref()) {
+                        // a session Pi reads as version 1: the ids our reader derives (one
+                        // chain); the entries still travel in their own version
+                        let (id, parent) = match &v1 {
+                            Some(ids) => match ids.get(&ln) {
+                                Some((i, p)) => (Some(i.as_str()), p.as_deref()),
+                                None => (None, None),
+                            },
+                            None => (s(p.id.as_ref()), s(p.parent.as_ref())),
+                        };
+                        if let Some(id) = id {
                             total += 1;
-                            let parent = s(p.parent.as_ref()).map(Into::into);
+                            let parent = parent.map(Into::into);
                             at.insert(id.into(), (parent, off, line.len() as u32));
                             leaf = Some(id.into());
                         } else {
@@ -717,11 +759,6 @@ pub fn to_codex(
     let slot = outs.open(out)?;
     let mut wrote_header = false;
     {
-        #[derive(Deserialize)]
-        struct HeaderProbe<'a> {
-            #[serde(borrow)]
-            source: Option<&'a RawValue>,
-        }
         let mut lines = open_lines(src)?;
         if let Some((first, _)) = lines.next_line().map_err(io_err(src))? {
             if let Ok(hp) = serde_json::from_slice::<HeaderProbe>(first) {

@@ -1207,6 +1207,8 @@ struct Ctx<'a> {
     plan: &'a Plan,
     /// the first line is a Pi header (it makes no entry)
     pi_header: bool,
+    /// the entries in their own version under a header now at version 3 (`super::legacy`)
+    migration: Option<&'a super::legacy::Migration>,
 }
 
 /// The entries of a line read whole (a restored Pi entry, a compaction boundary, a summary,
@@ -1538,6 +1540,15 @@ fn line_out(
             }
         }
     };
+    let mut made = made;
+    if let Some(m) = cx.migration.filter(|m| m.carries(n)) {
+        // an entry in its own version under the header now at version 3
+        if let Some(e) = made.last_mut() {
+            if let Some(x) = e.extra.as_mut() {
+                m.apply(&e.ty, x, |line| plan.pid.get(line as usize).to_string());
+            }
+        }
+    }
     let k = made.len();
     let mut prev_id: Option<String> = parent_id.map(str::to_string);
     let buf = &mut part.bytes;
@@ -1774,23 +1785,56 @@ pub(crate) fn convert_in(
             super::beside(out, &uniq(format!("subagent-{}", safe_name(&stem))))
         })
         .collect();
+    // the side sessions named in the header's side field
+    let mut lists = Vec::new();
+    lists.extend_from_slice(b",\"sidechains\":[");
+    for (i, p) in side_paths.iter().enumerate() {
+        if i > 0 {
+            lists.push(b',');
+        }
+        push_str(&mut lists, &name_of(p));
+    }
+    lists.extend_from_slice(b"],\"subagents\":[");
+    for (i, (p, sp)) in sub_paths.iter().zip(&subagents).enumerate() {
+        if i > 0 {
+            lists.push(b',');
+        }
+        lists.extend_from_slice(b"{\"file\":");
+        push_str(&mut lists, &name_of(p));
+        lists.extend_from_slice(b",\"path\":");
+        push_str(&mut lists, &format!("subagents/{}", name_of(sp)));
+        lists.push(b'}');
+    }
+    lists.extend_from_slice(b"]");
     // a main session written by `from_pi` from a Pi session: its first line carries the Pi
     // header, given back as it was (read at most `HEADER_PEEK` bytes in: a longer first line
-    // is no such line)
-    let pi_header: Option<Vec<u8>> = if parent_session.is_none() {
+    // is no such line); a header older than version 3 over lines of Claude Code's own is
+    // written at version 3, the entries in their own version migrated (`super::legacy`)
+    let (pi_header, migration) = if parent_session.is_none() {
         let r: Box<dyn std::io::Read + '_> = match data {
             Some(d) => Box::new(d),
             None => Box::new(std::fs::File::open(src).map_err(io_err(src))?),
         };
         let mut first = super::Lines::new(std::io::Read::take(r, HEADER_PEEK));
         match first.next_line().map_err(io_err(src))? {
-            Some((line, true)) => {
-                super::back::header_carried(line, Format::ClaudeCode).map(|h| [h, b"\n"].concat())
-            }
-            _ => None,
+            Some((line, true)) => match super::back::header_carried(line, Format::ClaudeCode) {
+                Some(h) => {
+                    let (h, m) = super::legacy::carried_header(
+                        h,
+                        line,
+                        src,
+                        data,
+                        Format::ClaudeCode,
+                        &lists,
+                    )?;
+                    (Some(h), m)
+                }
+                None => (None, None),
+            },
+            _ => (None, None),
         }
     } else {
-        None
+        (None, None)
     };
     // headers
     let main_slot = outs.open(out)?;
@@ -1801,25 +1845,8 @@ pub(crate) fn convert_in(
         src_field.extend_from_slice(b",\"role\":");
         push_str(&mut src_field, role);
     }
-    src_field.extend_from_slice(b",\"sidechains\":[");
-    for (i, p) in side_paths.iter().enumerate() {
-        if i > 0 {
-            src_field.push(b',');
-        }
-        push_str(&mut src_field, &name_of(p));
-    }
-    src_field.extend_from_slice(b"],\"subagents\":[");
-    for (i, (p, sp)) in sub_paths.iter().zip(&subagents).enumerate() {
-        if i > 0 {
-            src_field.push(b',');
-        }
-        src_field.extend_from_slice(b"{\"file\":");
-        push_str(&mut src_field, &name_of(p));
-        src_field.extend_from_slice(b",\"path\":");
-        push_str(&mut src_field, &format!("subagents/{}", name_of(sp)));
-        src_field.push(b'}');
-    }
-    src_field.extend_from_slice(b"]}");
+    src_field.extend_from_slice(&lists);
+    src_field.push(b'}');
     let stem = src
         .file_stem()
         .map(|x| x.to_string_lossy().into_owned())
@@ -1865,6 +1892,7 @@ pub(crate) fn convert_in(
         keys: Default::default(),
         plan: &plan,
         pi_header: pi_header.is_some(),
+        migration: migration.as_ref(),
     };
     let mut m = Merge {
         plan: &plan,

@@ -1015,11 +1015,15 @@ fn write_pi(
     let mut last_ts = String::from("1970-01-01T00:00:00.000Z");
     let mut buf = Vec::with_capacity(1 << 16);
     let mut header_done = false;
+    let mut migration: Option<super::legacy::Migration> = None;
+    // under a migration: the ids of the entries in their own version, by line
+    let mut ids_at: HashMap<u32, String> = HashMap::new();
     while let Some((line, eol)) = lines.next_line().map_err(io_err(src))? {
         buf.clear();
         if !header_done {
             header_done = true;
-            // a rollout written by `from_pi` from a Pi session: the Pi header, as it was
+            // a rollout written by `from_pi` from a Pi session: the Pi header, as it was (one
+            // older than version 3 over lines of Codex's own: at version 3, `super::legacy`)
             if let Some(h) = eol
                 .then(|| super::back::header_carried(line, Format::Codex))
                 .flatten()
@@ -1029,7 +1033,9 @@ fn write_pi(
                         last_ts = t.to_string();
                     }
                 }
-                outs.write(slot, &[h, b"\n"].concat())?;
+                let (h, m) = super::legacy::carried_header(h, line, src, data, Format::Codex, b"")?;
+                migration = m;
+                outs.write(slot, &h)?;
                 rep.lines += 1;
                 n += 1;
                 continue;
@@ -1166,6 +1172,26 @@ fn write_pi(
                 }
             },
         };
+        let mut made = made;
+        let restored = migration.as_ref().filter(|m| m.carries(n));
+        if let Some(m) = restored {
+            // an entry in its own version under the header now at version 3; an entry named
+            // before its line is written gets the id that line's entry will get (below)
+            if let Some(e) = made.last_mut() {
+                if let Some(x) = e.extra.as_mut() {
+                    m.apply(&e.ty, x, |at| match ids_at.get(&at) {
+                        Some(id) => id.clone(),
+                        None => m
+                            .carried
+                            .iter()
+                            .find(|c| c.0 == at)
+                            .and_then(|c| c.1.clone())
+                            .filter(|i| !i.starts_with("cx-"))
+                            .unwrap_or_else(|| format!("cx-{at}")),
+                    });
+                }
+            }
+        }
         let k = made.len();
         for (j, e) in made.into_iter().enumerate() {
             // generated ids (cx-<n>[-<j>]) never repeat; a kept id (a restored Pi entry's) is
@@ -1186,6 +1212,9 @@ fn write_pi(
             }
             if e.keep_id.is_some() {
                 used.insert(id.clone());
+            }
+            if restored.is_some() && j + 1 == k {
+                ids_at.insert(n, id.clone());
             }
             let ts = e.ts.clone().unwrap_or_else(|| last_ts.clone());
             let mut w = EntryOut { buf: &mut buf };

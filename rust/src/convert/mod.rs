@@ -12,11 +12,13 @@
 //! Converting back writes these lines again, in `n` order, so SRC -> Pi -> SRC is exact.
 //!
 //! Modules: `cc` (Claude Code -> Pi), `codex` (Codex -> Pi), `back` (Pi -> Claude Code or
-//! Codex), `out` (the atomic output files).
+//! Codex), `legacy` (Pi sessions older than version 3 through the targets), `out` (the atomic
+//! output files).
 
 pub mod back;
 pub mod cc;
 pub mod codex;
+pub(crate) mod legacy;
 pub mod out;
 pub(crate) mod raw;
 

@@ -22,6 +22,29 @@ fn version_number(v: &JsVal) -> f64 {
     }
 }
 
+/// Pi's migrations for a header `version` (`header.version ?? 1`): None for the current
+/// version (3 and later); `Some(true)` for version 1 (v1 -> v2 -> v3), `Some(false)` for version
+/// 2 (v2 -> v3). The one home of the rule: the index and the converter (`convert::legacy`) ask it.
+pub(crate) fn legacy_of(v: &JsVal) -> Option<bool> {
+    let v = version_number(v);
+    // Pi: `if (version >= 3) no migration; if (version < 2) v1→v2; if (version < 3) v2→v3`
+    (v < 3.0 || v.is_nan()).then_some(v < 2.0)
+}
+
+/// [`legacy_of`] for a header parsed by serde (`None`: no `version` key).
+pub(crate) fn legacy_of_json(v: Option<&serde_json::Value>) -> Option<bool> {
+    use serde_json::Value;
+    let js = match v {
+        None => JsVal::Missing,
+        Some(Value::Null) => JsVal::Null,
+        Some(Value::Bool(b)) => JsVal::Bool(*b),
+        Some(Value::Number(n)) => JsVal::Num(n.as_f64().unwrap_or(f64::NAN)),
+        Some(Value::String(s)) => JsVal::Str(s.clone()),
+        Some(_) => JsVal::Composite,
+    };
+    legacy_of(&js)
+}
+
 fn fnv1a(data: &[u8], seed: u64) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x100000001b3);
     for &b in data {
@@ -46,10 +69,8 @@ impl Index {
     /// file needs Pi's migrations (`header_version` already set).
     pub(super) fn seed_legacy(&mut self, header_id: &str) {
         self.v1_seed = fnv1a(header_id.as_bytes(), 0x5e55);
-        let v = version_number(&self.header_version);
-        // Pi: `if (version >= 3) no migration; if (version < 2) v1→v2; if (version < 3) v2→v3`
-        if v < 3.0 || v.is_nan() {
-            self.legacy_v1 = v < 2.0;
+        if let Some(v1) = legacy_of(&self.header_version) {
+            self.legacy_v1 = v1;
             self.legacy_v2 = true;
         }
     }

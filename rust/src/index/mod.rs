@@ -21,6 +21,7 @@ mod keys;
 mod keystore;
 mod labels;
 mod legacy;
+pub(crate) use legacy::legacy_of_json;
 mod line;
 mod lookup;
 mod persist;

@@ -9,7 +9,7 @@
 //! quote, `OR` without an item on both sides, a negated item inside an OR, a query of only
 //! negated items, a bare `*`.
 
-use super::tokenize::{compounds, parts, tokens};
+use super::tokenize::{compounds, parts, tokens, Walk};
 
 /// A bad query: one line saying what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,16 +214,34 @@ pub fn parse(q: &str) -> Result<Query, QueryError> {
 /// range), parts and whole compounds (a whole at its first part's position), so a query matches a
 /// text here exactly when Tantivy's phrase and term queries match its document.
 pub struct TextParts {
-    toks: Vec<(usize, String, usize, usize)>,
+    /// (position, the lowercased text's range in `low`, the byte range in the text)
+    toks: Vec<(usize, (usize, usize), usize, usize)>,
+    /// every token's lowercased text, one after another (one buffer, not one per token)
+    low: String,
 }
 
 impl TextParts {
     pub fn new(text: &str) -> Self {
         let mut toks = Vec::new();
-        tokens(text, true, |t| toks.push((t.pos, t.text, t.from, t.to)));
-        TextParts { toks }
+        let mut low = String::with_capacity(text.len() + text.len() / 4);
+        let mut w = Walk::new(text, true);
+        while let Some((from, to, pos, _)) = w.next_range() {
+            let a = low.len();
+            let s = &text[from..to];
+            if s.is_ascii() {
+                low.push_str(s);
+                low[a..].make_ascii_lowercase();
+            } else {
+                low.push_str(&s.to_lowercase());
+            }
+            toks.push((pos, (a, low.len()), from, to));
+        }
+        TextParts { toks, low }
     }
-    fn at(&self, pos: usize) -> &[(usize, String, usize, usize)] {
+    fn text(&self, r: (usize, usize)) -> &str {
+        &self.low[r.0..r.1]
+    }
+    fn at(&self, pos: usize) -> &[(usize, (usize, usize), usize, usize)] {
         let lo = self.toks.partition_point(|t| t.0 < pos);
         let hi = self.toks.partition_point(|t| t.0 <= pos);
         &self.toks[lo..hi]
@@ -240,24 +258,29 @@ impl TextParts {
             }
         };
         for t in &self.toks {
+            let tt = self.text(t.1);
             if let Some(w) = &m.whole {
                 let hit = if m.prefix {
-                    t.1.starts_with(w.as_str())
+                    tt.starts_with(w.as_str())
                 } else {
-                    t.1 == *w
+                    tt == w.as_str()
                 };
                 if hit {
                     out.push((t.2, t.3));
                     continue;
                 }
             }
-            if !ok(0, &t.1) {
+            if !ok(0, tt) {
                 continue;
             }
             let mut end = t.3;
             let mut all = true;
             for k in 1..=last {
-                match self.at(t.0 + m.parts[k].0).iter().find(|u| ok(k, &u.1)) {
+                match self
+                    .at(t.0 + m.parts[k].0)
+                    .iter()
+                    .find(|u| ok(k, self.text(u.1)))
+                {
                     Some(u) => end = end.max(u.3),
                     None => {
                         all = false;

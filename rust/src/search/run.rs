@@ -100,11 +100,15 @@ pub(crate) fn with_synced<T>(
             // (ours or another process's, met under the writer's lock) both are reloaded and
             // the files checked again
             let mut tail = None;
+            o.fresh = Fresh::Unknown;
             for _ in 0..4 {
                 tail = None;
                 match o.si.sync(files, defer)? {
-                    Synced::Same => {}
-                    Synced::Tail(recs) => tail = Some(recs),
+                    Synced::Same => o.fresh = Fresh::All,
+                    Synced::Tail(recs) => {
+                        o.fresh = Fresh::Except(recs.iter().map(|r| r.key).collect());
+                        tail = Some(recs);
+                    }
                     Synced::Committed => {
                         o.stamp = None;
                         o.refresh()?;
@@ -162,6 +166,58 @@ pub(crate) struct Open {
     ranks: Option<(Option<Stamp>, Ranks)>,
     /// the lines appended since the commit (not committed: [`Synced::Tail`]), in memory
     tail: Option<Tail>,
+    /// the files this query's sync found as their records say (stat unchanged since indexed)
+    fresh: Fresh,
+    /// each segment's fast-field columns, opened by an earlier query (a segment never changes;
+    /// the ones no searcher holds any more are dropped at the next query)
+    cols: Cols,
+}
+
+/// Which indexed files the query's sync found unchanged since their records were made: their
+/// (device, inode, size, mtime, ctime) as recorded.
+enum Fresh {
+    /// not known (nothing is skipped)
+    Unknown,
+    /// every file of the manifest
+    All,
+    /// every file of the manifest but these keys (appended to: searched through the tail)
+    Except(std::collections::HashSet<u64>),
+}
+
+impl Fresh {
+    fn has(&self, key: u64) -> bool {
+        match self {
+            Fresh::Unknown => false,
+            Fresh::All => true,
+            Fresh::Except(k) => !k.contains(&key),
+        }
+    }
+}
+
+/// Each segment's fast-field columns, by segment id.
+type Cols = Arc<HashMap<tantivy::index::SegmentId, SegCols>>;
+
+/// The fast-field columns a query reads of one segment.
+#[derive(Clone)]
+struct SegCols {
+    ts: Column<i64>,
+    file: Column<u64>,
+    off: Column<u64>,
+    len: Column<u64>,
+    h: Column<u64>,
+}
+
+impl SegCols {
+    fn open(r: &SegmentReader) -> tantivy::Result<SegCols> {
+        let ff = r.fast_fields();
+        Ok(SegCols {
+            ts: ff.i64("ts")?,
+            file: ff.u64("file")?,
+            off: ff.u64("off")?,
+            len: ff.u64("len")?,
+            h: ff.u64("h")?,
+        })
+    }
 }
 
 /// A tail index: the appended lines of some files, past what the commit covers, in parts
@@ -196,6 +252,8 @@ impl Open {
             stamp: None,
             tail: None,
             ranks: None,
+            fresh: Fresh::Unknown,
+            cols: Arc::new(HashMap::new()),
         };
         // the manifest and the reader, from one commit
         o.refresh()?;
@@ -254,6 +312,24 @@ impl Open {
         );
         self.ranks = Some((self.stamp, r.clone()));
         r
+    }
+
+    /// The columns of every segment of `all`: the ones opened before reused, the others
+    /// opened; the columns of segments no longer searched dropped.
+    fn columns(&mut self, all: &[&tantivy::Searcher]) -> tantivy::Result<Cols> {
+        let mut m = HashMap::new();
+        for s in all {
+            for r in s.segment_readers() {
+                let id = r.segment_id();
+                let c = match self.cols.get(&id) {
+                    Some(c) => c.clone(),
+                    None => SegCols::open(r)?,
+                };
+                m.insert(id, c);
+            }
+        }
+        self.cols = Arc::new(m);
+        Ok(self.cols.clone())
     }
 
     /// The commit's searcher and the tail's parts, in that order.
@@ -522,6 +598,7 @@ struct Ranked {
     k: usize,
     src: usize,
     ranks: Ranks,
+    cols: Cols,
 }
 struct RankedSeg {
     ts: Column<i64>,
@@ -539,11 +616,14 @@ impl Collector for Ranked {
     type Fruit = (Vec<Cand>, usize);
     type Child = RankedSeg;
     fn for_segment(&self, seg: SegmentOrdinal, r: &SegmentReader) -> tantivy::Result<RankedSeg> {
-        let ff = r.fast_fields();
+        let c = match self.cols.get(&r.segment_id()) {
+            Some(c) => c.clone(),
+            None => SegCols::open(r)?,
+        };
         Ok(RankedSeg {
-            ts: ff.i64("ts")?,
-            file: ff.u64("file")?,
-            off: ff.u64("off")?,
+            ts: c.ts,
+            file: c.file,
+            off: c.off,
             ranks: self.ranks.clone(),
             src: self.src,
             seg,
@@ -626,6 +706,10 @@ struct Sess {
     key: u64,
     /// a Claude Code or Codex file: `st` is its conversion to Pi, in memory
     conv: Option<Conv>,
+    /// the file's record's (device, inode, size, mtime, ctime) when `st` was last opened or
+    /// refreshed in a query whose sync found the file as its record says ([`Fresh`]): while a
+    /// later sync finds it so again, the file has not changed since and `st` is current
+    verified: Option<(u64, u64, u64, i64, i64)>,
 }
 
 /// What a converted session keeps of its source file.
@@ -666,6 +750,9 @@ struct Tree {
     covered: Option<HashMap<u32, u32>>,
     /// [`nearest_labelled`], built on the first hit that needs it
     near: Option<(Vec<u32>, usize)>,
+    /// the labels on the path of a labelled entry, root first, by that entry (a hit's are
+    /// those of its nearest labelled ancestor-or-self)
+    paths: HashMap<u32, Vec<String>>,
 }
 
 impl Sess {
@@ -679,6 +766,7 @@ impl Sess {
             seen,
             key,
             conv,
+            verified: None,
         }
     }
 
@@ -701,6 +789,7 @@ impl Sess {
                 in_ctx,
                 covered: None,
                 near: None,
+                paths: HashMap::new(),
             }
         })
     }
@@ -796,8 +885,15 @@ impl Sess {
         if *count == 0 {
             return Vec::new();
         }
+        let first = near[e as usize];
+        if first == NONE {
+            return Vec::new();
+        }
+        if let Some(p) = t.paths.get(&first) {
+            return p.clone();
+        }
         let mut out = Vec::new();
-        let mut c = near[e as usize];
+        let mut c = first;
         for _ in 0..*count {
             if c == NONE {
                 break;
@@ -817,6 +913,7 @@ impl Sess {
             c = if p == NONE { NONE } else { near[p as usize] };
         }
         out.reverse();
+        t.paths.insert(first, out.clone());
         out
     }
 }
@@ -951,16 +1048,9 @@ fn kept_from(st: &Store, path: &[u32]) -> usize {
     first.unwrap_or(c)
 }
 
-/// Fast-field columns of one segment.
-struct Cols {
-    file: Column<u64>,
-    off: Column<u64>,
-    len: Column<u64>,
-    h: Column<u64>,
-}
-
 struct Ctx<'a> {
     place: &'a Place,
+    fresh: &'a Fresh,
     recs: HashMap<u64, &'a FileRec>,
     sess: HashMap<u64, Option<Sess>>,
 }
@@ -969,27 +1059,33 @@ impl Ctx<'_> {
     fn sess(&mut self, key: u64) -> Option<&mut Sess> {
         let rec = *self.recs.get(&key)?;
         let place = self.place;
+        let want = (rec.dev, rec.ino, rec.size, rec.mtime_ns, rec.ctime_ns);
+        let fresh = self.fresh.has(key).then_some(want);
         self.sess
             .entry(key)
             .or_insert_with(|| {
                 if rec.fmt.is_some() {
                     return open_converted(rec, key);
                 }
+                let mut kept = take_opened(&rec.path).filter(|s| s.key == key);
+                // unchanged since it was last brought up to date: this query's sync just
+                // found the file as its record says, as the query that refreshed it did
+                if fresh.is_some() && kept.as_ref().is_some_and(|s| s.verified == fresh) {
+                    return kept;
+                }
                 let meta = std::fs::metadata(key_path(&rec.path)).ok()?;
                 if (meta.dev(), meta.ino()) != (rec.dev, rec.ino) {
                     return None;
                 }
-                if let Some(mut s) = take_opened(&rec.path) {
-                    if s.key == key
-                        && s.st.identity() == Some((rec.dev, rec.ino))
-                        && s.st.refresh().is_ok()
-                    {
+                if let Some(mut s) = kept.take() {
+                    if s.st.identity() == Some((rec.dev, rec.ino)) && s.st.refresh().is_ok() {
                         let now = (s.st.index.generation, s.st.index.leaf_version);
                         if now != s.seen {
                             s.tree = None;
                             s.labels.clear();
                             s.seen = now;
                         }
+                        s.verified = fresh;
                         return Some(s);
                     }
                 }
@@ -998,7 +1094,9 @@ impl Ctx<'_> {
                 if st.identity() != Some((rec.dev, rec.ino)) {
                     return None;
                 }
-                Some(Sess::new(st, key, None))
+                let mut s = Sess::new(st, key, None);
+                s.verified = fresh;
+                Some(s)
             })
             .as_mut()
     }
@@ -1073,6 +1171,9 @@ fn run(
     global: Option<&Stats>,
 ) -> Result<Found, SearchError> {
     let ranks = o.ranks();
+    let searchers = o.searchers();
+    let all: Vec<&tantivy::Searcher> = searchers.iter().collect();
+    let seg_cols = o.columns(&all)?;
     let o = &*o;
     let si = &o.si;
     let recs: HashMap<u64, &FileRec> = si.manifest.files.iter().map(|r| (r.key, r)).collect();
@@ -1097,11 +1198,6 @@ fn run(
     } else {
         build(&si.f, p, fl, keys)
     };
-    let searcher = o.reader.searcher();
-    let mut all: Vec<&tantivy::Searcher> = vec![&searcher];
-    if let Some(t) = &o.tail {
-        all.extend(t.parts.iter());
-    }
     let own = AllStats(all.clone());
     let shards;
     let stats: &dyn tantivy::query::Bm25StatisticsProvider = match global {
@@ -1124,10 +1220,10 @@ fn run(
     };
     let mut ctx = Ctx {
         place,
+        fresh: &o.fresh,
         recs,
         sess: HashMap::new(),
     };
-    let mut cols: HashMap<(usize, SegmentOrdinal), Cols> = HashMap::new();
     loop {
         let kk = k.min(1 << 24);
         let mut cands = Vec::new();
@@ -1137,6 +1233,7 @@ fn run(
                 k: kk,
                 src,
                 ranks: ranks.clone(),
+                cols: seg_cols.clone(),
             };
             let (more, n) = s.search_with_statistics_provider(&*tq, &ranked, stats)?;
             cands.extend(more);
@@ -1150,17 +1247,13 @@ fn run(
         let mut passed = 0usize;
         let mut stale = 0usize;
         for c in &cands {
-            let co = match cols.entry((c.src, c.addr.segment_ord)) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let s = all[c.src];
-                    let ff = s.segment_reader(c.addr.segment_ord).fast_fields();
-                    v.insert(Cols {
-                        file: ff.u64("file")?,
-                        off: ff.u64("off")?,
-                        len: ff.u64("len")?,
-                        h: ff.u64("h")?,
-                    })
+            let seg = all[c.src].segment_reader(c.addr.segment_ord);
+            let opened;
+            let co = match seg_cols.get(&seg.segment_id()) {
+                Some(co) => co,
+                None => {
+                    opened = SegCols::open(seg)?;
+                    &opened
                 }
             };
             let d = c.addr.doc_id;

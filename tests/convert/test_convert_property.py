@@ -226,3 +226,48 @@ def test_pi_to_codex_to_pi_keeps_the_active_branch_context(entries, head):
         assert (r.not_carried != ()) == (off > 0)
         if off:
             assert r.not_carried[0].startswith(f"{off} entries off the active branch")
+
+
+def _m(i: int, parent: int | None, role: str) -> dict:
+    e = {"type": "message", "id": f"{i:08x}", "parentId": None if parent is None else f"{parent:08x}",
+         "timestamp": "2025-01-01T00:00:00.000Z"}  # fmt: skip
+    if role == "user":
+        e["message"] = {"role": "user", "content": f"u{i}", "timestamp": 1}
+    else:
+        e["message"] = {"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}], "api": "x",
+                        "provider": "anthropic", "model": "claude-x", "stopReason": "stop", "timestamp": 2,
+                        "usage": {"input": 3, "output": 4, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7}}  # fmt: skip
+    return e
+
+
+def _label(i: int, parent: int, target: int) -> dict:
+    return {"type": "label", "id": f"{i:08x}", "parentId": f"{parent:08x}",
+            "timestamp": "2025-01-01T00:00:00.000Z", "targetId": f"{target:08x}", "label": "x"}  # fmt: skip
+
+
+# Found by Hypothesis (the test above): a label on the active branch whose target is off it is not
+# carried to Codex; what named that label must not name nothing after the round trip
+@pytest.mark.parametrize(
+    "entries",
+    [
+        # a label on the dropped label: dropped too (it would target no entry)
+        [_m(0, None, "user"), _m(1, 0, "assistant"), _m(2, 0, "assistant"), _label(3, 1, 2), _label(4, 3, 3),
+         _m(5, 4, "user")],
+        # a compaction keeping from the dropped label: kept from the next entry carried (the same context)
+        [_m(0, None, "user"), _m(1, 0, "assistant"), _m(2, 0, "assistant"), _label(3, 1, 2), _m(4, 3, "user"),
+         _m(5, 4, "user"), {"type": "compaction", "id": "00000006", "parentId": "00000005",
+                            "timestamp": "2025-01-01T00:00:00.000Z", "summary": "s",
+                            "firstKeptEntryId": "00000003", "tokensBefore": 10}],
+    ],
+    ids=["label-on-a-dropped-label", "compaction-kept-from-a-dropped-label"],
+)  # fmt: skip
+def test_pi_to_codex_drops_what_names_a_label_it_drops(tmp_path, entries):
+    head = {"type": "session", "version": 3, "id": "e3e70682c2094cac629f6fbed82c07cd",
+            "timestamp": "2025-01-01T00:00:00Z", "cwd": ""}  # fmt: skip
+    a, cx, b = tmp_path / "a.jsonl", tmp_path / "cx.jsonl", tmp_path / "b.jsonl"
+    _write(a, head, entries)
+    r = convert.from_pi(a, cx, to="codex")
+    convert.to_pi(cx, b)
+    assert Session.open(b).validate() == []
+    assert _ctx(b) == _ctx(a)
+    assert any("label '00000003'" in n or 'label "00000003"' in n for n in r.not_carried), r.not_carried

@@ -24,6 +24,8 @@ struct Probe<'a> {
     parent: Option<Value>,
     #[serde(rename = "type")]
     ty: Option<Value>,
+    #[serde(rename = "targetId")]
+    target: Option<Value>,
     #[serde(borrow)]
     source: Option<&'a RawValue>,
 }
@@ -664,6 +666,49 @@ fn codex_lines(
 /// An entry's parent id, offset and length in its file.
 type Located = (Option<Box<str>>, u64, u32);
 
+/// The labels of the active branch `path` that Pi -> Codex does not write, and where a
+/// compaction kept from one of them is kept from instead.
+///
+/// A label is not written when its target is not (off the branch, missing, or a label not
+/// written: linear, through the labels naming each label). The second map sends each such
+/// label to the next entry of the path that is written (none past the last).
+fn labels_not_written(
+    path: &[(Box<str>, u64, u32)],
+    on: &HashSet<Box<str>>,
+    label_of: &HashMap<Box<str>, Box<str>>,
+) -> (HashSet<Box<str>>, HashMap<Box<str>, Box<str>>) {
+    let mut naming: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut dropped: HashSet<Box<str>> = HashSet::new();
+    let mut todo: Vec<&str> = Vec::new();
+    for (id, _, _) in path {
+        if let Some(t) = label_of.get(id) {
+            naming.entry(&**t).or_default().push(&**id);
+            if !on.contains(t) && dropped.insert(id.clone()) {
+                todo.push(&**id);
+            }
+        }
+    }
+    while let Some(d) = todo.pop() {
+        for &l in naming.get(d).map(Vec::as_slice).unwrap_or(&[]) {
+            if dropped.insert(l.into()) {
+                todo.push(l);
+            }
+        }
+    }
+    let mut kept_from = HashMap::new();
+    let mut next: Option<&Box<str>> = None;
+    for (id, _, _) in path.iter().rev() {
+        if dropped.contains(id) {
+            if let Some(n) = next {
+                kept_from.insert(id.clone(), n.clone());
+            }
+        } else {
+            next = Some(id);
+        }
+    }
+    (dropped, kept_from)
+}
+
 /// Pi -> Codex: the active branch (the leaf is the last entry).
 pub fn to_codex(
     src: &Path,
@@ -674,6 +719,8 @@ pub fn to_codex(
     let (h, h_raw) = read_header(src)?;
     let v1 = super::legacy::reader_ids(src, &h)?;
     let mut at: HashMap<Box<str>, Located> = HashMap::new();
+    // each label entry's target (a label whose target is not written is not written either)
+    let mut label_of: HashMap<Box<str>, Box<str>> = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
     let mut total = 0u64;
     {
@@ -686,6 +733,12 @@ pub fn to_codex(
             if ln > 1 && !super::is_blank(line) {
                 match serde_json::from_slice::<Probe>(line) {
                     Ok(p) => {
+                        if s(p.ty.as_ref()) == Some("label") && p.source.is_none() {
+                            if let Some(id) = s(p.id.as_ref()) {
+                                let t = s(p.target.as_ref()).unwrap_or("");
+                                label_of.insert(id.into(), t.into());
+                            }
+                        }
                         // a session Pi reads as version 1: the ids our reader derives (one
                         // chain); the entries still travel in their own version
                         let (id, parent) = match &v1 {
@@ -720,7 +773,7 @@ pub fn to_codex(
             off += line.len() as u64 + eol as u64;
         }
     }
-    let mut path: Vec<(u64, u32)> = Vec::new();
+    let mut path: Vec<(Box<str>, u64, u32)> = Vec::new();
     let mut on: HashSet<Box<str>> = HashSet::new();
     let mut cur = leaf;
     while let Some(id) = cur {
@@ -736,11 +789,12 @@ pub fn to_codex(
         let Some((parent, off, len)) = at.get(&id) else {
             break;
         };
-        path.push((*off, *len));
+        path.push((id.clone(), *off, *len));
         cur = parent.clone();
         on.insert(id);
     }
     path.reverse();
+    let (dropped, kept_from) = labels_not_written(&path, &on, &label_of);
     let off_branch = total - path.len() as u64;
     if off_branch > 0 {
         let mut names: Vec<&str> = at
@@ -779,7 +833,7 @@ pub fn to_codex(
     let mut buf = Vec::new();
     let mut ob = Vec::new();
     let mut model = String::new();
-    for (off, len) in path {
+    for (id, off, len) in path {
         buf.resize(len as usize, 0);
         f.read_exact_at(&mut buf, off).map_err(io_err(src))?;
         ob.clear();
@@ -791,17 +845,22 @@ pub fn to_codex(
             Some((_, Carried::Line(b))) => ob.extend_from_slice(&b),
             Some((_, Carried::Part)) => {}
             None => {
-                if let super::Parsed::Object(e) = super::parse_line(&buf) {
-                    let target = s(e.get("targetId"));
-                    if s(e.get("type")) == Some("label") && !target.is_some_and(|t| on.contains(t))
-                    {
+                if let super::Parsed::Object(mut e) = super::parse_line(&buf) {
+                    if dropped.contains(&id) {
                         // a label on an entry that is not written would name nothing
                         rep.not_carried.push(format!(
-                            "label {:?} on {:?}: its target is off the active branch",
-                            s(e.get("id")).unwrap_or(""),
-                            target.unwrap_or("")
+                            "label {:?} on {:?}: its target is off the active branch or not written",
+                            &*id,
+                            s(e.get("targetId")).unwrap_or("")
                         ));
                     } else {
+                        // a compaction kept from a label not written: kept from the next entry
+                        // written, which gives the same context (a label is no message)
+                        if let Some(k) = s(e.get("firstKeptEntryId")) {
+                            if let Some(next) = kept_from.get(k) {
+                                e.insert("firstKeptEntryId".into(), json!(&**next));
+                            }
+                        }
                         codex_lines(&e, &h, &mut model, &mut ob);
                     }
                 }

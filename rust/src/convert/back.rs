@@ -666,6 +666,9 @@ fn codex_lines(
 /// An entry's parent id, offset and length in its file.
 type Located = (Option<Box<str>>, u64, u32);
 
+/// Entry id to entry id.
+type IdMap = HashMap<Box<str>, Box<str>>;
+
 /// The labels of the active branch `path` that Pi -> Codex does not write, and where a
 /// compaction kept from one of them is kept from instead.
 ///
@@ -675,8 +678,8 @@ type Located = (Option<Box<str>>, u64, u32);
 fn labels_not_written(
     path: &[(Box<str>, u64, u32)],
     on: &HashSet<Box<str>>,
-    label_of: &HashMap<Box<str>, Box<str>>,
-) -> (HashSet<Box<str>>, HashMap<Box<str>, Box<str>>) {
+    label_of: &IdMap,
+) -> (HashSet<Box<str>>, IdMap) {
     let mut naming: HashMap<&str, Vec<&str>> = HashMap::new();
     let mut dropped: HashSet<Box<str>> = HashSet::new();
     let mut todo: Vec<&str> = Vec::new();
@@ -720,7 +723,7 @@ pub fn to_codex(
     let v1 = super::legacy::reader_ids(src, &h)?;
     let mut at: HashMap<Box<str>, Located> = HashMap::new();
     // each label entry's target (a label whose target is not written is not written either)
-    let mut label_of: HashMap<Box<str>, Box<str>> = HashMap::new();
+    let mut label_of: IdMap = HashMap::new();
     let mut leaf: Option<Box<str>> = None;
     let mut total = 0u64;
     {

@@ -28,6 +28,10 @@ def test_ci_runs_readme_command_2_as_written():
     # measurement), and no folder of tests left out of both
     assert "pytest -q -n 2 --ignore=tests/perf && pytest -q tests/perf" in second
     assert second.count("--ignore") == 1 and "pytest -q -m" not in second and "--deselect" not in second
+    # a failure before the list's last `&&` does not stop a `set -e` script: CI guards the line
+    line = next(x for x in (ROOT / ".ci" / "run").read_text().splitlines() if second in x)
+    assert line.startswith(second) and line[len(second) :].startswith(" || { "), line
+    assert line.rstrip().endswith("exit 1; }"), line
 
 
 def test_the_wheel_smoke_runs_readme_command_1s_main_job():
